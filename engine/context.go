@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
+)
+
+// Final is an agent's final answer.
+type Final = abi.Final
+
+// Plan is the agent's plan as the model last stated it.
+type Plan = abi.Plan
+
+// RunOptions are the per-run settings; zero fields take the engine defaults.
+type RunOptions = abi.RunOptions
+
+// Engine defaults for zero RunOptions fields.
+const (
+	DefaultMaxSteps     = 15
+	DefaultParseRetries = 2
+)
+
+// DefaultFinalOutput is the output of the final the engine gives when the
+// forced conclusion fails and no fallback hook answers.
+const DefaultFinalOutput = "insufficient_evidence"
+
+// Metrics account a run's model calls, tools and time.
+type Metrics struct {
+	LLMRounds    int           `json:"llm_rounds"`
+	InputTokens  int           `json:"input_tokens"`
+	OutputTokens int           `json:"output_tokens"`
+	TotalTokens  int           `json:"total_tokens"`
+	ToolCalls    int           `json:"tool_calls"`
+	ParseRetries int           `json:"parse_retries"`
+	TotalCost    float64       `json:"total_cost"` // USD
+	LLMTime      time.Duration `json:"llm_time_ns"`
+	StartTime    time.Time     `json:"start_time"`
+	Elapsed      time.Duration `json:"elapsed_ns"`
+}
+
+// Usage returns the metrics' token and cost totals as a Usage.
+func (m Metrics) Usage() llm.Usage {
+	return llm.Usage{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, TotalTokens: m.TotalTokens, Cost: m.TotalCost}
+}
+
+// Step records one model reply and what the engine did with it.
+type Step struct {
+	StepNumber  int            `json:"step"`
+	Thought     string         `json:"thought,omitempty"`
+	Action      string         `json:"action"` // a tool name, "plan", "final" or "parse_error"
+	ActionInput map[string]any `json:"action_input,omitempty"`
+	Observation string         `json:"observation,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	Usage       llm.Usage      `json:"usage"`
+	Duration    time.Duration  `json:"duration_ns"`
+}
+
+// Stop reasons recorded in Context.StopReason.
+const (
+	StopFinal       = "final"            // the model answered with a final
+	StopForced      = "forced_final"     // the forced conclusion produced a final
+	StopFallback    = "fallback"         // the forced conclusion failed; the fallback final was used
+	StopCanceled    = "canceled"         // the context ended the run
+	StopModelFailed = "model_error"      // a model call failed outside the forced conclusion
+	StopBadParams   = "parameters_error" // the model parameters were rejected before the first call
+)
+
+// Context is the state of one run. The engine owns it while the run is in
+// progress; hooks may read it (see RunContext) but must not keep it.
+type Context struct {
+	Task         string         `json:"task"`
+	SystemPrompt string         `json:"system_prompt"`
+	Parameters   map[string]any `json:"parameters,omitempty"` // sent with every chat request of the run
+	Messages     []llm.Message  `json:"messages"`
+	Steps        []Step         `json:"steps"`
+	Plan         *Plan          `json:"plan,omitempty"`
+	Metrics      Metrics        `json:"metrics"`
+	StopReason   string         `json:"stop_reason"`
+	// RawFinalAnswer holds the final payload's bytes as the model sent them,
+	// or the marshalled fallback final: it is set on every path that returns a final.
+	RawFinalAnswer json.RawMessage `json:"raw_final_answer,omitempty"`
+}
+
+// AddUsage accounts one model call: one round, its tokens, its cost and its
+// duration. A call that reports no total counts input+output.
+func (c *Context) AddUsage(u llm.Usage, d time.Duration) {
+	sum := c.Metrics.Usage().Add(u)
+	c.Metrics.InputTokens, c.Metrics.OutputTokens, c.Metrics.TotalTokens, c.Metrics.TotalCost =
+		sum.InputTokens, sum.OutputTokens, sum.TotalTokens, sum.Cost
+	c.Metrics.LLMRounds++
+	c.Metrics.LLMTime += d
+}
+
+type runContextKey struct{}
+
+// RunContext returns the run Context that ctx belongs to, or nil. The engine
+// attaches it to the context it passes to hooks and tools.
+func RunContext(ctx context.Context) *Context {
+	rc, _ := ctx.Value(runContextKey{}).(*Context)
+	return rc
+}
+
+func withRunContext(ctx context.Context, rc *Context) context.Context {
+	return context.WithValue(ctx, runContextKey{}, rc)
+}

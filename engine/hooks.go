@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// The four engine hook points. Each takes a context (which carries the
+// deadline and the run, see RunContext) and a wire payload from package abi,
+// and may fail: a hook backed by a WebAssembly module can trap or time out.
+// The engine never lets a failing hook end a run:
+//   - PromptBuilder fails: the default system prompt is used, with a warning event.
+//   - ParamsBuilder fails: the run's base Parameters are used, with a warning event.
+//   - ToolSuccessHook fails: a warning event; the tool's result stands.
+//   - FallbackFinalizer fails or answers nil: the default final
+//     (Output DefaultFinalOutput), with a warning event.
+// A panic in a hook counts as its failure.
+
+// PromptBuilder builds the run's system prompt.
+type PromptBuilder interface {
+	BuildPrompt(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error)
+}
+
+// ParamsBuilder builds the model parameters sent with every request of a run.
+type ParamsBuilder interface {
+	BuildParams(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error)
+}
+
+// ToolSuccessHook is told of every tool call that was found and returned no error.
+type ToolSuccessHook interface {
+	OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error
+}
+
+// FallbackFinalizer gives the final answer when the forced conclusion fails.
+type FallbackFinalizer interface {
+	FallbackFinal(ctx context.Context, in abi.FallbackInput) (*Final, error)
+}
+
+// PromptBuilderFunc adapts a function to PromptBuilder.
+type PromptBuilderFunc func(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error)
+
+// BuildPrompt calls f.
+func (f PromptBuilderFunc) BuildPrompt(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+	return f(ctx, in)
+}
+
+// ParamsBuilderFunc adapts a function to ParamsBuilder.
+type ParamsBuilderFunc func(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error)
+
+// BuildParams calls f.
+func (f ParamsBuilderFunc) BuildParams(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+	return f(ctx, in)
+}
+
+// ToolSuccessFunc adapts a function to ToolSuccessHook.
+type ToolSuccessFunc func(ctx context.Context, in abi.ToolSuccessInput) error
+
+// OnToolSuccess calls f.
+func (f ToolSuccessFunc) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error {
+	return f(ctx, in)
+}
+
+// FallbackFinalFunc adapts a function to FallbackFinalizer.
+type FallbackFinalFunc func(ctx context.Context, in abi.FallbackInput) (*Final, error)
+
+// FallbackFinal calls f.
+func (f FallbackFinalFunc) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*Final, error) {
+	return f(ctx, in)
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithPromptBuilderHook sets the prompt builder.
+func WithPromptBuilderHook(h PromptBuilder) Option { return func(e *Engine) { e.promptHook = h } }
+
+// WithParamsBuilderHook sets the params builder.
+func WithParamsBuilderHook(h ParamsBuilder) Option { return func(e *Engine) { e.paramsHook = h } }
+
+// WithToolSuccessHook sets the tool-success hook.
+func WithToolSuccessHook(h ToolSuccessHook) Option { return func(e *Engine) { e.successHook = h } }
+
+// WithFallbackFinalHook sets the fallback finalizer.
+func WithFallbackFinalHook(h FallbackFinalizer) Option { return func(e *Engine) { e.fallbackHook = h } }
+
+// WithPromptBuilder sets a prompt builder that cannot fail; fn receives the
+// engine's registry and the task.
+func WithPromptBuilder(fn func(reg *Registry, task string) string) Option {
+	return func(e *Engine) {
+		reg := e.reg
+		e.promptHook = PromptBuilderFunc(func(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+			return abi.PromptOutput{SystemPrompt: fn(reg, in.Task)}, nil
+		})
+	}
+}
+
+// WithParamsBuilder sets a params builder that cannot fail.
+func WithParamsBuilder(fn func(opts RunOptions) map[string]any) Option {
+	return WithParamsBuilderHook(ParamsBuilderFunc(func(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+		return abi.ParamsOutput{Parameters: fn(in.Options)}, nil
+	}))
+}
+
+// WithOnToolSuccess sets a tool-success hook that receives the run Context.
+func WithOnToolSuccess(fn func(rc *Context, toolName string)) Option {
+	return WithToolSuccessHook(ToolSuccessFunc(func(ctx context.Context, in abi.ToolSuccessInput) error {
+		fn(RunContext(ctx), in.Tool)
+		return nil
+	}))
+}
+
+// WithFallbackFinal sets a fallback finalizer that cannot fail.
+func WithFallbackFinal(fn func() *Final) Option {
+	return WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*Final, error) {
+		return fn(), nil
+	}))
+}
+
+// WithIdentity sets the first paragraph of the default system prompt.
+func WithIdentity(identity string) Option { return func(e *Engine) { e.identity = identity } }
+
+// WithRules replaces the rules listed in the default system prompt.
+func WithRules(rules ...string) Option {
+	return func(e *Engine) { e.rules = append([]string(nil), rules...) }
+}
+
+// WithEventHandler subscribes fn to the run's events. fn is called
+// synchronously on the run's goroutine, so it must be quick.
+func WithEventHandler(fn func(Event)) Option { return func(e *Engine) { e.onEvent = fn } }
+
+// WithLogger sets the logger for warnings and debug events (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+// callHook runs one hook call, turning a panic into its error so that no
+// hook can take the run down.
+func callHook(name string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s hook panicked: %v", name, r)
+		}
+	}()
+	return fn()
+}

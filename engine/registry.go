@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// Tool is something the model can call. ParameterSchema returns the JSON
+// Schema of the params object; the engine validates every call against it
+// before Execute, so Execute may trust its input's shape.
+type Tool interface {
+	Name() string
+	Description() string
+	ParameterSchema() string
+	Execute(ctx context.Context, params map[string]any) (string, error)
+}
+
+// anyObject is the schema assumed for a tool that declares none.
+const anyObject = `{"type":"object"}`
+
+// ErrInvalidParams marks a tool call whose params do not satisfy the tool's
+// schema. The error text names each offending field.
+var ErrInvalidParams = errors.New("invalid tool parameters")
+
+// ErrInvalidSchema marks a tool whose ParameterSchema is not a usable JSON Schema.
+var ErrInvalidSchema = errors.New("invalid tool parameter schema")
+
+// Registry holds the tools of an engine. It is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]*registered
+}
+
+type registered struct {
+	tool   Tool
+	once   sync.Once // schemas compile on first use: registering stays cheap and infallible
+	schema *jsonschema.Schema
+	err    error
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{tools: map[string]*registered{}}
+}
+
+// Register adds t, replacing any tool of the same name.
+func (r *Registry) Register(t Tool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tools[t.Name()] = &registered{tool: t}
+}
+
+// Get returns the tool called name.
+func (r *Registry) Get(name string) (Tool, bool) {
+	e, ok := r.entry(name)
+	if !ok {
+		return nil, false
+	}
+	return e.tool, true
+}
+
+// All returns every tool, sorted by name.
+func (r *Registry) All() []Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Tool, 0, len(r.tools))
+	for _, e := range r.tools {
+		out = append(out, e.tool)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// Names returns the tool names, sorted.
+func (r *Registry) Names() []string {
+	tools := r.All()
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name()
+	}
+	return names
+}
+
+// Specs describes every tool on the wire, sorted by name.
+func (r *Registry) Specs() []abi.ToolSpec {
+	tools := r.All()
+	specs := make([]abi.ToolSpec, len(tools))
+	for i, t := range tools {
+		specs[i] = abi.ToolSpec{Name: t.Name(), Description: t.Description(), Parameters: json.RawMessage(schemaText(t))}
+	}
+	return specs
+}
+
+// Check compiles every tool's schema and returns the failures joined, each
+// wrapping ErrInvalidSchema. Hosts call it at start-up to fail early.
+func (r *Registry) Check() error {
+	var errs []error
+	for _, name := range r.Names() {
+		if e, ok := r.entry(name); ok {
+			if _, err := e.compiled(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks params against the schema of the tool called name. The
+// error wraps ErrInvalidParams or ErrInvalidSchema and names the bad fields.
+func (r *Registry) Validate(name string, params map[string]any) error {
+	e, ok := r.entry(name)
+	if !ok {
+		return fmt.Errorf("tool %q is not registered", name)
+	}
+	sch, err := e.compiled()
+	if err != nil {
+		return err
+	}
+	// Round-trip through JSON so Go values (ints, structs) validate exactly as
+	// the model's JSON would.
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("%w for tool %q: %s", ErrInvalidParams, name, describeViolations(ve))
+		}
+		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+	}
+	return nil
+}
+
+func (r *Registry) entry(name string) (*registered, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.tools[name]
+	return e, ok
+}
+
+func (e *registered) compiled() (*jsonschema.Schema, error) {
+	e.once.Do(func() {
+		name := e.tool.Name()
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schemaText(e.tool)))
+		if err != nil {
+			e.err = fmt.Errorf("%w of tool %q: not JSON: %v", ErrInvalidSchema, name, err)
+			return
+		}
+		c := jsonschema.NewCompiler()
+		url := "morph:tool/" + name + ".json"
+		if err := c.AddResource(url, doc); err != nil {
+			e.err = fmt.Errorf("%w of tool %q: %v", ErrInvalidSchema, name, err)
+			return
+		}
+		if e.schema, err = c.Compile(url); err != nil {
+			e.err = fmt.Errorf("%w of tool %q: %v", ErrInvalidSchema, name, err)
+		}
+	})
+	return e.schema, e.err
+}
+
+func schemaText(t Tool) string {
+	if s := strings.TrimSpace(t.ParameterSchema()); s != "" {
+		return s
+	}
+	return anyObject
+}
+
+// describeViolations flattens a validation error tree to its leaves, one
+// "at '/path': reason" each, which is what a model needs to fix its call.
+func describeViolations(ve *jsonschema.ValidationError) string {
+	p := message.NewPrinter(language.English)
+	var parts []string
+	var walk func(*jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) == 0 {
+			parts = append(parts, fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), v.ErrorKind.LocalizedString(p)))
+			return
+		}
+		for _, c := range v.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(parts, "; ")
+}
