@@ -1,0 +1,567 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
+)
+
+// reply is one scripted model answer: text, or an error from the client.
+type reply struct {
+	text string
+	err  error
+}
+
+// model replays replies and records every request it got.
+type model struct {
+	mu      sync.Mutex
+	replies []reply
+	reqs    []llm.Request
+}
+
+func TestMain(m *testing.M) {
+	// Warnings are asserted through events; keep test output readable.
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	os.Exit(m.Run())
+}
+
+func script(texts ...string) *model {
+	m := &model{}
+	for _, t := range texts {
+		m.replies = append(m.replies, reply{text: t})
+	}
+	return m
+}
+
+func (m *model) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs = append(m.reqs, req)
+	if len(m.replies) == 0 {
+		return llm.Result{}, errors.New("script exhausted")
+	}
+	r := m.replies[0]
+	m.replies = m.replies[1:]
+	if r.err != nil {
+		return llm.Result{}, r.err
+	}
+	return llm.Result{Text: r.text, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5, Cost: 0.001}, Duration: time.Millisecond}, nil
+}
+
+func (m *model) last() llm.Request { return m.reqs[len(m.reqs)-1] }
+
+func toolCall(name, params string) string {
+	return fmt.Sprintf(`{"type":"tool_call","tool_call":{"thought":"use %s","tool_name":%q,"tool_params":%s}}`, name, name, params)
+}
+
+func finalReply(out string) string {
+	return fmt.Sprintf(`{"type":"final","final":{"thought":"done","output":%q}}`, out)
+}
+
+// testTool is a tool whose behaviour a test sets.
+type testTool struct {
+	name, schema string
+	fn           func(map[string]any) (string, error)
+	calls        int
+}
+
+func (t *testTool) Name() string            { return t.name }
+func (t *testTool) Description() string     { return "test tool " + t.name }
+func (t *testTool) ParameterSchema() string { return t.schema }
+func (t *testTool) Execute(_ context.Context, p map[string]any) (string, error) {
+	t.calls++
+	return t.fn(p)
+}
+
+func echoTool() *testTool {
+	return &testTool{name: "echo",
+		schema: `{"type":"object","properties":{"text":{"type":"string"},"times":{"type":"integer","minimum":1}},"required":["text"]}`,
+		fn:     func(p map[string]any) (string, error) { return "echo: " + p["text"].(string), nil }}
+}
+
+func failTool() *testTool {
+	return &testTool{name: "boom", fn: func(map[string]any) (string, error) { return "", errors.New("disk on fire") }}
+}
+
+func registry(tools ...Tool) *Registry {
+	r := NewRegistry()
+	for _, t := range tools {
+		r.Register(t)
+	}
+	return r
+}
+
+func userMessages(req llm.Request) []string {
+	var out []string
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleUser {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+func collectEvents(events *[]Event) Option {
+	return WithEventHandler(func(ev Event) { *events = append(*events, ev) })
+}
+
+func warnings(events []Event) []string {
+	var out []string
+	for _, ev := range events {
+		if ev.Kind == EventWarning {
+			out = append(out, ev.Message)
+		}
+	}
+	return out
+}
+
+func TestRunToolThenFinal(t *testing.T) {
+	m := script(toolCall("echo", `{"text":"hi"}`), `{"type":"final","final":{"thought":"ok","output":"hi back","sources":["echo"]}}`)
+	tool := echoTool()
+	final, rc, err := New(m, registry(tool)).Run(context.Background(), "say hi", RunOptions{Model: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Output != "hi back" || rc.StopReason != StopFinal {
+		t.Fatalf("final %+v stop %s", final, rc.StopReason)
+	}
+	if string(rc.RawFinalAnswer) != `{"thought":"ok","output":"hi back","sources":["echo"]}` {
+		t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
+	}
+	if tool.calls != 1 || rc.Metrics.ToolCalls != 1 || rc.Metrics.LLMRounds != 2 {
+		t.Fatalf("tool calls %d, metrics %+v", tool.calls, rc.Metrics)
+	}
+	if len(rc.Steps) != 2 || rc.Steps[0].Action != "echo" || rc.Steps[0].Observation != "echo: hi" {
+		t.Fatalf("steps %+v", rc.Steps)
+	}
+	second := m.reqs[1]
+	if got := userMessages(second); got[len(got)-1] != "Tool Result (echo):\necho: hi" {
+		t.Fatalf("observation message %q", got[len(got)-1])
+	}
+	for _, req := range m.reqs {
+		if !req.ForceJSON || req.Model != "m1" {
+			t.Fatalf("request %+v: want ForceJSON and model m1", req)
+		}
+	}
+}
+
+func TestDefaultPromptAndNoOptionsIsDefault(t *testing.T) {
+	m := script(finalReply("x"))
+	_, rc, err := New(m, registry(echoTool())).Run(context.Background(), "the task", RunOptions{Parameters: map[string]any{"temperature": 0.2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := m.reqs[0].Messages[0]
+	if sys.Role != llm.RoleSystem || sys.Content != DefaultPrompt(DefaultIdentity, DefaultRules, registry(echoTool()).Specs()) {
+		t.Fatalf("system prompt is not the default:\n%s", sys.Content)
+	}
+	for _, want := range []string{DefaultIdentity, "- echo: test tool echo", `"required":["text"]`, `"type":"tool_call"`, `"type":"plan"`, `"type":"final"`, DefaultRules[0]} {
+		if !strings.Contains(sys.Content, want) {
+			t.Errorf("default prompt lacks %q", want)
+		}
+	}
+	if u := m.reqs[0].Messages[1]; u.Role != llm.RoleUser || u.Content != "the task" {
+		t.Fatalf("second message %+v", u)
+	}
+	if m.reqs[0].Parameters["temperature"] != 0.2 || len(rc.Parameters) != 1 {
+		t.Fatalf("params %v, want the base parameters unchanged", m.reqs[0].Parameters)
+	}
+}
+
+func TestParamsBuiltOnceAndSentEveryRequest(t *testing.T) {
+	// Three identical calls force a conclusion, whose request must carry the params too.
+	m := script(toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), finalReply("forced"))
+	builds := 0
+	var seen RunOptions
+	e := New(m, registry(echoTool()), WithParamsBuilder(func(o RunOptions) map[string]any {
+		builds++
+		seen = o
+		return map[string]any{"temperature": 0.1, "seed": 7}
+	}))
+	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 9, Parameters: map[string]any{"top_p": 0.5, "seed": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Output != "forced" || rc.StopReason != StopForced {
+		t.Fatalf("final %+v stop %s", final, rc.StopReason)
+	}
+	if builds != 1 || seen.MaxSteps != 9 {
+		t.Fatalf("builder called %d times with %+v", builds, seen)
+	}
+	if len(m.reqs) != 4 {
+		t.Fatalf("%d requests, want 4", len(m.reqs))
+	}
+	for i, req := range m.reqs {
+		p := req.Parameters
+		if p["temperature"] != 0.1 || p["seed"] != 7 || p["top_p"] != 0.5 {
+			t.Fatalf("request %d params %v: want builder output over base", i, p)
+		}
+	}
+	if got := userMessages(m.last()); got[len(got)-1] != ForceConclusionPrompt {
+		t.Fatalf("last request does not force a conclusion: %q", got[len(got)-1])
+	}
+}
+
+func TestParseRetries(t *testing.T) {
+	t.Run("correction then success resets the counter", func(t *testing.T) {
+		m := script("nonsense", finalReply("ok"))
+		final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{ParseRetries: 1})
+		if err != nil || final.Output != "ok" {
+			t.Fatalf("err %v final %+v", err, final)
+		}
+		if rc.Metrics.ParseRetries != 1 || rc.Steps[0].Action != "parse_error" {
+			t.Fatalf("metrics %+v steps %+v", rc.Metrics, rc.Steps)
+		}
+		msgs := m.reqs[1].Messages
+		if msgs[len(msgs)-2].Content != "nonsense" || !strings.Contains(msgs[len(msgs)-1].Content, "could not be used") {
+			t.Fatalf("retry lacks the raw reply and a correction: %+v", msgs)
+		}
+	})
+	t.Run("exhausted retries force a conclusion", func(t *testing.T) {
+		m := script("bad 1", "bad 2", "bad 3", finalReply("concluded"))
+		final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{ParseRetries: 2})
+		if err != nil || final.Output != "concluded" || rc.StopReason != StopForced {
+			t.Fatalf("err %v final %+v stop %s", err, final, rc.StopReason)
+		}
+		if rc.Metrics.ParseRetries != 3 || len(m.reqs) != 4 {
+			t.Fatalf("metrics %+v, %d requests", rc.Metrics, len(m.reqs))
+		}
+	})
+	t.Run("a good parse resets the counter", func(t *testing.T) {
+		m := script("bad", toolCall("echo", `{"text":"x"}`), "bad", finalReply("ok"))
+		final, _, err := New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{ParseRetries: 1})
+		if err != nil || final.Output != "ok" {
+			t.Fatalf("err %v final %+v: two separated failures must not exhaust one retry", err, final)
+		}
+	})
+}
+
+func TestToolObservations(t *testing.T) {
+	echo, boom := echoTool(), failTool()
+	m := script(
+		toolCall("nope", `{}`),
+		toolCall("boom", `{}`),
+		toolCall("echo", `{"times":"three"}`),
+		toolCall("echo", `{"text":"fine"}`),
+		finalReply("done"))
+	successes := []string{}
+	e := New(m, registry(echo, boom), WithOnToolSuccess(func(rc *Context, name string) {
+		if rc == nil || rc.Task != "t" {
+			t.Errorf("onToolSuccess got run context %+v", rc)
+		}
+		successes = append(successes, name)
+	}))
+	_, rc, err := e.Run(context.Background(), "t", RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := func(i int) string { return rc.Steps[i].Observation }
+	if obs(0) != "Error: tool 'nope' not found. Available tools: boom, echo" {
+		t.Errorf("unknown tool observation %q", obs(0))
+	}
+	if obs(1) != "error: disk on fire" || rc.Steps[1].Error == "" {
+		t.Errorf("tool error observation %q", obs(1))
+	}
+	if !errors.Is(e.Registry().Validate("echo", map[string]any{"times": "three"}), ErrInvalidParams) {
+		t.Errorf("Validate does not wrap ErrInvalidParams")
+	}
+	for _, field := range []string{"'text'", "/times"} {
+		if !strings.Contains(obs(2), field) {
+			t.Errorf("validation observation %q does not name %s", obs(2), field)
+		}
+	}
+	if echo.calls != 1 {
+		t.Errorf("echo executed %d times: invalid params must not reach Execute", echo.calls)
+	}
+	if strings.Join(successes, ",") != "echo" {
+		t.Errorf("onToolSuccess calls %v, want only the successful echo", successes)
+	}
+}
+
+func TestRepeatedCallForcesConclusion(t *testing.T) {
+	// Params equal up to key order count as the same call.
+	m := script(toolCall("echo", `{"text":"a","times":1}`), toolCall("echo", `{"times":1,"text":"a"}`), toolCall("echo", `{"text":"a","times":1}`), finalReply("f"))
+	_, rc, err := New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{})
+	if err != nil || rc.StopReason != StopForced || len(rc.Steps) != 3 {
+		t.Fatalf("err %v stop %s steps %d", err, rc.StopReason, len(rc.Steps))
+	}
+	// A different call in between resets the count.
+	m = script(toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"b"}`), toolCall("echo", `{"text":"a"}`), finalReply("f"))
+	_, rc, _ = New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{})
+	if rc.StopReason != StopFinal {
+		t.Fatalf("stop %s, want final: the calls were not three in a row", rc.StopReason)
+	}
+}
+
+func TestMaxStepsAndTokenBudget(t *testing.T) {
+	plans := func(n int) []string {
+		var s []string
+		for i := 0; i < n; i++ {
+			s = append(s, `{"type":"plan","plan":{"steps":["a"]}}`)
+		}
+		return s
+	}
+	m := script(append(plans(3), finalReply("late"))...)
+	final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{MaxSteps: 3})
+	if err != nil || final.Output != "late" || rc.StopReason != StopForced || len(m.reqs) != 4 {
+		t.Fatalf("err %v final %+v stop %s requests %d", err, final, rc.StopReason, len(m.reqs))
+	}
+	if final.Plan == nil || final.Plan.Steps[0].Status != abi.StepCompleted {
+		t.Fatalf("final plan %+v, want the stored plan marked completed", final.Plan)
+	}
+	// Each reply costs 15 tokens: a budget of 20 is exceeded after the second.
+	m = script(append(plans(2), finalReply("budget"))...)
+	final, rc, _ = New(m, nil).Run(context.Background(), "t", RunOptions{TokenBudget: 20})
+	if final.Output != "budget" || len(rc.Steps) != 2 || rc.Metrics.TotalTokens != 45 {
+		t.Fatalf("final %+v steps %d metrics %+v", final, len(rc.Steps), rc.Metrics)
+	}
+}
+
+func TestFallbackFinal(t *testing.T) {
+	forced := func(last reply) *model {
+		m := script(`{"type":"plan","plan":{"steps":[]}}`)
+		m.replies = append(m.replies, last)
+		return m
+	}
+	points := map[string]reply{
+		"chat error":   {err: errors.New("503")},
+		"parse error":  {text: "not json"},
+		"not a final":  {text: toolCall("echo", `{"text":"x"}`)},
+		"unknown type": {text: `{"type":"wat"}`},
+	}
+	for name, last := range points {
+		t.Run(name+" without hook", func(t *testing.T) {
+			final, rc, err := New(forced(last), nil).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+			if err != nil || final.Output != DefaultFinalOutput || rc.StopReason != StopFallback {
+				t.Fatalf("err %v final %+v stop %s", err, final, rc.StopReason)
+			}
+			if string(rc.RawFinalAnswer) != `{"thought":"","output":"insufficient_evidence"}` {
+				t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
+			}
+		})
+		t.Run(name+" with hook", func(t *testing.T) {
+			called := 0
+			e := New(forced(last), nil, WithFallbackFinal(func() *Final {
+				called++
+				return &Final{Thought: "fb", Output: "from hook"}
+			}))
+			final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+			if err != nil || called != 1 || final.Output != "from hook" {
+				t.Fatalf("err %v called %d final %+v", err, called, final)
+			}
+			if string(rc.RawFinalAnswer) != `{"thought":"fb","output":"from hook"}` {
+				t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
+			}
+		})
+	}
+}
+
+func TestModelErrorFailsTheRun(t *testing.T) {
+	m := &model{replies: []reply{{err: errors.New("401 unauthorized")}}}
+	final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{})
+	if final != nil || err == nil || !strings.Contains(err.Error(), "401") || rc.StopReason != StopModelFailed {
+		t.Fatalf("final %+v err %v stop %s", final, err, rc.StopReason)
+	}
+}
+
+// blockingModel answers its first call and blocks on the second until ctx ends.
+type blockingModel struct{ calls int }
+
+func (b *blockingModel) Chat(ctx context.Context, _ llm.Request) (llm.Result, error) {
+	b.calls++
+	if b.calls == 1 {
+		return llm.Result{Text: `{"type":"plan","plan":{"steps":["wait"]}}`}, nil
+	}
+	<-ctx.Done()
+	return llm.Result{}, fmt.Errorf("transport: %w", ctx.Err())
+}
+
+func TestCancellation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var final *Final
+	var rc *Context
+	var err error
+	go func() {
+		defer close(done)
+		final, rc, err = New(&blockingModel{}, nil).Run(ctx, "t", RunOptions{})
+	}()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancellation")
+	}
+	if final != nil || !errors.Is(err, context.Canceled) || err != context.Canceled {
+		t.Fatalf("final %+v err %v, want exactly ctx.Err()", final, err)
+	}
+	if rc.StopReason != StopCanceled {
+		t.Fatalf("stop %s", rc.StopReason)
+	}
+	// An already-cancelled context makes no model call at all.
+	m := script(finalReply("x"))
+	_, _, err = New(m, nil).Run(ctx, "t", RunOptions{})
+	if err != context.Canceled || len(m.reqs) != 0 {
+		t.Fatalf("err %v, %d requests", err, len(m.reqs))
+	}
+}
+
+func TestAddUsage(t *testing.T) {
+	var rc Context
+	rc.AddUsage(llm.Usage{InputTokens: 100, OutputTokens: 20, Cost: 0.5}, time.Second)
+	rc.AddUsage(llm.Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 16, Cost: 0.25}, time.Second)
+	// No total again after a non-zero running total: still input+output (the reference quirk is not copied).
+	rc.AddUsage(llm.Usage{InputTokens: 1, OutputTokens: 2, Cost: 0.125}, time.Second)
+	m := rc.Metrics
+	if m.InputTokens != 111 || m.OutputTokens != 27 || m.TotalTokens != 120+16+3 || m.TotalCost != 0.875 || m.LLMRounds != 3 || m.LLMTime != 3*time.Second {
+		t.Fatalf("metrics %+v", m)
+	}
+}
+
+func TestRunUsageAndCost(t *testing.T) {
+	m := script(toolCall("echo", `{"text":"a"}`), finalReply("x"))
+	_, rc, err := New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Metrics.TotalTokens != 30 || rc.Metrics.TotalCost != 0.002 || rc.Steps[0].Usage.Total() != 15 {
+		t.Fatalf("metrics %+v", rc.Metrics)
+	}
+}
+
+// Context-aware hooks that fail must not end the run.
+func TestFailingHooks(t *testing.T) {
+	errHook := errors.New("hook trapped")
+	failing := []Option{
+		WithPromptBuilderHook(PromptBuilderFunc(func(context.Context, abi.PromptInput) (abi.PromptOutput, error) {
+			return abi.PromptOutput{}, errHook
+		})),
+		WithParamsBuilderHook(ParamsBuilderFunc(func(context.Context, abi.ParamsInput) (abi.ParamsOutput, error) {
+			panic("params builder bug")
+		})),
+		WithToolSuccessHook(ToolSuccessFunc(func(context.Context, abi.ToolSuccessInput) error { return errHook })),
+		WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*Final, error) {
+			return nil, context.DeadlineExceeded
+		})),
+	}
+	m := script(toolCall("echo", `{"text":"a"}`), "garbage")
+	var events []Event
+	final, rc, err := New(m, registry(echoTool()), append(failing, collectEvents(&events))...).
+		Run(context.Background(), "t", RunOptions{MaxSteps: 1, Parameters: map[string]any{"seed": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Output != DefaultFinalOutput || rc.StopReason != StopFallback {
+		t.Fatalf("final %+v stop %s", final, rc.StopReason)
+	}
+	if rc.SystemPrompt != DefaultPrompt(DefaultIdentity, DefaultRules, registry(echoTool()).Specs()) {
+		t.Fatalf("a failing prompt builder must leave the default prompt")
+	}
+	if m.reqs[0].Parameters["seed"] != 3 || len(m.reqs[0].Parameters) != 1 {
+		t.Fatalf("a failing params builder must leave the base params, got %v", m.reqs[0].Parameters)
+	}
+	if rc.Steps[0].Observation != "echo: a" {
+		t.Fatalf("a failing success hook must not change the tool result: %+v", rc.Steps[0])
+	}
+	got := strings.Join(warnings(events), "\n")
+	for _, want := range []string{"build_prompt hook failed", "build_params hook failed", "on_tool_success hook failed", "fallback_final hook failed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no warning event %q in:\n%s", want, got)
+		}
+	}
+}
+
+func TestContextAwareHooksReceivePayloads(t *testing.T) {
+	m := script(toolCall("echo", `{"text":"a"}`), "junk")
+	var promptIn abi.PromptInput
+	var success abi.ToolSuccessInput
+	var fb abi.FallbackInput
+	e := New(m, registry(echoTool()),
+		WithPromptBuilderHook(PromptBuilderFunc(func(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+			promptIn = in
+			return abi.PromptOutput{SystemPrompt: "custom: " + in.Task}, nil
+		})),
+		WithParamsBuilderHook(ParamsBuilderFunc(func(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+			in.Options.Parameters["mutated"] = true // must not leak into the caller's map
+			return abi.ParamsOutput{Parameters: map[string]any{"temperature": 0.0}}, nil
+		})),
+		WithToolSuccessHook(ToolSuccessFunc(func(_ context.Context, in abi.ToolSuccessInput) error {
+			success = in
+			return nil
+		})),
+		WithFallbackFinalHook(FallbackFinalFunc(func(_ context.Context, in abi.FallbackInput) (*Final, error) {
+			fb = in
+			return &Final{Output: "fb"}, nil
+		})))
+	base := map[string]any{"top_p": 1.0}
+	final, rc, err := e.Run(context.Background(), "task X", RunOptions{MaxSteps: 1, Parameters: base})
+	if err != nil || final.Output != "fb" {
+		t.Fatalf("err %v final %+v", err, final)
+	}
+	if promptIn.Task != "task X" || len(promptIn.Tools) != 1 || promptIn.Tools[0].Name != "echo" || !strings.Contains(promptIn.DefaultPrompt, DefaultIdentity) {
+		t.Fatalf("prompt input %+v", promptIn)
+	}
+	if rc.SystemPrompt != "custom: task X" || m.reqs[0].Messages[0].Content != "custom: task X" {
+		t.Fatalf("system prompt %q", rc.SystemPrompt)
+	}
+	if _, leaked := base["mutated"]; leaked {
+		t.Fatal("params builder mutated the caller's Parameters")
+	}
+	if success.Tool != "echo" || success.Step != 1 || success.Observation != "echo: a" || success.Params["text"] != "a" {
+		t.Fatalf("success input %+v", success)
+	}
+	if fb.Task != "task X" || fb.Steps != 1 || !strings.Contains(fb.Reason, "did not parse") || fb.Usage.TotalTokens != 30 {
+		t.Fatalf("fallback input %+v", fb)
+	}
+}
+
+func TestEventsReportSteps(t *testing.T) {
+	m := script(toolCall("echo", `{"text":"a"}`), finalReply("x"))
+	var events []Event
+	_, _, err := New(m, registry(echoTool()), collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range events {
+		kinds = append(kinds, fmt.Sprintf("%s:%d:%s", ev.Kind, ev.Step, ev.Action))
+	}
+	if got := strings.Join(kinds, " "); got != "step:1:echo step:2:final final:2:final" {
+		t.Fatalf("events %s", got)
+	}
+	if events[0].Usage.Total() != 15 || events[0].Total.TotalTokens != 15 || events[1].Total.TotalTokens != 30 {
+		t.Fatalf("event usage %+v / %+v", events[0], events[1])
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := registry(&testTool{name: "b"}, &testTool{name: "a"}, &testTool{name: "bad", schema: `{"type": 12}`}, &testTool{name: "notjson", schema: `{`})
+	if got := strings.Join(r.Names(), ","); got != "a,b,bad,notjson" {
+		t.Fatalf("names %s", got)
+	}
+	if _, ok := r.Get("a"); !ok {
+		t.Fatal("Get a")
+	}
+	err := r.Check()
+	if !errors.Is(err, ErrInvalidSchema) || !strings.Contains(err.Error(), `"bad"`) || !strings.Contains(err.Error(), `"notjson"`) {
+		t.Fatalf("Check = %v", err)
+	}
+	if err := r.Validate("a", map[string]any{"anything": 1}); err != nil {
+		t.Fatalf("a tool without a schema accepts any object: %v", err)
+	}
+	var specs []abi.ToolSpec = r.Specs()
+	if !json.Valid(specs[0].Parameters) {
+		t.Fatalf("spec parameters %s", specs[0].Parameters)
+	}
+}

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
+)
+
+func TestParseResponseTypes(t *testing.T) {
+	t.Run("tool_call", func(t *testing.T) {
+		r, err := ParseResponse(llm.Result{Text: `{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"1+1"}}}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != TypeToolCall || r.ToolCall.ToolName != "calc" || r.ToolCall.ToolParams["expression"] != "1+1" || r.ToolCall.Thought != "t" {
+			t.Fatalf("got %+v %+v", r, r.ToolCall)
+		}
+		if r.RawFinalAnswer != nil {
+			t.Fatalf("RawFinalAnswer = %s, want nil for a tool_call", r.RawFinalAnswer)
+		}
+	})
+	t.Run("tool_call without params gets an empty map", func(t *testing.T) {
+		r, err := ParseResponse(llm.Result{Text: `{"type":"tool_call","tool_call":{"tool_name":"now"}}`})
+		if err != nil || r.ToolCall.ToolParams == nil {
+			t.Fatalf("err=%v params=%v", err, r.ToolCall.ToolParams)
+		}
+	})
+	t.Run("final keeps raw payload", func(t *testing.T) {
+		payload := `{"thought":"done","output":{"n":42},"sources":["a","b"]}`
+		r, err := ParseResponse(llm.Result{Text: `{"type":"final","final":` + payload + `}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != TypeFinal || r.Final.Thought != "done" || r.Final.Output.(map[string]any)["n"] != float64(42) {
+			t.Fatalf("got %+v", r.Final)
+		}
+		if string(r.RawFinalAnswer) != payload {
+			t.Fatalf("RawFinalAnswer = %s, want %s", r.RawFinalAnswer, payload)
+		}
+	})
+	t.Run("final_answer is an alias and wins over final", func(t *testing.T) {
+		r, err := ParseResponse(llm.Result{Text: `{"type":"final","final":{"output":"loser"},"final_answer":{"output":"winner","truth_assessment":"high"}}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != TypeFinal || r.Final.Output != "winner" || string(r.RawFinalAnswer) != `{"output":"winner","truth_assessment":"high"}` {
+			t.Fatalf("got %+v raw=%s", r.Final, r.RawFinalAnswer)
+		}
+		r, err = ParseResponse(llm.Result{Text: `{"type":"final_answer","final_answer":{"output":"x"}}`})
+		if err != nil || r.Type != TypeFinal || r.Final.Output != "x" {
+			t.Fatalf("final_answer type: %v %+v", err, r)
+		}
+	})
+	t.Run("bare final value is the output", func(t *testing.T) {
+		r, err := ParseResponse(llm.Result{Text: `{"type":"final","final":"42"}`})
+		if err != nil || r.Final.Output != "42" || string(r.RawFinalAnswer) != `"42"` {
+			t.Fatalf("err=%v %+v", err, r)
+		}
+	})
+	t.Run("plan with string and object steps", func(t *testing.T) {
+		r, err := ParseResponse(llm.Result{Text: `{"type":"plan","plan":{"summary":"s","steps":["look",{"step":"compute","status":"in_progress"},{"step":"x"}]}}`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []abi.PlanStep{{Step: "look", Status: abi.StepPending}, {Step: "compute", Status: abi.StepInProgress}, {Step: "x", Status: abi.StepPending}}
+		if r.Type != TypePlan || len(r.Plan.Steps) != 3 {
+			t.Fatalf("got %+v", r.Plan)
+		}
+		for i, s := range want {
+			if r.Plan.Steps[i] != s {
+				t.Errorf("step %d = %+v, want %+v", i, r.Plan.Steps[i], s)
+			}
+		}
+	})
+	t.Run("type inferred from the payload", func(t *testing.T) {
+		r, err := ParseResponse(llm.Result{Text: `{"final":{"output":1}}`})
+		if err != nil || r.Type != TypeFinal {
+			t.Fatalf("err=%v %+v", err, r)
+		}
+	})
+}
+
+func TestParseResponseTolerantOrder(t *testing.T) {
+	final := func(out string) string { return `{"type":"final","final":{"output":"` + out + `"}}` }
+	cases := []struct {
+		name string
+		res  llm.Result
+		want string
+	}{
+		{"client JSON beats text", llm.Result{JSON: map[string]any{"type": "final", "final": map[string]any{"output": "json"}}, Text: final("text")}, "json"},
+		{"whole text", llm.Result{Text: "  \n" + final("whole") + "\n"}, "whole"},
+		{"fenced json block beats an earlier object", llm.Result{Text: "I think {\"a\":1} is wrong.\n```json\n" + final("fenced") + "\n```\n"}, "fenced"},
+		{"json-tagged fence beats an untagged one", llm.Result{Text: "```\n" + final("plain") + "\n```\n```json\n" + final("tagged") + "\n```"}, "tagged"},
+		{"untagged fence", llm.Result{Text: "```\n" + final("plain") + "\n```"}, "plain"},
+		{"first balanced object in prose", llm.Result{Text: "Sure! " + `{"type":"final","final":{"output":"br{ace}s \"q\""}}` + " trailing {junk"}, `br{ace}s "q"`},
+		{"skips an invalid balanced span", llm.Result{Text: "{not json} then " + final("second")}, "second"},
+		{"client JSON that is not an object falls through", llm.Result{JSON: "just a string", Text: final("text")}, "text"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := ParseResponse(c.res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Final == nil || r.Final.Output != c.want {
+				t.Fatalf("got %+v, want output %q", r.Final, c.want)
+			}
+		})
+	}
+}
+
+func TestParseResponseErrors(t *testing.T) {
+	cases := []struct {
+		text string
+		want error
+	}{
+		{"no json here", ErrNoJSON},
+		{"", ErrNoJSON},
+		{"[1,2,3]", ErrNoJSON},
+		{`{"type":"dance","dance":{}}`, ErrUnknownType},
+		{`{"thought":"hmm"}`, ErrUnknownType},
+		{`{"type":"tool_call"}`, ErrMissingPayload},
+		{`{"type":"final","final":null}`, ErrMissingPayload},
+		{`{"type":"plan"}`, ErrMissingPayload},
+		{`{"type":"tool_call","tool_call":{"tool_params":{}}}`, ErrMissingToolName},
+		{`{"type":"tool_call","tool_call":"calc"}`, ErrMissingPayload},
+	}
+	for _, c := range cases {
+		_, err := ParseResponse(llm.Result{Text: c.text})
+		if !errors.Is(err, c.want) {
+			t.Errorf("ParseResponse(%q) error = %v, want %v", c.text, err, c.want)
+		}
+	}
+}
