@@ -1,0 +1,128 @@
+package abi
+
+// Version is the ABI version this package describes.
+const Version = 1
+
+// MarkerPrefix starts every ABI version marker export; MarkerV1 is version 1's.
+// A module exports the marker of each version it implements, as a function
+// that is never called (the proxy-wasm convention), so a host can tell the
+// version from the export list alone, before instantiating anything.
+const (
+	MarkerPrefix = "morph_abi_v"
+	MarkerV1     = "morph_abi_v1"
+)
+
+// HostModule is the import namespace of the host functions of ABI v1.
+const HostModule = "morph:host/v1"
+
+// Host functions a guest may import from HostModule.
+const (
+	// ImportLog: log(level i32, ptr i32, len i32). Writes a UTF-8 message to
+	// the host's log under the plugin's name. Levels are the Log* constants.
+	ImportLog = "log"
+	// ImportConfigGet: config_get(key_ptr i32, key_len i32, out_ptr i32, out_cap i32) -> i32.
+	// Looks up the plugin's own config value for key. Returns -1 when the key
+	// is absent; otherwise the value's length, having written the value to
+	// out_ptr only when that length is <= out_cap (call again with a larger
+	// buffer otherwise).
+	ImportConfigGet = "config_get"
+)
+
+// Log levels of ImportLog, the values of log/slog's levels.
+const (
+	LogDebug = -4
+	LogInfo  = 0
+	LogWarn  = 4
+	LogError = 8
+)
+
+// Guest exports of ABI v1. Every export except the marker and ExportAlloc has
+// the shape (ptr i32, len i32) -> i64: it reads its JSON input from guest
+// memory at [ptr, ptr+len) and returns a packed result (see Pack).
+const (
+	// ExportAlloc: morph_alloc(size i32) -> i32 returns the address of size
+	// bytes the host may write the next input into; 0 when it cannot.
+	ExportAlloc = "morph_alloc"
+	// ExportDescribe returns the plugin's Manifest; its input is empty.
+	ExportDescribe = "morph_describe"
+
+	// The four engine hooks.
+	ExportBuildPrompt   = "morph_build_prompt"    // PromptInput -> PromptOutput
+	ExportBuildParams   = "morph_build_params"    // ParamsInput -> ParamsOutput
+	ExportOnToolSuccess = "morph_on_tool_success" // ToolSuccessInput -> empty or {}
+	ExportFallbackFinal = "morph_fallback_final"  // FallbackInput -> Final
+	// ExportCallTool runs one of the plugin's tools: ToolCallInput -> ToolCallOutput.
+	ExportCallTool = "morph_call_tool"
+
+	// Reserved for session middleware; their payloads are specified when they
+	// are introduced, within v1 (additive).
+	ExportOnTurnStart    = "morph_on_turn_start"
+	ExportOnAction       = "morph_on_action"
+	ExportOnObservation  = "morph_on_observation"
+	ExportOnFinal        = "morph_on_final"
+	ExportBeforeRun      = "morph_before_run"
+	ExportAfterRun       = "morph_after_run"
+	ExportBeforeToolCall = "morph_before_tool_call"
+	ExportAfterToolCall  = "morph_after_tool_call"
+	ExportDestroy        = "morph_destroy"
+)
+
+// Hook names as they appear in Manifest.Hooks and in morph.toml.
+const (
+	HookBuildPrompt   = "build_prompt"
+	HookBuildParams   = "build_params"
+	HookOnToolSuccess = "on_tool_success"
+	HookFallbackFinal = "fallback_final"
+)
+
+// HookExports maps each hook name of v1 to its export.
+var HookExports = map[string]string{
+	HookBuildPrompt:   ExportBuildPrompt,
+	HookBuildParams:   ExportBuildParams,
+	HookOnToolSuccess: ExportOnToolSuccess,
+	HookFallbackFinal: ExportFallbackFinal,
+}
+
+// ErrorFlag marks a packed result whose bytes are a guest-reported error
+// message (UTF-8 text) rather than the export's JSON output.
+const ErrorFlag = 1 << 31
+
+// MaxPayload is the largest length a packed result can carry.
+const MaxPayload = ErrorFlag - 1
+
+// Pack encodes an export's result: the address in the high 32 bits, the
+// length in the low 31, and ErrorFlag in bit 31 when isErr. A zero result is
+// success with empty output.
+func Pack(ptr, length uint32, isErr bool) uint64 {
+	v := uint64(ptr)<<32 | uint64(length&MaxPayload)
+	if isErr {
+		v |= ErrorFlag
+	}
+	return v
+}
+
+// Unpack decodes a result packed by Pack.
+func Unpack(v uint64) (ptr, length uint32, isErr bool) {
+	return uint32(v >> 32), uint32(v) & MaxPayload, uint32(v)&ErrorFlag != 0
+}
+
+// Manifest is what ExportDescribe returns: who the plugin is and what it offers.
+type Manifest struct {
+	Name         string     `json:"name"`
+	Version      string     `json:"version"`
+	ABIVersion   int        `json:"abi_version"`
+	Hooks        []string   `json:"hooks"`                  // hook names the plugin implements
+	Tools        []ToolSpec `json:"tools,omitempty"`        // tools served by ExportCallTool
+	Capabilities []string   `json:"capabilities,omitempty"` // capabilities requested, e.g. "log", "config"
+}
+
+// ToolCallInput asks a plugin to run one of its tools.
+type ToolCallInput struct {
+	Tool   string         `json:"tool"`
+	Params map[string]any `json:"params"`
+}
+
+// ToolCallOutput is a tool's result, shown to the model as the observation.
+type ToolCallOutput struct {
+	Output string `json:"output"`
+}

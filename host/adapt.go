@@ -1,0 +1,96 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// invoke is the typed call every adapter uses: JSON in, JSON out. An output
+// that is not the export's payload is ErrBadOutput; an empty output decodes
+// as the zero payload.
+func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out, error) {
+	var out Out
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return out, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
+	}
+	err = p.call(ctx, export, raw, func(view []byte) error {
+		if len(view) == 0 {
+			return nil
+		}
+		return json.Unmarshal(view, &out)
+	})
+	return out, err
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}
+
+// Options returns the engine options for the hooks the plugin implements and
+// has enabled; failures follow the engine's rules for failing hooks.
+func (p *Plugin) Options() []engine.Option {
+	var opts []engine.Option
+	for _, h := range p.hooks {
+		switch h {
+		case abi.HookBuildPrompt:
+			opts = append(opts, engine.WithPromptBuilderHook(engine.PromptBuilderFunc(
+				func(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+					return invoke[abi.PromptOutput](ctx, p, abi.ExportBuildPrompt, in)
+				})))
+		case abi.HookBuildParams:
+			opts = append(opts, engine.WithParamsBuilderHook(engine.ParamsBuilderFunc(
+				func(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+					return invoke[abi.ParamsOutput](ctx, p, abi.ExportBuildParams, in)
+				})))
+		case abi.HookOnToolSuccess:
+			opts = append(opts, engine.WithToolSuccessHook(engine.ToolSuccessFunc(
+				func(ctx context.Context, in abi.ToolSuccessInput) error {
+					_, err := invoke[json.RawMessage](ctx, p, abi.ExportOnToolSuccess, in)
+					return err
+				})))
+		case abi.HookFallbackFinal:
+			opts = append(opts, engine.WithFallbackFinalHook(engine.FallbackFinalFunc(
+				func(ctx context.Context, in abi.FallbackInput) (*engine.Final, error) {
+					f, err := invoke[*engine.Final](ctx, p, abi.ExportFallbackFinal, in)
+					if err == nil && f == nil {
+						err = &Error{Plugin: p.name, Export: abi.ExportFallbackFinal, Kind: ErrBadOutput, Msg: "empty final"}
+					}
+					return f, err
+				})))
+		}
+	}
+	return opts
+}
+
+// Tools returns the plugin's tools as engine tools; the engine validates
+// their params against the declared schema before they reach the guest.
+func (p *Plugin) Tools() []engine.Tool {
+	tools := make([]engine.Tool, len(p.manifest.Tools))
+	for i, spec := range p.manifest.Tools {
+		tools[i] = &tool{p: p, spec: spec}
+	}
+	return tools
+}
+
+type tool struct {
+	p    *Plugin
+	spec abi.ToolSpec
+}
+
+func (t *tool) Name() string            { return t.spec.Name }
+func (t *tool) Description() string     { return t.spec.Description }
+func (t *tool) ParameterSchema() string { return string(t.spec.Parameters) }
+
+func (t *tool) Execute(ctx context.Context, params map[string]any) (string, error) {
+	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params})
+	return out.Output, err
+}
+

@@ -1,0 +1,64 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kinds of plugin failure, told apart with errors.Is on an *Error.
+var (
+	// ErrTimeout: the call outran its deadline; the instance was discarded.
+	ErrTimeout = errors.New("plugin call timed out")
+	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack
+	// overflow, exit); the message holds the wasm stack. The instance was discarded.
+	ErrTrap = errors.New("plugin trapped")
+	// ErrInputTooLarge: the input exceeds the plugin's max input bytes.
+	ErrInputTooLarge = errors.New("plugin input too large")
+	// ErrOutputTooLarge: the guest answered more than the plugin's max output bytes.
+	ErrOutputTooLarge = errors.New("plugin output too large")
+	// ErrBadOutput: the guest's output is not the export's JSON payload, or
+	// points outside its memory.
+	ErrBadOutput = errors.New("plugin output invalid")
+	// ErrABIMismatch: the module lacks a supported ABI marker or a required
+	// export, or an export has the wrong signature.
+	ErrABIMismatch = errors.New("plugin ABI mismatch")
+	// ErrGuest: the guest reported an error through the ABI (see abi.ErrorFlag).
+	ErrGuest = errors.New("plugin reported an error")
+	// ErrLoad: the module could not be read, verified or compiled.
+	ErrLoad = errors.New("plugin load failed")
+	// ErrClosed: the plugin was closed.
+	ErrClosed = errors.New("plugin closed")
+)
+
+// Error is a plugin failure. It names the plugin and the export, and
+// matches one of the Err* kinds under errors.Is.
+type Error struct {
+	Plugin string
+	Export string // empty for load-time errors
+	Kind   error  // one of the Err* values above
+	Msg    string
+	Err    error // the underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	where := "plugin " + quote(e.Plugin)
+	if e.Export != "" {
+		where += " export " + e.Export
+	}
+	msg := e.Kind.Error()
+	if e.Msg != "" {
+		msg += ": " + e.Msg
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return where + ": " + msg
+}
+
+// Is reports whether target is e's kind.
+func (e *Error) Is(target error) bool { return target == e.Kind }
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }

@@ -1,0 +1,228 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+)
+
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	os.Exit(m.Run())
+}
+
+// fixture returns the path of a guests/testdata module built by `make fixtures`.
+func fixture(t testing.TB, name string) string {
+	t.Helper()
+	path := filepath.Join("..", "guests", "testdata", name+".wasm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("fixture %s missing: run `make fixtures` (needs wat2wasm from Debian's wabt): %v", path, err)
+	}
+	return path
+}
+
+func newLoader(t testing.TB) *Loader {
+	t.Helper()
+	l, err := NewLoader(LoaderOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l
+}
+
+func load(t testing.TB, l *Loader, cfg Config) *Plugin {
+	t.Helper()
+	p, err := l.Load(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+// The minimal plugin of SPEC.md loads, describes itself and builds a prompt.
+func TestMinimalSpecPlugin(t *testing.T) {
+	spec, err := os.ReadFile("../abi/SPEC.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wat, err := os.ReadFile("../guests/testdata/minimal.wat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.SplitN(string(wat), "\n", 2)[1]
+	if !strings.Contains(string(spec), "```wat\n"+body+"```") {
+		t.Fatal("guests/testdata/minimal.wat no longer matches the example in abi/SPEC.md")
+	}
+	p := load(t, newLoader(t), Config{Path: fixture(t, "minimal")})
+	m := p.Manifest()
+	if p.Name() != "min" || m.ABIVersion != 1 || len(m.Hooks) != 1 || m.Hooks[0] != abi.HookBuildPrompt {
+		t.Fatalf("manifest %+v", m)
+	}
+	out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{Task: "x"})
+	if err != nil || out.SystemPrompt != "Be brief." {
+		t.Fatalf("build_prompt = %+v, %v", out, err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	l := newLoader(t)
+	dir := t.TempDir()
+	notWasm := filepath.Join(dir, "notes.wasm")
+	os.WriteFile(notWasm, []byte("hello, not a module"), 0o644)
+	cases := []struct {
+		name string
+		cfg  Config
+		kind error
+		want string
+	}{
+		{"missing file", Config{Name: "ghost", Path: filepath.Join(dir, "nope.wasm")}, ErrLoad, "nope.wasm"},
+		{"not wasm", Config{Name: "notes", Path: notWasm}, ErrLoad, "not a WebAssembly module"},
+		{"sha mismatch", Config{Name: "pinned", Path: fixture(t, "minimal"), SHA256: strings.Repeat("0", 64)}, ErrLoad, "sha256 mismatch"},
+		{"missing marker", Config{Name: "nm", Path: fixture(t, "nomarker")}, ErrABIMismatch, "found none, this host supports morph_abi_v1"},
+		{"wrong version", Config{Name: "v2", Path: fixture(t, "wrongversion")}, ErrABIMismatch, "found morph_abi_v2, this host supports morph_abi_v1"},
+		{"missing export", Config{Name: "me", Path: fixture(t, "missingexport")}, ErrABIMismatch, "does not export morph_build_prompt"},
+		{"hook not implemented", Config{Name: "min", Path: fixture(t, "minimal"), Hooks: []string{abi.HookFallbackFinal}}, ErrABIMismatch, "implements only"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := l.Load(context.Background(), c.cfg)
+			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.cfg.Name) {
+				t.Fatalf("err = %v, want %v naming the plugin and %q", err, c.kind, c.want)
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Plugin != c.cfg.Name {
+				t.Fatalf("not an *Error naming %q: %#v", c.cfg.Name, err)
+			}
+		})
+	}
+	wasm, _ := os.ReadFile(fixture(t, "minimal"))
+	sum := sha256.Sum256(wasm)
+	load(t, l, Config{Path: fixture(t, "minimal"), SHA256: strings.ToUpper(hex.EncodeToString(sum[:]))})
+}
+
+// Every fault fixture: a typed error within the deadline, the instance
+// replaced, the plugin still serving, and an agent run still ending in a final.
+func TestFaultFixtures(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	cases := []struct {
+		fixture string
+		kind    error
+		want    string
+	}{
+		{"loop", ErrTimeout, ""},
+		{"membomb", ErrTrap, "unreachable"},
+		{"trap", ErrTrap, "unreachable"},
+		{"stackoverflow", ErrTrap, "stack overflow"},
+		{"bigoutput", ErrOutputTooLarge, "2097152 bytes, limit 1048576"},
+		{"badjson", ErrBadOutput, "this is not json"},
+		{"badpointer", ErrBadOutput, "outside guest memory"},
+		{"guesterror", ErrGuest, "prompt store unavailable"},
+	}
+	l := newLoader(t)
+	for _, c := range cases {
+		t.Run(c.fixture, func(t *testing.T) {
+			p := load(t, l, Config{Path: fixture(t, c.fixture), Limits: Limits{Timeout: timeout, MemoryMiB: 4}})
+			before := p.Stats()
+			start := time.Now()
+			_, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{Task: "t"})
+			elapsed := time.Since(start)
+			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %v containing %q", err, c.kind, c.want)
+			}
+			if !strings.Contains(err.Error(), c.fixture) || !strings.Contains(err.Error(), abi.ExportBuildPrompt) {
+				t.Fatalf("error does not name the plugin and export: %v", err)
+			}
+			bound := timeout + 100*time.Millisecond
+			if c.fixture == "stackoverflow" {
+				// wazero checks deadlines at loop headers only, so a recursion runs
+				// until its 400 MB call-stack ceiling: ~0.2 s natively, over 1 s under
+				// -race. The bound is that ceiling, not the deadline (see SECURITY notes).
+				bound = 10 * time.Second
+			}
+			if elapsed > bound {
+				t.Fatalf("error after %v, deadline %v", elapsed, timeout)
+			}
+			after := p.Stats()
+			wantDiscard := uint64(1)
+			if c.kind == ErrGuest {
+				wantDiscard = 0 // a clean error report leaves the instance in service
+			}
+			if after.Discarded-before.Discarded != wantDiscard || after.Faults-before.Faults != 1 {
+				t.Fatalf("stats before %+v after %+v", before, after)
+			}
+			// Still serving, on a fresh instance when the old one was discarded.
+			if _, err := p.Call(context.Background(), abi.ExportDescribe, nil); err != nil {
+				t.Fatalf("plugin not serving after the fault: %v", err)
+			}
+			if got := p.Stats().Instantiated - after.Instantiated; got != wantDiscard {
+				t.Fatalf("%d instances created after the fault, want %d", got, wantDiscard)
+			}
+			// An agent run with the faulty prompt builder still ends with a final.
+			var warned []string
+			opts := append(p.Options(), engine.WithEventHandler(func(ev engine.Event) {
+				if ev.Kind == engine.EventWarning {
+					warned = append(warned, ev.Message+": "+ev.Err.Error())
+				}
+			}))
+			final, rc, err := engine.New(finalModel{}, nil, opts...).Run(context.Background(), "t", engine.RunOptions{})
+			if err != nil || final == nil || final.Output != "ok" {
+				t.Fatalf("run: final %+v err %v", final, err)
+			}
+			if !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) || len(warned) != 1 || !strings.Contains(warned[0], c.fixture) {
+				t.Fatalf("want the default prompt and one warning naming the plugin; warnings %q", warned)
+			}
+		})
+	}
+}
+
+// finalModel answers every request with a final.
+type finalModel struct{}
+
+func (finalModel) Chat(context.Context, llm.Request) (llm.Result, error) {
+	return llm.Result{Text: `{"type":"final","final":{"output":"ok"}}`}, nil
+}
+
+func TestInputAndCallerLimits(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "echo"), Limits: Limits{MaxInputBytes: 10}})
+	if _, err := p.Call(context.Background(), abi.ExportBuildPrompt, make([]byte, 11)); !errors.Is(err, ErrInputTooLarge) {
+		t.Fatalf("err = %v, want ErrInputTooLarge", err)
+	}
+	out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{"a":1}`))
+	if err != nil || string(out) != `{"a":1}` {
+		t.Fatalf("echo = %q, %v", out, err)
+	}
+	// The caller's own cancellation ends the call too.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{}`)); err == nil {
+		t.Fatal("a call with a cancelled context succeeded")
+	}
+	if _, err := p.Call(context.Background(), abi.ExportCallTool, []byte(`{}`)); !errors.Is(err, ErrABIMismatch) {
+		t.Fatalf("calling an absent export: %v", err)
+	}
+}
+
+func TestClosedPlugin(t *testing.T) {
+	p, err := newLoader(t).Load(context.Background(), Config{Path: fixture(t, "echo")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close(context.Background())
+	if _, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{}`)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("err = %v, want ErrClosed", err)
+	}
+}
