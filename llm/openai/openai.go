@@ -1,0 +1,492 @@
+// Package openai is the llm.Client for any server that speaks the OpenAI Chat
+// Completions API (OpenAI itself, vLLM, llama.cpp, Ollama, LiteLLM, ...),
+// built on github.com/sashabaranov/go-openai.
+//
+// It adds what a long agent run needs on top of the plain API call: strict
+// checking of Request.Parameters (unknown keys are rejected, not dropped),
+// retries with exponential backoff and jitter on rate limits, server errors
+// and network failures (honouring Retry-After), a timeout per attempt, and
+// token cost from llm.Pricing.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/morphhost/morph/llm"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultBaseURL        = "https://api.openai.com/v1"
+	DefaultTimeout        = 60 * time.Second
+	DefaultMaxRetries     = 3
+	DefaultRetryBaseDelay = 500 * time.Millisecond
+)
+
+const (
+	// maxBackoff caps one exponential backoff wait.
+	maxBackoff = 30 * time.Second
+	// maxRetryAfter caps a server's Retry-After, so a misbehaving server
+	// cannot park a run for hours.
+	maxRetryAfter = 60 * time.Second
+)
+
+// Config is what New needs to reach one server. It is plain data so the
+// config layer can fill it from a file; the API key is resolved by the
+// caller (from an environment variable) and is never logged by this
+// package.
+type Config struct {
+	// BaseURL is the API root including the version, e.g.
+	// "https://api.openai.com/v1" or "http://localhost:8000/v1". Empty means
+	// DefaultBaseURL.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <key>". Empty sends no
+	// Authorization header, for local servers that need none.
+	APIKey string
+	// Model is used when Request.Model is empty, so a run can name its model
+	// once. If both are empty, Chat fails without sending.
+	Model string
+	// Timeout bounds each attempt separately (not the whole call with its
+	// retries), so one hung connection is abandoned and retried instead of
+	// eating the caller's whole deadline. Zero means DefaultTimeout. A
+	// timed-out attempt's error matches context.DeadlineExceeded; compare
+	// with ctx.Err() to tell it from the caller's own deadline.
+	Timeout time.Duration
+	// MaxRetries is how many times a failed attempt is retried. Zero means
+	// DefaultMaxRetries; negative means no retries.
+	MaxRetries int
+	// RetryBaseDelay is the first backoff wait; later ones grow
+	// exponentially (x2, ±50% jitter, capped at 30s). Zero means
+	// DefaultRetryBaseDelay. Tests set it small to run fast.
+	RetryBaseDelay time.Duration
+	// Pricing turns the reply's token counts into Result.Usage.Cost, keyed
+	// by the model name the request used.
+	Pricing llm.Pricing
+	// HTTPClient sends the requests; nil means a fresh http.Client. Its own
+	// Timeout, if any, applies on top of the per-attempt Timeout.
+	HTTPClient *http.Client
+	// Logger receives retry warnings; nil means slog.Default() at the time
+	// of logging.
+	Logger *slog.Logger
+}
+
+// String keeps the API key out of logs and error messages that print a
+// Config with %v.
+func (c Config) String() string {
+	return fmt.Sprintf("openai.Config{BaseURL: %q, Model: %q, APIKey: %s}", c.BaseURL, c.Model, redact(c.APIKey))
+}
+
+// GoString keeps the API key out of %#v output, for the same reason as
+// String.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue keeps the API key out of structured logs.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("base_url", c.BaseURL),
+		slog.String("model", c.Model),
+		slog.String("api_key", redact(c.APIKey)),
+	)
+}
+
+func redact(key string) string {
+	if key == "" {
+		return "(none)"
+	}
+	return "(redacted)"
+}
+
+// Client is an llm.Client and llm.ParameterChecker for one
+// OpenAI-compatible server. It is safe for concurrent use.
+type Client struct {
+	api        *goopenai.Client
+	model      string
+	timeout    time.Duration
+	maxRetries int
+	baseDelay  time.Duration
+	pricing    llm.Pricing
+	logger     *slog.Logger
+}
+
+var (
+	_ llm.Client           = (*Client)(nil)
+	_ llm.ParameterChecker = (*Client)(nil)
+)
+
+// New checks cfg and builds a Client. It fails on a malformed BaseURL or a
+// negative duration now, at configuration time, rather than on the first
+// request of a run.
+func New(cfg Config) (*Client, error) {
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if err := checkBaseURL(base); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("openai: timeout %s is negative", cfg.Timeout)
+	}
+	if cfg.RetryBaseDelay < 0 {
+		return nil, fmt.Errorf("openai: retry base delay %s is negative", cfg.RetryBaseDelay)
+	}
+	c := &Client{
+		model:      cfg.Model,
+		timeout:    cfg.Timeout,
+		maxRetries: cfg.MaxRetries,
+		baseDelay:  cfg.RetryBaseDelay,
+		pricing:    cfg.Pricing,
+		logger:     cfg.Logger,
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	switch {
+	case c.maxRetries == 0:
+		c.maxRetries = DefaultMaxRetries
+	case c.maxRetries < 0:
+		c.maxRetries = 0
+	}
+	if c.baseDelay == 0 {
+		c.baseDelay = DefaultRetryBaseDelay
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	oc := goopenai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = strings.TrimRight(base, "/")
+	oc.HTTPClient = &doer{hc: hc}
+	c.api = goopenai.NewClientWithConfig(oc)
+	return c, nil
+}
+
+func checkBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("openai: base URL is malformed: %w", err)
+	}
+	shown := u.Redacted()
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("openai: base URL %q: want an http:// or https:// URL such as %s", shown, DefaultBaseURL)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("openai: base URL %q has no host", shown)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("openai: base URL %q must not have a query or fragment; the request path is appended to it", shown)
+	}
+	return nil
+}
+
+// Chat sends req, retrying transient failures, and returns the first
+// choice's text with usage and cost. Parameters are checked first (see
+// CheckParameters); a bad key fails the call before anything is sent.
+//
+// Retried: HTTP 408, 409, 429 and 5xx (the set OpenAI's own SDKs retry),
+// network errors and per-attempt timeouts. Not retried: other 4xx, malformed
+// replies, and cancellation of ctx, which returns promptly with an error
+// matching errors.Is(err, ctx.Err()). A failure after the last attempt wraps
+// the last go-openai error (*APIError or *RequestError, reachable with
+// errors.As) and states the number of attempts.
+//
+// On 429 and 503 the server's Retry-After (or retry-after-ms) replaces the
+// backoff wait, capped at 60s; a wait that would outlast ctx's deadline
+// ends the call at once instead of sleeping into a certain failure.
+//
+// Result.Duration covers the whole call, retries included. With ForceJSON,
+// Result.JSON holds the decoded reply when it is valid JSON, so the caller
+// need not parse it again. A reply without choices is an error.
+func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
+	start := time.Now()
+	creq, extra, err := c.buildRequest(req)
+	if err != nil {
+		return llm.Result{}, err
+	}
+
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     c.baseDelay,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         maxBackoff,
+	}
+	bo.Reset()
+	maxAttempts := 1 + c.maxRetries
+
+	for attempt := 1; ; attempt++ {
+		resp, info, err := c.attempt(ctx, creq, extra)
+		if err == nil {
+			return c.result(creq, req.ForceJSON, resp, start)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return llm.Result{}, stopped(cerr, attempt, err)
+		}
+		if !info.sent {
+			// go-openai refused the request locally (e.g. its checks
+			// for reasoning models); nothing reached the server.
+			return llm.Result{}, fmt.Errorf("openai: chat request not sent: %w", err)
+		}
+		status := statusOf(err)
+		if !retryable(status, err) {
+			return llm.Result{}, fmt.Errorf("openai: chat failed after %s (not retryable): %w", plural(attempt, "attempt"), err)
+		}
+		if attempt >= maxAttempts {
+			return llm.Result{}, fmt.Errorf("openai: chat failed after %s: %w", plural(attempt, "attempt"), err)
+		}
+
+		wait := bo.NextBackOff()
+		if ra, ok := retryAfter(status, info.header, time.Now()); ok {
+			wait = ra
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+			return llm.Result{}, fmt.Errorf("openai: chat failed after %s; the next retry (in %s) would pass the context deadline: %w",
+				plural(attempt, "attempt"), wait.Round(time.Millisecond), err)
+		}
+		c.log().LogAttrs(ctx, slog.LevelWarn, "openai: retrying chat completion",
+			slog.String("model", creq.Model),
+			slog.Int("attempt", attempt),
+			slog.Int("max_attempts", maxAttempts),
+			slog.Int("status", status),
+			slog.Duration("wait", wait),
+			slog.String("error", err.Error()),
+		)
+
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return llm.Result{}, stopped(ctx.Err(), attempt, err)
+		}
+	}
+}
+
+// stopped reports a call cut short by the caller's context, keeping both the
+// context error and the last attempt's error reachable.
+func stopped(cerr error, attempts int, last error) error {
+	if errors.Is(last, cerr) {
+		return fmt.Errorf("openai: chat stopped after %s: %w", plural(attempts, "attempt"), last)
+	}
+	return fmt.Errorf("openai: chat stopped after %s: %w (last error: %w)", plural(attempts, "attempt"), cerr, last)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+func (c *Client) log() *slog.Logger {
+	if c.logger != nil {
+		return c.logger
+	}
+	return slog.Default()
+}
+
+// buildRequest turns req into a go-openai request plus the explicit-zero
+// fields go-openai would drop.
+func (c *Client) buildRequest(req llm.Request) (goopenai.ChatCompletionRequest, map[string]any, error) {
+	var creq goopenai.ChatCompletionRequest
+	extra, err := applyParameters(&creq, req.Parameters)
+	if err != nil {
+		return creq, nil, err
+	}
+	creq.Model = req.Model
+	if creq.Model == "" {
+		creq.Model = c.model
+	}
+	if creq.Model == "" {
+		return creq, nil, errors.New("openai: no model: set Request.Model or Config.Model")
+	}
+	if len(req.Messages) == 0 {
+		return creq, nil, errors.New("openai: request has no messages")
+	}
+	creq.Messages = make([]goopenai.ChatCompletionMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		creq.Messages[i] = goopenai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	if req.ForceJSON {
+		creq.ResponseFormat = &goopenai.ChatCompletionResponseFormat{
+			Type: goopenai.ChatCompletionResponseFormatTypeJSONObject,
+		}
+	}
+	return creq, extra, nil
+}
+
+// attempt makes one HTTP exchange under the per-attempt timeout.
+func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionRequest, extra map[string]any) (goopenai.ChatCompletionResponse, *attemptInfo, error) {
+	info := &attemptInfo{extra: extra}
+	actx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, info), c.timeout)
+	defer cancel()
+	resp, err := c.api.CreateChatCompletion(actx, creq)
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("attempt timed out after %s: %w", c.timeout, err)
+	}
+	return resp, info, err
+}
+
+func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, resp goopenai.ChatCompletionResponse, start time.Time) (llm.Result, error) {
+	if len(resp.Choices) == 0 {
+		return llm.Result{}, fmt.Errorf("openai: reply from model %q has no choices", creq.Model)
+	}
+	u := llm.Usage{
+		InputTokens:  resp.Usage.PromptTokens,
+		OutputTokens: resp.Usage.CompletionTokens,
+		TotalTokens:  resp.Usage.TotalTokens,
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.InputTokens + u.OutputTokens
+	}
+	u.Cost = c.pricing.Cost(creq.Model, u)
+	res := llm.Result{
+		Text:     resp.Choices[0].Message.Content,
+		Usage:    u,
+		Duration: time.Since(start),
+	}
+	if forceJSON {
+		// JSON mode promises a JSON object; hand it over decoded so the
+		// caller need not parse it again. A server that ignored JSON mode
+		// leaves JSON nil and the caller falls back to Text.
+		var v any
+		if json.Unmarshal([]byte(res.Text), &v) == nil {
+			res.JSON = v
+		}
+	}
+	return res, nil
+}
+
+// statusOf is the HTTP status of a go-openai error, or 0 when no response
+// was received.
+func statusOf(err error) int {
+	var apiErr *goopenai.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.HTTPStatusCode
+	}
+	var reqErr *goopenai.RequestError
+	if errors.As(err, &reqErr) {
+		return reqErr.HTTPStatusCode
+	}
+	return 0
+}
+
+// retryable says whether another attempt could succeed.
+func retryable(status int, err error) bool {
+	if status != 0 {
+		switch {
+		case status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooManyRequests:
+			return true
+		default:
+			return status >= 500
+		}
+	}
+	// No status: the exchange itself failed (connection refused or reset,
+	// attempt timeout, reply cut off mid-body), or the reply was not valid
+	// JSON, which a retry will not fix.
+	// http.Client's *url.Error is a net.Error.
+	var netErr net.Error
+	return errors.As(err, &netErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// retryAfter reads the server's requested wait from a 429 or 503 reply:
+// OpenAI's retry-after-ms, else Retry-After in seconds or as an HTTP date.
+// The wait is capped at maxRetryAfter.
+func retryAfter(status int, h http.Header, now time.Time) (time.Duration, bool) {
+	if (status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable) || h == nil {
+		return 0, false
+	}
+	var d time.Duration
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 {
+		d = time.Duration(ms * float64(time.Millisecond))
+	} else if v := strings.TrimSpace(h.Get("Retry-After")); v == "" {
+		return 0, false
+	} else if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
+		d = time.Duration(secs * float64(time.Second))
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = max(t.Sub(now), 0)
+	} else {
+		return 0, false
+	}
+	return min(d, maxRetryAfter), true
+}
+
+// attemptKey carries an *attemptInfo from Chat to doer through the request
+// context, since go-openai passes nothing else through.
+type attemptKey struct{}
+
+// attemptInfo is what doer learns about one attempt's HTTP exchange.
+type attemptInfo struct {
+	extra  map[string]any // body fields to add (explicit zeros go-openai drops)
+	sent   bool           // the request reached the HTTP client
+	header http.Header    // response headers, for Retry-After
+}
+
+// doer wraps the HTTP client handed to go-openai. It exists because go-openai
+// hides two things Chat needs: response headers on errors (for Retry-After)
+// and parameters whose explicit zero value (temperature 0) its omitempty
+// tags drop, which would silently switch the server to its default.
+type doer struct {
+	hc *http.Client
+}
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	info, _ := req.Context().Value(attemptKey{}).(*attemptInfo)
+	if info == nil {
+		return d.hc.Do(req)
+	}
+	if len(info.extra) > 0 && req.Body != nil {
+		if err := addFields(req, info.extra); err != nil {
+			return nil, err
+		}
+	}
+	info.sent = true
+	resp, err := d.hc.Do(req)
+	if resp != nil {
+		info.header = resp.Header.Clone()
+	}
+	return resp, err
+}
+
+// addFields merges fields into req's JSON object body.
+func addFields(req *http.Request, fields map[string]any) error {
+	raw, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return fmt.Errorf("openai: reading request body: %w", err)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return fmt.Errorf("openai: request body is not a JSON object: %w", err)
+	}
+	for k, v := range fields {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("openai: encoding parameter %q: %w", k, err)
+		}
+		body[k] = b
+	}
+	out, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("openai: encoding request body: %w", err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(out))
+	req.ContentLength = int64(len(out))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
+	return nil
+}

@@ -1,0 +1,571 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	goopenai "github.com/sashabaranov/go-openai"
+)
+
+// ParameterError is one Parameters key the client refuses to send. It exists
+// so callers can point at the offending key (in a config file, say) instead
+// of parsing a message.
+type ParameterError struct {
+	Key    string
+	Reason string
+}
+
+// Error names the key first, as users search their config for it.
+func (e *ParameterError) Error() string {
+	return fmt.Sprintf("parameter %q: %s", e.Key, e.Reason)
+}
+
+// ParametersError reports every bad key of one Parameters map at once, so a
+// config with several mistakes is fixed in one pass rather than one key per
+// run. Problems is sorted by key; errors.As also finds each *ParameterError.
+type ParametersError struct {
+	Problems []*ParameterError
+	// Supported lists the keys the client knows; it is filled only when a
+	// key is unknown, since that is when the list helps.
+	Supported []string
+}
+
+// Error lists every problem in one message, so a log line alone is enough to
+// fix the config.
+func (e *ParametersError) Error() string {
+	var b strings.Builder
+	b.WriteString("openai: invalid parameters: ")
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Error())
+	}
+	if len(e.Supported) > 0 {
+		b.WriteString(" (supported: ")
+		b.WriteString(strings.Join(e.Supported, ", "))
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Unwrap exposes each *ParameterError to errors.As and errors.Is.
+func (e *ParametersError) Unwrap() []error {
+	errs := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		errs[i] = p
+	}
+	return errs
+}
+
+// target is what a parameter writes into: the go-openai request, plus fields
+// that go-openai would drop (omitempty on an explicit zero, such as
+// temperature 0) and that the HTTP layer therefore splices into the body.
+type target struct {
+	req   *goopenai.ChatCompletionRequest
+	extra map[string]any
+}
+
+// keepZero records v for the wire when it is the zero value go-openai's
+// omitempty tags would otherwise silently drop.
+func (t *target) keepZero(key string, isZero bool, v any) {
+	if isZero {
+		t.extra[key] = v
+	}
+}
+
+// setter converts one raw parameter value and stores it in t.
+type setter func(t *target, v any) error
+
+// parameters maps each supported key (its wire name) to its setter.
+var parameters = map[string]setter{
+	"temperature": func(t *target, v any) error {
+		f, err := toFloat32(v, 0, math.Inf(1))
+		t.req.Temperature = f
+		t.keepZero("temperature", f == 0, 0)
+		return err
+	},
+	"top_p": func(t *target, v any) error {
+		f, err := toFloat32(v, 0, 1)
+		t.req.TopP = f
+		t.keepZero("top_p", f == 0, 0)
+		return err
+	},
+	"presence_penalty": func(t *target, v any) error {
+		f, err := toFloat32(v, math.Inf(-1), math.Inf(1))
+		t.req.PresencePenalty = f
+		t.keepZero("presence_penalty", f == 0, 0)
+		return err
+	},
+	"frequency_penalty": func(t *target, v any) error {
+		f, err := toFloat32(v, math.Inf(-1), math.Inf(1))
+		t.req.FrequencyPenalty = f
+		t.keepZero("frequency_penalty", f == 0, 0)
+		return err
+	},
+	"max_tokens": func(t *target, v any) error {
+		n, err := toInt(v, 1, math.MaxInt)
+		t.req.MaxTokens = n
+		return err
+	},
+	"max_completion_tokens": func(t *target, v any) error {
+		n, err := toInt(v, 1, math.MaxInt)
+		t.req.MaxCompletionTokens = n
+		return err
+	},
+	"n": func(t *target, v any) error {
+		n, err := toInt(v, 1, math.MaxInt)
+		t.req.N = n
+		return err
+	},
+	"seed": func(t *target, v any) error {
+		n, err := toInt(v, math.MinInt, math.MaxInt)
+		t.req.Seed = &n
+		return err
+	},
+	"top_logprobs": func(t *target, v any) error {
+		n, err := toInt(v, 0, math.MaxInt)
+		t.req.TopLogProbs = n
+		t.keepZero("top_logprobs", n == 0, 0)
+		return err
+	},
+	"stop": func(t *target, v any) error {
+		if s, ok := v.(string); ok {
+			t.req.Stop = []string{s}
+			return nil
+		}
+		list, err := toStringList(v)
+		t.req.Stop = list
+		return err
+	},
+	"logit_bias": func(t *target, v any) error {
+		m, err := toLogitBias(v)
+		t.req.LogitBias = m
+		return err
+	},
+	"logprobs": func(t *target, v any) error {
+		b, err := toBool(v)
+		t.req.LogProbs = b
+		return err
+	},
+	"store": func(t *target, v any) error {
+		b, err := toBool(v)
+		t.req.Store = b
+		return err
+	},
+	"parallel_tool_calls": func(t *target, v any) error {
+		b, err := toBool(v)
+		t.req.ParallelToolCalls = b
+		return err
+	},
+	"user": func(t *target, v any) error {
+		s, err := toString(v)
+		t.req.User = s
+		return err
+	},
+	"safety_identifier": func(t *target, v any) error {
+		s, err := toString(v)
+		t.req.SafetyIdentifier = s
+		return err
+	},
+	"reasoning_effort": func(t *target, v any) error {
+		s, err := toString(v)
+		t.req.ReasoningEffort = s
+		return err
+	},
+	"service_tier": func(t *target, v any) error {
+		s, err := toString(v)
+		t.req.ServiceTier = goopenai.ServiceTier(s)
+		return err
+	},
+	"verbosity": func(t *target, v any) error {
+		s, err := toString(v)
+		t.req.Verbosity = s
+		return err
+	},
+	"metadata": func(t *target, v any) error {
+		m, err := toStringMap(v)
+		t.req.Metadata = m
+		return err
+	},
+	"chat_template_kwargs": func(t *target, v any) error {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("want a table of template arguments, got %s", describe(v))
+		}
+		t.req.ChatTemplateKwargs = m
+		return nil
+	},
+	"guided_choice": func(t *target, v any) error {
+		list, err := toStringList(v)
+		if err == nil && len(list) == 0 {
+			err = fmt.Errorf("want at least one choice")
+		}
+		t.req.GuidedChoice = list
+		return err
+	},
+}
+
+// refused are keys a caller might reasonably try that this client
+// deliberately does not send, with the reason to show instead of a bare
+// "unknown".
+var refused = map[string]string{
+	"model":           "set Request.Model or Config.Model instead",
+	"messages":        "set Request.Messages instead",
+	"response_format": "set Request.ForceJSON for JSON mode instead",
+	"stream":          "streaming is not supported (Chat returns the whole reply)",
+	"stream_options":  "streaming is not supported (Chat returns the whole reply)",
+	"tools":           "tool calling is not supported by this client",
+	"tool_choice":     "tool calling is not supported by this client",
+	"functions":       "tool calling is not supported by this client",
+	"function_call":   "tool calling is not supported by this client",
+}
+
+// SupportedParameters lists, sorted, the Request.Parameters keys the client
+// sends. It exists so config validation and error messages can show users
+// what they may write without hard-coding a copy of the list.
+func SupportedParameters() []string {
+	return sortedKeys(parameters)
+}
+
+// CheckParameters rejects unknown and ill-typed keys so a misspelt or
+// mistyped setting fails the run before any (billed) request, rather than
+// being dropped or sent to a server that ignores it. It implements
+// llm.ParameterChecker; the error is a *ParametersError.
+func (c *Client) CheckParameters(params map[string]any) error {
+	_, err := applyParameters(&goopenai.ChatCompletionRequest{}, params)
+	return err
+}
+
+// applyParameters writes params into req and returns the fields go-openai
+// would drop, or a *ParametersError naming every bad key.
+func applyParameters(req *goopenai.ChatCompletionRequest, params map[string]any) (map[string]any, error) {
+	t := &target{req: req, extra: map[string]any{}}
+	keys := sortedKeys(params)
+
+	var perr ParametersError
+	unknown := false
+	for _, k := range keys {
+		v := params[k]
+		set, ok := parameters[k]
+		switch {
+		case !ok:
+			reason, isRefused := refused[k]
+			if !isRefused {
+				unknown = true
+				reason = "unknown parameter"
+				if s := suggest(k); s != "" {
+					reason += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+			}
+			perr.Problems = append(perr.Problems, &ParameterError{Key: k, Reason: reason})
+		case v == nil:
+			perr.Problems = append(perr.Problems, &ParameterError{Key: k, Reason: "value is null; leave the key out to use the server default"})
+		default:
+			if err := set(t, v); err != nil {
+				perr.Problems = append(perr.Problems, &ParameterError{Key: k, Reason: err.Error()})
+			}
+		}
+	}
+	if len(perr.Problems) > 0 {
+		if unknown {
+			perr.Supported = SupportedParameters()
+		}
+		return nil, &perr
+	}
+	return t.extra, nil
+}
+
+// suggest returns the supported key closest to k when it is plausibly a
+// typo (edit distance at most 2), or "".
+func suggest(k string) string {
+	best, bestDist := "", 3
+	for _, cand := range SupportedParameters() {
+		if d := editDistance(k, cand); d < bestDist {
+			best, bestDist = cand, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// describe names v's type in config terms (string, number, list, ...) for
+// error messages, since Go type names like []interface {} mean little to
+// someone editing a TOML file.
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case bool:
+		return fmt.Sprintf("boolean %t", x)
+	case json.Number:
+		return "number " + x.String()
+	case float32, float64, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprintf("number %v", x)
+	case []any, []string:
+		return "list"
+	case map[string]any, map[string]string:
+		return "table"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// toFloat64 accepts every numeric representation JSON and TOML decoders
+// produce.
+func toFloat64(v any) (float64, error) {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case float32:
+		f = float64(x)
+	case int:
+		f = float64(x)
+	case int8:
+		f = float64(x)
+	case int16:
+		f = float64(x)
+	case int32:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case uint:
+		f = float64(x)
+	case uint8:
+		f = float64(x)
+	case uint16:
+		f = float64(x)
+	case uint32:
+		f = float64(x)
+	case uint64:
+		f = float64(x)
+	case json.Number:
+		var err error
+		if f, err = x.Float64(); err != nil {
+			return 0, fmt.Errorf("want a number, got %q", x.String())
+		}
+	default:
+		return 0, fmt.Errorf("want a number, got %s", describe(v))
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("want a finite number, got %v", f)
+	}
+	return f, nil
+}
+
+// toFloat32 converts to the float32 go-openai uses, checking [lo, hi] and
+// that the value survives the narrowing.
+func toFloat32(v any, lo, hi float64) (float32, error) {
+	f, err := toFloat64(v)
+	if err != nil {
+		return 0, err
+	}
+	if f < lo || f > hi {
+		return 0, rangeError(f, lo, hi)
+	}
+	if math.Abs(f) > math.MaxFloat32 {
+		return 0, fmt.Errorf("%v is out of range", f)
+	}
+	return float32(f), nil
+}
+
+func rangeError(f, lo, hi float64) error {
+	switch {
+	case math.IsInf(hi, 1):
+		return fmt.Errorf("want a number >= %v, got %v", lo, f)
+	case math.IsInf(lo, -1):
+		return fmt.Errorf("want a number <= %v, got %v", hi, f)
+	default:
+		return fmt.Errorf("want a number between %v and %v, got %v", lo, hi, f)
+	}
+}
+
+// toInt accepts integers in any representation, including a float64 with no
+// fractional part (JSON decodes every number as float64), within [lo, hi].
+func toInt(v any, lo, hi int) (int, error) {
+	var n int64
+	switch x := v.(type) {
+	case int:
+		n = int64(x)
+	case int8:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case uint:
+		return toInt(uint64(x), lo, hi)
+	case uint8:
+		n = int64(x)
+	case uint16:
+		n = int64(x)
+	case uint32:
+		n = int64(x)
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, fmt.Errorf("%d is out of range", x)
+		}
+		n = int64(x)
+	case json.Number:
+		i, err := x.Int64()
+		if err != nil {
+			f, ferr := x.Float64()
+			if ferr != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<63 {
+				return 0, fmt.Errorf("want an integer, got %s", describe(v))
+			}
+			i = int64(f)
+		}
+		n = i
+	case float64, float32:
+		f, _ := toFloat64(x)
+		if f != math.Trunc(f) || math.IsNaN(f) || math.Abs(f) >= 1<<63 {
+			return 0, fmt.Errorf("want an integer, got %s", describe(v))
+		}
+		n = int64(f)
+	default:
+		return 0, fmt.Errorf("want an integer, got %s", describe(v))
+	}
+	if n < int64(lo) || n > int64(hi) {
+		if hi == math.MaxInt {
+			return 0, fmt.Errorf("want an integer >= %d, got %d", lo, n)
+		}
+		return 0, fmt.Errorf("want an integer between %d and %d, got %d", lo, hi, n)
+	}
+	return int(n), nil
+}
+
+func toBool(v any) (bool, error) {
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("want true or false, got %s", describe(v))
+	}
+	return b, nil
+}
+
+// toString accepts a string; an empty one leaves the field unset, as
+// go-openai omits empty strings.
+func toString(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("want a string, got %s", describe(v))
+	}
+	return s, nil
+}
+
+func toStringList(v any) ([]string, error) {
+	switch x := v.(type) {
+	case []string:
+		return slices.Clone(x), nil
+	case []any:
+		out := make([]string, len(x))
+		for i, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("want a list of strings, item %d is %s", i, describe(e))
+			}
+			out[i] = s
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("want a string or a list of strings, got %s", describe(v))
+	}
+}
+
+func toStringMap(v any) (map[string]string, error) {
+	switch x := v.(type) {
+	case map[string]string:
+		out := make(map[string]string, len(x))
+		for k, s := range x {
+			out[k] = s
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]string, len(x))
+		for _, k := range sortedKeys(x) {
+			s, ok := x[k].(string)
+			if !ok {
+				return nil, fmt.Errorf("want a table of strings, %q is %s", k, describe(x[k]))
+			}
+			out[k] = s
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("want a table of strings, got %s", describe(v))
+	}
+}
+
+// toLogitBias checks what the API would otherwise reject with a vaguer
+// message: keys are token IDs (not words) and biases lie in [-100, 100].
+func toLogitBias(v any) (map[string]int, error) {
+	var raw map[string]any
+	switch x := v.(type) {
+	case map[string]any:
+		raw = x
+	case map[string]int:
+		raw = make(map[string]any, len(x))
+		for k, n := range x {
+			raw[k] = n
+		}
+	case map[string]int64:
+		raw = make(map[string]any, len(x))
+		for k, n := range x {
+			raw[k] = n
+		}
+	case map[string]float64:
+		raw = make(map[string]any, len(x))
+		for k, n := range x {
+			raw[k] = n
+		}
+	default:
+		return nil, fmt.Errorf("want a table of token ID to bias, got %s", describe(v))
+	}
+	out := make(map[string]int, len(raw))
+	for _, k := range sortedKeys(raw) {
+		if _, err := strconv.ParseUint(k, 10, 64); err != nil {
+			return nil, fmt.Errorf("key %q is not a token ID (a non-negative integer)", k)
+		}
+		n, err := toInt(raw[k], -100, 100)
+		if err != nil {
+			return nil, fmt.Errorf("token %s: %v", k, err)
+		}
+		out[k] = n
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
