@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+)
+
+// version is morph's version, set at build time with
+// -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitRunFailed = 1 // the engine returned an error
+	exitUsage     = 2 // bad flags or arguments, a bad config, no task
+)
+
+// maxTaskBytes bounds a task read from standard input.
+const maxTaskBytes = 10 << 20
+
+// exitError carries the exit code an error maps to.
+type exitError struct {
+	code int
+	err  error
+}
+
+// Error returns the wrapped error's text.
+func (e *exitError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+}
+
+// run is the whole CLI: it executes args and returns the exit code. Errors
+// are printed on stderr as "morph: <error>", one line each.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitUsage // errors from cobra itself: unknown commands, bad arguments
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	// Several config mistakes come joined, one a line: prefix each.
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "morph: %s\n", line)
+	}
+	return code
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "morph",
+		Short:         "morph runs tool-using agents against an OpenAI-compatible model",
+		SilenceErrors: true, // run prints them, once
+		SilenceUsage:  true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErrorf("%v (see '%s --help')", err, c.CommandPath())
+	})
+	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout))
+	return root
+}
+
+func newVersionCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print morph's version and the Go version it was built with",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(stdout, "morph %s %s %s/%s\n", moduleVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+}
+
+// moduleVersion is version, or the module version when morph was built
+// with "go install module@version" and no -ldflags.
+func moduleVersion() string {
+	if version == "dev" {
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			return bi.Main.Version
+		}
+	}
+	return version
+}
+
+// runFlags are the flags of "morph run".
+type runFlags struct {
+	config   string
+	task     string
+	model    string
+	maxSteps int
+	verbose  bool
+}
+
+func newRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [task]",
+		Short: "Run the agent on a task and print its final answer as JSON",
+		Long: `Run the agent described by the config file on a task.
+
+The task is the command's arguments (joined with spaces), or --task, or,
+when neither is given, standard input. The final answer is printed as JSON
+on standard output; one progress line per step goes to standard error.
+
+Exit codes: 0 success, 1 the run failed, 2 a usage or configuration error.`,
+		Example: `  morph run --config morph.toml "What is 17.5% of 2,340 plus the square root of 1,764?"
+  echo "What is 2 + 2?" | morph run`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("max-steps") && f.maxSteps < 1 {
+				return usageErrorf("--max-steps must be at least 1, got %d", f.maxSteps)
+			}
+			task, err := readTask(args, f.task, cmd.Flags().Changed("task"), stdin)
+			if err != nil {
+				return err
+			}
+			return runAgent(cmd.Context(), f, task, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
+	fl.StringVar(&f.task, "task", "", "the task (instead of arguments or standard input)")
+	fl.StringVar(&f.model, "model", "", "the model, overriding llm.model")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "the step limit, overriding agent.max_steps")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details on standard error")
+	return cmd
+}
+
+// readTask picks the task from the arguments, the --task flag or stdin.
+func readTask(args []string, flagTask string, flagSet bool, stdin io.Reader) (string, error) {
+	var task string
+	switch {
+	case len(args) > 0 && flagSet:
+		return "", usageErrorf("give the task as arguments or with --task, not both")
+	case len(args) > 0:
+		task = strings.Join(args, " ")
+	case flagSet:
+		task = flagTask
+	case stdin != nil && !isTerminal(stdin):
+		b, err := io.ReadAll(io.LimitReader(stdin, maxTaskBytes+1))
+		if err != nil {
+			return "", usageErrorf("reading the task from standard input: %v", err)
+		}
+		if len(b) > maxTaskBytes {
+			return "", usageErrorf("the task on standard input is longer than %d bytes", maxTaskBytes)
+		}
+		task = string(b)
+	}
+	task = strings.TrimSpace(task)
+	if task == "" {
+		return "", usageErrorf("no task: give it as an argument, with --task, or on standard input (see 'morph run --help')")
+	}
+	return task, nil
+}
+
+// isTerminal reports whether r is an interactive terminal, which is not
+// read for a task: the user forgot it, and waiting would look like a hang.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Writer) error {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return &exitError{exitUsage, err}
+	}
+	if f.model != "" {
+		cfg.LLM.Model = f.model
+	}
+	if f.maxSteps > 0 {
+		cfg.Agent.MaxSteps = f.maxSteps
+	}
+
+	// The engine logs its warnings, which the progress lines already show;
+	// without -v it only gets to log errors.
+	engineLogger := logger
+	if !f.verbose {
+		engineLogger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	eng, err := cfg.Engine(engineLogger, engine.WithEventHandler(progress(stderr)))
+	if err != nil {
+		code := exitRunFailed
+		if errors.Is(err, config.ErrConfig) {
+			code = exitUsage
+		}
+		return &exitError{code, err}
+	}
+
+	opts := cfg.RunOptions()
+	logger.DebugContext(ctx, "starting run", "config", cfg.File, "provider", cfg.LLM.Provider,
+		"model", opts.Model, "max_steps", opts.MaxSteps, "tools", strings.Join(eng.Registry().Names(), ","), "task", task)
+	final, rc, err := eng.Run(ctx, task, opts)
+	if err != nil {
+		return &exitError{exitRunFailed, fmt.Errorf("run failed at step %d (%s): %w", len(rc.Steps)+1, rc.StopReason, err)}
+	}
+	return writeResult(stdout, final, rc)
+}
+
+// progress returns the event handler that prints one line per step and
+// every warning on w.
+func progress(w io.Writer) func(engine.Event) {
+	return func(ev engine.Event) {
+		switch ev.Kind {
+		case engine.EventStep:
+			action := ev.Action
+			switch action {
+			case "plan", "final":
+			case "parse_error":
+				action = "parse error"
+			default:
+				action = "tool " + action
+			}
+			line := fmt.Sprintf("step %d  %s  tokens %d (+%d)  cost $%.6f  %.2fs",
+				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), ev.Total.Cost, ev.Elapsed.Seconds())
+			if ev.Err != nil {
+				line += "  error: " + oneLine(ev.Err.Error(), 200)
+			}
+			fmt.Fprintln(w, line)
+		case engine.EventWarning:
+			msg := ev.Message
+			if ev.Err != nil {
+				msg += ": " + ev.Err.Error()
+			}
+			fmt.Fprintln(w, "warning: "+oneLine(msg, 500))
+		}
+	}
+}
+
+// oneLine flattens s to one line of at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+// result is what "morph run" prints.
+type result struct {
+	Output     any             `json:"output"`
+	Thought    string          `json:"thought"`
+	Final      json.RawMessage `json:"final"` // the final payload as the model sent it, domain fields included
+	Plan       *engine.Plan    `json:"plan"`
+	StopReason string          `json:"stop_reason"`
+	Metrics    metrics         `json:"metrics"`
+}
+
+type metrics struct {
+	LLMRounds    int     `json:"llm_rounds"`
+	ToolCalls    int     `json:"tool_calls"`
+	ParseRetries int     `json:"parse_retries"`
+	InputTokens  int     `json:"input_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	TotalTokens  int     `json:"total_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+	ElapsedMS    int64   `json:"elapsed_ms"`
+}
+
+func writeResult(w io.Writer, final *engine.Final, rc *engine.Context) error {
+	raw := rc.RawFinalAnswer
+	if !json.Valid(raw) {
+		raw, _ = json.Marshal(final)
+	}
+	m := rc.Metrics
+	res := result{
+		Output:     final.Output,
+		Thought:    final.Thought,
+		Final:      raw,
+		Plan:       final.Plan,
+		StopReason: rc.StopReason,
+		Metrics: metrics{
+			LLMRounds:    m.LLMRounds,
+			ToolCalls:    m.ToolCalls,
+			ParseRetries: m.ParseRetries,
+			InputTokens:  m.InputTokens,
+			OutputTokens: m.OutputTokens,
+			TotalTokens:  m.TotalTokens,
+			CostUSD:      math.Round(m.TotalCost*1e9) / 1e9, // summing float costs leaves noise below a nano-dollar
+			ElapsedMS:    m.Elapsed.Milliseconds(),
+		},
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		return &exitError{exitRunFailed, fmt.Errorf("writing the result: %w", err)}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/morphhost/morph/builtin"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+	"github.com/morphhost/morph/llm/openai"
+	"github.com/morphhost/morph/llm/scripted"
+)
+
+// Client builds the model client the config describes; logger (nil:
+// slog.Default()) receives the client's logs. Each call returns a new
+// client; for provider "scripted", one that replays its file from the
+// first reply.
+//
+// This is where the environment is read: for provider "openai" the API key
+// comes from the variable named by api_key_env, and a missing model or an
+// unset variable is an *Error naming the key to fix.
+func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	l := c.LLM
+	switch l.Provider {
+	case ProviderScripted:
+		client, err := scripted.Load(l.ScriptedReplies, l.Pricing)
+		if err != nil {
+			return nil, c.errorAt(toml.Key{"llm", "scripted_replies"}, err, err.Error())
+		}
+		return client, nil
+	case ProviderOpenAI:
+		if strings.TrimSpace(l.Model) == "" {
+			return nil, c.errorAt(toml.Key{"llm", "model"}, nil, `missing: provider "openai" needs a model (or pass one with --model)`)
+		}
+		key := ""
+		if l.APIKeyEnv != "" {
+			if key = os.Getenv(l.APIKeyEnv); key == "" {
+				return nil, c.errorAt(toml.Key{"llm", "api_key_env"}, nil,
+					fmt.Sprintf("the environment variable %s is not set; export it with the API key, or set api_key_env = \"\" for a server that needs no key", l.APIKeyEnv))
+			}
+		}
+		retries := 0 // the client's default
+		if l.MaxRetries != nil {
+			if retries = *l.MaxRetries; retries == 0 {
+				retries = -1 // openai.Config: negative means none
+			}
+		}
+		client, err := openai.New(openai.Config{
+			BaseURL:    l.BaseURL,
+			APIKey:     key,
+			Model:      l.Model,
+			Timeout:    l.Timeout,
+			MaxRetries: retries,
+			Pricing:    l.Pricing,
+			Logger:     logger,
+		})
+		if err != nil {
+			return nil, c.errorAt(toml.Key{"llm", "base_url"}, err, strings.TrimPrefix(err.Error(), "openai: "))
+		}
+		return client, nil
+	}
+	return nil, c.errorAt(toml.Key{"llm", "provider"}, nil, fmt.Sprintf("unknown provider %q (known: %s, %s)", l.Provider, ProviderOpenAI, ProviderScripted))
+}
+
+// Registry returns a registry holding the enabled built-in tools, with
+// their schemas checked.
+func (c *Config) Registry() (*engine.Registry, error) {
+	reg := engine.NewRegistry()
+	for _, name := range c.Tools.Builtin {
+		tool, ok := builtin.Lookup(name)
+		if !ok {
+			return nil, c.errorAt(toml.Key{"tools", "builtin"}, nil,
+				fmt.Sprintf("unknown built-in tool %q (built-in tools: %s)", name, strings.Join(builtin.Names(), ", ")))
+		}
+		reg.Register(tool)
+	}
+	if err := reg.Check(); err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// EngineOptions returns the engine options the [agent] table sets: the
+// identity and rules of the default system prompt, when given.
+func (c *Config) EngineOptions() []engine.Option {
+	var opts []engine.Option
+	if c.Agent.Identity != "" {
+		opts = append(opts, engine.WithIdentity(c.Agent.Identity))
+	}
+	if len(c.Agent.Rules) > 0 {
+		opts = append(opts, engine.WithRules(c.Agent.Rules...))
+	}
+	return opts
+}
+
+// RunOptions returns the per-run options: the model, the [agent] limits and
+// a copy of [llm.parameters].
+func (c *Config) RunOptions() engine.RunOptions {
+	o := engine.RunOptions{
+		Model:       c.LLM.Model,
+		MaxSteps:    c.Agent.MaxSteps,
+		TokenBudget: c.Agent.TokenBudget,
+		Parameters:  maps.Clone(c.LLM.Parameters),
+	}
+	if p := c.Agent.ParseRetries; p != nil {
+		o.ParseRetries = *p
+		if *p == 0 {
+			o.ParseRetries = -1 // RunOptions: 0 is the default, negative is none
+		}
+	}
+	return o
+}
+
+// Engine builds the client, the registry and an engine from them, with
+// EngineOptions, logging to logger (nil: slog.Default()), followed by opts
+// (an event handler, say), which take precedence.
+func (c *Config) Engine(logger *slog.Logger, opts ...engine.Option) (*engine.Engine, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	client, err := c.Client(logger)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := c.Registry()
+	if err != nil {
+		return nil, err
+	}
+	all := append(c.EngineOptions(), engine.WithLogger(logger))
+	return engine.New(client, reg, append(all, opts...)...), nil
+}

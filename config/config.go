@@ -1,0 +1,358 @@
+// Package config reads morph.toml, the configuration that the morph CLI and
+// embedding hosts share, and builds from it what a run needs: the model
+// client, the tool registry, engine options and run options.
+//
+// A complete file:
+//
+//	[llm]
+//	provider = "openai"                  # or "scripted": replay replies from a file, offline
+//	model = "gpt-4o-mini"
+//	base_url = "https://api.openai.com/v1"
+//	api_key_env = "OPENAI_API_KEY"       # the environment variable holding the key
+//	timeout = "60s"                      # per attempt
+//	max_retries = 3
+//	scripted_replies = "demo/replies.json"   # provider "scripted"; relative to this file
+//
+//	[llm.parameters]                     # sent with every request
+//	temperature = 0.2
+//
+//	[llm.pricing."gpt-4o-mini"]          # USD per million tokens
+//	input = 0.15
+//	output = 0.6
+//
+//	[agent]
+//	max_steps = 15
+//	parse_retries = 2
+//	token_budget = 0                     # 0: unlimited
+//	identity = "You are ..."
+//	rules = ["...", "..."]
+//
+//	[tools]
+//	builtin = ["calc"]
+//
+// Load checks everything it can without side effects: unknown keys, wrong
+// types, values out of range, the replies file, built-in tool names, and
+// for provider "openai" the base URL and the [llm.parameters] keys and
+// values. What depends on the environment is checked when the client is
+// built (Client): that provider "openai" has a model, and that the API key
+// variable is set. So a command that only reads the config loads it
+// without an API key.
+//
+// The API key never appears in the file: a key named api_key is an error.
+// It is read from the environment variable named by api_key_env when
+// Client is called, and from nowhere else.
+//
+// Every mistake is reported as an *Error naming the file, the line where
+// known, and the full key path; errors.Is(err, ErrConfig) tells them apart
+// from run-time failures.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/morphhost/morph/builtin"
+	"github.com/morphhost/morph/llm"
+	"github.com/morphhost/morph/llm/openai"
+	"github.com/morphhost/morph/llm/scripted"
+)
+
+// Providers.
+const (
+	ProviderOpenAI   = "openai"   // any OpenAI-compatible server, see package llm/openai
+	ProviderScripted = "scripted" // replies replayed from a file, see package llm/scripted
+)
+
+// DefaultAPIKeyEnv is the api_key_env of an openai config that sets none.
+const DefaultAPIKeyEnv = "OPENAI_API_KEY"
+
+// Config is a loaded morph.toml. Load fills and checks it; a caller may then
+// change fields (the CLI applies its --model and --max-steps flags so)
+// before building a client and running.
+type Config struct {
+	LLM   LLM   `toml:"llm"`   // the [llm] table
+	Agent Agent `toml:"agent"` // the [agent] table
+	Tools Tools `toml:"tools"` // the [tools] table
+
+	// File is the path the config was loaded from, as given to Load.
+	File string `toml:"-"`
+
+	src []byte // the file's contents, to locate keys in later errors
+}
+
+// LLM is the [llm] table: which model to talk to and how.
+type LLM struct {
+	// Provider is ProviderOpenAI or ProviderScripted.
+	Provider string `toml:"provider"`
+	// Model is the model name sent with every request and used to look up
+	// its price. Provider "openai" needs one; for "scripted" it defaults to
+	// the replies file's model.
+	Model string `toml:"model"`
+	// BaseURL is the OpenAI-compatible API root, e.g.
+	// "http://localhost:8000/v1"; empty means OpenAI's.
+	BaseURL string `toml:"base_url"`
+	// APIKeyEnv names the environment variable holding the API key. Load
+	// sets DefaultAPIKeyEnv when the key is absent for provider "openai";
+	// an explicit "" means the server needs no key.
+	APIKeyEnv string `toml:"api_key_env"`
+	// Timeout bounds each attempt of a model call; 0 means the client's default.
+	Timeout time.Duration `toml:"timeout"`
+	// MaxRetries is how many times a failed model call is retried; nil
+	// means the client's default, 0 means none.
+	MaxRetries *int `toml:"max_retries"`
+	// ScriptedReplies is the replies file of provider "scripted". Load
+	// resolves a relative path against the config file's directory, so the
+	// field holds a path usable from the current directory.
+	ScriptedReplies string `toml:"scripted_replies"`
+	// Parameters are the base model parameters (temperature, max_tokens, ...)
+	// sent with every request of a run.
+	Parameters map[string]any `toml:"parameters"`
+	// Pricing gives each model's price, to compute run costs.
+	Pricing llm.Pricing `toml:"pricing"`
+}
+
+// Agent is the [agent] table: the run loop's limits and the system prompt.
+type Agent struct {
+	// MaxSteps caps the model replies of a run; 0 means the engine default.
+	MaxSteps int `toml:"max_steps"`
+	// ParseRetries is how many unparseable replies in a row are corrected
+	// before the run is forced to conclude; nil means the engine default, 0
+	// means none.
+	ParseRetries *int `toml:"parse_retries"`
+	// TokenBudget forces a conclusion once a run has used more tokens; 0
+	// means unlimited.
+	TokenBudget int `toml:"token_budget"`
+	// Identity replaces the first paragraph of the default system prompt.
+	Identity string `toml:"identity"`
+	// Rules replace the rules of the default system prompt.
+	Rules []string `toml:"rules"`
+}
+
+// Tools is the [tools] table.
+type Tools struct {
+	// Builtin names the built-in tools to enable (see package builtin).
+	Builtin []string `toml:"builtin"`
+}
+
+// envName is what an environment variable name looks like.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Load reads and checks the config file at path. The error is an *Error, or
+// several joined with errors.Join; errors.Is(err, ErrConfig) holds for all.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := "cannot read the config file: " + err.Error()
+		if errors.Is(err, os.ErrNotExist) {
+			msg = "config file not found"
+		}
+		return nil, &Error{File: path, Msg: msg, Err: err}
+	}
+	c := &Config{File: path, src: data}
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
+	if err != nil {
+		e := decodeError(path, err, len(md.Keys()) > 0)
+		if e.Line == 0 && e.Key != "" {
+			e.Line = keyLine(data, strings.Split(e.Key, "."))
+		}
+		return nil, e
+	}
+	v := &validator{c: c, md: md}
+	v.unknownKeys()
+	v.llm()
+	v.agent()
+	v.tools()
+	// In file order; mistakes that have no line go last.
+	slices.SortStableFunc(v.errs, func(a, b error) int { return lineOf(a) - lineOf(b) })
+	switch len(v.errs) {
+	case 0:
+		return c, nil
+	case 1:
+		return nil, v.errs[0]
+	}
+	return nil, errors.Join(v.errs...)
+}
+
+func lineOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) && e.Line > 0 {
+		return e.Line
+	}
+	return math.MaxInt32
+}
+
+// validator collects every mistake of one file, so they are fixed in one go.
+type validator struct {
+	c    *Config
+	md   toml.MetaData
+	errs []error
+}
+
+// fail records a mistake about key (given as its parts).
+func (v *validator) fail(key toml.Key, err error, format string, args ...any) {
+	v.errs = append(v.errs, v.c.errorAt(key, err, fmt.Sprintf(format, args...)))
+}
+
+// errorAt builds an *Error about key, located in the loaded file.
+func (c *Config) errorAt(key toml.Key, err error, msg string) *Error {
+	e := &Error{File: c.File, Key: key.String(), Msg: msg, Err: err}
+	if len(key) > 0 {
+		e.Line = keyLine(c.src, key)
+	}
+	return e
+}
+
+func (v *validator) unknownKeys() {
+	var reported []toml.Key
+	for _, key := range v.md.Undecoded() {
+		if slices.ContainsFunc(reported, func(r toml.Key) bool { return hasPrefix(key, r) }) {
+			continue // inside an unknown table already reported
+		}
+		reported = append(reported, key)
+		if key[len(key)-1] == "api_key" {
+			v.fail(key, nil, "the API key must not be in the config file; set api_key_env to the name of the environment variable that holds it (e.g. api_key_env = %q)", DefaultAPIKeyEnv)
+			continue
+		}
+		msg := "unknown key"
+		if known := knownKeys(key); len(known) > 0 {
+			where := "at the top level"
+			if len(key) > 1 {
+				where = "in [" + key[:len(key)-1].String() + "]"
+			}
+			msg += fmt.Sprintf(" (known keys %s: %s)", where, strings.Join(known, ", "))
+		}
+		v.fail(key, nil, "%s", msg)
+	}
+}
+
+func (v *validator) llm() {
+	l := &v.c.LLM
+	switch l.Provider {
+	case ProviderOpenAI, ProviderScripted:
+	case "":
+		v.fail(toml.Key{"llm", "provider"}, nil, "missing: set provider = %q or %q", ProviderOpenAI, ProviderScripted)
+	default:
+		v.fail(toml.Key{"llm", "provider"}, nil, "unknown provider %q (known: %s, %s)", l.Provider, ProviderOpenAI, ProviderScripted)
+	}
+
+	if v.md.IsDefined("llm", "api_key_env") {
+		if l.APIKeyEnv != "" && !envName.MatchString(l.APIKeyEnv) {
+			// Never echo the value: it may be the key itself, pasted here by mistake.
+			v.fail(toml.Key{"llm", "api_key_env"}, nil, "must be the name of an environment variable (such as %s), not the key itself", DefaultAPIKeyEnv)
+		}
+	} else if l.Provider == ProviderOpenAI {
+		l.APIKeyEnv = DefaultAPIKeyEnv
+	}
+
+	if v.md.IsDefined("llm", "timeout") {
+		switch {
+		case v.md.Type("llm", "timeout") != "String":
+			v.fail(toml.Key{"llm", "timeout"}, nil, "want a duration string such as \"60s\", got %s", strings.ToLower(v.md.Type("llm", "timeout")))
+		case l.Timeout <= 0:
+			v.fail(toml.Key{"llm", "timeout"}, nil, "must be positive, got %s", l.Timeout)
+		}
+	}
+	if l.MaxRetries != nil && *l.MaxRetries < 0 {
+		v.fail(toml.Key{"llm", "max_retries"}, nil, "must not be negative, got %d (0 means no retries)", *l.MaxRetries)
+	}
+
+	for _, model := range slices.Sorted(maps.Keys(l.Pricing)) {
+		p := l.Pricing[model]
+		if p.InputPerMillion < 0 {
+			v.fail(toml.Key{"llm", "pricing", model, "input"}, nil, "must not be negative, got %v", p.InputPerMillion)
+		}
+		if p.OutputPerMillion < 0 {
+			v.fail(toml.Key{"llm", "pricing", model, "output"}, nil, "must not be negative, got %v", p.OutputPerMillion)
+		}
+	}
+
+	switch l.Provider {
+	case ProviderScripted:
+		v.scripted()
+	case ProviderOpenAI:
+		v.openai()
+	}
+}
+
+func (v *validator) scripted() {
+	l := &v.c.LLM
+	key := toml.Key{"llm", "scripted_replies"}
+	if l.ScriptedReplies == "" {
+		v.fail(key, nil, "missing: provider %q needs the path of its replies file", ProviderScripted)
+		return
+	}
+	if !filepath.IsAbs(l.ScriptedReplies) {
+		l.ScriptedReplies = filepath.Join(filepath.Dir(v.c.File), l.ScriptedReplies)
+	}
+	client, err := scripted.Load(l.ScriptedReplies, nil)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		v.fail(key, err, "replies file %s not found (a relative path is resolved against the config file's directory)", l.ScriptedReplies)
+	case err != nil:
+		v.fail(key, err, "%v", err)
+	case l.Model == "":
+		l.Model = client.Model()
+	}
+}
+
+func (v *validator) openai() {
+	l := &v.c.LLM
+	// New checks the base URL; it needs no key, so it also gives the
+	// parameter checker without touching the environment.
+	client, err := openai.New(openai.Config{BaseURL: l.BaseURL, Model: l.Model, Timeout: l.Timeout})
+	if err != nil {
+		v.fail(toml.Key{"llm", "base_url"}, err, "%s", strings.TrimPrefix(err.Error(), "openai: "))
+		return
+	}
+	err = client.CheckParameters(l.Parameters)
+	var perr *openai.ParametersError
+	switch {
+	case errors.As(err, &perr):
+		for _, p := range perr.Problems {
+			msg := p.Reason
+			if msg == "unknown parameter" && len(perr.Supported) > 0 { // no "did you mean": list them
+				msg += " (supported: " + strings.Join(perr.Supported, ", ") + ")"
+			}
+			v.fail(toml.Key{"llm", "parameters", p.Key}, p, "%s", msg)
+		}
+	case err != nil:
+		v.fail(toml.Key{"llm", "parameters"}, err, "%v", err)
+	}
+}
+
+func (v *validator) agent() {
+	a := &v.c.Agent
+	if v.md.IsDefined("agent", "max_steps") && a.MaxSteps < 1 {
+		v.fail(toml.Key{"agent", "max_steps"}, nil, "must be at least 1, got %d", a.MaxSteps)
+	}
+	if a.ParseRetries != nil && *a.ParseRetries < 0 {
+		v.fail(toml.Key{"agent", "parse_retries"}, nil, "must not be negative, got %d (0 means no retries)", *a.ParseRetries)
+	}
+	if a.TokenBudget < 0 {
+		v.fail(toml.Key{"agent", "token_budget"}, nil, "must not be negative, got %d (0 means unlimited)", a.TokenBudget)
+	}
+	for i, r := range a.Rules {
+		if strings.TrimSpace(r) == "" {
+			v.fail(toml.Key{"agent", "rules"}, nil, "rule %d is empty", i+1)
+		}
+	}
+}
+
+func (v *validator) tools() {
+	for _, name := range v.c.Tools.Builtin {
+		if _, ok := builtin.Lookup(name); !ok {
+			v.fail(toml.Key{"tools", "builtin"}, nil, "unknown built-in tool %q (built-in tools: %s)", name, strings.Join(builtin.Names(), ", "))
+		}
+	}
+}

@@ -1,0 +1,369 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/llm"
+	"github.com/morphhost/morph/llm/openai"
+	"github.com/morphhost/morph/llm/scripted"
+)
+
+const replies = `{"model":"scripted-test","replies":[
+  {"reply":{"type":"final","final":{"thought":"t","output":"ok"}},"input_tokens":1000,"output_tokens":100}
+]}`
+
+// write creates the files (name -> content) in a fresh directory and returns
+// the directory.
+func write(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// loadErr loads content as morph.toml (with a valid replies file next to
+// it) and returns the *Error, failing the test if there is none.
+func loadErr(t *testing.T, content string) (*config.Error, error) {
+	t.Helper()
+	dir := write(t, map[string]string{"morph.toml": content, "replies.json": replies})
+	_, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err == nil {
+		t.Fatalf("Load succeeded on:\n%s", content)
+	}
+	if !errors.Is(err, config.ErrConfig) {
+		t.Fatalf("error %v does not match ErrConfig", err)
+	}
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v is not a *config.Error", err)
+	}
+	return ce, err
+}
+
+func TestLoadScripted(t *testing.T) {
+	dir := write(t, map[string]string{
+		"conf/morph.toml": `
+[llm]
+provider = "scripted"
+scripted_replies = "../demo/replies.json"
+timeout = "30s"
+
+[llm.parameters]
+temperature = 0.2
+
+[llm.pricing."scripted-test"]
+input = 2.5
+output = 10
+
+[agent]
+max_steps = 7
+parse_retries = 0
+token_budget = 5000
+identity = "You are a test."
+rules = ["Be brief.", "Be right."]
+
+[tools]
+builtin = ["calc"]
+`,
+		"demo/replies.json": replies,
+	})
+	// Run from elsewhere: the replies path is relative to the config file,
+	// not to the working directory.
+	t.Chdir(t.TempDir())
+	cfg, err := config.Load(filepath.Join(dir, "conf/morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "demo/replies.json"); cfg.LLM.ScriptedReplies != want {
+		t.Errorf("ScriptedReplies = %q, want %q", cfg.LLM.ScriptedReplies, want)
+	}
+	if cfg.LLM.Model != "scripted-test" {
+		t.Errorf("Model = %q, want the replies file's model", cfg.LLM.Model)
+	}
+	if cfg.LLM.Timeout != 30*time.Second || cfg.LLM.Pricing["scripted-test"].OutputPerMillion != 10 {
+		t.Errorf("LLM = %+v", cfg.LLM)
+	}
+
+	ro := cfg.RunOptions()
+	if ro.Model != "scripted-test" || ro.MaxSteps != 7 || ro.ParseRetries != -1 || ro.TokenBudget != 5000 || ro.Parameters["temperature"] != 0.2 {
+		t.Errorf("RunOptions = %+v", ro)
+	}
+	ro.Parameters["temperature"] = 1.0
+	if cfg.LLM.Parameters["temperature"] != 0.2 {
+		t.Error("RunOptions shares the config's parameters map")
+	}
+	if n := len(cfg.EngineOptions()); n != 2 {
+		t.Errorf("%d engine options, want 2 (identity, rules)", n)
+	}
+
+	reg, err := cfg.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := reg.Names(); len(names) != 1 || names[0] != "calc" {
+		t.Errorf("tools %v, want [calc]", names)
+	}
+
+	client, err := cfg.Client(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Chat(context.Background(), llm.Request{Model: ro.Model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (1000*2.5 + 100*10) / 1e6; res.Usage.Cost != want {
+		t.Errorf("cost %v, want %v", res.Usage.Cost, want)
+	}
+
+	// The whole engine, end to end.
+	eng, err := cfg.Engine(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, rc, err := eng.Run(context.Background(), "test", cfg.RunOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Output != "ok" || rc.Metrics.TotalCost == 0 || !strings.HasPrefix(rc.SystemPrompt, "You are a test.") {
+		t.Errorf("final %+v, metrics %+v", final, rc.Metrics)
+	}
+}
+
+func TestModelOverridesScriptModel(t *testing.T) {
+	dir := write(t, map[string]string{"morph.toml": `
+[llm]
+provider = "scripted"
+model = "mine"
+scripted_replies = "replies.json"
+`, "replies.json": replies})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LLM.Model != "mine" {
+		t.Fatalf("Model = %q, want the config's", cfg.LLM.Model)
+	}
+}
+
+const openaiConfig = `
+[llm]
+provider = "openai"
+model = "gpt-test"
+base_url = "http://localhost:9/v1"
+api_key_env = "MORPH_TEST_API_KEY"
+max_retries = 0
+
+[llm.parameters]
+temperature = 0.5
+max_tokens = 512
+`
+
+func TestOpenAILoadsWithoutTheKey(t *testing.T) {
+	t.Setenv("MORPH_TEST_API_KEY", "")
+	os.Unsetenv("MORPH_TEST_API_KEY")
+	dir := write(t, map[string]string{"morph.toml": openaiConfig})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatalf("Load needs no API key, but: %v", err)
+	}
+	_, err = cfg.Client(nil)
+	var ce *config.Error
+	if !errors.As(err, &ce) || !errors.Is(err, config.ErrConfig) {
+		t.Fatalf("Client without the variable: err = %v, want a *config.Error", err)
+	}
+	if ce.Key != "llm.api_key_env" || ce.Line != 6 || !strings.Contains(ce.Msg, "MORPH_TEST_API_KEY is not set") {
+		t.Fatalf("error %q: want it at llm.api_key_env, line 6, naming MORPH_TEST_API_KEY", err)
+	}
+
+	t.Setenv("MORPH_TEST_API_KEY", "sk-test-secret")
+	client, err := cfg.Client(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := client.(*openai.Client); !ok {
+		t.Fatalf("client is %T, want *openai.Client", client)
+	}
+	if err := client.(llm.ParameterChecker).CheckParameters(cfg.RunOptions().Parameters); err != nil {
+		t.Fatalf("the loaded parameters do not pass the client's check: %v", err)
+	}
+}
+
+func TestOpenAIDefaultsAndNoKey(t *testing.T) {
+	dir := write(t, map[string]string{
+		"default.toml": "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n",
+		"nokey.toml":   "[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://localhost:8000/v1\"\napi_key_env = \"\"\n",
+	})
+	cfg, err := config.Load(filepath.Join(dir, "default.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LLM.APIKeyEnv != config.DefaultAPIKeyEnv {
+		t.Errorf("APIKeyEnv = %q, want %q", cfg.LLM.APIKeyEnv, config.DefaultAPIKeyEnv)
+	}
+	cfg, err = config.Load(filepath.Join(dir, "nokey.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Client(nil); err != nil {
+		t.Fatalf("api_key_env = \"\" needs no variable, but: %v", err)
+	}
+}
+
+func TestOpenAIModelCheckedAtClientTime(t *testing.T) {
+	t.Setenv("MORPH_TEST_API_KEY", "k")
+	dir := write(t, map[string]string{"morph.toml": "[llm]\nprovider = \"openai\"\napi_key_env = \"MORPH_TEST_API_KEY\"\n"})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *config.Error
+	if _, err := cfg.Client(nil); !errors.As(err, &ce) || ce.Key != "llm.model" {
+		t.Fatalf("err = %v, want an error about llm.model", err)
+	}
+	cfg.LLM.Model = "from-a-flag"
+	if _, err := cfg.Client(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	const scriptedHead = "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n"
+	tests := []struct {
+		name, content string
+		key           string
+		line          int
+		msg           string // in Error()
+	}{
+		{"unknown key", scriptedHead + "[agent]\nmax_stepz = 15\n", "agent.max_stepz", 5,
+			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_steps, parse_retries, rules, token_budget)"},
+		{"unknown table", scriptedHead + "[agents]\nmax_steps = 15\n", "agents", 4, "agents: unknown key (known keys at the top level: agent, llm, tools)"},
+		{"unknown key in pricing", scriptedHead + "[llm.pricing.\"gpt-4.1\"]\ninput = 1\noutptu = 2\n", `llm.pricing."gpt-4.1".outptu`, 6, "unknown key (known keys in [llm.pricing.\"gpt-4.1\"]: input, output)"},
+		{"wrong type", scriptedHead + "[agent]\nmax_steps = \"15\"\n", "agent.max_steps", 5, "agent.max_steps: want integer, got string"},
+		{"wrong type float", scriptedHead + "[agent]\ntoken_budget = 1.5\n", "agent.token_budget", 5, "want integer, got float"},
+		{"wrong type array", scriptedHead + "[agent]\nrules = \"be nice\"\n", "agent.rules", 5, "want array, got string"},
+		{"table expected", "llm = 3\n", "llm", 1, "want table, got integer"},
+		{"syntax", scriptedHead + "[agent\n", "", 5, "expected"},
+		{"bad duration", scriptedHead + "timeout = \"6x\"\n", "llm.timeout", 4, `invalid duration: "6x"`},
+		{"integer duration", scriptedHead + "timeout = 60\n", "llm.timeout", 4, `want a duration string such as "60s", got integer`},
+		{"negative duration", scriptedHead + "timeout = \"-1s\"\n", "llm.timeout", 4, "must be positive"},
+		{"missing provider", "[llm]\nmodel = \"m\"\n", "llm.provider", 0, "missing: set provider"},
+		{"unknown provider", "[llm]\nprovider = \"anthropic\"\n", "llm.provider", 2, `unknown provider "anthropic"`},
+		{"missing replies setting", "[llm]\nprovider = \"scripted\"\n", "llm.scripted_replies", 0, "needs the path of its replies file"},
+		{"missing replies file", "[llm]\nprovider = \"scripted\"\nscripted_replies = \"nope/replies.json\"\n", "llm.scripted_replies", 3,
+			filepath.Join("nope", "replies.json") + " not found"},
+		{"bad replies file", "[llm]\nprovider = \"scripted\"\nscripted_replies = \"morph.toml\"\n", "llm.scripted_replies", 3, "invalid JSON"},
+		{"api_key in file", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\napi_key = \"sk-secret-123\"\n", "llm.api_key", 4,
+			"the API key must not be in the config file; set api_key_env"},
+		{"key pasted as api_key_env", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\napi_key_env = \"sk-secret-123\"\n", "llm.api_key_env", 4,
+			"must be the name of an environment variable"},
+		{"unknown parameter", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.parameters]\ntemperatur = 0.2\n", "llm.parameters.temperatur", 5,
+			`llm.parameters.temperatur: unknown parameter (did you mean "temperature"?)`},
+		{"unknown parameter no suggestion", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\nparameters = { frobnicate = 1 }\n", "llm.parameters.frobnicate", 4,
+			"unknown parameter (supported: "},
+		{"bad parameter value", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.parameters]\ntop_p = 7\n", "llm.parameters.top_p", 5, "want a number between 0 and 1, got 7"},
+		{"bad base_url", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"ftp://x\"\n", "llm.base_url", 4, "want an http:// or https:// URL"},
+		{"negative retries", scriptedHead + "max_retries = -1\n", "llm.max_retries", 4, "must not be negative"},
+		{"negative price", scriptedHead + "[llm.pricing.m]\ninput = -1\n", "llm.pricing.m.input", 5, "must not be negative"},
+		{"zero max_steps", scriptedHead + "[agent]\nmax_steps = 0\n", "agent.max_steps", 5, "must be at least 1, got 0"},
+		{"negative parse_retries", scriptedHead + "[agent]\nparse_retries = -2\n", "agent.parse_retries", 5, "must not be negative"},
+		{"negative budget", scriptedHead + "[agent]\ntoken_budget = -2\n", "agent.token_budget", 5, "must not be negative"},
+		{"empty rule", scriptedHead + "[agent]\nrules = [\"a\", \" \"]\n", "agent.rules", 5, "rule 2 is empty"},
+		{"unknown builtin", scriptedHead + "[tools]\nbuiltin = [\"calc\", \"web\"]\n", "tools.builtin", 5, `unknown built-in tool "web" (built-in tools: calc)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ce, err := loadErr(t, tt.content)
+			if ce.Key != tt.key || ce.Line != tt.line {
+				t.Errorf("key %q line %d, want %q line %d (%v)", ce.Key, ce.Line, tt.key, tt.line, err)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not say %q", err, tt.msg)
+			}
+			if !strings.HasPrefix(err.Error(), ce.File) || !strings.HasSuffix(ce.File, "morph.toml") {
+				t.Errorf("error %q does not start with the file name", err)
+			}
+			if strings.Contains(err.Error(), "sk-secret-123") {
+				t.Errorf("error %q echoes a secret", err)
+			}
+		})
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	ce, err := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[agent]\nmax_stepz = 15\n")
+	want := ce.File + ":5: agent.max_stepz: unknown key"
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("error %q, want it to start with %q", err, want)
+	}
+	e := &config.Error{File: "morph.toml", Msg: "config file not found"}
+	if e.Error() != "morph.toml: config file not found" {
+		t.Fatalf("Error() = %q", e.Error())
+	}
+}
+
+func TestAllMistakesAtOnceInFileOrder(t *testing.T) {
+	_, err := loadErr(t, `[llm]
+provider = "scripted"
+scripted_replies = "replies.json"
+api_key = "x"
+[agent]
+max_stepz = 15
+token_budget = -1
+[tools]
+builtin = ["nope"]
+`)
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d errors, want 4:\n%v", len(lines), err)
+	}
+	for i, key := range []string{":4: llm.api_key:", ":6: agent.max_stepz:", ":7: agent.token_budget:", ":9: tools.builtin:"} {
+		if !strings.Contains(lines[i], key) {
+			t.Errorf("error %d = %q, want %q", i, lines[i], key)
+		}
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "morph.toml")
+	_, err := config.Load(path)
+	if !errors.Is(err, config.ErrConfig) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want ErrConfig wrapping ErrNotExist", err)
+	}
+	if err.Error() != path+": config file not found" {
+		t.Fatalf("err = %q", err)
+	}
+}
+
+func TestScriptedClientIsFreshEachTime(t *testing.T) {
+	dir := write(t, map[string]string{"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n", "replies.json": replies})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c, err := cfg.Client(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := c.(*scripted.Client).Remaining(); n != 1 {
+			t.Fatalf("a new client has %d replies left, want 1", n)
+		}
+		_, _ = c.Chat(context.Background(), llm.Request{})
+	}
+}
