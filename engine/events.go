@@ -46,4 +46,3 @@ func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
 		e.onEvent(ev)
 	}
 }
-

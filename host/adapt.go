@@ -93,4 +93,3 @@ func (t *tool) Execute(ctx context.Context, params map[string]any) (string, erro
 	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params})
 	return out.Output, err
 }
-
