@@ -118,22 +118,3 @@ func (c *Config) RunOptions() engine.RunOptions {
 	}
 	return o
 }
-
-// Engine builds the client, the registry and an engine from them, with
-// EngineOptions, logging to logger (nil: slog.Default()), followed by opts
-// (an event handler, say), which take precedence.
-func (c *Config) Engine(logger *slog.Logger, opts ...engine.Option) (*engine.Engine, error) {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	client, err := c.Client(logger)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := c.Registry()
-	if err != nil {
-		return nil, err
-	}
-	all := append(c.EngineOptions(), engine.WithLogger(logger))
-	return engine.New(client, reg, append(all, opts...)...), nil
-}

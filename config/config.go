@@ -84,6 +84,10 @@ type Config struct {
 	LLM   LLM   `toml:"llm"`   // the [llm] table
 	Agent Agent `toml:"agent"` // the [agent] table
 	Tools Tools `toml:"tools"` // the [tools] table
+	// Plugins are the [[plugins]] entries: WebAssembly modules, in order.
+	Plugins []Plugin `toml:"plugins"`
+	// Wasm is the [wasm] table: settings shared by all plugins.
+	Wasm Wasm `toml:"wasm"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -173,6 +177,7 @@ func Load(path string) (*Config, error) {
 	v.llm()
 	v.agent()
 	v.tools()
+	v.plugins()
 	// In file order; mistakes that have no line go last.
 	slices.SortStableFunc(v.errs, func(a, b error) int { return lineOf(a) - lineOf(b) })
 	switch len(v.errs) {

@@ -132,11 +132,12 @@ builtin = ["calc"]
 	}
 
 	// The whole engine, end to end.
-	eng, err := cfg.Engine(nil)
+	rt, err := cfg.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	final, rc, err := eng.Run(context.Background(), "test", cfg.RunOptions())
+	defer rt.Close(context.Background())
+	final, rc, err := rt.Engine.Run(context.Background(), "test", cfg.RunOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

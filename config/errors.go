@@ -123,7 +123,7 @@ func knownKeys(key toml.Key) []string {
 			t = t.Elem()
 		}
 		switch t.Kind() {
-		case reflect.Map:
+		case reflect.Map, reflect.Slice: // [[plugins]] entries have no index in the key
 			t = t.Elem()
 		case reflect.Struct:
 			f, ok := fieldByTag(t, part)

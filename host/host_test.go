@@ -226,3 +226,30 @@ func TestClosedPlugin(t *testing.T) {
 		t.Fatalf("err = %v, want ErrClosed", err)
 	}
 }
+
+func TestInspect(t *testing.T) {
+	l := newLoader(t)
+	rep, err := l.Inspect(context.Background(), Config{Path: fixture(t, "minimal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 0 || rep.Manifest == nil || rep.Manifest.Name != "min" || strings.Join(rep.Markers, ",") != abi.MarkerV1 || len(rep.SHA256) != 64 {
+		t.Fatalf("report %+v", rep)
+	}
+	var sig string
+	for _, e := range rep.Exports {
+		if e.Name == abi.ExportBuildPrompt {
+			sig = e.Type
+		}
+	}
+	if sig != "(i32, i32) -> (i64)" || strings.Join(rep.Hooks, ",") != abi.HookBuildPrompt {
+		t.Fatalf("build_prompt signature %q, hooks %v", sig, rep.Hooks)
+	}
+	rep, err = l.Inspect(context.Background(), Config{Path: fixture(t, "wrongversion")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Manifest != nil || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "found morph_abi_v2") {
+		t.Fatalf("problems %q", rep.Problems)
+	}
+}

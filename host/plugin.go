@@ -54,7 +54,7 @@ type instance struct {
 // of kind ErrLoad or ErrABIMismatch and name the plugin and the file.
 func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	source := cfg.Path
-	if cfg.Wasm != nil {
+	if source == "" {
 		source = "(bytes)"
 	}
 	label := cfg.Name

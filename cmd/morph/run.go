@@ -83,7 +83,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErrorf("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout))
+	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout), newPluginCmd(stdout, stderr))
 	return root
 }
 
@@ -112,11 +112,12 @@ func moduleVersion() string {
 
 // runFlags are the flags of "morph run".
 type runFlags struct {
-	config   string
-	task     string
-	model    string
-	maxSteps int
-	verbose  bool
+	config     string
+	task       string
+	model      string
+	maxSteps   int
+	verbose    bool
+	showPrompt bool
 }
 
 func newRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -150,6 +151,7 @@ Exit codes: 0 success, 1 the run failed, 2 a usage or configuration error.`,
 	fl.StringVar(&f.model, "model", "", "the model, overriding llm.model")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "the step limit, overriding agent.max_steps")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details on standard error")
+	fl.BoolVar(&f.showPrompt, "show-prompt", false, "include the run's system prompt in the JSON result")
 	return cmd
 }
 
@@ -215,7 +217,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if !f.verbose {
 		engineLogger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	eng, err := cfg.Engine(engineLogger, engine.WithEventHandler(progress(stderr)))
+	rt, err := cfg.Open(ctx, engineLogger, engine.WithEventHandler(progress(stderr)))
 	if err != nil {
 		code := exitRunFailed
 		if errors.Is(err, config.ErrConfig) {
@@ -223,6 +225,8 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 		}
 		return &exitError{code, err}
 	}
+	defer rt.Close(context.WithoutCancel(ctx))
+	eng := rt.Engine
 
 	opts := cfg.RunOptions()
 	logger.DebugContext(ctx, "starting run", "config", cfg.File, "provider", cfg.LLM.Provider,
@@ -231,7 +235,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("run failed at step %d (%s): %w", len(rc.Steps)+1, rc.StopReason, err)}
 	}
-	return writeResult(stdout, final, rc)
+	return writeResult(stdout, final, rc, f.showPrompt)
 }
 
 // progress returns the event handler that prints one line per step and
@@ -280,7 +284,10 @@ type result struct {
 	Final      json.RawMessage `json:"final"` // the final payload as the model sent it, domain fields included
 	Plan       *engine.Plan    `json:"plan"`
 	StopReason string          `json:"stop_reason"`
-	Metrics    metrics         `json:"metrics"`
+	// Parameters are the model parameters sent with every request of the run.
+	Parameters   map[string]any `json:"parameters,omitempty"`
+	SystemPrompt string         `json:"system_prompt,omitempty"` // with --show-prompt
+	Metrics      metrics        `json:"metrics"`
 }
 
 type metrics struct {
@@ -294,7 +301,7 @@ type metrics struct {
 	ElapsedMS    int64   `json:"elapsed_ms"`
 }
 
-func writeResult(w io.Writer, final *engine.Final, rc *engine.Context) error {
+func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPrompt bool) error {
 	raw := rc.RawFinalAnswer
 	if !json.Valid(raw) {
 		raw, _ = json.Marshal(final)
@@ -306,6 +313,7 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context) error {
 		Final:      raw,
 		Plan:       final.Plan,
 		StopReason: rc.StopReason,
+		Parameters: rc.Parameters,
 		Metrics: metrics{
 			LLMRounds:    m.LLMRounds,
 			ToolCalls:    m.ToolCalls,
@@ -316,6 +324,9 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context) error {
 			CostUSD:      math.Round(m.TotalCost*1e9) / 1e9, // summing float costs leaves noise below a nano-dollar
 			ElapsedMS:    m.Elapsed.Milliseconds(),
 		},
+	}
+	if showPrompt {
+		res.SystemPrompt = rc.SystemPrompt
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

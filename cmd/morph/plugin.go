@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/morphhost/morph/host"
+)
+
+func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plugin",
+		Short: "Inspect and check WebAssembly plugins",
+	}
+	var cacheDir string
+	var asJSON bool
+	inspect := func(cmd *cobra.Command, path string) (*host.Report, error) {
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		l, err := host.NewLoader(host.LoaderOptions{CacheDir: cacheDir, Logger: logger})
+		if err != nil {
+			return nil, &exitError{exitUsage, err}
+		}
+		defer l.Close(cmd.Context())
+		rep, err := l.Inspect(cmd.Context(), host.Config{Path: path})
+		if err != nil {
+			return nil, &exitError{exitUsage, err}
+		}
+		return rep, nil
+	}
+	inspectCmd := &cobra.Command{
+		Use:   "inspect FILE.wasm",
+		Short: "Print a module's manifest, ABI version, exports, imports, hooks and tools",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := inspect(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			printReport(stdout, rep)
+			return nil
+		},
+	}
+	inspectCmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	checkCmd := &cobra.Command{
+		Use:   "check FILE.wasm",
+		Short: "Check a module against ABI v1; exit 1 with the reasons when it does not conform",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := inspect(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			if len(rep.Problems) > 0 {
+				return &exitError{exitRunFailed, fmt.Errorf("%s does not conform to ABI v1:\n%s", args[0], strings.Join(rep.Problems, "\n"))}
+			}
+			m := rep.Manifest
+			fmt.Fprintf(stdout, "ok: %s %s, ABI v%d, hooks [%s], %d tools\n", m.Name, m.Version, m.ABIVersion, strings.Join(rep.Hooks, ", "), len(m.Tools))
+			return nil
+		},
+	}
+	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
+	cmd.AddCommand(inspectCmd, checkCmd)
+	return cmd
+}
+
+func printReport(w io.Writer, rep *host.Report) {
+	fmt.Fprintf(w, "file:     %s (%d bytes, sha256 %s)\n", rep.Path, rep.Bytes, rep.SHA256)
+	fmt.Fprintf(w, "markers:  %s\n", orNone(rep.Markers))
+	if m := rep.Manifest; m != nil {
+		fmt.Fprintf(w, "plugin:   %s %s, ABI v%d\n", m.Name, m.Version, m.ABIVersion)
+		fmt.Fprintf(w, "hooks:    %s\n", orNone(rep.Hooks))
+		fmt.Fprintf(w, "capabilities: %s\n", orNone(m.Capabilities))
+		fmt.Fprintf(w, "tools:\n")
+		for _, t := range m.Tools {
+			fmt.Fprintf(w, "  %s: %s\n    parameters: %s\n", t.Name, t.Description, t.Parameters)
+		}
+	}
+	fmt.Fprintf(w, "exports:\n")
+	for _, e := range rep.Exports {
+		fmt.Fprintf(w, "  %s %s\n", e.Name, e.Type)
+	}
+	fmt.Fprintf(w, "imports:\n")
+	for _, i := range rep.Imports {
+		fmt.Fprintf(w, "  %s.%s %s\n", i.Module, i.Name, i.Type)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "problem:  %s\n", p)
+	}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixture is the absolute path of a guests/testdata module built by `make fixtures`.
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("..", "..", "guests", "testdata", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("fixture missing: run `make fixtures`: %v", err)
+	}
+	return path
+}
+
+func TestPluginInspectAndCheck(t *testing.T) {
+	code, stdout, stderr := morph(t, "", "plugin", "inspect", "--cache-dir", "off", fixture(t, "minimal"))
+	if code != 0 {
+		t.Fatalf("inspect exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"markers:  morph_abi_v1", "plugin:   min 1, ABI v1", "hooks:    build_prompt", "morph_build_prompt (i32, i32) -> (i64)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = morph(t, "", "plugin", "inspect", "--json", "--cache-dir", "off", fixture(t, "minimal"))
+	var rep struct {
+		Manifest struct{ Name string } `json:"manifest"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || rep.Manifest.Name != "min" {
+		t.Fatalf("inspect --json exit %d: %s", code, stdout)
+	}
+
+	code, stdout, _ = morph(t, "", "plugin", "check", "--cache-dir", "off", fixture(t, "minimal"))
+	if code != 0 || !strings.HasPrefix(stdout, "ok: min 1, ABI v1, hooks [build_prompt], 0 tools") {
+		t.Fatalf("check exit %d: %s", code, stdout)
+	}
+	for fx, reason := range map[string]string{
+		"wrongversion":  "found morph_abi_v2, this host supports morph_abi_v1",
+		"nomarker":      "no ABI marker export",
+		"missingexport": "does not export morph_build_prompt",
+	} {
+		code, _, stderr = morph(t, "", "plugin", "check", "--cache-dir", "off", fixture(t, fx))
+		if code != 1 || !strings.Contains(stderr, reason) {
+			t.Errorf("check %s: exit %d, stderr %q; want 1 and %q", fx, code, stderr, reason)
+		}
+	}
+	code, _, stderr = morph(t, "", "plugin", "check", "--cache-dir", "off", filepath.Join(t.TempDir(), "absent.wasm"))
+	if code != 2 || !strings.Contains(stderr, "absent.wasm") {
+		t.Fatalf("check of a missing file: exit %d, %s", code, stderr)
+	}
+}
+
+// A plugin that cannot be loaded is a config error (exit 2) naming the plugin and the file.
+func TestRunWithBadPlugin(t *testing.T) {
+	cases := map[string]struct{ entry, want string }{
+		"missing file": {`path = "nope.wasm"`, "nope.wasm not found"},
+		"abi mismatch": {`path = "` + fixture(t, "wrongversion") + `"`, "found morph_abi_v2"},
+		"sha mismatch": {`path = "` + fixture(t, "minimal") + `"` + "\nsha256 = \"" + strings.Repeat("ab", 32) + `"`, "sha256 mismatch"},
+		"not wasm":     {`path = "replies.json"`, "not a WebAssembly module"},
+		"unknown hook": {`path = "` + fixture(t, "minimal") + `"` + "\nhooks = [\"build_promt\"]", `unknown hook "build_promt"`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n\n[[plugins]]\nname = \"badplug\"\n"+c.entry+"\n")
+			code, _, stderr := morph(t, "", "run", "--config", cfg, "task")
+			if code != 2 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "badplug") {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 naming badplug and %q", code, stderr, c.want)
+			}
+		})
+	}
+}
+
+// A plugin whose hook fails at run time does not fail the run.
+func TestRunWithFaultyPlugin(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n\n[[plugins]]\nname = \"trapper\"\npath = \""+fixture(t, "trap")+"\"\ntimeout = \"500ms\"\n")
+	code, stdout, stderr := morph(t, "", "run", "--config", cfg, "task")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if out := decode(t, stdout); out.StopReason != "final" {
+		t.Fatalf("stop reason %q", out.StopReason)
+	}
+	if !strings.Contains(stderr, "warning: build_prompt hook failed") || !strings.Contains(stderr, `plugin "trapper"`) {
+		t.Fatalf("no warning naming the plugin:\n%s", stderr)
+	}
+}

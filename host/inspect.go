@@ -1,0 +1,84 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// Report describes a module for `morph plugin inspect` and `check`: what it
+// exports and imports, and, when it loads, its manifest.
+type Report struct {
+	Path     string        `json:"path"`
+	Bytes    int           `json:"bytes"`
+	SHA256   string        `json:"sha256"`
+	Markers  []string      `json:"abi_markers"`
+	Exports  []Signature   `json:"exports"`
+	Imports  []Signature   `json:"imports"`
+	Manifest *abi.Manifest `json:"manifest,omitempty"`
+	Hooks    []string      `json:"hooks,omitempty"` // implemented hooks the host will call
+	// Problems are the reasons the module cannot be loaded; empty when it can.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Signature is one exported or imported function.
+type Signature struct {
+	Module string `json:"module,omitempty"` // imports only
+	Name   string `json:"name"`
+	Type   string `json:"type"` // e.g. "(i32, i32) -> (i64)"
+}
+
+// Inspect reads the module at path and reports on it. The error is only for
+// a file that cannot be read; everything wrong with the module itself is in
+// Report.Problems.
+func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
+	wasm := cfg.Wasm
+	if wasm == nil {
+		var err error
+		if wasm, err = readModule(Config{Path: cfg.Path}); err != nil {
+			return nil, &Error{Plugin: cfg.Path, Kind: ErrLoad, Err: err}
+		}
+	}
+	sum := sha256.Sum256(wasm)
+	rep := &Report{Path: cfg.Path, Bytes: len(wasm), SHA256: hex.EncodeToString(sum[:])}
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(l.cache))
+	defer r.Close(ctx)
+	compiled, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		rep.Problems = append(rep.Problems, "does not compile: "+err.Error())
+		return rep, nil
+	}
+	for name, def := range compiled.ExportedFunctions() {
+		rep.Exports = append(rep.Exports, Signature{Name: name, Type: valueTypes(def.ParamTypes()) + " -> " + valueTypes(def.ResultTypes())})
+		if strings.HasPrefix(name, abi.MarkerPrefix) {
+			rep.Markers = append(rep.Markers, name)
+		}
+	}
+	sort.Slice(rep.Exports, func(i, j int) bool { return rep.Exports[i].Name < rep.Exports[j].Name })
+	sort.Strings(rep.Markers)
+	for _, def := range compiled.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		rep.Imports = append(rep.Imports, Signature{Module: mod, Name: name, Type: valueTypes(def.ParamTypes()) + " -> " + valueTypes(def.ResultTypes())})
+	}
+	cfg.Wasm = wasm
+	if cfg.Name == "" {
+		cfg.Name = cfg.Path
+	}
+	p, err := l.Load(ctx, cfg)
+	if err != nil {
+		// One problem per line: Load joins several reasons with newlines.
+		rep.Problems = append(rep.Problems, strings.Split(err.Error(), "\n")...)
+		return rep, nil
+	}
+	defer p.Close(ctx)
+	m := p.Manifest()
+	rep.Manifest, rep.Hooks = &m, slices.Clone(p.hooks)
+	return rep, nil
+}
