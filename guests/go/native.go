@@ -1,0 +1,33 @@
+//go:build !wasip1
+
+package pdk
+
+import (
+	"fmt"
+	"os"
+)
+
+// Outside WebAssembly (go vet, go test, tools that import a plugin's
+// package) there is no host: Log writes to stderr and Config finds nothing,
+// unless a test sets nativeConfig.
+
+var nativeConfig map[string]string
+
+var nativeLog = func(level int32, msg string) {
+	fmt.Fprintf(os.Stderr, "pdk log level=%d: %s\n", level, msg)
+}
+
+func hostLog(level int32, msg string) { nativeLog(level, msg) }
+
+// hostConfigGet follows config_get: -1 when absent, else the value's length,
+// with the value copied to out only when it fits.
+func hostConfigGet(key string, out []byte) int32 {
+	v, ok := nativeConfig[key]
+	if !ok {
+		return -1
+	}
+	if len(v) <= len(out) {
+		copy(out, v)
+	}
+	return int32(len(v))
+}

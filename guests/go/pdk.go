@@ -1,0 +1,287 @@
+// Package pdk is the plugin development kit for writing morph plugins in Go.
+//
+// A plugin is a WebAssembly module that implements morph's plugin ABI v1
+// (abi/SPEC.md in the morph repository). With this package a plugin author
+// writes plain Go functions over the wire types of package abi and registers
+// them; the package does the rest: the ABI marker, morph_alloc and the memory
+// exchange, JSON decoding and encoding, the manifest returned by
+// morph_describe, and turning errors and panics into guest-reported errors.
+//
+// Register everything in an init function (or in package-level variable
+// initializers). A module built with -buildmode=c-shared is a WASI reactor:
+// the host runs its _initialize export, which runs package initialization,
+// but main is never called. main must still exist, and is usually empty:
+//
+//	package main
+//
+//	import (
+//		"github.com/morphhost/morph/abi"
+//		pdk "github.com/morphhost/morph/guests/go"
+//	)
+//
+//	func init() {
+//		pdk.Plugin("hello", "0.1.0")
+//		pdk.BuildPrompt(func(in abi.PromptInput) (abi.PromptOutput, error) {
+//			return abi.PromptOutput{SystemPrompt: in.DefaultPrompt + "\n\nBe brief."}, nil
+//		})
+//	}
+//
+//	func main() {}
+//
+// Build it with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hello.wasm .
+//
+// Every export of ABI v1 is present in every module, whichever hooks are
+// registered; the manifest lists only the registered hooks, and an
+// unregistered hook called anyway answers a guest-reported error.
+//
+// State kept in package variables lives in one instance. The host may run
+// several instances of a module at once and replaces an instance after a trap
+// or a timeout, so such state is a per-instance cache, never a store.
+//
+// Calls on one instance never overlap, so hooks need no locking. A hook must
+// not start goroutines that outlive the call.
+package pdk
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// Capabilities a plugin may ask of the host (abi.Manifest.Capabilities).
+const (
+	// CapLog is the host function log, used by Log and Logf.
+	CapLog = "log"
+	// CapConfig is the host function config_get, used by Config.
+	CapConfig = "config"
+)
+
+// DefaultSchema is the parameter schema of a tool registered with an empty
+// schema: any JSON object.
+const DefaultSchema = `{"type":"object"}`
+
+// registry is everything the author registered. There is one per module:
+// registration happens during package initialization, before any export is
+// called.
+type registry struct {
+	name, version string
+
+	buildPrompt   func(abi.PromptInput) (abi.PromptOutput, error)
+	buildParams   func(abi.ParamsInput) (abi.ParamsOutput, error)
+	onToolSuccess func(abi.ToolSuccessInput) error
+	fallbackFinal func(abi.FallbackInput) (abi.Final, error)
+
+	tools   []abi.ToolSpec
+	toolFns map[string]func(map[string]any) (string, error)
+
+	declared []string        // from Capabilities; nil when it was never called
+	used     map[string]bool // capabilities used so far (Log, Config)
+
+	errs []string // registration mistakes, reported by morph_describe
+}
+
+var reg = newRegistry()
+
+func newRegistry() *registry {
+	return &registry{toolFns: map[string]func(map[string]any) (string, error){}, used: map[string]bool{}}
+}
+
+func (r *registry) fail(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// Plugin sets the plugin's name and version, as the manifest reports them.
+// It is required: without a name, morph_describe fails and the host refuses
+// to load the module.
+func Plugin(name, version string) {
+	if strings.TrimSpace(name) == "" {
+		reg.fail("pdk.Plugin: empty plugin name")
+	}
+	reg.name, reg.version = name, version
+}
+
+// BuildPrompt registers the build_prompt hook: it receives the task, the
+// tools and the engine's default prompt, and returns the run's system prompt.
+// An empty system prompt counts as a failure and the engine uses its default.
+func BuildPrompt(fn func(abi.PromptInput) (abi.PromptOutput, error)) {
+	if checkHook(abi.HookBuildPrompt, fn == nil, reg.buildPrompt != nil) {
+		reg.buildPrompt = fn
+	}
+}
+
+// BuildParams registers the build_params hook: the returned parameters
+// override the run's base model parameters key by key, for every model
+// request of the run.
+func BuildParams(fn func(abi.ParamsInput) (abi.ParamsOutput, error)) {
+	if checkHook(abi.HookBuildParams, fn == nil, reg.buildParams != nil) {
+		reg.buildParams = fn
+	}
+}
+
+// OnToolSuccess registers the on_tool_success hook, called after every tool
+// call that was found and returned no error. An error it returns is logged by
+// the host; the tool's result stands.
+func OnToolSuccess(fn func(abi.ToolSuccessInput) error) {
+	if checkHook(abi.HookOnToolSuccess, fn == nil, reg.onToolSuccess != nil) {
+		reg.onToolSuccess = fn
+	}
+}
+
+// FallbackFinal registers the fallback_final hook, which gives the run's final
+// answer when the model failed to conclude. If it fails, the engine uses its
+// default final.
+func FallbackFinal(fn func(abi.FallbackInput) (abi.Final, error)) {
+	if checkHook(abi.HookFallbackFinal, fn == nil, reg.fallbackFinal != nil) {
+		reg.fallbackFinal = fn
+	}
+}
+
+func checkHook(name string, isNil, dup bool) bool {
+	switch {
+	case isNil:
+		reg.fail("pdk: hook %s registered with a nil function", name)
+	case dup:
+		reg.fail("pdk: hook %s registered twice", name)
+	default:
+		return true
+	}
+	return false
+}
+
+// Tool registers a tool the model can call. schemaJSON is the JSON Schema of
+// the params object (empty: DefaultSchema); the host validates every call
+// against it before fn sees the params, so fn may trust their shape. fn's
+// string is the observation the model sees; an error it returns reaches the
+// model as "error: <message>".
+//
+// A tool with an empty or duplicate name, a nil fn, or a schema that is not a
+// JSON object is a registration mistake: morph_describe then fails, naming
+// it, and the host refuses to load the module.
+func Tool(name, description, schemaJSON string, fn func(params map[string]any) (string, error)) {
+	if strings.TrimSpace(schemaJSON) == "" {
+		schemaJSON = DefaultSchema
+	}
+	var obj map[string]json.RawMessage
+	switch {
+	case strings.TrimSpace(name) == "":
+		reg.fail("pdk.Tool: empty tool name")
+		return
+	case fn == nil:
+		reg.fail("pdk.Tool %q: nil function", name)
+		return
+	case reg.toolFns[name] != nil:
+		reg.fail("pdk.Tool %q: registered twice", name)
+		return
+	case json.Unmarshal([]byte(schemaJSON), &obj) != nil || obj == nil:
+		reg.fail("pdk.Tool %q: the schema is not a JSON object", name)
+		return
+	}
+	reg.tools = append(reg.tools, abi.ToolSpec{Name: name, Description: description, Parameters: json.RawMessage(schemaJSON)})
+	reg.toolFns[name] = fn
+}
+
+// Capabilities declares what the plugin asks of the host (CapLog,
+// CapConfig). Without a call to Capabilities the manifest lists both, since
+// any hook may call Log or Config; a call narrows the list to the declared
+// capabilities plus those already used during initialization. Unknown names
+// are passed on to the host as they are.
+func Capabilities(caps ...string) {
+	if reg.declared == nil {
+		reg.declared = []string{}
+	}
+	reg.declared = append(reg.declared, caps...)
+}
+
+// Log writes msg to the host's log under the plugin's name, at level (the
+// abi.Log* values, which are log/slog's: abi.LogDebug, abi.LogInfo,
+// abi.LogWarn, abi.LogError). Outside WebAssembly it writes to stderr.
+func Log(level int, msg string) {
+	reg.used[CapLog] = true
+	hostLog(int32(level), msg)
+}
+
+// Logf is Log with fmt.Sprintf formatting.
+func Logf(level int, format string, args ...any) {
+	Log(level, fmt.Sprintf(format, args...))
+}
+
+// configBufSize is the first buffer Config offers the host; a longer value
+// costs one more host call.
+const configBufSize = 256
+
+// Config returns the plugin's own config value for key (from the
+// [plugins.config] table of the host's morph.toml) and whether it is set.
+// Outside WebAssembly nothing is set.
+func Config(key string) (string, bool) {
+	reg.used[CapConfig] = true
+	buf := make([]byte, configBufSize)
+	for try := 0; try < 4; try++ { // a value cannot change between calls; the bound only guards against a buggy host
+		n := hostConfigGet(key, buf)
+		switch {
+		case n < 0:
+			return "", false
+		case int(n) <= len(buf):
+			return string(buf[:n]), true
+		}
+		buf = make([]byte, n)
+	}
+	return "", false
+}
+
+// manifest is what morph_describe answers, or the registration mistakes.
+func (r *registry) manifest() (abi.Manifest, error) {
+	if r.name == "" && len(r.errs) == 0 {
+		r.fail("pdk.Plugin(name, version) was not called (register in an init function: main is not run in a c-shared module)")
+	}
+	if len(r.errs) > 0 {
+		return abi.Manifest{}, fmt.Errorf("plugin registration: %s", strings.Join(r.errs, "; "))
+	}
+	m := abi.Manifest{Name: r.name, Version: r.version, ABIVersion: abi.Version, Hooks: []string{}, Tools: r.tools}
+	for _, h := range []struct {
+		name string
+		set  bool
+	}{
+		{abi.HookBuildPrompt, r.buildPrompt != nil},
+		{abi.HookBuildParams, r.buildParams != nil},
+		{abi.HookOnToolSuccess, r.onToolSuccess != nil},
+		{abi.HookFallbackFinal, r.fallbackFinal != nil},
+	} {
+		if h.set {
+			m.Hooks = append(m.Hooks, h.name)
+		}
+	}
+	m.Capabilities = r.capabilities()
+	return m, nil
+}
+
+func (r *registry) capabilities() []string {
+	if r.declared == nil {
+		return []string{CapLog, CapConfig}
+	}
+	var caps []string
+	seen := map[string]bool{}
+	add := func(c string) {
+		if c != "" && !seen[c] {
+			seen[c] = true
+			caps = append(caps, c)
+		}
+	}
+	for _, c := range []string{CapLog, CapConfig} { // the known ones first, in a fixed order
+		if r.used[c] {
+			add(c)
+		}
+		for _, d := range r.declared {
+			if d == c {
+				add(c)
+			}
+		}
+	}
+	for _, d := range r.declared {
+		add(d)
+	}
+	return caps
+}

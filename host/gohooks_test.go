@@ -1,0 +1,285 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+)
+
+// The example plugin examples/go-hooks, written with the Go PDK (guests/go)
+// and built by standard Go as a WASI reactor, through the real host and a
+// real engine run.
+
+// goHooksWasm returns the path of the example plugin built by `make examples`.
+func goHooksWasm(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join("..", "examples", "go-hooks", "go-hooks.wasm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s missing: run `make examples` (or, in examples/go-hooks, "+
+			"GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o go-hooks.wasm .): %v", path, err)
+	}
+	return path
+}
+
+// syncBuffer is a log sink the plugin's host functions may write to while
+// the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// goHooksShared is one loader for every test of the example plugin: a Go
+// guest takes about a second to compile, and over ten under -race, so the
+// tests share the loader's in-memory compilation cache. It lives as long as
+// the test process.
+var goHooksShared struct {
+	once sync.Once
+	l    *Loader
+	logs *syncBuffer
+	err  error
+}
+
+// goHooksLoader returns the shared loader and the log its plugins write to.
+func goHooksLoader(t *testing.T) (*Loader, *syncBuffer) {
+	t.Helper()
+	s := &goHooksShared
+	s.once.Do(func() {
+		s.logs = &syncBuffer{}
+		s.l, s.err = NewLoader(LoaderOptions{CacheDir: "off",
+			Logger: slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	})
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.l, s.logs
+}
+
+func TestGoHooksManifest(t *testing.T) {
+	l, _ := goHooksLoader(t)
+	p := load(t, l, Config{Path: goHooksWasm(t)})
+	m := p.Manifest()
+	wantHooks := []string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal}
+	if p.Name() != "go-hooks" || m.Version != "0.1.0" || m.ABIVersion != abi.Version || !reflect.DeepEqual(m.Hooks, wantHooks) {
+		t.Fatalf("manifest %+v", m)
+	}
+	if !reflect.DeepEqual(m.Capabilities, []string{"log", "config"}) {
+		t.Fatalf("capabilities %v", m.Capabilities)
+	}
+	if got := p.Hooks(); len(got) != 4 || len(p.Options()) != 4 {
+		t.Fatalf("enabled hooks %v, %d options", got, len(p.Options()))
+	}
+	var names []string
+	reg := engine.NewRegistry()
+	for _, tool := range p.Tools() {
+		names = append(names, tool.Name())
+		reg.Register(tool)
+		if tool.Description() == "" || !strings.Contains(tool.ParameterSchema(), `"additionalProperties":false`) ||
+			!strings.Contains(tool.ParameterSchema(), `"required"`) {
+			t.Fatalf("tool %s: description %q, schema %s", tool.Name(), tool.Description(), tool.ParameterSchema())
+		}
+	}
+	if !reflect.DeepEqual(names, []string{"word_count", "json_query"}) {
+		t.Fatalf("tools %v", names)
+	}
+	if err := reg.Check(); err != nil {
+		t.Fatalf("the declared schemas do not compile: %v", err)
+	}
+	if err := reg.Validate("word_count", map[string]any{"text": "a", "extra": 1}); !errors.Is(err, engine.ErrInvalidParams) {
+		t.Fatalf("an extra field passed word_count's schema: %v", err)
+	}
+	if err := reg.Validate("json_query", map[string]any{"json": "{}"}); !errors.Is(err, engine.ErrInvalidParams) {
+		t.Fatalf("a missing path passed json_query's schema: %v", err)
+	}
+	// Only the configured hooks are enabled.
+	p2 := load(t, l, Config{Path: goHooksWasm(t), Hooks: []string{abi.HookFallbackFinal}})
+	if len(p2.Options()) != 1 {
+		t.Fatalf("%d options for one enabled hook", len(p2.Options()))
+	}
+}
+
+// goHooksModel first calls word_count, then answers text that is no protocol
+// object until the engine gives up, so the forced conclusion fails and the
+// fallback final hook runs.
+type goHooksModel struct {
+	mu   sync.Mutex
+	reqs []llm.Request
+}
+
+const goHooksText = "the quick brown fox\njumps"
+
+func (m *goHooksModel) Chat(_ context.Context, req llm.Request) (llm.Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs = append(m.reqs, req)
+	if len(m.reqs) == 1 {
+		return llm.Result{Text: `{"type":"tool_call","tool_call":{"thought":"count first","tool_name":"word_count","tool_params":{"text":"` +
+			strings.ReplaceAll(goHooksText, "\n", `\n`) + `"}}}`}, nil
+	}
+	return llm.Result{Text: "Hmm, let me think about that some more."}, nil
+}
+
+func TestGoHooksEngineRun(t *testing.T) {
+	l, logs := goHooksLoader(t)
+	const style = "Answer like a ship's captain."
+	p := load(t, l, Config{Path: goHooksWasm(t), Values: map[string]string{"style": style}})
+	reg := engine.NewRegistry()
+	for _, tool := range p.Tools() {
+		reg.Register(tool)
+	}
+	var warnings []string
+	opts := append(p.Options(), engine.WithEventHandler(func(ev engine.Event) {
+		if ev.Kind == engine.EventWarning {
+			warnings = append(warnings, ev.Message)
+		}
+	}))
+	model := &goHooksModel{}
+	final, rc, err := engine.New(model, reg, opts...).Run(context.Background(), "How many words?",
+		engine.RunOptions{Parameters: map[string]any{"top_p": 0.9}})
+	if err != nil || final == nil {
+		t.Fatalf("run: final %+v, err %v", final, err)
+	}
+
+	// build_prompt: the default prompt plus the plugin's section, with the
+	// style read through config_get.
+	sys := model.reqs[0].Messages[0]
+	if sys.Role != llm.RoleSystem || !strings.HasPrefix(sys.Content, engine.DefaultIdentity) ||
+		!strings.Contains(sys.Content, "- word_count: ") ||
+		!strings.HasSuffix(sys.Content, "\n## House style (from go-hooks plugin)\n- "+style+"\n") || rc.SystemPrompt != sys.Content {
+		t.Fatalf("system prompt:\n%s", sys.Content)
+	}
+	// build_params: its keys over the run's base parameters, in every request.
+	want := map[string]any{"temperature": 0.2, "max_tokens": float64(512), "top_p": 0.9}
+	for i, req := range model.reqs {
+		if !reflect.DeepEqual(req.Parameters, want) {
+			t.Fatalf("request %d parameters %v, want %v", i, req.Parameters, want)
+		}
+	}
+	// The tool ran in the guest and its result is the observation.
+	if len(rc.Steps) == 0 || rc.Steps[0].Action != "word_count" || rc.Steps[0].Error != "" ||
+		rc.Steps[0].Observation != `{"words":5,"lines":2,"chars":25}` {
+		t.Fatalf("first step %+v", rc.Steps)
+	}
+	if !strings.Contains(model.reqs[1].Messages[len(model.reqs[1].Messages)-1].Content, `{"words":5,"lines":2,"chars":25}`) {
+		t.Fatal("the model did not see the tool result")
+	}
+	// on_tool_success: logged through the host's log function, under the plugin's name.
+	if out := logs.String(); !strings.Contains(out, "tool word_count succeeded (1 so far)") || !strings.Contains(out, "plugin=go-hooks") {
+		t.Fatalf("plugin log:\n%s", out)
+	}
+	// fallback_final: the plugin's final, with the count kept in guest memory.
+	if rc.StopReason != engine.StopFallback {
+		t.Fatalf("stop reason %q, warnings %q", rc.StopReason, warnings)
+	}
+	out, ok := final.Output.(map[string]any)
+	if !ok || out["status"] != "incomplete" || out["tool_successes"] != float64(1) ||
+		!reflect.DeepEqual(out["by_tool"], map[string]any{"word_count": float64(1)}) ||
+		out["steps"] != float64(len(rc.Steps)) || !strings.Contains(out["reason"].(string), "the forced conclusion did not parse") {
+		t.Fatalf("final output %#v", final.Output)
+	}
+	if !strings.Contains(string(rc.RawFinalAnswer), `"tool_successes":1`) {
+		t.Fatalf("raw final %s", rc.RawFinalAnswer)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "hook failed") {
+			t.Fatalf("a plugin hook failed: %q", warnings)
+		}
+	}
+	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestGoHooksTools(t *testing.T) {
+	l, _ := goHooksLoader(t)
+	p := load(t, l, Config{Path: goHooksWasm(t)})
+	tools := map[string]engine.Tool{}
+	for _, tool := range p.Tools() {
+		tools[tool.Name()] = tool
+	}
+	ctx := context.Background()
+	out, err := tools["word_count"].Execute(ctx, map[string]any{"text": "héllo wörld\n"})
+	if err != nil || out != `{"words":2,"lines":1,"chars":12}` {
+		t.Fatalf("word_count = %q, %v", out, err)
+	}
+	out, err = tools["json_query"].Execute(ctx, map[string]any{"json": `{"items":[{"name":"a"},{"name":"b<c"}]}`, "path": "items[-1].name"})
+	if err != nil || out != `"b<c"` {
+		t.Fatalf("json_query = %q, %v", out, err)
+	}
+	// Guest-reported errors: the tool rejects the input, the instance stays.
+	for params, want := range map[[2]string]string{
+		{`{"items":`, "items"}:        "invalid JSON document",
+		{`{"items":[1]}`, "items[3]"}: "at $.items: index 3 out of range (length 1)",
+	} {
+		_, err = tools["json_query"].Execute(ctx, map[string]any{"json": params[0], "path": params[1]})
+		if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "go-hooks") {
+			t.Fatalf("json_query %v: err = %v, want ErrGuest containing %q", params, err, want)
+		}
+	}
+	if _, err := p.Call(ctx, abi.ExportCallTool, []byte(`{"tool":"nope","params":{}}`)); !errors.Is(err, ErrGuest) ||
+		!strings.Contains(err.Error(), `unknown tool "nope"`) {
+		t.Fatalf("unknown tool: %v", err)
+	}
+	if _, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{"task":`)); !errors.Is(err, ErrGuest) ||
+		!strings.Contains(err.Error(), "invalid input") {
+		t.Fatalf("malformed input: %v", err)
+	}
+	if st := p.Stats(); st.Faults != 4 || st.Discarded != 0 || st.Instantiated != 1 {
+		t.Fatalf("stats %+v: guest errors must leave the instance in service", st)
+	}
+}
+
+func TestGoHooksConfigAndInput(t *testing.T) {
+	l, logs := goHooksLoader(t)
+	ctx := context.Background()
+	// A value longer than the PDK's first buffer: config_get is called again
+	// with a buffer that fits.
+	long := strings.Repeat("Say it plainly. ", 64)
+	p := load(t, l, Config{Path: goHooksWasm(t), Values: map[string]string{"style": long, "temperature": "0.7", "max_tokens": "64"}})
+	// Unknown input fields are accepted (ABI v1 only adds fields).
+	raw, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{"task":"t","default_prompt":"D","tools":[],"added_later":{"x":[1,2]}}`))
+	if err != nil || string(raw) != `{"system_prompt":"D\n## House style (from go-hooks plugin)\n- `+long+`\n"}` {
+		t.Fatalf("build_prompt = %.200s, %v", raw, err)
+	}
+	params, err := invoke[abi.ParamsOutput](ctx, p, abi.ExportBuildParams, abi.ParamsInput{Task: "t"})
+	if err != nil || !reflect.DeepEqual(params.Parameters, map[string]any{"temperature": 0.7, "max_tokens": float64(64)}) {
+		t.Fatalf("build_params = %v, %v", params.Parameters, err)
+	}
+	// An unusable value: the default, and a warning in the plugin's log.
+	p2 := load(t, l, Config{Path: goHooksWasm(t), Values: map[string]string{"max_tokens": "lots"}})
+	params, err = invoke[abi.ParamsOutput](ctx, p2, abi.ExportBuildParams, abi.ParamsInput{Task: "t"})
+	if err != nil || params.Parameters["max_tokens"] != float64(512) || params.Parameters["temperature"] != 0.2 {
+		t.Fatalf("build_params with a bad value = %v, %v", params.Parameters, err)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, `config max_tokens=\"lots\" is not a positive integer; using 512`) {
+		t.Fatalf("plugin log:\n%s", out)
+	}
+	// No config at all: the default style.
+	p3 := load(t, l, Config{Path: goHooksWasm(t)})
+	prompt, err := invoke[abi.PromptOutput](ctx, p3, abi.ExportBuildPrompt, abi.PromptInput{DefaultPrompt: "D"})
+	if err != nil || !strings.HasPrefix(prompt.SystemPrompt, "D\n## House style (from go-hooks plugin)\n- Keep the final answer short") {
+		t.Fatalf("build_prompt without config = %q, %v", prompt.SystemPrompt, err)
+	}
+}
