@@ -40,7 +40,10 @@ unit:
 	@for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
 demo: build examples
-	./$(BIN)/morph run --config morph.toml "What is 17.5% of 2,340 plus the square root of 1,764?"
+	@echo "== 1/2: the go-hooks plugin builds the prompt (see its House style section) and the parameters =="
+	./$(BIN)/morph run --config morph.toml --show-prompt "What is 17.5% of 2,340 plus the square root of 1,764?"
+	@echo "== 2/2: a run that cannot conclude ends with the plugin's fallback final and its tool-success count =="
+	./$(BIN)/morph run --config demo/fallback.toml "Count the words of the pangram and relate them to its letters."
 
 fixtures: $(FIXTURES)
 
