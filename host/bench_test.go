@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/abi"
 )
@@ -25,55 +27,110 @@ func jsonPayload(n int) []byte {
 	return []byte(head + strings.Repeat("x", n-len(head)-len(tail)) + tail)
 }
 
-// BenchmarkCall is morph's raw call path on a warm instance of the WAT echo guest.
+// benchGuests are the guests of the call-path benchmarks: the WAT echo (the
+// smallest possible guest: the cost is all call path) and the Go example's
+// build_prompt (decode the PromptInput, read a config value, encode a
+// PromptOutput). Both get a PromptInput of the benchmark's size.
+var benchGuests = []struct{ name, path string }{
+	{"wat-echo", "../guests/testdata/echo.wasm"},
+	{"go-hooks", "../examples/go-hooks/go-hooks.wasm"},
+}
+
+func benchGuest(b *testing.B, path string) string {
+	b.Helper()
+	if _, err := os.Stat(path); err != nil {
+		b.Fatalf("%s missing: run `make fixtures examples`: %v", path, err)
+	}
+	return path
+}
+
+// BenchmarkCall is morph's call path (Plugin.Call) on a warm instance.
 func BenchmarkCall(b *testing.B) {
-	p := load(b, newLoader(b), Config{Path: fixture(b, "echo"), Limits: Limits{MaxInputBytes: 2 << 20, MaxOutputBytes: 2 << 20}})
 	ctx := context.Background()
+	for _, g := range benchGuests {
+		p := load(b, newLoader(b), Config{Path: benchGuest(b, g.path), Limits: Limits{MaxInputBytes: 2 << 20, MaxOutputBytes: 4 << 20}})
+		for _, s := range benchSizes {
+			in := jsonPayload(s.n)
+			b.Run(g.name+"/"+s.name, func(b *testing.B) {
+				b.SetBytes(int64(s.n))
+				b.ReportAllocs()
+				for b.Loop() {
+					if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
+						b.Fatalf("%d bytes, %v", len(out), err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBareWazero is the same exchange written directly against wazero,
+// with the same sandbox settings (close on context done, a deadline per call,
+// cached function handles, WASI and a stub host module for the Go guest):
+// the floor morph's call path is measured against.
+func BenchmarkBareWazero(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range benchGuests {
+		mod, alloc, fn := bareInstance(b, benchGuest(b, g.path))
+		stack := make([]uint64, 2)
+		for _, s := range benchSizes {
+			in := jsonPayload(s.n)
+			b.Run(g.name+"/"+s.name, func(b *testing.B) {
+				b.SetBytes(int64(s.n))
+				b.ReportAllocs()
+				for b.Loop() {
+					if out, err := bareCall(ctx, mod, alloc, fn, stack, in); err != nil || len(out) == 0 {
+						b.Fatalf("%d bytes, %v", len(out), err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkNativeHook is the Go example's build_prompt work as a native Go
+// hook given the same JSON: decode, build, encode.
+func BenchmarkNativeHook(b *testing.B) {
 	for _, s := range benchSizes {
 		in := jsonPayload(s.n)
-		b.Run(s.name, func(b *testing.B) {
+		b.Run("go-hooks/"+s.name, func(b *testing.B) {
 			b.SetBytes(int64(s.n))
 			b.ReportAllocs()
 			for b.Loop() {
-				out, err := p.Call(ctx, abi.ExportBuildPrompt, in)
-				if err != nil || len(out) != len(in) {
-					b.Fatalf("%d bytes, %v", len(out), err)
+				var pi abi.PromptInput
+				if err := json.Unmarshal(in, &pi); err != nil {
+					b.Fatal(err)
+				}
+				out, err := json.Marshal(abi.PromptOutput{SystemPrompt: pi.DefaultPrompt + "\n## House style\n- " + pi.Task[:10] + "\n"})
+				if err != nil || len(out) == 0 {
+					b.Fatal(err)
 				}
 			}
 		})
 	}
 }
 
-// BenchmarkBareWazero is the same exchange written directly against wazero,
-// with the same sandbox settings (close on context done, a deadline per call,
-// cached function handles): the floor morph's call path is measured against.
-func BenchmarkBareWazero(b *testing.B) {
+func bareInstance(b *testing.B, path string) (api.Module, api.Function, api.Function) {
 	ctx := context.Background()
-	wasm, err := os.ReadFile(fixture(b, "echo"))
+	wasm, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(64*16))
-	defer r.Close(ctx)
-	mod, err := r.Instantiate(ctx, wasm)
+	b.Cleanup(func() { r.Close(ctx) })
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+	_, err = r.NewHostModuleBuilder(abi.HostModule).
+		NewFunctionBuilder().WithFunc(func(int32, uint32, uint32) {}).Export(abi.ImportLog).
+		NewFunctionBuilder().WithFunc(func(uint32, uint32, uint32, uint32) int32 { return -1 }).Export(abi.ImportConfigGet).
+		Instantiate(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	alloc, fn := mod.ExportedFunction(abi.ExportAlloc), mod.ExportedFunction(abi.ExportBuildPrompt)
-	stack := make([]uint64, 2)
-	for _, s := range benchSizes {
-		in := jsonPayload(s.n)
-		b.Run(s.name, func(b *testing.B) {
-			b.SetBytes(int64(s.n))
-			b.ReportAllocs()
-			for b.Loop() {
-				out, err := bareCall(ctx, mod, alloc, fn, stack, in)
-				if err != nil || len(out) != len(in) {
-					b.Fatalf("%d bytes, %v", len(out), err)
-				}
-			}
-		})
+	mod, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime())
+	if err != nil {
+		b.Fatal(err)
 	}
+	return mod, mod.ExportedFunction(abi.ExportAlloc), mod.ExportedFunction(abi.ExportBuildPrompt)
 }
 
 func bareCall(ctx context.Context, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
