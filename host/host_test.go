@@ -253,3 +253,25 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("problems %q", rep.Problems)
 	}
 }
+
+// A guest's stdout reaches the log under its name, up to its byte budget.
+func TestGuestOutputCapped(t *testing.T) {
+	var logs syncBuffer
+	l, err := NewLoader(LoaderOptions{CacheDir: "off", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	p := load(t, l, Config{Path: fixture(t, "chatty"), Limits: Limits{MaxLogBytes: 640}})
+	out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{})
+	if err != nil || out.SystemPrompt != "still fine" {
+		t.Fatalf("build_prompt = %+v, %v", out, err)
+	}
+	text := logs.String()
+	if n := strings.Count(text, "chatty guest line"); n != 10 {
+		t.Fatalf("%d guest lines logged, want the 10 that fit in 640 bytes:\n%s", n, text)
+	}
+	if strings.Count(text, "guest output over the log limit") != 1 || !strings.Contains(text, "plugin=chatty") {
+		t.Fatalf("want one capping warning naming the plugin:\n%s", text)
+	}
+}

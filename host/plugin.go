@@ -68,7 +68,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err != nil {
 		return fail(ErrLoad, err)
 	}
-	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log}
+	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label)}
 	p.runtime = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(l.cache).
 		WithCloseOnContextDone(true).
