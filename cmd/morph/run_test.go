@@ -63,8 +63,10 @@ type output struct {
 	Plan    *struct {
 		Steps []struct{ Step, Status string } `json:"steps"`
 	} `json:"plan"`
-	StopReason string `json:"stop_reason"`
-	Metrics    struct {
+	StopReason   string         `json:"stop_reason"`
+	Parameters   map[string]any `json:"parameters"`
+	SystemPrompt string         `json:"system_prompt"`
+	Metrics      struct {
 		LLMRounds    int     `json:"llm_rounds"`
 		ToolCalls    int     `json:"tool_calls"`
 		ParseRetries int     `json:"parse_retries"`
@@ -77,7 +79,8 @@ type output struct {
 }
 
 // decode parses the result JSON, checking that it has exactly the
-// documented top-level and metrics keys.
+// documented top-level and metrics keys (parameters and system_prompt only
+// when there are parameters, and with --show-prompt).
 func decode(t *testing.T, stdout string) output {
 	t.Helper()
 	var out output
@@ -90,6 +93,8 @@ func decode(t *testing.T, stdout string) output {
 	}
 	_ = json.Unmarshal([]byte(stdout), &keys.Top)
 	_ = json.Unmarshal(keys.Top["metrics"], &keys.Metrics)
+	delete(keys.Top, "parameters")
+	delete(keys.Top, "system_prompt")
 	wantTop := []string{"final", "metrics", "output", "plan", "stop_reason", "thought"}
 	wantMetrics := []string{"cost_usd", "elapsed_ms", "input_tokens", "llm_rounds", "output_tokens", "parse_retries", "tool_calls", "total_tokens"}
 	if got := slices.Sorted(maps.Keys(keys.Top)); !slices.Equal(got, wantTop) {
@@ -260,9 +265,10 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// The repository's own demo runs and gives the documented answer.
+// The repository's own demo runs, gives the documented answer, and shows the
+// go-hooks plugin's prompt section and parameters (built by `make examples`).
 func TestDemoConfig(t *testing.T) {
-	code, stdout, stderr := morph(t, "", "run", "--config", "../../morph.toml", "What is 17.5% of 2,340 plus the square root of 1,764?")
+	code, stdout, stderr := morph(t, "", "run", "--config", "../../morph.toml", "--show-prompt", "What is 17.5% of 2,340 plus the square root of 1,764?")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
@@ -272,5 +278,21 @@ func TestDemoConfig(t *testing.T) {
 	}
 	if !strings.Contains(string(out.Final), `"working"`) {
 		t.Errorf("final %s lacks the domain field", out.Final)
+	}
+	if !strings.Contains(out.SystemPrompt, "## House style (from go-hooks plugin)") || out.Parameters["temperature"] != 0.2 || out.Parameters["max_tokens"] != float64(512) {
+		t.Errorf("the plugin's prompt or parameters are missing: parameters %v, prompt:\n%s", out.Parameters, out.SystemPrompt)
+	}
+}
+
+// The second half of the demo ends with the plugin's fallback final and its count of tool successes.
+func TestDemoFallback(t *testing.T) {
+	code, stdout, stderr := morph(t, "", "run", "--config", "../../demo/fallback.toml", "count")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	out := decode(t, stdout)
+	result, _ := out.Output.(map[string]any)
+	if out.StopReason != "fallback" || result["tool_successes"] != float64(2) {
+		t.Fatalf("want the plugin's fallback with 2 tool successes: %s", stdout)
 	}
 }
