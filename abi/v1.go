@@ -114,6 +114,9 @@ type Manifest struct {
 	Hooks        []string   `json:"hooks"`                  // hook names the plugin implements
 	Tools        []ToolSpec `json:"tools,omitempty"`        // tools served by ExportCallTool
 	Capabilities []string   `json:"capabilities,omitempty"` // capabilities requested, e.g. "log", "config"
+	// History asks for the session history in middleware payloads; without
+	// it they carry none, so the plugin's cost does not grow with the conversation.
+	History bool `json:"history,omitempty"`
 }
 
 // ToolCallInput asks a plugin to run one of its tools.
