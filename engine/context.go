@@ -67,12 +67,15 @@ const (
 	StopCanceled    = "canceled"         // the context ended the run
 	StopModelFailed = "model_error"      // a model call failed outside the forced conclusion
 	StopBadParams   = "parameters_error" // the model parameters were rejected before the first call
+	StopMiddleware  = "middleware_error" // a fail-closed before_run hook failed
 )
 
 // Context is the state of one run. The engine owns it while the run is in
 // progress; hooks may read it (see RunContext) but must not keep it.
 type Context struct {
-	Task         string         `json:"task"`
+	SessionID    string         `json:"session_id"`
+	Turn         int            `json:"turn"` // 1 for the first turn of a session
+	Task         string         `json:"task"` // the turn's input
 	SystemPrompt string         `json:"system_prompt"`
 	Parameters   map[string]any `json:"parameters,omitempty"` // sent with every chat request of the run
 	Messages     []llm.Message  `json:"messages"`

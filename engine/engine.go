@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ type Engine struct {
 	rules        []string
 	onEvent      func(Event)
 	log          *slog.Logger
+	hooks        *mw              // WithHooks: first in the chain
+	middleware   []*mw            // WithMiddleware, in order
+	now          func() time.Time // the quarantine clock; tests replace it
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -43,7 +47,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default()}
+	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now}
 	for _, o := range opts {
 		o(e)
 	}
@@ -56,38 +60,101 @@ func (e *Engine) Registry() *Registry { return e.reg }
 // run is the state of one Run that is not part of the public Context.
 type run struct {
 	*Context
-	ctx    context.Context
-	opts   RunOptions
-	params map[string]any
+	ctx     context.Context
+	opts    RunOptions
+	params  map[string]any
+	allowed map[string]bool // tools a before_run hook left; nil: every registered tool
 }
 
-// Run runs the agent on task until it gives a final answer. A returned
-// Final always comes with a nil error; the Context is returned in every
-// case, with the steps taken so far. Errors: ctx.Err() when the context
-// ends the run, a model call that failed (after the client's retries), or
-// parameters the client rejects before the first call.
+// Run runs the agent on task until it gives a final answer: one turn of a
+// new session. A returned Final always comes with a nil error; the Context
+// is returned in every case, with the steps taken so far. Errors: ctx.Err()
+// when the context ends the run, a model call that failed (after the
+// client's retries), parameters the client rejects before the first call,
+// or a *MiddlewareError from a fail-closed before_run hook.
 func (e *Engine) Run(ctx context.Context, task string, opts RunOptions) (*Final, *Context, error) {
-	rc := &Context{Task: task, Metrics: Metrics{StartTime: time.Now()}}
-	defer func() { rc.Metrics.Elapsed = time.Since(rc.Metrics.StartTime) }()
+	return e.NewSession("").RunTurn(ctx, task, opts)
+}
+
+// turn runs one turn up to its final, after history.
+func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 	if e.client == nil {
-		return nil, rc, ErrNoClient
+		return e.fail(r, StopModelFailed, ErrNoClient)
 	}
-	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
-	if err := ctx.Err(); err != nil {
-		rc.StopReason = StopCanceled
-		return nil, rc, err
+	if err := r.ctx.Err(); err != nil {
+		return e.fail(r, StopCanceled, err)
 	}
-	rc.SystemPrompt = e.systemPrompt(r, task)
-	r.params = e.parameters(r, task)
-	rc.Parameters = r.params
+	r.Messages = append(history, llm.Message{Role: llm.RoleUser, Content: r.Task})
+	notify(e, r.ctx, r, abi.HookOnTurnStart, func(f *Funcs) func(context.Context, abi.TurnStart) error { return f.TurnStart },
+		func(withHistory bool) abi.TurnStart {
+			ev := abi.TurnStart{SessionID: r.SessionID, Turn: r.Turn, Input: r.Task}
+			if withHistory {
+				ev.History = historySnapshot(history)
+			}
+			return ev
+		})
+	r.SystemPrompt = e.systemPrompt(r, r.Task)
+	if err := e.beforeRun(r); err != nil {
+		return e.fail(r, StopMiddleware, err)
+	}
+	r.params = e.parameters(r, r.Task)
+	r.Parameters = r.params
 	if checker, ok := e.client.(llm.ParameterChecker); ok {
 		if err := checker.CheckParameters(r.params); err != nil {
-			rc.StopReason = StopBadParams
-			return nil, rc, fmt.Errorf("engine: model parameters: %w", err)
+			return e.fail(r, StopBadParams, fmt.Errorf("engine: model parameters: %w", err))
 		}
 	}
-	rc.Messages = []llm.Message{{Role: llm.RoleSystem, Content: rc.SystemPrompt}, {Role: llm.RoleUser, Content: task}}
+	r.Messages = append([]llm.Message{{Role: llm.RoleSystem, Content: r.SystemPrompt}}, r.Messages...)
 	return e.loop(r)
+}
+
+// beforeRun runs the before_run chain: each hook sees the prompt and tools
+// as the previous ones left them. A narrowed tool set rebuilds the prompt
+// unless a hook replaced it.
+func (e *Engine) beforeRun(r *run) error {
+	replaced, narrowed := false, false
+	for _, m := range e.chain() {
+		if m.f.BeforeRun == nil {
+			continue
+		}
+		in := abi.BeforeRunInput{SessionID: r.SessionID, Turn: r.Turn, SystemPrompt: r.SystemPrompt, Tools: r.toolNames(e), Model: r.opts.Model}
+		var out abi.BeforeRunOutput
+		_, err := e.call(r.ctx, r, m, abi.HookBeforeRun, func(ctx context.Context) (err error) {
+			out, err = m.f.BeforeRun(ctx, in)
+			return err
+		})
+		if err != nil {
+			if m.cfg.Policy == FailClosed {
+				return &MiddlewareError{Middleware: m.f.ID, Hook: abi.HookBeforeRun, Err: err}
+			}
+			continue
+		}
+		if out.Tools != nil {
+			allowed := map[string]bool{}
+			for _, name := range out.Tools {
+				if slices.Contains(in.Tools, name) { // narrow only: a hook cannot add tools
+					allowed[name] = true
+				}
+			}
+			r.allowed, narrowed = allowed, true
+		}
+		if out.SystemPrompt != "" {
+			r.SystemPrompt, replaced = out.SystemPrompt, true
+		}
+	}
+	if narrowed && !replaced {
+		r.SystemPrompt = e.systemPrompt(r, r.Task)
+	}
+	return nil
+}
+
+// toolNames are the names of the tools this run offers, sorted.
+func (r *run) toolNames(e *Engine) []string {
+	names := e.reg.Names()
+	if r.allowed == nil {
+		return names
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return !r.allowed[n] })
 }
 
 func withDefaults(o RunOptions) RunOptions {
@@ -147,10 +214,26 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 		case TypeToolCall:
 			call := resp.ToolCall
 			st.Action, st.Thought, st.ActionInput = call.ToolName, call.Thought, call.ToolParams
+			notify(e, r.ctx, r, abi.HookOnAction, func(f *Funcs) func(context.Context, abi.Action) error { return f.Action },
+				func(withHistory bool) abi.Action {
+					ev := abi.Action{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Thought: call.Thought, Input: cloneParams(call.ToolParams)}
+					if withHistory {
+						ev.History = historySnapshot(r.Messages)
+					}
+					return ev
+				})
 			st.Observation, st.Error = e.callTool(r, step, call)
 			r.Metrics.ToolCalls++
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser,
 				Content: fmt.Sprintf("Tool Result (%s):\n%s", call.ToolName, st.Observation)})
+			notify(e, r.ctx, r, abi.HookOnObservation, func(f *Funcs) func(context.Context, abi.Observation) error { return f.Observation },
+				func(withHistory bool) abi.Observation {
+					ev := abi.Observation{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Observation: st.Observation, IsError: st.Error != ""}
+					if withHistory {
+						ev.History = historySnapshot(r.Messages)
+					}
+					return ev
+				})
 			e.record(r, st, started)
 			key := callKey(call)
 			if key == lastCall {
@@ -253,6 +336,7 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 	if err != nil {
 		return res, err
 	}
+	res.Usage.TotalTokens = res.Usage.Total() // one place where a missing total is filled in
 	d := res.Duration
 	if d == 0 {
 		d = time.Since(started)
@@ -274,34 +358,104 @@ func stepErr(st Step) error {
 	return errors.New(st.Error)
 }
 
-// callTool runs one tool call and returns the observation for the model and,
-// when the call failed, the error text for the step record.
+// callTool runs one tool call through the before_tool_call chain, schema
+// validation, the tool, and the after_tool_call chain, and returns the
+// observation for the model and, when the call failed, the error text for
+// the step record.
 func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errText string) {
 	tool, ok := e.reg.Get(call.ToolName)
-	if !ok {
-		obs := fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(e.reg.Names(), ", "))
+	if !ok || (r.allowed != nil && !r.allowed[call.ToolName]) {
+		obs := fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(r.toolNames(e), ", "))
 		return obs, obs
 	}
-	if err := e.reg.Validate(call.ToolName, call.ToolParams); err != nil {
-		obs := "Error: " + err.Error()
+	input, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
+	if denied != "" {
+		obs := "Tool call denied: " + denied
 		return obs, obs
 	}
-	var out string
-	err := callHook("tool "+call.ToolName, func() (err error) {
-		out, err = tool.Execute(r.ctx, call.ToolParams)
-		return err
-	})
+	out, err := e.execute(r, tool, input)
 	if err != nil {
-		obs := "error: " + err.Error()
-		return obs, obs
+		errText = err.Error()
+		out = errText
+	}
+	out = e.afterToolCall(r, step, call.ToolName, input, out, err != nil)
+	if err != nil {
+		return out, errText
 	}
 	if e.successHook != nil {
-		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: call.ToolParams, Observation: out}
+		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
 		if err := callHook("on_tool_success", func() error { return e.successHook.OnToolSuccess(r.ctx, in) }); err != nil {
 			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Err: err, Message: "on_tool_success hook failed"})
 		}
 	}
 	return out, ""
+}
+
+// execute validates input against the tool's schema and runs the tool; the
+// error's text is the observation ("Error: ..." for bad input, "error: ..."
+// for the tool's own failure).
+func (e *Engine) execute(r *run, tool Tool, input map[string]any) (string, error) {
+	if err := e.reg.Validate(tool.Name(), input); err != nil {
+		return "", fmt.Errorf("Error: %w", err)
+	}
+	var out string
+	err := callHook("tool "+tool.Name(), func() (err error) {
+		out, err = tool.Execute(r.ctx, input)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("error: %w", err)
+	}
+	return out, nil
+}
+
+// beforeToolCall runs the before_tool_call chain. It returns the input as
+// rewritten, or the reason of the first denial. A failing hook of a
+// fail-closed middleware denies the call.
+func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, string) {
+	for _, m := range e.chain() {
+		if m.f.BeforeToolCall == nil {
+			continue
+		}
+		in := abi.BeforeToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input)}
+		var out abi.BeforeToolCallOutput
+		_, err := e.call(r.ctx, r, m, abi.HookBeforeToolCall, func(ctx context.Context) (err error) {
+			out, err = m.f.BeforeToolCall(ctx, in)
+			return err
+		})
+		switch {
+		case err != nil && m.cfg.Policy == FailClosed:
+			return nil, fmt.Sprintf("the guard %q failed and is fail-closed: %v", m.f.ID, err)
+		case err != nil:
+		case out.Deny:
+			reason := out.Reason
+			if reason == "" {
+				reason = fmt.Sprintf("by %q", m.f.ID)
+			}
+			return nil, reason
+		case out.Input != nil:
+			input = out.Input
+		}
+	}
+	return input, ""
+}
+
+// afterToolCall runs the after_tool_call chain over a tool's output.
+func (e *Engine) afterToolCall(r *run, step int, tool string, input map[string]any, output string, isErr bool) string {
+	for _, m := range e.chain() {
+		if m.f.AfterToolCall == nil {
+			continue
+		}
+		in := abi.AfterToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input), Output: output, IsError: isErr}
+		var out abi.AfterToolCallOutput
+		if _, err := e.call(r.ctx, r, m, abi.HookAfterToolCall, func(ctx context.Context) (err error) {
+			out, err = m.f.AfterToolCall(ctx, in)
+			return err
+		}); err == nil && out.Output != nil {
+			output = *out.Output
+		}
+	}
+	return output
 }
 
 // callKey identifies a tool call for repeat detection; encoding/json sorts

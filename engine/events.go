@@ -19,6 +19,13 @@ const (
 	EventWarning EventKind = "warning"
 	// EventFinal: the run ended with a final (Action is the StopReason).
 	EventFinal EventKind = "final"
+	// EventHook: a middleware hook was called (Hook, Plugin, Duration,
+	// Outcome, and Err when it failed).
+	EventHook EventKind = "hook"
+	// EventQuarantine: a middleware was disabled after repeated faults.
+	EventQuarantine EventKind = "quarantine"
+	// EventRelease: a quarantined middleware was enabled again.
+	EventRelease EventKind = "release"
 )
 
 // Event is a report from a run in progress, for progress display and logs.
@@ -31,14 +38,25 @@ type Event struct {
 	Elapsed time.Duration // since the run started
 	Message string
 	Err     error
+
+	// Middleware hook events.
+	Hook     string        // e.g. "before_tool_call"
+	Plugin   string        // the middleware's name
+	Duration time.Duration // of the hook call
+	Outcome  string        // one of the Outcome* constants
 }
 
 func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
 	ev.Total = rc.Metrics.Usage()
 	ev.Elapsed = time.Since(rc.Metrics.StartTime)
-	if ev.Kind == EventWarning {
-		e.log.WarnContext(ctx, ev.Message, "step", ev.Step, "error", ev.Err)
-	} else {
+	switch {
+	case ev.Kind == EventWarning || ev.Kind == EventQuarantine || ev.Kind == EventRelease:
+		e.log.WarnContext(ctx, ev.Message, "step", ev.Step, "plugin", ev.Plugin, "error", ev.Err)
+	case ev.Kind == EventHook && ev.Err != nil:
+		e.log.WarnContext(ctx, "middleware hook failed", "plugin", ev.Plugin, "hook", ev.Hook, "outcome", ev.Outcome, "error", ev.Err)
+	case ev.Kind == EventHook:
+		e.log.DebugContext(ctx, "middleware hook", "plugin", ev.Plugin, "hook", ev.Hook, "duration", ev.Duration)
+	default:
 		e.log.DebugContext(ctx, "morph event", "kind", ev.Kind, "step", ev.Step, "action", ev.Action,
 			"tokens", ev.Usage.Total(), "cost", ev.Usage.Cost)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/morphhost/morph/abi"
@@ -50,6 +51,9 @@ func DefaultPrompt(identity string, rules []string, tools []abi.ToolSpec) string
 // systemPrompt asks the prompt builder, falling back to the default prompt.
 func (e *Engine) systemPrompt(r *run, task string) string {
 	in := abi.PromptInput{Task: task, Tools: e.reg.Specs()}
+	if r.allowed != nil {
+		in.Tools = slices.DeleteFunc(in.Tools, func(t abi.ToolSpec) bool { return !r.allowed[t.Name] })
+	}
 	in.DefaultPrompt = DefaultPrompt(e.identity, e.rules, in.Tools)
 	if e.promptHook == nil {
 		return in.DefaultPrompt

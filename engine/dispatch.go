@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults of MiddlewareConfig.
+const (
+	DefaultHookTimeout     = 2 * time.Second
+	DefaultQuarantineAfter = 5
+	DefaultQuarantineFor   = 30 * time.Second
+	MaxQuarantineFor       = 10 * time.Minute
+)
+
+// Hook call outcomes, as in Event.Outcome.
+const (
+	OutcomeOK          = "ok"
+	OutcomeError       = "error"
+	OutcomePanic       = "panic"
+	OutcomeTimeout     = "timeout"
+	OutcomeQuarantined = "quarantined" // not called: the middleware is in quarantine
+)
+
+// ErrHookTimeout marks a middleware hook that outran its deadline.
+var ErrHookTimeout = errors.New("middleware hook timed out")
+
+// MiddlewareError is a middleware failure that ended a turn (a fail-closed
+// before_run); it names the middleware and the hook.
+type MiddlewareError struct {
+	Middleware string
+	Hook       string
+	Err        error
+}
+
+func (e *MiddlewareError) Error() string {
+	return fmt.Sprintf("middleware %q %s failed (fail_closed): %v", e.Middleware, e.Hook, e.Err)
+}
+
+// Unwrap returns the hook's error.
+func (e *MiddlewareError) Unwrap() error { return e.Err }
+
+// WithHooks sets the engine's single hooks value, called before every
+// WithMiddleware value. cfg, if given, sets how it is run.
+func WithHooks(m Middleware, cfg ...MiddlewareConfig) Option {
+	return func(e *Engine) { e.hooks = newMW(m, cfg) }
+}
+
+// WithMiddleware appends m to the middleware chain. cfg, if given, sets
+// how it is run.
+func WithMiddleware(m Middleware, cfg ...MiddlewareConfig) Option {
+	return func(e *Engine) { e.middleware = append(e.middleware, newMW(m, cfg)) }
+}
+
+// mw is one middleware in the chain, with its run settings and health.
+type mw struct {
+	f   *Funcs
+	cfg MiddlewareConfig
+
+	mu          sync.Mutex
+	calls       uint64
+	faults      uint64
+	quarantines uint64
+	consecutive int
+	level       int       // quarantines in a row, for the doubling backoff
+	until       time.Time // quarantined until; zero when not
+	lat         []time.Duration
+	latNext     int
+}
+
+// latencyWindow is how many recent call durations the percentiles use.
+const latencyWindow = 1024
+
+func newMW(m Middleware, cfg []MiddlewareConfig) *mw {
+	c := MiddlewareConfig{}
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultHookTimeout
+	}
+	if c.QuarantineAfter <= 0 {
+		c.QuarantineAfter = DefaultQuarantineAfter
+	}
+	if c.QuarantineFor <= 0 {
+		c.QuarantineFor = DefaultQuarantineFor
+	}
+	return &mw{f: funcsOf(m), cfg: c}
+}
+
+// chain is the middleware in call order: the hooks value, then the rest.
+func (e *Engine) chain() []*mw {
+	if e.hooks == nil {
+		return e.middleware
+	}
+	return append([]*mw{e.hooks}, e.middleware...)
+}
+
+// wantsHistory reports whether any middleware asks for history, so the
+// engine builds the snapshot only then.
+func (e *Engine) wantsHistory() bool {
+	return slices.ContainsFunc(e.chain(), func(m *mw) bool { return m.f.History })
+}
+
+// call runs one hook of m in isolation: quarantine check, deadline, panic
+// recovery, accounting, quarantine on repeated faults, and a timing event.
+// ran is false when the hook was skipped for quarantine.
+func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(ctx context.Context) error) (ran bool, err error) {
+	if !m.admit(e, r, hook) {
+		e.emit(ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
+		return false, nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1) // buffered: an abandoned hook can still finish
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("%w: %v", errPanic, p)
+			}
+		}()
+		done <- fn(hctx)
+	}()
+	select {
+	case err = <-done:
+	case <-hctx.Done():
+		err = fmt.Errorf("%w after %s", ErrHookTimeout, m.cfg.Timeout)
+	}
+	d := time.Since(start)
+	outcome := OutcomeOK
+	switch {
+	case err == nil:
+	case errors.Is(err, errPanic):
+		outcome = OutcomePanic
+	case errors.Is(err, ErrHookTimeout) || errors.Is(err, context.DeadlineExceeded):
+		outcome = OutcomeTimeout
+	default:
+		outcome = OutcomeError
+	}
+	if err != nil {
+		err = fmt.Errorf("middleware %q %s: %w", m.f.ID, hook, err)
+	}
+	e.emit(ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err})
+	m.record(e, ctx, r, hook, d, err)
+	return true, err
+}
+
+var errPanic = errors.New("middleware hook panicked")
+
+// admit says whether m may be called now, releasing it from a quarantine
+// that has run out.
+func (m *mw) admit(e *Engine, r *run, hook string) bool {
+	m.mu.Lock()
+	if m.until.IsZero() {
+		m.mu.Unlock()
+		return true
+	}
+	if e.now().Before(m.until) {
+		m.mu.Unlock()
+		return false
+	}
+	m.until, m.consecutive = time.Time{}, 0
+	m.mu.Unlock()
+	e.emit(r.ctx, r.Context, Event{Kind: EventRelease, Hook: hook, Plugin: m.f.ID,
+		Message: fmt.Sprintf("middleware %q re-enabled after its quarantine", m.f.ID)})
+	return true
+}
+
+func (m *mw) record(e *Engine, ctx context.Context, r *run, hook string, d time.Duration, err error) {
+	m.mu.Lock()
+	m.calls++
+	if len(m.lat) < latencyWindow {
+		m.lat = append(m.lat, d)
+	} else {
+		m.lat[m.latNext] = d
+		m.latNext = (m.latNext + 1) % latencyWindow
+	}
+	if err == nil {
+		m.consecutive, m.level = 0, 0
+		m.mu.Unlock()
+		return
+	}
+	m.faults++
+	m.consecutive++
+	quarantine := m.consecutive >= m.cfg.QuarantineAfter
+	var period time.Duration
+	if quarantine {
+		period = min(m.cfg.QuarantineFor<<m.level, MaxQuarantineFor)
+		m.level++
+		m.quarantines++
+		m.until = e.now().Add(period)
+	}
+	m.mu.Unlock()
+	if quarantine {
+		e.emit(ctx, r.Context, Event{Kind: EventQuarantine, Hook: hook, Plugin: m.f.ID, Err: err,
+			Message: fmt.Sprintf("middleware %q quarantined for %s after %d consecutive faults", m.f.ID, period, m.cfg.QuarantineAfter)})
+	}
+}
+
+// MiddlewareStats are one middleware's counters since the engine was built.
+type MiddlewareStats struct {
+	Name        string
+	Calls       uint64 // hook calls made (skipped ones not counted)
+	Faults      uint64 // calls that failed, panicked or timed out
+	Quarantines uint64
+	Quarantined bool          // disabled right now
+	P50, P99    time.Duration // over the last 1024 calls
+}
+
+// MiddlewareStats returns the counters of every middleware, in call order.
+func (e *Engine) MiddlewareStats() []MiddlewareStats {
+	var out []MiddlewareStats
+	for _, m := range e.chain() {
+		m.mu.Lock()
+		s := MiddlewareStats{Name: m.f.ID, Calls: m.calls, Faults: m.faults, Quarantines: m.quarantines,
+			Quarantined: !m.until.IsZero() && e.now().Before(m.until)}
+		lat := slices.Clone(m.lat)
+		m.mu.Unlock()
+		slices.Sort(lat)
+		if n := len(lat); n > 0 {
+			s.P50, s.P99 = lat[(n-1)*50/100], lat[(n-1)*99/100]
+		}
+		out = append(out, s)
+	}
+	return out
+}

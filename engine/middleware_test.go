@@ -1,0 +1,374 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
+)
+
+// recorder is a middleware implementing every hook; it logs "name:hook" and
+// keeps the payloads.
+type recorder struct {
+	name    string
+	log     *[]string
+	mu      sync.Mutex
+	history bool
+	starts  []abi.TurnStart
+	actions []abi.Action
+	obs     []abi.Observation
+	finals  []abi.TurnFinal
+	afters  []abi.AfterRunInput
+}
+
+func (r *recorder) Name() string       { return r.name }
+func (r *recorder) WantsHistory() bool { return r.history }
+func (r *recorder) note(hook string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*r.log = append(*r.log, r.name+":"+hook)
+}
+func (r *recorder) OnTurnStart(_ context.Context, ev abi.TurnStart) error {
+	r.note("turn_start")
+	r.starts = append(r.starts, ev)
+	return nil
+}
+func (r *recorder) OnAction(_ context.Context, ev abi.Action) error {
+	r.note("action")
+	ev.Input["text"] = "mutated by middleware" // must not reach the tool
+	r.actions = append(r.actions, ev)
+	return nil
+}
+func (r *recorder) OnObservation(_ context.Context, ev abi.Observation) error {
+	r.note("observation")
+	r.obs = append(r.obs, ev)
+	return nil
+}
+func (r *recorder) OnFinal(_ context.Context, ev abi.TurnFinal) error {
+	r.note("final")
+	r.finals = append(r.finals, ev)
+	return nil
+}
+func (r *recorder) BeforeRun(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+	r.note("before_run")
+	return abi.BeforeRunOutput{}, nil
+}
+func (r *recorder) AfterRun(_ context.Context, in abi.AfterRunInput) error {
+	r.note("after_run")
+	r.afters = append(r.afters, in)
+	return nil
+}
+func (r *recorder) BeforeToolCall(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+	r.note("before_tool_call")
+	return abi.BeforeToolCallOutput{}, nil
+}
+func (r *recorder) AfterToolCall(context.Context, abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
+	r.note("after_tool_call")
+	return abi.AfterToolCallOutput{}, nil
+}
+
+func TestMiddlewareEventOrderAndPayloads(t *testing.T) {
+	var log []string
+	h, a, b := &recorder{name: "h", log: &log}, &recorder{name: "a", log: &log, history: true}, &recorder{name: "b", log: &log}
+	m := script(toolCall("echo", `{"text":"hi"}`), finalReply("done"))
+	tool := echoTool()
+	e := New(m, registry(tool), WithMiddleware(a), WithHooks(h), WithMiddleware(b))
+	final, rc, err := e.Run(context.Background(), "task", RunOptions{})
+	if err != nil || final.Output != "done" {
+		t.Fatalf("err %v final %+v", err, final)
+	}
+	var want []string
+	for _, hook := range []string{"turn_start", "before_run", "action", "before_tool_call", "after_tool_call", "observation", "final", "after_run"} {
+		for _, n := range []string{"h", "a", "b"} {
+			want = append(want, n+":"+hook)
+		}
+	}
+	if got := strings.Join(log, " "); got != strings.Join(want, " ") {
+		t.Fatalf("order:\n got %s\nwant %s", got, strings.Join(want, " "))
+	}
+	if rc.Steps[0].Observation != "echo: hi" {
+		t.Fatalf("a middleware's change to its payload reached the tool: %q", rc.Steps[0].Observation)
+	}
+	act, obs, fin := b.actions[0], b.obs[0], b.finals[0]
+	if act.SessionID != rc.SessionID || act.Turn != 1 || act.Step != 1 || act.Tool != "echo" || act.Thought != "use echo" || act.History != nil {
+		t.Fatalf("action %+v", act)
+	}
+	if obs.Observation != "echo: hi" || obs.IsError || obs.Step != 1 {
+		t.Fatalf("observation %+v", obs)
+	}
+	if fin.Status != abi.StatusFinal || fin.Step != 2 || fin.TurnUsage.TotalTokens != 30 || fin.StepUsage.TotalTokens != 15 || !strings.Contains(fin.Final, `"done"`) {
+		t.Fatalf("final %+v", fin)
+	}
+	if b.afters[0].Final == nil || b.afters[0].Final.Output != "done" || b.afters[0].Steps != 2 {
+		t.Fatalf("after_run %+v", b.afters[0])
+	}
+	// Only the middleware that asked gets the history.
+	if len(a.actions[0].History) != 2 || a.actions[0].History[0].Content != "task" || len(a.obs[0].History) != 3 {
+		t.Fatalf("history for a: %+v / %+v", a.actions[0].History, a.obs[0].History)
+	}
+}
+
+// Exactly one on_final, and one after_run, per turn on every path that ends it.
+func TestOnFinalOncePerTurnOnEveryPath(t *testing.T) {
+	ctxCanceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	failing := &Funcs{ID: "guard", BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+		return abi.BeforeRunOutput{}, errors.New("policy store down")
+	}}
+	cases := []struct {
+		name   string
+		ctx    context.Context
+		model  *model
+		opts   []Option
+		run    RunOptions
+		status string
+	}{
+		{"final", context.Background(), script(finalReply("x")), nil, RunOptions{}, abi.StatusFinal},
+		{"forced", context.Background(), script(`{"type":"plan","plan":{"steps":[]}}`, finalReply("x")), nil, RunOptions{MaxSteps: 1}, abi.StatusForced},
+		{"fallback", context.Background(), script(`{"type":"plan","plan":{"steps":[]}}`, "junk"), nil, RunOptions{MaxSteps: 1}, abi.StatusFallback},
+		{"model error", context.Background(), &model{replies: []reply{{err: errors.New("503")}}}, nil, RunOptions{}, abi.StatusError},
+		{"canceled", ctxCanceled, script(finalReply("x")), nil, RunOptions{}, abi.StatusCanceled},
+		{"fail-closed before_run", context.Background(), script(finalReply("x")), []Option{WithMiddleware(failing, MiddlewareConfig{Policy: FailClosed})}, RunOptions{}, abi.StatusError},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var log []string
+			rec := &recorder{name: "r", log: &log}
+			_, _, err := New(c.model, nil, append(c.opts, WithMiddleware(rec))...).Run(c.ctx, "t", c.run)
+			if len(rec.finals) != 1 || len(rec.afters) != 1 {
+				t.Fatalf("%d on_final and %d after_run calls, want 1 each (err %v)", len(rec.finals), len(rec.afters), err)
+			}
+			if rec.finals[0].Status != c.status || rec.afters[0].Status != c.status {
+				t.Fatalf("status %q, want %q", rec.finals[0].Status, c.status)
+			}
+			if (c.status == abi.StatusError || c.status == abi.StatusCanceled) != (rec.finals[0].Error != "") {
+				t.Fatalf("error text %q for status %s", rec.finals[0].Error, c.status)
+			}
+		})
+	}
+}
+
+// Failing, panicking and timing-out middleware never interrupt the session.
+func TestMiddlewareIsolation(t *testing.T) {
+	blockForever := make(chan struct{})
+	defer close(blockForever)
+	bad := []*Funcs{
+		{ID: "erring", Action: func(context.Context, abi.Action) error { return errors.New("disk full") }},
+		{ID: "panicking", Observation: func(context.Context, abi.Observation) error { panic("nil map") }},
+		{ID: "hanging", BeforeToolCall: func(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+			<-blockForever // ignores its context: the engine must abandon it
+			return abi.BeforeToolCallOutput{}, nil
+		}},
+		{ID: "slow-final", Final: func(ctx context.Context, _ abi.TurnFinal) error { <-ctx.Done(); return ctx.Err() }},
+	}
+	var opts []Option
+	for _, f := range bad {
+		opts = append(opts, WithMiddleware(f, MiddlewareConfig{Timeout: 50 * time.Millisecond}))
+	}
+	var events []Event
+	opts = append(opts, collectEvents(&events))
+	tool := echoTool()
+	e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("ok")), registry(tool), opts...)
+	final, rc, err := e.Run(context.Background(), "t", RunOptions{})
+	if err != nil || final.Output != "ok" || tool.calls != 1 || rc.Steps[0].Observation != "echo: a" {
+		t.Fatalf("err %v final %+v calls %d steps %+v", err, final, tool.calls, rc.Steps)
+	}
+	outcomes := map[string]string{}
+	for _, ev := range events {
+		if ev.Kind == EventHook {
+			outcomes[ev.Plugin] = ev.Outcome
+			if ev.Err != nil && !strings.Contains(ev.Err.Error(), ev.Plugin) {
+				t.Errorf("hook error does not name the middleware: %v", ev.Err)
+			}
+		}
+	}
+	want := map[string]string{"erring": OutcomeError, "panicking": OutcomePanic, "hanging": OutcomeTimeout, "slow-final": OutcomeTimeout}
+	for name, o := range want {
+		if outcomes[name] != o {
+			t.Errorf("%s: outcome %q, want %q", name, outcomes[name], o)
+		}
+	}
+	for _, s := range e.MiddlewareStats() {
+		if s.Calls != 1 || s.Faults != 1 || s.P50 <= 0 {
+			t.Errorf("stats %+v", s)
+		}
+	}
+}
+
+func TestFailurePolicies(t *testing.T) {
+	broken := func(policy Policy) *Funcs {
+		return &Funcs{ID: "guard", BeforeToolCall: func(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+			return abi.BeforeToolCallOutput{}, errors.New("rules unavailable")
+		}}
+	}
+	t.Run("fail_open skips the guard", func(t *testing.T) {
+		tool := echoTool()
+		_, rc, _ := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(tool), WithMiddleware(broken(FailOpen))).Run(context.Background(), "t", RunOptions{})
+		if tool.calls != 1 || rc.Steps[0].Observation != "echo: a" {
+			t.Fatalf("calls %d, observation %q", tool.calls, rc.Steps[0].Observation)
+		}
+	})
+	t.Run("fail_closed denies the call", func(t *testing.T) {
+		tool := echoTool()
+		_, rc, _ := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(tool),
+			WithMiddleware(broken(FailClosed), MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
+		if obs := rc.Steps[0].Observation; tool.calls != 0 || !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, `"guard"`) || !strings.Contains(obs, "rules unavailable") {
+			t.Fatalf("calls %d, observation %q", tool.calls, obs)
+		}
+	})
+	t.Run("fail_closed before_run aborts the turn", func(t *testing.T) {
+		f := &Funcs{ID: "gate", BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+			panic("bug")
+		}}
+		m := script(finalReply("x"))
+		final, rc, err := New(m, nil, WithMiddleware(f, MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
+		var me *MiddlewareError
+		if final != nil || !errors.As(err, &me) || me.Middleware != "gate" || me.Hook != abi.HookBeforeRun || rc.StopReason != StopMiddleware || len(m.reqs) != 0 {
+			t.Fatalf("final %+v err %v stop %s requests %d", final, err, rc.StopReason, len(m.reqs))
+		}
+	})
+}
+
+func TestQuarantine(t *testing.T) {
+	calls := 0
+	flaky := &Funcs{ID: "flaky", Action: func(context.Context, abi.Action) error {
+		calls++
+		return errors.New("boom")
+	}}
+	var events []Event
+	now := time.Unix(1000, 0)
+	steps := []string{}
+	for range 6 {
+		steps = append(steps, toolCall("echo", fmt.Sprintf(`{"text":"%d"}`, len(steps))))
+	}
+	e := New(script(append(steps, finalReply("x"))...), registry(echoTool()),
+		WithMiddleware(flaky, MiddlewareConfig{QuarantineAfter: 2, QuarantineFor: time.Minute}), collectEvents(&events))
+	e.now = func() time.Time { return now }
+	sess := e.NewSession("s")
+	// Advance the clock by a minute after the fourth action: the quarantine ends.
+	e.onEvent = func(ev Event) {
+		events = append(events, ev)
+		if ev.Kind == EventStep && ev.Step == 4 {
+			now = now.Add(time.Minute)
+		}
+	}
+	if _, _, err := sess.RunTurn(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range events {
+		switch ev.Kind {
+		case EventQuarantine, EventRelease:
+			kinds = append(kinds, string(ev.Kind))
+		case EventHook:
+			kinds = append(kinds, ev.Outcome)
+		}
+	}
+	// Two faults, quarantined, skipped twice, released, two faults, quarantined again (for two minutes).
+	want := "error error quarantine quarantined quarantined release error error quarantine"
+	if got := strings.Join(kinds, " "); got != want || calls != 4 {
+		t.Fatalf("events %s (calls %d), want %s", got, calls, want)
+	}
+	s := e.MiddlewareStats()[0]
+	if s.Quarantines != 2 || !s.Quarantined || s.Faults != 4 {
+		t.Fatalf("stats %+v", s)
+	}
+	now = now.Add(90 * time.Second)
+	if !e.MiddlewareStats()[0].Quarantined {
+		t.Fatal("the second quarantine should last twice as long")
+	}
+}
+
+func TestBeforeRunNarrowsAndReplaces(t *testing.T) {
+	var seen abi.BeforeRunInput
+	narrow := &Funcs{ID: "narrow", BeforeRun: func(_ context.Context, in abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+		seen = in
+		return abi.BeforeRunOutput{Tools: []string{"echo", "nonexistent"}}, nil
+	}}
+	m := script(toolCall("boom", `{}`), finalReply("x"))
+	_, rc, err := New(m, registry(echoTool(), failTool()), WithMiddleware(narrow)).Run(context.Background(), "t", RunOptions{Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(seen.Tools, ",") != "boom,echo" || seen.Model != "m" || !strings.Contains(seen.SystemPrompt, "- boom:") {
+		t.Fatalf("before_run input %+v", seen)
+	}
+	if strings.Contains(rc.SystemPrompt, "- boom:") || !strings.Contains(rc.SystemPrompt, "- echo:") {
+		t.Fatalf("the prompt still offers the removed tool:\n%s", rc.SystemPrompt)
+	}
+	if rc.Steps[0].Observation != "Error: tool 'boom' not found. Available tools: echo" {
+		t.Fatalf("observation %q", rc.Steps[0].Observation)
+	}
+	replace := &Funcs{ID: "replace", BeforeRun: func(_ context.Context, in abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+		return abi.BeforeRunOutput{SystemPrompt: "REPLACED " + in.SystemPrompt[:5]}, nil
+	}}
+	m = script(finalReply("x"))
+	_, rc, _ = New(m, nil, WithMiddleware(replace)).Run(context.Background(), "t", RunOptions{})
+	if rc.SystemPrompt != "REPLACED You a" || m.reqs[0].Messages[0].Content != rc.SystemPrompt {
+		t.Fatalf("system prompt %q", rc.SystemPrompt)
+	}
+}
+
+func TestToolCallChains(t *testing.T) {
+	var secondSaw map[string]any
+	rewrite := &Funcs{ID: "rewrite", BeforeToolCall: func(_ context.Context, in abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+		return abi.BeforeToolCallOutput{Input: map[string]any{"text": strings.ToUpper(in.Input["text"].(string))}}, nil
+	}}
+	observe := &Funcs{ID: "observe", BeforeToolCall: func(_ context.Context, in abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+		secondSaw = in.Input
+		if in.Input["text"] == "SECRET" {
+			return abi.BeforeToolCallOutput{Deny: true, Reason: "secrets stay put"}, nil
+		}
+		return abi.BeforeToolCallOutput{}, nil
+	}}
+	redact := &Funcs{ID: "redact", AfterToolCall: func(_ context.Context, in abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
+		out := strings.ReplaceAll(in.Output, "HELLO", "[redacted]")
+		return abi.AfterToolCallOutput{Output: &out}, nil
+	}}
+	suffix := &Funcs{ID: "suffix", AfterToolCall: func(_ context.Context, in abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
+		out := in.Output + " (checked)"
+		return abi.AfterToolCallOutput{Output: &out}, nil
+	}}
+	tool := echoTool()
+	m := script(toolCall("echo", `{"text":"hello"}`), toolCall("echo", `{"text":"secret"}`), finalReply("x"))
+	var successes []string
+	_, rc, err := New(m, registry(tool), WithMiddleware(rewrite), WithMiddleware(observe), WithMiddleware(redact), WithMiddleware(suffix),
+		WithOnToolSuccess(func(_ *Context, name string) { successes = append(successes, name) })).Run(context.Background(), "t", RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Steps[0].Observation != "echo: [redacted] (checked)" || secondSaw["text"] != "SECRET" {
+		t.Fatalf("observation %q, second guard saw %v", rc.Steps[0].Observation, secondSaw)
+	}
+	if rc.Steps[1].Observation != "Tool call denied: secrets stay put" || tool.calls != 1 || len(successes) != 1 {
+		t.Fatalf("denied call: observation %q, tool calls %d, successes %v", rc.Steps[1].Observation, tool.calls, successes)
+	}
+}
+
+func TestSessionKeepsHistory(t *testing.T) {
+	var log []string
+	rec := &recorder{name: "r", log: &log, history: true}
+	m := script(finalReply("first answer"), finalReply("second answer"))
+	sess := New(m, nil, WithMiddleware(rec)).NewSession("sess-1")
+	_, rc1, err1 := sess.RunTurn(context.Background(), "first question", RunOptions{})
+	_, rc2, err2 := sess.RunTurn(context.Background(), "second question", RunOptions{})
+	if err1 != nil || err2 != nil || rc1.SessionID != "sess-1" || rc2.Turn != 2 {
+		t.Fatalf("errs %v %v, contexts %+v %+v", err1, err2, rc1, rc2)
+	}
+	msgs := m.reqs[1].Messages
+	if len(msgs) != 4 || msgs[1].Content != "first question" || msgs[2].Role != llm.RoleAssistant || !strings.Contains(msgs[2].Content, "first answer") || msgs[3].Content != "second question" {
+		t.Fatalf("second turn's messages %+v", msgs)
+	}
+	if h := rec.starts[1].History; len(h) != 2 || h[0].Content != "first question" || rec.starts[1].Turn != 2 || rec.starts[1].SessionID != "sess-1" {
+		t.Fatalf("turn start %+v", rec.starts[1])
+	}
+	if len(sess.History()) != 4 {
+		t.Fatalf("session history %+v", sess.History())
+	}
+}

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
+)
+
+// Session is a conversation with the agent: each turn sees the inputs and
+// final answers of the turns before it. Turns of one session run one at a
+// time; sessions are independent and may run concurrently.
+type Session struct {
+	e       *Engine
+	id      string
+	mu      sync.Mutex
+	turn    int
+	history []llm.Message
+}
+
+// NewSession starts a session. An empty id gets a random one.
+func (e *Engine) NewSession(id string) *Session {
+	if id == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	return &Session{e: e, id: id}
+}
+
+// ID is the session's id, as middleware payloads carry it.
+func (s *Session) ID() string { return s.id }
+
+// History returns a copy of the session's history: each turn's input and,
+// when it ended with one, its final answer.
+func (s *Session) History() []llm.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.history)
+}
+
+// RunTurn runs one turn on input. It returns as Engine.Run does; middleware
+// hear of the turn's end (on_final, then after_run) exactly once, whatever
+// the path.
+func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*Final, *Context, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turn++
+	e := s.e
+	rc := &Context{Task: input, SessionID: s.id, Turn: s.turn, Metrics: Metrics{StartTime: time.Now()}}
+	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
+	final, _, err := e.turn(r, slices.Clone(s.history))
+	rc.Metrics.Elapsed = time.Since(rc.Metrics.StartTime)
+	e.endTurn(r, final, err)
+	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: input})
+	if final != nil {
+		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: string(rc.RawFinalAnswer)})
+	}
+	return final, rc, err
+}
+
+// endTurn tells the middleware how the turn ended. It runs even when the
+// turn's context is done, so its hooks get a context without the
+// cancellation (each hook keeps its own deadline).
+func (e *Engine) endTurn(r *run, final *Final, err error) {
+	ctx := context.WithoutCancel(r.ctx)
+	status := turnStatus(r.StopReason)
+	errText := ""
+	if err != nil {
+		errText = err.Error()
+	}
+	var last llm.Usage
+	if n := len(r.Steps); n > 0 {
+		last = r.Steps[n-1].Usage
+	}
+	ev := abi.TurnFinal{SessionID: r.SessionID, Turn: r.Turn, Step: len(r.Steps), Status: status, Error: errText,
+		StepUsage: last, TurnUsage: r.Metrics.Usage()}
+	if final != nil {
+		ev.Final = string(r.RawFinalAnswer)
+	}
+	notify(e, ctx, r, abi.HookOnFinal, func(f *Funcs) func(context.Context, abi.TurnFinal) error { return f.Final },
+		func(bool) abi.TurnFinal { return ev })
+	after := abi.AfterRunInput{SessionID: r.SessionID, Turn: r.Turn, Final: final, Status: status, Error: errText,
+		Usage: r.Metrics.Usage(), Steps: len(r.Steps)}
+	notify(e, ctx, r, abi.HookAfterRun, func(f *Funcs) func(context.Context, abi.AfterRunInput) error { return f.AfterRun },
+		func(bool) abi.AfterRunInput {
+			c := after
+			if final != nil {
+				fc := *final
+				fc.Output = cloneJSON(final.Output)
+				c.Final = &fc
+			}
+			return c
+		})
+}
+
+func turnStatus(stop string) string {
+	switch stop {
+	case StopFinal:
+		return abi.StatusFinal
+	case StopForced:
+		return abi.StatusForced
+	case StopFallback:
+		return abi.StatusFallback
+	case StopCanceled:
+		return abi.StatusCanceled
+	}
+	return abi.StatusError
+}
+
+// notify calls an observing hook on every middleware that implements it.
+// payload builds the event for one middleware, with the history only when
+// it asks for it. Failures are isolated by call; observing hooks cannot
+// fail a turn.
+func notify[T any](e *Engine, ctx context.Context, r *run, hook string, pick func(*Funcs) func(context.Context, T) error, payload func(history bool) T) {
+	for _, m := range e.chain() {
+		fn := pick(m.f)
+		if fn == nil {
+			continue
+		}
+		ev := payload(m.f.History)
+		e.call(ctx, r, m, hook, func(ctx context.Context) error { return fn(ctx, ev) })
+	}
+}
+
+// historySnapshot is the conversation so far without the system prompt, as
+// a copy middleware cannot change the engine's through.
+func historySnapshot(msgs []llm.Message) []abi.Message {
+	out := make([]abi.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Role != llm.RoleSystem {
+			out = append(out, abi.Message{Role: m.Role, Content: m.Content})
+		}
+	}
+	return out
+}
+
+// cloneJSON deep-copies a value made of JSON types, so a native middleware
+// given a payload cannot reach the engine's own maps and slices.
+func cloneJSON(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		c := make(map[string]any, len(v))
+		for k, x := range v {
+			c[k] = cloneJSON(x)
+		}
+		return c
+	case []any:
+		c := make([]any, len(v))
+		for i, x := range v {
+			c[i] = cloneJSON(x)
+		}
+		return c
+	case json.RawMessage:
+		return slices.Clone(v)
+	}
+	return v
+}
+
+func cloneParams(p map[string]any) map[string]any {
+	if p == nil {
+		return nil
+	}
+	return cloneJSON(p).(map[string]any)
+}
