@@ -68,6 +68,7 @@ const (
 	StopModelFailed = "model_error"      // a model call failed outside the forced conclusion
 	StopBadParams   = "parameters_error" // the model parameters were rejected before the first call
 	StopMiddleware  = "middleware_error" // a fail-closed before_run hook failed
+	StopInit        = "init_error"       // the engine could not be initialized, or is closed
 )
 
 // Context is the state of one run. The engine owns it while the run is in

@@ -58,8 +58,9 @@ func WithMiddleware(m Middleware, cfg ...MiddlewareConfig) Option {
 
 // mw is one middleware in the chain, with its run settings and health.
 type mw struct {
-	f   *Funcs
-	cfg MiddlewareConfig
+	f    *Funcs
+	orig Middleware // as given, for io.Closer
+	cfg  MiddlewareConfig
 
 	mu          sync.Mutex
 	calls       uint64
@@ -89,7 +90,7 @@ func newMW(m Middleware, cfg []MiddlewareConfig) *mw {
 	if c.QuarantineFor <= 0 {
 		c.QuarantineFor = DefaultQuarantineFor
 	}
-	return &mw{f: funcsOf(m), cfg: c}
+	return &mw{f: funcsOf(m), orig: m, cfg: c}
 }
 
 // chain is the middleware in call order: the hooks value, then the rest.

@@ -38,6 +38,9 @@ type Engine struct {
 	hooks        *mw              // WithHooks: first in the chain
 	middleware   []*mw            // WithMiddleware, in order
 	now          func() time.Time // the quarantine clock; tests replace it
+	plugins      []Plugin         // WithPlugins, loaded by Initialize
+	builtins     []Tool           // WithBuiltinTools
+	life         lifecycle
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a

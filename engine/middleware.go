@@ -152,3 +152,21 @@ func funcsOf(m Middleware) *Funcs {
 	}
 	return f
 }
+
+// hookNames lists the hooks f implements, in call order.
+func (f *Funcs) hookNames() []string {
+	var names []string
+	for _, h := range []struct {
+		name string
+		set  bool
+	}{
+		{abi.HookOnTurnStart, f.TurnStart != nil}, {abi.HookBeforeRun, f.BeforeRun != nil}, {abi.HookOnAction, f.Action != nil},
+		{abi.HookBeforeToolCall, f.BeforeToolCall != nil}, {abi.HookAfterToolCall, f.AfterToolCall != nil},
+		{abi.HookOnObservation, f.Observation != nil}, {abi.HookOnFinal, f.Final != nil}, {abi.HookAfterRun, f.AfterRun != nil},
+	} {
+		if h.set {
+			names = append(names, h.name)
+		}
+	}
+	return names
+}

@@ -45,6 +45,7 @@ type Registry struct {
 
 type registered struct {
 	tool   Tool
+	source string    // SourceHost, SourceBuiltin, or "plugin:<name>"
 	once   sync.Once // schemas compile on first use: registering stays cheap and infallible
 	schema *jsonschema.Schema
 	err    error
@@ -55,11 +56,35 @@ func NewRegistry() *Registry {
 	return &Registry{tools: map[string]*registered{}}
 }
 
-// Register adds t, replacing any tool of the same name.
-func (r *Registry) Register(t Tool) {
+// Tool sources, in rising precedence: a built-in tool gives way to a plugin
+// tool of the same name, which gives way to a tool the embedding host
+// registered.
+const (
+	SourceBuiltin = "builtin"
+	SourceHost    = "host"
+)
+
+// PluginSource is the source of the tools of the plugin called name.
+func PluginSource(name string) string { return "plugin:" + name }
+
+// Register adds t as a tool of the embedding host, replacing any tool of the
+// same name.
+func (r *Registry) Register(t Tool) { r.RegisterFrom(SourceHost, t) }
+
+// RegisterFrom adds t from source, replacing any tool of the same name.
+func (r *Registry) RegisterFrom(source string, t Tool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tools[t.Name()] = &registered{tool: t}
+	r.tools[t.Name()] = &registered{tool: t, source: source}
+}
+
+// Source returns where the tool called name came from.
+func (r *Registry) Source(name string) (string, bool) {
+	e, ok := r.entry(name)
+	if !ok {
+		return "", false
+	}
+	return e.source, true
 }
 
 // Get returns the tool called name.

@@ -54,6 +54,11 @@ func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*
 	s.turn++
 	e := s.e
 	rc := &Context{Task: input, SessionID: s.id, Turn: s.turn, Metrics: Metrics{StartTime: time.Now()}}
+	if err := e.begin(ctx); err != nil {
+		rc.StopReason = StopInit
+		return nil, rc, err
+	}
+	defer e.life.active.Done()
 	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
 	final, _, err := e.turn(r, slices.Clone(s.history))
 	rc.Metrics.Elapsed = time.Since(rc.Metrics.StartTime)

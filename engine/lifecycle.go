@@ -1,0 +1,350 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// State is where an engine is in its lifecycle:
+// constructed -> initialized -> running -> closed.
+type State int32
+
+// Lifecycle states.
+const (
+	StateConstructed State = iota // New returned it; plugins not loaded
+	StateInitialized              // Initialize loaded the plugins
+	StateRunning                  // it has started a run
+	StateClosed                   // Close released everything; runs fail with ErrClosed
+)
+
+func (s State) String() string {
+	return [...]string{"constructed", "initialized", "running", "closed"}[s]
+}
+
+// ErrClosed is returned by runs of a closed engine.
+var ErrClosed = errors.New("engine: closed")
+
+// ErrInit is matched (errors.Is) by every initialization failure.
+var ErrInit = errors.New("engine: initialization failed")
+
+// InitError is an initialization failure: plugins that failed to load, or a
+// dependency between plugins that is missing or circular. Initialize and
+// every later run return the same error: an engine never runs half-configured.
+type InitError struct {
+	Problems []string // one per plugin or dependency problem, each naming the plugins
+	Errs     []error  // the underlying errors, where there are some
+}
+
+func (e *InitError) Error() string {
+	return "engine: initialization failed: " + strings.Join(e.Problems, "; ")
+}
+
+// Is matches ErrInit.
+func (e *InitError) Is(target error) bool { return target == ErrInit }
+
+// Unwrap returns the underlying errors.
+func (e *InitError) Unwrap() []error { return e.Errs }
+
+// Plugin is an extension the engine loads at Initialize and releases at
+// Close: a WebAssembly module (see package host) or anything else that adds
+// hooks, middleware or tools.
+type Plugin interface {
+	Name() string
+	// Open loads the plugin. Initialize calls it once.
+	Open(ctx context.Context) (*Extension, error)
+}
+
+// Extension is what an opened plugin adds.
+type Extension struct {
+	Version    string
+	Source     string // where it was loaded from (a file, "host", ...)
+	ABIVersion int
+	Requires   []string // names of plugins that must come before it
+	// Options set engine hooks (prompt and params builders, tool success,
+	// fallback final). A later plugin's hook replaces an earlier one's, with a warning.
+	Options          []Option
+	Middleware       Middleware // nil: none
+	MiddlewareConfig MiddlewareConfig
+	Tools            []Tool
+	// Close releases the plugin (its destroy hook); called once, by Engine.Close.
+	Close func(ctx context.Context) error
+}
+
+// WithPlugins appends plugins to load at Initialize, in order (their
+// `requires` may reorder them).
+func WithPlugins(ps ...Plugin) Option {
+	return func(e *Engine) { e.plugins = append(e.plugins, ps...) }
+}
+
+// WithBuiltinTools adds tools of the lowest precedence: a plugin tool or a
+// host tool of the same name replaces them.
+func WithBuiltinTools(ts ...Tool) Option {
+	return func(e *Engine) { e.builtins = append(e.builtins, ts...) }
+}
+
+// lifecycle is the engine's state and what Initialize loaded.
+type lifecycle struct {
+	mu      sync.Mutex
+	state   State
+	initErr error
+	loaded  []*loadedPlugin
+	active  sync.WaitGroup // runs in progress, which Close waits for
+}
+
+type loadedPlugin struct {
+	name     string
+	ext      *Extension
+	loadTime time.Duration
+	hooks    []string // the engine hooks its options set
+	mw       *mw      // nil when it has no middleware
+}
+
+// State returns the engine's lifecycle state.
+func (e *Engine) State() State {
+	e.life.mu.Lock()
+	defer e.life.mu.Unlock()
+	return e.life.state
+}
+
+// Initialize loads the plugins, orders them by their dependencies, merges
+// their tools and hooks, and logs a report. It is idempotent and safe for
+// concurrent callers: the first does the work, the others wait for it and
+// get its result. A run initializes the engine implicitly.
+func (e *Engine) Initialize(ctx context.Context) error {
+	e.life.mu.Lock()
+	defer e.life.mu.Unlock()
+	switch {
+	case e.life.state == StateClosed:
+		return ErrClosed
+	case e.life.state != StateConstructed:
+		return nil
+	case e.life.initErr != nil:
+		return e.life.initErr
+	}
+	if err := e.initialize(ctx); err != nil {
+		e.life.initErr = err
+		return err
+	}
+	e.life.state = StateInitialized
+	return nil
+}
+
+func (e *Engine) initialize(ctx context.Context) error {
+	type opened struct {
+		p    Plugin
+		ext  *Extension
+		took time.Duration
+	}
+	var ok []opened
+	fail := &InitError{}
+	for _, p := range e.plugins {
+		start := time.Now()
+		ext, err := p.Open(ctx)
+		took := time.Since(start)
+		if err == nil && ext == nil {
+			err = errors.New("Open returned no extension")
+		}
+		if err != nil {
+			fail.Problems = append(fail.Problems, fmt.Sprintf("plugin %q: %v", p.Name(), err))
+			fail.Errs = append(fail.Errs, err)
+			e.log.ErrorContext(ctx, "plugin failed to load", "plugin", p.Name(), "duration", took, "error", err)
+			continue
+		}
+		ok = append(ok, opened{p, ext, took})
+	}
+	names := make([]string, len(ok))
+	requires := make([][]string, len(ok))
+	for i, o := range ok {
+		names[i], requires[i] = o.p.Name(), o.ext.Requires
+	}
+	order, problems := dependencyOrder(names, requires)
+	fail.Problems = append(fail.Problems, problems...)
+	if len(fail.Problems) > 0 {
+		for _, o := range ok {
+			if o.ext.Close != nil {
+				o.ext.Close(ctx)
+			}
+		}
+		return fail
+	}
+	for _, t := range e.builtins {
+		if _, taken := e.reg.Get(t.Name()); !taken {
+			e.reg.RegisterFrom(SourceBuiltin, t)
+		}
+	}
+	hookOwner := map[string]string{}
+	for _, i := range order {
+		o := ok[i]
+		name := o.p.Name()
+		lp := &loadedPlugin{name: name, ext: o.ext, loadTime: o.took}
+		for _, t := range o.ext.Tools {
+			switch src, taken := e.reg.Source(t.Name()); {
+			case taken && src == SourceHost:
+				e.log.WarnContext(ctx, "a host tool keeps its name over a plugin tool", "tool", t.Name(), "plugin", name)
+				continue
+			case taken && src != SourceBuiltin:
+				e.log.WarnContext(ctx, "a later plugin's tool replaces an earlier one's", "tool", t.Name(), "used", name, "replaced", strings.TrimPrefix(src, "plugin:"))
+			}
+			e.reg.RegisterFrom(PluginSource(name), t)
+		}
+		lp.hooks = e.applyHooks(o.ext.Options)
+		for _, hook := range lp.hooks {
+			if prev, ok := hookOwner[hook]; ok {
+				e.log.WarnContext(ctx, "a later plugin's hook replaces an earlier one's", "hook", hook, "used", name, "replaced", prev)
+			}
+			hookOwner[hook] = name
+		}
+		if o.ext.Middleware != nil {
+			lp.mw = newMW(o.ext.Middleware, []MiddlewareConfig{o.ext.MiddlewareConfig})
+			e.middleware = append(e.middleware, lp.mw)
+		}
+		e.life.loaded = append(e.life.loaded, lp)
+		e.log.InfoContext(ctx, "plugin loaded", "plugin", name, "version", o.ext.Version, "source", o.ext.Source,
+			"load_time", o.took, "tools", len(o.ext.Tools), "middleware", o.ext.Middleware != nil)
+	}
+	if err := e.reg.Check(); err != nil {
+		return &InitError{Problems: []string{err.Error()}, Errs: []error{err}}
+	}
+	return nil
+}
+
+// applyHooks applies hook options and names the engine hooks they set.
+func (e *Engine) applyHooks(opts []Option) []string {
+	before := [4]bool{e.promptHook != nil, e.paramsHook != nil, e.successHook != nil, e.fallbackHook != nil}
+	p, q, s, f := e.promptHook, e.paramsHook, e.successHook, e.fallbackHook
+	e.promptHook, e.paramsHook, e.successHook, e.fallbackHook = nil, nil, nil, nil
+	for _, o := range opts {
+		o(e)
+	}
+	var set []string
+	after := [4]bool{e.promptHook != nil, e.paramsHook != nil, e.successHook != nil, e.fallbackHook != nil}
+	for i, name := range []string{"build_prompt", "build_params", "on_tool_success", "fallback_final"} {
+		if after[i] {
+			set = append(set, name)
+		}
+	}
+	// Keep what the options did not set.
+	if !after[0] && before[0] {
+		e.promptHook = p
+	}
+	if !after[1] && before[1] {
+		e.paramsHook = q
+	}
+	if !after[2] && before[2] {
+		e.successHook = s
+	}
+	if !after[3] && before[3] {
+		e.fallbackHook = f
+	}
+	return set
+}
+
+// dependencyOrder sorts plugins so each comes after those it requires,
+// keeping the given order otherwise. It names every missing dependency and
+// every plugin caught in a cycle.
+func dependencyOrder(names []string, requires [][]string) ([]int, []string) {
+	index := map[string]int{}
+	for i, n := range names {
+		index[n] = i
+	}
+	var problems []string
+	for i, reqs := range requires {
+		for _, r := range reqs {
+			if _, ok := index[r]; !ok {
+				problems = append(problems, fmt.Sprintf("plugin %q requires %q, which is not loaded", names[i], r))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	state := make([]int, len(names)) // 0 new, 1 visiting, 2 done
+	var order []int
+	var visit func(i int, path []string) bool
+	visit = func(i int, path []string) bool {
+		switch state[i] {
+		case 1:
+			start := slices.Index(path, names[i])
+			problems = append(problems, "plugins require each other in a cycle: "+strings.Join(append(path[start:], names[i]), " -> "))
+			return false
+		case 2:
+			return true
+		}
+		state[i] = 1
+		for _, r := range requires[i] {
+			if !visit(index[r], append(path, names[i])) {
+				return false
+			}
+		}
+		state[i] = 2
+		order = append(order, i)
+		return true
+	}
+	for i := range names {
+		if state[i] == 0 && !visit(i, nil) {
+			return nil, problems
+		}
+	}
+	return order, nil
+}
+
+// begin admits a run: it initializes the engine if need be and counts the
+// run in, so Close can wait for it.
+func (e *Engine) begin(ctx context.Context) error {
+	if err := e.Initialize(ctx); err != nil {
+		return err
+	}
+	e.life.mu.Lock()
+	defer e.life.mu.Unlock()
+	if e.life.state == StateClosed {
+		return ErrClosed
+	}
+	e.life.state = StateRunning
+	e.life.active.Add(1)
+	return nil
+}
+
+// Close waits for runs in progress (until ctx is done), then calls every
+// plugin's Close (its destroy hook) and every native middleware's io.Closer,
+// each exactly once, in reverse load order. Later runs fail with ErrClosed;
+// a second Close does nothing.
+func (e *Engine) Close(ctx context.Context) error {
+	e.life.mu.Lock()
+	if e.life.state == StateClosed {
+		e.life.mu.Unlock()
+		return nil
+	}
+	e.life.state = StateClosed
+	e.life.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { e.life.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.log.WarnContext(ctx, "closing with runs still in progress", "error", ctx.Err())
+	}
+	var errs []error
+	for i := len(e.life.loaded) - 1; i >= 0; i-- {
+		lp := e.life.loaded[i]
+		if lp.ext.Close != nil {
+			if err := lp.ext.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("plugin %q: %w", lp.name, err))
+			}
+		}
+	}
+	for _, m := range e.chain() {
+		if c, ok := m.orig.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("middleware %q: %w", m.f.ID, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

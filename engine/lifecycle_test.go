@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// fakePlugin counts its opens and closes.
+type fakePlugin struct {
+	name    string
+	ext     Extension
+	openErr error
+	opens   atomic.Int32
+	closes  atomic.Int32
+}
+
+func (p *fakePlugin) Name() string { return p.name }
+func (p *fakePlugin) Open(context.Context) (*Extension, error) {
+	p.opens.Add(1)
+	if p.openErr != nil {
+		return nil, p.openErr
+	}
+	ext := p.ext
+	ext.Close = func(context.Context) error { p.closes.Add(1); return nil }
+	return &ext, nil
+}
+
+// closer is native middleware with an io.Closer.
+type closer struct{ closed atomic.Int32 }
+
+func (c *closer) Name() string { return "closer" }
+func (c *closer) Close() error { c.closed.Add(1); return nil }
+
+func TestInitializeConcurrentAndIdempotent(t *testing.T) {
+	p := &fakePlugin{name: "p", ext: Extension{Version: "1", Tools: []Tool{&testTool{name: "ptool"}}}}
+	e := New(script(), nil, WithPlugins(p))
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- e.Initialize(context.Background())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.opens.Load() != 1 || e.State() != StateInitialized {
+		t.Fatalf("opened %d times, state %s", p.opens.Load(), e.State())
+	}
+	if src, _ := e.Registry().Source("ptool"); src != PluginSource("p") {
+		t.Fatalf("tool source %q", src)
+	}
+}
+
+// Run before Initialize initializes exactly as Initialize would, and an
+// initialization failure comes back from Run as a typed error.
+func TestRunInitializesImplicitly(t *testing.T) {
+	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { return &Final{Output: "plugin fallback"} })}}}
+	e := New(script("junk"), nil, WithPlugins(p))
+	final, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
+	if err != nil || final.Output != "plugin fallback" || e.State() != StateRunning || p.opens.Load() != 1 {
+		t.Fatalf("final %+v err %v state %s opens %d", final, err, e.State(), p.opens.Load())
+	}
+
+	bad := &fakePlugin{name: "broken", openErr: errors.New("file not found")}
+	good := &fakePlugin{name: "good"}
+	m := script(finalReply("x"))
+	e = New(m, nil, WithPlugins(good, bad))
+	for range 2 { // the same error every time, and no model call
+		final, rc, err := e.Run(context.Background(), "t", RunOptions{})
+		var ie *InitError
+		if final != nil || !errors.Is(err, ErrInit) || !errors.As(err, &ie) || !strings.Contains(err.Error(), `plugin "broken": file not found`) || rc.StopReason != StopInit {
+			t.Fatalf("final %+v err %v", final, err)
+		}
+	}
+	if len(m.reqs) != 0 || good.closes.Load() != 1 || bad.opens.Load() != 1 {
+		t.Fatalf("requests %d, good closed %d times, bad opened %d times", len(m.reqs), good.closes.Load(), bad.opens.Load())
+	}
+}
+
+func TestCloseDestroysOnceAndRefusesRuns(t *testing.T) {
+	p1, p2 := &fakePlugin{name: "a"}, &fakePlugin{name: "b"}
+	c := &closer{}
+	e := New(script(finalReply("x")), nil, WithPlugins(p1, p2), WithMiddleware(c))
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p1.closes.Load() != 1 || p2.closes.Load() != 1 || c.closed.Load() != 1 || e.State() != StateClosed {
+		t.Fatalf("closes %d %d %d, state %s", p1.closes.Load(), p2.closes.Load(), c.closed.Load(), e.State())
+	}
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("run after close: %v", err)
+	}
+	if err := e.Initialize(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("initialize after close: %v", err)
+	}
+}
+
+func TestDependencyOrder(t *testing.T) {
+	var log []string
+	mk := func(name string, requires ...string) *fakePlugin {
+		return &fakePlugin{name: name, ext: Extension{Requires: requires, Middleware: &recorder{name: name, log: &log}}}
+	}
+	e := New(script(finalReply("x")), nil, WithPlugins(mk("app", "auth", "log"), mk("auth", "log"), mk("log"), mk("extra")))
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, p := range e.Status().Plugins {
+		order = append(order, p.Name)
+	}
+	if got := strings.Join(order, ","); got != "log,auth,app,extra" {
+		t.Fatalf("load order %s", got)
+	}
+	if !strings.HasPrefix(strings.Join(log, " "), "log:turn_start auth:turn_start app:turn_start extra:turn_start") {
+		t.Fatalf("middleware order %v", log)
+	}
+	for _, c := range []struct {
+		plugins []Plugin
+		want    string
+	}{
+		{[]Plugin{mk("a", "ghost")}, `plugin "a" requires "ghost", which is not loaded`},
+		{[]Plugin{mk("a", "b"), mk("b", "c"), mk("c", "a")}, "cycle: a -> b -> c -> a"},
+	} {
+		err := New(script(), nil, WithPlugins(c.plugins...)).Initialize(context.Background())
+		if !errors.Is(err, ErrInit) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("err = %v, want %q", err, c.want)
+		}
+	}
+}
+
+func TestToolPrecedence(t *testing.T) {
+	reg := registry(&testTool{name: "shared", fn: func(map[string]any) (string, error) { return "host", nil }})
+	p1 := &fakePlugin{name: "p1", ext: Extension{Tools: []Tool{&testTool{name: "shared"}, &testTool{name: "both"}, &testTool{name: "calc"}}}}
+	p2 := &fakePlugin{name: "p2", ext: Extension{Tools: []Tool{&testTool{name: "both"}}}}
+	e := New(script(), reg, WithPlugins(p1, p2), WithBuiltinTools(&testTool{name: "calc"}, &testTool{name: "clock"}))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"shared": SourceHost, "both": PluginSource("p2"), "calc": PluginSource("p1"), "clock": SourceBuiltin}
+	st := e.Status()
+	for _, ts := range st.Tools {
+		if want[ts.Name] != ts.Source {
+			t.Errorf("tool %s from %s, want %s", ts.Name, ts.Source, want[ts.Name])
+		}
+	}
+	if len(st.Tools) != 4 || st.State != "initialized" || strings.Join(st.Plugins[1].Tools, ",") != "both" {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestStatusCountsHooksAndFaults(t *testing.T) {
+	flaky := &Funcs{ID: "flaky", Action: func(context.Context, abi.Action) error { return errors.New("x") }}
+	p := &fakePlugin{name: "flaky", ext: Extension{Version: "2.0", Middleware: flaky, Options: []Option{WithFallbackFinal(func() *Final { return nil })}}}
+	e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(echoTool()), WithPlugins(p))
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Status()
+	ps := st.Plugins[0]
+	if ps.Calls != 1 || ps.Faults != 1 || ps.State != "active" || strings.Join(ps.Hooks, ",") != "fallback_final,on_action" {
+		t.Fatalf("plugin status %+v", ps)
+	}
+	if st.Hooks["on_action"] != 1 || st.Hooks["fallback_final"] != 1 {
+		t.Fatalf("hook counts %v", st.Hooks)
+	}
+	if s := st.Summary(); s != "1 plugin (flaky 2.0), 1 tool, hooks: fallback_final, on_action" {
+		t.Fatalf("summary %q", s)
+	}
+}

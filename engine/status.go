@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Status is a snapshot of an engine: its state, its plugins, its tools
+// with where each came from, and how many implementations each hook has.
+type Status struct {
+	State   string         `json:"state"`
+	Plugins []PluginStatus `json:"plugins"`
+	Tools   []ToolStatus   `json:"tools"`
+	Hooks   map[string]int `json:"hooks"`
+}
+
+// PluginStatus describes one loaded plugin.
+type PluginStatus struct {
+	Name        string        `json:"name"`
+	Version     string        `json:"version,omitempty"`
+	Source      string        `json:"source,omitempty"`
+	ABIVersion  int           `json:"abi_version,omitempty"`
+	Requires    []string      `json:"requires,omitempty"`
+	Hooks       []string      `json:"hooks,omitempty"` // engine and middleware hooks it implements
+	Tools       []string      `json:"tools,omitempty"` // its tools in use (not shadowed)
+	State       string        `json:"state"`           // "active" or "quarantined"
+	LoadTime    time.Duration `json:"load_time_ns"`
+	Calls       uint64        `json:"calls"`  // middleware hook calls
+	Faults      uint64        `json:"faults"` // failed middleware hook calls
+	Quarantines uint64        `json:"quarantines"`
+}
+
+// ToolStatus is one tool and its source (SourceHost, SourceBuiltin, or PluginSource(name)).
+type ToolStatus struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+}
+
+// Status returns the engine's snapshot. Before Initialize it lists no
+// plugins.
+func (e *Engine) Status() Status {
+	e.life.mu.Lock()
+	st := Status{State: e.life.state.String(), Hooks: map[string]int{}}
+	loaded := append([]*loadedPlugin(nil), e.life.loaded...)
+	e.life.mu.Unlock()
+
+	for _, name := range e.reg.Names() {
+		src, _ := e.reg.Source(name)
+		st.Tools = append(st.Tools, ToolStatus{Name: name, Source: src})
+	}
+	for hook, set := range map[string]bool{"build_prompt": e.promptHook != nil, "build_params": e.paramsHook != nil,
+		"on_tool_success": e.successHook != nil, "fallback_final": e.fallbackHook != nil} {
+		if set {
+			st.Hooks[hook] = 1
+		}
+	}
+	for _, m := range e.chain() {
+		for _, h := range m.f.hookNames() {
+			st.Hooks[h]++
+		}
+	}
+	stats := map[string]MiddlewareStats{}
+	for _, s := range e.MiddlewareStats() {
+		stats[s.Name] = s
+	}
+	for _, lp := range loaded {
+		ps := PluginStatus{Name: lp.name, Version: lp.ext.Version, Source: lp.ext.Source, ABIVersion: lp.ext.ABIVersion,
+			Requires: lp.ext.Requires, State: "active", LoadTime: lp.loadTime}
+		ps.Hooks = append([]string(nil), lp.hooks...)
+		if lp.mw != nil {
+			ps.Hooks = append(ps.Hooks, lp.mw.f.hookNames()...)
+			s := stats[lp.mw.f.ID]
+			ps.Calls, ps.Faults, ps.Quarantines = s.Calls, s.Faults, s.Quarantines
+			if s.Quarantined {
+				ps.State = "quarantined"
+			}
+		}
+		for _, t := range st.Tools {
+			if t.Source == PluginSource(lp.name) {
+				ps.Tools = append(ps.Tools, t.Name)
+			}
+		}
+		st.Plugins = append(st.Plugins, ps)
+	}
+	return st
+}
+
+// Summary is Status in one line, for a CLI's stderr.
+func (s Status) Summary() string {
+	var parts []string
+	for _, p := range s.Plugins {
+		parts = append(parts, p.Name+" "+p.Version)
+	}
+	hooks := make([]string, 0, len(s.Hooks))
+	for h := range s.Hooks {
+		hooks = append(hooks, h)
+	}
+	sort.Strings(hooks)
+	plugins := "no plugins"
+	if len(parts) > 0 {
+		plugins = plural(len(parts), "plugin") + " (" + strings.Join(parts, ", ") + ")"
+	}
+	return plugins + ", " + plural(len(s.Tools), "tool") + ", hooks: " + orNone(hooks)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
