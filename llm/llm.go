@@ -30,6 +30,19 @@ type Request struct {
 	Messages   []Message
 	ForceJSON  bool           // ask the server for a JSON object reply (JSON mode)
 	Parameters map[string]any // temperature, top_p, max_tokens, ...; see the client for the keys it knows
+
+	// Stream, when non-nil, asks the client to stream the reply: it calls
+	// Stream with each piece of reply text as it arrives, in order, on the
+	// goroutine that called Chat, and only before Chat returns. Pieces are
+	// never empty, and when Chat succeeds their concatenation equals
+	// Result.Text. Chat still returns the whole Result (text, usage,
+	// duration) as without Stream. If Chat fails after some pieces were
+	// delivered, they were part of a reply that will not be completed:
+	// clients do not retry once text has been delivered. A client that
+	// cannot stream calls Stream once with the whole text (if it is not
+	// empty) before returning. Stream should return quickly: time spent in
+	// it is part of the call.
+	Stream func(delta string)
 }
 
 // Usage is the token and cost account of one call.

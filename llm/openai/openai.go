@@ -7,6 +7,17 @@
 // retries with exponential backoff and jitter on rate limits, server errors
 // and network failures (honouring Retry-After), a timeout per attempt, and
 // token cost from llm.Pricing.
+//
+// # Streaming
+//
+// When llm.Request.Stream is set, Chat streams the reply (server-sent
+// events, "stream": true) and hands each piece of text to Stream as it
+// arrives, while still returning the whole llm.Result. It asks the server for
+// a final usage chunk ("stream_options": {"include_usage": true}) so token
+// counts and cost come back as for a non-streamed call; a server that sends
+// no usage chunk leaves Result.Usage zero. A failure before the first piece
+// of text reached Stream is retried like any other; a failure after it is
+// not, since the caller has already seen part of the reply (see Chat).
 package openai
 
 import (
@@ -212,6 +223,19 @@ func checkBaseURL(raw string) error {
 // Result.Duration covers the whole call, retries included. With ForceJSON,
 // Result.JSON holds the decoded reply when it is valid JSON, so the caller
 // need not parse it again. A reply without choices is an error.
+//
+// With req.Stream set the reply is streamed: each non-empty piece of the
+// first choice's text is passed to req.Stream on the calling goroutine as it
+// arrives, and Result.Text is their concatenation. Usage comes from the
+// server's final usage chunk and stays zero if it sends none. The
+// per-attempt timeout covers the whole stream, time spent in req.Stream
+// included. A failure before any text was passed to req.Stream (an error
+// status, a refused or dropped connection, a stream cut off before its
+// first piece of text) is retried exactly as above. Once text has been
+// passed on, a failure is not retried, as the caller has already seen part
+// of the reply: Chat returns an error that says so and wraps the cause
+// (errors.Is(err, ctx.Err()) still holds when ctx ended the stream). A
+// stream that ends without the model's finish_reason is treated as cut off.
 func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
 	start := time.Now()
 	creq, extra, err := c.buildRequest(req)
@@ -229,9 +253,12 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 	maxAttempts := 1 + c.maxRetries
 
 	for attempt := 1; ; attempt++ {
-		resp, info, err := c.attempt(ctx, creq, extra)
+		resp, info, err := c.attempt(ctx, creq, extra, req.Stream)
 		if err == nil {
 			return c.result(creq, req.ForceJSON, resp, start)
+		}
+		if info.delivered > 0 {
+			return llm.Result{}, brokenStream(ctx.Err(), attempt, info.delivered, err)
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return llm.Result{}, stopped(cerr, attempt, err)
@@ -285,6 +312,22 @@ func stopped(cerr error, attempts int, last error) error {
 	return fmt.Errorf("openai: chat stopped after %s: %w (last error: %w)", plural(attempts, "attempt"), cerr, last)
 }
 
+// brokenStream reports a streamed reply that failed after part of it was
+// passed to Request.Stream. Such a failure is never retried: the caller has
+// already shown or used that part, and a second reply would not continue it.
+func brokenStream(cerr error, attempts, delivered int, last error) error {
+	how := "broke off"
+	if cerr != nil {
+		how = "was stopped"
+	}
+	msg := fmt.Sprintf("openai: chat stream %s on attempt %d after %s of the reply had been delivered (not retried: the caller has seen a partial reply)",
+		how, attempts, plural(delivered, "byte"))
+	if cerr != nil && !errors.Is(last, cerr) {
+		return fmt.Errorf("%s: %w (last error: %w)", msg, cerr, last)
+	}
+	return fmt.Errorf("%s: %w", msg, last)
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
@@ -326,19 +369,103 @@ func (c *Client) buildRequest(req llm.Request) (goopenai.ChatCompletionRequest, 
 			Type: goopenai.ChatCompletionResponseFormatTypeJSONObject,
 		}
 	}
+	if req.Stream != nil {
+		creq.Stream = true
+		creq.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
+	}
 	return creq, extra, nil
 }
 
-// attempt makes one HTTP exchange under the per-attempt timeout.
-func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionRequest, extra map[string]any) (goopenai.ChatCompletionResponse, *attemptInfo, error) {
+// attempt makes one HTTP exchange under the per-attempt timeout. With
+// deliver set it streams the reply, passing each piece of text to deliver,
+// and the timeout covers the whole stream.
+func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionRequest, extra map[string]any, deliver func(string)) (goopenai.ChatCompletionResponse, *attemptInfo, error) {
 	info := &attemptInfo{extra: extra}
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, info), c.timeout)
 	defer cancel()
-	resp, err := c.api.CreateChatCompletion(actx, creq)
+	var resp goopenai.ChatCompletionResponse
+	var err error
+	if deliver == nil {
+		resp, err = c.api.CreateChatCompletion(actx, creq)
+	} else {
+		resp, err = c.receive(actx, creq, info, deliver)
+	}
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("attempt timed out after %s: %w", c.timeout, err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("attempt timed out after %s: %w", c.timeout, err)
+		} else {
+			err = fmt.Errorf("attempt timed out after %s: %w (%w)", c.timeout, context.DeadlineExceeded, err)
+		}
 	}
 	return resp, info, err
+}
+
+// receive makes one streamed attempt. It passes each non-empty piece of the
+// first choice's text to deliver, counting the bytes in info.delivered, and
+// assembles the pieces and the final usage chunk into the response a
+// non-streamed call would have returned.
+func (c *Client) receive(ctx context.Context, creq goopenai.ChatCompletionRequest, info *attemptInfo, deliver func(string)) (goopenai.ChatCompletionResponse, error) {
+	var resp goopenai.ChatCompletionResponse
+	stream, err := c.api.CreateChatCompletionStream(ctx, creq)
+	if err != nil {
+		return resp, err
+	}
+	defer stream.Close()
+
+	var (
+		text   strings.Builder
+		finish goopenai.FinishReason
+		events int
+	)
+	for {
+		// Events already buffered would otherwise still be delivered
+		// after ctx ends.
+		if err := ctx.Err(); err != nil {
+			return resp, err
+		}
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) { // "data: [DONE]", or the body ended cleanly (checked below)
+			break
+		}
+		if err != nil {
+			return resp, err
+		}
+		events++
+		if chunk.Usage != nil {
+			resp.Usage = *chunk.Usage
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 { // n > 1: only the first choice is returned, as without streaming
+				continue
+			}
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+			if d := ch.Delta.Content; d != "" {
+				text.WriteString(d)
+				info.delivered += len(d)
+				deliver(d)
+			}
+		}
+	}
+	if events == 0 {
+		if ct := info.header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+			// A server that ignores "stream": true; retrying will not help.
+			return resp, fmt.Errorf("server answered with %q instead of an event stream; does it support streaming?", ct)
+		}
+		return resp, fmt.Errorf("reply stream had no events: %w", io.ErrUnexpectedEOF)
+	}
+	if finish == "" {
+		// Every server sends a finish_reason with the last piece of text;
+		// without it the stream was cut short (say, by a proxy) even if
+		// the connection closed cleanly.
+		return resp, fmt.Errorf("reply stream ended without a finish_reason: %w", io.ErrUnexpectedEOF)
+	}
+	resp.Choices = []goopenai.ChatCompletionChoice{{
+		Message:      goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant, Content: text.String()},
+		FinishReason: finish,
+	}}
+	return resp, nil
 }
 
 func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, resp goopenai.ChatCompletionResponse, start time.Time) (llm.Result, error) {
@@ -432,9 +559,10 @@ type attemptKey struct{}
 
 // attemptInfo is what doer learns about one attempt's HTTP exchange.
 type attemptInfo struct {
-	extra  map[string]any // body fields to add (explicit zeros go-openai drops)
-	sent   bool           // the request reached the HTTP client
-	header http.Header    // response headers, for Retry-After
+	extra     map[string]any // body fields to add (explicit zeros go-openai drops)
+	sent      bool           // the request reached the HTTP client
+	header    http.Header    // response headers, for Retry-After
+	delivered int            // bytes of streamed text passed to Request.Stream
 }
 
 // doer wraps the HTTP client handed to go-openai. It exists because go-openai

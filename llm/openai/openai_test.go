@@ -297,7 +297,7 @@ func TestUnknownParameterRejectedBeforeSending(t *testing.T) {
 		t.Errorf("Supported = %v", perr.Supported)
 	}
 	msg := err.Error()
-	for _, want := range []string{`"bogus"`, `"temprature"`, `did you mean "temperature"`, "streaming is not supported", "supported: chat_template_kwargs, frequency_penalty"} {
+	for _, want := range []string{`"bogus"`, `"temprature"`, `did you mean "temperature"`, "set Request.Stream", "supported: chat_template_kwargs, frequency_penalty"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}

@@ -28,6 +28,16 @@
 // the llm.Pricing given to the client (see WithPricing), for the request's
 // model, or the script's model when the request names none.
 //
+// # Streaming
+//
+// When the request sets llm.Request.Stream, Chat passes the reply text to it
+// in deterministic pieces before returning: the text is cut after each run
+// of white space ("the quick  brown" → "the ", "quick  ", "brown"), and any
+// piece still longer than 16 bytes is cut every 16 bytes or so, never inside
+// a UTF-8 character. Empty pieces are never sent, so an empty reply sends
+// none. Chat checks ctx between pieces and returns ctx.Err() if it ends
+// mid-reply; the reply counts as used.
+//
 // # Options
 //
 // New takes functional options: WithModel, WithPricing and WithSource.
@@ -45,6 +55,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/morphhost/morph/llm"
 )
@@ -169,11 +180,28 @@ func (c *Client) Requests() []llm.Request {
 
 // Chat returns the next reply of the script. It returns ctx.Err() without
 // using a reply when ctx is done, and an *ExhaustedError (errors.Is
-// ErrExhausted) once every reply has been used.
+// ErrExhausted) once every reply has been used. With req.Stream set it first
+// passes the reply to req.Stream in pieces (see the package doc), without
+// holding the client's lock, so Stream may call the client's other methods.
 func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return llm.Result{}, err
 	}
+	res, err := c.take(req)
+	if err != nil || req.Stream == nil {
+		return res, err
+	}
+	for _, p := range pieces(res.Text) {
+		if err := ctx.Err(); err != nil {
+			return llm.Result{}, err
+		}
+		req.Stream(p)
+	}
+	return res, nil
+}
+
+// take records req and uses the next reply.
+func (c *Client) take(req llm.Request) (llm.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.requests = append(c.requests, copyRequest(req))
@@ -201,6 +229,28 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 	}
 	u.Cost = c.pricing.Cost(model, u)
 	return llm.Result{Text: r.Text, Usage: u}, nil
+}
+
+// maxPiece is about the longest piece a streamed reply is cut into.
+const maxPiece = 16
+
+// pieces cuts text for streaming: after each run of white space, and within
+// a longer stretch every maxPiece bytes or so, at a character boundary.
+func pieces(text string) []string {
+	var out []string
+	start, prevSpace := 0, false
+	for i, r := range text {
+		space := unicode.IsSpace(r)
+		if i > start && (prevSpace && !space || i-start >= maxPiece) {
+			out = append(out, text[start:i])
+			start = i
+		}
+		prevSpace = space
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
 }
 
 // estimate turns a character count into tokens, about four characters a

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/llm"
@@ -296,5 +298,95 @@ func TestDrivesTheEngine(t *testing.T) {
 	last := reqs[1].Messages[len(reqs[1].Messages)-1]
 	if last.Content != "Tool Result (upper):\nHI" || !reqs[1].ForceJSON {
 		t.Fatalf("second request ends with %+v (ForceJSON %v)", last, reqs[1].ForceJSON)
+	}
+}
+
+// streamed collects the pieces a streamed Chat passes on.
+func streamed(ctx context.Context, c *scripted.Client, r llm.Request) ([]string, llm.Result, error) {
+	var got []string
+	r.Stream = func(d string) { got = append(got, d) }
+	res, err := c.Chat(ctx, r)
+	return got, res, err
+}
+
+func TestStreamDeliversDeterministicPieces(t *testing.T) {
+	long := `{"type":"final","final":{"output":42}}`
+	tests := []struct {
+		text string
+		want []string
+	}{
+		{"the quick  brown\nfox ", []string{"the ", "quick  ", "brown\n", "fox "}},
+		{"word", []string{"word"}},
+		{"  lead", []string{"  ", "lead"}},
+		{long, []string{long[:16], long[16:32], long[32:]}},
+		// 2-byte characters: never cut inside one.
+		{strings.Repeat("é", 11), []string{strings.Repeat("é", 8), strings.Repeat("é", 3)}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		for run := range 2 { // the same reply is cut the same way every time
+			c := scripted.New([]scripted.Reply{{Text: tt.text, InputTokens: 3, OutputTokens: 4}})
+			got, res, err := streamed(context.Background(), c, req("q"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("run %d: %q streamed as %q, want %q", run, tt.text, got, tt.want)
+			}
+			if strings.Join(got, "") != res.Text || res.Text != tt.text {
+				t.Errorf("pieces join to %q, Text %q, want %q", strings.Join(got, ""), res.Text, tt.text)
+			}
+			if res.Usage.TotalTokens != 7 {
+				t.Errorf("usage %+v, want the reply's usage as without streaming", res.Usage)
+			}
+			for _, p := range got {
+				if p == "" || !utf8.ValidString(p) {
+					t.Errorf("piece %q is empty or cuts a character", p)
+				}
+			}
+		}
+	}
+}
+
+// Stream runs without the client's lock held, so it may use the client.
+func TestStreamMayCallTheClient(t *testing.T) {
+	c := scripted.New(scripted.Texts("a b", "c"))
+	var remaining []int
+	r := req("q")
+	r.Stream = func(string) { remaining = append(remaining, c.Remaining()) }
+	if _, err := c.Chat(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(remaining, []int{1, 1}) {
+		t.Fatalf("Remaining seen from Stream = %v, want [1 1]", remaining)
+	}
+}
+
+func TestStreamCanceledMidReply(t *testing.T) {
+	c := scripted.New(scripted.Texts("one two three", "next"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []string
+	r := req("q")
+	r.Stream = func(d string) {
+		got = append(got, d)
+		cancel()
+	}
+	if _, err := c.Chat(ctx, r); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if !slices.Equal(got, []string{"one "}) {
+		t.Fatalf("pieces %q, want only the first", got)
+	}
+	if c.Remaining() != 1 {
+		t.Fatalf("Remaining %d, want 1: a reply cut off mid-stream counts as used", c.Remaining())
+	}
+}
+
+func TestStreamExhaustedSendsNothing(t *testing.T) {
+	c := scripted.New(nil)
+	got, _, err := streamed(context.Background(), c, req("q"))
+	if !errors.Is(err, scripted.ErrExhausted) || len(got) != 0 {
+		t.Fatalf("err %v, pieces %q; want ErrExhausted and none", err, got)
 	}
 }
