@@ -117,6 +117,9 @@ type Manifest struct {
 	// History asks for the session history in middleware payloads; without
 	// it they carry none, so the plugin's cost does not grow with the conversation.
 	History bool `json:"history,omitempty"`
+	// Requires names plugins that must be loaded before this one (their
+	// middleware runs first); a missing one or a cycle fails initialization.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // ToolCallInput asks a plugin to run one of its tools.

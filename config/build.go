@@ -80,7 +80,7 @@ func (c *Config) Registry() (*engine.Registry, error) {
 			return nil, c.errorAt(toml.Key{"tools", "builtin"}, nil,
 				fmt.Sprintf("unknown built-in tool %q (built-in tools: %s)", name, strings.Join(builtin.Names(), ", ")))
 		}
-		reg.Register(tool)
+		reg.RegisterFrom(engine.SourceBuiltin, tool)
 	}
 	if err := reg.Check(); err != nil {
 		return nil, err

@@ -88,6 +88,8 @@ type Config struct {
 	Plugins []Plugin `toml:"plugins"`
 	// Wasm is the [wasm] table: settings shared by all plugins.
 	Wasm Wasm `toml:"wasm"`
+	// Discovery is the [discovery] table: plugin directories.
+	Discovery Discovery `toml:"discovery"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`

@@ -42,6 +42,39 @@ type Plugin struct {
 	MaxInstances int `toml:"max_instances"`
 	// Config is the [plugins.config] table: values the plugin reads with config_get.
 	Config map[string]string `toml:"config"`
+	// Policy is what a failing middleware hook means: "fail_open" (default:
+	// skip it) or "fail_closed" (a failing before_tool_call denies the call,
+	// a failing before_run aborts the turn).
+	Policy string `toml:"policy"`
+	// QuarantineAfter consecutive faults disable the plugin's middleware (default 5).
+	QuarantineAfter int `toml:"quarantine_after"`
+	// QuarantineFor is the first quarantine's length (default 30s, doubling to 10m).
+	QuarantineFor time.Duration `toml:"quarantine_for"`
+}
+
+// Discovery is the [discovery] table: where else plugins are found. Each
+// *.wasm file found becomes a plugin named after the file, with default
+// limits. Precedence, highest first: [[plugins]], plugins the embedding
+// host passes, ./.morph/plugins, ~/.morph/plugins; of two plugins with one
+// name the first is loaded and the other skipped (morph plugin status
+// shows it).
+type Discovery struct {
+	// Project enables ./.morph/plugins (relative to the working directory); default true.
+	Project *bool `toml:"project"`
+	// User enables ~/.morph/plugins; default true.
+	User *bool `toml:"user"`
+}
+
+// Directories are the discovery directories enabled, highest precedence first.
+func (d Discovery) Directories() []string {
+	var dirs []string
+	if d.Project == nil || *d.Project {
+		dirs = append(dirs, filepath.Join(".morph", "plugins"))
+	}
+	if home, err := os.UserHomeDir(); err == nil && (d.User == nil || *d.User) {
+		dirs = append(dirs, filepath.Join(home, ".morph", "plugins"))
+	}
+	return dirs
 }
 
 // Wasm is the [wasm] table.
@@ -80,7 +113,7 @@ func (v *validator) plugins() {
 			v.fail(key("sha256"), nil, "plugin %q: want 64 hex digits", p.Name)
 		}
 		for _, h := range p.Hooks {
-			if _, ok := abi.HookExports[h]; !ok {
+			if !slices.Contains(hookNames(), h) {
 				v.fail(key("hooks"), nil, "plugin %q: unknown hook %q (hooks: %s)", p.Name, h, strings.Join(hookNames(), ", "))
 			}
 		}
@@ -90,7 +123,13 @@ func (v *validator) plugins() {
 		if p.MemoryMB < 0 || p.MemoryMB > maxMemoryMB {
 			v.fail(key("memory_mb"), nil, "plugin %q: must be between 1 and %d, got %d", p.Name, maxMemoryMB, p.MemoryMB)
 		}
-		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances} {
+		if p.Policy != "" && p.Policy != PolicyFailOpen && p.Policy != PolicyFailClosed {
+			v.fail(key("policy"), nil, "plugin %q: unknown policy %q (policies: %s, %s)", p.Name, p.Policy, PolicyFailOpen, PolicyFailClosed)
+		}
+		if v.md.IsDefined("plugins", fmt.Sprint(i), "quarantine_for") && p.QuarantineFor <= 0 {
+			v.fail(key("quarantine_for"), nil, "plugin %q: must be positive", p.Name)
+		}
+		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances, "quarantine_after": p.QuarantineAfter} {
 			if n < 0 {
 				v.fail(key(field), nil, "plugin %q: must not be negative, got %d", p.Name, n)
 			}
@@ -98,13 +137,32 @@ func (v *validator) plugins() {
 	}
 }
 
+// Failure policies of [[plugins]] policy.
+const (
+	PolicyFailOpen   = "fail_open"
+	PolicyFailClosed = "fail_closed"
+)
+
+// hookNames are every hook a plugin may enable: the engine hooks and the
+// session middleware hooks.
 func hookNames() []string {
-	names := make([]string, 0, len(abi.HookExports))
-	for h := range abi.HookExports {
-		names = append(names, h)
+	var names []string
+	for _, m := range []map[string]string{abi.HookExports, abi.MiddlewareExports} {
+		for h := range m {
+			names = append(names, h)
+		}
 	}
 	slices.Sort(names)
 	return names
+}
+
+// MiddlewareConfig is how the engine runs the plugin's middleware.
+func (p Plugin) MiddlewareConfig() engine.MiddlewareConfig {
+	c := engine.MiddlewareConfig{QuarantineAfter: p.QuarantineAfter, QuarantineFor: p.QuarantineFor}
+	if p.Policy == PolicyFailClosed {
+		c.Policy = engine.FailClosed
+	}
+	return c
 }
 
 // HostConfig is the plugin's load settings for package host.
@@ -125,32 +183,25 @@ func (p Plugin) HostConfig() host.Config {
 	}
 }
 
-// Runtime is what Open builds from a config: the engine, and the plugins
-// it loaded, which Close releases.
+// Runtime is what Open builds from a config: an initialized engine, which
+// owns the plugins, and the loader they share.
 type Runtime struct {
-	Engine  *engine.Engine
-	Plugins []*host.Plugin
-	loader  *host.Loader
+	Engine *engine.Engine
+	loader *host.Loader
 }
 
-// Close closes the plugins and the compilation cache.
+// Close closes the engine (each plugin's destroy hook runs once) and the
+// compilation cache.
 func (r *Runtime) Close(ctx context.Context) error {
-	var errs []error
-	for _, p := range r.Plugins {
-		errs = append(errs, p.Close(ctx))
-	}
-	if r.loader != nil {
-		errs = append(errs, r.loader.Close(ctx))
-	}
-	return errors.Join(errs...)
+	return errors.Join(r.Engine.Close(ctx), r.loader.Close(ctx))
 }
 
-// Open builds the client and the registry, loads the plugins, and returns
-// an engine with EngineOptions, the plugins' hooks and tools (in config
-// order: for a hook two plugins implement, the later one is used, with a
-// warning), logging to logger (nil: slog.Default()), then opts, which take
-// precedence. A plugin that cannot be loaded is an *Error naming it and its
-// file, which also matches the host's error kind (host.ErrABIMismatch, ...).
+// Open builds the client and the registry of built-in tools, and an engine
+// with EngineOptions, the [[plugins]], then opts (an event handler, plugins
+// of the embedding host, ...), then the plugins found in the discovery
+// directories; and initializes it. A plugin that cannot be loaded is an
+// *Error naming it and its file, which also matches the engine's ErrInit
+// and the host's error kind (host.ErrABIMismatch, ...).
 func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -163,39 +214,39 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{}
-	all := append(c.EngineOptions(), engine.WithLogger(logger))
-	if len(c.Plugins) > 0 {
-		if rt.loader, err = host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger}); err != nil {
-			return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
+	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger})
+	if err != nil {
+		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
+	}
+	var configured []engine.Plugin
+	for _, p := range c.Plugins {
+		configured = append(configured, loader.EnginePlugin(p.HostConfig(), p.MiddlewareConfig()))
+	}
+	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithPlugins(configured...))
+	all = append(all, opts...)
+	all = append(all, engine.WithPlugins(discover(loader, c.Discovery.Directories(), logger)...))
+	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
+	if err := rt.Engine.Initialize(ctx); err != nil {
+		rt.Close(ctx)
+		return nil, c.errorAt(toml.Key{"plugins"}, err, err.Error())
+	}
+	return rt, nil
+}
+
+// discover lists the *.wasm files of dirs as plugins, in directory order
+// then by name. A directory that does not exist is not an error.
+func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Plugin {
+	var found []engine.Plugin
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
+		if err != nil {
+			continue
 		}
-		hookOwner := map[string]string{}
-		for i, pc := range c.Plugins {
-			p, err := rt.loader.Load(ctx, pc.HostConfig())
-			if err != nil {
-				rt.Close(ctx)
-				return nil, c.errorAt(toml.Key{"plugins", fmt.Sprint(i), "path"}, err, err.Error())
-			}
-			rt.Plugins = append(rt.Plugins, p)
-			for _, h := range p.Hooks() {
-				if prev, ok := hookOwner[h]; ok {
-					logger.Warn("two plugins implement a hook; the later one is used", "hook", h, "used", p.Name(), "ignored", prev)
-				}
-				hookOwner[h] = p.Name()
-			}
-			for _, t := range p.Tools() {
-				if _, taken := reg.Get(t.Name()); taken {
-					logger.Warn("a plugin tool replaces a tool of the same name", "tool", t.Name(), "plugin", p.Name())
-				}
-				reg.Register(t)
-			}
-			all = append(all, p.Options()...)
-		}
-		if err := reg.Check(); err != nil {
-			rt.Close(ctx)
-			return nil, c.errorAt(toml.Key{"plugins"}, err, err.Error())
+		slices.Sort(files)
+		for _, f := range files {
+			logger.Debug("plugin discovered", "file", f)
+			found = append(found, l.EnginePlugin(host.Config{Path: f}, engine.MiddlewareConfig{}))
 		}
 	}
-	rt.Engine = engine.New(client, reg, append(all, opts...)...)
-	return rt, nil
+	return found
 }

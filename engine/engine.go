@@ -41,6 +41,7 @@ type Engine struct {
 	plugins      []Plugin         // WithPlugins, loaded by Initialize
 	builtins     []Tool           // WithBuiltinTools
 	life         lifecycle
+	stream       func(delta string) // WithStream
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -333,6 +334,7 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 		Messages:   append([]llm.Message(nil), r.Messages...),
 		ForceJSON:  true,
 		Parameters: maps.Clone(r.params),
+		Stream:     e.stream,
 	}
 	started := time.Now()
 	res, err := e.client.Chat(r.ctx, req)

@@ -565,3 +565,25 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("spec parameters %s", specs[0].Parameters)
 	}
 }
+
+// streamingModel delivers its reply in two pieces when asked to stream.
+type streamingModel struct{ *model }
+
+func (s streamingModel) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
+	res, err := s.model.Chat(ctx, req)
+	if err == nil && req.Stream != nil {
+		half := len(res.Text) / 2
+		req.Stream(res.Text[:half])
+		req.Stream(res.Text[half:])
+	}
+	return res, err
+}
+
+func TestWithStream(t *testing.T) {
+	var got strings.Builder
+	reply := finalReply("streamed")
+	final, _, err := New(streamingModel{script(reply)}, nil, WithStream(func(d string) { got.WriteString(d) })).Run(context.Background(), "t", RunOptions{})
+	if err != nil || final.Output != "streamed" || got.String() != reply {
+		t.Fatalf("final %+v err %v streamed %q", final, err, got.String())
+	}
+}

@@ -131,6 +131,11 @@ func WithRules(rules ...string) Option {
 // synchronously on the run's goroutine, so it must be quick.
 func WithEventHandler(fn func(Event)) Option { return func(e *Engine) { e.onEvent = fn } }
 
+// WithStream streams the assistant's text as it arrives: fn receives each
+// piece of every model reply, in order, on the run's goroutine. For native
+// hosts (a terminal UI, say); the protocol still needs the whole reply.
+func WithStream(fn func(delta string)) Option { return func(e *Engine) { e.stream = fn } }
+
 // WithLogger sets the logger for warnings and debug events (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 

@@ -77,7 +77,8 @@ type Extension struct {
 }
 
 // WithPlugins appends plugins to load at Initialize, in order (their
-// `requires` may reorder them).
+// `requires` may reorder them). Of several plugins with one name, the first
+// is loaded and the others are skipped, as Status reports.
 func WithPlugins(ps ...Plugin) Option {
 	return func(e *Engine) { e.plugins = append(e.plugins, ps...) }
 }
@@ -94,6 +95,7 @@ type lifecycle struct {
 	state   State
 	initErr error
 	loaded  []*loadedPlugin
+	skipped []SkippedPlugin
 	active  sync.WaitGroup // runs in progress, which Close waits for
 }
 
@@ -143,7 +145,15 @@ func (e *Engine) initialize(ctx context.Context) error {
 	}
 	var ok []opened
 	fail := &InitError{}
+	seen := map[string]bool{}
 	for _, p := range e.plugins {
+		if seen[p.Name()] {
+			reason := "a plugin of the same name comes first (the first of a name wins)"
+			e.life.skipped = append(e.life.skipped, SkippedPlugin{Name: p.Name(), Reason: reason})
+			e.log.InfoContext(ctx, "plugin skipped", "plugin", p.Name(), "reason", reason)
+			continue
+		}
+		seen[p.Name()] = true
 		start := time.Now()
 		ext, err := p.Open(ctx)
 		took := time.Since(start)

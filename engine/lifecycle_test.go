@@ -185,3 +185,15 @@ func TestStatusCountsHooksAndFaults(t *testing.T) {
 		t.Fatalf("summary %q", s)
 	}
 }
+
+func TestDuplicatePluginNamesFirstWins(t *testing.T) {
+	first, second := &fakePlugin{name: "dup", ext: Extension{Version: "1"}}, &fakePlugin{name: "dup", ext: Extension{Version: "2"}}
+	e := New(script(), nil, WithPlugins(first, second))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Status()
+	if second.opens.Load() != 0 || len(st.Plugins) != 1 || st.Plugins[0].Version != "1" || len(st.Skipped) != 1 || st.Skipped[0].Name != "dup" {
+		t.Fatalf("status %+v", st)
+	}
+}

@@ -10,10 +10,11 @@ import (
 // Status is a snapshot of an engine: its state, its plugins, its tools
 // with where each came from, and how many implementations each hook has.
 type Status struct {
-	State   string         `json:"state"`
-	Plugins []PluginStatus `json:"plugins"`
-	Tools   []ToolStatus   `json:"tools"`
-	Hooks   map[string]int `json:"hooks"`
+	State   string          `json:"state"`
+	Plugins []PluginStatus  `json:"plugins"`
+	Skipped []SkippedPlugin `json:"skipped,omitempty"`
+	Tools   []ToolStatus    `json:"tools"`
+	Hooks   map[string]int  `json:"hooks"`
 }
 
 // PluginStatus describes one loaded plugin.
@@ -32,6 +33,12 @@ type PluginStatus struct {
 	Quarantines uint64        `json:"quarantines"`
 }
 
+// SkippedPlugin is a plugin Initialize did not load, and why.
+type SkippedPlugin struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
 // ToolStatus is one tool and its source (SourceHost, SourceBuiltin, or PluginSource(name)).
 type ToolStatus struct {
 	Name   string `json:"name"`
@@ -44,6 +51,7 @@ func (e *Engine) Status() Status {
 	e.life.mu.Lock()
 	st := Status{State: e.life.state.String(), Hooks: map[string]int{}}
 	loaded := append([]*loadedPlugin(nil), e.life.loaded...)
+	st.Skipped = append(st.Skipped, e.life.skipped...)
 	e.life.mu.Unlock()
 
 	for _, name := range e.reg.Names() {

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
 )
 
@@ -68,8 +72,36 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+	var configPath string
+	statusCmd := &cobra.Command{
+		Use:   "status",
+		Short: "Load the config's plugins and print the engine status: plugins, tools with their sources, hooks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(configPath)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			rt, err := cfg.Open(cmd.Context(), logger)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			defer rt.Close(cmd.Context())
+			st := rt.Engine.Status()
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(stdout, st)
+			return nil
+		},
+	}
+	statusCmd.Flags().StringVar(&configPath, "config", "morph.toml", "the config file")
+	statusCmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
-	cmd.AddCommand(inspectCmd, checkCmd)
+	cmd.AddCommand(inspectCmd, checkCmd, statusCmd)
 	return cmd
 }
 
@@ -96,6 +128,31 @@ func printReport(w io.Writer, rep *host.Report) {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(w, "problem:  %s\n", p)
 	}
+}
+
+func printStatus(w io.Writer, st engine.Status) {
+	fmt.Fprintf(w, "engine: %s\n", st.State)
+	for _, p := range st.Plugins {
+		fmt.Fprintf(w, "plugin %s %s (%s, ABI v%d): %s, loaded in %s\n", p.Name, p.Version, p.Source, p.ABIVersion, p.State, p.LoadTime.Round(time.Microsecond))
+		fmt.Fprintf(w, "  hooks: %s\n  tools: %s\n", orNone(p.Hooks), orNone(p.Tools))
+		if len(p.Requires) > 0 {
+			fmt.Fprintf(w, "  requires: %s\n", strings.Join(p.Requires, ", "))
+		}
+		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d\n", p.Calls, p.Faults, p.Quarantines)
+	}
+	for _, s := range st.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", s.Name, s.Reason)
+	}
+	fmt.Fprintf(w, "tools:\n")
+	for _, t := range st.Tools {
+		fmt.Fprintf(w, "  %s (%s)\n", t.Name, t.Source)
+	}
+	hooks := make([]string, 0, len(st.Hooks))
+	for h, n := range st.Hooks {
+		hooks = append(hooks, fmt.Sprintf("%s x%d", h, n))
+	}
+	sort.Strings(hooks)
+	fmt.Fprintf(w, "hooks: %s\n", orNone(hooks))
 }
 
 func orNone(s []string) string {

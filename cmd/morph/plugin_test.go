@@ -93,3 +93,20 @@ func TestRunWithFaultyPlugin(t *testing.T) {
 		t.Fatalf("no warning naming the plugin:\n%s", stderr)
 	}
 }
+
+func TestPluginStatus(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"min\"\npath = \""+fixture(t, "minimal")+"\"\npolicy = \"fail_closed\"\n")
+	code, stdout, stderr := morph(t, "", "plugin", "status", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"engine: initialized", "plugin min 1 (", "hooks: build_prompt", "calc (builtin)", "hooks: build_prompt x1"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
+	if code != 0 || !strings.HasPrefix(stderr, "morph: 1 plugin (min 1), 1 tool, hooks: build_prompt\n") {
+		t.Fatalf("exit %d, summary line: %q", code, strings.SplitN(stderr, "\n", 2)[0])
+	}
+}

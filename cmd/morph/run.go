@@ -227,6 +227,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
 	eng := rt.Engine
+	fmt.Fprintln(stderr, "morph: "+eng.Status().Summary())
 
 	opts := cfg.RunOptions()
 	logger.DebugContext(ctx, "starting run", "config", cfg.File, "provider", cfg.LLM.Provider,

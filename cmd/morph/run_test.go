@@ -132,6 +132,7 @@ func TestRun(t *testing.T) {
 
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	want := []*regexp.Regexp{
+		regexp.MustCompile(`^morph: no plugins, 1 tool, hooks: none$`),
 		regexp.MustCompile(`^step 1  plan  tokens (\d+) \(\+(\d+)\)  cost \$0\.\d{6}  \d+\.\d\ds$`),
 		regexp.MustCompile(`^step 2  tool calc  tokens (\d+) \(\+(\d+)\)  cost \$0\.\d{6}  \d+\.\d\ds$`),
 		regexp.MustCompile(`^step 3  final  tokens (\d+) \(\+(\d+)\)  cost \$0\.\d{6}  \d+\.\d\ds$`),
@@ -144,8 +145,8 @@ func TestRun(t *testing.T) {
 			t.Errorf("stderr line %d = %q, want %s", i+1, lines[i], re)
 		}
 	}
-	if !strings.Contains(lines[2], "tokens "+strconv.Itoa(m.TotalTokens)+" ") {
-		t.Errorf("last progress line %q does not show the run's %d tokens", lines[2], m.TotalTokens)
+	if !strings.Contains(lines[3], "tokens "+strconv.Itoa(m.TotalTokens)+" ") {
+		t.Errorf("last progress line %q does not show the run's %d tokens", lines[3], m.TotalTokens)
 	}
 }
 
