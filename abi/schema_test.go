@@ -63,6 +63,18 @@ var schemaTable = []struct {
 	{"fallback_input.json", reflect.TypeFor[FallbackInput]()},
 	{"tool_call_input.json", reflect.TypeFor[ToolCallInput]()},
 	{"tool_call_output.json", reflect.TypeFor[ToolCallOutput]()},
+	{"message.json", reflect.TypeFor[Message]()},
+	{"turn_start.json", reflect.TypeFor[TurnStart]()},
+	{"action.json", reflect.TypeFor[Action]()},
+	{"observation.json", reflect.TypeFor[Observation]()},
+	{"turn_final.json", reflect.TypeFor[TurnFinal]()},
+	{"before_run_input.json", reflect.TypeFor[BeforeRunInput]()},
+	{"before_run_output.json", reflect.TypeFor[BeforeRunOutput]()},
+	{"before_tool_call_input.json", reflect.TypeFor[BeforeToolCallInput]()},
+	{"before_tool_call_output.json", reflect.TypeFor[BeforeToolCallOutput]()},
+	{"after_tool_call_input.json", reflect.TypeFor[AfterToolCallInput]()},
+	{"after_tool_call_output.json", reflect.TypeFor[AfterToolCallOutput]()},
+	{"after_run_input.json", reflect.TypeFor[AfterRunInput]()},
 }
 
 // notRequired lists the fields ("Type.json_name") that have no omitempty but
@@ -74,8 +86,9 @@ var notRequired = map[string]string{
 // nullable lists the fields whose schema also admits null, with the reason.
 // Only nil-able Go kinds (slice, map, pointer) may be listed.
 var nullable = map[string]string{
-	"Manifest.hooks":          "a Go guest's nil Hooks (no omitempty) encodes as null, which the host reads as no hooks: a plugin that only serves tools",
-	"ParamsOutput.parameters": "a Go guest's nil Parameters (no omitempty) encodes as null, which the host reads as no override",
+	"Manifest.hooks":             "a Go guest's nil Hooks (no omitempty) encodes as null, which the host reads as no hooks: a plugin that only serves tools",
+	"ParamsOutput.parameters":    "a Go guest's nil Parameters (no omitempty) encodes as null, which the host reads as no override",
+	"AfterToolCallOutput.output": "Output is a *string so that absent (unchanged) differs from \"\" (rewritten to empty); null decodes to the same nil pointer as absent, so a guest may send it to mean unchanged",
 }
 
 // rawJSON gives the JSON type of each json.RawMessage field.
@@ -1092,7 +1105,7 @@ func jsonValues(b []byte) ([]json.RawMessage, error) {
 	}
 }
 
-// TestSchemaSpecSamples validates the JSON examples of SPEC.md §4. A ```json
+// TestSchemaSpecSamples validates the JSON examples of SPEC.md (§4, §10). A ```json
 // block holds one value per **TypeName** in the text before it; blocks with
 // placeholders that are not JSON are checked line by line, skipping the
 // lines that are not JSON.
@@ -1163,9 +1176,11 @@ func TestSchemaGoSamples(t *testing.T) {
 		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}
 	plan := &Plan{Thought: "t", Summary: "s", Risks: []string{"r"}, Questions: []string{"q"}, Completion: "c",
 		Steps: []PlanStep{{Step: "a", Status: StepPending}, {Step: "b", Status: StepInProgress}, {Step: "c", Status: StepCompleted}, {Step: "d"}}}
+	history := []Message{{Role: "system", Content: "p"}, {Role: "user", Content: "count"}, {Role: "assistant", Content: "{}"}}
+	redacted := "[redacted]"
 	samples := []any{
 		Manifest{Name: "go-hooks", Version: "0.1.0", ABIVersion: Version, Hooks: []string{HookBuildPrompt, HookFallbackFinal},
-			Tools: []ToolSpec{tool}, Capabilities: []string{"log", "config"}},
+			Tools: []ToolSpec{tool}, Capabilities: []string{"log", "config"}, History: true, Requires: []string{"audit"}},
 		Manifest{Name: "tools-only", Version: "1", ABIVersion: Version, Tools: []ToolSpec{tool}}, // nil Hooks: null
 		tool,
 		Usage{InputTokens: 1200, OutputTokens: 300, TotalTokens: 1500, Cost: 0.0042},
@@ -1185,6 +1200,32 @@ func TestSchemaGoSamples(t *testing.T) {
 		FallbackInput{Task: "task", Reason: "r", Steps: 15, Usage: Usage{InputTokens: 1, OutputTokens: 2, TotalTokens: 3, Cost: 1.5}},
 		ToolCallInput{Tool: "word_count", Params: map[string]any{"text": "a b c"}},
 		ToolCallOutput{Output: "3"},
+		Message{Role: "user", Content: "How many words?"},
+		TurnStart{SessionID: "s1", Turn: 2, Input: "and now?", History: history},
+		TurnStart{SessionID: "s1", Turn: 1, Input: "count"}, // no history asked for
+		Action{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Thought: "t", Input: map[string]any{"text": "a b"}, History: history},
+		Action{SessionID: "s1", Turn: 1, Step: 2, Tool: "now", Input: map[string]any{}},
+		Observation{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Observation: "2", History: history},
+		Observation{SessionID: "s1", Turn: 1, Step: 2, Tool: "nope", Observation: "error: unknown tool", IsError: true},
+		TurnFinal{SessionID: "s1", Turn: 1, Step: 2, Final: `{"thought":"t","output":2}`, Status: StatusFinal,
+			StepUsage: Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}, TurnUsage: Usage{InputTokens: 30, OutputTokens: 9, TotalTokens: 39, Cost: 0.001}},
+		TurnFinal{SessionID: "s1", Turn: 2, Status: StatusError, Error: "model call failed"},
+		BeforeRunInput{SessionID: "s1", Turn: 1, SystemPrompt: "p", Tools: []string{"word_count", "now"}, Model: "m"},
+		BeforeRunInput{SessionID: "s1", Turn: 1, SystemPrompt: "p", Tools: []string{}},
+		BeforeRunOutput{SystemPrompt: "Be brief.", Tools: []string{"word_count"}},
+		BeforeRunOutput{}, // changes nothing
+		BeforeToolCallInput{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Input: map[string]any{"text": "a b"}},
+		BeforeToolCallOutput{Input: map[string]any{"text": "a"}},
+		BeforeToolCallOutput{Deny: true, Reason: "word_count is disabled here"},
+		BeforeToolCallOutput{}, // changes nothing
+		AfterToolCallInput{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Input: map[string]any{"text": "a b"}, Output: "2"},
+		AfterToolCallInput{SessionID: "s1", Turn: 1, Step: 1, Tool: "fetch", Input: map[string]any{}, Output: "timeout", IsError: true},
+		AfterToolCallOutput{Output: &redacted},
+		AfterToolCallOutput{Output: new(string)}, // rewritten to empty
+		AfterToolCallOutput{},                    // changes nothing
+		AfterRunInput{SessionID: "s1", Turn: 1, Final: &Final{Thought: "t", Output: 2, Plan: plan}, Status: StatusForced,
+			Usage: Usage{InputTokens: 30, OutputTokens: 9, TotalTokens: 39}, Steps: 15},
+		AfterRunInput{SessionID: "s1", Turn: 1, Status: StatusCanceled, Error: "context canceled", Steps: 1},
 	}
 	covered := map[string]bool{}
 	for i, s := range samples {
@@ -1221,6 +1262,18 @@ func TestSchemaRejects(t *testing.T) {
 		{"FallbackInput", `{"task":"t","reason":"r","steps":1,"usage":{"input_tokens":1}}`, "incomplete usage"},
 		{"Final", `{"thought":"t"}`, "no output"},
 		{"ParamsOutput", `{"parameters":[1]}`, "parameters not an object"},
+		{"Manifest", `{"name":"x","version":"1","abi_version":1,"hooks":[],"history":"yes"}`, "history not a boolean"},
+		{"TurnStart", `{"session_id":"s","turn":1,"input":"i","history":[{"role":"user"}]}`, "history message without content"},
+		{"TurnStart", `{"session_id":"s","input":"i"}`, "no turn"},
+		{"Action", `{"session_id":"s","turn":1,"step":1,"tool":"t","input":null}`, "null input"},
+		{"TurnFinal", `{"session_id":"s","turn":1,"step":1,"status":"done","step_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"turn_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0}}`, "unknown status"},
+		{"TurnFinal", `{"session_id":"s","turn":1,"step":1,"status":"final","final":{"thought":"t","output":1},"step_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"turn_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0}}`, "final as an object, not JSON text"},
+		{"BeforeRunInput", `{"session_id":"s","turn":1,"system_prompt":"p","tools":null}`, "null tools"},
+		{"BeforeRunOutput", `{"tools":"word_count"}`, "tools not a list"},
+		{"BeforeToolCallOutput", `{"deny":"yes"}`, "deny not a boolean"},
+		{"AfterToolCallOutput", `{"output":3}`, "output not a string"},
+		{"AfterRunInput", `{"session_id":"s","turn":1,"status":"forced","usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"steps":1}`, "unknown status"},
+		{"AfterRunInput", `{"session_id":"s","turn":1,"status":"final","final":"{}","usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"steps":1}`, "final as JSON text, not an object"},
 	}
 	for _, c := range cases {
 		n, _ := schemaFor(t, ss, c.typ)
@@ -1237,5 +1290,102 @@ func TestSchemaRejects(t *testing.T) {
 	v, _ := decodeJSON([]byte(`{"output":"3","added_in_v1_1":true}`))
 	if errs := ss.validate(n, v, "ToolCallOutput"); len(errs) != 0 {
 		t.Errorf("an unknown field is refused: %v", errs)
+	}
+}
+
+// stringConsts are the exported string constants of the package's non-test
+// Go files whose names start with prefix, name -> value.
+func stringConsts(t *testing.T, prefix string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	out := map[string]string{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, s := range g.Specs {
+				vs := s.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if !strings.HasPrefix(id.Name, prefix) || !id.IsExported() || i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						v, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							t.Fatal(err)
+						}
+						out[id.Name] = v
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("found no string constants %s* in package abi: the source scan is broken", prefix)
+	}
+	return out
+}
+
+// TestSchemaEnums checks that each enum of the schemas lists exactly the
+// values of the Go constants it stands for.
+func TestSchemaEnums(t *testing.T) {
+	ss := loadSchemas(t)
+	cases := []struct{ ref, prefix string }{
+		{"turn_final.json#/properties/status", "Status"},
+		{"after_run_input.json#/properties/status", "Status"},
+		{"plan.json#/$defs/plan_step/oneOf/1/properties/status", "Step"},
+	}
+	for _, c := range cases {
+		n, err := ss.lookup(c.ref)
+		if err != nil {
+			t.Errorf("%s: %v", c.ref, err)
+			continue
+		}
+		var got []string
+		enum, _ := n.m()["enum"].([]any)
+		for _, v := range enum {
+			s, _ := v.(string)
+			got = append(got, s)
+		}
+		want := slices.Collect(maps.Values(stringConsts(t, c.prefix)))
+		if !sameSet(got, want) || len(got) != len(want) {
+			t.Errorf("%s: enum is %v, want the values of the %s* constants %v", n, got, c.prefix, slices.Sorted(slices.Values(want)))
+		}
+	}
+}
+
+// TestSpecListsExports checks that the table of SPEC.md §3 has a row for
+// every export of v1, and that each hook's export is morph_<hook>, as the
+// manifest schema says.
+func TestSpecListsExports(t *testing.T) {
+	spec, err := os.ReadFile("SPEC.md")
+	if err != nil {
+		t.Skipf("no SPEC.md: %v", err)
+	}
+	for name, export := range stringConsts(t, "Export") {
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(export) + "[`(]")
+		if !row.Match(spec) {
+			t.Errorf("SPEC.md: the exports table of §3 has no row for %s (%s)", export, name)
+		}
+	}
+	for _, m := range []map[string]string{HookExports, MiddlewareExports} {
+		for hook, export := range m {
+			if export != "morph_"+hook {
+				t.Errorf("hook %s has export %s, want morph_%s", hook, export, hook)
+			}
+		}
 	}
 }

@@ -54,8 +54,7 @@ const (
 	// ExportCallTool runs one of the plugin's tools: ToolCallInput -> ToolCallOutput.
 	ExportCallTool = "morph_call_tool"
 
-	// Reserved for session middleware; their payloads are specified when they
-	// are introduced, within v1 (additive).
+	// Session middleware (abi/middleware.go, SPEC section 10), added within v1.
 	ExportOnTurnStart    = "morph_on_turn_start"
 	ExportOnAction       = "morph_on_action"
 	ExportOnObservation  = "morph_on_observation"

@@ -153,6 +153,10 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(c
 
 var errPanic = errors.New("middleware hook panicked")
 
+// errQuarantined is a fail-closed middleware's failure while it is in
+// quarantine: skipping it would open what it guards.
+var errQuarantined = errors.New("in quarantine after repeated faults")
+
 // admit says whether m may be called now, releasing it from a quarantine
 // that has run out.
 func (m *mw) admit(e *Engine, r *run, hook string) bool {

@@ -123,10 +123,13 @@ func (e *Engine) beforeRun(r *run) error {
 		}
 		in := abi.BeforeRunInput{SessionID: r.SessionID, Turn: r.Turn, SystemPrompt: r.SystemPrompt, Tools: r.toolNames(e), Model: r.opts.Model}
 		var out abi.BeforeRunOutput
-		_, err := e.call(r.ctx, r, m, abi.HookBeforeRun, func(ctx context.Context) (err error) {
+		ran, err := e.call(r.ctx, r, m, abi.HookBeforeRun, func(ctx context.Context) (err error) {
 			out, err = m.f.BeforeRun(ctx, in)
 			return err
 		})
+		if !ran && m.cfg.Policy == FailClosed { // a quarantined gate stays shut
+			err = errQuarantined
+		}
 		if err != nil {
 			if m.cfg.Policy == FailClosed {
 				return &MiddlewareError{Middleware: m.f.ID, Hook: abi.HookBeforeRun, Err: err}
@@ -424,10 +427,13 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 		}
 		in := abi.BeforeToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input)}
 		var out abi.BeforeToolCallOutput
-		_, err := e.call(r.ctx, r, m, abi.HookBeforeToolCall, func(ctx context.Context) (err error) {
+		ran, err := e.call(r.ctx, r, m, abi.HookBeforeToolCall, func(ctx context.Context) (err error) {
 			out, err = m.f.BeforeToolCall(ctx, in)
 			return err
 		})
+		if !ran && m.cfg.Policy == FailClosed { // a quarantined guard denies
+			err = errQuarantined
+		}
 		switch {
 		case err != nil && m.cfg.Policy == FailClosed:
 			return nil, fmt.Sprintf("the guard %q failed and is fail-closed: %v", m.f.ID, err)

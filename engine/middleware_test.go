@@ -372,3 +372,19 @@ func TestSessionKeepsHistory(t *testing.T) {
 		t.Fatalf("session history %+v", sess.History())
 	}
 }
+
+// A fail-closed guard in quarantine keeps denying: skipping it would open what it guards.
+func TestQuarantinedFailClosedGuardDenies(t *testing.T) {
+	guard := &Funcs{ID: "guard", BeforeToolCall: func(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+		return abi.BeforeToolCallOutput{}, errors.New("down")
+	}}
+	tool := echoTool()
+	m := script(toolCall("echo", `{"text":"1"}`), toolCall("echo", `{"text":"2"}`), finalReply("x"))
+	_, rc, err := New(m, registry(tool), WithMiddleware(guard, MiddlewareConfig{Policy: FailClosed, QuarantineAfter: 1})).Run(context.Background(), "t", RunOptions{})
+	if err != nil || tool.calls != 0 {
+		t.Fatalf("err %v, tool calls %d", err, tool.calls)
+	}
+	if obs := rc.Steps[1].Observation; !strings.Contains(obs, "in quarantine") {
+		t.Fatalf("second call's observation %q", obs)
+	}
+}

@@ -31,6 +31,8 @@ type PluginStatus struct {
 	Calls       uint64        `json:"calls"`  // middleware hook calls
 	Faults      uint64        `json:"faults"` // failed middleware hook calls
 	Quarantines uint64        `json:"quarantines"`
+	P50         time.Duration `json:"p50_ns"` // middleware hook latency over the last 1024 calls
+	P99         time.Duration `json:"p99_ns"`
 }
 
 // SkippedPlugin is a plugin Initialize did not load, and why.
@@ -80,7 +82,7 @@ func (e *Engine) Status() Status {
 		if lp.mw != nil {
 			ps.Hooks = append(ps.Hooks, lp.mw.f.hookNames()...)
 			s := stats[lp.mw.f.ID]
-			ps.Calls, ps.Faults, ps.Quarantines = s.Calls, s.Faults, s.Quarantines
+			ps.Calls, ps.Faults, ps.Quarantines, ps.P50, ps.P99 = s.Calls, s.Faults, s.Quarantines, s.P50, s.P99
 			if s.Quarantined {
 				ps.State = "quarantined"
 			}
