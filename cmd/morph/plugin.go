@@ -138,7 +138,7 @@ func printStatus(w io.Writer, st engine.Status) {
 		if len(p.Requires) > 0 {
 			fmt.Fprintf(w, "  requires: %s\n", strings.Join(p.Requires, ", "))
 		}
-		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d\n", p.Calls, p.Faults, p.Quarantines)
+		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d, p50 %s, p99 %s\n", p.Calls, p.Faults, p.Quarantines, p.P50, p.P99)
 	}
 	for _, s := range st.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Name, s.Reason)
