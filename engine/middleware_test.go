@@ -388,3 +388,15 @@ func TestQuarantinedFailClosedGuardDenies(t *testing.T) {
 		t.Fatalf("second call's observation %q", obs)
 	}
 }
+
+func TestResumeSession(t *testing.T) {
+	m := script(finalReply("x"))
+	prior := []llm.Message{{Role: llm.RoleUser, Content: "earlier"}, {Role: llm.RoleAssistant, Content: `{"output":"answer"}`}}
+	sess := New(m, nil).ResumeSession("kept", prior)
+	if _, rc, err := sess.RunTurn(context.Background(), "now", RunOptions{}); err != nil || rc.SessionID != "kept" {
+		t.Fatalf("err %v rc %+v", err, rc)
+	}
+	if msgs := m.reqs[0].Messages; len(msgs) != 4 || msgs[1].Content != "earlier" || msgs[3].Content != "now" {
+		t.Fatalf("messages %+v", msgs)
+	}
+}

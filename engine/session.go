@@ -34,6 +34,14 @@ func (e *Engine) NewSession(id string) *Session {
 	return &Session{e: e, id: id}
 }
 
+// ResumeSession continues a conversation a host kept: history (inputs and
+// final answers, as History returned them) precedes the first turn.
+func (e *Engine) ResumeSession(id string, history []llm.Message) *Session {
+	s := e.NewSession(id)
+	s.history = slices.Clone(history)
+	return s
+}
+
 // ID is the session's id, as middleware payloads carry it.
 func (s *Session) ID() string { return s.id }
 
