@@ -81,14 +81,15 @@ func TestGoHooksManifest(t *testing.T) {
 	l, _ := goHooksLoader(t)
 	p := load(t, l, Config{Path: goHooksWasm(t)})
 	m := p.Manifest()
-	wantHooks := []string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal}
+	wantHooks := []string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal,
+		abi.HookOnTurnStart, abi.HookOnAction, abi.HookOnObservation, abi.HookOnFinal, abi.HookBeforeToolCall, abi.HookAfterToolCall}
 	if p.Name() != "go-hooks" || m.Version != "0.1.0" || m.ABIVersion != abi.Version || !reflect.DeepEqual(m.Hooks, wantHooks) {
 		t.Fatalf("manifest %+v", m)
 	}
 	if !reflect.DeepEqual(m.Capabilities, []string{"log", "config"}) {
 		t.Fatalf("capabilities %v", m.Capabilities)
 	}
-	if got := p.Hooks(); len(got) != 4 || len(p.Options()) != 4 {
+	if got := p.Hooks(); len(got) != len(wantHooks) || len(p.Options()) != 4 {
 		t.Fatalf("enabled hooks %v, %d options", got, len(p.Options()))
 	}
 	var names []string

@@ -184,7 +184,7 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 	}
 	exports := p.compiled.ExportedFunctions()
 	for _, h := range m.Hooks {
-		export, known := abi.HookExports[h]
+		export, known := hookExport(h)
 		if !known {
 			continue // a hook of a later minor revision: ignored, not an error
 		}
@@ -208,7 +208,7 @@ func enabledHooks(implemented, configured []string) ([]string, error) {
 	var out []string
 	if configured == nil {
 		for _, h := range implemented {
-			if _, known := abi.HookExports[h]; known {
+			if _, known := hookExport(h); known {
 				out = append(out, h)
 			}
 		}
@@ -249,12 +249,21 @@ func (p *Plugin) Manifest() abi.Manifest { return p.manifest }
 // Hooks are the enabled hooks, sorted.
 func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
 
-// Close closes the plugin's runtime and every instance. Calls in flight end
-// with an error; later calls fail with ErrClosed.
+// Close closes the plugin's runtime and every instance, first calling
+// morph_destroy (when the module exports it) once on each idle instance,
+// with the plugin's timeout; a failing destroy is logged, and the close goes
+// on. Calls in flight end with an error; later calls fail with ErrClosed. A
+// second Close does nothing and returns nil.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	idle := p.free
 	p.closed, p.free = true, nil
 	p.mu.Unlock()
+	p.destroy(ctx, idle)
 	return p.runtime.Close(ctx)
 }
 

@@ -13,6 +13,19 @@
 //   - json_query extracts a value from a JSON document by a path like
 //     "items[0].name".
 //
+// and three session middlewares (middleware.go):
+//
+//   - an audit log: on_turn_start, on_action, on_observation and on_final
+//     each log one line ("audit: turn 1 action word_count step 1 ...");
+//   - redaction: after_tool_call replaces e-mail addresses and API-key-like
+//     strings (sk-...) in tool outputs with "[redacted]";
+//   - a guard: before_tool_call denies the tools named in the config value
+//     "deny_tools" (comma-separated), and json_query calls whose document is
+//     larger than the config value "max_json_bytes", when set.
+//
+// When the host closes the plugin, each idle instance logs its success
+// count (morph_destroy, at debug level).
+//
 // Build (from this directory):
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o go-hooks.wasm .
@@ -33,6 +46,13 @@ func init() {
 	pdk.BuildParams(buildParams)
 	pdk.OnToolSuccess(onToolSuccess)
 	pdk.FallbackFinal(fallbackFinal)
+	pdk.OnTurnStart(auditTurnStart)
+	pdk.OnAction(auditAction)
+	pdk.OnObservation(auditObservation)
+	pdk.OnFinal(auditFinal)
+	pdk.BeforeToolCall(guardToolCall)
+	pdk.AfterToolCall(redactToolOutput)
+	pdk.OnDestroy(onDestroy)
 	pdk.Tool("word_count", "Counts the words, lines and characters (Unicode code points) of a text. Returns JSON {\"words\":n,\"lines\":n,\"chars\":n}.",
 		wordCountSchema, wordCountTool)
 	pdk.Tool("json_query", "Extracts one value from a JSON document by a path of object keys and array indexes, "+

@@ -31,7 +31,43 @@ func handle(export string, input []byte) (out []byte, isErr bool) {
 // errNotRegistered answers a hook export the plugin did not register.
 var errNotRegistered = errors.New("hook not registered by this plugin")
 
+// handler runs one registered hook on its JSON input.
+type handler func(input []byte) ([]byte, error)
+
+// hooks are the hooks of ABI v1 with their exports, in the order the
+// manifest lists them: the engine hooks, then the session middleware.
+var hooks = []struct{ name, export string }{
+	{abi.HookBuildPrompt, abi.ExportBuildPrompt},
+	{abi.HookBuildParams, abi.ExportBuildParams},
+	{abi.HookOnToolSuccess, abi.ExportOnToolSuccess},
+	{abi.HookFallbackFinal, abi.ExportFallbackFinal},
+	{abi.HookOnTurnStart, abi.ExportOnTurnStart},
+	{abi.HookOnAction, abi.ExportOnAction},
+	{abi.HookOnObservation, abi.ExportOnObservation},
+	{abi.HookOnFinal, abi.ExportOnFinal},
+	{abi.HookBeforeRun, abi.ExportBeforeRun},
+	{abi.HookAfterRun, abi.ExportAfterRun},
+	{abi.HookBeforeToolCall, abi.ExportBeforeToolCall},
+	{abi.HookAfterToolCall, abi.ExportAfterToolCall},
+}
+
+// hookOf is the hook name of each hook export.
+var hookOf = func() map[string]string {
+	m := make(map[string]string, len(hooks))
+	for _, h := range hooks {
+		m[h.export] = h.name
+	}
+	return m
+}()
+
 func dispatch(export string, input []byte) ([]byte, error) {
+	if name, ok := hookOf[export]; ok {
+		h := reg.handlers[name]
+		if h == nil {
+			return nil, fmt.Errorf("%s: %w (plugin %q)", name, errNotRegistered, reg.name)
+		}
+		return h(input)
+	}
 	switch export {
 	case abi.ExportDescribe:
 		m, err := reg.manifest()
@@ -39,32 +75,22 @@ func dispatch(export string, input []byte) ([]byte, error) {
 			return nil, err
 		}
 		return json.Marshal(m)
-	case abi.ExportBuildPrompt:
-		return hook(abi.HookBuildPrompt, reg.buildPrompt, input)
-	case abi.ExportBuildParams:
-		return hook(abi.HookBuildParams, reg.buildParams, input)
-	case abi.ExportOnToolSuccess:
-		var fn func(abi.ToolSuccessInput) (struct{}, error)
-		if reg.onToolSuccess != nil {
-			fn = func(in abi.ToolSuccessInput) (struct{}, error) { return struct{}{}, reg.onToolSuccess(in) }
-		}
-		if _, err := hook(abi.HookOnToolSuccess, fn, input); err != nil {
-			return nil, err
-		}
-		return nil, nil // empty output: success
-	case abi.ExportFallbackFinal:
-		return hook(abi.HookFallbackFinal, reg.fallbackFinal, input)
 	case abi.ExportCallTool:
 		return callTool(input)
+	case abi.ExportDestroy:
+		if reg.onDestroy != nil {
+			reg.onDestroy()
+		}
+		return nil, nil // empty output, registered or not: the host closes either way
 	}
 	return nil, fmt.Errorf("%s: not an export of ABI v1 this plugin serves", export)
 }
 
-// hook decodes the input, runs fn and encodes its output.
+// none is the output of an observing hook: it answers empty output.
+type none struct{}
+
+// hook decodes the input, runs fn and encodes its output (none: empty).
 func hook[In, Out any](name string, fn func(In) (Out, error), input []byte) ([]byte, error) {
-	if fn == nil {
-		return nil, fmt.Errorf("%s: %w (plugin %q)", name, errNotRegistered, reg.name)
-	}
 	var in In
 	if err := decode(input, &in); err != nil {
 		return nil, fmt.Errorf("%s: invalid input: %w", name, err)
@@ -72,6 +98,9 @@ func hook[In, Out any](name string, fn func(In) (Out, error), input []byte) ([]b
 	out, err := fn(in)
 	if err != nil {
 		return nil, err
+	}
+	if _, empty := any(out).(none); empty {
+		return nil, nil
 	}
 	b, err := json.Marshal(out)
 	if err != nil {

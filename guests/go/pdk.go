@@ -70,10 +70,9 @@ const DefaultSchema = `{"type":"object"}`
 type registry struct {
 	name, version string
 
-	buildPrompt   func(abi.PromptInput) (abi.PromptOutput, error)
-	buildParams   func(abi.ParamsInput) (abi.ParamsOutput, error)
-	onToolSuccess func(abi.ToolSuccessInput) error
-	fallbackFinal func(abi.FallbackInput) (abi.Final, error)
+	handlers  map[string]handler // registered hooks, by hook name (abi.Hook*)
+	onDestroy func()             // run by morph_destroy
+	history   bool               // WantHistory: the manifest's history
 
 	tools   []abi.ToolSpec
 	toolFns map[string]func(map[string]any) (string, error)
@@ -87,7 +86,7 @@ type registry struct {
 var reg = newRegistry()
 
 func newRegistry() *registry {
-	return &registry{toolFns: map[string]func(map[string]any) (string, error){}, used: map[string]bool{}}
+	return &registry{handlers: map[string]handler{}, toolFns: map[string]func(map[string]any) (string, error){}, used: map[string]bool{}}
 }
 
 func (r *registry) fail(format string, args ...any) {
@@ -108,36 +107,45 @@ func Plugin(name, version string) {
 // tools and the engine's default prompt, and returns the run's system prompt.
 // An empty system prompt counts as a failure and the engine uses its default.
 func BuildPrompt(fn func(abi.PromptInput) (abi.PromptOutput, error)) {
-	if checkHook(abi.HookBuildPrompt, fn == nil, reg.buildPrompt != nil) {
-		reg.buildPrompt = fn
-	}
+	register(abi.HookBuildPrompt, fn)
 }
 
 // BuildParams registers the build_params hook: the returned parameters
 // override the run's base model parameters key by key, for every model
 // request of the run.
 func BuildParams(fn func(abi.ParamsInput) (abi.ParamsOutput, error)) {
-	if checkHook(abi.HookBuildParams, fn == nil, reg.buildParams != nil) {
-		reg.buildParams = fn
-	}
+	register(abi.HookBuildParams, fn)
 }
 
 // OnToolSuccess registers the on_tool_success hook, called after every tool
 // call that was found and returned no error. An error it returns is logged by
 // the host; the tool's result stands.
 func OnToolSuccess(fn func(abi.ToolSuccessInput) error) {
-	if checkHook(abi.HookOnToolSuccess, fn == nil, reg.onToolSuccess != nil) {
-		reg.onToolSuccess = fn
-	}
+	observe(abi.HookOnToolSuccess, fn)
 }
 
 // FallbackFinal registers the fallback_final hook, which gives the run's final
 // answer when the model failed to conclude. If it fails, the engine uses its
 // default final.
 func FallbackFinal(fn func(abi.FallbackInput) (abi.Final, error)) {
-	if checkHook(abi.HookFallbackFinal, fn == nil, reg.fallbackFinal != nil) {
-		reg.fallbackFinal = fn
+	register(abi.HookFallbackFinal, fn)
+}
+
+// register records fn as the hook name's handler, or the registration
+// mistake (nil fn, a second registration).
+func register[In, Out any](name string, fn func(In) (Out, error)) {
+	if checkHook(name, fn == nil, reg.handlers[name] != nil) {
+		reg.handlers[name] = func(input []byte) ([]byte, error) { return hook(name, fn, input) }
 	}
+}
+
+// observe registers an observing hook: it answers nothing (empty output).
+func observe[In any](name string, fn func(In) error) {
+	var h func(In) (none, error)
+	if fn != nil {
+		h = func(in In) (none, error) { return none{}, fn(in) }
+	}
+	register(name, h)
 }
 
 func checkHook(name string, isNil, dup bool) bool {
@@ -240,17 +248,9 @@ func (r *registry) manifest() (abi.Manifest, error) {
 	if len(r.errs) > 0 {
 		return abi.Manifest{}, fmt.Errorf("plugin registration: %s", strings.Join(r.errs, "; "))
 	}
-	m := abi.Manifest{Name: r.name, Version: r.version, ABIVersion: abi.Version, Hooks: []string{}, Tools: r.tools}
-	for _, h := range []struct {
-		name string
-		set  bool
-	}{
-		{abi.HookBuildPrompt, r.buildPrompt != nil},
-		{abi.HookBuildParams, r.buildParams != nil},
-		{abi.HookOnToolSuccess, r.onToolSuccess != nil},
-		{abi.HookFallbackFinal, r.fallbackFinal != nil},
-	} {
-		if h.set {
+	m := abi.Manifest{Name: r.name, Version: r.version, ABIVersion: abi.Version, Hooks: []string{}, Tools: r.tools, History: r.history}
+	for _, h := range hooks {
+		if r.handlers[h.name] != nil {
 			m.Hooks = append(m.Hooks, h.name)
 		}
 	}

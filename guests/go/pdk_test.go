@@ -203,15 +203,15 @@ func TestHooks(t *testing.T) {
 func TestUnregisteredHook(t *testing.T) {
 	x := fresh(t)
 	Plugin("p", "")
-	for _, export := range []string{abi.ExportBuildPrompt, abi.ExportBuildParams, abi.ExportOnToolSuccess, abi.ExportFallbackFinal} {
-		out, isErr := run(t, x, export, `{}`)
-		if !isErr || !strings.Contains(out, "hook not registered by this plugin") {
-			t.Fatalf("%s = %q, %v", export, out, isErr)
+	for _, h := range hooks { // the engine hooks and the middleware
+		out, isErr := run(t, x, h.export, `{}`)
+		if !isErr || !strings.Contains(out, h.name+": hook not registered by this plugin") {
+			t.Fatalf("%s = %q, %v", h.export, out, isErr)
 		}
 	}
-	out, isErr := run(t, x, "morph_on_turn_start", `{}`)
+	out, isErr := run(t, x, "morph_on_something_later", `{}`)
 	if !isErr || !strings.Contains(out, "not an export") {
-		t.Fatalf("reserved export = %q, %v", out, isErr)
+		t.Fatalf("unknown export = %q, %v", out, isErr)
 	}
 }
 

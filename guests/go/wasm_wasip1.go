@@ -46,6 +46,41 @@ func morphFallbackFinal(ptr, size uint32) uint64 {
 //go:wasmexport morph_call_tool
 func morphCallTool(ptr, size uint32) uint64 { return mem.call(abi.ExportCallTool, ptr, size) }
 
+// Session middleware.
+
+//go:wasmexport morph_on_turn_start
+func morphOnTurnStart(ptr, size uint32) uint64 { return mem.call(abi.ExportOnTurnStart, ptr, size) }
+
+//go:wasmexport morph_on_action
+func morphOnAction(ptr, size uint32) uint64 { return mem.call(abi.ExportOnAction, ptr, size) }
+
+//go:wasmexport morph_on_observation
+func morphOnObservation(ptr, size uint32) uint64 {
+	return mem.call(abi.ExportOnObservation, ptr, size)
+}
+
+//go:wasmexport morph_on_final
+func morphOnFinal(ptr, size uint32) uint64 { return mem.call(abi.ExportOnFinal, ptr, size) }
+
+//go:wasmexport morph_before_run
+func morphBeforeRun(ptr, size uint32) uint64 { return mem.call(abi.ExportBeforeRun, ptr, size) }
+
+//go:wasmexport morph_after_run
+func morphAfterRun(ptr, size uint32) uint64 { return mem.call(abi.ExportAfterRun, ptr, size) }
+
+//go:wasmexport morph_before_tool_call
+func morphBeforeToolCall(ptr, size uint32) uint64 {
+	return mem.call(abi.ExportBeforeToolCall, ptr, size)
+}
+
+//go:wasmexport morph_after_tool_call
+func morphAfterToolCall(ptr, size uint32) uint64 {
+	return mem.call(abi.ExportAfterToolCall, ptr, size)
+}
+
+//go:wasmexport morph_destroy
+func morphDestroy(ptr, size uint32) uint64 { return mem.call(abi.ExportDestroy, ptr, size) }
+
 // The host functions of morph:host/v1.
 
 //go:wasmimport morph:host/v1 log

@@ -1,0 +1,115 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// hookExport is the export of a hook this host knows: one of the four
+// engine hooks or a session middleware hook.
+func hookExport(hook string) (string, bool) {
+	if e, ok := abi.HookExports[hook]; ok {
+		return e, true
+	}
+	e, ok := abi.MiddlewareExports[hook]
+	return e, ok
+}
+
+// Middleware returns the plugin as session middleware for the engine: an
+// *engine.Funcs named after the plugin, wanting the session history when
+// its manifest asks for it, with a function for each middleware hook the
+// plugin implements and has enabled (Config.Hooks). It returns nil when
+// there is none.
+//
+// Each function is one call of the hook's export on a pooled instance, with
+// the plugin's limits. A failure is returned as the host's typed *Error
+// (ErrTimeout, ErrTrap, ErrGuest, ErrBadOutput, ...: see errors.Is), never a
+// panic; the engine isolates it (it logs and counts it, and applies the
+// middleware's policy), so a failing plugin never ends a session. Observing
+// hooks ignore the guest's output; a mutating hook's empty output is its
+// zero payload, which changes nothing.
+func (p *Plugin) Middleware() engine.Middleware {
+	f := &engine.Funcs{ID: p.name, History: p.manifest.History}
+	n := 0
+	for _, h := range p.hooks {
+		export, ok := abi.MiddlewareExports[h]
+		if !ok {
+			continue
+		}
+		n++
+		switch h {
+		case abi.HookOnTurnStart:
+			f.TurnStart = observer[abi.TurnStart](p, export)
+		case abi.HookOnAction:
+			f.Action = observer[abi.Action](p, export)
+		case abi.HookOnObservation:
+			f.Observation = observer[abi.Observation](p, export)
+		case abi.HookOnFinal:
+			f.Final = observer[abi.TurnFinal](p, export)
+		case abi.HookBeforeRun:
+			f.BeforeRun = mutator[abi.BeforeRunInput, abi.BeforeRunOutput](p, export)
+		case abi.HookAfterRun:
+			f.AfterRun = observer[abi.AfterRunInput](p, export)
+		case abi.HookBeforeToolCall:
+			f.BeforeToolCall = mutator[abi.BeforeToolCallInput, abi.BeforeToolCallOutput](p, export)
+		case abi.HookAfterToolCall:
+			f.AfterToolCall = mutator[abi.AfterToolCallInput, abi.AfterToolCallOutput](p, export)
+		default:
+			n-- // a middleware hook of abi this host does not wire yet
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return f
+}
+
+// observer calls an observing hook's export; its output, if any, is ignored
+// (it must still be JSON: anything else is ErrBadOutput).
+func observer[In any](p *Plugin, export string) func(context.Context, In) error {
+	return func(ctx context.Context, in In) error {
+		_, err := invoke[json.RawMessage](ctx, p, export, in)
+		return err
+	}
+}
+
+// mutator calls a mutating hook's export; an empty output is the zero Out.
+func mutator[In, Out any](p *Plugin, export string) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		return invoke[Out](ctx, p, export, in)
+	}
+}
+
+// destroy calls morph_destroy, when the module exports it, on each of the
+// idle instances, at once and each with the plugin's timeout. A failure is
+// logged under the plugin's name and counted; it does not stop the others.
+func (p *Plugin) destroy(ctx context.Context, idle []*instance) {
+	var wg sync.WaitGroup
+	for _, inst := range idle {
+		if inst.fns[abi.ExportDestroy] == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			callCtx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
+			defer cancel()
+			_, kind, msg, err := inst.call(callCtx, abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+			p.stats.calls.Add(1)
+			if kind == nil {
+				return
+			}
+			if kind == ErrTrap {
+				kind = p.classify(ctx, err)
+			}
+			p.stats.faults.Add(1)
+			p.log.WarnContext(ctx, "plugin destroy failed; closing anyway",
+				"err", &Error{Plugin: p.name, Export: abi.ExportDestroy, Kind: kind, Msg: msg, Err: err})
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,280 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// funcs is p's middleware as the engine dispatches it.
+func funcs(t *testing.T, p *Plugin) *engine.Funcs {
+	t.Helper()
+	mw := p.Middleware()
+	f, ok := mw.(*engine.Funcs)
+	if !ok || f == nil {
+		t.Fatalf("Middleware() = %#v, want an *engine.Funcs", mw)
+	}
+	if f.Name() != p.Name() {
+		t.Fatalf("middleware name %q, plugin %q", f.Name(), p.Name())
+	}
+	return f
+}
+
+// linesWith returns the log lines that contain every one of parts.
+func linesWith(log string, parts ...string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		ok := line != ""
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// The example plugin's three middlewares, called as the engine calls them.
+func TestGoHooksMiddleware(t *testing.T) {
+	l, logs := goHooksLoader(t)
+	ctx := context.Background()
+	p := load(t, l, Config{Name: "go-hooks-mw", Path: goHooksWasm(t),
+		Values: map[string]string{"deny_tools": "word_count", "max_json_bytes": "64"}})
+	f := funcs(t, p)
+	if f.History || f.BeforeRun != nil || f.AfterRun != nil || f.TurnStart == nil || f.Action == nil ||
+		f.Observation == nil || f.Final == nil || f.BeforeToolCall == nil || f.AfterToolCall == nil {
+		t.Fatalf("middleware %+v: want the audit hooks, before_tool_call and after_tool_call only", f)
+	}
+	if len(p.Options()) != 4 {
+		t.Fatalf("%d engine options, want the 4 engine hooks", len(p.Options()))
+	}
+
+	// The audit log: observing hooks answer nothing, and log one line each.
+	usage := abi.Usage{InputTokens: 20, OutputTokens: 10}
+	for name, err := range map[string]error{
+		"on_turn_start":  f.TurnStart(ctx, abi.TurnStart{SessionID: "s1", Turn: 1, Input: "count the words, then mail me@example.com"}),
+		"on_action":      f.Action(ctx, abi.Action{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Input: map[string]any{"text": "a b"}}),
+		"on_observation": f.Observation(ctx, abi.Observation{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Observation: "2"}),
+		"on_final":       f.Final(ctx, abi.TurnFinal{SessionID: "s1", Turn: 1, Step: 2, Status: abi.StatusFinal, Final: `{"output":2}`, TurnUsage: usage}),
+	} {
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	out := logs.String()
+	for _, want := range []string{
+		`audit: turn 1 start session s1 input \"count the words, then mail [redacted]\"`,
+		"audit: turn 1 action word_count step 1 params [text]",
+		"audit: turn 1 observation word_count step 1 ok, 1 bytes",
+		"audit: turn 1 final final after 2 steps, 30 tokens",
+	} {
+		if n := len(linesWith(out, want, "plugin=go-hooks-mw")); n != 1 {
+			t.Fatalf("%d log lines with %q, want 1; log:\n%s", n, want, out)
+		}
+	}
+
+	// Redaction: the output is rewritten; a clean one is left unchanged (nil).
+	red, err := f.AfterToolCall(ctx, abi.AfterToolCallInput{SessionID: "s1", Turn: 1, Step: 1, Tool: "json_query",
+		Output: "mail me at a.b@example.com, key sk-abcdefghijklmnop1234"})
+	if err != nil || red.Output == nil || *red.Output != "mail me at [redacted], key [redacted]" {
+		t.Fatalf("after_tool_call = %+v, %v", red, err)
+	}
+	red, err = f.AfterToolCall(ctx, abi.AfterToolCallInput{Tool: "word_count", Output: `{"words":2}`})
+	if err != nil || red.Output != nil {
+		t.Fatalf("after_tool_call on a clean output = %+v, %v", red, err)
+	}
+
+	// The guard: a denied tool, a document over max_json_bytes, and calls
+	// that pass unchanged (nil Input, no denial).
+	deny, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Turn: 1, Step: 1, Tool: "word_count", Input: map[string]any{"text": "a"}})
+	if err != nil || !deny.Deny || deny.Reason != "tool word_count is denied by policy (go-hooks deny_tools)" || deny.Input != nil {
+		t.Fatalf("before_tool_call word_count = %+v, %v", deny, err)
+	}
+	deny, err = f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Tool: "json_query", Input: map[string]any{"json": `[` + strings.Repeat(`1,`, 40) + `1]`, "path": "[0]"}})
+	if err != nil || !deny.Deny || deny.Reason != "json_query document is 83 bytes, over the limit of 64 (go-hooks max_json_bytes)" {
+		t.Fatalf("before_tool_call on a large document = %+v, %v", deny, err)
+	}
+	for _, in := range []abi.BeforeToolCallInput{
+		{Tool: "json_query", Input: map[string]any{"json": `{"a":1}`, "path": "a"}},
+		{Tool: "calc", Input: map[string]any{"expression": "1+1"}},
+	} {
+		pass, err := f.BeforeToolCall(ctx, in)
+		if err != nil || pass.Deny || pass.Reason != "" || pass.Input != nil {
+			t.Fatalf("before_tool_call %s = %+v, %v; want the zero output", in.Tool, pass, err)
+		}
+	}
+	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Config.Hooks enables middleware hooks one by one, like engine hooks.
+func TestGoHooksMiddlewareEnabledHooks(t *testing.T) {
+	l, _ := goHooksLoader(t)
+	p := load(t, l, Config{Name: "go-hooks-redact", Path: goHooksWasm(t), Hooks: []string{abi.HookAfterToolCall}})
+	f := funcs(t, p)
+	if f.AfterToolCall == nil || f.TurnStart != nil || f.Action != nil || f.Observation != nil || f.Final != nil ||
+		f.BeforeRun != nil || f.AfterRun != nil || f.BeforeToolCall != nil {
+		t.Fatalf("middleware %+v: want after_tool_call only", f)
+	}
+	if got := p.Hooks(); len(got) != 1 || got[0] != abi.HookAfterToolCall || len(p.Options()) != 0 {
+		t.Fatalf("hooks %v, %d engine options", got, len(p.Options()))
+	}
+	red, err := f.AfterToolCall(context.Background(), abi.AfterToolCallInput{Tool: "t", Output: "ops@corp.io"})
+	if err != nil || red.Output == nil || *red.Output != "[redacted]" {
+		t.Fatalf("after_tool_call = %+v, %v", red, err)
+	}
+	// Only engine hooks enabled: no middleware at all.
+	p2 := load(t, l, Config{Path: goHooksWasm(t), Hooks: []string{abi.HookBuildPrompt}})
+	if mw := p2.Middleware(); mw != nil {
+		t.Fatalf("Middleware() = %#v, want nil", mw)
+	}
+}
+
+// The example's OnDestroy runs on close, once per idle instance, with the
+// state the instance kept.
+func TestGoHooksDestroy(t *testing.T) {
+	l, logs := goHooksLoader(t)
+	ctx := context.Background()
+	p := load(t, l, Config{Name: "go-hooks-destroy", Path: goHooksWasm(t)})
+	if _, err := invoke[json.RawMessage](ctx, p, abi.ExportOnToolSuccess, abi.ToolSuccessInput{Tool: "word_count"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const line = "go-hooks: instance closed after 1 tool successes"
+	if got := linesWith(logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
+		t.Fatalf("%d destroy lines, want 1:\n%s", len(got), logs.String())
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if got := linesWith(logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
+		t.Fatalf("a second Close destroyed again: %d lines", len(got))
+	}
+}
+
+// newLoggedLoader is a loader whose plugins log to the returned buffer.
+func newLoggedLoader(t *testing.T) (*Loader, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	l, err := NewLoader(LoaderOptions{CacheDir: "off", Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l, logs
+}
+
+// Close calls morph_destroy exactly once on each idle instance, not on a
+// busy one, and a second Close does nothing.
+func TestCloseDestroysIdleInstances(t *testing.T) {
+	l, logs := newLoggedLoader(t)
+	ctx := context.Background()
+	p := load(t, l, Config{Path: fixture(t, "mw_destroy")})
+	f := funcs(t, p)
+	if f.ID != "mw-destroy" || f.TurnStart == nil || f.Action != nil || f.BeforeToolCall != nil || f.AfterToolCall != nil {
+		t.Fatalf("middleware %+v", f)
+	}
+	if err := f.TurnStart(ctx, abi.TurnStart{SessionID: "s", Turn: 1, Input: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	// Three instances in the pool, and a fourth one busy at Close.
+	var insts []*instance
+	for range 4 {
+		inst, err := p.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		insts = append(insts, inst)
+	}
+	for _, inst := range insts[:3] {
+		p.put(inst)
+	}
+	before := p.Stats()
+	if before.Instantiated != 4 {
+		t.Fatalf("stats %+v, want 4 instances", before)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.put(insts[3]) // the busy one comes back after Close: closed, not destroyed
+	const line = "mw_destroy: instance destroyed"
+	if got := linesWith(logs.String(), line, "plugin=mw-destroy"); len(got) != 3 {
+		t.Fatalf("%d destroy lines, want one per idle instance (3):\n%s", len(got), logs.String())
+	}
+	if st := p.Stats(); st.Calls-before.Calls != 3 || st.Faults != 0 {
+		t.Fatalf("stats before %+v, after %+v", before, st)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if got := linesWith(logs.String(), line); len(got) != 3 {
+		t.Fatalf("a second Close destroyed again: %d lines", len(got))
+	}
+	if err := f.TurnStart(ctx, abi.TurnStart{Turn: 2}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a hook after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A faulty middleware plugin: each failure is the host's typed error, and a
+// trapping destroy is logged without failing Close.
+func TestMiddlewareFaults(t *testing.T) {
+	l, logs := newLoggedLoader(t)
+	ctx := context.Background()
+	p := load(t, l, Config{Path: fixture(t, "mw_trap"), Limits: Limits{Timeout: time.Second}})
+	f := funcs(t, p)
+	if f.Action == nil || f.BeforeToolCall == nil || f.AfterToolCall == nil || f.TurnStart != nil || f.BeforeRun != nil {
+		t.Fatalf("middleware %+v", f)
+	}
+	err := f.Action(ctx, abi.Action{Turn: 1, Step: 1, Tool: "word_count"})
+	var pe *Error
+	if !errors.Is(err, ErrTrap) || !errors.As(err, &pe) || pe.Plugin != "mw-trap" || pe.Export != abi.ExportOnAction ||
+		!strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("on_action = %v, want ErrTrap naming the plugin and export", err)
+	}
+	out, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Tool: "word_count"})
+	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "policy store unavailable") || out.Deny || out.Input != nil {
+		t.Fatalf("before_tool_call = %+v, %v, want ErrGuest and the zero output", out, err)
+	}
+	red, err := f.AfterToolCall(ctx, abi.AfterToolCallInput{Tool: "word_count", Output: "x"})
+	if err != nil || red.Output != nil {
+		t.Fatalf("after_tool_call = %+v, %v, want unchanged", red, err)
+	}
+	if st := p.Stats(); st.Faults != 2 || st.Discarded != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close with a trapping destroy: %v", err)
+	}
+	if got := linesWith(logs.String(), "plugin destroy failed", "plugin=mw-trap", abi.ExportDestroy, "plugin trapped"); len(got) != 1 {
+		t.Fatalf("want one warning for the trapping destroy:\n%s", logs.String())
+	}
+}
+
+// A manifest that lists a middleware hook must export it; a config may
+// enable only what the plugin implements.
+func TestMiddlewareLoadChecks(t *testing.T) {
+	l := newLoader(t)
+	_, err := l.Load(context.Background(), Config{Path: fixture(t, "mw_missing")})
+	if !errors.Is(err, ErrABIMismatch) || !strings.Contains(err.Error(), "manifest declares hook before_run but the module does not export morph_before_run") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = l.Load(context.Background(), Config{Path: fixture(t, "mw_destroy"), Hooks: []string{abi.HookOnAction}})
+	if !errors.Is(err, ErrABIMismatch) || !strings.Contains(err.Error(), `hook "on_action" is enabled in the config but the plugin implements only [on_turn_start]`) {
+		t.Fatalf("err = %v", err)
+	}
+	// No middleware hook: no middleware.
+	if mw := load(t, l, Config{Path: fixture(t, "minimal")}).Middleware(); mw != nil {
+		t.Fatalf("Middleware() = %#v, want nil", mw)
+	}
+}
