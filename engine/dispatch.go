@@ -118,19 +118,16 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(c
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	done := make(chan error, 1) // buffered: an abandoned hook can still finish
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- fmt.Errorf("%w: %v", errPanic, p)
-			}
-		}()
-		done <- fn(hctx)
-	}()
-	select {
-	case err = <-done:
-	case <-hctx.Done():
-		err = fmt.Errorf("%w after %s", ErrHookTimeout, m.cfg.Timeout)
+	if m.f.Bounded {
+		err = recovered(hctx, fn)
+	} else {
+		done := make(chan error, 1) // buffered: an abandoned hook can still finish
+		go func() { done <- recovered(hctx, fn) }()
+		select {
+		case err = <-done:
+		case <-hctx.Done():
+			err = fmt.Errorf("%w after %s", ErrHookTimeout, m.cfg.Timeout)
+		}
 	}
 	d := time.Since(start)
 	outcome := OutcomeOK
@@ -152,6 +149,16 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(c
 }
 
 var errPanic = errors.New("middleware hook panicked")
+
+// recovered runs fn, turning a panic into its error.
+func recovered(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errPanic, p)
+		}
+	}()
+	return fn(ctx)
+}
 
 // errQuarantined is a fail-closed middleware's failure while it is in
 // quarantine: skipping it would open what it guards.

@@ -101,8 +101,12 @@ type MiddlewareConfig struct {
 // known only at run time (a WebAssembly plugin implements the hooks its
 // manifest lists). A nil field is a hook it does not implement.
 type Funcs struct {
-	ID             string // the middleware's name
-	History        bool   // WantsHistory
+	ID      string // the middleware's name
+	History bool   // WantsHistory
+	// Bounded says the hooks return by their context's deadline on their own
+	// (a WebAssembly plugin's host enforces it), so the engine calls them on
+	// the run's goroutine instead of a watchdog goroutine of their own.
+	Bounded        bool
 	TurnStart      func(ctx context.Context, ev abi.TurnStart) error
 	Action         func(ctx context.Context, ev abi.Action) error
 	Observation    func(ctx context.Context, ev abi.Observation) error

@@ -7,12 +7,15 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
 )
 
 // Payload sizes of the call-path benchmarks.
@@ -180,5 +183,54 @@ func BenchmarkColdStart(b *testing.B) {
 		}
 		p.Close(ctx)
 		l.Close(ctx)
+	}
+}
+
+// finalOnly answers every request with a final at once.
+type finalOnly struct{}
+
+func (finalOnly) Chat(context.Context, llm.Request) (llm.Result, error) {
+	return llm.Result{Text: `{"type":"final","final":{"output":"ok"}}`}, nil
+}
+
+// BenchmarkMiddlewareHistory is one session turn after 10 and after 1,000
+// messages of history, with no middleware, with a wasm middleware that does
+// not ask for the history, and with one that does. The first two must cost
+// the same at both lengths (beyond what the engine itself pays to send the
+// history to the model).
+func BenchmarkMiddlewareHistory(b *testing.B) {
+	ctx := context.Background()
+	l := newLoader(b)
+	for _, mwName := range []string{"none", "mw_observe", "mw_observe_history"} {
+		var hookTime time.Duration // what the middleware hook calls took, as the engine timed them
+		opts := []engine.Option{engine.WithEventHandler(func(ev engine.Event) {
+			if ev.Kind == engine.EventHook {
+				hookTime += ev.Duration
+			}
+		})}
+		if mwName != "none" {
+			opts = append(opts, engine.WithPlugins(l.EnginePlugin(Config{Path: fixture(b, mwName)}, engine.MiddlewareConfig{})))
+		}
+		e := engine.New(finalOnly{}, nil, opts...)
+		if err := e.Initialize(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { e.Close(ctx) })
+		for _, n := range []int{10, 1000} {
+			history := make([]llm.Message, n)
+			for i := range history {
+				history[i] = llm.Message{Role: []string{llm.RoleUser, llm.RoleAssistant}[i%2], Content: strings.Repeat("m", 100)}
+			}
+			b.Run(fmt.Sprintf("%s/%d", mwName, n), func(b *testing.B) {
+				b.ReportAllocs()
+				hookTime = 0
+				for b.Loop() {
+					if _, _, err := e.ResumeSession("bench", history).RunTurn(ctx, "q", engine.RunOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(hookTime.Nanoseconds())/float64(b.N), "hook-ns/op")
+			})
+		}
 	}
 }

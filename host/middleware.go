@@ -33,7 +33,7 @@ func hookExport(hook string) (string, bool) {
 // hooks ignore the guest's output; a mutating hook's empty output is its
 // zero payload, which changes nothing.
 func (p *Plugin) Middleware() engine.Middleware {
-	f := &engine.Funcs{ID: p.name, History: p.manifest.History}
+	f := &engine.Funcs{ID: p.name, History: p.manifest.History, Bounded: true}
 	n := 0
 	for _, h := range p.hooks {
 		export, ok := abi.MiddlewareExports[h]
