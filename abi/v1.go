@@ -105,6 +105,13 @@ func Unpack(v uint64) (ptr, length uint32, isErr bool) {
 	return uint32(v >> 32), uint32(v) & MaxPayload, uint32(v)&ErrorFlag != 0
 }
 
+// Capabilities a plugin may request in its manifest; a host grants log and
+// config to every plugin.
+const (
+	CapabilityLog    = "log"
+	CapabilityConfig = "config"
+)
+
 // Manifest is what ExportDescribe returns: who the plugin is and what it offers.
 type Manifest struct {
 	Name         string     `json:"name"`

@@ -195,6 +195,11 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 	if _, ok := exports[abi.ExportCallTool]; len(m.Tools) > 0 && !ok {
 		return fmt.Errorf("manifest declares %d tools but the module does not export %s", len(m.Tools), abi.ExportCallTool)
 	}
+	for _, c := range m.Capabilities {
+		if c != abi.CapabilityLog && c != abi.CapabilityConfig {
+			p.log.WarnContext(ctx, "the plugin requests a capability this host does not grant; calls that need it will fail", "capability", c)
+		}
+	}
 	enabled, err := enabledHooks(m.Hooks, cfg.Hooks)
 	if err != nil {
 		return err

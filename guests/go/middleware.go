@@ -72,3 +72,7 @@ func OnDestroy(fn func()) {
 // payloads (the manifest's history). Without it they carry none, so the
 // plugin's cost does not grow with the conversation.
 func WantHistory() { reg.history = true }
+
+// Requires names plugins (as the host's configuration names them) that must
+// be loaded before this one; their middleware then runs first.
+func Requires(names ...string) { reg.requires = append(reg.requires, names...) }

@@ -221,3 +221,13 @@ func TestMiddlewareRegistrationMistakes(t *testing.T) {
 		})
 	}
 }
+
+func TestRequiresInManifest(t *testing.T) {
+	fresh(t)
+	Plugin("dependent", "1")
+	Requires("audit", "auth")
+	m, err := reg.manifest()
+	if err != nil || !reflect.DeepEqual(m.Requires, []string{"audit", "auth"}) {
+		t.Fatalf("manifest %+v, %v", m, err)
+	}
+}

@@ -55,9 +55,9 @@ import (
 // Capabilities a plugin may ask of the host (abi.Manifest.Capabilities).
 const (
 	// CapLog is the host function log, used by Log and Logf.
-	CapLog = "log"
+	CapLog = abi.CapabilityLog
 	// CapConfig is the host function config_get, used by Config.
-	CapConfig = "config"
+	CapConfig = abi.CapabilityConfig
 )
 
 // DefaultSchema is the parameter schema of a tool registered with an empty
@@ -73,6 +73,7 @@ type registry struct {
 	handlers  map[string]handler // registered hooks, by hook name (abi.Hook*)
 	onDestroy func()             // run by morph_destroy
 	history   bool               // WantHistory: the manifest's history
+	requires  []string           // Requires: the manifest's requires
 
 	tools   []abi.ToolSpec
 	toolFns map[string]func(map[string]any) (string, error)
@@ -248,7 +249,7 @@ func (r *registry) manifest() (abi.Manifest, error) {
 	if len(r.errs) > 0 {
 		return abi.Manifest{}, fmt.Errorf("plugin registration: %s", strings.Join(r.errs, "; "))
 	}
-	m := abi.Manifest{Name: r.name, Version: r.version, ABIVersion: abi.Version, Hooks: []string{}, Tools: r.tools, History: r.history}
+	m := abi.Manifest{Name: r.name, Version: r.version, ABIVersion: abi.Version, Hooks: []string{}, Tools: r.tools, History: r.history, Requires: r.requires}
 	for _, h := range hooks {
 		if r.handlers[h.name] != nil {
 			m.Hooks = append(m.Hooks, h.name)
