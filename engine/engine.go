@@ -42,6 +42,7 @@ type Engine struct {
 	builtins     []Tool           // WithBuiltinTools
 	life         lifecycle
 	stream       func(delta string) // WithStream
+	hookOwner    map[string]string  // engine hook -> the plugin that set it; absent: the host
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -51,7 +52,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now}
+	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now, hookOwner: map[string]string{}}
 	for _, o := range opts {
 		o(e)
 	}
@@ -289,7 +290,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	var final *Final
 	if e.fallbackHook != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
-		err := callHook("fallback_final", func() (err error) {
+		err := e.engineHook(r, "fallback_final", func() (err error) {
 			final, err = e.fallbackHook.FallbackFinal(r.ctx, in)
 			return err
 		})
@@ -392,7 +393,7 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	}
 	if e.successHook != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
-		if err := callHook("on_tool_success", func() error { return e.successHook.OnToolSuccess(r.ctx, in) }); err != nil {
+		if err := e.engineHook(r, "on_tool_success", func() error { return e.successHook.OnToolSuccess(r.ctx, in) }); err != nil {
 			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Err: err, Message: "on_tool_success hook failed"})
 		}
 	}

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/morphhost/morph/abi"
 )
@@ -144,8 +146,30 @@ func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 func callHook(name string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s hook panicked: %v", name, r)
+			err = fmt.Errorf("%s: %w: %v", name, errPanic, r)
 		}
 	}()
 	return fn()
+}
+
+// engineHook calls one of the four engine hooks: isolated as callHook does,
+// timed, and reported as an EventHook naming the plugin that set it.
+func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
+	start := time.Now()
+	err := callHook(hook, fn)
+	outcome := OutcomeOK
+	switch {
+	case errors.Is(err, errPanic):
+		outcome = OutcomePanic
+	case errors.Is(err, context.DeadlineExceeded):
+		outcome = OutcomeTimeout
+	case err != nil:
+		outcome = OutcomeError
+	}
+	owner := e.hookOwner[hook]
+	if owner == "" {
+		owner = SourceHost
+	}
+	e.emit(r.ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: owner, Duration: time.Since(start), Outcome: outcome, Err: err})
+	return err
 }

@@ -188,7 +188,6 @@ func (e *Engine) initialize(ctx context.Context) error {
 			e.reg.RegisterFrom(SourceBuiltin, t)
 		}
 	}
-	hookOwner := map[string]string{}
 	for _, i := range order {
 		o := ok[i]
 		name := o.p.Name()
@@ -205,10 +204,10 @@ func (e *Engine) initialize(ctx context.Context) error {
 		}
 		lp.hooks = e.applyHooks(o.ext.Options)
 		for _, hook := range lp.hooks {
-			if prev, ok := hookOwner[hook]; ok {
+			if prev, ok := e.hookOwner[hook]; ok {
 				e.log.WarnContext(ctx, "a later plugin's hook replaces an earlier one's", "hook", hook, "used", name, "replaced", prev)
 			}
-			hookOwner[hook] = name
+			e.hookOwner[hook] = name
 		}
 		if o.ext.Middleware != nil {
 			lp.mw = newMW(o.ext.Middleware, []MiddlewareConfig{o.ext.MiddlewareConfig})

@@ -197,3 +197,22 @@ func TestDuplicatePluginNamesFirstWins(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// Every engine hook call is timed and reported under the plugin that set it.
+func TestEngineHookEvents(t *testing.T) {
+	p := &fakePlugin{name: "fb", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { panic("bug") })}}}
+	var hooks []string
+	e := New(script("junk"), nil, WithPlugins(p), WithParamsBuilder(func(RunOptions) map[string]any { return nil }),
+		WithEventHandler(func(ev Event) {
+			if ev.Kind == EventHook {
+				hooks = append(hooks, ev.Hook+"/"+ev.Plugin+"/"+ev.Outcome)
+			}
+		}))
+	final, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
+	if err != nil || final.Output != DefaultFinalOutput {
+		t.Fatalf("final %+v err %v", final, err)
+	}
+	if got := strings.Join(hooks, " "); got != "build_params/host/ok fallback_final/fb/panic" {
+		t.Fatalf("hook events %s", got)
+	}
+}

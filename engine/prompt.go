@@ -59,7 +59,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 		return in.DefaultPrompt
 	}
 	var out abi.PromptOutput
-	err := callHook("build_prompt", func() (err error) {
+	err := e.engineHook(r, "build_prompt", func() (err error) {
 		out, err = e.promptHook.BuildPrompt(r.ctx, in)
 		return err
 	})
@@ -83,7 +83,7 @@ func (e *Engine) parameters(r *run, task string) map[string]any {
 	in := abi.ParamsInput{Task: task, Options: r.opts}
 	in.Options.Parameters = maps.Clone(params) // the hook must not alter the caller's map
 	var out abi.ParamsOutput
-	err := callHook("build_params", func() (err error) {
+	err := e.engineHook(r, "build_params", func() (err error) {
 		out, err = e.paramsHook.BuildParams(r.ctx, in)
 		return err
 	})
