@@ -399,16 +399,7 @@ func TestUsageAndCost(t *testing.T) {
 	if res.JSON != nil {
 		t.Errorf("JSON = %v without ForceJSON, want nil", res.JSON)
 	}
-	u := res.Usage
-	if u.InputTokens != 1000 || u.OutputTokens != 500 || u.TotalTokens != 1500 {
-		t.Errorf("usage = %+v", u)
-	}
-	if math.Abs(u.Cost-0.006) > 1e-12 {
-		t.Errorf("cost = %v, want 0.006", u.Cost)
-	}
-	if res.Duration <= 0 {
-		t.Errorf("Duration = %v", res.Duration)
-	}
+	checkPricedUsage(t, res)
 }
 
 // syncBuffer is a log sink safe to read while the client may write.
@@ -858,5 +849,21 @@ func TestRetryAfterParsing(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: retryAfter = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// checkPricedUsage checks a reply of 1000 input and 500 output tokens priced
+// at 2 and 8 USD per million.
+func checkPricedUsage(t *testing.T, res llm.Result) {
+	t.Helper()
+	u := res.Usage
+	if u.InputTokens != 1000 || u.OutputTokens != 500 || u.TotalTokens != 1500 {
+		t.Errorf("usage = %+v", u)
+	}
+	if math.Abs(u.Cost-0.006) > 1e-12 {
+		t.Errorf("cost = %v, want 0.006", u.Cost)
+	}
+	if res.Duration <= 0 {
+		t.Errorf("Duration = %v", res.Duration)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"reflect"
 	"slices"
@@ -134,16 +133,7 @@ func TestStreamDeltasInOrderWithUsage(t *testing.T) {
 	if res.JSON != nil {
 		t.Errorf("JSON = %v without ForceJSON", res.JSON)
 	}
-	u := res.Usage
-	if u.InputTokens != 1000 || u.OutputTokens != 500 || u.TotalTokens != 1500 {
-		t.Errorf("usage = %+v", u)
-	}
-	if math.Abs(u.Cost-0.006) > 1e-12 {
-		t.Errorf("cost = %v, want 0.006", u.Cost)
-	}
-	if res.Duration <= 0 {
-		t.Errorf("Duration = %v", res.Duration)
-	}
+	checkPricedUsage(t, res)
 	if n := s.count(); n != 1 {
 		t.Fatalf("server saw %d requests, want 1", n)
 	}
