@@ -220,6 +220,8 @@ func (e *Engine) initialize(ctx context.Context) error {
 	if err := e.reg.Check(); err != nil {
 		return &InitError{Problems: []string{err.Error()}, Errs: []error{err}}
 	}
+	e.log.InfoContext(ctx, "engine initialized", "plugins", len(e.life.loaded), "skipped", len(e.life.skipped),
+		"tools", len(e.reg.Names()), "middleware", len(e.chain()))
 	return nil
 }
 
