@@ -101,7 +101,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 	statusCmd.Flags().StringVar(&configPath, "config", "morph.toml", "the config file")
 	statusCmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
-	cmd.AddCommand(inspectCmd, checkCmd, statusCmd)
+	cmd.AddCommand(inspectCmd, checkCmd, statusCmd, newPluginTestCmd(stdout, stderr, &cacheDir))
 	return cmd
 }
 

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// conformJSON is the part of `morph plugin test --json` the tests read.
+type conformJSON struct {
+	Plugin    string `json:"plugin"`
+	LoadError string `json:"load_error"`
+	Conforms  bool   `json:"conforms"`
+	Passed    int    `json:"passed"`
+	Failed    int    `json:"failed"`
+	Calls     []struct {
+		Name        string `json:"name"`
+		Kind        string `json:"kind"`
+		Input       string `json:"input"`
+		Status      string `json:"status"`
+		ErrorKind   string `json:"error_kind"`
+		Error       string `json:"error"`
+		Note        string `json:"note"`
+		Output      string `json:"output"`
+		DurationNS  int64  `json:"duration_ns"`
+		MemoryBytes uint32 `json:"memory_bytes"`
+		MemoryPages uint32 `json:"memory_pages"`
+	} `json:"calls"`
+}
+
+func decodeConform(t *testing.T, stdout string) conformJSON {
+	t.Helper()
+	var rep conformJSON
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("not the report JSON: %v\n%s", err, stdout)
+	}
+	return rep
+}
+
+func TestPluginTestConforming(t *testing.T) {
+	code, stdout, stderr := morph(t, "", "plugin", "test", "--cache-dir", "off", fixture(t, "minimal"))
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	header := regexp.MustCompile(`^plugin min 1 \(.*minimal\.wasm\), ABI v1: loaded in \S+, memory 1 page \(64 KiB\)$`)
+	row := regexp.MustCompile(`^build_prompt +hook +sample +ok +\S+s +1 page \(64 KiB\)$`)
+	if len(lines) != 4 || !header.MatchString(lines[0]) || !strings.HasPrefix(lines[1], "NAME ") ||
+		strings.Join(strings.Fields(lines[1]), " ") != "NAME KIND INPUT RESULT TIME MEMORY" ||
+		!row.MatchString(lines[2]) || lines[3] != "ok: min conforms: 1 call passed" {
+		t.Fatalf("output:\n%s", stdout)
+	}
+
+	code, stdout, _ = morph(t, "", "plugin", "test", "--json", "--cache-dir", "off", fixture(t, "minimal"))
+	rep := decodeConform(t, stdout)
+	if code != 0 || !rep.Conforms || rep.Plugin != "min" || len(rep.Calls) != 1 {
+		t.Fatalf("exit %d, report %+v", code, rep)
+	}
+	if c := rep.Calls[0]; c.Name != "build_prompt" || c.Kind != "hook" || c.Status != "ok" || c.Output != `{"system_prompt":"Be brief."}` ||
+		c.DurationNS <= 0 || c.MemoryBytes != 65536 || c.MemoryPages != 1 {
+		t.Fatalf("call %+v", c)
+	}
+}
+
+func TestPluginTestFailing(t *testing.T) {
+	code, stdout, stderr := morph(t, "", "plugin", "test", "--cache-dir", "off", fixture(t, "trap"))
+	if code != 1 || !strings.Contains(stderr, "trap.wasm does not conform to ABI v1: 1 of 1 entry failed") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"FAIL trap", "discarded", "failures:\n  build_prompt (hook, sample): plugin \"trap\" export morph_build_prompt: plugin trapped: wasm error: unreachable",
+		"FAIL: trap does not conform: 1 failed, 0 passed\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	code, stdout, _ = morph(t, "", "plugin", "test", "--json", "--cache-dir", "off", fixture(t, "mw_trap"))
+	rep := decodeConform(t, stdout)
+	var got []string
+	for _, c := range rep.Calls {
+		got = append(got, c.Name+" "+c.Status+" "+c.ErrorKind)
+	}
+	want := "on_action fail trap|before_tool_call fail guest|after_tool_call ok |destroy fail trap"
+	if code != 1 || rep.Conforms || rep.Failed != 3 || strings.Join(got, "|") != want {
+		t.Fatalf("exit %d, calls %q, want %q", code, got, want)
+	}
+
+	// A deadline of our own: the spinning guest times out.
+	code, stdout, _ = morph(t, "", "plugin", "test", "--cache-dir", "off", "--timeout", "100ms", fixture(t, "loop"))
+	if code != 1 || !strings.Contains(stdout, "FAIL timeout") {
+		t.Fatalf("loop: exit %d:\n%s", code, stdout)
+	}
+
+	// A module that does not load fails (exit 1) with the reason.
+	code, stdout, stderr = morph(t, "", "plugin", "test", "--cache-dir", "off", fixture(t, "wrongversion"))
+	if code != 1 || !strings.Contains(stdout, "does not load") || !strings.Contains(stderr, "found morph_abi_v2") {
+		t.Fatalf("wrongversion: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = morph(t, "", "plugin", "test", "--json", "--cache-dir", "off", fixture(t, "wrongversion"))
+	if rep := decodeConform(t, stdout); code != 1 || rep.Conforms || !strings.Contains(rep.LoadError, "found morph_abi_v2") {
+		t.Fatalf("wrongversion --json: exit %d, %+v", code, rep)
+	}
+}
+
+func TestPluginTestUsage(t *testing.T) {
+	dir := t.TempDir()
+	notJSON := filepath.Join(dir, "badfix")
+	os.Mkdir(notJSON, 0o755)
+	os.WriteFile(filepath.Join(notJSON, "build_prompt.json"), []byte("{"), 0o644)
+	text := filepath.Join(dir, "text.wasm")
+	os.WriteFile(text, []byte("hello"), 0o644)
+	min := fixture(t, "minimal")
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"no file":          {nil, "accepts 1 arg(s), received 0"},
+		"missing file":     {[]string{filepath.Join(dir, "absent.wasm")}, "absent.wasm: no such file"},
+		"a directory":      {[]string{dir}, "is a directory"},
+		"not wasm":         {[]string{text}, "not a WebAssembly module"},
+		"missing fixtures": {[]string{"--fixtures", filepath.Join(dir, "nope"), min}, "--fixtures: open"},
+		"fixture not JSON": {[]string{"--fixtures", notJSON, min}, "build_prompt.json is not JSON"},
+		"bad config value": {[]string{"--config-value", "style", min}, `--config-value "style": want key=value`},
+		"bad timeout":      {[]string{"--timeout", "0s", min}, "--timeout must be positive"},
+		"unknown flag":     {[]string{"--fixture", dir, min}, "unknown flag: --fixture"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := morph(t, "", append([]string{"plugin", "test", "--cache-dir", "off"}, c.args...)...)
+			if code != 2 || !strings.Contains(stderr, c.want) || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, c.want)
+			}
+		})
+	}
+}
+
+// --fixtures: each DIR/<name>*.json is one more call, after the sample.
+func TestPluginTestFixtures(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("build_prompt-empty-task.json", `{"task":"","tools":[],"default_prompt":""}`)
+	write("build_prompt-long.json", `{"task":"`+strings.Repeat("long ", 2000)+`","tools":[],"default_prompt":"p"}`)
+	write("README.md", "ignored")
+	code, stdout, stderr := morph(t, "", "plugin", "test", "--cache-dir", "off", "--fixtures", dir, fixture(t, "minimal"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"build_prompt  hook  sample ", "build_prompt  hook  build_prompt-empty-task ", "build_prompt  hook  build_prompt-long ",
+		"ok: min conforms: 3 calls passed\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	// A misspelt fixture name and a fixture of the wrong shape fail, uncalled.
+	write("build_promt.json", `{}`)
+	write("build_prompt-bad.json", `{"tools":"none"}`)
+	code, stdout, stderr = morph(t, "", "plugin", "test", "--json", "--cache-dir", "off", "--fixtures", dir, fixture(t, "minimal"))
+	rep := decodeConform(t, stdout)
+	var failed []string
+	for _, c := range rep.Calls {
+		if c.Status == "fail" {
+			failed = append(failed, c.Name+" "+c.Kind+" "+c.Input+" "+c.ErrorKind)
+		}
+	}
+	want := "build_prompt hook build_prompt-bad invalid_fixture|build_promt fixture build_promt invalid_fixture"
+	if code != 1 || rep.Passed != 3 || strings.Join(failed, "|") != want || !strings.Contains(stderr, "2 of 5 entries failed") {
+		t.Fatalf("exit %d, failed %q (want %q), stderr %q", code, failed, want, stderr)
+	}
+}
+
+// The Go example, with a config value: every hook conforms, json_query
+// rejects its schema-built sample (a note), and the value reaches the guest.
+func TestPluginTestGoHooks(t *testing.T) {
+	path, err := filepath.Abs(filepath.Join("..", "..", "examples", "go-hooks", "go-hooks.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("run `make examples`: %v", err)
+	}
+	code, stdout, stderr := morph(t, "", "plugin", "test", "--cache-dir", t.TempDir(), "--json", "--config-value", "temperature=0.7", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stdout, stderr)
+	}
+	rep := decodeConform(t, stdout)
+	notes := 0
+	for _, c := range rep.Calls {
+		switch {
+		case c.Name == "build_params" && c.Output != `{"parameters":{"max_tokens":512,"temperature":0.7}}`:
+			t.Errorf("build_params with temperature=0.7: %s", c.Output)
+		case c.Status == "note":
+			notes++
+			if c.Name != "json_query" || !strings.Contains(c.Note, "the tool rejected the sample params") {
+				t.Errorf("unexpected note on %s: %s", c.Name, c.Note)
+			}
+		case c.Status != "ok":
+			t.Errorf("%s %s: %s %s", c.Name, c.Input, c.Status, c.Error)
+		}
+	}
+	if !rep.Conforms || notes != 1 || len(rep.Calls) != 13 {
+		t.Fatalf("conforms %v, %d notes, %d calls", rep.Conforms, notes, len(rep.Calls))
+	}
+}

@@ -1,0 +1,1124 @@
+package host
+
+// The conformance runner behind `morph plugin test`: it loads a module and
+// calls every hook and tool its manifest declares, with built-in sample
+// payloads and the author's own fixtures, and checks every answer against
+// the ABI's payload schemas.
+//
+// The schemas of abi/schema/ live in another Go module (abi), so this package
+// cannot embed them, and the CLI must work away from the source tree. The
+// answers are instead checked in Go against what those schemas say: each
+// output's JSON type, its required fields, the type of every field the
+// schema defines, and the few extra constraints the schemas carry (a
+// non-blank system_prompt, the plan step statuses). abi's own tests
+// (abi/schema_test.go) keep the schema files and the Go types of package abi
+// in step field by field, so checking against the types is checking against
+// the schemas. Tool params, on the other hand, are checked against each
+// tool's own JSON Schema exactly as the engine does (engine.Registry, with
+// santhosh-tekuri/jsonschema).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// ConformReport is the outcome of Loader.Conform.
+type ConformReport struct {
+	Path     string        `json:"path"`
+	Plugin   string        `json:"plugin,omitempty"` // the manifest's name; empty when the module did not load
+	Manifest *abi.Manifest `json:"manifest,omitempty"`
+	// LoadError is why the module did not load (no call was made); empty when it loaded.
+	LoadError string `json:"load_error,omitempty"`
+	// LoadTime covers compiling the module (or reading it from the
+	// compilation cache), instantiating it and calling morph_describe.
+	LoadTime time.Duration `json:"load_ns"`
+	// MemoryBytes is the linear memory of the instance that answered morph_describe.
+	MemoryBytes uint32        `json:"memory_bytes"`
+	Calls       []ConformCall `json:"calls"`
+	// Conforms is true when the module loaded and no call failed.
+	Conforms bool `json:"conforms"`
+	Passed   int  `json:"passed"`  // calls that conform, those with a note included
+	Noted    int  `json:"noted"`   // of which with a note
+	Skipped  int  `json:"skipped"` // entries that were not called
+	Failed   int  `json:"failed"`  // entries that do not conform
+	// Instances and Discarded count the instances created (the one of
+	// morph_describe included) and those thrown away after a fault.
+	Instances uint64 `json:"instances"`
+	Discarded uint64 `json:"discarded"`
+}
+
+// ConformCall is one call of a conformance run, or one entry that could not
+// be called (Status ConformSkip, or ConformFail for a bad fixture).
+type ConformCall struct {
+	Name   string `json:"name"`   // the hook or tool name; "destroy" for morph_destroy; a fixture's key when it matches nothing
+	Kind   string `json:"kind"`   // ConformHook, ConformTool, ConformDestroy or ConformFixture
+	Export string `json:"export"` // the export called, e.g. morph_build_prompt
+	Input  string `json:"input"`  // "sample" (built in), or the fixture's key ("word_count-long"), with "#n" when the key has several
+	Status string `json:"status"` // ConformOK, ConformNote, ConformSkip or ConformFail
+	// ErrorKind names the failure: timeout, trap, bad_output, output_too_large,
+	// input_too_large, guest (a guest-reported error), invalid_fixture,
+	// invalid_schema (a tool's parameters schema does not compile), ...
+	ErrorKind string `json:"error_kind,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Note      string `json:"note,omitempty"` // why a conforming call has a note, or why an entry was skipped
+	// Output is what the call answered, its JSON or the bytes of an output
+	// that is not the payload; beyond 1 KiB, its first and last 512 bytes.
+	Output   string        `json:"output,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+	// MemoryBytes is the linear memory of the instance after the call, in
+	// bytes (MemoryPages in 64 KiB pages); 0 when the call discarded it.
+	MemoryBytes uint32 `json:"memory_bytes"`
+	MemoryPages uint32 `json:"memory_pages"`
+	// NewInstance is true when the call ran on a fresh instance (after a
+	// fault), so Duration includes instantiating the module.
+	NewInstance bool `json:"new_instance,omitempty"`
+	// Err is the failure as an error: a host *Error (errors.Is with ErrTrap,
+	// ErrTimeout, ErrBadOutput, ...), or a fixture's or schema's error.
+	Err error `json:"-"`
+}
+
+// ConformCall statuses.
+const (
+	ConformOK   = "ok"   // the call answered a valid payload
+	ConformNote = "note" // it conforms, with a note: a tool answered a guest-reported error, a guard denied the sample call
+	ConformSkip = "skip" // not called: a hook this host does not know, a tool sample the schema rejects
+	ConformFail = "fail" // the call trapped, timed out, answered no valid payload, or the fixture is bad
+)
+
+// ConformCall kinds.
+const (
+	ConformHook    = "hook"
+	ConformTool    = "tool"
+	ConformDestroy = "destroy" // morph_destroy, called last when the module exports it
+	ConformFixture = "fixture" // a fixture that matches no hook or tool of the plugin
+)
+
+// ErrInvalidFixture marks a fixture that is not a payload of the hook or tool
+// it is for, or that matches none of the plugin's.
+var ErrInvalidFixture = errors.New("invalid fixture")
+
+// Conform loads the module of cfg and calls, one after the other on one
+// instance (a fresh one after a fault, as the host always does):
+//
+//   - every hook the manifest declares, with a built-in sample input (the
+//     examples of abi/SPEC.md as abi values; the prompt input carries the
+//     engine's default prompt for the plugin's own tools, and the middleware
+//     inputs carry a history when the manifest asks for one), then with each
+//     of the author's fixtures for the hook;
+//   - every tool, with params built from its parameters schema (see
+//     SampleParams), then with each of the author's fixtures for the tool;
+//   - morph_destroy, when the module exports it.
+//
+// cfg.Hooks is ignored: every declared hook is called. fixtures maps a hook
+// or tool name, optionally followed by a suffix ("build_prompt",
+// "word_count-long"), to input payloads; a key goes to the longest hook or
+// tool name it starts with (a hook before a tool of the same name). A hook's
+// fixture is its input payload (a PromptInput for build_prompt, ...); a
+// tool's is the ToolCallInput morph_call_tool receives, {"tool": ...,
+// "params": {...}}, where "tool" may be left out. ReadFixtures reads them
+// from a directory.
+//
+// Verdicts: a call conforms when it answers the export's payload, as the
+// schemas of abi/schema/ define it (see the checks in this file). A trap, a
+// timeout, output that is not the payload or too large, and a guest-reported
+// error from a hook are failures. A tool may reject its input with a
+// guest-reported error (SPEC.md section 4): that conforms, with a note. A
+// tool sample that does not satisfy the tool's schema (the generator is
+// simple) is not sent, and the entry is skipped with a note: add a fixture.
+// A fixture that is not the payload it is for, or whose params do not
+// satisfy the tool's schema (the engine would never send it), or whose key
+// matches nothing, fails without a call.
+//
+// The error is only for a module that cannot be read (a missing file, not
+// WebAssembly); a module that does not load is a report with LoadError set.
+func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]json.RawMessage) (*ConformReport, error) {
+	if cfg.Wasm == nil {
+		wasm, err := readModule(Config{Path: cfg.Path})
+		if err != nil {
+			return nil, &Error{Plugin: cfg.Path, Kind: ErrLoad, Err: err}
+		}
+		cfg.Wasm = wasm
+	}
+	cfg.Hooks = nil
+	rep := &ConformReport{Path: cfg.Path, Calls: []ConformCall{}}
+	start := time.Now()
+	p, err := l.Load(ctx, cfg)
+	rep.LoadTime = time.Since(start)
+	if err != nil {
+		rep.LoadError = err.Error()
+		return rep, nil
+	}
+	defer p.Close(context.Background())
+	m := p.Manifest()
+	rep.Plugin, rep.Manifest = m.Name, &m
+	rep.MemoryBytes, _ = p.pooledMemory()
+
+	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry()}
+	for _, t := range p.Tools() {
+		c.reg.RegisterFrom(engine.PluginSource(p.name), t)
+	}
+	c.samples = hookSamples(m)
+	hooks, unknown := declaredHooks(m.Hooks)
+	byName, orphans := matchFixtures(fixtures, hooks, m.Tools)
+
+	for _, h := range hooks {
+		c.hook(h, "sample", c.samples[h])
+		for _, f := range byName[fixtureTarget{ConformHook, h}] {
+			c.hookFixture(h, f)
+		}
+	}
+	for _, h := range unknown {
+		c.add(ConformCall{Name: h, Kind: ConformHook, Export: "morph_" + h, Input: "sample", Status: ConformSkip,
+			Note: "a hook this host does not know: it is never called"})
+	}
+	for _, t := range m.Tools {
+		c.tool(t, byName[fixtureTarget{ConformTool, t.Name}])
+	}
+	for _, key := range orphans {
+		for _, f := range fixtureList(key, fixtures[key]) {
+			c.add(badFixture(ConformCall{Name: key, Kind: ConformFixture, Input: f.label},
+				fmt.Sprintf("its name starts with no hook or tool of the plugin (hooks: %s; tools: %s)", orNone(hooks), orNone(toolNames(m.Tools)))))
+		}
+	}
+	if _, ok := p.compiled.ExportedFunctions()[abi.ExportDestroy]; ok {
+		c.destroy()
+	}
+
+	rep.Calls = append(rep.Calls, c.calls...)
+	for _, call := range c.calls {
+		switch call.Status {
+		case ConformOK:
+			rep.Passed++
+		case ConformNote:
+			rep.Passed++
+			rep.Noted++
+		case ConformSkip:
+			rep.Skipped++
+		default:
+			rep.Failed++
+		}
+	}
+	rep.Conforms = rep.Failed == 0
+	st := p.Stats()
+	rep.Instances, rep.Discarded = st.Instantiated, st.Discarded
+	return rep, nil
+}
+
+// ReadFixtures reads the fixtures of Conform from dir: each file named
+// *.json is one input payload, keyed by its name without ".json"
+// ("word_count-long.json" is the key "word_count-long"). Other files and
+// subdirectories are ignored. A file that is not JSON is an error naming it.
+func ReadFixtures(dir string) (map[string][]json.RawMessage, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]json.RawMessage{}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if !json.Valid(b) {
+			var v any
+			return nil, fmt.Errorf("fixture %s is not JSON: %v", path, json.Unmarshal(b, &v))
+		}
+		key := strings.TrimSuffix(e.Name(), ".json")
+		out[key] = append(out[key], json.RawMessage(bytes.TrimSpace(b)))
+	}
+	return out, nil
+}
+
+// conformer makes the calls of one Conform run.
+type conformer struct {
+	p       *Plugin
+	ctx     context.Context
+	reg     *engine.Registry // the plugin's tools, to validate params as the engine does
+	samples map[string]any   // built-in input of each hook
+	calls   []ConformCall
+}
+
+func (c *conformer) add(call ConformCall) { c.calls = append(c.calls, call) }
+
+// hookOrder is the order of the rows: the engine hooks, then the middleware
+// in the order a turn calls them.
+var hookOrder = []string{
+	abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal,
+	abi.HookOnTurnStart, abi.HookBeforeRun, abi.HookOnAction, abi.HookBeforeToolCall,
+	abi.HookAfterToolCall, abi.HookOnObservation, abi.HookOnFinal, abi.HookAfterRun,
+}
+
+// declaredHooks splits the manifest's hooks into those this host calls, in
+// hookOrder, and those it does not know, in the manifest's order.
+func declaredHooks(declared []string) (known, unknown []string) {
+	for _, h := range hookOrder {
+		if slices.Contains(declared, h) {
+			known = append(known, h)
+		}
+	}
+	for _, h := range declared {
+		if _, ok := conformHooks[h]; !ok && !slices.Contains(unknown, h) {
+			unknown = append(unknown, h)
+		}
+	}
+	return known, unknown
+}
+
+// payloadCheck describes a hook's payloads for the runner.
+type payloadCheck struct {
+	input  func() any // a new input value, to check a fixture's shape
+	output func() any // a new output value: the host's own decode (a failure is ErrBadOutput and retires the instance)
+	// check applies the output schema; note is for a conforming answer worth a remark.
+	check func(out []byte) (note string, err error)
+}
+
+func newOf[T any]() func() any { return func() any { return new(T) } }
+
+// conformHooks is every hook this host calls, with its payloads.
+var conformHooks = map[string]payloadCheck{
+	abi.HookBuildPrompt:    {newOf[abi.PromptInput](), newOf[abi.PromptOutput](), noNote(checkPromptOutput)},
+	abi.HookBuildParams:    {newOf[abi.ParamsInput](), newOf[abi.ParamsOutput](), noNote(checkParamsOutput)},
+	abi.HookOnToolSuccess:  {newOf[abi.ToolSuccessInput](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
+	abi.HookFallbackFinal:  {newOf[abi.FallbackInput](), newOf[abi.Final](), noNote(checkFinal)},
+	abi.HookOnTurnStart:    {newOf[abi.TurnStart](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
+	abi.HookBeforeRun:      {newOf[abi.BeforeRunInput](), newOf[abi.BeforeRunOutput](), noNote(checkBeforeRunOutput)},
+	abi.HookOnAction:       {newOf[abi.Action](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
+	abi.HookBeforeToolCall: {newOf[abi.BeforeToolCallInput](), newOf[abi.BeforeToolCallOutput](), checkBeforeToolCallOutput},
+	abi.HookAfterToolCall:  {newOf[abi.AfterToolCallInput](), newOf[abi.AfterToolCallOutput](), noNote(checkAfterToolCallOutput)},
+	abi.HookOnObservation:  {newOf[abi.Observation](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
+	abi.HookOnFinal:        {newOf[abi.TurnFinal](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
+	abi.HookAfterRun:       {newOf[abi.AfterRunInput](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
+}
+
+var toolPayloads = payloadCheck{newOf[abi.ToolCallInput](), newOf[abi.ToolCallOutput](), noNote(checkToolCallOutput)}
+
+func noNote(f func([]byte) error) func([]byte) (string, error) {
+	return func(b []byte) (string, error) { return "", f(b) }
+}
+
+// hook calls hook h with input, a Go value to encode.
+func (c *conformer) hook(h, label string, input any) {
+	export, _ := hookExport(h)
+	c.add(c.call(ConformCall{Name: h, Kind: ConformHook, Export: export, Input: label}, mustJSON(input), conformHooks[h], ""))
+}
+
+func (c *conformer) hookFixture(h string, f fixtureInput) {
+	export, _ := hookExport(h)
+	pc := conformHooks[h]
+	if err := decodeObject(f.raw, pc.input()); err != nil {
+		c.add(badFixture(ConformCall{Name: h, Kind: ConformHook, Export: export, Input: f.label},
+			fmt.Sprintf("not a %s input: %v", h, err)))
+		return
+	}
+	c.add(c.call(ConformCall{Name: h, Kind: ConformHook, Export: export, Input: f.label}, f.raw, pc, ""))
+}
+
+// tool calls tool t with a sample built from its schema, then with its fixtures.
+func (c *conformer) tool(t abi.ToolSpec, fixtures []fixtureInput) {
+	row := func(label string) ConformCall {
+		return ConformCall{Name: t.Name, Kind: ConformTool, Export: abi.ExportCallTool, Input: label}
+	}
+	if err := c.schemaError(t.Name); err != nil {
+		call := row("sample")
+		call.Status, call.ErrorKind, call.Error, call.Err = ConformFail, "invalid_schema", err.Error(), err
+		c.add(call)
+		for _, f := range fixtures {
+			c.add(badFixture(row(f.label), "not sent: the tool's parameters schema does not compile"))
+		}
+		return
+	}
+	params, err := SampleParams(t.Parameters)
+	if err == nil {
+		err = c.reg.Validate(t.Name, params)
+	}
+	if err != nil {
+		call := row("sample")
+		call.Status = ConformSkip
+		call.Note = fmt.Sprintf("no sample call: could not build params that satisfy the tool's schema (%v); add a fixture %s.json", err, t.Name)
+		c.add(call)
+	} else {
+		raw, _ := json.Marshal(abi.ToolCallInput{Tool: t.Name, Params: params})
+		c.add(c.call(row("sample"), raw, toolPayloads, "the tool rejected the sample params "+truncate(mustJSON(params), 200)))
+	}
+	for _, f := range fixtures {
+		var in abi.ToolCallInput
+		if err := decodeObject(f.raw, &in); err != nil {
+			c.add(badFixture(row(f.label), fmt.Sprintf("not a ToolCallInput {\"tool\": ..., \"params\": {...}}: %v", err)))
+			continue
+		}
+		raw := f.raw
+		switch in.Tool {
+		case t.Name:
+		case "":
+			in.Tool = t.Name
+			raw, _ = json.Marshal(in)
+		default:
+			c.add(badFixture(row(f.label), fmt.Sprintf("names the tool %q, but its key is for %q", in.Tool, t.Name)))
+			continue
+		}
+		if err := c.reg.Validate(t.Name, in.Params); err != nil {
+			c.add(badFixture(row(f.label), fmt.Sprintf("the engine would never send it: %v", err)))
+			continue
+		}
+		c.add(c.call(row(f.label), raw, toolPayloads, "the tool reported an error"))
+	}
+}
+
+// schemaError is the error of a tool whose parameters schema does not compile.
+func (c *conformer) schemaError(name string) error {
+	reg := engine.NewRegistry()
+	if t, ok := c.reg.Get(name); ok {
+		reg.Register(t)
+	}
+	return reg.Check()
+}
+
+// call makes one call and fills in call's verdict. guestNote, when not
+// empty, makes a guest-reported error conform with that note (tools only).
+func (c *conformer) call(call ConformCall, input []byte, pc payloadCheck, guestNote string) ConformCall {
+	p := c.p
+	before := p.Stats()
+	var out []byte
+	start := time.Now()
+	err := p.call(c.ctx, call.Export, input, func(view []byte) error {
+		out = append([]byte(nil), view...)
+		if len(view) == 0 {
+			return nil
+		}
+		return json.Unmarshal(view, pc.output()) // what the host's adapters do
+	})
+	call.Duration = time.Since(start)
+	after := p.Stats()
+	call.NewInstance = after.Instantiated > before.Instantiated
+	if after.Discarded == before.Discarded {
+		call.MemoryBytes, _ = p.pooledMemory()
+		call.MemoryPages = call.MemoryBytes / 65536
+	}
+	if len(out) > 0 {
+		call.Output = clip(out, 1024)
+	}
+	var note string
+	if err == nil {
+		if note, err = pc.check(out); err != nil {
+			err = &Error{Plugin: p.name, Export: call.Export, Kind: ErrBadOutput, Msg: err.Error()}
+		}
+	}
+	switch {
+	case err == nil:
+		call.Status, call.Note = ConformOK, note
+		if note != "" {
+			call.Status = ConformNote
+		}
+	case guestNote != "" && errors.Is(err, ErrGuest):
+		var he *Error
+		errors.As(err, &he)
+		call.Status, call.Note = ConformNote, guestNote+": "+he.Msg
+	default:
+		call.Status, call.ErrorKind, call.Error, call.Err = ConformFail, errorKindName(err), err.Error(), err
+	}
+	return call
+}
+
+// destroy calls morph_destroy on an instance, as Plugin.Close does on each
+// idle one, then discards it, so that Close finds none left to destroy.
+func (c *conformer) destroy() {
+	p := c.p
+	call := ConformCall{Name: "destroy", Kind: ConformDestroy, Export: abi.ExportDestroy, Input: "(empty)"}
+	callCtx, cancel := context.WithTimeout(c.ctx, p.limits.Timeout)
+	defer cancel()
+	before := p.Stats()
+	start := time.Now()
+	inst, err := p.get(callCtx)
+	var kind error
+	var msg string
+	if err != nil {
+		kind, msg = p.classify(c.ctx, err), "instantiate"
+	} else {
+		var view []byte
+		view, kind, msg, err = inst.call(callCtx, abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+		if kind == nil || kind == ErrGuest {
+			call.MemoryBytes = inst.mod.Memory().Size()
+			call.MemoryPages = call.MemoryBytes / 65536
+		}
+		if len(view) > 0 {
+			call.Output = clip(view, 1024)
+		}
+		inst.mod.Close(context.Background())
+		p.stats.calls.Add(1)
+	}
+	call.Duration = time.Since(start)
+	call.NewInstance = p.Stats().Instantiated > before.Instantiated
+	if kind == ErrTrap {
+		kind = p.classify(c.ctx, err)
+	}
+	if kind == nil {
+		call.Status = ConformOK
+	} else {
+		p.stats.faults.Add(1)
+		e := &Error{Plugin: p.name, Export: abi.ExportDestroy, Kind: kind, Msg: msg, Err: err}
+		call.Status, call.ErrorKind, call.Error, call.Err = ConformFail, errorKindName(e), e.Error(), e
+	}
+	c.add(call)
+}
+
+// pooledMemory is the linear memory size, in bytes, of the instance last put
+// back in the pool: after a call that kept its instance, that instance's.
+// Conform calls one at a time, so the pool holds at most that one.
+func (p *Plugin) pooledMemory() (uint32, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		return p.free[n-1].mod.Memory().Size(), true
+	}
+	return 0, false
+}
+
+// clip is b, or its first and last n/2 bytes around " ... " when longer than n.
+func clip(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n/2]) + " ... " + string(b[len(b)-n/2:])
+}
+
+func badFixture(call ConformCall, msg string) ConformCall {
+	call.Status, call.ErrorKind = ConformFail, "invalid_fixture"
+	call.Err = fmt.Errorf("%w %s: %s", ErrInvalidFixture, call.Input, msg)
+	call.Error = call.Err.Error()
+	return call
+}
+
+// errorKindName is the short name of err's kind, for reports.
+func errorKindName(err error) string {
+	for _, k := range []struct {
+		kind error
+		name string
+	}{
+		{ErrTimeout, "timeout"}, {ErrTrap, "trap"}, {ErrInputTooLarge, "input_too_large"},
+		{ErrOutputTooLarge, "output_too_large"}, {ErrBadOutput, "bad_output"}, {ErrABIMismatch, "abi_mismatch"},
+		{ErrGuest, "guest"}, {ErrLoad, "load"}, {ErrClosed, "closed"}, {ErrInvalidFixture, "invalid_fixture"},
+		{engine.ErrInvalidSchema, "invalid_schema"}, {engine.ErrInvalidParams, "invalid_params"},
+	} {
+		if errors.Is(err, k.kind) {
+			return k.name
+		}
+	}
+	return "error"
+}
+
+// ---- fixtures ----
+
+type fixtureInput struct {
+	label string
+	raw   json.RawMessage
+}
+
+type fixtureTarget struct{ kind, name string }
+
+func fixtureList(key string, raws []json.RawMessage) []fixtureInput {
+	out := make([]fixtureInput, len(raws))
+	for i, raw := range raws {
+		out[i] = fixtureInput{label: key, raw: raw}
+		if len(raws) > 1 {
+			out[i].label = fmt.Sprintf("%s#%d", key, i+1)
+		}
+	}
+	return out
+}
+
+// matchFixtures sends each key to the longest hook or tool name it starts
+// with, a hook before a tool of the same name; orphans match none. Both come
+// sorted by key.
+func matchFixtures(fixtures map[string][]json.RawMessage, hooks []string, tools []abi.ToolSpec) (map[fixtureTarget][]fixtureInput, []string) {
+	var targets []fixtureTarget
+	for _, h := range hooks {
+		targets = append(targets, fixtureTarget{ConformHook, h})
+	}
+	for _, t := range tools {
+		targets = append(targets, fixtureTarget{ConformTool, t.Name})
+	}
+	keys := make([]string, 0, len(fixtures))
+	for k := range fixtures {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := map[fixtureTarget][]fixtureInput{}
+	var orphans []string
+	for _, key := range keys {
+		best := -1
+		for i, t := range targets {
+			if t.name != "" && strings.HasPrefix(key, t.name) && (best < 0 || len(t.name) > len(targets[best].name)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			orphans = append(orphans, key)
+			continue
+		}
+		out[targets[best]] = append(out[targets[best]], fixtureList(key, fixtures[key])...)
+	}
+	return out, orphans
+}
+
+// decodeObject decodes a JSON object into v, refusing any other JSON value
+// (null included, which encoding/json would take for the zero value).
+func decodeObject(raw []byte, v any) error {
+	if t := jsonType(raw); t != "object" {
+		return fmt.Errorf("a JSON %s, not an object", t)
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// ---- built-in samples ----
+
+// Sample identifiers, from the examples of abi/SPEC.md.
+const (
+	sampleSession = "s-7f3a"
+	sampleTask    = "Count the words of the first sentence: the quick brown fox jumps over the lazy dog."
+)
+
+// hookSamples is the built-in input of every hook, the examples of
+// abi/SPEC.md as abi values. The tools are the plugin's own (SPEC.md's
+// word_count when it has none), the prompt input's default prompt is the
+// engine's for them, and the middleware inputs carry a two-message history
+// when the manifest asks for one, as the engine would send.
+func hookSamples(m abi.Manifest) map[string]any {
+	tools := m.Tools
+	if len(tools) == 0 {
+		tools = []abi.ToolSpec{{Name: "word_count", Description: "Counts words",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}}
+	}
+	names := toolNames(tools)
+	var history []abi.Message
+	if m.History {
+		history = []abi.Message{
+			{Role: "user", Content: "Count the words of the first sentence."},
+			{Role: "assistant", Content: `{"thought":"Counted them.","output":5}`},
+		}
+	}
+	usage := abi.Usage{InputTokens: 1700, OutputTokens: 95, TotalTokens: 1795, Cost: 0.0006}
+	final := abi.Final{Thought: "Counted with the tool.", Output: 9,
+		Plan: &abi.Plan{Summary: "count the words", Steps: []abi.PlanStep{{Step: "count them", Status: abi.StepCompleted}}}}
+	finalText, _ := json.Marshal(final)
+	params := map[string]any{"text": "the quick brown fox"}
+	if len(m.Tools) > 0 {
+		if p, err := SampleParams(m.Tools[0].Parameters); err == nil {
+			params = p
+		}
+	}
+	return map[string]any{
+		abi.HookBuildPrompt: abi.PromptInput{Task: sampleTask, Tools: tools,
+			DefaultPrompt: engine.DefaultPrompt(engine.DefaultIdentity, engine.DefaultRules, tools)},
+		abi.HookBuildParams: abi.ParamsInput{Task: sampleTask, Options: abi.RunOptions{Model: "gpt-4o-mini", MaxSteps: 15, ParseRetries: 2,
+			Parameters: map[string]any{"temperature": 0.2}}},
+		abi.HookOnToolSuccess: abi.ToolSuccessInput{Tool: names[0], Step: 3, Params: params, Observation: "4"},
+		abi.HookFallbackFinal: abi.FallbackInput{Task: sampleTask,
+			Reason: "reached max steps (15); the forced conclusion did not parse: invalid character 'H' looking for beginning of value",
+			Steps:  15, Usage: abi.Usage{InputTokens: 1200, OutputTokens: 300, TotalTokens: 1500, Cost: 0.0042}},
+		abi.HookOnTurnStart: abi.TurnStart{SessionID: sampleSession, Turn: 2, Input: "And the second sentence?", History: history},
+		abi.HookBeforeRun: abi.BeforeRunInput{SessionID: sampleSession, Turn: 2, SystemPrompt: engine.DefaultPrompt(engine.DefaultIdentity, engine.DefaultRules, tools),
+			Tools: names, Model: "gpt-4o-mini"},
+		abi.HookOnAction: abi.Action{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Thought: "Count them with the tool.",
+			Input: params, History: history},
+		abi.HookBeforeToolCall: abi.BeforeToolCallInput{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Input: params},
+		abi.HookAfterToolCall:  abi.AfterToolCallInput{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Input: params, Output: "4"},
+		abi.HookOnObservation: abi.Observation{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Observation: "4",
+			History: history},
+		abi.HookOnFinal: abi.TurnFinal{SessionID: sampleSession, Turn: 2, Step: 2, Final: string(finalText), Status: abi.StatusFinal,
+			StepUsage: abi.Usage{InputTokens: 900, OutputTokens: 40, TotalTokens: 940, Cost: 0.0003}, TurnUsage: usage},
+		abi.HookAfterRun: abi.AfterRunInput{SessionID: sampleSession, Turn: 2, Final: &final, Status: abi.StatusFinal, Usage: usage, Steps: 2},
+	}
+}
+
+func toolNames(tools []abi.ToolSpec) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// SampleParams builds tool params from a tool's parameters schema, simply:
+//
+//   - a const, else the first enum value, else the default, else the first
+//     of examples, when the schema has one;
+//   - an object gets its required properties only, each built from its own
+//     schema (an empty schema: the string "sample"); a string is "sample"
+//     (padded to minLength, cut to maxLength; a few formats get a value of
+//     theirs: date-time, date, time, email, uri, uuid, ipv4); a number or an
+//     integer is 1, moved into [minimum, maximum]; a boolean is true; an
+//     array gets minItems items; null is null;
+//   - with several types, the first that is not null; without one, an object
+//     when the schema has properties or required, else a string;
+//   - anyOf and oneOf take their first branch, allOf merges its branches'
+//     properties and required lists; a $ref is followed within the schema
+//     ("#/$defs/...", "#/definitions/...") up to a depth of 16.
+//
+// An empty or absent schema gives {}. Patterns, formats beyond those and
+// cross-field rules are not attempted: Conform validates the sample against
+// the schema and skips the call when it does not satisfy it.
+func SampleParams(schema json.RawMessage) (map[string]any, error) {
+	if len(bytes.TrimSpace(schema)) == 0 {
+		return map[string]any{}, nil
+	}
+	var root any
+	if err := json.Unmarshal(schema, &root); err != nil {
+		return nil, fmt.Errorf("the parameters schema is not JSON: %v", err)
+	}
+	if b, ok := root.(bool); ok && b {
+		return map[string]any{}, nil
+	}
+	s, ok := root.(map[string]any)
+	if !ok {
+		return nil, errors.New("the parameters schema is not a JSON object")
+	}
+	if _, hasType := s["type"]; !hasType && s["properties"] == nil && s["required"] == nil && s["$ref"] == nil &&
+		s["allOf"] == nil && s["anyOf"] == nil && s["oneOf"] == nil {
+		return map[string]any{}, nil // no constraint on the object's shape
+	}
+	v, err := (&sampler{root: root}).value(s, 0)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("the parameters schema describes a JSON %s, not an object", jsonTypeOf(v))
+	}
+	return obj, nil
+}
+
+type sampler struct{ root any }
+
+const maxSampleDepth = 16
+
+func (sm *sampler) value(schema any, depth int) (any, error) {
+	if depth > maxSampleDepth {
+		return nil, errors.New("the schema nests too deep (or its $refs loop)")
+	}
+	s, ok := schema.(map[string]any)
+	if !ok { // true, absent: anything goes
+		return "sample", nil
+	}
+	if ref, ok := s["$ref"].(string); ok {
+		target, err := sm.resolve(ref)
+		if err != nil {
+			return nil, err
+		}
+		return sm.value(target, depth+1)
+	}
+	if v, ok := s["const"]; ok {
+		return v, nil
+	}
+	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
+		return enum[0], nil
+	}
+	if v, ok := s["default"]; ok {
+		return v, nil
+	}
+	if ex, ok := s["examples"].([]any); ok && len(ex) > 0 {
+		return ex[0], nil
+	}
+	if all, ok := s["allOf"].([]any); ok && len(all) > 0 {
+		return sm.value(sm.merge(s, all), depth+1)
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if branches, ok := s[k].([]any); ok && len(branches) > 0 {
+			return sm.value(branches[0], depth+1)
+		}
+	}
+	switch schemaType(s) {
+	case "object":
+		obj := map[string]any{}
+		props, _ := s["properties"].(map[string]any)
+		req, _ := s["required"].([]any)
+		for _, r := range req {
+			name, ok := r.(string)
+			if !ok {
+				continue
+			}
+			v, err := sm.value(props[name], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			obj[name] = v
+		}
+		return obj, nil
+	case "array":
+		n, _ := number(s["minItems"])
+		items := []any{}
+		for range int(n) {
+			v, err := sm.value(s["items"], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, v)
+		}
+		return items, nil
+	case "integer", "number":
+		v := 1.0
+		if lo, ok := number(s["minimum"]); ok && v < lo {
+			v = lo
+		}
+		if lo, ok := number(s["exclusiveMinimum"]); ok && v <= lo {
+			v = lo + 1
+		}
+		if hi, ok := number(s["maximum"]); ok && v > hi {
+			v = hi
+		}
+		if hi, ok := number(s["exclusiveMaximum"]); ok && v >= hi {
+			v = hi - 1
+		}
+		if schemaType(s) == "integer" {
+			return int64(math.Ceil(v)), nil
+		}
+		return v, nil
+	case "boolean":
+		return true, nil
+	case "null":
+		return nil, nil
+	default:
+		str := "sample"
+		switch f, _ := s["format"].(string); f {
+		case "date-time":
+			str = "2025-01-02T03:04:05Z"
+		case "date":
+			str = "2025-01-02"
+		case "time":
+			str = "03:04:05Z"
+		case "email":
+			str = "sample@example.com"
+		case "uri", "url", "iri":
+			str = "https://example.com/sample"
+		case "uuid":
+			str = "00000000-0000-4000-8000-000000000000"
+		case "ipv4":
+			str = "192.0.2.1"
+		}
+		if n, ok := number(s["minLength"]); ok && len(str) < int(n) {
+			str += strings.Repeat("s", int(n)-len(str))
+		}
+		if n, ok := number(s["maxLength"]); ok && len(str) > int(n) && n >= 0 {
+			str = str[:int(n)]
+		}
+		return str, nil
+	}
+}
+
+// merge folds allOf's branches into one schema: their properties and
+// required lists together, the first type found.
+func (sm *sampler) merge(s map[string]any, branches []any) map[string]any {
+	out := map[string]any{}
+	for k, v := range s {
+		if k != "allOf" {
+			out[k] = v
+		}
+	}
+	props := map[string]any{}
+	if p, ok := s["properties"].(map[string]any); ok {
+		for k, v := range p {
+			props[k] = v
+		}
+	}
+	req, _ := s["required"].([]any)
+	req = slices.Clone(req)
+	for _, b := range branches {
+		bm, _ := b.(map[string]any)
+		for i := 0; i < maxSampleDepth && bm != nil; i++ { // a branch that is only a $ref
+			ref, ok := bm["$ref"].(string)
+			if !ok {
+				break
+			}
+			t, err := sm.resolve(ref)
+			if err != nil {
+				break
+			}
+			bm, _ = t.(map[string]any)
+		}
+		if bm == nil {
+			continue
+		}
+		if p, ok := bm["properties"].(map[string]any); ok {
+			for k, v := range p {
+				if _, seen := props[k]; !seen {
+					props[k] = v
+				}
+			}
+		}
+		if r, ok := bm["required"].([]any); ok {
+			req = append(req, r...)
+		}
+		if _, ok := out["type"]; !ok && bm["type"] != nil {
+			out["type"] = bm["type"]
+		}
+	}
+	out["properties"], out["required"] = props, req
+	return out
+}
+
+// resolve follows a $ref within the schema: "#" or a JSON pointer "#/...".
+func (sm *sampler) resolve(ref string) (any, error) {
+	if ref == "#" {
+		return sm.root, nil
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		return nil, fmt.Errorf("$ref %q: only references within the schema are followed", ref)
+	}
+	v := sm.root
+	for _, tok := range strings.Split(ref[2:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("$ref %q does not resolve", ref)
+		}
+		if v, ok = m[tok]; !ok {
+			return nil, fmt.Errorf("$ref %q does not resolve", ref)
+		}
+	}
+	return v, nil
+}
+
+// schemaType is the schema's type, the first that is not null of a list,
+// or a guess from its keywords.
+func schemaType(s map[string]any) string {
+	switch t := s["type"].(type) {
+	case string:
+		return t
+	case []any:
+		for _, x := range t {
+			if name, ok := x.(string); ok && name != "null" {
+				return name
+			}
+		}
+		if len(t) > 0 {
+			return "null"
+		}
+	}
+	switch {
+	case s["properties"] != nil || s["required"] != nil:
+		return "object"
+	case s["items"] != nil:
+		return "array"
+	}
+	return "string"
+}
+
+func number(v any) (float64, bool) {
+	f, ok := v.(float64)
+	return f, ok
+}
+
+// ---- output checks: the schemas of abi/schema/, in Go ----
+
+// jsonType is the JSON type of a raw value: object, array, string, number,
+// boolean or null ("empty" for no bytes).
+func jsonType(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "empty"
+	}
+	switch raw[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+func jsonTypeOf(v any) string {
+	b, _ := json.Marshal(v)
+	return jsonType(b)
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// field is what a schema says of one property: whether it is required and
+// the JSON types it may have (none listed: any).
+type field struct {
+	name     string
+	required bool
+	types    []string
+}
+
+// checkPayload checks out against an object schema of fields: out must be a
+// JSON object (or, with emptyOK, no bytes at all: the zero payload), with
+// every required field and every listed field of an allowed type. Field
+// names are exact: encoding/json would match them case-insensitively.
+// Unknown fields are allowed (SPEC.md section 7).
+func checkPayload(typ string, out []byte, emptyOK bool, fields ...field) (map[string]json.RawMessage, error) {
+	if len(bytes.TrimSpace(out)) == 0 {
+		if emptyOK {
+			return map[string]json.RawMessage{}, nil
+		}
+		return nil, fmt.Errorf("empty output: the export must answer a %s object", typ)
+	}
+	var obj map[string]json.RawMessage
+	if t := jsonType(out); t != "object" {
+		return nil, fmt.Errorf("a JSON %s, not a %s object", t, typ)
+	}
+	if err := json.Unmarshal(out, &obj); err != nil {
+		return nil, fmt.Errorf("not a %s: %v", typ, err)
+	}
+	var errs []string
+	for _, f := range fields {
+		raw, ok := obj[f.name]
+		if !ok {
+			if f.required {
+				errs = append(errs, fmt.Sprintf("%s lacks the required field %q", typ, f.name))
+			}
+			continue
+		}
+		if t := jsonType(raw); len(f.types) > 0 && !slices.Contains(f.types, t) &&
+			!(t == "number" && slices.Contains(f.types, "integer")) {
+			errs = append(errs, fmt.Sprintf("%s.%s is a JSON %s, want %s", typ, f.name, t, strings.Join(f.types, " or ")))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "; "))
+	}
+	return obj, nil
+}
+
+// checkPromptOutput: prompt_output.json; system_prompt is required and not blank.
+func checkPromptOutput(out []byte) error {
+	obj, err := checkPayload("PromptOutput", out, false, field{"system_prompt", true, []string{"string"}})
+	if err != nil {
+		return err
+	}
+	var s string
+	if json.Unmarshal(obj["system_prompt"], &s); strings.TrimSpace(s) == "" {
+		return errors.New("PromptOutput.system_prompt is blank: morph would use its default prompt")
+	}
+	return nil
+}
+
+// checkParamsOutput: params_output.json; the zero payload is no override.
+func checkParamsOutput(out []byte) error {
+	_, err := checkPayload("ParamsOutput", out, true, field{"parameters", false, []string{"object", "null"}})
+	return err
+}
+
+// checkFinal: final.json and plan.json.
+func checkFinal(out []byte) error {
+	obj, err := checkPayload("Final", out, false,
+		field{"thought", true, []string{"string"}}, field{"output", true, nil}, field{"plan", false, []string{"object"}})
+	if err != nil {
+		return err
+	}
+	raw, ok := obj["plan"]
+	if !ok {
+		return nil
+	}
+	plan, err := checkPayload("Plan", raw, false,
+		field{"thought", false, []string{"string"}}, field{"summary", false, []string{"string"}},
+		field{"steps", true, []string{"array"}}, field{"risks", false, []string{"array"}},
+		field{"questions", false, []string{"array"}}, field{"completion", false, []string{"string"}})
+	if err != nil {
+		return fmt.Errorf("Final.plan: %v", err)
+	}
+	var steps []json.RawMessage
+	if err := json.Unmarshal(plan["steps"], &steps); err != nil {
+		return fmt.Errorf("Final.plan.steps: %v", err)
+	}
+	for i, st := range steps {
+		if jsonType(st) == "string" {
+			continue
+		}
+		step, err := checkPayload("PlanStep", st, false, field{"step", true, []string{"string"}}, field{"status", false, []string{"string"}})
+		if err != nil {
+			return fmt.Errorf("Final.plan.steps[%d]: %v (a step is a string or an object)", i, err)
+		}
+		if raw, ok := step["status"]; ok {
+			var status string
+			json.Unmarshal(raw, &status)
+			if status != abi.StepPending && status != abi.StepInProgress && status != abi.StepCompleted {
+				return fmt.Errorf("Final.plan.steps[%d].status is %q, want %s, %s or %s", i, status, abi.StepPending, abi.StepInProgress, abi.StepCompleted)
+			}
+		}
+	}
+	return nil
+}
+
+// checkToolCallOutput: tool_call_output.json; output is required.
+func checkToolCallOutput(out []byte) error {
+	_, err := checkPayload("ToolCallOutput", out, false, field{"output", true, []string{"string"}})
+	return err
+}
+
+// checkBeforeRunOutput: before_run_output.json; tools may also be null
+// (unchanged), as SPEC.md section 10.1 says.
+func checkBeforeRunOutput(out []byte) error {
+	obj, err := checkPayload("BeforeRunOutput", out, true,
+		field{"system_prompt", false, []string{"string"}}, field{"tools", false, []string{"array", "null"}})
+	if err != nil {
+		return err
+	}
+	var tools []string
+	if raw, ok := obj["tools"]; ok {
+		if err := json.Unmarshal(raw, &tools); err != nil {
+			return fmt.Errorf("BeforeRunOutput.tools is not a list of strings: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkBeforeToolCallOutput: before_tool_call_output.json; input may also be
+// null (unchanged). A denial conforms, with a note.
+func checkBeforeToolCallOutput(out []byte) (string, error) {
+	obj, err := checkPayload("BeforeToolCallOutput", out, true,
+		field{"input", false, []string{"object", "null"}}, field{"deny", false, []string{"boolean"}}, field{"reason", false, []string{"string"}})
+	if err != nil {
+		return "", err
+	}
+	var deny bool
+	var reason string
+	json.Unmarshal(obj["deny"], &deny)
+	json.Unmarshal(obj["reason"], &reason)
+	if deny {
+		return fmt.Sprintf("denies the sample call (reason %q)", reason), nil
+	}
+	return "", nil
+}
+
+// checkAfterToolCallOutput: after_tool_call_output.json.
+func checkAfterToolCallOutput(out []byte) error {
+	_, err := checkPayload("AfterToolCallOutput", out, true, field{"output", false, []string{"string", "null"}})
+	return err
+}
+
+// checkEmptyOutput: observing hooks and on_tool_success answer nothing, or
+// JSON the host ignores; the host's decode has checked it is JSON.
+func checkEmptyOutput([]byte) error { return nil }
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,483 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// conform runs Loader.Conform and fails the test on an error.
+func conform(t *testing.T, l *Loader, cfg Config, fixtures map[string][]json.RawMessage) *ConformReport {
+	t.Helper()
+	rep, err := l.Conform(context.Background(), cfg, fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LoadError != "" {
+		t.Fatalf("%s does not load: %s", cfg.Path, rep.LoadError)
+	}
+	return rep
+}
+
+// rows is the report's calls as "name kind input status [error_kind]".
+func rows(rep *ConformReport) []string {
+	var out []string
+	for _, c := range rep.Calls {
+		row := c.Name + " " + c.Kind + " " + c.Input + " " + c.Status
+		if c.ErrorKind != "" {
+			row += " " + c.ErrorKind
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func raws(docs ...string) []json.RawMessage {
+	out := make([]json.RawMessage, len(docs))
+	for i, d := range docs {
+		out[i] = json.RawMessage(d)
+	}
+	return out
+}
+
+// The WAT fixtures, one per behaviour: each call's verdict, error kind and
+// memory, and the report's counts.
+func TestConformWATFixtures(t *testing.T) {
+	l := newLoader(t)
+	cases := []struct {
+		fixture string
+		timeout time.Duration
+		want    []string
+		kinds   []error // the error of each row, nil for none
+	}{
+		{"minimal", 0, []string{"build_prompt hook sample ok"}, []error{nil}},
+		{"chatty", 0, []string{"build_prompt hook sample ok"}, []error{nil}},
+		{"trap", 0, []string{"build_prompt hook sample fail trap"}, []error{ErrTrap}},
+		{"badjson", 0, []string{"build_prompt hook sample fail bad_output"}, []error{ErrBadOutput}},
+		{"echo", 0, []string{"build_prompt hook sample fail bad_output"}, []error{ErrBadOutput}}, // valid JSON, but no system_prompt
+		{"guesterror", 0, []string{"build_prompt hook sample fail guest"}, []error{ErrGuest}},
+		{"loop", 100 * time.Millisecond, []string{"build_prompt hook sample fail timeout"}, []error{ErrTimeout}},
+		{"mw_trap", 0, []string{
+			"on_action hook sample fail trap",
+			"before_tool_call hook sample fail guest",
+			"after_tool_call hook sample ok",
+			"destroy destroy (empty) fail trap",
+		}, []error{ErrTrap, ErrGuest, nil, ErrTrap}},
+	}
+	for _, c := range cases {
+		t.Run(c.fixture, func(t *testing.T) {
+			rep := conform(t, l, Config{Path: fixture(t, c.fixture), Limits: Limits{Timeout: c.timeout}}, nil)
+			if got := rows(rep); !slices.Equal(got, c.want) {
+				t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+			failed := 0
+			for i, call := range rep.Calls {
+				if want := c.kinds[i]; want == nil {
+					if call.Err != nil || call.Error != "" {
+						t.Errorf("%s: error %v", call.Name, call.Err)
+					}
+				} else {
+					failed++
+					var he *Error
+					if !errors.Is(call.Err, want) || !errors.As(call.Err, &he) || he.Export != call.Export || call.Error != call.Err.Error() {
+						t.Errorf("%s: error %v (%T), want a host *Error of kind %v for %s", call.Name, call.Err, call.Err, want, call.Export)
+					}
+				}
+				// A fault discards the instance (no memory to report), except a
+				// guest-reported error, which keeps it.
+				kept := call.Err == nil || errors.Is(call.Err, ErrGuest) || errors.Is(call.Err, ErrBadOutput) && c.fixture == "echo"
+				if kept && (call.MemoryBytes != 65536 || call.MemoryPages != 1) || !kept && call.MemoryBytes != 0 {
+					t.Errorf("%s: memory %d bytes, %d pages (kept %v)", call.Name, call.MemoryBytes, call.MemoryPages, kept)
+				}
+				if call.Duration <= 0 {
+					t.Errorf("%s: duration %v", call.Name, call.Duration)
+				}
+			}
+			if rep.Failed != failed || rep.Passed != len(rep.Calls)-failed || rep.Conforms != (failed == 0) || rep.Skipped != 0 {
+				t.Errorf("counts: failed %d passed %d skipped %d conforms %v", rep.Failed, rep.Passed, rep.Skipped, rep.Conforms)
+			}
+			if rep.Plugin == "" || rep.Manifest == nil || rep.MemoryBytes != 65536 || rep.LoadTime <= 0 || rep.Instances < 1 {
+				t.Errorf("report %+v", rep)
+			}
+		})
+	}
+
+	rep := conform(t, l, Config{Path: fixture(t, "minimal")}, nil)
+	if out := rep.Calls[0].Output; out != `{"system_prompt":"Be brief."}` {
+		t.Errorf("minimal's output %q", out)
+	}
+	rep = conform(t, l, Config{Path: fixture(t, "echo")}, nil)
+	if msg := rep.Calls[0].Error; !strings.Contains(msg, `PromptOutput lacks the required field "system_prompt"`) {
+		t.Errorf("echo's failure: %s", msg)
+	}
+	// After a fault the next call runs on a fresh instance.
+	rep = conform(t, l, Config{Path: fixture(t, "mw_trap")}, nil)
+	if c := rep.Calls; c[0].NewInstance || !c[1].NewInstance || c[2].NewInstance || rep.Discarded != 1 || rep.Instances != 2 {
+		t.Errorf("new instances %v %v %v, discarded %d, instances %d", c[0].NewInstance, c[1].NewInstance, c[2].NewInstance, rep.Discarded, rep.Instances)
+	}
+}
+
+func TestConformLoadAndReadErrors(t *testing.T) {
+	l := newLoader(t)
+	ctx := context.Background()
+	rep, err := l.Conform(ctx, Config{Path: fixture(t, "wrongversion")}, nil)
+	if err != nil || rep.Conforms || !strings.Contains(rep.LoadError, "found morph_abi_v2") || len(rep.Calls) != 0 {
+		t.Fatalf("wrongversion: %+v, %v", rep, err)
+	}
+	rep, err = l.Conform(ctx, Config{Path: fixture(t, "missingexport")}, nil)
+	if err != nil || rep.Conforms || !strings.Contains(rep.LoadError, "does not export morph_build_prompt") {
+		t.Fatalf("missingexport: %+v, %v", rep, err)
+	}
+	if _, err := l.Conform(ctx, Config{Path: filepath.Join(t.TempDir(), "absent.wasm")}, nil); !errors.Is(err, ErrLoad) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing file: %v", err)
+	}
+	text := filepath.Join(t.TempDir(), "text.wasm")
+	os.WriteFile(text, []byte("not a module at all"), 0o644)
+	if _, err := l.Conform(ctx, Config{Path: text}, nil); !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "not a WebAssembly module") {
+		t.Fatalf("a text file: %v", err)
+	}
+}
+
+// Fixtures go to the longest hook or tool name their key starts with; a
+// fixture that is not the hook's input, or matches nothing, fails uncalled.
+func TestConformHookFixtures(t *testing.T) {
+	l := newLoader(t)
+	rep := conform(t, l, Config{Path: fixture(t, "minimal")}, map[string][]json.RawMessage{
+		"build_prompt-long": raws(`{"task":"` + strings.Repeat("word ", 1000) + `","tools":[],"default_prompt":"p","added_later":true}`),
+		"build_prompt":      raws(`null`, `{"task":3}`),
+		"build_promt":       raws(`{}`),
+	})
+	want := []string{
+		"build_prompt hook sample ok",
+		"build_prompt hook build_prompt#1 fail invalid_fixture",
+		"build_prompt hook build_prompt#2 fail invalid_fixture",
+		"build_prompt hook build_prompt-long ok",
+		"build_promt fixture build_promt fail invalid_fixture",
+	}
+	if got := rows(rep); !slices.Equal(got, want) {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i, msg := range []string{"a JSON null, not an object", "cannot unmarshal number", "", "starts with no hook or tool of the plugin (hooks: build_prompt; tools: none)"} {
+		c := rep.Calls[i+1]
+		if msg == "" {
+			continue
+		}
+		if !errors.Is(c.Err, ErrInvalidFixture) || !strings.Contains(c.Error, msg) || c.Duration != 0 {
+			t.Errorf("%s %s: %v, want %q", c.Name, c.Input, c.Err, msg)
+		}
+	}
+	if rep.Conforms || rep.Failed != 3 || rep.Passed != 2 {
+		t.Errorf("counts: failed %d, passed %d", rep.Failed, rep.Passed)
+	}
+}
+
+// The Go example: every hook conforms on its sample; word_count answers its
+// schema-built sample, json_query rejects it (a note, not a failure); the
+// fixtures run after the samples.
+func TestConformGoHooks(t *testing.T) {
+	l, _ := goHooksLoader(t)
+	path := goHooksWasm(t)
+	rep := conform(t, l, Config{Path: path}, nil)
+	if !rep.Conforms || rep.Failed != 0 || rep.Noted != 1 || rep.Discarded != 0 || rep.Instances != 1 {
+		t.Fatalf("go-hooks does not conform: %+v\n%s", rep, strings.Join(rows(rep), "\n"))
+	}
+	var hooks []string
+	for _, c := range rep.Calls {
+		if c.Kind == ConformHook {
+			hooks = append(hooks, c.Name)
+			if c.Status != ConformOK || c.Input != "sample" {
+				t.Errorf("hook %s: %s %s", c.Name, c.Status, c.Error)
+			}
+		}
+		if c.MemoryBytes < 2<<20 || c.MemoryPages != c.MemoryBytes/65536 {
+			t.Errorf("%s: memory %d bytes, %d pages; a Go guest has megabytes", c.Name, c.MemoryBytes, c.MemoryPages)
+		}
+	}
+	if m := rep.Manifest.Hooks; len(hooks) != len(m) || !slices.Equal(slices.Sorted(slices.Values(hooks)), slices.Sorted(slices.Values(m))) {
+		t.Errorf("hooks called %v, declared %v", hooks, m)
+	}
+	tail := rows(rep)[len(hooks):]
+	if want := []string{"word_count tool sample ok", "json_query tool sample note", "destroy destroy (empty) ok"}; !slices.Equal(tail, want) {
+		t.Fatalf("tools and destroy: %v, want %v", tail, want)
+	}
+	wc, jq := rep.Calls[len(hooks)], rep.Calls[len(hooks)+1]
+	if wc.Output != `{"output":"{\"words\":1,\"lines\":1,\"chars\":6}"}` {
+		t.Errorf("word_count on its sample: %s", wc.Output)
+	}
+	if !strings.Contains(jq.Note, `the tool rejected the sample params {"json":"sample","path":"sample"}: invalid JSON document`) || jq.Err != nil {
+		t.Errorf("json_query's note: %q (%v)", jq.Note, jq.Err)
+	}
+
+	// The config reaches the guest; a guard's denial is a note.
+	rep = conform(t, l, Config{Path: path, Values: map[string]string{"deny_tools": "word_count", "temperature": "0.7"}}, nil)
+	for _, c := range rep.Calls {
+		switch c.Name {
+		case abi.HookBuildParams:
+			if c.Output != `{"parameters":{"max_tokens":512,"temperature":0.7}}` {
+				t.Errorf("build_params with a config value: %s", c.Output)
+			}
+		case abi.HookBeforeToolCall:
+			if c.Status != ConformNote || !strings.Contains(c.Note, `denies the sample call (reason "tool word_count is denied by policy`) {
+				t.Errorf("before_tool_call: %s %q", c.Status, c.Note)
+			}
+		}
+	}
+
+	rep = conform(t, l, Config{Path: path}, map[string][]json.RawMessage{
+		"word_count-two":       raws(`{"params":{"text":"a b"}}`),
+		"word_count-missing":   raws(`{"params":{}}`),
+		"word_count-othertool": raws(`{"tool":"json_query","params":{"json":"1","path":""}}`),
+		"json_query":           raws(`{"tool":"json_query","params":{"json":"{\"a\":[1,2]}","path":"a[1]"}}`),
+		"json_query-badpath":   raws(`{"params":{"json":"{}","path":"nope"}}`),
+		"on_final-error":       raws(`{"session_id":"s","turn":1,"step":0,"status":"error","error":"model failed","step_usage":{},"turn_usage":{}}`),
+	})
+	var got []string
+	for _, c := range rep.Calls {
+		if c.Input != "sample" && c.Kind != ConformDestroy {
+			got = append(got, c.Name+" "+c.Input+" "+c.Status+" "+c.ErrorKind+" "+c.Output+c.Note)
+		}
+	}
+	want := []string{
+		"on_final on_final-error ok  ",
+		`word_count word_count-missing fail invalid_fixture `,
+		`word_count word_count-othertool fail invalid_fixture `,
+		`word_count word_count-two ok  {"output":"{\"words\":2,\"lines\":1,\"chars\":3}"}`,
+		`json_query json_query ok  {"output":"2"}`,
+		`json_query json_query-badpath note  the tool reported an error: at $: no key "nope" (keys: none)`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("fixture rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, c := range rep.Calls {
+		switch c.Input {
+		case "word_count-missing":
+			if !errors.Is(c.Err, ErrInvalidFixture) || !strings.Contains(c.Error, "the engine would never send it") || !strings.Contains(c.Error, "text") {
+				t.Errorf("word_count-missing: %v", c.Err)
+			}
+		case "word_count-othertool":
+			if !strings.Contains(c.Error, `names the tool "json_query", but its key is for "word_count"`) {
+				t.Errorf("word_count-othertool: %v", c.Err)
+			}
+		}
+	}
+}
+
+// fakeTool is a tool with a given schema, for the runner's checks that need
+// no call.
+type fakeTool struct{ name, schema string }
+
+func (f fakeTool) Name() string            { return f.name }
+func (f fakeTool) Description() string     { return "" }
+func (f fakeTool) ParameterSchema() string { return f.schema }
+func (f fakeTool) Execute(context.Context, map[string]any) (string, error) {
+	return "", errors.New("not called")
+}
+
+// A tool whose schema does not compile fails, with its fixtures; one whose
+// sample the schema rejects is skipped, with a note asking for a fixture.
+func TestConformToolsNotCalled(t *testing.T) {
+	c := &conformer{reg: engine.NewRegistry()}
+	for _, ft := range []fakeTool{
+		{"digits", `{"type":"object","properties":{"n":{"type":"string","pattern":"^[0-9]+$"}},"required":["n"]}`},
+		{"broken", `{"type":3}`},
+	} {
+		c.reg.Register(ft)
+		c.tool(abi.ToolSpec{Name: ft.name, Parameters: json.RawMessage(ft.schema)}, fixtureList(ft.name, raws(`{"params":{}}`)))
+	}
+	want := []string{"digits tool sample skip", "digits tool digits fail invalid_fixture", "broken tool sample fail invalid_schema", "broken tool broken fail invalid_fixture"}
+	if got := rows(&ConformReport{Calls: c.calls}); !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	if note := c.calls[0].Note; !strings.Contains(note, "could not build params that satisfy the tool's schema") || !strings.Contains(note, "add a fixture digits.json") {
+		t.Errorf("skip note %q", note)
+	}
+	if err := c.calls[2].Err; !errors.Is(err, engine.ErrInvalidSchema) {
+		t.Errorf("broken schema: %v", err)
+	}
+}
+
+func TestSampleParams(t *testing.T) {
+	cases := []struct{ schema, want string }{
+		{``, `{}`},
+		{`true`, `{}`},
+		{`{}`, `{}`},
+		{`{"type":"object","additionalProperties":false}`, `{}`},
+		{`{"type":"object","properties":{"text":{"type":"string"},"opt":{"type":"integer"}},"required":["text"]}`, `{"text":"sample"}`},
+		{`{"properties":{"a":{}},"required":["a"]}`, `{"a":"sample"}`},
+		{`{"type":"object","required":["i","n","b","x","l","e","c","d","ex"],"properties":{
+			"i":{"type":"integer","minimum":5},"n":{"type":"number","maximum":0.5},"b":{"type":"boolean"},"x":{"type":["null","string"]},
+			"l":{"type":"array","items":{"type":"integer","exclusiveMinimum":1.5},"minItems":2},"e":{"enum":["red","green"]},
+			"c":{"const":42},"d":{"type":"string","default":"dflt"},"ex":{"type":"string","examples":["exa"]}}}`,
+			`{"b":true,"c":42,"d":"dflt","e":"red","ex":"exa","i":5,"l":[3,3],"n":0.5,"x":"sample"}`},
+		{`{"type":"object","required":["long","short","mail","when","url"],"properties":{
+			"long":{"type":"string","minLength":10},"short":{"type":"string","maxLength":3},"mail":{"type":"string","format":"email"},
+			"when":{"type":"string","format":"date-time"},"url":{"type":"string","format":"uri"}}}`,
+			`{"long":"samplessss","mail":"sample@example.com","short":"sam","url":"https://example.com/sample","when":"2025-01-02T03:04:05Z"}`},
+		{`{"type":"object","required":["p"],"properties":{"p":{"$ref":"#/$defs/point"}},
+			"$defs":{"point":{"type":"object","required":["x","y"],"properties":{"x":{"type":"number"},"y":{"type":"number"}}}}}`,
+			`{"p":{"x":1,"y":1}}`},
+		{`{"type":"object","required":["v"],"properties":{"v":{"anyOf":[{"type":"integer"},{"type":"string"}]}}}`, `{"v":1}`},
+		{`{"allOf":[{"type":"object","required":["a"],"properties":{"a":{"type":"boolean"}}},{"required":["b"]}]}`, `{"a":true,"b":"sample"}`},
+	}
+	for _, c := range cases {
+		got, err := SampleParams(json.RawMessage(c.schema))
+		if err != nil {
+			t.Errorf("%s: %v", c.schema, err)
+			continue
+		}
+		b, _ := json.Marshal(got)
+		if string(b) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.schema, b, c.want)
+		}
+		if c.schema == "" || c.schema == "true" {
+			continue
+		}
+		reg := engine.NewRegistry()
+		reg.Register(fakeTool{"t", c.schema})
+		if err := reg.Validate("t", got); err != nil {
+			t.Errorf("%s: the sample %s does not satisfy it: %v", c.schema, b, err)
+		}
+	}
+	for schema, want := range map[string]string{
+		`[1]`:                   "not a JSON object",
+		`{"type":"string"}`:     "describes a JSON string, not an object",
+		`{"$ref":"other.json"}`: "only references within the schema",
+		`{"$ref":"#"}`:          "nests too deep",
+		`{"type":`:              "not JSON",
+	} {
+		if _, err := SampleParams(json.RawMessage(schema)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", schema, err, want)
+		}
+	}
+}
+
+// The output checks against the schemas of abi/schema/.
+func TestConformOutputChecks(t *testing.T) {
+	cases := []struct {
+		hook, out, err string // err "": conforms
+	}{
+		{abi.HookBuildPrompt, `{"system_prompt":"Be brief.","added_later":1}`, ""},
+		{abi.HookBuildPrompt, ``, "empty output: the export must answer a PromptOutput object"},
+		{abi.HookBuildPrompt, `null`, "a JSON null, not a PromptOutput object"},
+		{abi.HookBuildPrompt, `{"system_prompt":" \n"}`, "system_prompt is blank"},
+		{abi.HookBuildPrompt, `{"System_Prompt":"x"}`, `lacks the required field "system_prompt"`},
+		{abi.HookBuildPrompt, `{"system_prompt":null}`, "PromptOutput.system_prompt is a JSON null, want string"},
+		{abi.HookBuildParams, ``, ""},
+		{abi.HookBuildParams, `{}`, ""},
+		{abi.HookBuildParams, `{"parameters":null}`, ""},
+		{abi.HookBuildParams, `{"parameters":{"temperature":0.1}}`, ""},
+		{abi.HookBuildParams, `{"parameters":[1]}`, "ParamsOutput.parameters is a JSON array, want object or null"},
+		{abi.HookFallbackFinal, `{"thought":"t","output":null}`, ""},
+		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"steps":["a",{"step":"b","status":"in_progress"},{"step":"c"}]}}`, ""},
+		{abi.HookFallbackFinal, `{"thought":"t"}`, `Final lacks the required field "output"`},
+		{abi.HookFallbackFinal, ``, "empty output"},
+		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"summary":"s"}}`, `Plan lacks the required field "steps"`},
+		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"steps":[{"step":"a","status":"done"}]}}`, `steps[0].status is "done"`},
+		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"steps":[3]}}`, "steps[0]: a JSON number, not a PlanStep object"},
+		{abi.HookBeforeRun, ``, ""},
+		{abi.HookBeforeRun, `{"tools":null}`, ""},
+		{abi.HookBeforeRun, `{"system_prompt":"p","tools":["a"]}`, ""},
+		{abi.HookBeforeRun, `{"tools":"a"}`, "BeforeRunOutput.tools is a JSON string"},
+		{abi.HookBeforeRun, `{"tools":[1]}`, "not a list of strings"},
+		{abi.HookBeforeToolCall, `{}`, ""},
+		{abi.HookBeforeToolCall, `{"input":{"text":"a"}}`, ""},
+		{abi.HookBeforeToolCall, `{"deny":"yes"}`, "BeforeToolCallOutput.deny is a JSON string, want boolean"},
+		{abi.HookAfterToolCall, `{"output":""}`, ""},
+		{abi.HookAfterToolCall, `{"output":null}`, ""},
+		{abi.HookAfterToolCall, `{"output":3}`, "AfterToolCallOutput.output is a JSON number"},
+		{abi.HookOnFinal, ``, ""},
+		{abi.HookOnFinal, `{"anything":1}`, ""},
+		{"tool", `{"output":"3"}`, ""},
+		{"tool", ``, "empty output: the export must answer a ToolCallOutput object"},
+		{"tool", `{}`, `ToolCallOutput lacks the required field "output"`},
+		{"tool", `{"output":3}`, "ToolCallOutput.output is a JSON number, want string"},
+	}
+	for _, c := range cases {
+		pc := toolPayloads
+		if c.hook != "tool" {
+			pc = conformHooks[c.hook]
+		}
+		_, err := pc.check([]byte(c.out))
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s %s: error %v, want %q", c.hook, c.out, err, c.err)
+		}
+	}
+	note, err := conformHooks[abi.HookBeforeToolCall].check([]byte(`{"deny":true,"reason":"no"}`))
+	if err != nil || note != `denies the sample call (reason "no")` {
+		t.Errorf("a denial: %q, %v", note, err)
+	}
+	// Every hook this host calls has its payloads here, and a sample.
+	samples := hookSamples(abi.Manifest{History: true})
+	for _, h := range hookOrder {
+		pc, ok := conformHooks[h]
+		if !ok || samples[h] == nil {
+			t.Fatalf("hook %s has no payload check or no sample", h)
+		}
+		raw, _ := json.Marshal(samples[h])
+		if err := decodeObject(raw, pc.input()); err != nil || reflect.TypeOf(pc.input()).Elem() != reflect.TypeOf(samples[h]) {
+			t.Errorf("%s: sample %T does not decode as its input %T: %v", h, samples[h], pc.input(), err)
+		}
+	}
+	for h := range abi.HookExports {
+		if !slices.Contains(hookOrder, h) {
+			t.Errorf("engine hook %s is missing from hookOrder", h)
+		}
+	}
+	for h := range abi.MiddlewareExports {
+		if !slices.Contains(hookOrder, h) {
+			t.Errorf("middleware hook %s is missing from hookOrder", h)
+		}
+	}
+	known, unknown := declaredHooks([]string{"on_final", "later_hook", abi.HookBuildPrompt, abi.HookBuildPrompt})
+	if !slices.Equal(known, []string{abi.HookBuildPrompt, abi.HookOnFinal}) || !slices.Equal(unknown, []string{"later_hook"}) {
+		t.Errorf("declaredHooks: known %v, unknown %v", known, unknown)
+	}
+	if len(hookOrder) != len(conformHooks) {
+		t.Errorf("hookOrder has %d hooks, conformHooks %d", len(hookOrder), len(conformHooks))
+	}
+}
+
+func TestReadFixtures(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"build_prompt.json":    `{"task":"t","tools":[],"default_prompt":"p"}`,
+		"word_count-long.json": "\n{\"params\":{\"text\":\"a\"}}\n",
+		"notes.txt":            "not a fixture",
+		"sub.json/inner.json":  `{}`,
+		"on_final-x.json.bak":  `{`,
+	} {
+		path := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadFixtures(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]json.RawMessage{
+		"build_prompt":    raws(`{"task":"t","tools":[],"default_prompt":"p"}`),
+		"word_count-long": raws(`{"params":{"text":"a"}}`),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fixtures %q, want %q", got, want)
+	}
+	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"task":`), 0o644)
+	if _, err := ReadFixtures(dir); err == nil || !strings.Contains(err.Error(), "bad.json is not JSON") {
+		t.Fatalf("a bad fixture: %v", err)
+	}
+	if _, err := ReadFixtures(filepath.Join(dir, "absent")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing directory: %v", err)
+	}
+}
