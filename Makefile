@@ -14,7 +14,12 @@ FIXTURES := $(WAT:.wat=.wasm)
 MODULES := abi guests/go examples/go-hooks
 EXAMPLES := examples/go-hooks/go-hooks.wasm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt
+# TinyGo guests: TinyGo 0.34 built from source once into a cache by
+# scripts/tinygo.sh (about 1.5 min cold, 0.1 s warm). MORPH_SKIP_TINYGO=1
+# builds none, and the host tests skip theirs.
+TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-hooks-tinygo.wasm)
+
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples
 
 all: build
 
@@ -22,7 +27,7 @@ build:
 	$(GO) build -o $(BIN)/morph -ldflags '$(LDFLAGS)' ./cmd/morph
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
-test: fmt-check vet fixtures examples unit
+test: fmt-check vet fixtures examples tinygo-examples unit
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -56,9 +61,20 @@ examples/go-hooks/go-hooks.wasm: $(wildcard examples/go-hooks/*.go guests/go/*.g
 guests/testdata/%.wasm: guests/testdata/%.wat | tools-wabt
 	wat2wasm $< -o $@
 
+tinygo:
+	@scripts/tinygo.sh >/dev/null
+
+tinygo-examples: $(TINYGO_EXAMPLES)
+
+# The same sources as go-hooks.wasm; -scheduler=none: no asyncify, so memory
+# stays flat across calls (see host/tinygo_test.go).
+examples/go-hooks/go-hooks-tinygo.wasm: $(wildcard examples/go-hooks/*.go guests/go/*.go abi/*.go) examples/go-hooks/go.mod guests/go/go.mod scripts/tinygo.sh
+	TINYGO=$$(scripts/tinygo.sh) && cd examples/go-hooks && \
+	$$TINYGO build -target wasip1 -buildmode=c-shared -no-debug -scheduler=none -o go-hooks-tinygo.wasm .
+
 # Installs Debian's wabt once; a no-op when wat2wasm is already there.
 tools-wabt:
 	@command -v wat2wasm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wabt; }
 
 clean:
-	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES)
+	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(TINYGO_EXAMPLES)
