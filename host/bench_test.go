@@ -33,38 +33,49 @@ func jsonPayload(n int) []byte {
 // benchGuests are the guests of the call-path benchmarks: the WAT echo (the
 // smallest possible guest: the cost is all call path) and the Go example's
 // build_prompt (decode the PromptInput, read a config value, encode a
-// PromptOutput). Both get a PromptInput of the benchmark's size.
-var benchGuests = []struct{ name, path string }{
-	{"wat-echo", "../guests/testdata/echo.wasm"},
-	{"go-hooks", "../examples/go-hooks/go-hooks.wasm"},
+// PromptOutput) in both its builds, standard Go and TinyGo. All get a
+// PromptInput of the benchmark's size. wasm returns the module's path, fails
+// the benchmark when it is missing, and skips the TinyGo guest when
+// MORPH_SKIP_TINYGO=1.
+var benchGuests = []struct {
+	name string
+	wasm func(testing.TB) string
+}{
+	{"wat-echo", func(b testing.TB) string { return fixture(b, "echo") }},
+	{"go-hooks", goHooksStd.wasm},
+	{"go-hooks-tinygo", goHooksTinyGo.wasm},
 }
 
-func benchGuest(b *testing.B, path string) string {
-	b.Helper()
-	if _, err := os.Stat(path); err != nil {
-		b.Fatalf("%s missing: run `make fixtures examples`: %v", path, err)
+// benchCalls runs one sub-benchmark per guest and payload size: open readies
+// the guest at path and returns its build_prompt call, which each
+// sub-benchmark times on a PromptInput of its size.
+func benchCalls(b *testing.B, open func(b *testing.B, path string) func(in []byte) ([]byte, error)) {
+	for _, g := range benchGuests {
+		b.Run(g.name, func(b *testing.B) {
+			call := open(b, g.wasm(b))
+			for _, s := range benchSizes {
+				in := jsonPayload(s.n)
+				b.Run(s.name, func(b *testing.B) {
+					b.SetBytes(int64(s.n))
+					b.ReportAllocs()
+					for b.Loop() {
+						if out, err := call(in); err != nil || len(out) == 0 {
+							b.Fatalf("%d bytes, %v", len(out), err)
+						}
+					}
+				})
+			}
+		})
 	}
-	return path
 }
 
 // BenchmarkCall is morph's call path (Plugin.Call) on a warm instance.
 func BenchmarkCall(b *testing.B) {
 	ctx := context.Background()
-	for _, g := range benchGuests {
-		p := load(b, newLoader(b), Config{Path: benchGuest(b, g.path), Limits: Limits{MaxInputBytes: 2 << 20, MaxOutputBytes: 4 << 20}})
-		for _, s := range benchSizes {
-			in := jsonPayload(s.n)
-			b.Run(g.name+"/"+s.name, func(b *testing.B) {
-				b.SetBytes(int64(s.n))
-				b.ReportAllocs()
-				for b.Loop() {
-					if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
-						b.Fatalf("%d bytes, %v", len(out), err)
-					}
-				}
-			})
-		}
-	}
+	benchCalls(b, func(b *testing.B, path string) func([]byte) ([]byte, error) {
+		p := load(b, newLoader(b), Config{Path: path, Limits: Limits{MaxInputBytes: 2 << 20, MaxOutputBytes: 4 << 20}})
+		return func(in []byte) ([]byte, error) { return p.Call(ctx, abi.ExportBuildPrompt, in) }
+	})
 }
 
 // BenchmarkBareWazero is the same exchange written directly against wazero,
@@ -73,22 +84,11 @@ func BenchmarkCall(b *testing.B) {
 // the floor morph's call path is measured against.
 func BenchmarkBareWazero(b *testing.B) {
 	ctx := context.Background()
-	for _, g := range benchGuests {
-		mod, alloc, fn := bareInstance(b, benchGuest(b, g.path))
+	benchCalls(b, func(b *testing.B, path string) func([]byte) ([]byte, error) {
+		mod, alloc, fn := bareInstance(b, path)
 		stack := make([]uint64, 2)
-		for _, s := range benchSizes {
-			in := jsonPayload(s.n)
-			b.Run(g.name+"/"+s.name, func(b *testing.B) {
-				b.SetBytes(int64(s.n))
-				b.ReportAllocs()
-				for b.Loop() {
-					if out, err := bareCall(ctx, mod, alloc, fn, stack, in); err != nil || len(out) == 0 {
-						b.Fatalf("%d bytes, %v", len(out), err)
-					}
-				}
-			})
-		}
-	}
+		return func(in []byte) ([]byte, error) { return bareCall(ctx, mod, alloc, fn, stack, in) }
+	})
 }
 
 // BenchmarkNativeHook is the Go example's build_prompt work as a native Go

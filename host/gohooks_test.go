@@ -17,20 +17,95 @@ import (
 	"github.com/morphhost/morph/llm"
 )
 
-// The example plugin examples/go-hooks, written with the Go PDK (guests/go)
-// and built by standard Go as a WASI reactor, through the real host and a
-// real engine run.
+// The example plugin examples/go-hooks, written with the Go PDK (guests/go),
+// through the real host and a real engine run, in both of its builds: by
+// standard Go and by TinyGo 0.34, each a WASI reactor from the same sources.
+// Every go-hooks test runs once per build (forEachGoHooksBuild); what only
+// the TinyGo build shows is in tinygo_test.go.
 
-// goHooksWasm returns the path of the example plugin built by `make examples`.
-func goHooksWasm(t testing.TB) string {
+// goHooksBuild is one build of the example plugin, with the loader every test
+// of that build shares: a standard Go guest takes about a second to compile,
+// and over ten under -race, so the tests share the loader's in-memory
+// compilation cache. It lives as long as the test process. Each build has its
+// own loader and log, so that the log lines a test counts come from one build.
+type goHooksBuild struct {
+	name   string // the subtest's name
+	file   string // the module, in examples/go-hooks
+	target string // the make target that builds it
+	how    string // what the target does, or how to build without make
+	tinyGo bool   // built by TinyGo: skipped when MORPH_SKIP_TINYGO=1; a panic traps (tinygo_test.go)
+
+	once sync.Once
+	l    *Loader
+	logs *syncBuffer
+	err  error
+}
+
+var (
+	goHooksStd = &goHooksBuild{name: "go", file: "go-hooks.wasm", target: "examples",
+		how: "or, in examples/go-hooks, GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o go-hooks.wasm ."}
+	goHooksTinyGo = &goHooksBuild{name: "tinygo", file: "go-hooks-tinygo.wasm", target: "tinygo-examples", tinyGo: true,
+		how: "builds TinyGo 0.34 once with scripts/tinygo.sh, about a minute and a half; MORPH_SKIP_TINYGO=1 skips this build"}
+
+	// goHooksBuilds are the builds every go-hooks test runs on.
+	goHooksBuilds = []*goHooksBuild{goHooksStd, goHooksTinyGo}
+)
+
+// wasm returns the path of the build. It skips the TinyGo build only when
+// MORPH_SKIP_TINYGO=1; a missing file fails the test.
+func (b *goHooksBuild) wasm(t testing.TB) string {
 	t.Helper()
-	path := filepath.Join("..", "examples", "go-hooks", "go-hooks.wasm")
+	if b.tinyGo && os.Getenv("MORPH_SKIP_TINYGO") == "1" {
+		t.Skipf("MORPH_SKIP_TINYGO=1: the TinyGo build of go-hooks (%s) is not tested", b.file)
+	}
+	path := filepath.Join("..", "examples", "go-hooks", b.file)
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s missing: run `make examples` (or, in examples/go-hooks, "+
-			"GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o go-hooks.wasm .): %v", path, err)
+		t.Fatalf("%s missing: run `make %s` (%s): %v", path, b.target, b.how, err)
 	}
 	return path
 }
+
+// loader returns the build's shared loader and the log its plugins write to.
+func (b *goHooksBuild) loader(t testing.TB) (*Loader, *syncBuffer) {
+	t.Helper()
+	b.once.Do(func() {
+		b.logs = &syncBuffer{}
+		b.l, b.err = NewLoader(LoaderOptions{CacheDir: "off",
+			Logger: slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.l, b.logs
+}
+
+// goHooks is one build of the example as a test uses it: the module's path,
+// and the build's shared loader and log.
+type goHooks struct {
+	build *goHooksBuild
+	path  string
+	l     *Loader
+	logs  *syncBuffer
+}
+
+// forEachGoHooksBuild runs fn in one subtest per build, named after it.
+func forEachGoHooksBuild(t *testing.T, fn func(t *testing.T, g goHooks)) {
+	t.Helper()
+	for _, b := range goHooksBuilds {
+		t.Run(b.name, func(t *testing.T) {
+			g := goHooks{build: b, path: b.wasm(t)}
+			g.l, g.logs = b.loader(t)
+			fn(t, g)
+		})
+	}
+}
+
+// goHooksWasm is the path of the standard Go build, which the tests that do
+// not run over both builds load.
+func goHooksWasm(t testing.TB) string { return goHooksStd.wasm(t) }
+
+// goHooksLoader is the standard Go build's shared loader and log.
+func goHooksLoader(t *testing.T) (*Loader, *syncBuffer) { return goHooksStd.loader(t) }
 
 // syncBuffer is a log sink the plugin's host functions may write to while
 // the test reads it.
@@ -51,35 +126,13 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// goHooksShared is one loader for every test of the example plugin: a Go
-// guest takes about a second to compile, and over ten under -race, so the
-// tests share the loader's in-memory compilation cache. It lives as long as
-// the test process.
-var goHooksShared struct {
-	once sync.Once
-	l    *Loader
-	logs *syncBuffer
-	err  error
-}
-
-// goHooksLoader returns the shared loader and the log its plugins write to.
-func goHooksLoader(t *testing.T) (*Loader, *syncBuffer) {
-	t.Helper()
-	s := &goHooksShared
-	s.once.Do(func() {
-		s.logs = &syncBuffer{}
-		s.l, s.err = NewLoader(LoaderOptions{CacheDir: "off",
-			Logger: slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	})
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
-	return s.l, s.logs
-}
-
+// The manifest, the tools' schemas, and hook selection.
 func TestGoHooksManifest(t *testing.T) {
-	l, _ := goHooksLoader(t)
-	p := load(t, l, Config{Path: goHooksWasm(t)})
+	forEachGoHooksBuild(t, testGoHooksManifest)
+}
+
+func testGoHooksManifest(t *testing.T, g goHooks) {
+	p := load(t, g.l, Config{Path: g.path})
 	m := p.Manifest()
 	wantHooks := []string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal,
 		abi.HookOnTurnStart, abi.HookOnAction, abi.HookOnObservation, abi.HookOnFinal, abi.HookBeforeToolCall, abi.HookAfterToolCall}
@@ -115,7 +168,7 @@ func TestGoHooksManifest(t *testing.T) {
 		t.Fatalf("a missing path passed json_query's schema: %v", err)
 	}
 	// Only the configured hooks are enabled.
-	p2 := load(t, l, Config{Path: goHooksWasm(t), Hooks: []string{abi.HookFallbackFinal}})
+	p2 := load(t, g.l, Config{Path: g.path, Hooks: []string{abi.HookFallbackFinal}})
 	if len(p2.Options()) != 1 {
 		t.Fatalf("%d options for one enabled hook", len(p2.Options()))
 	}
@@ -142,10 +195,15 @@ func (m *goHooksModel) Chat(_ context.Context, req llm.Request) (llm.Result, err
 	return llm.Result{Text: "Hmm, let me think about that some more."}, nil
 }
 
+// The four engine hooks and a guest tool in a real engine run with a fake
+// model.
 func TestGoHooksEngineRun(t *testing.T) {
-	l, logs := goHooksLoader(t)
+	forEachGoHooksBuild(t, testGoHooksEngineRun)
+}
+
+func testGoHooksEngineRun(t *testing.T, g goHooks) {
 	const style = "Answer like a ship's captain."
-	p := load(t, l, Config{Path: goHooksWasm(t), Values: map[string]string{"style": style}})
+	p := load(t, g.l, Config{Path: g.path, Values: map[string]string{"style": style}})
 	reg := engine.NewRegistry()
 	for _, tool := range p.Tools() {
 		reg.Register(tool)
@@ -187,7 +245,7 @@ func TestGoHooksEngineRun(t *testing.T) {
 		t.Fatal("the model did not see the tool result")
 	}
 	// on_tool_success: logged through the host's log function, under the plugin's name.
-	if out := logs.String(); !strings.Contains(out, "tool word_count succeeded (1 so far)") || !strings.Contains(out, "plugin=go-hooks") {
+	if out := g.logs.String(); !strings.Contains(out, "tool word_count succeeded (1 so far)") || !strings.Contains(out, "plugin=go-hooks") {
 		t.Fatalf("plugin log:\n%s", out)
 	}
 	// fallback_final: the plugin's final, with the count kept in guest memory.
@@ -213,9 +271,13 @@ func TestGoHooksEngineRun(t *testing.T) {
 	}
 }
 
+// Both tools, and guest-reported errors that leave the instance in service.
 func TestGoHooksTools(t *testing.T) {
-	l, _ := goHooksLoader(t)
-	p := load(t, l, Config{Path: goHooksWasm(t)})
+	forEachGoHooksBuild(t, testGoHooksTools)
+}
+
+func testGoHooksTools(t *testing.T, g goHooks) {
+	p := load(t, g.l, Config{Path: g.path})
 	tools := map[string]engine.Tool{}
 	for _, tool := range p.Tools() {
 		tools[tool.Name()] = tool
@@ -252,13 +314,18 @@ func TestGoHooksTools(t *testing.T) {
 	}
 }
 
+// Config values through config_get, a long one included, and unknown input
+// fields.
 func TestGoHooksConfigAndInput(t *testing.T) {
-	l, logs := goHooksLoader(t)
+	forEachGoHooksBuild(t, testGoHooksConfigAndInput)
+}
+
+func testGoHooksConfigAndInput(t *testing.T, g goHooks) {
 	ctx := context.Background()
 	// A value longer than the PDK's first buffer: config_get is called again
 	// with a buffer that fits.
 	long := strings.Repeat("Say it plainly. ", 64)
-	p := load(t, l, Config{Path: goHooksWasm(t), Values: map[string]string{"style": long, "temperature": "0.7", "max_tokens": "64"}})
+	p := load(t, g.l, Config{Path: g.path, Values: map[string]string{"style": long, "temperature": "0.7", "max_tokens": "64"}})
 	// Unknown input fields are accepted (ABI v1 only adds fields).
 	raw, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{"task":"t","default_prompt":"D","tools":[],"added_later":{"x":[1,2]}}`))
 	if err != nil || string(raw) != `{"system_prompt":"D\n## House style (from go-hooks plugin)\n- `+long+`\n"}` {
@@ -269,16 +336,16 @@ func TestGoHooksConfigAndInput(t *testing.T) {
 		t.Fatalf("build_params = %v, %v", params.Parameters, err)
 	}
 	// An unusable value: the default, and a warning in the plugin's log.
-	p2 := load(t, l, Config{Path: goHooksWasm(t), Values: map[string]string{"max_tokens": "lots"}})
+	p2 := load(t, g.l, Config{Path: g.path, Values: map[string]string{"max_tokens": "lots"}})
 	params, err = invoke[abi.ParamsOutput](ctx, p2, abi.ExportBuildParams, abi.ParamsInput{Task: "t"})
 	if err != nil || params.Parameters["max_tokens"] != float64(512) || params.Parameters["temperature"] != 0.2 {
 		t.Fatalf("build_params with a bad value = %v, %v", params.Parameters, err)
 	}
-	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, `config max_tokens=\"lots\" is not a positive integer; using 512`) {
+	if out := g.logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, `config max_tokens=\"lots\" is not a positive integer; using 512`) {
 		t.Fatalf("plugin log:\n%s", out)
 	}
 	// No config at all: the default style.
-	p3 := load(t, l, Config{Path: goHooksWasm(t)})
+	p3 := load(t, g.l, Config{Path: g.path})
 	prompt, err := invoke[abi.PromptOutput](ctx, p3, abi.ExportBuildPrompt, abi.PromptInput{DefaultPrompt: "D"})
 	if err != nil || !strings.HasPrefix(prompt.SystemPrompt, "D\n## House style (from go-hooks plugin)\n- Keep the final answer short") {
 		t.Fatalf("build_prompt without config = %q, %v", prompt.SystemPrompt, err)

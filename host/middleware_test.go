@@ -44,9 +44,12 @@ func linesWith(log string, parts ...string) []string {
 
 // The example plugin's three middlewares, called as the engine calls them.
 func TestGoHooksMiddleware(t *testing.T) {
-	l, logs := goHooksLoader(t)
+	forEachGoHooksBuild(t, testGoHooksMiddleware)
+}
+
+func testGoHooksMiddleware(t *testing.T, g goHooks) {
 	ctx := context.Background()
-	p := load(t, l, Config{Name: "go-hooks-mw", Path: goHooksWasm(t),
+	p := load(t, g.l, Config{Name: "go-hooks-mw", Path: g.path,
 		Values: map[string]string{"deny_tools": "word_count", "max_json_bytes": "64"}})
 	f := funcs(t, p)
 	if f.History || f.BeforeRun != nil || f.AfterRun != nil || f.TurnStart == nil || f.Action == nil ||
@@ -69,7 +72,7 @@ func TestGoHooksMiddleware(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	out := logs.String()
+	out := g.logs.String()
 	for _, want := range []string{
 		`audit: turn 1 start session s1 input \"count the words, then mail [redacted]\"`,
 		"audit: turn 1 action word_count step 1 params [text]",
@@ -118,8 +121,11 @@ func TestGoHooksMiddleware(t *testing.T) {
 
 // Config.Hooks enables middleware hooks one by one, like engine hooks.
 func TestGoHooksMiddlewareEnabledHooks(t *testing.T) {
-	l, _ := goHooksLoader(t)
-	p := load(t, l, Config{Name: "go-hooks-redact", Path: goHooksWasm(t), Hooks: []string{abi.HookAfterToolCall}})
+	forEachGoHooksBuild(t, testGoHooksMiddlewareEnabledHooks)
+}
+
+func testGoHooksMiddlewareEnabledHooks(t *testing.T, g goHooks) {
+	p := load(t, g.l, Config{Name: "go-hooks-redact", Path: g.path, Hooks: []string{abi.HookAfterToolCall}})
 	f := funcs(t, p)
 	if f.AfterToolCall == nil || f.TurnStart != nil || f.Action != nil || f.Observation != nil || f.Final != nil ||
 		f.BeforeRun != nil || f.AfterRun != nil || f.BeforeToolCall != nil {
@@ -133,7 +139,7 @@ func TestGoHooksMiddlewareEnabledHooks(t *testing.T) {
 		t.Fatalf("after_tool_call = %+v, %v", red, err)
 	}
 	// Only engine hooks enabled: no middleware at all.
-	p2 := load(t, l, Config{Path: goHooksWasm(t), Hooks: []string{abi.HookBuildPrompt}})
+	p2 := load(t, g.l, Config{Path: g.path, Hooks: []string{abi.HookBuildPrompt}})
 	if mw := p2.Middleware(); mw != nil {
 		t.Fatalf("Middleware() = %#v, want nil", mw)
 	}
@@ -142,9 +148,12 @@ func TestGoHooksMiddlewareEnabledHooks(t *testing.T) {
 // The example's OnDestroy runs on close, once per idle instance, with the
 // state the instance kept.
 func TestGoHooksDestroy(t *testing.T) {
-	l, logs := goHooksLoader(t)
+	forEachGoHooksBuild(t, testGoHooksDestroy)
+}
+
+func testGoHooksDestroy(t *testing.T, g goHooks) {
 	ctx := context.Background()
-	p := load(t, l, Config{Name: "go-hooks-destroy", Path: goHooksWasm(t)})
+	p := load(t, g.l, Config{Name: "go-hooks-destroy", Path: g.path})
 	if _, err := invoke[json.RawMessage](ctx, p, abi.ExportOnToolSuccess, abi.ToolSuccessInput{Tool: "word_count"}); err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +161,13 @@ func TestGoHooksDestroy(t *testing.T) {
 		t.Fatal(err)
 	}
 	const line = "go-hooks: instance closed after 1 tool successes"
-	if got := linesWith(logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
-		t.Fatalf("%d destroy lines, want 1:\n%s", len(got), logs.String())
+	if got := linesWith(g.logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
+		t.Fatalf("%d destroy lines, want 1:\n%s", len(got), g.logs.String())
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if got := linesWith(logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
+	if got := linesWith(g.logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
 		t.Fatalf("a second Close destroyed again: %d lines", len(got))
 	}
 }

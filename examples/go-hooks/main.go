@@ -26,9 +26,18 @@
 // When the host closes the plugin, each idle instance logs its success
 // count (morph_destroy, at debug level).
 //
-// Build (from this directory):
+// Build (from this directory) with standard Go (`make examples`):
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o go-hooks.wasm .
+//
+// or with TinyGo 0.34 (`make tinygo-examples`; scripts/tinygo.sh builds
+// TinyGo once and prints its path):
+//
+//	TINYGO=$(../../scripts/tinygo.sh)
+//	$TINYGO build -target wasip1 -buildmode=c-shared -no-debug -scheduler=none -o go-hooks-tinygo.wasm .
+//
+// go.mod must stay at go 1.23: TinyGo 0.34 builds no module whose go line is
+// newer.
 package main
 
 import (

@@ -9,8 +9,11 @@ import (
 )
 
 // handle runs one export on its JSON input and returns its output, or the
-// message of a guest-reported error when isErr. It never panics: a panic in
-// an author's function becomes a guest-reported error.
+// message of a guest-reported error when isErr. Built by standard Go it never
+// panics: a panic in an author's function becomes a guest-reported error.
+// Built by TinyGo, which does not implement recover on WebAssembly, a panic
+// traps at once, without running the deferred recover: the host reports the
+// trap and discards the instance.
 func handle(export string, input []byte) (out []byte, isErr bool) {
 	defer func() {
 		if r := recover(); r != nil {

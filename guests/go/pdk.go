@@ -5,7 +5,8 @@
 // writes plain Go functions over the wire types of package abi and registers
 // them; the package does the rest: the ABI marker, morph_alloc and the memory
 // exchange, JSON decoding and encoding, the manifest returned by
-// morph_describe, and turning errors and panics into guest-reported errors.
+// morph_describe, and turning errors (and, built by standard Go, panics) into
+// guest-reported errors.
 //
 // Register everything in an init function (or in package-level variable
 // initializers). A module built with -buildmode=c-shared is a WASI reactor:
@@ -31,6 +32,16 @@
 // Build it with
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hello.wasm .
+//
+// or with TinyGo 0.34 (see the README).
+//
+// What a panic in a hook does depends on the compiler. Built by standard Go,
+// the package recovers it and the host gets a guest-reported error
+// ("morph_build_prompt: panic: ..."), the instance staying in service. Built
+// by TinyGo, which does not implement recover on WebAssembly, a panic traps:
+// the call fails with the host's trap error and the host discards the
+// instance, with the state it kept. In a TinyGo plugin, report a failure by
+// returning an error.
 //
 // Every export of ABI v1 is present in every module, whichever hooks are
 // registered; the manifest lists only the registered hooks, and an
