@@ -56,7 +56,7 @@ func AfterToolCall(fn func(abi.AfterToolCallInput) (abi.AfterToolCallOutput, err
 // discarded. It is no hook of the manifest; it is a chance to log or flush
 // what the instance kept. An instance discarded after a trap or a timeout,
 // or busy when the host closes, is not told. A panic in fn is reported to
-// the host, which logs it.
+// the host, which logs it (built with TinyGo, the panic traps instead).
 func OnDestroy(fn func()) {
 	switch {
 	case fn == nil:
