@@ -19,7 +19,12 @@ EXAMPLES := examples/go-hooks/go-hooks.wasm
 # builds none, and the host tests skip theirs.
 TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-hooks-tinygo.wasm)
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples
+# Rust guests: Debian's rustc 1.63 with its wasm32 std and packaged serde,
+# offline (no crates.io); rustup's rustc, first on PATH, has no wasm32 std.
+CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
+RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
+
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust
 
 all: build
 
@@ -27,7 +32,7 @@ build:
 	$(GO) build -o $(BIN)/morph -ldflags '$(LDFLAGS)' ./cmd/morph
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
-test: fmt-check vet fixtures examples tinygo-examples unit
+test: fmt-check vet fixtures examples tinygo-examples rust rust-test unit
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -72,9 +77,22 @@ examples/go-hooks/go-hooks-tinygo.wasm: $(wildcard examples/go-hooks/*.go guests
 	TINYGO=$$(scripts/tinygo.sh) && cd examples/go-hooks && \
 	$$TINYGO build -target wasip1 -buildmode=c-shared -no-debug -scheduler=none -o go-hooks-tinygo.wasm .
 
+rust: $(RUST_EXAMPLE)
+
+$(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs examples/rust-hooks/src/*.rs) guests/rust/Cargo.toml examples/rust-hooks/Cargo.toml | tools-rust
+	cd examples/rust-hooks && $(CARGO) build --release --target wasm32-unknown-unknown
+
+rust-test: tools-rust
+	cd guests/rust && $(CARGO) test
+	cd guests/rust && $(CARGO) test --no-default-features
+	cd examples/rust-hooks && $(CARGO) test
+
+tools-rust:
+	@scripts/rust-toolchain.sh
+
 # Installs Debian's wabt once; a no-op when wat2wasm is already there.
 tools-wabt:
 	@command -v wat2wasm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wabt; }
 
 clean:
-	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(TINYGO_EXAMPLES)
+	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(TINYGO_EXAMPLES) guests/rust/target examples/rust-hooks/target

@@ -1,0 +1,386 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+)
+
+// The example plugin examples/rust-hooks, written with the Rust PDK
+// (guests/rust) and built by Debian's rustc for wasm32-unknown-unknown,
+// through the real host and a real engine run.
+
+// rustHooksWasm returns the path of the Rust example plugin built by `make rust`.
+func rustHooksWasm(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join("..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s missing: run `make rust` (or, in examples/rust-hooks, "+
+			"RUSTC=/usr/bin/rustc /usr/bin/cargo build --release --target wasm32-unknown-unknown; "+
+			"scripts/rust-toolchain.sh installs the toolchain): %v", path, err)
+	}
+	return path
+}
+
+// rustHooksLoader is a loader whose plugins log at debug level to the
+// returned buffer.
+func rustHooksLoader(t *testing.T) (*Loader, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	l, err := NewLoader(LoaderOptions{CacheDir: "off",
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l, logs
+}
+
+// allHooks is every hook of ABI v1, in the order the Rust PDK's manifest lists them.
+var allHooks = []string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal,
+	abi.HookOnTurnStart, abi.HookOnAction, abi.HookOnObservation, abi.HookOnFinal,
+	abi.HookBeforeRun, abi.HookAfterRun, abi.HookBeforeToolCall, abi.HookAfterToolCall}
+
+func TestRustHooksManifest(t *testing.T) {
+	l, _ := rustHooksLoader(t)
+	ctx := context.Background()
+	p := load(t, l, Config{Path: rustHooksWasm(t)})
+	m := p.Manifest()
+	if p.Name() != "rust-hooks" || m.Version != "0.1.0" || m.ABIVersion != abi.Version || !reflect.DeepEqual(m.Hooks, allHooks) {
+		t.Fatalf("manifest %+v", m)
+	}
+	if !reflect.DeepEqual(m.Capabilities, []string{"log", "config"}) || m.History || m.Requires != nil {
+		t.Fatalf("manifest %+v", m)
+	}
+	if len(p.Hooks()) != len(allHooks) || len(p.Options()) != 4 {
+		t.Fatalf("enabled hooks %v, %d engine options", p.Hooks(), len(p.Options()))
+	}
+	f := funcs(t, p)
+	if f.TurnStart == nil || f.Action == nil || f.Observation == nil || f.Final == nil || f.BeforeRun == nil ||
+		f.AfterRun == nil || f.BeforeToolCall == nil || f.AfterToolCall == nil || f.History {
+		t.Fatalf("middleware %+v: want all eight hooks", f)
+	}
+	var names []string
+	reg := engine.NewRegistry()
+	for _, tool := range p.Tools() {
+		names = append(names, tool.Name())
+		reg.Register(tool)
+	}
+	if !reflect.DeepEqual(names, []string{"reverse", "char_stats"}) {
+		t.Fatalf("tools %v", names)
+	}
+	if err := reg.Check(); err != nil {
+		t.Fatalf("the declared schemas do not compile: %v", err)
+	}
+	if err := reg.Validate("reverse", map[string]any{"text": "a", "extra": 1}); !errors.Is(err, engine.ErrInvalidParams) {
+		t.Fatalf("an extra field passed reverse's schema: %v", err)
+	}
+
+	// The module itself: the marker, only morph:host/v1 imports (no WASI),
+	// and exactly the exports the manifest needs, plus morph_destroy.
+	rep, err := l.Inspect(ctx, Config{Path: rustHooksWasm(t)})
+	if err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("inspect: %v %v", err, rep.Problems)
+	}
+	if !reflect.DeepEqual(rep.Markers, []string{abi.MarkerV1}) {
+		t.Fatalf("markers %v", rep.Markers)
+	}
+	for _, imp := range rep.Imports {
+		if imp.Module != abi.HostModule {
+			t.Fatalf("imports %s.%s", imp.Module, imp.Name)
+		}
+	}
+	exports := map[string]bool{}
+	for _, e := range rep.Exports {
+		exports[e.Name] = true
+	}
+	want := []string{abi.MarkerV1, abi.ExportAlloc, abi.ExportDescribe, abi.ExportCallTool, abi.ExportDestroy}
+	for _, h := range allHooks {
+		want = append(want, "morph_"+h)
+	}
+	for _, name := range want {
+		if !exports[name] {
+			t.Errorf("missing export %s", name)
+		}
+	}
+	if len(rep.Exports) != len(want) {
+		t.Errorf("%d exports, want %d: %+v", len(rep.Exports), len(want), rep.Exports)
+	}
+}
+
+func TestRustHooksEngineHooksAndTools(t *testing.T) {
+	l, _ := rustHooksLoader(t)
+	ctx := context.Background()
+	// A value longer than the PDK's first 256-byte buffer: config_get is
+	// called again with a buffer that fits.
+	long := strings.Repeat("Say which tool gave each number. ", 20)
+	p := load(t, l, Config{Path: rustHooksWasm(t), Values: map[string]string{"rule": long}})
+
+	// Unknown input fields are accepted (ABI v1 only adds fields).
+	raw, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{"task":"t","default_prompt":"D","tools":null,"added_later":{"x":[1,2]}}`))
+	if err != nil || string(raw) != `{"system_prompt":"D\n## Rust house rules (from rust-hooks plugin)\n- `+long+`\n"}` {
+		t.Fatalf("build_prompt = %.200s, %v", raw, err)
+	}
+	params, err := invoke[abi.ParamsOutput](ctx, p, abi.ExportBuildParams, abi.ParamsInput{Task: "t", Options: abi.RunOptions{MaxSteps: 3}})
+	if err != nil || !reflect.DeepEqual(params.Parameters, map[string]any{"temperature": 0.3, "max_tokens": float64(400)}) {
+		t.Fatalf("build_params = %v, %v", params.Parameters, err)
+	}
+	// No config: the default rule. Empty input: the zero payload.
+	p2 := load(t, l, Config{Path: rustHooksWasm(t)})
+	prompt, err := invoke[abi.PromptOutput](ctx, p2, abi.ExportBuildPrompt, abi.PromptInput{DefaultPrompt: "D"})
+	if err != nil || prompt.SystemPrompt != "D\n## Rust house rules (from rust-hooks plugin)\n- Give every number with its unit, and say which tool produced it.\n" {
+		t.Fatalf("build_prompt without config = %q, %v", prompt.SystemPrompt, err)
+	}
+	if raw, err := p2.Call(ctx, abi.ExportBuildPrompt, nil); err != nil || !strings.HasPrefix(string(raw), `{"system_prompt":"\n## Rust house rules`) {
+		t.Fatalf("build_prompt of empty input = %s, %v", raw, err)
+	}
+
+	tools := map[string]engine.Tool{}
+	for _, tool := range p.Tools() {
+		tools[tool.Name()] = tool
+	}
+	out, err := tools["reverse"].Execute(ctx, map[string]any{"text": "héllo, wörld"})
+	if err != nil || out != "dlröw ,olléh" {
+		t.Fatalf("reverse = %q, %v", out, err)
+	}
+	out, err = tools["char_stats"].Execute(ctx, map[string]any{"text": "Hé 42!\n"})
+	if err != nil || out != `{"chars":7,"bytes":8,"letters":2,"uppercase":1,"lowercase":1,"digits":2,"whitespace":2,"other":1}` {
+		t.Fatalf("char_stats = %q, %v", out, err)
+	}
+	// Guest-reported errors: the instance stays in service.
+	if _, err := tools["reverse"].Execute(ctx, map[string]any{"text": strings.Repeat("x", 10001)}); !errors.Is(err, ErrGuest) ||
+		!strings.Contains(err.Error(), "the text has 10001 characters; reverse takes at most 10000") {
+		t.Fatalf("reverse of a long text: %v", err)
+	}
+	if _, err := p.Call(ctx, abi.ExportCallTool, []byte(`{"tool":"nope","params":{}}`)); !errors.Is(err, ErrGuest) ||
+		!strings.Contains(err.Error(), `unknown tool "nope"`) {
+		t.Fatalf("unknown tool: %v", err)
+	}
+	if _, err := p.Call(ctx, abi.ExportCallTool, []byte(`{"tool":"reverse","params":{"txt":"x"}}`)); !errors.Is(err, ErrGuest) ||
+		!strings.Contains(err.Error(), "reverse: invalid params: missing field `text`") {
+		t.Fatalf("bad params: %v", err)
+	}
+	if _, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{"task":`)); !errors.Is(err, ErrGuest) ||
+		!strings.Contains(err.Error(), "build_prompt: invalid input") {
+		t.Fatalf("malformed input: %v", err)
+	}
+	if st := p.Stats(); st.Faults != 4 || st.Discarded != 0 || st.Instantiated != 1 {
+		t.Fatalf("stats %+v: guest errors must leave the instance in service", st)
+	}
+}
+
+func TestRustHooksMiddleware(t *testing.T) {
+	l, logs := rustHooksLoader(t)
+	ctx := context.Background()
+	p := load(t, l, Config{Name: "rust-mw", Path: rustHooksWasm(t), Values: map[string]string{"deny_tools": "calc, rm"}})
+	f := funcs(t, p)
+
+	// The audit log: observing hooks answer nothing and log one line each.
+	usage := abi.Usage{InputTokens: 20, OutputTokens: 10, Cost: 0.5}
+	for name, err := range map[string]error{
+		"on_turn_start":  f.TurnStart(ctx, abi.TurnStart{SessionID: "s1", Turn: 1, Input: "use sk-abcdefghijklmnop1234 please"}),
+		"on_action":      f.Action(ctx, abi.Action{SessionID: "s1", Turn: 1, Step: 1, Tool: "reverse", Input: map[string]any{"text": "a b"}}),
+		"on_observation": f.Observation(ctx, abi.Observation{SessionID: "s1", Turn: 1, Step: 1, Tool: "reverse", Observation: "b a"}),
+		"on_final":       f.Final(ctx, abi.TurnFinal{SessionID: "s1", Turn: 1, Step: 2, Status: abi.StatusFinal, Final: `{"output":2}`, TurnUsage: usage}),
+		"after_run": f.AfterRun(ctx, abi.AfterRunInput{SessionID: "s1", Turn: 1, Status: abi.StatusFinal, Steps: 2, Usage: usage,
+			Final: &abi.Final{Thought: "t", Output: map[string]any{"n": 2}}}),
+	} {
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, want := range []string{
+		`rust-audit: turn 1 start session s1 input \"use [redacted] please\"`,
+		"rust-audit: turn 1 action reverse step 1 params [text]",
+		"rust-audit: turn 1 observation reverse step 1 ok, 3 bytes",
+		"rust-audit: turn 1 final final after 2 steps, 30 tokens",
+		`rust-audit: turn 1 after_run final in 2 steps, 30 tokens, $0.500000, output {\"n\":2}`,
+	} {
+		if n := len(linesWith(logs.String(), want, "plugin=rust-mw", "level=INFO")); n != 1 {
+			t.Fatalf("%d log lines with %q, want 1; log:\n%s", n, want, logs.String())
+		}
+	}
+
+	// before_run narrows nothing and, without prompt_marker, changes nothing.
+	br, err := f.BeforeRun(ctx, abi.BeforeRunInput{SessionID: "s1", Turn: 1, SystemPrompt: "P", Tools: []string{"calc", "reverse"}})
+	if err != nil || br.SystemPrompt != "" || br.Tools != nil {
+		t.Fatalf("before_run = %+v, %v; want the zero output", br, err)
+	}
+	if n := len(linesWith(logs.String(), "rust-audit: turn 1 before_run, 2 tools offered (calc, reverse), model default")); n != 1 {
+		t.Fatalf("before_run log:\n%s", logs.String())
+	}
+	pm := load(t, l, Config{Name: "rust-marker", Path: rustHooksWasm(t), Values: map[string]string{"prompt_marker": "(audited)"}})
+	br, err = funcs(t, pm).BeforeRun(ctx, abi.BeforeRunInput{Turn: 1, SystemPrompt: "P", Tools: []string{"calc"}})
+	if err != nil || br.SystemPrompt != "P\n(audited)\n" || br.Tools != nil {
+		t.Fatalf("before_run with a marker = %+v, %v", br, err)
+	}
+
+	// The guard: the denied tools, and calls that pass unchanged.
+	for _, tool := range []string{"calc", "rm"} {
+		deny, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Turn: 1, Step: 3, Tool: tool, Input: map[string]any{"expression": "1"}})
+		if err != nil || !deny.Deny || deny.Reason != "tool "+tool+" is denied by policy (rust-hooks deny_tools)" || deny.Input != nil {
+			t.Fatalf("before_tool_call %s = %+v, %v", tool, deny, err)
+		}
+	}
+	pass, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Tool: "reverse", Input: map[string]any{"text": "a"}})
+	if err != nil || pass.Deny || pass.Reason != "" || pass.Input != nil {
+		t.Fatalf("before_tool_call reverse = %+v, %v; want the zero output", pass, err)
+	}
+
+	// Redaction: the output is rewritten, failed ones included; a clean one
+	// is left unchanged (nil).
+	red, err := f.AfterToolCall(ctx, abi.AfterToolCallInput{Turn: 1, Step: 2, Tool: "reverse",
+		Output: "error: key sk-proj-abcdefghijklmnop_123 and sk-abcdefghijklmnop1234.", IsError: true})
+	if err != nil || red.Output == nil || *red.Output != "error: key [redacted] and [redacted]." {
+		t.Fatalf("after_tool_call = %+v, %v", red, err)
+	}
+	red, err = f.AfterToolCall(ctx, abi.AfterToolCallInput{Tool: "reverse", Output: "task-abcdefghijklmnopqrst"})
+	if err != nil || red.Output != nil {
+		t.Fatalf("after_tool_call on a clean output = %+v, %v", red, err)
+	}
+	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// rustHooksModel first calls reverse, then answers text that is no protocol
+// object until the engine gives up, so the forced conclusion fails and the
+// fallback final hook runs.
+type rustHooksModel struct {
+	mu   sync.Mutex
+	reqs []llm.Request
+}
+
+func (m *rustHooksModel) Chat(_ context.Context, req llm.Request) (llm.Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs = append(m.reqs, req)
+	if len(m.reqs) == 1 {
+		return llm.Result{Text: `{"type":"tool_call","tool_call":{"thought":"decode","tool_name":"reverse","tool_params":{"text":"!olleh"}}}`}, nil
+	}
+	return llm.Result{Text: "Let me think about that some more."}, nil
+}
+
+// A run that cannot conclude: the plugin builds the prompt and parameters,
+// serves the tool, counts its success and gives the fallback final; every
+// hook call succeeds, on one instance.
+func TestRustHooksEngineRun(t *testing.T) {
+	l, logs := rustHooksLoader(t)
+	p := load(t, l, Config{Path: rustHooksWasm(t)})
+	reg := engine.NewRegistry()
+	for _, tool := range p.Tools() {
+		reg.Register(tool)
+	}
+	var mu sync.Mutex
+	called := map[string]int{}
+	var warnings []string
+	opts := append(p.Options(), engine.WithMiddleware(p.Middleware()), engine.WithEventHandler(func(ev engine.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Kind {
+		case engine.EventHook:
+			if ev.Outcome != engine.OutcomeOK {
+				warnings = append(warnings, ev.Hook+": "+ev.Outcome)
+			}
+			called[ev.Hook]++
+		case engine.EventWarning:
+			warnings = append(warnings, ev.Message)
+		}
+	}))
+	model := &rustHooksModel{}
+	final, rc, err := engine.New(model, reg, opts...).Run(context.Background(), "Decode the note.", engine.RunOptions{MaxSteps: 2})
+	if err != nil || final == nil {
+		t.Fatalf("run: final %+v, err %v", final, err)
+	}
+	sys := model.reqs[0].Messages[0]
+	if !strings.Contains(sys.Content, "- reverse: ") || !strings.HasSuffix(sys.Content, "\n## Rust house rules (from rust-hooks plugin)\n- Give every number with its unit, and say which tool produced it.\n") {
+		t.Fatalf("system prompt:\n%s", sys.Content)
+	}
+	for i, req := range model.reqs {
+		if !reflect.DeepEqual(req.Parameters, map[string]any{"temperature": 0.3, "max_tokens": float64(400)}) {
+			t.Fatalf("request %d parameters %v", i, req.Parameters)
+		}
+	}
+	if len(rc.Steps) == 0 || rc.Steps[0].Action != "reverse" || rc.Steps[0].Observation != "hello!" {
+		t.Fatalf("steps %+v", rc.Steps)
+	}
+	if rc.StopReason != engine.StopFallback {
+		t.Fatalf("stop reason %q, warnings %q", rc.StopReason, warnings)
+	}
+	out, ok := final.Output.(map[string]any)
+	if !ok || out["status"] != "incomplete" || out["tool_successes"] != float64(1) ||
+		!reflect.DeepEqual(out["by_tool"], map[string]any{"reverse": float64(1)}) {
+		t.Fatalf("final output %#v", final.Output)
+	}
+	for _, h := range allHooks {
+		if called[h] == 0 && h != abi.HookBeforeToolCall && h != abi.HookAfterToolCall {
+			t.Errorf("hook %s was not called: %v", h, called)
+		}
+	}
+	if called[abi.HookBeforeToolCall] != 1 || called[abi.HookAfterToolCall] != 1 {
+		t.Errorf("tool-call hooks %v", called)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "hook") {
+			t.Errorf("a plugin hook failed: %q", warnings)
+		}
+	}
+	if n := len(linesWith(logs.String(), "rust-audit: turn 1 final fallback after")); n != 1 {
+		t.Errorf("on_final log:\n%s", logs.String())
+	}
+	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// morph_destroy runs on close, once per idle instance, with the state the
+// instance kept.
+func TestRustHooksDestroy(t *testing.T) {
+	l, logs := rustHooksLoader(t)
+	ctx := context.Background()
+	p := load(t, l, Config{Name: "rust-destroy", Path: rustHooksWasm(t)})
+	for range 2 {
+		if _, err := invoke[json.RawMessage](ctx, p, abi.ExportOnToolSuccess, abi.ToolSuccessInput{Tool: "reverse"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := linesWith(logs.String(), "rust-hooks: instance closed after 2 tool successes", "plugin=rust-destroy", "level=DEBUG"); len(got) != 1 {
+		t.Fatalf("%d destroy lines, want 1:\n%s", len(got), logs.String())
+	}
+}
+
+// BenchmarkRustHook is the Rust example's build_prompt (decode the
+// PromptInput with serde, read a config value through config_get, encode a
+// PromptOutput) through morph's call path on a warm instance, with the
+// PromptInputs of BenchmarkCall; compare with its go-hooks rows.
+func BenchmarkRustHook(b *testing.B) {
+	ctx := context.Background()
+	p := load(b, newLoader(b), Config{Path: rustHooksWasm(b), Values: map[string]string{"rule": "Be brief."},
+		Limits: Limits{MaxInputBytes: 2 << 20, MaxOutputBytes: 4 << 20}})
+	for _, s := range benchSizes {
+		in := jsonPayload(s.n)
+		b.Run("rust-hooks/"+s.name, func(b *testing.B) {
+			b.SetBytes(int64(s.n))
+			b.ReportAllocs()
+			for b.Loop() {
+				if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
+					b.Fatalf("%d bytes, %v", len(out), err)
+				}
+			}
+		})
+	}
+}
