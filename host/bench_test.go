@@ -31,9 +31,10 @@ func jsonPayload(n int) []byte {
 }
 
 // benchGuests are the guests of the call-path benchmarks: the WAT echo (the
-// smallest possible guest: the cost is all call path) and the Go example's
+// smallest possible guest: the cost is all call path), the Go example's
 // build_prompt (decode the PromptInput, read a config value, encode a
-// PromptOutput) in both its builds, standard Go and TinyGo. All get a
+// PromptOutput) in both its builds, standard Go and TinyGo, and the Rust
+// example's, which does the same work. All get a
 // PromptInput of the benchmark's size. wasm returns the module's path, fails
 // the benchmark when it is missing, and skips the TinyGo guest when
 // MORPH_SKIP_TINYGO=1.
@@ -44,6 +45,7 @@ var benchGuests = []struct {
 	{"wat-echo", func(b testing.TB) string { return fixture(b, "echo") }},
 	{"go-hooks", goHooksStd.wasm},
 	{"go-hooks-tinygo", goHooksTinyGo.wasm},
+	{"rust-hooks", rustHooksWasm},
 }
 
 // benchCalls runs one sub-benchmark per guest and payload size: open readies
@@ -157,32 +159,39 @@ func bareCall(ctx context.Context, mod api.Module, alloc, fn api.Function, stack
 	return append([]byte(nil), view...), nil
 }
 
-// BenchmarkColdStart loads a small module in a new loader whose disk cache
+// BenchmarkColdStart loads each guest in a new loader whose disk cache
 // already holds it: what a new process pays (compile from cache, instantiate,
 // describe) before its first hook call.
 func BenchmarkColdStart(b *testing.B) {
 	ctx := context.Background()
-	dir := b.TempDir()
-	path := fixture(b, "minimal")
-	warm, _ := NewLoader(LoaderOptions{CacheDir: dir})
-	p, err := warm.Load(ctx, Config{Path: path})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p.Close(ctx)
-	warm.Close(ctx)
-	b.ReportAllocs()
-	for b.Loop() {
-		l, err := NewLoader(LoaderOptions{CacheDir: dir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := l.Load(ctx, Config{Path: path})
-		if err != nil {
-			b.Fatal(err)
-		}
-		p.Close(ctx)
-		l.Close(ctx)
+	guests := append([]struct {
+		name string
+		wasm func(testing.TB) string
+	}{{"wat-minimal", func(b testing.TB) string { return fixture(b, "minimal") }}}, benchGuests[1:]...)
+	for _, g := range guests {
+		b.Run(g.name, func(b *testing.B) {
+			dir, path := b.TempDir(), g.wasm(b)
+			warm, _ := NewLoader(LoaderOptions{CacheDir: dir})
+			p, err := warm.Load(ctx, Config{Path: path})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Close(ctx)
+			warm.Close(ctx)
+			b.ReportAllocs()
+			for b.Loop() {
+				l, err := NewLoader(LoaderOptions{CacheDir: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := l.Load(ctx, Config{Path: path})
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Close(ctx)
+				l.Close(ctx)
+			}
+		})
 	}
 }
 

@@ -362,25 +362,3 @@ func TestRustHooksDestroy(t *testing.T) {
 		t.Fatalf("%d destroy lines, want 1:\n%s", len(got), logs.String())
 	}
 }
-
-// BenchmarkRustHook is the Rust example's build_prompt (decode the
-// PromptInput with serde, read a config value through config_get, encode a
-// PromptOutput) through morph's call path on a warm instance, with the
-// PromptInputs of BenchmarkCall; compare with its go-hooks rows.
-func BenchmarkRustHook(b *testing.B) {
-	ctx := context.Background()
-	p := load(b, newLoader(b), Config{Path: rustHooksWasm(b), Values: map[string]string{"rule": "Be brief."},
-		Limits: Limits{MaxInputBytes: 2 << 20, MaxOutputBytes: 4 << 20}})
-	for _, s := range benchSizes {
-		in := jsonPayload(s.n)
-		b.Run("rust-hooks/"+s.name, func(b *testing.B) {
-			b.SetBytes(int64(s.n))
-			b.ReportAllocs()
-			for b.Loop() {
-				if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
-					b.Fatalf("%d bytes, %v", len(out), err)
-				}
-			}
-		})
-	}
-}
