@@ -84,10 +84,18 @@ func BenchmarkCall(b *testing.B) {
 // with the same sandbox settings (close on context done, a deadline per call,
 // cached function handles, WASI and a stub host module for the Go guest):
 // the floor morph's call path is measured against.
-func BenchmarkBareWazero(b *testing.B) {
+func BenchmarkBareWazero(b *testing.B) { benchBare(b, true) }
+
+// BenchmarkBareWazeroNoTermination is the bare call without
+// WithCloseOnContextDone: what the deadline enforcement costs a guest. morph
+// never runs guests so (a spinning guest could not be stopped), but loop-heavy
+// guests pay for the check at every loop iteration, and this shows how much.
+func BenchmarkBareWazeroNoTermination(b *testing.B) { benchBare(b, false) }
+
+func benchBare(b *testing.B, closeOnDone bool) {
 	ctx := context.Background()
 	benchCalls(b, func(b *testing.B, path string) func([]byte) ([]byte, error) {
-		mod, alloc, fn := bareInstance(b, path)
+		mod, alloc, fn := bareInstance(b, path, closeOnDone)
 		stack := make([]uint64, 2)
 		return func(in []byte) ([]byte, error) { return bareCall(ctx, mod, alloc, fn, stack, in) }
 	})
@@ -115,13 +123,13 @@ func BenchmarkNativeHook(b *testing.B) {
 	}
 }
 
-func bareInstance(b *testing.B, path string) (api.Module, api.Function, api.Function) {
+func bareInstance(b *testing.B, path string, closeOnDone bool) (api.Module, api.Function, api.Function) {
 	ctx := context.Background()
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(64*16))
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(closeOnDone).WithMemoryLimitPages(64*16))
 	b.Cleanup(func() { r.Close(ctx) })
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	_, err = r.NewHostModuleBuilder(abi.HostModule).
