@@ -70,69 +70,20 @@ type target struct {
 	extra map[string]any
 }
 
-// keepZero records v for the wire when it is the zero value go-openai's
-// omitempty tags would otherwise silently drop.
-func (t *target) keepZero(key string, isZero bool, v any) {
-	if isZero {
-		t.extra[key] = v
-	}
-}
-
 // setter converts one raw parameter value and stores it in t.
 type setter func(t *target, v any) error
 
 // parameters maps each supported key (its wire name) to its setter.
 var parameters = map[string]setter{
-	"temperature": func(t *target, v any) error {
-		f, err := toFloat32(v, 0, math.Inf(1))
-		t.req.Temperature = f
-		t.keepZero("temperature", f == 0, 0)
-		return err
-	},
-	"top_p": func(t *target, v any) error {
-		f, err := toFloat32(v, 0, 1)
-		t.req.TopP = f
-		t.keepZero("top_p", f == 0, 0)
-		return err
-	},
-	"presence_penalty": func(t *target, v any) error {
-		f, err := toFloat32(v, math.Inf(-1), math.Inf(1))
-		t.req.PresencePenalty = f
-		t.keepZero("presence_penalty", f == 0, 0)
-		return err
-	},
-	"frequency_penalty": func(t *target, v any) error {
-		f, err := toFloat32(v, math.Inf(-1), math.Inf(1))
-		t.req.FrequencyPenalty = f
-		t.keepZero("frequency_penalty", f == 0, 0)
-		return err
-	},
-	"max_tokens": func(t *target, v any) error {
-		n, err := toInt(v, 1, math.MaxInt)
-		t.req.MaxTokens = n
-		return err
-	},
-	"max_completion_tokens": func(t *target, v any) error {
-		n, err := toInt(v, 1, math.MaxInt)
-		t.req.MaxCompletionTokens = n
-		return err
-	},
-	"n": func(t *target, v any) error {
-		n, err := toInt(v, 1, math.MaxInt)
-		t.req.N = n
-		return err
-	},
-	"seed": func(t *target, v any) error {
-		n, err := toInt(v, math.MinInt, math.MaxInt)
-		t.req.Seed = &n
-		return err
-	},
-	"top_logprobs": func(t *target, v any) error {
-		n, err := toInt(v, 0, math.MaxInt)
-		t.req.TopLogProbs = n
-		t.keepZero("top_logprobs", n == 0, 0)
-		return err
-	},
+	"temperature":           zeroKept("temperature", floatIn(0, math.Inf(1)), func(t *target, x float32) { t.req.Temperature = x }),
+	"top_p":                 zeroKept("top_p", floatIn(0, 1), func(t *target, x float32) { t.req.TopP = x }),
+	"presence_penalty":      zeroKept("presence_penalty", floatIn(math.Inf(-1), math.Inf(1)), func(t *target, x float32) { t.req.PresencePenalty = x }),
+	"frequency_penalty":     zeroKept("frequency_penalty", floatIn(math.Inf(-1), math.Inf(1)), func(t *target, x float32) { t.req.FrequencyPenalty = x }),
+	"max_tokens":            convert(intIn(1, math.MaxInt), func(t *target, n int) { t.req.MaxTokens = n }),
+	"max_completion_tokens": convert(intIn(1, math.MaxInt), func(t *target, n int) { t.req.MaxCompletionTokens = n }),
+	"n":                     convert(intIn(1, math.MaxInt), func(t *target, n int) { t.req.N = n }),
+	"seed":                  convert(intIn(math.MinInt, math.MaxInt), func(t *target, n int) { t.req.Seed = &n }),
+	"top_logprobs":          zeroKept("top_logprobs", intIn(0, math.MaxInt), func(t *target, x int) { t.req.TopLogProbs = x }),
 	"stop": func(t *target, v any) error {
 		if s, ok := v.(string); ok {
 			t.req.Stop = []string{s}
@@ -142,56 +93,16 @@ var parameters = map[string]setter{
 		t.req.Stop = list
 		return err
 	},
-	"logit_bias": func(t *target, v any) error {
-		m, err := toLogitBias(v)
-		t.req.LogitBias = m
-		return err
-	},
-	"logprobs": func(t *target, v any) error {
-		b, err := toBool(v)
-		t.req.LogProbs = b
-		return err
-	},
-	"store": func(t *target, v any) error {
-		b, err := toBool(v)
-		t.req.Store = b
-		return err
-	},
-	"parallel_tool_calls": func(t *target, v any) error {
-		b, err := toBool(v)
-		t.req.ParallelToolCalls = b
-		return err
-	},
-	"user": func(t *target, v any) error {
-		s, err := toString(v)
-		t.req.User = s
-		return err
-	},
-	"safety_identifier": func(t *target, v any) error {
-		s, err := toString(v)
-		t.req.SafetyIdentifier = s
-		return err
-	},
-	"reasoning_effort": func(t *target, v any) error {
-		s, err := toString(v)
-		t.req.ReasoningEffort = s
-		return err
-	},
-	"service_tier": func(t *target, v any) error {
-		s, err := toString(v)
-		t.req.ServiceTier = goopenai.ServiceTier(s)
-		return err
-	},
-	"verbosity": func(t *target, v any) error {
-		s, err := toString(v)
-		t.req.Verbosity = s
-		return err
-	},
-	"metadata": func(t *target, v any) error {
-		m, err := toStringMap(v)
-		t.req.Metadata = m
-		return err
-	},
+	"logit_bias":          convert(toLogitBias, func(t *target, x map[string]int) { t.req.LogitBias = x }),
+	"logprobs":            convert(toBool, func(t *target, x bool) { t.req.LogProbs = x }),
+	"store":               convert(toBool, func(t *target, x bool) { t.req.Store = x }),
+	"parallel_tool_calls": convert(toBool, func(t *target, x bool) { t.req.ParallelToolCalls = x }),
+	"user":                convert(toString, func(t *target, x string) { t.req.User = x }),
+	"safety_identifier":   convert(toString, func(t *target, x string) { t.req.SafetyIdentifier = x }),
+	"reasoning_effort":    convert(toString, func(t *target, x string) { t.req.ReasoningEffort = x }),
+	"service_tier":        convert(toString, func(t *target, x string) { t.req.ServiceTier = goopenai.ServiceTier(x) }),
+	"verbosity":           convert(toString, func(t *target, x string) { t.req.Verbosity = x }),
+	"metadata":            convert(toStringMap, func(t *target, x map[string]string) { t.req.Metadata = x }),
 	"chat_template_kwargs": func(t *target, v any) error {
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -408,6 +319,39 @@ func rangeError(f, lo, hi float64) error {
 
 // toInt accepts integers in any representation, including a float64 with no
 // fractional part (JSON decodes every number as float64), within [lo, hi].
+// convert is the usual setter: convert the value with conv, store it with
+// set. The value is stored even when conv fails; the error rejects the run.
+func convert[T any](conv func(any) (T, error), set func(*target, T)) setter {
+	return func(t *target, v any) error {
+		x, err := conv(v)
+		set(t, x)
+		return err
+	}
+}
+
+// zeroKept is convert for a number whose zero go-openai would drop (its
+// omitempty tags): an explicit zero is recorded for the wire too.
+func zeroKept[T int | float32](key string, conv func(any) (T, error), set func(*target, T)) setter {
+	return func(t *target, v any) error {
+		x, err := conv(v)
+		set(t, x)
+		if x == 0 {
+			t.extra[key] = 0
+		}
+		return err
+	}
+}
+
+// floatIn is toFloat32 bounded to [lo, hi], as a converter.
+func floatIn(lo, hi float64) func(any) (float32, error) {
+	return func(v any) (float32, error) { return toFloat32(v, lo, hi) }
+}
+
+// intIn is toInt bounded to [lo, hi], as a converter.
+func intIn(lo, hi int) func(any) (int, error) {
+	return func(v any) (int, error) { return toInt(v, lo, hi) }
+}
+
 func toInt(v any, lo, hi int) (int, error) {
 	var n int64
 	switch x := v.(type) {
