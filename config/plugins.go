@@ -50,6 +50,13 @@ type Plugin struct {
 	QuarantineAfter int `toml:"quarantine_after"`
 	// QuarantineFor is the first quarantine's length (default 30s, doubling to 10m).
 	QuarantineFor time.Duration `toml:"quarantine_for"`
+	// Isolation is which calls may share an instance, and so the guest's
+	// state: "pooled" (any call reuses an idle instance), "session" (each
+	// session has instances of its own, evicted after 10 minutes idle or
+	// beyond 256 idle sessions, calling morph_destroy) or "call" (a fresh
+	// instance per call, without morph_destroy). Default: "session" for a
+	// plugin with an enabled middleware hook, "pooled" otherwise.
+	Isolation string `toml:"isolation"`
 }
 
 // Discovery is the [discovery] table: where else plugins are found. Each
@@ -126,6 +133,9 @@ func (v *validator) plugins() {
 		if p.Policy != "" && p.Policy != PolicyFailOpen && p.Policy != PolicyFailClosed {
 			v.fail(key("policy"), nil, "plugin %q: unknown policy %q (policies: %s, %s)", p.Name, p.Policy, PolicyFailOpen, PolicyFailClosed)
 		}
+		if p.Isolation != "" && !slices.Contains(host.IsolationModes(), p.Isolation) {
+			v.fail(key("isolation"), nil, "plugin %q: unknown isolation %q (isolation: %s)", p.Name, p.Isolation, strings.Join(host.IsolationModes(), ", "))
+		}
 		if v.md.IsDefined("plugins", fmt.Sprint(i), "quarantine_for") && p.QuarantineFor <= 0 {
 			v.fail(key("quarantine_for"), nil, "plugin %q: must be positive", p.Name)
 		}
@@ -168,11 +178,12 @@ func (p Plugin) MiddlewareConfig() engine.MiddlewareConfig {
 // HostConfig is the plugin's load settings for package host.
 func (p Plugin) HostConfig() host.Config {
 	return host.Config{
-		Name:   p.Name,
-		Path:   p.Path,
-		SHA256: p.SHA256,
-		Hooks:  p.Hooks,
-		Values: p.Config,
+		Name:      p.Name,
+		Path:      p.Path,
+		SHA256:    p.SHA256,
+		Hooks:     p.Hooks,
+		Values:    p.Config,
+		Isolation: p.Isolation,
 		Limits: host.Limits{
 			Timeout:        p.Timeout,
 			MemoryMiB:      uint32(p.MemoryMB),

@@ -4,9 +4,10 @@
 // Each plugin gets its own wazero runtime, so that its memory cap is its own
 // (wazero's limit is per runtime), while all plugins share one compilation
 // cache, in memory and on disk, so a module compiles once per machine rather
-// than once per process. Calls run with a deadline on a pooled instance that
-// only one goroutine uses at a time; an instance that traps or times out is
-// discarded and the next call gets a fresh one.
+// than once per process. Calls run with a deadline on an instance that only
+// one goroutine uses at a time, drawn as the plugin's isolation mode says
+// (Config.Isolation: pooled, per session or per call); an instance that
+// traps or times out is discarded and the next call gets a fresh one.
 package host
 
 import (
@@ -31,6 +32,8 @@ type Limits struct {
 	MaxOutputBytes int           // largest output the host accepts
 	MaxInstances   int           // instances that may run at once; callers beyond wait
 	MaxLogBytes    int           // guest stdout+stderr logged per instance; the rest is dropped
+	SessionIdle    time.Duration // IsolationSession: a session's idle instances are evicted after this
+	MaxSessions    int           // IsolationSession: sessions with idle instances kept; beyond, the least recently used is evicted
 }
 
 // Defaults for zero Limits fields.
@@ -41,6 +44,8 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 	DefaultMaxInstances   = 4
 	DefaultMaxLogBytes    = 64 << 10
+	DefaultSessionIdle    = 10 * time.Minute
+	DefaultMaxSessions    = 256
 	// MaxModuleBytes caps the size of a .wasm file the loader reads.
 	MaxModuleBytes = 256 << 20
 )
@@ -64,6 +69,12 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxLogBytes <= 0 {
 		l.MaxLogBytes = DefaultMaxLogBytes
 	}
+	if l.SessionIdle <= 0 {
+		l.SessionIdle = DefaultSessionIdle
+	}
+	if l.MaxSessions <= 0 {
+		l.MaxSessions = DefaultMaxSessions
+	}
 	return l
 }
 
@@ -76,7 +87,33 @@ type Config struct {
 	Hooks  []string          // hooks to enable (abi.Hook* names); nil: every hook the plugin implements
 	Limits Limits            //
 	Values map[string]string // the plugin's own config, read by the guest through config_get
+	// Isolation is which calls may share an instance, and so the guest's
+	// state: IsolationPooled, IsolationSession or IsolationCall. Empty:
+	// IsolationSession for a plugin with an enabled middleware hook,
+	// IsolationPooled otherwise. Any other value fails the load.
+	Isolation string
 }
+
+// Isolation modes of Config.Isolation. Limits.MaxInstances bounds the
+// instances running at once in every mode.
+const (
+	// IsolationPooled: an idle instance serves the next call, whoever makes it.
+	IsolationPooled = "pooled"
+	// IsolationSession: each session (engine.RunContext(ctx).SessionID; calls
+	// outside a run, such as describe, share the session "") has instances of
+	// its own, never used by another session. A session's idle instances are
+	// evicted after Limits.SessionIdle, and the least recently used session's
+	// when more than Limits.MaxSessions have idle instances; eviction calls
+	// morph_destroy, when exported, as Close does. The instance describe ran
+	// on at load, which holds no session's state, serves the first session.
+	IsolationSession = "session"
+	// IsolationCall: each call runs on a fresh instance, closed after the
+	// call without morph_destroy (a guest cannot keep state across calls).
+	IsolationCall = "call"
+)
+
+// IsolationModes are the valid Config.Isolation values.
+func IsolationModes() []string { return []string{IsolationPooled, IsolationSession, IsolationCall} }
 
 // Loader compiles and loads plugins. One Loader serves a process; its
 // compilation cache is shared by every plugin it loads.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -22,7 +23,8 @@ import (
 )
 
 // Plugin is a loaded module. It is safe for concurrent use: each call runs
-// on an instance of its own from the plugin's pool.
+// on an instance of its own, drawn from the free list its isolation mode
+// picks (see Config.Isolation and isolation.go).
 type Plugin struct {
 	name     string
 	source   string // the file, or "(bytes)"
@@ -34,11 +36,17 @@ type Plugin struct {
 	manifest abi.Manifest
 	hooks    []string // enabled hooks, sorted
 
-	slots  chan struct{} // one token per instance allowed to run
-	stats  stats
-	mu     sync.Mutex
-	free   []*instance
-	closed bool
+	mode     string        // Config.Isolation; "" (pooled) until describe has run
+	slots    chan struct{} // one token per instance allowed to run
+	stats    stats
+	evicting sync.WaitGroup // evictions in flight; Close waits for them
+
+	mu       sync.Mutex
+	now      func() time.Time // the clock of idle sessions; tests replace it
+	free     []*instance      // idle instances, in the order they came back
+	sessions map[string]int   // idle instances by key, for Limits.MaxSessions
+	sweeper  *time.Timer      // the next idle-session sweep, when one is due
+	closed   bool
 }
 
 // instance is one instantiation with its export handles resolved once:
@@ -48,6 +56,11 @@ type instance struct {
 	alloc api.Function
 	fns   map[string]api.Function
 	stack []uint64 // reused by CallWithStack
+
+	key   string    // the free list it belongs to (see poolKey)
+	spare bool      // has run only describe: any key may take it
+	reuse bool      // false: closed after its call (IsolationCall)
+	since time.Time // when it last came back idle
 }
 
 // Load reads, verifies, compiles and describes a plugin. Errors are *Error
@@ -68,7 +81,11 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err != nil {
 		return fail(ErrLoad, err)
 	}
-	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label)}
+	if cfg.Isolation != "" && !slices.Contains(IsolationModes(), cfg.Isolation) {
+		return fail(ErrLoad, fmt.Errorf("isolation %q: want one of %s", cfg.Isolation, strings.Join(IsolationModes(), ", ")))
+	}
+	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
+		mode: cfg.Isolation, now: time.Now, sessions: map[string]int{}}
 	p.runtime = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(l.cache).
 		WithCloseOnContextDone(true).
@@ -97,6 +114,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		}
 		return fail(ErrABIMismatch, err)
 	}
+	p.spares()
 	if cfg.Name == "" {
 		p.name = p.manifest.Name
 	}
@@ -205,6 +223,9 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 		return err
 	}
 	p.manifest, p.hooks = m, enabled
+	if p.mode == "" {
+		p.mode = defaultIsolation(enabled)
+	}
 	return nil
 }
 
@@ -254,11 +275,16 @@ func (p *Plugin) Manifest() abi.Manifest { return p.manifest }
 // Hooks are the enabled hooks, sorted.
 func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
 
+// Isolation is the plugin's isolation mode: the configured one, or the default
+// for its enabled hooks.
+func (p *Plugin) Isolation() string { return p.mode }
+
 // Close closes the plugin's runtime and every instance, first calling
 // morph_destroy (when the module exports it) once on each idle instance,
 // with the plugin's timeout; a failing destroy is logged, and the close goes
-// on. Calls in flight end with an error; later calls fail with ErrClosed. A
-// second Close does nothing and returns nil.
+// on. It waits for idle-session evictions in flight. Calls in flight end
+// with an error; later calls fail with ErrClosed. A second Close does
+// nothing and returns nil.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -266,13 +292,19 @@ func (p *Plugin) Close(ctx context.Context) error {
 		return nil
 	}
 	idle := p.free
-	p.closed, p.free = true, nil
+	p.closed, p.free, p.sessions = true, nil, nil
+	if p.sweeper != nil {
+		p.sweeper.Stop()
+		p.sweeper = nil
+	}
 	p.mu.Unlock()
+	p.evicting.Wait()
 	p.destroy(ctx, idle)
 	return p.runtime.Close(ctx)
 }
 
-// Call runs export with input on a pooled instance and returns a copy of
+// Call runs export with input on an instance (see Config.Isolation; outside
+// a run, the session is "") and returns a copy of
 // its output. It is the raw ABI call: the input and output are opaque bytes.
 func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	var out []byte
@@ -284,7 +316,7 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 }
 
 // call runs export and hands the output, still in guest memory, to read
-// before the instance goes back to the pool; an error from read is
+// before the instance goes back to its free list; an error from read is
 // ErrBadOutput and retires the instance.
 func (p *Plugin) call(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
 	fail := func(kind error, msg string, err error) error {
@@ -385,32 +417,6 @@ func (in *instance) call(ctx context.Context, export string, input []byte, maxOu
 		return nil, ErrGuest, string(view), nil
 	}
 	return view, nil, "", nil
-}
-
-func (p *Plugin) get(ctx context.Context) (*instance, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if n := len(p.free); n > 0 {
-		inst := p.free[n-1]
-		p.free = p.free[:n-1]
-		p.mu.Unlock()
-		return inst, nil
-	}
-	p.mu.Unlock()
-	return p.instantiate(ctx)
-}
-
-func (p *Plugin) put(inst *instance) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		inst.mod.Close(context.Background())
-		return
-	}
-	p.free = append(p.free, inst)
 }
 
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {

@@ -1,0 +1,43 @@
+package config_test
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/host"
+)
+
+// [[plugins]] isolation: validated at Load, passed to the host as is.
+func TestPluginIsolation(t *testing.T) {
+	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", "counter.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"ctr\"\npath = " + strconv.Quote(wasm) + "\n"
+	files := func(isolation string) map[string]string {
+		return map[string]string{"replies.json": replies, "morph.toml": head + isolation}
+	}
+	for _, mode := range []string{"", host.IsolationPooled, host.IsolationSession, host.IsolationCall} {
+		line := ""
+		if mode != "" {
+			line = "isolation = \"" + mode + "\"\n"
+		}
+		c, err := config.Load(filepath.Join(write(t, files(line)), "morph.toml"))
+		if err != nil {
+			t.Fatalf("isolation %q: %v", mode, err)
+		}
+		if got := c.Plugins[0].HostConfig().Isolation; got != mode {
+			t.Errorf("isolation %q: host config has %q", mode, got)
+		}
+	}
+	ce, err := loadErr(t, files("isolation = \"shared\"\n")["morph.toml"])
+	if ce.Key != "plugins.0.isolation" {
+		t.Errorf("key %q, want plugins.0.isolation (%v)", ce.Key, err)
+	}
+	if !strings.Contains(err.Error(), `unknown isolation "shared" (isolation: pooled, session, call)`) || !strings.Contains(err.Error(), `"ctr"`) {
+		t.Errorf("error %q does not name the plugin, the value and the allowed values", err)
+	}
+}

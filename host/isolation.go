@@ -1,0 +1,178 @@
+package host
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// One path serves every isolation mode: a call takes an idle instance of
+// its key from p.free, or instantiates one, and gives it back there. The
+// mode only chooses the key (poolKey): "" for pooled, the session id for
+// session; in call mode no instance is kept. p.free is in the order the
+// instances came back, so in session mode trim evicts from its front: the
+// instances idle for Limits.SessionIdle, then the longest idle until no
+// more than Limits.MaxSessions keys have idle instances. A session's
+// lookup scans p.free from the back: the idle instances, a few hundred at
+// most with the default limits. The instance describe ran on at load is a
+// spare, which holds no session's state: the first call that finds no
+// instance of its own key takes it (so a one-session run instantiates once,
+// as in pooled mode).
+
+// defaultIsolation is the mode of a plugin that configures none: per session
+// when it has an enabled middleware hook (middleware may keep state about
+// the session it observes), pooled otherwise.
+func defaultIsolation(hooks []string) string {
+	for _, h := range hooks {
+		if _, ok := abi.MiddlewareExports[h]; ok {
+			return IsolationSession
+		}
+	}
+	return IsolationPooled
+}
+
+// poolKey is the free list a call on ctx draws from and returns to; reuse is
+// false in call mode, where no instance outlives its call.
+func (p *Plugin) poolKey(ctx context.Context) (key string, reuse bool) {
+	switch p.mode {
+	case IsolationCall:
+		return "", false
+	case IsolationSession:
+		if rc := engine.RunContext(ctx); rc != nil {
+			return rc.SessionID, true
+		}
+	}
+	return "", true
+}
+
+// get takes the most recently idle instance of ctx's key, or instantiates one.
+func (p *Plugin) get(ctx context.Context) (*instance, error) {
+	key, reuse := p.poolKey(ctx)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	evicted := p.trim()
+	var inst *instance
+	for i := len(p.free) - 1; reuse && i >= 0; i-- {
+		if p.free[i].key == key || p.free[i].spare {
+			inst = p.free[i]
+			p.free = slices.Delete(p.free, i, i+1)
+			p.forget(inst.key)
+			inst.key, inst.spare = key, false
+			break
+		}
+	}
+	p.mu.Unlock()
+	p.evict(evicted)
+	if inst != nil {
+		return inst, nil
+	}
+	inst, err := p.instantiate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inst.key, inst.reuse = key, reuse
+	return inst, nil
+}
+
+// spares marks the idle instances, those describe ran on, as spares.
+func (p *Plugin) spares() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, inst := range p.free {
+		inst.spare = true
+	}
+}
+
+// put gives inst back to the free list of its key, or closes it, without
+// morph_destroy, in call mode and after Close.
+func (p *Plugin) put(inst *instance) {
+	p.mu.Lock()
+	if p.closed || !inst.reuse {
+		p.mu.Unlock()
+		inst.mod.Close(context.Background())
+		return
+	}
+	inst.since = p.now()
+	p.free = append(p.free, inst)
+	p.sessions[inst.key]++
+	evicted := p.trim()
+	p.schedule()
+	p.mu.Unlock()
+	p.evict(evicted)
+}
+
+// forget counts one idle instance of key less; p.mu is held.
+func (p *Plugin) forget(key string) {
+	if p.sessions[key]--; p.sessions[key] <= 0 {
+		delete(p.sessions, key)
+	}
+}
+
+// trim removes, in session mode, the idle instances due for eviction and
+// returns them for evict; p.mu is held and the plugin is open.
+func (p *Plugin) trim() []*instance {
+	if p.mode != IsolationSession {
+		return nil
+	}
+	now, n := p.now(), 0
+	for ; n < len(p.free); n++ {
+		inst := p.free[n]
+		if now.Sub(inst.since) < p.limits.SessionIdle && len(p.sessions) <= p.limits.MaxSessions {
+			break
+		}
+		p.forget(inst.key)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := slices.Clone(p.free[:n])
+	p.free = slices.Delete(p.free, 0, n)
+	p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
+	return out
+}
+
+// evict calls morph_destroy on the instances trim removed and closes them,
+// in the background, each holding an instance slot while its destroy runs.
+func (p *Plugin) evict(insts []*instance) {
+	if len(insts) == 0 {
+		return
+	}
+	go func() {
+		defer p.evicting.Done()
+		for _, inst := range insts {
+			p.slots <- struct{}{}
+			p.destroy(context.Background(), []*instance{inst})
+			<-p.slots
+			inst.mod.Close(context.Background())
+		}
+	}()
+}
+
+// schedule arms a timer for the expiry of the longest idle instance, so
+// that idle sessions are evicted even when no call comes; p.mu is held.
+func (p *Plugin) schedule() {
+	if p.mode != IsolationSession || p.sweeper != nil || len(p.free) == 0 {
+		return
+	}
+	d := max(p.free[0].since.Add(p.limits.SessionIdle).Sub(p.now()), 10*time.Millisecond)
+	p.sweeper = time.AfterFunc(d, p.sweep)
+}
+
+// sweep is the timer's trim.
+func (p *Plugin) sweep() {
+	p.mu.Lock()
+	p.sweeper = nil
+	var evicted []*instance
+	if !p.closed {
+		evicted = p.trim()
+		p.schedule()
+	}
+	p.mu.Unlock()
+	p.evict(evicted)
+}

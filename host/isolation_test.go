@@ -1,0 +1,211 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// counterEngine loads counter.wat with cfg and returns an engine whose
+// prompt builder it is. A turn's rc.SystemPrompt is "calls: N", N counting
+// the build_prompt calls of the instance that served it.
+func counterEngine(t *testing.T, cfg Config) (*Plugin, *engine.Engine) {
+	t.Helper()
+	cfg.Path = fixture(t, "counter")
+	p := load(t, newLoader(t), cfg)
+	return p, engine.New(finalModel{}, nil, p.Options()...)
+}
+
+// turn runs one turn of s and returns its system prompt.
+func turn(t *testing.T, s *engine.Session) string {
+	t.Helper()
+	final, rc, err := s.RunTurn(context.Background(), "t", engine.RunOptions{})
+	if err != nil || final == nil {
+		t.Fatalf("turn of %s: final %+v err %v", s.ID(), final, err)
+	}
+	return rc.SystemPrompt
+}
+
+// expect checks the prompts of a sequence of turns: session name, then the
+// wanted "calls: N".
+func expect(t *testing.T, e *engine.Engine, steps ...string) {
+	t.Helper()
+	sessions := map[string]*engine.Session{}
+	for i := 0; i < len(steps); i += 2 {
+		s := sessions[steps[i]]
+		if s == nil {
+			s = e.NewSession(steps[i])
+			sessions[steps[i]] = s
+		}
+		if got := turn(t, s); got != steps[i+1] {
+			t.Fatalf("step %d, session %s: prompt %q, want %q", i/2+1, steps[i], got, steps[i+1])
+		}
+	}
+}
+
+func TestIsolationModes(t *testing.T) {
+	t.Run("pooled", func(t *testing.T) {
+		p, e := counterEngine(t, Config{Isolation: IsolationPooled})
+		expect(t, e, "a", "calls: 1", "b", "calls: 2", "a", "calls: 3")
+		if st := p.Stats(); st.Instantiated != 1 {
+			t.Fatalf("stats %+v, want one instance", st)
+		}
+	})
+	t.Run("session", func(t *testing.T) {
+		p, e := counterEngine(t, Config{Isolation: IsolationSession})
+		expect(t, e, "a", "calls: 1", "b", "calls: 1", "a", "calls: 2", "c", "calls: 1", "b", "calls: 2")
+		// Outside a run: the shared session "" (describe's instance went to a).
+		for _, want := range []string{"calls: 1", "calls: 2"} {
+			out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{})
+			if err != nil || out.SystemPrompt != want {
+				t.Fatalf("call outside a run: %+v, %v; want %q", out, err, want)
+			}
+		}
+		if st := p.Stats(); st.Instantiated != 4 || st.Discarded != 0 {
+			t.Fatalf("stats %+v, want 4 instances: a (describe's), b, c, \"\"", st)
+		}
+	})
+	t.Run("call", func(t *testing.T) {
+		p, e := counterEngine(t, Config{Isolation: IsolationCall})
+		expect(t, e, "a", "calls: 1", "a", "calls: 1", "b", "calls: 1")
+		if st := p.Stats(); st.Instantiated != 4 || st.Discarded != 0 {
+			t.Fatalf("stats %+v, want 4 instances (describe and 3 calls), none discarded", st)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.free) != 0 {
+			t.Fatalf("%d idle instances kept in call mode", len(p.free))
+		}
+	})
+}
+
+// fakeClock is a settable clock for Plugin.now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestIsolationSessionEviction(t *testing.T) {
+	t.Run("idle ttl", func(t *testing.T) {
+		p, e := counterEngine(t, Config{Isolation: IsolationSession, Limits: Limits{SessionIdle: time.Minute}})
+		clock := &fakeClock{t: time.Now()}
+		p.mu.Lock()
+		p.now = clock.now
+		p.mu.Unlock()
+		a := e.NewSession("a")
+		turn(t, a)
+		clock.add(59 * time.Second)
+		if got := turn(t, a); got != "calls: 2" {
+			t.Fatalf("within the ttl: %q", got)
+		}
+		before := p.Stats()
+		clock.add(61 * time.Second)
+		if got := turn(t, a); got != "calls: 1" {
+			t.Fatalf("after the ttl: %q, want a fresh instance", got)
+		}
+		p.evicting.Wait()
+		// One build_prompt, and morph_destroy on the evicted instance.
+		if st := p.Stats(); st.Calls-before.Calls != 2 || st.Faults != 0 || st.Instantiated-before.Instantiated != 1 {
+			t.Fatalf("stats before %+v after %+v", before, st)
+		}
+	})
+	t.Run("idle ttl without calls", func(t *testing.T) {
+		p, e := counterEngine(t, Config{Isolation: IsolationSession, Limits: Limits{SessionIdle: 20 * time.Millisecond}})
+		turn(t, e.NewSession("a"))
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			p.mu.Lock()
+			n := len(p.free)
+			p.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d idle instances still kept after the ttl", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	t.Run("max sessions", func(t *testing.T) {
+		p, e := counterEngine(t, Config{Isolation: IsolationSession, Limits: Limits{MaxSessions: 2}})
+		// Idle after each turn (a takes describe's spare): {a}, {a, b},
+		// {b, c}; then b is taken and comes back ({c, b}), a is new ({b, a}:
+		// c evicted), c is new ({a, c}).
+		expect(t, e, "a", "calls: 1", "b", "calls: 1", "c", "calls: 1",
+			"b", "calls: 2", "a", "calls: 1", "c", "calls: 1", "a", "calls: 2")
+		p.evicting.Wait()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.sessions) != 2 || len(p.free) != 2 {
+			t.Fatalf("idle sessions %v, %d instances; want 2", p.sessions, len(p.free))
+		}
+	})
+}
+
+func TestIsolationConfig(t *testing.T) {
+	l := newLoader(t)
+	_, err := l.Load(context.Background(), Config{Name: "ctr", Path: fixture(t, "counter"), Isolation: "shared"})
+	if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "ctr") || !strings.Contains(err.Error(), `isolation "shared"`) ||
+		!strings.Contains(err.Error(), "pooled, session, call") {
+		t.Fatalf("err = %v, want ErrLoad naming the plugin and the allowed values", err)
+	}
+	cases := []struct {
+		fixture, isolation, want string
+	}{
+		{"minimal", "", IsolationPooled},
+		{"counter", "", IsolationPooled},
+		{"mw_observe", "", IsolationSession},
+		{"mw_observe", IsolationPooled, IsolationPooled},
+		{"minimal", IsolationCall, IsolationCall},
+	}
+	for _, c := range cases {
+		p := load(t, l, Config{Path: fixture(t, c.fixture), Isolation: c.isolation})
+		if got := p.Isolation(); got != c.want {
+			t.Errorf("%s with isolation %q: mode %q, want %q", c.fixture, c.isolation, got, c.want)
+		}
+	}
+	// A middleware plugin whose middleware hooks are all disabled is pooled.
+	if p := load(t, l, Config{Path: fixture(t, "mw_observe"), Hooks: []string{}}); p.Isolation() != IsolationPooled {
+		t.Errorf("mw_observe with no hook enabled: mode %q", p.Isolation())
+	}
+}
+
+// BenchmarkIsolation is build_prompt on counter.wat with a 1 KB input in each
+// mode, from inside a run of one session: pooled and session reuse a warm
+// instance, call instantiates one per call.
+func BenchmarkIsolation(b *testing.B) {
+	// A context as the engine passes to hooks: it carries the run's session.
+	var runCtx context.Context
+	capture := engine.WithPromptBuilderHook(engine.PromptBuilderFunc(func(ctx context.Context, _ abi.PromptInput) (abi.PromptOutput, error) {
+		runCtx = ctx
+		return abi.PromptOutput{SystemPrompt: "x"}, nil
+	}))
+	if _, _, err := engine.New(finalModel{}, nil, capture).NewSession("bench").RunTurn(context.Background(), "t", engine.RunOptions{}); err != nil || engine.RunContext(runCtx) == nil {
+		b.Fatalf("no run context: %v", err)
+	}
+	in := jsonPayload(1 << 10)
+	for _, mode := range IsolationModes() {
+		b.Run(mode, func(b *testing.B) {
+			p := load(b, newLoader(b), Config{Path: fixture(b, "counter"), Isolation: mode})
+			b.ReportAllocs()
+			for b.Loop() {
+				if out, err := p.Call(runCtx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
+					b.Fatalf("%q, %v", out, err)
+				}
+			}
+		})
+	}
+}
