@@ -153,6 +153,9 @@ func TestGoHooksDestroy(t *testing.T) {
 
 func testGoHooksDestroy(t *testing.T, g goHooks) {
 	ctx := context.Background()
+	const line = "go-hooks: instance closed after 1 tool successes"
+	// The log is shared by the whole test process: count from here.
+	before := len(linesWith(g.logs.String(), line, "plugin=go-hooks-destroy"))
 	p := load(t, g.l, Config{Name: "go-hooks-destroy", Path: g.path})
 	if _, err := invoke[json.RawMessage](ctx, p, abi.ExportOnToolSuccess, abi.ToolSuccessInput{Tool: "word_count"}); err != nil {
 		t.Fatal(err)
@@ -160,15 +163,14 @@ func testGoHooksDestroy(t *testing.T, g goHooks) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const line = "go-hooks: instance closed after 1 tool successes"
-	if got := linesWith(g.logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
-		t.Fatalf("%d destroy lines, want 1:\n%s", len(got), g.logs.String())
+	if got := linesWith(g.logs.String(), line, "plugin=go-hooks-destroy"); len(got)-before != 1 {
+		t.Fatalf("%d destroy lines, want 1:\n%s", len(got)-before, g.logs.String())
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if got := linesWith(g.logs.String(), line, "plugin=go-hooks-destroy"); len(got) != 1 {
-		t.Fatalf("a second Close destroyed again: %d lines", len(got))
+	if got := linesWith(g.logs.String(), line, "plugin=go-hooks-destroy"); len(got)-before != 1 {
+		t.Fatalf("a second Close destroyed again: %d lines", len(got)-before)
 	}
 }
 
