@@ -275,3 +275,21 @@ func TestGuestOutputCapped(t *testing.T) {
 		t.Fatalf("want one capping warning naming the plugin:\n%s", text)
 	}
 }
+
+// The host's environment (an API key included) and arguments never reach a
+// guest, and host functions given out-of-bounds pointers fail softly.
+func TestGuestCannotSeeEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret-never-for-guests")
+	t.Setenv("MORPH_TEST_SECRET", "also-secret")
+	p := load(t, newLoader(t), Config{Path: fixture(t, "snoop")})
+	out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.SystemPrompt != "env 0 args 0 log ok config -" {
+		t.Fatalf("guest saw %q: want no environment, no arguments, and config_get answering -1", out.SystemPrompt)
+	}
+	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 {
+		t.Fatalf("stats %+v: out-of-bounds host calls must not trap", st)
+	}
+}
