@@ -24,7 +24,7 @@ TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-h
 CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
 RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz
 
 all: build
 
@@ -32,7 +32,7 @@ build:
 	$(GO) build -o $(BIN)/morph -ldflags '$(LDFLAGS)' ./cmd/morph
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
-test: fmt-check vet fixtures examples tinygo-examples rust rust-test unit
+test: fmt-check vet fixtures examples tinygo-examples rust rust-test unit fuzz
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -65,6 +65,14 @@ examples/go-hooks/go-hooks.wasm: $(wildcard examples/go-hooks/*.go guests/go/*.g
 
 guests/testdata/%.wasm: guests/testdata/%.wat | tools-wabt
 	wat2wasm $< -o $@
+
+# Each fuzz target for a bounded time; a crasher lands in the package's
+# testdata/fuzz/ and, committed, stays as a regression seed that go test runs.
+FUZZTIME ?= 10s
+fuzz: fixtures
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeOutput$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 
 tinygo:
 	@scripts/tinygo.sh >/dev/null
