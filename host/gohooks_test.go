@@ -301,15 +301,25 @@ func testGoHooksTools(t *testing.T, g goHooks) {
 			t.Fatalf("json_query %v: err = %v, want ErrGuest containing %q", params, err, want)
 		}
 	}
-	if _, err := p.Call(ctx, abi.ExportCallTool, []byte(`{"tool":"nope","params":{}}`)); !errors.Is(err, ErrGuest) ||
-		!strings.Contains(err.Error(), `unknown tool "nope"`) {
-		t.Fatalf("unknown tool: %v", err)
+	expectGuestErrors(t, p, 2, guestErrCase{abi.ExportBuildPrompt, `{"task":`, "invalid input"})
+}
+
+// guestErrCase is a raw call a guest must refuse with a guest-reported error.
+type guestErrCase struct{ export, input, want string }
+
+// expectGuestErrors makes the calls every PDK must refuse (an unknown tool,
+// plus extra), then checks that all the plugin's faults so far, earlier
+// ones included, were guest-reported errors that left its one instance in
+// service.
+func expectGuestErrors(t *testing.T, p *Plugin, earlier int, extra ...guestErrCase) {
+	t.Helper()
+	calls := append([]guestErrCase{{abi.ExportCallTool, `{"tool":"nope","params":{}}`, `unknown tool "nope"`}}, extra...)
+	for _, c := range calls {
+		if _, err := p.Call(context.Background(), c.export, []byte(c.input)); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s %s: err = %v, want ErrGuest containing %q", c.export, c.input, err, c.want)
+		}
 	}
-	if _, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{"task":`)); !errors.Is(err, ErrGuest) ||
-		!strings.Contains(err.Error(), "invalid input") {
-		t.Fatalf("malformed input: %v", err)
-	}
-	if st := p.Stats(); st.Faults != 4 || st.Discarded != 0 || st.Instantiated != 1 {
+	if st := p.Stats(); st.Faults != uint64(earlier+len(calls)) || st.Discarded != 0 || st.Instantiated != 1 {
 		t.Fatalf("stats %+v: guest errors must leave the instance in service", st)
 	}
 }

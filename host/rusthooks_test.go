@@ -163,21 +163,9 @@ func TestRustHooksEngineHooksAndTools(t *testing.T) {
 		!strings.Contains(err.Error(), "the text has 10001 characters; reverse takes at most 10000") {
 		t.Fatalf("reverse of a long text: %v", err)
 	}
-	if _, err := p.Call(ctx, abi.ExportCallTool, []byte(`{"tool":"nope","params":{}}`)); !errors.Is(err, ErrGuest) ||
-		!strings.Contains(err.Error(), `unknown tool "nope"`) {
-		t.Fatalf("unknown tool: %v", err)
-	}
-	if _, err := p.Call(ctx, abi.ExportCallTool, []byte(`{"tool":"reverse","params":{"txt":"x"}}`)); !errors.Is(err, ErrGuest) ||
-		!strings.Contains(err.Error(), "reverse: invalid params: missing field `text`") {
-		t.Fatalf("bad params: %v", err)
-	}
-	if _, err := p.Call(ctx, abi.ExportBuildPrompt, []byte(`{"task":`)); !errors.Is(err, ErrGuest) ||
-		!strings.Contains(err.Error(), "build_prompt: invalid input") {
-		t.Fatalf("malformed input: %v", err)
-	}
-	if st := p.Stats(); st.Faults != 4 || st.Discarded != 0 || st.Instantiated != 1 {
-		t.Fatalf("stats %+v: guest errors must leave the instance in service", st)
-	}
+	expectGuestErrors(t, p, 1,
+		guestErrCase{abi.ExportCallTool, `{"tool":"reverse","params":{"txt":"x"}}`, "reverse: invalid params: missing field `text`"},
+		guestErrCase{abi.ExportBuildPrompt, `{"task":`, "build_prompt: invalid input"})
 }
 
 func TestRustHooksMiddleware(t *testing.T) {
