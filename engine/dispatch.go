@@ -93,13 +93,9 @@ func newMW(m Middleware, cfg []MiddlewareConfig) *mw {
 	return &mw{f: funcsOf(m), orig: m, cfg: c}
 }
 
-// chain is the middleware in call order: the hooks value, then the rest.
-func (e *Engine) chain() []*mw {
-	if e.hooks == nil {
-		return e.middleware
-	}
-	return append([]*mw{e.hooks}, e.middleware...)
-}
+// chain is the middleware in call order: the hooks value, then the rest
+// (New puts the hooks value first once, so runs need not).
+func (e *Engine) chain() []*mw { return e.middleware }
 
 // wantsHistory reports whether any middleware asks for history, so the
 // engine builds the snapshot only then.

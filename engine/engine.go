@@ -35,7 +35,7 @@ type Engine struct {
 	rules        []string
 	onEvent      func(Event)
 	log          *slog.Logger
-	hooks        *mw              // WithHooks: first in the chain
+	hooks        *mw              // WithHooks; New puts it first in middleware
 	middleware   []*mw            // WithMiddleware, in order
 	now          func() time.Time // the quarantine clock; tests replace it
 	plugins      []Plugin         // WithPlugins, loaded by Initialize
@@ -55,6 +55,9 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now, hookOwner: map[string]string{}}
 	for _, o := range opts {
 		o(e)
+	}
+	if e.hooks != nil {
+		e.middleware = append([]*mw{e.hooks}, e.middleware...)
 	}
 	return e
 }
