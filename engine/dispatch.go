@@ -97,12 +97,6 @@ func newMW(m Middleware, cfg []MiddlewareConfig) *mw {
 // (New puts the hooks value first once, so runs need not).
 func (e *Engine) chain() []*mw { return e.middleware }
 
-// wantsHistory reports whether any middleware asks for history, so the
-// engine builds the snapshot only then.
-func (e *Engine) wantsHistory() bool {
-	return slices.ContainsFunc(e.chain(), func(m *mw) bool { return m.f.History })
-}
-
 // call runs one hook of m in isolation: quarantine check, deadline, panic
 // recovery, accounting, quarantine on repeated faults, and a timing event.
 // ran is false when the hook was skipped for quarantine.
