@@ -193,7 +193,7 @@ func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]
 				fmt.Sprintf("its name starts with no hook or tool of the plugin (hooks: %s; tools: %s)", orNone(hooks), orNone(toolNames(m.Tools)))))
 		}
 	}
-	if _, ok := p.compiled.ExportedFunctions()[abi.ExportDestroy]; ok {
+	if p.module.exports(abi.ExportDestroy) {
 		c.destroy()
 	}
 
@@ -454,13 +454,13 @@ func (c *conformer) destroy() {
 		var view []byte
 		view, kind, msg, err = inst.call(callCtx, abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
 		if kind == nil || kind == ErrGuest {
-			call.MemoryBytes = inst.mod.Memory().Size()
+			call.MemoryBytes = inst.memoryBytes()
 			call.MemoryPages = call.MemoryBytes / 65536
 		}
 		if len(view) > 0 {
 			call.Output = clip(view, 1024)
 		}
-		inst.mod.Close(context.Background())
+		inst.close()
 		p.stats.calls.Add(1)
 	}
 	call.Duration = time.Since(start)
@@ -485,7 +485,7 @@ func (p *Plugin) pooledMemory() (uint32, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.free); n > 0 {
-		return p.free[n-1].mod.Memory().Size(), true
+		return p.free[n-1].memoryBytes(), true
 	}
 	return 0, false
 }

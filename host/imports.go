@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
@@ -15,8 +16,8 @@ import (
 // functions close over the plugin, which is how they know whose log and
 // config they serve. Out-of-bounds pointers are the guest's error: log drops
 // the message, config_get answers -1; neither traps.
-func (p *Plugin) instantiateHostModule(ctx context.Context) error {
-	_, err := p.runtime.NewHostModuleBuilder(abi.HostModule).
+func (p *Plugin) instantiateHostModule(ctx context.Context, r wazero.Runtime) error {
+	_, err := r.NewHostModuleBuilder(abi.HostModule).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostLog),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).Export(abi.ImportLog).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostConfigGet),

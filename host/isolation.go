@@ -95,7 +95,7 @@ func (p *Plugin) put(inst *instance) {
 	p.mu.Lock()
 	if p.closed || !inst.reuse {
 		p.mu.Unlock()
-		inst.mod.Close(context.Background())
+		inst.close()
 		return
 	}
 	inst.since = p.now()
@@ -149,7 +149,7 @@ func (p *Plugin) evict(insts []*instance) {
 			p.slots <- struct{}{}
 			p.destroy(context.Background(), []*instance{inst})
 			<-p.slots
-			inst.mod.Close(context.Background())
+			inst.close()
 		}
 	}()
 }

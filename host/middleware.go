@@ -90,7 +90,7 @@ func mutator[In, Out any](p *Plugin, export string) func(context.Context, In) (O
 func (p *Plugin) destroy(ctx context.Context, idle []*instance) {
 	var wg sync.WaitGroup
 	for _, inst := range idle {
-		if inst.fns[abi.ExportDestroy] == nil {
+		if !p.module.exports(abi.ExportDestroy) {
 			continue
 		}
 		wg.Add(1)

@@ -2,10 +2,10 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sort"
@@ -14,9 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
@@ -31,8 +28,7 @@ type Plugin struct {
 	limits   Limits
 	values   map[string]string
 	log      *slog.Logger
-	runtime  wazero.Runtime
-	compiled wazero.CompiledModule
+	module   module // the compiled module, in the loader its imports chose
 	manifest abi.Manifest
 	hooks    []string // enabled hooks, sorted
 
@@ -49,13 +45,31 @@ type Plugin struct {
 	closed   bool
 }
 
-// instance is one instantiation with its export handles resolved once:
-// ExportedFunction allocates on every lookup.
+// module is a compiled plugin as one loader holds it: ABI v1 directly on
+// wazero (native.go) or a module written with an Extism PDK (extism.go).
+// Everything above it (isolation, deadlines, fault classification, the
+// engine adapters) is the same for both.
+type module interface {
+	// instantiate makes a fresh instance whose stdout and stderr go to logw.
+	instantiate(ctx context.Context, logw io.Writer) (guest, error)
+	// exports reports whether the module exports the ABI v1 export name.
+	exports(name string) bool
+	close(ctx context.Context) error
+}
+
+// guest is one live instance of a module, used by one goroutine at a time.
+type guest interface {
+	// call runs export with input and returns its output in place, valid
+	// until the next call; a non-nil kind is the failure.
+	call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error)
+	// memoryBytes is the size of the guest's linear memory.
+	memoryBytes() uint32
+	close()
+}
+
+// instance is a guest with its place in the plugin's free lists.
 type instance struct {
-	mod   api.Module
-	alloc api.Function
-	fns   map[string]api.Function
-	stack []uint64 // reused by CallWithStack
+	guest
 
 	key   string    // the free list it belongs to (see poolKey)
 	spare bool      // has run only describe: any key may take it
@@ -86,25 +100,17 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
 		mode: cfg.Isolation, now: time.Now, sessions: map[string]int{}}
-	p.runtime = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(l.cache).
-		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(p.limits.MemoryMiB*16)) // 64 KiB pages
+	mod, kind, err := l.loadNative(ctx, p, wasm)
+	if err != nil {
+		return fail(kind, err)
+	}
+	p.module = mod
 	ok := false
 	defer func() {
 		if !ok {
-			p.runtime.Close(ctx)
+			p.module.close(ctx)
 		}
 	}()
-	if p.compiled, err = p.runtime.CompileModule(ctx, wasm); err != nil {
-		return fail(ErrLoad, fmt.Errorf("compile: %w", err))
-	}
-	if err := checkExports(p.compiled); err != nil {
-		return fail(ErrABIMismatch, err)
-	}
-	if err := p.instantiateImports(ctx); err != nil {
-		return fail(ErrLoad, err)
-	}
 	p.slots = make(chan struct{}, p.limits.MaxInstances)
 	if err := p.describe(ctx, cfg); err != nil {
 		var pe *Error
@@ -121,66 +127,6 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	p.log = l.log.With("plugin", p.name)
 	ok = true
 	return p, nil
-}
-
-// checkExports enforces the marker and the shapes of the exports ABI v1 defines.
-func checkExports(mod wazero.CompiledModule) error {
-	exports := mod.ExportedFunctions()
-	if _, ok := exports[abi.MarkerV1]; !ok {
-		var found []string
-		for name := range exports {
-			if strings.HasPrefix(name, abi.MarkerPrefix) {
-				found = append(found, name)
-			}
-		}
-		sort.Strings(found)
-		if len(found) == 0 {
-			return fmt.Errorf("no ABI marker export: found none, this host supports %s", abi.MarkerV1)
-		}
-		return fmt.Errorf("unsupported ABI: found %s, this host supports %s", strings.Join(found, ", "), abi.MarkerV1)
-	}
-	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
-	want := func(name string, params, results []api.ValueType, required bool) error {
-		def, ok := exports[name]
-		if !ok {
-			if required {
-				return fmt.Errorf("missing export %s", name)
-			}
-			return nil
-		}
-		if !slices.Equal(def.ParamTypes(), params) || !slices.Equal(def.ResultTypes(), results) {
-			return fmt.Errorf("export %s has signature %s -> %s, want %s -> %s", name,
-				valueTypes(def.ParamTypes()), valueTypes(def.ResultTypes()), valueTypes(params), valueTypes(results))
-		}
-		return nil
-	}
-	errs := []error{
-		want(abi.ExportAlloc, []api.ValueType{i32}, []api.ValueType{i32}, true),
-		want(abi.ExportDescribe, []api.ValueType{i32, i32}, []api.ValueType{i64}, true),
-	}
-	for _, name := range callExports() {
-		errs = append(errs, want(name, []api.ValueType{i32, i32}, []api.ValueType{i64}, false))
-	}
-	if _, ok := mod.ExportedMemories()["memory"]; !ok {
-		errs = append(errs, errors.New("missing export memory"))
-	}
-	return errors.Join(errs...)
-}
-
-// callExports lists every export of shape (ptr, len) -> i64 in v1.
-func callExports() []string {
-	return []string{abi.ExportDescribe, abi.ExportBuildPrompt, abi.ExportBuildParams, abi.ExportOnToolSuccess,
-		abi.ExportFallbackFinal, abi.ExportCallTool, abi.ExportOnTurnStart, abi.ExportOnAction, abi.ExportOnObservation,
-		abi.ExportOnFinal, abi.ExportBeforeRun, abi.ExportAfterRun, abi.ExportBeforeToolCall, abi.ExportAfterToolCall,
-		abi.ExportDestroy}
-}
-
-func valueTypes(ts []api.ValueType) string {
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = api.ValueTypeName(t)
-	}
-	return "(" + strings.Join(names, ", ") + ")"
 }
 
 // describe calls the describe export and checks the manifest against the
@@ -200,17 +146,16 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 	if strings.TrimSpace(m.Name) == "" {
 		return errors.New("manifest has no name")
 	}
-	exports := p.compiled.ExportedFunctions()
 	for _, h := range m.Hooks {
 		export, known := hookExport(h)
 		if !known {
 			continue // a hook of a later minor revision: ignored, not an error
 		}
-		if _, ok := exports[export]; !ok {
+		if !p.module.exports(export) {
 			return fmt.Errorf("manifest declares hook %s but the module does not export %s", h, export)
 		}
 	}
-	if _, ok := exports[abi.ExportCallTool]; len(m.Tools) > 0 && !ok {
+	if len(m.Tools) > 0 && !p.module.exports(abi.ExportCallTool) {
 		return fmt.Errorf("manifest declares %d tools but the module does not export %s", len(m.Tools), abi.ExportCallTool)
 	}
 	for _, c := range m.Capabilities {
@@ -300,7 +245,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.evicting.Wait()
 	p.destroy(ctx, idle)
-	return p.runtime.Close(ctx)
+	return p.module.close(ctx)
 }
 
 // Call runs export with input on an instance (see Config.Isolation; outside
@@ -353,7 +298,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 		fallthrough
 	default: // possibly poisoned: a fresh instance serves the next call
 		p.stats.discarded.Add(1)
-		inst.mod.Close(context.Background())
+		inst.close()
 	}
 	if kind != nil {
 		p.stats.faults.Add(1)
@@ -380,89 +325,12 @@ func (p *Plugin) classify(parent context.Context, err error) error {
 	return ErrTrap
 }
 
-// call runs one export on this instance and returns its output in place in
-// guest memory, valid until the instance's next call. A non-nil kind is the failure.
-func (in *instance) call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
-	fn := in.fns[export]
-	if fn == nil {
-		return nil, ErrABIMismatch, "the module does not export it", nil
-	}
-	var ptr uint32
-	if len(input) > 0 {
-		in.stack[0] = uint64(len(input))
-		if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
-			return nil, ErrTrap, abi.ExportAlloc, err
-		}
-		ptr = uint32(in.stack[0])
-		if ptr == 0 {
-			return nil, ErrGuest, fmt.Sprintf("%s could not allocate %d bytes", abi.ExportAlloc, len(input)), nil
-		}
-		if !in.mod.Memory().Write(ptr, input) {
-			return nil, ErrBadOutput, fmt.Sprintf("%s returned %d, outside guest memory", abi.ExportAlloc, ptr), nil
-		}
-	}
-	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(input))
-	if err := fn.CallWithStack(ctx, in.stack); err != nil {
-		return nil, ErrTrap, "", err
-	}
-	rptr, rlen, isErr := abi.Unpack(in.stack[0])
-	if int(rlen) > maxOut {
-		return nil, ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", rlen, maxOut), nil
-	}
-	view, ok := in.mod.Memory().Read(rptr, rlen)
-	if !ok {
-		return nil, ErrBadOutput, fmt.Sprintf("result [%d, +%d) is outside guest memory", rptr, rlen), nil
-	}
-	if isErr {
-		return nil, ErrGuest, string(view), nil
-	}
-	return view, nil, "", nil
-}
-
+// instantiate makes a fresh instance of the plugin's module.
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
-	logw := newLogWriter(p, p.limits.MaxLogBytes)
-	cfg := wazero.NewModuleConfig().
-		WithName(""). // anonymous: a runtime may hold many instances of one module
-		WithStartFunctions("_initialize").
-		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
-		WithRandSource(rand.Reader).
-		WithStdout(logw).WithStderr(logw)
-	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
+	g, err := p.module.instantiate(ctx, newLogWriter(p, p.limits.MaxLogBytes))
 	if err != nil {
 		return nil, err
 	}
 	p.stats.instantiated.Add(1)
-	inst := &instance{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2)}
-	for _, name := range callExports() {
-		if fn := mod.ExportedFunction(name); fn != nil {
-			inst.fns[name] = fn
-		}
-	}
-	return inst, nil
-}
-
-// instantiateImports provides the host module, and WASI for guests whose
-// runtime needs it (Go, TinyGo, Rust's wasm32-wasi): no preopened
-// directories, no environment, no arguments.
-func (p *Plugin) instantiateImports(ctx context.Context) error {
-	needWASI := false
-	for _, f := range p.compiled.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		switch mod {
-		case wasi_snapshot_preview1.ModuleName:
-			needWASI = true
-		case abi.HostModule:
-			if name != abi.ImportLog && name != abi.ImportConfigGet {
-				return fmt.Errorf("imports %s.%s, which this host does not provide", mod, name)
-			}
-		default:
-			return fmt.Errorf("imports %s.%s: only %s and %s are available", mod, name, abi.HostModule, wasi_snapshot_preview1.ModuleName)
-		}
-	}
-	if needWASI {
-		if _, err := wasi_snapshot_preview1.Instantiate(ctx, p.runtime); err != nil {
-			return fmt.Errorf("wasi: %w", err)
-		}
-	}
-	return p.instantiateHostModule(ctx)
+	return &instance{guest: g}, nil
 }

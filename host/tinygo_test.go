@@ -43,7 +43,7 @@ func TestTinyGoHooksFlatMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.put(inst)
-		return inst.mod.Memory().Size()
+		return inst.memoryBytes()
 	}
 	var afterWarm uint32
 	for i := range calls {

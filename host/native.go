@@ -1,0 +1,218 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// nativeModule is a module that implements ABI v1 itself, run directly on
+// wazero: the fast path, with no layer between the host and the guest's
+// exports. Each plugin has a runtime of its own, so that its memory cap is
+// its own (wazero's limit is per runtime); all share the loader's
+// compilation cache.
+type nativeModule struct {
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+}
+
+// loadNative compiles wasm in a runtime of its own, checks its exports
+// against ABI v1 and provides its imports. The kind of a failure is
+// ErrABIMismatch for exports, ErrLoad otherwise.
+func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ module, kind error, err error) {
+	m := &nativeModule{runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCompilationCache(l.cache).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(p.limits.MemoryMiB*16))} // 64 KiB pages
+	defer func() {
+		if err != nil {
+			m.runtime.Close(ctx)
+		}
+	}()
+	if m.compiled, err = m.runtime.CompileModule(ctx, wasm); err != nil {
+		return nil, ErrLoad, fmt.Errorf("compile: %w", err)
+	}
+	if err := checkExports(m.compiled); err != nil {
+		return nil, ErrABIMismatch, err
+	}
+	if err := m.instantiateImports(ctx, p); err != nil {
+		return nil, ErrLoad, err
+	}
+	return m, nil, nil
+}
+
+func (m *nativeModule) exports(name string) bool {
+	_, ok := m.compiled.ExportedFunctions()[name]
+	return ok
+}
+
+func (m *nativeModule) close(ctx context.Context) error { return m.runtime.Close(ctx) }
+
+func (m *nativeModule) instantiate(ctx context.Context, logw io.Writer) (guest, error) {
+	cfg := wazero.NewModuleConfig().
+		WithName(""). // anonymous: a runtime may hold many instances of one module
+		WithStartFunctions("_initialize").
+		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(logw).WithStderr(logw)
+	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
+	if err != nil {
+		return nil, err
+	}
+	g := &nativeGuest{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2)}
+	for _, name := range callExports() {
+		if fn := mod.ExportedFunction(name); fn != nil {
+			g.fns[name] = fn
+		}
+	}
+	return g, nil
+}
+
+// nativeGuest is one instance with its export handles resolved once:
+// ExportedFunction allocates on every lookup.
+type nativeGuest struct {
+	mod   api.Module
+	alloc api.Function
+	fns   map[string]api.Function
+	stack []uint64 // reused by CallWithStack
+}
+
+func (in *nativeGuest) memoryBytes() uint32 { return in.mod.Memory().Size() }
+
+func (in *nativeGuest) close() { in.mod.Close(context.Background()) }
+
+// checkExports enforces the marker and the shapes of the exports ABI v1 defines.
+func checkExports(mod wazero.CompiledModule) error {
+	exports := mod.ExportedFunctions()
+	if _, ok := exports[abi.MarkerV1]; !ok {
+		var found []string
+		for name := range exports {
+			if strings.HasPrefix(name, abi.MarkerPrefix) {
+				found = append(found, name)
+			}
+		}
+		sort.Strings(found)
+		if len(found) == 0 {
+			return fmt.Errorf("no ABI marker export: found none, this host supports %s", abi.MarkerV1)
+		}
+		return fmt.Errorf("unsupported ABI: found %s, this host supports %s", strings.Join(found, ", "), abi.MarkerV1)
+	}
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	want := func(name string, params, results []api.ValueType, required bool) error {
+		def, ok := exports[name]
+		if !ok {
+			if required {
+				return fmt.Errorf("missing export %s", name)
+			}
+			return nil
+		}
+		if !slices.Equal(def.ParamTypes(), params) || !slices.Equal(def.ResultTypes(), results) {
+			return fmt.Errorf("export %s has signature %s -> %s, want %s -> %s", name,
+				valueTypes(def.ParamTypes()), valueTypes(def.ResultTypes()), valueTypes(params), valueTypes(results))
+		}
+		return nil
+	}
+	errs := []error{
+		want(abi.ExportAlloc, []api.ValueType{i32}, []api.ValueType{i32}, true),
+		want(abi.ExportDescribe, []api.ValueType{i32, i32}, []api.ValueType{i64}, true),
+	}
+	for _, name := range callExports() {
+		errs = append(errs, want(name, []api.ValueType{i32, i32}, []api.ValueType{i64}, false))
+	}
+	if _, ok := mod.ExportedMemories()["memory"]; !ok {
+		errs = append(errs, errors.New("missing export memory"))
+	}
+	return errors.Join(errs...)
+}
+
+// callExports lists every export of shape (ptr, len) -> i64 in v1.
+func callExports() []string {
+	return []string{abi.ExportDescribe, abi.ExportBuildPrompt, abi.ExportBuildParams, abi.ExportOnToolSuccess,
+		abi.ExportFallbackFinal, abi.ExportCallTool, abi.ExportOnTurnStart, abi.ExportOnAction, abi.ExportOnObservation,
+		abi.ExportOnFinal, abi.ExportBeforeRun, abi.ExportAfterRun, abi.ExportBeforeToolCall, abi.ExportAfterToolCall,
+		abi.ExportDestroy}
+}
+
+func valueTypes(ts []api.ValueType) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = api.ValueTypeName(t)
+	}
+	return "(" + strings.Join(names, ", ") + ")"
+}
+
+// call runs one export on this instance and returns its output in place in
+// guest memory, valid until the instance's next call. A non-nil kind is the failure.
+func (in *nativeGuest) call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+	fn := in.fns[export]
+	if fn == nil {
+		return nil, ErrABIMismatch, "the module does not export it", nil
+	}
+	var ptr uint32
+	if len(input) > 0 {
+		in.stack[0] = uint64(len(input))
+		if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
+			return nil, ErrTrap, abi.ExportAlloc, err
+		}
+		ptr = uint32(in.stack[0])
+		if ptr == 0 {
+			return nil, ErrGuest, fmt.Sprintf("%s could not allocate %d bytes", abi.ExportAlloc, len(input)), nil
+		}
+		if !in.mod.Memory().Write(ptr, input) {
+			return nil, ErrBadOutput, fmt.Sprintf("%s returned %d, outside guest memory", abi.ExportAlloc, ptr), nil
+		}
+	}
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(input))
+	if err := fn.CallWithStack(ctx, in.stack); err != nil {
+		return nil, ErrTrap, "", err
+	}
+	rptr, rlen, isErr := abi.Unpack(in.stack[0])
+	if int(rlen) > maxOut {
+		return nil, ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", rlen, maxOut), nil
+	}
+	view, ok := in.mod.Memory().Read(rptr, rlen)
+	if !ok {
+		return nil, ErrBadOutput, fmt.Sprintf("result [%d, +%d) is outside guest memory", rptr, rlen), nil
+	}
+	if isErr {
+		return nil, ErrGuest, string(view), nil
+	}
+	return view, nil, "", nil
+}
+
+// instantiateImports provides the host module, and WASI for guests whose
+// runtime needs it (Go, TinyGo, Rust's wasm32-wasi): no preopened
+// directories, no environment, no arguments.
+func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error {
+	needWASI := false
+	for _, f := range m.compiled.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch mod {
+		case wasi_snapshot_preview1.ModuleName:
+			needWASI = true
+		case abi.HostModule:
+			if name != abi.ImportLog && name != abi.ImportConfigGet {
+				return fmt.Errorf("imports %s.%s, which this host does not provide", mod, name)
+			}
+		default:
+			return fmt.Errorf("imports %s.%s: only %s and %s are available", mod, name, abi.HostModule, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	if needWASI {
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.runtime); err != nil {
+			return fmt.Errorf("wasi: %w", err)
+		}
+	}
+	return p.instantiateHostModule(ctx, m.runtime)
+}
