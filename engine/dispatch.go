@@ -182,12 +182,22 @@ func (m *mw) record(e *Engine, ctx context.Context, r *run, hook string, d time.
 		m.lat[m.latNext] = d
 		m.latNext = (m.latNext + 1) % latencyWindow
 	}
+	// A call that was already running when the quarantine began reports
+	// late: it is counted, but neither re-quarantines the middleware (which
+	// would double the period with no release between) nor resets it.
+	inQuarantine := !m.until.IsZero()
 	if err == nil {
-		m.consecutive, m.level = 0, 0
+		if !inQuarantine {
+			m.consecutive, m.level = 0, 0
+		}
 		m.mu.Unlock()
 		return
 	}
 	m.faults++
+	if inQuarantine {
+		m.mu.Unlock()
+		return
+	}
 	m.consecutive++
 	quarantine := m.consecutive >= m.cfg.QuarantineAfter
 	var period time.Duration

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,14 +74,14 @@ func finalReply(out string) string {
 type testTool struct {
 	name, schema string
 	fn           func(map[string]any) (string, error)
-	calls        int
+	calls        atomic.Int64 // concurrent sessions share a tool
 }
 
 func (t *testTool) Name() string            { return t.name }
 func (t *testTool) Description() string     { return "test tool " + t.name }
 func (t *testTool) ParameterSchema() string { return t.schema }
 func (t *testTool) Execute(_ context.Context, p map[string]any) (string, error) {
-	t.calls++
+	t.calls.Add(1)
 	return t.fn(p)
 }
 
@@ -139,8 +140,8 @@ func TestRunToolThenFinal(t *testing.T) {
 	if string(rc.RawFinalAnswer) != `{"thought":"ok","output":"hi back","sources":["echo"]}` {
 		t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
 	}
-	if tool.calls != 1 || rc.Metrics.ToolCalls != 1 || rc.Metrics.LLMRounds != 2 {
-		t.Fatalf("tool calls %d, metrics %+v", tool.calls, rc.Metrics)
+	if tool.calls.Load() != 1 || rc.Metrics.ToolCalls != 1 || rc.Metrics.LLMRounds != 2 {
+		t.Fatalf("tool calls %d, metrics %+v", tool.calls.Load(), rc.Metrics)
 	}
 	if len(rc.Steps) != 2 || rc.Steps[0].Action != "echo" || rc.Steps[0].Observation != "echo: hi" {
 		t.Fatalf("steps %+v", rc.Steps)
@@ -281,8 +282,8 @@ func TestToolObservations(t *testing.T) {
 			t.Errorf("validation observation %q does not name %s", obs(2), field)
 		}
 	}
-	if echo.calls != 1 {
-		t.Errorf("echo executed %d times: invalid params must not reach Execute", echo.calls)
+	if n := echo.calls.Load(); n != 1 {
+		t.Errorf("echo executed %d times: invalid params must not reach Execute", n)
 	}
 	if strings.Join(successes, ",") != "echo" {
 		t.Errorf("onToolSuccess calls %v, want only the successful echo", successes)

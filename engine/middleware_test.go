@@ -176,8 +176,8 @@ func TestMiddlewareIsolation(t *testing.T) {
 	tool := echoTool()
 	e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("ok")), registry(tool), opts...)
 	final, rc, err := e.Run(context.Background(), "t", RunOptions{})
-	if err != nil || final.Output != "ok" || tool.calls != 1 || rc.Steps[0].Observation != "echo: a" {
-		t.Fatalf("err %v final %+v calls %d steps %+v", err, final, tool.calls, rc.Steps)
+	if err != nil || final.Output != "ok" || tool.calls.Load() != 1 || rc.Steps[0].Observation != "echo: a" {
+		t.Fatalf("err %v final %+v calls %d steps %+v", err, final, tool.calls.Load(), rc.Steps)
 	}
 	outcomes := map[string]string{}
 	for _, ev := range events {
@@ -210,16 +210,16 @@ func TestFailurePolicies(t *testing.T) {
 	t.Run("fail_open skips the guard", func(t *testing.T) {
 		tool := echoTool()
 		_, rc, _ := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(tool), WithMiddleware(broken(FailOpen))).Run(context.Background(), "t", RunOptions{})
-		if tool.calls != 1 || rc.Steps[0].Observation != "echo: a" {
-			t.Fatalf("calls %d, observation %q", tool.calls, rc.Steps[0].Observation)
+		if tool.calls.Load() != 1 || rc.Steps[0].Observation != "echo: a" {
+			t.Fatalf("calls %d, observation %q", tool.calls.Load(), rc.Steps[0].Observation)
 		}
 	})
 	t.Run("fail_closed denies the call", func(t *testing.T) {
 		tool := echoTool()
 		_, rc, _ := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(tool),
 			WithMiddleware(broken(FailClosed), MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
-		if obs := rc.Steps[0].Observation; tool.calls != 0 || !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, `"guard"`) || !strings.Contains(obs, "rules unavailable") {
-			t.Fatalf("calls %d, observation %q", tool.calls, obs)
+		if obs := rc.Steps[0].Observation; tool.calls.Load() != 0 || !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, `"guard"`) || !strings.Contains(obs, "rules unavailable") {
+			t.Fatalf("calls %d, observation %q", tool.calls.Load(), obs)
 		}
 	})
 	t.Run("fail_closed before_run aborts the turn", func(t *testing.T) {
@@ -346,8 +346,8 @@ func TestToolCallChains(t *testing.T) {
 	if rc.Steps[0].Observation != "echo: [redacted] (checked)" || secondSaw["text"] != "SECRET" {
 		t.Fatalf("observation %q, second guard saw %v", rc.Steps[0].Observation, secondSaw)
 	}
-	if rc.Steps[1].Observation != "Tool call denied: secrets stay put" || tool.calls != 1 || len(successes) != 1 {
-		t.Fatalf("denied call: observation %q, tool calls %d, successes %v", rc.Steps[1].Observation, tool.calls, successes)
+	if rc.Steps[1].Observation != "Tool call denied: secrets stay put" || tool.calls.Load() != 1 || len(successes) != 1 {
+		t.Fatalf("denied call: observation %q, tool calls %d, successes %v", rc.Steps[1].Observation, tool.calls.Load(), successes)
 	}
 }
 
@@ -381,8 +381,8 @@ func TestQuarantinedFailClosedGuardDenies(t *testing.T) {
 	tool := echoTool()
 	m := script(toolCall("echo", `{"text":"1"}`), toolCall("echo", `{"text":"2"}`), finalReply("x"))
 	_, rc, err := New(m, registry(tool), WithMiddleware(guard, MiddlewareConfig{Policy: FailClosed, QuarantineAfter: 1})).Run(context.Background(), "t", RunOptions{})
-	if err != nil || tool.calls != 0 {
-		t.Fatalf("err %v, tool calls %d", err, tool.calls)
+	if err != nil || tool.calls.Load() != 0 {
+		t.Fatalf("err %v, tool calls %d", err, tool.calls.Load())
 	}
 	if obs := rc.Steps[1].Observation; !strings.Contains(obs, "in quarantine") {
 		t.Fatalf("second call's observation %q", obs)
@@ -398,5 +398,62 @@ func TestResumeSession(t *testing.T) {
 	}
 	if msgs := m.reqs[0].Messages; len(msgs) != 4 || msgs[1].Content != "earlier" || msgs[3].Content != "now" {
 		t.Fatalf("messages %+v", msgs)
+	}
+}
+
+// Calls already running when a quarantine begins report late: their faults
+// are counted but neither re-quarantine the middleware (no doubling without
+// a release between) nor, with a late success, cut the quarantine short.
+func TestQuarantineIgnoresLateReports(t *testing.T) {
+	const sessions = 6
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var quarantines []Event
+	slow := &Funcs{ID: "slow", Action: func(context.Context, abi.Action) error {
+		entered <- struct{}{}
+		<-release
+		return errors.New("boom")
+	}}
+	var replies []string
+	for range sessions {
+		replies = append(replies, toolCall("echo", `{"text":"x"}`))
+	}
+	for range sessions {
+		replies = append(replies, finalReply("x"))
+	}
+	now := time.Unix(1000, 0)
+	e := New(script(replies...), registry(echoTool()),
+		WithMiddleware(slow, MiddlewareConfig{QuarantineAfter: 2, QuarantineFor: time.Minute}),
+		WithEventHandler(func(ev Event) {
+			if ev.Kind == EventQuarantine {
+				mu.Lock()
+				quarantines = append(quarantines, ev)
+				mu.Unlock()
+			}
+		}))
+	e.now = func() time.Time { return now }
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Go(func() {
+			if _, _, err := e.NewSession(fmt.Sprint(i)).RunTurn(context.Background(), "t", RunOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for range sessions {
+		<-entered // every call is running before any fails
+	}
+	close(release)
+	wg.Wait()
+	s := e.MiddlewareStats()[0]
+	if len(quarantines) != 1 || s.Quarantines != 1 || s.Faults != sessions {
+		t.Fatalf("%d quarantine events, stats %+v; want one quarantine and %d faults", len(quarantines), s, sessions)
+	}
+	if !strings.Contains(quarantines[0].Message, "for 1m0s") {
+		t.Fatalf("quarantine %q: the period should not have doubled", quarantines[0].Message)
+	}
+	now = now.Add(59 * time.Second)
+	if !e.MiddlewareStats()[0].Quarantined {
+		t.Fatal("the quarantine ended early")
 	}
 }
