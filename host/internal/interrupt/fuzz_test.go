@@ -1,0 +1,85 @@
+package interrupt_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/morphhost/morph/host/internal/interrupt"
+)
+
+// FuzzInstrument feeds arbitrary bytes to Instrument. Whatever they are, it returns a module or an error,
+// never a panic; and when wazero (every feature enabled) compiles the input, Instrument must succeed,
+// unless the module cannot be instrumented, and wazero must compile the output: the rewrite neither
+// refuses what wazero accepts nor breaks it.
+func FuzzInstrument(f *testing.F) {
+	if _, err := exec.LookPath("wat2wasm"); err == nil {
+		f.Add(wat(f, "semantics"))
+		f.Add(wat(f, "loops"))
+		f.Add(wat(f, "tailcall", "--enable-tail-call"))
+		f.Add(wat(f, "threads", "--enable-threads"))
+	}
+	guests, _ := filepath.Glob("../../../guests/testdata/*.wasm")
+	for _, path := range guests {
+		if b, err := os.ReadFile(path); err == nil && len(b) < 4096 {
+			f.Add(b)
+		}
+	}
+	f.Add(typedModule())
+	f.Add(recGroupModule())
+	f.Add(module())
+	f.Add([]byte("not wasm"))
+
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(allFeatures))
+	f.Cleanup(func() { r.Close(ctx) })
+	compiles := func(wasm []byte) (ok bool) {
+		defer func() {
+			if recover() != nil { // a wazero bug: the input counts as not compiling, the output fails
+				ok = false
+			}
+		}()
+		c, err := r.CompileModule(ctx, wasm)
+		if err == nil {
+			c.Close(ctx)
+		}
+		return err == nil
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := interrupt.Instrument(in, 3)
+		if err != nil && !errors.Is(err, interrupt.ErrMalformed) && !errors.Is(err, interrupt.ErrUnsupported) {
+			t.Fatalf("error of no kind: %v", err)
+		}
+		if hugeCount(in) || !compiles(in) {
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, interrupt.ErrUnsupported) {
+				t.Fatalf("wazero compiles the input, Instrument fails: %v", err)
+			}
+			return
+		}
+		if !compiles(out) {
+			_, cerr := r.CompileModule(ctx, out)
+			t.Fatalf("wazero compiles the input, not the output: %v", cerr)
+		}
+	})
+}
+
+// hugeCount reports whether wasm may declare a vector of 2^21 entries or more: a LEB128 of 4 bytes or
+// more, so three bytes in a row with the continuation bit. wazero allocates a declared vector before
+// reading its entries, so a lying count of 2^32 would exhaust the fuzzer's memory inside wazero (2^21 costs
+// it a few hundred MB at most). Instrument never allocates by a declared count, and still runs on them.
+func hugeCount(wasm []byte) bool {
+	for i := 2; i < len(wasm); i++ {
+		if wasm[i-2]&wasm[i-1]&wasm[i]&0x80 != 0 {
+			return true
+		}
+	}
+	return false
+}
