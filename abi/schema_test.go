@@ -75,6 +75,8 @@ var schemaTable = []struct {
 	{"after_tool_call_input.json", reflect.TypeFor[AfterToolCallInput]()},
 	{"after_tool_call_output.json", reflect.TypeFor[AfterToolCallOutput]()},
 	{"after_run_input.json", reflect.TypeFor[AfterRunInput]()},
+	{"http_request.json", reflect.TypeFor[HTTPRequest]()},
+	{"http_response.json", reflect.TypeFor[HTTPResponse]()},
 }
 
 // notRequired lists the fields ("Type.json_name") that have no omitempty but
@@ -1226,6 +1228,10 @@ func TestSchemaGoSamples(t *testing.T) {
 		AfterRunInput{SessionID: "s1", Turn: 1, Final: &Final{Thought: "t", Output: 2, Plan: plan}, Status: StatusForced,
 			Usage: Usage{InputTokens: 30, OutputTokens: 9, TotalTokens: 39}, Steps: 15},
 		AfterRunInput{SessionID: "s1", Turn: 1, Status: StatusCanceled, Error: "context canceled", Steps: 1},
+		HTTPRequest{Method: "POST", URL: "https://api.example.com/v1/notes", Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"text":"hi"}`},
+		HTTPRequest{URL: "http://api.example.com/"}, // GET, no headers, no body
+		HTTPResponse{Status: 200, Headers: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, Body: "ok"},
+		HTTPResponse{Status: 204}, // no headers, empty body
 	}
 	covered := map[string]bool{}
 	for i, s := range samples {
@@ -1274,6 +1280,11 @@ func TestSchemaRejects(t *testing.T) {
 		{"AfterToolCallOutput", `{"output":3}`, "output not a string"},
 		{"AfterRunInput", `{"session_id":"s","turn":1,"status":"forced","usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"steps":1}`, "unknown status"},
 		{"AfterRunInput", `{"session_id":"s","turn":1,"status":"final","final":"{}","usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"steps":1}`, "final as JSON text, not an object"},
+		{"HTTPRequest", `{"method":"GET"}`, "no url"},
+		{"HTTPRequest", `{"url":"ftp://example.com/x"}`, "not an http or https URL"},
+		{"HTTPRequest", `{"url":"https://example.com","headers":{"X-N":1}}`, "a header value that is not a string"},
+		{"HTTPResponse", `{"status":"200","body":""}`, "status as a string"},
+		{"HTTPResponse", `{"status":200}`, "no body"},
 	}
 	for _, c := range cases {
 		n, _ := schemaFor(t, ss, c.typ)

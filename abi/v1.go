@@ -26,6 +26,15 @@ const (
 	// out_ptr only when that length is <= out_cap (call again with a larger
 	// buffer otherwise).
 	ImportConfigGet = "config_get"
+	// ImportHTTPRequest: http_request(req_ptr i32, req_len i32) -> i64. Sends
+	// the HTTPRequest whose JSON is at [req_ptr, req_ptr+req_len) and answers
+	// a result packed like an export's (see Pack): the HTTPResponse's JSON,
+	// in a buffer the host obtained by calling the guest's own morph_alloc,
+	// or, with ErrorFlag set, a UTF-8 message saying why there is no
+	// response (the capability is not granted, the host is not allowed, a
+	// redirect led elsewhere, the response is too large, the time ran out).
+	// Needs CapabilityHTTP: the plugin's allowed_hosts.
+	ImportHTTPRequest = "http_request"
 )
 
 // Log levels of ImportLog, the values of log/slog's levels.
@@ -105,11 +114,22 @@ func Unpack(v uint64) (ptr, length uint32, isErr bool) {
 	return uint32(v >> 32), uint32(v) & MaxPayload, uint32(v)&ErrorFlag != 0
 }
 
-// Capabilities a plugin may request in its manifest; a host grants log and
-// config to every plugin.
+// Capabilities a plugin may request in its manifest. A host grants log and
+// config to every plugin; it grants the others only as its operator
+// configures each plugin (deny by default), and compares the request with
+// the grants when it loads the plugin, so that a missing grant shows before
+// a call fails for want of it.
 const (
-	CapabilityLog    = "log"
-	CapabilityConfig = "config"
+	CapabilityLog    = "log"    // ImportLog
+	CapabilityConfig = "config" // ImportConfigGet
+	// CapabilityHTTP is ImportHTTPRequest to the hosts the operator allows.
+	CapabilityHTTP = "http"
+	// CapabilityFS is WASI file access to the directories the operator
+	// grants, mounted read-only unless granted writable.
+	CapabilityFS = "fs"
+	// CapabilityEnv is WASI's environment, holding only the variables the
+	// operator names.
+	CapabilityEnv = "env"
 )
 
 // Manifest is what ExportDescribe returns: who the plugin is and what it offers.
@@ -119,7 +139,7 @@ type Manifest struct {
 	ABIVersion   int        `json:"abi_version"`
 	Hooks        []string   `json:"hooks"`                  // hook names the plugin implements
 	Tools        []ToolSpec `json:"tools,omitempty"`        // tools served by ExportCallTool
-	Capabilities []string   `json:"capabilities,omitempty"` // capabilities requested, e.g. "log", "config"
+	Capabilities []string   `json:"capabilities,omitempty"` // capabilities requested: the Capability* names
 	// History asks for the session history in middleware payloads; without
 	// it they carry none, so the plugin's cost does not grow with the conversation.
 	History bool `json:"history,omitempty"`
