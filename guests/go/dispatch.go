@@ -207,6 +207,23 @@ func (x *exchange) take(ptr, size uint32) ([]byte, error) {
 	return buf[:size], nil
 }
 
+// claim unpacks the result of a host function that answers like an export
+// (http_request): the host put the answer in a buffer it got from alloc,
+// called back during the import, which from now on belongs to the caller
+// and leaves the pending list. An empty result is (nil, isErr).
+func (x *exchange) claim(result uint64) (out []byte, isErr bool, err error) {
+	ptr, n, isErr := abi.Unpack(result)
+	buf, ok := x.pending[ptr]
+	delete(x.pending, ptr)
+	switch {
+	case n == 0:
+		return nil, isErr, nil
+	case !ok || int(n) > len(buf):
+		return nil, false, fmt.Errorf("the host answered [%d, +%d), which is not a buffer from %s", ptr, n, abi.ExportAlloc)
+	}
+	return buf[:n], isErr, nil
+}
+
 // pack keeps out alive and returns the packed result; empty success is 0.
 func (x *exchange) pack(out []byte, isErr bool) uint64 {
 	if len(out) > abi.MaxPayload {

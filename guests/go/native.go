@@ -8,10 +8,25 @@ import (
 )
 
 // Outside WebAssembly (go vet, go test, tools that import a plugin's
-// package) there is no host: Log writes to stderr and Config finds nothing,
-// unless a test sets nativeConfig.
+// package) there is no host: Log writes to stderr, Config finds nothing and
+// HTTP fails, unless a test sets nativeConfig, or nativeHTTP and nativeMem.
 
 var nativeConfig map[string]string
+
+// nativeHTTP stands in for the host's http_request: it gets the request's
+// JSON and answers a packed result as the host does, in a buffer it took
+// from nativeMem's alloc.
+var (
+	nativeHTTP func(req []byte) uint64
+	nativeMem  *exchange
+)
+
+func hostHTTP(req []byte) ([]byte, bool, error) {
+	if nativeHTTP == nil {
+		return []byte("http_request: there is no host outside WebAssembly"), true, nil
+	}
+	return nativeMem.claim(nativeHTTP(req))
+}
 
 var nativeLog = func(level int32, msg string) {
 	fmt.Fprintf(os.Stderr, "pdk log level=%d: %s\n", level, msg)

@@ -57,6 +57,7 @@ package pdk
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -64,11 +65,23 @@ import (
 )
 
 // Capabilities a plugin may ask of the host (abi.Manifest.Capabilities).
+// The host grants log and config to every plugin; http, fs and env only as
+// its operator configures the plugin, and it compares the request with the
+// grants at load, so ask for what the plugin uses.
 const (
 	// CapLog is the host function log, used by Log and Logf.
 	CapLog = abi.CapabilityLog
 	// CapConfig is the host function config_get, used by Config.
 	CapConfig = abi.CapabilityConfig
+	// CapHTTP is the host function http_request, used by HTTP.
+	CapHTTP = abi.CapabilityHTTP
+	// CapFS is the directories the operator grants, read with package os
+	// (os.ReadFile("/notes/a.txt")): WASI preopens, read-only unless granted
+	// writable.
+	CapFS = abi.CapabilityFS
+	// CapEnv is the environment variables the operator names, read with
+	// os.Getenv; the guest sees no others.
+	CapEnv = abi.CapabilityEnv
 )
 
 // DefaultSchema is the parameter schema of a tool registered with an empty
@@ -205,10 +218,12 @@ func Tool(name, description, schemaJSON string, fn func(params map[string]any) (
 }
 
 // Capabilities declares what the plugin asks of the host (CapLog,
-// CapConfig). Without a call to Capabilities the manifest lists both, since
-// any hook may call Log or Config; a call narrows the list to the declared
-// capabilities plus those already used during initialization. Unknown names
-// are passed on to the host as they are.
+// CapConfig, CapHTTP, CapFS, CapEnv). Without a call to Capabilities the
+// manifest lists log and config, since any hook may call Log or Config; a
+// call narrows the list to the declared capabilities plus those already used
+// during initialization. A plugin that uses HTTP, files or the environment
+// declares them, so that the host can tell its operator what to grant.
+// Unknown names are passed on to the host as they are.
 func Capabilities(caps ...string) {
 	if reg.declared == nil {
 		reg.declared = []string{}
@@ -250,6 +265,35 @@ func Config(key string) (string, bool) {
 		buf = make([]byte, n)
 	}
 	return "", false
+}
+
+// HTTP sends req through the host's http_request and returns the response,
+// after any redirects. It needs the http capability: the host sends the
+// request only to the hosts its operator allows the plugin (every redirect
+// hop included), within its time and size limits. A denial or a failure is
+// the error, with the host's message; a 4xx or 5xx status is a response,
+// not an error. Bodies are text. Outside WebAssembly it fails, unless a
+// test of this package sets nativeHTTP.
+func HTTP(req abi.HTTPRequest) (abi.HTTPResponse, error) {
+	reg.used[CapHTTP] = true
+	in, err := json.Marshal(req)
+	if err != nil {
+		return abi.HTTPResponse{}, fmt.Errorf("pdk.HTTP: %w", err)
+	}
+	out, isErr, err := hostHTTP(in)
+	var resp abi.HTTPResponse
+	switch {
+	case err != nil:
+		return resp, fmt.Errorf("pdk.HTTP: %w", err)
+	case isErr && len(out) == 0:
+		return resp, errors.New("pdk.HTTP: the request failed, and the plugin could not allocate the host's message")
+	case isErr:
+		return resp, fmt.Errorf("pdk.HTTP: %s", out)
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return resp, fmt.Errorf("pdk.HTTP: the host's answer is not an HTTPResponse: %w", err)
+	}
+	return resp, nil
 }
 
 // manifest is what morph_describe answers, or the registration mistakes.

@@ -89,6 +89,13 @@ func morphLog(level int32, ptr unsafe.Pointer, size uint32)
 //go:wasmimport morph:host/v1 config_get
 func morphConfigGet(keyPtr unsafe.Pointer, keyLen uint32, outPtr unsafe.Pointer, outCap uint32) int32
 
+//go:wasmimport morph:host/v1 http_request
+func morphHTTPRequest(ptr unsafe.Pointer, size uint32) uint64
+
+func hostHTTP(req []byte) ([]byte, bool, error) {
+	return mem.claim(morphHTTPRequest(unsafe.Pointer(unsafe.SliceData(req)), uint32(len(req))))
+}
+
 func hostLog(level int32, msg string) {
 	morphLog(level, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 }

@@ -149,6 +149,29 @@ impl Exchange {
         pack(ptr, len, is_err)
     }
 
+    /// Unpacks the result of a host function that answers like an export
+    /// (`http_request`): the host put its answer in a buffer it got from
+    /// [`Exchange::alloc`], called back during the import, which is taken out
+    /// of the pending list and returned with the error flag. An empty result
+    /// is `(vec![], is_err)`.
+    pub(crate) fn claim(&mut self, result: u64) -> Result<(Vec<u8>, bool), String> {
+        let (ptr, len, is_err) = unpack(result);
+        let mut found = None;
+        if let Some(i) = self.pending.iter().position(|(p, _)| *p == ptr) {
+            found = Some(self.pending.remove(i).1);
+        }
+        if len == 0 {
+            return Ok((Vec::new(), is_err));
+        }
+        match found {
+            Some(mut buf) if len as usize <= buf.len() => {
+                buf.truncate(len as usize);
+                Ok((buf, is_err))
+            }
+            _ => Err(format!("the host answered [{ptr}, +{len}), which is not a buffer from morph_alloc")),
+        }
+    }
+
     /// The bytes at [ptr, ptr+len) of the last output (native tests).
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn read(&self, ptr: u32, len: u32) -> Option<Vec<u8>> {
@@ -314,6 +337,22 @@ mod tests {
         let (ptr, len, is_err) = unpack(x.finish(b"bad input".to_vec(), true));
         assert!(is_err);
         assert_eq!(x.read(ptr, len).unwrap(), b"bad input");
+    }
+
+    #[test]
+    fn claim_takes_the_answer_buffer() {
+        let mut x = Exchange::new();
+        let other = x.alloc(4);
+        let p = x.alloc(8);
+        assert!(x.write(p, b"answer!!"));
+        assert_eq!(x.claim(pack(p, 6, false)).unwrap(), (b"answer".to_vec(), false));
+        assert_eq!(x.held(), (1, 0), "only the answer's buffer leaves the pending list");
+        let q = x.alloc(3);
+        x.write(q, b"bad");
+        assert_eq!(x.claim(pack(q, 3, true)).unwrap(), (b"bad".to_vec(), true));
+        assert_eq!(x.claim(pack(0, 0, true)).unwrap(), (Vec::new(), true), "an error the guest could not receive");
+        assert!(x.claim(pack(other + 1000, 2, false)).unwrap_err().contains("not a buffer from morph_alloc"));
+        assert!(x.claim(pack(other, 5, false)).is_err(), "longer than the buffer");
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! The host functions of `morph:host/v1` (SPEC section 5): the host's log and
-//! the plugin's own configuration.
+//! The host functions of `morph:host/v1` (SPEC section 5): the host's log,
+//! the plugin's own configuration, and HTTP to the hosts the plugin is
+//! allowed.
 //!
 //! On `wasm32` these are the host's imports. Elsewhere (native tests) [`log`]
-//! records the message for [`crate::testing::take_logs`], and [`config`]
-//! reads the values set with [`crate::testing::set_config`], through a stand-in
-//! for `config_get` with the host's exact contract.
+//! records the message for [`crate::testing::take_logs`], [`config`] reads
+//! the values set with [`crate::testing::set_config`], and
+//! [`http_request_raw`] asks the handler set with
+//! [`crate::testing::set_http`], each through a stand-in with the host's
+//! exact contract.
 
 /// A log level of the host's log (the values of Go's log/slog levels).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,6 +58,41 @@ pub fn config(key: &str) -> Option<String> {
     None
 }
 
+/// Sends an HTTP request through the host's `http_request` (capability
+/// `http`): `req` is an `HTTPRequest`'s JSON (`{"method":"POST","url":...,
+/// "headers":{...},"body":"..."}`), the answer an `HTTPResponse`'s JSON
+/// (`{"status":200,"headers":{...},"body":"..."}`). The host sends the
+/// request only to the hosts its operator allows the plugin, checking every
+/// redirect hop, within its time and size limits; a denial or a failure is
+/// the `Err`, with the host's message. A 4xx or 5xx status is a response,
+/// not an error. Bodies are text.
+pub fn http_request_raw(req: &[u8]) -> Result<Vec<u8>, String> {
+    let result = sys::http_request(req);
+    match crate::exchange::with(|x| x.claim(result)) {
+        Err(e) => Err(format!("http_request: {e}")),
+        Ok((msg, true)) if msg.is_empty() => {
+            Err("http_request failed, and the plugin could not allocate the host's message".to_string())
+        }
+        Ok((msg, true)) => Err(String::from_utf8_lossy(&msg).into_owned()),
+        Ok((out, false)) => Ok(out),
+    }
+}
+
+/// [`http_request_raw`] with the typed payloads (`serde` feature):
+///
+/// ```ignore
+/// let resp = morph_pdk::http_request(&HttpRequest {
+///     url: "https://api.example.com/v1/notes".into(),
+///     ..Default::default()
+/// })?;
+/// ```
+#[cfg(feature = "serde")]
+pub fn http_request(req: &crate::types::HttpRequest) -> Result<crate::types::HttpResponse, crate::Error> {
+    let out = http_request_raw(&serde_json::to_vec(req)?)?;
+    serde_json::from_slice(&out)
+        .map_err(|e| crate::Error::new(format!("http_request: the host's answer is not an HTTPResponse: {e}")))
+}
+
 /// On wasm32, a panic hook that logs the panic's message to the host (at
 /// error level, naming the export) before the module aborts: with
 /// panic=abort the host otherwise sees only an `unreachable` trap. Installed
@@ -80,6 +118,14 @@ mod sys {
         fn morph_log(level: i32, ptr: *const u8, len: usize);
         #[link_name = "config_get"]
         fn morph_config_get(key_ptr: *const u8, key_len: usize, out_ptr: *mut u8, out_cap: usize) -> i32;
+        #[link_name = "http_request"]
+        fn morph_http_request(req_ptr: *const u8, req_len: usize) -> u64;
+    }
+
+    pub(super) fn http_request(req: &[u8]) -> u64 {
+        // SAFETY: the host reads req.len() bytes at req's address; it writes
+        // its answer only into a buffer it gets from morph_alloc.
+        unsafe { morph_http_request(req.as_ptr(), req.len()) }
     }
 
     pub(super) fn log(level: i32, msg: &[u8]) {
@@ -102,6 +148,26 @@ pub(crate) mod sys {
         pub(crate) static LOGS: RefCell<Vec<(i32, String)>> = RefCell::new(Vec::new());
         pub(crate) static CONFIG: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
         pub(crate) static CONFIG_CALLS: RefCell<usize> = RefCell::new(0);
+        pub(crate) static HTTP: RefCell<Option<HttpHandler>> = RefCell::new(None);
+    }
+
+    /// A test's stand-in for the host's HTTP: the request's JSON in, the
+    /// answer's bytes and whether they are an error's message out.
+    pub(crate) type HttpHandler = Box<dyn Fn(&[u8]) -> (Vec<u8>, bool)>;
+
+    /// The host's http_request: the answer goes into a buffer from the
+    /// guest's morph_alloc, packed like an export's result.
+    pub(super) fn http_request(req: &[u8]) -> u64 {
+        let answer = HTTP.with(|h| h.borrow().as_ref().map(|f| f(req)));
+        let (out, is_err) = answer.unwrap_or_else(|| (b"http_request: no host outside WebAssembly".to_vec(), true));
+        if out.is_empty() {
+            return crate::exchange::pack(0, 0, is_err);
+        }
+        let p = crate::exchange::alloc(out.len() as u32);
+        if p == 0 || !crate::exchange::with(|x| x.write(p, &out)) {
+            return crate::exchange::pack(0, 0, true);
+        }
+        crate::exchange::pack(p, out.len() as u32, is_err)
     }
 
     pub(super) fn log(level: i32, msg: &[u8]) {
@@ -151,6 +217,63 @@ mod tests {
         assert_eq!(calls() - before, 1);
         assert_eq!(config("empty").as_deref(), Some(""));
         assert_eq!(config("absent"), None);
+    }
+
+    #[test]
+    fn http_request_through_the_exchange() {
+        testing::set_http(|req| {
+            let req = String::from_utf8(req.to_vec()).unwrap();
+            if req.contains("evil") {
+                (b"host not allowed: evil.example.com".to_vec(), true)
+            } else if req.contains("quiet") {
+                (Vec::new(), true)
+            } else {
+                (format!("{{\"status\":200,\"body\":{:?}}}", req).into_bytes(), false)
+            }
+        });
+        let out = http_request_raw(br#"{"url":"https://api.example.com/"}"#).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"status":200,"body":"{\"url\":\"https://api.example.com/\"}"}"#
+        );
+        assert_eq!(testing::buffers_held(), (0, 0), "the answer's buffer was claimed");
+        assert_eq!(
+            http_request_raw(br#"{"url":"https://evil.example.com/"}"#).unwrap_err(),
+            "host not allowed: evil.example.com"
+        );
+        assert!(http_request_raw(br#"{"url":"https://quiet.example.com/"}"#)
+            .unwrap_err()
+            .contains("could not allocate"));
+        testing::clear_http();
+        assert!(http_request_raw(b"{}").unwrap_err().contains("no host outside WebAssembly"));
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn typed_http_request() {
+        use crate::types::{HttpRequest, HttpResponse};
+        use std::collections::BTreeMap;
+        testing::set_http(|req| {
+            let req: HttpRequest = serde_json::from_slice(req).unwrap();
+            let headers: BTreeMap<String, String> =
+                [("X-Method".to_string(), req.method.unwrap_or_default())].into_iter().collect();
+            let resp = HttpResponse { status: 201, headers: Some(headers), body: req.body.unwrap_or_default() };
+            (serde_json::to_vec(&resp).unwrap(), false)
+        });
+        let resp = http_request(&HttpRequest {
+            method: Some("POST".into()),
+            url: "https://api.example.com/notes".into(),
+            headers: None,
+            body: Some("hi".into()),
+        })
+        .unwrap();
+        assert_eq!(resp.status, 201);
+        assert_eq!(resp.body, "hi");
+        assert_eq!(resp.headers.unwrap()["X-Method"], "POST");
+        testing::set_http(|_| (b"not json".to_vec(), false));
+        let err = http_request(&HttpRequest::default()).unwrap_err();
+        assert!(err.message().contains("not an HTTPResponse"), "{}", err);
+        testing::clear_http();
     }
 
     #[test]

@@ -84,8 +84,11 @@
 //!   as any `serde::Deserialize` type ([`types::Object`] for the raw map, or
 //!   a struct of yours) and returns the observation, `String` or
 //!   `Result<String, E>`; an error reaches the model as `error: <message>`;
-//! - `capabilities: ["log", "config"]`: what the manifest asks of the host
-//!   (the default is both);
+//! - `capabilities: ["log", "config", "http"]`: what the manifest asks of
+//!   the host (the default is log and config). Ask for `http` to use
+//!   `http_request` ([`http_request_raw`] without `serde`): the host compares
+//!   the request with what its operator grants the plugin (`allowed_hosts`)
+//!   when it loads it;
 //! - `history: true`: ask for the session history in middleware payloads;
 //! - `requires: ["other-plugin"]`: plugins whose middleware runs first;
 //! - `destroy: f` with `fn f()`: exports `morph_destroy`, called once per
@@ -139,7 +142,9 @@ pub mod typed;
 #[cfg(feature = "serde")]
 pub mod types;
 
-pub use host::{config, log, Level};
+#[cfg(feature = "serde")]
+pub use host::http_request;
+pub use host::{config, http_request_raw, log, Level};
 #[cfg(feature = "serde")]
 pub use serde_json;
 #[cfg(feature = "serde")]

@@ -63,6 +63,19 @@ pub fn clear_config() {
     sys::CONFIG.with(|c| c.borrow_mut().clear());
 }
 
+/// Serves the plugin's HTTP requests ([`crate::http_request`]) with `f`, as
+/// the host would: `f` gets the request's JSON and answers the response's
+/// JSON, or, with `true`, the message of a denial or failure. Without a
+/// handler every request fails.
+pub fn set_http(f: impl Fn(&[u8]) -> (Vec<u8>, bool) + 'static) {
+    sys::HTTP.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+}
+
+/// Removes the handler of [`set_http`].
+pub fn clear_http() {
+    sys::HTTP.with(|h| *h.borrow_mut() = None);
+}
+
 /// What the plugin logged since the last call, oldest first.
 pub fn take_logs() -> Vec<(Level, String)> {
     sys::LOGS

@@ -17,6 +17,8 @@
 //! Every type is `Default`, and the default of a mutating hook's output
 //! changes nothing.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -588,4 +590,39 @@ mod tests {
         assert_eq!(Usage { input_tokens: 3, output_tokens: 4, ..Default::default() }.total(), 7);
         assert_eq!(Usage { input_tokens: 3, output_tokens: 4, total_tokens: 9, cost: 0.0 }.total(), 9);
     }
+}
+
+// Host functions (SPEC section 5).
+
+/// What [`crate::http_request`] sends: one HTTP request, to a host the
+/// plugin is allowed. Bodies are text in ABI v1.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpRequest {
+    /// The method; absent: GET.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The absolute http or https URL.
+    pub url: String,
+    /// Request headers, one value each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// The body; absent: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
+/// What [`crate::http_request`] answers: the final response, after any
+/// redirects. A 4xx or 5xx status is a response, not an error.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpResponse {
+    /// The HTTP status code.
+    pub status: i64,
+    /// Response headers in canonical form, several values joined with ", ".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// The whole body as text; never truncated (a body over the host's limit
+    /// is an error instead).
+    pub body: String,
 }

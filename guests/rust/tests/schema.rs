@@ -46,6 +46,8 @@ fn roundtrip(file: &str, v: &Value) -> Result<Value, String> {
         "before_tool_call_input.json" => BeforeToolCallInput,
         "before_tool_call_output.json" => BeforeToolCallOutput,
         "fallback_input.json" => FallbackInput,
+        "http_request.json" => HttpRequest,
+        "http_response.json" => HttpResponse,
         "final.json" => Final,
         "manifest.json" => Manifest,
         "message.json" => Message,
@@ -236,6 +238,23 @@ fn full_samples() -> Vec<(&'static str, Value)> {
         ),
         ("after_tool_call_output.json", v(AfterToolCallOutput::replace(""))),
         (
+            "http_request.json",
+            v(HttpRequest {
+                method: Some("POST".into()),
+                url: "https://api.example.com/notes".into(),
+                headers: Some([("Content-Type".to_string(), "application/json".to_string())].into_iter().collect()),
+                body: Some("{}".into()),
+            }),
+        ),
+        (
+            "http_response.json",
+            v(HttpResponse {
+                status: 200,
+                headers: Some([("Content-Type".to_string(), "text/plain".to_string())].into_iter().collect()),
+                body: "ok".into(),
+            }),
+        ),
+        (
             "after_run_input.json",
             v(AfterRunInput {
                 session_id: "s".into(),
@@ -282,6 +301,8 @@ fn zero_samples() -> Vec<(&'static str, Value)> {
         ("after_tool_call_input.json", z::<AfterToolCallInput>()),
         ("after_tool_call_output.json", z::<AfterToolCallOutput>()),
         ("after_run_input.json", z::<AfterRunInput>()),
+        ("http_request.json", z::<HttpRequest>()),
+        ("http_response.json", z::<HttpResponse>()),
     ]
 }
 
