@@ -65,7 +65,12 @@ type Extension struct {
 	Version    string
 	Source     string // where it was loaded from (a file, "host", ...)
 	ABIVersion int
-	Requires   []string // names of plugins that must come before it
+	// Loader is how the host runs it (host.LoaderNative, host.LoaderExtism),
+	// for Status; empty for plugins that are not WebAssembly modules.
+	Loader   string
+	Requires []string // names of plugins that must come before it
+	// Capabilities are its requested and granted capabilities, for Status.
+	Capabilities []CapabilityStatus
 	// Options set engine hooks (prompt and params builders, tool success,
 	// fallback final). A later plugin's hook replaces an earlier one's, with a warning.
 	Options          []Option
