@@ -7,7 +7,10 @@ LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Test fixtures: hand-written WAT guests, one per fault the host must survive.
 WAT     := $(wildcard guests/testdata/*.wat)
-FIXTURES := $(WAT:.wat=.wasm)
+# and standard Go guests (guests/testdata/<name>/, a module each), for what
+# is easiest to reach through Go's own APIs: files, environment, HTTP.
+GO_FIXTURES := guests/testdata/cap_go.wasm
+FIXTURES := $(WAT:.wat=.wasm) $(GO_FIXTURES)
 
 # Nested modules (own go.mod, kept at an old go line for guest toolchains):
 # the root's ./... does not reach them, so vet and unit visit each.
@@ -24,7 +27,7 @@ TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-h
 CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
 RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests
 
 all: build
 
@@ -32,7 +35,7 @@ build:
 	$(GO) build -o $(BIN)/morph -ldflags '$(LDFLAGS)' ./cmd/morph
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
-test: fmt-check vet fixtures examples tinygo-examples rust rust-test unit fuzz
+test: fmt-check vet fixtures examples extism-guests tinygo-examples rust rust-test unit fuzz
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -44,6 +47,7 @@ vet:
 	@echo "wasip1 build of abi and the Go PDK"
 	cd abi && GOOS=wasip1 GOARCH=wasm $(GO) build ./...
 	cd guests/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	cd guests/extism && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -66,6 +70,9 @@ examples/go-hooks/go-hooks.wasm: $(wildcard examples/go-hooks/*.go guests/go/*.g
 guests/testdata/%.wasm: guests/testdata/%.wat | tools-wabt
 	wat2wasm $< -o $@
 
+guests/testdata/cap_go.wasm: $(wildcard guests/testdata/cap_go/*.go guests/go/*.go abi/*.go) guests/testdata/cap_go/go.mod guests/go/go.mod
+	cd guests/testdata/cap_go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o ../cap_go.wasm .
+
 # Each fuzz target for a bounded number of executions (a few seconds each
 # here); a crasher lands in the package's testdata/fuzz/ and, committed,
 # stays as a regression seed that go test runs. A count, not a duration: a
@@ -75,7 +82,18 @@ FUZZTIME ?= 20000x
 fuzz: fixtures
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeOutput$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzExtismBinary$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/internal/interrupt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
+
+# Extism test plugins (guests/extism, written with github.com/extism/go-pdk):
+# standard Go wasip1 reactors, one per directory, for host/extism_test.go.
+EXTISM_GUESTS := $(foreach g,hooks tools probe,guests/extism/extism-$(g).wasm)
+
+extism-guests: $(EXTISM_GUESTS)
+
+guests/extism/extism-%.wasm: guests/extism/%/main.go $(wildcard guests/extism/internal/*/*.go abi/*.go) guests/extism/go.mod guests/extism/go.sum
+	cd guests/extism && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o extism-$*.wasm ./$*
 
 tinygo:
 	@scripts/tinygo.sh >/dev/null
@@ -106,4 +124,4 @@ tools-wabt:
 	@command -v wat2wasm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wabt; }
 
 clean:
-	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(TINYGO_EXAMPLES) guests/rust/target examples/rust-hooks/target
+	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(EXTISM_GUESTS) $(TINYGO_EXAMPLES) guests/rust/target examples/rust-hooks/target

@@ -40,7 +40,8 @@
 //
 // The API key never appears in the file: a key named api_key is an error.
 // It is read from the environment variable named by api_key_env when
-// Client is called, and from nowhere else.
+// Client is called, and from nowhere else; no plugin may be granted that
+// variable (a [[plugins]] env naming it is an error).
 //
 // Every mistake is reported as an *Error naming the file, the line where
 // known, and the full key path; errors.Is(err, ErrConfig) tells them apart
@@ -55,7 +56,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +63,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/morphhost/morph/builtin"
+	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/llm"
 	"github.com/morphhost/morph/llm/openai"
 	"github.com/morphhost/morph/llm/scripted"
@@ -150,9 +151,6 @@ type Tools struct {
 	// Builtin names the built-in tools to enable (see package builtin).
 	Builtin []string `toml:"builtin"`
 }
-
-// envName is what an environment variable name looks like.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Load reads and checks the config file at path. The error is an *Error, or
 // several joined with errors.Join; errors.Is(err, ErrConfig) holds for all.
@@ -254,7 +252,7 @@ func (v *validator) llm() {
 	}
 
 	if v.md.IsDefined("llm", "api_key_env") {
-		if l.APIKeyEnv != "" && !envName.MatchString(l.APIKeyEnv) {
+		if l.APIKeyEnv != "" && host.CheckEnvName(l.APIKeyEnv) != nil {
 			// Never echo the value: it may be the key itself, pasted here by mistake.
 			v.fail(toml.Key{"llm", "api_key_env"}, nil, "must be the name of an environment variable (such as %s), not the key itself", DefaultAPIKeyEnv)
 		}

@@ -178,12 +178,15 @@ func tagName(f reflect.StructField) string {
 // cannot tell. It understands what config files use: [table] and
 // [[array]] headers, dotted, quoted and literal keys, inline tables and
 // multi-line strings; it is a locator for error messages, not a parser.
+// An entry of an array of tables is named by its index, as the validator's
+// keys name it: plugins.1.timeout is the timeout of the second [[plugins]].
 func keyLine(src []byte, key []string) int {
 	if len(key) == 0 {
 		return 0
 	}
 	var table []string
-	inString := "" // the delimiter of the multi-line string being skipped
+	arrays := map[string]int{} // [[array]] path -> entries seen
+	inString := ""             // the delimiter of the multi-line string being skipped
 	for i, line := range strings.Split(string(src), "\n") {
 		if inString != "" {
 			if strings.Count(line, inString)%2 == 1 {
@@ -200,7 +203,18 @@ func keyLine(src []byte, key []string) int {
 			if !ok || !strings.HasPrefix(rest, "]") {
 				continue
 			}
-			table = path
+			if strings.HasPrefix(s, "[[") {
+				arrays[strings.Join(path, ".")]++
+			}
+			// Index every array of tables on the path by its latest entry.
+			table = nil
+			for j := range path {
+				table = append(table, path[j])
+				if n := arrays[strings.Join(path[:j+1], ".")]; n > 0 {
+					table = append(table, strconv.Itoa(n-1))
+				}
+			}
+			path = table
 			if hasPrefix(path, key) {
 				return i + 1
 			}

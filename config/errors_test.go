@@ -20,6 +20,14 @@ rules = [
   "x = y",
 ]
 tools.builtin = ["calc"]
+
+[[plugins]]
+name = "a"
+[plugins.config]
+k = "v"
+[[plugins]]
+name = "b"
+timeout = "1s"
 `)
 	tests := []struct {
 		key  []string
@@ -36,6 +44,12 @@ tools.builtin = ["calc"]
 		{[]string{"agent", "rules"}, 14},
 		{[]string{"agent", "tools", "builtin"}, 17},
 		{[]string{"agent", "tools"}, 17},
+		{[]string{"plugins"}, 19},
+		{[]string{"plugins", "0", "name"}, 20},
+		{[]string{"plugins", "0", "config", "k"}, 22},
+		{[]string{"plugins", "1"}, 23},
+		{[]string{"plugins", "1", "timeout"}, 25},
+		{[]string{"plugins", "2", "name"}, 0},
 		{[]string{"nope"}, 0},
 		{nil, 0},
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,6 +58,35 @@ type Plugin struct {
 	// instance per call, without morph_destroy). Default: "session" for a
 	// plugin with an enabled middleware hook, "pooled" otherwise.
 	Isolation string `toml:"isolation"`
+
+	// Grants, deny by default: without these keys a plugin reaches no file,
+	// no environment variable and no host.
+
+	// AllowedPaths are directories the plugin sees through WASI, each
+	// "HOST_DIR[:GUEST_DIR][:ro|:rw]": HOST_DIR relative to the config
+	// file's directory, GUEST_DIR absolute (default: HOST_DIR's absolute
+	// path), read-only unless ":rw". Load checks them and rewrites each as
+	// "ABSOLUTE_HOST_DIR:GUEST_DIR[:rw]", so the field holds paths usable
+	// from the current directory.
+	AllowedPaths []string `toml:"allowed_paths"`
+	// AllowedHosts are the hosts the plugin's http_request may reach:
+	// "api.example.com", "*.example.com" (names under it), optionally with
+	// ":port"; every redirect hop is checked too.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// Env names the environment variables the plugin sees, with their
+	// values when morph starts; never the model's API key (llm.api_key_env).
+	Env []string `toml:"env"`
+	// HTTPTimeout bounds one http_request, redirects included (default 10s).
+	HTTPTimeout time.Duration `toml:"http_timeout"`
+	// HTTPMaxResponseKB caps an HTTP response body (default 1024); a larger
+	// one is an error, not a truncated body.
+	HTTPMaxResponseKB int `toml:"http_max_response_kb"`
+	// HTTPMaxRedirects caps the redirects one request follows (default 5; 0: none).
+	HTTPMaxRedirects *int `toml:"http_max_redirects"`
+	// Ungranted is what a capability the plugin's manifest requests and
+	// these keys do not grant means: "warn" (default: a warning, and its
+	// calls that need it fail) or "error" (the plugin fails to load).
+	Ungranted string `toml:"ungranted"`
 }
 
 // Discovery is the [discovery] table: where else plugins are found. Each
@@ -124,7 +154,7 @@ func (v *validator) plugins() {
 				v.fail(key("hooks"), nil, "plugin %q: unknown hook %q (hooks: %s)", p.Name, h, strings.Join(hookNames(), ", "))
 			}
 		}
-		if v.md.IsDefined("plugins", fmt.Sprint(i), "timeout") && p.Timeout <= 0 {
+		if v.pluginDefined(i, "timeout") && p.Timeout <= 0 {
 			v.fail(key("timeout"), nil, "plugin %q: must be positive", p.Name)
 		}
 		if p.MemoryMB < 0 || p.MemoryMB > maxMemoryMB {
@@ -136,15 +166,124 @@ func (v *validator) plugins() {
 		if p.Isolation != "" && !slices.Contains(host.IsolationModes(), p.Isolation) {
 			v.fail(key("isolation"), nil, "plugin %q: unknown isolation %q (isolation: %s)", p.Name, p.Isolation, strings.Join(host.IsolationModes(), ", "))
 		}
-		if v.md.IsDefined("plugins", fmt.Sprint(i), "quarantine_for") && p.QuarantineFor <= 0 {
+		if v.pluginDefined(i, "quarantine_for") && p.QuarantineFor <= 0 {
 			v.fail(key("quarantine_for"), nil, "plugin %q: must be positive", p.Name)
 		}
-		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances, "quarantine_after": p.QuarantineAfter} {
+		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances,
+			"quarantine_after": p.QuarantineAfter, "http_max_response_kb": p.HTTPMaxResponseKB} {
 			if n < 0 {
 				v.fail(key(field), nil, "plugin %q: must not be negative, got %d", p.Name, n)
 			}
 		}
+		v.grants(i, p, key)
 	}
+}
+
+// grants checks a plugin's grant keys, and resolves its allowed_paths.
+func (v *validator) grants(i int, p *Plugin, key func(string) toml.Key) {
+	guests := map[string]string{}
+	for j, s := range p.AllowedPaths {
+		g, err := parsePathGrant(s, filepath.Dir(v.c.File))
+		if err == nil {
+			err = checkDir(g.Host)
+		}
+		if err != nil {
+			v.fail(key("allowed_paths"), err, "plugin %q: %q: %v", p.Name, s, err)
+			continue
+		}
+		if prev, dup := guests[g.Guest]; dup {
+			v.fail(key("allowed_paths"), nil, "plugin %q: %q and %q both mount at %s; give one another guest directory (HOST_DIR:GUEST_DIR)", p.Name, prev, s, g.Guest)
+			continue
+		}
+		guests[g.Guest] = s
+		p.AllowedPaths[j] = g.Host + ":" + g.Guest
+		if g.Writable {
+			p.AllowedPaths[j] += ":rw"
+		}
+	}
+	for _, h := range p.AllowedHosts {
+		if err := host.CheckAllowedHost(h); err != nil {
+			v.fail(key("allowed_hosts"), err, "plugin %q: %v", p.Name, err)
+		}
+	}
+	for _, name := range p.Env {
+		switch {
+		case host.CheckEnvName(name) != nil:
+			v.fail(key("env"), nil, "plugin %q: %v", p.Name, host.CheckEnvName(name))
+		case name == v.c.LLM.APIKeyEnv:
+			v.fail(key("env"), nil, "plugin %q: %s holds the model's API key (llm.api_key_env), which no plugin may see; remove it from env", p.Name, name)
+		}
+	}
+	if v.pluginDefined(i, "http_timeout") && p.HTTPTimeout <= 0 {
+		v.fail(key("http_timeout"), nil, "plugin %q: must be positive", p.Name)
+	}
+	if p.HTTPMaxRedirects != nil && *p.HTTPMaxRedirects < 0 {
+		v.fail(key("http_max_redirects"), nil, "plugin %q: must not be negative, got %d (0 means no redirects)", p.Name, *p.HTTPMaxRedirects)
+	}
+	if p.Ungranted != "" && !slices.Contains(host.UngrantedPolicies(), p.Ungranted) {
+		v.fail(key("ungranted"), nil, "plugin %q: unknown policy %q (ungranted: %s)", p.Name, p.Ungranted, strings.Join(host.UngrantedPolicies(), ", "))
+	}
+}
+
+// parsePathGrant reads an allowed_paths entry, "HOST_DIR[:GUEST_DIR][:ro|:rw]",
+// resolving a relative HOST_DIR against base (the config file's directory).
+func parsePathGrant(s, base string) (host.PathGrant, error) {
+	parts := strings.Split(s, ":")
+	var g host.PathGrant
+	switch last := parts[len(parts)-1]; {
+	case len(parts) > 1 && last == "rw":
+		g.Writable, parts = true, parts[:len(parts)-1]
+	case len(parts) > 1 && last == "ro":
+		parts = parts[:len(parts)-1]
+	}
+	if len(parts) > 2 || parts[0] == "" {
+		return g, errors.New(`want "HOST_DIR", "HOST_DIR:GUEST_DIR", and ":rw" at the end for a writable one`)
+	}
+	g.Host = parts[0]
+	if !filepath.IsAbs(g.Host) {
+		g.Host = filepath.Join(base, g.Host)
+	}
+	abs, err := filepath.Abs(g.Host)
+	if err != nil {
+		return g, err
+	}
+	g.Host, g.Guest = abs, filepath.ToSlash(abs)
+	if len(parts) == 2 {
+		g.Guest = parts[1]
+	}
+	if !strings.HasPrefix(g.Guest, "/") {
+		return g, fmt.Errorf("the guest directory %q must be absolute (start with /)", g.Guest)
+	}
+	g.Guest = path.Clean(g.Guest)
+	return g, nil
+}
+
+// checkDir reports whether dir is a directory.
+func checkDir(dir string) error {
+	info, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w (a relative directory is resolved against the config file's directory)", err)
+	case !info.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
+}
+
+// pluginDefined reports whether the i-th [[plugins]] entry sets field.
+// toml's MetaData.IsDefined cannot index an array of tables; its Keys list
+// the keys in file order, each entry starting with the key "plugins".
+func (v *validator) pluginDefined(i int, field string) bool {
+	n := -1
+	for _, k := range v.md.Keys() {
+		switch {
+		case len(k) == 1 && k[0] == "plugins":
+			n++
+		case n == i && len(k) == 2 && k[0] == "plugins" && k[1] == field:
+			return true
+		}
+	}
+	return false
 }
 
 // Failure policies of [[plugins]] policy.
@@ -175,9 +314,33 @@ func (p Plugin) MiddlewareConfig() engine.MiddlewareConfig {
 	return c
 }
 
+// Grants are the plugin's grant keys for package host. An allowed_paths
+// entry that does not parse (in a Plugin not checked by Load) is passed on
+// without a guest directory, which fails the plugin's load, naming it.
+func (p Plugin) Grants() host.Grants {
+	var paths []host.PathGrant
+	for _, s := range p.AllowedPaths {
+		g, err := parsePathGrant(s, ".")
+		if err != nil {
+			g = host.PathGrant{Host: s}
+		}
+		paths = append(paths, g)
+	}
+	g := host.Grants{Paths: paths, Hosts: p.AllowedHosts, Env: p.Env, HTTPTimeout: p.HTTPTimeout,
+		HTTPMaxResponseBytes: p.HTTPMaxResponseKB << 10, Ungranted: p.Ungranted}
+	if p.HTTPMaxRedirects != nil {
+		g.HTTPMaxRedirects = *p.HTTPMaxRedirects
+		if g.HTTPMaxRedirects == 0 {
+			g.HTTPMaxRedirects = -1 // host: negative is none, zero the default
+		}
+	}
+	return g
+}
+
 // HostConfig is the plugin's load settings for package host.
 func (p Plugin) HostConfig() host.Config {
 	return host.Config{
+		Grants:    p.Grants(),
 		Name:      p.Name,
 		Path:      p.Path,
 		SHA256:    p.SHA256,
@@ -192,6 +355,36 @@ func (p Plugin) HostConfig() host.Config {
 			MaxInstances:   p.MaxInstances,
 		},
 	}
+}
+
+// SecretEnv names the environment variables no plugin may be granted: the
+// model API key's (llm.api_key_env), for host.LoaderOptions.
+func (c *Config) SecretEnv() []string {
+	if c.LLM.APIKeyEnv == "" {
+		return nil
+	}
+	return []string{c.LLM.APIKeyEnv}
+}
+
+// PluginFor is the [[plugins]] entry whose module is the file at path, so
+// that a tool looking at a module (morph plugin inspect --config) sees it
+// with the name, limits and grants the config gives it.
+func (c *Config) PluginFor(path string) (Plugin, error) {
+	want, err := os.Stat(path)
+	if err != nil {
+		return Plugin{}, &Error{File: c.File, Msg: "cannot compare with the [[plugins]] entries: " + err.Error(), Err: err}
+	}
+	var entries []string
+	for _, p := range c.Plugins {
+		if got, err := os.Stat(p.Path); err == nil && os.SameFile(got, want) {
+			return p, nil
+		}
+		entries = append(entries, fmt.Sprintf("%s (%s)", p.Name, p.Path))
+	}
+	if len(entries) == 0 {
+		entries = []string{"none"}
+	}
+	return Plugin{}, c.errorAt(toml.Key{"plugins"}, nil, fmt.Sprintf("no [[plugins]] entry has the path %s (entries: %s)", path, strings.Join(entries, ", ")))
 }
 
 // Runtime is what Open builds from a config: an initialized engine, which
@@ -225,7 +418,7 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	if err != nil {
 		return nil, err
 	}
-	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger})
+	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger, SecretEnv: c.SecretEnv()})
 	if err != nil {
 		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
 	}

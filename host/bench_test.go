@@ -15,6 +15,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -81,21 +82,32 @@ func BenchmarkCall(b *testing.B) {
 }
 
 // BenchmarkBareWazero is the same exchange written directly against wazero,
-// with the same sandbox settings (close on context done, a deadline per call,
+// with the same sandbox settings (the instrumented module, a deadline per call,
 // cached function handles, WASI and a stub host module for the Go guest):
 // the floor morph's call path is measured against.
-func BenchmarkBareWazero(b *testing.B) { benchBare(b, true) }
+func BenchmarkBareWazero(b *testing.B) { benchBare(b, bareInstrumented) }
 
-// BenchmarkBareWazeroNoTermination is the bare call without
-// WithCloseOnContextDone: what the deadline enforcement costs a guest. morph
-// never runs guests so (a spinning guest could not be stopped), but loop-heavy
-// guests pay for the check at every loop iteration, and this shows how much.
-func BenchmarkBareWazeroNoTermination(b *testing.B) { benchBare(b, false) }
+// BenchmarkBareWazeroNoTermination is the bare call with no way to stop the
+// guest at its deadline: what the deadline enforcement costs a guest. morph
+// never runs guests so (a spinning guest could not be stopped).
+func BenchmarkBareWazeroNoTermination(b *testing.B) { benchBare(b, bareUnbounded) }
 
-func benchBare(b *testing.B, closeOnDone bool) {
+// BenchmarkBareWazeroCloseOnDone enforces the deadline with wazero's own
+// mechanism, WithCloseOnContextDone, which morph used before package
+// interrupt: an exit to Go at every loop header.
+func BenchmarkBareWazeroCloseOnDone(b *testing.B) { benchBare(b, bareCloseOnDone) }
+
+// How a bare benchmark instance is stopped at its deadline.
+const (
+	bareInstrumented = iota // as morph does: package interrupt
+	bareUnbounded           // not at all
+	bareCloseOnDone         // wazero's WithCloseOnContextDone
+)
+
+func benchBare(b *testing.B, mode int) {
 	ctx := context.Background()
 	benchCalls(b, func(b *testing.B, path string) func([]byte) ([]byte, error) {
-		mod, alloc, fn := bareInstance(b, path, closeOnDone)
+		mod, alloc, fn := bareInstance(b, path, mode)
 		stack := make([]uint64, 2)
 		return func(in []byte) ([]byte, error) { return bareCall(ctx, mod, alloc, fn, stack, in) }
 	})
@@ -123,14 +135,23 @@ func BenchmarkNativeHook(b *testing.B) {
 	}
 }
 
-func bareInstance(b *testing.B, path string, closeOnDone bool) (api.Module, api.Function, api.Function) {
+func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function, api.Function) {
 	ctx := context.Background()
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(closeOnDone).WithMemoryLimitPages(64*16))
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(mode == bareCloseOnDone).WithMemoryLimitPages(64*16))
 	b.Cleanup(func() { r.Close(ctx) })
+	if mode == bareInstrumented {
+		if wasm, err = interrupt.Instrument(wasm, interruptPeriod); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.NewHostModuleBuilder(interrupt.Module).NewFunctionBuilder().
+			WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).Instantiate(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	_, err = r.NewHostModuleBuilder(abi.HostModule).
 		NewFunctionBuilder().WithFunc(func(int32, uint32, uint32) {}).Export(abi.ImportLog).

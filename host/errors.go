@@ -28,6 +28,25 @@ var (
 	ErrLoad = errors.New("plugin load failed")
 	// ErrClosed: the plugin was closed.
 	ErrClosed = errors.New("plugin closed")
+	// ErrNotGranted: the plugin asked for a capability it was not granted:
+	// at load, with Grants.Ungranted = UngrantedError (the *Error wraps a
+	// *CapabilityError naming them), or in a call (http_request without
+	// allowed hosts), where the guest gets the message as an error result.
+	ErrNotGranted = errors.New("capability not granted")
+)
+
+// Failures of an HTTP request a guest made, told apart with errors.Is on
+// the error of httpGrant.do; the guest gets the message.
+var (
+	// ErrHostNotAllowed: the URL's host, or that of a redirect hop, is not
+	// one of the plugin's allowed hosts. The request (or the hop) was not sent.
+	ErrHostNotAllowed = errors.New("host not allowed")
+	// ErrTooManyRedirects: the response redirected more often than the
+	// plugin's redirect limit.
+	ErrTooManyRedirects = errors.New("too many redirects")
+	// ErrResponseTooLarge: the response body is over the plugin's size
+	// limit; nothing of it reaches the guest.
+	ErrResponseTooLarge = errors.New("HTTP response too large")
 )
 
 // Error is a plugin failure. It names the plugin and the export, and

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -117,23 +118,30 @@ func TestLoadErrors(t *testing.T) {
 // Every fault fixture: a typed error within the deadline, the instance
 // replaced, the plugin still serving, and an agent run still ending in a final.
 func TestFaultFixtures(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const defaultTimeout = 300 * time.Millisecond
 	cases := []struct {
 		fixture string
 		kind    error
 		want    string
+		timeout time.Duration // 0: defaultTimeout
 	}{
-		{"loop", ErrTimeout, ""},
-		{"membomb", ErrTrap, "unreachable"},
-		{"trap", ErrTrap, "unreachable"},
-		{"stackoverflow", ErrTrap, "stack overflow"},
-		{"bigoutput", ErrOutputTooLarge, "2097152 bytes, limit 1048576"},
-		{"badjson", ErrBadOutput, "this is not json"},
-		{"badpointer", ErrBadOutput, "outside guest memory"},
-		{"guesterror", ErrGuest, "prompt store unavailable"},
+		{"loop", ErrTimeout, "", 0},
+		{"membomb", ErrTrap, "unreachable", 0},
+		{"trap", ErrTrap, "unreachable", 0},
+		// An unbounded recursion is stopped by its deadline (the checks at
+		// function entries) before wazero's 400 MB stack ceiling, which it
+		// reaches after 0.2 s natively, 1 s under -race: with a long deadline
+		// it traps there instead.
+		{"stackoverflow", ErrTimeout, "", 50 * time.Millisecond},
+		{"stackoverflow", ErrTrap, "stack overflow", 30 * time.Second},
+		{"bigoutput", ErrOutputTooLarge, "2097152 bytes, limit 1048576", 0},
+		{"badjson", ErrBadOutput, "this is not json", 0},
+		{"badpointer", ErrBadOutput, "outside guest memory", 0},
+		{"guesterror", ErrGuest, "prompt store unavailable", 0},
 	}
 	l := newLoader(t)
 	for _, c := range cases {
+		timeout := cmp.Or(c.timeout, defaultTimeout)
 		t.Run(c.fixture, func(t *testing.T) {
 			p := load(t, l, Config{Path: fixture(t, c.fixture), Limits: Limits{Timeout: timeout, MemoryMiB: 4}})
 			before := p.Stats()
@@ -146,14 +154,7 @@ func TestFaultFixtures(t *testing.T) {
 			if !strings.Contains(err.Error(), c.fixture) || !strings.Contains(err.Error(), abi.ExportBuildPrompt) {
 				t.Fatalf("error does not name the plugin and export: %v", err)
 			}
-			bound := timeout + 100*time.Millisecond
-			if c.fixture == "stackoverflow" {
-				// wazero checks deadlines at loop headers only, so a recursion runs
-				// until its 400 MB call-stack ceiling: ~0.2 s natively, over 1 s under
-				// -race. The bound is that ceiling, not the deadline (see SECURITY notes).
-				bound = 10 * time.Second
-			}
-			if elapsed > bound {
+			if elapsed > min(timeout+100*time.Millisecond, 10*time.Second) {
 				t.Fatalf("error after %v, deadline %v", elapsed, timeout)
 			}
 			after := p.Stats()
@@ -291,5 +292,30 @@ func TestGuestCannotSeeEnvironment(t *testing.T) {
 	}
 	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 {
 		t.Fatalf("stats %+v: out-of-bounds host calls must not trap", st)
+	}
+}
+
+// Instantiation and call have a deadline each: with a 1 s timeout, a call
+// mode plugin that takes 600 ms to instantiate and 600 ms to answer works.
+func TestInstantiationHasItsOwnDeadline(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "slowstart"), Isolation: IsolationCall, Limits: Limits{Timeout: time.Second}})
+	out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{}`))
+	if err != nil || string(out) != `{"system_prompt":"Be brief."}` {
+		t.Fatalf("out %q err %v", out, err)
+	}
+	if s := p.Stats(); s.Instantiated != 2 || s.Faults != 0 {
+		t.Fatalf("stats %+v: want describe's instance and the call's", s)
+	}
+}
+
+// A call refused before it reaches the guest is counted as a call and a fault.
+func TestRefusedCallsAreCounted(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "minimal"), Limits: Limits{MaxInputBytes: 10}})
+	before := p.Stats()
+	if _, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{"task":"too long"}`)); !errors.Is(err, ErrInputTooLarge) {
+		t.Fatalf("err %v, want ErrInputTooLarge", err)
+	}
+	if s := p.Stats(); s.Calls != before.Calls+1 || s.Faults != before.Faults+1 {
+		t.Fatalf("stats %+v, before %+v", s, before)
 	}
 }

@@ -13,15 +13,20 @@ import (
 )
 
 // instantiateHostModule provides morph:host/v1 in the plugin's runtime. The
-// functions close over the plugin, which is how they know whose log and
-// config they serve. Out-of-bounds pointers are the guest's error: log drops
-// the message, config_get answers -1; neither traps.
+// functions close over the plugin, which is how they know whose log, config
+// and grants they serve. Out-of-bounds pointers are the guest's error: log
+// drops the message, config_get answers -1, http_request an error result;
+// none traps. http_request is there for every plugin: one without the grant
+// gets an error result it can handle (ErrNotGranted's message), not a
+// module that fails to load.
 func (p *Plugin) instantiateHostModule(ctx context.Context, r wazero.Runtime) error {
 	_, err := r.NewHostModuleBuilder(abi.HostModule).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostLog),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).Export(abi.ImportLog).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostConfigGet),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(abi.ImportConfigGet).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostHTTPRequest),
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}).Export(abi.ImportHTTPRequest).
 		Instantiate(ctx)
 	return err
 }

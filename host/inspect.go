@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
 )
 
 // Report describes a module for `morph plugin inspect` and `check`: what it
@@ -19,11 +20,15 @@ type Report struct {
 	Path     string        `json:"path"`
 	Bytes    int           `json:"bytes"`
 	SHA256   string        `json:"sha256"`
+	Loader   string        `json:"loader"` // LoaderNative or LoaderExtism, by the module's imports
 	Markers  []string      `json:"abi_markers"`
 	Exports  []Signature   `json:"exports"`
 	Imports  []Signature   `json:"imports"`
 	Manifest *abi.Manifest `json:"manifest,omitempty"`
 	Hooks    []string      `json:"hooks,omitempty"` // implemented hooks the host will call
+	// Capabilities compare the manifest's requests with the grants of the
+	// Config given to Inspect (with none, every request shows as not granted).
+	Capabilities []engine.CapabilityStatus `json:"capabilities,omitempty"`
 	// Problems are the reasons the module cannot be loaded; empty when it can.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -47,7 +52,7 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	sum := sha256.Sum256(wasm)
-	rep := &Report{Path: cfg.Path, Bytes: len(wasm), SHA256: hex.EncodeToString(sum[:])}
+	rep := &Report{Path: cfg.Path, Bytes: len(wasm), SHA256: hex.EncodeToString(sum[:]), Loader: moduleLoader(wasm)}
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(l.cache))
 	defer r.Close(ctx)
 	compiled, err := r.CompileModule(ctx, wasm)
@@ -71,6 +76,11 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Name == "" {
 		cfg.Name = cfg.Path
 	}
+	// Loaded with capabilities not granted put in the report only (not
+	// failing the load, nor warned of); under UngrantedError they are a
+	// problem, as Load would say.
+	strict := cfg.Grants.Ungranted == UngrantedError
+	cfg.Grants.Ungranted, cfg.inspecting = UngrantedWarn, true
 	p, err := l.Load(ctx, cfg)
 	if err != nil {
 		// One problem per line: Load joins several reasons with newlines.
@@ -79,6 +89,9 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer p.Close(ctx)
 	m := p.Manifest()
-	rep.Manifest, rep.Hooks = &m, slices.Clone(p.hooks)
+	rep.Manifest, rep.Hooks, rep.Capabilities = &m, slices.Clone(p.hooks), p.Capabilities()
+	if missing := notGranted(rep.Capabilities); strict && len(missing) > 0 {
+		rep.Problems = append(rep.Problems, ungrantedError(p.name, missing).Error())
+	}
 	return rep, nil
 }

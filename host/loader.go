@@ -8,6 +8,10 @@
 // one goroutine uses at a time, drawn as the plugin's isolation mode says
 // (Config.Isolation: pooled, per session or per call); an instance that
 // traps or times out is discarded and the next call gets a fresh one.
+//
+// A plugin reaches nothing outside its memory but the log and its own config
+// unless its Grants say so (deny by default): directories, environment
+// variables and HTTP hosts, fixed at load (grants.go, rootfs.go, http.go).
 package host
 
 import (
@@ -18,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,6 +97,12 @@ type Config struct {
 	// IsolationSession for a plugin with an enabled middleware hook,
 	// IsolationPooled otherwise. Any other value fails the load.
 	Isolation string
+	// Grants are the files, environment variables and hosts the plugin may
+	// reach; the zero Grants, none. Load compares them with the manifest's
+	// capabilities (see Grants.Ungranted).
+	Grants Grants
+
+	inspecting bool // Inspect: capabilities not granted go to the report, not the log
 }
 
 // Isolation modes of Config.Isolation. Limits.MaxInstances bounds the
@@ -118,8 +129,9 @@ func IsolationModes() []string { return []string{IsolationPooled, IsolationSessi
 // Loader compiles and loads plugins. One Loader serves a process; its
 // compilation cache is shared by every plugin it loads.
 type Loader struct {
-	cache wazero.CompilationCache
-	log   *slog.Logger
+	cache     wazero.CompilationCache
+	log       *slog.Logger
+	secretEnv []string
 }
 
 // LoaderOptions configure a Loader.
@@ -128,6 +140,10 @@ type LoaderOptions struct {
 	// "off": compile in memory only.
 	CacheDir string
 	Logger   *slog.Logger // default slog.Default()
+	// SecretEnv names environment variables no plugin may be granted (the
+	// model API key's): a plugin whose Grants.Env names one fails to load,
+	// whoever configured it, so the key cannot reach a guest by mistake.
+	SecretEnv []string
 }
 
 // DefaultCacheDir is morph's compilation cache under the user cache directory.
@@ -159,7 +175,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 		}
 		cache = c
 	}
-	return &Loader{cache: cache, log: log}, nil
+	return &Loader{cache: cache, log: log, secretEnv: slices.Clone(opts.SecretEnv)}, nil
 }
 
 // Close releases the compilation cache; close the loader's plugins first.

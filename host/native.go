@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/interrupt"
 )
 
 // nativeModule is a module that implements ABI v1 itself, run directly on
@@ -25,15 +25,29 @@ import (
 type nativeModule struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
+	sandbox  *sandbox // the plugin's grants: WASI's directories and environment
 }
 
-// loadNative compiles wasm in a runtime of its own, checks its exports
+// interruptPeriod is how many loop iterations and function entries a guest
+// runs between two calls to checkInterrupt. Each costs one exit to Go
+// (about as much as 50 iterations of a tight loop), and between two of them
+// neither a deadline nor the Go garbage collector can stop the guest: at 1-3
+// ns an iteration, a few tens of microseconds.
+const interruptPeriod = 10_000
+
+// loadNative instruments wasm so that it can be stopped at its deadline
+// (see package interrupt: wazero's own mechanism, WithCloseOnContextDone,
+// exits to Go at every loop header and made JSON-heavy guests 5-8x slower),
+// then compiles it in a runtime of its own, checks its exports
 // against ABI v1 and provides its imports. The kind of a failure is
 // ErrABIMismatch for exports, ErrLoad otherwise.
 func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ module, kind error, err error) {
+	wasm, err = interrupt.Instrument(wasm, interruptPeriod)
+	if err != nil {
+		return nil, ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
+	}
 	m := &nativeModule{runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(l.cache).
-		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(p.limits.MemoryMiB*16))} // 64 KiB pages
 	defer func() {
 		if err != nil {
@@ -52,6 +66,19 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ modu
 	return m, nil, nil
 }
 
+// checkInterrupt is the import interrupt.Instrument gives the guest, called
+// every interruptPeriod checkpoints. Its panic ends the call with an error
+// that wraps the cause (classify tells a deadline from a closed plugin); the
+// instance is then discarded as after any fault.
+func checkInterrupt(ctx context.Context, mod api.Module, _ []uint64) {
+	if err := ctx.Err(); err != nil {
+		panic(err)
+	}
+	if mod.IsClosed() {
+		panic(ErrClosed)
+	}
+}
+
 func (m *nativeModule) exports(name string) bool {
 	_, ok := m.compiled.ExportedFunctions()[name]
 	return ok
@@ -60,32 +87,25 @@ func (m *nativeModule) exports(name string) bool {
 func (m *nativeModule) close(ctx context.Context) error { return m.runtime.Close(ctx) }
 
 func (m *nativeModule) instantiate(ctx context.Context, logw io.Writer) (guest, error) {
-	cfg := wazero.NewModuleConfig().
+	cfg := guestConfig(m.sandbox, logw).
 		WithName(""). // anonymous: a runtime may hold many instances of one module
-		WithStartFunctions("_initialize").
-		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
-		WithRandSource(rand.Reader).
-		WithStdout(logw).WithStderr(logw)
+		WithStartFunctions("_initialize")
 	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {
 		return nil, err
 	}
-	g := &nativeGuest{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2)}
-	for _, name := range callExports() {
-		if fn := mod.ExportedFunction(name); fn != nil {
-			g.fns[name] = fn
-		}
-	}
-	return g, nil
+	return &nativeGuest{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2)}, nil
 }
 
-// nativeGuest is one instance with its export handles resolved once:
-// ExportedFunction allocates on every lookup.
+// nativeGuest is one instance with its export handles resolved once, on
+// first use: ExportedFunction allocates a call stack (about 10 KiB) on every
+// lookup, and resolving every export up front doubled the memory of an
+// instance whose plugin uses few of its hooks.
 type nativeGuest struct {
 	mod   api.Module
 	alloc api.Function
-	fns   map[string]api.Function
-	stack []uint64 // reused by CallWithStack
+	fns   map[string]api.Function // nil: the module does not export it
+	stack []uint64                // reused by CallWithStack
 }
 
 func (in *nativeGuest) memoryBytes() uint32 { return in.mod.Memory().Size() }
@@ -155,7 +175,11 @@ func valueTypes(ts []api.ValueType) string {
 // call runs one export on this instance and returns its output in place in
 // guest memory, valid until the instance's next call. A non-nil kind is the failure.
 func (in *nativeGuest) call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
-	fn := in.fns[export]
+	fn, ok := in.fns[export]
+	if !ok {
+		fn = in.mod.ExportedFunction(export)
+		in.fns[export] = fn
+	}
 	if fn == nil {
 		return nil, ErrABIMismatch, "the module does not export it", nil
 	}
@@ -181,7 +205,7 @@ func (in *nativeGuest) call(ctx context.Context, export string, input []byte, ma
 	if int(rlen) > maxOut {
 		return nil, ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", rlen, maxOut), nil
 	}
-	view, ok := in.mod.Memory().Read(rptr, rlen)
+	view, ok = in.mod.Memory().Read(rptr, rlen)
 	if !ok {
 		return nil, ErrBadOutput, fmt.Sprintf("result [%d, +%d) is outside guest memory", rptr, rlen), nil
 	}
@@ -192,17 +216,20 @@ func (in *nativeGuest) call(ctx context.Context, export string, input []byte, ma
 }
 
 // instantiateImports provides the host module, and WASI for guests whose
-// runtime needs it (Go, TinyGo, Rust's wasm32-wasi): no preopened
-// directories, no environment, no arguments.
+// runtime needs it (Go, TinyGo, Rust's wasm32-wasi): no arguments, and only
+// the directories and environment variables the plugin's grants give (its
+// sandbox, which instantiate applies to each instance).
 func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error {
+	m.sandbox = p.sandbox
 	needWASI := false
 	for _, f := range m.compiled.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		switch mod {
 		case wasi_snapshot_preview1.ModuleName:
 			needWASI = true
+		case interrupt.Module: // added by loadNative; a module importing it itself fails Instrument
 		case abi.HostModule:
-			if name != abi.ImportLog && name != abi.ImportConfigGet {
+			if name != abi.ImportLog && name != abi.ImportConfigGet && name != abi.ImportHTTPRequest {
 				return fmt.Errorf("imports %s.%s, which this host does not provide", mod, name)
 			}
 		default:
@@ -213,6 +240,11 @@ func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error 
 		if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.runtime); err != nil {
 			return fmt.Errorf("wasi: %w", err)
 		}
+	}
+	if _, err := m.runtime.NewHostModuleBuilder(interrupt.Module).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).
+		Instantiate(ctx); err != nil {
+		return fmt.Errorf("%s: %w", interrupt.Module, err)
 	}
 	return p.instantiateHostModule(ctx, m.runtime)
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
 )
 
 // Plugin is a loaded module. It is safe for concurrent use: each call runs
@@ -28,9 +31,11 @@ type Plugin struct {
 	limits   Limits
 	values   map[string]string
 	log      *slog.Logger
-	module   module // the compiled module, in the loader its imports chose
+	module   module   // the compiled module, in the loader its imports chose
+	sandbox  *sandbox // its grants, ready for its instances
 	manifest abi.Manifest
-	hooks    []string // enabled hooks, sorted
+	hooks    []string                  // enabled hooks, sorted
+	caps     []engine.CapabilityStatus // requested vs granted, from describe
 
 	mode     string        // Config.Isolation; "" (pooled) until describe has run
 	slots    chan struct{} // one token per instance allowed to run
@@ -100,8 +105,18 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
 		mode: cfg.Isolation, now: time.Now, sessions: map[string]int{}}
-	mod, kind, err := l.loadNative(ctx, p, wasm)
+	if p.sandbox, err = newSandbox(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
+		return fail(ErrLoad, err)
+	}
+	var mod module
+	var kind error
+	if moduleLoader(wasm) == LoaderExtism {
+		mod, kind, err = l.loadExtism(ctx, p, cfg, wasm)
+	} else {
+		mod, kind, err = l.loadNative(ctx, p, wasm)
+	}
 	if err != nil {
+		p.sandbox.close()
 		return fail(kind, err)
 	}
 	p.module = mod
@@ -109,6 +124,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	defer func() {
 		if !ok {
 			p.module.close(ctx)
+			p.sandbox.close()
 		}
 	}()
 	p.slots = make(chan struct{}, p.limits.MaxInstances)
@@ -158,16 +174,22 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 	if len(m.Tools) > 0 && !p.module.exports(abi.ExportCallTool) {
 		return fmt.Errorf("manifest declares %d tools but the module does not export %s", len(m.Tools), abi.ExportCallTool)
 	}
-	for _, c := range m.Capabilities {
-		if c != abi.CapabilityLog && c != abi.CapabilityConfig {
-			p.log.WarnContext(ctx, "the plugin requests a capability this host does not grant; calls that need it will fail", "capability", c)
+	caps := p.sandbox.capabilities(m.Capabilities)
+	switch missing := notGranted(caps); {
+	case len(missing) == 0 || cfg.inspecting: // Inspect reports them
+	case p.sandbox.grants.Ungranted == UngrantedError:
+		return ungrantedError(p.name, missing)
+	default:
+		for _, c := range missing {
+			p.log.WarnContext(ctx, "the plugin requests a capability it was not granted; its calls that need it will fail",
+				"capability", c, "grant_with", grantSettings[c])
 		}
 	}
 	enabled, err := enabledHooks(m.Hooks, cfg.Hooks)
 	if err != nil {
 		return err
 	}
-	p.manifest, p.hooks = m, enabled
+	p.manifest, p.hooks, p.caps = m, enabled, caps
 	if p.mode == "" {
 		p.mode = defaultIsolation(enabled)
 	}
@@ -197,8 +219,8 @@ func enabledHooks(implemented, configured []string) ([]string, error) {
 
 // Stats count a plugin's calls and instances since it was loaded.
 type Stats struct {
-	Calls        uint64 // export calls, describe included
-	Faults       uint64 // calls that failed, guest-reported errors included
+	Calls        uint64 // export calls, describe included, and those refused before reaching the guest
+	Faults       uint64 // calls that failed, guest-reported errors and refusals included
 	Instantiated uint64 // instances created
 	Discarded    uint64 // instances thrown away after a trap, timeout or bad output
 }
@@ -219,6 +241,11 @@ func (p *Plugin) Manifest() abi.Manifest { return p.manifest }
 
 // Hooks are the enabled hooks, sorted.
 func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
+
+// Capabilities compare what the manifest requests with what the plugin's
+// grants give, for morph plugin inspect and status: every capability
+// requested, and every one granted though not requested (least privilege).
+func (p *Plugin) Capabilities() []engine.CapabilityStatus { return slices.Clone(p.caps) }
 
 // Isolation is the plugin's isolation mode: the configured one, or the default
 // for its enabled hooks.
@@ -245,7 +272,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.evicting.Wait()
 	p.destroy(ctx, idle)
-	return p.module.close(ctx)
+	return errors.Join(p.module.close(ctx), p.sandbox.close())
 }
 
 // Call runs export with input on an instance (see Config.Isolation; outside
@@ -264,11 +291,18 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 // before the instance goes back to its free list; an error from read is
 // ErrBadOutput and retires the instance.
 func (p *Plugin) call(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
+	p.stats.calls.Add(1)
 	fail := func(kind error, msg string, err error) error {
+		p.stats.faults.Add(1)
 		return &Error{Plugin: p.name, Export: export, Kind: kind, Msg: msg, Err: err}
 	}
 	if len(input) > p.limits.MaxInputBytes {
 		return fail(ErrInputTooLarge, fmt.Sprintf("%d bytes, limit %d", len(input), p.limits.MaxInputBytes), nil)
+	}
+	// A guest checks its deadline only every interruptPeriod checkpoints, so a
+	// short call would run to its end on a context already done.
+	if err := ctx.Err(); err != nil {
+		return fail(ErrTimeout, "before the call", err)
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -277,19 +311,22 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 	}
 	defer func() { <-p.slots }()
 
-	callCtx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
-	defer cancel()
-	inst, err := p.get(callCtx)
+	// The instantiation and the call have a deadline each, so a call that
+	// needs a fresh instance does not pay for it out of its own time.
+	getCtx, cancelGet := context.WithTimeout(ctx, p.limits.Timeout)
+	inst, err := p.get(getCtx)
+	cancelGet()
 	if err != nil {
 		return fail(p.classify(ctx, err), "instantiate", err)
 	}
+	callCtx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
+	defer cancel()
 	view, kind, msg, err := inst.call(callCtx, export, input, p.limits.MaxOutputBytes)
 	if kind == nil {
 		if err = read(view); err != nil {
 			kind, msg = ErrBadOutput, truncate(view, 200)
 		}
 	}
-	p.stats.calls.Add(1)
 	switch kind {
 	case nil, ErrGuest: // a clean answer, even an error one, leaves the instance healthy
 		p.put(inst)
@@ -301,7 +338,6 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 		inst.close()
 	}
 	if kind != nil {
-		p.stats.faults.Add(1)
 		return fail(kind, msg, err)
 	}
 	return nil
@@ -333,4 +369,15 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	}
 	p.stats.instantiated.Add(1)
 	return &instance{guest: g}, nil
+}
+
+// guestConfig is the module configuration of an instance in either loader:
+// real clocks (a standard Go guest stalls on wazero's fake ones), the host's
+// CSPRNG, stdout and stderr into logw, the directories and environment
+// variables of the plugin's grants, and no arguments.
+func guestConfig(s *sandbox, logw io.Writer) wazero.ModuleConfig {
+	return s.configure(wazero.NewModuleConfig().
+		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(logw).WithStderr(logw))
 }

@@ -21,18 +21,35 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "plugin",
 		Short: "Inspect and check WebAssembly plugins",
 	}
-	var cacheDir string
+	var cacheDir, inspectConfig string
 	var asJSON bool
+	// inspect reports on the module at path; with inspectConfig, as the
+	// [[plugins]] entry of that file which names it, so with its grants.
 	inspect := func(cmd *cobra.Command, path string) (*host.Report, error) {
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		l, err := host.NewLoader(host.LoaderOptions{CacheDir: cacheDir, Logger: logger})
+		hc, opts := host.Config{Path: path}, host.LoaderOptions{CacheDir: cacheDir, Logger: logger}
+		if inspectConfig != "" {
+			cfg, err := config.Load(inspectConfig)
+			if err != nil {
+				return nil, &exitError{exitUsage, err}
+			}
+			p, err := cfg.PluginFor(path)
+			if err != nil {
+				return nil, &exitError{exitUsage, err}
+			}
+			hc, opts.SecretEnv = p.HostConfig(), cfg.SecretEnv()
+		}
+		l, err := host.NewLoader(opts)
 		if err != nil {
 			return nil, &exitError{exitUsage, err}
 		}
 		defer l.Close(cmd.Context())
-		rep, err := l.Inspect(cmd.Context(), host.Config{Path: path})
+		rep, err := l.Inspect(cmd.Context(), hc)
 		if err != nil {
 			return nil, &exitError{exitUsage, err}
+		}
+		if inspectConfig == "" {
+			rep.Capabilities = nil // no grants to compare with: the manifest's requests only
 		}
 		return rep, nil
 	}
@@ -55,6 +72,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	inspectCmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	inspectCmd.Flags().StringVar(&inspectConfig, "config", "", "compare the capabilities with the grants of the config's [[plugins]] entry for FILE")
 	checkCmd := &cobra.Command{
 		Use:   "check FILE.wasm",
 		Short: "Check a module against ABI v1; exit 1 with the reasons when it does not conform",
@@ -68,7 +86,8 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 				return &exitError{exitRunFailed, fmt.Errorf("%s does not conform to ABI v1:\n%s", args[0], strings.Join(rep.Problems, "\n"))}
 			}
 			m := rep.Manifest
-			fmt.Fprintf(stdout, "ok: %s %s, ABI v%d, hooks [%s], %d tools\n", m.Name, m.Version, m.ABIVersion, strings.Join(rep.Hooks, ", "), len(m.Tools))
+			fmt.Fprintf(stdout, "ok: %s %s, ABI v%d, hooks [%s], %d tools, loader %s\n", m.Name, m.Version, m.ABIVersion,
+				strings.Join(rep.Hooks, ", "), len(m.Tools), rep.Loader)
 			return nil
 		},
 	}
@@ -107,11 +126,18 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 
 func printReport(w io.Writer, rep *host.Report) {
 	fmt.Fprintf(w, "file:     %s (%d bytes, sha256 %s)\n", rep.Path, rep.Bytes, rep.SHA256)
+	fmt.Fprintf(w, "loader:   %s\n", rep.Loader)
 	fmt.Fprintf(w, "markers:  %s\n", orNone(rep.Markers))
 	if m := rep.Manifest; m != nil {
 		fmt.Fprintf(w, "plugin:   %s %s, ABI v%d\n", m.Name, m.Version, m.ABIVersion)
 		fmt.Fprintf(w, "hooks:    %s\n", orNone(rep.Hooks))
-		fmt.Fprintf(w, "capabilities: %s\n", orNone(m.Capabilities))
+		if rep.Capabilities != nil {
+			fmt.Fprintf(w, "capabilities: %s\n", capabilities(rep.Capabilities))
+		} else if len(m.Capabilities) > 0 {
+			fmt.Fprintf(w, "capabilities: %s (requested; --config compares them with the plugin's grants)\n", strings.Join(m.Capabilities, ", "))
+		} else {
+			fmt.Fprintf(w, "capabilities: (none requested)\n")
+		}
 		fmt.Fprintf(w, "tools:\n")
 		for _, t := range m.Tools {
 			fmt.Fprintf(w, "  %s: %s\n    parameters: %s\n", t.Name, t.Description, t.Parameters)
@@ -133,10 +159,14 @@ func printReport(w io.Writer, rep *host.Report) {
 func printStatus(w io.Writer, st engine.Status) {
 	fmt.Fprintf(w, "engine: %s\n", st.State)
 	for _, p := range st.Plugins {
-		fmt.Fprintf(w, "plugin %s %s (%s, ABI v%d): %s, loaded in %s\n", p.Name, p.Version, p.Source, p.ABIVersion, p.State, p.LoadTime.Round(time.Microsecond))
+		fmt.Fprintf(w, "plugin %s %s (%s, ABI v%d, loader %s): %s, loaded in %s\n", p.Name, p.Version, p.Source, p.ABIVersion, p.Loader,
+			p.State, p.LoadTime.Round(time.Microsecond))
 		fmt.Fprintf(w, "  hooks: %s\n  tools: %s\n", orNone(p.Hooks), orNone(p.Tools))
 		if len(p.Requires) > 0 {
 			fmt.Fprintf(w, "  requires: %s\n", strings.Join(p.Requires, ", "))
+		}
+		if len(p.Capabilities) > 0 {
+			fmt.Fprintf(w, "  capabilities: %s\n", capabilities(p.Capabilities))
 		}
 		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d, p50 %s, p99 %s\n", p.Calls, p.Faults, p.Quarantines, p.P50, p.P99)
 	}
@@ -153,6 +183,19 @@ func printStatus(w io.Writer, st engine.Status) {
 	}
 	sort.Strings(hooks)
 	fmt.Fprintf(w, "hooks: %s\n", orNone(hooks))
+}
+
+// capabilities is the one-line comparison of requests and grants:
+// "http (requested, granted: api.example.com), fs (requested, NOT granted)".
+func capabilities(caps []engine.CapabilityStatus) string {
+	if len(caps) == 0 {
+		return "(none requested or granted)"
+	}
+	parts := make([]string, len(caps))
+	for i, c := range caps {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orNone(s []string) string {

@@ -1,0 +1,22 @@
+;; Takes 600 ms (wall clock) to instantiate and 600 ms per build_prompt call:
+;; with a 1 s timeout, both fit only if each has a deadline of its own.
+(module
+  (import "wasi_snapshot_preview1" "clock_time_get" (func $clock (param i32 i64 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "morph_abi_v1"))
+  (func $now (result i64)
+    (drop (call $clock (i32.const 1) (i64.const 1) (i32.const 8))) ;; monotonic, into [8, 16)
+    (i64.load (i32.const 8)))
+  (func $busy (param $ns i64)
+    (local $end i64)
+    (local.set $end (i64.add (call $now) (local.get $ns)))
+    (loop $wait (br_if $wait (i64.lt_u (call $now) (local.get $end)))))
+  (func (export "_initialize") (call $busy (i64.const 600000000)))
+  (func (export "morph_alloc") (param i32) (result i32) (i32.const 1024))
+  (data (i32.const 16) "{\"name\":\"slowstart\",\"version\":\"1\",\"abi_version\":1,\"hooks\":[\"build_prompt\"]}")
+  (func (export "morph_describe") (param i32 i32) (result i64)
+    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 75)))
+  (data (i32.const 128) "{\"system_prompt\":\"Be brief.\"}")
+  (func (export "morph_build_prompt") (param i32 i32) (result i64)
+    (call $busy (i64.const 600000000))
+    (i64.or (i64.shl (i64.const 128) (i64.const 32)) (i64.const 29))))

@@ -1,0 +1,460 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// Loader names, as Plugin.Loader and Report.Loader give them: which of the
+// host's two ways of running a module a plugin uses.
+const (
+	// LoaderNative runs a module that implements ABI v1 itself (abi/SPEC.md)
+	// directly on wazero: the fast path.
+	LoaderNative = "morph-abi-v1"
+	// LoaderExtism runs a module written with an Extism PDK (it imports
+	// extism:host/env) through github.com/extism/go-sdk, so that plugins of
+	// the Extism ecosystem work unchanged. See loadExtism.
+	LoaderExtism = "extism"
+)
+
+// Loader is the loader the plugin's module went to.
+func (p *Plugin) Loader() string {
+	if _, ok := p.module.(*extismModule); ok {
+		return LoaderExtism
+	}
+	return LoaderNative
+}
+
+// moduleLoader is the loader Load picks for wasm, by its imports.
+func moduleLoader(wasm []byte) string {
+	if importsExtism(wasm) {
+		return LoaderExtism
+	}
+	return LoaderNative
+}
+
+// extismEnv is Extism's host namespace; a module importing from it is an
+// Extism module. extismMorphEnv is where the functions morph provides in
+// place of go-sdk's own are (extismOverrideTypes).
+const (
+	extismEnv      = "extism:host/env"
+	extismMorphEnv = "morph:extism/env"
+)
+
+// extismEnvFunctions are the functions go-sdk v1.7.1 provides in
+// extism:host/env (host.go, instantiateEnvModule); importing any other
+// name from it fails the load.
+var extismEnvFunctions = map[string]bool{
+	"alloc": true, "free": true, "load_u8": true, "input_load_u8": true, "store_u64": true, "store_u8": true,
+	"input_set": true, "output_set": true, "input_length": true, "input_offset": true, "output_length": true,
+	"output_offset": true, "length": true, "length_unsafe": true, "reset": true, "error_set": true, "error_get": true,
+	"memory_bytes": true, "input_load_u64": true, "load_u64": true, "config_get": true, "var_get": true,
+	"var_set": true, "http_request": true, "http_status_code": true, "http_headers": true, "get_log_level": true,
+	"log_trace": true, "log_debug": true, "log_info": true, "log_warn": true, "log_error": true,
+}
+
+// extismKernelPages is the initial size, in 64 KiB pages, of the memory of
+// the Extism kernel embedded in go-sdk v1.7.1 (extism-runtime.wasm v1.7.0:
+// `(memory 16)`), which holds each call's input and output. The kernel
+// accounts for only its first page and grows from its initial size, so its
+// first block after a reset holds at most (max pages - 15) pages less its
+// 64-byte root, counted twice, and the block's 12-byte header (extism
+// kernel/src/lib.rs, MemoryRoot::alloc); TestExtismInputLimit checks that
+// arithmetic against the real kernel.
+const extismKernelPages = 16
+
+// extismKernelReserve is kept free in the kernel's memory beside the
+// input: block headers, config values and log messages the guest reads or
+// writes during a call (the output is reserved on top, see extismInputCap).
+const extismKernelReserve = 64 << 10
+
+// extismInputCap is the largest input the kernel can hold, with a memory of
+// pages pages, beside an output of maxOut bytes. go-sdk does not report an
+// input that does not fit: the kernel's alloc fails, go-sdk writes nowhere
+// and the guest reads an empty or garbage input, so the host must not send
+// one.
+func extismInputCap(pages uint32, maxOut int) int {
+	return (int(pages)-extismKernelPages+1)*wasmPage - 2*64 - 12 - extismKernelReserve - maxOut
+}
+
+const wasmPage = 64 << 10
+
+// extismModule is a module written with an Extism PDK, compiled once by
+// go-sdk; each instance is a go-sdk Plugin (extismGuest). Hooks are the
+// exports of ABI v1 (morph_describe, morph_build_prompt, ...) in Extism's
+// calling convention, or, for a module that has no morph_describe but
+// exports `describe` and `call`, the tool convention of existing Extism
+// tool plugins (extismToolList, extismCallRequest), which morph serves as
+// its tools.
+type extismModule struct {
+	compiled *extism.CompiledPlugin
+	p        *Plugin
+	exported map[string]wasmFunc
+	// tools: the module is an Extism tool plugin (describe and call), and
+	// name is the manifest's name morph gives it.
+	tools bool
+	name  string
+}
+
+// loadExtism compiles an Extism module with go-sdk and checks it: its
+// imports (extism:host/env and WASI only; Extism's http_request, its
+// output and its log functions renamed to morph's, see extismOverrideTypes),
+// and its exports (morph_describe, or describe and call; each `() -> i32`).
+// The kind of a failure is ErrABIMismatch for exports, ErrLoad otherwise.
+//
+// The sandbox is morph's, not go-sdk's defaults: the plugin's runtime has
+// the loader's compilation cache, closes a module when its call's context
+// ends (wazero's WithCloseOnContextDone, not the native loader's
+// instrumentation: the Extism kernel is go-sdk's to compile, and a guest can
+// drive it into an endless loop by corrupting its own kernel memory, which
+// only wazero's mechanism stops), and caps every memory at
+// Limits.MemoryMiB, the guest's and the Extism kernel's alike (so an
+// Extism plugin may use up to twice that); the guest gets no arguments,
+// only the directories and environment variables of its grants (the
+// plugin's sandbox, as a native plugin), its http_request goes through the
+// plugin's HTTP grant, it has real clocks and the host's CSPRNG, and its
+// stdout and stderr go to the log as a native plugin's do.
+// Limits.MaxInputBytes is lowered to what the kernel can hold
+// (extismInputCap), and Extism vars share Limits.MaxOutputBytes per
+// instance.
+//
+// The ABI v1 marker export (morph_abi_v1) is neither required nor checked:
+// it tells the native calling convention's version from the exports, while
+// an Extism module is recognized by its imports and its payloads' version
+// is its manifest's abi_version.
+func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []byte) (_ module, kind error, err error) {
+	info, err := parseWasm(wasm, true)
+	if err != nil {
+		return nil, ErrLoad, fmt.Errorf("read the module: %w", err)
+	}
+	if err := checkExtismImports(info); err != nil {
+		return nil, ErrLoad, err
+	}
+	m := &extismModule{p: p, exported: info.exports}
+	if err := m.checkExports(); err != nil {
+		return nil, ErrABIMismatch, err
+	}
+	if m.tools {
+		m.name = p.name
+		if m.name == p.source { // no configured name: the file's
+			m.name = strings.TrimSuffix(filepath.Base(p.source), ".wasm")
+		}
+	}
+	pages := p.limits.MemoryMiB * (1 << 20 / wasmPage)
+	limit := extismInputCap(pages, p.limits.MaxOutputBytes)
+	if limit <= 0 {
+		return nil, ErrLoad, fmt.Errorf("memory_mb %d leaves the Extism kernel no room for an input beside a %d-byte output; raise memory_mb or lower max_output_kb",
+			p.limits.MemoryMiB, p.limits.MaxOutputBytes)
+	}
+	if limit < p.limits.MaxInputBytes {
+		p.log.InfoContext(ctx, "Extism plugin: input limit lowered to what its kernel memory holds",
+			"max_input_bytes", limit, "configured", p.limits.MaxInputBytes, "memory_mib", p.limits.MemoryMiB)
+		p.limits.MaxInputBytes = limit
+	}
+	if _, ok := os.LookupEnv("EXTISM_ENABLE_WASI_OUTPUT"); ok {
+		p.log.WarnContext(ctx, "EXTISM_ENABLE_WASI_OUTPUT is set: go-sdk sends this Extism plugin's stdout and stderr to the process's, past morph's log limit")
+	}
+	manifest := extism.Manifest{
+		Wasm:   []extism.Wasm{extism.WasmData{Data: renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden)}},
+		Memory: &extism.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(p.limits.MaxOutputBytes)},
+		Config: cfg.Values,
+	}
+	m.compiled, err = extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{
+		RuntimeConfig: wazero.NewRuntimeConfig().
+			WithCompilationCache(l.cache).
+			WithCloseOnContextDone(true).
+			WithMemoryLimitPages(pages),
+		EnableWasi: true, // go-sdk runs a WASI reactor's _initialize only then
+	}, m.hostFunctions())
+	if err != nil {
+		return nil, ErrLoad, fmt.Errorf("compile: %w", err)
+	}
+	return m, nil, nil
+}
+
+// checkExtismImports accepts functions of extism:host/env that go-sdk
+// provides, with the signatures of those morph overrides, and WASI; nothing
+// else (Extism user host functions included: morph provides none).
+func checkExtismImports(info *wasmModule) error {
+	var errs []error
+	for _, imp := range info.imports {
+		switch {
+		case imp.kind != 0:
+			errs = append(errs, fmt.Errorf("imports %s.%s, which is not a function: an Extism plugin may import functions only", imp.module, imp.name))
+		case imp.module == extismEnv && !extismEnvFunctions[imp.name]:
+			errs = append(errs, fmt.Errorf("imports %s.%s, which Extism (go-sdk v1.7.1) does not provide", imp.module, imp.name))
+		case imp.module == extismEnv:
+			if want, ok := extismOverrideTypes[imp.name]; ok && !imp.fn.equal(want) {
+				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, want %s", imp.module, imp.name, imp.fn, want))
+			}
+		case imp.module != "wasi_snapshot_preview1":
+			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s and wasi_snapshot_preview1", imp.module, imp.name, extismEnv))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Exports of the tool convention of Extism tool plugins.
+const (
+	extismExportDescribe = "describe"
+	extismExportCall     = "call"
+)
+
+// checkExports sets whether the module is a morph plugin or an Extism tool
+// plugin, and checks the signatures of the exports morph calls.
+func (m *extismModule) checkExports() error {
+	_, hooks := m.exported[abi.ExportDescribe]
+	_, describe := m.exported[extismExportDescribe]
+	_, call := m.exported[extismExportCall]
+	m.tools = !hooks && describe && call
+	if !hooks && !m.tools {
+		return fmt.Errorf("an Extism plugin must export %s (a morph plugin) or %s and %s (an Extism tool plugin); this one exports neither",
+			abi.ExportDescribe, extismExportDescribe, extismExportCall)
+	}
+	names := callExports()
+	if m.tools {
+		names = []string{extismExportDescribe, extismExportCall}
+	}
+	want := wasmFunc{results: []api.ValueType{api.ValueTypeI32}}
+	var errs []error
+	for _, name := range names {
+		if f, ok := m.exported[name]; ok && !f.equal(want) {
+			errs = append(errs, fmt.Errorf("export %s has signature %s, want %s (Extism's convention)", name, f, want))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *extismModule) exports(name string) bool {
+	if m.tools {
+		return name == abi.ExportDescribe || name == abi.ExportCallTool
+	}
+	_, ok := m.exported[name]
+	return ok
+}
+
+func (m *extismModule) close(ctx context.Context) error { return m.compiled.Close(ctx) }
+
+func (m *extismModule) instantiate(ctx context.Context, logw io.Writer) (guest, error) {
+	pl, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: guestConfig(m.p.sandbox, logw)})
+	if err != nil {
+		return nil, err
+	}
+	return &extismGuest{m: m, plugin: pl}, nil
+}
+
+// extismGuest is one go-sdk Plugin, with what morph's host functions keep
+// of its current call.
+type extismGuest struct {
+	m      *extismModule
+	plugin *extism.Plugin
+
+	// out is the output range the guest last set with output_set: morph's
+	// output_set records it, and the host reads it in place after the call.
+	out struct{ offset, length uint64 }
+	// The last http_request's response status and headers, for
+	// http_status_code and http_headers.
+	httpStatus  int32
+	httpHeaders map[string]string
+}
+
+// memoryBytes is the size of the Extism kernel's memory, where the calls'
+// inputs and outputs are: go-sdk does not expose the guest module's own.
+func (g *extismGuest) memoryBytes() uint32 { return g.plugin.Memory().Size() }
+
+func (g *extismGuest) close() { g.plugin.Close(context.Background()) }
+
+// extismGuestKey is the context key under which morph's host functions
+// find the guest whose call they serve.
+type extismGuestKey struct{}
+
+// guestOf is the guest of the call ctx belongs to.
+func guestOf(ctx context.Context) *extismGuest {
+	g, ok := ctx.Value(extismGuestKey{}).(*extismGuest)
+	if !ok {
+		panic("morph: Extism host function called outside a call")
+	}
+	return g
+}
+
+func (g *extismGuest) call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+	switch {
+	case g.m.tools && export == abi.ExportDescribe:
+		return g.describeTools(ctx, maxOut)
+	case g.m.tools && export == abi.ExportCallTool:
+		return g.callTool(ctx, input, maxOut)
+	case !g.m.exports(export):
+		return nil, ErrABIMismatch, "the module does not export it", nil
+	}
+	return g.invoke(ctx, export, input, maxOut)
+}
+
+// invoke calls export through go-sdk and returns the output in place in the
+// kernel's memory. The kernel's error, set by the guest, is ErrGuest; a
+// failure of the call itself is ErrTrap, which the plugin tells from a
+// timeout.
+func (g *extismGuest) invoke(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+	g.out.offset, g.out.length = 0, 0
+	rc, _, err := g.plugin.CallWithContext(context.WithValue(ctx, extismGuestKey{}, g), export, input)
+	if err != nil {
+		// go-sdk returns the kernel's error as errors.New(message) and a
+		// failed call as wazero's error, which is an exit or carries the wasm
+		// stack: a message with a stack is a trap even if the guest set it.
+		var exit *sys.ExitError
+		if m := g.plugin.GetError(); m != "" && m == err.Error() && !errors.As(err, &exit) && !strings.Contains(m, "wasm stack trace") {
+			return nil, ErrGuest, m, nil
+		}
+		if errors.Is(err, ErrNotGranted) || errors.Is(err, ErrHostNotAllowed) {
+			return nil, ErrNotGranted, "", err // a refused http_request (extismModule.httpRequest)
+		}
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err) // go-sdk's "failed to initialize runtime: %v" drops the cause
+		}
+		return nil, ErrTrap, "", err
+	}
+	if rc != 0 {
+		return nil, ErrGuest, fmt.Sprintf("returned %d without an error message", int32(rc)), nil
+	}
+	off, n := g.out.offset, g.out.length
+	if n > uint64(maxOut) {
+		return nil, ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", n, maxOut), nil
+	}
+	if off > math.MaxUint32 {
+		return nil, ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
+	}
+	view, ok := g.plugin.Memory().Read(uint32(off), uint32(n))
+	if !ok {
+		return nil, ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
+	}
+	return view, nil, "", nil
+}
+
+// The tool convention of existing Extism tool plugins (mcp.run servlets,
+// hyper-mcp's plugins; e.g. tuananh/hyper-mcp
+// examples/plugins/v1/crypto-price/pdk.gen.go): `describe` answers an
+// extismToolList, `call` takes an extismCallRequest and answers an
+// extismCallResult. These are the Model Context Protocol's tools/list and
+// tools/call payloads, not morph's: morph maps them to its manifest and to
+// its ToolCallInput and ToolCallOutput.
+type (
+	extismToolList struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	extismCallRequest struct {
+		Method string `json:"method"`
+		Params struct {
+			Name      string         `json:"name"`
+			Arguments map[string]any `json:"arguments"`
+		} `json:"params"`
+	}
+	extismCallResult struct {
+		Content []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			MimeType string `json:"mimeType"`
+			Resource *struct {
+				URI  string `json:"uri"`
+				Text string `json:"text"`
+			} `json:"resource"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	}
+)
+
+// text is the result as the model sees it: its text content, one block a
+// line; content that is not text is named, not inlined.
+func (r extismCallResult) text() string {
+	lines := make([]string, len(r.Content))
+	for i, c := range r.Content {
+		switch {
+		case c.Type == "text":
+			lines[i] = c.Text
+		case c.Resource != nil && c.Resource.Text != "":
+			lines[i] = c.Resource.Text
+		default:
+			lines[i] = strings.TrimSpace(fmt.Sprintf("[%s content %s]", c.Type, c.MimeType))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// describeTools answers morph_describe for an Extism tool plugin: a
+// manifest with no hooks and the tools its `describe` lists, each
+// inputSchema as the tool's parameters.
+func (g *extismGuest) describeTools(ctx context.Context, maxOut int) (view []byte, kind error, msg string, err error) {
+	if view, kind, msg, err = g.invoke(ctx, extismExportDescribe, nil, maxOut); kind != nil {
+		return nil, kind, msg, err
+	}
+	var list extismToolList
+	if err := json.Unmarshal(view, &list); err != nil {
+		return nil, ErrBadOutput, extismExportDescribe + ": " + truncate(view, 200), err
+	}
+	m := abi.Manifest{Name: g.m.name, ABIVersion: abi.Version, Hooks: []string{}}
+	for _, t := range list.Tools {
+		if t.Name == "" {
+			return nil, ErrBadOutput, extismExportDescribe + " lists a tool without a name", nil
+		}
+		params := t.InputSchema
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type":"object"}`)
+		}
+		m.Tools = append(m.Tools, abi.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, ErrBadOutput, extismExportDescribe, err
+	}
+	return out, nil, "", nil
+}
+
+// callTool runs morph_call_tool for an Extism tool plugin through its
+// `call`: a result with isError is the tool's failure (ErrGuest, which the
+// model sees as the observation).
+func (g *extismGuest) callTool(ctx context.Context, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+	var in abi.ToolCallInput
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, ErrBadOutput, "tool call input", err
+	}
+	req := extismCallRequest{Method: "tools/call"}
+	req.Params.Name, req.Params.Arguments = in.Tool, in.Params
+	if req.Params.Arguments == nil {
+		req.Params.Arguments = map[string]any{}
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return nil, ErrBadOutput, "tool call input", err
+	}
+	if view, kind, msg, err = g.invoke(ctx, extismExportCall, raw, maxOut); kind != nil {
+		return nil, kind, msg, err
+	}
+	var res extismCallResult
+	if err := json.Unmarshal(view, &res); err != nil {
+		return nil, ErrBadOutput, extismExportCall + ": " + truncate(view, 200), err
+	}
+	if res.IsError {
+		return nil, ErrGuest, res.text(), nil
+	}
+	out, err := json.Marshal(abi.ToolCallOutput{Output: res.text()})
+	if err != nil {
+		return nil, ErrBadOutput, extismExportCall, err
+	}
+	return out, nil, "", nil
+}

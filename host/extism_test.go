@@ -1,0 +1,561 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// The Extism loader (extism.go) with real Extism-PDK plugins built from
+// guests/extism by `make extism-guests` (standard Go, github.com/extism/go-pdk)
+// and hand-written WAT fixtures against extism:host/env.
+
+// extismGuestWasm returns the path of guests/extism/extism-<name>.wasm.
+func extismGuestWasm(t testing.TB, name string) string {
+	t.Helper()
+	path := filepath.Join("..", "guests", "extism", "extism-"+name+".wasm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s missing: run `make extism-guests`: %v", path, err)
+	}
+	return path
+}
+
+// extismLoader is the loader every test of a Go Extism guest shares, with
+// the log its plugins write to (at debug level): a standard Go guest takes
+// about a second to compile, over ten under -race, and the shared in-memory
+// compilation cache makes that once per module and test process.
+var extismLoader = sync.OnceValues(func() (*Loader, *syncBuffer) {
+	logs := &syncBuffer{}
+	l, err := NewLoader(LoaderOptions{CacheDir: "off",
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		panic(err) // "off" opens no directory
+	}
+	return l, logs
+})
+
+// The loader is chosen by the module's imports, and says so.
+func TestExtismLoaderChoice(t *testing.T) {
+	l, _ := extismLoader()
+	for _, c := range []struct{ path, want string }{
+		{fixture(t, "minimal"), LoaderNative},
+		{fixture(t, "extism_echo"), LoaderExtism},
+		{extismGuestWasm(t, "tools"), LoaderExtism},
+	} {
+		rep, err := l.Inspect(context.Background(), Config{Path: c.path})
+		if err != nil || len(rep.Problems) > 0 || rep.Loader != c.want {
+			t.Fatalf("%s: report loader %q, problems %q, err %v; want %s", c.path, rep.Loader, rep.Problems, err, c.want)
+		}
+		if p := load(t, l, Config{Path: c.path}); p.Loader() != c.want {
+			t.Fatalf("%s: Plugin.Loader() = %s, want %s", c.path, p.Loader(), c.want)
+		}
+	}
+}
+
+func TestExtismLoadErrors(t *testing.T) {
+	l := newLoader(t)
+	cases := []struct {
+		name string
+		cfg  Config
+		kind error
+		want []string
+	}{
+		{"imports", Config{Path: fixture(t, "extism_badimport")}, ErrLoad, []string{
+			"extism:host/env.no_such_function, which Extism (go-sdk v1.7.1) does not provide",
+			"extism:host/user.my_function: an Extism plugin may import only extism:host/env",
+			"morph:host/v1.log: an Extism plugin may import only",
+			"extism:host/env.http_request with signature (i32) -> (i32), want (i64, i64) -> (i64)",
+		}},
+		{"export signature", Config{Path: fixture(t, "extism_badexports")}, ErrABIMismatch, []string{
+			"export morph_build_prompt has signature (i32, i32) -> (i64), want () -> (i32)"}},
+		{"neither hooks nor tools", Config{Path: fixture(t, "extism_nohooks")}, ErrABIMismatch, []string{
+			"must export morph_describe (a morph plugin) or describe and call"}},
+		{"memory too small", Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: 1}}, ErrLoad, []string{
+			"memory_mb 1 leaves the Extism kernel no room"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := l.Load(context.Background(), c.cfg)
+			if !errors.Is(err, c.kind) {
+				t.Fatalf("err = %v, want %v", err, c.kind)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// End to end: a morph plugin and an Extism tool plugin, both written with
+// the Extism Go PDK, in a run of the engine. The hooks plugin builds the
+// prompt, denies a tool (before_tool_call) and logs each turn's end
+// (on_final, through Extism's log_info); the tool plugin's tools are
+// served with their schemas, and a result with isError reaches the model as
+// the tool's error.
+func TestExtismPluginsInARun(t *testing.T) {
+	l, logs := extismLoader()
+	hooks := l.EnginePlugin(Config{Path: extismGuestWasm(t, "hooks"), Values: map[string]string{"deny_tools": "reverse", "style": "Be exact."}},
+		engine.MiddlewareConfig{})
+	tools := l.EnginePlugin(Config{Path: extismGuestWasm(t, "tools")}, engine.MiddlewareConfig{})
+	m := &scriptModel{replies: []string{
+		`{"type":"tool_call","tool_call":{"tool_name":"reverse","tool_params":{"text":"abc"}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"divide","tool_params":{"a":1,"b":0}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"divide","tool_params":{"a":6}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"divide","tool_params":{"a":6,"b":4}}}`,
+		`{"type":"final","final":{"output":"1.5"}}`,
+	}}
+	e := engine.New(m, nil, engine.WithPlugins(hooks, tools))
+	defer e.Close(context.Background())
+	s := e.NewSession("s-1")
+	final, rc, err := s.RunTurn(context.Background(), "divide 6 by 4", engine.RunOptions{})
+	if err != nil || final.Output != "1.5" {
+		t.Fatalf("final %+v err %v", final, err)
+	}
+	if !strings.Contains(rc.SystemPrompt, "## House style (from extism-hooks plugin)\n- Be exact.") {
+		t.Fatalf("system prompt not built by the plugin:\n%s", rc.SystemPrompt)
+	}
+	for i, want := range []string{
+		"Tool call denied: reverse is denied by extism-hooks",
+		"division by zero",
+		"missing property", // the inputSchema, checked by the engine before the guest sees the call
+		"1.5",
+	} {
+		if obs := rc.Steps[i].Observation; !strings.Contains(obs, want) {
+			t.Errorf("step %d observation %q, want %q", i+1, obs, want)
+		}
+	}
+	if n := len(linesWith(logs.String(), "extism-hooks: session s-1 turn 1 ended final", "plugin=extism-hooks")); n != 1 {
+		t.Errorf("%d on_final log lines:\n%s", n, logs.String())
+	}
+	st := e.Status()
+	if len(st.Plugins) != 2 || st.Plugins[0].Loader != LoaderExtism || st.Plugins[1].Loader != LoaderExtism ||
+		strings.Join(st.Plugins[1].Tools, ",") != "divide,reverse" {
+		t.Fatalf("status %+v", st.Plugins)
+	}
+}
+
+// An Extism tool plugin's manifest is made from its describe: named after
+// the configuration or the file, no hooks, its tools with their inputSchema.
+func TestExtismToolManifest(t *testing.T) {
+	l, _ := extismLoader()
+	for name, want := range map[string]string{"": "extism-tools", "my-tools": "my-tools"} {
+		p := load(t, l, Config{Name: name, Path: extismGuestWasm(t, "tools")})
+		m := p.Manifest()
+		if m.Name != want || p.Name() != want || m.ABIVersion != abi.Version || len(m.Hooks) != 0 || len(m.Tools) != 2 {
+			t.Fatalf("configured name %q: manifest %+v", name, m)
+		}
+		var schema struct{ Required []string }
+		if err := json.Unmarshal(m.Tools[1].Parameters, &schema); err != nil || m.Tools[1].Name != "divide" ||
+			strings.Join(schema.Required, ",") != "a,b" {
+			t.Fatalf("divide's parameters %s (%v)", m.Tools[1].Parameters, err)
+		}
+	}
+}
+
+// A guest's Extism error is ErrGuest with its message and keeps the
+// instance; a non-zero return without one is ErrGuest too.
+func TestExtismGuestErrors(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_echo")})
+	_, err := p.Call(context.Background(), abi.ExportOnToolSuccess, []byte(`{}`))
+	if !errors.Is(err, ErrGuest) || !strings.HasSuffix(err.Error(), "plugin reported an error: tool store unavailable") {
+		t.Fatalf("on_tool_success: %v", err)
+	}
+	_, err = p.Call(context.Background(), abi.ExportFallbackFinal, []byte(`{}`))
+	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "returned 7 without an error message") {
+		t.Fatalf("fallback_final: %v", err)
+	}
+	if st := p.Stats(); st.Faults != 2 || st.Discarded != 0 || st.Instantiated != 1 {
+		t.Fatalf("stats %+v: a guest-reported error must keep the instance", st)
+	}
+}
+
+// The isolation modes apply to Extism plugins as to native ones: the same
+// sequences as TestIsolationModes, on extism_echo's per-instance counter.
+func TestExtismIsolationModes(t *testing.T) {
+	l := newLoader(t)
+	for _, c := range []struct {
+		mode  string
+		steps []string
+		insts uint64
+	}{
+		{IsolationPooled, []string{"a", "calls: 1", "b", "calls: 2", "a", "calls: 3"}, 1},
+		{IsolationSession, []string{"a", "calls: 1", "b", "calls: 1", "a", "calls: 2", "b", "calls: 2"}, 2},
+		{IsolationCall, []string{"a", "calls: 1", "a", "calls: 1", "b", "calls: 1"}, 4},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			p := load(t, l, Config{Path: fixture(t, "extism_echo"), Isolation: c.mode, Hooks: []string{abi.HookBuildPrompt}})
+			expect(t, engine.New(finalModel{}, nil, p.Options()...), c.steps...)
+			if st := p.Stats(); st.Instantiated != c.insts || st.Discarded != 0 {
+				t.Fatalf("stats %+v, want %d instances", st, c.insts)
+			}
+		})
+	}
+}
+
+// go-sdk gives a guest an input that does not fit in its kernel's memory as
+// if it were empty (or garbage), without an error, so the loader lowers the
+// input limit to what the kernel holds: the largest input it allows arrives
+// whole, a larger one is ErrInputTooLarge before any call, and one a little
+// larger than the kernel's capacity, sent past the limit, does not arrive.
+func TestExtismInputLimit(t *testing.T) {
+	const mib = 4
+	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: mib}})
+	limit := extismInputCap(mib*16, DefaultMaxOutputBytes)
+	if p.limits.MaxInputBytes != limit || limit <= 0 || limit >= DefaultMaxInputBytes {
+		t.Fatalf("input limit %d, want %d (below the default %d)", p.limits.MaxInputBytes, limit, DefaultMaxInputBytes)
+	}
+	input := func(n int) []byte { return append(bytes.Repeat([]byte{'x'}, n-16), "0123456789abcdef"...) }
+	out, err := p.Call(context.Background(), abi.ExportBuildParams, input(limit))
+	if err != nil || string(out) != "0123456789abcdef" {
+		t.Fatalf("an input at the limit: %q, %v; want its last 16 bytes", out, err)
+	}
+	if _, err := p.Call(context.Background(), abi.ExportBuildParams, input(limit+1)); !errors.Is(err, ErrInputTooLarge) {
+		t.Fatalf("an input over the limit: %v, want ErrInputTooLarge", err)
+	}
+	// Past the limit, straight to an instance: what the limit prevents.
+	g, err := p.module.instantiate(context.Background(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	over := (mib*16-extismKernelPages+1)*wasmPage + 1
+	view, kind, _, _ := g.call(context.Background(), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
+	if kind == nil && string(view) == "0123456789abcdef" {
+		t.Fatalf("an input of %d bytes arrived whole in %d MiB: extismInputCap is too strict for this kernel", over, mib)
+	}
+}
+
+// extismProbe loads the probe plugin in one of its modes.
+func extismProbe(t *testing.T, mode string, cfg Config) *Plugin {
+	t.Helper()
+	l, _ := extismLoader()
+	cfg.Path = extismGuestWasm(t, "probe")
+	values := map[string]string{"mode": mode}
+	for k, v := range cfg.Values {
+		values[k] = v
+	}
+	cfg.Values = values
+	return load(t, l, cfg)
+}
+
+// The hostile-guest matrix for the Extism loader: each attack is a typed
+// error within the call's deadline, the plugin serves on (on a fresh
+// instance after anything but a guest-reported error), and an agent run
+// with the hostile prompt builder ends with a final.
+func TestExtismHostileGuests(t *testing.T) {
+	dir := t.TempDir()
+	granted := filepath.Join(dir, "granted")
+	os.Mkdir(granted, 0o755)
+	os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("host secret"), 0o600)
+	t.Setenv("MORPH_EXTISM_SECRET", "must-not-leak")
+
+	var otherHits atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		otherHits.Add(1)
+		w.Write([]byte("secret"))
+	}))
+	defer other.Close()
+	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/stolen", http.StatusFound)
+	}))
+	defer allowed.Close()
+	grants := Grants{Paths: []PathGrant{{Host: granted, Guest: "/data"}}, Hosts: []string{strings.TrimPrefix(allowed.URL, "http://")}}
+
+	const timeout = 2 * time.Second
+	cases := []struct {
+		name   string
+		mode   string
+		values map[string]string
+		limits Limits
+		kind   error
+		want   string
+	}{
+		{"read a file outside the grants", "file", map[string]string{"path": "/etc/passwd"}, Limits{}, ErrGuest, "open /etc/passwd"},
+		{"read a file out of a granted directory", "file", map[string]string{"path": "/data/../secret.txt"}, Limits{}, ErrGuest, "open /data/../secret.txt"},
+		{"write a read-only grant", "write", map[string]string{"path": "/data/new.txt"}, Limits{}, ErrGuest, "read-only file system"},
+		{"read the environment", "env", nil, Limits{}, ErrGuest, "the environment is empty"},
+		{"reach a host not allowed", "http", map[string]string{"url": other.URL + "/"}, Limits{}, ErrNotGranted, "is not in the plugin's allowed_hosts"},
+		{"reach a host not allowed by redirect", "http", map[string]string{"url": allowed.URL + "/"}, Limits{}, ErrNotGranted, "redirect from " + allowed.URL},
+		{"exhaust memory", "alloc", nil, Limits{MemoryMiB: 4}, ErrTrap, "unreachable"},
+		{"spin", "spin", nil, Limits{Timeout: 300 * time.Millisecond}, ErrTimeout, "deadline exceeded"},
+		{"recurse", "recurse", nil, Limits{MemoryMiB: 4}, ErrTrap, "unreachable"},
+		{"recurse past the deadline", "recurse", nil, Limits{Timeout: 300 * time.Millisecond}, ErrTimeout, "deadline exceeded"},
+		{"emit huge output", "huge", nil, Limits{}, ErrOutputTooLarge, "bytes, limit 1048576"},
+		{"emit malformed JSON", "badjson", nil, Limits{}, ErrBadOutput, "this is not json"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.limits.Timeout == 0 {
+				c.limits.Timeout = timeout
+			}
+			p := extismProbe(t, c.mode, Config{Values: c.values, Limits: c.limits, Grants: grants})
+			before := p.Stats()
+			start := time.Now()
+			_, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{Task: "t"})
+			elapsed := time.Since(start)
+			if !errors.Is(err, c.kind) || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.want)) {
+				t.Fatalf("err = %v, want %v containing %q", err, c.kind, c.want)
+			}
+			if !strings.Contains(err.Error(), `plugin "extism-probe" export morph_build_prompt`) {
+				t.Fatalf("the error does not name the plugin and export: %v", err)
+			}
+			if elapsed > c.limits.Timeout+500*time.Millisecond {
+				t.Fatalf("error after %v, deadline %v", elapsed, c.limits.Timeout)
+			}
+			for _, leak := range []string{"must-not-leak", "host secret", "root:"} {
+				if strings.Contains(err.Error(), leak) {
+					t.Fatalf("the error leaks %q: %v", leak, err)
+				}
+			}
+			after := p.Stats()
+			discarded := uint64(1)
+			if c.kind == ErrGuest {
+				discarded = 0
+			}
+			if after.Faults-before.Faults != 1 || after.Discarded-before.Discarded != discarded {
+				t.Fatalf("stats before %+v after %+v", before, after)
+			}
+			if _, err := p.Call(context.Background(), abi.ExportDescribe, nil); err != nil {
+				t.Fatalf("the plugin does not serve after the attack: %v", err)
+			}
+			var warned []string
+			opts := append(p.Options(), engine.WithEventHandler(func(ev engine.Event) {
+				if ev.Kind == engine.EventWarning {
+					warned = append(warned, ev.Err.Error())
+				}
+			}))
+			final, rc, err := engine.New(finalModel{}, nil, opts...).Run(context.Background(), "t", engine.RunOptions{})
+			if err != nil || final == nil || final.Output != "ok" || !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) {
+				t.Fatalf("run: final %+v, err %v", final, err)
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "extism-probe") {
+				t.Fatalf("want one warning naming the plugin, got %q", warned)
+			}
+		})
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Fatalf("the host that was not allowed got %d requests", n)
+	}
+}
+
+// What the grants give, the Extism guest gets, and nothing more: a granted
+// directory (read-only unless writable), the named environment variables,
+// and HTTP to the allowed hosts with Extism's status and headers.
+func TestExtismGrants(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "note.txt"), []byte("granted note"), 0o644)
+	t.Setenv("MORPH_EXTISM_GRANTED", "yes")
+	t.Setenv("MORPH_EXTISM_SECRET", "must-not-leak")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+		w.Write([]byte("served"))
+	}))
+	defer srv.Close()
+	grants := Grants{Paths: []PathGrant{{Host: dir, Guest: "/data", Writable: true}}, Env: []string{"MORPH_EXTISM_GRANTED"},
+		Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}}
+	for _, c := range []struct{ mode, path, url, want string }{
+		{"file", "/data/note.txt", "", "read: granted note"},
+		{"write", "/data/written.txt", "", "wrote /data/written.txt"},
+		{"env", "", "", "env: MORPH_EXTISM_GRANTED=yes"},
+		{"http", "", srv.URL, "http 418: served"},
+	} {
+		p := extismProbe(t, c.mode, Config{Values: map[string]string{"path": c.path, "url": c.url}, Grants: grants})
+		out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{})
+		if err != nil || out.SystemPrompt != c.want {
+			t.Fatalf("%s: %q, %v; want %q", c.mode, out.SystemPrompt, err, c.want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "written.txt")); err != nil || string(b) != "probe" {
+		t.Fatalf("the writable grant: %q, %v", b, err)
+	}
+}
+
+// Extism's host functions called with offsets outside the kernel's memory,
+// or that are no memory block, or on a kernel whose memory the guest
+// corrupted: a trap, a timeout or a typed error, never a silent answer,
+// and a run through every such hook ends with its final.
+func TestExtismOutOfBounds(t *testing.T) {
+	var logs syncBuffer
+	l, err := NewLoader(LoaderOptions{CacheDir: "off", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	p := load(t, l, Config{Path: fixture(t, "extism_oob"), Isolation: IsolationPooled, Limits: Limits{Timeout: 500 * time.Millisecond}})
+	for _, c := range []struct {
+		export string
+		kind   error
+		want   string
+	}{
+		{abi.ExportBuildPrompt, ErrTrap, "extism:host/env.load_u64"},
+		{abi.ExportBuildParams, ErrBadOutput, "output [2147483632, +64) is outside the Extism memory"},
+		{abi.ExportOnToolSuccess, ErrTrap, "extism:host/env.store_u64"},
+		{abi.ExportFallbackFinal, ErrTrap, "extism:host/env.input_load_u64"},
+		{abi.ExportAfterRun, ErrOutputTooLarge, "1099511627776 bytes, limit 1048576"},
+		// The kernel is go-sdk's and cannot be instrumented: only wazero's
+		// close-on-context-done stops it (see loadExtism).
+		{abi.ExportOnTurnStart, ErrTimeout, "deadline exceeded"},
+	} {
+		if _, err := p.Call(context.Background(), c.export, []byte(`{}`)); !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %v containing %q", c.export, err, c.kind, c.want)
+		}
+	}
+	out, err := p.Call(context.Background(), abi.ExportBeforeRun, []byte(`{}`))
+	if err != nil || string(out) != "{}" {
+		t.Fatalf("before_run (soft log and config_get): %q, %v", out, err)
+	}
+	if !strings.Contains(logs.String(), "guest log call with an offset that is not an Extism memory block") {
+		t.Fatalf("the bad log call was not reported:\n%s", logs.String())
+	}
+	if st := p.Stats(); st.Faults != 6 || st.Discarded != 6 {
+		t.Fatalf("stats %+v: want 6 faults, each instance discarded", st)
+	}
+	// A run through the faulty hooks: turn start, prompt, params, a tool
+	// success, after_run.
+	reg := engine.NewRegistry()
+	reg.Register(echoTool{})
+	opts := append(p.Options(), engine.WithMiddleware(p.Middleware()))
+	m := &scriptModel{replies: []string{
+		`{"type":"tool_call","tool_call":{"tool_name":"echo","tool_params":{}}}`,
+		`{"type":"final","final":{"output":"ok"}}`,
+	}}
+	final, _, err := engine.New(m, reg, opts...).Run(context.Background(), "t", engine.RunOptions{})
+	if err != nil || final == nil || final.Output != "ok" {
+		t.Fatalf("run: final %+v, err %v", final, err)
+	}
+}
+
+// echoTool is a native tool that succeeds, so that on_tool_success runs.
+type echoTool struct{}
+
+func (echoTool) Name() string            { return "echo" }
+func (echoTool) Description() string     { return "answers ok" }
+func (echoTool) ParameterSchema() string { return `{"type":"object"}` }
+func (echoTool) Execute(context.Context, map[string]any) (string, error) {
+	return "ok", nil
+}
+
+// renameImports changes the module name of the chosen imports only, and the
+// result is a valid module with the same exports and function imports in
+// the same order.
+func TestRenameImports(t *testing.T) {
+	wasm, err := os.ReadFile(fixture(t, "extism_oob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := parseWasm(wasm, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden)
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	compiled, err := r.CompileModule(ctx, out)
+	if err != nil {
+		t.Fatalf("the renamed module does not compile: %v", err)
+	}
+	got := compiled.ImportedFunctions()
+	if len(got) != len(info.imports) {
+		t.Fatalf("%d imports, want %d", len(got), len(info.imports))
+	}
+	renamed := 0
+	for i, def := range got {
+		mod, name, _ := def.Import()
+		wantMod := info.imports[i].module
+		if wantMod == extismEnv && extismOverridden[name] {
+			wantMod = extismMorphEnv
+			renamed++
+		}
+		if mod != wantMod || name != info.imports[i].name {
+			t.Errorf("import %d is %s.%s, want %s.%s", i, mod, name, wantMod, info.imports[i].name)
+		}
+	}
+	if renamed != 2 { // output_set and log_info
+		t.Fatalf("%d imports renamed, want 2", renamed)
+	}
+	if len(compiled.ExportedFunctions()) != len(info.exports) {
+		t.Fatalf("exports %d, want %d", len(compiled.ExportedFunctions()), len(info.exports))
+	}
+}
+
+// BenchmarkExtismCall is the Extism loader's call path on a warm instance:
+// extism-hooks' build_prompt with a 1 KB PromptInput, the same work as the
+// go-hooks example's (BenchmarkCall/go-hooks/1KB), both standard Go guests.
+func BenchmarkExtismCall(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range []struct{ name, path string }{
+		{"extism-hooks", extismGuestWasm(b, "hooks")},
+		{"go-hooks", goHooksStd.wasm(b)},
+	} {
+		b.Run(g.name, func(b *testing.B) {
+			p := load(b, newLoader(b), Config{Path: g.path})
+			for _, s := range benchSizes[:2] {
+				in, err := json.Marshal(abi.PromptInput{Task: strings.Repeat("x", s.n-len(`{"task":""}`))})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Run(s.name, func(b *testing.B) {
+					b.SetBytes(int64(len(in)))
+					b.ReportAllocs()
+					for b.Loop() {
+						if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
+							b.Fatalf("%d bytes, %v", len(out), err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// FuzzExtismBinary reads arbitrary bytes as the Extism loader does: an
+// error or a module, never a panic; and what it reads, renamed, reads back
+// the same but for the renamed imports.
+func FuzzExtismBinary(f *testing.F) {
+	for _, name := range []string{"extism_echo", "extism_oob", "extism_badimport", "minimal"} {
+		if b, err := os.ReadFile("../guests/testdata/" + name + ".wasm"); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("\x00asm\x01\x00\x00\x00\x02\x80\x80\x80\x80\x00"))
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		_ = importsExtism(wasm)
+		m, err := parseWasm(wasm, true)
+		if err != nil || m.importHead == 0 {
+			return
+		}
+		out := renameImports(wasm, m, extismEnv, extismMorphEnv, extismOverridden)
+		back, err := parseWasm(out, true)
+		if err != nil || len(back.imports) != len(m.imports) || len(back.exports) != len(m.exports) {
+			t.Fatalf("renamed module reads back as %v (%v), from %v", back, err, m)
+		}
+		for i, imp := range m.imports {
+			if imp.kind == 0 && imp.module == extismEnv && extismOverridden[imp.name] {
+				imp.module = extismMorphEnv
+			}
+			if got := back.imports[i]; got.module != imp.module || got.name != imp.name || !got.fn.equal(imp.fn) {
+				t.Fatalf("import %d reads back as %s.%s %s, want %s.%s %s", i, got.module, got.name, got.fn, imp.module, imp.name, imp.fn)
+			}
+		}
+	})
+}

@@ -1,0 +1,599 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// capLoader is shared by the capability tests, so the standard Go guest
+// compiles once; its log is captured.
+var capLoader struct {
+	once sync.Once
+	l    *Loader
+	logs *syncBuffer
+	err  error
+}
+
+func capGo(t *testing.T) (*Loader, *syncBuffer, string) {
+	t.Helper()
+	capLoader.once.Do(func() {
+		capLoader.logs = &syncBuffer{}
+		capLoader.l, capLoader.err = NewLoader(LoaderOptions{CacheDir: "off",
+			Logger: slog.New(slog.NewTextHandler(capLoader.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	})
+	if capLoader.err != nil {
+		t.Fatal(capLoader.err)
+	}
+	return capLoader.l, capLoader.logs, fixture(t, "cap_go")
+}
+
+// callTool calls one of cap_go's tools.
+func callTool(t *testing.T, p *Plugin, name string, params map[string]any) (string, error) {
+	t.Helper()
+	out, err := invoke[abi.ToolCallOutput](context.Background(), p, abi.ExportCallTool, abi.ToolCallInput{Tool: name, Params: params})
+	return out.Output, err
+}
+
+// mustTool is callTool that must succeed.
+func mustTool(t *testing.T, p *Plugin, name string, params map[string]any) string {
+	t.Helper()
+	out, err := callTool(t, p, name, params)
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, params, err)
+	}
+	return out
+}
+
+// deniedTool is callTool that must fail with a guest-reported error containing
+// want: the guest saw the denial as an error it handled.
+func deniedTool(t *testing.T, p *Plugin, name string, params map[string]any, want string) {
+	t.Helper()
+	out, err := callTool(t, p, name, params)
+	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s %v = %q, %v; want a guest error containing %q", name, params, out, err, want)
+	}
+}
+
+// grantDirs lays out base/ro (inside.txt, a link to it, a link leading out
+// of the grant), base/rw (empty) and base/outside/secret.
+func grantDirs(t *testing.T) (ro, rw, secret string) {
+	t.Helper()
+	base := t.TempDir()
+	ro, rw, secret = filepath.Join(base, "ro"), filepath.Join(base, "rw"), filepath.Join(base, "outside", "secret")
+	for _, d := range []string{ro, rw, filepath.Dir(secret), filepath.Join(ro, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(ro, "inside.txt"), []byte("inside"), 0o644))
+	must(os.WriteFile(secret, []byte("TOPSECRET"), 0o644))
+	must(os.Symlink("inside.txt", filepath.Join(ro, "inlink")))
+	must(os.Symlink(filepath.Join("..", "outside", "secret"), filepath.Join(ro, "escape")))
+	must(os.Symlink(secret, filepath.Join(ro, "abs_escape")))
+	return ro, rw, secret
+}
+
+// Files: a read-only grant reads but never changes, a writable one writes
+// to the host, and nothing outside the grants is reachable, by path, by a
+// link already there, or by a link the guest makes. Every denial is an
+// error the guest handles; the instance stays in service.
+func TestGrantedFiles(t *testing.T) {
+	l, logs, wasm := capGo(t)
+	ro, rw, secret := grantDirs(t)
+	p := load(t, l, Config{Name: "files", Path: wasm, Grants: Grants{Paths: []PathGrant{
+		{Host: ro, Guest: "/ro"}, {Host: rw, Guest: "/rw", Writable: true}}}})
+
+	if got := mustTool(t, p, "read", map[string]any{"path": "/ro/inside.txt"}); got != "inside" {
+		t.Fatalf("read in the read-only grant: %q", got)
+	}
+	if got := mustTool(t, p, "read", map[string]any{"path": "/ro/inlink"}); got != "inside" {
+		t.Fatalf("a link inside the grant: %q", got)
+	}
+	if got := mustTool(t, p, "list", map[string]any{"path": "/ro"}); got != "abs_escape,escape,inlink,inside.txt,sub" {
+		t.Fatalf("list: %q", got)
+	}
+	deniedTool(t, p, "write", map[string]any{"path": "/ro/new.txt", "text": "x"}, "Read-only file system")
+	deniedTool(t, p, "write", map[string]any{"path": "/ro/inside.txt", "text": "x"}, "Read-only file system")
+	if _, err := os.Stat(filepath.Join(ro, "new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file appeared in the read-only grant: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ro, "inside.txt")); string(b) != "inside" {
+		t.Fatalf("the read-only file changed: %q", b)
+	}
+	for _, path := range []string{secret, "/ro/../outside/secret", "/ro/escape", "/ro/abs_escape", "/etc/passwd"} {
+		deniedTool(t, p, "read", map[string]any{"path": path}, "")
+	}
+
+	mustTool(t, p, "write", map[string]any{"path": "/rw/out.txt", "text": "hello"})
+	if b, err := os.ReadFile(filepath.Join(rw, "out.txt")); err != nil || string(b) != "hello" {
+		t.Fatalf("the write did not reach the host: %q, %v", b, err)
+	}
+	deniedTool(t, p, "symlink", map[string]any{"target": "../outside/secret", "link": "/rw/link"}, "Operation not permitted")
+	deniedTool(t, p, "symlink", map[string]any{"target": "out.txt", "link": "/rw/link2"}, "Operation not permitted")
+	if _, err := os.Lstat(filepath.Join(rw, "link")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the guest created a link on the host: %v", err)
+	}
+	if !strings.Contains(logs.String(), "guest symbolic link creation refused") || !strings.Contains(logs.String(), "outside its granted directory refused") {
+		t.Fatalf("the refusals were not logged:\n%s", logs.String())
+	}
+	if st := p.Stats(); st.Discarded != 0 {
+		t.Fatalf("stats %+v: a denial must not cost the instance", st)
+	}
+}
+
+// Raw WASI paths that Go would clean before the host saw them: "..", an
+// absolute path, and a link out of the grant are refused at the host.
+func TestGrantedFilesRawPaths(t *testing.T) {
+	ro, _, _ := grantDirs(t)
+	p := load(t, newLoader(t), Config{Path: fixture(t, "cap_escape"), Grants: Grants{Paths: []PathGrant{{Host: ro, Guest: "/data"}}}})
+	for path, want := range map[string]string{"inside.txt": "inside", "inlink": "inside", "sub/../inside.txt": "inside"} {
+		if out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(path)); err != nil || string(out) != want {
+			t.Fatalf("open %q = %q, %v; want %q", path, out, err, want)
+		}
+	}
+	for _, path := range []string{"../outside/secret", "sub/../../outside/secret", "/etc/passwd", "escape", "abs_escape", "sub/../escape"} {
+		out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(path))
+		if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "errno") || strings.Contains(string(out), "TOPSECRET") {
+			t.Fatalf("open %q = %q, %v; want a WASI error", path, out, err)
+		}
+	}
+}
+
+// Environment: the guest sees the granted variables, with their values at
+// load, and nothing else; the model's API key never, even when the host's
+// environment holds it and a grant names it.
+func TestGrantedEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret-never-for-guests")
+	t.Setenv("MORPH_API_KEY", "mk-test-secret")
+	t.Setenv("MORPH_TEST_LANG", "en")
+	t.Setenv("MORPH_TEST_OTHER", "not granted")
+	l, logs, wasm := capGo(t)
+
+	none := load(t, l, Config{Name: "no-env", Path: wasm})
+	if got := mustTool(t, none, "environ", nil); got != "" {
+		t.Fatalf("without a grant the guest sees %q", got)
+	}
+	p := load(t, l, Config{Name: "env", Path: wasm, Isolation: IsolationCall, Grants: Grants{Env: []string{"MORPH_TEST_LANG", "MORPH_TEST_UNSET"}}})
+	if got := mustTool(t, p, "environ", nil); got != "MORPH_TEST_LANG=en" {
+		t.Fatalf("the guest sees %q, want only MORPH_TEST_LANG=en", got)
+	}
+	if !strings.Contains(logs.String(), "granted environment variable is not set") || !strings.Contains(logs.String(), "MORPH_TEST_UNSET") {
+		t.Fatalf("an unset granted variable was not logged:\n%s", logs.String())
+	}
+	t.Setenv("MORPH_TEST_LANG", "changed")
+	if got := mustTool(t, p, "environ", nil); got != "MORPH_TEST_LANG=en" {
+		t.Fatalf("a fresh instance sees %q: the environment is fixed at load", got)
+	}
+
+	strict, err := NewLoader(LoaderOptions{CacheDir: "off", SecretEnv: []string{"OPENAI_API_KEY", "MORPH_API_KEY"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close(context.Background())
+	for _, key := range []string{"OPENAI_API_KEY", "MORPH_API_KEY"} {
+		_, err = strict.Load(context.Background(), Config{Name: "greedy", Path: wasm, Grants: Grants{Env: []string{"MORPH_TEST_LANG", key}}})
+		if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "API key") || !strings.Contains(err.Error(), "greedy") {
+			t.Fatalf("granting %s: %v", key, err)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Fatalf("the error shows the key's value: %v", err)
+		}
+	}
+}
+
+// httpFixture is an allowed server and another one the plugin may not
+// reach; the other counts what it receives.
+type httpFixture struct {
+	allowed, other *httptest.Server
+	otherHits      atomic.Int32
+	loopHits       atomic.Int32
+	allowedURL     string // the allowed server as http://localhost:port
+}
+
+func newHTTPFixture(t *testing.T, maxBytes int) *httpFixture {
+	t.Helper()
+	f := &httpFixture{}
+	f.other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.otherHits.Add(1)
+		io.WriteString(w, "you should not see this")
+	}))
+	t.Cleanup(f.other.Close)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo-Method", r.Method)
+		w.Header().Add("X-Multi", "a")
+		w.Header().Add("X-Multi", "b")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.Header.Get("X-Token"), body)
+	})
+	mux.HandleFunc("/away", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, f.other.URL+"/stolen", http.StatusFound)
+	})
+	mux.HandleFunc("/hop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/echo", http.StatusFound)
+	})
+	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) {
+		f.loopHits.Add(1)
+		http.Redirect(w, r, "/loop", http.StatusFound)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush() // no Content-Length: the cap is met while reading
+		w.Write([]byte(strings.Repeat("x", maxBytes+1)))
+	})
+	mux.HandleFunc("/bigdeclared", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(maxBytes+1))
+		w.Write([]byte(strings.Repeat("x", maxBytes+1)))
+	})
+	mux.HandleFunc("/exact", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", maxBytes)))
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "nope", http.StatusTeapot)
+	})
+	f.allowed = httptest.NewServer(mux)
+	t.Cleanup(f.allowed.Close)
+	u, _ := url.Parse(f.allowed.URL)
+	f.allowedURL = "http://localhost:" + u.Port()
+	return f
+}
+
+// otherURL is the other server, which no grant of these tests allows
+// (127.0.0.1, while the allowed one is reached as localhost).
+func (f *httpFixture) otherURL() string { return f.other.URL + "/direct" }
+
+func testGrant(t *testing.T, g Grants) *httpGrant {
+	t.Helper()
+	var hosts []hostPattern
+	for _, h := range g.Hosts {
+		p, err := parseHostPattern(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, p)
+	}
+	h := newHTTPGrant(hosts, g.withDefaults(), func() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	t.Cleanup(h.close)
+	return h
+}
+
+// The HTTP capability itself, as every loader's http_request uses it.
+func TestHTTPGrant(t *testing.T) {
+	const maxBytes = 1000
+	f := newHTTPFixture(t, maxBytes)
+	h := testGrant(t, Grants{Hosts: []string{"localhost"}, HTTPMaxResponseBytes: maxBytes, HTTPMaxRedirects: 2, HTTPTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+
+	resp, err := h.do(ctx, abi.HTTPRequest{Method: "POST", URL: f.allowedURL + "/echo", Headers: map[string]string{"X-Token": "t1"}, Body: "hello"})
+	if err != nil || resp.Status != http.StatusCreated || resp.Body != "POST t1 hello" || resp.Headers["X-Echo-Method"] != "POST" || resp.Headers["X-Multi"] != "a, b" {
+		t.Fatalf("allowed host: %+v, %v", resp, err)
+	}
+	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/hop"}); err != nil || resp.Body != "GET  " {
+		t.Fatalf("a redirect within the allowed host: %+v, %v", resp, err)
+	}
+	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/status"}); err != nil || resp.Status != http.StatusTeapot {
+		t.Fatalf("an error status is a response: %+v, %v", resp, err)
+	}
+	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/exact"}); err != nil || len(resp.Body) != maxBytes {
+		t.Fatalf("a body of exactly the limit: %d bytes, %v", len(resp.Body), err)
+	}
+
+	cases := []struct {
+		name string
+		req  abi.HTTPRequest
+		kind error
+		want string
+	}{
+		{"host not allowed", abi.HTTPRequest{URL: f.otherURL()}, ErrHostNotAllowed, "127.0.0.1"},
+		{"redirect to a host not allowed", abi.HTTPRequest{URL: f.allowedURL + "/away"}, ErrHostNotAllowed, "redirect from"},
+		{"too many redirects", abi.HTTPRequest{URL: f.allowedURL + "/loop"}, ErrTooManyRedirects, "more than 2"},
+		{"response over the limit", abi.HTTPRequest{URL: f.allowedURL + "/big"}, ErrResponseTooLarge, "1000-byte limit"},
+		{"declared response over the limit", abi.HTTPRequest{URL: f.allowedURL + "/bigdeclared"}, ErrResponseTooLarge, "1001 bytes, limit 1000"},
+		{"timeout", abi.HTTPRequest{URL: f.allowedURL + "/slow"}, context.DeadlineExceeded, "timed out"},
+		{"not http", abi.HTTPRequest{URL: "file:///etc/passwd"}, nil, "only http and https"},
+		{"bad method", abi.HTTPRequest{Method: "GET /x", URL: f.allowedURL + "/echo"}, nil, "invalid method"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			resp, err := h.do(ctx, c.req)
+			if err == nil || (c.kind != nil && !errors.Is(err, c.kind)) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("do = %+v, %v; want %v containing %q", resp, err, c.kind, c.want)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("took %v", d)
+			}
+		})
+	}
+	if n := f.otherHits.Load(); n != 0 {
+		t.Fatalf("the host not allowed received %d requests", n)
+	}
+	if n := f.loopHits.Load(); n != 3 {
+		t.Fatalf("the redirect loop was hit %d times, want 3 (the request and 2 redirects)", n)
+	}
+
+	// The dialer refuses a host not allowed even when the checks before it
+	// are bypassed.
+	req, _ := http.NewRequest("GET", f.otherURL(), nil)
+	if _, err := h.client.Do(req); !errors.Is(err, ErrHostNotAllowed) || f.otherHits.Load() != 0 {
+		t.Fatalf("the dialer let a request to another host through: %v", err)
+	}
+
+	// The defaults of the limits, and no redirects at all.
+	def := testGrant(t, Grants{Hosts: []string{"localhost"}})
+	if def.timeout != DefaultHTTPTimeout || def.maxBytes != DefaultHTTPMaxResponseBytes {
+		t.Fatalf("defaults: timeout %v, max bytes %d", def.timeout, def.maxBytes)
+	}
+	f.loopHits.Store(0)
+	if _, err := def.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/loop"}); !errors.Is(err, ErrTooManyRedirects) || f.loopHits.Load() != 1+DefaultHTTPMaxRedirects {
+		t.Fatalf("default redirect limit: %v after %d hits", err, f.loopHits.Load())
+	}
+	none := testGrant(t, Grants{Hosts: []string{"localhost"}, HTTPMaxRedirects: -1})
+	if _, err := none.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/hop"}); !errors.Is(err, ErrTooManyRedirects) || !strings.Contains(err.Error(), "more than 0") {
+		t.Fatalf("no redirects: %v", err)
+	}
+
+	// A port in the pattern allows that port only; no hosts: nothing.
+	u, _ := url.Parse(f.allowed.URL)
+	byPort := testGrant(t, Grants{Hosts: []string{"localhost:1"}})
+	if _, err := byPort.do(ctx, abi.HTTPRequest{URL: "http://localhost:" + u.Port() + "/echo"}); !errors.Is(err, ErrHostNotAllowed) {
+		t.Fatalf("another port: %v", err)
+	}
+	if _, err := testGrant(t, Grants{}).do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/echo"}); !errors.Is(err, ErrNotGranted) {
+		t.Fatalf("no hosts granted: %v", err)
+	}
+}
+
+func TestAllowedHostPatterns(t *testing.T) {
+	for _, ok := range []string{"api.example.com", "API.Example.com.", "*.example.com", "localhost", "localhost:8080", "127.0.0.1", "[::1]:8443", "::1", "my_svc.internal"} {
+		if err := CheckAllowedHost(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "*", "*.com", "a.*.com", "https://api.example.com", "api.example.com/v1", "api.example.com:0", "api.example.com:http", "exa mple.com", "user@example.com"} {
+		if err := CheckAllowedHost(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	matches := []struct {
+		pattern, host, port string
+		want                bool
+	}{
+		{"*.example.com", "a.example.com", "443", true},
+		{"*.example.com", "a.b.example.com", "80", true},
+		{"*.example.com", "example.com", "443", false},
+		{"*.example.com", "badexample.com", "443", false},
+		{"api.example.com", "API.EXAMPLE.COM.", "443", true},
+		{"api.example.com", "api.example.com.evil.com", "443", false},
+		{"api.example.com:8443", "api.example.com", "443", false},
+		{"api.example.com:8443", "api.example.com", "8443", true},
+		{"::1", "0:0:0:0:0:0:0:1", "80", true},
+	}
+	for _, m := range matches {
+		p, err := parseHostPattern(m.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.match(m.host, m.port); got != m.want {
+			t.Errorf("%q matches %s:%s = %v, want %v", m.pattern, m.host, m.port, got, m.want)
+		}
+	}
+}
+
+// http_request as a raw guest calls it: answers and denials come back as
+// the import's packed result, never as a trap.
+func TestHTTPRequestImport(t *testing.T) {
+	f := newHTTPFixture(t, 1000)
+	l := newLoader(t)
+	call := func(p *Plugin, export, req string) (string, error) {
+		out, err := p.Call(context.Background(), export, []byte(req))
+		return string(out), err
+	}
+	echo := `{"url":"` + f.allowedURL + `/echo","method":"PUT","body":"b"}`
+
+	ungranted := load(t, l, Config{Name: "no-http", Path: fixture(t, "cap_http")})
+	if out, err := call(ungranted, abi.ExportBuildPrompt, echo); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "capability not granted") {
+		t.Fatalf("without the grant: %q, %v", out, err)
+	}
+
+	p := load(t, l, Config{Name: "http", Path: fixture(t, "cap_http"), Grants: Grants{Hosts: []string{"localhost"}}})
+	out, err := call(p, abi.ExportBuildPrompt, echo)
+	var resp abi.HTTPResponse
+	if err != nil || json.Unmarshal([]byte(out), &resp) != nil || resp.Status != http.StatusCreated || resp.Body != "PUT  b" {
+		t.Fatalf("allowed: %q, %v", out, err)
+	}
+	for _, c := range []struct{ export, req, want string }{
+		{abi.ExportBuildPrompt, `{"url":"` + f.otherURL() + `"}`, "host not allowed"},
+		{abi.ExportBuildPrompt, `{"url":"` + f.allowedURL + `/away"}`, "host not allowed"},
+		{abi.ExportBuildPrompt, `not json`, "not an HTTPRequest"},
+		{abi.ExportFallbackFinal, ``, "outside guest memory"},
+		{abi.ExportBuildParams, echo, ""}, // the guest cannot allocate the answer: an error without a message
+	} {
+		if out, err := call(p, c.export, c.req); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %q, %v; want a guest error containing %q", c.export, c.req, out, err, c.want)
+		}
+	}
+	if n := f.otherHits.Load(); n != 0 {
+		t.Fatalf("the host not allowed received %d requests", n)
+	}
+	for _, q := range []*Plugin{ungranted, p} {
+		if st := q.Stats(); st.Discarded != 0 || st.Instantiated != 1 {
+			t.Fatalf("%s: stats %+v: a denied request must not trap", q.Name(), st)
+		}
+	}
+}
+
+// The Go PDK's HTTP, through the real host: the answer is allocated in the
+// guest from inside the import call.
+func TestHTTPFromGoGuest(t *testing.T) {
+	f := newHTTPFixture(t, 1000)
+	l, _, wasm := capGo(t)
+	p := load(t, l, Config{Name: "fetcher", Path: wasm, Grants: Grants{Hosts: []string{"localhost"}}})
+	out := mustTool(t, p, "fetch", map[string]any{"url": f.allowedURL + "/echo", "method": "POST", "headers": map[string]any{"X-Token": "go"}, "body": "hi"})
+	var resp abi.HTTPResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Status != http.StatusCreated || resp.Body != "POST go hi" {
+		t.Fatalf("fetch: %s (%v)", out, err)
+	}
+	deniedTool(t, p, "fetch", map[string]any{"url": f.otherURL()}, "host not allowed")
+	deniedTool(t, p, "fetch", map[string]any{"url": f.allowedURL + "/away"}, "redirect from")
+	if n := f.otherHits.Load(); n != 0 {
+		t.Fatalf("the host not allowed received %d requests", n)
+	}
+}
+
+// The manifest's requests against the grants: a warning or a typed load
+// failure per Ungranted, and the report inspect and status print.
+func TestUngrantedCapabilities(t *testing.T) {
+	l, logs, wasm := capGo(t)
+	ctx := context.Background()
+
+	_, err := l.Load(ctx, Config{Name: "strict", Path: wasm, Grants: Grants{Hosts: []string{"api.example.com"}, Ungranted: UngrantedError}})
+	var pe *Error
+	var ce *CapabilityError
+	if !errors.Is(err, ErrNotGranted) || !errors.As(err, &pe) || pe.Plugin != "strict" || !errors.As(err, &ce) {
+		t.Fatalf("ungranted = error: %v", err)
+	}
+	if !slices.Equal(ce.Capabilities, []string{abi.CapabilityFS, abi.CapabilityEnv}) ||
+		!strings.Contains(err.Error(), "fs (set allowed_paths), env (set env)") || strings.Contains(err.Error(), "allowed_hosts") {
+		t.Fatalf("the error does not name what is missing and how to grant it: %v", err)
+	}
+
+	before := strings.Count(logs.String(), "not granted")
+	p := load(t, l, Config{Name: "lenient", Path: wasm, Grants: Grants{Env: []string{"LANG"}}})
+	text := logs.String()
+	if n := strings.Count(text, "not granted") - before; n != 2 || !strings.Contains(text, "capability=http") || !strings.Contains(text, "grant_with=allowed_hosts") {
+		t.Fatalf("want 2 warnings (http, fs) naming the setting:\n%s", text)
+	}
+	var got []string
+	for _, c := range p.Capabilities() {
+		got = append(got, c.String())
+	}
+	want := []string{"http (requested, NOT granted)", "fs (requested, NOT granted)", "env (requested, granted: LANG)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("capabilities %q, want %q", got, want)
+	}
+
+	// Least privilege: a grant the manifest does not ask for shows too.
+	ro, _, _ := grantDirs(t)
+	q := load(t, l, Config{Path: fixture(t, "cap_http"), Grants: Grants{Hosts: []string{"*.example.com"}, Env: []string{"LANG"}, Paths: []PathGrant{{Host: ro, Guest: "/ro"}}}})
+	got = got[:0]
+	for _, c := range q.Capabilities() {
+		got = append(got, c.String())
+	}
+	want = []string{"http (requested, granted: *.example.com)", "fs (granted: " + ro + " -> /ro (ro), not requested)", "env (granted: LANG, not requested)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("capabilities %q, want %q", got, want)
+	}
+
+	// Inspect reports under "error" rather than failing, so the report shows.
+	rep, err := l.Inspect(ctx, Config{Path: fixture(t, "cap_http"), Grants: Grants{Ungranted: UngrantedError}})
+	if err != nil || rep.Manifest == nil || len(rep.Capabilities) != 1 || rep.Capabilities[0].String() != "http (requested, NOT granted)" ||
+		len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "capability not granted") {
+		t.Fatalf("inspect: %+v, %v", rep, err)
+	}
+
+	_, err = l.Load(ctx, Config{Path: wasm, Grants: Grants{Ungranted: "maybe"}})
+	if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), `ungranted "maybe"`) {
+		t.Fatalf("a bad policy: %v", err)
+	}
+}
+
+func TestBadGrants(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, nil, 0o644)
+	dir := t.TempDir()
+	cases := []struct {
+		g    Grants
+		want string
+	}{
+		{Grants{Paths: []PathGrant{{Host: filepath.Join(dir, "missing"), Guest: "/x"}}}, "missing"},
+		{Grants{Paths: []PathGrant{{Host: file, Guest: "/x"}}}, "not a directory"},
+		{Grants{Paths: []PathGrant{{Host: dir, Guest: "x"}}}, "must be absolute"},
+		{Grants{Paths: []PathGrant{{Host: dir, Guest: "/x"}, {Host: dir, Guest: "/x/"}}}, "mounted twice"},
+		{Grants{Hosts: []string{"https://example.com"}}, "not a URL"},
+		{Grants{Env: []string{"NOT-A-NAME"}}, "not an environment variable name"},
+	}
+	l := newLoader(t)
+	for _, c := range cases {
+		_, err := l.Load(context.Background(), Config{Name: "bad", Path: fixture(t, "cap_http"), Grants: c.g})
+		if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "bad") {
+			t.Errorf("%+v: %v, want ErrLoad containing %q", c.g, err, c.want)
+		}
+	}
+}
+
+// End to end: a run whose tool calls are denied their files and hosts still
+// ends with a final, the denials reach the model as errors, and the host
+// and the plugin go on serving.
+func TestDeniedCapabilitiesInARun(t *testing.T) {
+	f := newHTTPFixture(t, 1000)
+	ro, _, secret := grantDirs(t)
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret-never-for-guests")
+	l, _, wasm := capGo(t)
+	plugin := l.EnginePlugin(Config{Name: "cap_go", Path: wasm, Grants: Grants{
+		Paths: []PathGrant{{Host: ro, Guest: "/ro"}}, Hosts: []string{"localhost"}}}, engine.MiddlewareConfig{})
+	call := func(tool string, params map[string]any) string {
+		b, _ := json.Marshal(map[string]any{"type": "tool_call", "tool_call": map[string]any{"tool_name": tool, "tool_params": params}})
+		return string(b)
+	}
+	m := &scriptModel{replies: []string{
+		call("read", map[string]any{"path": secret}),
+		call("fetch", map[string]any{"url": f.otherURL()}),
+		call("fetch", map[string]any{"url": f.allowedURL + "/away"}),
+		call("environ", map[string]any{}),
+		call("read", map[string]any{"path": "/ro/inside.txt"}),
+		`{"type":"final","final":{"output":"done"}}`,
+	}}
+	e := engine.New(m, nil, engine.WithPlugins(plugin))
+	defer e.Close(context.Background())
+	final, rc, err := e.Run(context.Background(), "probe the sandbox", engine.RunOptions{})
+	if err != nil || final == nil || final.Output != "done" {
+		t.Fatalf("final %+v, err %v", final, err)
+	}
+	if len(rc.Steps) < 5 {
+		t.Fatalf("%d steps", len(rc.Steps))
+	}
+	for i, want := range []string{"error:", "host not allowed: 127.0.0.1", "redirect from", "", "inside"} {
+		obs := rc.Steps[i].Observation
+		if !strings.Contains(obs, want) || strings.Contains(obs, "TOPSECRET") || strings.Contains(obs, "OPENAI_API_KEY") || strings.Contains(obs, "sk-test") {
+			t.Errorf("step %d observation %q, want it to contain %q and no secret", i+1, obs, want)
+		}
+	}
+	if f.otherHits.Load() != 0 {
+		t.Fatal("the host not allowed was reached")
+	}
+	st := e.Status()
+	if len(st.Plugins) != 1 || len(st.Plugins[0].Capabilities) != 3 || st.Plugins[0].Capabilities[0].String() != "http (requested, granted: localhost)" {
+		t.Fatalf("status %+v", st.Plugins)
+	}
+}
