@@ -597,3 +597,14 @@ func TestDeniedCapabilitiesInARun(t *testing.T) {
 		t.Fatalf("status %+v", st.Plugins)
 	}
 }
+
+// A guest's morph_alloc that calls http_request while the host writes an
+// answer into it gets an error at once: the host does not recurse through
+// the guest's allocator.
+func TestHTTPRequestNotReentrant(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "cap_reenter"), Grants: Grants{Hosts: []string{"localhost"}}, Limits: Limits{Timeout: 5 * time.Second}})
+	_, err := p.Call(context.Background(), abi.ExportBuildPrompt, nil)
+	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "outside guest memory") {
+		t.Fatalf("err %v, want the guest's error result for the outer request", err)
+	}
+}

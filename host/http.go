@@ -201,6 +201,13 @@ func redact(raw string) string {
 // Whatever goes wrong is the guest's error result, never a trap: a request
 // outside guest memory, bad JSON, a denial, a failure.
 func (p *Plugin) hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
+	if ctx.Value(inAlloc{}) != nil {
+		// Called from the morph_alloc that toGuest runs: answering would call
+		// morph_alloc again, a recursion through the host that no checkpoint
+		// of the guest's would see (package interrupt counts guest calls only).
+		stack[0] = abi.Pack(0, 0, true)
+		return
+	}
 	ptr, n := uint32(stack[0]), uint32(stack[1])
 	var req abi.HTTPRequest
 	raw, ok := mod.Memory().Read(ptr, n)
@@ -223,6 +230,9 @@ func (p *Plugin) hostHTTPRequest(ctx context.Context, mod api.Module, stack []ui
 	stack[0] = toGuest(ctx, mod, out, err != nil)
 }
 
+// inAlloc marks the context of the morph_alloc call toGuest makes.
+type inAlloc struct{}
+
 // toGuest copies out into a buffer the guest allocates with its own
 // morph_alloc (wazero lets a host function call back into the module that
 // called it) and packs its place as an export result, with abi.ErrorFlag
@@ -240,7 +250,7 @@ func toGuest(ctx context.Context, mod api.Module, out []byte, isErr bool) uint64
 	if alloc == nil {
 		return abi.Pack(0, 0, true)
 	}
-	res, err := alloc.Call(ctx, uint64(len(out)))
+	res, err := alloc.Call(context.WithValue(ctx, inAlloc{}, true), uint64(len(out)))
 	if err != nil {
 		panic(err) // wazero ends the guest's call with this error
 	}

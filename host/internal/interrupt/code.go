@@ -9,18 +9,19 @@ import "slices"
 
 // Opcodes the walker acts on or emits.
 const (
-	opIf         = 0x04
-	opLoop       = 0x03
-	opEnd        = 0x0B
-	opCall       = 0x10
-	opReturnCall = 0x12 // tail calls
-	opGlobalGet  = 0x23
-	opGlobalSet  = 0x24
-	opI32Const   = 0x41
-	opI32Eqz     = 0x45
-	opI32Sub     = 0x6B
-	opRefFunc    = 0xD2
-	blockEmpty   = 0x40
+	opIf            = 0x04
+	opLoop          = 0x03
+	opEnd           = 0x0B
+	opCall          = 0x10
+	opReturnCall    = 0x12 // tail calls
+	opReturnCallRef = 0x15 // typed function references: the last call opcode
+	opGlobalGet     = 0x23
+	opGlobalSet     = 0x24
+	opI32Const      = 0x41
+	opI32Eqz        = 0x45
+	opI32Sub        = 0x6B
+	opRefFunc       = 0xD2
+	blockEmpty      = 0x40
 )
 
 // rewriter holds what the second pass writes into the module.
@@ -31,6 +32,10 @@ type rewriter struct {
 	period      uint32
 	check       []byte // the sequence injected at every checkpoint
 	body        []byte // scratch for one function body, reused
+
+	graph *callGraph // set during the analysis pass, which records calls instead of keeping the output
+	cur   uint32     // the defined function being walked in the code section
+	entry []bool     // by defined function: needs a check at its entry (from the analysis; nil: every caller)
 }
 
 func newRewriter(funcImports uint32, funcs uint64, global, checkType, period uint32) *rewriter {
@@ -90,6 +95,7 @@ func (w *rewriter) codeSection(r *reader) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.cur = i
 		if w.body, err = w.function(&body, w.body[:0]); err != nil {
 			return nil, err
 		}
@@ -122,12 +128,10 @@ func (w *rewriter) function(r *reader, out []byte) ([]byte, error) {
 		}
 		calls = calls || isCall(op)
 	}
-	// Only a function that calls needs a check at its entry: without loops
-	// (which have their own) a function that does not call ends in a bounded
-	// number of steps, and every cycle of calls, tail calls included, runs
-	// through functions that call. Leaf functions are most of a JSON
-	// parser's small helpers, so this halves the checks a call runs.
-	if calls {
+	// Without the analysis (the pass that makes it), a function that calls
+	// nothing needs no entry check: with its loops checked, it ends in a
+	// bounded number of steps.
+	if w.entry != nil && int(w.cur) < len(w.entry) && w.entry[w.cur] || w.entry == nil && calls {
 		out = slices.Insert(out, entry, w.check...)
 	}
 	return out, nil
@@ -135,7 +139,11 @@ func (w *rewriter) function(r *reader, out []byte) ([]byte, error) {
 
 // isCall tells the opcodes that enter another function: call,
 // call_indirect, return_call, return_call_indirect, call_ref, return_call_ref.
-func isCall(op byte) bool { return op >= opCall && op <= 0x15 }
+func isCall(op byte) bool { return op >= opCall && op <= opReturnCallRef }
+
+// isIndirect tells the calls whose target is a value: call_indirect,
+// return_call_indirect, call_ref, return_call_ref.
+func isIndirect(op byte) bool { return isCall(op) && op != opCall && op != opReturnCall }
 
 // constExpr rewrites a constant expression (global and table initialisers, element offsets and items): the
 // same instructions, with no checkpoint, up to the first end (a constant expression has no block).
@@ -162,6 +170,11 @@ func (w *rewriter) instr(r *reader, out []byte, checkpoints bool) ([]byte, byte,
 	}
 	switch op {
 	case opCall, opReturnCall, opRefFunc:
+		if w.graph != nil {
+			peek := *r
+			idx, _ := peek.u32() // funcIdx reports a bad one
+			w.graph.note(op, w.cur, idx)
+		}
 		out, err = w.funcIdx(r, append(out, op))
 		return out, op, err
 	case opLoop:
@@ -176,6 +189,9 @@ func (w *rewriter) instr(r *reader, out []byte, checkpoints bool) ([]byte, byte,
 	}
 	if err := r.immediates(op, start); err != nil {
 		return nil, 0, err
+	}
+	if w.graph != nil && isIndirect(op) {
+		w.graph.note(op, w.cur, 0)
 	}
 	return append(out, r.buf[start:r.pos]...), op, nil
 }

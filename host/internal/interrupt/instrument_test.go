@@ -115,8 +115,8 @@ func TestSemanticsPreserved(t *testing.T) {
 	}
 }
 
-// TestCheckpointCounts checks that the check runs exactly every period-th checkpoint (function entry or
-// of a function that calls, or loop header), counting across calls on one instance.
+// TestCheckpointCounts checks that the check runs exactly every period-th checkpoint (loop header, or entry
+// of a function on a cycle of calls), counting across calls on one instance.
 func TestCheckpointCounts(t *testing.T) {
 	orig := wat(t, "loops")
 	steps := []struct {
@@ -124,8 +124,8 @@ func TestCheckpointCounts(t *testing.T) {
 		args        []uint64
 		checkpoints int64
 	}{
-		{"spin", []uint64{999}, 999},       // 999 loop iterations; a function that calls nothing has no entry check
-		{"tree", []uint64{10}, 1<<11 - 1},  // 2047 entries of a function that calls
+		{"spin", []uint64{999}, 999},       // 999 loop iterations; a function on no cycle has no entry check
+		{"tree", []uint64{10}, 1<<11 - 1},  // 2047 entries of a recursive function
 		{"answer", nil, 0},                 // no loop, no call
 		{"spin", []uint64{1}, 1},           // one iteration
 		{"spin", []uint64{123456}, 123456}, // and a longer run
@@ -577,5 +577,32 @@ func TestEmptyModule(t *testing.T) {
 	}
 	if mod, name, _ := imports[0].Import(); mod != interrupt.Module || name != interrupt.Func {
 		t.Errorf("import %s.%s", mod, name)
+	}
+}
+
+// TestEntryChecksOnCycles checks that only the functions on a cycle of calls, direct or through a table,
+// get an entry check: at period 1 the check count is the number of such entries.
+func TestEntryChecksOnCycles(t *testing.T) {
+	r, c := newRuntime(t, wazero.NewRuntimeConfig())
+	mod := instantiate(t, r, instrument(t, wat(t, "cycles"), 1))
+	for _, s := range []struct {
+		fn     string
+		arg    uint64
+		checks int64
+		want   uint64
+	}{
+		{"chain", 41, 0, 42},       // three functions, no cycle
+		{"even", 10, 11, 1},        // mutual recursion: every entry
+		{"self_indirect", 5, 6, 0}, // recursion through the table
+		{"via_table", 1, 0, 2},     // an indirect call to a function on no cycle
+	} {
+		before := c.calls.Load()
+		got, err := mod.ExportedFunction(s.fn).Call(context.Background(), s.arg)
+		if err != nil || got[0] != s.want {
+			t.Fatalf("%s(%d) = %v, %v; want %d", s.fn, s.arg, got, err, s.want)
+		}
+		if n := c.calls.Load() - before; n != s.checks {
+			t.Errorf("%s(%d): %d checks, want %d", s.fn, s.arg, n, s.checks)
+		}
 	}
 }

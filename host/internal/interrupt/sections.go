@@ -284,6 +284,11 @@ func (w *rewriter) elementSection(r *reader) ([]byte, error) {
 			if flags&4 != 0 {
 				out, err = w.constExpr(r, out)
 			} else {
+				if w.graph != nil {
+					peek := *r
+					idx, _ := peek.u32() // funcIdx reports a bad one
+					w.graph.note(opRefFunc, 0, idx)
+				}
 				out, err = w.funcIdx(r, out)
 			}
 			if err != nil {

@@ -1,0 +1,164 @@
+package interrupt
+
+// The call graph decides which function entries need a check. A guest can
+// run without bound only through a loop (every loop header is checked) or
+// through a cycle of calls, so only the functions on some cycle need a check
+// at their entry. A JSON parser's many small non-recursive functions then
+// cost nothing: on the Rust example's hook, entry checks on every function
+// that calls were three quarters of the instrumentation's cost.
+//
+// Indirect calls (call_indirect, call_ref and their tail forms) are edges to
+// a single node standing for "any function whose reference is taken" (in an
+// element segment or by ref.func), which has an edge to each of those. The
+// host calls back into a guest only from http_request, to morph_alloc, and
+// refuses to do so re-entrantly (host/http.go), so imports are not edges.
+
+// callGraph is what the analysis pass records, by defined function (the
+// function index less the imported functions).
+type callGraph struct {
+	funcImports uint32
+	callees     [][]uint32 // direct calls, defined callees only
+	indirect    []bool     // makes an indirect call
+	taken       []bool     // its reference is taken: a possible indirect callee
+}
+
+// note records, for the defined function cur, the instruction op with the
+// function index idx (ignored for an indirect call).
+func (g *callGraph) note(op byte, cur, idx uint32) {
+	if op == opRefFunc || op == opCall || op == opReturnCall {
+		if idx < g.funcImports || int(idx-g.funcImports) >= len(g.taken) {
+			return // an import, or out of range (the rewrite reports it)
+		}
+		idx -= g.funcImports
+	}
+	switch {
+	case op == opRefFunc:
+		g.taken[idx] = true
+	case int(cur) >= len(g.callees):
+		// a body beyond the declared functions: the rewrite reports it
+	case op == opCall || op == opReturnCall:
+		g.callees[cur] = append(g.callees[cur], idx)
+	default:
+		g.indirect[cur] = true
+	}
+}
+
+// analyse walks the sections that hold function references and code,
+// recording the call graph instead of keeping the output, and sets w.entry
+// to the functions on a cycle. A malformed module is reported by the
+// rewrite that follows, so analysis errors are ignored here: w.entry stays
+// nil and the rewrite checks every function that calls.
+func (w *rewriter) analyse(m *module) error {
+	n := int(min(m.funcs, uint32(len(m.buf)))) // a body takes at least a byte: the count cannot exceed that
+	g := &callGraph{funcImports: m.funcImports, callees: make([][]uint32, n), indirect: make([]bool, n), taken: make([]bool, n)}
+	w.graph = g
+	defer func() { w.graph, w.body = nil, w.body[:0] }()
+	for _, s := range m.sections {
+		switch s.id {
+		case idGlobal, idTable, idElement, idCode:
+			if _, err := w.section(nil, s); err != nil {
+				return nil
+			}
+		}
+	}
+	w.entry = g.cyclic()
+	return nil
+}
+
+// cyclic marks the functions that lie on a cycle of calls: those in a
+// strongly connected component of more than one node, or calling themselves.
+// Tarjan's algorithm, iterative, so that a long call chain in a large module
+// cannot exhaust the stack; node n is the indirect-call node.
+func (g *callGraph) cyclic() []bool {
+	n := len(g.callees)
+	succ := func(v int, each func(int)) {
+		if v == n {
+			for f, t := range g.taken {
+				if t {
+					each(f)
+				}
+			}
+			return
+		}
+		for _, c := range g.callees[v] {
+			each(int(c))
+		}
+		if g.indirect[v] {
+			each(n)
+		}
+	}
+	index, low := make([]int, n+1), make([]int, n+1) // index 0: not visited yet
+	onStack := make([]bool, n+1)
+	var stack []int
+	next := 1
+	out := make([]bool, n)
+	type frame struct {
+		v     int
+		succs []int
+		i     int
+	}
+	for root := 0; root <= n; root++ {
+		if index[root] != 0 {
+			continue
+		}
+		var frames []frame
+		push := func(v int) {
+			index[v], low[v] = next, next
+			next++
+			stack = append(stack, v)
+			onStack[v] = true
+			var ss []int
+			succ(v, func(s int) { ss = append(ss, s) })
+			frames = append(frames, frame{v: v, succs: ss})
+		}
+		push(root)
+		for len(frames) > 0 {
+			f := &frames[len(frames)-1]
+			if f.i < len(f.succs) {
+				s := f.succs[f.i]
+				f.i++
+				if index[s] == 0 {
+					push(s)
+				} else if onStack[s] {
+					low[f.v] = min(low[f.v], index[s])
+				}
+				continue
+			}
+			v := f.v
+			frames = frames[:len(frames)-1]
+			if len(frames) > 0 {
+				p := frames[len(frames)-1].v
+				low[p] = min(low[p], low[v])
+			}
+			if low[v] != index[v] {
+				continue
+			}
+			// v is the root of a component: pop it.
+			i := len(stack) - 1
+			for stack[i] != v {
+				i--
+			}
+			comp := stack[i:]
+			stack = stack[:i]
+			for _, u := range comp {
+				onStack[u] = false
+			}
+			for _, u := range comp {
+				if u < n && (len(comp) > 1 || g.callsItself(u)) {
+					out[u] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// callsItself reports whether f has a direct call to itself.
+func (g *callGraph) callsItself(f int) bool {
+	for _, c := range g.callees[f] {
+		if int(c) == f {
+			return true
+		}
+	}
+	return false
+}
