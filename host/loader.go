@@ -130,6 +130,7 @@ func IsolationModes() []string { return []string{IsolationPooled, IsolationSessi
 // compilation cache is shared by every plugin it loads.
 type Loader struct {
 	cache     wazero.CompilationCache
+	cacheDir  string // "" when the cache is in memory only
 	log       *slog.Logger
 	secretEnv []string
 }
@@ -175,7 +176,11 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 		}
 		cache = c
 	}
-	return &Loader{cache: cache, log: log, secretEnv: slices.Clone(opts.SecretEnv)}, nil
+	dir := opts.CacheDir
+	if dir == "off" {
+		dir = ""
+	}
+	return &Loader{cache: cache, cacheDir: dir, log: log, secretEnv: slices.Clone(opts.SecretEnv)}, nil
 }
 
 // Close releases the compilation cache; close the loader's plugins first.

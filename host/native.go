@@ -42,7 +42,7 @@ const interruptPeriod = 10_000
 // against ABI v1 and provides its imports. The kind of a failure is
 // ErrABIMismatch for exports, ErrLoad otherwise.
 func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ module, kind error, err error) {
-	wasm, err = interrupt.Instrument(wasm, interruptPeriod)
+	wasm, err = l.instrumented(wasm)
 	if err != nil {
 		return nil, ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
 	}

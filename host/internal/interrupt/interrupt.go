@@ -31,6 +31,10 @@ import (
 	"strings"
 )
 
+// Version changes whenever Instrument's output for a given input and period changes, so that a cache of
+// instrumented modules keyed by it never serves a stale rewrite.
+const Version = 2
+
 // Module and Func name the import the instrumented module gains. The host must provide it, as a function
 // of type () -> (), before it instantiates the module.
 const (

@@ -1,0 +1,56 @@
+package host
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/morphhost/morph/host/internal/interrupt"
+)
+
+// instrumented is wasm rewritten by interrupt.Instrument, read from the
+// loader's cache directory when an earlier load rewrote the same bytes. The
+// rewrite costs about 10 ms per MB of module (two passes), which would
+// otherwise be paid by every process before wazero's cache of compiled code,
+// keyed by the rewritten bytes, can answer. A cache that cannot be read or
+// written is only slower: the module is rewritten again.
+func (l *Loader) instrumented(wasm []byte) ([]byte, error) {
+	var path string
+	if l.cacheDir != "" {
+		sum := sha256.Sum256(wasm)
+		path = filepath.Join(l.cacheDir, "morph-interrupt", fmt.Sprintf("v%d-p%d-%x.wasm", interrupt.Version, interruptPeriod, sum))
+		if out, err := os.ReadFile(path); err == nil {
+			return out, nil
+		}
+	}
+	out, err := interrupt.Instrument(wasm, interruptPeriod)
+	if err != nil || path == "" {
+		return out, err
+	}
+	if err := writeAtomic(path, out); err != nil {
+		l.log.Debug("instrumented module not cached", "path", path, "err", err)
+	}
+	return out, nil
+}
+
+// writeAtomic writes b to path through a temporary file renamed into place,
+// so that a concurrent reader sees the whole file or none.
+func writeAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename, a no-op
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
