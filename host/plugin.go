@@ -311,11 +311,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 	}
 	defer func() { <-p.slots }()
 
-	// The instantiation and the call have a deadline each, so a call that
-	// needs a fresh instance does not pay for it out of its own time.
-	getCtx, cancelGet := context.WithTimeout(ctx, p.limits.Timeout)
-	inst, err := p.get(getCtx)
-	cancelGet()
+	inst, err := p.get(ctx)
 	if err != nil {
 		return fail(p.classify(ctx, err), "instantiate", err)
 	}
@@ -361,8 +357,12 @@ func (p *Plugin) classify(parent context.Context, err error) error {
 	return ErrTrap
 }
 
-// instantiate makes a fresh instance of the plugin's module.
+// instantiate makes a fresh instance of the plugin's module, within a
+// deadline of its own: a call that needs a fresh instance does not pay for
+// it out of its own time.
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
+	defer cancel()
 	g, err := p.module.instantiate(ctx, newLogWriter(p, p.limits.MaxLogBytes))
 	if err != nil {
 		return nil, err
