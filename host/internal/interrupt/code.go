@@ -36,6 +36,9 @@ type rewriter struct {
 	graph *callGraph // set during the analysis pass, which records calls instead of keeping the output
 	cur   uint32     // the defined function being walked in the code section
 	entry []bool     // by defined function: needs a check at its entry (from the analysis; nil: every caller)
+	// checkIndirect: every indirect call gets a check before it (from the
+	// analysis; with no analysis, the entry checks of every caller cover them).
+	checkIndirect bool
 }
 
 func newRewriter(funcImports uint32, funcs uint64, global, checkType, period uint32) *rewriter {
@@ -190,8 +193,13 @@ func (w *rewriter) instr(r *reader, out []byte, checkpoints bool) ([]byte, byte,
 	if err := r.immediates(op, start); err != nil {
 		return nil, 0, err
 	}
-	if w.graph != nil && isIndirect(op) {
-		w.graph.note(op, w.cur, 0)
+	if isIndirect(op) {
+		if w.graph != nil {
+			w.graph.note(op, w.cur, 0)
+		}
+		if checkpoints && w.checkIndirect { // the sequence is stack-neutral: valid before the call's operands are taken
+			out = append(out, w.check...)
+		}
 	}
 	return append(out, r.buf[start:r.pos]...), op, nil
 }

@@ -2,10 +2,12 @@ package interrupt
 
 // The call graph decides which function entries need a check. A guest can
 // run without bound only through a loop (every loop header is checked) or
-// through a cycle of calls, so only the functions on some cycle need a check
-// at their entry. A JSON parser's many small non-recursive functions then
-// cost nothing: on the Rust example's hook, entry checks on every function
-// that calls were three quarters of the instrumentation's cost.
+// through a cycle of calls, so it is enough that every cycle of calls holds
+// one check: at the entry of the head of each back edge of a depth-first
+// search (see entries). A JSON parser's many small functions then cost
+// nothing: on the Rust example's hook, entry checks on every function that
+// calls were three quarters of the instrumentation's cost, and checking every
+// function on a cycle still half.
 //
 // Indirect calls (call_indirect, call_ref and their tail forms) are edges to
 // a single node standing for "any function whose reference is taken" (in an
@@ -45,7 +47,7 @@ func (g *callGraph) note(op byte, cur, idx uint32) {
 
 // analyse walks the sections that hold function references and code,
 // recording the call graph instead of keeping the output, and sets w.entry
-// to the functions on a cycle. A malformed module is reported by the
+// to the functions whose entry needs a check (see entries). A malformed module is reported by the
 // rewrite that follows, so analysis errors are ignored here: w.entry stays
 // nil and the rewrite checks every function that calls.
 func (w *rewriter) analyse(m *module) error {
@@ -61,7 +63,7 @@ func (w *rewriter) analyse(m *module) error {
 			}
 		}
 	}
-	w.entry = g.cyclic()
+	w.entry, w.checkIndirect = g.entries()
 	return nil
 }
 
@@ -71,22 +73,7 @@ func (w *rewriter) analyse(m *module) error {
 // cannot exhaust the stack; node n is the indirect-call node.
 func (g *callGraph) cyclic() []bool {
 	n := len(g.callees)
-	succ := func(v int, each func(int)) {
-		if v == n {
-			for f, t := range g.taken {
-				if t {
-					each(f)
-				}
-			}
-			return
-		}
-		for _, c := range g.callees[v] {
-			each(int(c))
-		}
-		if g.indirect[v] {
-			each(n)
-		}
-	}
+	succ := g.succ
 	index, low := make([]int, n+1), make([]int, n+1) // index 0: not visited yet
 	onStack := make([]bool, n+1)
 	var stack []int
@@ -151,6 +138,74 @@ func (g *callGraph) cyclic() []bool {
 		}
 	}
 	return out
+}
+
+// succ calls each with the successors of node v; node len(g.callees) is the
+// indirect-call node.
+func (g *callGraph) succ(v int, each func(int)) {
+	if v == len(g.callees) {
+		for f, t := range g.taken {
+			if t {
+				each(f)
+			}
+		}
+		return
+	}
+	for _, c := range g.callees[v] {
+		each(int(c))
+	}
+	if g.indirect[v] {
+		each(len(g.callees))
+	}
+}
+
+// entries chooses the functions that get an entry check: enough that every
+// cycle of calls holds one, fewer than every function on a cycle. Every
+// cycle of a directed graph holds a back edge of any depth-first search, so
+// the targets of the back edges (the "loop headers" of the call graph) do.
+// When the indirect-call node is one, indirect reports it: then every
+// indirect call site gets the check instead, as every cycle through that
+// node makes an indirect call. (Checking the taken functions' entries
+// instead would also check their direct calls, most of their calls.)
+func (g *callGraph) entries() (entry []bool, indirect bool) {
+	n := len(g.callees)
+	head := make([]bool, n+1)
+	state := make([]byte, n+1) // 0 unvisited, 1 on the current path, 2 done
+	type frame struct {
+		v     int
+		succs []int
+		i     int
+	}
+	var frames []frame
+	push := func(v int) {
+		state[v] = 1
+		var ss []int
+		g.succ(v, func(s int) { ss = append(ss, s) })
+		frames = append(frames, frame{v: v, succs: ss})
+	}
+	for root := 0; root <= n; root++ {
+		if state[root] != 0 {
+			continue
+		}
+		push(root)
+		for len(frames) > 0 {
+			f := &frames[len(frames)-1]
+			if f.i == len(f.succs) {
+				state[f.v] = 2
+				frames = frames[:len(frames)-1]
+				continue
+			}
+			s := f.succs[f.i]
+			f.i++
+			switch state[s] {
+			case 0:
+				push(s)
+			case 1:
+				head[s] = true // a back edge: s is on the path to here
+			}
+		}
+	}
+	return head[:n], head[n]
 }
 
 // callsItself reports whether f has a direct call to itself.

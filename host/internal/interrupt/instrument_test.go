@@ -592,7 +592,7 @@ func TestEntryChecksOnCycles(t *testing.T) {
 		want   uint64
 	}{
 		{"chain", 41, 0, 42},       // three functions, no cycle
-		{"even", 10, 11, 1},        // mutual recursion: every entry
+		{"even", 10, 6, 1},         // mutual recursion: one check a turn of the cycle, at even
 		{"self_indirect", 5, 6, 0}, // recursion through the table
 		{"via_table", 1, 0, 2},     // an indirect call to a function on no cycle
 	} {
@@ -603,6 +603,30 @@ func TestEntryChecksOnCycles(t *testing.T) {
 		}
 		if n := c.calls.Load() - before; n != s.checks {
 			t.Errorf("%s(%d): %d checks, want %d", s.fn, s.arg, n, s.checks)
+		}
+	}
+}
+
+// TestChecksAtIndirectCalls checks the case where a cycle runs through the indirect-call node: the check
+// then sits before every indirect call, and the taken functions' entries stay unchecked.
+func TestChecksAtIndirectCalls(t *testing.T) {
+	r, c := newRuntime(t, wazero.NewRuntimeConfig())
+	mod := instantiate(t, r, instrument(t, wat(t, "indirect"), 1))
+	for _, s := range []struct {
+		fn     string
+		args   []uint64
+		checks int64
+	}{
+		{"start", []uint64{5}, 6}, // six indirect calls
+		{"direct", nil, 0},        // $b entered directly, making no indirect call
+	} {
+		before := c.calls.Load()
+		got, err := mod.ExportedFunction(s.fn).Call(context.Background(), s.args...)
+		if err != nil || got[0] != 7 {
+			t.Fatalf("%s%v = %v, %v; want 7", s.fn, s.args, got, err)
+		}
+		if n := c.calls.Load() - before; n != s.checks {
+			t.Errorf("%s%v: %d checks, want %d", s.fn, s.args, n, s.checks)
 		}
 	}
 }

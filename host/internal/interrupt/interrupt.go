@@ -3,8 +3,9 @@
 //
 // Why not wazero's WithCloseOnContextDone: it compiles an exit from native code to Go at every loop
 // header, and a JSON parser loops per byte, so a Rust hook call cost 108 us instead of 16 us. Instead,
-// like wasmtime's fuel and epochs, Instrument makes every loop header and the entry of every function that
-// calls another (the checkpoints) decrement a counter in a new global, and every period-th checkpoint call the imported
+// like wasmtime's fuel and epochs, Instrument makes every loop header, and enough function entries (or indirect
+// call sites) that every cycle of calls holds one (the checkpoints; see graph.go), decrement a counter in a new
+// global, and every period-th checkpoint call the imported
 // function Module.Func, which the host implements: it checks the call's context and panics with the
 // context's error, which wazero recovers and returns from the call (wrapped with %w). Because that import
 // is a Go call, it is also where the Go runtime can preempt the goroutine: wasm code running in wazero
@@ -15,9 +16,9 @@
 // could not run during a stop-the-world anyway).
 //
 // These checkpoints suffice: code that reaches none runs straight through its body (there are no other
-// backward branches) before it returns or reaches one, and every cycle of calls, tail calls included, runs
-// through functions that call. Leaving out the entry of leaf functions halves the checks of a JSON parser. A single long instruction
-// (memory.fill or memory.copy over a large range) is not interrupted; the memory limit bounds it.
+// backward branches) before it returns or reaches one, and every cycle of calls, tail calls included, holds one.
+// A single long instruction (memory.fill or memory.copy over a large range) is not interrupted; the memory
+// limit bounds it.
 //
 // The rewrite follows the WebAssembly 2.0 binary format plus the features wazero v1.12 accepts
 // (threads, tail calls, extended constant expressions, exception handling with try_table, typed function
@@ -33,7 +34,7 @@ import (
 
 // Version changes whenever Instrument's output for a given input and period changes, so that a cache of
 // instrumented modules keyed by it never serves a stale rewrite.
-const Version = 2
+const Version = 3
 
 // Module and Func name the import the instrumented module gains. The host must provide it, as a function
 // of type () -> (), before it instantiates the module.
@@ -42,8 +43,9 @@ const (
 	Func   = "interrupt_check"
 )
 
-// Instrument returns a copy of the binary module wasm in which every loop header and the entry of every
-// function that calls another decrements a new mutable i32 global and, every period-th time, calls the import Module.Func (the counter
+// Instrument returns a copy of the binary module wasm in which every checkpoint (every loop header, and function
+// entries or indirect call sites enough to cut every cycle of calls) decrements a new mutable i32 global and,
+// every period-th time, calls the import Module.Func (the counter
 // starts at period and is reset to it, so on a fresh instance the n-th call happens at the (n*period)-th
 // checkpoint; the counter is per instance and carries over from one export call to the next).
 //
