@@ -129,7 +129,7 @@ func printReport(w io.Writer, rep *host.Report) {
 	fmt.Fprintf(w, "loader:   %s\n", rep.Loader)
 	fmt.Fprintf(w, "markers:  %s\n", orNone(rep.Markers))
 	if m := rep.Manifest; m != nil {
-		fmt.Fprintf(w, "plugin:   %s %s, ABI v%d\n", m.Name, m.Version, m.ABIVersion)
+		fmt.Fprintf(w, "plugin:   %s, ABI v%d\n", strings.TrimSpace(m.Name+" "+m.Version), m.ABIVersion)
 		fmt.Fprintf(w, "hooks:    %s\n", orNone(rep.Hooks))
 		if rep.Capabilities != nil {
 			fmt.Fprintf(w, "capabilities: %s\n", capabilities(rep.Capabilities))
