@@ -273,16 +273,7 @@ func (r *reader) immediates(op byte, start int) error {
 		}
 		return nil
 	case 0x1C: // select t*
-		n, err := r.u32()
-		if err != nil {
-			return err
-		}
-		for i := uint32(0); i < n; i++ {
-			if err := r.valType(); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.valTypes()
 	case 0x1F: // try_table: block type, vec(catch)
 		return r.tryTable()
 	case opI32Const:

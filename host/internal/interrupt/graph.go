@@ -47,10 +47,10 @@ func (g *callGraph) note(op byte, cur, idx uint32) {
 
 // analyse walks the sections that hold function references and code,
 // recording the call graph instead of keeping the output, and sets w.entry
-// to the functions whose entry needs a check (see entries). A malformed module is reported by the
-// rewrite that follows, so analysis errors are ignored here: w.entry stays
+// and w.checkIndirect (see entries). A malformed module is reported by the
+// rewrite that follows, so here it only stops the analysis: w.entry stays
 // nil and the rewrite checks every function that calls.
-func (w *rewriter) analyse(m *module) error {
+func (w *rewriter) analyse(m *module) {
 	n := int(min(m.funcs, uint32(len(m.buf)))) // a body takes at least a byte: the count cannot exceed that
 	g := &callGraph{funcImports: m.funcImports, callees: make([][]uint32, n), indirect: make([]bool, n), taken: make([]bool, n)}
 	w.graph = g
@@ -59,85 +59,11 @@ func (w *rewriter) analyse(m *module) error {
 		switch s.id {
 		case idGlobal, idTable, idElement, idCode:
 			if _, err := w.section(nil, s); err != nil {
-				return nil
+				return
 			}
 		}
 	}
 	w.entry, w.checkIndirect = g.entries()
-	return nil
-}
-
-// cyclic marks the functions that lie on a cycle of calls: those in a
-// strongly connected component of more than one node, or calling themselves.
-// Tarjan's algorithm, iterative, so that a long call chain in a large module
-// cannot exhaust the stack; node n is the indirect-call node.
-func (g *callGraph) cyclic() []bool {
-	n := len(g.callees)
-	succ := g.succ
-	index, low := make([]int, n+1), make([]int, n+1) // index 0: not visited yet
-	onStack := make([]bool, n+1)
-	var stack []int
-	next := 1
-	out := make([]bool, n)
-	type frame struct {
-		v     int
-		succs []int
-		i     int
-	}
-	for root := 0; root <= n; root++ {
-		if index[root] != 0 {
-			continue
-		}
-		var frames []frame
-		push := func(v int) {
-			index[v], low[v] = next, next
-			next++
-			stack = append(stack, v)
-			onStack[v] = true
-			var ss []int
-			succ(v, func(s int) { ss = append(ss, s) })
-			frames = append(frames, frame{v: v, succs: ss})
-		}
-		push(root)
-		for len(frames) > 0 {
-			f := &frames[len(frames)-1]
-			if f.i < len(f.succs) {
-				s := f.succs[f.i]
-				f.i++
-				if index[s] == 0 {
-					push(s)
-				} else if onStack[s] {
-					low[f.v] = min(low[f.v], index[s])
-				}
-				continue
-			}
-			v := f.v
-			frames = frames[:len(frames)-1]
-			if len(frames) > 0 {
-				p := frames[len(frames)-1].v
-				low[p] = min(low[p], low[v])
-			}
-			if low[v] != index[v] {
-				continue
-			}
-			// v is the root of a component: pop it.
-			i := len(stack) - 1
-			for stack[i] != v {
-				i--
-			}
-			comp := stack[i:]
-			stack = stack[:i]
-			for _, u := range comp {
-				onStack[u] = false
-			}
-			for _, u := range comp {
-				if u < n && (len(comp) > 1 || g.callsItself(u)) {
-					out[u] = true
-				}
-			}
-		}
-	}
-	return out
 }
 
 // succ calls each with the successors of node v; node len(g.callees) is the
@@ -206,14 +132,4 @@ func (g *callGraph) entries() (entry []bool, indirect bool) {
 		}
 	}
 	return head[:n], head[n]
-}
-
-// callsItself reports whether f has a direct call to itself.
-func (g *callGraph) callsItself(f int) bool {
-	for _, c := range g.callees[f] {
-		if int(c) == f {
-			return true
-		}
-	}
-	return false
 }

@@ -222,9 +222,7 @@ func (m *module) rewrite(period uint32) ([]byte, error) {
 	// The function count is only declared too: capped, so that a valid index plus one still fits a u32.
 	funcs := min(uint64(m.funcImports)+uint64(m.funcs), math.MaxUint32)
 	w := newRewriter(m.funcImports, funcs, uint32(global), m.types, period)
-	if err := w.analyse(m); err != nil {
-		return nil, err
-	}
+	w.analyse(m)
 
 	missing := make([]byte, 0, len(added))
 	for _, id := range added {

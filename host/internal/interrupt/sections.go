@@ -28,7 +28,7 @@ func (m *module) readTypes(r *reader) error {
 	return r.expectEnd()
 }
 
-// funcType skips a function type: 0x60, parameter types, result types.
+// funcType skips a function type: 0x60, the parameter types, the result types.
 func (r *reader) funcType() error {
 	at := r.pos
 	if b, err := r.readByte(); err != nil {
@@ -36,15 +36,21 @@ func (r *reader) funcType() error {
 	} else if b != 0x60 {
 		return r.malformed(at, "type constructor %#x, want 0x60 (function)", b)
 	}
-	for k := 0; k < 2; k++ {
-		n, err := r.u32()
-		if err != nil {
+	if err := r.valTypes(); err != nil {
+		return err
+	}
+	return r.valTypes()
+}
+
+// valTypes skips a vector of value types.
+func (r *reader) valTypes() error {
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		if err := r.valType(); err != nil {
 			return err
-		}
-		for i := uint32(0); i < n; i++ {
-			if err := r.valType(); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
