@@ -1,6 +1,9 @@
 package interrupt
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // The code walker: it decodes every instruction of every function body (and of every constant expression)
 // to find the loop headers and the function indices, and copies the rest byte for byte. Decoding all of
@@ -9,19 +12,36 @@ import "slices"
 
 // Opcodes the walker acts on or emits.
 const (
-	opIf            = 0x04
-	opLoop          = 0x03
-	opEnd           = 0x0B
-	opCall          = 0x10
-	opReturnCall    = 0x12 // tail calls
-	opReturnCallRef = 0x15 // typed function references: the last call opcode
-	opGlobalGet     = 0x23
-	opGlobalSet     = 0x24
-	opI32Const      = 0x41
-	opI32Eqz        = 0x45
-	opI32Sub        = 0x6B
-	opRefFunc       = 0xD2
-	blockEmpty      = 0x40
+	opBlock              = 0x02
+	opLoop               = 0x03
+	opIf                 = 0x04
+	opThrow              = 0x08
+	opThrowRef           = 0x0A
+	opEnd                = 0x0B
+	opBr                 = 0x0C
+	opBrIf               = 0x0D
+	opBrTable            = 0x0E
+	opReturn             = 0x0F
+	opCall               = 0x10
+	opCallIndirect       = 0x11
+	opReturnCall         = 0x12 // tail calls
+	opReturnCallIndirect = 0x13
+	opCallRef            = 0x14 // typed function references
+	opReturnCallRef      = 0x15 // the last call opcode
+	opTryTable           = 0x1F
+	opLocalGet           = 0x20
+	opLocalSet           = 0x21
+	opLocalTee           = 0x22
+	opGlobalGet          = 0x23
+	opGlobalSet          = 0x24
+	opI32Const           = 0x41
+	opI32Eqz             = 0x45
+	opI32Sub             = 0x6B
+	opRefFunc            = 0xD2
+	opBrOnNull           = 0xD5
+	opBrOnNonNull        = 0xD6
+	blockEmpty           = 0x40
+	typeI32              = 0x7F
 )
 
 // rewriter holds what the second pass writes into the module.
@@ -29,8 +49,9 @@ type rewriter struct {
 	funcImports uint32 // the added import's index: function indices from here on shift by one
 	funcs       uint64 // functions before instrumentation, at most MaxUint32: every function index must be below
 	checkType   uint32 // index of the added type () -> ()
+	global      uint32 // the counter's index
 	period      uint32
-	check       []byte // the sequence injected at every checkpoint
+	check       []byte // the sequence injected at every checkpoint of a function that does not cache the counter
 	body        []byte // scratch for one function body, reused
 
 	graph *callGraph // set during the analysis pass, which records calls instead of keeping the output
@@ -39,30 +60,129 @@ type rewriter struct {
 	// checkIndirect: every indirect call gets a check before it (from the
 	// analysis; with no analysis, the entry checks of every caller cover them).
 	checkIndirect bool
+	cache         []bool   // by defined function: keeps the counter in a local (from the analysis; see cached)
+	reach         []bool   // by defined function: may run a checkpoint, so a caller that caches the counter saves it first
+	params        []uint32 // by defined function: its parameter count, where its locals start
+	typeParams    []uint32 // by type index: the parameter count, which a loop's block type may have
+	fn            cached   // the function being rewritten
+}
+
+// cached is how the function being rewritten reaches the counter. One that
+// has checkpoints keeps the counter in a local of its own (a register once
+// compiled), loaded at its entry and after calls, saved before calls and
+// wherever it leaves: decrementing a global at every loop header made each
+// iteration wait on the previous one's store, which doubled the time of a
+// JSON parser's byte loops. The others use the global directly, or not at all.
+type cached struct {
+	on                       bool
+	check, loop, load, store []byte // the checkpoints (see loopSequence), global to local, local to global
+	depth                    int    // blocks open around the instruction: a branch to label depth leaves the function
 }
 
 func newRewriter(funcImports uint32, funcs uint64, global, checkType, period uint32) *rewriter {
-	return &rewriter{funcImports: funcImports, funcs: funcs, checkType: checkType, period: period,
-		check: checkSequence(global, funcImports, period)}
+	return &rewriter{funcImports: funcImports, funcs: funcs, checkType: checkType, global: global, period: period,
+		check: checkSequence(opGlobalGet, opGlobalSet, global, funcImports, period)}
 }
 
-// checkSequence is the code injected at a checkpoint, with the counter global c and the import f:
+// checkSequence is the code injected at a checkpoint, with the counter c
+// (get and set are global.get and global.set, or local.get and local.set)
+// and the import f:
 //
-//	global.get c  i32.const 1  i32.sub  global.set c
-//	global.get c  i32.eqz  if  i32.const period  global.set c  call f  end
+//	get c  i32.const 1  i32.sub  set c
+//	get c  i32.eqz  if  i32.const period  set c  call f  end
 //
 // Decrementing first makes every period-th checkpoint call f. The sequence leaves the operand stack as it
-// found it and uses no local, so it is valid at a function's start and at a loop's start whatever the loop
-// parameters beneath.
-func checkSequence(c, f, period uint32) []byte {
-	b := appendU32([]byte{opGlobalGet}, c)
-	b = append(b, opI32Const, 1, opI32Sub, opGlobalSet)
+// found it, so it is valid at a function's start and at a loop's start whatever the loop parameters beneath.
+func checkSequence(get, set byte, c, f, period uint32) []byte {
+	b := appendU32([]byte{get}, c)
+	b = append(b, opI32Const, 1, opI32Sub, set)
 	b = appendU32(b, c)
-	b = appendU32(append(b, opGlobalGet), c)
+	b = appendU32(append(b, get), c)
 	b = append(b, opI32Eqz, opIf, blockEmpty, opI32Const)
-	b = appendU32(append(appendS32(b, int32(period)), opGlobalSet), c) // period above MaxInt32 wraps: c is used as unsigned
+	b = appendU32(append(appendS32(b, int32(period)), set), c) // period above MaxInt32 wraps: c is used as unsigned
 	b = appendU32(append(b, opCall), f)
 	return append(b, opEnd)
+}
+
+// loopSequence is the checkpoint at the header of a loop without parameters
+// in a function that caches the counter in the local c:
+//
+//	block  local.get c  i32.const 1  i32.sub  local.tee c  br_if 0
+//	       i32.const period+1  local.set c  call f  br 1  end
+//
+// The call to f is off the loop's path: it starts the iteration over rather
+// than rejoining it, which is why the counter restarts one higher. Rejoining
+// (checkSequence's if) made wazero's register allocator reload every value
+// live across the call on every iteration, which cost as much as the loop.
+// A loop's parameters could not be passed again from inside the block.
+func loopSequence(c, f, period uint32) []byte {
+	b := appendU32([]byte{opBlock, blockEmpty, opLocalGet}, c)
+	b = append(b, opI32Const, 1, opI32Sub, opLocalTee)
+	b = append(appendU32(b, c), opBrIf, 0, opI32Const)
+	b = appendU32(append(appendS32(b, int32(period+1)), opLocalSet), c) // period+1 wraps to 0 at MaxUint32: the decrement wraps back
+	b = appendU32(append(b, opCall), f)
+	return append(b, opBr, 1, opEnd)
+}
+
+// begin readies w.fn for the function w.cur, which declares the local
+// entries declared, locals in all: it caches the counter if the analysis
+// chose it and one more local fits.
+func (w *rewriter) begin(declared uint32, locals uint64) {
+	w.fn = cached{}
+	f := w.cur
+	if int(f) >= len(w.cache) || !w.cache[f] || declared == math.MaxUint32 || locals >= math.MaxUint32 ||
+		uint64(w.params[f])+locals >= math.MaxUint32 {
+		return
+	}
+	l := uint32(uint64(w.params[f]) + locals)
+	w.fn = cached{on: true,
+		check: checkSequence(opLocalGet, opLocalSet, l, w.funcImports, w.period),
+		loop:  loopSequence(l, w.funcImports, w.period),
+		load:  appendU32(append(appendU32([]byte{opGlobalGet}, w.global), opLocalSet), l),
+		store: appendU32(append(appendU32([]byte{opLocalGet}, l), opGlobalSet), w.global)}
+}
+
+// checkpoint is the check of the function being rewritten.
+func (w *rewriter) checkpoint() []byte {
+	if w.fn.on {
+		return w.fn.check
+	}
+	return w.check
+}
+
+// leaves tells whether op, whose immediates r is at, leaves the function
+// being rewritten: a return, a tail call, the body's last end, or a branch
+// to the body's label.
+func (w *rewriter) leaves(op byte, r reader) bool {
+	switch op {
+	case opReturn, opReturnCall, opReturnCallIndirect, opReturnCallRef:
+		return true
+	case opEnd:
+		return w.fn.depth == 0
+	case opBr, opBrIf, opBrOnNull, opBrOnNonNull:
+		l, err := r.u32()
+		return err == nil && int64(l) == int64(w.fn.depth)
+	case opBrTable:
+		n, err := r.u32()
+		for i := uint64(0); err == nil && i <= uint64(n); i++ {
+			var l uint32
+			if l, err = r.u32(); err == nil && int64(l) == int64(w.fn.depth) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reaches tells whether a call to the function index idx may run a
+// checkpoint: then a caller that caches the counter saves it before the call
+// and reloads it after. A host function may call back into the guest.
+func (w *rewriter) reaches(idx uint32) bool {
+	if idx < w.funcImports {
+		return true
+	}
+	f := idx - w.funcImports
+	return int64(f) >= int64(len(w.reach)) || w.reach[f]
 }
 
 // funcIdx copies a function index, renumbered: the added import takes index funcImports.
@@ -107,22 +227,31 @@ func (w *rewriter) codeSection(r *reader) ([]byte, error) {
 	return out, r.expectEnd()
 }
 
-// function rewrites one body: the locals, then the instructions up to the end of the body.
+// function rewrites one body: the locals (one more when it caches the counter), then the instructions up
+// to the end of the body, then its prologue at the start.
 func (w *rewriter) function(r *reader, out []byte) ([]byte, error) {
 	mark := r.pos
 	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
+	decls, locals := r.pos, uint64(0)
 	for i := uint32(0); i < n; i++ {
-		if _, err := r.u32(); err != nil {
+		c, err := r.u32()
+		if err != nil {
 			return nil, err
 		}
+		locals += uint64(c)
 		if err := r.valType(); err != nil {
 			return nil, err
 		}
 	}
-	out = append(out, r.buf[mark:r.pos]...)
+	w.begin(n, locals)
+	if w.fn.on {
+		out = append(append(appendU32(out, n+1), r.buf[decls:r.pos]...), 1, typeI32)
+	} else {
+		out = append(out, r.buf[mark:r.pos]...)
+	}
 	entry, calls := len(out), false
 	for r.remaining() > 0 {
 		var op byte
@@ -131,10 +260,17 @@ func (w *rewriter) function(r *reader, out []byte) ([]byte, error) {
 		}
 		calls = calls || isCall(op)
 	}
+	checked := w.entry != nil && int(w.cur) < len(w.entry) && w.entry[w.cur]
+	switch {
+	case w.fn.on:
+		out = slices.Insert(out, entry, w.fn.load...)
+		if checked {
+			out = slices.Insert(out, entry+len(w.fn.load), w.fn.check...)
+		}
 	// Without the analysis (the pass that makes it), a function that calls
 	// nothing needs no entry check: with its loops checked, it ends in a
 	// bounded number of steps.
-	if w.entry != nil && int(w.cur) < len(w.entry) && w.entry[w.cur] || w.entry == nil && calls {
+	case checked || w.entry == nil && calls:
 		out = slices.Insert(out, entry, w.check...)
 	}
 	return out, nil
@@ -163,59 +299,97 @@ func (w *rewriter) constExpr(r *reader, out []byte) ([]byte, error) {
 	}
 }
 
-// instr copies one instruction to out, renumbering a function index, and after a loop's block type
-// appends the check if checkpoints is set. It returns the opcode.
+// instr copies one instruction to out, renumbering a function index. In a function body (checkpoints
+// set) it adds the check after a loop's block type and, if the analysis asks, before an indirect call, and
+// in a function that caches the counter, the saves and loads around calls and exits. It returns the opcode.
 func (w *rewriter) instr(r *reader, out []byte, checkpoints bool) ([]byte, byte, error) {
 	start := r.pos
 	op, err := r.readByte()
 	if err != nil {
 		return nil, 0, err
 	}
+	on := checkpoints && w.fn.on
+	leaving := on && w.leaves(op, *r)
 	switch op {
 	case opCall, opReturnCall, opRefFunc:
+		peek := *r
+		idx, _ := peek.u32() // funcIdx reports a bad one
 		if w.graph != nil {
-			peek := *r
-			idx, _ := peek.u32() // funcIdx reports a bad one
 			w.graph.note(op, w.cur, idx)
 		}
-		out, err = w.funcIdx(r, append(out, op))
+		save := on && op == opCall && w.reaches(idx)
+		if save || leaving {
+			out = append(out, w.fn.store...)
+		}
+		if out, err = w.funcIdx(r, append(out, op)); err == nil && save {
+			out = append(out, w.fn.load...)
+		}
 		return out, op, err
 	case opLoop:
-		if err := r.blockType(); err != nil {
+		t, err := r.blockType()
+		if err != nil {
 			return nil, 0, err
 		}
 		out = append(out, r.buf[start:r.pos]...)
 		if checkpoints {
-			out = append(out, w.check...)
+			if w.graph != nil {
+				w.graph.loop(w.cur)
+			}
+			if w.fn.on && (t < 0 || t < int64(len(w.typeParams)) && w.typeParams[t] == 0) {
+				out = append(out, w.fn.loop...)
+			} else {
+				out = append(out, w.checkpoint()...)
+			}
+			w.fn.depth++
 		}
 		return out, op, nil
 	}
 	if err := r.immediates(op, start); err != nil {
 		return nil, 0, err
 	}
+	if w.graph != nil && (op == opThrow || op == opThrowRef || op == opTryTable) {
+		w.graph.eh = true
+	}
+	save := false
 	if isIndirect(op) {
 		if w.graph != nil {
 			w.graph.note(op, w.cur, 0)
 		}
 		if checkpoints && w.checkIndirect { // the sequence is stack-neutral: valid before the call's operands are taken
-			out = append(out, w.check...)
+			out = append(out, w.checkpoint()...)
+		}
+		save = on && (op == opCallIndirect || op == opCallRef)
+	}
+	if save || leaving { // after the check: a save before it would miss its decrement
+		out = append(out, w.fn.store...)
+	}
+	out = append(out, r.buf[start:r.pos]...)
+	if save {
+		out = append(out, w.fn.load...)
+	}
+	if checkpoints {
+		switch op {
+		case opBlock, opIf, opTryTable:
+			w.fn.depth++
+		case opEnd:
+			w.fn.depth--
 		}
 	}
-	return append(out, r.buf[start:r.pos]...), op, nil
+	return out, op, nil
 }
 
-// blockType skips a block type: 0x40 (empty), a value type, or an s33 type index. wazero reads it as one
-// s33, and so does this, so that a (ref null ht) or (ref ht) type is followed by its heap type whichever
-// way the prefix is encoded.
-func (r *reader) blockType() error {
+// blockType skips a block type: 0x40 (empty), a value type, or an s33 type index, which it returns (-1
+// for the others). wazero reads it as one s33, and so does this, so that a (ref null ht) or (ref ht) type
+// is followed by its heap type whichever way the prefix is encoded.
+func (r *reader) blockType() (int64, error) {
 	v, err := r.s33()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if v == refNullPrefix-0x80 || v == refPrefix-0x80 { // the prefixes as s33: -29 and -28
-		return r.skipLEB(5)
+		return -1, r.skipLEB(5)
 	}
-	return nil
+	return max(v, -1), nil
 }
 
 // memarg skips a memory argument: alignment and offset.
@@ -253,7 +427,8 @@ func (r *reader) immediates(op byte, start int) error {
 		// unreachable nop else throw_ref end return drop select ref.is_null ref.as_non_null
 		return nil
 	case 0x02, opIf: // block if
-		return r.blockType()
+		_, err := r.blockType()
+		return err
 	case 0x08, 0x0C, 0x0D, 0x14, 0x15, 0xD5, 0xD6:
 		// throw tag, br label, br_if label, call_ref type, return_call_ref type, br_on_null, br_on_non_null
 		return r.u32s(1)
@@ -273,7 +448,8 @@ func (r *reader) immediates(op byte, start int) error {
 		}
 		return nil
 	case 0x1C: // select t*
-		return r.valTypes()
+		_, err := r.valTypes()
+		return err
 	case 0x1F: // try_table: block type, vec(catch)
 		return r.tryTable()
 	case opI32Const:
@@ -299,7 +475,7 @@ func (r *reader) immediates(op byte, start int) error {
 // tryTable skips try_table's immediates: a block type and catch clauses, each a kind (0 catch, 1 catch_ref:
 // tag and label; 2 catch_all, 3 catch_all_ref: label).
 func (r *reader) tryTable() error {
-	if err := r.blockType(); err != nil {
+	if _, err := r.blockType(); err != nil {
 		return err
 	}
 	n, err := r.u32()

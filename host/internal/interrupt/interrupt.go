@@ -4,16 +4,18 @@
 // Why not wazero's WithCloseOnContextDone: it compiles an exit from native code to Go at every loop
 // header, and a JSON parser loops per byte, so a Rust hook call cost 108 us instead of 16 us. Instead,
 // like wasmtime's fuel and epochs, Instrument makes every loop header, and enough function entries (or indirect
-// call sites) that every cycle of calls holds one (the checkpoints; see graph.go), decrement a counter in a new
-// global, and every period-th checkpoint call the imported
+// call sites) that every cycle of calls holds one (the checkpoints; see graph.go), decrement a counter, and
+// every period-th checkpoint call the imported
 // function Module.Func, which the host implements: it checks the call's context and panics with the
 // context's error, which wazero recovers and returns from the call (wrapped with %w). Because that import
 // is a Go call, it is also where the Go runtime can preempt the goroutine: wasm code running in wazero
-// cannot be preempted, so without checkpoints a spinning guest stalls every garbage collection. A
-// checkpoint costs a global load and store and a predictable branch, 1 to 2 ns, where wazero's exit check
-// costs about 40 ns (BenchmarkLoop); with a period of about 10,000 the Go call is amortised to nothing and
-// a stop-the-world waits some tens of microseconds at most. No goroutine has to set a flag (a flag setter
-// could not run during a stop-the-world anyway).
+// cannot be preempted, so without checkpoints a spinning guest stalls every garbage collection. The counter
+// lives in a new global, which a function with checkpoints copies into a local of its own for its
+// duration (saved before calls that may reach a checkpoint and wherever it leaves), so that a checkpoint
+// is a register decrement and a predictable branch, with the call to Module.Func off the loop's path (see
+// loopSequence). wazero's exit check costs about 40 ns a loop iteration (BenchmarkLoop); with a period of
+// about 10,000 the Go call is amortised to nothing and a stop-the-world waits some tens of microseconds at
+// most. No goroutine has to set a flag (a flag setter could not run during a stop-the-world anyway).
 //
 // These checkpoints suffice: code that reaches none runs straight through its body (there are no other
 // backward branches) before it returns or reaches one, and every cycle of calls, tail calls included, holds one.
@@ -34,7 +36,7 @@ import (
 
 // Version changes whenever Instrument's output for a given input and period changes, so that a cache of
 // instrumented modules keyed by it never serves a stale rewrite.
-const Version = 3
+const Version = 4
 
 // Module and Func name the import the instrumented module gains. The host must provide it, as a function
 // of type () -> (), before it instantiates the module.
@@ -44,14 +46,17 @@ const (
 )
 
 // Instrument returns a copy of the binary module wasm in which every checkpoint (every loop header, and function
-// entries or indirect call sites enough to cut every cycle of calls) decrements a new mutable i32 global and,
+// entries or indirect call sites enough to cut every cycle of calls) decrements a new mutable i32 global (or
+// a function's local copy of it) and,
 // every period-th time, calls the import Module.Func (the counter
 // starts at period and is reset to it, so on a fresh instance the n-th call happens at the (n*period)-th
 // checkpoint; the counter is per instance and carries over from one export call to the next).
 //
 // The module gains a type () -> () at the end of its types, the import at the end of its imports (every
 // defined function's index shifts by one: calls, ref.func, element segments, exports, the start function
-// and the function names are renumbered) and the global at the end of its globals. Custom sections are
+// and the function names are renumbered) and the global at the end of its globals; a function with
+// checkpoints gains an i32 local after its own, except in a module that throws or catches exceptions (an
+// exception would skip the local's save: there every checkpoint uses the global). Custom sections are
 // kept, except the DWARF .debug_* sections, whose code offsets the rewrite invalidates.
 //
 // A failure is an *Error that matches ErrMalformed or ErrUnsupported under errors.Is and names the section
@@ -140,8 +145,10 @@ type module struct {
 	types         uint32 // types defined by the type section: the index of the added type
 	funcImports   uint32 // imported functions: the index of the added import
 	globalImports uint32
-	funcs         uint32 // defined functions (function section count)
-	globals       uint32 // defined globals (global section count)
+	funcs         uint32   // defined functions (function section count)
+	params        []uint32 // by type index: the number of parameters
+	funcTypes     []uint32 // by defined function: its type index
+	globals       uint32   // defined globals (global section count)
 }
 
 // split checks the header and the section order, and reads the counts.
@@ -196,7 +203,7 @@ func (m *module) count(id byte, body reader) error {
 	case idImport:
 		err = m.readImports(&body)
 	case idFunction:
-		m.funcs, err = body.u32()
+		err = m.readFunctions(&body)
 	case idGlobal:
 		m.globals, err = body.u32()
 	}

@@ -3,8 +3,9 @@ package interrupt
 // The sections that the rewrite extends, or that hold function indices (spec 5.5). Each rewrite reads the
 // whole section, copies what it does not change byte for byte, and fails on trailing bytes.
 
-// readTypes counts the types, since the added one takes the next index. An entry is a function type or,
-// as wazero also accepts, a recursive type group (0x4E, from the GC proposal) of several function types.
+// readTypes counts the types, since the added one takes the next index, and keeps each one's parameter
+// count, where a function's locals start. An entry is a function type or, as wazero also accepts, a
+// recursive type group (0x4E, from the GC proposal) of several function types.
 func (m *module) readTypes(r *reader) error {
 	n, err := r.u32()
 	if err != nil {
@@ -19,41 +20,63 @@ func (m *module) readTypes(r *reader) error {
 			}
 		}
 		for j := uint32(0); j < group; j++ {
-			if err := r.funcType(); err != nil {
+			params, err := r.funcType()
+			if err != nil {
 				return err
 			}
+			m.params = append(m.params, params)
 			m.types++ // at least 3 bytes each, in a section of at most 4 GiB: no overflow
 		}
 	}
 	return r.expectEnd()
 }
 
-// funcType skips a function type: 0x60, the parameter types, the result types.
-func (r *reader) funcType() error {
+// funcType skips a function type (0x60, the parameter types, the result types) and returns its number
+// of parameters.
+func (r *reader) funcType() (uint32, error) {
 	at := r.pos
 	if b, err := r.readByte(); err != nil {
-		return err
+		return 0, err
 	} else if b != 0x60 {
-		return r.malformed(at, "type constructor %#x, want 0x60 (function)", b)
+		return 0, r.malformed(at, "type constructor %#x, want 0x60 (function)", b)
 	}
-	if err := r.valTypes(); err != nil {
-		return err
+	params, err := r.valTypes()
+	if err != nil {
+		return 0, err
 	}
-	return r.valTypes()
+	_, err = r.valTypes()
+	return params, err
 }
 
-// valTypes skips a vector of value types.
-func (r *reader) valTypes() error {
+// valTypes skips a vector of value types and returns its length.
+func (r *reader) valTypes() (uint32, error) {
+	n, err := r.u32()
+	if err != nil {
+		return 0, err
+	}
+	for i := uint32(0); i < n; i++ {
+		if err := r.valType(); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// readFunctions keeps the type index of every defined function.
+func (m *module) readFunctions(r *reader) error {
 	n, err := r.u32()
 	if err != nil {
 		return err
 	}
+	m.funcs = n
 	for i := uint32(0); i < n; i++ {
-		if err := r.valType(); err != nil {
+		t, err := r.u32()
+		if err != nil {
 			return err
 		}
+		m.funcTypes = append(m.funcTypes, t)
 	}
-	return nil
+	return r.expectEnd()
 }
 
 // readImports counts the imported functions and globals (the added import and global go after them) and

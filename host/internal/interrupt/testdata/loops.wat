@@ -25,4 +25,45 @@
       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
       (br_if $l (local.get $n)))
     (local.get $acc))
+;; A loop that calls a function with a loop of its own: n + n*m checkpoints. A function with a
+  ;; checkpoint keeps the counter in a local, so outer must save it before each call to inner and reload it
+  ;; after (not around the call to leaf, which has no checkpoint), or the counts of inner are lost.
+  (func $inner (param $m i32)
+    (loop $l
+      (local.set $m (i32.sub (local.get $m) (i32.const 1)))
+      (br_if $l (local.get $m))))
+  (func $leaf)
+  (func (export "outer") (param $n i32) (param $m i32)
+    (loop $l
+      (call $inner (local.get $m))
+      (call $leaf)
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br_if $l (local.get $n))))
+
+  ;; After a loop of k iterations, leaves by the way $how picks: 0 br to the body's label, 1 br_if to it,
+  ;; 2 br_table to it, 3 return, 4 the body's end. Each must save the local copy of the counter.
+  (func $exit (param $how i32) (param $k i32) (result i32)
+    (loop $l
+      (local.set $k (i32.sub (local.get $k) (i32.const 1)))
+      (br_if $l (local.get $k)))
+    (block $b
+      (br_if $b (i32.ne (local.get $how) (i32.const 0)))
+      (br 1 (i32.const 7)))
+    (block $b
+      (br_if $b (i32.ne (local.get $how) (i32.const 1)))
+      (br_if 1 (i32.const 7) (i32.const 1))
+      (drop))
+    (block $b
+      (br_if $b (i32.ne (local.get $how) (i32.const 2)))
+      (br_table 1 1 (i32.const 7) (i32.const 0)))
+    (block $b
+      (br_if $b (i32.ne (local.get $how) (i32.const 3)))
+      (return (i32.const 7)))
+    (i32.const 7))
+  ;; n calls of exit(how, k): n + n*k checkpoints; traps if exit answers other than 7.
+  (func (export "exits") (param $how i32) (param $n i32) (param $k i32)
+    (loop $l
+      (if (i32.ne (call $exit (local.get $how) (local.get $k)) (i32.const 7)) (then unreachable))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br_if $l (local.get $n))))
 )

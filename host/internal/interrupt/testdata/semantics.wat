@@ -120,6 +120,19 @@
       drop
     end)
 
+  ;; n * (n + 1) / 2 again, from a loop with a result and no parameters (the loop form of the check, whose
+  ;; slow path restarts the iteration), with a value on the operand stack beneath it.
+  (func (export "triangle2") (param $n i32) (result i32)
+    (local $acc i32)
+    i32.const 1000
+    loop $l (result i32)
+      (local.set $acc (i32.add (local.get $acc) (local.get $n)))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br_if $l (local.get $n))
+      local.get $acc
+    end
+    i32.sub)
+
   ;; 10, 20 or 30 as x is 0, 1 or anything else.
   (func (export "classify") (param $x i32) (result i32)
     (block $d (result i32)
