@@ -441,18 +441,16 @@ func (c *conformer) call(call ConformCall, input []byte, pc payloadCheck, guestN
 func (c *conformer) destroy() {
 	p := c.p
 	call := ConformCall{Name: "destroy", Kind: ConformDestroy, Export: abi.ExportDestroy, Input: "(empty)"}
-	callCtx, cancel := context.WithTimeout(c.ctx, p.limits.Timeout)
-	defer cancel()
 	before := p.Stats()
 	start := time.Now()
-	inst, err := p.get(callCtx)
+	inst, err := p.get(c.ctx)
 	var kind error
 	var msg string
 	if err != nil {
 		kind, msg = p.classify(c.ctx, err), "instantiate"
 	} else {
 		var view []byte
-		view, kind, msg, err = inst.call(callCtx, abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+		view, kind, msg, err = inst.call(c.ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
 		if kind == nil || kind == ErrGuest {
 			call.MemoryBytes = inst.memoryBytes()
 			call.MemoryPages = call.MemoryBytes / 65536

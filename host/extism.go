@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -291,7 +292,11 @@ func guestOf(ctx context.Context) *extismGuest {
 	return g
 }
 
-func (g *extismGuest) call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+// call enforces the deadline through the context, as go-sdk's runtime
+// closes a module whose context is done (Extism modules are not instrumented).
+func (g *extismGuest) call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	switch {
 	case g.m.tools && export == abi.ExportDescribe:
 		return g.describeTools(ctx, maxOut)

@@ -238,7 +238,7 @@ func TestExtismInputLimit(t *testing.T) {
 	}
 	defer g.close()
 	over := (mib*16-extismKernelPages+1)*wasmPage + 1
-	view, kind, _, _ := g.call(context.Background(), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
+	view, kind, _, _ := g.call(context.Background(), time.Now().Add(DefaultTimeout), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
 	if kind == nil && string(view) == "0123456789abcdef" {
 		t.Fatalf("an input of %d bytes arrived whole in %d MiB: extismInputCap is too strict for this kernel", over, mib)
 	}

@@ -446,6 +446,14 @@ func TestHTTPRequestImport(t *testing.T) {
 	if n := f.otherHits.Load(); n != 0 {
 		t.Fatalf("the host not allowed received %d requests", n)
 	}
+	// The plugin call's deadline cuts a request that the HTTP timeout would let run (/slow answers after 5 s).
+	short := load(t, l, Config{Name: "short", Path: fixture(t, "cap_http"), Limits: Limits{Timeout: 200 * time.Millisecond},
+		Grants: Grants{Hosts: []string{"localhost"}, HTTPTimeout: time.Minute}})
+	start := time.Now()
+	if out, err := call(short, abi.ExportBuildPrompt, `{"url":"`+f.allowedURL+`/slow"}`); !errors.Is(err, ErrGuest) ||
+		!strings.Contains(err.Error(), "timed out") || time.Since(start) > 4*time.Second {
+		t.Errorf("a request past the call's deadline: %q, %v after %v; want a guest error at the deadline", out, err, time.Since(start))
+	}
 	for _, q := range []*Plugin{ungranted, p} {
 		if st := q.Stats(); st.Discarded != 0 || st.Instantiated != 1 {
 			t.Fatalf("%s: stats %+v: a denied request must not trap", q.Name(), st)

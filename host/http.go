@@ -220,7 +220,10 @@ func (p *Plugin) hostHTTPRequest(ctx context.Context, mod api.Module, stack []ui
 		err = fmt.Errorf("http_request: the request is not an HTTPRequest JSON object")
 	default:
 		var resp abi.HTTPResponse
-		if resp, err = p.sandbox.http.do(ctx, req); err == nil {
+		reqCtx, cancel := callContext(ctx)
+		resp, err = p.sandbox.http.do(reqCtx, req)
+		cancel()
+		if err == nil {
 			out, err = json.Marshal(resp)
 		}
 	}

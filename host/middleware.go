@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
@@ -96,9 +97,7 @@ func (p *Plugin) destroy(ctx context.Context, idle []*instance) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			callCtx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
-			defer cancel()
-			_, kind, msg, err := inst.call(callCtx, abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+			_, kind, msg, err := inst.call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
 			p.stats.calls.Add(1)
 			if kind == nil {
 				return

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -74,9 +75,28 @@ func checkInterrupt(ctx context.Context, mod api.Module, _ []uint64) {
 	if err := ctx.Err(); err != nil {
 		panic(err)
 	}
+	if d, ok := ctx.Value(deadlineKey{}).(*time.Time); ok && !time.Now().Before(*d) {
+		panic(context.DeadlineExceeded)
+	}
 	if mod.IsClosed() {
 		panic(ErrClosed)
 	}
+}
+
+// deadlineKey is the context key of a native call's deadline, a *time.Time,
+// which checkInterrupt and the host functions that block enforce: nothing
+// else in a native call watches the context, and a context.WithTimeout per
+// call (a runtime timer started and stopped) cost more than a third of a
+// microsecond, a tenth of a small call.
+type deadlineKey struct{}
+
+// callContext is ctx ending at the native call's deadline too, for a host
+// function that blocks (http_request).
+func callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Value(deadlineKey{}).(*time.Time); ok {
+		return context.WithDeadline(ctx, *d)
+	}
+	return ctx, func() {}
 }
 
 func (m *nativeModule) exports(name string) bool {
@@ -102,10 +122,11 @@ func (m *nativeModule) instantiate(ctx context.Context, logw io.Writer) (guest, 
 // lookup, and resolving every export up front doubled the memory of an
 // instance whose plugin uses few of its hooks.
 type nativeGuest struct {
-	mod   api.Module
-	alloc api.Function
-	fns   map[string]api.Function // nil: the module does not export it
-	stack []uint64                // reused by CallWithStack
+	mod      api.Module
+	alloc    api.Function
+	fns      map[string]api.Function // nil: the module does not export it
+	stack    []uint64                // reused by CallWithStack
+	deadline time.Time               // the current call's, for checkInterrupt
 }
 
 func (in *nativeGuest) memoryBytes() uint32 { return in.mod.Memory().Size() }
@@ -174,7 +195,9 @@ func valueTypes(ts []api.ValueType) string {
 
 // call runs one export on this instance and returns its output in place in
 // guest memory, valid until the instance's next call. A non-nil kind is the failure.
-func (in *nativeGuest) call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (in *nativeGuest) call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+	in.deadline = deadline
+	ctx = context.WithValue(ctx, deadlineKey{}, &in.deadline)
 	fn, ok := in.fns[export]
 	if !ok {
 		fn = in.mod.ExportedFunction(export)

@@ -65,8 +65,9 @@ type module interface {
 // guest is one live instance of a module, used by one goroutine at a time.
 type guest interface {
 	// call runs export with input and returns its output in place, valid
-	// until the next call; a non-nil kind is the failure.
-	call(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error)
+	// until the next call; a non-nil kind is the failure. The call ends at
+	// deadline, or when ctx is done, whichever comes first.
+	call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error)
 	// memoryBytes is the size of the guest's linear memory.
 	memoryBytes() uint32
 	close()
@@ -315,9 +316,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 	if err != nil {
 		return fail(p.classify(ctx, err), "instantiate", err)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
-	defer cancel()
-	view, kind, msg, err := inst.call(callCtx, export, input, p.limits.MaxOutputBytes)
+	view, kind, msg, err := inst.call(ctx, time.Now().Add(p.limits.Timeout), export, input, p.limits.MaxOutputBytes)
 	if kind == nil {
 		if err = read(view); err != nil {
 			kind, msg = ErrBadOutput, truncate(view, 200)
