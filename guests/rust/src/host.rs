@@ -36,7 +36,39 @@ pub const CONFIG_BUF: usize = 256;
 /// The plugin's own config value for `key` (the `[plugins.config]` table of
 /// morph's configuration), or `None` when it is not set. A value longer than
 /// the first buffer is fetched again with a buffer of its size.
+///
+/// The values are fixed while the plugin is loaded (SPEC section 5), so the
+/// answers for the first [`CONFIG_CACHED`] keys asked are kept: a hook that
+/// reads its config on every call makes one host call per key, not one per call.
 pub fn config(key: &str) -> Option<String> {
+    if let Some(v) = CONFIG_CACHE.with(|c| c.borrow().iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())) {
+        return v;
+    }
+    let v = fetch_config(key);
+    CONFIG_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() < CONFIG_CACHED {
+            c.push((key.to_string(), v.clone()));
+        }
+    });
+    v
+}
+
+/// How many keys [`config`] keeps the answers of; a plugin that reads more
+/// (keys it makes up, say) asks the host for the others every time.
+pub const CONFIG_CACHED: usize = 64;
+
+thread_local! {
+    static CONFIG_CACHE: std::cell::RefCell<Vec<(String, Option<String>)>> = std::cell::RefCell::new(Vec::new());
+}
+
+/// Forgets the answers [`config`] kept (native tests change the values).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn forget_config() {
+    CONFIG_CACHE.with(|c| c.borrow_mut().clear());
+}
+
+fn fetch_config(key: &str) -> Option<String> {
     let mut buf = vec![0u8; CONFIG_BUF];
     // A value cannot change between two calls; the bound only guards
     // against a host that keeps answering a larger size.
@@ -217,6 +249,31 @@ mod tests {
         assert_eq!(calls() - before, 1);
         assert_eq!(config("empty").as_deref(), Some(""));
         assert_eq!(config("absent"), None);
+    }
+
+    #[test]
+    fn config_asks_the_host_once_per_key() {
+        testing::clear_config();
+        testing::set_config("rule", "r1");
+        let calls = || sys::CONFIG_CALLS.with(|c| *c.borrow());
+        let before = calls();
+        for _ in 0..3 {
+            assert_eq!(config("rule").as_deref(), Some("r1"));
+            assert_eq!(config("absent"), None);
+        }
+        assert_eq!(calls() - before, 2, "one host call for each key, absent ones included");
+        testing::set_config("rule", "r2"); // a test's change: forgets the answers
+        assert_eq!(config("rule").as_deref(), Some("r2"));
+        testing::clear_config();
+        let before = calls();
+        for i in 0..CONFIG_CACHED + 10 {
+            config(&format!("k{i}"));
+        }
+        let after_first = calls() - before;
+        for i in 0..CONFIG_CACHED + 10 {
+            config(&format!("k{i}"));
+        }
+        assert_eq!(calls() - before - after_first, 10, "past the cache's size, the rest are asked every time");
     }
 
     #[test]

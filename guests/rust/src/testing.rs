@@ -56,11 +56,13 @@ pub fn call_str(export: Export, input: &str) -> Result<String, String> {
 /// Sets the plugin's config value for key, as `[plugins.config]` would.
 pub fn set_config(key: &str, value: &str) {
     sys::CONFIG.with(|c| c.borrow_mut().insert(key.to_string(), value.to_string()));
+    crate::host::forget_config();
 }
 
 /// Unsets every config value.
 pub fn clear_config() {
     sys::CONFIG.with(|c| c.borrow_mut().clear());
+    crate::host::forget_config();
 }
 
 /// Serves the plugin's HTTP requests ([`crate::http_request`]) with `f`, as
