@@ -82,7 +82,8 @@ func BenchmarkCall(b *testing.B) {
 }
 
 // BenchmarkBareWazero is the same exchange written directly against wazero,
-// with the same sandbox settings (the instrumented module, a deadline per call,
+// with the same sandbox settings (the instrumented module, a deadline per call
+// as morph's native loader gives it,
 // cached function handles, WASI and a stub host module for the Go guest):
 // the floor morph's call path is measured against.
 func BenchmarkBareWazero(b *testing.B) { benchBare(b, bareInstrumented) }
@@ -109,7 +110,7 @@ func benchBare(b *testing.B, mode int) {
 	benchCalls(b, func(b *testing.B, path string) func([]byte) ([]byte, error) {
 		mod, alloc, fn := bareInstance(b, path, mode)
 		stack := make([]uint64, 2)
-		return func(in []byte) ([]byte, error) { return bareCall(ctx, mod, alloc, fn, stack, in) }
+		return func(in []byte) ([]byte, error) { return bareCall(ctx, mode, mod, alloc, fn, stack, in) }
 	})
 }
 
@@ -167,9 +168,19 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 	return mod, mod.ExportedFunction(abi.ExportAlloc), mod.ExportedFunction(abi.ExportBuildPrompt)
 }
 
-func bareCall(ctx context.Context, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
-	defer cancel()
+// bareCall gives the call a deadline as its mode enforces it: a context
+// value checkInterrupt reads (as morph's native loader does), a context
+// deadline for close-on-done, none for the unbounded mode.
+func bareCall(ctx context.Context, mode int, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
+	switch mode {
+	case bareInstrumented:
+		deadline := time.Now().Add(DefaultTimeout)
+		ctx = context.WithValue(ctx, deadlineKey{}, &deadline)
+	case bareCloseOnDone:
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
 	stack[0] = uint64(len(in))
 	if err := alloc.CallWithStack(ctx, stack); err != nil {
 		return nil, err
