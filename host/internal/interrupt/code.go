@@ -210,11 +210,7 @@ func (w *rewriter) codeSection(r *reader) ([]byte, error) {
 	}
 	out := appendU32(make([]byte, 0, r.remaining()+r.remaining()/4), n)
 	for i := uint32(0); i < n; i++ {
-		size, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		body, err := r.sub(size)
+		body, err := r.sized()
 		if err != nil {
 			return nil, err
 		}

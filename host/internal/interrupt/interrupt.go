@@ -171,11 +171,7 @@ func split(wasm []byte) (*module, error) {
 			return nil, r.malformed(start, "unknown section id %d", id)
 		}
 		r.section = sectionNames[id]
-		size, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		body, err := r.sub(size)
+		body, err := r.sized()
 		if err != nil {
 			return nil, err
 		}

@@ -37,9 +37,14 @@ func (r *reader) skip(n int) error {
 	return nil
 }
 
-// sub returns a reader over the next n bytes and advances r past them: a section, a function body
-// or a name subsection is read through its own reader so that it cannot overrun its declared size.
-func (r *reader) sub(n uint32) (reader, error) {
+// sized reads a u32 size and returns a reader over that many bytes after it, advancing r past them: a
+// section, a function body or a name subsection is read through its own reader so that it cannot overrun
+// its declared size.
+func (r *reader) sized() (reader, error) {
+	n, err := r.u32()
+	if err != nil {
+		return reader{}, err
+	}
 	start := r.pos
 	if err := r.skip(int(n)); err != nil {
 		return reader{}, err

@@ -338,13 +338,9 @@ func (w *rewriter) nameSection(r *reader) []byte {
 	for r.remaining() > 0 {
 		start := r.pos
 		id, _ := r.readByte() // cannot fail: remaining > 0
-		size, err := r.u32()
+		sub, err := r.sized()
 		if err != nil {
 			return out // the rest is unreadable
-		}
-		sub, err := r.sub(size)
-		if err != nil {
-			return out
 		}
 		switch {
 		case id == 1 || id == 2 || id == 3:
