@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // FuzzInstrument feeds arbitrary bytes to Instrument. Whatever they are, it returns a module or an error,
@@ -52,7 +53,7 @@ func FuzzInstrument(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := interrupt.Instrument(in, 3)
-		if err != nil && !errors.Is(err, interrupt.ErrMalformed) && !errors.Is(err, interrupt.ErrUnsupported) {
+		if err != nil && !errors.Is(err, wasmbin.ErrMalformed) && !errors.Is(err, interrupt.ErrUnsupported) {
 			t.Fatalf("error of no kind: %v", err)
 		}
 		if hugeCount(in) || !compiles(in) {

@@ -1,5 +1,7 @@
 package interrupt
 
+import "github.com/morphhost/morph/host/internal/wasmbin"
+
 // The call graph decides which function entries need a check. A guest can
 // run without bound only through a loop (every loop header is checked) or
 // through a cycle of calls, so it is enough that every cycle of calls holds
@@ -71,8 +73,8 @@ func (w *rewriter) analyse(m *module) {
 	w.graph = g
 	defer func() { w.graph, w.body = nil, w.body[:0] }()
 	for _, s := range m.sections {
-		switch s.id {
-		case idGlobal, idTable, idElement, idCode:
+		switch s.ID {
+		case wasmbin.IDGlobal, wasmbin.IDTable, wasmbin.IDElement, wasmbin.IDCode:
 			if _, err := w.section(nil, s); err != nil {
 				return
 			}

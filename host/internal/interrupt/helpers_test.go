@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // allFeatures is everything wazero v1.12 can compile, for the fixtures that use tail calls, threads,
@@ -99,7 +100,7 @@ func instantiate(t testing.TB, r wazero.Runtime, wasm []byte) api.Module {
 // Hand-assembled modules: for what wat2wasm 1.0.32 cannot write (try_table; call_ref in its final
 // encoding) and for malformed input.
 
-func u32(v uint32) []byte { return interrupt.AppendU32(nil, v) }
+func u32(v uint32) []byte { return wasmbin.AppendU32(nil, v) }
 
 func vec(items ...[]byte) []byte {
 	return append(u32(uint32(len(items))), bytes.Join(items, nil)...)

@@ -21,6 +21,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 func i32(v int32) uint64 { return uint64(uint32(v)) }
@@ -498,37 +499,37 @@ func TestErrors(t *testing.T) {
 		offset  int
 		msg     string
 	}{
-		{"empty", nil, interrupt.ErrMalformed, "header", 0, "magic"},
-		{"text", []byte("(module)"), interrupt.ErrMalformed, "header", 0, "magic"},
-		{"version 2", []byte("\x00asm\x02\x00\x00\x00"), interrupt.ErrMalformed, "header", 4, "version"},
-		{"truncated section size", module([]byte{1, 0x80}), interrupt.ErrMalformed, "type", 10, "unexpected end"},
-		{"section overruns the module", module([]byte{1, 5, 0}), interrupt.ErrMalformed, "type", 10, "5 bytes needed, 1 left"},
-		{"overlong LEB", module([]byte{1, 0x80, 0x80, 0x80, 0x80, 0x80, 0}), interrupt.ErrMalformed, "type", 9, "longer than 5 bytes"},
-		{"LEB over 32 bits", module([]byte{1, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F}), interrupt.ErrMalformed, "type", 9, "overflows"},
-		{"unknown section", module(typeSec, sec(14)), interrupt.ErrMalformed, "unknown", 8 + len(typeSec), "unknown section id 14"},
-		{"out of order", module(funcSec, typeSec), interrupt.ErrMalformed, "type", 8 + len(funcSec), "out of order"},
-		{"repeated", module(typeSec, typeSec), interrupt.ErrMalformed, "type", 8 + len(typeSec), "out of order or repeated"},
-		{"unknown opcode", code(0x01, 0x27, 0x0B), interrupt.ErrMalformed, "code", codeAt + 1, "unknown opcode 0x27"},
-		{"legacy try", code(0x06, 0x40, 0x0B, 0x0B), interrupt.ErrMalformed, "code", codeAt, "unknown opcode 0x6"},
-		{"unknown 0xfc", code(0xFC, 18, 0x0B), interrupt.ErrMalformed, "code", codeAt, "unknown opcode 0xfc 18"},
-		{"unassigned SIMD", code(0xFD, 0x9A, 0x01, 0x0B), interrupt.ErrMalformed, "code", codeAt, "unknown opcode 0xfd 154"},
-		{"relaxed SIMD", code(0xFD, 0x80, 0x02, 0x0B), interrupt.ErrMalformed, "code", codeAt, "unknown opcode 0xfd 256"},
-		{"unknown atomic", code(0xFE, 0x04, 0x0B), interrupt.ErrMalformed, "code", codeAt, "unknown opcode 0xfe 4"},
-		{"bad LEB in call", code(0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x0B), interrupt.ErrMalformed, "code", codeAt + 1, "longer than 5 bytes"},
-		{"call out of range", code(0x10, 1, 0x0B), interrupt.ErrMalformed, "code", codeAt + 1, "function index 1 out of range"},
-		{"function count beyond its section", module(typeSec, sec(3, u32(0xFFFFFFFF))), interrupt.ErrMalformed, "function", 8 + len(typeSec) + 7, "unexpected end"},
-		{"truncated immediate", code(0x44, 0, 0), interrupt.ErrMalformed, "code", codeAt + 1, "8 bytes needed, 2 left"},
-		{"body overruns the section", module(typeSec, funcSec, sec(10, vec([]byte{9, 0, 0x0B}))), interrupt.ErrMalformed, "code", codeAt - 1, "9 bytes needed, 2 left"},
-		{"trailing bytes", module(typeSec, funcSec, sec(7, vec(append(str("f"), 0, 0)), []byte{0})), interrupt.ErrMalformed, "export", 8 + len(typeSec) + len(funcSec) + 7, "1 unexpected bytes"},
-		{"bad import kind", module(sec(2, vec(append(append(str("m"), str("f")...), 9)))), interrupt.ErrMalformed, "import", 15, "unknown import kind 0x9"},
-		{"element flags", module(sec(9, vec(u32(8)))), interrupt.ErrMalformed, "element", 11, "flags 8"},
+		{"empty", nil, wasmbin.ErrMalformed, "header", 0, "magic"},
+		{"text", []byte("(module)"), wasmbin.ErrMalformed, "header", 0, "magic"},
+		{"version 2", []byte("\x00asm\x02\x00\x00\x00"), wasmbin.ErrMalformed, "header", 4, "version"},
+		{"truncated section size", module([]byte{1, 0x80}), wasmbin.ErrMalformed, "type", 10, "unexpected end"},
+		{"section overruns the module", module([]byte{1, 5, 0}), wasmbin.ErrMalformed, "type", 10, "5 bytes needed, 1 left"},
+		{"overlong LEB", module([]byte{1, 0x80, 0x80, 0x80, 0x80, 0x80, 0}), wasmbin.ErrMalformed, "type", 9, "longer than 5 bytes"},
+		{"LEB over 32 bits", module([]byte{1, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F}), wasmbin.ErrMalformed, "type", 9, "overflows"},
+		{"unknown section", module(typeSec, sec(14)), wasmbin.ErrMalformed, "unknown", 8 + len(typeSec), "unknown section id 14"},
+		{"out of order", module(funcSec, typeSec), wasmbin.ErrMalformed, "type", 8 + len(funcSec), "out of order"},
+		{"repeated", module(typeSec, typeSec), wasmbin.ErrMalformed, "type", 8 + len(typeSec), "out of order or repeated"},
+		{"unknown opcode", code(0x01, 0x27, 0x0B), wasmbin.ErrMalformed, "code", codeAt + 1, "unknown opcode 0x27"},
+		{"legacy try", code(0x06, 0x40, 0x0B, 0x0B), wasmbin.ErrMalformed, "code", codeAt, "unknown opcode 0x6"},
+		{"unknown 0xfc", code(0xFC, 18, 0x0B), wasmbin.ErrMalformed, "code", codeAt, "unknown opcode 0xfc 18"},
+		{"unassigned SIMD", code(0xFD, 0x9A, 0x01, 0x0B), wasmbin.ErrMalformed, "code", codeAt, "unknown opcode 0xfd 154"},
+		{"relaxed SIMD", code(0xFD, 0x80, 0x02, 0x0B), wasmbin.ErrMalformed, "code", codeAt, "unknown opcode 0xfd 256"},
+		{"unknown atomic", code(0xFE, 0x04, 0x0B), wasmbin.ErrMalformed, "code", codeAt, "unknown opcode 0xfe 4"},
+		{"bad LEB in call", code(0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x0B), wasmbin.ErrMalformed, "code", codeAt + 1, "longer than 5 bytes"},
+		{"call out of range", code(0x10, 1, 0x0B), wasmbin.ErrMalformed, "code", codeAt + 1, "function index 1 out of range"},
+		{"function count beyond its section", module(typeSec, sec(3, u32(0xFFFFFFFF))), wasmbin.ErrMalformed, "function", 8 + len(typeSec) + 7, "unexpected end"},
+		{"truncated immediate", code(0x44, 0, 0), wasmbin.ErrMalformed, "code", codeAt + 1, "8 bytes needed, 2 left"},
+		{"body overruns the section", module(typeSec, funcSec, sec(10, vec([]byte{9, 0, 0x0B}))), wasmbin.ErrMalformed, "code", codeAt - 1, "9 bytes needed, 2 left"},
+		{"trailing bytes", module(typeSec, funcSec, sec(7, vec(append(str("f"), 0, 0)), []byte{0})), wasmbin.ErrMalformed, "export", 8 + len(typeSec) + len(funcSec) + 7, "1 unexpected bytes"},
+		{"bad import kind", module(sec(2, vec(append(append(str("m"), str("f")...), 9)))), wasmbin.ErrMalformed, "import", 15, "unknown import kind 0x9"},
+		{"element flags", module(sec(9, vec(u32(8)))), wasmbin.ErrMalformed, "element", 11, "flags 8"},
 		{"already imported", module(typeSec, sec(2, vec(append(append(str(interrupt.Module), str(interrupt.Func)...), 0, 0)))),
 			interrupt.ErrUnsupported, "import", 8 + len(typeSec) + 3, "already imports morph:internal.interrupt_check"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := interrupt.Instrument(tc.wasm, 10)
-			var e *interrupt.Error
+			var e *wasmbin.Error
 			if !errors.As(err, &e) || !errors.Is(err, tc.kind) {
 				t.Fatalf("Instrument = %d bytes, %v; want an *Error of kind %v", len(out), err, tc.kind)
 			}
@@ -540,7 +541,7 @@ func TestErrors(t *testing.T) {
 
 	t.Run("message", func(t *testing.T) {
 		_, err := interrupt.Instrument(code(0x27, 0x0B), 10)
-		if want := "interrupt: malformed module: code section at offset 0x17: unknown opcode 0x27"; err == nil || err.Error() != want {
+		if want := "malformed module: code section at offset 0x17: unknown opcode 0x27"; err == nil || err.Error() != want {
 			t.Errorf("err = %v, want %s", err, want)
 		}
 	})
@@ -553,7 +554,7 @@ func TestErrors(t *testing.T) {
 	})
 	t.Run("period 0", func(t *testing.T) {
 		_, err := interrupt.Instrument(module(), 0)
-		if err == nil || errors.Is(err, interrupt.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
+		if err == nil || errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
 			t.Errorf("err = %v, want an argument error", err)
 		}
 	})
@@ -569,7 +570,7 @@ func TestTruncated(t *testing.T) {
 		switch {
 		case err == nil:
 			boundaries++
-		case !errors.Is(err, interrupt.ErrMalformed):
+		case !errors.Is(err, wasmbin.ErrMalformed):
 			t.Fatalf("cut at %d: %v, want ErrMalformed", n, err)
 		}
 	}

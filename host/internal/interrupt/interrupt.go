@@ -22,16 +22,16 @@
 // A single long instruction (memory.fill or memory.copy over a large range) is not interrupted; the memory
 // limit bounds it.
 //
-// The rewrite follows the WebAssembly 2.0 binary format plus the features wazero v1.12 accepts
-// (threads, tail calls, extended constant expressions, exception handling with try_table, typed function
-// references). It decodes every instruction, so an opcode it does not know is an error, never a guess.
+// The rewrite reads the module with package wasmbin, which decodes every instruction, so an opcode it does
+// not know is an error, never a guess.
 package interrupt
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strings"
+
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // Version changes whenever Instrument's output for a given input and period changes, so that a cache of
@@ -59,8 +59,8 @@ const (
 // exception would skip the local's save: there every checkpoint uses the global). Custom sections are
 // kept, except the DWARF .debug_* sections, whose code offsets the rewrite invalidates.
 //
-// A failure is an *Error that matches ErrMalformed or ErrUnsupported under errors.Is and names the section
-// and the byte offset in wasm.
+// A failure is a *wasmbin.Error that matches wasmbin.ErrMalformed or ErrUnsupported under errors.Is and
+// names the section and the byte offset in wasm.
 func Instrument(wasm []byte, period uint32) ([]byte, error) {
 	if period == 0 {
 		return nil, errors.New("interrupt: period must be at least 1")
@@ -72,76 +72,17 @@ func Instrument(wasm []byte, period uint32) ([]byte, error) {
 	return m.rewrite(period)
 }
 
-// Kinds of failure, told apart with errors.Is on an *Error.
-var (
-	// ErrMalformed: the input does not follow the WebAssembly binary format (a truncated or overlong
-	// field, an unknown opcode or section, sections out of order). wazero would refuse it too.
-	ErrMalformed = errors.New("malformed module")
-	// ErrUnsupported: the input is well formed but cannot be instrumented, e.g. it already imports
-	// Module.Func (it was instrumented before, or it tries to supply its own check).
-	ErrUnsupported = errors.New("module cannot be instrumented")
-)
-
-// Error is an Instrument failure. It names the section and the byte offset in the input where the
-// problem was found, so that a report about a third-party module can be checked with wasm-objdump,
-// and it matches ErrMalformed or ErrUnsupported under errors.Is.
-type Error struct {
-	Kind    error  // ErrMalformed or ErrUnsupported
-	Section string // "header", "type", "code", ..., "unknown" (an unknown section id)
-	Offset  int    // byte offset in the input module
-	Msg     string
-}
-
-// Error reads "interrupt: <kind>: <section> section at offset <hex>: <message>", the offset in hex as
-// wasm-objdump prints it.
-func (e *Error) Error() string {
-	return fmt.Sprintf("interrupt: %v: %s section at offset %#x: %s", e.Kind, e.Section, e.Offset, e.Msg)
-}
-
-// Unwrap returns the kind, so that errors.Is(err, ErrMalformed) works on a wrapped *Error.
-func (e *Error) Unwrap() error { return e.Kind }
-
-// Section ids (spec 5.5.2; 13 is exception handling's tag section).
-const (
-	idCustom    = 0
-	idType      = 1
-	idImport    = 2
-	idFunction  = 3
-	idTable     = 4
-	idMemory    = 5
-	idGlobal    = 6
-	idExport    = 7
-	idStart     = 8
-	idElement   = 9
-	idCode      = 10
-	idData      = 11
-	idDataCount = 12
-	idTag       = 13
-)
-
-// order is each known non-custom section's place in a module, 0 for an unknown id. The tag section sits
-// between memory and global, the data count section between element and code.
-var order = [...]int{idType: 1, idImport: 2, idFunction: 3, idTable: 4, idMemory: 5, idTag: 6, idGlobal: 7,
-	idExport: 8, idStart: 9, idElement: 10, idDataCount: 11, idCode: 12, idData: 13}
-
-// sectionNames name the sections in errors, as wasm-objdump does.
-var sectionNames = [...]string{idCustom: "custom", idType: "type", idImport: "import", idFunction: "function",
-	idTable: "table", idMemory: "memory", idGlobal: "global", idExport: "export", idStart: "start",
-	idElement: "element", idCode: "code", idData: "data", idDataCount: "data count", idTag: "tag"}
-
-// section is one section of the input.
-type section struct {
-	id    byte
-	start int    // offset of the id byte: a section copied unchanged keeps its original header
-	body  reader // the payload
-}
+// ErrUnsupported is the kind of a wasmbin.Error for a well-formed module that cannot be instrumented, e.g.
+// one that already imports Module.Func (it was instrumented before, or it tries to supply its own check).
+// Malformed input is a wasmbin.ErrMalformed.
+var ErrUnsupported = errors.New("module cannot be instrumented")
 
 // module is what the first pass learns: the sections, and the counts that fix the indices of what the
 // rewrite adds. It is needed before rewriting because a custom "name" section may precede the import
 // section, and the code section needs the new global's index.
 type module struct {
 	buf           []byte
-	sections      []section
+	sections      []wasmbin.Section
 	types         uint32 // types defined by the type section: the index of the added type
 	funcImports   uint32 // imported functions: the index of the added import
 	globalImports uint32
@@ -151,57 +92,32 @@ type module struct {
 	globals       uint32   // defined globals (global section count)
 }
 
-// split checks the header and the section order, and reads the counts.
+// split reads the sections and the counts.
 func split(wasm []byte) (*module, error) {
-	r := reader{buf: wasm, end: len(wasm), section: "header"}
-	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
-		return nil, r.malformed(0, "not a WebAssembly binary module (no \\0asm magic)")
-	}
-	if string(wasm[4:8]) != "\x01\x00\x00\x00" {
-		return nil, r.malformed(4, "binary format version %x, want 1", wasm[4:8])
-	}
-	r.pos = 8
 	m := &module{buf: wasm}
-	last := 0
-	for r.remaining() > 0 {
-		start := r.pos
-		id, _ := r.readByte() // cannot fail: remaining > 0
-		if id != idCustom && (int(id) >= len(order) || order[id] == 0) {
-			r.section = "unknown"
-			return nil, r.malformed(start, "unknown section id %d", id)
-		}
-		r.section = sectionNames[id]
-		body, err := r.sized()
-		if err != nil {
-			return nil, err
-		}
-		if id != idCustom {
-			if order[id] <= last {
-				return nil, r.malformed(start, "section out of order or repeated")
-			}
-			last = order[id]
-		}
-		if err := m.count(id, body); err != nil {
-			return nil, err
-		}
-		m.sections = append(m.sections, section{id: id, start: start, body: body})
+	err := wasmbin.Walk(wasm, func(s wasmbin.Section) error {
+		m.sections = append(m.sections, s)
+		return m.count(s.ID, s.Body)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
 // count reads what the rewrite needs to know in advance from a section (body is a copy: the section's
-// reader stays at the start for the rewrite).
-func (m *module) count(id byte, body reader) error {
+// wasmbin.Reader stays at the start for the rewrite).
+func (m *module) count(id byte, body wasmbin.Reader) error {
 	var err error
 	switch id {
-	case idType:
+	case wasmbin.IDType:
 		err = m.readTypes(&body)
-	case idImport:
+	case wasmbin.IDImport:
 		err = m.readImports(&body)
-	case idFunction:
+	case wasmbin.IDFunction:
 		err = m.readFunctions(&body)
-	case idGlobal:
-		m.globals, err = body.u32()
+	case wasmbin.IDGlobal:
+		m.globals, err = body.U32()
 	}
 	return err
 }
@@ -211,7 +127,7 @@ func (m *module) count(id byte, body reader) error {
 var emptyVec = []byte{0}
 
 // added lists the sections the rewrite extends, in module order: each is created if absent.
-var added = []byte{idType, idImport, idGlobal}
+var added = []byte{wasmbin.IDType, wasmbin.IDImport, wasmbin.IDGlobal}
 
 // rewrite is the second pass: it copies the module section by section, extending the type, import and
 // global sections (creating them in their place if absent) and renumbering function indices.
@@ -220,7 +136,7 @@ func (m *module) rewrite(period uint32) ([]byte, error) {
 	// well below MaxUint32; the global count is only declared.
 	global := uint64(m.globalImports) + uint64(m.globals)
 	if global >= math.MaxUint32 {
-		return nil, &Error{Kind: ErrUnsupported, Section: "global", Msg: "no global index left for the counter"}
+		return nil, &wasmbin.Error{Kind: ErrUnsupported, Section: "global", Msg: "no global index left for the counter"}
 	}
 	// The function count is only declared too: capped, so that a valid index plus one still fits a u32.
 	funcs := min(uint64(m.funcImports)+uint64(m.funcs), math.MaxUint32)
@@ -237,7 +153,7 @@ func (m *module) rewrite(period uint32) ([]byte, error) {
 	out = append(out, m.buf[:8]...)
 	var err error
 	for _, s := range m.sections {
-		for s.id != idCustom && len(missing) > 0 && order[missing[0]] < order[s.id] {
+		for s.ID != wasmbin.IDCustom && len(missing) > 0 && wasmbin.Order[missing[0]] < wasmbin.Order[s.ID] {
 			if out, err = w.section(out, m.empty(missing[0])); err != nil {
 				return nil, err
 			}
@@ -257,7 +173,7 @@ func (m *module) rewrite(period uint32) ([]byte, error) {
 
 func (m *module) has(id byte) bool {
 	for _, s := range m.sections {
-		if s.id == id {
+		if s.ID == id {
 			return true
 		}
 	}
@@ -265,64 +181,64 @@ func (m *module) has(id byte) bool {
 }
 
 // empty is an absent section, to be created.
-func (m *module) empty(id byte) section {
-	return section{id: id, body: reader{buf: emptyVec, end: len(emptyVec), section: sectionNames[id]}}
+func (m *module) empty(id byte) wasmbin.Section {
+	return wasmbin.Section{ID: id, Body: wasmbin.NewReader(emptyVec, wasmbin.SectionNames[id])}
 }
 
 // section appends the rewrite of s to out.
-func (w *rewriter) section(out []byte, s section) ([]byte, error) {
-	r := s.body
+func (w *rewriter) section(out []byte, s wasmbin.Section) ([]byte, error) {
+	r := s.Body
 	var payload []byte
 	var err error
-	switch s.id {
-	case idType:
+	switch s.ID {
+	case wasmbin.IDType:
 		payload, err = w.typeSection(&r)
-	case idImport:
+	case wasmbin.IDImport:
 		payload, err = w.importSection(&r)
-	case idGlobal:
+	case wasmbin.IDGlobal:
 		payload, err = w.globalSection(&r)
-	case idTable:
+	case wasmbin.IDTable:
 		payload, err = w.tableSection(&r)
-	case idExport:
+	case wasmbin.IDExport:
 		payload, err = w.exportSection(&r)
-	case idStart:
+	case wasmbin.IDStart:
 		payload, err = w.startSection(&r)
-	case idElement:
+	case wasmbin.IDElement:
 		payload, err = w.elementSection(&r)
-	case idCode:
+	case wasmbin.IDCode:
 		payload, err = w.codeSection(&r)
-	case idCustom:
+	case wasmbin.IDCustom:
 		return w.customSection(out, s)
 	default: // function, memory, tag, data, data count: no function index inside
-		return append(out, r.buf[s.start:r.end]...), nil
+		return append(out, r.Buf[s.Start:r.End]...), nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	if uint64(len(payload)) > math.MaxUint32 { // a 2-byte loop header gains a 20- to 43-byte check
-		return nil, &Error{Kind: ErrUnsupported, Section: r.section, Offset: s.start, Msg: "the instrumented section exceeds 4 GiB"}
+		return nil, &wasmbin.Error{Kind: ErrUnsupported, Section: r.Section, Offset: s.Start, Msg: "the instrumented section exceeds 4 GiB"}
 	}
-	return appendSection(out, s.id, payload), nil
+	return appendSection(out, s.ID, payload), nil
 }
 
 // customSection keeps a custom section unchanged, renumbers the "name" section, and drops the DWARF
 // sections: they map code offsets to source lines, and the rewrite moves the code.
-func (w *rewriter) customSection(out []byte, s section) ([]byte, error) {
-	r := s.body
-	name, err := r.name()
+func (w *rewriter) customSection(out []byte, s wasmbin.Section) ([]byte, error) {
+	r := s.Body
+	name, err := r.Name()
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case string(name) == "name":
-		return appendSection(out, idCustom, append(appendName(nil, "name"), w.nameSection(&r)...)), nil
+		return appendSection(out, wasmbin.IDCustom, append(wasmbin.AppendName(nil, "name"), w.nameSection(&r)...)), nil
 	case strings.HasPrefix(string(name), ".debug_"):
 		return out, nil
 	}
-	return append(out, r.buf[s.start:r.end]...), nil
+	return append(out, r.Buf[s.Start:r.End]...), nil
 }
 
 func appendSection(out []byte, id byte, payload []byte) []byte {
-	out = appendU32(append(out, id), uint32(len(payload)))
+	out = wasmbin.AppendU32(append(out, id), uint32(len(payload)))
 	return append(out, payload...)
 }
