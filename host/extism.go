@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // Loader names, as Plugin.Loader and Report.Loader give them: which of the
@@ -124,7 +125,8 @@ type extismModule struct {
 // drive it into an endless loop by corrupting its own kernel memory, which
 // only wazero's mechanism stops), and caps every memory at
 // Limits.MemoryMiB, the guest's and the Extism kernel's alike (so an
-// Extism plugin may use up to twice that); the guest gets no arguments,
+// Extism plugin may use up to twice that) and the guest's tables as a
+// native plugin's (wasmbin.CapTables); the guest gets no arguments,
 // only the directories and environment variables of its grants (the
 // plugin's sandbox, as a native plugin), its http_request goes through the
 // plugin's HTTP grant, it has real clocks and the host's CSPRNG, and its
@@ -169,8 +171,12 @@ func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []b
 	if _, ok := os.LookupEnv("EXTISM_ENABLE_WASI_OUTPUT"); ok {
 		p.log.WarnContext(ctx, "EXTISM_ENABLE_WASI_OUTPUT is set: go-sdk sends this Extism plugin's stdout and stderr to the process's, past morph's log limit")
 	}
+	wasm, err = wasmbin.CapTables(renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden), l.limits.TableEntries)
+	if err != nil {
+		return nil, ErrLoad, err
+	}
 	manifest := extism.Manifest{
-		Wasm:   []extism.Wasm{extism.WasmData{Data: renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden)}},
+		Wasm:   []extism.Wasm{extism.WasmData{Data: wasm}},
 		Memory: &extism.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(p.limits.MaxOutputBytes)},
 		Config: cfg.Values,
 	}

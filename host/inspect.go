@@ -47,12 +47,17 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	wasm := cfg.Wasm
 	if wasm == nil {
 		var err error
-		if wasm, err = readModule(Config{Path: cfg.Path}); err != nil {
+		if wasm, err = l.readFile(cfg.Path); err != nil {
 			return nil, &Error{Plugin: cfg.Path, Kind: ErrLoad, Err: err}
 		}
 	}
 	sum := sha256.Sum256(wasm)
-	rep := &Report{Path: cfg.Path, Bytes: len(wasm), SHA256: hex.EncodeToString(sum[:]), Loader: moduleLoader(wasm)}
+	rep := &Report{Path: cfg.Path, Bytes: len(wasm), SHA256: hex.EncodeToString(sum[:])}
+	if err := l.checkModule(wasm); err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+		return rep, nil
+	}
+	rep.Loader = moduleLoader(wasm)
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(l.cache))
 	defer r.Close(ctx)
 	compiled, err := r.CompileModule(ctx, wasm)

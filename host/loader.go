@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,6 +28,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // Limits bound what one plugin may use. Zero fields take the Default* values.
@@ -51,8 +54,6 @@ const (
 	DefaultMaxLogBytes    = 64 << 10
 	DefaultSessionIdle    = 10 * time.Minute
 	DefaultMaxSessions    = 256
-	// MaxModuleBytes caps the size of a .wasm file the loader reads.
-	MaxModuleBytes = 256 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -126,6 +127,18 @@ const (
 // IsolationModes are the valid Config.Isolation values.
 func IsolationModes() []string { return []string{IsolationPooled, IsolationSession, IsolationCall} }
 
+// ModuleLimits bound what a module may declare: its size, its functions'
+// locals, bodies and nesting, its counts of types, imports, globals, tables
+// and segments (see the fields). The loader refuses a module over any of
+// them before compiling it, with an error that names the limit, the value
+// and the setting; zero fields take wasmbin's defaults, far above what real
+// guests declare. Tables' maximum sizes are also capped at TableEntries
+// altogether, so that table.grow past it fails in the guest.
+type ModuleLimits = wasmbin.Limits
+
+// DefaultModuleLimits are the limits of zero ModuleLimits fields.
+func DefaultModuleLimits() ModuleLimits { return wasmbin.DefaultLimits() }
+
 // Loader compiles and loads plugins. One Loader serves a process; its
 // compilation cache is shared by every plugin it loads.
 type Loader struct {
@@ -133,6 +146,7 @@ type Loader struct {
 	cacheDir  string // "" when the cache is in memory only
 	log       *slog.Logger
 	secretEnv []string
+	limits    ModuleLimits // with defaults
 }
 
 // LoaderOptions configure a Loader.
@@ -145,6 +159,8 @@ type LoaderOptions struct {
 	// model API key's): a plugin whose Grants.Env names one fails to load,
 	// whoever configured it, so the key cannot reach a guest by mistake.
 	SecretEnv []string
+	// ModuleLimits bound what the modules this loader loads may declare.
+	ModuleLimits ModuleLimits
 }
 
 // DefaultCacheDir is morph's compilation cache under the user cache directory.
@@ -180,25 +196,20 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	if dir == "off" {
 		dir = ""
 	}
-	return &Loader{cache: cache, cacheDir: dir, log: log, secretEnv: slices.Clone(opts.SecretEnv)}, nil
+	return &Loader{cache: cache, cacheDir: dir, log: log, secretEnv: slices.Clone(opts.SecretEnv),
+		limits: opts.ModuleLimits.WithDefaults()}, nil
 }
 
 // Close releases the compilation cache; close the loader's plugins first.
 func (l *Loader) Close(ctx context.Context) error { return l.cache.Close(ctx) }
 
 // readModule returns the module's bytes, checked against the sha256 pin and
-// the wasm magic number.
-func readModule(cfg Config) ([]byte, error) {
+// (see checkModule) the loader's ModuleLimits.
+func (l *Loader) readModule(cfg Config) ([]byte, error) {
 	wasm := cfg.Wasm
 	if wasm == nil {
-		info, err := os.Stat(cfg.Path)
-		if err != nil {
-			return nil, err
-		}
-		if info.Size() > MaxModuleBytes {
-			return nil, fmt.Errorf("%s is %d bytes, over the %d-byte module limit", cfg.Path, info.Size(), MaxModuleBytes)
-		}
-		if wasm, err = os.ReadFile(cfg.Path); err != nil {
+		var err error
+		if wasm, err = l.readFile(cfg.Path); err != nil {
 			return nil, err
 		}
 	}
@@ -208,8 +219,48 @@ func readModule(cfg Config) ([]byte, error) {
 			return nil, fmt.Errorf("sha256 mismatch: the module's is %s, the pin is %s", got, pin)
 		}
 	}
-	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
-		return nil, fmt.Errorf("not a WebAssembly module (no \\0asm header)")
+	if err := l.checkModule(wasm); err != nil {
+		return nil, err
 	}
 	return wasm, nil
+}
+
+// readFile reads the module file at path, if it is within
+// ModuleLimits.ModuleBytes.
+func (l *Loader) readFile(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() > int64(l.limits.ModuleBytes) {
+		return nil, fmt.Errorf("%s is %d bytes, over the limit of %d; if the module is genuine, raise [wasm.limits] %s",
+			path, info.Size(), l.limits.ModuleBytes, moduleLimitSettings["ModuleBytes"])
+	}
+	return os.ReadFile(path)
+}
+
+// checkModule refuses bytes that are not a module, or a module that
+// declares more than the loader's ModuleLimits allow, before anything
+// compiles it (wazero's decoder allocates by the counts a module declares).
+func (l *Loader) checkModule(wasm []byte) error {
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return errors.New("not a WebAssembly module (no \\0asm header)")
+	}
+	_, err := wasmbin.Check(wasm, l.limits)
+	var le *wasmbin.LimitError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%w; if the module is genuine, raise [wasm.limits] %s", err, moduleLimitSettings[le.Limit])
+	}
+	return err
+}
+
+// moduleLimitSettings name the morph.toml key of each ModuleLimits field,
+// for the messages that tell an operator what to raise.
+var moduleLimitSettings = map[string]string{
+	"ModuleBytes": "module_mb", "CodeBytes": "code_mb", "FunctionBytes": "function_kb", "Functions": "functions",
+	"FunctionLocals": "function_locals", "TotalLocals": "total_locals", "NestingDepth": "nesting_depth",
+	"NestingCost": "nesting_cost", "Types": "types", "TypeArity": "type_arity", "Imports": "imports",
+	"Exports": "exports", "Globals": "globals", "Tables": "tables", "TableEntries": "table_entries",
+	"ElementSegments": "element_segments", "ElementItems": "element_items", "DataSegments": "data_segments",
+	"Tags": "tags", "CustomSections": "custom_sections", "Names": "names",
 }

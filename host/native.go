@@ -16,6 +16,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // nativeModule is a module that implements ABI v1 itself, run directly on
@@ -39,11 +40,15 @@ const interruptPeriod = 10_000
 // loadNative instruments wasm so that it can be stopped at its deadline
 // (see package interrupt: wazero's own mechanism, WithCloseOnContextDone,
 // exits to Go at every loop header and made JSON-heavy guests 5-8x slower),
-// then compiles it in a runtime of its own, checks its exports
+// caps its tables (wasmbin.CapTables), then compiles it in a runtime of its
+// own, checks its exports
 // against ABI v1 and provides its imports. The kind of a failure is
 // ErrABIMismatch for exports, ErrLoad otherwise.
 func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ module, kind error, err error) {
 	wasm, err = l.instrumented(wasm)
+	if err == nil {
+		wasm, err = wasmbin.CapTables(wasm, l.limits.TableEntries)
+	}
 	if err != nil {
 		return nil, ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
 	}

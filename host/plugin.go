@@ -97,7 +97,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	fail := func(kind error, err error) (*Plugin, error) {
 		return nil, &Error{Plugin: label, Kind: kind, Msg: source, Err: err}
 	}
-	wasm, err := readModule(cfg)
+	wasm, err := l.readModule(cfg)
 	if err != nil {
 		return fail(ErrLoad, err)
 	}

@@ -1,0 +1,149 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// The hostile matrix, part two: modules written to take the host down by
+// what they declare or by the work and output they make the host do. Each
+// case asserts a typed error or the specification's behaviour, bounded time
+// and memory, the host still serving, and an agent run that still ends with
+// its final. SECURITY.md maps each class to its tests.
+
+// peakRSS runs fn and returns how far the process's peak resident memory
+// rose above what it held before (Linux: /proc/self/status VmHWM, reset
+// through /proc/self/clear_refs). ok is false where that is not available.
+func peakRSS(t *testing.T, fn func()) (grew int64, ok bool) {
+	t.Helper()
+	read := func(field string) int64 {
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return -1
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if rest, found := strings.CutPrefix(line, field+":"); found {
+				kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+				return kb << 10
+			}
+		}
+		return -1
+	}
+	runtime.GC()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		fn()
+		return 0, false
+	}
+	before := read("VmRSS")
+	fn()
+	return read("VmHWM") - before, before >= 0
+}
+
+// runEndsWithFinal runs an agent whose hooks include p's and checks that the
+// run still ends with its final.
+func runEndsWithFinal(t *testing.T, p *Plugin) {
+	t.Helper()
+	final, _, err := engine.New(finalModel{}, nil, p.Options()...).Run(context.Background(), "t", engine.RunOptions{})
+	if err != nil || final == nil || final.Output != "ok" {
+		t.Fatalf("run: final %+v err %v", final, err)
+	}
+}
+
+// loaders are the guest's two conventions, by the loader each goes to.
+var loaders = []struct {
+	name string
+	as   func(guestModule) guestModule
+}{
+	{LoaderNative, func(g guestModule) guestModule { return g }},
+	{LoaderExtism, guestModule.extism},
+}
+
+// The assembled guest works as the ABI says, in both conventions: the
+// matrix's attacks are changes of one part of it.
+func TestAssembledGuest(t *testing.T) {
+	for _, lc := range loaders {
+		t.Run(lc.name, func(t *testing.T) {
+			wasm := lc.as(guestModule{name: "asm"}).wasm()
+			p := load(t, newLoader(t), Config{Wasm: wasm})
+			out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{Task: "t"})
+			if err != nil || out.SystemPrompt != "ok" || p.Name() != "asm" || p.Loader() != lc.name {
+				t.Fatalf("build_prompt = %+v, %v (loader %s)", out, err, p.Loader())
+			}
+		})
+	}
+}
+
+// Class 1, decoding bombs: a module declaring more than real guests ever do
+// is refused before wazero allocates by its declarations (without the
+// check, the billions of locals kill the test process: "fatal error: out of
+// memory"), with an error naming the limit, the value and the setting.
+func TestDecodingBombs(t *testing.T) {
+	cases := []struct {
+		name    string
+		g       guestModule
+		setting string
+	}{
+		{"billions of locals", guestModule{locals: append(append([]byte{1}, leb(0xFFFFFFFF)...), 0x7F)}, "function_locals"},
+		{"a huge function", guestModule{attack: bytes.Repeat([]byte{0x01}, 3<<20)}, "function_kb"}, // 3 MiB of nop
+		{"a huge table", guestModule{tables: [][]byte{append([]byte{0x70, 0}, leb(1<<31)...)}}, "table_entries"},
+		{"nesting", guestModule{attack: append(bytes.Repeat([]byte{0x02, 0x40}, 5000), bytes.Repeat([]byte{0x0B}, 5000)...)}, "nesting_depth"},
+	}
+	l := newLoader(t)
+	for _, c := range cases {
+		for _, lc := range loaders {
+			t.Run(c.name+"/"+lc.name, func(t *testing.T) {
+				wasm := lc.as(c.g).wasm()
+				if got := moduleLoader(wasm); got != lc.name {
+					t.Fatalf("the module goes to the %s loader", got)
+				}
+				var err error
+				grew, measured := peakRSS(t, func() {
+					_, err = l.Load(context.Background(), Config{Name: "bomb", Wasm: wasm})
+				})
+				if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "over the limit") || !strings.Contains(err.Error(), c.setting) ||
+					!strings.Contains(err.Error(), `"bomb"`) {
+					t.Fatalf("Load = %v; want ErrLoad naming the plugin, the limit and the setting %s", err, c.setting)
+				}
+				if measured && grew > 64<<20 {
+					t.Fatalf("refusing the module took %d MB", grew>>20)
+				}
+			})
+		}
+	}
+}
+
+// Class 2, tables outside memory_mb: a table without a maximum grows only up
+// to the loader's TableEntries (table.grow past it answers -1, as the
+// specification says of a failed growth), so a guest cannot make the host
+// allocate 8 bytes per entry without bound. Without the cap, the grow of 8
+// million entries succeeds (answering 0) and the host holds 64 MB more.
+func TestTableGrowthCapped(t *testing.T) {
+	// build_prompt: unless table.grow 0 by 8M null entries answers -1, trap.
+	attack := append(append([]byte{0xD0, 0x70}, i32const(8<<20)...), 0xFC, 15, 0, 0x41, 0x7F, 0x47, 0x04, 0x40, 0x00, 0x0B)
+	for _, lc := range loaders {
+		t.Run(lc.name, func(t *testing.T) {
+			p := load(t, newLoader(t), Config{Name: "grower", Wasm: lc.as(guestModule{attack: attack, tables: [][]byte{{0x70, 0, 0}}}).wasm(),
+				Limits: Limits{MemoryMiB: 2, MaxOutputBytes: 64 << 10}})
+			var err error
+			grew, measured := peakRSS(t, func() {
+				_, err = invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{})
+			})
+			if err != nil {
+				t.Fatalf("table.grow past the cap did not answer -1: %v", err)
+			}
+			if measured && grew > 32<<20 {
+				t.Fatalf("the host grew %d MB", grew>>20)
+			}
+			runEndsWithFinal(t, p)
+		})
+	}
+}
