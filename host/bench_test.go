@@ -174,8 +174,7 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 func bareCall(ctx context.Context, mode int, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
 	switch mode {
 	case bareInstrumented:
-		deadline := time.Now().Add(DefaultTimeout)
-		ctx = context.WithValue(ctx, deadlineKey{}, &deadline)
+		ctx = context.WithValue(ctx, callStateKey{}, &callState{deadline: time.Now().Add(DefaultTimeout)})
 	case bareCloseOnDone:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -256,12 +255,12 @@ func (m *extismModule) exports(name string) bool {
 
 func (m *extismModule) close(ctx context.Context) error { return m.compiled.Close(ctx) }
 
-func (m *extismModule) instantiate(ctx context.Context, logw io.Writer) (guest, error) {
-	pl, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: guestConfig(m.p.sandbox, logw)})
+func (m *extismModule) instantiate(ctx context.Context, state *callState) (guest, error) {
+	pl, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: guestConfig(m.p.sandbox, state)})
 	if err != nil {
 		return nil, err
 	}
-	return &extismGuest{m: m, plugin: pl}, nil
+	return &extismGuest{m: m, plugin: pl, state: state}, nil
 }
 
 // extismGuest is one go-sdk Plugin, with what morph's host functions keep
@@ -269,6 +268,7 @@ func (m *extismModule) instantiate(ctx context.Context, logw io.Writer) (guest, 
 type extismGuest struct {
 	m      *extismModule
 	plugin *extism.Plugin
+	state  *callState
 
 	// out is the output range the guest last set with output_set: morph's
 	// output_set records it, and the host reads it in place after the call.
@@ -303,6 +303,7 @@ func guestOf(ctx context.Context) *extismGuest {
 func (g *extismGuest) call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	ctx = g.state.begin(ctx, deadline)
 	switch {
 	case g.m.tools && export == abi.ExportDescribe:
 		return g.describeTools(ctx, maxOut)

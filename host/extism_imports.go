@@ -123,19 +123,19 @@ func (m *extismModule) hostFunctions() []extism.HostFunction {
 	return fns
 }
 
-// log logs the kernel block at offset under the plugin's name, cut at
-// Limits.MaxLogBytes, and frees it (as go-sdk's log functions do). An offset
-// that is not a block is dropped with a warning, not a trap, as
-// morph:host/v1's log does.
+// log logs the kernel block at offset under the plugin's name, within the
+// call's log budget (logWriter), and frees it (as go-sdk's log functions
+// do). An offset that is not a block is dropped with a warning, not a trap,
+// as morph:host/v1's log does.
 func (m *extismModule) log(ctx context.Context, cp *extism.CurrentPlugin, level slog.Level, offset uint64) {
+	w := guestOf(ctx).state.log
 	n, err := cp.Length(offset)
 	if err != nil || n == 0 || offset > math.MaxUint32 {
-		m.p.log.WarnContext(ctx, "guest log call with an offset that is not an Extism memory block", "offset", offset)
+		w.warn(ctx, "guest log call with an offset that is not an Extism memory block", "offset", offset)
 		return
 	}
-	n = min(n, uint64(m.p.limits.MaxLogBytes))
-	if msg, ok := cp.Memory().Read(uint32(offset), uint32(n)); ok {
-		m.p.log.Log(ctx, level, string(msg))
+	if msg, ok := cp.Memory().Read(uint32(offset), uint32(min(n, math.MaxUint32))); ok {
+		w.message(ctx, level, msg)
 	}
 	cp.Free(offset)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -232,7 +231,7 @@ func TestExtismInputLimit(t *testing.T) {
 		t.Fatalf("an input over the limit: %v, want ErrInputTooLarge", err)
 	}
 	// Past the limit, straight to an instance: what the limit prevents.
-	g, err := p.module.instantiate(context.Background(), io.Discard)
+	g, err := p.module.instantiate(context.Background(), &callState{log: newLogWriter(p), deadline: time.Now().Add(DefaultTimeout)})
 	if err != nil {
 		t.Fatal(err)
 	}

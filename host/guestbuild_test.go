@@ -53,6 +53,20 @@ const (
 	guestAnswer     = `{"system_prompt":"ok"}`
 )
 
+// guestImport is an imported function: its module, name and type (0x60 ...).
+type guestImport struct {
+	module, name string
+	typ          []byte
+}
+
+// WASI and morph:host/v1 functions the hostile guests import.
+var (
+	importPollOneoff = guestImport{"wasi_snapshot_preview1", "poll_oneoff", []byte{0x60, 4, 0x7F, 0x7F, 0x7F, 0x7F, 1, 0x7F}}
+	importRandomGet  = guestImport{"wasi_snapshot_preview1", "random_get", []byte{0x60, 2, 0x7F, 0x7F, 1, 0x7F}}
+	importFdWrite    = guestImport{"wasi_snapshot_preview1", "fd_write", []byte{0x60, 4, 0x7F, 0x7F, 0x7F, 0x7F, 1, 0x7F}}
+	importLog        = guestImport{"morph:host/v1", "log", []byte{0x60, 3, 0x7F, 0x7F, 0x7F, 0}}
+)
+
 // guestFunc is an extra function: its type (an index into guestModule.types),
 // its body (locals, code and the final end), and an export name if any.
 type guestFunc struct {
@@ -70,20 +84,20 @@ type guestFunc struct {
 // imports, then 0 morph_alloc (Extism: emit), 1 morph_describe, 2 the
 // marker (Extism: a no-op), 3 morph_build_prompt, 4... funcs.
 type guestModule struct {
-	name        string
-	locals      []byte      // morph_build_prompt's locals declaration; nil: none
-	attack      []byte      // code morph_build_prompt runs before it answers (stack-neutral)
-	hook        []byte      // instead of locals and attack: the whole body of morph_build_prompt (ABI v1 only)
-	types       [][]byte    // extra function types, each 0x60 ... (see typ)
-	imports     [][]byte    // extra imports, each module name, field name, kind and its type
-	funcImports int         // how many of imports are functions
-	funcs       []guestFunc // extra functions
-	tables      [][]byte    // table types
-	globals     [][]byte    // global entries
-	elements    [][]byte    // element segments
-	customs     [][]byte    // custom sections, whole, at the end
-	memory      []byte      // the memory type; nil: two pages
-	extismABI   bool        // an Extism module
+	name      string
+	locals    []byte        // morph_build_prompt's locals declaration; nil: none
+	attack    []byte        // code morph_build_prompt runs before it answers (stack-neutral)
+	hook      []byte        // instead of locals and attack: the whole body of morph_build_prompt (ABI v1 only)
+	types     [][]byte      // extra function types, each 0x60 ... (see typ)
+	imports   []guestImport // functions the guest imports (after Extism's kernel), see imported
+	destroy   []byte        // code morph_destroy runs before it returns; nil: no morph_destroy
+	funcs     []guestFunc   // extra functions
+	tables    [][]byte      // table types
+	globals   [][]byte      // global entries
+	elements  [][]byte      // element segments
+	customs   [][]byte      // custom sections, whole, at the end
+	memory    []byte        // the memory type; nil: two pages
+	extismABI bool          // an Extism module
 }
 
 // extism is g as an Extism module.
@@ -117,15 +131,33 @@ func (g guestModule) baseTypes() [][]byte {
 	return [][]byte{{0x60, 1, 0x7F, 1, 0x7F}, {0x60, 2, 0x7F, 0x7F, 1, 0x7E}, {0x60, 0, 0}}
 }
 
-// typ is the index of g.types[i].
+// typ is the index of g.types[i]; the imports' types follow them.
 func (g guestModule) typ(i int) uint64 { return uint64(len(g.baseTypes()) + i) }
 
-// fn is the index of the guest's i-th own function (see guestModule).
-func (g guestModule) fn(i int) uint64 {
+// kernel is how many functions of Extism's kernel g imports.
+func (g guestModule) kernel() int {
 	if g.extismABI {
-		return uint64(len(extismImports) + g.funcImports + i)
+		return len(extismImports)
 	}
-	return uint64(g.funcImports + i)
+	return 0
+}
+
+// fn is the index of the guest's i-th own function (see guestModule).
+func (g guestModule) fn(i int) uint64 { return uint64(g.kernel() + len(g.imports) + i) }
+
+// imported is the index of the function g imports as imp (one of g.imports).
+func (g guestModule) imported(imp guestImport) uint64 {
+	for i, m := range g.imports {
+		if m.module == imp.module && m.name == imp.name {
+			return uint64(g.kernel() + i)
+		}
+	}
+	panic("not imported: " + imp.name)
+}
+
+// call is a call instruction of the function g imports as imp.
+func (g guestModule) call(imp guestImport) []byte {
+	return append([]byte{0x10}, leb(g.imported(imp))...)
 }
 
 // answer is the code that answers [ptr, ptr+n) of the guest's memory and
@@ -170,6 +202,7 @@ func (g guestModule) wasm() []byte {
 	export := func(name string, i int) {
 		exports = append(exports, append(wname(name), append([]byte{0}, leb(g.fn(i))...)...))
 	}
+	types := append(g.baseTypes(), g.types...)
 	if g.extismABI {
 		for i, imp := range extismImports {
 			imports = append(imports, append(append(wname("extism:host/env"), wname(imp.name)...), 0, byte(i)))
@@ -182,11 +215,27 @@ func (g guestModule) wasm() []byte {
 		export("morph_alloc", 0)
 		export("morph_abi_v1", 2)
 	}
+	for _, imp := range g.imports {
+		imports = append(imports, append(append(append(wname(imp.module), wname(imp.name)...), 0), leb(uint64(len(types)))...))
+		types = append(types, imp.typ)
+	}
 	export("morph_describe", 1)
 	export("morph_build_prompt", 3)
 	exports = append(exports, append(wname("memory"), 2, 0))
-	for i, f := range g.funcs {
-		funcTypes = append(funcTypes, leb(g.typ(int(f.typ))))
+	funcs := g.funcs
+	if g.destroy != nil {
+		done := append(append([]byte{0}, g.destroy...), append(g.answer(0, 0), 0x0B)...)
+		if g.extismABI {
+			done = append(append([]byte{0}, g.destroy...), 0x41, 0, 0x0B)
+		}
+		funcs = append(slices.Clone(funcs), guestFunc{typ: ^uint32(0), body: done, export: "morph_destroy"})
+	}
+	for i, f := range funcs {
+		t := g.typ(int(f.typ))
+		if f.typ == ^uint32(0) { // morph_destroy: the type of the exports
+			t = uint64(funcTypes[1][0])
+		}
+		funcTypes = append(funcTypes, leb(t))
 		bodies = append(bodies, wbody(f.body))
 		if f.export != "" {
 			export(f.export, 4+i)
@@ -200,8 +249,8 @@ func (g guestModule) wasm() []byte {
 		return append(append(append([]byte{0}, i32const(int64(at))...), 0x0B), wname(s)...)
 	}
 	out := []byte("\x00asm\x01\x00\x00\x00")
-	out = append(out, wsec(1, wvec(append(g.baseTypes(), g.types...)...))...)
-	if imports = append(imports, g.imports...); len(imports) > 0 {
+	out = append(out, wsec(1, wvec(types...))...)
+	if len(imports) > 0 {
 		out = append(out, wsec(2, wvec(imports...))...)
 	}
 	out = append(out, wsec(3, wvec(funcTypes...))...)

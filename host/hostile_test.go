@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
@@ -144,6 +145,104 @@ func TestTableGrowthCapped(t *testing.T) {
 				t.Fatalf("the host grew %d MB", grew>>20)
 			}
 			runEndsWithFinal(t, p)
+		})
+	}
+}
+
+// sleepFor is code that asks WASI's poll_oneoff for a relative clock
+// subscription of d, written at 8192 in guest memory (events at 8256, their
+// count at 8320).
+func (g guestModule) sleepFor(d time.Duration) []byte {
+	code := append(i32const(8192+24), 0x42)                    // the subscription's timeout
+	code = append(append(code, sleb(int64(d))...), 0x37, 3, 0) // i64.store
+	code = append(code, i32const(8192)...)
+	code = append(code, i32const(8256)...)
+	code = append(code, i32const(1)...)
+	code = append(code, i32const(8320)...)
+	return append(append(code, g.call(importPollOneoff)...), 0x1A) // drop the errno
+}
+
+// forever is a loop running body over and over.
+func forever(body []byte) []byte {
+	return append(append([]byte{0x03, 0x40}, body...), 0x0C, 0, 0x0B)
+}
+
+// callWithin calls build_prompt and returns its error and how long it took.
+func callWithin(p *Plugin) (time.Duration, error) {
+	start := time.Now()
+	_, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{})
+	return time.Since(start), err
+}
+
+// overrun is how long past its deadline a call may end: the deadline
+// checks' interval, and the scheduling of a loaded 2-core machine under -race.
+const overrun = 500 * time.Millisecond
+
+// Class 3, blocking WASI calls: a guest asking poll_oneoff for a long sleep
+// (the way Go, Rust and TinyGo sleep) is stopped at its call's deadline, as
+// a timeout, in a hook and in morph_destroy when the plugin closes, in both
+// loaders. Before, the sleep ran its 5 s and the hook counted as a success.
+func TestBlockingWASIEndsAtDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, lc := range loaders {
+		t.Run(lc.name+"/hook", func(t *testing.T) {
+			g := lc.as(guestModule{imports: []guestImport{importPollOneoff}})
+			g.attack = g.sleepFor(5 * time.Second)
+			p := load(t, newLoader(t), Config{Name: "sleeper", Wasm: g.wasm(), Limits: Limits{Timeout: timeout}})
+			took, err := callWithin(p)
+			if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
+				t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
+			}
+			runEndsWithFinal(t, p)
+		})
+		t.Run(lc.name+"/destroy", func(t *testing.T) {
+			g := lc.as(guestModule{imports: []guestImport{importPollOneoff}})
+			g.destroy = g.sleepFor(5 * time.Second)
+			p, err := newLoader(t).Load(context.Background(), Config{Name: "sleeper", Wasm: g.wasm(), Limits: Limits{Timeout: timeout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			p.Close(context.Background())
+			if took := time.Since(start); took > timeout+overrun {
+				t.Fatalf("Close took %v; each destroy's deadline is %v", took, timeout)
+			}
+			if s := p.Stats(); s.Faults != 1 {
+				t.Fatalf("stats %+v: the timed-out destroy is a fault", s)
+			}
+		})
+		t.Run(lc.name+"/destroy cancelled", func(t *testing.T) {
+			g := lc.as(guestModule{imports: []guestImport{importPollOneoff}})
+			g.destroy = g.sleepFor(5 * time.Second)
+			p, err := newLoader(t).Load(context.Background(), Config{Name: "sleeper", Wasm: g.wasm(), Limits: Limits{Timeout: time.Minute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			p.Close(ctx)
+			if took := time.Since(start); took > 100*time.Millisecond+overrun {
+				t.Fatalf("Close took %v; its context ended after 100ms", took)
+			}
+		})
+	}
+}
+
+// Class 4, host calls charged by their work: a loop of 16 MiB random_get
+// calls is stopped at its deadline. Before, each iteration counted one
+// checkpoint of 10,000 and the loop ran for minutes.
+func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, lc := range loaders {
+		t.Run(lc.name, func(t *testing.T) {
+			g := lc.as(guestModule{imports: []guestImport{importRandomGet}, memory: []byte{0, 0x82, 0x02}}) // 258 pages
+			g.attack = forever(append(append(append(i32const(2<<16), i32const(16<<20)...), g.call(importRandomGet)...), 0x1A))
+			p := load(t, newLoader(t), Config{Name: "random", Wasm: g.wasm(), Limits: Limits{Timeout: timeout, MemoryMiB: 32}})
+			took, err := callWithin(p)
+			if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
+				t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
+			}
 		})
 	}
 }

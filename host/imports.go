@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // instantiateHostModule provides morph:host/v1 in the plugin's runtime. The
@@ -31,17 +32,21 @@ func (p *Plugin) instantiateHostModule(ctx context.Context, r wazero.Runtime) er
 	return err
 }
 
+// hostLog is log(level, ptr, len) of morph:host/v1: the message goes to the
+// log under the plugin's name, escaped, within the call's log budget (see
+// logWriter); a level outside slog's Debug to Error is clamped.
 func (p *Plugin) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
-	if int(n) > p.limits.MaxLogBytes {
-		n = uint32(p.limits.MaxLogBytes)
-	}
-	msg, ok := mod.Memory().Read(ptr, n)
-	if !ok {
-		p.log.WarnContext(ctx, "guest log call with an out-of-bounds message", "ptr", ptr, "len", n)
+	s := stateOf(ctx)
+	if s == nil {
 		return
 	}
-	p.log.Log(ctx, slog.Level(level), string(msg))
+	msg, ok := mod.Memory().Read(ptr, n) // a view: message copies what the budget allows
+	if !ok {
+		s.log.warn(ctx, "guest log call with an out-of-bounds message", "ptr", ptr, "len", n)
+		return
+	}
+	s.log.message(ctx, slog.Level(min(max(level, int32(slog.LevelDebug)), int32(slog.LevelError))), msg)
 }
 
 func (p *Plugin) hostConfigGet(_ context.Context, mod api.Module, stack []uint64) {
@@ -61,34 +66,66 @@ func (p *Plugin) hostConfigGet(_ context.Context, mod api.Module, stack []uint64
 	stack[0] = api.EncodeI32(int32(len(val)))
 }
 
-// logWriter turns a guest's stdout and stderr into log lines under the
-// plugin's name, up to a byte budget per instance, so a chatty or hostile
-// guest cannot flood the host's log.
+// logWriter is one instance's output to the log: its stdout and stderr
+// (as an io.Writer), its log calls, and the warnings the host gives about
+// them, under the plugin's name, escaped (safetext: a guest's bytes may hold
+// terminal escapes), and within Limits.MaxLogBytes per call (and per
+// instantiation): a chatty or hostile guest cannot flood the host's log,
+// and once over the budget its output is dropped with one warning.
 type logWriter struct {
 	p      *Plugin
 	mu     sync.Mutex
-	buf    bytes.Buffer
+	buf    bytes.Buffer // a partial line of stdout or stderr
 	budget int
 	capped bool
 }
 
-func newLogWriter(p *Plugin, budget int) *logWriter { return &logWriter{p: p, budget: budget} }
+func newLogWriter(p *Plugin) *logWriter { return &logWriter{p: p, budget: p.limits.MaxLogBytes} }
+
+// refill gives a new call its budget.
+func (w *logWriter) refill() {
+	w.mu.Lock()
+	w.budget, w.capped = w.p.limits.MaxLogBytes, false
+	w.mu.Unlock()
+}
+
+// take spends up to n bytes of the budget and returns how many; w.mu is held.
+func (w *logWriter) take(n int) int {
+	n = min(n, w.budget)
+	w.budget -= n
+	if n == 0 && !w.capped {
+		w.capped = true
+		w.p.log.Warn("guest output over the log limit; dropping the rest of this call's", "limit_bytes", w.p.limits.MaxLogBytes)
+	}
+	return n
+}
+
+// message logs one log call's message.
+func (w *logWriter) message(ctx context.Context, level slog.Level, msg []byte) {
+	w.mu.Lock()
+	n := w.take(max(len(msg), 1)) // an empty message costs a byte: no free flood of empty lines
+	w.mu.Unlock()
+	if n > 0 {
+		w.p.log.Log(ctx, level, safetext.Escape(string(msg[:min(n, len(msg))])))
+	}
+}
+
+// warn logs a warning about the guest, within the budget: a guest can make
+// the host warn as often as it calls it.
+func (w *logWriter) warn(ctx context.Context, msg string, args ...any) {
+	w.mu.Lock()
+	n := w.take(len(msg))
+	w.mu.Unlock()
+	if n > 0 {
+		w.p.log.WarnContext(ctx, msg, args...)
+	}
+}
 
 func (w *logWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(b)
-	if w.budget <= 0 {
-		if !w.capped {
-			w.capped = true
-			w.p.log.Warn("guest output over the log limit; dropping the rest", "limit_bytes", w.p.limits.MaxLogBytes)
-		}
-		return n, nil
-	}
-	if len(b) > w.budget {
-		b = b[:w.budget]
-	}
-	w.budget -= len(b)
+	b = b[:w.take(len(b))]
 	w.buf.Write(b)
 	for {
 		line, err := w.buf.ReadString('\n')
@@ -97,7 +134,7 @@ func (w *logWriter) Write(b []byte) (int, error) {
 			w.buf.WriteString(line)
 			break
 		}
-		w.p.log.Info(line[:len(line)-1], "stream", "guest")
+		w.p.log.Info(safetext.Escape(line[:len(line)-1]), "stream", "guest")
 	}
 	return n, nil
 }

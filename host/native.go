@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -80,7 +79,7 @@ func checkInterrupt(ctx context.Context, mod api.Module, _ []uint64) {
 	if err := ctx.Err(); err != nil {
 		panic(err)
 	}
-	if d, ok := ctx.Value(deadlineKey{}).(*time.Time); ok && !time.Now().Before(*d) {
+	if s := stateOf(ctx); s != nil && !time.Now().Before(s.deadline) {
 		panic(context.DeadlineExceeded)
 	}
 	if mod.IsClosed() {
@@ -88,18 +87,14 @@ func checkInterrupt(ctx context.Context, mod api.Module, _ []uint64) {
 	}
 }
 
-// deadlineKey is the context key of a native call's deadline, a *time.Time,
-// which checkInterrupt and the host functions that block enforce: nothing
-// else in a native call watches the context, and a context.WithTimeout per
-// call (a runtime timer started and stopped) cost more than a third of a
-// microsecond, a tenth of a small call.
-type deadlineKey struct{}
-
-// callContext is ctx ending at the native call's deadline too, for a host
-// function that blocks (http_request).
+// callContext is ctx ending at the call's deadline too, for a host function
+// that blocks (http_request). Nothing else in a native call watches the
+// context: a context.WithTimeout per call (a runtime timer started and
+// stopped) cost more than a third of a microsecond, a tenth of a small call,
+// so the deadline is a value of the call's callState.
 func callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Value(deadlineKey{}).(*time.Time); ok {
-		return context.WithDeadline(ctx, *d)
+	if s := stateOf(ctx); s != nil {
+		return context.WithDeadline(ctx, s.deadline)
 	}
 	return ctx, func() {}
 }
@@ -111,15 +106,15 @@ func (m *nativeModule) exports(name string) bool {
 
 func (m *nativeModule) close(ctx context.Context) error { return m.runtime.Close(ctx) }
 
-func (m *nativeModule) instantiate(ctx context.Context, logw io.Writer) (guest, error) {
-	cfg := guestConfig(m.sandbox, logw).
+func (m *nativeModule) instantiate(ctx context.Context, state *callState) (guest, error) {
+	cfg := guestConfig(m.sandbox, state).
 		WithName(""). // anonymous: a runtime may hold many instances of one module
 		WithStartFunctions("_initialize")
 	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &nativeGuest{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2)}, nil
+	return &nativeGuest{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2), state: state}, nil
 }
 
 // nativeGuest is one instance with its export handles resolved once, on
@@ -127,11 +122,11 @@ func (m *nativeModule) instantiate(ctx context.Context, logw io.Writer) (guest, 
 // lookup, and resolving every export up front doubled the memory of an
 // instance whose plugin uses few of its hooks.
 type nativeGuest struct {
-	mod      api.Module
-	alloc    api.Function
-	fns      map[string]api.Function // nil: the module does not export it
-	stack    []uint64                // reused by CallWithStack
-	deadline time.Time               // the current call's, for checkInterrupt
+	mod   api.Module
+	alloc api.Function
+	fns   map[string]api.Function // nil: the module does not export it
+	stack []uint64                // reused by CallWithStack
+	state *callState
 }
 
 func (in *nativeGuest) memoryBytes() uint32 { return in.mod.Memory().Size() }
@@ -201,8 +196,7 @@ func valueTypes(ts []api.ValueType) string {
 // call runs one export on this instance and returns its output in place in
 // guest memory, valid until the instance's next call. A non-nil kind is the failure.
 func (in *nativeGuest) call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
-	in.deadline = deadline
-	ctx = context.WithValue(ctx, deadlineKey{}, &in.deadline)
+	ctx = in.state.begin(ctx, deadline)
 	fn, ok := in.fns[export]
 	if !ok {
 		fn = in.mod.ExportedFunction(export)

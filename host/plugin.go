@@ -2,11 +2,9 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"sort"
@@ -55,8 +53,10 @@ type Plugin struct {
 // Everything above it (isolation, deadlines, fault classification, the
 // engine adapters) is the same for both.
 type module interface {
-	// instantiate makes a fresh instance whose stdout and stderr go to logw.
-	instantiate(ctx context.Context, logw io.Writer) (guest, error)
+	// instantiate makes a fresh instance whose host functions and output
+	// answer to state (see callState); ctx carries state, which has the
+	// instantiation's deadline.
+	instantiate(ctx context.Context, state *callState) (guest, error)
 	// exports reports whether the module exports the ABI v1 export name.
 	exports(name string) bool
 	close(ctx context.Context) error
@@ -360,9 +360,11 @@ func (p *Plugin) classify(parent context.Context, err error) error {
 // deadline of its own: a call that needs a fresh instance does not pay for
 // it out of its own time.
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
+	deadline := time.Now().Add(p.limits.Timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	g, err := p.module.instantiate(ctx, newLogWriter(p, p.limits.MaxLogBytes))
+	state := &callState{log: newLogWriter(p)}
+	g, err := p.module.instantiate(state.begin(ctx, deadline), state)
 	if err != nil {
 		return nil, err
 	}
@@ -371,12 +373,13 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 }
 
 // guestConfig is the module configuration of an instance in either loader:
-// real clocks (a standard Go guest stalls on wazero's fake ones), the host's
-// CSPRNG, stdout and stderr into logw, the directories and environment
-// variables of the plugin's grants, and no arguments.
-func guestConfig(s *sandbox, logw io.Writer) wazero.ModuleConfig {
+// real clocks (a standard Go guest stalls on wazero's fake ones), sleeps and
+// the host's CSPRNG bounded by each call's deadline (see callState), stdout
+// and stderr into the instance's log budget, the directories and
+// environment variables of the plugin's grants, and no arguments.
+func guestConfig(s *sandbox, state *callState) wazero.ModuleConfig {
 	return s.configure(wazero.NewModuleConfig().
-		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
-		WithRandSource(rand.Reader).
-		WithStdout(logw).WithStderr(logw))
+		WithSysNanotime().WithSysWalltime().WithNanosleep(state.sleep).
+		WithRandSource(randReader{state}).
+		WithStdout(state.log).WithStderr(state.log))
 }
