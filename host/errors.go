@@ -3,6 +3,8 @@ package host
 import (
 	"errors"
 	"fmt"
+
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Kinds of plugin failure, told apart with errors.Is on an *Error.
@@ -59,6 +61,10 @@ type Error struct {
 	Err    error // the underlying cause, if any
 }
 
+// Error reads "plugin <name> export <export>: <kind>: <msg>: <cause>". The
+// plugin's name, the message and the cause may hold text a guest wrote (its
+// manifest, its error message, a trap's stack of its function names): they
+// are escaped (safetext), so that the error can be shown to a person.
 func (e *Error) Error() string {
 	where := "plugin " + quote(e.Plugin)
 	if e.Export != "" {
@@ -66,10 +72,10 @@ func (e *Error) Error() string {
 	}
 	msg := e.Kind.Error()
 	if e.Msg != "" {
-		msg += ": " + e.Msg
+		msg += ": " + safetext.Escape(e.Msg)
 	}
 	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+		msg += ": " + safetext.Escape(e.Err.Error())
 	}
 	return where + ": " + msg
 }
@@ -81,3 +87,28 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 func (e *Error) Unwrap() error { return e.Err }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// boundedErr is a failure's cause whose text is cut to a plugin's
+// Limits.MaxErrorBytes: a trap's message holds a wasm stack trace of names
+// the guest chose, megabytes of them if it likes, and the text of an error
+// goes to logs, terminals and the model. errors.Is and errors.As see the
+// cause.
+type boundedErr struct {
+	err  error
+	text string
+}
+
+func (e *boundedErr) Error() string { return e.text }
+func (e *boundedErr) Unwrap() error { return e.err }
+
+// bound is err with its text escaped and cut to max bytes (nil stays nil).
+func bound(err error, max int) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	if len(text) <= max && safetext.Escape(text) == text {
+		return err
+	}
+	return &boundedErr{err: err, text: safetext.Truncate(safetext.Escape(text), max)}
+}

@@ -416,7 +416,7 @@ func (g *extismGuest) describeTools(ctx context.Context, maxOut int) (view []byt
 		return nil, kind, msg, err
 	}
 	var list extismToolList
-	if err := json.Unmarshal(view, &list); err != nil {
+	if err := decodeJSON(view, g.m.p.limits.MaxJSONDepth, &list); err != nil {
 		return nil, ErrBadOutput, extismExportDescribe + ": " + truncate(view, 200), err
 	}
 	m := abi.Manifest{Name: g.m.name, ABIVersion: abi.Version, Hooks: []string{}}
@@ -458,7 +458,7 @@ func (g *extismGuest) callTool(ctx context.Context, input []byte, maxOut int) (v
 		return nil, kind, msg, err
 	}
 	var res extismCallResult
-	if err := json.Unmarshal(view, &res); err != nil {
+	if err := decodeJSON(view, g.m.p.limits.MaxJSONDepth, &res); err != nil {
 		return nil, ErrBadOutput, extismExportCall + ": " + truncate(view, 200), err
 	}
 	if res.IsError {

@@ -182,7 +182,7 @@ func (m *extismModule) httpRequest(ctx context.Context, cp *extism.CurrentPlugin
 	}
 	cp.Free(stack[0])
 	var req extismHTTPRequest
-	if err := json.Unmarshal(raw, &req); err != nil {
+	if err := decodeJSON(raw, m.p.limits.MaxJSONDepth, &req); err != nil {
 		fail("the request is not JSON: %w", err)
 	}
 	var body []byte

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -98,6 +99,7 @@ type guestModule struct {
 	customs   [][]byte      // custom sections, whole, at the end
 	memory    []byte        // the memory type; nil: two pages
 	extismABI bool          // an Extism module
+	reply     string        // what morph_build_prompt answers; "": guestAnswer
 }
 
 // extism is g as an Extism module.
@@ -193,9 +195,10 @@ func (g guestModule) wasm() []byte {
 	if locals == nil {
 		locals = []byte{0}
 	}
+	reply := cmp.Or(g.reply, guestAnswer)
 	hook := g.hook
 	if hook == nil {
-		hook = append(append(append(slices.Clone(locals), g.attack...), g.answer(guestAnswerAt, len(guestAnswer))...), 0x0B)
+		hook = append(append(append(slices.Clone(locals), g.attack...), g.answer(guestAnswerAt, len(reply))...), 0x0B)
 	}
 	describe := wbody(append(append([]byte{0}, g.answer(guestManifestAt, len(manifest))...), 0x0B))
 	var imports, funcTypes, bodies, exports [][]byte
@@ -266,7 +269,7 @@ func (g guestModule) wasm() []byte {
 		out = append(out, wsec(9, wvec(g.elements...))...)
 	}
 	out = append(out, wsec(10, wvec(bodies...))...)
-	out = append(out, wsec(11, wvec(segment(guestManifestAt, manifest), segment(guestAnswerAt, guestAnswer)))...)
+	out = append(out, wsec(11, wvec(segment(guestManifestAt, manifest), segment(guestAnswerAt, reply)))...)
 	for _, c := range g.customs {
 		out = append(out, c...)
 	}

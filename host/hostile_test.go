@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
@@ -243,6 +244,134 @@ func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 			if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
 				t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
 			}
+		})
+	}
+}
+
+// nameSection names the functions of indices idx with names.
+func nameSection(idx []uint64, names []string) []byte {
+	var entries [][]byte
+	for i, n := range names {
+		entries = append(entries, append(leb(idx[i]), wname(n)...))
+	}
+	sub := wvec(entries...)
+	return wsec(0, wname("name"), []byte{1}, leb(uint64(len(sub))), sub)
+}
+
+// Class 6, amplification: a trap whose stack names functions with 60 KiB
+// names (30 frames of them: 3.6 MB) is reported in MaxErrorBytes, escaped;
+// without the bound the error text was megabytes, and reached the model as
+// an observation.
+func TestTrapMessageBounded(t *testing.T) {
+	long := strings.Repeat("\x1b[2J", 15<<10) // 60 KiB of "clear the screen"
+	for _, lc := range loaders {
+		t.Run(lc.name, func(t *testing.T) {
+			g := lc.as(guestModule{types: [][]byte{{0x60, 1, 0x7F, 0}}})
+			// f(n): unreachable at 0, else f(n-1).
+			g.funcs = []guestFunc{{typ: 0, body: append([]byte{0, 0x20, 0, 0x45, 0x04, 0x40, 0x00, 0x0B, 0x20, 0, 0x41, 1, 0x6B, 0x10},
+				append(leb(g.fn(4)), 0x0B)...)}}
+			g.attack = append(i32const(40), append([]byte{0x10}, leb(g.fn(4))...)...)
+			g.customs = [][]byte{nameSection([]uint64{g.fn(3), g.fn(4)}, []string{"a" + long, "b" + long})}
+			p := load(t, newLoader(t), Config{Name: "namer", Wasm: g.wasm()})
+			_, err := callWithin(p)
+			var be *boundedErr
+			if !errors.Is(err, ErrTrap) || !errors.As(err, &be) || len(be.err.Error()) < 1<<20 {
+				t.Fatalf("err = %.300v; want a trap whose cause is over 1 MB", err)
+			}
+			if n := len(err.Error()); n > 2*DefaultMaxErrorBytes+200 || strings.Contains(err.Error(), "\x1b") {
+				t.Fatalf("the error is %d bytes (limit %d) or holds a raw escape", n, DefaultMaxErrorBytes)
+			}
+			runEndsWithFinal(t, p)
+		})
+	}
+}
+
+var importExtismLogInfo = guestImport{"extism:host/env", "log_info", []byte{0x60, 1, 0x7E, 0}}
+
+// times is code running body n times, counting in the local i (an i32).
+func times(n int, i byte, body []byte) []byte {
+	code := append([]byte{0x03, 0x40}, body...)
+	code = append(code, 0x20, i, 0x41, 1, 0x6A, 0x22, i) // local.tee i (i+1)
+	code = append(code, i32const(int64(n))...)
+	return append(code, 0x49, 0x0D, 0, 0x0B) // i32.lt_u; br_if 0
+}
+
+// Class 6, amplification through the log: one call logging 200 messages of
+// 1 MiB, or 100,000 messages the host cannot read (each made it warn), puts
+// at most the call's log budget in the host's log. Before, the first wrote
+// 12.8 MB (the budget capped each message, not the call) and the second
+// 100,000 warnings.
+func TestLogFloodBounded(t *testing.T) {
+	logCall := func(g guestModule, oob bool) []byte {
+		if g.extismABI {
+			if oob {
+				return append(append([]byte{0x42}, sleb(1<<40)...), g.call(importExtismLogInfo)...)
+			}
+			return append(append(append([]byte{0x42}, sleb(1<<20)...), 0x10, 0), g.call(importExtismLogInfo)...) // alloc(1 MiB)
+		}
+		ptr := int64(2 << 16)
+		if oob {
+			ptr = -16
+		}
+		return append(append(append(i32const(0), i32const(ptr)...), i32const(1<<20)...), g.call(importLog)...)
+	}
+	for _, lc := range loaders {
+		for _, oob := range []bool{false, true} {
+			name := lc.name + "/messages"
+			n := 200
+			if oob {
+				name, n = lc.name+"/out of bounds", 100_000
+			}
+			t.Run(name, func(t *testing.T) {
+				imp := importLog
+				if lc.name == LoaderExtism {
+					imp = importExtismLogInfo
+				}
+				g := lc.as(guestModule{imports: []guestImport{imp}, memory: []byte{0, 18}, locals: []byte{1, 1, 0x7F}})
+				local := byte(2) // after build_prompt's two parameters
+				if g.extismABI {
+					local = 0
+				}
+				g.attack = times(n, local, logCall(g, oob))
+				var logs syncBuffer
+				l, err := NewLoader(LoaderOptions{CacheDir: "off", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close(context.Background())
+				p := load(t, l, Config{Name: "flood", Wasm: g.wasm(), Limits: Limits{MemoryMiB: 4, MaxOutputBytes: 64 << 10, Timeout: 10 * time.Second}})
+				if _, err := callWithin(p); err != nil {
+					t.Fatal(err)
+				}
+				if got := len(logs.String()); got > DefaultMaxLogBytes+4<<10 {
+					t.Fatalf("the log holds %d bytes; the call's budget is %d", got, DefaultMaxLogBytes)
+				}
+				want := "over the log limit" // one warning that the rest was dropped
+				if oob {
+					want = "(once per call)" // one warning about the bad calls
+				}
+				if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), want) {
+					t.Fatalf("%d warnings, want one saying %q:\n%.2000s", n, want, logs.String())
+				}
+			})
+		}
+	}
+}
+
+// Class 6, amplification by nesting: an answer of 18 KB nested 9,000 deep
+// (which encoding/json decodes, and an indenting printer turns into
+// hundreds of MB) is refused as bad output, naming the limit.
+func TestDeepOutputRefused(t *testing.T) {
+	deep := `{"system_prompt":"x","extra":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}`
+	for _, lc := range loaders {
+		t.Run(lc.name, func(t *testing.T) {
+			p := load(t, newLoader(t), Config{Name: "deep", Wasm: lc.as(guestModule{reply: deep}).wasm()})
+			_, err := callWithin(p)
+			var de *abi.DepthError
+			if !errors.Is(err, ErrBadOutput) || !errors.As(err, &de) || de.Limit != DefaultMaxJSONDepth {
+				t.Fatalf("err = %.300v; want ErrBadOutput over the depth limit", err)
+			}
+			runEndsWithFinal(t, p)
 		})
 	}
 }

@@ -216,7 +216,7 @@ func (p *Plugin) hostHTTPRequest(ctx context.Context, mod api.Module, stack []ui
 	switch {
 	case !ok:
 		err = fmt.Errorf("http_request: the request [%d, +%d) is outside guest memory", ptr, n)
-	case json.Unmarshal(raw, &req) != nil:
+	case decodeJSON(raw, p.limits.MaxJSONDepth, &req) != nil:
 		err = fmt.Errorf("http_request: the request is not an HTTPRequest JSON object")
 	default:
 		var resp abi.HTTPResponse

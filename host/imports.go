@@ -69,15 +69,17 @@ func (p *Plugin) hostConfigGet(_ context.Context, mod api.Module, stack []uint64
 // logWriter is one instance's output to the log: its stdout and stderr
 // (as an io.Writer), its log calls, and the warnings the host gives about
 // them, under the plugin's name, escaped (safetext: a guest's bytes may hold
-// terminal escapes), and within Limits.MaxLogBytes per call (and per
-// instantiation): a chatty or hostile guest cannot flood the host's log,
-// and once over the budget its output is dropped with one warning.
+// terminal escapes), and within Limits.MaxLogBytes of escaped text per call
+// (and per instantiation): a chatty or hostile guest cannot flood the
+// host's log, and once over the budget its output is dropped with one
+// warning. A warning about the guest is given once per call.
 type logWriter struct {
 	p      *Plugin
 	mu     sync.Mutex
 	buf    bytes.Buffer // a partial line of stdout or stderr
 	budget int
 	capped bool
+	warned map[string]bool // the warnings given in this call
 }
 
 func newLogWriter(p *Plugin) *logWriter { return &logWriter{p: p, budget: p.limits.MaxLogBytes} }
@@ -86,47 +88,60 @@ func newLogWriter(p *Plugin) *logWriter { return &logWriter{p: p, budget: p.limi
 func (w *logWriter) refill() {
 	w.mu.Lock()
 	w.budget, w.capped = w.p.limits.MaxLogBytes, false
+	clear(w.warned)
 	w.mu.Unlock()
 }
 
-// take spends up to n bytes of the budget and returns how many; w.mu is held.
-func (w *logWriter) take(n int) int {
-	n = min(n, w.budget)
-	w.budget -= n
-	if n == 0 && !w.capped {
-		w.capped = true
-		w.p.log.Warn("guest output over the log limit; dropping the rest of this call's", "limit_bytes", w.p.limits.MaxLogBytes)
+// take escapes what the guest wrote and spends the budget on it, returning
+// what fits, all of it or a cut; ok is false when the budget was spent
+// already. An empty write costs a byte: no free flood of empty lines. w.mu
+// is held.
+func (w *logWriter) take(b []byte) (text string, ok bool) {
+	if w.budget == 0 {
+		if !w.capped {
+			w.capped = true
+			w.p.log.Warn("guest output over the log limit; dropping the rest of this call's", "limit_bytes", w.p.limits.MaxLogBytes)
+		}
+		return "", false
 	}
-	return n
+	text = safetext.Escape(string(b[:min(len(b), w.budget)])) // escaping only lengthens: no need to escape more
+	text = text[:min(len(text), w.budget)]
+	w.budget -= max(len(text), 1)
+	return text, true
 }
 
 // message logs one log call's message.
 func (w *logWriter) message(ctx context.Context, level slog.Level, msg []byte) {
 	w.mu.Lock()
-	n := w.take(max(len(msg), 1)) // an empty message costs a byte: no free flood of empty lines
+	text, ok := w.take(msg)
 	w.mu.Unlock()
-	if n > 0 {
-		w.p.log.Log(ctx, level, safetext.Escape(string(msg[:min(n, len(msg))])))
+	if ok {
+		w.p.log.Log(ctx, level, text)
 	}
 }
 
-// warn logs a warning about the guest, within the budget: a guest can make
-// the host warn as often as it calls it.
+// warn logs a warning about the guest once per call: a guest can make the
+// host warn as often as it calls it.
 func (w *logWriter) warn(ctx context.Context, msg string, args ...any) {
 	w.mu.Lock()
-	n := w.take(len(msg))
+	first := !w.warned[msg]
+	if first {
+		if w.warned == nil {
+			w.warned = map[string]bool{}
+		}
+		w.warned[msg] = true
+	}
 	w.mu.Unlock()
-	if n > 0 {
-		w.p.log.WarnContext(ctx, msg, args...)
+	if first {
+		w.p.log.WarnContext(ctx, msg+" (once per call)", args...)
 	}
 }
 
 func (w *logWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := len(b)
-	b = b[:w.take(len(b))]
-	w.buf.Write(b)
+	text, _ := w.take(b)
+	w.buf.WriteString(text)
 	for {
 		line, err := w.buf.ReadString('\n')
 		if err != nil { // no newline yet: keep the partial line
@@ -134,7 +149,7 @@ func (w *logWriter) Write(b []byte) (int, error) {
 			w.buf.WriteString(line)
 			break
 		}
-		w.p.log.Info(safetext.Escape(line[:len(line)-1]), "stream", "guest")
+		w.p.log.Info(line[:len(line)-1], "stream", "guest")
 	}
-	return n, nil
+	return len(b), nil
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -39,7 +40,9 @@ type Limits struct {
 	MaxInputBytes  int           // largest JSON input the host sends
 	MaxOutputBytes int           // largest output the host accepts
 	MaxInstances   int           // instances that may run at once; callers beyond wait
-	MaxLogBytes    int           // guest stdout+stderr logged per instance; the rest is dropped
+	MaxLogBytes    int           // guest output logged per call (stdout, stderr, log calls); the rest is dropped
+	MaxErrorBytes  int           // longest text of a failure's message or cause (a trap's stack, a guest's error)
+	MaxJSONDepth   int           // deepest nesting of arrays and objects the host decodes from the guest
 	SessionIdle    time.Duration // IsolationSession: a session's idle instances are evicted after this
 	MaxSessions    int           // IsolationSession: sessions with idle instances kept; beyond, the least recently used is evicted
 }
@@ -52,6 +55,8 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 	DefaultMaxInstances   = 4
 	DefaultMaxLogBytes    = 64 << 10
+	DefaultMaxErrorBytes  = 4 << 10
+	DefaultMaxJSONDepth   = abi.MaxDepth
 	DefaultSessionIdle    = 10 * time.Minute
 	DefaultMaxSessions    = 256
 )
@@ -74,6 +79,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxLogBytes <= 0 {
 		l.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if l.MaxErrorBytes <= 0 {
+		l.MaxErrorBytes = DefaultMaxErrorBytes
+	}
+	if l.MaxJSONDepth <= 0 {
+		l.MaxJSONDepth = DefaultMaxJSONDepth
 	}
 	if l.SessionIdle <= 0 {
 		l.SessionIdle = DefaultSessionIdle

@@ -107,7 +107,7 @@ func (p *Plugin) destroy(ctx context.Context, idle []*instance) {
 			}
 			p.stats.faults.Add(1)
 			p.log.WarnContext(ctx, "plugin destroy failed; closing anyway",
-				"err", &Error{Plugin: p.name, Export: abi.ExportDestroy, Kind: kind, Msg: msg, Err: err})
+				"err", p.failure(abi.ExportDestroy, kind, msg, err))
 		}()
 	}
 	wg.Wait()

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Plugin is a loaded module. It is safe for concurrent use: each call runs
@@ -95,7 +95,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		label = source
 	}
 	fail := func(kind error, err error) (*Plugin, error) {
-		return nil, &Error{Plugin: label, Kind: kind, Msg: source, Err: err}
+		return nil, &Error{Plugin: label, Kind: kind, Msg: source, Err: bound(err, cfg.Limits.withDefaults().MaxErrorBytes)}
 	}
 	wasm, err := l.readModule(cfg)
 	if err != nil {
@@ -154,7 +154,7 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var m abi.Manifest
-	if err := json.Unmarshal(out, &m); err != nil {
+	if err := decodeJSON(out, p.limits.MaxJSONDepth, &m); err != nil {
 		return &Error{Plugin: p.name, Export: abi.ExportDescribe, Kind: ErrBadOutput, Err: err}
 	}
 	if m.ABIVersion != abi.Version {
@@ -295,7 +295,7 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 	p.stats.calls.Add(1)
 	fail := func(kind error, msg string, err error) error {
 		p.stats.faults.Add(1)
-		return &Error{Plugin: p.name, Export: export, Kind: kind, Msg: msg, Err: err}
+		return p.failure(export, kind, msg, err)
 	}
 	if len(input) > p.limits.MaxInputBytes {
 		return fail(ErrInputTooLarge, fmt.Sprintf("%d bytes, limit %d", len(input), p.limits.MaxInputBytes), nil)
@@ -336,6 +336,13 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 		return fail(kind, msg, err)
 	}
 	return nil
+}
+
+// failure is a failure of export, its message and cause cut to the
+// plugin's MaxErrorBytes (they may hold what the guest wrote).
+func (p *Plugin) failure(export string, kind error, msg string, err error) *Error {
+	return &Error{Plugin: p.name, Export: export, Kind: kind, Msg: safetext.Truncate(msg, p.limits.MaxErrorBytes),
+		Err: bound(err, p.limits.MaxErrorBytes)}
 }
 
 // classify tells a deadline (ours or the caller's) from a trap.

@@ -33,6 +33,7 @@ type Limits struct {
 	Tags            uint32
 	CustomSections  uint32
 	Names           uint32 // entries of the name section's function and local maps
+	NameBytes       uint32 // the longest name: of an import, an export, a custom section, a function or a local
 }
 
 // DefaultLimits are the limits of a zero Limits. For scale, measured on
@@ -65,6 +66,7 @@ func DefaultLimits() Limits {
 		Tags:            10_000,
 		CustomSections:  1_000,
 		Names:           1 << 20,
+		NameBytes:       64 << 10,
 	}
 }
 
@@ -105,6 +107,7 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.Tags, d.Tags)
 	def(&l.CustomSections, d.CustomSections)
 	def(&l.Names, d.Names)
+	def(&l.NameBytes, d.NameBytes)
 	return l
 }
 
@@ -136,7 +139,7 @@ var limitNouns = map[string]string{
 	"Types": "types", "TypeArity": "parameters or results in one type", "Imports": "imports", "Exports": "exports",
 	"Globals": "globals", "Tables": "tables", "TableEntries": "table entries", "ElementSegments": "element segments",
 	"ElementItems": "element items", "DataSegments": "data segments", "Tags": "tags", "CustomSections": "custom sections",
-	"Names": "name section entries",
+	"Names": "name section entries", "NameBytes": "bytes in one name",
 }
 
 // Shape is what Check learned of a module that passed.
@@ -230,7 +233,7 @@ func Check(wasm []byte, l Limits) (*Shape, error) {
 			})
 		case IDExport:
 			return c.vector(&r, c.l.Exports, "Exports", func() error {
-				if _, err := r.Name(); err != nil {
+				if err := c.name(&r); err != nil {
 					return err
 				}
 				if _, err := r.Byte(); err != nil {
@@ -267,6 +270,17 @@ func Check(wasm []byte, l Limits) (*Shape, error) {
 // over is the *Error of a limit exceeded at offset off.
 func (c *checker) over(r *Reader, off int, limit string, value, max uint64) error {
 	return &LimitError{Limit: limit, Value: value, Max: max, Section: r.Section, Offset: off}
+}
+
+// name reads a name of at most NameBytes (wazero copies names into every
+// error that names a function: a trap's stack trace has 30 frames).
+func (c *checker) name(r *Reader) error {
+	at := r.Pos
+	n, err := r.Name()
+	if err == nil && len(n) > int(c.l.NameBytes) {
+		return c.over(r, at, "NameBytes", uint64(len(n)), uint64(c.l.NameBytes))
+	}
+	return err
 }
 
 // vector reads a vector of at most max entries, each by entry, and the end of
@@ -345,10 +359,10 @@ func (c *checker) valTypes(r *Reader) (uint32, error) {
 
 func (c *checker) importSection(r *Reader) error {
 	return c.vector(r, c.l.Imports, "Imports", func() error {
-		if _, err := r.Name(); err != nil {
+		if err := c.name(r); err != nil {
 			return err
 		}
-		if _, err := r.Name(); err != nil {
+		if err := c.name(r); err != nil {
 			return err
 		}
 		at := r.Pos
@@ -616,9 +630,12 @@ func (c *checker) custom(r *Reader, at int) error {
 	if c.customs++; c.customs > c.l.CustomSections {
 		return c.over(r, at, "CustomSections", uint64(c.customs), uint64(c.l.CustomSections))
 	}
-	name, err := r.Name()
-	if err != nil || string(name) != "name" {
+	start := r.Pos
+	if err := c.name(r); err != nil {
 		return err
+	}
+	if string(r.Buf[start:r.Pos]) != "\x04name" {
+		return nil
 	}
 	var entries uint64
 	// nameMap reads a vec((index, name)), counting its entries.
@@ -635,7 +652,7 @@ func (c *checker) custom(r *Reader, at int) error {
 			if _, err := sub.U32(); err != nil {
 				return err
 			}
-			if _, err := sub.Name(); err != nil {
+			if err := c.name(sub); err != nil {
 				return err
 			}
 		}

@@ -159,6 +159,10 @@ func TestLimits(t *testing.T) {
 		{"declared function names", module(sec(0, []byte("\x04name"), []byte{1}, u32(5), u32(0xFFFFFFF0))), wasmbin.Limits{}, "Names", 0xFFFFFFF0},
 		{"declared local names", module(sec(0, []byte("\x04name"), []byte{2}, u32(7), u32(1), u32(0), u32(0xFFFFFFF0))), wasmbin.Limits{}, "Names", 0xFFFFFFF0},
 		{"module size", funcs(1, []byte{0, 0x0B}), wasmbin.Limits{ModuleBytes: 20}, "ModuleBytes", 24},
+		{"a long export name", module(voidType, oneFunc, sec(7, vec(append(append(u32(70_000), repeat(70_000, 'x')...), 0, 0))),
+			sec(10, vec(body(0, 0x0B)))), wasmbin.Limits{}, "NameBytes", 70_000},
+		{"a long function name", module(voidType, oneFunc, sec(10, vec(body(0, 0x0B))),
+			sec(0, []byte("\x04name"), []byte{1}, u32(70_000+5), u32(1), u32(0), u32(70_000), repeat(70_000, 'f'))), wasmbin.Limits{}, "NameBytes", 70_000},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
