@@ -15,6 +15,7 @@ import (
 type callState struct {
 	deadline time.Time
 	done     <-chan struct{} // the caller's context's Done; nil: never
+	closing  <-chan struct{} // done when the plugin closes (see Plugin.Close)
 	log      *logWriter
 }
 
@@ -36,11 +37,13 @@ func stateOf(ctx context.Context) *callState {
 }
 
 // expired reports why the call must end now, if it must: its deadline
-// passed, or its caller gave up.
+// passed, its caller gave up, or the plugin is closing.
 func (s *callState) expired() error {
 	select {
 	case <-s.done:
 		return context.Canceled
+	case <-s.closing:
+		return ErrClosed
 	default:
 	}
 	if !time.Now().Before(s.deadline) {
@@ -69,6 +72,8 @@ func (s *callState) sleep(ns int64) {
 	case <-t.C:
 	case <-s.done:
 		stop = context.Canceled
+	case <-s.closing:
+		stop = ErrClosed
 	}
 	if stop != nil {
 		panic(stop)

@@ -9,8 +9,12 @@ import (
 
 // Kinds of plugin failure, told apart with errors.Is on an *Error.
 var (
-	// ErrTimeout: the call outran its deadline; the instance was discarded.
+	// ErrTimeout: the call outran its deadline, or its caller's; the
+	// instance was discarded.
 	ErrTimeout = errors.New("plugin call timed out")
+	// ErrCanceled: the caller gave up (its context was canceled: a run that
+	// stopped, a signal) before the call ended; the instance was discarded.
+	ErrCanceled = errors.New("plugin call canceled")
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack
 	// overflow, exit); the message holds the wasm stack. The instance was discarded.
 	ErrTrap = errors.New("plugin trapped")

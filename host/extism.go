@@ -303,6 +303,7 @@ func guestOf(ctx context.Context) *extismGuest {
 func (g *extismGuest) call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	defer context.AfterFunc(g.m.p.closing, cancel)() // the plugin's Close ends the call
 	ctx = g.state.begin(ctx, deadline)
 	switch {
 	case g.m.tools && export == abi.ExportDescribe:

@@ -146,7 +146,8 @@ func (p *Plugin) trim() []*instance {
 }
 
 // evict calls morph_destroy on the instances trim removed and closes them,
-// in the background, each holding an instance slot while its destroy runs.
+// in the background, each holding an instance slot while its destroy runs
+// and it closes (see Close); the plugin's closing cancels it.
 func (p *Plugin) evict(insts []*instance) {
 	if len(insts) == 0 {
 		return
@@ -154,10 +155,14 @@ func (p *Plugin) evict(insts []*instance) {
 	go func() {
 		defer p.evicting.Done()
 		for _, inst := range insts {
-			p.slots <- struct{}{}
-			p.destroy(context.Background(), []*instance{inst})
-			<-p.slots
+			select {
+			case p.slots <- struct{}{}:
+			case <-p.closing.Done(): // the runtime's close closes the rest
+				return
+			}
+			p.destroy(p.closing, []*instance{inst})
 			inst.close()
+			<-p.slots
 		}
 	}()
 }

@@ -75,15 +75,14 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ modu
 // every interruptPeriod checkpoints. Its panic ends the call with an error
 // that wraps the cause (classify tells a deadline from a closed plugin); the
 // instance is then discarded as after any fault.
-func checkInterrupt(ctx context.Context, mod api.Module, _ []uint64) {
+func checkInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
 	if err := ctx.Err(); err != nil {
 		panic(err)
 	}
-	if s := stateOf(ctx); s != nil && !time.Now().Before(s.deadline) {
-		panic(context.DeadlineExceeded)
-	}
-	if mod.IsClosed() {
-		panic(ErrClosed)
+	if s := stateOf(ctx); s != nil {
+		if err := s.expired(); err != nil {
+			panic(err)
+		}
 	}
 }
 

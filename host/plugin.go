@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
@@ -39,6 +41,12 @@ type Plugin struct {
 	slots    chan struct{} // one token per instance allowed to run
 	stats    stats
 	evicting sync.WaitGroup // evictions in flight; Close waits for them
+	// closing is done once Close has called the idle instances' destroy:
+	// calls in flight then end at their next check, evictions give up, and
+	// new calls fail with ErrClosed. stop cancels it.
+	closing context.Context
+	stop    context.CancelFunc
+	drained int // the slots Close holds: the runtime closes once it holds all
 
 	mu       sync.Mutex
 	now      func() time.Time // the clock of idle sessions; tests replace it
@@ -73,14 +81,23 @@ type guest interface {
 	close()
 }
 
-// instance is a guest with its place in the plugin's free lists.
+// instance is a guest with its memories and its place in the plugin's
+// free lists.
 type instance struct {
 	guest
+	arena *memory.Arena
 
 	key   string    // the free list it belongs to (see poolKey)
 	spare bool      // has run only describe: any key may take it
 	reuse bool      // false: closed after its call (IsolationCall)
 	since time.Time // when it last came back idle
+}
+
+// close closes the guest and unmaps its memories: it must be the last use
+// of the instance (see package memory).
+func (inst *instance) close() {
+	inst.guest.close()
+	inst.arena.Release()
 }
 
 // Load reads, verifies, compiles and describes a plugin. Errors are *Error
@@ -106,6 +123,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
 		mode: cfg.Isolation, now: time.Now, sessions: map[string]int{}}
+	p.closing, p.stop = context.WithCancel(context.Background())
 	if p.sandbox, err = newSandbox(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
 		return fail(ErrLoad, err)
 	}
@@ -252,12 +270,18 @@ func (p *Plugin) Capabilities() []engine.CapabilityStatus { return slices.Clone(
 // for its enabled hooks.
 func (p *Plugin) Isolation() string { return p.mode }
 
-// Close closes the plugin's runtime and every instance, first calling
-// morph_destroy (when the module exports it) once on each idle instance,
-// with the plugin's timeout; a failing destroy is logged, and the close goes
-// on. It waits for idle-session evictions in flight. Calls in flight end
-// with an error; later calls fail with ErrClosed. A second Close does
-// nothing and returns nil.
+// Close calls morph_destroy (when the module exports it) once on each idle
+// instance, at once and each within the plugin's timeout and ctx (a failing
+// destroy is logged, and the close goes on); then it ends the calls in
+// flight (at their next deadline check: they fail with ErrClosed) and the
+// idle-session evictions, waits for them, and closes the plugin's runtime
+// and grants. Later calls fail with ErrClosed.
+//
+// Close never closes an instance a call is running on: its memory is
+// unmapped when it closes (package memory). When ctx ends before the calls
+// in flight do, Close returns ctx's error and the runtime is closed in the
+// background as soon as they have ended, which their deadlines bound. A
+// second Close does nothing and returns nil.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -271,9 +295,41 @@ func (p *Plugin) Close(ctx context.Context) error {
 		p.sweeper = nil
 	}
 	p.mu.Unlock()
-	p.evicting.Wait()
 	p.destroy(ctx, idle)
-	return errors.Join(p.module.close(ctx), p.sandbox.close())
+	p.stop()
+	p.evicting.Wait()
+	if err := p.drain(ctx); err != nil {
+		go func() {
+			p.drain(context.Background())
+			p.release(context.Background(), idle)
+		}()
+		return fmt.Errorf("plugin %q: closing with calls in flight: %w", p.name, err)
+	}
+	return p.release(ctx, idle)
+}
+
+// drain takes every instance slot, so that no call runs, or returns ctx's
+// error; it goes on from where an earlier drain stopped.
+func (p *Plugin) drain(ctx context.Context) error {
+	for ; p.drained < cap(p.slots); p.drained++ {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// release closes the runtime, every instance with it, and the grants, and
+// unmaps the memories of the idle instances (the others unmapped theirs
+// when their calls ended).
+func (p *Plugin) release(ctx context.Context, idle []*instance) error {
+	err := errors.Join(p.module.close(ctx), p.sandbox.close())
+	for _, inst := range idle {
+		inst.arena.Release()
+	}
+	return err
 }
 
 // Call runs export with input on an instance (see Config.Isolation; outside
@@ -303,12 +359,14 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 	// A guest checks its deadline only every interruptPeriod checkpoints, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
-		return fail(ErrTimeout, "before the call", err)
+		return fail(contextKind(err), "before the call", err)
 	}
 	select {
 	case p.slots <- struct{}{}:
+	case <-p.closing.Done():
+		return fail(ErrClosed, "", nil)
 	case <-ctx.Done():
-		return fail(ErrTimeout, "waiting for a free instance", ctx.Err())
+		return fail(contextKind(ctx.Err()), "waiting for a free instance", ctx.Err())
 	}
 	defer func() { <-p.slots }()
 
@@ -345,38 +403,49 @@ func (p *Plugin) failure(export string, kind error, msg string, err error) *Erro
 		Err: bound(err, p.limits.MaxErrorBytes)}
 }
 
-// classify tells a deadline (ours or the caller's) from a trap.
+// classify tells why a call failed: the plugin closing, a deadline (the
+// call's or its caller's), its caller giving up, or else a trap.
 func (p *Plugin) classify(parent context.Context, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return ErrTimeout
-	}
 	var exit *sys.ExitError
-	if errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled) {
-		return ErrTimeout
-	}
-	if parent.Err() != nil {
-		return ErrTimeout
-	}
-	if errors.Is(err, ErrClosed) {
+	exited := errors.As(err, &exit)
+	switch {
+	case p.closing.Err() != nil || errors.Is(err, ErrClosed):
 		return ErrClosed
+	case errors.Is(err, context.DeadlineExceeded) || exited && exit.ExitCode() == sys.ExitCodeDeadlineExceeded:
+		return ErrTimeout
+	case errors.Is(err, context.Canceled) || exited && exit.ExitCode() == sys.ExitCodeContextCanceled:
+		return ErrCanceled
+	case parent.Err() != nil:
+		return contextKind(parent.Err())
 	}
 	return ErrTrap
 }
 
+// contextKind is the kind of a call ended by a context's error.
+func contextKind(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return ErrCanceled
+}
+
 // instantiate makes a fresh instance of the plugin's module, within a
-// deadline of its own: a call that needs a fresh instance does not pay for
-// it out of its own time.
+// deadline of its own (a call that needs a fresh instance does not pay for
+// it out of its own time), its memories reserved outside Go's heap (package
+// memory: growth then costs nothing and closing gives the memory back).
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	deadline := time.Now().Add(p.limits.Timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	state := &callState{log: newLogWriter(p)}
-	g, err := p.module.instantiate(state.begin(ctx, deadline), state)
+	state := &callState{log: newLogWriter(p), closing: p.closing.Done()}
+	arena := &memory.Arena{}
+	g, err := p.module.instantiate(experimental.WithMemoryAllocator(state.begin(ctx, deadline), arena), state)
 	if err != nil {
+		arena.Release()
 		return nil, err
 	}
 	p.stats.instantiated.Add(1)
-	return &instance{guest: g}, nil
+	return &instance{guest: g, arena: arena}, nil
 }
 
 // guestConfig is the module configuration of an instance in either loader:

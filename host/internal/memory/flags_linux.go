@@ -1,0 +1,5 @@
+package memory
+
+import "golang.org/x/sys/unix"
+
+const mapNoReserve = unix.MAP_NORESERVE

@@ -1,0 +1,12 @@
+//go:build !unix
+
+package memory
+
+// mapped is not available on this platform: memories are Go slices.
+type mapped struct{}
+
+func reserve(uint64) *mapped { return nil }
+
+func (*mapped) Reallocate(uint64) []byte { return nil }
+func (*mapped) Free()                    {}
+func (*mapped) unmap()                   {}
