@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -43,6 +44,7 @@ type Engine struct {
 	life         lifecycle
 	stream       func(delta string) // WithStream
 	hookOwner    map[string]string  // engine hook -> the plugin that set it; absent: the host
+	maxObs       int                // WithMaxObservationBytes
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -52,7 +54,8 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now, hookOwner: map[string]string{}}
+	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now,
+		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes}
 	for _, o := range opts {
 		o(e)
 	}
@@ -233,7 +236,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 					}
 					return ev
 				})
-			st.Observation, st.Error = e.callTool(r, step, call)
+			st.Observation, st.Error, st.Truncated = e.callTool(r, step, call)
 			r.Metrics.ToolCalls++
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser,
 				Content: fmt.Sprintf("Tool Result (%s):\n%s", call.ToolName, st.Observation)})
@@ -373,26 +376,33 @@ func stepErr(st Step) error {
 // callTool runs one tool call through the before_tool_call chain, schema
 // validation, the tool, and the after_tool_call chain, and returns the
 // observation for the model and, when the call failed, the error text for
-// the step record.
-func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errText string) {
+// the step record: both capped at the engine's observation limit, and
+// truncated says whether they were cut.
+func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errText string, truncated bool) {
+	capped := func(s string) string {
+		out := safetext.Truncate(s, e.maxObs)
+		truncated = truncated || len(out) != len(s)
+		return out
+	}
 	tool, ok := e.reg.Get(call.ToolName)
 	if !ok || (r.allowed != nil && !r.allowed[call.ToolName]) {
-		obs := fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(r.toolNames(e), ", "))
-		return obs, obs
+		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(r.toolNames(e), ", ")))
+		return obs, obs, truncated
 	}
 	input, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
 	if denied != "" {
-		obs := "Tool call denied: " + denied
-		return obs, obs
+		obs := capped("Tool call denied: " + denied)
+		return obs, obs, truncated
 	}
+	// The tool's output (or a plugin's trap message) is capped before the
+	// after_tool_call chain sees it, and the chain's result again.
 	out, err := e.execute(r, tool, input)
 	if err != nil {
-		errText = err.Error()
-		out = errText
+		out = err.Error()
 	}
-	out = e.afterToolCall(r, step, call.ToolName, input, out, err != nil)
+	out = capped(e.afterToolCall(r, step, call.ToolName, input, capped(out), err != nil))
 	if err != nil {
-		return out, errText
+		return out, capped(err.Error()), truncated
 	}
 	if e.successHook != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
@@ -400,7 +410,7 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Err: err, Message: "on_tool_success hook failed"})
 		}
 	}
-	return out, ""
+	return out, "", truncated
 }
 
 // execute validates input against the tool's schema and runs the tool; the

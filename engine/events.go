@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -46,7 +47,26 @@ type Event struct {
 	Outcome  string        // one of the Outcome* constants
 }
 
+// boundedError is an error whose text was cut; errors.Is and errors.As
+// still reach the original.
+type boundedError struct {
+	err  error
+	text string
+}
+
+func (b *boundedError) Error() string { return b.text }
+func (b *boundedError) Unwrap() error { return b.err }
+
+// emit logs ev and hands it to the event handler, its message and error
+// text cut to the observation limit: they can quote a plugin's trap
+// message or a model's reply.
 func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
+	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
+	if ev.Err != nil {
+		if text := ev.Err.Error(); len(text) > e.maxObs {
+			ev.Err = &boundedError{ev.Err, safetext.Truncate(text, e.maxObs)}
+		}
+	}
 	ev.Total = rc.Metrics.Usage()
 	ev.Elapsed = time.Since(rc.Metrics.StartTime)
 	switch {

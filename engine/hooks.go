@@ -138,6 +138,20 @@ func WithEventHandler(fn func(Event)) Option { return func(e *Engine) { e.onEven
 // hosts (a terminal UI, say); the protocol still needs the whole reply.
 func WithStream(fn func(delta string)) Option { return func(e *Engine) { e.stream = fn } }
 
+// WithMaxObservationBytes caps what one tool call adds to the conversation
+// (its output, a plugin's trap message, a middleware's rewrite), cut on a
+// character boundary with a note of how much was left out; it caps the
+// message and error text of every event too. n <= 0 means
+// DefaultMaxObservationBytes (64 KiB).
+func WithMaxObservationBytes(n int) Option {
+	return func(e *Engine) {
+		if n <= 0 {
+			n = DefaultMaxObservationBytes
+		}
+		e.maxObs = n
+	}
+}
+
 // WithLogger sets the logger for warnings and debug events (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 
