@@ -81,7 +81,7 @@ type run struct {
 // new session. A returned Final always comes with a nil error; the Context
 // is returned in every case, with the steps taken so far. Errors: ctx.Err()
 // when the context ends the run, a model call that failed (after the
-// client's retries), parameters the client rejects before the first call,
+// client's retries), base parameters the client rejects (before the first call),
 // or a *MiddlewareError from a fail-closed before_run hook.
 func (e *Engine) Run(ctx context.Context, task string, opts RunOptions) (*Final, *Context, error) {
 	return e.NewSession("").RunTurn(ctx, task, opts)
@@ -108,13 +108,11 @@ func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 	if err := e.beforeRun(r); err != nil {
 		return e.fail(r, StopMiddleware, err)
 	}
-	r.params = e.parameters(r, r.Task)
-	r.Parameters = r.params
-	if checker, ok := e.client.(llm.ParameterChecker); ok {
-		if err := checker.CheckParameters(r.params); err != nil {
-			return e.fail(r, StopBadParams, fmt.Errorf("engine: model parameters: %w", err))
-		}
+	params, err := e.parameters(r, r.Task)
+	if err != nil {
+		return e.fail(r, StopBadParams, err)
 	}
+	r.params, r.Parameters = params, params
 	r.Messages = append([]llm.Message{{Role: llm.RoleSystem, Content: r.SystemPrompt}}, r.Messages...)
 	return e.loop(r)
 }
@@ -144,16 +142,26 @@ func (e *Engine) beforeRun(r *run) error {
 			continue
 		}
 		if out.Tools != nil {
-			allowed := map[string]bool{}
+			allowed, unknown := map[string]bool{}, []string(nil)
 			for _, name := range out.Tools {
 				if slices.Contains(in.Tools, name) { // narrow only: a hook cannot add tools
 					allowed[name] = true
+				} else {
+					unknown = append(unknown, fmt.Sprintf("%q", name))
 				}
+			}
+			if len(unknown) > 0 {
+				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
+					Message: fmt.Sprintf("middleware %q kept tools that are not offered, ignored: %s", m.f.ID, strings.Join(unknown, ", "))})
 			}
 			r.allowed, narrowed = allowed, true
 		}
-		if out.SystemPrompt != "" {
+		switch {
+		case strings.TrimSpace(out.SystemPrompt) != "":
 			r.SystemPrompt, replaced = out.SystemPrompt, true
+		case out.SystemPrompt != "":
+			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
+				Message: fmt.Sprintf("middleware %q returned a blank system prompt; keeping the prompt as it was", m.f.ID)})
 		}
 	}
 	if narrowed && !replaced {
@@ -303,6 +311,9 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		if err == nil && final == nil {
 			err = errors.New("fallback_final hook returned no final")
 		}
+		if err == nil {
+			err = checkFinal(final)
+		}
 		if err != nil {
 			final = nil
 			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Err: err,
@@ -313,11 +324,22 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		final = &Final{Output: DefaultFinalOutput}
 	}
 	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Message: "using the fallback final: " + why})
-	raw, err := json.Marshal(final)
-	if err != nil { // an Output that cannot be marshalled: keep the run, say so
-		raw, _ = json.Marshal(&Final{Thought: final.Thought, Output: fmt.Sprint(final.Output)})
-	}
+	raw, _ := json.Marshal(final) // checkFinal passed, or the default final
 	return e.finish(r, StopFallback, final, raw)
+}
+
+// checkFinal refuses a hook's final that cannot be encoded as JSON (a
+// native hook's NaN, a channel) or that nests deeper than abi.MaxDepth:
+// the run's result could not be written, or would blow up when shown.
+func checkFinal(final *Final) error {
+	raw, err := json.Marshal(final)
+	if err == nil {
+		err = abi.CheckDepth(raw, abi.MaxDepth)
+	}
+	if err != nil {
+		return fmt.Errorf("fallback_final hook returned an unusable final: %w", err)
+	}
+	return nil
 }
 
 func (e *Engine) finish(r *run, reason string, final *Final, raw json.RawMessage) (*Final, *Context, error) {
@@ -433,7 +455,12 @@ func (e *Engine) execute(r *run, tool Tool, input map[string]any) (string, error
 
 // beforeToolCall runs the before_tool_call chain. It returns the input as
 // rewritten, or the reason of the first denial. A failing hook of a
-// fail-closed middleware denies the call.
+// fail-closed middleware denies the call. A rewrite that turns an input
+// the tool's schema accepts into one it rejects is the middleware's
+// mistake, not the model's: a fail-open middleware's rewrite is dropped
+// with a warning, a fail-closed one denies the call, naming it. (A rewrite
+// of an input that was already invalid is dropped: the model then hears
+// of its own mistake.)
 func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, string) {
 	for _, m := range e.chain() {
 		if m.f.BeforeToolCall == nil {
@@ -459,7 +486,17 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 			}
 			return nil, reason
 		case out.Input != nil:
-			input = out.Input
+			verr := e.reg.Validate(tool, out.Input)
+			switch {
+			case verr == nil:
+				input = out.Input
+			case e.reg.Validate(tool, input) != nil: // invalid before the rewrite too
+			case m.cfg.Policy == FailClosed:
+				return nil, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
+			default:
+				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: m.f.ID, Hook: abi.HookBeforeToolCall, Err: verr,
+					Message: fmt.Sprintf("middleware %q rewrote the input of tool %q into one its schema rejects; using the input as it was", m.f.ID, tool)})
+			}
 		}
 	}
 	return input, ""

@@ -15,10 +15,12 @@ import (
 // and may fail: a hook backed by a WebAssembly module can trap or time out.
 // The engine never lets a failing hook end a run:
 //   - PromptBuilder fails: the default system prompt is used, with a warning event.
-//   - ParamsBuilder fails: the run's base Parameters are used, with a warning event.
+//   - ParamsBuilder fails, or returns parameters the client rejects: the
+//     run's base Parameters are used, with a warning event.
 //   - ToolSuccessHook fails: a warning event; the tool's result stands.
-//   - FallbackFinalizer fails or answers nil: the default final
-//     (Output DefaultFinalOutput), with a warning event.
+//   - FallbackFinalizer fails, answers nil, or answers a final that cannot
+//     be encoded as JSON or nests deeper than abi.MaxDepth: the default
+//     final (Output DefaultFinalOutput), with a warning event.
 // A panic in a hook counts as its failure.
 
 // PromptBuilder builds the run's system prompt.
@@ -180,10 +182,14 @@ func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
 	case err != nil:
 		outcome = OutcomeError
 	}
-	owner := e.hookOwner[hook]
-	if owner == "" {
-		owner = SourceHost
-	}
-	e.emit(r.ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: owner, Duration: time.Since(start), Outcome: outcome, Err: err})
+	e.emit(r.ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
 	return err
+}
+
+// owner names who set an engine hook: its plugin, or SourceHost.
+func (e *Engine) owner(hook string) string {
+	if owner := e.hookOwner[hook]; owner != "" {
+		return owner
+	}
+	return SourceHost
 }
