@@ -117,3 +117,16 @@ func TestDeepReplyIsCorrected(t *testing.T) {
 		t.Fatalf("no correction: %q", msgs[len(msgs)-1])
 	}
 }
+
+// A fail-closed before_run's megabyte of error text ends the turn with a
+// bounded error, which a CLI prints.
+func TestMiddlewareErrorIsBounded(t *testing.T) {
+	f := &Funcs{ID: "gate", BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+		return abi.BeforeRunOutput{}, errors.New(strings.Repeat("trap ", 1<<18))
+	}}
+	_, _, err := New(script(), nil, WithMiddleware(f, MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
+	var me *MiddlewareError
+	if !errors.As(err, &me) || len(err.Error()) > DefaultMaxObservationBytes+200 {
+		t.Fatalf("error of %d bytes: %.100v", len(err.Error()), err)
+	}
+}

@@ -137,7 +137,7 @@ func (e *Engine) beforeRun(r *run) error {
 		}
 		if err != nil {
 			if m.cfg.Policy == FailClosed {
-				return &MiddlewareError{Middleware: m.f.ID, Hook: abi.HookBeforeRun, Err: err}
+				return &MiddlewareError{Middleware: m.f.ID, Hook: abi.HookBeforeRun, Err: e.bounded(err)}
 			}
 			continue
 		}

@@ -57,16 +57,22 @@ type boundedError struct {
 func (b *boundedError) Error() string { return b.text }
 func (b *boundedError) Unwrap() error { return b.err }
 
-// emit logs ev and hands it to the event handler, its message and error
-// text cut to the observation limit: they can quote a plugin's trap
-// message or a model's reply.
-func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
-	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
-	if ev.Err != nil {
-		if text := ev.Err.Error(); len(text) > e.maxObs {
-			ev.Err = &boundedError{ev.Err, safetext.Truncate(text, e.maxObs)}
+// bounded returns err with its text cut to the observation limit: it can
+// quote a plugin's trap message or a model's reply.
+func (e *Engine) bounded(err error) error {
+	if err != nil {
+		if text := err.Error(); len(text) > e.maxObs {
+			return &boundedError{err, safetext.Truncate(text, e.maxObs)}
 		}
 	}
+	return err
+}
+
+// emit logs ev and hands it to the event handler, its message and error
+// text cut to the observation limit.
+func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
+	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
+	ev.Err = e.bounded(ev.Err)
 	ev.Total = rc.Metrics.Usage()
 	ev.Elapsed = time.Since(rc.Metrics.StartTime)
 	switch {
