@@ -24,11 +24,15 @@
 //	max_steps = 15
 //	parse_retries = 2
 //	token_budget = 0                     # 0: unlimited
+//	max_observation_kb = 64              # each tool result the model is given
 //	identity = "You are ..."
 //	rules = ["...", "..."]
 //
 //	[tools]
 //	builtin = ["calc"]
+//	max_schema_kb = 64                   # each tool's parameter schema
+//	max_schema_depth = 64
+//	max_schema_steps = 500000            # validation work of one tool call
 //
 // Load checks everything it can without side effects: unknown keys, wrong
 // types, values out of range, the replies file, built-in tool names, and
@@ -63,6 +67,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/morphhost/morph/builtin"
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/llm"
 	"github.com/morphhost/morph/llm/openai"
@@ -140,6 +145,9 @@ type Agent struct {
 	// TokenBudget forces a conclusion once a run has used more tokens; 0
 	// means unlimited.
 	TokenBudget int `toml:"token_budget"`
+	// MaxObservationKB caps each tool output or error given to the model,
+	// and the text of each event; 0 means the engine default (64).
+	MaxObservationKB int `toml:"max_observation_kb"`
 	// Identity replaces the first paragraph of the default system prompt.
 	Identity string `toml:"identity"`
 	// Rules replace the rules of the default system prompt.
@@ -150,6 +158,20 @@ type Agent struct {
 type Tools struct {
 	// Builtin names the built-in tools to enable (see package builtin).
 	Builtin []string `toml:"builtin"`
+	// MaxSchemaKB caps each tool's parameter schema, which plugins write;
+	// 0 means the engine default (64).
+	MaxSchemaKB int `toml:"max_schema_kb"`
+	// MaxSchemaDepth caps how deeply a schema nests; 0 means the engine
+	// default (64).
+	MaxSchemaDepth int `toml:"max_schema_depth"`
+	// MaxSchemaSteps caps the work of validating one tool call (see
+	// engine.SchemaLimits); 0 means the engine default (500000).
+	MaxSchemaSteps int `toml:"max_schema_steps"`
+}
+
+// SchemaLimits are the engine's tool schema limits the table sets.
+func (t Tools) SchemaLimits() engine.SchemaLimits {
+	return engine.SchemaLimits{MaxBytes: t.MaxSchemaKB << 10, MaxDepth: t.MaxSchemaDepth, MaxSteps: t.MaxSchemaSteps}
 }
 
 // Load reads and checks the config file at path. The error is an *Error, or
@@ -347,6 +369,7 @@ func (v *validator) agent() {
 	if a.TokenBudget < 0 {
 		v.fail(toml.Key{"agent", "token_budget"}, nil, "must not be negative, got %d (0 means unlimited)", a.TokenBudget)
 	}
+	v.atLeastOne(toml.Key{"agent", "max_observation_kb"}, a.MaxObservationKB)
 	for i, r := range a.Rules {
 		if strings.TrimSpace(r) == "" {
 			v.fail(toml.Key{"agent", "rules"}, nil, "rule %d is empty", i+1)
@@ -355,9 +378,21 @@ func (v *validator) agent() {
 }
 
 func (v *validator) tools() {
-	for _, name := range v.c.Tools.Builtin {
+	t := v.c.Tools
+	for _, name := range t.Builtin {
 		if _, ok := builtin.Lookup(name); !ok {
 			v.fail(toml.Key{"tools", "builtin"}, nil, "unknown built-in tool %q (built-in tools: %s)", name, strings.Join(builtin.Names(), ", "))
 		}
+	}
+	v.atLeastOne(toml.Key{"tools", "max_schema_kb"}, t.MaxSchemaKB)
+	v.atLeastOne(toml.Key{"tools", "max_schema_depth"}, t.MaxSchemaDepth)
+	v.atLeastOne(toml.Key{"tools", "max_schema_steps"}, t.MaxSchemaSteps)
+}
+
+// atLeastOne checks a limit that, when set, must be at least 1 (absent,
+// the engine's default applies).
+func (v *validator) atLeastOne(key toml.Key, n int) {
+	if v.md.IsDefined(key...) && n < 1 {
+		v.fail(key, nil, "must be at least 1, got %d (leave it out for the default)", n)
 	}
 }

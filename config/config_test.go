@@ -107,8 +107,8 @@ builtin = ["calc"]
 	if cfg.LLM.Parameters["temperature"] != 0.2 {
 		t.Error("RunOptions shares the config's parameters map")
 	}
-	if n := len(cfg.EngineOptions()); n != 2 {
-		t.Errorf("%d engine options, want 2 (identity, rules)", n)
+	if n := len(cfg.EngineOptions()); n != 3 {
+		t.Errorf("%d engine options, want 3 (observation limit, identity, rules)", n)
 	}
 
 	reg, err := cfg.Registry()
@@ -252,7 +252,7 @@ func TestLoadErrors(t *testing.T) {
 		msg           string // in Error()
 	}{
 		{"unknown key", scriptedHead + "[agent]\nmax_stepz = 15\n", "agent.max_stepz", 5,
-			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_steps, parse_retries, rules, token_budget)"},
+			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_observation_kb, max_steps, parse_retries, rules, token_budget)"},
 		{"unknown table", scriptedHead + "[agents]\nmax_steps = 15\n", "agents", 4, "agents: unknown key (known keys at the top level: agent, discovery, llm, plugins, tools, wasm)"},
 		{"unknown key in pricing", scriptedHead + "[llm.pricing.\"gpt-4.1\"]\ninput = 1\noutptu = 2\n", `llm.pricing."gpt-4.1".outptu`, 6, "unknown key (known keys in [llm.pricing.\"gpt-4.1\"]: input, output)"},
 		{"wrong type", scriptedHead + "[agent]\nmax_steps = \"15\"\n", "agent.max_steps", 5, "agent.max_steps: want integer, got string"},
@@ -286,6 +286,10 @@ func TestLoadErrors(t *testing.T) {
 		{"negative budget", scriptedHead + "[agent]\ntoken_budget = -2\n", "agent.token_budget", 5, "must not be negative"},
 		{"empty rule", scriptedHead + "[agent]\nrules = [\"a\", \" \"]\n", "agent.rules", 5, "rule 2 is empty"},
 		{"unknown builtin", scriptedHead + "[tools]\nbuiltin = [\"calc\", \"web\"]\n", "tools.builtin", 5, `unknown built-in tool "web" (built-in tools: calc)`},
+		{"zero observation limit", scriptedHead + "[agent]\nmax_observation_kb = 0\n", "agent.max_observation_kb", 5, "must be at least 1, got 0"},
+		{"zero schema size", scriptedHead + "[tools]\nmax_schema_kb = 0\n", "tools.max_schema_kb", 5, "must be at least 1, got 0"},
+		{"negative schema depth", scriptedHead + "[tools]\nmax_schema_depth = -1\n", "tools.max_schema_depth", 5, "must be at least 1"},
+		{"zero schema steps", scriptedHead + "[tools]\nmax_schema_steps = 0\n", "tools.max_schema_steps", 5, "must be at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

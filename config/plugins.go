@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -403,8 +404,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 // Open builds the client and the registry of built-in tools, and an engine
 // with EngineOptions, the [[plugins]], then opts (an event handler, plugins
 // of the embedding host, ...), then the plugins found in the discovery
-// directories; and initializes it. A plugin that cannot be loaded is an
-// *Error naming it and its file, which also matches the engine's ErrInit
+// directories; and initializes it. A plugin that cannot be loaded, or
+// whose tool schema is invalid, is an *Error at its own [[plugins]] entry,
+// naming it and its file or tool, which also matches the engine's ErrInit
 // and the host's error kind (host.ErrABIMismatch, ...).
 func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.Option) (*Runtime, error) {
 	if logger == nil {
@@ -432,9 +434,35 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
 	if err := rt.Engine.Initialize(ctx); err != nil {
 		rt.Close(ctx)
-		return nil, c.errorAt(toml.Key{"plugins"}, err, err.Error())
+		return nil, c.initError(err)
 	}
 	return rt, nil
+}
+
+// initError locates the problems of a failed initialization: a plugin's at
+// its own [[plugins]] entry; the others (a discovered plugin's, a plugin's
+// of the embedding host, a dependency cycle) at the file. Several problems
+// come joined, one a line.
+func (c *Config) initError(err error) error {
+	var ie *engine.InitError
+	if !errors.As(err, &ie) || len(ie.Errs) == 0 {
+		return &Error{File: c.File, Msg: err.Error(), Err: err}
+	}
+	errs := make([]error, len(ie.Errs))
+	for i, e := range ie.Errs {
+		var key toml.Key
+		var pe *engine.PluginError
+		if errors.As(e, &pe) {
+			if j := slices.IndexFunc(c.Plugins, func(p Plugin) bool { return p.Name == pe.Plugin }); j >= 0 {
+				key = toml.Key{"plugins", strconv.Itoa(j)}
+			}
+		}
+		errs[i] = c.errorAt(key, e, e.Error())
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // discover lists the *.wasm files of dirs as plugins, in directory order

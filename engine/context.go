@@ -24,6 +24,10 @@ const (
 	DefaultParseRetries = 2
 )
 
+// DefaultMaxObservationBytes caps each tool observation the model is given,
+// and each message and error text of an event.
+const DefaultMaxObservationBytes = 64 << 10
+
 // DefaultFinalOutput is the output of the final the engine gives when the
 // forced conclusion fails and no fallback hook answers.
 const DefaultFinalOutput = "insufficient_evidence"
@@ -55,8 +59,11 @@ type Step struct {
 	ActionInput map[string]any `json:"action_input,omitempty"`
 	Observation string         `json:"observation,omitempty"`
 	Error       string         `json:"error,omitempty"`
-	Usage       llm.Usage      `json:"usage"`
-	Duration    time.Duration  `json:"duration_ns"`
+	// Truncated says the tool's output or error was cut to the engine's
+	// observation limit (WithMaxObservationBytes) for the model and here.
+	Truncated bool          `json:"truncated,omitempty"`
+	Usage     llm.Usage     `json:"usage"`
+	Duration  time.Duration `json:"duration_ns"`
 }
 
 // Stop reasons recorded in Context.StopReason.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -43,6 +44,7 @@ type Engine struct {
 	life         lifecycle
 	stream       func(delta string) // WithStream
 	hookOwner    map[string]string  // engine hook -> the plugin that set it; absent: the host
+	maxObs       int                // WithMaxObservationBytes
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -52,7 +54,8 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now, hookOwner: map[string]string{}}
+	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now,
+		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes}
 	for _, o := range opts {
 		o(e)
 	}
@@ -78,7 +81,7 @@ type run struct {
 // new session. A returned Final always comes with a nil error; the Context
 // is returned in every case, with the steps taken so far. Errors: ctx.Err()
 // when the context ends the run, a model call that failed (after the
-// client's retries), parameters the client rejects before the first call,
+// client's retries), base parameters the client rejects (before the first call),
 // or a *MiddlewareError from a fail-closed before_run hook.
 func (e *Engine) Run(ctx context.Context, task string, opts RunOptions) (*Final, *Context, error) {
 	return e.NewSession("").RunTurn(ctx, task, opts)
@@ -105,13 +108,11 @@ func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 	if err := e.beforeRun(r); err != nil {
 		return e.fail(r, StopMiddleware, err)
 	}
-	r.params = e.parameters(r, r.Task)
-	r.Parameters = r.params
-	if checker, ok := e.client.(llm.ParameterChecker); ok {
-		if err := checker.CheckParameters(r.params); err != nil {
-			return e.fail(r, StopBadParams, fmt.Errorf("engine: model parameters: %w", err))
-		}
+	params, err := e.parameters(r, r.Task)
+	if err != nil {
+		return e.fail(r, StopBadParams, err)
 	}
+	r.params, r.Parameters = params, params
 	r.Messages = append([]llm.Message{{Role: llm.RoleSystem, Content: r.SystemPrompt}}, r.Messages...)
 	return e.loop(r)
 }
@@ -136,21 +137,31 @@ func (e *Engine) beforeRun(r *run) error {
 		}
 		if err != nil {
 			if m.cfg.Policy == FailClosed {
-				return &MiddlewareError{Middleware: m.f.ID, Hook: abi.HookBeforeRun, Err: err}
+				return &MiddlewareError{Middleware: m.f.ID, Hook: abi.HookBeforeRun, Err: e.bounded(err)}
 			}
 			continue
 		}
 		if out.Tools != nil {
-			allowed := map[string]bool{}
+			allowed, unknown := map[string]bool{}, []string(nil)
 			for _, name := range out.Tools {
 				if slices.Contains(in.Tools, name) { // narrow only: a hook cannot add tools
 					allowed[name] = true
+				} else {
+					unknown = append(unknown, fmt.Sprintf("%q", name))
 				}
+			}
+			if len(unknown) > 0 {
+				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
+					Message: fmt.Sprintf("middleware %q kept tools that are not offered, ignored: %s", m.f.ID, strings.Join(unknown, ", "))})
 			}
 			r.allowed, narrowed = allowed, true
 		}
-		if out.SystemPrompt != "" {
+		switch {
+		case strings.TrimSpace(out.SystemPrompt) != "":
 			r.SystemPrompt, replaced = out.SystemPrompt, true
+		case out.SystemPrompt != "":
+			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
+				Message: fmt.Sprintf("middleware %q returned a blank system prompt; keeping the prompt as it was", m.f.ID)})
 		}
 	}
 	if narrowed && !replaced {
@@ -233,7 +244,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 					}
 					return ev
 				})
-			st.Observation, st.Error = e.callTool(r, step, call)
+			st.Observation, st.Error, st.Truncated = e.callTool(r, step, call)
 			r.Metrics.ToolCalls++
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser,
 				Content: fmt.Sprintf("Tool Result (%s):\n%s", call.ToolName, st.Observation)})
@@ -300,6 +311,9 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		if err == nil && final == nil {
 			err = errors.New("fallback_final hook returned no final")
 		}
+		if err == nil {
+			err = checkFinal(final)
+		}
 		if err != nil {
 			final = nil
 			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Err: err,
@@ -310,11 +324,22 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		final = &Final{Output: DefaultFinalOutput}
 	}
 	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Message: "using the fallback final: " + why})
-	raw, err := json.Marshal(final)
-	if err != nil { // an Output that cannot be marshalled: keep the run, say so
-		raw, _ = json.Marshal(&Final{Thought: final.Thought, Output: fmt.Sprint(final.Output)})
-	}
+	raw, _ := json.Marshal(final) // checkFinal passed, or the default final
 	return e.finish(r, StopFallback, final, raw)
+}
+
+// checkFinal refuses a hook's final that cannot be encoded as JSON (a
+// native hook's NaN, a channel) or that nests deeper than abi.MaxDepth:
+// the run's result could not be written, or would blow up when shown.
+func checkFinal(final *Final) error {
+	raw, err := json.Marshal(final)
+	if err == nil {
+		err = abi.CheckDepth(raw, abi.MaxDepth)
+	}
+	if err != nil {
+		return fmt.Errorf("fallback_final hook returned an unusable final: %w", err)
+	}
+	return nil
 }
 
 func (e *Engine) finish(r *run, reason string, final *Final, raw json.RawMessage) (*Final, *Context, error) {
@@ -373,26 +398,33 @@ func stepErr(st Step) error {
 // callTool runs one tool call through the before_tool_call chain, schema
 // validation, the tool, and the after_tool_call chain, and returns the
 // observation for the model and, when the call failed, the error text for
-// the step record.
-func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errText string) {
+// the step record: both capped at the engine's observation limit, and
+// truncated says whether they were cut.
+func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errText string, truncated bool) {
+	capped := func(s string) string {
+		out := safetext.Truncate(s, e.maxObs)
+		truncated = truncated || len(out) != len(s)
+		return out
+	}
 	tool, ok := e.reg.Get(call.ToolName)
 	if !ok || (r.allowed != nil && !r.allowed[call.ToolName]) {
-		obs := fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(r.toolNames(e), ", "))
-		return obs, obs
+		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(r.toolNames(e), ", ")))
+		return obs, obs, truncated
 	}
 	input, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
 	if denied != "" {
-		obs := "Tool call denied: " + denied
-		return obs, obs
+		obs := capped("Tool call denied: " + denied)
+		return obs, obs, truncated
 	}
+	// The tool's output (or a plugin's trap message) is capped before the
+	// after_tool_call chain sees it, and the chain's result again.
 	out, err := e.execute(r, tool, input)
 	if err != nil {
-		errText = err.Error()
-		out = errText
+		out = err.Error()
 	}
-	out = e.afterToolCall(r, step, call.ToolName, input, out, err != nil)
+	out = capped(e.afterToolCall(r, step, call.ToolName, input, capped(out), err != nil))
 	if err != nil {
-		return out, errText
+		return out, capped(err.Error()), truncated
 	}
 	if e.successHook != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
@@ -400,7 +432,7 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Err: err, Message: "on_tool_success hook failed"})
 		}
 	}
-	return out, ""
+	return out, "", truncated
 }
 
 // execute validates input against the tool's schema and runs the tool; the
@@ -423,7 +455,12 @@ func (e *Engine) execute(r *run, tool Tool, input map[string]any) (string, error
 
 // beforeToolCall runs the before_tool_call chain. It returns the input as
 // rewritten, or the reason of the first denial. A failing hook of a
-// fail-closed middleware denies the call.
+// fail-closed middleware denies the call. A rewrite that turns an input
+// the tool's schema accepts into one it rejects is the middleware's
+// mistake, not the model's: a fail-open middleware's rewrite is dropped
+// with a warning, a fail-closed one denies the call, naming it. (A rewrite
+// of an input that was already invalid is dropped: the model then hears
+// of its own mistake.)
 func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, string) {
 	for _, m := range e.chain() {
 		if m.f.BeforeToolCall == nil {
@@ -449,7 +486,17 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 			}
 			return nil, reason
 		case out.Input != nil:
-			input = out.Input
+			verr := e.reg.Validate(tool, out.Input)
+			switch {
+			case verr == nil:
+				input = out.Input
+			case e.reg.Validate(tool, input) != nil: // invalid before the rewrite too
+			case m.cfg.Policy == FailClosed:
+				return nil, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
+			default:
+				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: m.f.ID, Hook: abi.HookBeforeToolCall, Err: verr,
+					Message: fmt.Sprintf("middleware %q rewrote the input of tool %q into one its schema rejects; using the input as it was", m.f.ID, tool)})
+			}
 		}
 	}
 	return input, ""

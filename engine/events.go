@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -46,7 +47,32 @@ type Event struct {
 	Outcome  string        // one of the Outcome* constants
 }
 
+// boundedError is an error whose text was cut; errors.Is and errors.As
+// still reach the original.
+type boundedError struct {
+	err  error
+	text string
+}
+
+func (b *boundedError) Error() string { return b.text }
+func (b *boundedError) Unwrap() error { return b.err }
+
+// bounded returns err with its text cut to the observation limit: it can
+// quote a plugin's trap message or a model's reply.
+func (e *Engine) bounded(err error) error {
+	if err != nil {
+		if text := err.Error(); len(text) > e.maxObs {
+			return &boundedError{err, safetext.Truncate(text, e.maxObs)}
+		}
+	}
+	return err
+}
+
+// emit logs ev and hands it to the event handler, its message and error
+// text cut to the observation limit.
 func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
+	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
+	ev.Err = e.bounded(ev.Err)
 	ev.Total = rc.Metrics.Usage()
 	ev.Elapsed = time.Since(rc.Metrics.StartTime)
 	switch {

@@ -15,10 +15,12 @@ import (
 // and may fail: a hook backed by a WebAssembly module can trap or time out.
 // The engine never lets a failing hook end a run:
 //   - PromptBuilder fails: the default system prompt is used, with a warning event.
-//   - ParamsBuilder fails: the run's base Parameters are used, with a warning event.
+//   - ParamsBuilder fails, or returns parameters the client rejects: the
+//     run's base Parameters are used, with a warning event.
 //   - ToolSuccessHook fails: a warning event; the tool's result stands.
-//   - FallbackFinalizer fails or answers nil: the default final
-//     (Output DefaultFinalOutput), with a warning event.
+//   - FallbackFinalizer fails, answers nil, or answers a final that cannot
+//     be encoded as JSON or nests deeper than abi.MaxDepth: the default
+//     final (Output DefaultFinalOutput), with a warning event.
 // A panic in a hook counts as its failure.
 
 // PromptBuilder builds the run's system prompt.
@@ -138,6 +140,20 @@ func WithEventHandler(fn func(Event)) Option { return func(e *Engine) { e.onEven
 // hosts (a terminal UI, say); the protocol still needs the whole reply.
 func WithStream(fn func(delta string)) Option { return func(e *Engine) { e.stream = fn } }
 
+// WithMaxObservationBytes caps what one tool call adds to the conversation
+// (its output, a plugin's trap message, a middleware's rewrite), cut on a
+// character boundary with a note of how much was left out; it caps the
+// message and error text of every event too. n <= 0 means
+// DefaultMaxObservationBytes (64 KiB).
+func WithMaxObservationBytes(n int) Option {
+	return func(e *Engine) {
+		if n <= 0 {
+			n = DefaultMaxObservationBytes
+		}
+		e.maxObs = n
+	}
+}
+
 // WithLogger sets the logger for warnings and debug events (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 
@@ -166,10 +182,14 @@ func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
 	case err != nil:
 		outcome = OutcomeError
 	}
-	owner := e.hookOwner[hook]
-	if owner == "" {
-		owner = SourceHost
-	}
-	e.emit(r.ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: owner, Duration: time.Since(start), Outcome: outcome, Err: err})
+	e.emit(r.ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
 	return err
+}
+
+// owner names who set an engine hook: its plugin, or SourceHost.
+func (e *Engine) owner(hook string) string {
+	if owner := e.hookOwner[hook]; owner != "" {
+		return owner
+	}
+	return SourceHost
 }

@@ -33,12 +33,15 @@ var ErrClosed = errors.New("engine: closed")
 // ErrInit is matched (errors.Is) by every initialization failure.
 var ErrInit = errors.New("engine: initialization failed")
 
-// InitError is an initialization failure: plugins that failed to load, or a
-// dependency between plugins that is missing or circular. Initialize and
-// every later run return the same error: an engine never runs half-configured.
+// InitError is an initialization failure: plugins that failed to load or
+// whose tool schemas are invalid, a dependency between plugins that is
+// missing or circular, or a host tool's invalid schema. Initialize and every
+// later run return the same error: an engine never runs half-configured.
 type InitError struct {
-	Problems []string // one per plugin or dependency problem, each naming the plugins
-	Errs     []error  // the underlying errors, where there are some
+	Problems []string // one per problem, each naming the plugins
+	// Errs are the problems' errors, in the same order: a *PluginError for
+	// a problem of one plugin.
+	Errs []error
 }
 
 func (e *InitError) Error() string {
@@ -48,8 +51,29 @@ func (e *InitError) Error() string {
 // Is matches ErrInit.
 func (e *InitError) Is(target error) bool { return target == ErrInit }
 
-// Unwrap returns the underlying errors.
+// Unwrap returns the problems' errors.
 func (e *InitError) Unwrap() []error { return e.Errs }
+
+func (e *InitError) add(err error) {
+	e.Problems = append(e.Problems, err.Error())
+	e.Errs = append(e.Errs, err)
+}
+
+// PluginError is the initialization failure of one plugin: it did not
+// load, one of its tool schemas is invalid (the error names the tool), or
+// it requires a plugin that is not loaded. It matches ErrInit.
+type PluginError struct {
+	Plugin string
+	Err    error
+}
+
+func (e *PluginError) Error() string { return fmt.Sprintf("plugin %q: %v", e.Plugin, e.Err) }
+
+// Unwrap returns the plugin's error.
+func (e *PluginError) Unwrap() error { return e.Err }
+
+// Is matches ErrInit.
+func (e *PluginError) Is(target error) bool { return target == ErrInit }
 
 // Plugin is an extension the engine loads at Initialize and releases at
 // Close: a WebAssembly module (see package host) or anything else that adds
@@ -96,12 +120,13 @@ func WithBuiltinTools(ts ...Tool) Option {
 
 // lifecycle is the engine's state and what Initialize loaded.
 type lifecycle struct {
-	mu      sync.Mutex
-	state   State
-	initErr error
-	loaded  []*loadedPlugin
-	skipped []SkippedPlugin
-	active  sync.WaitGroup // runs in progress, which Close waits for
+	mu       sync.Mutex
+	state    State
+	initErr  error
+	loaded   []*loadedPlugin
+	skipped  []SkippedPlugin
+	warnings []string       // Status.Warnings
+	active   sync.WaitGroup // runs in progress, which Close waits for
 }
 
 type loadedPlugin struct {
@@ -166,10 +191,16 @@ func (e *Engine) initialize(ctx context.Context) error {
 			err = errors.New("Open returned no extension")
 		}
 		if err != nil {
-			fail.Problems = append(fail.Problems, fmt.Sprintf("plugin %q: %v", p.Name(), err))
-			fail.Errs = append(fail.Errs, err)
+			fail.add(&PluginError{Plugin: p.Name(), Err: err})
 			e.log.ErrorContext(ctx, "plugin failed to load", "plugin", p.Name(), "duration", took, "error", err)
 			continue
+		}
+		// Its tool schemas are checked now, so that a bad one is blamed on
+		// this plugin and tool (shadowed tools too: the plugin is broken).
+		for _, t := range ext.Tools {
+			if err := e.reg.checkTool(t); err != nil {
+				fail.add(&PluginError{Plugin: p.Name(), Err: err})
+			}
 		}
 		ok = append(ok, opened{p, ext, took})
 	}
@@ -179,7 +210,9 @@ func (e *Engine) initialize(ctx context.Context) error {
 		names[i], requires[i] = o.p.Name(), o.ext.Requires
 	}
 	order, problems := dependencyOrder(names, requires)
-	fail.Problems = append(fail.Problems, problems...)
+	for _, p := range problems {
+		fail.add(p)
+	}
 	if len(fail.Problems) > 0 {
 		for _, o := range ok {
 			if o.ext.Close != nil {
@@ -200,17 +233,19 @@ func (e *Engine) initialize(ctx context.Context) error {
 		for _, t := range o.ext.Tools {
 			switch src, taken := e.reg.Source(t.Name()); {
 			case taken && src == SourceHost:
-				e.log.WarnContext(ctx, "a host tool keeps its name over a plugin tool", "tool", t.Name(), "plugin", name)
+				e.initWarning(ctx, fmt.Sprintf("the tool %q of plugin %q is not used: the host's tool of that name is", t.Name(), name))
 				continue
-			case taken && src != SourceBuiltin:
-				e.log.WarnContext(ctx, "a later plugin's tool replaces an earlier one's", "tool", t.Name(), "used", name, "replaced", strings.TrimPrefix(src, "plugin:"))
+			case taken && src == SourceBuiltin:
+				e.initWarning(ctx, fmt.Sprintf("the tool %q of plugin %q replaces the built-in tool %q", t.Name(), name, t.Name()))
+			case taken:
+				e.initWarning(ctx, fmt.Sprintf("the tool %q of plugin %q replaces plugin %q's", t.Name(), name, strings.TrimPrefix(src, "plugin:")))
 			}
 			e.reg.RegisterFrom(PluginSource(name), t)
 		}
 		lp.hooks = e.applyHooks(o.ext.Options)
 		for _, hook := range lp.hooks {
 			if prev, ok := e.hookOwner[hook]; ok {
-				e.log.WarnContext(ctx, "a later plugin's hook replaces an earlier one's", "hook", hook, "used", name, "replaced", prev)
+				e.initWarning(ctx, fmt.Sprintf("the %s hook of plugin %q replaces plugin %q's", hook, name, prev))
 			}
 			e.hookOwner[hook] = name
 		}
@@ -222,12 +257,21 @@ func (e *Engine) initialize(ctx context.Context) error {
 		e.log.InfoContext(ctx, "plugin loaded", "plugin", name, "version", o.ext.Version, "source", o.ext.Source,
 			"load_time", o.took, "tools", len(o.ext.Tools), "middleware", o.ext.Middleware != nil)
 	}
-	if err := e.reg.Check(); err != nil {
-		return &InitError{Problems: []string{err.Error()}, Errs: []error{err}}
+	if err := e.reg.Check(); err != nil { // the host's tools
+		fail.add(err)
+		return fail
 	}
 	e.log.InfoContext(ctx, "engine initialized", "plugins", len(e.life.loaded), "skipped", len(e.life.skipped),
 		"tools", len(e.reg.Names()), "middleware", len(e.chain()))
 	return nil
+}
+
+// initWarning logs msg and keeps it for Status.Warnings, which a CLI
+// shows whatever its log level: a plugin that quietly takes a tool's name
+// can change what the agent does.
+func (e *Engine) initWarning(ctx context.Context, msg string) {
+	e.life.warnings = append(e.life.warnings, msg)
+	e.log.WarnContext(ctx, msg)
 }
 
 // applyHooks applies hook options and names the engine hooks they set.
@@ -262,18 +306,19 @@ func (e *Engine) applyHooks(opts []Option) []string {
 }
 
 // dependencyOrder sorts plugins so each comes after those it requires,
-// keeping the given order otherwise. It names every missing dependency and
-// every plugin caught in a cycle.
-func dependencyOrder(names []string, requires [][]string) ([]int, []string) {
+// keeping the given order otherwise. It names every missing dependency (a
+// *PluginError of the plugin that requires it) and every plugin caught in
+// a cycle.
+func dependencyOrder(names []string, requires [][]string) ([]int, []error) {
 	index := map[string]int{}
 	for i, n := range names {
 		index[n] = i
 	}
-	var problems []string
+	var problems []error
 	for i, reqs := range requires {
 		for _, r := range reqs {
 			if _, ok := index[r]; !ok {
-				problems = append(problems, fmt.Sprintf("plugin %q requires %q, which is not loaded", names[i], r))
+				problems = append(problems, &PluginError{Plugin: names[i], Err: fmt.Errorf("requires %q, which is not loaded", r)})
 			}
 		}
 	}
@@ -287,7 +332,7 @@ func dependencyOrder(names []string, requires [][]string) ([]int, []string) {
 		switch state[i] {
 		case 1:
 			start := slices.Index(path, names[i])
-			problems = append(problems, "plugins require each other in a cycle: "+strings.Join(append(path[start:], names[i]), " -> "))
+			problems = append(problems, errors.New("plugins require each other in a cycle: "+strings.Join(append(path[start:], names[i]), " -> ")))
 			return false
 		case 2:
 			return true

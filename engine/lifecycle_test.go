@@ -136,7 +136,7 @@ func TestDependencyOrder(t *testing.T) {
 		plugins []Plugin
 		want    string
 	}{
-		{[]Plugin{mk("a", "ghost")}, `plugin "a" requires "ghost", which is not loaded`},
+		{[]Plugin{mk("a", "ghost")}, `plugin "a": requires "ghost", which is not loaded`},
 		{[]Plugin{mk("a", "b"), mk("b", "c"), mk("c", "a")}, "cycle: a -> b -> c -> a"},
 	} {
 		err := New(script(), nil, WithPlugins(c.plugins...)).Initialize(context.Background())
@@ -163,6 +163,34 @@ func TestToolPrecedence(t *testing.T) {
 	}
 	if len(st.Tools) != 4 || st.State != "initialized" || strings.Join(st.Plugins[1].Tools, ",") != "both" {
 		t.Fatalf("status %+v", st)
+	}
+	// Each replacement is a warning naming both sides, kept for the CLI.
+	want2 := []string{
+		`the tool "shared" of plugin "p1" is not used: the host's tool of that name is`,
+		`the tool "calc" of plugin "p1" replaces the built-in tool "calc"`,
+		`the tool "both" of plugin "p2" replaces plugin "p1"'s`,
+	}
+	if got := strings.Join(st.Warnings, "\n"); got != strings.Join(want2, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", got, strings.Join(want2, "\n"))
+	}
+}
+
+// A bad tool schema is blamed on its plugin and tool, as the plugin loads:
+// here the second of two plugins.
+func TestBadToolSchemaNamesItsPlugin(t *testing.T) {
+	good := &fakePlugin{name: "good", ext: Extension{Tools: []Tool{&testTool{name: "fine", schema: `{"type":"object"}`}}}}
+	bad := &fakePlugin{name: "bad", ext: Extension{Tools: []Tool{&testTool{name: "leaky", schema: `{"$ref":"file:///etc/passwd"}`}}}}
+	err := New(script(), nil, WithPlugins(good, bad)).Initialize(context.Background())
+	var ie *InitError
+	var pe *PluginError
+	if !errors.As(err, &ie) || len(ie.Errs) != 1 || !errors.As(ie.Errs[0], &pe) || pe.Plugin != "bad" || !errors.Is(pe, ErrInvalidSchema) || !errors.Is(pe, ErrInit) {
+		t.Fatalf("err = %v, want one *PluginError of plugin bad", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `plugin "bad": invalid tool parameter schema of tool "leaky"`) || !strings.Contains(msg, "file:///etc/passwd") {
+		t.Fatalf("message %q", msg)
+	}
+	if good.closes.Load() != 1 || bad.closes.Load() != 1 {
+		t.Fatalf("closes good %d bad %d, want the plugins released", good.closes.Load(), bad.closes.Load())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -29,7 +30,17 @@ var (
 	ErrMissingPayload = errors.New("response payload missing")
 	// ErrMissingToolName: a tool_call without tool_name.
 	ErrMissingToolName = errors.New("tool_call without tool_name")
+	// ErrTooDeep: the object nests more than abi.MaxDepth arrays and objects.
+	ErrTooDeep = errors.New("the JSON object is nested too deeply")
 )
+
+// maxDetail caps the model-written text (a type name, a decoder's message
+// quoting a value) that a parse error repeats: the error goes back to the
+// model, into the step record and onto the terminal.
+const maxDetail = 200
+
+// brief is err's text cut to maxDetail.
+func brief(err error) string { return safetext.Truncate(err.Error(), maxDetail) }
 
 // ToolCall is the model's request to run a tool.
 type ToolCall struct {
@@ -62,16 +73,21 @@ type envelope struct {
 // ParseResponse reads a model reply. It looks for the protocol object in this
 // order: JSON the client already decoded, the whole text, a fenced code block,
 // then the first balanced {...} in the text; the first candidate that is a
-// JSON object is interpreted. Errors wrap ErrNoJSON, ErrUnknownType,
-// ErrMissingPayload or ErrMissingToolName.
+// JSON object is interpreted, unless it nests deeper than abi.MaxDepth
+// (whoever re-encodes or pretty-prints it would do work and output out of
+// all proportion to the reply). Errors wrap ErrNoJSON, ErrTooDeep,
+// ErrUnknownType, ErrMissingPayload or ErrMissingToolName.
 func ParseResponse(res llm.Result) (*AgentResponse, error) {
 	obj, err := findObject(res)
 	if err != nil {
 		return nil, err
 	}
+	if err := abi.CheckDepth(obj, abi.MaxDepth); err != nil {
+		return nil, fmt.Errorf("%w: %v; nest at most %d levels", ErrTooDeep, err, abi.MaxDepth)
+	}
 	var env envelope
 	if err := json.Unmarshal(obj, &env); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoJSON, err)
+		return nil, fmt.Errorf("%w: %s", ErrNoJSON, brief(err))
 	}
 	switch typ := strings.ToLower(strings.TrimSpace(env.Type)); typ {
 	case TypeFinal, TypeFinalAnswer:
@@ -92,7 +108,7 @@ func ParseResponse(res llm.Result) (*AgentResponse, error) {
 		}
 		return nil, fmt.Errorf("%w: the object has no \"type\" and none of tool_call, final, final_answer, plan", ErrUnknownType)
 	default:
-		return nil, fmt.Errorf("%w %q: want tool_call, final, final_answer or plan", ErrUnknownType, env.Type)
+		return nil, fmt.Errorf("%w %q: want tool_call, final, final_answer or plan", ErrUnknownType, safetext.Truncate(env.Type, maxDetail))
 	}
 }
 
@@ -106,17 +122,17 @@ func parseFinal(env envelope) (*AgentResponse, error) {
 		raw = env.FinalAnswer
 	}
 	if !present(raw) {
-		return nil, fmt.Errorf("%w: type %q needs a final or final_answer object", ErrMissingPayload, env.Type)
+		return nil, fmt.Errorf("%w: type %q needs a final or final_answer object", ErrMissingPayload, safetext.Truncate(env.Type, maxDetail))
 	}
 	final := &Final{}
 	if raw[0] == '{' {
 		if err := json.Unmarshal(raw, final); err != nil {
-			return nil, fmt.Errorf("%w: final: %v", ErrMissingPayload, err)
+			return nil, fmt.Errorf("%w: final: %s", ErrMissingPayload, brief(err))
 		}
 	} else {
 		// A bare value ("final": "42") is the output itself.
 		if err := json.Unmarshal(raw, &final.Output); err != nil {
-			return nil, fmt.Errorf("%w: final: %v", ErrMissingPayload, err)
+			return nil, fmt.Errorf("%w: final: %s", ErrMissingPayload, brief(err))
 		}
 	}
 	return &AgentResponse{Type: TypeFinal, Final: final, RawFinalAnswer: append(json.RawMessage(nil), raw...)}, nil
@@ -128,7 +144,7 @@ func parseToolCall(raw json.RawMessage) (*AgentResponse, error) {
 	}
 	var tc ToolCall
 	if err := json.Unmarshal(raw, &tc); err != nil {
-		return nil, fmt.Errorf("%w: tool_call: %v", ErrMissingPayload, err)
+		return nil, fmt.Errorf("%w: tool_call: %s", ErrMissingPayload, brief(err))
 	}
 	if strings.TrimSpace(tc.ToolName) == "" {
 		return nil, ErrMissingToolName
@@ -145,7 +161,7 @@ func parsePlan(raw json.RawMessage) (*AgentResponse, error) {
 	}
 	var p abi.Plan
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("%w: plan: %v", ErrMissingPayload, err)
+		return nil, fmt.Errorf("%w: plan: %s", ErrMissingPayload, brief(err))
 	}
 	return &AgentResponse{Type: TypePlan, Plan: &p}, nil
 }
@@ -209,11 +225,18 @@ func fencedBlock(text string) (string, bool) {
 }
 
 // firstBalancedObject scans for the first {...} that is valid JSON, skipping
-// braces inside strings.
+// braces inside strings. A candidate that nests braces deeper than
+// abi.MaxDepth is given up (it would be refused), and the scans read at
+// most scanFactor times the text in all: from every brace of a reply made
+// of them, a plain scan is quadratic (seconds for 50 KB).
 func firstBalancedObject(text string) (string, bool) {
+	budget := scanFactor * len(text)
 	for start := strings.IndexByte(text, '{'); start >= 0; {
 		depth, inString, escaped := 0, false, false
 		for i := start; i < len(text); i++ {
+			if budget--; budget < 0 {
+				return "", false
+			}
 			c := text[i]
 			switch {
 			case escaped:
@@ -224,7 +247,9 @@ func firstBalancedObject(text string) (string, bool) {
 				inString = !inString
 			case inString:
 			case c == '{':
-				depth++
+				if depth++; depth > abi.MaxDepth {
+					i = len(text) // too deep: try the next opening brace
+				}
 			case c == '}':
 				depth--
 				if depth == 0 {
@@ -243,3 +268,7 @@ func firstBalancedObject(text string) (string, bool) {
 	}
 	return "", false
 }
+
+// scanFactor bounds firstBalancedObject's reading: a scan given up for
+// depth reads at most abi.MaxDepth braces' worth past its start.
+const scanFactor = abi.MaxDepth + 2

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/morphhost/morph/abi"
@@ -131,6 +132,62 @@ func TestParseResponseErrors(t *testing.T) {
 		_, err := ParseResponse(llm.Result{Text: c.text})
 		if !errors.Is(err, c.want) {
 			t.Errorf("ParseResponse(%q) error = %v, want %v", c.text, err, c.want)
+		}
+	}
+}
+
+// A reply nested deeper than abi.MaxDepth is a parse error (the model gets
+// a correction), however it is found; before the fix it was accepted, and
+// a final 9,999 deep became hundreds of MB when pretty-printed.
+func TestParseResponseRefusesDeepJSON(t *testing.T) {
+	deep := strings.Repeat("[", 9999) + strings.Repeat("]", 9999)
+	for _, text := range []string{
+		`{"type":"final","final":{"output":` + deep + `}}`,
+		"Here:\n```json\n{\"type\":\"final\",\"final\":" + deep + "}\n```",
+		`prose {"type":"tool_call","tool_call":{"tool_name":"x","tool_params":{"a":` + deep + `}}} prose`,
+	} {
+		if _, err := ParseResponse(llm.Result{Text: text}); !errors.Is(err, ErrTooDeep) || len(err.Error()) > 200 {
+			t.Errorf("error %.200v, want a short ErrTooDeep", err)
+		}
+	}
+	var nested any = "x"
+	for range 100 {
+		nested = []any{nested}
+	}
+	if _, err := ParseResponse(llm.Result{JSON: map[string]any{"type": "final", "final": nested}}); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("decoded JSON: error %v, want ErrTooDeep", err)
+	}
+	ok := `{"type":"final","final":{"output":` + strings.Repeat("[", 60) + strings.Repeat("]", 60) + `}}`
+	if _, err := ParseResponse(llm.Result{Text: ok}); err != nil {
+		t.Errorf("60 levels: %v", err)
+	}
+}
+
+// A reply of braces costs linear time to search; before the fix every
+// brace started a scan to the end (200 KB: about a minute).
+func TestParseResponseBraceFloodIsLinear(t *testing.T) {
+	for _, text := range []string{
+		"x" + strings.Repeat("{", 200_000),
+		"x" + strings.Repeat(`{"a":`, 40_000),
+		"x" + strings.Repeat(`{"a":"}`, 30_000),
+	} {
+		var err error
+		within(t, "parsing a brace flood", func() { _, err = ParseResponse(llm.Result{Text: text}) })
+		if !errors.Is(err, ErrNoJSON) {
+			t.Errorf("error %v, want ErrNoJSON", err)
+		}
+	}
+}
+
+// Model-written text repeated by a parse error is cut.
+func TestParseErrorsAreBrief(t *testing.T) {
+	for _, text := range []string{
+		`{"type":"` + strings.Repeat("x", 100_000) + `"}`,
+		`{"type":"final","final":{"thought":` + strings.Repeat("9", 100_000) + `}}`,
+	} {
+		_, err := ParseResponse(llm.Result{Text: text})
+		if err == nil || len(err.Error()) > 2*maxDetail+100 {
+			t.Errorf("error of %d bytes", len(err.Error()))
 		}
 	}
 }

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
 )
 
 // DefaultIdentity opens the default system prompt.
@@ -73,15 +75,36 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 	return out.SystemPrompt
 }
 
-// parameters merges the params builder's output over the run's base
-// Parameters, falling back to the base alone.
-func (e *Engine) parameters(r *run, task string) map[string]any {
-	params := maps.Clone(r.opts.Parameters)
+// parameters are the run's model parameters: the params builder's output
+// merged over the base Parameters. Merged parameters the client rejects
+// (or nested deeper than abi.MaxDepth) fall back to the base ones, with a
+// warning naming the hook's plugin and the bad keys: a plugin's mistake
+// does not lose the run. Base parameters that fail are the run's error:
+// they are the operator's.
+func (e *Engine) parameters(r *run, task string) (map[string]any, error) {
+	base := maps.Clone(r.opts.Parameters)
+	params, built := e.buildParams(r, task, base)
+	err := e.checkParameters(params)
+	if err == nil || !built {
+		return params, err
+	}
+	if err := e.checkParameters(base); err != nil {
+		return nil, err
+	}
+	owner := e.owner("build_params")
+	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: owner, Err: err,
+		Message: fmt.Sprintf("the build_params hook of %q returned parameters the model client rejects; using the base parameters", owner)})
+	return base, nil
+}
+
+// buildParams merges the params builder's output over base; built is
+// false when there is no builder or it failed (base is returned).
+func (e *Engine) buildParams(r *run, task string, base map[string]any) (params map[string]any, built bool) {
 	if e.paramsHook == nil {
-		return params
+		return base, false
 	}
 	in := abi.ParamsInput{Task: task, Options: r.opts}
-	in.Options.Parameters = maps.Clone(params) // the hook must not alter the caller's map
+	in.Options.Parameters = maps.Clone(base) // the hook must not alter the caller's map
 	var out abi.ParamsOutput
 	err := e.engineHook(r, "build_params", func() (err error) {
 		out, err = e.paramsHook.BuildParams(r.ctx, in)
@@ -89,11 +112,31 @@ func (e *Engine) parameters(r *run, task string) map[string]any {
 	})
 	if err != nil {
 		e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Err: err, Message: "build_params hook failed; using the base parameters"})
-		return params
+		return base, false
 	}
+	params = maps.Clone(base)
 	if params == nil && len(out.Parameters) > 0 {
 		params = make(map[string]any, len(out.Parameters))
 	}
 	maps.Copy(params, out.Parameters)
-	return params
+	return params, true
+}
+
+// checkParameters asks the client, when it can tell, whether it can send
+// params, after refusing params nested deeper than abi.MaxDepth (they are
+// sent with every request and shown with the run's result).
+func (e *Engine) checkParameters(params map[string]any) error {
+	raw, err := json.Marshal(params)
+	if err == nil {
+		err = abi.CheckDepth(raw, abi.MaxDepth)
+	}
+	if err == nil {
+		if checker, ok := e.client.(llm.ParameterChecker); ok {
+			err = checker.CheckParameters(params)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("engine: model parameters: %w", err)
+	}
+	return nil
 }

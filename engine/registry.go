@@ -15,6 +15,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Tool is something the model can call. ParameterSchema returns the JSON
@@ -39,21 +40,34 @@ var ErrInvalidSchema = errors.New("invalid tool parameter schema")
 
 // Registry holds the tools of an engine. It is safe for concurrent use.
 type Registry struct {
-	mu    sync.RWMutex
-	tools map[string]*registered
+	mu     sync.RWMutex
+	tools  map[string]*registered
+	limits SchemaLimits
 }
 
 type registered struct {
 	tool   Tool
-	source string    // SourceHost, SourceBuiltin, or "plugin:<name>"
+	source string // SourceHost, SourceBuiltin, or "plugin:<name>"
+	limits SchemaLimits
 	once   sync.Once // schemas compile on first use: registering stays cheap and infallible
-	schema *jsonschema.Schema
+	schema *toolSchema
 	err    error
 }
 
-// NewRegistry returns an empty registry.
+// NewRegistry returns an empty registry with the default SchemaLimits.
 func NewRegistry() *Registry {
-	return &Registry{tools: map[string]*registered{}}
+	return &Registry{tools: map[string]*registered{}, limits: SchemaLimits{}.withDefaults()}
+}
+
+// SetSchemaLimits sets the limits tool schemas are compiled and checked
+// with; schemas already compiled are compiled again under them.
+func (r *Registry) SetSchemaLimits(l SchemaLimits) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limits = l.withDefaults()
+	for name, e := range r.tools {
+		r.tools[name] = &registered{tool: e.tool, source: e.source, limits: r.limits}
+	}
 }
 
 // Tool sources, in rising precedence: a built-in tool gives way to a plugin
@@ -75,7 +89,17 @@ func (r *Registry) Register(t Tool) { r.RegisterFrom(SourceHost, t) }
 func (r *Registry) RegisterFrom(source string, t Tool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tools[t.Name()] = &registered{tool: t, source: source}
+	r.tools[t.Name()] = &registered{tool: t, source: source, limits: r.limits}
+}
+
+// checkTool compiles t's schema under the registry's limits without
+// registering t, so that a plugin's tools are checked as it is loaded.
+func (r *Registry) checkTool(t Tool) error {
+	r.mu.RLock()
+	l := r.limits
+	r.mu.RUnlock()
+	_, err := compileSchema(t.Name(), schemaText(t), l)
+	return err
 }
 
 // Source returns where the tool called name came from.
@@ -143,7 +167,9 @@ func (r *Registry) Check() error {
 }
 
 // Validate checks params against the schema of the tool called name. The
-// error wraps ErrInvalidParams or ErrInvalidSchema and names the bad fields.
+// error wraps ErrInvalidParams or ErrInvalidSchema and names the bad fields;
+// parameters nested deeper than abi.MaxDepth, or whose validation would
+// take more than SchemaLimits.MaxSteps, are refused unchecked.
 func (r *Registry) Validate(name string, params map[string]any) error {
 	e, ok := r.entry(name)
 	if !ok {
@@ -156,6 +182,9 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 	// Round-trip through JSON so Go values (ints, structs) validate exactly as
 	// the model's JSON would.
 	raw, err := json.Marshal(params)
+	if err == nil {
+		err = abi.CheckDepth(raw, abi.MaxDepth)
+	}
 	if err != nil {
 		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
 	}
@@ -163,7 +192,11 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
 	}
-	if err := sch.Validate(inst); err != nil {
+	if n := sch.cost.steps(inst); n > sch.limit {
+		return fmt.Errorf("%w for tool %q: checking them against its schema would take %s steps, more than the limit of %d; send smaller parameters",
+			ErrInvalidParams, name, formatCount(n), sch.limit)
+	}
+	if err := sch.schema.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("%w for tool %q: %s", ErrInvalidParams, name, describeViolations(ve))
@@ -180,24 +213,8 @@ func (r *Registry) entry(name string) (*registered, bool) {
 	return e, ok
 }
 
-func (e *registered) compiled() (*jsonschema.Schema, error) {
-	e.once.Do(func() {
-		name := e.tool.Name()
-		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schemaText(e.tool)))
-		if err != nil {
-			e.err = fmt.Errorf("%w of tool %q: not JSON: %v", ErrInvalidSchema, name, err)
-			return
-		}
-		c := jsonschema.NewCompiler()
-		url := "morph:tool/" + name + ".json"
-		if err := c.AddResource(url, doc); err != nil {
-			e.err = fmt.Errorf("%w of tool %q: %v", ErrInvalidSchema, name, err)
-			return
-		}
-		if e.schema, err = c.Compile(url); err != nil {
-			e.err = fmt.Errorf("%w of tool %q: %v", ErrInvalidSchema, name, err)
-		}
-	})
+func (e *registered) compiled() (*toolSchema, error) {
+	e.once.Do(func() { e.schema, e.err = compileSchema(e.tool.Name(), schemaText(e.tool), e.limits) })
 	return e.schema, e.err
 }
 
@@ -208,15 +225,29 @@ func schemaText(t Tool) string {
 	return anyObject
 }
 
+// Bounds of describeViolations: a schema's messages can quote its enums
+// and patterns, and one call can break it at thousands of places.
+const (
+	maxViolations      = 10
+	maxViolationLength = 300
+)
+
 // describeViolations flattens a validation error tree to its leaves, one
-// "at '/path': reason" each, which is what a model needs to fix its call.
+// "at '/path': reason" each, which is what a model needs to fix its call:
+// the first maxViolations of them, each cut to maxViolationLength bytes.
 func describeViolations(ve *jsonschema.ValidationError) string {
 	p := message.NewPrinter(language.English)
 	var parts []string
+	more := 0
 	var walk func(*jsonschema.ValidationError)
 	walk = func(v *jsonschema.ValidationError) {
 		if len(v.Causes) == 0 {
-			parts = append(parts, fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), v.ErrorKind.LocalizedString(p)))
+			if len(parts) == maxViolations {
+				more++
+				return
+			}
+			msg := fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), v.ErrorKind.LocalizedString(p))
+			parts = append(parts, safetext.Truncate(msg, maxViolationLength))
 			return
 		}
 		for _, c := range v.Causes {
@@ -224,5 +255,8 @@ func describeViolations(ve *jsonschema.ValidationError) string {
 		}
 	}
 	walk(ve)
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
 	return strings.Join(parts, "; ")
 }

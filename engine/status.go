@@ -15,6 +15,11 @@ type Status struct {
 	Skipped []SkippedPlugin `json:"skipped,omitempty"`
 	Tools   []ToolStatus    `json:"tools"`
 	Hooks   map[string]int  `json:"hooks"`
+	// Warnings are what Initialize found questionable but went on with: a
+	// plugin's tool replacing a built-in or another plugin's, a hook
+	// replacing another plugin's. Names in them are quoted (%q); show them
+	// with safetext.Line all the same.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // PluginStatus describes one loaded plugin.
@@ -91,6 +96,7 @@ func (e *Engine) Status() Status {
 	st := Status{State: e.life.state.String(), Hooks: map[string]int{}}
 	loaded := append([]*loadedPlugin(nil), e.life.loaded...)
 	st.Skipped = append(st.Skipped, e.life.skipped...)
+	st.Warnings = append(st.Warnings, e.life.warnings...)
 	e.life.mu.Unlock()
 
 	for _, name := range e.reg.Names() {

@@ -62,9 +62,10 @@ type Client interface {
 }
 
 // ParameterChecker is implemented by clients that know which Parameters keys
-// they can send. The engine calls it once per run, after the params builder,
-// so a misspelt key fails the run before any request instead of being
-// silently dropped.
+// they can send. The engine calls it at the start of each run, after the
+// params builder: parameters a builder added that fail are dropped with a
+// warning, and base parameters that fail (a misspelt key in the operator's
+// config) fail the run before any request instead of being silently dropped.
 type ParameterChecker interface {
 	CheckParameters(params map[string]any) error
 }

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// flood is a tool whose output or error is n bytes of multi-byte text.
+func flood(name string, n int, fail bool) *testTool {
+	text := strings.Repeat("é", n/2)
+	return &testTool{name: name, fn: func(map[string]any) (string, error) {
+		if fail {
+			return "", errors.New(text) // a plugin's trap message can be megabytes
+		}
+		return text, nil
+	}}
+}
+
+// A tool's output or error of a megabyte reaches the model, the step
+// record and the events cut to the limit, on a character boundary, with a
+// note; before the fix all of it was appended to the conversation.
+func TestObservationsAreCapped(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want int
+	}{
+		{"default", nil, DefaultMaxObservationBytes},
+		{"option", []Option{WithMaxObservationBytes(1000)}, 1000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := script(toolCall("big", `{}`), toolCall("trap", `{}`), finalReply("done"))
+			var events []Event
+			e := New(m, registry(flood("big", 1<<20, false), flood("trap", 1<<20, true)), append(c.opts, collectEvents(&events))...)
+			_, rc, err := e.Run(context.Background(), "t", RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range rc.Steps[:2] {
+				model := userMessages(m.reqs[i+1])
+				sent := model[len(model)-1]
+				for what, s := range map[string]string{"observation": st.Observation, "message": sent, "step error": st.Error} {
+					if i == 0 && what == "step error" {
+						continue
+					}
+					if len(s) > c.want+100 || !utf8.ValidString(s) || !strings.Contains(s, "more bytes)") {
+						t.Errorf("step %d %s: %d bytes, valid UTF-8 %v: %.80q...", i+1, what, len(s), utf8.ValidString(s), s)
+					}
+				}
+				if !st.Truncated {
+					t.Errorf("step %d: Truncated not set", i+1)
+				}
+			}
+			for _, ev := range events {
+				if ev.Err != nil && len(ev.Err.Error()) > c.want+100 {
+					t.Errorf("%s event error of %d bytes", ev.Kind, len(ev.Err.Error()))
+				}
+			}
+		})
+	}
+}
+
+// An after_tool_call middleware cannot inflate an observation past the cap.
+func TestRewrittenObservationIsCapped(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	mw := &Funcs{ID: "inflate", AfterToolCall: func(context.Context, abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
+		return abi.AfterToolCallOutput{Output: &huge}, nil
+	}}
+	m := script(toolCall("echo", `{"text":"hi"}`), finalReply("done"))
+	_, rc, err := New(m, registry(echoTool()), WithMiddleware(mw), WithMaxObservationBytes(500)).Run(context.Background(), "t", RunOptions{})
+	if err != nil || len(rc.Steps[0].Observation) > 600 || !rc.Steps[0].Truncated {
+		t.Fatalf("err %v, observation of %d bytes", err, len(rc.Steps[0].Observation))
+	}
+}
+
+// A hook failing with a megabyte of error text yields a bounded event
+// error that still matches the original.
+func TestEventTextIsBounded(t *testing.T) {
+	sentinel := errors.New("sentinel")
+	var events []Event
+	e := New(script(finalReply("ok")), nil, collectEvents(&events), WithMaxObservationBytes(1000),
+		WithPromptBuilderHook(PromptBuilderFunc(func(context.Context, abi.PromptInput) (abi.PromptOutput, error) {
+			return abi.PromptOutput{}, errors.Join(sentinel, errors.New(strings.Repeat("\x1b[2J", 1<<18)))
+		})))
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range events {
+		if ev.Err != nil {
+			found = true
+			if len(ev.Err.Error()) > 1100 || !errors.Is(ev.Err, sentinel) {
+				t.Errorf("%s event: %d bytes, matches the original: %v", ev.Kind, len(ev.Err.Error()), errors.Is(ev.Err, sentinel))
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no event carried the hook's error")
+	}
+}
+
+// A final nested too deep gets a correction, and the run still ends with
+// the model's next final.
+func TestDeepReplyIsCorrected(t *testing.T) {
+	deep := `{"type":"final","final":{"output":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}}`
+	m := script(deep, finalReply("flat"))
+	final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{})
+	if err != nil || final.Output != "flat" || rc.Steps[0].Action != "parse_error" || !strings.Contains(rc.Steps[0].Error, "nested") {
+		t.Fatalf("err %v final %+v steps %+v", err, final, rc.Steps)
+	}
+	if msgs := userMessages(m.last()); !strings.Contains(msgs[len(msgs)-1], "could not be used") {
+		t.Fatalf("no correction: %q", msgs[len(msgs)-1])
+	}
+}
+
+// A fail-closed before_run's megabyte of error text ends the turn with a
+// bounded error, which a CLI prints.
+func TestMiddlewareErrorIsBounded(t *testing.T) {
+	f := &Funcs{ID: "gate", BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+		return abi.BeforeRunOutput{}, errors.New(strings.Repeat("trap ", 1<<18))
+	}}
+	_, _, err := New(script(), nil, WithMiddleware(f, MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
+	var me *MiddlewareError
+	if !errors.As(err, &me) || len(err.Error()) > DefaultMaxObservationBytes+200 {
+		t.Fatalf("error of %d bytes: %.100v", len(err.Error()), err)
+	}
+}

@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
+)
+
+// checkingModel is a model client that knows its parameters: only
+// temperature, a number.
+type checkingModel struct{ *model }
+
+func (checkingModel) CheckParameters(p map[string]any) error {
+	for k, v := range p {
+		if _, ok := v.(float64); k != "temperature" || !ok {
+			return fmt.Errorf("parameter %q: not supported", k)
+		}
+	}
+	return nil
+}
+
+// paramsPlugin is a plugin whose build_params hook answers out.
+func paramsPlugin(out map[string]any) *fakePlugin {
+	return &fakePlugin{name: "tuner", ext: Extension{Options: []Option{WithParamsBuilderHook(ParamsBuilderFunc(
+		func(context.Context, abi.ParamsInput) (abi.ParamsOutput, error) {
+			return abi.ParamsOutput{Parameters: out}, nil
+		}))}}}
+}
+
+// A params builder answering a key the client rejects no longer ends the
+// run before any model call: the base parameters are used, and a warning
+// names the plugin and the key.
+func TestBadBuiltParamsFallBackToBase(t *testing.T) {
+	var deep any = 1.0
+	for range 100 {
+		deep = []any{deep}
+	}
+	for _, c := range []struct {
+		name    string
+		out     map[string]any
+		checker bool // the client checks its parameters; the depth limit holds without
+		bad     string
+	}{
+		{"unknown key", map[string]any{"temperature": 0.5, "tempreature": 0.7}, true, "tempreature"},
+		{"too deep", map[string]any{"temperature": 0.5, "chat_template_kwargs": deep}, false, "nested more than 64"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := script(finalReply("ok"))
+			var client llm.Client = m
+			if c.checker {
+				client = checkingModel{m}
+			}
+			var events []Event
+			final, rc, err := New(client, nil, WithPlugins(paramsPlugin(c.out)), collectEvents(&events)).
+				Run(context.Background(), "t", RunOptions{Parameters: map[string]any{"temperature": 0.2}})
+			if err != nil || final == nil || rc.StopReason != StopFinal {
+				t.Fatalf("err %v stop %s", err, rc.StopReason)
+			}
+			if got := m.last().Parameters; len(got) != 1 || got["temperature"] != 0.2 {
+				t.Fatalf("sent parameters %v, want the base ones", got)
+			}
+			warned := false
+			for _, ev := range events {
+				warned = warned || (ev.Kind == EventWarning && ev.Plugin == "tuner" && strings.Contains(ev.Message, `"tuner"`) &&
+					ev.Err != nil && strings.Contains(ev.Err.Error(), c.bad))
+			}
+			if !warned {
+				t.Fatalf("no warning naming the plugin and %q: %v", c.bad, events)
+			}
+		})
+	}
+	t.Run("bad base parameters stay the run's error", func(t *testing.T) {
+		m := checkingModel{script(finalReply("ok"))}
+		_, rc, err := New(m, nil, WithPlugins(paramsPlugin(map[string]any{"temperature": 0.5}))).
+			Run(context.Background(), "t", RunOptions{Parameters: map[string]any{"top_k": 3.0}})
+		if err == nil || rc.StopReason != StopBadParams || len(m.reqs) != 0 || !strings.Contains(err.Error(), "top_k") {
+			t.Fatalf("err %v stop %s requests %d", err, rc.StopReason, len(m.reqs))
+		}
+	})
+}
+
+// rewriter is a before_tool_call middleware that replaces every input.
+func rewriter(input map[string]any) *Funcs {
+	return &Funcs{ID: "rewriter", BeforeToolCall: func(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+		return abi.BeforeToolCallOutput{Input: input}, nil
+	}}
+}
+
+// A middleware rewriting a valid input into one the tool's schema rejects
+// is blamed, not the model: fail-open uses the model's input with a
+// warning, fail-closed denies the call naming the middleware.
+func TestInvalidRewriteIsTheMiddlewares(t *testing.T) {
+	broken := map[string]any{"times": "three"} // no text, times not an integer
+	t.Run("fail_open", func(t *testing.T) {
+		tool := echoTool()
+		var events []Event
+		_, rc, err := New(script(toolCall("echo", `{"text":"hi"}`), finalReply("x")), registry(tool), WithMiddleware(rewriter(broken)), collectEvents(&events)).
+			Run(context.Background(), "t", RunOptions{})
+		if err != nil || tool.calls.Load() != 1 || rc.Steps[0].Observation != "echo: hi" {
+			t.Fatalf("err %v calls %d observation %q", err, tool.calls.Load(), rc.Steps[0].Observation)
+		}
+		if w := warnings(events); len(w) != 1 || !strings.Contains(w[0], `"rewriter"`) || !strings.Contains(w[0], `"echo"`) {
+			t.Fatalf("warnings %q", w)
+		}
+	})
+	t.Run("fail_closed", func(t *testing.T) {
+		tool := echoTool()
+		_, rc, _ := New(script(toolCall("echo", `{"text":"hi"}`), finalReply("x")), registry(tool),
+			WithMiddleware(rewriter(broken), MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
+		if obs := rc.Steps[0].Observation; tool.calls.Load() != 0 || !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, `"rewriter"`) || !strings.Contains(obs, "'text'") {
+			t.Fatalf("calls %d observation %q", tool.calls.Load(), obs)
+		}
+	})
+	t.Run("an input invalid already gets the model's own error", func(t *testing.T) {
+		tool := echoTool()
+		var events []Event
+		_, rc, _ := New(script(toolCall("echo", `{"times":0}`), finalReply("x")), registry(tool),
+			WithMiddleware(rewriter(broken), MiddlewareConfig{Policy: FailClosed}), collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
+		if obs := rc.Steps[0].Observation; tool.calls.Load() != 0 || !strings.Contains(obs, "/times") || strings.Contains(obs, "rewriter") || len(warnings(events)) != 0 {
+			t.Fatalf("calls %d observation %q warnings %q", tool.calls.Load(), obs, warnings(events))
+		}
+	})
+}
+
+// A before_run hook's blank prompt and unknown tools are reported, not
+// silently applied.
+func TestBeforeRunOutputIsChecked(t *testing.T) {
+	f := &Funcs{ID: "narrow", BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+		return abi.BeforeRunOutput{SystemPrompt: " \n ", Tools: []string{"echo", "rm_rf"}}, nil
+	}}
+	m := script(finalReply("x"))
+	var events []Event
+	_, rc, err := New(m, registry(echoTool(), failTool()), WithMiddleware(f), collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
+	if err != nil || strings.TrimSpace(rc.SystemPrompt) == "" || !strings.Contains(rc.SystemPrompt, "- echo:") || strings.Contains(rc.SystemPrompt, "- boom:") {
+		t.Fatalf("err %v prompt %q", err, rc.SystemPrompt)
+	}
+	w := strings.Join(warnings(events), "\n")
+	if !strings.Contains(w, `"rm_rf"`) || !strings.Contains(w, "blank system prompt") {
+		t.Fatalf("warnings %q", w)
+	}
+}
+
+// A fallback final that cannot be written as JSON is replaced by the
+// default one; before the fix the run's result could not be encoded.
+func TestUnusableFallbackFinalIsReplaced(t *testing.T) {
+	var events []Event
+	m := script("no json", "no json", "no json", "no json")
+	hook := WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*Final, error) {
+		return &Final{Output: math.NaN()}, nil
+	}))
+	final, rc, err := New(m, nil, hook, collectEvents(&events)).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+	if err != nil || rc.StopReason != StopFallback || final.Output != DefaultFinalOutput {
+		t.Fatalf("err %v stop %s final %+v", err, rc.StopReason, final)
+	}
+	if _, err := json.Marshal(final); err != nil || !json.Valid(rc.RawFinalAnswer) {
+		t.Fatalf("final not encodable: %v", err)
+	}
+	if !strings.Contains(strings.Join(warnings(events), "\n"), "fallback_final hook failed") {
+		t.Fatalf("warnings %q", warnings(events))
+	}
+}
