@@ -50,7 +50,7 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // run is the whole CLI: it executes args and returns the exit code. Errors
-// are printed on stderr as "morph: <error>", one line each.
+// are printed on stderr as "morph: <error>", one line each (see errorLines).
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
@@ -63,8 +63,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	// Several config mistakes come joined, one a line: prefix each.
-	for line := range strings.SplitSeq(err.Error(), "\n") {
+	for _, line := range errorLines(err) {
 		fmt.Fprintf(stderr, "morph: %s\n", line)
 	}
 	return code
@@ -227,7 +226,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
 	eng := rt.Engine
-	fmt.Fprintln(stderr, "morph: "+eng.Status().Summary())
+	fmt.Fprintln(stderr, "morph: "+oneLine(eng.Status().Summary(), 0))
 
 	opts := cfg.RunOptions()
 	logger.DebugContext(ctx, "starting run", "config", cfg.File, "provider", cfg.LLM.Provider,
@@ -251,7 +250,7 @@ func progress(w io.Writer) func(engine.Event) {
 			case "parse_error":
 				action = "parse error"
 			default:
-				action = "tool " + action
+				action = "tool " + label(action) // the model's choice: any string
 			}
 			line := fmt.Sprintf("step %d  %s  tokens %d (+%d)  cost $%.6f  %.2fs",
 				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), ev.Total.Cost, ev.Elapsed.Seconds())
@@ -267,15 +266,6 @@ func progress(w io.Writer) func(engine.Event) {
 			fmt.Fprintln(w, "warning: "+oneLine(msg, 500))
 		}
 	}
-}
-
-// oneLine flattens s to one line of at most n bytes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "..."
-	}
-	return s
 }
 
 // result is what "morph run" prints.
@@ -329,10 +319,7 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPromp
 	if showPrompt {
 		res.SystemPrompt = rc.SystemPrompt
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(res); err != nil {
+	if err := writeJSON(w, res); err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("writing the result: %w", err)}
 	}
 	return nil
