@@ -89,11 +89,15 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	var configPath string
+	var shutdownTimeout time.Duration
 	statusCmd := &cobra.Command{
 		Use:   "status",
 		Short: "Load the config's plugins and print the engine status: plugins, tools with their sources, hooks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if shutdownTimeout <= 0 {
+				return usageErrorf("--shutdown-timeout must be positive, not %s", shutdownTimeout)
+			}
 			cfg, err := config.Load(configPath)
 			if err != nil {
 				return &exitError{exitUsage, err}
@@ -103,7 +107,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
-			defer rt.Close(cmd.Context())
+			defer func() { closeRuntime(cmd.Context(), rt, shutdownTimeout, cmd.Context().Err() != nil, stderr) }()
 			st := rt.Engine.Status()
 			if asJSON {
 				return writeJSON(stdout, st)
@@ -114,6 +118,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	statusCmd.Flags().StringVar(&configPath, "config", "morph.toml", "the config file")
 	statusCmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	statusCmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
 	cmd.AddCommand(inspectCmd, checkCmd, statusCmd, newPluginTestCmd(stdout, stderr, &cacheDir))
 	return cmd
