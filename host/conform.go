@@ -139,7 +139,9 @@ var ErrInvalidFixture = errors.New("invalid fixture")
 // error from a hook are failures. A tool may reject its input with a
 // guest-reported error (SPEC.md section 4): that conforms, with a note. A
 // tool sample that does not satisfy the tool's schema (the generator is
-// simple) is not sent, and the entry is skipped with a note: add a fixture.
+// simple), or whose schema asks for more than the sampler builds (see
+// SampleParams), is not sent, and the entry is skipped with a note naming
+// the tool: add a fixture.
 // A fixture that is not the payload it is for, or whose params do not
 // satisfy the tool's schema (the engine would never send it), or whose key
 // matches nothing, fails without a call.
@@ -168,7 +170,7 @@ func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]
 	rep.Plugin, rep.Manifest = m.Name, &m
 	rep.MemoryBytes, _ = p.pooledMemory()
 
-	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry()}
+	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry(), samplesUntil: time.Now().Add(maxConformSampleTime)}
 	for _, t := range p.Tools() {
 		c.reg.RegisterFrom(engine.PluginSource(p.name), t)
 	}
@@ -250,11 +252,12 @@ func ReadFixtures(dir string) (map[string][]json.RawMessage, error) {
 
 // conformer makes the calls of one Conform run.
 type conformer struct {
-	p       *Plugin
-	ctx     context.Context
-	reg     *engine.Registry // the plugin's tools, to validate params as the engine does
-	samples map[string]any   // built-in input of each hook
-	calls   []ConformCall
+	p            *Plugin
+	ctx          context.Context
+	reg          *engine.Registry // the plugin's tools, to validate params as the engine does
+	samples      map[string]any   // built-in input of each hook
+	samplesUntil time.Time        // when building tool samples is given up
+	calls        []ConformCall
 }
 
 func (c *conformer) add(call ConformCall) { c.calls = append(c.calls, call) }
@@ -346,7 +349,7 @@ func (c *conformer) tool(t abi.ToolSpec, fixtures []fixtureInput) {
 		}
 		return
 	}
-	params, err := SampleParams(t.Parameters)
+	params, err := c.sample(t.Parameters)
 	if err == nil {
 		err = c.reg.Validate(t.Name, params)
 	}
@@ -381,6 +384,16 @@ func (c *conformer) tool(t abi.ToolSpec, fixtures []fixtureInput) {
 		}
 		c.add(c.call(row(f.label), raw, toolPayloads, "the tool reported an error"))
 	}
+}
+
+// sample is SampleParams within what is left of the run's time for
+// samples.
+func (c *conformer) sample(schema json.RawMessage) (map[string]any, error) {
+	deadline, bound := time.Now().Add(maxSampleTime), maxSampleTime.String()
+	if c.samplesUntil.Before(deadline) {
+		deadline, bound = c.samplesUntil, maxConformSampleTime.String()+", the bound of all the plugin's samples"
+	}
+	return sampleParams(schema, deadline, bound)
 }
 
 // schemaError is the error of a tool whose parameters schema does not compile.
@@ -685,6 +698,11 @@ func toolNames(tools []abi.ToolSpec) []string {
 // is an error matching ErrUnsampleable that names the keyword, where it is,
 // and the bound.
 func SampleParams(schema json.RawMessage) (map[string]any, error) {
+	return sampleParams(schema, time.Now().Add(maxSampleTime), maxSampleTime.String())
+}
+
+// sampleParams is SampleParams given up at deadline, which bound describes.
+func sampleParams(schema json.RawMessage, deadline time.Time, bound string) (map[string]any, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return map[string]any{}, nil
 	}
@@ -706,7 +724,7 @@ func SampleParams(schema json.RawMessage) (map[string]any, error) {
 		s["$ref"] == nil && s["allOf"] == nil && s["anyOf"] == nil && s["oneOf"] == nil {
 		return map[string]any{}, nil // no constraint on the object's shape
 	}
-	sm := &sampler{root: root, deadline: time.Now().Add(maxSampleTime)}
+	sm := &sampler{root: root, deadline: deadline, bound: bound}
 	v, err := sm.value(s, &schemaPath{tok: "#"}, 0)
 	if err != nil {
 		return nil, err
@@ -723,6 +741,9 @@ const (
 	maxSampleDepth = 16       // levels of the sample, each $ref followed counting as one
 	maxSampleBytes = 64 << 10 // the sample's JSON, about
 	maxSampleTime  = 500 * time.Millisecond
+	// maxConformSampleTime bounds the samples of all the tools of one
+	// Conform run: a plugin may declare hundreds of tools.
+	maxConformSampleTime = 5 * time.Second
 )
 
 // ErrUnsampleable marks a parameters schema that SampleParams gives up on
@@ -733,7 +754,8 @@ var ErrUnsampleable = errors.New("unsampleable schema")
 type sampler struct {
 	root     any
 	deadline time.Time
-	bytes    int // JSON bytes of the sample so far
+	bound    string // what deadline is, for the error: "500ms"
+	bytes    int    // JSON bytes of the sample so far
 }
 
 // schemaPath is where the sampler is in the schema: a list of JSON pointer
@@ -808,7 +830,7 @@ func (sm *sampler) value(schema any, p *schemaPath, depth int) (any, error) {
 	case depth > maxSampleDepth:
 		return nil, sm.unsampleable(p, "the schema nests deeper than %d levels (or its $refs loop)", maxSampleDepth)
 	case time.Now().After(sm.deadline):
-		return nil, sm.unsampleable(p, "building the sample took longer than %s", maxSampleTime)
+		return nil, sm.unsampleable(p, "building the sample took longer than %s", sm.bound)
 	}
 	s, ok := schema.(map[string]any)
 	if !ok { // true, absent: anything goes

@@ -287,7 +287,7 @@ func (f fakeTool) Execute(context.Context, map[string]any) (string, error) {
 // A tool whose schema does not compile fails, with its fixtures; one whose
 // sample the schema rejects is skipped, with a note asking for a fixture.
 func TestConformToolsNotCalled(t *testing.T) {
-	c := &conformer{reg: engine.NewRegistry()}
+	c := &conformer{reg: engine.NewRegistry(), samplesUntil: time.Now().Add(time.Minute)}
 	for _, ft := range []fakeTool{
 		{"digits", `{"type":"object","properties":{"n":{"type":"string","pattern":"^[0-9]+$"}},"required":["n"]}`},
 		{"broken", `{"type":3}`},
@@ -304,6 +304,16 @@ func TestConformToolsNotCalled(t *testing.T) {
 	}
 	if err := c.calls[2].Err; !errors.Is(err, engine.ErrInvalidSchema) {
 		t.Errorf("broken schema: %v", err)
+	}
+
+	// Once the run's time for samples is spent, no tool gets one: a plugin
+	// of many slow schemas takes 5s, not 500ms each.
+	c = &conformer{reg: engine.NewRegistry(), samplesUntil: time.Now()}
+	ft := fakeTool{"text", `{"type":"object","properties":{"s":{"type":"string"}},"required":["s"]}`}
+	c.reg.Register(ft)
+	c.tool(abi.ToolSpec{Name: ft.name, Parameters: json.RawMessage(ft.schema)}, nil)
+	if note := c.calls[0].Note; c.calls[0].Status != ConformSkip || !strings.Contains(note, "building the sample took longer than 5s, the bound of all the plugin's samples") {
+		t.Errorf("a tool after the samples' time: %s %q", c.calls[0].Status, note)
 	}
 }
 

@@ -37,7 +37,8 @@ the module exports it. Each answer is checked against the payload schemas of abi
 A trap, a timeout, output that is not the payload (or too large) and a guest-reported error
 from a hook fail. A tool may reject its input with a guest-reported error: that conforms, with
 a note. A tool whose schema-built sample does not satisfy its own schema is skipped: give it a
-fixture.
+fixture. So is a tool whose schema asks for more than the sample builder gives (16 levels,
+64 KiB of JSON, 500ms): a minLength of 1e18, $refs that fan out to millions of values.
 
 --fixtures DIR: every DIR/<name>*.json is one input payload for the hook or tool <name> (the
 longest name that matches): a hook's input (a PromptInput for build_prompt, ...), or a tool's
