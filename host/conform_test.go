@@ -378,7 +378,7 @@ func TestSampleParams(t *testing.T) {
 // A tool's schema is the plugin's: whatever it asks for, the sampler
 // answers quickly with a sample or an ErrUnsampleable error naming the
 // keyword, where it is and the bound, and never panics.
-func TestSampleParamsBounds(t *testing.T) {
+func TestConformSampleBounds(t *testing.T) {
 	prop := func(s string) string { return `{"type":"object","required":["p"],"properties":{"p":` + s + `}}` }
 	// levels of fan required properties, each a $ref to the next level, down to leaf
 	fanOut := func(levels, fan int, leaf string) string {
