@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,9 +62,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(stdout, rep)
 			}
 			printReport(stdout, rep)
 			return nil
@@ -83,20 +80,24 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			if len(rep.Problems) > 0 {
-				return &exitError{exitRunFailed, fmt.Errorf("%s does not conform to ABI v1:\n%s", args[0], strings.Join(rep.Problems, "\n"))}
+				return &exitError{exitRunFailed, joinLines(append([]string{args[0] + " does not conform to ABI v1:"}, rep.Problems...)...)}
 			}
 			m := rep.Manifest
-			fmt.Fprintf(stdout, "ok: %s %s, ABI v%d, hooks [%s], %d tools, loader %s\n", m.Name, m.Version, m.ABIVersion,
-				strings.Join(rep.Hooks, ", "), len(m.Tools), rep.Loader)
+			fmt.Fprintf(stdout, "ok: %s %s, ABI v%d, hooks [%s], %d tools, loader %s\n", label(m.Name), label(m.Version), m.ABIVersion,
+				labels(rep.Hooks), len(m.Tools), rep.Loader)
 			return nil
 		},
 	}
 	var configPath string
+	var shutdownTimeout time.Duration
 	statusCmd := &cobra.Command{
 		Use:   "status",
 		Short: "Load the config's plugins and print the engine status: plugins, tools with their sources, hooks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if shutdownTimeout <= 0 {
+				return usageErrorf("--shutdown-timeout must be positive, not %s", shutdownTimeout)
+			}
 			cfg, err := config.Load(configPath)
 			if err != nil {
 				return &exitError{exitUsage, err}
@@ -106,12 +107,10 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
-			defer rt.Close(cmd.Context())
+			defer func() { closeRuntime(cmd.Context(), rt, shutdownTimeout, cmd.Context().Err() != nil, stderr) }()
 			st := rt.Engine.Status()
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				return writeJSON(stdout, st)
 			}
 			printStatus(stdout, st)
 			return nil
@@ -119,51 +118,57 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	statusCmd.Flags().StringVar(&configPath, "config", "morph.toml", "the config file")
 	statusCmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	statusCmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
 	cmd.AddCommand(inspectCmd, checkCmd, statusCmd, newPluginTestCmd(stdout, stderr, &cacheDir))
 	return cmd
 }
 
+// printReport prints the report one field a line; what the module says of
+// itself (names, the manifest, problems quoting it) is escaped, so that it
+// cannot forge a line.
 func printReport(w io.Writer, rep *host.Report) {
-	fmt.Fprintf(w, "file:     %s (%d bytes, sha256 %s)\n", rep.Path, rep.Bytes, rep.SHA256)
+	fmt.Fprintf(w, "file:     %s (%d bytes, sha256 %s)\n", oneLine(rep.Path, 0), rep.Bytes, rep.SHA256)
 	fmt.Fprintf(w, "loader:   %s\n", rep.Loader)
-	fmt.Fprintf(w, "markers:  %s\n", orNone(rep.Markers))
+	fmt.Fprintf(w, "markers:  %s\n", labels(rep.Markers))
 	if m := rep.Manifest; m != nil {
-		fmt.Fprintf(w, "plugin:   %s, ABI v%d\n", strings.TrimSpace(m.Name+" "+m.Version), m.ABIVersion)
-		fmt.Fprintf(w, "hooks:    %s\n", orNone(rep.Hooks))
+		fmt.Fprintf(w, "plugin:   %s, ABI v%d\n", strings.TrimSpace(label(m.Name)+" "+label(m.Version)), m.ABIVersion)
+		fmt.Fprintf(w, "hooks:    %s\n", labels(rep.Hooks))
 		if rep.Capabilities != nil {
 			fmt.Fprintf(w, "capabilities: %s\n", capabilities(rep.Capabilities))
 		} else if len(m.Capabilities) > 0 {
-			fmt.Fprintf(w, "capabilities: %s (requested; --config compares them with the plugin's grants)\n", strings.Join(m.Capabilities, ", "))
+			fmt.Fprintf(w, "capabilities: %s (requested; --config compares them with the plugin's grants)\n", labels(m.Capabilities))
 		} else {
 			fmt.Fprintf(w, "capabilities: (none requested)\n")
 		}
 		fmt.Fprintf(w, "tools:\n")
 		for _, t := range m.Tools {
-			fmt.Fprintf(w, "  %s: %s\n    parameters: %s\n", t.Name, t.Description, t.Parameters)
+			fmt.Fprintf(w, "  %s: %s\n    parameters: %s\n", label(t.Name), oneLine(t.Description, 0), oneLine(string(t.Parameters), 0))
 		}
 	}
 	fmt.Fprintf(w, "exports:\n")
 	for _, e := range rep.Exports {
-		fmt.Fprintf(w, "  %s %s\n", e.Name, e.Type)
+		fmt.Fprintf(w, "  %s %s\n", label(e.Name), e.Type)
 	}
 	fmt.Fprintf(w, "imports:\n")
 	for _, i := range rep.Imports {
-		fmt.Fprintf(w, "  %s.%s %s\n", i.Module, i.Name, i.Type)
+		fmt.Fprintf(w, "  %s.%s %s\n", label(i.Module), label(i.Name), i.Type)
 	}
 	for _, p := range rep.Problems {
-		fmt.Fprintf(w, "problem:  %s\n", p)
+		fmt.Fprintf(w, "problem:  %s\n", oneLine(p, 0))
 	}
 }
 
+// printStatus prints the status, the plugins' names and what they declare
+// escaped.
 func printStatus(w io.Writer, st engine.Status) {
 	fmt.Fprintf(w, "engine: %s\n", st.State)
 	for _, p := range st.Plugins {
-		fmt.Fprintf(w, "plugin %s %s (%s, ABI v%d, loader %s): %s, loaded in %s\n", p.Name, p.Version, p.Source, p.ABIVersion, p.Loader,
-			p.State, p.LoadTime.Round(time.Microsecond))
-		fmt.Fprintf(w, "  hooks: %s\n  tools: %s\n", orNone(p.Hooks), orNone(p.Tools))
+		fmt.Fprintf(w, "plugin %s %s (%s, ABI v%d, loader %s): %s, loaded in %s\n", label(p.Name), label(p.Version), label(p.Source), p.ABIVersion,
+			label(p.Loader), label(p.State), p.LoadTime.Round(time.Microsecond))
+		fmt.Fprintf(w, "  hooks: %s\n  tools: %s\n", labels(p.Hooks), labels(p.Tools))
 		if len(p.Requires) > 0 {
-			fmt.Fprintf(w, "  requires: %s\n", strings.Join(p.Requires, ", "))
+			fmt.Fprintf(w, "  requires: %s\n", labels(p.Requires))
 		}
 		if len(p.Capabilities) > 0 {
 			fmt.Fprintf(w, "  capabilities: %s\n", capabilities(p.Capabilities))
@@ -171,18 +176,18 @@ func printStatus(w io.Writer, st engine.Status) {
 		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d, p50 %s, p99 %s\n", p.Calls, p.Faults, p.Quarantines, p.P50, p.P99)
 	}
 	for _, s := range st.Skipped {
-		fmt.Fprintf(w, "skipped %s: %s\n", s.Name, s.Reason)
+		fmt.Fprintf(w, "skipped %s: %s\n", label(s.Name), oneLine(s.Reason, 0))
 	}
 	fmt.Fprintf(w, "tools:\n")
 	for _, t := range st.Tools {
-		fmt.Fprintf(w, "  %s (%s)\n", t.Name, t.Source)
+		fmt.Fprintf(w, "  %s (%s)\n", label(t.Name), label(t.Source))
 	}
 	hooks := make([]string, 0, len(st.Hooks))
 	for h, n := range st.Hooks {
 		hooks = append(hooks, fmt.Sprintf("%s x%d", h, n))
 	}
 	sort.Strings(hooks)
-	fmt.Fprintf(w, "hooks: %s\n", orNone(hooks))
+	fmt.Fprintf(w, "hooks: %s\n", labels(hooks))
 }
 
 // capabilities is the one-line comparison of requests and grants:
@@ -193,14 +198,7 @@ func capabilities(caps []engine.CapabilityStatus) string {
 	}
 	parts := make([]string, len(caps))
 	for i, c := range caps {
-		parts[i] = c.String()
+		parts[i] = oneLine(c.String(), 0) // the name is the manifest's
 	}
 	return strings.Join(parts, ", ")
-}
-
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "(none)"
-	}
-	return strings.Join(s, ", ")
 }

@@ -37,7 +37,8 @@ the module exports it. Each answer is checked against the payload schemas of abi
 A trap, a timeout, output that is not the payload (or too large) and a guest-reported error
 from a hook fail. A tool may reject its input with a guest-reported error: that conforms, with
 a note. A tool whose schema-built sample does not satisfy its own schema is skipped: give it a
-fixture.
+fixture. So is a tool whose schema asks for more than the sample builder gives (16 levels,
+64 KiB of JSON, 500ms): a minLength of 1e18, $refs that fan out to millions of values.
 
 --fixtures DIR: every DIR/<name>*.json is one input payload for the hook or tool <name> (the
 longest name that matches): a hook's input (a PromptInput for build_prompt, ...), or a tool's
@@ -86,9 +87,7 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 				return &exitError{exitUsage, err}
 			}
 			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := writeJSON(stdout, rep); err != nil {
 					return err
 				}
 			} else {
@@ -113,16 +112,18 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 }
 
 // printConform prints the report as a table, the notes and failures in
-// full below it, and a summary line.
+// full below it, and a summary line. What the plugin wrote (its names, its
+// errors) is escaped, one line each, so that it cannot forge a row.
 func printConform(w io.Writer, rep *host.ConformReport) {
+	path := oneLine(rep.Path, 0)
 	if rep.LoadError != "" {
-		fmt.Fprintf(w, "%s: does not load (in %s)\n  %s\n", rep.Path, rep.LoadTime.Round(time.Microsecond),
-			strings.ReplaceAll(rep.LoadError, "\n", "\n  "))
+		fmt.Fprintf(w, "%s: does not load (in %s)\n  %s\n", path, rep.LoadTime.Round(time.Microsecond), oneLine(rep.LoadError, 0))
 		fmt.Fprintf(w, "FAIL: the module does not load; no hook or tool was called\n")
 		return
 	}
 	m := rep.Manifest
-	fmt.Fprintf(w, "plugin %s %s (%s), ABI v%d: loaded in %s, memory %s\n", m.Name, m.Version, rep.Path, m.ABIVersion,
+	name := label(m.Name)
+	fmt.Fprintf(w, "plugin %s %s (%s), ABI v%d: loaded in %s, memory %s\n", name, label(m.Version), path, m.ABIVersion,
 		rep.LoadTime.Round(time.Microsecond), memory(rep.MemoryBytes))
 	if len(rep.Calls) == 0 {
 		fmt.Fprintf(w, "ok: nothing to call: the plugin declares no hooks and no tools\n")
@@ -133,12 +134,13 @@ func printConform(w io.Writer, rep *host.ConformReport) {
 	var notes, failures []string
 	for _, c := range rep.Calls {
 		result, tm, mem := c.Status, "-", "-"
+		row, input := label(c.Name), label(c.Input)
 		switch c.Status {
 		case host.ConformFail:
 			result = "FAIL " + c.ErrorKind
-			failures = append(failures, fmt.Sprintf("%s (%s, %s): %s", c.Name, c.Kind, c.Input, c.Error))
+			failures = append(failures, fmt.Sprintf("%s (%s, %s): %s", row, c.Kind, input, oneLine(c.Error, 0)))
 		case host.ConformNote, host.ConformSkip:
-			notes = append(notes, fmt.Sprintf("%s (%s, %s): %s", c.Name, c.Kind, c.Input, c.Note))
+			notes = append(notes, fmt.Sprintf("%s (%s, %s): %s", row, c.Kind, input, oneLine(c.Note, 0)))
 		}
 		if c.Status != host.ConformSkip && c.ErrorKind != "invalid_fixture" {
 			tm = c.Duration.Round(time.Microsecond).String()
@@ -148,7 +150,7 @@ func printConform(w io.Writer, rep *host.ConformReport) {
 				mem = "discarded"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Kind, c.Input, result, tm, mem)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row, c.Kind, input, result, tm, mem)
 	}
 	tw.Flush()
 	for _, title := range []struct {
@@ -160,7 +162,7 @@ func printConform(w io.Writer, rep *host.ConformReport) {
 		}
 		fmt.Fprintf(w, "%s:\n", title.name)
 		for _, l := range title.lines {
-			fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(strings.TrimRight(l, "\n"), "\n", "\n    "))
+			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
 	extra := ""
@@ -171,10 +173,10 @@ func printConform(w io.Writer, rep *host.ConformReport) {
 		extra += fmt.Sprintf(", %d skipped", rep.Skipped)
 	}
 	if rep.Conforms {
-		fmt.Fprintf(w, "ok: %s conforms: %s passed%s\n", m.Name, plural(rep.Passed, "call"), extra)
+		fmt.Fprintf(w, "ok: %s conforms: %s passed%s\n", name, plural(rep.Passed, "call"), extra)
 		return
 	}
-	fmt.Fprintf(w, "FAIL: %s does not conform: %d failed, %d passed%s\n", m.Name, rep.Failed, rep.Passed, extra)
+	fmt.Fprintf(w, "FAIL: %s does not conform: %d failed, %d passed%s\n", name, rep.Failed, rep.Passed, extra)
 }
 
 // plural is "1 call", "2 calls", "1 entry", "2 entries".

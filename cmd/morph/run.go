@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,15 @@ const (
 // maxTaskBytes bounds a task read from standard input.
 const maxTaskBytes = 10 << 20
 
+// defaultShutdownTimeout bounds the shutdown after a run (--shutdown-timeout):
+// closing the plugins, whose morph_destroy hooks each have their own
+// timeout, which may be minutes.
+const defaultShutdownTimeout = 10 * time.Second
+
+// shutdownGrace is how long the shutdown may take to return once its
+// context is done, before morph stops waiting for it.
+const shutdownGrace = time.Second
+
 // exitError carries the exit code an error maps to.
 type exitError struct {
 	code int
@@ -50,7 +60,7 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // run is the whole CLI: it executes args and returns the exit code. Errors
-// are printed on stderr as "morph: <error>", one line each.
+// are printed on stderr as "morph: <error>", one line each (see errorLines).
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
@@ -63,8 +73,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	// Several config mistakes come joined, one a line: prefix each.
-	for line := range strings.SplitSeq(err.Error(), "\n") {
+	for _, line := range errorLines(err) {
 		fmt.Fprintf(stderr, "morph: %s\n", line)
 	}
 	return code
@@ -112,12 +121,13 @@ func moduleVersion() string {
 
 // runFlags are the flags of "morph run".
 type runFlags struct {
-	config     string
-	task       string
-	model      string
-	maxSteps   int
-	verbose    bool
-	showPrompt bool
+	config          string
+	task            string
+	model           string
+	maxSteps        int
+	verbose         bool
+	showPrompt      bool
+	shutdownTimeout time.Duration
 }
 
 func newRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -131,12 +141,19 @@ The task is the command's arguments (joined with spaces), or --task, or,
 when neither is given, standard input. The final answer is printed as JSON
 on standard output; one progress line per step goes to standard error.
 
+After the run, the plugins are closed (their morph_destroy hooks run) within
+--shutdown-timeout. SIGINT or SIGTERM cancels the run, or the shutdown when
+the run is over; a second signal ends morph at once.
+
 Exit codes: 0 success, 1 the run failed, 2 a usage or configuration error.`,
 		Example: `  morph run --config morph.toml "What is 17.5% of 2,340 plus the square root of 1,764?"
   echo "What is 2 + 2?" | morph run`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("max-steps") && f.maxSteps < 1 {
 				return usageErrorf("--max-steps must be at least 1, got %d", f.maxSteps)
+			}
+			if f.shutdownTimeout <= 0 {
+				return usageErrorf("--shutdown-timeout must be positive, not %s", f.shutdownTimeout)
 			}
 			task, err := readTask(args, f.task, cmd.Flags().Changed("task"), stdin)
 			if err != nil {
@@ -152,6 +169,7 @@ Exit codes: 0 success, 1 the run failed, 2 a usage or configuration error.`,
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "the step limit, overriding agent.max_steps")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details on standard error")
 	fl.BoolVar(&f.showPrompt, "show-prompt", false, "include the run's system prompt in the JSON result")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
 	return cmd
 }
 
@@ -225,18 +243,62 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 		}
 		return &exitError{code, err}
 	}
-	defer rt.Close(context.WithoutCancel(ctx))
+	// A signal that ended the run does not end the shutdown; one that comes
+	// once the run is over, the result printed or not, does.
+	interrupted := false
+	defer func() { closeRuntime(ctx, rt, f.shutdownTimeout, interrupted, stderr) }()
 	eng := rt.Engine
-	fmt.Fprintln(stderr, "morph: "+eng.Status().Summary())
+	fmt.Fprintln(stderr, "morph: "+oneLine(eng.Status().Summary(), 0))
 
 	opts := cfg.RunOptions()
 	logger.DebugContext(ctx, "starting run", "config", cfg.File, "provider", cfg.LLM.Provider,
 		"model", opts.Model, "max_steps", opts.MaxSteps, "tools", strings.Join(eng.Registry().Names(), ","), "task", task)
 	final, rc, err := eng.Run(ctx, task, opts)
+	interrupted = ctx.Err() != nil
 	if err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("run failed at step %d (%s): %w", len(rc.Steps)+1, rc.StopReason, err)}
 	}
 	return writeResult(stdout, final, rc, f.showPrompt)
+}
+
+// closeRuntime closes rt, which runs the plugins' morph_destroy hooks,
+// within limit. A signal (ctx is canceled) cuts it short, unless the
+// signal interrupted what came before: then the plugins still get the
+// limit to clean up, and a second signal ends the process (see main).
+// The close is waited for shutdownGrace at most past the limit or the
+// signal, in case something in it does not heed its context; what it cut
+// short is a warning, not a failure of the run.
+func closeRuntime(ctx context.Context, rt *config.Runtime, limit time.Duration, interrupted bool, stderr io.Writer) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	defer cancel()
+	if interrupted {
+		fmt.Fprintf(stderr, "morph: interrupted: closing the plugins (at most %s; interrupt again to exit now)\n", limit)
+	} else {
+		defer context.AfterFunc(ctx, cancel)() // at once when the signal came already
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- rt.Close(cctx) }()
+	var err error
+	select {
+	case err = <-closed:
+	case <-cctx.Done():
+		select {
+		case err = <-closed:
+		case <-time.After(shutdownGrace):
+			err = errors.New("the plugins did not close in time; exiting anyway")
+		}
+	}
+	switch {
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		fmt.Fprintf(stderr, "morph: warning: shutdown took longer than %s (--shutdown-timeout): the plugins' morph_destroy hooks were cut short\n", limit)
+	case cctx.Err() != nil: // canceled: a signal came during the shutdown
+		fmt.Fprintf(stderr, "morph: warning: shutdown interrupted: the plugins' morph_destroy hooks were cut short\n")
+	}
+	if err != nil {
+		for _, line := range errorLines(err) {
+			fmt.Fprintf(stderr, "morph: warning: closing: %s\n", line)
+		}
+	}
 }
 
 // progress returns the event handler that prints one line per step and
@@ -251,7 +313,7 @@ func progress(w io.Writer) func(engine.Event) {
 			case "parse_error":
 				action = "parse error"
 			default:
-				action = "tool " + action
+				action = "tool " + label(action) // the model's choice: any string
 			}
 			line := fmt.Sprintf("step %d  %s  tokens %d (+%d)  cost $%.6f  %.2fs",
 				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), ev.Total.Cost, ev.Elapsed.Seconds())
@@ -267,15 +329,6 @@ func progress(w io.Writer) func(engine.Event) {
 			fmt.Fprintln(w, "warning: "+oneLine(msg, 500))
 		}
 	}
-}
-
-// oneLine flattens s to one line of at most n bytes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "..."
-	}
-	return s
 }
 
 // result is what "morph run" prints.
@@ -329,10 +382,7 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPromp
 	if showPrompt {
 		res.SystemPrompt = rc.SystemPrompt
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(res); err != nil {
+	if err := writeJSON(w, res); err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("writing the result: %w", err)}
 	}
 	return nil

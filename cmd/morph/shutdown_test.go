@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a morph process a test signals.
+type proc struct {
+	cmd   *exec.Cmd
+	lines chan string // its output, line by line: "out: ..." and "err: ..."
+	done  chan error  // its exit
+	mu    sync.Mutex
+	all   []string // the lines so far
+}
+
+func startMorph(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), lines: make(chan string, 100), done: make(chan error, 1)}
+	stdout, _ := p.cmd.StdoutPipe()
+	stderr, _ := p.cmd.StderrPipe()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for prefix, r := range map[string]io.Reader{"out: ": stdout, "err: ": stderr} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sc := bufio.NewScanner(r); sc.Scan(); {
+				p.mu.Lock()
+				p.all = append(p.all, prefix+sc.Text())
+				p.mu.Unlock()
+				select {
+				case p.lines <- prefix + sc.Text():
+				default: // nobody waits for lines any more
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	return p
+}
+
+// waitLine waits for a line that starts with prefix.
+func (p *proc) waitLine(t *testing.T, prefix string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l := <-p.lines:
+			if strings.HasPrefix(l, prefix) {
+				return
+			}
+		case err := <-p.done:
+			t.Fatalf("morph exited (%v) before printing %q:\n%s", err, prefix, p.output())
+		case <-deadline:
+			t.Fatalf("no line %q in 20s:\n%s", prefix, p.output())
+		}
+	}
+}
+
+// wait waits for the exit, 20s at most (the plugin's destroy spins for
+// 60s), and returns its error and all the output.
+func (p *proc) wait(t *testing.T) (error, string) {
+	t.Helper()
+	select {
+	case err := <-p.done: // after the readers' last line
+		return err, p.output()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("morph still running 20s later:\n%s", p.output())
+		return nil, ""
+	}
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.all, "\n")
+}
+
+// The shutdown after a run, where plugins' morph_destroy hooks run (here
+// one that spins, with a 60s timeout), is bounded by --shutdown-timeout,
+// and a signal cuts it short; after a signal that ended the run, a second
+// one exits at once.
+func TestShutdown(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "morph")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	plugin := "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"spin\"\npath = \"" +
+		fixture(t, "spin_destroy") + "\"\ntimeout = \"60s\"\n"
+	done := setup(t, []string{finalReply}, plugin) // the run ends; the shutdown spins
+	// The run spins too, in loop's build_prompt.
+	stuck := setup(t, []string{finalReply}, plugin+"\n[[plugins]]\nname = \"loop\"\npath = \""+fixture(t, "loop")+"\"\ntimeout = \"60s\"\n")
+
+	t.Run("signal during shutdown", func(t *testing.T) {
+		p := startMorph(t, bin, "run", "--config", done, "--shutdown-timeout", "5m", "task")
+		p.waitLine(t, "out: }") // the result is out: the shutdown is under way
+		p.cmd.Process.Signal(syscall.SIGINT)
+		err, out := p.wait(t)
+		if err != nil || !strings.Contains(out, "err: morph: warning: shutdown interrupted") {
+			t.Fatalf("exit %v, want 0 with a warning:\n%s", err, out)
+		}
+	})
+
+	t.Run("limit", func(t *testing.T) {
+		p := startMorph(t, bin, "run", "--config", done, "--shutdown-timeout", "1s", "task")
+		err, out := p.wait(t)
+		if err != nil || !strings.Contains(out, "err: morph: warning: shutdown took longer than 1s") || !strings.Contains(out, `out:   "stop_reason": "final"`) {
+			t.Fatalf("exit %v, want 0 with a warning:\n%s", err, out)
+		}
+	})
+
+	t.Run("second signal", func(t *testing.T) {
+		p := startMorph(t, bin, "run", "--config", stuck, "--shutdown-timeout", "5m", "task")
+		p.waitLine(t, "err: morph: 2 plugins (spin 1, loop 1)")
+		p.cmd.Process.Signal(syscall.SIGINT) // ends the run; the shutdown spins
+		p.waitLine(t, "err: morph: interrupted: closing the plugins")
+		select { // the shutdown waits for the plugins: its limit is 5m, destroy's timeout 60s
+		case err := <-p.done:
+			t.Fatalf("morph exited (%v) without waiting for the plugins:\n%s", err, p.output())
+		case <-time.After(500 * time.Millisecond):
+		}
+		p.cmd.Process.Signal(syscall.SIGINT)
+		err, out := p.wait(t)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+			t.Fatalf("exit %v, want killed by SIGINT:\n%s", err, out)
+		}
+	})
+}
