@@ -33,6 +33,7 @@
 //	max_schema_kb = 64                   # each tool's parameter schema
 //	max_schema_depth = 64
 //	max_schema_steps = 500000            # validation work of one tool call
+//	max_description_kb = 16              # each tool's description, sent to the model
 //
 // Load checks everything it can without side effects: unknown keys, wrong
 // types, values out of range, the replies file, built-in tool names, and
@@ -167,11 +168,15 @@ type Tools struct {
 	// MaxSchemaSteps caps the work of validating one tool call (see
 	// engine.SchemaLimits); 0 means the engine default (500000).
 	MaxSchemaSteps int `toml:"max_schema_steps"`
+	// MaxDescriptionKB caps each tool's description, which goes to the
+	// model with every request; 0 means the engine default (16).
+	MaxDescriptionKB int `toml:"max_description_kb"`
 }
 
 // SchemaLimits are the engine's tool schema limits the table sets.
 func (t Tools) SchemaLimits() engine.SchemaLimits {
-	return engine.SchemaLimits{MaxBytes: t.MaxSchemaKB << 10, MaxDepth: t.MaxSchemaDepth, MaxSteps: t.MaxSchemaSteps}
+	return engine.SchemaLimits{MaxBytes: t.MaxSchemaKB << 10, MaxDepth: t.MaxSchemaDepth, MaxSteps: t.MaxSchemaSteps,
+		MaxDescriptionBytes: t.MaxDescriptionKB << 10}
 }
 
 // Load reads and checks the config file at path. The error is an *Error, or
@@ -387,6 +392,7 @@ func (v *validator) tools() {
 	v.atLeastOne(toml.Key{"tools", "max_schema_kb"}, t.MaxSchemaKB)
 	v.atLeastOne(toml.Key{"tools", "max_schema_depth"}, t.MaxSchemaDepth)
 	v.atLeastOne(toml.Key{"tools", "max_schema_steps"}, t.MaxSchemaSteps)
+	v.atLeastOne(toml.Key{"tools", "max_description_kb"}, t.MaxDescriptionKB)
 }
 
 // atLeastOne checks a limit that, when set, must be at least 1 (absent,

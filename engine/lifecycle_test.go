@@ -244,3 +244,39 @@ func TestEngineHookEvents(t *testing.T) {
 		t.Fatalf("hook events %s", got)
 	}
 }
+
+// describedTool is a tool with a description of its own.
+type describedTool struct {
+	testTool
+	desc string
+}
+
+func (t *describedTool) Description() string { return t.desc }
+
+// A plugin's tool whose name a model could not type back, or that could
+// forge the lines of a tool list, or whose description would go to the
+// model with every request at any length, fails its plugin's load, naming
+// the plugin and the tool.
+func TestToolNamesAndDescriptionsChecked(t *testing.T) {
+	for _, c := range []struct {
+		name, desc string
+		want       string
+	}{
+		{"look\x1b[1mup\nFORGED", "d", `tool name "look\x1b[1mup\nFORGED"`},
+		{"two words", "d", `tool name "two words"`},
+		{"", "d", `tool name ""`},
+		{strings.Repeat("x", 129), "d", "want 1 to 128"},
+		{"big", strings.Repeat("d", DefaultMaxDescriptionBytes+1), "over the limit of 16384"},
+	} {
+		p := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&describedTool{testTool{name: c.name, schema: `{"type":"object"}`}, c.desc}}}}
+		err := New(script(), nil, WithPlugins(p)).Initialize(context.Background())
+		var pe *PluginError
+		if !errors.As(err, &pe) || pe.Plugin != "p" || !errors.Is(err, ErrInvalidTool) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("tool %.40q: err = %.300v, want ErrInvalidTool naming plugin p and %q", c.name, err, c.want)
+		}
+	}
+	ok := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&testTool{name: "fetch_v2.search-all", schema: `{"type":"object"}`}}}}
+	if err := New(script(), nil, WithPlugins(ok)).Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -92,14 +93,41 @@ func (r *Registry) RegisterFrom(source string, t Tool) {
 	r.tools[t.Name()] = &registered{tool: t, source: source, limits: r.limits}
 }
 
-// checkTool compiles t's schema under the registry's limits without
-// registering t, so that a plugin's tools are checked as it is loaded.
+// checkTool checks t's name and description and compiles its schema under
+// the registry's limits, without registering t, so that a plugin's tools
+// are checked as it is loaded.
 func (r *Registry) checkTool(t Tool) error {
 	r.mu.RLock()
 	l := r.limits
 	r.mu.RUnlock()
+	if err := CheckToolName(t.Name()); err != nil {
+		return err
+	}
+	if n := len(t.Description()); n > l.MaxDescriptionBytes {
+		return fmt.Errorf("%w: tool %q: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
+			ErrInvalidTool, t.Name(), n, l.MaxDescriptionBytes)
+	}
 	_, err := compileSchema(t.Name(), schemaText(t), l)
 	return err
+}
+
+// ErrInvalidTool marks a tool whose name or description the engine refuses.
+var ErrInvalidTool = errors.New("invalid tool")
+
+// toolNameRE is what a tool's name may be: what a model can type back
+// exactly, and a person read (the Model Context Protocol's advice for tool
+// names).
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// CheckToolName reports whether name can name a tool: 1 to 128 ASCII
+// letters, digits, '_', '-' or '.'. A name with spaces, control characters
+// or look-alike letters could not be called reliably, and could forge lines
+// wherever tools are listed.
+func CheckToolName(name string) error {
+	if !toolNameRE.MatchString(name) {
+		return fmt.Errorf("%w: tool name %q: want 1 to 128 letters, digits, '_', '-' or '.'", ErrInvalidTool, name)
+	}
+	return nil
 }
 
 // Source returns where the tool called name came from.

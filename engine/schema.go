@@ -17,9 +17,10 @@ import (
 
 // Defaults of SchemaLimits.
 const (
-	DefaultMaxSchemaBytes = 64 << 10
-	DefaultMaxSchemaDepth = abi.MaxDepth
-	DefaultMaxSchemaSteps = 500_000
+	DefaultMaxSchemaBytes      = 64 << 10
+	DefaultMaxSchemaDepth      = abi.MaxDepth
+	DefaultMaxSchemaSteps      = 500_000
+	DefaultMaxDescriptionBytes = 16 << 10
 )
 
 // SchemaLimits bound what a tool's parameter schema, which a plugin writes,
@@ -37,6 +38,9 @@ type SchemaLimits struct {
 	MaxBytes int // the schema's JSON text (default 64 KiB)
 	MaxDepth int // how deeply the schema nests arrays and objects (default abi.MaxDepth)
 	MaxSteps int // the validation work of one call (default 500,000)
+	// MaxDescriptionBytes caps a tool's description (default 16 KiB), which
+	// the default prompt sends to the model with every request.
+	MaxDescriptionBytes int
 }
 
 func (l SchemaLimits) withDefaults() SchemaLimits {
@@ -48,6 +52,9 @@ func (l SchemaLimits) withDefaults() SchemaLimits {
 	}
 	if l.MaxSteps <= 0 {
 		l.MaxSteps = DefaultMaxSchemaSteps
+	}
+	if l.MaxDescriptionBytes <= 0 {
+		l.MaxDescriptionBytes = DefaultMaxDescriptionBytes
 	}
 	return l
 }

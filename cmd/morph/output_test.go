@@ -80,7 +80,8 @@ func TestHostilePluginOutput(t *testing.T) {
 		`on_final\x1b[2J\nFORGED hook line  `, "  build_prompt (hook, sample): plugin \""+shownName+"\" export morph_build_prompt: plugin reported an error: "+shownError+"\n",
 		`  fetch (tool, sample): the tool rejected the sample params {"q\u009b\u202e":"\u009b\u202e \u001b[2J"}: `+shownError+"\n",
 		"FAIL: "+shownName+" does not conform")
-	assertHas(t, "test -v", stderr, `msg="store \x1b[31mdown\u009b2J\u202e\nFORGED error line"`)
+	// The host escapes what a guest logs, and slog's text handler quotes that.
+	assertHas(t, "test -v", stderr, `msg="store \\x1b[31mdown\\u009b2J\\u202e\nFORGED error line"`)
 
 	// JSON: the same values, every character safe.
 	for _, args := range [][]string{{"inspect"}, {"test"}} {
@@ -139,7 +140,7 @@ func TestHostilePluginOutput(t *testing.T) {
 
 	code, stdout, stderr = morph(t, "", "plugin", "status", "--config", config(runWasm))
 	assertSafe(t, "status", stdout+stderr)
-	assertHas(t, "status", stdout, "plugin hostile "+shownVersion+" (", `  tools: fetch, look\u009b2J\u202eup`+"\n",
+	assertHas(t, "status", stdout, "plugin hostile "+shownVersion+" (", `  tools: fetch, lookup_2J_RLO`+"\n",
 		`net\x1b[2J\u009b FORGED capability line (requested, NOT granted)`)
 	_, stdout, _ = morph(t, "", "plugin", "status", "--json", "--config", config(runWasm))
 	assertSafe(t, "status --json", stdout)
@@ -149,7 +150,7 @@ func TestHostilePluginOutput(t *testing.T) {
 		t.Fatalf("run with a refused plugin: exit %d\n%s%s", code, stdout, stderr)
 	}
 	assertSafe(t, "refused plugin", stderr)
-	assertHas(t, "refused plugin", stderr, `invalid tool parameter schema of tool "look\x1b[1mup\u009b\u202e\nFORGED tool line"`)
+	assertHas(t, "refused plugin", stderr, `invalid tool: tool name "look\x1b[1mup\u009b\u202e\nFORGED tool line"`)
 }
 
 func TestWriteJSON(t *testing.T) {

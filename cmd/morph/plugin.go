@@ -178,6 +178,9 @@ func printStatus(w io.Writer, st engine.Status) {
 	for _, s := range st.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", label(s.Name), oneLine(s.Reason, 0))
 	}
+	for _, warning := range st.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", oneLine(warning, 0))
+	}
 	fmt.Fprintf(w, "tools:\n")
 	for _, t := range st.Tools {
 		fmt.Fprintf(w, "  %s (%s)\n", label(t.Name), label(t.Source))

@@ -248,7 +248,11 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	interrupted := false
 	defer func() { closeRuntime(ctx, rt, f.shutdownTimeout, interrupted, stderr) }()
 	eng := rt.Engine
-	fmt.Fprintln(stderr, "morph: "+oneLine(eng.Status().Summary(), 0))
+	st := eng.Status()
+	fmt.Fprintln(stderr, "morph: "+oneLine(st.Summary(), 0))
+	for _, w := range st.Warnings { // a plugin tool taking a built-in's name, a hook replaced, ...
+		fmt.Fprintln(stderr, "warning: "+oneLine(w, 500))
+	}
 
 	opts := cfg.RunOptions()
 	logger.DebugContext(ctx, "starting run", "config", cfg.File, "provider", cfg.LLM.Provider,

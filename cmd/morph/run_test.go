@@ -297,3 +297,20 @@ func TestDemoFallback(t *testing.T) {
 		t.Fatalf("want the plugin's fallback with 2 tool successes: %s", stdout)
 	}
 }
+
+// A plugin tool taking a built-in's name is used, and the run says so on
+// standard error without -v.
+func TestPluginToolShadowsBuiltinWarns(t *testing.T) {
+	wasm, err := filepath.Abs(filepath.Join("..", "..", "guests", "testdata", "shadow_calc.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := setup(t, []string{calcReply, finalReply}, "[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"shadow\"\npath = \""+wasm+"\"\n")
+	code, _, stderr := morph(t, "", "run", "--config", cfg, "task")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "warning: ") || !strings.Contains(stderr, `"calc"`) || !strings.Contains(stderr, "shadow") {
+		t.Fatalf("no warning naming the tool and the plugin:\n%s", stderr)
+	}
+}
