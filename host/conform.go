@@ -150,7 +150,7 @@ var ErrInvalidFixture = errors.New("invalid fixture")
 // WebAssembly); a module that does not load is a report with LoadError set.
 func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]json.RawMessage) (*ConformReport, error) {
 	if cfg.Wasm == nil {
-		wasm, err := l.readModule(Config{Path: cfg.Path})
+		wasm, _, err := l.readModule(Config{Path: cfg.Path})
 		if err != nil {
 			return nil, &Error{Plugin: cfg.Path, Kind: ErrLoad, Err: err}
 		}
@@ -526,7 +526,7 @@ func errorKindName(err error) string {
 	}{
 		{ErrTimeout, "timeout"}, {ErrTrap, "trap"}, {ErrInputTooLarge, "input_too_large"},
 		{ErrOutputTooLarge, "output_too_large"}, {ErrBadOutput, "bad_output"}, {ErrABIMismatch, "abi_mismatch"},
-		{ErrGuest, "guest"}, {ErrLoad, "load"}, {ErrClosed, "closed"}, {ErrInvalidFixture, "invalid_fixture"},
+		{ErrGuest, "guest"}, {ErrLoad, "load"}, {ErrClosed, "closed"}, {ErrCanceled, "canceled"}, {ErrInvalidFixture, "invalid_fixture"},
 		{engine.ErrInvalidSchema, "invalid_schema"}, {engine.ErrInvalidParams, "invalid_params"},
 	} {
 		if errors.Is(err, k.kind) {

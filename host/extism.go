@@ -138,7 +138,7 @@ type extismModule struct {
 // it tells the native calling convention's version from the exports, while
 // an Extism module is recognized by its imports and its payloads' version
 // is its manifest's abi_version.
-func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []byte) (_ module, kind error, err error) {
+func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []byte, shape *wasmbin.Shape) (_ module, kind error, err error) {
 	info, err := parseWasm(wasm, true)
 	if err != nil {
 		return nil, ErrLoad, fmt.Errorf("read the module: %w", err)
@@ -147,7 +147,7 @@ func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []b
 		return nil, ErrLoad, err
 	}
 	m := &extismModule{p: p, exported: info.exports}
-	if err := m.checkExports(); err != nil {
+	if err := m.checkExports(shape.Exports); err != nil {
 		return nil, ErrABIMismatch, err
 	}
 	if m.tools {
@@ -221,12 +221,21 @@ const (
 )
 
 // checkExports sets whether the module is a morph plugin or an Extism tool
-// plugin, and checks the signatures of the exports morph calls.
-func (m *extismModule) checkExports() error {
+// plugin, and checks the signatures of the exports morph calls; kinds are
+// all the module's exports, to name one exported as something else than a
+// function.
+func (m *extismModule) checkExports(kinds []wasmbin.Export) error {
 	_, hooks := m.exported[abi.ExportDescribe]
 	_, describe := m.exported[extismExportDescribe]
 	_, call := m.exported[extismExportCall]
 	m.tools = !hooks && describe && call
+	for _, name := range []string{abi.ExportDescribe, extismExportDescribe, extismExportCall} {
+		if _, fn := m.exported[name]; !fn {
+			if k, ok := exportKind(kinds, name); ok {
+				return fmt.Errorf("export %s is %s, not a function () -> (i32) (Extism's convention)", name, k)
+			}
+		}
+	}
 	if !hooks && !m.tools {
 		return fmt.Errorf("an Extism plugin must export %s (a morph plugin) or %s and %s (an Extism tool plugin); this one exports neither",
 			abi.ExportDescribe, extismExportDescribe, extismExportCall)

@@ -97,6 +97,9 @@ func TestLoadErrors(t *testing.T) {
 		{"wrong version", Config{Name: "v2", Path: fixture(t, "wrongversion")}, ErrABIMismatch, "found morph_abi_v2, this host supports morph_abi_v1"},
 		{"missing export", Config{Name: "me", Path: fixture(t, "missingexport")}, ErrABIMismatch, "does not export morph_build_prompt"},
 		{"hook not implemented", Config{Name: "min", Path: fixture(t, "minimal"), Hooks: []string{abi.HookFallbackFinal}}, ErrABIMismatch, "implements only"},
+		{"imported memory", Config{Name: "im", Path: fixture(t, "import_memory")}, ErrLoad, "imports env.memory, a memory: a plugin imports only functions"},
+		{"marker as a global", Config{Name: "mg", Path: fixture(t, "marker_global")}, ErrABIMismatch, "export morph_abi_v1 is a global: the ABI marker must be a function"},
+		{"Extism describe as a global", Config{Name: "eg", Path: fixture(t, "extism_describe_global")}, ErrABIMismatch, "export morph_describe is a global, not a function"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -215,25 +215,26 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 func (l *Loader) Close(ctx context.Context) error { return l.cache.Close(ctx) }
 
 // readModule returns the module's bytes, checked against the sha256 pin and
-// (see checkModule) the loader's ModuleLimits.
-func (l *Loader) readModule(cfg Config) ([]byte, error) {
+// (see checkModule) the loader's ModuleLimits, with what the check learned.
+func (l *Loader) readModule(cfg Config) ([]byte, *wasmbin.Shape, error) {
 	wasm := cfg.Wasm
 	if wasm == nil {
 		var err error
 		if wasm, err = l.readFile(cfg.Path); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if pin := strings.ToLower(strings.TrimSpace(cfg.SHA256)); pin != "" {
 		sum := sha256.Sum256(wasm)
 		if got := hex.EncodeToString(sum[:]); got != pin {
-			return nil, fmt.Errorf("sha256 mismatch: the module's is %s, the pin is %s", got, pin)
+			return nil, nil, fmt.Errorf("sha256 mismatch: the module's is %s, the pin is %s", got, pin)
 		}
 	}
-	if err := l.checkModule(wasm); err != nil {
-		return nil, err
+	shape, err := l.checkModule(wasm)
+	if err != nil {
+		return nil, nil, err
 	}
-	return wasm, nil
+	return wasm, shape, nil
 }
 
 // readFile reads the module file at path, if it is within
@@ -253,16 +254,16 @@ func (l *Loader) readFile(path string) ([]byte, error) {
 // checkModule refuses bytes that are not a module, or a module that
 // declares more than the loader's ModuleLimits allow, before anything
 // compiles it (wazero's decoder allocates by the counts a module declares).
-func (l *Loader) checkModule(wasm []byte) error {
+func (l *Loader) checkModule(wasm []byte) (*wasmbin.Shape, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
-		return errors.New("not a WebAssembly module (no \\0asm header)")
+		return nil, errors.New("not a WebAssembly module (no \\0asm header)")
 	}
-	_, err := wasmbin.Check(wasm, l.limits)
+	shape, err := wasmbin.Check(wasm, l.limits)
 	var le *wasmbin.LimitError
 	if errors.As(err, &le) {
-		return fmt.Errorf("%w; if the module is genuine, raise [wasm.limits] %s", err, moduleLimitSettings[le.Limit])
+		return nil, fmt.Errorf("%w; if the module is genuine, raise [wasm.limits] %s", err, moduleLimitSettings[le.Limit])
 	}
-	return err
+	return shape, err
 }
 
 // moduleLimitSettings name the morph.toml key of each ModuleLimits field,

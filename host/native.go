@@ -40,10 +40,13 @@ const interruptPeriod = 10_000
 // (see package interrupt: wazero's own mechanism, WithCloseOnContextDone,
 // exits to Go at every loop header and made JSON-heavy guests 5-8x slower),
 // caps its tables (wasmbin.CapTables), then compiles it in a runtime of its
-// own, checks its exports
-// against ABI v1 and provides its imports. The kind of a failure is
-// ErrABIMismatch for exports, ErrLoad otherwise.
-func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ module, kind error, err error) {
+// own, checks its exports against ABI v1 and provides its imports (which
+// shape, Check's, says are what the host provides). The kind of a failure
+// is ErrABIMismatch for exports, ErrLoad otherwise.
+func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte, shape *wasmbin.Shape) (_ module, kind error, err error) {
+	if err := checkNativeImports(shape.Imports); err != nil {
+		return nil, ErrLoad, err
+	}
 	wasm, err = l.instrumented(wasm)
 	if err == nil {
 		wasm, err = wasmbin.CapTables(wasm, l.limits.TableEntries)
@@ -62,7 +65,7 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte) (_ modu
 	if m.compiled, err = m.runtime.CompileModule(ctx, wasm); err != nil {
 		return nil, ErrLoad, fmt.Errorf("compile: %w", err)
 	}
-	if err := checkExports(m.compiled); err != nil {
+	if err := checkExports(m.compiled, shape.Exports); err != nil {
 		return nil, ErrABIMismatch, err
 	}
 	if err := m.instantiateImports(ctx, p); err != nil {
@@ -132,10 +135,15 @@ func (in *nativeGuest) memoryBytes() uint32 { return in.mod.Memory().Size() }
 
 func (in *nativeGuest) close() { in.mod.Close(context.Background()) }
 
-// checkExports enforces the marker and the shapes of the exports ABI v1 defines.
-func checkExports(mod wazero.CompiledModule) error {
+// checkExports enforces the marker and the shapes of the exports ABI v1
+// defines; kinds are all the module's exports, to name one exported as
+// something else than a function.
+func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 	exports := mod.ExportedFunctions()
 	if _, ok := exports[abi.MarkerV1]; !ok {
+		if k, ok := exportKind(kinds, abi.MarkerV1); ok {
+			return fmt.Errorf("export %s is %s: the ABI marker must be a function () -> ()", abi.MarkerV1, k)
+		}
 		var found []string
 		for name := range exports {
 			if strings.HasPrefix(name, abi.MarkerPrefix) {
@@ -151,6 +159,9 @@ func checkExports(mod wazero.CompiledModule) error {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	want := func(name string, params, results []api.ValueType, required bool) error {
 		def, ok := exports[name]
+		if k, other := exportKind(kinds, name); !ok && other {
+			return fmt.Errorf("export %s is %s, not a function %s -> %s", name, k, valueTypes(params), valueTypes(results))
+		}
 		if !ok {
 			if required {
 				return fmt.Errorf("missing export %s", name)
@@ -171,7 +182,45 @@ func checkExports(mod wazero.CompiledModule) error {
 		errs = append(errs, want(name, []api.ValueType{i32, i32}, []api.ValueType{i64}, false))
 	}
 	if _, ok := mod.ExportedMemories()["memory"]; !ok {
-		errs = append(errs, errors.New("missing export memory"))
+		if k, ok := exportKind(kinds, "memory"); ok {
+			errs = append(errs, fmt.Errorf("export memory is %s: it must be the module's memory", k))
+		} else {
+			errs = append(errs, errors.New("missing export memory"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// exportKind names the kind of the export called name, if the module
+// exports it (as what it is: a function, a memory, ...).
+func exportKind(exports []wasmbin.Export, name string) (kind string, ok bool) {
+	for _, e := range exports {
+		if e.Name == name {
+			return wasmbin.KindNames[e.Kind], true
+		}
+	}
+	return "", false
+}
+
+// checkNativeImports refuses, before anything compiles, an import the host
+// does not provide: one that is not a function (wazero would fail the
+// instantiation, in describe, as if the guest had trapped), or a function of
+// another module than morph:host/v1 and WASI.
+func checkNativeImports(imports []wasmbin.Import) error {
+	var errs []error
+	for _, imp := range imports {
+		switch {
+		case imp.Kind != wasmbin.KindFunction:
+			errs = append(errs, fmt.Errorf("imports %s.%s, %s: a plugin imports only functions (it defines its own memory and tables, and exports its memory)",
+				imp.Module, imp.Name, wasmbin.KindNames[imp.Kind]))
+		case imp.Module == wasi_snapshot_preview1.ModuleName:
+		case imp.Module == abi.HostModule:
+			if imp.Name != abi.ImportLog && imp.Name != abi.ImportConfigGet && imp.Name != abi.ImportHTTPRequest {
+				errs = append(errs, fmt.Errorf("imports %s.%s, which this host does not provide", imp.Module, imp.Name))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("imports %s.%s: only %s and %s are available", imp.Module, imp.Name, abi.HostModule, wasi_snapshot_preview1.ModuleName))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -242,19 +291,10 @@ func (in *nativeGuest) call(ctx context.Context, deadline time.Time, export stri
 // sandbox, which instantiate applies to each instance).
 func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error {
 	m.sandbox = p.sandbox
-	needWASI := false
+	needWASI := false // the imports are checked (checkNativeImports)
 	for _, f := range m.compiled.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		switch mod {
-		case wasi_snapshot_preview1.ModuleName:
+		if mod, _, _ := f.Import(); mod == wasi_snapshot_preview1.ModuleName {
 			needWASI = true
-		case interrupt.Module: // added by loadNative; a module importing it itself fails Instrument
-		case abi.HostModule:
-			if name != abi.ImportLog && name != abi.ImportConfigGet && name != abi.ImportHTTPRequest {
-				return fmt.Errorf("imports %s.%s, which this host does not provide", mod, name)
-			}
-		default:
-			return fmt.Errorf("imports %s.%s: only %s and %s are available", mod, name, abi.HostModule, wasi_snapshot_preview1.ModuleName)
 		}
 	}
 	if needWASI {

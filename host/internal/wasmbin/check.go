@@ -142,8 +142,35 @@ var limitNouns = map[string]string{
 	"Names": "name section entries", "NameBytes": "bytes in one name",
 }
 
+// Kinds of imports and exports (the external kind byte).
+const (
+	KindFunction = 0
+	KindTable    = 1
+	KindMemory   = 2
+	KindGlobal   = 3
+	KindTag      = 4
+)
+
+// KindNames name the kinds, for messages.
+var KindNames = [...]string{KindFunction: "a function", KindTable: "a table", KindMemory: "a memory",
+	KindGlobal: "a global", KindTag: "a tag"}
+
+// Import is one entry of the import section.
+type Import struct {
+	Module, Name string
+	Kind         byte
+}
+
+// Export is one entry of the export section.
+type Export struct {
+	Name string
+	Kind byte
+}
+
 // Shape is what Check learned of a module that passed.
 type Shape struct {
+	Imports      []Import
+	Exports      []Export
 	Functions    uint32 // imported and defined
 	Tables       []TableLimits
 	MaxDepth     uint32 // the deepest nesting of any function
@@ -233,13 +260,16 @@ func Check(wasm []byte, l Limits) (*Shape, error) {
 			})
 		case IDExport:
 			return c.vector(&r, c.l.Exports, "Exports", func() error {
-				if err := c.name(&r); err != nil {
+				name, err := c.name(&r)
+				if err != nil {
 					return err
 				}
-				if _, err := r.Byte(); err != nil {
+				kind, err := r.Byte()
+				if err != nil {
 					return err
 				}
-				_, err := r.U32()
+				c.shape.Exports = append(c.shape.Exports, Export{Name: name, Kind: kind}) // at most Exports entries
+				_, err = r.U32()
 				return err
 			})
 		case IDStart:
@@ -274,13 +304,13 @@ func (c *checker) over(r *Reader, off int, limit string, value, max uint64) erro
 
 // name reads a name of at most NameBytes (wazero copies names into every
 // error that names a function: a trap's stack trace has 30 frames).
-func (c *checker) name(r *Reader) error {
+func (c *checker) name(r *Reader) (string, error) {
 	at := r.Pos
 	n, err := r.Name()
 	if err == nil && len(n) > int(c.l.NameBytes) {
-		return c.over(r, at, "NameBytes", uint64(len(n)), uint64(c.l.NameBytes))
+		return "", c.over(r, at, "NameBytes", uint64(len(n)), uint64(c.l.NameBytes))
 	}
-	return err
+	return string(n), err
 }
 
 // vector reads a vector of at most max entries, each by entry, and the end of
@@ -359,10 +389,12 @@ func (c *checker) valTypes(r *Reader) (uint32, error) {
 
 func (c *checker) importSection(r *Reader) error {
 	return c.vector(r, c.l.Imports, "Imports", func() error {
-		if err := c.name(r); err != nil {
+		module, err := c.name(r)
+		if err != nil {
 			return err
 		}
-		if err := c.name(r); err != nil {
+		name, err := c.name(r)
+		if err != nil {
 			return err
 		}
 		at := r.Pos
@@ -370,6 +402,7 @@ func (c *checker) importSection(r *Reader) error {
 		if err != nil {
 			return err
 		}
+		c.shape.Imports = append(c.shape.Imports, Import{Module: module, Name: name, Kind: kind}) // at most Imports entries
 		switch kind {
 		case 0x00: // function: type index
 			c.imported++
@@ -630,12 +663,8 @@ func (c *checker) custom(r *Reader, at int) error {
 	if c.customs++; c.customs > c.l.CustomSections {
 		return c.over(r, at, "CustomSections", uint64(c.customs), uint64(c.l.CustomSections))
 	}
-	start := r.Pos
-	if err := c.name(r); err != nil {
+	if name, err := c.name(r); err != nil || name != "name" {
 		return err
-	}
-	if string(r.Buf[start:r.Pos]) != "\x04name" {
-		return nil
 	}
 	var entries uint64
 	// nameMap reads a vec((index, name)), counting its entries.
@@ -652,7 +681,7 @@ func (c *checker) custom(r *Reader, at int) error {
 			if _, err := sub.U32(); err != nil {
 				return err
 			}
-			if err := c.name(sub); err != nil {
+			if _, err := c.name(sub); err != nil {
 				return err
 			}
 		}
