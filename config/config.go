@@ -205,6 +205,7 @@ func Load(path string) (*Config, error) {
 	v.agent()
 	v.tools()
 	v.plugins()
+	v.moduleLimits()
 	// In file order; mistakes that have no line go last.
 	slices.SortStableFunc(v.errs, func(a, b error) int { return lineOf(a) - lineOf(b) })
 	switch len(v.errs) {

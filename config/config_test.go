@@ -290,6 +290,9 @@ func TestLoadErrors(t *testing.T) {
 		{"zero schema size", scriptedHead + "[tools]\nmax_schema_kb = 0\n", "tools.max_schema_kb", 5, "must be at least 1, got 0"},
 		{"negative schema depth", scriptedHead + "[tools]\nmax_schema_depth = -1\n", "tools.max_schema_depth", 5, "must be at least 1"},
 		{"zero schema steps", scriptedHead + "[tools]\nmax_schema_steps = 0\n", "tools.max_schema_steps", 5, "must be at least 1"},
+		{"zero module limit", scriptedHead + "[wasm.limits]\nfunction_locals = 0\n", "wasm.limits.function_locals", 5, "must be from 1 to 4294967295, got 0"},
+		{"module size over wasm32", scriptedHead + "[wasm.limits]\nmodule_mb = 5000\n", "wasm.limits.module_mb", 5, "must be from 1 to 4096"},
+		{"unknown module limit", scriptedHead + "[wasm.limits]\nlocals = 1\n", "wasm.limits.locals", 5, "unknown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -171,3 +171,45 @@ ungranted = "error"
 		t.Fatalf("capabilities %v", caps)
 	}
 }
+
+// [wasm.limits] reaches the loader: a module over one is refused at Open,
+// at its plugin's entry, naming the key to raise; the per-plugin output
+// limits reach the host in its units.
+func TestModuleAndOutputLimits(t *testing.T) {
+	dir := write(t, map[string]string{"replies.json": replies})
+	path := filepath.Join(dir, "morph.toml")
+	os.WriteFile(path, []byte(`
+[llm]
+provider = "scripted"
+scripted_replies = "replies.json"
+[wasm]
+cache_dir = "off"
+[wasm.limits]
+functions = 2
+[discovery]
+project = false
+user = false
+[[plugins]]
+name = "cap"
+path = `+strconv.Quote(capWasm(t))+`
+max_log_kb = 8
+max_error_kb = 2
+max_json_depth = 16
+`), 0o644)
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Plugins[0].HostConfig().Limits; l.MaxLogBytes != 8<<10 || l.MaxErrorBytes != 2<<10 || l.MaxJSONDepth != 16 {
+		t.Fatalf("limits %+v", l)
+	}
+	if ml := c.Wasm.Limits.Host(); ml.Functions != 2 || ml.FunctionLocals != 0 {
+		t.Fatalf("module limits %+v: want functions only, the rest to the host's defaults", ml)
+	}
+	_, err = c.Open(context.Background(), nil)
+	var ce *config.Error
+	if !errors.As(err, &ce) || !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "[wasm.limits] functions") ||
+		!strings.Contains(err.Error(), "over the limit of 2") || ce.Key != "plugins.0" {
+		t.Fatalf("Open = %v; want a load failure at the plugin's entry naming [wasm.limits] functions", err)
+	}
+}

@@ -274,5 +274,5 @@ var moduleLimitSettings = map[string]string{
 	"NestingCost": "nesting_cost", "Types": "types", "TypeArity": "type_arity", "Imports": "imports",
 	"Exports": "exports", "Globals": "globals", "Tables": "tables", "TableEntries": "table_entries",
 	"ElementSegments": "element_segments", "ElementItems": "element_items", "DataSegments": "data_segments",
-	"Tags": "tags", "CustomSections": "custom_sections", "Names": "names",
+	"Tags": "tags", "CustomSections": "custom_sections", "Names": "names", "NameBytes": "name_kb",
 }
