@@ -29,7 +29,9 @@ import (
 // through wazero's directory file system without create or truncate, and
 // keeps that second handle only if it is the very same file. A process
 // swapping symbolic links in the directory between the two opens can make
-// the open fail, never reach another file.
+// the open fail, never reach another file. Only regular files and
+// directories open: a named pipe or a device in a granted directory would
+// block the guest's call in the host, past its deadline.
 type rootFS struct {
 	root     *os.Root
 	dir      string             // the host directory
@@ -101,7 +103,9 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	if flag&experimentalsys.O_TRUNC != 0 {
 		osFlag |= os.O_TRUNC
 	}
-	confined, err := r.root.OpenFile(rel(p), osFlag, perm)
+	// O_NONBLOCK: opening a named pipe blocks until the other end opens
+	// (for ever), and reading a device may too; such files are refused below.
+	confined, err := r.root.OpenFile(rel(p), osFlag|syscall.O_NONBLOCK, perm)
 	if err != nil {
 		return nil, r.errno("open", p, err)
 	}
@@ -110,7 +114,12 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	if err != nil {
 		return nil, experimentalsys.UnwrapOSError(err)
 	}
-	f, errno := r.wz.OpenFile(p, flag&^(experimentalsys.O_CREAT|experimentalsys.O_EXCL|experimentalsys.O_TRUNC), perm)
+	if !want.Mode().IsRegular() && !want.IsDir() {
+		r.log().Warn("guest open of a file that is neither regular nor a directory refused (a pipe, a device or a socket could block it)",
+			"path", p, "dir", r.dir, "mode", want.Mode().String())
+		return nil, experimentalsys.EPERM
+	}
+	f, errno := r.wz.OpenFile(p, flag&^(experimentalsys.O_CREAT|experimentalsys.O_EXCL|experimentalsys.O_TRUNC)|experimentalsys.O_NONBLOCK, perm)
 	if errno != 0 {
 		return nil, errno
 	}
