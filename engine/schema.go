@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
@@ -129,8 +130,14 @@ func compileSchema(name, text string, l SchemaLimits) (*toolSchema, error) {
 	return &toolSchema{schema: sch, cost: cost, limit: int64(l.MaxSteps)}, nil
 }
 
-// checkNumbers refuses a number that is long or beyond a float64: no
-// parameter needs one, and each costs big-number arithmetic.
+// countKeywords are the keywords whose value is a count; the library reads
+// them as an int, and "maxLength": 1e308 became a limit no string met.
+var countKeywords = map[string]bool{"minLength": true, "maxLength": true, "minItems": true, "maxItems": true,
+	"minProperties": true, "maxProperties": true, "minContains": true, "maxContains": true}
+
+// checkNumbers refuses a number that is long or beyond a float64 (no
+// parameter needs one, and each costs big-number arithmetic), and a count
+// keyword that is not a whole number an int32 holds.
 func checkNumbers(v any, at string) error {
 	switch v := v.(type) {
 	case json.Number:
@@ -143,6 +150,11 @@ func checkNumbers(v any, at string) error {
 		for k, x := range v {
 			if err := checkNumbers(x, at+"/"+k); err != nil {
 				return err
+			}
+			if n, ok := x.(json.Number); ok && countKeywords[k] {
+				if i, err := strconv.ParseInt(string(n), 10, 64); err != nil || i < 0 || i > math.MaxInt32 {
+					return fmt.Errorf("%s at %q is %s: want a whole number from 0 to %d", k, at, n, math.MaxInt32)
+				}
 			}
 		}
 	case []any:

@@ -187,6 +187,11 @@ func TestSchemaSizeDepthAndShape(t *testing.T) {
 		`{"$ref":"#"}`:                                  "loop back",
 		`{"$defs":{"a":{"anyOf":[{"type":"string"},{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"}`: "loop back",
 		`{"$defs":{"n":{"$dynamicAnchor":"node"}},"properties":{"a":{"$dynamicRef":"#node"}}}`:  "$dynamicRef",
+		// The library reads counts as an int: 1e308 became a limit no string met.
+		`{"properties":{"s":{"type":"string","maxLength":1e308}}}`: "maxLength",
+		`{"minItems":2147483648}`:                                  "minItems",
+		`{"maxProperties":1.5}`:                                    "maxProperties",
+		`{"maxContains":-1}`:                                       "maxContains",
 	} {
 		wantInvalidSchema(t, checkSchema(t, schema), want)
 	}
