@@ -19,6 +19,13 @@ type callState struct {
 	log      *logWriter
 }
 
+// newCallState is the state of a new instance of p.
+func newCallState(p *Plugin) *callState {
+	s := &callState{closing: p.closing.Done()}
+	s.log = newLogWriter(p, s)
+	return s
+}
+
 // begin readies s for a call ending at deadline, or when ctx is done, and
 // returns ctx carrying s for the host functions (see stateOf).
 func (s *callState) begin(ctx context.Context, deadline time.Time) context.Context {

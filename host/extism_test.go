@@ -231,7 +231,8 @@ func TestExtismInputLimit(t *testing.T) {
 		t.Fatalf("an input over the limit: %v, want ErrInputTooLarge", err)
 	}
 	// Past the limit, straight to an instance: what the limit prevents.
-	g, err := p.module.instantiate(context.Background(), &callState{log: newLogWriter(p), deadline: time.Now().Add(DefaultTimeout)})
+	state := newCallState(p)
+	g, err := p.module.instantiate(state.begin(context.Background(), time.Now().Add(DefaultTimeout)), state)
 	if err != nil {
 		t.Fatal(err)
 	}

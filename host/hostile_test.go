@@ -231,20 +231,42 @@ func TestBlockingWASIEndsAtDeadline(t *testing.T) {
 }
 
 // Class 4, host calls charged by their work: a loop of 16 MiB random_get
-// calls is stopped at its deadline. Before, each iteration counted one
-// checkpoint of 10,000 and the loop ran for minutes.
+// calls, or of fd_write calls listing 2 million buffers, is stopped at its
+// deadline. Before, each iteration counted one checkpoint of 10,000 and
+// the loop ran for minutes.
 func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 	const timeout = 300 * time.Millisecond
+	const iovecs = 2 << 20
+	// At 65536: iovecs buffers of one byte (at 0), written by a loop first.
+	buffers := times(iovecs, 2, append(append(append([]byte{0x20, 2, 0x41, 3, 0x74}, i32const(65536+4)...), 0x6A), append(i32const(1), 0x36, 2, 0)...))
 	for _, lc := range loaders {
-		t.Run(lc.name, func(t *testing.T) {
-			g := lc.as(guestModule{imports: []guestImport{importRandomGet}, memory: []byte{0, 0x82, 0x02}}) // 258 pages
-			g.attack = forever(append(append(append(i32const(2<<16), i32const(16<<20)...), g.call(importRandomGet)...), 0x1A))
-			p := load(t, newLoader(t), Config{Name: "random", Wasm: g.wasm(), Limits: Limits{Timeout: timeout, MemoryMiB: 32}})
-			took, err := callWithin(p)
-			if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
-				t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
-			}
-		})
+		for _, c := range []struct {
+			name   string
+			imp    guestImport
+			attack func(g guestModule) []byte
+		}{
+			{"random_get", importRandomGet, func(g guestModule) []byte {
+				return forever(append(append(append(i32const(2<<16), i32const(16<<20)...), g.call(importRandomGet)...), 0x1A))
+			}},
+			{"fd_write", importFdWrite, func(g guestModule) []byte {
+				b := buffers
+				if g.extismABI {
+					b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte{0x20, 2}, []byte{0x20, 0}), []byte{0x22, 2}, []byte{0x22, 0})
+				}
+				call := append(append(append(append(i32const(1), i32const(65536)...), i32const(iovecs)...), i32const(8)...), g.call(importFdWrite)...)
+				return append(b, forever(append(call, 0x1A))...)
+			}},
+		} {
+			t.Run(lc.name+"/"+c.name, func(t *testing.T) {
+				g := lc.as(guestModule{imports: []guestImport{c.imp}, memory: []byte{0, 0x82, 0x02}, locals: []byte{1, 1, 0x7F}}) // 258 pages
+				g.attack = c.attack(g)
+				p := load(t, newLoader(t), Config{Name: "heavy", Wasm: g.wasm(), Limits: Limits{Timeout: timeout, MemoryMiB: 32}})
+				took, err := callWithin(p)
+				if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
+					t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
+				}
+			})
+		}
 	}
 }
 

@@ -75,6 +75,7 @@ func (p *Plugin) hostConfigGet(_ context.Context, mod api.Module, stack []uint64
 // warning. A warning about the guest is given once per call.
 type logWriter struct {
 	p      *Plugin
+	state  *callState // its instance's: a write past the call's deadline ends the call
 	mu     sync.Mutex
 	buf    bytes.Buffer // a partial line of stdout or stderr
 	budget int
@@ -82,7 +83,9 @@ type logWriter struct {
 	warned map[string]bool // the warnings given in this call
 }
 
-func newLogWriter(p *Plugin) *logWriter { return &logWriter{p: p, budget: p.limits.MaxLogBytes} }
+func newLogWriter(p *Plugin, state *callState) *logWriter {
+	return &logWriter{p: p, state: state, budget: p.limits.MaxLogBytes}
+}
 
 // refill gives a new call its budget.
 func (w *logWriter) refill() {
@@ -137,7 +140,13 @@ func (w *logWriter) warn(ctx context.Context, msg string, args ...any) {
 	}
 }
 
+// Write is the guest's stdout and stderr. WASI's fd_write calls it once per
+// buffer the guest lists, millions of them if it likes, so each checks the
+// call's deadline.
 func (w *logWriter) Write(b []byte) (int, error) {
+	if err := w.state.expired(); err != nil {
+		panic(err) // wazero ends the guest's call with it
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	text, _ := w.take(b)

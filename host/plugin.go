@@ -437,7 +437,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	deadline := time.Now().Add(p.limits.Timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	state := &callState{log: newLogWriter(p), closing: p.closing.Done()}
+	state := newCallState(p)
 	arena := &memory.Arena{}
 	g, err := p.module.instantiate(experimental.WithMemoryAllocator(state.begin(ctx, deadline), arena), state)
 	if err != nil {
