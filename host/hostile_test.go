@@ -472,3 +472,20 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A module naming the local or global one past its own is refused at load:
+// once instrumented, that index is the deadline counter's, and the guest
+// could reset it for ever (found by FuzzHostileModule: the call never ended).
+func TestCounterCannotBeNamed(t *testing.T) {
+	for name, g := range map[string]guestModule{
+		"local":  {attack: forever([]byte{0x41, 1, 0x21, 2})}, // local.set 2: build_prompt has two parameters and no local
+		"global": {attack: forever([]byte{0x41, 1, 0x24, 0})}, // global.set 0: the module has no global
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := newLoader(t).Load(context.Background(), Config{Name: "alias", Wasm: g.wasm()})
+			if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "index") {
+				t.Fatalf("Load = %v; want ErrLoad for the index out of range", err)
+			}
+		})
+	}
+}

@@ -188,16 +188,19 @@ type TableLimits struct {
 
 // checker is Check's state.
 type checker struct {
-	l        Limits
-	shape    Shape
-	types    uint32
-	imported uint32 // imported functions
-	defined  uint32 // the function section's count
-	params   []uint32
-	customs  uint32
-	tables   uint32
-	entries  uint64
-	items    uint64
+	l         Limits
+	shape     Shape
+	types     uint32
+	imported  uint32   // imported functions
+	defined   uint32   // the function section's count
+	params    []uint32 // by type index: its parameter count
+	funcTypes []uint32 // by defined function: its type index
+	globals   uint64   // imported and defined
+	customs   uint32
+	tables    uint32
+	entries   uint64
+	items     uint64
+	body      uint32 // the function body being read
 }
 
 // Check reads every section of wasm, every vector in it, every function's
@@ -250,6 +253,7 @@ func Check(wasm []byte, l Limits) (*Shape, error) {
 			})
 		case IDGlobal:
 			return c.vector(&r, c.l.Globals, "Globals", func() error {
+				c.globals++
 				if err := r.ValType(); err != nil {
 					return err
 				}
@@ -417,6 +421,7 @@ func (c *checker) importSection(r *Reader) error {
 		case 0x02: // memory: limits
 			_, _, _, err = r.Limits()
 		case 0x03: // global: value type, mutability
+			c.globals++
 			if err = r.ValType(); err == nil {
 				_, err = r.Byte()
 			}
@@ -451,8 +456,12 @@ func (c *checker) functionSection(r *Reader) error {
 		return err
 	}
 	c.defined = n
-	if err := r.U32s(int(n)); err != nil {
-		return err
+	for i := uint32(0); i < n; i++ {
+		t, err := r.U32()
+		if err != nil {
+			return err
+		}
+		c.funcTypes = append(c.funcTypes, t) // at most Functions entries, read one by one
 	}
 	return r.ExpectEnd()
 }
@@ -596,6 +605,7 @@ func (c *checker) codeSection(r *Reader) error {
 		if size := body.Remaining(); size > int(c.l.FunctionBytes) {
 			return c.over(r, at, "FunctionBytes", uint64(size), uint64(c.l.FunctionBytes))
 		}
+		c.body = i
 		if err := c.function(&body); err != nil {
 			return err
 		}
@@ -627,11 +637,19 @@ func (c *checker) function(r *Reader) error {
 		return c.over(r, start, "TotalLocals", c.shape.TotalLocals, c.l.TotalLocals)
 	}
 	c.shape.LargestLocal = max(c.shape.LargestLocal, uint32(locals))
+	if int64(c.body) < int64(len(c.funcTypes)) { // else wazero refuses the module
+		if t := c.funcTypes[c.body]; int64(t) < int64(len(c.params)) {
+			locals += uint64(c.params[t]) // the parameters are the first locals
+		}
+	}
 	var depth, deepest uint32
 	for r.Remaining() > 0 {
 		at := r.Pos
 		op, err := r.Byte()
 		if err != nil {
+			return err
+		}
+		if err := c.indices(r, op, at, locals); err != nil {
 			return err
 		}
 		if err := r.Immediates(op, at); err != nil {
@@ -652,6 +670,28 @@ func (c *checker) function(r *Reader) error {
 	c.shape.MaxDepth = max(c.shape.MaxDepth, deepest)
 	if c.shape.NestingCost += uint64(deepest) * uint64(deepest); c.shape.NestingCost > c.l.NestingCost {
 		return c.over(r, start, "NestingCost", c.shape.NestingCost, c.l.NestingCost)
+	}
+	return nil
+}
+
+// indices refuses a local or global index beyond the function's locals
+// (parameters included) or the module's globals. wazero would refuse it too,
+// but only after the rewrite that adds a local and a global for its deadline
+// checks (package interrupt): an out-of-range index the guest chose to be
+// the next one would then name the deadline counter, which the guest could
+// reset for ever. r is after op, and is left there.
+func (c *checker) indices(r *Reader, op byte, at int, locals uint64) error {
+	if op < 0x20 || op > 0x24 { // local.get local.set local.tee global.get global.set
+		return nil
+	}
+	peek := *r
+	idx, err := peek.U32()
+	switch {
+	case err != nil: // Immediates reports it
+	case op <= 0x22 && uint64(idx) >= locals:
+		return r.Malformed(at, "local index %d out of range (%d locals)", idx, locals)
+	case op >= 0x23 && uint64(idx) >= c.globals:
+		return r.Malformed(at, "global index %d out of range (%d globals)", idx, c.globals)
 	}
 	return nil
 }

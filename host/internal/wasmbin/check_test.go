@@ -189,6 +189,11 @@ func TestLimitBoundaries(t *testing.T) {
 	if _, err := wasmbin.Check(module(voidType, oneFunc, sec(10, vec(body(1, 0x80, 0x86, 0x03, 0x7F, 0x0B)))), wasmbin.Limits{}); err != nil {
 		t.Fatalf("50,000 locals: %v", err)
 	}
+	// A parameter and a local; a global: the last index of each is fine.
+	if _, err := wasmbin.Check(module(sec(1, vec([]byte{0x60, 1, 0x7F, 0})), oneFunc, sec(6, vec([]byte{0x7F, 1, 0x41, 0, 0x0B})),
+		sec(10, vec(body(1, 1, 0x7F, 0x41, 1, 0x21, 1, 0x41, 1, 0x24, 0, 0x0B)))), wasmbin.Limits{}); err != nil {
+		t.Fatalf("indices in range: %v", err)
+	}
 	s, err := wasmbin.Check(module(sec(4, vec([]byte{0x70, 1, 2, 5}, []byte{0x70, 0, 3}))), wasmbin.Limits{})
 	if err != nil || len(s.Tables) != 2 || s.Tables[0] != (wasmbin.TableLimits{Min: 2, Max: 5, HasMax: true}) || s.Tables[1] != (wasmbin.TableLimits{Min: 3}) {
 		t.Fatalf("tables: %+v, %v", s, err)
@@ -208,6 +213,10 @@ func TestMalformed(t *testing.T) {
 		"bad data flags":      module(sec(11, vec([]byte{7}))),
 		"truncated type":      module(sec(1, vec([]byte{0x60}))),
 		"not a function type": module(sec(1, vec([]byte{0x5F, 0, 0}))),
+		// One past the last local or global: after the deadline rewrite, the
+		// counter's; the guest could reset it for ever.
+		"local index past the locals":   module(sec(1, vec([]byte{0x60, 1, 0x7F, 0})), oneFunc, sec(10, vec(body(1, 1, 0x7F, 0x41, 1, 0x21, 2, 0x0B)))),
+		"global index past the globals": module(voidType, oneFunc, sec(6, vec([]byte{0x7F, 1, 0x41, 0, 0x0B})), sec(10, vec(body(0, 0x41, 1, 0x24, 1, 0x0B)))),
 	} {
 		if _, err := wasmbin.Check(wasm, wasmbin.Limits{}); !errors.Is(err, wasmbin.ErrMalformed) {
 			t.Errorf("%s: Check = %v, want ErrMalformed", name, err)
