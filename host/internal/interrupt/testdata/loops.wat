@@ -1,5 +1,6 @@
 ;; Deterministic checkpoint counts, guests to interrupt, and the benchmark's loop.
 (module
+  (memory 1)
   ;; A do-while loop of n iterations: n checkpoints (the loop headers; no entry check, as it calls nothing).
   (func (export "spin") (param $n i32)
     (loop $l
@@ -66,4 +67,8 @@
       (if (i32.ne (call $exit (local.get $how) (local.get $k)) (i32.const 7)) (then unreachable))
       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
       (br_if $l (local.get $n))))
+
+  ;; A bulk instruction, charged n/4 units before it runs (no other checkpoint: no loop, no cycle).
+  (func (export "fill") (param $n i32)
+    (memory.fill (i32.const 0) (i32.const 0) (local.get $n)))
 )
