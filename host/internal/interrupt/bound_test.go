@@ -146,20 +146,27 @@ func TestPlanBounds(t *testing.T) {
 		}
 	}
 	for name, wasm := range guests {
-		weights, unpaid, err := interrupt.Plan(wasm)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
+		checkPlan(t, name, wasm)
+	}
+}
+
+// checkPlan fails t if a checkpoint Instrument plans for wasm weighs less than 1 or more than
+// interrupt.MaxWeight, or a function leaves more than interrupt.MaxSegment unpaid.
+func checkPlan(t *testing.T, name string, wasm []byte) {
+	t.Helper()
+	weights, unpaid, err := interrupt.Plan(wasm)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	for f, ws := range weights {
+		for _, w := range ws {
+			if w < 1 || w > interrupt.MaxWeight {
+				t.Errorf("%s: function %d has a checkpoint of weight %d, want 1 to %d", name, f, w, interrupt.MaxWeight)
+			}
 		}
-		for f, ws := range weights {
-			for _, w := range ws {
-				if w < 1 || w > interrupt.MaxWeight {
-					t.Errorf("%s: function %d has a checkpoint of weight %d, want 1 to %d", name, f, w, interrupt.MaxWeight)
-				}
-			}
-			if unpaid[f] > interrupt.MaxSegment {
-				t.Errorf("%s: function %d leaves %d units unpaid, want at most %d", name, f, unpaid[f], interrupt.MaxSegment)
-			}
+		if unpaid[f] > interrupt.MaxSegment {
+			t.Errorf("%s: function %d leaves %d units unpaid, want at most %d", name, f, unpaid[f], interrupt.MaxSegment)
 		}
 	}
 }
