@@ -17,7 +17,7 @@ import (
 
 // BenchmarkLoop is what stopping a guest at its deadline costs a tight loop (loops.wat's sum over 1e6
 // iterations, a per-call deadline in the context): the original module with no way to stop it, the
-// instrumented one (period 10,000, the check as the host will write it), and the original under wazero's
+// instrumented one (the host's budget, the check as the host writes it), and the original under wazero's
 // WithCloseOnContextDone, which this package replaces.
 func BenchmarkLoop(b *testing.B) {
 	orig := wat(b, "loops")
@@ -27,7 +27,7 @@ func BenchmarkLoop(b *testing.B) {
 		closeOnDone bool
 	}{
 		{"original", orig, false},
-		{"instrumented", instrument(b, orig, 10000), false},
+		{"instrumented", instrument(b, orig, hostBudget), false},
 		{"closeOnContextDone", orig, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -53,7 +53,7 @@ func BenchmarkInstrument(b *testing.B) {
 	}
 	b.SetBytes(int64(len(wasm)))
 	for b.Loop() {
-		if _, err := interrupt.Instrument(wasm, 10000); err != nil {
+		if _, err := interrupt.Instrument(wasm, hostBudget); err != nil {
 			b.Fatal(err)
 		}
 	}

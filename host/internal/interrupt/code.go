@@ -83,7 +83,7 @@ type cached struct {
 	c           uint32 // the counter: the local, or the global
 	scratch     uint32 // a local for the count of a bulk instruction, if it has any
 	load, store []byte // global to local, local to global
-	header      bool   // the instruction just copied is the header of a loop that loopSequence suits
+	header      bool   // the instruction just copied is the header of a loop that appendLoopCheck suits
 	depth       int    // blocks open around the instruction: a branch to label depth leaves the function
 }
 
@@ -91,8 +91,8 @@ func newRewriter(funcImports uint32, funcs uint64, global, checkType, budget uin
 	return &rewriter{funcImports: funcImports, funcs: funcs, checkType: checkType, global: global, budget: budget}
 }
 
-// appendCheck appends the checkpoint of weight w: a decrement of the counter c (through get and set,
-// local.get and local.set or global.get and global.set), and a call to the import f once it reaches 0:
+// appendCheck appends the checkpoint of weight w: it subtracts w from the counter c (through get and set,
+// local.get and local.set or global.get and global.set), and calls the import f once that leaves 0 or less:
 //
 //	get c  i32.const w  i32.sub  set c  get c  i32.const 0  i32.le_s
 //	if  i32.const budget  set c  call f  end
@@ -146,8 +146,9 @@ func (w *rewriter) appendLoopCheck(out []byte, weight int) []byte {
 }
 
 // appendCharge appends the charge of a bulk instruction whose count n is on top of the stack: n >>
-// shift units, taken from the counter, or a call to the import f first if they are more than it holds
-// (the counter is positive outside a check: the unsigned comparison cannot wrap), in the scratch local s:
+// shift units, taken from the counter, or, if they are at least what it holds, a call to the import f
+// first (the counter is positive outside a check: the unsigned comparison cannot wrap), with the
+// scratch local s:
 //
 //	local.tee s  local.get s  i32.const shift  i32.shr_u  local.tee s  get c  i32.ge_u
 //	if  i32.const budget  set c  call f  else  get c  local.get s  i32.sub  set c  end

@@ -43,9 +43,9 @@ func wat(t testing.TB, name string, flags ...string) []byte {
 	return wasm
 }
 
-func instrument(t testing.TB, wasm []byte, period uint32) []byte {
+func instrument(t testing.TB, wasm []byte, budget uint32) []byte {
 	t.Helper()
-	out, err := interrupt.Instrument(wasm, period)
+	out, err := interrupt.Instrument(wasm, budget)
 	if err != nil {
 		t.Fatalf("Instrument: %v", err)
 	}

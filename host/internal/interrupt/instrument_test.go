@@ -649,12 +649,14 @@ func TestErrors(t *testing.T) {
 			t.Errorf("err = %v, want ErrUnsupported", err)
 		}
 	})
-	t.Run("period 0", func(t *testing.T) {
-		_, err := interrupt.Instrument(module(), 0)
-		if err == nil || errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
-			t.Errorf("err = %v, want an argument error", err)
-		}
-	})
+	for _, budget := range []uint32{0, interrupt.MaxBudget + 1} {
+		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
+			_, err := interrupt.Instrument(module(), budget)
+			if err == nil || errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
+				t.Errorf("err = %v, want an argument error", err)
+			}
+		})
+	}
 }
 
 // TestTruncated cuts a real module at every length: a cut inside a section is ErrMalformed, a cut at a
@@ -696,7 +698,7 @@ func TestEmptyModule(t *testing.T) {
 }
 
 // TestEntryChecksOnCycles checks that only the functions on a cycle of calls, direct or through a table,
-// get an entry check: at period 1 the check count is the number of such entries.
+// get an entry check: at budget 1 the check count is the number of such entries.
 func TestEntryChecksOnCycles(t *testing.T) {
 	r, c := newRuntime(t, wazero.NewRuntimeConfig())
 	mod := instantiate(t, r, instrument(t, wat(t, "cycles"), 1))
