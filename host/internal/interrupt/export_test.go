@@ -3,7 +3,6 @@ package interrupt
 // For the tests: the bound on the work between two checks (see plan.go).
 const (
 	MaxWeight  = maxWeight
-	MaxTail    = maxTail
 	MaxSegment = maxSegment
 )
 

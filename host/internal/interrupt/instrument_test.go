@@ -186,7 +186,8 @@ func longResult(x uint32) uint32 {
 // instruction calls the check first if its charge is not below the counter, else subtracts it. A weight
 // is the most instructions (blocks' ends included) that any path from the checkpoint runs before the next
 // one or the function's return, a call counting 1 plus the callee's instructions up to its first
-// checkpoint. With a budget of 1, every checkpoint runs the check.
+// checkpoint; a call that may run a checkpoint is followed by one. With a budget of 1, every checkpoint
+// runs the check.
 func TestCheckpointCounts(t *testing.T) {
 	type event struct {
 		units int64
@@ -200,11 +201,19 @@ func TestCheckpointCounts(t *testing.T) {
 	}
 	w := func(units int64) event { return event{units: units} }
 	// spin: its loop header, over 6 instructions, the loop's end and the body's.
-	// tree: its entry (a cycle), over 12 instructions: the calls cost 1 + 0 (the entry is checked).
-	// outer: its header, over 13 (the call to inner costs 1 + 1, inner's instructions before its header:
-	// the loop; the call to leaf 1 + 1); inner's header, over 8, like spin's.
-	// exits: its header, over 15 (the call to exit 1 + 1); exit's header, over 7 (its body and end); then
-	// the checkpoint where exit's loop exits, over 27 (the longest way out).
+	// tree: its entry (a cycle), over 6 instructions to the first call (a call costs 1 + 0: the entry is
+	// checked), then after each call, which may run checkpoints, over the rest: 4, then 2.
+	var tree func(n int) []event
+	tree = func(n int) []event {
+		if n == 0 {
+			return []event{w(6)}
+		}
+		return slices.Concat([]event{w(6)}, tree(n-1), []event{w(4)}, tree(n-1), []event{w(2)})
+	}
+	// outer: its header, over 3 (the call to inner costs 1 + 1, the loop instruction); inner's header, over
+	// 8, like spin's; after the call, over 10 (the call to leaf costs 1 + 1: leaf runs no checkpoint).
+	// exits: its header, over 4; exit's header, over 7 (its body and end); where exit's loop exits, over
+	// 27 (the longest way out); after the call, over 11.
 	// fill: a charge of n/4 units.
 	steps := []struct {
 		fn    string
@@ -212,19 +221,19 @@ func TestCheckpointCounts(t *testing.T) {
 		check []event
 	}{
 		{"spin", []uint64{999}, rep(999, w(8))},
-		{"tree", []uint64{10}, rep(1<<11-1, w(12))},
+		{"tree", []uint64{10}, tree(10)},
 		{"answer", nil, nil},
 		{"spin", []uint64{1}, rep(1, w(8))},
 		{"fill", []uint64{4000}, []event{{1000, true}}},
 		{"spin", []uint64{123456}, rep(123456, w(8))},
-		{"outer", []uint64{100, 50}, rep(100, slices.Concat([]event{w(13)}, rep(50, w(8)))...)},
+		{"outer", []uint64{100, 50}, rep(100, slices.Concat([]event{w(3)}, rep(50, w(8)), []event{w(10)})...)},
 		{"fill", []uint64{3}, []event{{0, true}}},
 		{"fill", []uint64{65536}, []event{{16384, true}}},
-		{"exits", []uint64{0, 30, 20}, rep(30, slices.Concat([]event{w(15)}, rep(20, w(7)), []event{w(27)})...)},
-		{"exits", []uint64{1, 30, 20}, rep(30, slices.Concat([]event{w(15)}, rep(20, w(7)), []event{w(27)})...)},
-		{"exits", []uint64{2, 30, 20}, rep(30, slices.Concat([]event{w(15)}, rep(20, w(7)), []event{w(27)})...)},
-		{"exits", []uint64{3, 30, 20}, rep(30, slices.Concat([]event{w(15)}, rep(20, w(7)), []event{w(27)})...)},
-		{"exits", []uint64{4, 30, 20}, rep(30, slices.Concat([]event{w(15)}, rep(20, w(7)), []event{w(27)})...)},
+		{"exits", []uint64{0, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{1, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{2, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{3, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{4, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
 	}
 	orig := wat(t, "loops")
 	for _, budget := range []int64{1, 3, 10, 1000, 10000, 100000} {
@@ -698,7 +707,8 @@ func TestEmptyModule(t *testing.T) {
 }
 
 // TestEntryChecksOnCycles checks that only the functions on a cycle of calls, direct or through a table,
-// get an entry check: at budget 1 the check count is the number of such entries.
+// get an entry check: at budget 1 the check count is the number of such entries, plus one after each call
+// that may run a checkpoint.
 func TestEntryChecksOnCycles(t *testing.T) {
 	r, c := newRuntime(t, wazero.NewRuntimeConfig())
 	mod := instantiate(t, r, instrument(t, wat(t, "cycles"), 1))
@@ -708,10 +718,10 @@ func TestEntryChecksOnCycles(t *testing.T) {
 		checks int64
 		want   uint64
 	}{
-		{"chain", 41, 0, 42},       // three functions, no cycle
-		{"even", 10, 6, 1},         // mutual recursion: one check a turn of the cycle, at even
-		{"self_indirect", 5, 6, 0}, // recursion through the table
-		{"via_table", 1, 0, 2},     // an indirect call to a function on no cycle
+		{"chain", 41, 0, 42},           // three functions, no cycle
+		{"even", 10, 6 + 10, 1},        // mutual recursion: one entry check a turn of the cycle, at even
+		{"self_indirect", 5, 6 + 5, 0}, // recursion through the table
+		{"via_table", 1, 0 + 1, 2},     // an indirect call to a function on no cycle (but the call might reach self_indirect)
 	} {
 		before := c.calls.Load()
 		got, err := mod.ExportedFunction(s.fn).Call(context.Background(), s.arg)
@@ -725,7 +735,8 @@ func TestEntryChecksOnCycles(t *testing.T) {
 }
 
 // TestChecksAtIndirectCalls checks the case where a cycle runs through the indirect-call node: the check
-// then sits before every indirect call, and the taken functions' entries stay unchecked.
+// then sits before every indirect call, and the taken functions' entries stay unchecked (at budget 1, one
+// more check follows every call that may run a checkpoint).
 func TestChecksAtIndirectCalls(t *testing.T) {
 	r, c := newRuntime(t, wazero.NewRuntimeConfig())
 	mod := instantiate(t, r, instrument(t, wat(t, "indirect"), 1))
@@ -734,8 +745,8 @@ func TestChecksAtIndirectCalls(t *testing.T) {
 		args   []uint64
 		checks int64
 	}{
-		{"start", []uint64{5}, 6}, // six indirect calls
-		{"direct", nil, 0},        // $b entered directly, making no indirect call
+		{"start", []uint64{5}, 6 + 6}, // six indirect calls
+		{"direct", nil, 0 + 1},        // $b entered directly, making no indirect call
 	} {
 		before := c.calls.Load()
 		got, err := mod.ExportedFunction(s.fn).Call(context.Background(), s.args...)

@@ -24,9 +24,8 @@
 // (BenchmarkLoop); with a budget of about 100,000 units the Go call is amortised to nothing.
 //
 // The bound: between two calls to Module.Func a guest runs at most budget + maxWeight units of work (see
-// plan.go for maxWeight, about 10,000), plus one bulk instruction (at most its memory or table), plus,
-// when it returns through many frames at once, maxTail units a frame. No goroutine has to set a flag (a
-// flag setter could not run during a stop-the-world anyway).
+// plan.go; maxWeight is 10,001), plus one bulk instruction (at most its memory or table). No goroutine
+// has to set a flag (a flag setter could not run during a stop-the-world anyway).
 //
 // The rewrite reads the module with package wasmbin, which decodes every instruction, so an opcode it does
 // not know is an error, never a guess.

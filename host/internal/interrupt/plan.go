@@ -20,13 +20,20 @@ import (
 //   - wherever the pending work would exceed maxSegment: after the instruction that would make it, or
 //     before it if the instruction alone is that long (a call); at a function's entry, this is how an
 //     exponential tree of calls without loop or recursion gets checked;
-//   - after a call that may run a checkpoint, when more than maxTail is pending after it (see maxTail);
+//   - after a call that may run a checkpoint (see below);
 //   - where a loop exits (after its end, and after the end of a block around it that a branch inside it
 //     targets), when more than maxExit is pending there (see maxExit);
 //   - where an exception may land (after the end of a block a catch clause targets).
 //
 // So no path from a checkpoint runs more than its weight before the next one (or its return), every
 // weight is at most maxWeight, and every function's unpaid work is at most maxSegment.
+//
+// The work after a call that may run a checkpoint is not paid for before the call, but by a checkpoint
+// after it. Paid before, it would be owed to the frame while the callee runs checks, and returns unwind
+// frames without any checkpoint: a recursion two million frames deep (wazero's 400 MB stack allows
+// that) returning through a few cache-missing loads each would run for seconds unchecked. This way a
+// suspended frame never holds prepaid work, and the checkpoints after calls are off the hot paths (on the
+// Rust example, 15 more checkpoints run in a call, for 1,400 to 74,000).
 //
 // The functions are weighed callees first (in the depth-first search's finishing order, see entries), so
 // that a call's cost is known: the only callees weighed later are the heads of cycles, whose entries are
@@ -41,13 +48,6 @@ const (
 	// From 0.1 ns a unit (arithmetic) to 200 ns (loads that miss every cache): 1 us to 2 ms.
 	maxSegment = 10_000
 
-	// maxTail is the most work left pending after a call that may run a checkpoint. That work was paid
-	// for before the call, and a check inside the callee may have started a new budget since; a return
-	// unwinds many frames of a deep recursion without any checkpoint, and each runs its pending work.
-	// With a checkpoint after any such call that leaves more, the unwinding runs at most maxTail units a
-	// frame (wazero's call stack of 400 MB bounds the frames).
-	maxTail = 16
-
 	// maxExit is the most work left pending where a loop exits. Every iteration pays for the longest
 	// path from its header, and that would include the code after the loop, up to the function's next
 	// checkpoint: on the Rust example the median checkpoint weighed 610 units for loop bodies of tens, and
@@ -55,9 +55,8 @@ const (
 	// for the loop, not once an iteration.
 	maxExit = 16
 
-	// maxWeight is the largest weight of a checkpoint: a call's own cost before a segment cut after it,
-	// or an indirect call site's (1 + up to maxSegment + up to maxTail).
-	maxWeight = maxSegment + maxTail + 1
+	// maxWeight is the largest weight of a checkpoint: a call's own cost (1 + up to maxSegment).
+	maxWeight = maxSegment + 1
 
 	// Costs of the instructions that cost more than one unit (measured on wazero v1.12, amd64): a call
 	// to an imported function (a Go function: 50 to 500 ns), memory.grow and table.grow (an exit to Go,
@@ -533,7 +532,7 @@ func (a *analysis) weigh(f int) {
 		case kCall, kCallIndirect:
 			c, r := a.call(in)
 			reach = reach || r
-			if r && p > maxTail || c+p > maxSegment {
+			if r || c+p > maxSegment {
 				cut()
 			}
 			q = c + p

@@ -7,7 +7,8 @@
       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
       (br_if $l (local.get $n))))
 
-  ;; A binary call tree of depth n and no loop: 2^(n+1) - 1 checkpoints, all function entries.
+  ;; A binary call tree of depth n and no loop: 2^(n+1) - 1 function entries, and a checkpoint after each
+  ;; recursive call.
   (func $tree (export "tree") (param $n i32)
     (if (local.get $n)
       (then
@@ -26,9 +27,9 @@
       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
       (br_if $l (local.get $n)))
     (local.get $acc))
-;; A loop that calls a function with a loop of its own: n + n*m checkpoints. A function with a
-  ;; checkpoint keeps the counter in a local, so outer must save it before each call to inner and reload it
-  ;; after (not around the call to leaf, which has no checkpoint), or the counts of inner are lost.
+;; A loop that calls a function with a loop of its own: n + n*m checkpoints, and n after the calls. A
+  ;; function with a checkpoint keeps the counter in a local, so outer must save it before each call to inner
+  ;; and reload it after (not around the call to leaf, which has no checkpoint), or the counts of inner are lost.
   (func $inner (param $m i32)
     (loop $l
       (local.set $m (i32.sub (local.get $m) (i32.const 1)))
