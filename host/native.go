@@ -33,10 +33,10 @@ type nativeModule struct {
 // instruction, that a guest runs between two calls to checkInterrupt
 // (interrupt.Instrument's budget). Each call costs one exit to Go (about as
 // much as 50 iterations of a tight loop), and between two of them neither a
-// deadline nor the Go garbage collector can stop the guest: typically some
-// tens of microseconds, at worst (a chain of cache-missing loads) about 10
-// ms, plus one bulk memory instruction (at most the memory cap: about 5 ms
-// for 64 MiB).
+// deadline nor the Go garbage collector can stop the guest: typically 10 to
+// 30 microseconds, at worst (a chain of loads that all miss the caches) about
+// 20 ms, plus one bulk memory instruction (at most the memory cap: about 5 ms
+// for 64 MiB). See BENCHMARKS.md, Deadlines.
 const interruptPeriod = 100_000
 
 // loadNative instruments wasm so that it can be stopped at its deadline
