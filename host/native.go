@@ -29,12 +29,15 @@ type nativeModule struct {
 	sandbox  *sandbox // the plugin's grants: WASI's directories and environment
 }
 
-// interruptPeriod is how many loop iterations and function entries a guest
-// runs between two calls to checkInterrupt. Each costs one exit to Go
-// (about as much as 50 iterations of a tight loop), and between two of them
-// neither a deadline nor the Go garbage collector can stop the guest: at 1-3
-// ns an iteration, a few tens of microseconds.
-const interruptPeriod = 10_000
+// interruptPeriod is the budget of work, in units of about one WebAssembly
+// instruction, that a guest runs between two calls to checkInterrupt
+// (interrupt.Instrument's budget). Each call costs one exit to Go (about as
+// much as 50 iterations of a tight loop), and between two of them neither a
+// deadline nor the Go garbage collector can stop the guest: typically 10 to
+// 30 microseconds, at worst (a chain of loads that all miss the caches) about
+// 20 ms, plus one bulk memory instruction (at most the memory cap: about 5 ms
+// for 64 MiB). See BENCHMARKS.md, Deadlines.
+const interruptPeriod = 100_000
 
 // loadNative instruments wasm so that it can be stopped at its deadline
 // (see package interrupt: wazero's own mechanism, WithCloseOnContextDone,

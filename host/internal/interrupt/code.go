@@ -2,7 +2,6 @@ package interrupt
 
 import (
 	"math"
-	"slices"
 
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
@@ -14,9 +13,11 @@ import (
 
 // Opcodes the walker acts on or emits.
 const (
+	opUnreachable        = 0x00
 	opBlock              = 0x02
 	opLoop               = 0x03
 	opIf                 = 0x04
+	opElse               = 0x05
 	opThrow              = 0x08
 	opThrowRef           = 0x0A
 	opEnd                = 0x0B
@@ -37,11 +38,16 @@ const (
 	opGlobalGet          = 0x23
 	opGlobalSet          = 0x24
 	opI32Const           = 0x41
-	opI32Eqz             = 0x45
+	opMemoryGrow         = 0x40
+	opI32LeS             = 0x4C
+	opI32GtS             = 0x4A
+	opI32GeU             = 0x4F
 	opI32Sub             = 0x6B
+	opI32ShrU            = 0x76
 	opRefFunc            = 0xD2
 	opBrOnNull           = 0xD5
 	opBrOnNonNull        = 0xD6
+	opMisc               = 0xFC
 	blockEmpty           = 0x40
 	typeI32              = 0x7F
 )
@@ -52,21 +58,17 @@ type rewriter struct {
 	funcs       uint64 // functions before instrumentation, at most MaxUint32: every function index must be below
 	checkType   uint32 // index of the added type () -> ()
 	global      uint32 // the counter's index
-	period      uint32
-	check       []byte // the sequence injected at every checkpoint of a function that does not cache the counter
+	budget      uint32
 	body        []byte // scratch for one function body, reused
 
-	graph *callGraph // set during the analysis pass, which records calls instead of keeping the output
-	cur   uint32     // the defined function being walked in the code section
-	entry []bool     // by defined function: needs a check at its entry (from the analysis; nil: every caller)
-	// checkIndirect: every indirect call gets a check before it (from the
-	// analysis; with no analysis, the entry checks of every caller cover them).
-	checkIndirect bool
-	cache         []bool   // by defined function: keeps the counter in a local (from the analysis; see cached)
-	reach         []bool   // by defined function: may run a checkpoint, so a caller that caches the counter saves it first
-	params        []uint32 // by defined function: its parameter count, where its locals start
-	typeParams    []uint32 // by type index: the parameter count, which a loop's block type may have
-	fn            cached   // the function being rewritten
+	graph      *callGraph // set during the analysis pass, which records function references
+	plan       *analysis  // the checkpoints, from the analysis pass
+	cur        uint32     // the defined function being walked in the code section
+	cache      []bool     // by defined function: keeps the counter in a local (see cached; nil: none does)
+	reach      []bool     // by defined function: may run a checkpoint, so a caller that caches the counter saves it first
+	params     []uint32   // by defined function: its parameter count, where its locals start
+	typeParams []uint32   // by type index: the parameter count, which a loop's block type may have
+	fn         cached     // the function being rewritten
 }
 
 // cached is how the function being rewritten reaches the counter. One that
@@ -76,80 +78,133 @@ type rewriter struct {
 // iteration wait on the previous one's store, which doubled the time of a
 // JSON parser's byte loops. The others use the global directly, or not at all.
 type cached struct {
-	on                       bool
-	check, loop, load, store []byte // the checkpoints (see loopSequence), global to local, local to global
-	depth                    int    // blocks open around the instruction: a branch to label depth leaves the function
+	on          bool
+	get, set    byte   // how the counter is read and written: local.get and local.set c, or the global's
+	c           uint32 // the counter: the local, or the global
+	scratch     uint32 // a local for the count of a bulk instruction, if it has any
+	load, store []byte // global to local, local to global
+	header      bool   // the instruction just copied is the header of a loop that appendLoopCheck suits
+	depth       int    // blocks open around the instruction: a branch to label depth leaves the function
 }
 
-func newRewriter(funcImports uint32, funcs uint64, global, checkType, period uint32) *rewriter {
-	return &rewriter{funcImports: funcImports, funcs: funcs, checkType: checkType, global: global, period: period,
-		check: checkSequence(opGlobalGet, opGlobalSet, global, funcImports, period)}
+func newRewriter(funcImports uint32, funcs uint64, global, checkType, budget uint32) *rewriter {
+	return &rewriter{funcImports: funcImports, funcs: funcs, checkType: checkType, global: global, budget: budget}
 }
 
-// checkSequence is the code injected at a checkpoint, with the counter c
-// (get and set are global.get and global.set, or local.get and local.set)
-// and the import f:
+// appendCheck appends the checkpoint of weight w: it subtracts w from the counter c (through get and set,
+// local.get and local.set or global.get and global.set), and calls the import f once that leaves 0 or less:
 //
-//	get c  i32.const 1  i32.sub  set c
-//	get c  i32.eqz  if  i32.const period  set c  call f  end
+//	get c  i32.const w  i32.sub  set c  get c  i32.const 0  i32.le_s
+//	if  i32.const budget  set c  call f  end
 //
-// Decrementing first makes every period-th checkpoint call f. The sequence leaves the operand stack as it
-// found it, so it is valid at a function's start and at a loop's start whatever the loop parameters beneath.
-func checkSequence(get, set byte, c, f, period uint32) []byte {
-	b := wasmbin.AppendU32([]byte{get}, c)
-	b = append(b, opI32Const, 1, opI32Sub, set)
-	b = wasmbin.AppendU32(b, c)
-	b = wasmbin.AppendU32(append(b, get), c)
-	b = append(b, opI32Eqz, opIf, blockEmpty, opI32Const)
-	b = wasmbin.AppendU32(append(wasmbin.AppendS32(b, int32(period)), set), c) // period above MaxInt32 wraps: c is used as unsigned
-	b = wasmbin.AppendU32(append(b, opCall), f)
-	return append(b, opEnd)
+// (local.tee for the set and get of a local). The sequence leaves the operand stack as it found it, so
+// it is valid between any two instructions whatever the stack beneath. The counter is reset before the
+// call: if the call ends the guest, the counter left behind is still positive.
+func (w *rewriter) appendCheck(out []byte, weight int) []byte {
+	fn := &w.fn
+	out = fn.appendSub(append(wasmbin.AppendU32(append(out, fn.get), fn.c), opI32Const), weight)
+	out = append(out, opI32Const, 0, opI32LeS, opIf, blockEmpty)
+	return append(w.appendReset(out, w.budget), opEnd)
 }
 
-// loopSequence is the checkpoint at the header of a loop without parameters
-// in a function that caches the counter in the local c:
+// appendSub appends, after the operands c and n, the subtraction c - n left on the stack and in c.
+func (fn *cached) appendSub(out []byte, n int) []byte {
+	out = append(wasmbin.AppendS32(out, int32(n)), opI32Sub)
+	return fn.appendTee(out)
+}
+
+// appendTee stores the top of the stack in the counter and leaves it there.
+func (fn *cached) appendTee(out []byte) []byte {
+	if fn.get == opLocalGet {
+		return wasmbin.AppendU32(append(out, opLocalTee), fn.c)
+	}
+	return wasmbin.AppendU32(append(wasmbin.AppendU32(append(out, fn.set), fn.c), fn.get), fn.c)
+}
+
+// appendReset appends the slow path of a check: set the counter to v, call the import.
+func (w *rewriter) appendReset(out []byte, v uint32) []byte {
+	out = append(wasmbin.AppendS32(append(out, opI32Const), int32(v)), w.fn.set) // v <= 2^30 + maxWeight: no wrap
+	return wasmbin.AppendU32(append(wasmbin.AppendU32(out, w.fn.c), opCall), w.funcImports)
+}
+
+// appendLoopCheck is the checkpoint of weight w at the header of a loop without parameters in a function
+// that caches the counter in the local c:
 //
-//	block  local.get c  i32.const 1  i32.sub  local.tee c  br_if 0
-//	       i32.const period+1  local.set c  call f  br 1  end
+//	block  local.get c  i32.const w  i32.sub  local.tee c  i32.const 0  i32.gt_s  br_if 0
+//	       i32.const budget+w  local.set c  call f  br 1  end
 //
 // The call to f is off the loop's path: it starts the iteration over rather
-// than rejoining it, which is why the counter restarts one higher. Rejoining
-// (checkSequence's if) made wazero's register allocator reload every value
+// than rejoining it, which is why the counter restarts w higher. Rejoining
+// (appendCheck's if) made wazero's register allocator reload every value
 // live across the call on every iteration, which cost as much as the loop.
 // A loop's parameters could not be passed again from inside the block.
-func loopSequence(c, f, period uint32) []byte {
-	b := wasmbin.AppendU32([]byte{opBlock, blockEmpty, opLocalGet}, c)
-	b = append(b, opI32Const, 1, opI32Sub, opLocalTee)
-	b = append(wasmbin.AppendU32(b, c), opBrIf, 0, opI32Const)
-	b = wasmbin.AppendU32(append(wasmbin.AppendS32(b, int32(period+1)), opLocalSet), c) // period+1 wraps to 0 at MaxUint32: the decrement wraps back
-	b = wasmbin.AppendU32(append(b, opCall), f)
-	return append(b, opBr, 1, opEnd)
+func (w *rewriter) appendLoopCheck(out []byte, weight int) []byte {
+	fn := &w.fn
+	out = fn.appendSub(append(wasmbin.AppendU32(append(out, opBlock, blockEmpty, opLocalGet), fn.c), opI32Const), weight)
+	out = append(out, opI32Const, 0, opI32GtS, opBrIf, 0)
+	return append(w.appendReset(out, w.budget+uint32(weight)), opBr, 1, opEnd)
 }
 
-// begin readies w.fn for the function w.cur, which declares the local
-// entries declared, locals in all: it caches the counter if the analysis
-// chose it and one more local fits.
-func (w *rewriter) begin(declared uint32, locals uint64) {
-	w.fn = cached{}
+// appendCharge appends the charge of a bulk instruction whose count n is on top of the stack: n >>
+// shift units, taken from the counter, or, if they are at least what it holds, a call to the import f
+// first (the counter is positive outside a check: the unsigned comparison cannot wrap), with the
+// scratch local s:
+//
+//	local.tee s  local.get s  i32.const shift  i32.shr_u  local.tee s  get c  i32.ge_u
+//	if  i32.const budget  set c  call f  else  get c  local.get s  i32.sub  set c  end
+//
+// (without the shift when it is 0). So the host sees a long bulk instruction coming before it runs, and
+// a loop of them is checked at every iteration.
+func (w *rewriter) appendCharge(out []byte, shift int8) []byte {
+	fn := &w.fn
+	out = wasmbin.AppendU32(append(wasmbin.AppendU32(append(out, opLocalTee), fn.scratch), opLocalGet), fn.scratch)
+	if shift > 0 {
+		out = wasmbin.AppendU32(append(out, opI32Const, byte(shift), opI32ShrU, opLocalTee), fn.scratch)
+	}
+	out = append(wasmbin.AppendU32(append(out, fn.get), fn.c), opI32GeU, opIf, blockEmpty)
+	out = w.appendReset(out, w.budget)
+	out = wasmbin.AppendU32(append(wasmbin.AppendU32(append(out, opElse, fn.get), fn.c), opLocalGet), fn.scratch)
+	out = wasmbin.AppendU32(append(out, opI32Sub, fn.set), fn.c)
+	return append(out, opEnd)
+}
+
+// begin readies w.fn for the function w.cur, which declares the local entries declared, locals in all:
+// it caches the counter if the analysis chose it, and takes a scratch local if it has bulk
+// instructions. It returns the number of locals it adds.
+func (w *rewriter) begin(r *wasmbin.Reader, declared uint32, locals uint64) (uint32, error) {
 	f := w.cur
-	if int(f) >= len(w.cache) || !w.cache[f] || declared == math.MaxUint32 || locals >= math.MaxUint32 ||
-		uint64(w.params[f])+locals >= math.MaxUint32 {
-		return
+	var p fnPlan
+	if int64(f) < int64(len(w.plan.plans)) {
+		p = w.plan.plans[f]
 	}
-	l := uint32(uint64(w.params[f]) + locals)
-	w.fn = cached{on: true,
-		check: checkSequence(opLocalGet, opLocalSet, l, w.funcImports, w.period),
-		loop:  loopSequence(l, w.funcImports, w.period),
-		load:  wasmbin.AppendU32(append(wasmbin.AppendU32([]byte{opGlobalGet}, w.global), opLocalSet), l),
-		store: wasmbin.AppendU32(append(wasmbin.AppendU32([]byte{opLocalGet}, l), opGlobalSet), w.global)}
-}
-
-// checkpoint is the check of the function being rewritten.
-func (w *rewriter) checkpoint() []byte {
-	if w.fn.on {
-		return w.fn.check
+	w.fn = cached{get: opGlobalGet, set: opGlobalSet, c: w.global}
+	on := int64(f) < int64(len(w.cache)) && w.cache[f]
+	if !on && !p.bulk {
+		return 0, nil
 	}
-	return w.check
+	if int64(f) >= int64(len(w.params)) {
+		return 0, r.Malformed(r.Pos, "function %d has no type", f)
+	}
+	first := uint64(w.params[f]) + locals
+	added := uint32(0)
+	if on {
+		added++
+	}
+	if p.bulk {
+		added++
+	}
+	if declared == math.MaxUint32 || first+uint64(added) > math.MaxUint32 {
+		return 0, &wasmbin.Error{Kind: ErrUnsupported, Section: r.Section, Offset: r.Pos, Msg: "no local index left for the counter"}
+	}
+	l := uint32(first)
+	if on {
+		w.fn = cached{on: true, get: opLocalGet, set: opLocalSet, c: l,
+			load:  wasmbin.AppendU32(append(wasmbin.AppendU32([]byte{opGlobalGet}, w.global), opLocalSet), l),
+			store: wasmbin.AppendU32(append(wasmbin.AppendU32([]byte{opLocalGet}, l), opGlobalSet), w.global)}
+		l++
+	}
+	w.fn.scratch = l
+	return added, nil
 }
 
 // leaves tells whether op, whose immediates r is at, leaves the function
@@ -194,8 +249,8 @@ func (w *rewriter) funcIdx(r *wasmbin.Reader, out []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if uint64(idx) >= w.funcs {
-		return nil, r.Malformed(start, "function index %d out of range (%d functions)", idx, w.funcs)
+	if err := checkFunc(r, start, idx, w.funcs); err != nil {
+		return nil, err
 	}
 	if idx >= w.funcImports {
 		idx++ // idx < funcs <= MaxUint32: no overflow
@@ -203,8 +258,16 @@ func (w *rewriter) funcIdx(r *wasmbin.Reader, out []byte) ([]byte, error) {
 	return wasmbin.AppendU32(out, idx), nil
 }
 
-// codeSection rewrites every function body: the check after the locals, another at the start of every
-// loop, function indices renumbered. Body sizes change, so they are re-encoded.
+// checkFunc fails if the function index idx, read at start, is not below funcs.
+func checkFunc(r *wasmbin.Reader, start int, idx uint32, funcs uint64) error {
+	if uint64(idx) >= funcs {
+		return r.Malformed(start, "function index %d out of range (%d functions)", idx, funcs)
+	}
+	return nil
+}
+
+// codeSection rewrites every function body: the checkpoints of the plan, function indices renumbered.
+// Body sizes change, so they are re-encoded.
 func (w *rewriter) codeSection(r *wasmbin.Reader) ([]byte, error) {
 	n, err := r.U32()
 	if err != nil {
@@ -225,8 +288,9 @@ func (w *rewriter) codeSection(r *wasmbin.Reader) ([]byte, error) {
 	return out, r.ExpectEnd()
 }
 
-// function rewrites one body: the locals (one more when it caches the counter), then the instructions up
-// to the end of the body, then its prologue at the start.
+// function rewrites one body: the locals (one or two more when it caches the counter or charges bulk
+// instructions), the load of a cached counter, then the instructions, with the checkpoints of the plan
+// before the instructions they precede.
 func (w *rewriter) function(r *wasmbin.Reader, out []byte) ([]byte, error) {
 	mark := r.Pos
 	n, err := r.U32()
@@ -244,32 +308,33 @@ func (w *rewriter) function(r *wasmbin.Reader, out []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	w.begin(n, locals)
-	if w.fn.on {
-		out = append(append(wasmbin.AppendU32(out, n+1), r.Buf[decls:r.Pos]...), 1, typeI32)
+	added, err := w.begin(r, n, locals)
+	if err != nil {
+		return nil, err
+	}
+	if added > 0 {
+		out = append(append(wasmbin.AppendU32(out, n+1), r.Buf[decls:r.Pos]...), byte(added), typeI32)
 	} else {
 		out = append(out, r.Buf[mark:r.Pos]...)
 	}
-	entry, calls := len(out), false
+	out = append(out, w.fn.load...)
+	points := w.plan.pointsOf(w.cur)
 	for r.Remaining() > 0 {
-		var op byte
-		if out, op, err = w.instr(r, out, true); err != nil {
+		if len(points) > 0 && points[0].at == r.Pos {
+			if w.fn.header {
+				out = w.appendLoopCheck(out, points[0].weight)
+			} else {
+				out = w.appendCheck(out, points[0].weight)
+			}
+			points = points[1:]
+		}
+		w.fn.header = false
+		if out, _, err = w.instr(r, out, true); err != nil {
 			return nil, err
 		}
-		calls = calls || isCall(op)
 	}
-	checked := w.entry != nil && int(w.cur) < len(w.entry) && w.entry[w.cur]
-	switch {
-	case w.fn.on:
-		out = slices.Insert(out, entry, w.fn.load...)
-		if checked {
-			out = slices.Insert(out, entry+len(w.fn.load), w.fn.check...)
-		}
-	// Without the analysis (the pass that makes it), a function that calls
-	// nothing needs no entry check: with its loops checked, it ends in a
-	// bounded number of steps.
-	case checked || w.entry == nil && calls:
-		out = slices.Insert(out, entry, w.check...)
+	if len(points) > 0 { // the analysis decoded this body otherwise: never leave a checkpoint out
+		return nil, &wasmbin.Error{Kind: ErrUnsupported, Section: r.Section, Offset: points[0].at, Msg: "internal error: a checkpoint falls inside an instruction"}
 	}
 	return out, nil
 }
@@ -298,8 +363,8 @@ func (w *rewriter) constExpr(r *wasmbin.Reader, out []byte) ([]byte, error) {
 }
 
 // instr copies one instruction to out, renumbering a function index. In a function body (checkpoints
-// set) it adds the check after a loop's block type and, if the analysis asks, before an indirect call, and
-// in a function that caches the counter, the saves and loads around calls and exits. It returns the opcode.
+// set) it charges a bulk instruction before it runs and, in a function that caches the counter, adds the
+// saves and loads around calls and exits. It returns the opcode.
 func (w *rewriter) instr(r *wasmbin.Reader, out []byte, checkpoints bool) ([]byte, byte, error) {
 	start := r.Pos
 	op, err := r.Byte()
@@ -312,8 +377,8 @@ func (w *rewriter) instr(r *wasmbin.Reader, out []byte, checkpoints bool) ([]byt
 	case opCall, opReturnCall, opRefFunc:
 		peek := *r
 		idx, _ := peek.U32() // funcIdx reports a bad one
-		if w.graph != nil {
-			w.graph.note(op, w.cur, idx)
+		if w.graph != nil && op == opRefFunc {
+			w.graph.note(op, 0, idx) // in a constant expression (the code's are noted by the analysis)
 		}
 		save := on && op == opCall && w.reaches(idx)
 		if save || leaving {
@@ -328,37 +393,21 @@ func (w *rewriter) instr(r *wasmbin.Reader, out []byte, checkpoints bool) ([]byt
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, r.Buf[start:r.Pos]...)
-		if checkpoints {
-			if w.graph != nil {
-				w.graph.loop(w.cur)
-			}
-			if w.fn.on && (t < 0 || t < int64(len(w.typeParams)) && w.typeParams[t] == 0) {
-				out = append(out, w.fn.loop...)
-			} else {
-				out = append(out, w.checkpoint()...)
-			}
+		if checkpoints { // its header's checkpoint comes next
+			w.fn.header = w.fn.on && (t < 0 || t < int64(len(w.typeParams)) && w.typeParams[t] == 0)
 			w.fn.depth++
 		}
-		return out, op, nil
+		return append(out, r.Buf[start:r.Pos]...), op, nil
+	case opMisc:
+		if sub := misc(*r); checkpoints && sub >= 0 && bulkShift[sub] >= 0 {
+			out = w.appendCharge(out, bulkShift[sub])
+		}
 	}
 	if err := r.Immediates(op, start); err != nil {
 		return nil, 0, err
 	}
-	if w.graph != nil && (op == opThrow || op == opThrowRef || op == opTryTable) {
-		w.graph.eh = true
-	}
-	save := false
-	if isIndirect(op) {
-		if w.graph != nil {
-			w.graph.note(op, w.cur, 0)
-		}
-		if checkpoints && w.checkIndirect { // the sequence is stack-neutral: valid before the call's operands are taken
-			out = append(out, w.checkpoint()...)
-		}
-		save = on && (op == opCallIndirect || op == opCallRef)
-	}
-	if save || leaving { // after the check: a save before it would miss its decrement
+	save := on && (op == opCallIndirect || op == opCallRef)
+	if save || leaving { // after a checkpoint before the call: a save before it would miss its decrement
 		out = append(out, w.fn.store...)
 	}
 	out = append(out, r.Buf[start:r.Pos]...)

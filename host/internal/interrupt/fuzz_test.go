@@ -16,8 +16,9 @@ import (
 
 // FuzzInstrument feeds arbitrary bytes to Instrument. Whatever they are, it returns a module or an error,
 // never a panic; and when wazero (every feature enabled) compiles the input, Instrument must succeed,
-// unless the module cannot be instrumented, and wazero must compile the output: the rewrite neither
-// refuses what wazero accepts nor breaks it.
+// unless the module cannot be instrumented, wazero must compile the output, and the plan must keep its
+// bounds (checkPlan): the rewrite neither refuses what wazero accepts nor breaks it, nor leaves it
+// long unchecked.
 func FuzzInstrument(f *testing.F) {
 	if _, err := exec.LookPath("wat2wasm"); err == nil {
 		f.Add(wat(f, "semantics"))
@@ -69,6 +70,7 @@ func FuzzInstrument(f *testing.F) {
 			_, cerr := r.CompileModule(ctx, out)
 			t.Fatalf("wazero compiles the input, not the output: %v", cerr)
 		}
+		checkPlan(t, "input", in)
 	})
 }
 

@@ -43,9 +43,9 @@ func wat(t testing.TB, name string, flags ...string) []byte {
 	return wasm
 }
 
-func instrument(t testing.TB, wasm []byte, period uint32) []byte {
+func instrument(t testing.TB, wasm []byte, budget uint32) []byte {
 	t.Helper()
-	out, err := interrupt.Instrument(wasm, period)
+	out, err := interrupt.Instrument(wasm, budget)
 	if err != nil {
 		t.Fatalf("Instrument: %v", err)
 	}
@@ -173,3 +173,18 @@ func recGroupModule() []byte {
 		sec(7, vec(append(str("answer"), 0, 0))),
 		sec(10, vec(body(0, 0x41, 42, 0x0B))))
 }
+
+// cat concatenates pieces of code.
+func cat(pieces ...[]byte) []byte { return bytes.Join(pieces, nil) }
+
+// repeat is n copies of code.
+func repeat(n int, code ...byte) []byte { return bytes.Repeat(code, n) }
+
+// i32c is i32.const v.
+func i32c(v int32) []byte { return wasmbin.AppendS32([]byte{0x41}, v) }
+
+// limits is a memory's or table's limits with a maximum.
+func limits(min, max uint32) []byte { return append(append([]byte{1}, u32(min)...), u32(max)...) }
+
+// export exports the function idx as name.
+func export(name string, idx uint32) []byte { return append(append(str(name), 0), u32(idx)...) }

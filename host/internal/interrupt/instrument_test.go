@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -87,19 +88,31 @@ func TestSemanticsPreserved(t *testing.T) {
 		{"simd", []uint64{10}, []uint64{11013}},
 		{"misc", []uint64{200}, []uint64{2147483591}},
 	}
-	for _, period := range []uint32{1, 7, 10000} {
-		t.Run(fmt.Sprint("period=", period), func(t *testing.T) {
+	long := longModule()
+	for x := range uint32(6) {
+		cases = append(cases, struct {
+			fn   string
+			args []uint64
+			want []uint64
+		}{"long", []uint64{uint64(x)}, []uint64{uint64(longResult(x))}})
+	}
+	for _, budget := range []uint32{1, 7, 10000} {
+		t.Run(fmt.Sprint("budget=", budget), func(t *testing.T) {
 			ctx := context.Background()
 			r, c := newRuntime(t, wazero.NewRuntimeConfig())
 			if _, err := r.InstantiateWithConfig(ctx, env, wazero.NewModuleConfig().WithName("env")); err != nil {
 				t.Fatal(err)
 			}
-			for name, wasm := range map[string][]byte{"original": orig, "instrumented": instrument(t, orig, period)} {
+			for name, wasm := range map[string][]byte{"original": orig, "instrumented": instrument(t, orig, budget),
+				"original long": long, "instrumented long": instrument(t, long, budget)} {
 				compiled, err := r.CompileModule(ctx, wasm)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 				for _, tc := range cases {
+					if (tc.fn == "long") != strings.HasSuffix(name, "long") {
+						continue
+					}
 					got, err := call(r, compiled, tc.fn, tc.args...)
 					if tc.want == nil {
 						if err == nil {
@@ -117,39 +130,132 @@ func TestSemanticsPreserved(t *testing.T) {
 	}
 }
 
-// TestCheckpointCounts checks that the check runs exactly every period-th checkpoint (loop header, or entry
-// of a function on a cycle of calls), counting across calls on one instance.
-func TestCheckpointCounts(t *testing.T) {
-	orig := wat(t, "loops")
-	steps := []struct {
-		fn          string
-		args        []uint64
-		checkpoints int64
-	}{
-		{"spin", []uint64{999}, 999},       // 999 loop iterations; a function on no cycle has no entry check
-		{"tree", []uint64{10}, 1<<11 - 1},  // 2047 entries of a recursive function
-		{"answer", nil, 0},                 // no loop, no call
-		{"spin", []uint64{1}, 1},           // one iteration
-		{"spin", []uint64{123456}, 123456}, // and a longer run
-		{"outer", []uint64{100, 50}, 100 + 100*50},
-		{"exits", []uint64{0, 30, 20}, 30 + 30*20},
-		{"exits", []uint64{1, 30, 20}, 30 + 30*20},
-		{"exits", []uint64{2, 30, 20}, 30 + 30*20},
-		{"exits", []uint64{3, 30, 20}, 30 + 30*20},
-		{"exits", []uint64{4, 30, 20}, 30 + 30*20},
+// longModule exports long(x), which spreads some 70,000 instructions over a br_table's targets, an if's
+// arms, a loop with a parameter and a long callee, with x held beneath on the operand stack all along:
+// the plan cuts that code with checkpoints inside every one of those blocks, and one after the call (see
+// longResult).
+func longModule() []byte {
+	// s is k times a = a*31 + x: 6k instructions.
+	s := func(k int) []byte { return repeat(k, 0x20, 1, 0x41, 31, 0x6C, 0x20, 0, 0x6A, 0x21, 1) }
+	code := cat([]byte{1, 2, typeI32, // locals a, t
+		0x20, 0, // x, beneath
+		0x02, 0x40, 0x02, 0x40, 0x02, 0x40, // block $b2 block $b1 block $b0
+		0x20, 0, 0x41, 3, 0x70, 0x0E, 3, 0, 1, 2, 2, 0x0B}, // br_table on x % 3, end $b0
+		s(1500), []byte{0x0B}, // end $b1
+		s(1500), []byte{0x20, 0, 0x04, 0x40}, s(2000), []byte{0x05}, s(100), []byte{0x0B, 0x0B}, // if x, else, end $b2
+		[]byte{0x41, 3, 0x03, 0}, s(2000), // loop (param i32) (result i32), 3 times
+		[]byte{0x41, 1, 0x6B, 0x22, 2, 0x20, 2, 0x0D, 0, 0x0B, opDrop},
+		[]byte{0x20, 1, 0x10, 1, 0x21, 1}, s(10), // a = mix(a), and more after the call
+		[]byte{0x20, 1, 0x6A, 0x0B}) // x + a
+	mix := cat([]byte{0, 0x20, 0}, repeat(2500, 0x41, 31, 0x6C, 0x41, 7, 0x6A), []byte{0x0B}) // y = y*31 + 7, 2500 times
+	return module(sec(1, vec([]byte{0x60, 1, typeI32, 1, typeI32})), sec(3, vec(u32(0), u32(0))),
+		sec(7, vec(export("long", 0))), sec(10, vec(body(code...), body(mix...))))
+}
+
+// longResult is what long(x) returns.
+func longResult(x uint32) uint32 {
+	a := uint32(0)
+	s := func(k int) {
+		for range k {
+			a = a*31 + x
+		}
 	}
-	for _, period := range []uint32{1, 3, 10, 1000, 10000} {
-		t.Run(fmt.Sprint("period=", period), func(t *testing.T) {
+	switch x % 3 {
+	case 0:
+		s(1500)
+		fallthrough
+	case 1:
+		s(1500)
+		if x != 0 {
+			s(2000)
+		} else {
+			s(100)
+		}
+	}
+	s(3 * 2000)
+	for range 2500 {
+		a = a*31 + 7
+	}
+	s(10)
+	return x + a
+}
+
+// TestCheckpointCounts checks that the check runs exactly when the checkpoints' weights spend the budget,
+// counting across calls on one instance: each checkpoint subtracts its weight from the counter, and when
+// that leaves it at 0 or below, the check runs and the counter starts again at the budget; a bulk
+// instruction calls the check first if its charge is not below the counter, else subtracts it. A weight
+// is the most instructions (blocks' ends included) that any path from the checkpoint runs before the next
+// one or the function's return, a call counting 1 plus the callee's instructions up to its first
+// checkpoint; a call that may run a checkpoint is followed by one. With a budget of 1, every checkpoint
+// runs the check.
+func TestCheckpointCounts(t *testing.T) {
+	type event struct {
+		units int64
+		bulk  bool // a bulk instruction's charge, else a checkpoint's weight
+	}
+	rep := func(n int, seq ...event) (out []event) {
+		for range n {
+			out = append(out, seq...)
+		}
+		return out
+	}
+	w := func(units int64) event { return event{units: units} }
+	// spin: its loop header, over 6 instructions, the loop's end and the body's.
+	// tree: its entry (a cycle), over 6 instructions to the first call (a call costs 1 + 0: the entry is
+	// checked), then after each call, which may run checkpoints, over the rest: 4, then 2.
+	var tree func(n int) []event
+	tree = func(n int) []event {
+		if n == 0 {
+			return []event{w(6)}
+		}
+		return slices.Concat([]event{w(6)}, tree(n-1), []event{w(4)}, tree(n-1), []event{w(2)})
+	}
+	// outer: its header, over 3 (the call to inner costs 1 + 1, the loop instruction); inner's header, over
+	// 8, like spin's; after the call, over 10 (the call to leaf costs 1 + 1: leaf runs no checkpoint).
+	// exits: its header, over 4; exit's header, over 7 (its body and end); where exit's loop exits, over
+	// 27 (the longest way out); after the call, over 11.
+	// fill: a charge of n/4 units.
+	steps := []struct {
+		fn    string
+		args  []uint64
+		check []event
+	}{
+		{"spin", []uint64{999}, rep(999, w(8))},
+		{"tree", []uint64{10}, tree(10)},
+		{"answer", nil, nil},
+		{"spin", []uint64{1}, rep(1, w(8))},
+		{"fill", []uint64{4000}, []event{{1000, true}}},
+		{"spin", []uint64{123456}, rep(123456, w(8))},
+		{"outer", []uint64{100, 50}, rep(100, slices.Concat([]event{w(3)}, rep(50, w(8)), []event{w(10)})...)},
+		{"fill", []uint64{3}, []event{{0, true}}},
+		{"fill", []uint64{65536}, []event{{16384, true}}},
+		{"exits", []uint64{0, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{1, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{2, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{3, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+		{"exits", []uint64{4, 30, 20}, rep(30, slices.Concat([]event{w(4)}, rep(20, w(7)), []event{w(27), w(11)})...)},
+	}
+	orig := wat(t, "loops")
+	for _, budget := range []int64{1, 3, 10, 1000, 10000, 100000} {
+		t.Run(fmt.Sprint("budget=", budget), func(t *testing.T) {
 			r, c := newRuntime(t, wazero.NewRuntimeConfig())
-			mod := instantiate(t, r, instrument(t, orig, period))
-			var total int64
+			mod := instantiate(t, r, instrument(t, orig, uint32(budget)))
+			counter, want := budget, int64(0)
 			for _, s := range steps {
 				if _, err := mod.ExportedFunction(s.fn).Call(context.Background(), s.args...); err != nil {
 					t.Fatalf("%s%v: %v", s.fn, s.args, err)
 				}
-				total += s.checkpoints
-				if got, want := c.calls.Load(), total/int64(period); got != want {
-					t.Fatalf("after %s%v, %d checkpoints: %d checks, want %d", s.fn, s.args, total, got, want)
+				for _, e := range s.check {
+					switch {
+					case e.bulk && e.units >= counter, !e.bulk && counter-e.units <= 0:
+						want++
+						counter = budget
+					default:
+						counter -= e.units
+					}
+				}
+				if got := c.calls.Load(); got != want {
+					t.Fatalf("after %s%v: %d checks, want %d", s.fn, s.args, got, want)
 				}
 			}
 		})
@@ -329,7 +435,7 @@ func TestFeatures(t *testing.T) {
 		{"typed references", typed, "brnull", []uint64{5}, 10, 0},
 		{"typed references", typed, "fromtable", []uint64{5}, 10, 0},
 		{"typed references", typed, "tailref", []uint64{5}, 10, 0},
-		{"exceptions", typed, "catch", []uint64{50}, 42, 50 / 10},
+		{"exceptions", typed, "catch", []uint64{500}, 42, 500 / 20},
 		{"exceptions", typed, "catchref", []uint64{0}, 7, 0},
 		{"exceptions", typed, "catchall", []uint64{0}, 44, 0},
 		{"recursive type group", recGroupModule(), "answer", nil, 42, 0},
@@ -337,7 +443,7 @@ func TestFeatures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name+"/"+tc.fn, func(t *testing.T) {
 			r, c := newRuntime(t, wazero.NewRuntimeConfig().WithCoreFeatures(allFeatures))
-			for name, wasm := range map[string][]byte{"original": tc.wasm, "instrumented": instrument(t, tc.wasm, 10)} {
+			for name, wasm := range map[string][]byte{"original": tc.wasm, "instrumented": instrument(t, tc.wasm, 100)} {
 				got, err := instantiate(t, r, wasm).ExportedFunction(tc.fn).Call(context.Background(), tc.args...)
 				if err != nil || got[0] != tc.want {
 					t.Errorf("%s %s%v = %v, %v; want %d", name, tc.fn, tc.args, got, err, tc.want)
@@ -552,12 +658,14 @@ func TestErrors(t *testing.T) {
 			t.Errorf("err = %v, want ErrUnsupported", err)
 		}
 	})
-	t.Run("period 0", func(t *testing.T) {
-		_, err := interrupt.Instrument(module(), 0)
-		if err == nil || errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
-			t.Errorf("err = %v, want an argument error", err)
-		}
-	})
+	for _, budget := range []uint32{0, interrupt.MaxBudget + 1} {
+		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
+			_, err := interrupt.Instrument(module(), budget)
+			if err == nil || errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
+				t.Errorf("err = %v, want an argument error", err)
+			}
+		})
+	}
 }
 
 // TestTruncated cuts a real module at every length: a cut inside a section is ErrMalformed, a cut at a
@@ -599,7 +707,8 @@ func TestEmptyModule(t *testing.T) {
 }
 
 // TestEntryChecksOnCycles checks that only the functions on a cycle of calls, direct or through a table,
-// get an entry check: at period 1 the check count is the number of such entries.
+// get an entry check: at budget 1 the check count is the number of such entries, plus one after each call
+// that may run a checkpoint.
 func TestEntryChecksOnCycles(t *testing.T) {
 	r, c := newRuntime(t, wazero.NewRuntimeConfig())
 	mod := instantiate(t, r, instrument(t, wat(t, "cycles"), 1))
@@ -609,10 +718,10 @@ func TestEntryChecksOnCycles(t *testing.T) {
 		checks int64
 		want   uint64
 	}{
-		{"chain", 41, 0, 42},       // three functions, no cycle
-		{"even", 10, 6, 1},         // mutual recursion: one check a turn of the cycle, at even
-		{"self_indirect", 5, 6, 0}, // recursion through the table
-		{"via_table", 1, 0, 2},     // an indirect call to a function on no cycle
+		{"chain", 41, 0, 42},           // three functions, no cycle
+		{"even", 10, 6 + 10, 1},        // mutual recursion: one entry check a turn of the cycle, at even
+		{"self_indirect", 5, 6 + 5, 0}, // recursion through the table
+		{"via_table", 1, 0 + 1, 2},     // an indirect call to a function on no cycle (but the call might reach self_indirect)
 	} {
 		before := c.calls.Load()
 		got, err := mod.ExportedFunction(s.fn).Call(context.Background(), s.arg)
@@ -626,7 +735,8 @@ func TestEntryChecksOnCycles(t *testing.T) {
 }
 
 // TestChecksAtIndirectCalls checks the case where a cycle runs through the indirect-call node: the check
-// then sits before every indirect call, and the taken functions' entries stay unchecked.
+// then sits before every indirect call, and the taken functions' entries stay unchecked (at budget 1, one
+// more check follows every call that may run a checkpoint).
 func TestChecksAtIndirectCalls(t *testing.T) {
 	r, c := newRuntime(t, wazero.NewRuntimeConfig())
 	mod := instantiate(t, r, instrument(t, wat(t, "indirect"), 1))
@@ -635,8 +745,8 @@ func TestChecksAtIndirectCalls(t *testing.T) {
 		args   []uint64
 		checks int64
 	}{
-		{"start", []uint64{5}, 6}, // six indirect calls
-		{"direct", nil, 0},        // $b entered directly, making no indirect call
+		{"start", []uint64{5}, 6 + 6}, // six indirect calls
+		{"direct", nil, 0 + 1},        // $b entered directly, making no indirect call
 	} {
 		before := c.calls.Load()
 		got, err := mod.ExportedFunction(s.fn).Call(context.Background(), s.args...)

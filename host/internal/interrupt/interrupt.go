@@ -1,26 +1,31 @@
-// Package interrupt rewrites a WebAssembly module so that a running guest calls back into the host at a
-// bounded interval, which is how the host stops a guest at its per-call deadline.
+// Package interrupt rewrites a WebAssembly module so that a running guest calls back into the host after a
+// bounded amount of work, which is how the host stops a guest at its per-call deadline.
 //
 // Why not wazero's WithCloseOnContextDone: it compiles an exit from native code to Go at every loop
 // header, and a JSON parser loops per byte, so a Rust hook call cost 108 us instead of 16 us. Instead,
-// like wasmtime's fuel and epochs, Instrument makes every loop header, and enough function entries (or indirect
-// call sites) that every cycle of calls holds one (the checkpoints; see graph.go), decrement a counter, and
-// every period-th checkpoint call the imported
-// function Module.Func, which the host implements: it checks the call's context and panics with the
-// context's error, which wazero recovers and returns from the call (wrapped with %w). Because that import
-// is a Go call, it is also where the Go runtime can preempt the goroutine: wasm code running in wazero
-// cannot be preempted, so without checkpoints a spinning guest stalls every garbage collection. The counter
-// lives in a new global, which a function with checkpoints copies into a local of its own for its
-// duration (saved before calls that may reach a checkpoint and wherever it leaves), so that a checkpoint
-// is a register decrement and a predictable branch, with the call to Module.Func off the loop's path (see
-// loopSequence). wazero's exit check costs about 40 ns a loop iteration (BenchmarkLoop); with a period of
-// about 10,000 the Go call is amortised to nothing and a stop-the-world waits some tens of microseconds at
-// most. No goroutine has to set a flag (a flag setter could not run during a stop-the-world anyway).
+// like wasmtime's fuel, Instrument gives each instance a budget of work, in units of about one
+// instruction, and places checkpoints that take work from it: every loop header, enough function entries
+// (or indirect call sites) that every cycle of calls holds one (see graph.go), and wherever the work
+// until the next checkpoint would otherwise be long (see plan.go). A checkpoint takes the work that any
+// path from it may run before the next checkpoint (its weight, a constant), so a loop whose body is a
+// hundred thousand instructions long, or calls a function that long, pays for it at every iteration.
+// When the budget is spent, the checkpoint calls the imported function Module.Func, which the host
+// implements: it checks the call's context and panics with the context's error, which wazero recovers
+// and returns from the call (wrapped with %w). Because that import is a Go call, it is also where the Go
+// runtime can preempt the goroutine: wasm code running in wazero cannot be preempted, so without
+// checkpoints a spinning guest stalls every garbage collection. A bulk instruction whose work is an
+// operand (memory.fill, memory.copy, memory.init, table.fill, table.copy, table.init, table.grow) is
+// charged its count before it runs, and calls the host first if the budget cannot pay for it.
 //
-// These checkpoints suffice: code that reaches none runs straight through its body (there are no other
-// backward branches) before it returns or reaches one, and every cycle of calls, tail calls included, holds one.
-// A single long instruction (memory.fill or memory.copy over a large range) is not interrupted; the memory
-// limit bounds it.
+// The counter lives in a new global, which a function with checkpoints copies into a local of its own for
+// its duration (saved before calls that may reach a checkpoint and wherever it leaves), so that a
+// checkpoint is a register subtraction and a predictable branch, with the call to Module.Func off the
+// loop's path (see appendLoopCheck). wazero's exit check costs about 40 ns a loop iteration
+// (BenchmarkLoop); with a budget of about 100,000 units the Go call is amortised to nothing.
+//
+// The bound: between two calls to Module.Func a guest runs at most budget + maxWeight units of work (see
+// plan.go; maxWeight is 10,001), plus one bulk instruction (at most its memory or table). No goroutine
+// has to set a flag (a flag setter could not run during a stop-the-world anyway).
 //
 // The rewrite reads the module with package wasmbin, which decodes every instruction, so an opcode it does
 // not know is an error, never a guess.
@@ -28,15 +33,20 @@ package interrupt
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
-// Version changes whenever Instrument's output for a given input and period changes, so that a cache of
+// Version changes whenever Instrument's output for a given input and budget changes, so that a cache of
 // instrumented modules keyed by it never serves a stale rewrite.
-const Version = 4
+const Version = 5
+
+// MaxBudget is the largest budget Instrument accepts: the counter is a signed 32-bit integer, which a
+// budget plus a checkpoint's weight must not overflow.
+const MaxBudget = 1 << 30
 
 // Module and Func name the import the instrumented module gains. The host must provide it, as a function
 // of type () -> (), before it instantiates the module.
@@ -45,31 +55,34 @@ const (
 	Func   = "interrupt_check"
 )
 
-// Instrument returns a copy of the binary module wasm in which every checkpoint (every loop header, and function
-// entries or indirect call sites enough to cut every cycle of calls) decrements a new mutable i32 global (or
-// a function's local copy of it) and,
-// every period-th time, calls the import Module.Func (the counter
-// starts at period and is reset to it, so on a fresh instance the n-th call happens at the (n*period)-th
-// checkpoint; the counter is per instance and carries over from one export call to the next).
+// Instrument returns a copy of the binary module wasm in which every checkpoint subtracts its weight from a
+// new mutable i32 global (or a function's local copy of it), the counter, and, when the counter reaches 0
+// or less, sets it back to budget and calls the import Module.Func. The counter starts at budget and is
+// per instance: it carries over from one export call to the next. A bulk instruction subtracts its count
+// (shifted: see bulkShift), or, if the counter does not exceed that, sets it to budget and calls the
+// import before it runs. A checkpoint's weight is at least 1, so with a budget of 1 every checkpoint calls
+// the import, and with a budget of n and checkpoints of weight 1 every n-th does. budget must be between 1
+// and MaxBudget.
 //
 // The module gains a type () -> () at the end of its types, the import at the end of its imports (every
 // defined function's index shifts by one: calls, ref.func, element segments, exports, the start function
 // and the function names are renumbered) and the global at the end of its globals; a function with
 // checkpoints gains an i32 local after its own, except in a module that throws or catches exceptions (an
-// exception would skip the local's save: there every checkpoint uses the global). Custom sections are
-// kept, except the DWARF .debug_* sections, whose code offsets the rewrite invalidates.
+// exception would skip the local's save: there every checkpoint uses the global), and one with bulk
+// instructions another. Custom sections are kept, except the DWARF .debug_* sections, whose code offsets
+// the rewrite invalidates.
 //
 // A failure is a *wasmbin.Error that matches wasmbin.ErrMalformed or ErrUnsupported under errors.Is and
 // names the section and the byte offset in wasm.
-func Instrument(wasm []byte, period uint32) ([]byte, error) {
-	if period == 0 {
-		return nil, errors.New("interrupt: period must be at least 1")
+func Instrument(wasm []byte, budget uint32) ([]byte, error) {
+	if budget == 0 || budget > MaxBudget {
+		return nil, fmt.Errorf("interrupt: budget %d, want 1 to %d", budget, MaxBudget)
 	}
 	m, err := split(wasm)
 	if err != nil {
 		return nil, err
 	}
-	return m.rewrite(period)
+	return m.rewrite(budget)
 }
 
 // ErrUnsupported is the kind of a wasmbin.Error for a well-formed module that cannot be instrumented, e.g.
@@ -129,9 +142,9 @@ var emptyVec = []byte{0}
 // added lists the sections the rewrite extends, in module order: each is created if absent.
 var added = []byte{wasmbin.IDType, wasmbin.IDImport, wasmbin.IDGlobal}
 
-// rewrite is the second pass: it copies the module section by section, extending the type, import and
+// rewrite analyses the module (see analyse), then copies it section by section, extending the type, import and
 // global sections (creating them in their place if absent) and renumbering function indices.
-func (m *module) rewrite(period uint32) ([]byte, error) {
+func (m *module) rewrite(budget uint32) ([]byte, error) {
 	// The type and import counts are of entries read within a section, whose size is a u32, so they stay
 	// well below MaxUint32; the global count is only declared.
 	global := uint64(m.globalImports) + uint64(m.globals)
@@ -140,8 +153,10 @@ func (m *module) rewrite(period uint32) ([]byte, error) {
 	}
 	// The function count is only declared too: capped, so that a valid index plus one still fits a u32.
 	funcs := min(uint64(m.funcImports)+uint64(m.funcs), math.MaxUint32)
-	w := newRewriter(m.funcImports, funcs, uint32(global), m.types, period)
-	w.analyse(m)
+	w := newRewriter(m.funcImports, funcs, uint32(global), m.types, budget)
+	if err := w.analyse(m); err != nil {
+		return nil, err
+	}
 
 	missing := make([]byte, 0, len(added))
 	for _, id := range added {

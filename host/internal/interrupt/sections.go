@@ -132,7 +132,7 @@ func (w *rewriter) importSection(r *wasmbin.Reader) ([]byte, error) {
 }
 
 // globalSection renumbers ref.func in the initialisers and appends the counter: a mutable i32 that starts
-// at the period.
+// at the budget.
 func (w *rewriter) globalSection(r *wasmbin.Reader) ([]byte, error) {
 	n, err := r.U32()
 	if err != nil {
@@ -156,7 +156,7 @@ func (w *rewriter) globalSection(r *wasmbin.Reader) ([]byte, error) {
 		return nil, err
 	}
 	out = append(out, 0x7F, 0x01, opI32Const) // i32, mutable
-	return append(wasmbin.AppendS32(out, int32(w.period)), opEnd), nil
+	return append(wasmbin.AppendS32(out, int32(w.budget)), opEnd), nil
 }
 
 // tableSection renumbers ref.func in table initialisers (typed function references: 0x40 0x00, then the

@@ -74,7 +74,8 @@ func (r *Reader) Immediates(op byte, start int) error {
 		_, err := r.ValTypes()
 		return err
 	case 0x1F: // try_table: block type, vec(catch)
-		return r.TryTable()
+		_, err := r.TryTable(nil)
+		return err
 	case 0x41: // i32.const
 		return r.SkipLEB(5)
 	case 0x42: // i64.const
@@ -96,34 +97,38 @@ func (r *Reader) Immediates(op byte, start int) error {
 }
 
 // TryTable skips try_table's immediates: a block type and catch clauses, each a kind (0 catch, 1 catch_ref:
-// tag and label; 2 catch_all, 3 catch_all_ref: label).
-func (r *Reader) TryTable() error {
+// tag and label; 2 catch_all, 3 catch_all_ref: label). It appends the clauses' labels to labels.
+func (r *Reader) TryTable(labels []uint32) ([]uint32, error) {
 	if _, err := r.BlockType(); err != nil {
-		return err
+		return nil, err
 	}
 	n, err := r.U32()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := uint32(0); i < n; i++ {
 		at := r.Pos
 		kind, err := r.Byte()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		switch kind {
 		case 0, 1:
-			err = r.U32s(2)
+			_, err = r.U32() // tag
 		case 2, 3:
-			err = r.U32s(1)
 		default:
-			return r.Malformed(at, "unknown catch clause kind %#x", kind)
+			return nil, r.Malformed(at, "unknown catch clause kind %#x", kind)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
+		l, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		labels = append(labels, l)
 	}
-	return nil
+	return labels, nil
 }
 
 // miscU32s is the number of u32 immediates of each 0xFC instruction: 0-7 the saturating truncations,

@@ -1,12 +1,14 @@
 ;; Deterministic checkpoint counts, guests to interrupt, and the benchmark's loop.
 (module
+  (memory 1)
   ;; A do-while loop of n iterations: n checkpoints (the loop headers; no entry check, as it calls nothing).
   (func (export "spin") (param $n i32)
     (loop $l
       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
       (br_if $l (local.get $n))))
 
-  ;; A binary call tree of depth n and no loop: 2^(n+1) - 1 checkpoints, all function entries.
+  ;; A binary call tree of depth n and no loop: 2^(n+1) - 1 function entries, and a checkpoint after each
+  ;; recursive call.
   (func $tree (export "tree") (param $n i32)
     (if (local.get $n)
       (then
@@ -25,9 +27,9 @@
       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
       (br_if $l (local.get $n)))
     (local.get $acc))
-;; A loop that calls a function with a loop of its own: n + n*m checkpoints. A function with a
-  ;; checkpoint keeps the counter in a local, so outer must save it before each call to inner and reload it
-  ;; after (not around the call to leaf, which has no checkpoint), or the counts of inner are lost.
+;; A loop that calls a function with a loop of its own: n + n*m checkpoints, and n after the calls. A
+  ;; function with a checkpoint keeps the counter in a local, so outer must save it before each call to inner
+  ;; and reload it after (not around the call to leaf, which has no checkpoint), or the counts of inner are lost.
   (func $inner (param $m i32)
     (loop $l
       (local.set $m (i32.sub (local.get $m) (i32.const 1)))
@@ -66,4 +68,8 @@
       (if (i32.ne (call $exit (local.get $how) (local.get $k)) (i32.const 7)) (then unreachable))
       (local.set $n (i32.sub (local.get $n) (i32.const 1)))
       (br_if $l (local.get $n))))
+
+  ;; A bulk instruction, charged n/4 units before it runs (no other checkpoint: no loop, no cycle).
+  (func (export "fill") (param $n i32)
+    (memory.fill (i32.const 0) (i32.const 0) (local.get $n)))
 )
