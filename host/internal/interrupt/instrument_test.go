@@ -522,7 +522,9 @@ func TestRealModules(t *testing.T) {
 				t.Errorf("imports %v, want %v", impI, want)
 			}
 			validate(t, inst)
-			if _, ok := expO["morph_describe"]; !ok {
+			// Describe what can run alone: with the morph_describe of ABI v1 (an Extism guest's takes no
+			// arguments) and no memory to import (no host provides one: the loader refuses such a module).
+			if _, ok := expO["morph_describe"]; !ok || len(co.ImportedMemories()) > 0 {
 				return
 			}
 			want := describe(t, ro, co)
