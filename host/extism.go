@@ -179,7 +179,7 @@ func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []b
 		Memory: &extism.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(p.limits.MaxOutputBytes)},
 		Config: cfg.Values,
 	}
-	m.compiled, err = extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{
+	m.compiled, err = extism.NewCompiledPlugin(withWASIGuard(ctx), manifest, extism.PluginConfig{ // see wasiGuard
 		RuntimeConfig: wazero.NewRuntimeConfig().
 			WithCompilationCache(l.cache).
 			WithCloseOnContextDone(true).

@@ -230,40 +230,64 @@ func TestBlockingWASIEndsAtDeadline(t *testing.T) {
 	}
 }
 
-// Class 4, host calls charged by their work: a loop of 16 MiB random_get
-// calls, or of fd_write calls listing 2 million buffers, is stopped at its
-// deadline. Before, each iteration counted one checkpoint of 10,000 and
-// the loop ran for minutes.
+// Class 4, host calls charged by their work: loops of heavy WASI calls
+// (random_get of 16 MiB, fd_write of the most buffers allowed, poll_oneoff
+// of the most subscriptions allowed) are stopped at their deadline, and a
+// call passing more buffers or subscriptions than any real program does is
+// refused, naming the function. Before, each iteration counted one
+// checkpoint of 10,000, and a loop ran for minutes; one poll_oneoff of a
+// million subscriptions took 200 ms.
 func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	const iovecs = 2 << 20
-	// At 65536: iovecs buffers of one byte (at 0), written by a loop first.
-	buffers := times(iovecs, 2, append(append(append([]byte{0x20, 2, 0x41, 3, 0x74}, i32const(65536+4)...), 0x6A), append(i32const(1), 0x36, 2, 0)...))
+	// fill writes n records of size bytes at 65536, each holding 1 at offset at (i32.store8): one-byte
+	// buffers at 0 for fd_write, fd_read subscriptions of stdin for poll_oneoff.
+	fill := func(g guestModule, n, size, at int) []byte {
+		l := byte(2) // build_prompt's local, after its two parameters
+		if g.extismABI {
+			l = 0
+		}
+		addr := append(append(append([]byte{0x20, l}, i32const(int64(size))...), 0x6C), append(i32const(int64(65536+at)), 0x6A)...)
+		return times(n, l, append(addr, append(i32const(1), 0x3A, 0, 0)...))
+	}
+	call := func(g guestModule, imp guestImport, args ...int64) []byte {
+		var b []byte
+		for _, a := range args {
+			b = append(b, i32const(a)...)
+		}
+		return append(append(b, g.call(imp)...), 0x1A)
+	}
+	cases := []struct {
+		name string
+		imp  guestImport
+		code func(g guestModule) []byte
+		kind error
+		want string
+	}{
+		{"random_get", importRandomGet, func(g guestModule) []byte {
+			return forever(call(g, importRandomGet, 2<<16, 16<<20))
+		}, ErrTimeout, ""},
+		{"fd_write", importFdWrite, func(g guestModule) []byte {
+			return append(fill(g, maxIOVecs, 8, 4), forever(call(g, importFdWrite, 1, 65536, maxIOVecs, 8))...)
+		}, ErrTimeout, ""},
+		{"fd_write over the limit", importFdWrite, func(g guestModule) []byte {
+			return append(fill(g, maxIOVecs+1, 8, 4), call(g, importFdWrite, 1, 65536, maxIOVecs+1, 8)...)
+		}, ErrTrap, "fd_write with 1025 buffers: this host allows at most 1024"},
+		{"poll_oneoff", importPollOneoff, func(g guestModule) []byte {
+			return append(fill(g, maxSubscriptions, 48, 8), forever(call(g, importPollOneoff, 65536, 8<<20, maxSubscriptions, 8))...)
+		}, ErrTimeout, ""},
+		{"poll_oneoff over the limit", importPollOneoff, func(g guestModule) []byte {
+			return append(fill(g, 1<<20, 48, 8), call(g, importPollOneoff, 65536, 65536+48<<20, 1<<20, 8)...)
+		}, ErrTrap, "poll_oneoff with 1048576 subscriptions: this host allows at most 1024"},
+	}
 	for _, lc := range loaders {
-		for _, c := range []struct {
-			name   string
-			imp    guestImport
-			attack func(g guestModule) []byte
-		}{
-			{"random_get", importRandomGet, func(g guestModule) []byte {
-				return forever(append(append(append(i32const(2<<16), i32const(16<<20)...), g.call(importRandomGet)...), 0x1A))
-			}},
-			{"fd_write", importFdWrite, func(g guestModule) []byte {
-				b := buffers
-				if g.extismABI {
-					b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte{0x20, 2}, []byte{0x20, 0}), []byte{0x22, 2}, []byte{0x22, 0})
-				}
-				call := append(append(append(append(i32const(1), i32const(65536)...), i32const(iovecs)...), i32const(8)...), g.call(importFdWrite)...)
-				return append(b, forever(append(call, 0x1A))...)
-			}},
-		} {
+		for _, c := range cases {
 			t.Run(lc.name+"/"+c.name, func(t *testing.T) {
-				g := lc.as(guestModule{imports: []guestImport{c.imp}, memory: []byte{0, 0x82, 0x02}, locals: []byte{1, 1, 0x7F}}) // 258 pages
-				g.attack = c.attack(g)
-				p := load(t, newLoader(t), Config{Name: "heavy", Wasm: g.wasm(), Limits: Limits{Timeout: timeout, MemoryMiB: 32}})
+				g := lc.as(guestModule{imports: []guestImport{c.imp}, memory: []byte{0, 0x80, 0x0C}, locals: []byte{1, 1, 0x7F}}) // 96 MiB
+				g.attack = c.code(g)
+				p := load(t, newLoader(t), Config{Name: "heavy", Wasm: g.wasm(), Limits: Limits{Timeout: timeout, MemoryMiB: 128}})
 				took, err := callWithin(p)
-				if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
-					t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
+				if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || took > timeout+overrun {
+					t.Fatalf("after %v: %v; want %v saying %q within the %v deadline", took, err, c.kind, c.want, timeout)
 				}
 			})
 		}

@@ -301,7 +301,7 @@ func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error 
 		}
 	}
 	if needWASI {
-		if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.runtime); err != nil {
+		if _, err := wasi_snapshot_preview1.Instantiate(withWASIGuard(ctx), m.runtime); err != nil {
 			return fmt.Errorf("wasi: %w", err)
 		}
 	}
