@@ -79,12 +79,17 @@ guests/testdata/cap_go.wasm: $(wildcard guests/testdata/cap_go/*.go guests/go/*.
 # duration-based -fuzztime can end in a spurious "context deadline exceeded"
 # in Go 1.26 (go.dev/issue/75804, fixed in 1.27).
 FUZZTIME ?= 20000x
+# FuzzHostileModule builds, loads and runs a module each time (about 100 a
+# second, some loads take half a second): fewer executions.
+FUZZHOSTILE ?= 1000x
 fuzz: fixtures
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeOutput$$' -fuzztime $(FUZZTIME) ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzExtismBinary$$' -fuzztime $(FUZZTIME) ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/internal/interrupt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzSampleParams$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzHostileModule$$' -fuzztime $(FUZZHOSTILE) -fuzzminimizetime 20x ./host
 
 # Extism test plugins (guests/extism, written with github.com/extism/go-pdk):
 # standard Go wasip1 reactors, one per directory, for host/extism_test.go.

@@ -132,7 +132,7 @@ func fuzzGuest(in []byte) guestModule {
 	var body []byte
 	open := []byte{} // the constructs open: 0x02 block, 0x03 loop
 	n := func() []byte { return i32const(int64(int32(r.u32()))) }
-	for steps := 0; len(r.b) > 0 && steps < 4096; steps++ {
+	for steps := 0; len(r.b) > 0 && steps < 4096 && len(body) < 4<<20; steps++ { // past FunctionBytes: refused, but not built for long
 		switch op := r.byte() % 16; op {
 		case 0:
 			body = append(body, bytes.Repeat([]byte{0x01}, int(r.u32()%(1<<20)))...) // straight-line nops
@@ -220,8 +220,13 @@ func FuzzHostileModule(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer l.Close(context.Background())
-		p, err := l.Load(context.Background(), Config{Name: "fuzz", Wasm: fuzzGuest(in).wasm(),
+		wasm := fuzzGuest(in).wasm()
+		start := time.Now()
+		p, err := l.Load(context.Background(), Config{Name: "fuzz", Wasm: wasm,
 			Limits: Limits{Timeout: timeout, MemoryMiB: 16, MaxOutputBytes: 64 << 10}})
+		if took := time.Since(start); took > 10*time.Second {
+			t.Fatalf("loading a module of %d bytes took %v", len(wasm), took)
+		}
 		if err != nil {
 			var pe *Error
 			if !errors.As(err, &pe) {
@@ -229,7 +234,7 @@ func FuzzHostileModule(f *testing.F) {
 			}
 			return
 		}
-		start := time.Now()
+		start = time.Now()
 		_, err = p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{}`))
 		if took := time.Since(start); took > timeout+time.Second {
 			t.Fatalf("the call took %v, deadline %v: %v", took, timeout, err)
