@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -72,11 +71,11 @@ func (p *Plugin) hostConfigGet(_ context.Context, mod api.Module, stack []uint64
 // terminal escapes), and within Limits.MaxLogBytes of escaped text per call
 // (and per instantiation): a chatty or hostile guest cannot flood the
 // host's log, and once over the budget its output is dropped with one
-// warning. A warning about the guest is given once per call.
+// warning. A warning about the guest is given once per call. Like its
+// instance, it is used by one goroutine at a time.
 type logWriter struct {
 	p      *Plugin
-	state  *callState // its instance's: a write past the call's deadline ends the call
-	mu     sync.Mutex
+	state  *callState   // its instance's: a write past the call's deadline ends the call
 	buf    bytes.Buffer // a partial line of stdout or stderr
 	budget int
 	capped bool
@@ -89,16 +88,13 @@ func newLogWriter(p *Plugin, state *callState) *logWriter {
 
 // refill gives a new call its budget.
 func (w *logWriter) refill() {
-	w.mu.Lock()
 	w.budget, w.capped = w.p.limits.MaxLogBytes, false
 	clear(w.warned)
-	w.mu.Unlock()
 }
 
 // take escapes what the guest wrote and spends the budget on it, returning
 // what fits, all of it or a cut; ok is false when the budget was spent
-// already. An empty write costs a byte: no free flood of empty lines. w.mu
-// is held.
+// already. An empty write costs a byte: no free flood of empty lines.
 func (w *logWriter) take(b []byte) (text string, ok bool) {
 	if w.budget == 0 {
 		if !w.capped {
@@ -115,10 +111,7 @@ func (w *logWriter) take(b []byte) (text string, ok bool) {
 
 // message logs one log call's message.
 func (w *logWriter) message(ctx context.Context, level slog.Level, msg []byte) {
-	w.mu.Lock()
-	text, ok := w.take(msg)
-	w.mu.Unlock()
-	if ok {
+	if text, ok := w.take(msg); ok {
 		w.p.log.Log(ctx, level, text)
 	}
 }
@@ -126,18 +119,14 @@ func (w *logWriter) message(ctx context.Context, level slog.Level, msg []byte) {
 // warn logs a warning about the guest once per call: a guest can make the
 // host warn as often as it calls it.
 func (w *logWriter) warn(ctx context.Context, msg string, args ...any) {
-	w.mu.Lock()
-	first := !w.warned[msg]
-	if first {
-		if w.warned == nil {
-			w.warned = map[string]bool{}
-		}
-		w.warned[msg] = true
+	if w.warned[msg] {
+		return
 	}
-	w.mu.Unlock()
-	if first {
-		w.p.log.WarnContext(ctx, msg+" (once per call)", args...)
+	if w.warned == nil {
+		w.warned = map[string]bool{}
 	}
+	w.warned[msg] = true
+	w.p.log.WarnContext(ctx, msg+" (once per call)", args...)
 }
 
 // Write is the guest's stdout and stderr. WASI's fd_write calls it once per
@@ -147,8 +136,6 @@ func (w *logWriter) Write(b []byte) (int, error) {
 	if err := w.state.expired(); err != nil {
 		panic(err) // wazero ends the guest's call with it
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	text, _ := w.take(b)
 	w.buf.WriteString(text)
 	for {
