@@ -78,9 +78,9 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte, shape *
 }
 
 // checkInterrupt is the import interrupt.Instrument gives the guest, called
-// every interruptPeriod checkpoints. Its panic ends the call with an error
-// that wraps the cause (classify tells a deadline from a closed plugin); the
-// instance is then discarded as after any fault.
+// whenever the guest has spent interruptPeriod units of work. Its panic ends
+// the call with an error that wraps the cause (classify tells a deadline
+// from a closed plugin); the instance is then discarded as after any fault.
 func checkInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
 	if err := ctx.Err(); err != nil {
 		panic(err)
