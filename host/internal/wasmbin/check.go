@@ -649,8 +649,10 @@ func (c *checker) function(r *Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := c.indices(r, op, at, locals); err != nil {
-			return err
+		if op >= 0x20 && op <= 0x24 { // local.get local.set local.tee global.get global.set
+			if err := c.indices(r, op, at, locals); err != nil {
+				return err
+			}
 		}
 		if err := r.Immediates(op, at); err != nil {
 			return err
@@ -681,9 +683,6 @@ func (c *checker) function(r *Reader) error {
 // the next one would then name the deadline counter, which the guest could
 // reset for ever. r is after op, and is left there.
 func (c *checker) indices(r *Reader, op byte, at int, locals uint64) error {
-	if op < 0x20 || op > 0x24 { // local.get local.set local.tee global.get global.set
-		return nil
-	}
 	peek := *r
 	idx, err := peek.U32()
 	switch {
