@@ -150,11 +150,11 @@ var ErrInvalidFixture = errors.New("invalid fixture")
 // WebAssembly); a module that does not load is a report with LoadError set.
 func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]json.RawMessage) (*ConformReport, error) {
 	if cfg.Wasm == nil {
-		wasm, _, err := l.readModule(Config{Path: cfg.Path})
+		src, err := l.readModule(Config{Path: cfg.Path})
 		if err != nil {
 			return nil, &Error{Plugin: cfg.Path, Kind: ErrLoad, Err: err}
 		}
-		cfg.Wasm = wasm
+		cfg.Wasm = src.wasm
 	}
 	cfg.Hooks = nil
 	rep := &ConformReport{Path: cfg.Path, Calls: []ConformCall{}}

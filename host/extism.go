@@ -138,7 +138,8 @@ type extismModule struct {
 // it tells the native calling convention's version from the exports, while
 // an Extism module is recognized by its imports and its payloads' version
 // is its manifest's abi_version.
-func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []byte, shape *wasmbin.Shape) (_ module, kind error, err error) {
+func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, src *source) (_ module, kind error, err error) {
+	wasm := src.wasm
 	info, err := parseWasm(wasm, true)
 	if err != nil {
 		return nil, ErrLoad, fmt.Errorf("read the module: %w", err)
@@ -147,7 +148,7 @@ func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, wasm []b
 		return nil, ErrLoad, err
 	}
 	m := &extismModule{p: p, exported: info.exports}
-	if err := m.checkExports(shape.Exports); err != nil {
+	if err := m.checkExports(src.shape.Exports); err != nil {
 		return nil, ErrABIMismatch, err
 	}
 	if m.tools {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -512,4 +513,32 @@ func TestCounterCannotBeNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A module that passed the limits check is remembered in the cache
+// directory, keyed by its bytes and the limits: a loader with other limits
+// checks it again (and refuses it here), and a damaged entry is only a miss.
+func TestCheckCache(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	l, err := NewLoader(LoaderOptions{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	load(t, l, Config{Path: fixture(t, "minimal")})
+	entries, _ := filepath.Glob(filepath.Join(dir, "morph-check", "*.json"))
+	if len(entries) != 1 {
+		t.Fatalf("cache entries %v, want one", entries)
+	}
+	strict, err := NewLoader(LoaderOptions{CacheDir: dir, ModuleLimits: ModuleLimits{Functions: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close(ctx)
+	if _, err := strict.Load(ctx, Config{Path: fixture(t, "minimal")}); !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "functions") {
+		t.Fatalf("a loader with other limits: %v, want the module refused", err)
+	}
+	os.WriteFile(entries[0], []byte("{not json"), 0o600)
+	load(t, l, Config{Path: fixture(t, "minimal")})
 }

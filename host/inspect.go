@@ -53,7 +53,7 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	sum := sha256.Sum256(wasm)
 	rep := &Report{Path: cfg.Path, Bytes: len(wasm), SHA256: hex.EncodeToString(sum[:])}
-	if _, err := l.checkModule(wasm); err != nil {
+	if _, err := l.checkModule(wasm, sum); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 		return rep, nil
 	}

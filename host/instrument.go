@@ -1,7 +1,6 @@
 package host
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,22 +8,21 @@ import (
 	"github.com/morphhost/morph/host/internal/interrupt"
 )
 
-// instrumented is wasm rewritten by interrupt.Instrument, read from the
-// loader's cache directory when an earlier load rewrote the same bytes. The
-// rewrite costs about 10 ms per MB of module (two passes), which would
+// instrumented is the module rewritten by interrupt.Instrument, read from
+// the loader's cache directory when an earlier load rewrote the same bytes.
+// The rewrite costs about 40 ms per MB of module (three passes), which would
 // otherwise be paid by every process before wazero's cache of compiled code,
 // keyed by the rewritten bytes, can answer. A cache that cannot be read or
 // written is only slower: the module is rewritten again.
-func (l *Loader) instrumented(wasm []byte) ([]byte, error) {
+func (l *Loader) instrumented(src *source) ([]byte, error) {
 	var path string
 	if l.cacheDir != "" {
-		sum := sha256.Sum256(wasm)
-		path = filepath.Join(l.cacheDir, "morph-interrupt", fmt.Sprintf("v%d-p%d-%x.wasm", interrupt.Version, interruptPeriod, sum))
+		path = filepath.Join(l.cacheDir, "morph-interrupt", fmt.Sprintf("v%d-p%d-%x.wasm", interrupt.Version, interruptPeriod, src.sum))
 		if out, err := os.ReadFile(path); err == nil {
 			return out, nil
 		}
 	}
-	out, err := interrupt.Instrument(wasm, interruptPeriod)
+	out, err := interrupt.Instrument(src.wasm, interruptPeriod)
 	if err != nil || path == "" {
 		return out, err
 	}

@@ -44,13 +44,13 @@ const interruptPeriod = 100_000
 // exits to Go at every loop header and made JSON-heavy guests 5-8x slower),
 // caps its tables (wasmbin.CapTables), then compiles it in a runtime of its
 // own, checks its exports against ABI v1 and provides its imports (which
-// shape, Check's, says are what the host provides). The kind of a failure
+// src.shape, Check's, says are what the host provides). The kind of a failure
 // is ErrABIMismatch for exports, ErrLoad otherwise.
-func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte, shape *wasmbin.Shape) (_ module, kind error, err error) {
-	if err := checkNativeImports(shape.Imports); err != nil {
+func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ module, kind error, err error) {
+	if err := checkNativeImports(src.shape.Imports); err != nil {
 		return nil, ErrLoad, err
 	}
-	wasm, err = l.instrumented(wasm)
+	wasm, err := l.instrumented(src)
 	if err == nil {
 		wasm, err = wasmbin.CapTables(wasm, l.limits.TableEntries)
 	}
@@ -68,7 +68,7 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, wasm []byte, shape *
 	if m.compiled, err = m.runtime.CompileModule(ctx, wasm); err != nil {
 		return nil, ErrLoad, fmt.Errorf("compile: %w", err)
 	}
-	if err := checkExports(m.compiled, shape.Exports); err != nil {
+	if err := checkExports(m.compiled, src.shape.Exports); err != nil {
 		return nil, ErrABIMismatch, err
 	}
 	if err := m.instantiateImports(ctx, p); err != nil {

@@ -114,7 +114,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	fail := func(kind error, err error) (*Plugin, error) {
 		return nil, &Error{Plugin: label, Kind: kind, Msg: source, Err: bound(err, cfg.Limits.withDefaults().MaxErrorBytes)}
 	}
-	wasm, shape, err := l.readModule(cfg)
+	src, err := l.readModule(cfg)
 	if err != nil {
 		return fail(ErrLoad, err)
 	}
@@ -129,10 +129,10 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	var mod module
 	var kind error
-	if moduleLoader(wasm) == LoaderExtism {
-		mod, kind, err = l.loadExtism(ctx, p, cfg, wasm, shape)
+	if moduleLoader(src.wasm) == LoaderExtism {
+		mod, kind, err = l.loadExtism(ctx, p, cfg, src)
 	} else {
-		mod, kind, err = l.loadNative(ctx, p, wasm, shape)
+		mod, kind, err = l.loadNative(ctx, p, src)
 	}
 	if err != nil {
 		p.sandbox.close()
