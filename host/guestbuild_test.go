@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/morphhost/morph/abi"
 )
 
 // A small assembler of guests, for the hostile matrix and the
@@ -100,6 +102,7 @@ type guestModule struct {
 	memory    []byte        // the memory type; nil: two pages
 	extismABI bool          // an Extism module
 	reply     string        // what morph_build_prompt answers; "": guestAnswer
+	as        string        // the hook function 3 implements instead of build_prompt (e.g. before_tool_call)
 }
 
 // extism is g as an Extism module.
@@ -190,15 +193,16 @@ func (g guestModule) wasm() []byte {
 	if name == "" {
 		name = "guest"
 	}
-	manifest := fmt.Sprintf(`{"name":%q,"version":"1","abi_version":1,"hooks":["build_prompt"]}`, name)
+	hook := cmp.Or(g.as, abi.HookBuildPrompt)
+	manifest := fmt.Sprintf(`{"name":%q,"version":"1","abi_version":1,"hooks":[%q]}`, name, hook)
 	locals := g.locals
 	if locals == nil {
 		locals = []byte{0}
 	}
 	reply := cmp.Or(g.reply, guestAnswer)
-	hook := g.hook
-	if hook == nil {
-		hook = append(append(append(slices.Clone(locals), g.attack...), g.answer(guestAnswerAt, len(reply))...), 0x0B)
+	body := g.hook
+	if body == nil {
+		body = append(append(append(slices.Clone(locals), g.attack...), g.answer(guestAnswerAt, len(reply))...), 0x0B)
 	}
 	describe := wbody(append(append([]byte{0}, g.answer(guestManifestAt, len(manifest))...), 0x0B))
 	var imports, funcTypes, bodies, exports [][]byte
@@ -211,10 +215,10 @@ func (g guestModule) wasm() []byte {
 			imports = append(imports, append(append(wname("extism:host/env"), wname(imp.name)...), 0, byte(i)))
 		}
 		funcTypes = [][]byte{{4}, {3}, {3}, {3}} // emit, describe, the no-op, build_prompt
-		bodies = [][]byte{wbody(extismEmit), describe, wbody([]byte{0, 0x41, 0, 0x0B}), wbody(hook)}
+		bodies = [][]byte{wbody(extismEmit), describe, wbody([]byte{0, 0x41, 0, 0x0B}), wbody(body)}
 	} else {
 		funcTypes = [][]byte{{0}, {1}, {2}, {1}}
-		bodies = [][]byte{wbody(append(append([]byte{0}, i32const(guestInputAt)...), 0x0B)), describe, wbody([]byte{0, 0x0B}), wbody(hook)}
+		bodies = [][]byte{wbody(append(append([]byte{0}, i32const(guestInputAt)...), 0x0B)), describe, wbody([]byte{0, 0x0B}), wbody(body)}
 		export("morph_alloc", 0)
 		export("morph_abi_v1", 2)
 	}
@@ -223,7 +227,7 @@ func (g guestModule) wasm() []byte {
 		types = append(types, imp.typ)
 	}
 	export("morph_describe", 1)
-	export("morph_build_prompt", 3)
+	export("morph_"+hook, 3)
 	exports = append(exports, append(wname("memory"), 2, 0))
 	funcs := g.funcs
 	if g.destroy != nil {

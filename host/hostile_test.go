@@ -290,6 +290,7 @@ func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 				if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || took > timeout+overrun {
 					t.Fatalf("after %v: %v; want %v saying %q within the %v deadline", took, err, c.kind, c.want, timeout)
 				}
+				runEndsWithFinal(t, p)
 			})
 		}
 	}
@@ -400,6 +401,7 @@ func TestLogFloodBounded(t *testing.T) {
 				if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), want) {
 					t.Fatalf("%d warnings, want one saying %q:\n%.2000s", n, want, logs.String())
 				}
+				runEndsWithFinal(t, p)
 			})
 		}
 	}
@@ -449,6 +451,7 @@ func TestMemoryGrowthBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			runEndsWithFinal(t, p)
 			if !measured {
 				t.Skip("no /proc/self/status")
 			}
@@ -541,4 +544,39 @@ func TestCheckCache(t *testing.T) {
 	}
 	os.WriteFile(entries[0], []byte("{not json"), 0o600)
 	load(t, l, Config{Path: fixture(t, "minimal")})
+}
+
+// Class 3 in a fail-closed guard: a before_tool_call middleware that sleeps
+// in WASI denies the call at its deadline (the guard failed, and fails
+// closed), in both loaders, and the run goes on to its final. Before, each
+// tool call waited out the sleep, and the guard's answer counted.
+func TestSleepingGuardFailsClosed(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, lc := range loaders {
+		t.Run(lc.name, func(t *testing.T) {
+			g := lc.as(guestModule{name: "guard", as: abi.HookBeforeToolCall, imports: []guestImport{importPollOneoff}, reply: `{}`})
+			g.attack = g.sleepFor(5 * time.Second)
+			l := newLoader(t)
+			guard := l.EnginePlugin(Config{Name: "guard", Wasm: g.wasm(), Limits: Limits{Timeout: timeout}}, engine.MiddlewareConfig{Policy: engine.FailClosed})
+			reg := engine.NewRegistry()
+			reg.Register(echoTool{})
+			m := &scriptModel{replies: []string{
+				`{"type":"tool_call","tool_call":{"tool_name":"echo","tool_params":{}}}`,
+				`{"type":"final","final":{"output":"done"}}`,
+			}}
+			e := engine.New(m, reg, engine.WithPlugins(guard))
+			defer e.Close(context.Background())
+			start := time.Now()
+			final, rc, err := e.Run(context.Background(), "t", engine.RunOptions{})
+			if err != nil || final.Output != "done" {
+				t.Fatalf("final %+v, err %v", final, err)
+			}
+			if took := time.Since(start); took > timeout+overrun {
+				t.Fatalf("the run took %v; the guard's deadline is %v", took, timeout)
+			}
+			if obs := rc.Steps[0].Observation; !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, "timed out") {
+				t.Fatalf("the call's observation %q: want a denial by the guard's timeout", obs)
+			}
+		})
+	}
 }
