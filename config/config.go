@@ -34,6 +34,8 @@
 //	max_schema_depth = 64
 //	max_schema_steps = 500000            # validation work of one tool call
 //	max_description_kb = 16              # each tool's description, sent to the model
+//	max_pattern_kb = 4                   # each regular expression a schema or a "format": "regex" value holds
+//	max_pattern_insts = 10000            # the program of each, repetitions expanded
 //
 // Load checks everything it can without side effects: unknown keys, wrong
 // types, values out of range, the replies file, built-in tool names, and
@@ -171,12 +173,19 @@ type Tools struct {
 	// MaxDescriptionKB caps each tool's description, which goes to the
 	// model with every request; 0 means the engine default (16).
 	MaxDescriptionKB int `toml:"max_description_kb"`
+	// MaxPatternKB caps each regular expression compiled: a schema's
+	// pattern and patternProperties, and each value "format": "regex"
+	// checks; 0 means the engine default (4).
+	MaxPatternKB int `toml:"max_pattern_kb"`
+	// MaxPatternInsts caps the program of each regular expression, its
+	// repetitions expanded; 0 means the engine default (10000).
+	MaxPatternInsts int `toml:"max_pattern_insts"`
 }
 
 // SchemaLimits are the engine's tool schema limits the table sets.
 func (t Tools) SchemaLimits() engine.SchemaLimits {
 	return engine.SchemaLimits{MaxBytes: t.MaxSchemaKB << 10, MaxDepth: t.MaxSchemaDepth, MaxSteps: t.MaxSchemaSteps,
-		MaxDescriptionBytes: t.MaxDescriptionKB << 10}
+		MaxDescriptionBytes: t.MaxDescriptionKB << 10, MaxPatternBytes: t.MaxPatternKB << 10, MaxPatternInsts: t.MaxPatternInsts}
 }
 
 // Load reads and checks the config file at path. The error is an *Error, or
@@ -394,6 +403,8 @@ func (v *validator) tools() {
 	v.atLeastOne(toml.Key{"tools", "max_schema_depth"}, t.MaxSchemaDepth)
 	v.atLeastOne(toml.Key{"tools", "max_schema_steps"}, t.MaxSchemaSteps)
 	v.atLeastOne(toml.Key{"tools", "max_description_kb"}, t.MaxDescriptionKB)
+	v.atLeastOne(toml.Key{"tools", "max_pattern_kb"}, t.MaxPatternKB)
+	v.atLeastOne(toml.Key{"tools", "max_pattern_insts"}, t.MaxPatternInsts)
 }
 
 // atLeastOne checks a limit that, when set, must be at least 1 (absent,

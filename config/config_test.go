@@ -290,6 +290,8 @@ func TestLoadErrors(t *testing.T) {
 		{"zero schema size", scriptedHead + "[tools]\nmax_schema_kb = 0\n", "tools.max_schema_kb", 5, "must be at least 1, got 0"},
 		{"negative schema depth", scriptedHead + "[tools]\nmax_schema_depth = -1\n", "tools.max_schema_depth", 5, "must be at least 1"},
 		{"zero schema steps", scriptedHead + "[tools]\nmax_schema_steps = 0\n", "tools.max_schema_steps", 5, "must be at least 1"},
+		{"zero pattern size", scriptedHead + "[tools]\nmax_pattern_kb = 0\n", "tools.max_pattern_kb", 5, "must be at least 1"},
+		{"zero pattern program", scriptedHead + "[tools]\nmax_pattern_insts = 0\n", "tools.max_pattern_insts", 5, "must be at least 1"},
 		{"zero module limit", scriptedHead + "[wasm.limits]\nfunction_locals = 0\n", "wasm.limits.function_locals", 5, "must be from 1 to 4294967295, got 0"},
 		{"module size over wasm32", scriptedHead + "[wasm.limits]\nmodule_mb = 5000\n", "wasm.limits.module_mb", 5, "must be from 1 to 4096"},
 		{"unknown module limit", scriptedHead + "[wasm.limits]\nlocals = 1\n", "wasm.limits.locals", 5, "unknown"},
@@ -375,3 +377,33 @@ func TestScriptedClientIsFreshEachTime(t *testing.T) {
 		_, _ = c.Chat(context.Background(), llm.Request{})
 	}
 }
+
+// The [tools] keys reach the registry's schema limits: a pattern over
+// max_pattern_kb is refused, naming the key.
+func TestToolsSchemaLimits(t *testing.T) {
+	dir := write(t, map[string]string{"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n" +
+		"[tools]\nmax_pattern_kb = 1\nmax_pattern_insts = 500\n", "replies.json": replies})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Tools.SchemaLimits(); l.MaxPatternBytes != 1024 || l.MaxPatternInsts != 500 {
+		t.Fatalf("SchemaLimits = %+v", l)
+	}
+	reg, err := cfg.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Register(schemaTool(`{"properties":{"s":{"pattern":"` + strings.Repeat("a", 1025) + `"}}}`))
+	if err := reg.Check(); err == nil || !strings.Contains(err.Error(), "limit of 1024 (tools.max_pattern_kb") {
+		t.Fatalf("Check = %v, want the pattern refused", err)
+	}
+}
+
+// schemaTool is a tool "probe" with the parameter schema given.
+type schemaTool string
+
+func (schemaTool) Name() string                                            { return "probe" }
+func (schemaTool) Description() string                                     { return "" }
+func (s schemaTool) ParameterSchema() string                               { return string(s) }
+func (schemaTool) Execute(context.Context, map[string]any) (string, error) { return "", nil }

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -274,7 +275,11 @@ func describeViolations(ve *jsonschema.ValidationError) string {
 				more++
 				return
 			}
-			msg := fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), v.ErrorKind.LocalizedString(p))
+			text := v.ErrorKind.LocalizedString(p)
+			if f, ok := v.ErrorKind.(*kind.Format); ok { // the library's text quotes the whole value before the reason
+				text = fmt.Sprintf("not a valid %s: %v", f.Want, f.Err)
+			}
+			msg := fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), text)
 			parts = append(parts, safetext.Truncate(msg, maxViolationLength))
 			return
 		}
