@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -128,5 +130,47 @@ func TestMiddlewareErrorIsBounded(t *testing.T) {
 	var me *MiddlewareError
 	if !errors.As(err, &me) || len(err.Error()) > DefaultMaxObservationBytes+200 {
 		t.Fatalf("error of %d bytes: %.100v", len(err.Error()), err)
+	}
+}
+
+// A name of a megabyte of escape bytes, which a plugin (a tool's, a
+// required plugin's) or a model (the tool it calls) wrote, is cut wherever
+// an error, a message or an event repeats it; before the fix CheckToolName
+// made an error of 4 MiB, and the model's tool name reached the
+// conversation past the observation cap.
+func TestNamesAreCut(t *testing.T) {
+	huge := strings.Repeat("\x1b", 1<<20)
+	const bound = 1000
+	if err := CheckToolName(huge); !errors.Is(err, ErrInvalidTool) || len(err.Error()) > bound {
+		t.Errorf("CheckToolName: %d bytes: %.100q", len(fmt.Sprint(err)), err)
+	}
+	if err := NewRegistry().Validate(huge, nil); err == nil || len(err.Error()) > bound {
+		t.Errorf("Validate: %d bytes: %.100q", len(fmt.Sprint(err)), err)
+	}
+
+	needy := &fakePlugin{name: "needy", ext: Extension{Requires: []string{huge}}}
+	if err := New(nil, nil, WithPlugins(needy)).Initialize(context.Background()); !errors.Is(err, ErrInit) || len(err.Error()) > bound {
+		t.Errorf("Initialize: %d bytes: %.100q", len(fmt.Sprint(err)), err)
+	}
+
+	// Three calls of a tool of that name, which is not found: the run ends
+	// with the fallback final.
+	name, _ := json.Marshal(huge)
+	call := `{"type":"tool_call","tool_call":{"tool_name":` + string(name) + `,"tool_params":{}}}`
+	m := script(call, call, call, "not json")
+	var events []Event
+	_, rc, err := New(m, nil, collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
+	if err != nil || rc.StopReason != StopFallback || len(rc.Steps) != 3 {
+		t.Fatalf("err %v, stop reason %q after %d steps", err, rc.StopReason, len(rc.Steps))
+	}
+	for _, msg := range userMessages(m.last())[1:] {
+		if len(msg) > bound && !strings.HasPrefix(msg, ForceConclusionPrompt) {
+			t.Errorf("a message to the model of %d bytes: %.100q", len(msg), msg)
+		}
+	}
+	for _, ev := range events {
+		if len(ev.Message)+len(ev.Action) > bound {
+			t.Errorf("%s event: message of %d bytes, action of %d", ev.Kind, len(ev.Message), len(ev.Action))
+		}
 	}
 }

@@ -147,7 +147,7 @@ func (e *Engine) beforeRun(r *run) error {
 				if slices.Contains(in.Tools, name) { // narrow only: a hook cannot add tools
 					allowed[name] = true
 				} else {
-					unknown = append(unknown, fmt.Sprintf("%q", name))
+					unknown = append(unknown, quoteName(name))
 				}
 			}
 			if len(unknown) > 0 {
@@ -247,7 +247,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 			st.Observation, st.Error, st.Truncated = e.callTool(r, step, call)
 			r.Metrics.ToolCalls++
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser,
-				Content: fmt.Sprintf("Tool Result (%s):\n%s", call.ToolName, st.Observation)})
+				Content: fmt.Sprintf("Tool Result (%s):\n%s", cutName(call.ToolName), st.Observation)})
 			notify(e, r.ctx, r, abi.HookOnObservation, func(f *Funcs) func(context.Context, abi.Observation) error { return f.Observation },
 				func(withHistory bool) abi.Observation {
 					ev := abi.Observation{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Observation: st.Observation, IsError: st.Error != ""}
@@ -264,7 +264,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 				lastCall, repeats = key, 1
 			}
 			if repeats >= 3 {
-				return e.forceConclusion(r, fmt.Sprintf("tool %q called with the same parameters 3 times in a row", call.ToolName))
+				return e.forceConclusion(r, fmt.Sprintf("tool %s called with the same parameters 3 times in a row", quoteName(call.ToolName)))
 			}
 		}
 		if b := r.opts.TokenBudget; b > 0 && r.Metrics.TotalTokens > b {
@@ -408,7 +408,7 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	}
 	tool, ok := e.reg.Get(call.ToolName)
 	if !ok || (r.allowed != nil && !r.allowed[call.ToolName]) {
-		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(r.toolNames(e), ", ")))
+		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", cutName(call.ToolName), strings.Join(r.toolNames(e), ", ")))
 		return obs, obs, truncated
 	}
 	input, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)

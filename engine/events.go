@@ -69,9 +69,11 @@ func (e *Engine) bounded(err error) error {
 }
 
 // emit logs ev and hands it to the event handler, its message and error
-// text cut to the observation limit.
+// text cut to the observation limit, and its action (a step's, the tool
+// name the model wrote) to maxNameBytes.
 func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
 	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
+	ev.Action = cutName(ev.Action)
 	ev.Err = e.bounded(ev.Err)
 	ev.Total = rc.Metrics.Usage()
 	ev.Elapsed = time.Since(rc.Metrics.StartTime)

@@ -318,7 +318,7 @@ func dependencyOrder(names []string, requires [][]string) ([]int, []error) {
 	for i, reqs := range requires {
 		for _, r := range reqs {
 			if _, ok := index[r]; !ok {
-				problems = append(problems, &PluginError{Plugin: names[i], Err: fmt.Errorf("requires %q, which is not loaded", r)})
+				problems = append(problems, &PluginError{Plugin: names[i], Err: fmt.Errorf("requires %s, which is not loaded", quoteName(r))})
 			}
 		}
 	}

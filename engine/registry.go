@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -105,8 +106,8 @@ func (r *Registry) checkTool(t Tool) error {
 		return err
 	}
 	if n := len(t.Description()); n > l.MaxDescriptionBytes {
-		return fmt.Errorf("%w: tool %q: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
-			ErrInvalidTool, t.Name(), n, l.MaxDescriptionBytes)
+		return fmt.Errorf("%w: tool %s: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
+			ErrInvalidTool, quoteName(t.Name()), n, l.MaxDescriptionBytes)
 	}
 	_, err := compileSchema(t.Name(), schemaText(t), l)
 	return err
@@ -126,10 +127,21 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // wherever tools are listed.
 func CheckToolName(name string) error {
 	if !toolNameRE.MatchString(name) {
-		return fmt.Errorf("%w: tool name %q: want 1 to 128 letters, digits, '_', '-' or '.'", ErrInvalidTool, name)
+		return fmt.Errorf("%w: tool name %s: want 1 to 128 letters, digits, '_', '-' or '.'", ErrInvalidTool, quoteName(name))
 	}
 	return nil
 }
+
+// maxNameBytes caps a name that a plugin or a model wrote (a tool's, a
+// required plugin's) where an error or a message repeats it: a name of a
+// megabyte would make one of megabytes, on a terminal and in the log.
+const maxNameBytes = 160
+
+// cutName is name cut to maxNameBytes, with a note of what was left out.
+func cutName(name string) string { return safetext.Truncate(name, maxNameBytes) }
+
+// quoteName is name cut as cutName does, then quoted as %q does.
+func quoteName(name string) string { return strconv.Quote(cutName(name)) }
 
 // Source returns where the tool called name came from.
 func (r *Registry) Source(name string) (string, bool) {
@@ -202,7 +214,7 @@ func (r *Registry) Check() error {
 func (r *Registry) Validate(name string, params map[string]any) error {
 	e, ok := r.entry(name)
 	if !ok {
-		return fmt.Errorf("tool %q is not registered", name)
+		return fmt.Errorf("tool %s is not registered", quoteName(name))
 	}
 	sch, err := e.compiled()
 	if err != nil {
@@ -215,22 +227,22 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 		err = abi.CheckDepth(raw, abi.MaxDepth)
 	}
 	if err != nil {
-		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
 	if n := sch.cost.steps(inst); n > sch.limit {
-		return fmt.Errorf("%w for tool %q: checking them against its schema would take %s steps, more than the limit of %d; send smaller parameters",
-			ErrInvalidParams, name, formatCount(n), sch.limit)
+		return fmt.Errorf("%w for tool %s: checking them against its schema would take %s steps, more than the limit of %d; send smaller parameters",
+			ErrInvalidParams, quoteName(name), formatCount(n), sch.limit)
 	}
 	if err := sch.schema.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("%w for tool %q: %s", ErrInvalidParams, name, describeViolations(ve))
+			return fmt.Errorf("%w for tool %s: %s", ErrInvalidParams, quoteName(name), describeViolations(ve))
 		}
-		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
 	return nil
 }

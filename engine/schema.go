@@ -113,7 +113,7 @@ func (refuseLoader) Load(string) (any, error) { return nil, errExternalRef }
 // The error wraps ErrInvalidSchema and names the tool.
 func compileSchema(name, text string, l SchemaLimits) (*toolSchema, error) {
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w of tool %q: %s", ErrInvalidSchema, name, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w of tool %s: %s", ErrInvalidSchema, quoteName(name), fmt.Sprintf(format, args...))
 	}
 	if len(text) > l.MaxBytes {
 		return nil, fail("%d bytes, more than the limit of %d (tools.max_schema_kb in morph.toml)", len(text), l.MaxBytes)
@@ -143,10 +143,10 @@ func compileSchema(name, text string, l SchemaLimits) (*toolSchema, error) {
 	var verr *jsonschema.ValidationError
 	switch {
 	case errors.As(err, &lerr):
-		return nil, fail("it refers to %q, outside itself; %v (\"$ref\": \"#/$defs/name\")", lerr.URL, errExternalRef)
+		return nil, fail("it refers to %s, outside itself; %v (\"$ref\": \"#/$defs/name\")", quoteName(lerr.URL), errExternalRef)
 	case errors.As(err, &rerr): // its text quotes the whole pattern, before the reason
-		return nil, fail("the pattern %s at %q: %s", safetext.Line(strconv.Quote(rerr.Regex), 100),
-			safetext.Line(strings.TrimPrefix(rerr.URL, schemaURL), 200), safetext.Line(rerr.Err.Error(), 300))
+		return nil, fail("the pattern %s at %s: %s", quoteName(rerr.Regex), quoteName(strings.TrimPrefix(rerr.URL, schemaURL)),
+			safetext.Line(rerr.Err.Error(), 300))
 	case errors.As(err, &merr) && errors.As(merr.Err, &verr):
 		return nil, fail("it breaks the rules of JSON Schema: %s", safetext.Line(describeViolations(verr), 1000))
 	case err != nil:
@@ -174,7 +174,7 @@ func checkNumbers(v any, at string) error {
 		f, err := strconv.ParseFloat(string(v), 64)
 		mantissa, _, _ := strings.Cut(strings.ToLower(string(v)), "e")
 		if err != nil || len(v) > maxNumberLen || (f == 0 && strings.Trim(mantissa, "-0.") != "") { // ParseFloat rounds an underflow to 0
-			return fmt.Errorf("the number at %q is longer than %d characters or beyond a float64", at, maxNumberLen)
+			return fmt.Errorf("the number at %s is longer than %d characters or beyond a float64", quoteName(at), maxNumberLen)
 		}
 	case map[string]any:
 		for k, x := range v {
@@ -183,7 +183,7 @@ func checkNumbers(v any, at string) error {
 			}
 			if n, ok := x.(json.Number); ok && countKeywords[k] {
 				if i, err := strconv.ParseInt(string(n), 10, 64); err != nil || i < 0 || i > math.MaxInt32 {
-					return fmt.Errorf("%s at %q is %s: want a whole number from 0 to %d", k, at, n, math.MaxInt32)
+					return fmt.Errorf("%s at %s is %s: want a whole number from 0 to %d", k, quoteName(at), n, math.MaxInt32)
 				}
 			}
 		}
@@ -352,7 +352,7 @@ func costGraph(root *jsonschema.Schema) ([]*costNode, []int, error) {
 	for k := 0; k < len(schemas); k++ {
 		s := schemas[k]
 		if s.DynamicRef != nil || s.RecursiveRef != nil {
-			return nil, nil, fmt.Errorf("%q uses $dynamicRef or $recursiveRef, which tool schemas may not (use $ref)", s.Location)
+			return nil, nil, fmt.Errorf("%s uses $dynamicRef or $recursiveRef, which tool schemas may not (use $ref)", quoteName(s.Location))
 		}
 		n := &costNode{props: map[string]edge{}, eval: 1 + int64(len(s.PatternProperties))}
 		n.inPlace = ids(s.Ref, s.Not, s.If, s.Then, s.Else)

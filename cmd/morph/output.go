@@ -47,10 +47,16 @@ func oneLine(s string, max int) string {
 	return safetext.Line(strings.Join(strings.Fields(s), " "), max)
 }
 
+// maxErrorLine caps each line errorLines makes: a plugin's error text or
+// a name it chose can be megabytes, and a terminal or a log should not
+// get them.
+const maxErrorLine = 4 << 10
+
 // errorLines are the lines "morph: ..." prints for err: one for each error
 // joined with errors.Join (all the mistakes of a config file), each as
-// oneLine. The lines follow the errors' structure, never the newlines in
-// their text, which a plugin or a model may have written.
+// oneLine of at most maxErrorLine bytes. The lines follow the errors'
+// structure, never the newlines in their text, which a plugin or a model
+// may have written.
 func errorLines(err error) []string {
 	switch u := err.(type) {
 	case interface{ Unwrap() []error }:
@@ -72,7 +78,7 @@ func errorLines(err error) []string {
 			return errorLines(inner)
 		}
 	}
-	return []string{oneLine(err.Error(), 0)}
+	return []string{oneLine(err.Error(), maxErrorLine)}
 }
 
 // joinLines is errors.Join of one error per line.

@@ -199,4 +199,14 @@ func TestErrorLines(t *testing.T) {
 			t.Errorf("errorLines(%q) = %q, want %q", c.err, got, c.want)
 		}
 	}
+	// A megabyte of a plugin's text makes lines of at most maxErrorLine
+	// bytes (and a note); before the fix, of 4 MiB.
+	flood := errors.New(strings.Repeat("\x1b", 1<<20))
+	for _, err := range []error{flood, errors.Join(flood, flood)} {
+		for _, line := range errorLines(err) {
+			if len(line) > maxErrorLine+50 {
+				t.Errorf("a line of %d bytes", len(line))
+			}
+		}
+	}
 }
