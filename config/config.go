@@ -384,7 +384,7 @@ func (v *validator) agent() {
 	if a.TokenBudget < 0 {
 		v.fail(toml.Key{"agent", "token_budget"}, nil, "must not be negative, got %d (0 means unlimited)", a.TokenBudget)
 	}
-	v.atLeastOne(toml.Key{"agent", "max_observation_kb"}, a.MaxObservationKB)
+	v.limit(toml.Key{"agent", "max_observation_kb"}, a.MaxObservationKB)
 	for i, r := range a.Rules {
 		if strings.TrimSpace(r) == "" {
 			v.fail(toml.Key{"agent", "rules"}, nil, "rule %d is empty", i+1)
@@ -399,18 +399,33 @@ func (v *validator) tools() {
 			v.fail(toml.Key{"tools", "builtin"}, nil, "unknown built-in tool %q (built-in tools: %s)", name, strings.Join(builtin.Names(), ", "))
 		}
 	}
-	v.atLeastOne(toml.Key{"tools", "max_schema_kb"}, t.MaxSchemaKB)
-	v.atLeastOne(toml.Key{"tools", "max_schema_depth"}, t.MaxSchemaDepth)
-	v.atLeastOne(toml.Key{"tools", "max_schema_steps"}, t.MaxSchemaSteps)
-	v.atLeastOne(toml.Key{"tools", "max_description_kb"}, t.MaxDescriptionKB)
-	v.atLeastOne(toml.Key{"tools", "max_pattern_kb"}, t.MaxPatternKB)
-	v.atLeastOne(toml.Key{"tools", "max_pattern_insts"}, t.MaxPatternInsts)
+	v.limit(toml.Key{"tools", "max_schema_kb"}, t.MaxSchemaKB)
+	v.limit(toml.Key{"tools", "max_schema_depth"}, t.MaxSchemaDepth)
+	v.limit(toml.Key{"tools", "max_schema_steps"}, t.MaxSchemaSteps)
+	v.limit(toml.Key{"tools", "max_description_kb"}, t.MaxDescriptionKB)
+	v.limit(toml.Key{"tools", "max_pattern_kb"}, t.MaxPatternKB)
+	v.limit(toml.Key{"tools", "max_pattern_insts"}, t.MaxPatternInsts)
 }
 
-// atLeastOne checks a limit that, when set, must be at least 1 (absent,
-// the engine's default applies).
-func (v *validator) atLeastOne(key toml.Key, n int) {
-	if v.md.IsDefined(key...) && n < 1 {
-		v.fail(key, nil, "must be at least 1, got %d (leave it out for the default)", n)
+// limit checks a limit that, when set, must be from 1 (absent, the
+// engine's default applies) to what its setting can hold: maxKB for a
+// *_kb key, math.MaxInt32 for a count.
+func (v *validator) limit(key toml.Key, n int) {
+	if top := highest(key[len(key)-1]); v.md.IsDefined(key...) && (n < 1 || n > top) {
+		v.fail(key, nil, "must be from 1 to %d, got %d (leave it out for the default)", top, n)
 	}
+}
+
+// maxKB is the largest value of a *_kb key: 4 GiB less 1 KiB, more than
+// any cap needs, in bytes within every setting. Larger values, shifted
+// into bytes, overflowed and silently became the default.
+const maxKB = math.MaxUint32 >> 10
+
+// highest is the largest value of the limit called name: maxKB for a
+// *_kb key, math.MaxInt32 for a count.
+func highest(name string) int {
+	if strings.HasSuffix(name, "_kb") {
+		return maxKB
+	}
+	return math.MaxInt32
 }
