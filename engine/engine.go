@@ -316,8 +316,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		}
 		if err != nil {
 			final = nil
-			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Err: err,
-				Message: "fallback_final hook failed; using the default final"})
+			e.hookFailed(r, "fallback_final", len(r.Steps), err, "using the default final")
 		}
 	}
 	if final == nil {
@@ -429,7 +428,7 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	if e.successHook != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
 		if err := e.engineHook(r, "on_tool_success", func() error { return e.successHook.OnToolSuccess(r.ctx, in) }); err != nil {
-			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Err: err, Message: "on_tool_success hook failed"})
+			e.hookFailed(r, "on_tool_success", step, err, "")
 		}
 	}
 	return out, "", truncated

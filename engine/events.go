@@ -40,7 +40,9 @@ type Event struct {
 	Message string
 	Err     error
 
-	// Middleware hook events.
+	// Hook events, and warnings about a hook: the hook, and the plugin
+	// that set it (its middleware's name, or for an engine hook SourceHost
+	// when the embedding host set it).
 	Hook     string        // e.g. "before_tool_call"
 	Plugin   string        // the middleware's name
 	Duration time.Duration // of the hook call

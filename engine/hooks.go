@@ -186,6 +186,16 @@ func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
 	return err
 }
 
+// hookFailed warns that an engine hook failed, naming the plugin that set
+// it, and what the engine uses instead ("" when nothing was replaced).
+func (e *Engine) hookFailed(r *run, hook string, step int, err error, instead string) {
+	msg := hook + " hook failed"
+	if instead != "" {
+		msg += "; " + instead
+	}
+	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: e.owner(hook), Hook: hook, Err: err, Message: msg})
+}
+
 // owner names who set an engine hook: its plugin, or SourceHost.
 func (e *Engine) owner(hook string) string {
 	if owner := e.hookOwner[hook]; owner != "" {

@@ -69,7 +69,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 		err = fmt.Errorf("build_prompt hook returned an empty system prompt")
 	}
 	if err != nil {
-		e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Err: err, Message: "build_prompt hook failed; using the default system prompt"})
+		e.hookFailed(r, "build_prompt", 0, err, "using the default system prompt")
 		return in.DefaultPrompt
 	}
 	return out.SystemPrompt
@@ -92,7 +92,7 @@ func (e *Engine) parameters(r *run, task string) (map[string]any, error) {
 		return nil, err
 	}
 	owner := e.owner("build_params")
-	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: owner, Err: err,
+	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: owner, Hook: "build_params", Err: err,
 		Message: fmt.Sprintf("the build_params hook of %q returned parameters the model client rejects; using the base parameters", owner)})
 	return base, nil
 }
@@ -111,7 +111,7 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 		return err
 	})
 	if err != nil {
-		e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Err: err, Message: "build_params hook failed; using the base parameters"})
+		e.hookFailed(r, "build_params", 0, err, "using the base parameters")
 		return base, false
 	}
 	params = maps.Clone(base)
