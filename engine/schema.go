@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
@@ -125,7 +126,7 @@ func compileSchema(name, text string, l SchemaLimits) (*toolSchema, error) {
 	if err != nil {
 		return nil, fail("not JSON: %s", safetext.Line(err.Error(), 200))
 	}
-	if err := checkNumbers(doc, ""); err != nil {
+	if err := checkNumbers(doc, "", false); err != nil {
 		return nil, fail("%v", err)
 	}
 	c := jsonschema.NewCompiler()
@@ -165,10 +166,20 @@ func compileSchema(name, text string, l SchemaLimits) (*toolSchema, error) {
 var countKeywords = map[string]bool{"minLength": true, "maxLength": true, "minItems": true, "maxItems": true,
 	"minProperties": true, "maxProperties": true, "minContains": true, "maxContains": true}
 
+// dataKeywords hold values, not schemas: a "maxLength" inside is data.
+var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true}
+
+// schemaMaps map names (chosen by the schema's author: "enum" may name a
+// property) to schemas.
+var schemaMaps = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true,
+	"dependentSchemas": true, "dependencies": true}
+
 // checkNumbers refuses a number that is long or beyond a float64 (no
-// parameter needs one, and each costs big-number arithmetic), and a count
-// keyword that is not a whole number an int32 holds.
-func checkNumbers(v any, at string) error {
+// parameter needs one, and each costs big-number arithmetic), and, where v
+// is a schema rather than data, a count keyword that is not a whole number
+// an int32 holds (5.0 and 1e2 are whole, as JSON Schema and the library
+// read them). at is v's JSON pointer.
+func checkNumbers(v any, at string, data bool) error {
 	switch v := v.(type) {
 	case json.Number:
 		f, err := strconv.ParseFloat(string(v), 64)
@@ -178,23 +189,36 @@ func checkNumbers(v any, at string) error {
 		}
 	case map[string]any:
 		for k, x := range v {
-			if err := checkNumbers(x, at+"/"+k); err != nil {
+			if names, ok := x.(map[string]any); ok && !data && schemaMaps[k] {
+				for name, sub := range names {
+					if err := checkNumbers(sub, at+"/"+k+"/"+name, false); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := checkNumbers(x, at+"/"+k, data || dataKeywords[k]); err != nil {
 				return err
 			}
-			if n, ok := x.(json.Number); ok && countKeywords[k] {
-				if i, err := strconv.ParseInt(string(n), 10, 64); err != nil || i < 0 || i > math.MaxInt32 {
-					return fmt.Errorf("%s at %s is %s: want a whole number from 0 to %d", k, quoteName(at), n, math.MaxInt32)
-				}
+			if n, ok := x.(json.Number); ok && !data && countKeywords[k] && !isCount(n) {
+				return fmt.Errorf("%s at %s is %s: want a whole number from 0 to %d", k, quoteName(at), n, math.MaxInt32)
 			}
 		}
 	case []any:
 		for i, x := range v {
-			if err := checkNumbers(x, at+"/"+strconv.Itoa(i)); err != nil {
+			if err := checkNumbers(x, at+"/"+strconv.Itoa(i), data); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// isCount reports whether n, a number within a float64, is exactly a whole
+// number from 0 to math.MaxInt32.
+func isCount(n json.Number) bool {
+	r, ok := new(big.Rat).SetString(string(n))
+	return ok && r.IsInt() && r.Sign() >= 0 && r.Num().Cmp(big.NewInt(math.MaxInt32)) <= 0
 }
 
 // pattern is a regular expression, parsed and sized when the library asks

@@ -196,6 +196,26 @@ func TestSchemaSizeDepthAndShape(t *testing.T) {
 	} {
 		wantInvalidSchema(t, checkSchema(t, schema), want)
 	}
+	// Counts written as whole numbers in another form are whole numbers, and
+	// a value (an enum's, a default's) is not a schema; before the fix
+	// these were refused.
+	for _, schema := range []string{
+		`{"properties":{"s":{"type":"string","maxLength":5.0}}}`,
+		`{"maxItems":1e2,"minItems":0.0,"maxProperties":2147483647.0}`,
+		`{"enum":[{"maxLength":1.5}],"const":{"minItems":-1},"default":{"maxItems":2.5},"examples":[{"maxContains":1e300}]}`,
+		`{"properties":{"maxLength":{"type":"string"},"minItems":{"type":"integer"}},"$defs":{"maxItems":{}}}`,
+	} {
+		if err := checkSchema(t, schema); err != nil {
+			t.Errorf("%s: %v", schema, err)
+		}
+	}
+	r := registry(&testTool{name: "probe", schema: `{"properties":{"s":{"type":"string","maxLength":5.0}}}`})
+	if err := r.Validate("probe", map[string]any{"s": "toolong"}); !errors.Is(err, ErrInvalidParams) {
+		t.Errorf("maxLength 5.0 let 7 characters through: %v", err)
+	}
+	// A property named after a data keyword holds a schema all the same.
+	wantInvalidSchema(t, checkSchema(t, `{"properties":{"enum":{"maxLength":1e308}}}`), "maxLength")
+	wantInvalidSchema(t, checkSchema(t, `{"items":{"maxLength":2147483647.5}}`), "maxLength")
 }
 
 // One call breaking an enum at thousands of places gets a bounded message.
