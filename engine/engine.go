@@ -302,6 +302,7 @@ func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
 
 func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	var final *Final
+	var raw json.RawMessage
 	if e.fallbackHook != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
 		err := e.engineHook(r, "fallback_final", func() (err error) {
@@ -312,7 +313,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 			err = errors.New("fallback_final hook returned no final")
 		}
 		if err == nil {
-			err = checkFinal(final)
+			raw, err = checkFinal(final)
 		}
 		if err != nil {
 			final = nil
@@ -321,24 +322,33 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	}
 	if final == nil {
 		final = &Final{Output: DefaultFinalOutput}
+		raw, _ = json.Marshal(final) // a string: it encodes
 	}
 	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Message: "using the fallback final: " + why})
-	raw, _ := json.Marshal(final) // checkFinal passed, or the default final
 	return e.finish(r, StopFallback, final, raw)
 }
 
-// checkFinal refuses a hook's final that cannot be encoded as JSON (a
-// native hook's NaN, a channel) or that nests deeper than abi.MaxDepth:
-// the run's result could not be written, or would blow up when shown.
-func checkFinal(final *Final) error {
-	raw, err := json.Marshal(final)
-	if err == nil {
-		err = abi.CheckDepth(raw, abi.MaxDepth)
-	}
+// checkFinal encodes a hook's final, refusing one that cannot be encoded
+// as JSON (a native hook's NaN, a channel) or that nests deeper than
+// abi.MaxDepth: the run's result could not be written, or would blow up
+// when shown.
+func checkFinal(final *Final) (json.RawMessage, error) {
+	raw, err := marshalBounded(final, abi.MaxDepth)
 	if err != nil {
-		return fmt.Errorf("fallback_final hook returned an unusable final: %w", err)
+		return nil, fmt.Errorf("fallback_final hook returned an unusable final: %w", err)
 	}
-	return nil
+	return raw, nil
+}
+
+// marshalBounded encodes v as JSON, refusing it when it nests deeper than
+// maxDepth: whoever decodes, re-encodes or shows it would work out of all
+// proportion to its size.
+func marshalBounded(v any, maxDepth int) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err == nil {
+		err = abi.CheckDepth(raw, maxDepth)
+	}
+	return raw, err
 }
 
 func (e *Engine) finish(r *run, reason string, final *Final, raw json.RawMessage) (*Final, *Context, error) {

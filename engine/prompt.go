@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -126,10 +125,7 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 // params, after refusing params nested deeper than abi.MaxDepth (they are
 // sent with every request and shown with the run's result).
 func (e *Engine) checkParameters(params map[string]any) error {
-	raw, err := json.Marshal(params)
-	if err == nil {
-		err = abi.CheckDepth(raw, abi.MaxDepth)
-	}
+	_, err := marshalBounded(params, abi.MaxDepth)
 	if err == nil {
 		if checker, ok := e.client.(llm.ParameterChecker); ok {
 			err = checker.CheckParameters(params)

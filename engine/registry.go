@@ -222,10 +222,7 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 	}
 	// Round-trip through JSON so Go values (ints, structs) validate exactly as
 	// the model's JSON would.
-	raw, err := json.Marshal(params)
-	if err == nil {
-		err = abi.CheckDepth(raw, abi.MaxDepth)
-	}
+	raw, err := marshalBounded(params, abi.MaxDepth)
 	if err != nil {
 		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}

@@ -80,12 +80,6 @@ func (l SchemaLimits) withDefaults() SchemaLimits {
 	return l
 }
 
-// WithSchemaLimits sets the limits the engine's registry compiles and
-// checks tool schemas with.
-func WithSchemaLimits(l SchemaLimits) Option {
-	return func(e *Engine) { e.reg.SetSchemaLimits(l) }
-}
-
 // toolSchema is a compiled tool schema and what validating against it may cost.
 type toolSchema struct {
 	schema *jsonschema.Schema
