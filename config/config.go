@@ -25,6 +25,7 @@
 //	parse_retries = 2
 //	token_budget = 0                     # 0: unlimited
 //	max_observation_kb = 64              # each tool result the model is given
+//	max_json_depth = 64                  # nesting of model replies, tool and model parameters, finals
 //	identity = "You are ..."
 //	rules = ["...", "..."]
 //
@@ -151,6 +152,10 @@ type Agent struct {
 	// MaxObservationKB caps each tool output or error given to the model,
 	// and the text of each event; 0 means the engine default (64).
 	MaxObservationKB int `toml:"max_observation_kb"`
+	// MaxJSONDepth caps how deeply a model reply, a tool call's parameters,
+	// the model parameters a plugin builds and a fallback final may nest;
+	// 0 means the engine default (64).
+	MaxJSONDepth int `toml:"max_json_depth"`
 	// Identity replaces the first paragraph of the default system prompt.
 	Identity string `toml:"identity"`
 	// Rules replace the rules of the default system prompt.
@@ -385,6 +390,7 @@ func (v *validator) agent() {
 		v.fail(toml.Key{"agent", "token_budget"}, nil, "must not be negative, got %d (0 means unlimited)", a.TokenBudget)
 	}
 	v.limit(toml.Key{"agent", "max_observation_kb"}, a.MaxObservationKB)
+	v.limit(toml.Key{"agent", "max_json_depth"}, a.MaxJSONDepth)
 	for i, r := range a.Rules {
 		if strings.TrimSpace(r) == "" {
 			v.fail(toml.Key{"agent", "rules"}, nil, "rule %d is empty", i+1)
@@ -421,11 +427,19 @@ func (v *validator) limit(key toml.Key, n int) {
 // into bytes, overflowed and silently became the default.
 const maxKB = math.MaxUint32 >> 10
 
+// maxDepth is the largest value of a *_depth key: far deeper than real
+// JSON nests, and the engine analyses each tool schema's validation cost
+// level by level down to agent.max_json_depth.
+const maxDepth = 1000
+
 // highest is the largest value of the limit called name: maxKB for a
-// *_kb key, math.MaxInt32 for a count.
+// *_kb key, maxDepth for a *_depth key, math.MaxInt32 for a count.
 func highest(name string) int {
-	if strings.HasSuffix(name, "_kb") {
+	switch {
+	case strings.HasSuffix(name, "_kb"):
 		return maxKB
+	case strings.HasSuffix(name, "_depth"):
+		return maxDepth
 	}
 	return math.MaxInt32
 }

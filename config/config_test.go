@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -107,8 +108,8 @@ builtin = ["calc"]
 	if cfg.LLM.Parameters["temperature"] != 0.2 {
 		t.Error("RunOptions shares the config's parameters map")
 	}
-	if n := len(cfg.EngineOptions()); n != 3 {
-		t.Errorf("%d engine options, want 3 (observation limit, identity, rules)", n)
+	if n := len(cfg.EngineOptions()); n != 4 {
+		t.Errorf("%d engine options, want 4 (observation and depth limits, identity, rules)", n)
 	}
 
 	reg, err := cfg.Registry()
@@ -252,7 +253,7 @@ func TestLoadErrors(t *testing.T) {
 		msg           string // in Error()
 	}{
 		{"unknown key", scriptedHead + "[agent]\nmax_stepz = 15\n", "agent.max_stepz", 5,
-			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_observation_kb, max_steps, parse_retries, rules, token_budget)"},
+			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_json_depth, max_observation_kb, max_steps, parse_retries, rules, token_budget)"},
 		{"unknown table", scriptedHead + "[agents]\nmax_steps = 15\n", "agents", 4, "agents: unknown key (known keys at the top level: agent, discovery, llm, plugins, tools, wasm)"},
 		{"unknown key in pricing", scriptedHead + "[llm.pricing.\"gpt-4.1\"]\ninput = 1\noutptu = 2\n", `llm.pricing."gpt-4.1".outptu`, 6, "unknown key (known keys in [llm.pricing.\"gpt-4.1\"]: input, output)"},
 		{"wrong type", scriptedHead + "[agent]\nmax_steps = \"15\"\n", "agent.max_steps", 5, "agent.max_steps: want integer, got string"},
@@ -295,6 +296,7 @@ func TestLoadErrors(t *testing.T) {
 		{"huge schema size", scriptedHead + "[tools]\nmax_schema_kb = 9223372036854775807\n", "tools.max_schema_kb", 5, "must be from 1 to 4194303"},
 		{"huge pattern size", scriptedHead + "[tools]\nmax_pattern_kb = 4194304\n", "tools.max_pattern_kb", 5, "must be from 1 to 4194303"},
 		{"huge schema steps", scriptedHead + "[tools]\nmax_schema_steps = 2147483648\n", "tools.max_schema_steps", 5, "must be from 1 to 2147483647"},
+		{"too deep", scriptedHead + "[agent]\nmax_json_depth = 1001\n", "agent.max_json_depth", 5, "must be from 1 to 1000"},
 		{"zero pattern size", scriptedHead + "[tools]\nmax_pattern_kb = 0\n", "tools.max_pattern_kb", 5, "must be from 1 to"},
 		{"zero pattern program", scriptedHead + "[tools]\nmax_pattern_insts = 0\n", "tools.max_pattern_insts", 5, "must be from 1 to"},
 		{"zero module limit", scriptedHead + "[wasm.limits]\nfunction_locals = 0\n", "wasm.limits.function_locals", 5, "must be from 1 to 4294967295, got 0"},
@@ -412,3 +414,35 @@ func (schemaTool) Name() string                                            { ret
 func (schemaTool) Description() string                                     { return "" }
 func (s schemaTool) ParameterSchema() string                               { return string(s) }
 func (schemaTool) Execute(context.Context, map[string]any) (string, error) { return "", nil }
+
+// agent.max_json_depth reaches the engine and the registry: a reply and a
+// tool call nested 80 deep pass a limit of 100, which before the fix was
+// an unknown key (the depth was 64, fixed).
+func TestAgentJSONDepth(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 80) + "1" + strings.Repeat("}", 80)
+	dir := write(t, map[string]string{
+		"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[agent]\nmax_json_depth = 100\n" +
+			"[discovery]\nproject = false\nuser = false\n",
+		"replies.json": `{"model":"m","replies":[{"reply":{"type":"final","final":{"output":` + deep + `}}}]}`,
+	})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := cfg.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	rt.Engine.Registry().Register(schemaTool(`{"type":"object"}`))
+	var params map[string]any
+	if err := json.Unmarshal([]byte(deep), &params); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Engine.Registry().Validate("probe", params); err != nil {
+		t.Errorf("tool parameters 80 deep: %v", err)
+	}
+	if _, rc, err := rt.Engine.Run(context.Background(), "t", cfg.RunOptions()); err != nil || rc.StopReason != "final" {
+		t.Errorf("a reply 80 deep: err %v, stop reason %q", err, rc.StopReason)
+	}
+}

@@ -45,6 +45,7 @@ type Engine struct {
 	stream       func(delta string) // WithStream
 	hookOwner    map[string]string  // engine hook -> the plugin that set it; absent: the host
 	maxObs       int                // WithMaxObservationBytes
+	maxDepth     int                // WithMaxJSONDepth
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -55,7 +56,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 		reg = NewRegistry()
 	}
 	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now,
-		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes}
+		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth}
 	for _, o := range opts {
 		o(e)
 	}
@@ -209,7 +210,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 			return e.fail(r, StopModelFailed, fmt.Errorf("engine: step %d: model call: %w", step, err))
 		}
 		st := Step{StepNumber: step, Usage: res.Usage}
-		resp, perr := ParseResponse(res)
+		resp, perr := ParseResponseDepth(res, e.maxDepth)
 		r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: res.Text})
 		if perr != nil {
 			parseFailures++
@@ -290,7 +291,7 @@ func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
 		return e.fallback(r, fmt.Sprintf("%s; the forced conclusion's model call failed: %v", why, err))
 	}
 	r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: res.Text})
-	resp, perr := ParseResponse(res)
+	resp, perr := ParseResponseDepth(res, e.maxDepth)
 	switch {
 	case perr != nil:
 		return e.fallback(r, fmt.Sprintf("%s; the forced conclusion did not parse: %v", why, perr))
@@ -313,7 +314,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 			err = errors.New("fallback_final hook returned no final")
 		}
 		if err == nil {
-			raw, err = checkFinal(final)
+			raw, err = checkFinal(final, e.maxDepth)
 		}
 		if err != nil {
 			final = nil
@@ -330,10 +331,10 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 
 // checkFinal encodes a hook's final, refusing one that cannot be encoded
 // as JSON (a native hook's NaN, a channel) or that nests deeper than
-// abi.MaxDepth: the run's result could not be written, or would blow up
-// when shown.
-func checkFinal(final *Final) (json.RawMessage, error) {
-	raw, err := marshalBounded(final, abi.MaxDepth)
+// maxDepth: the run's result could not be written, or would blow up when
+// shown.
+func checkFinal(final *Final, maxDepth int) (json.RawMessage, error) {
+	raw, err := marshalBounded(final, maxDepth)
 	if err != nil {
 		return nil, fmt.Errorf("fallback_final hook returned an unusable final: %w", err)
 	}

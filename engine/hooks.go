@@ -19,7 +19,7 @@ import (
 //     run's base Parameters are used, with a warning event.
 //   - ToolSuccessHook fails: a warning event; the tool's result stands.
 //   - FallbackFinalizer fails, answers nil, or answers a final that cannot
-//     be encoded as JSON or nests deeper than abi.MaxDepth: the default
+//     be encoded as JSON or nests deeper than WithMaxJSONDepth: the default
 //     final (Output DefaultFinalOutput), with a warning event.
 // A panic in a hook counts as its failure.
 
@@ -151,6 +151,20 @@ func WithMaxObservationBytes(n int) Option {
 			n = DefaultMaxObservationBytes
 		}
 		e.maxObs = n
+	}
+}
+
+// WithMaxJSONDepth caps how deeply a model reply, the parameters a params
+// builder returns, and a fallback final may nest arrays and objects: a
+// deeper reply gets a correction, deeper parameters and finals are
+// replaced, with a warning. n <= 0 means abi.MaxDepth (64). Tool
+// parameters are the registry's (SchemaLimits.MaxParamsDepth).
+func WithMaxJSONDepth(n int) Option {
+	return func(e *Engine) {
+		if n <= 0 {
+			n = abi.MaxDepth
+		}
+		e.maxDepth = n
 	}
 }
 

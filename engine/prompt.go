@@ -76,7 +76,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 
 // parameters are the run's model parameters: the params builder's output
 // merged over the base Parameters. Merged parameters the client rejects
-// (or nested deeper than abi.MaxDepth) fall back to the base ones, with a
+// (or nested deeper than WithMaxJSONDepth) fall back to the base ones, with a
 // warning naming the hook's plugin and the bad keys: a plugin's mistake
 // does not lose the run. Base parameters that fail are the run's error:
 // they are the operator's.
@@ -122,10 +122,10 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 }
 
 // checkParameters asks the client, when it can tell, whether it can send
-// params, after refusing params nested deeper than abi.MaxDepth (they are
-// sent with every request and shown with the run's result).
+// params, after refusing params nested deeper than WithMaxJSONDepth (they
+// are sent with every request and shown with the run's result).
 func (e *Engine) checkParameters(params map[string]any) error {
-	_, err := marshalBounded(params, abi.MaxDepth)
+	_, err := marshalBounded(params, e.maxDepth)
 	if err == nil {
 		if checker, ok := e.client.(llm.ParameterChecker); ok {
 			err = checker.CheckParameters(params)

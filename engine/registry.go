@@ -209,8 +209,9 @@ func (r *Registry) Check() error {
 
 // Validate checks params against the schema of the tool called name. The
 // error wraps ErrInvalidParams or ErrInvalidSchema and names the bad fields;
-// parameters nested deeper than abi.MaxDepth, or whose validation would
-// take more than SchemaLimits.MaxSteps, are refused unchecked.
+// parameters nested deeper than SchemaLimits.MaxParamsDepth, or whose
+// validation would take more than SchemaLimits.MaxSteps, are refused
+// unchecked.
 func (r *Registry) Validate(name string, params map[string]any) error {
 	e, ok := r.entry(name)
 	if !ok {
@@ -222,7 +223,7 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 	}
 	// Round-trip through JSON so Go values (ints, structs) validate exactly as
 	// the model's JSON would.
-	raw, err := marshalBounded(params, abi.MaxDepth)
+	raw, err := marshalBounded(params, e.limits.MaxParamsDepth)
 	if err != nil {
 		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}

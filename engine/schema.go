@@ -56,6 +56,10 @@ type SchemaLimits struct {
 	// before it is built (default 10,000): about one instruction per
 	// character, times each repetition count ("a{1000}" is 1,000).
 	MaxPatternInsts int
+	// MaxParamsDepth caps how deeply a call's parameters may nest (default
+	// abi.MaxDepth); deeper ones are refused unchecked. Validation cost is
+	// analysed down to it, so a larger one costs more when schemas compile.
+	MaxParamsDepth int
 }
 
 func (l SchemaLimits) withDefaults() SchemaLimits {
@@ -76,6 +80,9 @@ func (l SchemaLimits) withDefaults() SchemaLimits {
 	}
 	if l.MaxPatternInsts <= 0 {
 		l.MaxPatternInsts = DefaultMaxPatternInsts
+	}
+	if l.MaxParamsDepth <= 0 {
+		l.MaxParamsDepth = abi.MaxDepth
 	}
 	return l
 }
@@ -147,7 +154,7 @@ func compileSchema(name, text string, l SchemaLimits) (*toolSchema, error) {
 	case err != nil:
 		return nil, fail("%s", safetext.Line(err.Error(), 500))
 	}
-	cost, err := analyze(sch, int64(l.MaxSteps))
+	cost, err := analyze(sch, int64(l.MaxSteps), l.MaxParamsDepth)
 	if err != nil {
 		return nil, fail("%v", err)
 	}
@@ -485,13 +492,14 @@ func inPlaceOrder(nodes []*costNode) ([]int, error) {
 	return order, nil
 }
 
-// analyze computes the cost of validating against root, depth by depth: w
+// analyze computes the cost of validating against root, depth by depth
+// down to maxDepth, the deepest parameters may nest: w
 // bounds how many times each subschema may be evaluated on any one value
 // at that depth, and skipped the evaluations of the referring schemas
 // skipped on the way. A node's member subschemas take the largest count
 // any one member name (or item index) can get, so a recursive schema whose
 // branches name distinct members (a tree's left and right) stays linear.
-func analyze(root *jsonschema.Schema, limit int64) (schemaCost, error) {
+func analyze(root *jsonschema.Schema, limit int64, maxDepth int) (schemaCost, error) {
 	var cost schemaCost
 	nodes, order, err := costGraph(root)
 	if err != nil {
@@ -500,7 +508,7 @@ func analyze(root *jsonschema.Schema, limit int64) (schemaCost, error) {
 	w := make([]int64, len(nodes))
 	w[0] = 1
 	skipped := int64(0)
-	for depth := 0; depth <= abi.MaxDepth; depth++ {
+	for depth := 0; depth <= maxDepth; depth++ {
 		eval, regex, compile, deep := skipped, int64(0), int64(0), int64(0)
 		live := false
 		for _, i := range order {
@@ -604,7 +612,7 @@ func (t *tally) largest(n int) ([]int64, int64) {
 const bytesPerStep = 32
 
 // steps bounds the work of validating inst, a decoded JSON value nested at
-// most abi.MaxDepth deep.
+// most SchemaLimits.MaxParamsDepth deep.
 func (c schemaCost) steps(inst any) int64 {
 	total := int64(0)
 	// charge adds the cost of a value at depth, given its own size (itself,
