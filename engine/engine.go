@@ -421,14 +421,14 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", cutName(call.ToolName), strings.Join(r.toolNames(e), ", ")))
 		return obs, obs, truncated
 	}
-	input, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
+	input, valid, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
 	if denied != "" {
 		obs := capped("Tool call denied: " + denied)
 		return obs, obs, truncated
 	}
 	// The tool's output (or a plugin's trap message) is capped before the
 	// after_tool_call chain sees it, and the chain's result again.
-	out, err := e.execute(r, tool, input)
+	out, err := e.execute(r, tool, input, valid)
 	if err != nil {
 		out = err.Error()
 	}
@@ -445,11 +445,11 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	return out, "", truncated
 }
 
-// execute validates input against the tool's schema and runs the tool; the
-// error's text is the observation ("Error: ..." for bad input, "error: ..."
-// for the tool's own failure).
-func (e *Engine) execute(r *run, tool Tool, input map[string]any) (string, error) {
-	if err := e.reg.Validate(tool.Name(), input); err != nil {
+// execute validates input against the tool's schema, unless valid says
+// that was done, and runs the tool; the error's text is the observation
+// ("Error: ..." for bad input, "error: ..." for the tool's own failure).
+func (e *Engine) execute(r *run, tool Tool, input map[string]any, valid validation) (string, error) {
+	if err := valid.of(e.reg, tool.Name(), input); err != nil {
 		return "", fmt.Errorf("Error: %w", err)
 	}
 	var out string
@@ -463,15 +463,31 @@ func (e *Engine) execute(r *run, tool Tool, input map[string]any) (string, error
 	return out, nil
 }
 
+// validation is the outcome of validating a tool's input, kept so that it
+// is done once however many middleware rewrite (or fail to rewrite) it.
+type validation struct {
+	done bool
+	err  error
+}
+
+// of returns the outcome for input, validating it unless that was done.
+func (v *validation) of(reg *Registry, tool string, input map[string]any) error {
+	if !v.done {
+		v.done, v.err = true, reg.Validate(tool, input)
+	}
+	return v.err
+}
+
 // beforeToolCall runs the before_tool_call chain. It returns the input as
-// rewritten, or the reason of the first denial. A failing hook of a
-// fail-closed middleware denies the call. A rewrite that turns an input
-// the tool's schema accepts into one it rejects is the middleware's
-// mistake, not the model's: a fail-open middleware's rewrite is dropped
-// with a warning, a fail-closed one denies the call, naming it. (A rewrite
-// of an input that was already invalid is dropped: the model then hears
-// of its own mistake.)
-func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, string) {
+// rewritten, with its validation when one was needed, or the reason of the
+// first denial. A failing hook of a fail-closed middleware denies the
+// call. A rewrite that turns an input the tool's schema accepts into one
+// it rejects is the middleware's mistake, not the model's: a fail-open
+// middleware's rewrite is dropped with a warning, a fail-closed one
+// denies the call, naming it. (A rewrite of an input that was already
+// invalid is dropped: the model then hears of its own mistake.)
+func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, validation, string) {
+	var valid validation // of input
 	for _, m := range e.chain() {
 		if m.f.BeforeToolCall == nil {
 			continue
@@ -487,29 +503,29 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 		}
 		switch {
 		case err != nil && m.cfg.Policy == FailClosed:
-			return nil, fmt.Sprintf("the guard %q failed and is fail-closed: %v", m.f.ID, err)
+			return nil, valid, fmt.Sprintf("the guard %q failed and is fail-closed: %v", m.f.ID, err)
 		case err != nil:
 		case out.Deny:
 			reason := out.Reason
 			if reason == "" {
 				reason = fmt.Sprintf("by %q", m.f.ID)
 			}
-			return nil, reason
+			return nil, valid, reason
 		case out.Input != nil:
 			verr := e.reg.Validate(tool, out.Input)
 			switch {
 			case verr == nil:
-				input = out.Input
-			case e.reg.Validate(tool, input) != nil: // invalid before the rewrite too
+				input, valid = out.Input, validation{done: true}
+			case valid.of(e.reg, tool, input) != nil: // invalid before the rewrite too
 			case m.cfg.Policy == FailClosed:
-				return nil, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
+				return nil, valid, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
 			default:
 				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: m.f.ID, Hook: abi.HookBeforeToolCall, Err: verr,
 					Message: fmt.Sprintf("middleware %q rewrote the input of tool %q into one its schema rejects; using the input as it was", m.f.ID, tool)})
 			}
 		}
 	}
-	return input, ""
+	return input, valid, ""
 }
 
 // afterToolCall runs the after_tool_call chain over a tool's output.

@@ -97,20 +97,37 @@ func (r *Registry) RegisterFrom(source string, t Tool) {
 
 // checkTool checks t's name and description and compiles its schema under
 // the registry's limits, without registering t, so that a plugin's tools
-// are checked as it is loaded.
-func (r *Registry) checkTool(t Tool) error {
+// are checked as it is loaded. It returns t's entry, its schema compiled,
+// for registerChecked.
+func (r *Registry) checkTool(t Tool) (*registered, error) {
 	r.mu.RLock()
 	l := r.limits
 	r.mu.RUnlock()
 	if err := CheckToolName(t.Name()); err != nil {
-		return err
+		return nil, err
 	}
 	if n := len(t.Description()); n > l.MaxDescriptionBytes {
-		return fmt.Errorf("%w: tool %s: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
+		return nil, fmt.Errorf("%w: tool %s: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
 			ErrInvalidTool, quoteName(t.Name()), n, l.MaxDescriptionBytes)
 	}
-	_, err := compileSchema(t.Name(), schemaText(t), l)
-	return err
+	e := &registered{tool: t, limits: l}
+	e.once.Do(func() { e.schema, e.err = compileSchema(t.Name(), schemaText(t), l) })
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
+}
+
+// registerChecked adds the tool of e, an entry checkTool returned, from
+// source: with its compiled schema, unless the limits changed since.
+func (r *Registry) registerChecked(source string, e *registered) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.limits != r.limits {
+		e = &registered{tool: e.tool, limits: r.limits}
+	}
+	e.source = source
+	r.tools[e.tool.Name()] = e
 }
 
 // ErrInvalidTool marks a tool whose name or description the engine refuses.
