@@ -20,8 +20,9 @@ func (e *DepthError) Error() string {
 
 // CheckDepth returns a *DepthError when data, read as JSON, opens more than
 // limit arrays and objects inside one another; it does not otherwise
-// validate data. It reads data once and allocates nothing, so a host can
-// call it on untrusted bytes before decoding them.
+// validate data: a closing bracket with nothing open is not counted. It
+// reads data once and allocates nothing, so a host can call it on untrusted
+// bytes before decoding them.
 func CheckDepth(data []byte, limit int) error {
 	depth, inString, escaped := 0, false, false
 	for i, c := range data {
@@ -41,7 +42,9 @@ func CheckDepth(data []byte, limit int) error {
 			if depth++; depth > limit {
 				return &DepthError{Limit: limit, Offset: i}
 			}
-		case c == ']' || c == '}':
+		case (c == ']' || c == '}') && depth > 0:
+			// A stray closing bracket does not bank depth for later
+			// openings: "]]]][[[[" opens four levels.
 			depth--
 		}
 	}

@@ -23,6 +23,10 @@ func TestCheckDepth(t *testing.T) {
 		{`{"k":{"k":{"k":{}}}}`, 4, false},        //
 		{strings.Repeat("{\"a\":", 70), 64, true}, // unterminated: still refused at the 65th level
 		{``, 1, false},
+		{`]]]][[[[`, 3, true}, // stray closing brackets do not allow deeper nesting after them
+		{`]]]][[[]]]`, 3, false},
+		{`{}}}{"a":[[1]]}`, 3, false},
+		{`{}}}{"a":[[[1]]]}`, 3, true},
 	}
 	for _, c := range cases {
 		err := CheckDepth([]byte(c.doc), c.limit)

@@ -761,7 +761,8 @@ func TestSchemaFiles(t *testing.T) {
 }
 
 // TestSchemaCoverage checks that no schema file is left out of schemaTable
-// and that every exported struct type of the package has a schema.
+// and that every exported struct type of the package has a schema, error
+// types excepted (see packageStructs).
 func TestSchemaCoverage(t *testing.T) {
 	inTable := map[string]bool{}
 	tableTypes := map[string]bool{}
@@ -805,7 +806,9 @@ type declaredStruct struct {
 }
 
 // packageStructs are the exported struct types declared in the package's
-// non-test Go files.
+// non-test Go files, but for error types (DepthError): a type with an
+// Error() string method reports a failure to Go callers and never travels
+// on the wire, so it has no schema.
 func packageStructs() ([]declaredStruct, error) {
 	fset := token.NewFileSet()
 	files, err := filepath.Glob("*.go")
@@ -813,6 +816,7 @@ func packageStructs() ([]declaredStruct, error) {
 		return nil, err
 	}
 	var out []declaredStruct
+	errorTypes := map[string]bool{}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -825,6 +829,12 @@ func packageStructs() ([]declaredStruct, error) {
 			continue
 		}
 		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok {
+				if recv, ok := errorMethodOf(fn); ok {
+					errorTypes[recv] = true
+				}
+				continue
+			}
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.TYPE {
 				continue
@@ -837,7 +847,28 @@ func packageStructs() ([]declaredStruct, error) {
 			}
 		}
 	}
-	return out, nil
+	return slices.DeleteFunc(out, func(s declaredStruct) bool { return errorTypes[s.name] }), nil
+}
+
+// errorMethodOf returns the receiver type's name when fn is the method
+// Error() string, which makes its type (or its pointer) implement error.
+func errorMethodOf(fn *ast.FuncDecl) (string, bool) {
+	if fn.Recv == nil || len(fn.Recv.List) != 1 || fn.Name.Name != "Error" || fn.Type.Params.NumFields() != 0 ||
+		fn.Type.Results.NumFields() != 1 {
+		return "", false
+	}
+	if res, ok := fn.Type.Results.List[0].Type.(*ast.Ident); !ok || res.Name != "string" {
+		return "", false
+	}
+	recv := fn.Recv.List[0].Type
+	if star, ok := recv.(*ast.StarExpr); ok {
+		recv = star.X
+	}
+	id, ok := recv.(*ast.Ident)
+	if !ok {
+		return "", false
+	}
+	return id.Name, true
 }
 
 // TestStdlibOnly checks the package doc's promise: package abi, tests

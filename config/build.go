@@ -70,11 +70,14 @@ func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 	return nil, c.errorAt(toml.Key{"llm", "provider"}, nil, fmt.Sprintf("unknown provider %q (known: %s, %s)", l.Provider, ProviderOpenAI, ProviderScripted))
 }
 
-// Registry returns a registry with the [tools] schema limits, holding the
-// enabled built-in tools, with their schemas checked.
+// Registry returns a registry with the [tools] schema limits and
+// agent.max_json_depth for tool parameters, holding the enabled built-in
+// tools, with their schemas checked.
 func (c *Config) Registry() (*engine.Registry, error) {
 	reg := engine.NewRegistry()
-	reg.SetSchemaLimits(c.Tools.SchemaLimits())
+	limits := c.Tools.SchemaLimits()
+	limits.MaxParamsDepth = c.Agent.MaxJSONDepth
+	reg.SetSchemaLimits(limits)
 	for _, name := range c.Tools.Builtin {
 		tool, ok := builtin.Lookup(name)
 		if !ok {
@@ -91,10 +94,10 @@ func (c *Config) Registry() (*engine.Registry, error) {
 
 // EngineOptions returns the engine options the [agent] table sets: the
 // identity and rules of the default system prompt, when given, and the
-// observation limit. (The [tools] schema limits are the registry's: see
-// Registry.)
+// observation and JSON depth limits. (The [tools] schema limits are the
+// registry's: see Registry.)
 func (c *Config) EngineOptions() []engine.Option {
-	opts := []engine.Option{engine.WithMaxObservationBytes(c.Agent.MaxObservationKB << 10)}
+	opts := []engine.Option{engine.WithMaxObservationBytes(c.Agent.MaxObservationKB << 10), engine.WithMaxJSONDepth(c.Agent.MaxJSONDepth)}
 	if c.Agent.Identity != "" {
 		opts = append(opts, engine.WithIdentity(c.Agent.Identity))
 	}

@@ -25,6 +25,7 @@
 //	parse_retries = 2
 //	token_budget = 0                     # 0: unlimited
 //	max_observation_kb = 64              # each tool result the model is given
+//	max_json_depth = 64                  # nesting of model replies, tool and model parameters, finals
 //	identity = "You are ..."
 //	rules = ["...", "..."]
 //
@@ -34,6 +35,8 @@
 //	max_schema_depth = 64
 //	max_schema_steps = 500000            # validation work of one tool call
 //	max_description_kb = 16              # each tool's description, sent to the model
+//	max_pattern_kb = 4                   # each regular expression a schema or a "format": "regex" value holds
+//	max_pattern_insts = 10000            # the program of each, repetitions expanded
 //
 // Load checks everything it can without side effects: unknown keys, wrong
 // types, values out of range, the replies file, built-in tool names, and
@@ -149,6 +152,10 @@ type Agent struct {
 	// MaxObservationKB caps each tool output or error given to the model,
 	// and the text of each event; 0 means the engine default (64).
 	MaxObservationKB int `toml:"max_observation_kb"`
+	// MaxJSONDepth caps how deeply a model reply, a tool call's parameters,
+	// the model parameters a plugin builds and a fallback final may nest;
+	// 0 means the engine default (64).
+	MaxJSONDepth int `toml:"max_json_depth"`
 	// Identity replaces the first paragraph of the default system prompt.
 	Identity string `toml:"identity"`
 	// Rules replace the rules of the default system prompt.
@@ -171,12 +178,19 @@ type Tools struct {
 	// MaxDescriptionKB caps each tool's description, which goes to the
 	// model with every request; 0 means the engine default (16).
 	MaxDescriptionKB int `toml:"max_description_kb"`
+	// MaxPatternKB caps each regular expression compiled: a schema's
+	// pattern and patternProperties, and each value "format": "regex"
+	// checks; 0 means the engine default (4).
+	MaxPatternKB int `toml:"max_pattern_kb"`
+	// MaxPatternInsts caps the program of each regular expression, its
+	// repetitions expanded; 0 means the engine default (10000).
+	MaxPatternInsts int `toml:"max_pattern_insts"`
 }
 
 // SchemaLimits are the engine's tool schema limits the table sets.
 func (t Tools) SchemaLimits() engine.SchemaLimits {
 	return engine.SchemaLimits{MaxBytes: t.MaxSchemaKB << 10, MaxDepth: t.MaxSchemaDepth, MaxSteps: t.MaxSchemaSteps,
-		MaxDescriptionBytes: t.MaxDescriptionKB << 10}
+		MaxDescriptionBytes: t.MaxDescriptionKB << 10, MaxPatternBytes: t.MaxPatternKB << 10, MaxPatternInsts: t.MaxPatternInsts}
 }
 
 // Load reads and checks the config file at path. The error is an *Error, or
@@ -375,7 +389,8 @@ func (v *validator) agent() {
 	if a.TokenBudget < 0 {
 		v.fail(toml.Key{"agent", "token_budget"}, nil, "must not be negative, got %d (0 means unlimited)", a.TokenBudget)
 	}
-	v.atLeastOne(toml.Key{"agent", "max_observation_kb"}, a.MaxObservationKB)
+	v.limit(toml.Key{"agent", "max_observation_kb"}, a.MaxObservationKB)
+	v.limit(toml.Key{"agent", "max_json_depth"}, a.MaxJSONDepth)
 	for i, r := range a.Rules {
 		if strings.TrimSpace(r) == "" {
 			v.fail(toml.Key{"agent", "rules"}, nil, "rule %d is empty", i+1)
@@ -390,16 +405,41 @@ func (v *validator) tools() {
 			v.fail(toml.Key{"tools", "builtin"}, nil, "unknown built-in tool %q (built-in tools: %s)", name, strings.Join(builtin.Names(), ", "))
 		}
 	}
-	v.atLeastOne(toml.Key{"tools", "max_schema_kb"}, t.MaxSchemaKB)
-	v.atLeastOne(toml.Key{"tools", "max_schema_depth"}, t.MaxSchemaDepth)
-	v.atLeastOne(toml.Key{"tools", "max_schema_steps"}, t.MaxSchemaSteps)
-	v.atLeastOne(toml.Key{"tools", "max_description_kb"}, t.MaxDescriptionKB)
+	v.limit(toml.Key{"tools", "max_schema_kb"}, t.MaxSchemaKB)
+	v.limit(toml.Key{"tools", "max_schema_depth"}, t.MaxSchemaDepth)
+	v.limit(toml.Key{"tools", "max_schema_steps"}, t.MaxSchemaSteps)
+	v.limit(toml.Key{"tools", "max_description_kb"}, t.MaxDescriptionKB)
+	v.limit(toml.Key{"tools", "max_pattern_kb"}, t.MaxPatternKB)
+	v.limit(toml.Key{"tools", "max_pattern_insts"}, t.MaxPatternInsts)
 }
 
-// atLeastOne checks a limit that, when set, must be at least 1 (absent,
-// the engine's default applies).
-func (v *validator) atLeastOne(key toml.Key, n int) {
-	if v.md.IsDefined(key...) && n < 1 {
-		v.fail(key, nil, "must be at least 1, got %d (leave it out for the default)", n)
+// limit checks a limit that, when set, must be from 1 (absent, the
+// engine's default applies) to what its setting can hold: maxKB for a
+// *_kb key, math.MaxInt32 for a count.
+func (v *validator) limit(key toml.Key, n int) {
+	if top := highest(key[len(key)-1]); v.md.IsDefined(key...) && (n < 1 || n > top) {
+		v.fail(key, nil, "must be from 1 to %d, got %d (leave it out for the default)", top, n)
 	}
+}
+
+// maxKB is the largest value of a *_kb key: 4 GiB less 1 KiB, more than
+// any cap needs, in bytes within every setting. Larger values, shifted
+// into bytes, overflowed and silently became the default.
+const maxKB = math.MaxUint32 >> 10
+
+// maxDepth is the largest value of a *_depth key: far deeper than real
+// JSON nests, and the engine analyses each tool schema's validation cost
+// level by level down to agent.max_json_depth.
+const maxDepth = 1000
+
+// highest is the largest value of the limit called name: maxKB for a
+// *_kb key, maxDepth for a *_depth key, math.MaxInt32 for a count.
+func highest(name string) int {
+	switch {
+	case strings.HasSuffix(name, "_kb"):
+		return maxKB
+	case strings.HasSuffix(name, "_depth"):
+		return maxDepth
+	}
+	return math.MaxInt32
 }

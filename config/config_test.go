@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -107,8 +108,8 @@ builtin = ["calc"]
 	if cfg.LLM.Parameters["temperature"] != 0.2 {
 		t.Error("RunOptions shares the config's parameters map")
 	}
-	if n := len(cfg.EngineOptions()); n != 3 {
-		t.Errorf("%d engine options, want 3 (observation limit, identity, rules)", n)
+	if n := len(cfg.EngineOptions()); n != 4 {
+		t.Errorf("%d engine options, want 4 (observation and depth limits, identity, rules)", n)
 	}
 
 	reg, err := cfg.Registry()
@@ -252,7 +253,7 @@ func TestLoadErrors(t *testing.T) {
 		msg           string // in Error()
 	}{
 		{"unknown key", scriptedHead + "[agent]\nmax_stepz = 15\n", "agent.max_stepz", 5,
-			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_observation_kb, max_steps, parse_retries, rules, token_budget)"},
+			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_json_depth, max_observation_kb, max_steps, parse_retries, rules, token_budget)"},
 		{"unknown table", scriptedHead + "[agents]\nmax_steps = 15\n", "agents", 4, "agents: unknown key (known keys at the top level: agent, discovery, llm, plugins, tools, wasm)"},
 		{"unknown key in pricing", scriptedHead + "[llm.pricing.\"gpt-4.1\"]\ninput = 1\noutptu = 2\n", `llm.pricing."gpt-4.1".outptu`, 6, "unknown key (known keys in [llm.pricing.\"gpt-4.1\"]: input, output)"},
 		{"wrong type", scriptedHead + "[agent]\nmax_steps = \"15\"\n", "agent.max_steps", 5, "agent.max_steps: want integer, got string"},
@@ -286,10 +287,18 @@ func TestLoadErrors(t *testing.T) {
 		{"negative budget", scriptedHead + "[agent]\ntoken_budget = -2\n", "agent.token_budget", 5, "must not be negative"},
 		{"empty rule", scriptedHead + "[agent]\nrules = [\"a\", \" \"]\n", "agent.rules", 5, "rule 2 is empty"},
 		{"unknown builtin", scriptedHead + "[tools]\nbuiltin = [\"calc\", \"web\"]\n", "tools.builtin", 5, `unknown built-in tool "web" (built-in tools: calc)`},
-		{"zero observation limit", scriptedHead + "[agent]\nmax_observation_kb = 0\n", "agent.max_observation_kb", 5, "must be at least 1, got 0"},
-		{"zero schema size", scriptedHead + "[tools]\nmax_schema_kb = 0\n", "tools.max_schema_kb", 5, "must be at least 1, got 0"},
-		{"negative schema depth", scriptedHead + "[tools]\nmax_schema_depth = -1\n", "tools.max_schema_depth", 5, "must be at least 1"},
-		{"zero schema steps", scriptedHead + "[tools]\nmax_schema_steps = 0\n", "tools.max_schema_steps", 5, "must be at least 1"},
+		{"zero observation limit", scriptedHead + "[agent]\nmax_observation_kb = 0\n", "agent.max_observation_kb", 5, "must be from 1 to"},
+		{"zero schema size", scriptedHead + "[tools]\nmax_schema_kb = 0\n", "tools.max_schema_kb", 5, "must be from 1 to"},
+		{"negative schema depth", scriptedHead + "[tools]\nmax_schema_depth = -1\n", "tools.max_schema_depth", 5, "must be from 1 to"},
+		{"zero schema steps", scriptedHead + "[tools]\nmax_schema_steps = 0\n", "tools.max_schema_steps", 5, "must be from 1 to"},
+		// A huge *_kb value, shifted into bytes, overflowed to the default.
+		{"huge observation limit", scriptedHead + "[agent]\nmax_observation_kb = 9007199254740992\n", "agent.max_observation_kb", 5, "must be from 1 to 4194303"},
+		{"huge schema size", scriptedHead + "[tools]\nmax_schema_kb = 9223372036854775807\n", "tools.max_schema_kb", 5, "must be from 1 to 4194303"},
+		{"huge pattern size", scriptedHead + "[tools]\nmax_pattern_kb = 4194304\n", "tools.max_pattern_kb", 5, "must be from 1 to 4194303"},
+		{"huge schema steps", scriptedHead + "[tools]\nmax_schema_steps = 2147483648\n", "tools.max_schema_steps", 5, "must be from 1 to 2147483647"},
+		{"too deep", scriptedHead + "[agent]\nmax_json_depth = 1001\n", "agent.max_json_depth", 5, "must be from 1 to 1000"},
+		{"zero pattern size", scriptedHead + "[tools]\nmax_pattern_kb = 0\n", "tools.max_pattern_kb", 5, "must be from 1 to"},
+		{"zero pattern program", scriptedHead + "[tools]\nmax_pattern_insts = 0\n", "tools.max_pattern_insts", 5, "must be from 1 to"},
 		{"zero module limit", scriptedHead + "[wasm.limits]\nfunction_locals = 0\n", "wasm.limits.function_locals", 5, "must be from 1 to 4294967295, got 0"},
 		{"module size over wasm32", scriptedHead + "[wasm.limits]\nmodule_mb = 5000\n", "wasm.limits.module_mb", 5, "must be from 1 to 4096"},
 		{"unknown module limit", scriptedHead + "[wasm.limits]\nlocals = 1\n", "wasm.limits.locals", 5, "unknown"},
@@ -373,5 +382,67 @@ func TestScriptedClientIsFreshEachTime(t *testing.T) {
 			t.Fatalf("a new client has %d replies left, want 1", n)
 		}
 		_, _ = c.Chat(context.Background(), llm.Request{})
+	}
+}
+
+// The [tools] keys reach the registry's schema limits: a pattern over
+// max_pattern_kb is refused, naming the key.
+func TestToolsSchemaLimits(t *testing.T) {
+	dir := write(t, map[string]string{"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n" +
+		"[tools]\nmax_pattern_kb = 1\nmax_pattern_insts = 500\n", "replies.json": replies})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Tools.SchemaLimits(); l.MaxPatternBytes != 1024 || l.MaxPatternInsts != 500 {
+		t.Fatalf("SchemaLimits = %+v", l)
+	}
+	reg, err := cfg.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Register(schemaTool(`{"properties":{"s":{"pattern":"` + strings.Repeat("a", 1025) + `"}}}`))
+	if err := reg.Check(); err == nil || !strings.Contains(err.Error(), "limit of 1024 (tools.max_pattern_kb") {
+		t.Fatalf("Check = %v, want the pattern refused", err)
+	}
+}
+
+// schemaTool is a tool "probe" with the parameter schema given.
+type schemaTool string
+
+func (schemaTool) Name() string                                            { return "probe" }
+func (schemaTool) Description() string                                     { return "" }
+func (s schemaTool) ParameterSchema() string                               { return string(s) }
+func (schemaTool) Execute(context.Context, map[string]any) (string, error) { return "", nil }
+
+// agent.max_json_depth reaches the engine and the registry: a reply and a
+// tool call nested 80 deep pass a limit of 100, which before the fix was
+// an unknown key (the depth was 64, fixed).
+func TestAgentJSONDepth(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 80) + "1" + strings.Repeat("}", 80)
+	dir := write(t, map[string]string{
+		"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[agent]\nmax_json_depth = 100\n" +
+			"[discovery]\nproject = false\nuser = false\n",
+		"replies.json": `{"model":"m","replies":[{"reply":{"type":"final","final":{"output":` + deep + `}}}]}`,
+	})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := cfg.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	rt.Engine.Registry().Register(schemaTool(`{"type":"object"}`))
+	var params map[string]any
+	if err := json.Unmarshal([]byte(deep), &params); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Engine.Registry().Validate("probe", params); err != nil {
+		t.Errorf("tool parameters 80 deep: %v", err)
+	}
+	if _, rc, err := rt.Engine.Run(context.Background(), "t", cfg.RunOptions()); err != nil || rc.StopReason != "final" {
+		t.Errorf("a reply 80 deep: err %v, stop reason %q", err, rc.StopReason)
 	}
 }

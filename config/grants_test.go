@@ -107,7 +107,12 @@ func TestPluginGrantErrors(t *testing.T) {
 		{"[llm]\nprovider = \"openai\"\nmodel = \"m\"", `env = ["LANG", "OPENAI_API_KEY"]`, "env", "OPENAI_API_KEY holds the model's API key (llm.api_key_env)"},
 		{scripted + "\napi_key_env = \"MY_LLM_KEY\"", `env = ["MY_LLM_KEY"]`, "env", "MY_LLM_KEY holds the model's API key"},
 		{scripted, `http_timeout = "0s"`, "http_timeout", "must be positive"},
-		{scripted, `http_max_response_kb = -1`, "http_max_response_kb", "must not be negative"},
+		{scripted, `http_max_response_kb = -1`, "http_max_response_kb", "must be from 0 to 4194303, got -1"},
+		// A huge *_kb value, shifted into bytes, overflowed to the default.
+		{scripted, `max_log_kb = 9007199254740992`, "max_log_kb", "must be from 0 to 4194303"},
+		{scripted, `max_error_kb = 4194304`, "max_error_kb", "must be from 0 to 4194303"},
+		{scripted, `max_input_kb = 9223372036854775807`, "max_input_kb", "must be from 0 to 4194303"},
+		{scripted, `http_max_response_kb = 18014398509481984`, "http_max_response_kb", "must be from 0 to 4194303"},
 		{scripted, `http_max_redirects = -1`, "http_max_redirects", "0 means no redirects"},
 		{scripted, `ungranted = "ignore"`, "ungranted", `unknown policy "ignore" (ungranted: warn, error)`},
 		// Not grants, but the same check of a duration set to zero.

@@ -184,17 +184,17 @@ func (v *validator) moduleLimits() {
 	for i := range rv.NumField() {
 		name := rv.Type().Field(i).Tag.Get("toml")
 		key := toml.Key{"wasm", "limits", name}
-		highest := int64(math.MaxUint32)
+		top := int64(math.MaxUint32)
 		switch {
 		case strings.HasSuffix(name, "_mb"):
-			highest = maxMemoryMB
+			top = maxMemoryMB
 		case strings.HasSuffix(name, "_kb"):
-			highest = math.MaxUint32 >> 10
+			top = maxKB
 		case name == "nesting_cost":
-			highest = math.MaxInt64
+			top = math.MaxInt64
 		}
-		if n := rv.Field(i).Int(); v.md.IsDefined(key...) && (n < 1 || n > highest) {
-			v.fail(key, nil, "must be from 1 to %d, got %d (leave it out for the default)", highest, n)
+		if n := rv.Field(i).Int(); v.md.IsDefined(key...) && (n < 1 || n > top) {
+			v.fail(key, nil, "must be from 1 to %d, got %d (leave it out for the default)", top, n)
 		}
 	}
 }
@@ -250,8 +250,8 @@ func (v *validator) plugins() {
 		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances,
 			"quarantine_after": p.QuarantineAfter, "http_max_response_kb": p.HTTPMaxResponseKB, "max_log_kb": p.MaxLogKB,
 			"max_error_kb": p.MaxErrorKB, "max_json_depth": p.MaxJSONDepth} {
-			if n < 0 {
-				v.fail(key(field), nil, "plugin %q: must not be negative, got %d", p.Name, n)
+			if top := highest(field); n < 0 || n > top {
+				v.fail(key(field), nil, "plugin %q: must be from 0 to %d, got %d (0 or absent: the default)", p.Name, top, n)
 			}
 		}
 		v.grants(i, p, key)

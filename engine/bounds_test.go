@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -128,5 +130,101 @@ func TestMiddlewareErrorIsBounded(t *testing.T) {
 	var me *MiddlewareError
 	if !errors.As(err, &me) || len(err.Error()) > DefaultMaxObservationBytes+200 {
 		t.Fatalf("error of %d bytes: %.100v", len(err.Error()), err)
+	}
+}
+
+// A name of a megabyte of escape bytes, which a plugin (a tool's, a
+// required plugin's) or a model (the tool it calls) wrote, is cut wherever
+// an error, a message or an event repeats it; before the fix CheckToolName
+// made an error of 4 MiB, and the model's tool name reached the
+// conversation past the observation cap.
+func TestNamesAreCut(t *testing.T) {
+	huge := strings.Repeat("\x1b", 1<<20)
+	const bound = 1000
+	if err := CheckToolName(huge); !errors.Is(err, ErrInvalidTool) || len(err.Error()) > bound {
+		t.Errorf("CheckToolName: %d bytes: %.100q", len(fmt.Sprint(err)), err)
+	}
+	if err := NewRegistry().Validate(huge, nil); err == nil || len(err.Error()) > bound {
+		t.Errorf("Validate: %d bytes: %.100q", len(fmt.Sprint(err)), err)
+	}
+
+	needy := &fakePlugin{name: "needy", ext: Extension{Requires: []string{huge}}}
+	if err := New(nil, nil, WithPlugins(needy)).Initialize(context.Background()); !errors.Is(err, ErrInit) || len(err.Error()) > bound {
+		t.Errorf("Initialize: %d bytes: %.100q", len(fmt.Sprint(err)), err)
+	}
+
+	// Three calls of a tool of that name, which is not found: the run ends
+	// with the fallback final.
+	name, _ := json.Marshal(huge)
+	call := `{"type":"tool_call","tool_call":{"tool_name":` + string(name) + `,"tool_params":{}}}`
+	m := script(call, call, call, "not json")
+	var events []Event
+	_, rc, err := New(m, nil, collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
+	if err != nil || rc.StopReason != StopFallback || len(rc.Steps) != 3 {
+		t.Fatalf("err %v, stop reason %q after %d steps", err, rc.StopReason, len(rc.Steps))
+	}
+	for _, msg := range userMessages(m.last())[1:] {
+		if len(msg) > bound && !strings.HasPrefix(msg, ForceConclusionPrompt) {
+			t.Errorf("a message to the model of %d bytes: %.100q", len(msg), msg)
+		}
+	}
+	for _, ev := range events {
+		if len(ev.Message)+len(ev.Action) > bound {
+			t.Errorf("%s event: message of %d bytes, action of %d", ev.Kind, len(ev.Message), len(ev.Action))
+		}
+	}
+}
+
+// WithMaxJSONDepth and SchemaLimits.MaxParamsDepth (agent.max_json_depth)
+// set the depth that was abi.MaxDepth wherever a model or a plugin writes
+// JSON: a reply, the parameters a builder returns, a fallback final, a tool
+// call's parameters. Before the fix, nothing let 80 levels through.
+func TestJSONDepthSetting(t *testing.T) {
+	var nested any = 1.0
+	for range 80 {
+		nested = []any{nested}
+	}
+	deep, _ := json.Marshal(nested)
+	reply := `{"type":"final","final":{"output":` + string(deep) + `}}`
+	builder := WithParamsBuilder(func(RunOptions) map[string]any { return map[string]any{"deep": nested} })
+	for _, c := range []struct {
+		opts []Option
+		ok   bool
+	}{{nil, false}, {[]Option{WithMaxJSONDepth(100)}, true}, {[]Option{WithMaxJSONDepth(8)}, false}} {
+		var events []Event
+		m := script(reply, reply, reply, reply)
+		final, rc, err := New(m, nil, append(c.opts, builder, collectEvents(&events))...).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := rc.StopReason == StopFinal && m.reqs[0].Parameters["deep"] != nil && final.Output != nil
+		if kept != c.ok {
+			t.Errorf("%d options: stop %s, parameters %v, warnings %q; want the reply and the parameters kept: %v",
+				len(c.opts), rc.StopReason, m.reqs[0].Parameters, warnings(events), c.ok)
+		}
+		hook := WithFallbackFinal(func() *Final { return &Final{Output: nested} })
+		final, _, err = New(script("no json", "no json"), nil, append(c.opts, hook)...).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+		if err != nil || (final.Output != DefaultFinalOutput) != c.ok {
+			t.Errorf("%d options: fallback final %.40v, want it kept: %v", len(c.opts), final.Output, c.ok)
+		}
+	}
+
+	// Tool parameters: the registry's limit, down to which a recursive
+	// schema's cost is analysed.
+	list := &testTool{name: "list", schema: `{"type":"object","properties":{"next":{"$ref":"#"}}}`}
+	var params map[string]any = map[string]any{}
+	for range 80 {
+		params = map[string]any{"next": params}
+	}
+	r := registry(list)
+	if err := r.Validate("list", params); !errors.Is(err, ErrInvalidParams) {
+		t.Errorf("80 levels under the default limit: %v", err)
+	}
+	r.SetSchemaLimits(SchemaLimits{MaxParamsDepth: 100})
+	if err := r.Validate("list", params); err != nil {
+		t.Errorf("80 levels under a limit of 100: %v", err)
+	}
+	if ts, err := compileSchema("list", list.schema, SchemaLimits{MaxParamsDepth: 100}.withDefaults()); err != nil || len(ts.cost.eval) != 101 {
+		t.Errorf("cost analysed to depth %d, want 100 (%v)", len(ts.cost.eval)-1, err)
 	}
 }

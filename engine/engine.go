@@ -45,6 +45,7 @@ type Engine struct {
 	stream       func(delta string) // WithStream
 	hookOwner    map[string]string  // engine hook -> the plugin that set it; absent: the host
 	maxObs       int                // WithMaxObservationBytes
+	maxDepth     int                // WithMaxJSONDepth
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -55,7 +56,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 		reg = NewRegistry()
 	}
 	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now,
-		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes}
+		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth}
 	for _, o := range opts {
 		o(e)
 	}
@@ -147,7 +148,7 @@ func (e *Engine) beforeRun(r *run) error {
 				if slices.Contains(in.Tools, name) { // narrow only: a hook cannot add tools
 					allowed[name] = true
 				} else {
-					unknown = append(unknown, fmt.Sprintf("%q", name))
+					unknown = append(unknown, quoteName(name))
 				}
 			}
 			if len(unknown) > 0 {
@@ -209,7 +210,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 			return e.fail(r, StopModelFailed, fmt.Errorf("engine: step %d: model call: %w", step, err))
 		}
 		st := Step{StepNumber: step, Usage: res.Usage}
-		resp, perr := ParseResponse(res)
+		resp, perr := ParseResponseDepth(res, e.maxDepth)
 		r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: res.Text})
 		if perr != nil {
 			parseFailures++
@@ -247,7 +248,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 			st.Observation, st.Error, st.Truncated = e.callTool(r, step, call)
 			r.Metrics.ToolCalls++
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser,
-				Content: fmt.Sprintf("Tool Result (%s):\n%s", call.ToolName, st.Observation)})
+				Content: fmt.Sprintf("Tool Result (%s):\n%s", cutName(call.ToolName), st.Observation)})
 			notify(e, r.ctx, r, abi.HookOnObservation, func(f *Funcs) func(context.Context, abi.Observation) error { return f.Observation },
 				func(withHistory bool) abi.Observation {
 					ev := abi.Observation{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Observation: st.Observation, IsError: st.Error != ""}
@@ -264,7 +265,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 				lastCall, repeats = key, 1
 			}
 			if repeats >= 3 {
-				return e.forceConclusion(r, fmt.Sprintf("tool %q called with the same parameters 3 times in a row", call.ToolName))
+				return e.forceConclusion(r, fmt.Sprintf("tool %s called with the same parameters 3 times in a row", quoteName(call.ToolName)))
 			}
 		}
 		if b := r.opts.TokenBudget; b > 0 && r.Metrics.TotalTokens > b {
@@ -290,7 +291,7 @@ func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
 		return e.fallback(r, fmt.Sprintf("%s; the forced conclusion's model call failed: %v", why, err))
 	}
 	r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: res.Text})
-	resp, perr := ParseResponse(res)
+	resp, perr := ParseResponseDepth(res, e.maxDepth)
 	switch {
 	case perr != nil:
 		return e.fallback(r, fmt.Sprintf("%s; the forced conclusion did not parse: %v", why, perr))
@@ -302,6 +303,7 @@ func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
 
 func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	var final *Final
+	var raw json.RawMessage
 	if e.fallbackHook != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
 		err := e.engineHook(r, "fallback_final", func() (err error) {
@@ -312,34 +314,42 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 			err = errors.New("fallback_final hook returned no final")
 		}
 		if err == nil {
-			err = checkFinal(final)
+			raw, err = checkFinal(final, e.maxDepth)
 		}
 		if err != nil {
 			final = nil
-			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Err: err,
-				Message: "fallback_final hook failed; using the default final"})
+			e.hookFailed(r, "fallback_final", len(r.Steps), err, "using the default final")
 		}
 	}
 	if final == nil {
 		final = &Final{Output: DefaultFinalOutput}
+		raw, _ = json.Marshal(final) // a string: it encodes
 	}
 	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Message: "using the fallback final: " + why})
-	raw, _ := json.Marshal(final) // checkFinal passed, or the default final
 	return e.finish(r, StopFallback, final, raw)
 }
 
-// checkFinal refuses a hook's final that cannot be encoded as JSON (a
-// native hook's NaN, a channel) or that nests deeper than abi.MaxDepth:
-// the run's result could not be written, or would blow up when shown.
-func checkFinal(final *Final) error {
-	raw, err := json.Marshal(final)
-	if err == nil {
-		err = abi.CheckDepth(raw, abi.MaxDepth)
-	}
+// checkFinal encodes a hook's final, refusing one that cannot be encoded
+// as JSON (a native hook's NaN, a channel) or that nests deeper than
+// maxDepth: the run's result could not be written, or would blow up when
+// shown.
+func checkFinal(final *Final, maxDepth int) (json.RawMessage, error) {
+	raw, err := marshalBounded(final, maxDepth)
 	if err != nil {
-		return fmt.Errorf("fallback_final hook returned an unusable final: %w", err)
+		return nil, fmt.Errorf("fallback_final hook returned an unusable final: %w", err)
 	}
-	return nil
+	return raw, nil
+}
+
+// marshalBounded encodes v as JSON, refusing it when it nests deeper than
+// maxDepth: whoever decodes, re-encodes or shows it would work out of all
+// proportion to its size.
+func marshalBounded(v any, maxDepth int) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err == nil {
+		err = abi.CheckDepth(raw, maxDepth)
+	}
+	return raw, err
 }
 
 func (e *Engine) finish(r *run, reason string, final *Final, raw json.RawMessage) (*Final, *Context, error) {
@@ -408,17 +418,17 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	}
 	tool, ok := e.reg.Get(call.ToolName)
 	if !ok || (r.allowed != nil && !r.allowed[call.ToolName]) {
-		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", call.ToolName, strings.Join(r.toolNames(e), ", ")))
+		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", cutName(call.ToolName), strings.Join(r.toolNames(e), ", ")))
 		return obs, obs, truncated
 	}
-	input, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
+	input, valid, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
 	if denied != "" {
 		obs := capped("Tool call denied: " + denied)
 		return obs, obs, truncated
 	}
 	// The tool's output (or a plugin's trap message) is capped before the
 	// after_tool_call chain sees it, and the chain's result again.
-	out, err := e.execute(r, tool, input)
+	out, err := e.execute(r, tool, input, valid)
 	if err != nil {
 		out = err.Error()
 	}
@@ -429,17 +439,17 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	if e.successHook != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
 		if err := e.engineHook(r, "on_tool_success", func() error { return e.successHook.OnToolSuccess(r.ctx, in) }); err != nil {
-			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Err: err, Message: "on_tool_success hook failed"})
+			e.hookFailed(r, "on_tool_success", step, err, "")
 		}
 	}
 	return out, "", truncated
 }
 
-// execute validates input against the tool's schema and runs the tool; the
-// error's text is the observation ("Error: ..." for bad input, "error: ..."
-// for the tool's own failure).
-func (e *Engine) execute(r *run, tool Tool, input map[string]any) (string, error) {
-	if err := e.reg.Validate(tool.Name(), input); err != nil {
+// execute validates input against the tool's schema, unless valid says
+// that was done, and runs the tool; the error's text is the observation
+// ("Error: ..." for bad input, "error: ..." for the tool's own failure).
+func (e *Engine) execute(r *run, tool Tool, input map[string]any, valid validation) (string, error) {
+	if err := valid.of(e.reg, tool.Name(), input); err != nil {
 		return "", fmt.Errorf("Error: %w", err)
 	}
 	var out string
@@ -453,15 +463,31 @@ func (e *Engine) execute(r *run, tool Tool, input map[string]any) (string, error
 	return out, nil
 }
 
+// validation is the outcome of validating a tool's input, kept so that it
+// is done once however many middleware rewrite (or fail to rewrite) it.
+type validation struct {
+	done bool
+	err  error
+}
+
+// of returns the outcome for input, validating it unless that was done.
+func (v *validation) of(reg *Registry, tool string, input map[string]any) error {
+	if !v.done {
+		v.done, v.err = true, reg.Validate(tool, input)
+	}
+	return v.err
+}
+
 // beforeToolCall runs the before_tool_call chain. It returns the input as
-// rewritten, or the reason of the first denial. A failing hook of a
-// fail-closed middleware denies the call. A rewrite that turns an input
-// the tool's schema accepts into one it rejects is the middleware's
-// mistake, not the model's: a fail-open middleware's rewrite is dropped
-// with a warning, a fail-closed one denies the call, naming it. (A rewrite
-// of an input that was already invalid is dropped: the model then hears
-// of its own mistake.)
-func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, string) {
+// rewritten, with its validation when one was needed, or the reason of the
+// first denial. A failing hook of a fail-closed middleware denies the
+// call. A rewrite that turns an input the tool's schema accepts into one
+// it rejects is the middleware's mistake, not the model's: a fail-open
+// middleware's rewrite is dropped with a warning, a fail-closed one
+// denies the call, naming it. (A rewrite of an input that was already
+// invalid is dropped: the model then hears of its own mistake.)
+func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, validation, string) {
+	var valid validation // of input
 	for _, m := range e.chain() {
 		if m.f.BeforeToolCall == nil {
 			continue
@@ -477,29 +503,29 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 		}
 		switch {
 		case err != nil && m.cfg.Policy == FailClosed:
-			return nil, fmt.Sprintf("the guard %q failed and is fail-closed: %v", m.f.ID, err)
+			return nil, valid, fmt.Sprintf("the guard %q failed and is fail-closed: %v", m.f.ID, err)
 		case err != nil:
 		case out.Deny:
 			reason := out.Reason
 			if reason == "" {
 				reason = fmt.Sprintf("by %q", m.f.ID)
 			}
-			return nil, reason
+			return nil, valid, reason
 		case out.Input != nil:
 			verr := e.reg.Validate(tool, out.Input)
 			switch {
 			case verr == nil:
-				input = out.Input
-			case e.reg.Validate(tool, input) != nil: // invalid before the rewrite too
+				input, valid = out.Input, validation{done: true}
+			case valid.of(e.reg, tool, input) != nil: // invalid before the rewrite too
 			case m.cfg.Policy == FailClosed:
-				return nil, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
+				return nil, valid, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
 			default:
 				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: m.f.ID, Hook: abi.HookBeforeToolCall, Err: verr,
 					Message: fmt.Sprintf("middleware %q rewrote the input of tool %q into one its schema rejects; using the input as it was", m.f.ID, tool)})
 			}
 		}
 	}
-	return input, ""
+	return input, valid, ""
 }
 
 // afterToolCall runs the after_tool_call chain over a tool's output.

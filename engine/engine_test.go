@@ -481,6 +481,27 @@ func TestFailingHooks(t *testing.T) {
 			t.Errorf("no warning event %q in:\n%s", want, got)
 		}
 	}
+
+	// Set by a plugin, each failing hook's warning names it; before the fix
+	// only build_params' rejected parameters did.
+	m = script(toolCall("echo", `{"text":"a"}`), "garbage")
+	events = nil
+	hooks := &fakePlugin{name: "hooks", ext: Extension{Options: failing}}
+	if _, _, err := New(m, registry(echoTool()), WithPlugins(hooks), collectEvents(&events)).Run(context.Background(), "t", RunOptions{MaxSteps: 1}); err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, ev := range events {
+		if ev.Kind == EventWarning && strings.HasSuffix(strings.SplitN(ev.Message, ";", 2)[0], " hook failed") {
+			if ev.Plugin != "hooks" || !strings.HasPrefix(ev.Message, ev.Hook+" hook failed") {
+				t.Errorf("warning %q: plugin %q, hook %q; want the plugin hooks and the hook", ev.Message, ev.Plugin, ev.Hook)
+			}
+			named[ev.Hook] = true
+		}
+	}
+	if len(named) != 4 {
+		t.Errorf("warnings of the hooks %v, want all four", named)
+	}
 }
 
 func TestContextAwareHooksReceivePayloads(t *testing.T) {

@@ -40,7 +40,9 @@ type Event struct {
 	Message string
 	Err     error
 
-	// Middleware hook events.
+	// Hook events, and warnings about a hook: the hook, and the plugin
+	// that set it (its middleware's name, or for an engine hook SourceHost
+	// when the embedding host set it).
 	Hook     string        // e.g. "before_tool_call"
 	Plugin   string        // the middleware's name
 	Duration time.Duration // of the hook call
@@ -69,9 +71,11 @@ func (e *Engine) bounded(err error) error {
 }
 
 // emit logs ev and hands it to the event handler, its message and error
-// text cut to the observation limit.
+// text cut to the observation limit, and its action (a step's, the tool
+// name the model wrote) to maxNameBytes.
 func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
 	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
+	ev.Action = cutName(ev.Action)
 	ev.Err = e.bounded(ev.Err)
 	ev.Total = rc.Metrics.Usage()
 	ev.Elapsed = time.Since(rc.Metrics.StartTime)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/morphhost/morph/abi"
@@ -165,3 +166,60 @@ func TestUnusableFallbackFinalIsReplaced(t *testing.T) {
 		t.Fatalf("warnings %q", warnings(events))
 	}
 }
+
+// marshalCount is a parameter value that counts how often it is encoded:
+// once per validation of an input that holds it.
+type marshalCount struct{ n *atomic.Int32 }
+
+func (c marshalCount) MarshalJSON() ([]byte, error) { c.n.Add(1); return []byte(`1`), nil }
+
+// An input is validated once, however many middleware rewrite it: before
+// the fix, execute validated a rewrite again, and each invalid rewrite
+// validated the input it replaced again.
+func TestRewriteIsValidatedOnce(t *testing.T) {
+	var n atomic.Int32
+	counted := map[string]any{"x": marshalCount{&n}}
+	tool := &testTool{name: "t", schema: `{"type":"object","properties":{"x":{}},"additionalProperties":false}`,
+		fn: func(map[string]any) (string, error) { return "ok", nil }}
+	invalid := map[string]any{"y": 1}
+	for _, c := range []struct {
+		name  string
+		chain []*Funcs
+	}{
+		{"a valid rewrite", []*Funcs{rewriter(counted)}},
+		{"then invalid ones", []*Funcs{rewriter(counted), rewriter(invalid), rewriter(invalid)}},
+	} {
+		n.Store(0)
+		var opts []Option
+		for _, f := range c.chain {
+			opts = append(opts, WithMiddleware(f))
+		}
+		_, rc, err := New(script(toolCall("t", `{}`), finalReply("x")), registry(tool), opts...).Run(context.Background(), "t", RunOptions{})
+		if err != nil || rc.Steps[0].Observation != "ok" || n.Load() != 1 {
+			t.Errorf("%s: err %v, observation %q, the input validated %d times, want once", c.name, err, rc.Steps[0].Observation, n.Load())
+		}
+	}
+}
+
+// A plugin's tool schema is compiled (and its cost analysed) once at
+// start-up; before the fix, when the plugin was checked and again by the
+// registry's Check.
+func TestPluginSchemasCompileOnce(t *testing.T) {
+	var n atomic.Int32
+	tool := &countingSchema{Tool: echoTool(), n: &n}
+	e := New(nil, nil, WithPlugins(&fakePlugin{name: "p", ext: Extension{Tools: []Tool{tool}}}))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Registry().Validate("echo", map[string]any{"text": "hi"}); err != nil || n.Load() != 1 {
+		t.Fatalf("validate: %v; the schema was read %d times, want once", err, n.Load())
+	}
+}
+
+// countingSchema counts the reads of its tool's schema.
+type countingSchema struct {
+	Tool
+	n *atomic.Int32
+}
+
+func (c *countingSchema) ParameterSchema() string { c.n.Add(1); return c.Tool.ParameterSchema() }

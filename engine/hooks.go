@@ -19,7 +19,7 @@ import (
 //     run's base Parameters are used, with a warning event.
 //   - ToolSuccessHook fails: a warning event; the tool's result stands.
 //   - FallbackFinalizer fails, answers nil, or answers a final that cannot
-//     be encoded as JSON or nests deeper than abi.MaxDepth: the default
+//     be encoded as JSON or nests deeper than WithMaxJSONDepth: the default
 //     final (Output DefaultFinalOutput), with a warning event.
 // A panic in a hook counts as its failure.
 
@@ -154,6 +154,20 @@ func WithMaxObservationBytes(n int) Option {
 	}
 }
 
+// WithMaxJSONDepth caps how deeply a model reply, the parameters a params
+// builder returns, and a fallback final may nest arrays and objects: a
+// deeper reply gets a correction, deeper parameters and finals are
+// replaced, with a warning. n <= 0 means abi.MaxDepth (64). Tool
+// parameters are the registry's (SchemaLimits.MaxParamsDepth).
+func WithMaxJSONDepth(n int) Option {
+	return func(e *Engine) {
+		if n <= 0 {
+			n = abi.MaxDepth
+		}
+		e.maxDepth = n
+	}
+}
+
 // WithLogger sets the logger for warnings and debug events (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 
@@ -184,6 +198,16 @@ func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
 	}
 	e.emit(r.ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
 	return err
+}
+
+// hookFailed warns that an engine hook failed, naming the plugin that set
+// it, and what the engine uses instead ("" when nothing was replaced).
+func (e *Engine) hookFailed(r *run, hook string, step int, err error, instead string) {
+	msg := hook + " hook failed"
+	if instead != "" {
+		msg += "; " + instead
+	}
+	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: e.owner(hook), Hook: hook, Err: err, Message: msg})
 }
 
 // owner names who set an engine hook: its plugin, or SourceHost.

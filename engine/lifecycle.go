@@ -169,9 +169,10 @@ func (e *Engine) Initialize(ctx context.Context) error {
 
 func (e *Engine) initialize(ctx context.Context) error {
 	type opened struct {
-		p    Plugin
-		ext  *Extension
-		took time.Duration
+		p     Plugin
+		ext   *Extension
+		took  time.Duration
+		tools []*registered // ext.Tools, checked and compiled
 	}
 	var ok []opened
 	fail := &InitError{}
@@ -196,13 +197,17 @@ func (e *Engine) initialize(ctx context.Context) error {
 			continue
 		}
 		// Its tool schemas are checked now, so that a bad one is blamed on
-		// this plugin and tool (shadowed tools too: the plugin is broken).
+		// this plugin and tool (shadowed tools too: the plugin is broken),
+		// and kept compiled.
+		o := opened{p: p, ext: ext, took: took}
 		for _, t := range ext.Tools {
-			if err := e.reg.checkTool(t); err != nil {
+			checked, err := e.reg.checkTool(t)
+			if err != nil {
 				fail.add(&PluginError{Plugin: p.Name(), Err: err})
 			}
+			o.tools = append(o.tools, checked)
 		}
-		ok = append(ok, opened{p, ext, took})
+		ok = append(ok, o)
 	}
 	names := make([]string, len(ok))
 	requires := make([][]string, len(ok))
@@ -230,7 +235,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 		o := ok[i]
 		name := o.p.Name()
 		lp := &loadedPlugin{name: name, ext: o.ext, loadTime: o.took}
-		for _, t := range o.ext.Tools {
+		for j, t := range o.ext.Tools {
 			switch src, taken := e.reg.Source(t.Name()); {
 			case taken && src == SourceHost:
 				e.initWarning(ctx, fmt.Sprintf("the tool %q of plugin %q is not used: the host's tool of that name is", t.Name(), name))
@@ -240,7 +245,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 			case taken:
 				e.initWarning(ctx, fmt.Sprintf("the tool %q of plugin %q replaces plugin %q's", t.Name(), name, strings.TrimPrefix(src, "plugin:")))
 			}
-			e.reg.RegisterFrom(PluginSource(name), t)
+			e.reg.registerChecked(PluginSource(name), o.tools[j])
 		}
 		lp.hooks = e.applyHooks(o.ext.Options)
 		for _, hook := range lp.hooks {
@@ -257,7 +262,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 		e.log.InfoContext(ctx, "plugin loaded", "plugin", name, "version", o.ext.Version, "source", o.ext.Source,
 			"load_time", o.took, "tools", len(o.ext.Tools), "middleware", o.ext.Middleware != nil)
 	}
-	if err := e.reg.Check(); err != nil { // the host's tools
+	if err := e.reg.Check(); err != nil { // the host's tools; the plugins' are compiled
 		fail.add(err)
 		return fail
 	}
@@ -318,7 +323,7 @@ func dependencyOrder(names []string, requires [][]string) ([]int, []error) {
 	for i, reqs := range requires {
 		for _, r := range reqs {
 			if _, ok := index[r]; !ok {
-				problems = append(problems, &PluginError{Plugin: names[i], Err: fmt.Errorf("requires %q, which is not loaded", r)})
+				problems = append(problems, &PluginError{Plugin: names[i], Err: fmt.Errorf("requires %s, which is not loaded", quoteName(r))})
 			}
 		}
 	}

@@ -30,7 +30,7 @@ var (
 	ErrMissingPayload = errors.New("response payload missing")
 	// ErrMissingToolName: a tool_call without tool_name.
 	ErrMissingToolName = errors.New("tool_call without tool_name")
-	// ErrTooDeep: the object nests more than abi.MaxDepth arrays and objects.
+	// ErrTooDeep: the object nests arrays and objects deeper than allowed.
 	ErrTooDeep = errors.New("the JSON object is nested too deeply")
 )
 
@@ -78,12 +78,18 @@ type envelope struct {
 // all proportion to the reply). Errors wrap ErrNoJSON, ErrTooDeep,
 // ErrUnknownType, ErrMissingPayload or ErrMissingToolName.
 func ParseResponse(res llm.Result) (*AgentResponse, error) {
-	obj, err := findObject(res)
+	return ParseResponseDepth(res, abi.MaxDepth)
+}
+
+// ParseResponseDepth is ParseResponse with maxDepth in place of
+// abi.MaxDepth, as WithMaxJSONDepth sets it for a run.
+func ParseResponseDepth(res llm.Result, maxDepth int) (*AgentResponse, error) {
+	obj, err := findObject(res, maxDepth)
 	if err != nil {
 		return nil, err
 	}
-	if err := abi.CheckDepth(obj, abi.MaxDepth); err != nil {
-		return nil, fmt.Errorf("%w: %v; nest at most %d levels", ErrTooDeep, err, abi.MaxDepth)
+	if err := abi.CheckDepth(obj, maxDepth); err != nil {
+		return nil, fmt.Errorf("%w: %v; nest at most %d levels", ErrTooDeep, err, maxDepth)
 	}
 	var env envelope
 	if err := json.Unmarshal(obj, &env); err != nil {
@@ -166,8 +172,10 @@ func parsePlan(raw json.RawMessage) (*AgentResponse, error) {
 	return &AgentResponse{Type: TypePlan, Plan: &p}, nil
 }
 
-// findObject returns the first candidate, in protocol order, that is a JSON object.
-func findObject(res llm.Result) ([]byte, error) {
+// findObject returns the first candidate, in protocol order, that is a
+// JSON object; a {...} in the text nested deeper than maxDepth is passed
+// over.
+func findObject(res llm.Result, maxDepth int) ([]byte, error) {
 	if res.JSON != nil {
 		if b, err := json.Marshal(res.JSON); err == nil && isObject(b) {
 			return b, nil
@@ -180,7 +188,7 @@ func findObject(res llm.Result) ([]byte, error) {
 	if block, ok := fencedBlock(text); ok && isObject([]byte(block)) {
 		return []byte(block), nil
 	}
-	if obj, ok := firstBalancedObject(text); ok {
+	if obj, ok := firstBalancedObject(text, maxDepth); ok {
 		return []byte(obj), nil
 	}
 	return nil, ErrNoJSON
@@ -226,10 +234,10 @@ func fencedBlock(text string) (string, bool) {
 
 // firstBalancedObject scans for the first {...} that is valid JSON, skipping
 // braces inside strings. A candidate that nests braces deeper than
-// abi.MaxDepth is given up (it would be refused), and the scans read at
-// most scanFactor times the text in all: from every brace of a reply made
-// of them, a plain scan is quadratic (seconds for 50 KB).
-func firstBalancedObject(text string) (string, bool) {
+// maxDepth is given up (it would be refused), and the scans read at most
+// scanFactor times the text in all: from every brace of a reply made of
+// them, a plain scan is quadratic (seconds for 50 KB).
+func firstBalancedObject(text string, maxDepth int) (string, bool) {
 	budget := scanFactor * len(text)
 	for start := strings.IndexByte(text, '{'); start >= 0; {
 		depth, inString, escaped := 0, false, false
@@ -247,7 +255,7 @@ func firstBalancedObject(text string) (string, bool) {
 				inString = !inString
 			case inString:
 			case c == '{':
-				if depth++; depth > abi.MaxDepth {
+				if depth++; depth > maxDepth {
 					i = len(text) // too deep: try the next opening brace
 				}
 			case c == '}':
@@ -269,6 +277,7 @@ func firstBalancedObject(text string) (string, bool) {
 	return "", false
 }
 
-// scanFactor bounds firstBalancedObject's reading: a scan given up for
-// depth reads at most abi.MaxDepth braces' worth past its start.
+// scanFactor bounds firstBalancedObject's reading, whatever the depth
+// limit: with the default one, a scan given up for depth reads at most
+// abi.MaxDepth braces' worth past its start.
 const scanFactor = abi.MaxDepth + 2

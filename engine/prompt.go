@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -69,7 +68,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 		err = fmt.Errorf("build_prompt hook returned an empty system prompt")
 	}
 	if err != nil {
-		e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Err: err, Message: "build_prompt hook failed; using the default system prompt"})
+		e.hookFailed(r, "build_prompt", 0, err, "using the default system prompt")
 		return in.DefaultPrompt
 	}
 	return out.SystemPrompt
@@ -77,7 +76,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 
 // parameters are the run's model parameters: the params builder's output
 // merged over the base Parameters. Merged parameters the client rejects
-// (or nested deeper than abi.MaxDepth) fall back to the base ones, with a
+// (or nested deeper than WithMaxJSONDepth) fall back to the base ones, with a
 // warning naming the hook's plugin and the bad keys: a plugin's mistake
 // does not lose the run. Base parameters that fail are the run's error:
 // they are the operator's.
@@ -92,7 +91,7 @@ func (e *Engine) parameters(r *run, task string) (map[string]any, error) {
 		return nil, err
 	}
 	owner := e.owner("build_params")
-	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: owner, Err: err,
+	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: owner, Hook: "build_params", Err: err,
 		Message: fmt.Sprintf("the build_params hook of %q returned parameters the model client rejects; using the base parameters", owner)})
 	return base, nil
 }
@@ -111,7 +110,7 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 		return err
 	})
 	if err != nil {
-		e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Err: err, Message: "build_params hook failed; using the base parameters"})
+		e.hookFailed(r, "build_params", 0, err, "using the base parameters")
 		return base, false
 	}
 	params = maps.Clone(base)
@@ -123,13 +122,10 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 }
 
 // checkParameters asks the client, when it can tell, whether it can send
-// params, after refusing params nested deeper than abi.MaxDepth (they are
-// sent with every request and shown with the run's result).
+// params, after refusing params nested deeper than WithMaxJSONDepth (they
+// are sent with every request and shown with the run's result).
 func (e *Engine) checkParameters(params map[string]any) error {
-	raw, err := json.Marshal(params)
-	if err == nil {
-		err = abi.CheckDepth(raw, abi.MaxDepth)
-	}
+	_, err := marshalBounded(params, e.maxDepth)
 	if err == nil {
 		if checker, ok := e.client.(llm.ParameterChecker); ok {
 			err = checker.CheckParameters(params)

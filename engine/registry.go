@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -95,20 +97,37 @@ func (r *Registry) RegisterFrom(source string, t Tool) {
 
 // checkTool checks t's name and description and compiles its schema under
 // the registry's limits, without registering t, so that a plugin's tools
-// are checked as it is loaded.
-func (r *Registry) checkTool(t Tool) error {
+// are checked as it is loaded. It returns t's entry, its schema compiled,
+// for registerChecked.
+func (r *Registry) checkTool(t Tool) (*registered, error) {
 	r.mu.RLock()
 	l := r.limits
 	r.mu.RUnlock()
 	if err := CheckToolName(t.Name()); err != nil {
-		return err
+		return nil, err
 	}
 	if n := len(t.Description()); n > l.MaxDescriptionBytes {
-		return fmt.Errorf("%w: tool %q: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
-			ErrInvalidTool, t.Name(), n, l.MaxDescriptionBytes)
+		return nil, fmt.Errorf("%w: tool %s: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
+			ErrInvalidTool, quoteName(t.Name()), n, l.MaxDescriptionBytes)
 	}
-	_, err := compileSchema(t.Name(), schemaText(t), l)
-	return err
+	e := &registered{tool: t, limits: l}
+	e.once.Do(func() { e.schema, e.err = compileSchema(t.Name(), schemaText(t), l) })
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
+}
+
+// registerChecked adds the tool of e, an entry checkTool returned, from
+// source: with its compiled schema, unless the limits changed since.
+func (r *Registry) registerChecked(source string, e *registered) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.limits != r.limits {
+		e = &registered{tool: e.tool, limits: r.limits}
+	}
+	e.source = source
+	r.tools[e.tool.Name()] = e
 }
 
 // ErrInvalidTool marks a tool whose name or description the engine refuses.
@@ -125,10 +144,21 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // wherever tools are listed.
 func CheckToolName(name string) error {
 	if !toolNameRE.MatchString(name) {
-		return fmt.Errorf("%w: tool name %q: want 1 to 128 letters, digits, '_', '-' or '.'", ErrInvalidTool, name)
+		return fmt.Errorf("%w: tool name %s: want 1 to 128 letters, digits, '_', '-' or '.'", ErrInvalidTool, quoteName(name))
 	}
 	return nil
 }
+
+// maxNameBytes caps a name that a plugin or a model wrote (a tool's, a
+// required plugin's) where an error or a message repeats it: a name of a
+// megabyte would make one of megabytes, on a terminal and in the log.
+const maxNameBytes = 160
+
+// cutName is name cut to maxNameBytes, with a note of what was left out.
+func cutName(name string) string { return safetext.Truncate(name, maxNameBytes) }
+
+// quoteName is name cut as cutName does, then quoted as %q does.
+func quoteName(name string) string { return strconv.Quote(cutName(name)) }
 
 // Source returns where the tool called name came from.
 func (r *Registry) Source(name string) (string, bool) {
@@ -196,12 +226,13 @@ func (r *Registry) Check() error {
 
 // Validate checks params against the schema of the tool called name. The
 // error wraps ErrInvalidParams or ErrInvalidSchema and names the bad fields;
-// parameters nested deeper than abi.MaxDepth, or whose validation would
-// take more than SchemaLimits.MaxSteps, are refused unchecked.
+// parameters nested deeper than SchemaLimits.MaxParamsDepth, or whose
+// validation would take more than SchemaLimits.MaxSteps, are refused
+// unchecked.
 func (r *Registry) Validate(name string, params map[string]any) error {
 	e, ok := r.entry(name)
 	if !ok {
-		return fmt.Errorf("tool %q is not registered", name)
+		return fmt.Errorf("tool %s is not registered", quoteName(name))
 	}
 	sch, err := e.compiled()
 	if err != nil {
@@ -209,27 +240,24 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 	}
 	// Round-trip through JSON so Go values (ints, structs) validate exactly as
 	// the model's JSON would.
-	raw, err := json.Marshal(params)
-	if err == nil {
-		err = abi.CheckDepth(raw, abi.MaxDepth)
-	}
+	raw, err := marshalBounded(params, e.limits.MaxParamsDepth)
 	if err != nil {
-		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
 	if n := sch.cost.steps(inst); n > sch.limit {
-		return fmt.Errorf("%w for tool %q: checking them against its schema would take %s steps, more than the limit of %d; send smaller parameters",
-			ErrInvalidParams, name, formatCount(n), sch.limit)
+		return fmt.Errorf("%w for tool %s: checking them against its schema would take %s steps, more than the limit of %d; send smaller parameters",
+			ErrInvalidParams, quoteName(name), formatCount(n), sch.limit)
 	}
 	if err := sch.schema.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("%w for tool %q: %s", ErrInvalidParams, name, describeViolations(ve))
+			return fmt.Errorf("%w for tool %s: %s", ErrInvalidParams, quoteName(name), describeViolations(ve))
 		}
-		return fmt.Errorf("%w for tool %q: %v", ErrInvalidParams, name, err)
+		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
 	return nil
 }
@@ -274,7 +302,11 @@ func describeViolations(ve *jsonschema.ValidationError) string {
 				more++
 				return
 			}
-			msg := fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), v.ErrorKind.LocalizedString(p))
+			text := v.ErrorKind.LocalizedString(p)
+			if f, ok := v.ErrorKind.(*kind.Format); ok { // the library's text quotes the whole value before the reason
+				text = fmt.Sprintf("not a valid %s: %v", f.Want, f.Err)
+			}
+			msg := fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), text)
 			parts = append(parts, safetext.Truncate(msg, maxViolationLength))
 			return
 		}

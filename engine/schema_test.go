@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -195,6 +196,26 @@ func TestSchemaSizeDepthAndShape(t *testing.T) {
 	} {
 		wantInvalidSchema(t, checkSchema(t, schema), want)
 	}
+	// Counts written as whole numbers in another form are whole numbers, and
+	// a value (an enum's, a default's) is not a schema; before the fix
+	// these were refused.
+	for _, schema := range []string{
+		`{"properties":{"s":{"type":"string","maxLength":5.0}}}`,
+		`{"maxItems":1e2,"minItems":0.0,"maxProperties":2147483647.0}`,
+		`{"enum":[{"maxLength":1.5}],"const":{"minItems":-1},"default":{"maxItems":2.5},"examples":[{"maxContains":1e300}]}`,
+		`{"properties":{"maxLength":{"type":"string"},"minItems":{"type":"integer"}},"$defs":{"maxItems":{}}}`,
+	} {
+		if err := checkSchema(t, schema); err != nil {
+			t.Errorf("%s: %v", schema, err)
+		}
+	}
+	r := registry(&testTool{name: "probe", schema: `{"properties":{"s":{"type":"string","maxLength":5.0}}}`})
+	if err := r.Validate("probe", map[string]any{"s": "toolong"}); !errors.Is(err, ErrInvalidParams) {
+		t.Errorf("maxLength 5.0 let 7 characters through: %v", err)
+	}
+	// A property named after a data keyword holds a schema all the same.
+	wantInvalidSchema(t, checkSchema(t, `{"properties":{"enum":{"maxLength":1e308}}}`), "maxLength")
+	wantInvalidSchema(t, checkSchema(t, `{"items":{"maxLength":2147483647.5}}`), "maxLength")
 }
 
 // One call breaking an enum at thousands of places gets a bounded message.
@@ -230,4 +251,78 @@ func BenchmarkAllOfChain(b *testing.B) {
 			}
 		}
 	})
+}
+
+// regexFormatSchema declares draft-07, as many MCP tool schemas do: the
+// library asserts "format" for it, and "regex" compiles each value.
+const regexFormatSchema = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+	"properties":{"rules":{"type":"array","items":{"type":"string","format":"regex"}}}}`
+
+// A model reply holding thousands of costly patterns in a "format": "regex"
+// field is refused before any is compiled; before the fix it was not
+// charged, and 20,000 copies of this pattern held the host for 7 s.
+func TestSchemaRegexFormatIsCharged(t *testing.T) {
+	r := registry(&testTool{name: "probe", schema: regexFormatSchema})
+	if err := r.Check(); err != nil {
+		t.Fatalf("a draft-07 schema is refused: %v", err)
+	}
+	if err := r.Validate("probe", map[string]any{"rules": []any{`^[a-z]+$`, `\d{3}`}}); err != nil {
+		t.Fatalf("two small patterns: %v", err)
+	}
+	if err := r.Validate("probe", map[string]any{"rules": []any{`(`}}); !errors.Is(err, ErrInvalidParams) || !strings.Contains(err.Error(), "regex") {
+		t.Fatalf("a bad pattern: %v, want ErrInvalidParams", err)
+	}
+	rules := make([]any, 2000)
+	for i := range rules {
+		rules[i] = `[\p{L}\p{N}\p{P}]{1000}`
+	}
+	var err error
+	within(t, "validating 2,000 patterns", func() { err = r.Validate("probe", map[string]any{"rules": rules}) })
+	if !errors.Is(err, ErrInvalidParams) || !strings.Contains(err.Error(), "steps, more than the limit") {
+		t.Fatalf("2,000 costly patterns: %v, want ErrInvalidParams over the step limit", err)
+	}
+}
+
+// Each pattern compiled, the schema's or a value's, is bounded in length
+// and in program size, with an error naming the setting.
+func TestSchemaPatternsAreBounded(t *testing.T) {
+	long := strings.Repeat("a", DefaultMaxPatternBytes+1)
+	expands := strings.Repeat(`.{0,1000}`, 10) // 81 bytes, 20,000 instructions
+	for pattern, want := range map[string]string{long: "tools.max_pattern_kb", expands: "tools.max_pattern_insts"} {
+		for _, schema := range []string{
+			`{"properties":{"s":{"type":"string","pattern":` + strconv.Quote(pattern) + `}}}`,
+			`{"patternProperties":{` + strconv.Quote(pattern) + `:{}}}`,
+			// Draft-04's metaschema does not check the names: the compiler does.
+			`{"$schema":"http://json-schema.org/draft-04/schema#","patternProperties":{` + strconv.Quote(pattern) + `:{}}}`,
+		} {
+			err := checkSchema(t, schema)
+			wantInvalidSchema(t, err, want)
+			if len(err.Error()) > 1000 {
+				t.Fatalf("error of %d bytes: %.200s", len(err.Error()), err)
+			}
+		}
+		r := registry(&testTool{name: "probe", schema: regexFormatSchema})
+		if err := r.Validate("probe", map[string]any{"rules": []any{pattern}}); !errors.Is(err, ErrInvalidParams) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a value: %v, want ErrInvalidParams naming %s", err, want)
+		}
+	}
+	if err := checkSchema(t, `{"properties":{"s":{"pattern":`+strconv.Quote(expands)+`}}}`, SchemaLimits{MaxPatternInsts: 30_000}); err != nil {
+		t.Fatalf("with a larger limit: %v", err)
+	}
+}
+
+// BenchmarkRegexFormat measures the costliest call the default step limit
+// admits of the reviewer's pattern in a "format": "regex" field (640
+// copies, about 493,000 steps), which should take well under a third of a second.
+func BenchmarkRegexFormat(b *testing.B) {
+	r := registry(&testTool{name: "probe", schema: regexFormatSchema})
+	rules := make([]any, 640)
+	for i := range rules {
+		rules[i] = `[\p{L}\p{N}\p{P}]{1000}`
+	}
+	for b.Loop() {
+		if err := r.Validate("probe", map[string]any{"rules": rules}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

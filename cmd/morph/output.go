@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/morphhost/morph/internal/safetext"
@@ -47,10 +48,16 @@ func oneLine(s string, max int) string {
 	return safetext.Line(strings.Join(strings.Fields(s), " "), max)
 }
 
+// maxErrorLine caps each line errorLines makes: a plugin's error text or
+// a name it chose can be megabytes, and a terminal or a log should not
+// get them.
+const maxErrorLine = 4 << 10
+
 // errorLines are the lines "morph: ..." prints for err: one for each error
 // joined with errors.Join (all the mistakes of a config file), each as
-// oneLine. The lines follow the errors' structure, never the newlines in
-// their text, which a plugin or a model may have written.
+// oneLine of at most maxErrorLine bytes. The lines follow the errors'
+// structure, never the newlines in their text, which a plugin or a model
+// may have written.
 func errorLines(err error) []string {
 	switch u := err.(type) {
 	case interface{ Unwrap() []error }:
@@ -72,7 +79,7 @@ func errorLines(err error) []string {
 			return errorLines(inner)
 		}
 	}
-	return []string{oneLine(err.Error(), 0)}
+	return []string{oneLine(err.Error(), maxErrorLine)}
 }
 
 // joinLines is errors.Join of one error per line.
@@ -85,11 +92,12 @@ func joinLines(lines ...string) error {
 }
 
 // writeJSON writes v as indented JSON that is safe on a terminal.
-// encoding/json escapes C0 controls, but writes C1 controls (U+009B, CSI)
-// and bidirectional overrides as they are: those, and DEL, are written as
-// \uXXXX escapes (all are in the BMP), and a byte that is not UTF-8 (a
-// json.RawMessage may hold one) as \ufffd, which is how a decoder reads
-// it. The JSON stays valid and decodes to the same value.
+// encoding/json escapes C0 controls, but writes C1 controls (U+009B, CSI),
+// bidirectional overrides and invisible characters as they are: those
+// (safetext.Unsafe), and DEL, are written as \uXXXX escapes (a surrogate
+// pair beyond the BMP, as a tag character is), and a byte that is not
+// UTF-8 (a json.RawMessage may hold one) as \ufffd, which is how a decoder
+// reads it. The JSON stays valid and decodes to the same value.
 func writeJSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -110,8 +118,12 @@ func writeJSON(w io.Writer, v any) error {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			b.WriteString(`\ufffd`)
-		case r >= 0x7f && safetext.Line(out[i:i+size], 0) != out[i:i+size]:
-			fmt.Fprintf(&b, `\u%04x`, r)
+		case r >= 0x7f && safetext.Unsafe(r): // C0 controls, tab and newline are the encoder's
+			if hi, lo := utf16.EncodeRune(r); hi != utf8.RuneError {
+				fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
 		default:
 			b.WriteString(out[i : i+size])
 		}

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The strings of guests/testdata/hostile_text.wat and hostile_run.wat.
@@ -27,8 +28,7 @@ func assertSafe(t *testing.T, what, out string) {
 		if r == '\n' || r == '\t' {
 			continue
 		}
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0xfffd || r == 0x061c || r == 0x200e || r == 0x200f ||
-			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x2028 || r == 0x2029 {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0xfffd || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r) {
 			t.Errorf("%s: raw %U at byte %d: %q", what, r, i, out[max(0, i-40):min(len(out), i+40)])
 		}
 	}
@@ -160,7 +160,7 @@ func TestWriteJSON(t *testing.T) {
 		M   map[string]any  `json:"m"`
 	}
 	in := doc{
-		S:   "esc \x1b[2J csi \u009b2J del \x7f rlo \u202e lri \u2066 ls \u2028 nel \u0085 <&> é 漢",
+		S:   "esc \x1b[2J csi \u009b2J del \x7f rlo \u202e lri \u2066 ls \u2028 nel \u0085 zwsp \u200b tag \U000e0041 <&> é 漢",
 		Raw: json.RawMessage("{\"k\u009b\":\"raw \u202e \xff\"}"),
 		M:   map[string]any{"x\u200f": []any{"\u061c", 1.5}},
 	}
@@ -170,7 +170,7 @@ func TestWriteJSON(t *testing.T) {
 	}
 	out := b.String()
 	assertSafe(t, "writeJSON", out)
-	assertHas(t, "writeJSON", out, `\u009b2J`, `\u007f`, `\u202e`, `<&> é 漢"`, `\ufffd`, "{\n  \"s\"")
+	assertHas(t, "writeJSON", out, `\u009b2J`, `\u007f`, `\u202e`, `\u200b`, `\udb40\udc41`, `<&> é 漢"`, `\ufffd`, "{\n  \"s\"")
 	var got doc
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
@@ -197,6 +197,16 @@ func TestErrorLines(t *testing.T) {
 	for _, c := range cases {
 		if got := errorLines(c.err); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("errorLines(%q) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	// A megabyte of a plugin's text makes lines of at most maxErrorLine
+	// bytes (and a note); before the fix, of 4 MiB.
+	flood := errors.New(strings.Repeat("\x1b", 1<<20))
+	for _, err := range []error{flood, errors.Join(flood, flood)} {
+		for _, line := range errorLines(err) {
+			if len(line) > maxErrorLine+50 {
+				t.Errorf("a line of %d bytes", len(line))
+			}
 		}
 	}
 }

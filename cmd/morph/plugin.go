@@ -102,8 +102,11 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
+			// The engine's warnings are the status's, printed below: it logs
+			// only errors. The plugins' loader logs its warnings.
 			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			rt, err := cfg.Open(cmd.Context(), logger)
+			engineLogger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+			rt, err := cfg.Open(cmd.Context(), logger, engine.WithLogger(engineLogger))
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}

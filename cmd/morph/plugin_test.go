@@ -110,3 +110,18 @@ func TestPluginStatus(t *testing.T) {
 		t.Fatalf("exit %d, summary line: %q", code, strings.SplitN(stderr, "\n", 2)[0])
 	}
 }
+
+// An init warning (here: a hook replaced) is printed once, by the status;
+// before the fix the engine's log printed it too.
+func TestPluginStatusWarnsOnce(t *testing.T) {
+	entry := func(name string) string {
+		return "\n[[plugins]]\nname = \"" + name + "\"\npath = \"" + fixture(t, "minimal") + "\"\n"
+	}
+	cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n"+entry("first")+entry("second"))
+	for _, args := range [][]string{{"plugin", "status", "--config", cfg}, {"plugin", "status", "--json", "--config", cfg}} {
+		code, stdout, stderr := morph(t, "", args...)
+		if n := strings.Count(stdout+stderr, `replaces plugin`); code != 0 || n != 1 {
+			t.Errorf("%v: exit %d, the warning %d times:\n%s\n%s", args, code, n, stdout, stderr)
+		}
+	}
+}

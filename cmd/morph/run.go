@@ -271,8 +271,8 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 // limit to clean up, and a second signal ends the process (see main).
 // The close is waited for shutdownGrace at most past the limit or the
 // signal, in case something in it does not heed its context; what it cut
-// short is a warning, not a failure of the run.
-func closeRuntime(ctx context.Context, rt *config.Runtime, limit time.Duration, interrupted bool, stderr io.Writer) {
+// short is one warning, not a failure of the run.
+func closeRuntime(ctx context.Context, rt interface{ Close(context.Context) error }, limit time.Duration, interrupted bool, stderr io.Writer) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	defer cancel()
 	if interrupted {
@@ -282,21 +282,32 @@ func closeRuntime(ctx context.Context, rt *config.Runtime, limit time.Duration, 
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- rt.Close(cctx) }()
-	var err error
+	// cut is why the close was cut short, read when that happened: a
+	// deadline passing after the close returned cut nothing.
+	var err, cut error
+	abandoned := false
 	select {
 	case err = <-closed:
 	case <-cctx.Done():
+		cut = cctx.Err()
 		select {
 		case err = <-closed:
 		case <-time.After(shutdownGrace):
-			err = errors.New("the plugins did not close in time; exiting anyway")
+			abandoned = true
 		}
 	}
+	var warning string
 	switch {
-	case errors.Is(cctx.Err(), context.DeadlineExceeded):
-		fmt.Fprintf(stderr, "morph: warning: shutdown took longer than %s (--shutdown-timeout): the plugins' morph_destroy hooks were cut short\n", limit)
-	case cctx.Err() != nil: // canceled: a signal came during the shutdown
-		fmt.Fprintf(stderr, "morph: warning: shutdown interrupted: the plugins' morph_destroy hooks were cut short\n")
+	case errors.Is(cut, context.DeadlineExceeded):
+		warning = fmt.Sprintf("shutdown took longer than %s (--shutdown-timeout): the plugins' morph_destroy hooks were cut short", limit)
+	case cut != nil: // canceled: a signal came during the shutdown
+		warning = "shutdown interrupted: the plugins' morph_destroy hooks were cut short"
+	}
+	if abandoned {
+		warning += fmt.Sprintf(", and did not return %s later; exiting anyway", shutdownGrace)
+	}
+	if warning != "" {
+		fmt.Fprintf(stderr, "morph: warning: %s\n", warning)
 	}
 	if err != nil {
 		for _, line := range errorLines(err) {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -138,4 +140,42 @@ func TestShutdown(t *testing.T) {
 			t.Fatalf("exit %v, want killed by SIGINT:\n%s", err, out)
 		}
 	})
+}
+
+// closeFunc is a runtime to close.
+type closeFunc func(context.Context) error
+
+func (f closeFunc) Close(ctx context.Context) error { return f(ctx) }
+
+// A close that does not heed its context is waited for shutdownGrace past
+// the limit and reported in one warning; before the fix, in two. A close
+// that returns in time is reported in none.
+func TestCloseRuntimeWarnings(t *testing.T) {
+	stuck := make(chan struct{})
+	defer close(stuck)
+	cases := []struct {
+		name  string
+		close closeFunc
+		want  []string // the lines printed
+	}{
+		{"stuck", func(context.Context) error { <-stuck; return nil },
+			[]string{"morph: warning: shutdown took longer than 50ms (--shutdown-timeout): the plugins' morph_destroy hooks were cut short, and did not return 1s later; exiting anyway"}},
+		{"heeds its context", func(ctx context.Context) error { <-ctx.Done(); return errors.New("destroy cut short") },
+			[]string{"morph: warning: shutdown took longer than 50ms (--shutdown-timeout): the plugins' morph_destroy hooks were cut short",
+				"morph: warning: closing: destroy cut short"}},
+		{"in time", func(context.Context) error { return nil }, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out strings.Builder
+			closeRuntime(context.Background(), c.close, 50*time.Millisecond, false, &out)
+			var got []string
+			if out.Len() > 0 {
+				got = strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("printed:\n%s\nwant:\n%s", out.String(), strings.Join(c.want, "\n"))
+			}
+		})
+	}
 }

@@ -4,41 +4,36 @@
 // Such text can carry escape sequences that recolour, move the cursor or
 // rewrite earlier lines of a terminal (C0 and C1 control characters: ESC,
 // CSI, OSC), bidirectional overrides that make a line read differently from
-// its bytes, line breaks that forge extra lines of a report, and bytes that
-// are not UTF-8. Escape writes all of them as visible Go-style escapes and
-// leaves everything else as it is, so ordinary text reads unchanged.
+// its bytes, invisible characters that make one name look like another
+// (zero-width spaces and joiners, tag characters), line breaks that forge
+// extra lines of a report, and bytes that are not UTF-8. Escape writes all
+// of them as visible Go-style escapes and leaves everything else as it is,
+// so ordinary text reads unchanged.
 package safetext
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
-// Escape returns s with every control character, bidirectional control and
-// invalid UTF-8 byte written as an escape (\x1b, \u202e, \xff), except tab
-// and newline, which multi-line text keeps. Use Line for one line.
+// Escape returns s with every character Unsafe reports and every invalid
+// UTF-8 byte written as an escape (\x1b, \u202e, \U000e0041, \xff); tab
+// and newline, which multi-line text keeps, are left. Use Line for one
+// line.
 func Escape(s string) string { return escape(s, false) }
 
-// Line returns s as one line of at most max bytes (max <= 0: no limit):
-// escaped as Escape does, newlines and tabs included, and cut on a
-// character boundary with a note of how much was left out.
-func Line(s string, max int) string {
-	s = escape(s, true)
-	if max <= 0 || len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("... (%d more bytes)", len(s)-cut)
-}
+// Line returns s as one line: escaped as Escape does, newlines and tabs
+// included, then cut as Truncate does (max <= 0: not cut).
+func Line(s string, max int) string { return Truncate(escape(s, true), max) }
 
-// Truncate cuts s to at most max bytes on a character boundary, noting how
-// much was left out, and does not escape it (for text that is escaped
-// where it is shown, or that goes to a model rather than a person).
+// Truncate cuts s to max bytes on a character boundary, and adds a note of
+// how much was left out ("... (N more bytes)"), so the result can exceed
+// max by the note's length; s of at most max bytes (or max <= 0) is
+// returned as it is. It does not escape s (for text that is escaped where
+// it is shown, or that goes to a model rather than a person).
 func Truncate(s string, max int) string {
 	if max <= 0 || len(s) <= max {
 		return s
@@ -85,19 +80,31 @@ func clean(s string, oneLine bool) bool {
 	return true
 }
 
-// unsafe reports whether r must be escaped: C0 controls and DEL (but tab
-// and newline in multi-line text), C1 controls, and the characters that
-// reorder or hide text (bidirectional embeddings, overrides, isolates and
-// marks, the line and paragraph separators).
+// unsafe reports whether r must be escaped: what Unsafe reports, and in
+// one line also tab and newline.
 func unsafe(r rune, oneLine bool) bool {
+	if r == '\n' || r == '\t' {
+		return oneLine
+	}
+	return Unsafe(r)
+}
+
+// Unsafe reports whether r must not reach a person raw: the C0 controls
+// and DEL (but tab and newline, which Line escapes and Escape keeps), the
+// C1 controls, the line and paragraph separators, and the format
+// characters (Unicode's Cf), which reorder or hide text: bidirectional
+// embeddings, overrides, isolates and marks, zero-width spaces, joiners
+// and non-joiners, the word joiner, the byte order mark, the soft hyphen,
+// tag characters. (A zero-width joiner inside an emoji is escaped too: in
+// names and errors, a fair price.)
+func Unsafe(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':
-		return oneLine
-	case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f), r == 0x2028, r == 0x2029:
 		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c,
-		r == 0x2028, r == 0x2029:
-		return true
+	case r < 0xad: // the first format character: most text is quick
+		return false
 	}
-	return false
+	return unicode.Is(unicode.Cf, r)
 }
