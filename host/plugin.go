@@ -362,11 +362,15 @@ func (p *Plugin) call(ctx context.Context, export string, input []byte, read fun
 		return fail(contextKind(err), "before the call", err)
 	}
 	select {
-	case p.slots <- struct{}{}:
-	case <-p.closing.Done():
-		return fail(ErrClosed, "", nil)
-	case <-ctx.Done():
-		return fail(contextKind(ctx.Err()), "waiting for a free instance", ctx.Err())
+	case p.slots <- struct{}{}: // a free slot, the common case: no wait to set up
+	default:
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.closing.Done():
+			return fail(ErrClosed, "", nil)
+		case <-ctx.Done():
+			return fail(contextKind(ctx.Err()), "waiting for a free instance", ctx.Err())
+		}
 	}
 	defer func() { <-p.slots }()
 
