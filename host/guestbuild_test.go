@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // A small assembler of guests, for the hostile matrix and the
@@ -14,14 +15,7 @@ import (
 // locals, huge tables, bodies of a million instructions) cannot be written
 // in WAT, and committing such binaries would hide what they are.
 
-func leb(v uint64) []byte {
-	var b []byte
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
+func leb(v uint64) []byte { return wasmbin.AppendU32(nil, uint32(v)) } // every count and index here fits a u32
 
 func sleb(v int64) []byte {
 	var b []byte

@@ -6,31 +6,13 @@ import "github.com/morphhost/morph/host/internal/wasmbin"
 // whole section, copies what it does not change byte for byte, and fails on trailing bytes.
 
 // readTypes counts the types, since the added one takes the next index, and keeps each one's parameter
-// count, where a function's locals start. An entry is a function type or, as wazero also accepts, a
-// recursive type group (0x4E, from the GC proposal) of several function types.
+// count, where a function's locals start.
 func (m *module) readTypes(r *wasmbin.Reader) error {
-	n, err := r.U32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		group := uint32(1)
-		if r.Remaining() > 0 && r.Buf[r.Pos] == 0x4E {
-			r.Pos++
-			if group, err = r.U32(); err != nil {
-				return err
-			}
-		}
-		for j := uint32(0); j < group; j++ {
-			params, err := r.FuncType()
-			if err != nil {
-				return err
-			}
-			m.params = append(m.params, params)
-			m.types++ // at least 3 bytes each, in a section of at most 4 GiB: no overflow
-		}
-	}
-	return r.ExpectEnd()
+	return r.FuncTypes(func(_ int, params, _ uint32) error {
+		m.params = append(m.params, params)
+		m.types++ // at least 3 bytes each, in a section of at most 4 GiB: no overflow
+		return nil
+	})
 }
 
 // readFunctions keeps the type index of every defined function.
@@ -54,56 +36,18 @@ func (m *module) readFunctions(r *wasmbin.Reader) error {
 // refuses a module that already imports Module.Func: it was instrumented already, or it means to supply
 // its own check, and the host could not tell the two imports apart.
 func (m *module) readImports(r *wasmbin.Reader) error {
-	n, err := r.U32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		start := r.Pos
-		mod, err := r.Name()
-		if err != nil {
-			return err
-		}
-		name, err := r.Name()
-		if err != nil {
-			return err
-		}
-		if string(mod) == Module && string(name) == Func {
-			return &wasmbin.Error{Kind: ErrUnsupported, Section: r.Section, Offset: start,
+	return r.Imports(func(at int, imp wasmbin.Import, _ wasmbin.TableLimits) error {
+		switch {
+		case imp.Module == Module && imp.Name == Func:
+			return &wasmbin.Error{Kind: ErrUnsupported, Section: r.Section, Offset: at,
 				Msg: "the module already imports " + Module + "." + Func}
-		}
-		kindAt := r.Pos
-		kind, err := r.Byte()
-		if err != nil {
-			return err
-		}
-		switch kind {
-		case 0x00: // function: type index
+		case imp.Kind == wasmbin.KindFunction:
 			m.funcImports++
-			_, err = r.U32()
-		case 0x01: // table: reference type, limits
-			if err = r.ValType(); err == nil {
-				_, _, _, err = r.Limits()
-			}
-		case 0x02: // memory: limits
-			_, _, _, err = r.Limits()
-		case 0x03: // global: value type, mutability
+		case imp.Kind == wasmbin.KindGlobal:
 			m.globalImports++
-			if err = r.ValType(); err == nil {
-				_, err = r.Byte()
-			}
-		case 0x04: // tag: attribute, type index
-			if _, err = r.Byte(); err == nil {
-				_, err = r.U32()
-			}
-		default:
-			return r.Malformed(kindAt, "unknown import kind %#x", kind)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return r.ExpectEnd()
+		return nil
+	})
 }
 
 // typeSection appends the check's type () -> () after the existing types, so no type index shifts. The

@@ -337,102 +337,38 @@ func (c *checker) vector(r *Reader, max uint32, limit string, entry func() error
 }
 
 func (c *checker) typeSection(r *Reader) error {
-	start := r.Pos
-	n, err := r.U32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		group := uint32(1)
-		if r.Remaining() > 0 && r.Buf[r.Pos] == 0x4E { // a recursive type group (GC proposal), as wazero accepts
-			r.Pos++
-			if group, err = r.U32(); err != nil {
-				return err
-			}
+	return r.FuncTypes(func(at int, params, results uint32) error {
+		if c.types++; c.types > c.l.Types {
+			return c.over(r, at, "Types", uint64(c.types), uint64(c.l.Types))
 		}
-		for j := uint32(0); j < group; j++ {
-			if c.types++; c.types > c.l.Types {
-				return c.over(r, start, "Types", uint64(c.types), uint64(c.l.Types))
-			}
-			at := r.Pos
-			if b, err := r.Byte(); err != nil {
-				return err
-			} else if b != 0x60 {
-				return r.Malformed(at, "type constructor %#x, want 0x60 (function)", b)
-			}
-			params, err := c.valTypes(r)
-			if err != nil {
-				return err
-			}
-			if _, err := c.valTypes(r); err != nil {
-				return err
-			}
-			c.params = append(c.params, params) // at most Types entries
+		if n := max(params, results); n > c.l.TypeArity {
+			return c.over(r, at, "TypeArity", uint64(n), uint64(c.l.TypeArity))
 		}
-	}
-	return r.ExpectEnd()
-}
-
-// valTypes reads a vector of at most TypeArity value types.
-func (c *checker) valTypes(r *Reader) (uint32, error) {
-	start := r.Pos
-	n, err := r.U32()
-	if err != nil {
-		return 0, err
-	}
-	if n > c.l.TypeArity {
-		return 0, c.over(r, start, "TypeArity", uint64(n), uint64(c.l.TypeArity))
-	}
-	for i := uint32(0); i < n; i++ {
-		if err := r.ValType(); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
+		c.params = append(c.params, params) // at most Types entries
+		return nil
+	})
 }
 
 func (c *checker) importSection(r *Reader) error {
-	return c.vector(r, c.l.Imports, "Imports", func() error {
-		module, err := c.name(r)
-		if err != nil {
-			return err
+	peek := *r
+	if n, err := peek.U32(); err == nil && n > c.l.Imports { // Imports reports a bad count
+		return c.over(r, r.Pos, "Imports", uint64(n), uint64(c.l.Imports))
+	}
+	return r.Imports(func(at int, imp Import, table TableLimits) error {
+		if n := max(len(imp.Module), len(imp.Name)); n > int(c.l.NameBytes) {
+			return c.over(r, at, "NameBytes", uint64(n), uint64(c.l.NameBytes))
 		}
-		name, err := c.name(r)
-		if err != nil {
-			return err
-		}
-		at := r.Pos
-		kind, err := r.Byte()
-		if err != nil {
-			return err
-		}
-		c.shape.Imports = append(c.shape.Imports, Import{Module: module, Name: name, Kind: kind}) // at most Imports entries
-		switch kind {
-		case 0x00: // function: type index
+		c.shape.Imports = append(c.shape.Imports, imp) // at most Imports entries
+		switch imp.Kind {
+		case KindFunction:
 			c.imported++
-			if err := c.functions(r, at, 0); err != nil {
-				return err
-			}
-			_, err = r.U32()
-		case 0x01: // table: reference type, limits
-			if err = r.ValType(); err == nil {
-				err = c.table(r, at)
-			}
-		case 0x02: // memory: limits
-			_, _, _, err = r.Limits()
-		case 0x03: // global: value type, mutability
+			return c.functions(r, at, 0)
+		case KindTable:
+			return c.table(r, at, table)
+		case KindGlobal:
 			c.globals++
-			if err = r.ValType(); err == nil {
-				_, err = r.Byte()
-			}
-		case 0x04: // tag: attribute, type index
-			if _, err = r.Byte(); err == nil {
-				_, err = r.U32()
-			}
-		default:
-			return r.Malformed(at, "unknown import kind %#x", kind)
 		}
-		return err
+		return nil
 	})
 }
 
@@ -466,20 +402,26 @@ func (c *checker) functionSection(r *Reader) error {
 	return r.ExpectEnd()
 }
 
-// table reads a table's limits (after its reference type) and counts it.
-func (c *checker) table(r *Reader, at int) error {
-	min, max, hasMax, err := r.Limits()
-	if err != nil {
-		return err
-	}
+// table counts a table of limits t, read at offset at.
+func (c *checker) table(r *Reader, at int, t TableLimits) error {
 	if c.tables++; c.tables > c.l.Tables {
 		return c.over(r, at, "Tables", uint64(c.tables), uint64(c.l.Tables))
 	}
-	if c.entries += uint64(min); c.entries > uint64(c.l.TableEntries) {
+	if c.entries += uint64(t.Min); c.entries > uint64(c.l.TableEntries) {
 		return c.over(r, at, "TableEntries", c.entries, uint64(c.l.TableEntries))
 	}
-	c.shape.Tables = append(c.shape.Tables, TableLimits{Min: min, Max: max, HasMax: hasMax}) // at most Tables entries
+	c.shape.Tables = append(c.shape.Tables, t) // at most Tables entries
 	return nil
+}
+
+// tableLimits reads a table's limits and counts the table.
+func (c *checker) tableLimits(r *Reader, at int) error {
+	var t TableLimits
+	var err error
+	if t.Min, t.Max, t.HasMax, err = r.Limits(); err != nil {
+		return err
+	}
+	return c.table(r, at, t)
 }
 
 func (c *checker) tableSection(r *Reader) error {
@@ -495,7 +437,7 @@ func (c *checker) tableSection(r *Reader) error {
 			if err := r.ValType(); err != nil {
 				return err
 			}
-			if err := c.table(r, at); err != nil {
+			if err := c.tableLimits(r, at); err != nil {
 				return err
 			}
 			return constExpr(r)
@@ -503,7 +445,7 @@ func (c *checker) tableSection(r *Reader) error {
 		if err := r.ValType(); err != nil {
 			return err
 		}
-		return c.table(r, at)
+		return c.tableLimits(r, at)
 	})
 }
 

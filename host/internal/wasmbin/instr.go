@@ -190,21 +190,20 @@ func (r *Reader) atomic(start int) error {
 	return r.Malformed(start, "unknown opcode 0xfe %d", op)
 }
 
-// FuncType skips a function type (0x60, the parameter types, the result types) and returns its number
-// of parameters.
-func (r *Reader) FuncType() (uint32, error) {
+// FuncType skips a function type (0x60, the parameter types, the result types) and returns how many
+// parameters and results it has.
+func (r *Reader) FuncType() (params, results uint32, err error) {
 	at := r.Pos
 	if b, err := r.Byte(); err != nil {
-		return 0, err
+		return 0, 0, err
 	} else if b != 0x60 {
-		return 0, r.Malformed(at, "type constructor %#x, want 0x60 (function)", b)
+		return 0, 0, r.Malformed(at, "type constructor %#x, want 0x60 (function)", b)
 	}
-	params, err := r.ValTypes()
-	if err != nil {
-		return 0, err
+	if params, err = r.ValTypes(); err != nil {
+		return 0, 0, err
 	}
-	_, err = r.ValTypes()
-	return params, err
+	results, err = r.ValTypes()
+	return params, results, err
 }
 
 // ValTypes skips a vector of value types and returns its length.

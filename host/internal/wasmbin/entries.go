@@ -1,0 +1,86 @@
+package wasmbin
+
+// The entries of the sections that both the limits check and the deadline rewrite read, one reader each.
+
+// FuncTypes reads a type section, calling each with every function type, in index order: where it starts
+// (for errors) and how many parameters and results it has. An entry is a function type or, as wazero
+// also accepts, a recursive type group (0x4E, from the GC proposal) of several.
+func (r *Reader) FuncTypes(each func(at int, params, results uint32) error) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		group := uint32(1)
+		if r.Remaining() > 0 && r.Buf[r.Pos] == 0x4E {
+			r.Pos++
+			if group, err = r.U32(); err != nil {
+				return err
+			}
+		}
+		for j := uint32(0); j < group; j++ {
+			at := r.Pos
+			params, results, err := r.FuncType()
+			if err != nil {
+				return err
+			}
+			if err := each(at, params, results); err != nil {
+				return err
+			}
+		}
+	}
+	return r.ExpectEnd()
+}
+
+// Imports reads an import section, calling each with every entry: where it starts (for errors), its
+// names and kind, and, for a table, its limits.
+func (r *Reader) Imports(each func(at int, imp Import, table TableLimits) error) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		at := r.Pos
+		module, err := r.Name()
+		if err != nil {
+			return err
+		}
+		name, err := r.Name()
+		if err != nil {
+			return err
+		}
+		kindAt := r.Pos
+		kind, err := r.Byte()
+		if err != nil {
+			return err
+		}
+		var table TableLimits
+		switch kind {
+		case KindFunction: // type index
+			_, err = r.U32()
+		case KindTable: // reference type, limits
+			if err = r.ValType(); err == nil {
+				table.Min, table.Max, table.HasMax, err = r.Limits()
+			}
+		case KindMemory: // limits
+			_, _, _, err = r.Limits()
+		case KindGlobal: // value type, mutability
+			if err = r.ValType(); err == nil {
+				_, err = r.Byte()
+			}
+		case KindTag: // attribute, type index
+			if _, err = r.Byte(); err == nil {
+				_, err = r.U32()
+			}
+		default:
+			return r.Malformed(kindAt, "unknown import kind %#x", kind)
+		}
+		if err != nil {
+			return err
+		}
+		if err := each(at, Import{Module: string(module), Name: string(name), Kind: kind}, table); err != nil {
+			return err
+		}
+	}
+	return r.ExpectEnd()
+}
