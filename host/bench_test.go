@@ -145,11 +145,13 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(mode == bareCloseOnDone).WithMemoryLimitPages(64*16))
 	b.Cleanup(func() { r.Close(ctx) })
 	if mode == bareInstrumented {
-		if wasm, err = interrupt.Instrument(wasm, interruptPeriod); err != nil {
+		if wasm, err = interrupt.Instrument(wasm, interruptPeriod, DefaultMaxStackBytes); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := r.NewHostModuleBuilder(interrupt.Module).NewFunctionBuilder().
-			WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).Instantiate(ctx); err != nil {
+		if _, err := r.NewHostModuleBuilder(interrupt.Module).
+			NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).
+			NewFunctionBuilder().WithGoModuleFunction(stackExhausted(DefaultMaxStackBytes), nil, nil).Export(interrupt.StackFunc).
+			Instantiate(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,21 +8,22 @@ import (
 	"github.com/morphhost/morph/host/internal/interrupt"
 )
 
-// instrumented is the module rewritten by interrupt.Instrument, read from
-// the loader's cache directory when an earlier load rewrote the same bytes.
-// The rewrite costs about 40 ms per MB of module (three passes), which would
+// instrumented is the module rewritten by interrupt.Instrument with the
+// stack budget stack, read from the loader's cache directory when an earlier
+// load rewrote the same bytes with the same budget. The rewrite costs about
+// 40 ms per MB of module (three passes and the frames), which would
 // otherwise be paid by every process before wazero's cache of compiled code,
 // keyed by the rewritten bytes, can answer. A cache that cannot be read or
 // written is only slower: the module is rewritten again.
-func (l *Loader) instrumented(src *source) ([]byte, error) {
+func (l *Loader) instrumented(src *source, stack uint32) ([]byte, error) {
 	var path string
 	if l.cacheDir != "" {
-		path = filepath.Join(l.cacheDir, "morph-interrupt", fmt.Sprintf("v%d-p%d-%x.wasm", interrupt.Version, interruptPeriod, src.sum))
+		path = filepath.Join(l.cacheDir, "morph-interrupt", fmt.Sprintf("v%d-p%d-s%d-%x.wasm", interrupt.Version, interruptPeriod, stack, src.sum))
 		if out, err := os.ReadFile(path); err == nil {
 			return out, nil
 		}
 	}
-	out, err := interrupt.Instrument(src.wasm, interruptPeriod)
+	out, err := interrupt.Instrument(src.wasm, interruptPeriod, stack)
 	if err != nil || path == "" {
 		return out, err
 	}

@@ -22,7 +22,7 @@ func TestInstrumentedModulesAreCached(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rewritten, err = interrupt.Instrument(orig, interruptPeriod); err != nil {
+		if rewritten, err = interrupt.Instrument(orig, interruptPeriod, DefaultMaxStackBytes); err != nil {
 			t.Fatal(err)
 		}
 		return orig, rewritten

@@ -44,6 +44,7 @@ type Limits struct {
 	MaxLogBytes    int           // guest output logged per call (stdout, stderr, log calls); the rest is dropped
 	MaxErrorBytes  int           // longest text of a failure's message or cause (a trap's stack, a guest's error)
 	MaxJSONDepth   int           // deepest nesting of arrays and objects the host decodes from the guest
+	MaxStackBytes  int           // an instance's call stack, outside its memory, as estimated (see StackLimitError); native loader only
 	SessionIdle    time.Duration // IsolationSession: a session's idle instances are evicted after this
 	MaxSessions    int           // IsolationSession: sessions with idle instances kept; beyond, the least recently used is evicted
 }
@@ -58,6 +59,7 @@ const (
 	DefaultMaxLogBytes    = 64 << 10
 	DefaultMaxErrorBytes  = 4 << 10
 	DefaultMaxJSONDepth   = abi.MaxDepth
+	DefaultMaxStackBytes  = 16 << 20
 	DefaultSessionIdle    = 10 * time.Minute
 	DefaultMaxSessions    = 256
 )
@@ -86,6 +88,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxJSONDepth <= 0 {
 		l.MaxJSONDepth = DefaultMaxJSONDepth
+	}
+	if l.MaxStackBytes <= 0 {
+		l.MaxStackBytes = DefaultMaxStackBytes
 	}
 	if l.SessionIdle <= 0 {
 		l.SessionIdle = DefaultSessionIdle

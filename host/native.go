@@ -41,16 +41,20 @@ const interruptPeriod = 100_000
 
 // loadNative instruments wasm so that it can be stopped at its deadline
 // (see package interrupt: wazero's own mechanism, WithCloseOnContextDone,
-// exits to Go at every loop header and made JSON-heavy guests 5-8x slower),
-// caps its tables (wasmbin.CapTables), then compiles it in a runtime of its
-// own, checks its exports against ABI v1 and provides its imports (which
-// src.shape, Check's, says are what the host provides). The kind of a failure
-// is ErrABIMismatch for exports, ErrLoad otherwise.
+// exits to Go at every loop header and made JSON-heavy guests 5-8x slower)
+// and its call stack bounded by the plugin's MaxStackBytes, caps its
+// tables (wasmbin.CapTables), then compiles it in a runtime of its own,
+// checks its exports against ABI v1 and provides its imports (which
+// src.shape, Check's, says are what the host provides). The kind of a
+// failure is ErrABIMismatch for exports, ErrLoad otherwise.
 func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ module, kind error, err error) {
 	if err := checkNativeImports(src.shape.Imports); err != nil {
 		return nil, ErrLoad, err
 	}
-	wasm, err := l.instrumented(src)
+	if p.limits.MaxStackBytes > interrupt.MaxStack {
+		return nil, ErrLoad, fmt.Errorf("a stack limit of %d bytes: this host allows at most %d", p.limits.MaxStackBytes, interrupt.MaxStack)
+	}
+	wasm, err := l.instrumented(src, uint32(p.limits.MaxStackBytes))
 	if err == nil {
 		wasm, err = wasmbin.CapTables(wasm, l.limits.TableEntries)
 	}
@@ -90,6 +94,29 @@ func checkInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
 			panic(err)
 		}
 	}
+}
+
+// StackLimitError ends a call whose guest would have taken its call stack
+// past the plugin's Limits.MaxStackBytes (a deep or unbounded recursion):
+// the call fails with ErrTrap, wrapping it. wazero keeps a call's stack
+// outside the linear memory, in a buffer it doubles up to about 100 MB, so
+// the native loader bounds it by instrumentation (package interrupt), with
+// an upper estimate of every frame: real frames are often ten times
+// smaller. The Extism loader's modules are not instrumented: their stacks
+// have only wazero's ceiling.
+type StackLimitError struct {
+	Limit int // the plugin's MaxStackBytes
+}
+
+func (e *StackLimitError) Error() string {
+	return fmt.Sprintf("the guest's call stack would exceed %d bytes; raise the plugin's stack limit (max_stack_kb) if its recursion is genuine", e.Limit)
+}
+
+// stackExhausted is the import interrupt.Instrument gives the guest, called
+// when a frame would take the stack past limit. Its panic ends the call
+// (see checkInterrupt).
+func stackExhausted(limit int) api.GoModuleFunc {
+	return func(context.Context, api.Module, []uint64) { panic(&StackLimitError{Limit: limit}) }
 }
 
 // callContext is ctx ending at the call's deadline too, for a host function
@@ -305,8 +332,9 @@ func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error 
 			return fmt.Errorf("wasi: %w", err)
 		}
 	}
-	if _, err := m.runtime.NewHostModuleBuilder(interrupt.Module).NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).
+	if _, err := m.runtime.NewHostModuleBuilder(interrupt.Module).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).
+		NewFunctionBuilder().WithGoModuleFunction(stackExhausted(p.limits.MaxStackBytes), nil, nil).Export(interrupt.StackFunc).
 		Instantiate(ctx); err != nil {
 		return fmt.Errorf("%s: %w", interrupt.Module, err)
 	}

@@ -53,7 +53,7 @@ func BenchmarkInstrument(b *testing.B) {
 	}
 	b.SetBytes(int64(len(wasm)))
 	for b.Loop() {
-		if _, err := interrupt.Instrument(wasm, hostBudget); err != nil {
+		if _, err := interrupt.Instrument(wasm, hostBudget, hostStack); err != nil {
 			b.Fatal(err)
 		}
 	}

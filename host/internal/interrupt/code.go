@@ -14,6 +14,7 @@ import (
 // Opcodes the walker acts on or emits.
 const (
 	opUnreachable        = 0x00
+	opNop                = 0x01
 	opBlock              = 0x02
 	opLoop               = 0x03
 	opIf                 = 0x04
@@ -31,6 +32,7 @@ const (
 	opReturnCallIndirect = 0x13
 	opCallRef            = 0x14 // typed function references
 	opReturnCallRef      = 0x15 // the last call opcode
+	opDrop               = 0x1A
 	opTryTable           = 0x1F
 	opLocalGet           = 0x20
 	opLocalSet           = 0x21
@@ -39,37 +41,48 @@ const (
 	opGlobalSet          = 0x24
 	opI32Const           = 0x41
 	opMemoryGrow         = 0x40
+	opI32LtS             = 0x48
 	opI32LeS             = 0x4C
 	opI32GtS             = 0x4A
 	opI32GeU             = 0x4F
+	opI32Add             = 0x6A
 	opI32Sub             = 0x6B
 	opI32ShrU            = 0x76
 	opRefFunc            = 0xD2
 	opBrOnNull           = 0xD5
 	opBrOnNonNull        = 0xD6
 	opMisc               = 0xFC
+	opSIMD               = 0xFD
 	blockEmpty           = 0x40
 	typeI32              = 0x7F
 )
 
 // rewriter holds what the second pass writes into the module.
 type rewriter struct {
-	funcImports uint32 // the added import's index: function indices from here on shift by one
-	funcs       uint64 // functions before instrumentation, at most MaxUint32: every function index must be below
+	funcImports uint32 // the added imports' first index: function indices from here on shift by addedFuncs
+	funcs       uint64 // functions before instrumentation, below MaxUint32: every function index must be below
 	checkType   uint32 // index of the added type () -> ()
-	global      uint32 // the counter's index
+	global      uint32 // the counter's index; the stack budget's is the next
 	budget      uint32
+	stack       uint32 // the stack budget's cap, 0 for none
 	body        []byte // scratch for one function body, reused
 
-	graph      *callGraph // set during the analysis pass, which records function references
-	plan       *analysis  // the checkpoints, from the analysis pass
-	cur        uint32     // the defined function being walked in the code section
-	cache      []bool     // by defined function: keeps the counter in a local (see cached; nil: none does)
-	reach      []bool     // by defined function: may run a checkpoint, so a caller that caches the counter saves it first
-	params     []uint32   // by defined function: its parameter count, where its locals start
-	typeParams []uint32   // by type index: the parameter count, which a loop's block type may have
-	fn         cached     // the function being rewritten
+	graph     *callGraph         // set during the analysis pass, which records function references
+	plan      *analysis          // the checkpoints, from the analysis pass
+	cur       uint32             // the defined function being walked in the code section
+	cache     []bool             // by defined function: keeps the counter in a local (see cached; nil: none does)
+	reach     []bool             // by defined function: may run a checkpoint, so a caller that caches the counter saves it first
+	params    []uint32           // by defined function: its parameter count, where its locals start
+	funcTypes []uint32           // by defined function: its type index
+	types     []wasmbin.FuncType // by type index, which a loop's block type may be
+	charges   []int32            // by defined function: what its entry charges the stack budget, 0 if nothing (stack.go)
+	chargeInd int32              // what an indirect call charges, 0 if nothing
+	fn        cached             // the function being rewritten
 }
+
+// addedFuncs is how many imports the rewrite adds (Func, StackFunc): a defined function's index shifts
+// by as many.
+const addedFuncs = 2
 
 // cached is how the function being rewritten reaches the counter. One that
 // has checkpoints keeps the counter in a local of its own (a register once
@@ -85,10 +98,11 @@ type cached struct {
 	load, store []byte // global to local, local to global
 	header      bool   // the instruction just copied is the header of a loop that appendLoopCheck suits
 	depth       int    // blocks open around the instruction: a branch to label depth leaves the function
+	charge      int32  // what its entry charged the stack budget, refunded where it returns
 }
 
-func newRewriter(funcImports uint32, funcs uint64, global, checkType, budget uint32) *rewriter {
-	return &rewriter{funcImports: funcImports, funcs: funcs, checkType: checkType, global: global, budget: budget}
+func newRewriter(funcImports uint32, funcs uint64, global, checkType, budget, stack uint32) *rewriter {
+	return &rewriter{funcImports: funcImports, funcs: funcs, checkType: checkType, global: global, budget: budget, stack: stack}
 }
 
 // appendCheck appends the checkpoint of weight w: it subtracts w from the counter c (through get and set,
@@ -242,7 +256,7 @@ func (w *rewriter) reaches(idx uint32) bool {
 	return int64(f) >= int64(len(w.reach)) || w.reach[f]
 }
 
-// funcIdx copies a function index, renumbered: the added import takes index funcImports.
+// funcIdx copies a function index, renumbered: the added imports take indices funcImports and after.
 func (w *rewriter) funcIdx(r *wasmbin.Reader, out []byte) ([]byte, error) {
 	start := r.Pos
 	idx, err := r.U32()
@@ -253,7 +267,7 @@ func (w *rewriter) funcIdx(r *wasmbin.Reader, out []byte) ([]byte, error) {
 		return nil, err
 	}
 	if idx >= w.funcImports {
-		idx++ // idx < funcs <= MaxUint32: no overflow
+		idx += addedFuncs // idx < funcs < MaxUint32-1: no overflow
 	}
 	return wasmbin.AppendU32(out, idx), nil
 }
@@ -318,6 +332,12 @@ func (w *rewriter) function(r *wasmbin.Reader, out []byte) ([]byte, error) {
 		out = append(out, r.Buf[mark:r.Pos]...)
 	}
 	out = append(out, w.fn.load...)
+	if int64(w.cur) < int64(len(w.charges)) {
+		w.fn.charge = w.charges[w.cur]
+	}
+	if w.fn.charge > 0 { // the analysis charges only functions with a type: w.params has it
+		out = w.appendStackEntry(out, w.fn.charge, w.funcTypes[w.cur], w.params[w.cur])
+	}
 	points := w.plan.pointsOf(w.cur)
 	for r.Remaining() > 0 {
 		if len(points) > 0 && points[0].at == r.Pos {
@@ -335,6 +355,9 @@ func (w *rewriter) function(r *wasmbin.Reader, out []byte) ([]byte, error) {
 	}
 	if len(points) > 0 { // the analysis decoded this body otherwise: never leave a checkpoint out
 		return nil, &wasmbin.Error{Kind: ErrUnsupported, Section: r.Section, Offset: points[0].at, Msg: "internal error: a checkpoint falls inside an instruction"}
+	}
+	if w.fn.charge > 0 { // the body's end closed the block around it
+		out = w.appendStackExit(out, w.fn.charge)
 	}
 	return out, nil
 }
@@ -394,7 +417,7 @@ func (w *rewriter) instr(r *wasmbin.Reader, out []byte, checkpoints bool) ([]byt
 			return nil, 0, err
 		}
 		if checkpoints { // its header's checkpoint comes next
-			w.fn.header = w.fn.on && (t < 0 || t < int64(len(w.typeParams)) && w.typeParams[t] == 0)
+			w.fn.header = w.fn.on && (t < 0 || t < int64(len(w.types)) && w.types[t].Params == 0)
 			w.fn.depth++
 		}
 		return append(out, r.Buf[start:r.Pos]...), op, nil
@@ -406,13 +429,23 @@ func (w *rewriter) instr(r *wasmbin.Reader, out []byte, checkpoints bool) ([]byt
 	if err := r.Immediates(op, start); err != nil {
 		return nil, 0, err
 	}
-	save := on && (op == opCallIndirect || op == opCallRef)
+	indirect := op == opCallIndirect || op == opCallRef
+	charge := checkpoints && indirect && w.chargeInd > 0
+	if charge {
+		out = w.appendStackCharge(out, w.chargeInd)
+	} else if checkpoints && op == opReturn && w.fn.charge > 0 {
+		out = w.appendRefund(out, w.fn.charge)
+	}
+	save := on && indirect
 	if save || leaving { // after a checkpoint before the call: a save before it would miss its decrement
 		out = append(out, w.fn.store...)
 	}
 	out = append(out, r.Buf[start:r.Pos]...)
 	if save {
 		out = append(out, w.fn.load...)
+	}
+	if charge {
+		out = w.appendRefund(out, w.chargeInd)
 	}
 	if checkpoints {
 		switch op {

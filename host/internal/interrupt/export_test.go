@@ -13,7 +13,7 @@ func Plan(wasm []byte) (weights [][]int, unpaid []int, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w := newRewriter(m.funcImports, uint64(m.funcImports)+uint64(m.funcs), 0, 0, 1)
+	w := newRewriter(m.funcImports, uint64(m.funcImports)+uint64(m.funcs), 0, 0, 1, 0)
 	if err := w.analyse(m); err != nil {
 		return nil, nil, err
 	}
@@ -24,4 +24,18 @@ func Plan(wasm []byte) (weights [][]int, unpaid []int, err error) {
 		}
 	}
 	return weights, w.plan.unpaid, nil
+}
+
+// Stack returns what Instrument charges the stack budget for wasm, by defined function (0: nothing) and
+// at indirect calls, and each defined function's frame estimate, F.
+func Stack(wasm []byte) (charges []int32, indirect int32, frames []int64, err error) {
+	m, err := split(wasm)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	w := newRewriter(m.funcImports, uint64(m.funcImports)+uint64(m.funcs), 0, 0, 1, MaxStack)
+	if err := w.analyse(m); err != nil {
+		return nil, 0, nil, err
+	}
+	return w.charges, w.chargeInd, w.plan.own, nil
 }

@@ -53,7 +53,7 @@ func FuzzInstrument(f *testing.F) {
 		return err == nil
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := interrupt.Instrument(in, 3)
+		out, err := interrupt.Instrument(in, 3, hostStack)
 		if err != nil && !errors.Is(err, wasmbin.ErrMalformed) && !errors.Is(err, interrupt.ErrUnsupported) {
 			t.Fatalf("error of no kind: %v", err)
 		}

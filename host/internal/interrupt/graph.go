@@ -23,7 +23,17 @@ type callGraph struct {
 	callees     [][]uint32 // direct calls, defined callees only
 	indirect    []bool     // makes an indirect call
 	taken       []bool     // its reference is taken: a possible indirect callee
+	roots       []bool     // exported, or the start function: the host calls it
 	eh          bool       // the module throws or catches exceptions
+	tail        bool       // the module makes tail calls
+	wide        bool       // the module has v128 values outside function bodies: in types or globals
+}
+
+// noteRoot records that the host may call the function index idx.
+func (g *callGraph) noteRoot(idx uint32) {
+	if idx >= g.funcImports && int64(idx-g.funcImports) < int64(len(g.roots)) {
+		g.roots[idx-g.funcImports] = true
+	}
 }
 
 // note records, for the defined function cur, the instruction op with the

@@ -3,6 +3,7 @@ package interrupt_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ func wat(t testing.TB, name string, flags ...string) []byte {
 
 func instrument(t testing.TB, wasm []byte, budget uint32) []byte {
 	t.Helper()
-	out, err := interrupt.Instrument(wasm, budget)
+	out, err := interrupt.Instrument(wasm, budget, hostStack)
 	if err != nil {
 		t.Fatalf("Instrument: %v", err)
 	}
@@ -69,7 +70,10 @@ func (c *checker) check(ctx context.Context) {
 	}
 }
 
-// newRuntime returns a runtime with the check import instantiated, closed at the end of the test.
+// errStack is what the tests' StackFunc panics with, as the host's does with its own error.
+var errStack = errors.New("stack budget exhausted")
+
+// newRuntime returns a runtime with the imports instantiated, closed at the end of the test.
 func newRuntime(t testing.TB, cfg wazero.RuntimeConfig) (wazero.Runtime, *checker) {
 	t.Helper()
 	ctx := context.Background()
@@ -78,6 +82,7 @@ func newRuntime(t testing.TB, cfg wazero.RuntimeConfig) (wazero.Runtime, *checke
 	c := &checker{}
 	_, err := r.NewHostModuleBuilder(interrupt.Module).
 		NewFunctionBuilder().WithFunc(c.check).Export(interrupt.Func).
+		NewFunctionBuilder().WithFunc(func() { panic(errStack) }).Export(interrupt.StackFunc).
 		Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)

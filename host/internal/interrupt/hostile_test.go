@@ -7,10 +7,16 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/morphhost/morph/host/internal/interrupt"
 )
 
-// hostBudget is the budget the host instruments with (host/native.go's interruptPeriod).
-const hostBudget = 100_000
+// hostBudget is the budget the host instruments with (host/native.go's interruptPeriod), and hostStack
+// its default stack budget (host.DefaultMaxStackBytes).
+const (
+	hostBudget = 100_000
+	hostStack  = 16 << 20
+)
 
 // Opcodes of the generated guests.
 const (
@@ -98,11 +104,16 @@ func hostileGuests() []struct {
 
 // TestHostileWork runs each hostile guest with a 100 ms deadline: it must be stopped soon after (within 1 s,
 // a generous bound for -race and a busy machine; the bound is some milliseconds: see BenchmarkCheckGap).
+// Without a stack budget: the deep recursion would end on it first.
 func TestHostileWork(t *testing.T) {
 	for _, g := range hostileGuests() {
 		t.Run(g.name, func(t *testing.T) {
 			r, _ := newRuntime(t, wazero.NewRuntimeConfig())
-			run := instantiate(t, r, instrument(t, g.wasm, hostBudget)).ExportedFunction("run")
+			wasm, err := interrupt.Instrument(g.wasm, hostBudget, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := instantiate(t, r, wasm).ExportedFunction("run")
 			const deadline = 100 * time.Millisecond
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()

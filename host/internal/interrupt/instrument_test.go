@@ -518,7 +518,7 @@ func TestRealModules(t *testing.T) {
 			if !reflect.DeepEqual(expI, expO) {
 				t.Errorf("exports changed:\n got  %v\n want %v", expI, expO)
 			}
-			if want := append(impO, interrupt.Module+"."+interrupt.Func); !reflect.DeepEqual(impI, want) {
+			if want := append(impO, interrupt.Module+"."+interrupt.Func, interrupt.Module+"."+interrupt.StackFunc); !reflect.DeepEqual(impI, want) {
 				t.Errorf("imports %v, want %v", impI, want)
 			}
 			validate(t, inst)
@@ -633,10 +633,12 @@ func TestErrors(t *testing.T) {
 		{"element flags", module(sec(9, vec(u32(8)))), wasmbin.ErrMalformed, "element", 11, "flags 8"},
 		{"already imported", module(typeSec, sec(2, vec(append(append(str(interrupt.Module), str(interrupt.Func)...), 0, 0)))),
 			interrupt.ErrUnsupported, "import", 8 + len(typeSec) + 3, "already imports morph:internal.interrupt_check"},
+		{"stack import", module(typeSec, sec(2, vec(append(append(str(interrupt.Module), str(interrupt.StackFunc)...), 0, 0)))),
+			interrupt.ErrUnsupported, "import", 8 + len(typeSec) + 3, "already imports morph:internal.stack_exhausted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := interrupt.Instrument(tc.wasm, 10)
+			out, err := interrupt.Instrument(tc.wasm, 10, hostStack)
 			var e *wasmbin.Error
 			if !errors.As(err, &e) || !errors.Is(err, tc.kind) {
 				t.Fatalf("Instrument = %d bytes, %v; want an *Error of kind %v", len(out), err, tc.kind)
@@ -648,7 +650,7 @@ func TestErrors(t *testing.T) {
 	}
 
 	t.Run("message", func(t *testing.T) {
-		_, err := interrupt.Instrument(code(0x27, 0x0B), 10)
+		_, err := interrupt.Instrument(code(0x27, 0x0B), 10, hostStack)
 		if want := "malformed module: code section at offset 0x17: unknown opcode 0x27"; err == nil || err.Error() != want {
 			t.Errorf("err = %v, want %s", err, want)
 		}
@@ -656,13 +658,13 @@ func TestErrors(t *testing.T) {
 
 	t.Run("instrumented twice", func(t *testing.T) {
 		once := instrument(t, module(typeSec, funcSec, sec(10, vec(body(0, 0x0B)))), 10)
-		if _, err := interrupt.Instrument(once, 10); !errors.Is(err, interrupt.ErrUnsupported) {
+		if _, err := interrupt.Instrument(once, 10, hostStack); !errors.Is(err, interrupt.ErrUnsupported) {
 			t.Errorf("err = %v, want ErrUnsupported", err)
 		}
 	})
 	for _, budget := range []uint32{0, interrupt.MaxBudget + 1} {
 		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
-			_, err := interrupt.Instrument(module(), budget)
+			_, err := interrupt.Instrument(module(), budget, hostStack)
 			if err == nil || errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
 				t.Errorf("err = %v, want an argument error", err)
 			}
@@ -676,7 +678,7 @@ func TestTruncated(t *testing.T) {
 	wasm := wat(t, "semantics")
 	boundaries := 0
 	for n := 0; n < len(wasm); n++ {
-		_, err := interrupt.Instrument(wasm[:n], 10)
+		_, err := interrupt.Instrument(wasm[:n], 10, hostStack)
 		switch {
 		case err == nil:
 			boundaries++
@@ -700,11 +702,16 @@ func TestEmptyModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	imports := compiled.ImportedFunctions()
-	if len(imports) != 1 || len(imports[0].ParamTypes()) != 0 || len(imports[0].ResultTypes()) != 0 {
-		t.Fatalf("imports %v, want the check () -> ()", imports)
+	if len(imports) != 2 {
+		t.Fatalf("%d imports, want the check and the stack's", len(imports))
 	}
-	if mod, name, _ := imports[0].Import(); mod != interrupt.Module || name != interrupt.Func {
-		t.Errorf("import %s.%s", mod, name)
+	for i, want := range []string{interrupt.Func, interrupt.StackFunc} {
+		if len(imports[i].ParamTypes()) != 0 || len(imports[i].ResultTypes()) != 0 {
+			t.Errorf("import %d is not () -> ()", i)
+		}
+		if mod, name, _ := imports[i].Import(); mod != interrupt.Module || name != want {
+			t.Errorf("import %s.%s, want %s.%s", mod, name, interrupt.Module, want)
+		}
 	}
 }
 

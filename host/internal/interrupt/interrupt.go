@@ -27,6 +27,9 @@
 // plan.go; maxWeight is 10,001), plus one bulk instruction (at most its memory or table). No goroutine
 // has to set a flag (a flag setter could not run during a stop-the-world anyway).
 //
+// A second budget bounds the instance's call stack, which wazero keeps outside the module's memory: see
+// stack.go.
+//
 // The rewrite reads the module with package wasmbin, which decodes every instruction, so an opcode it does
 // not know is an error, never a guess.
 package interrupt
@@ -40,19 +43,26 @@ import (
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
-// Version changes whenever Instrument's output for a given input and budget changes, so that a cache of
-// instrumented modules keyed by it never serves a stale rewrite.
-const Version = 5
+// Version changes whenever Instrument's output for a given input, budget and stack changes, so that a
+// cache of instrumented modules keyed by it never serves a stale rewrite.
+const Version = 6
 
 // MaxBudget is the largest budget Instrument accepts: the counter is a signed 32-bit integer, which a
 // budget plus a checkpoint's weight must not overflow.
 const MaxBudget = 1 << 30
 
-// Module and Func name the import the instrumented module gains. The host must provide it, as a function
-// of type () -> (), before it instantiates the module.
+// MaxStack is the largest stack budget Instrument accepts, in bytes: the budget is a signed 32-bit
+// integer too.
+const MaxStack = 1 << 30
+
+// Module, Func and StackFunc name the imports the instrumented module gains. The host must provide them,
+// as functions of type () -> (), before it instantiates the module. Func checks the call's deadline;
+// StackFunc is called when a frame would take the call's stack past its budget, and must end the call
+// (by a panic, which wazero returns as the call's error): should it return, the guest traps.
 const (
-	Module = "morph:internal"
-	Func   = "interrupt_check"
+	Module    = "morph:internal"
+	Func      = "interrupt_check"
+	StackFunc = "stack_exhausted"
 )
 
 // Instrument returns a copy of the binary module wasm in which every checkpoint subtracts its weight from a
@@ -64,29 +74,39 @@ const (
 // the import, and with a budget of n and checkpoints of weight 1 every n-th does. budget must be between 1
 // and MaxBudget.
 //
-// The module gains a type () -> () at the end of its types, the import at the end of its imports (every
-// defined function's index shifts by one: calls, ref.func, element segments, exports, the start function
-// and the function names are renumbered) and the global at the end of its globals; a function with
-// checkpoints gains an i32 local after its own, except in a module that throws or catches exceptions (an
-// exception would skip the local's save: there every checkpoint uses the global), and one with bulk
-// instructions another. Custom sections are kept, except the DWARF .debug_* sections, whose code offsets
-// the rewrite invalidates.
+// stack is the stack budget, in bytes, between 1 and MaxStack, or 0 for none: the estimated frames of
+// an instance's calls (all its stacks together, for a host that calls it re-entrantly) never take more,
+// as a frame that would take more calls the import Module.StackFunc first (see stack.go). The budget is a second
+// new global, per instance, balanced whenever no call runs (unless one trapped).
+//
+// The module gains a type () -> () at the end of its types, the two imports at the end of its imports
+// (every defined function's index shifts by two: calls, ref.func, element segments, exports, the start
+// function and the function names are renumbered) and the two globals at the end of its globals; a
+// function with checkpoints gains an i32 local after its own, except in a module that throws or catches
+// exceptions (an exception would skip the local's save: there every checkpoint uses the global), and one
+// with bulk instructions another. A function charged for the stack has its body wrapped in a block.
+// Custom sections are kept, except the DWARF .debug_* sections, whose code offsets the rewrite
+// invalidates.
 //
 // A failure is a *wasmbin.Error that matches wasmbin.ErrMalformed or ErrUnsupported under errors.Is and
 // names the section and the byte offset in wasm.
-func Instrument(wasm []byte, budget uint32) ([]byte, error) {
+func Instrument(wasm []byte, budget, stack uint32) ([]byte, error) {
 	if budget == 0 || budget > MaxBudget {
 		return nil, fmt.Errorf("interrupt: budget %d, want 1 to %d", budget, MaxBudget)
+	}
+	if stack > MaxStack {
+		return nil, fmt.Errorf("interrupt: stack budget %d, want at most %d", stack, MaxStack)
 	}
 	m, err := split(wasm)
 	if err != nil {
 		return nil, err
 	}
-	return m.rewrite(budget)
+	return m.rewrite(budget, stack)
 }
 
 // ErrUnsupported is the kind of a wasmbin.Error for a well-formed module that cannot be instrumented, e.g.
-// one that already imports Module.Func (it was instrumented before, or it tries to supply its own check).
+// one that already imports Module.Func or Module.StackFunc (it was instrumented before, or it tries to
+// supply its own check).
 // Malformed input is a wasmbin.ErrMalformed.
 var ErrUnsupported = errors.New("module cannot be instrumented")
 
@@ -97,12 +117,14 @@ type module struct {
 	buf           []byte
 	sections      []wasmbin.Section
 	types         uint32 // types defined by the type section: the index of the added type
-	funcImports   uint32 // imported functions: the index of the added import
+	funcImports   uint32 // imported functions: the index of the first added import
 	globalImports uint32
-	funcs         uint32   // defined functions (function section count)
-	params        []uint32 // by type index: the number of parameters
-	funcTypes     []uint32 // by defined function: its type index
-	globals       uint32   // defined globals (global section count)
+	funcs         uint32             // defined functions (function section count)
+	sigs          []wasmbin.FuncType // by type index
+	funcTypes     []uint32           // by defined function: its type index
+	importTypes   []uint32           // by imported function: its type index
+	globals       uint32             // defined globals (global section count)
+	v128          bool               // a type or an imported global holds a v128
 }
 
 // split reads the sections and the counts.
@@ -144,16 +166,17 @@ var added = []byte{wasmbin.IDType, wasmbin.IDImport, wasmbin.IDGlobal}
 
 // rewrite analyses the module (see analyse), then copies it section by section, extending the type, import and
 // global sections (creating them in their place if absent) and renumbering function indices.
-func (m *module) rewrite(budget uint32) ([]byte, error) {
+func (m *module) rewrite(budget, stack uint32) ([]byte, error) {
 	// The type and import counts are of entries read within a section, whose size is a u32, so they stay
 	// well below MaxUint32; the global count is only declared.
 	global := uint64(m.globalImports) + uint64(m.globals)
-	if global >= math.MaxUint32 {
-		return nil, &wasmbin.Error{Kind: ErrUnsupported, Section: "global", Msg: "no global index left for the counter"}
+	if global >= math.MaxUint32-1 {
+		return nil, &wasmbin.Error{Kind: ErrUnsupported, Section: "global", Msg: "no global index left for the counters"}
 	}
-	// The function count is only declared too: capped, so that a valid index plus one still fits a u32.
-	funcs := min(uint64(m.funcImports)+uint64(m.funcs), math.MaxUint32)
-	w := newRewriter(m.funcImports, funcs, uint32(global), m.types, budget)
+	// The function count is only declared too: capped, so that a valid index plus addedFuncs still fits
+	// a u32.
+	funcs := min(uint64(m.funcImports)+uint64(m.funcs), math.MaxUint32-addedFuncs)
+	w := newRewriter(m.funcImports, funcs, uint32(global), m.types, budget, stack)
 	if err := w.analyse(m); err != nil {
 		return nil, err
 	}

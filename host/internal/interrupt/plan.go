@@ -147,6 +147,19 @@ type analysis struct {
 	plans         []fnPlan
 	points        []point
 
+	// the stack budget's (see stack.go)
+	types       []wasmbin.FuncType // by type index
+	funcTypes   []uint32           // by defined function: its type index
+	importTypes []uint32           // by imported function: its type index
+	own         []int64            // by defined function: its frame, F
+	leaf        []int64            // by defined function: the largest frame of an import it calls
+	chain       []int64            // by defined function: C, the most stack from its entry to the next charge
+	charged     []bool             // by defined function: its entry charges C
+	chainInd    int64              // the largest C of an uncharged function whose reference is taken
+	locals      uint64             // decode: the locals the function declares
+	fnWide      bool               // decode: the function has a v128 local or a SIMD instruction
+	sets        []uint64           // scratch of frameOf
+
 	// scratch, reused from one function to the next
 	insts  []inst
 	labels []uint32
@@ -160,15 +173,16 @@ type analysis struct {
 func (w *rewriter) analyse(m *module) error {
 	n := int(min(m.funcs, uint32(len(m.buf)))) // a body takes at least a byte: the count cannot exceed that
 	g := &callGraph{funcImports: m.funcImports, callees: make([][]uint32, n), indirect: make([]bool, n),
-		taken: make([]bool, n)}
-	a := &analysis{g: g, funcs: w.funcs}
+		taken: make([]bool, n), roots: make([]bool, n), wide: m.v128}
+	a := &analysis{g: g, funcs: w.funcs, types: m.sigs, funcTypes: m.funcTypes, importTypes: m.importTypes,
+		own: make([]int64, n), leaf: make([]int64, n), chain: make([]int64, n)}
 	w.graph = g
 	defer func() { w.graph = nil }()
 	for _, s := range m.sections {
 		var err error
 		switch s.ID {
-		case wasmbin.IDGlobal, wasmbin.IDTable, wasmbin.IDElement: // ref.func and element function indices
-			_, err = w.section(nil, s)
+		case wasmbin.IDGlobal, wasmbin.IDTable, wasmbin.IDElement, wasmbin.IDExport, wasmbin.IDStart:
+			_, err = w.section(nil, s) // ref.func, element function indices, the functions the host calls
 		case wasmbin.IDCode:
 			err = a.code(s.Body)
 		}
@@ -178,6 +192,10 @@ func (w *rewriter) analyse(m *module) error {
 	}
 	var order []int
 	a.head, a.checkIndirect, order = g.entries()
+	a.charged = make([]bool, n)
+	for f := range n {
+		a.charged[f] = a.head[f] || g.roots[f]
+	}
 	a.unpaid, a.reach, a.plans = make([]int, n), make([]bool, n), make([]fnPlan, n)
 	for _, f := range order {
 		if f == n {
@@ -191,6 +209,7 @@ func (w *rewriter) analyse(m *module) error {
 			return err
 		}
 		a.weigh(f)
+		a.chainOf(f)
 	}
 	for i := range a.points {
 		if a.points[i].indirect {
@@ -198,13 +217,24 @@ func (w *rewriter) analyse(m *module) error {
 		}
 	}
 	w.plan = a
-	w.params, w.typeParams = make([]uint32, min(n, len(m.funcTypes))), m.params
+	w.params, w.funcTypes, w.types = make([]uint32, min(n, len(m.funcTypes))), m.funcTypes, m.sigs
 	for f := range w.params {
-		if t := m.funcTypes[f]; int64(t) < int64(len(m.params)) {
-			w.params[f] = m.params[t]
+		if t := m.funcTypes[f]; int64(t) < int64(len(m.sigs)) {
+			w.params[f] = m.sigs[t].Params
 		} else {
 			w.params = w.params[:f] // a type out of range: wazero refuses the module
 			break
+		}
+	}
+	if w.stack > 0 && !g.eh && !g.tail { // see stack.go on exceptions and tail calls
+		w.charges = make([]int32, len(w.params))
+		for f := range w.charges {
+			if a.charged[f] {
+				w.charges[f] = int32(min(a.chain[f], MaxStack+1))
+			}
+		}
+		if a.checkIndirect {
+			w.chargeInd = int32(min(a.chainInd, MaxStack+1))
 		}
 	}
 	if !g.eh { // a caught exception would skip the save of a cached counter: such modules use the global
@@ -233,6 +263,9 @@ func (a *analysis) code(r wasmbin.Reader) error {
 		if err := a.decode(body); err != nil {
 			return err
 		}
+		if int64(i) < int64(len(a.own)) {
+			a.own[i], a.leaf[i] = a.frameOf(int(i), body, a.locals)
+		}
 		for _, in := range a.insts {
 			switch {
 			case in.kind == kCall || in.kind == kReturnCall:
@@ -250,14 +283,18 @@ func (a *analysis) code(r wasmbin.Reader) error {
 // decode reads a function body (locals, then code) into a.insts, matching every block with its end.
 func (a *analysis) decode(r wasmbin.Reader) error {
 	a.insts, a.labels, a.open, a.loops = a.insts[:0], a.labels[:0], append(a.open[:0], -1), append(a.loops[:0], 0)
+	a.locals, a.fnWide = 0, false
 	n, err := r.U32()
 	if err != nil {
 		return err
 	}
 	for i := uint32(0); i < n; i++ {
-		if _, err := r.U32(); err != nil {
+		c, err := r.U32()
+		if err != nil {
 			return err
 		}
+		a.locals += uint64(c) // at most 2^32 entries of 2^32: no overflow
+		a.fnWide = a.fnWide || r.Remaining() > 0 && r.Buf[r.Pos] == wasmbin.V128
 		if err := r.ValType(); err != nil {
 			return err
 		}
@@ -317,6 +354,7 @@ func (a *analysis) decode(r wasmbin.Reader) error {
 			in.a, err = a.funcIdx(&r)
 		case opReturnCall:
 			in.kind = kReturnCall
+			a.g.tail = true
 			in.a, err = a.funcIdx(&r)
 		case opRefFunc:
 			in.flag = true
@@ -332,6 +370,10 @@ func (a *analysis) decode(r wasmbin.Reader) error {
 			err = r.Immediates(op, start)
 		case opReturnCallIndirect, opReturnCallRef:
 			in.kind = kReturnCallIndirect
+			a.g.tail = true
+			err = r.Immediates(op, start)
+		case opSIMD:
+			a.fnWide = true
 			err = r.Immediates(op, start)
 		case opMemoryGrow:
 			in.cost = costGrow
@@ -422,12 +464,15 @@ func (a *analysis) pointsOf(f uint32) []point {
 	return a.points[a.plans[f].lo:a.plans[f].hi]
 }
 
-// indirectNode is weigh for the indirect-call node, once every function whose reference is taken has
-// been weighed (or is a head).
+// indirectNode is weigh and chainOf for the indirect-call node, once every function whose reference is
+// taken has been weighed (or is a head).
 func (a *analysis) indirectNode() {
 	for f, t := range a.g.taken {
 		if t && !a.head[f] {
 			a.unpaidInd = max(a.unpaidInd, a.unpaid[f])
+		}
+		if t && !a.charged[f] {
+			a.chainInd = max(a.chainInd, a.chain[f])
 		}
 	}
 }

@@ -5,11 +5,12 @@ import "github.com/morphhost/morph/host/internal/wasmbin"
 // The sections that the rewrite extends, or that hold function indices (spec 5.5). Each rewrite reads the
 // whole section, copies what it does not change byte for byte, and fails on trailing bytes.
 
-// readTypes counts the types, since the added one takes the next index, and keeps each one's parameter
-// count, where a function's locals start.
+// readTypes counts the types, since the added one takes the next index, and keeps each one's arity (a
+// function's locals start after its parameters).
 func (m *module) readTypes(r *wasmbin.Reader) error {
-	return r.FuncTypes(func(_ int, params, _ uint32) error {
-		m.params = append(m.params, params)
+	return r.FuncTypes(func(_ int, t wasmbin.FuncType) error {
+		m.sigs = append(m.sigs, t)
+		m.v128 = m.v128 || t.V128
 		m.types++ // at least 3 bytes each, in a section of at most 4 GiB: no overflow
 		return nil
 	})
@@ -32,19 +33,22 @@ func (m *module) readFunctions(r *wasmbin.Reader) error {
 	return r.ExpectEnd()
 }
 
-// readImports counts the imported functions and globals (the added import and global go after them) and
-// refuses a module that already imports Module.Func: it was instrumented already, or it means to supply
-// its own check, and the host could not tell the two imports apart.
+// readImports counts the imported functions and globals (the added imports and globals go after them),
+// keeps the imported functions' types, and refuses a module that already imports Module.Func or
+// Module.StackFunc: it was instrumented already, or it means to supply its own check, and the host could
+// not tell the imports apart.
 func (m *module) readImports(r *wasmbin.Reader) error {
 	return r.Imports(func(at int, imp wasmbin.Import, _ wasmbin.TableLimits) error {
 		switch {
-		case imp.Module == Module && imp.Name == Func:
+		case imp.Module == Module && (imp.Name == Func || imp.Name == StackFunc):
 			return &wasmbin.Error{Kind: ErrUnsupported, Section: r.Section, Offset: at,
-				Msg: "the module already imports " + Module + "." + Func}
+				Msg: "the module already imports " + Module + "." + imp.Name}
 		case imp.Kind == wasmbin.KindFunction:
 			m.funcImports++
+			m.importTypes = append(m.importTypes, imp.Type)
 		case imp.Kind == wasmbin.KindGlobal:
 			m.globalImports++
+			m.v128 = m.v128 || imp.Type == wasmbin.V128
 		}
 		return nil
 	})
@@ -62,29 +66,35 @@ func (w *rewriter) typeSection(r *wasmbin.Reader) ([]byte, error) {
 	return append(out, 0x60, 0, 0), nil
 }
 
-// importSection appends the import of Module.Func after the existing imports (already checked by
-// readImports), so that it takes the first index after the imported functions.
+// importSection appends the imports of Module.Func and Module.StackFunc after the existing imports
+// (already checked by readImports), so that they take the first indices after the imported functions.
 func (w *rewriter) importSection(r *wasmbin.Reader) ([]byte, error) {
 	n, err := r.U32()
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(nil, n+1) // n < MaxUint32: it counts entries readImports read
+	out := wasmbin.AppendU32(nil, n+addedFuncs) // n counts entries readImports read: far below MaxUint32
 	out = append(out, r.Buf[r.Pos:r.End]...)
-	out = wasmbin.AppendName(wasmbin.AppendName(out, Module), Func)
-	return wasmbin.AppendU32(append(out, 0x00), w.checkType), nil
+	for _, name := range [addedFuncs]string{Func, StackFunc} {
+		out = wasmbin.AppendName(wasmbin.AppendName(out, Module), name)
+		out = wasmbin.AppendU32(append(out, 0x00), w.checkType)
+	}
+	return out, nil
 }
 
-// globalSection renumbers ref.func in the initialisers and appends the counter: a mutable i32 that starts
-// at the budget.
+// globalSection renumbers ref.func in the initialisers and appends the counter and the stack budget:
+// mutable i32s that start at the budget and the stack budget.
 func (w *rewriter) globalSection(r *wasmbin.Reader) ([]byte, error) {
 	n, err := r.U32()
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(nil, n+1) // n = m.globals < MaxUint32: checked by rewrite
+	out := wasmbin.AppendU32(nil, n+2) // n = m.globals < MaxUint32-1: checked by rewrite
 	for i := uint32(0); i < n; i++ {
 		mark := r.Pos
+		if w.graph != nil && r.Remaining() > 0 && r.Buf[r.Pos] == wasmbin.V128 {
+			w.graph.wide = true
+		}
 		if err := r.ValType(); err != nil {
 			return nil, err
 		}
@@ -99,8 +109,11 @@ func (w *rewriter) globalSection(r *wasmbin.Reader) ([]byte, error) {
 	if err := r.ExpectEnd(); err != nil {
 		return nil, err
 	}
-	out = append(out, 0x7F, 0x01, opI32Const) // i32, mutable
-	return append(wasmbin.AppendS32(out, int32(w.budget)), opEnd), nil
+	for _, v := range []uint32{w.budget, w.stack} {
+		out = append(out, 0x7F, 0x01, opI32Const) // i32, mutable
+		out = append(wasmbin.AppendS32(out, int32(v)), opEnd)
+	}
+	return out, nil
 }
 
 // tableSection renumbers ref.func in table initialisers (typed function references: 0x40 0x00, then the
@@ -156,6 +169,11 @@ func (w *rewriter) exportSection(r *wasmbin.Reader) ([]byte, error) {
 		}
 		out = append(out, r.Buf[mark:r.Pos]...)
 		if kind == 0x00 {
+			if w.graph != nil {
+				peek := *r
+				idx, _ := peek.U32() // funcIdx reports a bad one
+				w.graph.noteRoot(idx)
+			}
 			out, err = w.funcIdx(r, out)
 		} else {
 			mark = r.Pos
@@ -171,6 +189,11 @@ func (w *rewriter) exportSection(r *wasmbin.Reader) ([]byte, error) {
 
 // startSection renumbers the start function.
 func (w *rewriter) startSection(r *wasmbin.Reader) ([]byte, error) {
+	if w.graph != nil {
+		peek := *r
+		idx, _ := peek.U32() // funcIdx reports a bad one
+		w.graph.noteRoot(idx)
+	}
 	out, err := w.funcIdx(r, nil)
 	if err != nil {
 		return nil, err

@@ -159,6 +159,7 @@ var KindNames = [...]string{KindFunction: "a function", KindTable: "a table", Ki
 type Import struct {
 	Module, Name string
 	Kind         byte
+	Type         uint32 // a function's type index; a global's value type (its first byte)
 }
 
 // Export is one entry of the export section.
@@ -337,14 +338,14 @@ func (c *checker) vector(r *Reader, max uint32, limit string, entry func() error
 }
 
 func (c *checker) typeSection(r *Reader) error {
-	return r.FuncTypes(func(at int, params, results uint32) error {
+	return r.FuncTypes(func(at int, t FuncType) error {
 		if c.types++; c.types > c.l.Types {
 			return c.over(r, at, "Types", uint64(c.types), uint64(c.l.Types))
 		}
-		if n := max(params, results); n > c.l.TypeArity {
+		if n := max(t.Params, t.Results); n > c.l.TypeArity {
 			return c.over(r, at, "TypeArity", uint64(n), uint64(c.l.TypeArity))
 		}
-		c.params = append(c.params, params) // at most Types entries
+		c.params = append(c.params, t.Params) // at most Types entries
 		return nil
 	})
 }

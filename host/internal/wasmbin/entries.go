@@ -2,10 +2,10 @@ package wasmbin
 
 // The entries of the sections that both the limits check and the deadline rewrite read, one reader each.
 
-// FuncTypes reads a type section, calling each with every function type, in index order: where it starts
-// (for errors) and how many parameters and results it has. An entry is a function type or, as wazero
-// also accepts, a recursive type group (0x4E, from the GC proposal) of several.
-func (r *Reader) FuncTypes(each func(at int, params, results uint32) error) error {
+// FuncTypes reads a type section, calling each with every function type, in index order, and where it
+// starts (for errors). An entry is a function type or, as wazero also accepts, a recursive type group
+// (0x4E, from the GC proposal) of several.
+func (r *Reader) FuncTypes(each func(at int, t FuncType) error) error {
 	n, err := r.U32()
 	if err != nil {
 		return err
@@ -20,11 +20,11 @@ func (r *Reader) FuncTypes(each func(at int, params, results uint32) error) erro
 		}
 		for j := uint32(0); j < group; j++ {
 			at := r.Pos
-			params, results, err := r.FuncType()
+			t, err := r.FuncType()
 			if err != nil {
 				return err
 			}
-			if err := each(at, params, results); err != nil {
+			if err := each(at, t); err != nil {
 				return err
 			}
 		}
@@ -33,7 +33,7 @@ func (r *Reader) FuncTypes(each func(at int, params, results uint32) error) erro
 }
 
 // Imports reads an import section, calling each with every entry: where it starts (for errors), its
-// names and kind, and, for a table, its limits.
+// names, kind and type, and, for a table, its limits.
 func (r *Reader) Imports(each func(at int, imp Import, table TableLimits) error) error {
 	n, err := r.U32()
 	if err != nil {
@@ -54,10 +54,11 @@ func (r *Reader) Imports(each func(at int, imp Import, table TableLimits) error)
 		if err != nil {
 			return err
 		}
+		imp := Import{Module: string(module), Name: string(name), Kind: kind}
 		var table TableLimits
 		switch kind {
 		case KindFunction: // type index
-			_, err = r.U32()
+			imp.Type, err = r.U32()
 		case KindTable: // reference type, limits
 			if err = r.ValType(); err == nil {
 				table.Min, table.Max, table.HasMax, err = r.Limits()
@@ -65,6 +66,9 @@ func (r *Reader) Imports(each func(at int, imp Import, table TableLimits) error)
 		case KindMemory: // limits
 			_, _, _, err = r.Limits()
 		case KindGlobal: // value type, mutability
+			if r.Remaining() > 0 {
+				imp.Type = uint32(r.Buf[r.Pos])
+			}
 			if err = r.ValType(); err == nil {
 				_, err = r.Byte()
 			}
@@ -78,7 +82,7 @@ func (r *Reader) Imports(each func(at int, imp Import, table TableLimits) error)
 		if err != nil {
 			return err
 		}
-		if err := each(at, Import{Module: string(module), Name: string(name), Kind: kind}, table); err != nil {
+		if err := each(at, imp, table); err != nil {
 			return err
 		}
 	}

@@ -190,29 +190,42 @@ func (r *Reader) atomic(start int) error {
 	return r.Malformed(start, "unknown opcode 0xfe %d", op)
 }
 
-// FuncType skips a function type (0x60, the parameter types, the result types) and returns how many
-// parameters and results it has.
-func (r *Reader) FuncType() (params, results uint32, err error) {
+// FuncType is what FuncType reads of a function type.
+type FuncType struct {
+	Params, Results uint32
+	V128            bool // a parameter or a result is a v128
+}
+
+// FuncType skips a function type (0x60, the parameter types, the result types) and returns its arity.
+func (r *Reader) FuncType() (FuncType, error) {
+	var t FuncType
 	at := r.Pos
 	if b, err := r.Byte(); err != nil {
-		return 0, 0, err
+		return t, err
 	} else if b != 0x60 {
-		return 0, 0, r.Malformed(at, "type constructor %#x, want 0x60 (function)", b)
+		return t, r.Malformed(at, "type constructor %#x, want 0x60 (function)", b)
 	}
-	if params, err = r.ValTypes(); err != nil {
-		return 0, 0, err
+	var err error
+	if t.Params, err = r.valTypes(&t.V128); err == nil {
+		t.Results, err = r.valTypes(&t.V128)
 	}
-	results, err = r.ValTypes()
-	return params, results, err
+	return t, err
 }
 
 // ValTypes skips a vector of value types and returns its length.
 func (r *Reader) ValTypes() (uint32, error) {
+	var v128 bool
+	return r.valTypes(&v128)
+}
+
+// valTypes is ValTypes, and sets *v128 if one of the types is v128.
+func (r *Reader) valTypes(v128 *bool) (uint32, error) {
 	n, err := r.U32()
 	if err != nil {
 		return 0, err
 	}
 	for i := uint32(0); i < n; i++ {
+		*v128 = *v128 || r.Remaining() > 0 && r.Buf[r.Pos] == V128
 		if err := r.ValType(); err != nil {
 			return 0, err
 		}

@@ -200,6 +200,9 @@ const (
 	refPrefix     = 0x64 // (ref ht), then a heap type
 )
 
+// V128 is the value type v128, the only one wider than 8 bytes.
+const V128 = 0x7B
+
 // ValType skips a value type: one byte, or a reference prefix followed by an s33 heap type.
 func (r *Reader) ValType() error {
 	start := r.Pos
