@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -577,6 +578,63 @@ func TestSleepingGuardFailsClosed(t *testing.T) {
 			if obs := rc.Steps[0].Observation; !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, "timed out") {
 				t.Fatalf("the call's observation %q: want a denial by the guard's timeout", obs)
 			}
+		})
+	}
+}
+
+// Class 2, the call stack outside memory_mb: an unbounded recursion, in
+// every instance the plugin may run at once, ends at the plugin's stack
+// limit as a trap that names it, at once, whether the frames are small (the
+// host's estimate is then ten times theirs) or large (200 arguments, all on
+// the stack: the estimate is close). wazero keeps a call's stack in a
+// buffer of its own, which it doubles, copying, up to about 100 MB: a stack
+// of s bytes may leave buffers of up to 2s behind it, so the host's memory
+// grows by less than three times the limit an instance (measured: 3.5 MiB
+// with small frames, 32 MiB with large, for 16 MiB). Before the limit, each
+// recursion ran 0.4 s and the host's peak grew 609 MiB for four, whatever
+// memory_mb said.
+func TestStackBounded(t *testing.T) {
+	const instances = 4
+	for _, params := range []int{1, 200} {
+		t.Run(fmt.Sprint(params, " parameters"), func(t *testing.T) {
+			// f(n i64, ...) i64: f(n+1, ...)+1
+			typ := append(append([]byte{0x60}, leb(uint64(params))...), append(bytes.Repeat([]byte{0x7E}, params), 1, 0x7E)...)
+			g := guestModule{types: [][]byte{typ}}
+			call := append([]byte{0x10}, leb(g.fn(4))...)
+			code := []byte{0, 0x20, 0, 0x42, 1, 0x7C}
+			for i := 1; i < params; i++ {
+				code = append(append(code, 0x20), leb(uint64(i))...)
+			}
+			g.funcs = []guestFunc{{typ: 0, body: append(append(code, call...), 0x42, 1, 0x7C, 0x0B)}}
+			g.attack = append(append(bytes.Repeat([]byte{0x42, 0}, params), call...), 0x1A)
+			p := load(t, newLoader(t), Config{Name: "recurser", Wasm: g.wasm(),
+				Limits: Limits{MemoryMiB: 4, MaxInstances: instances, Timeout: 10 * time.Second}})
+			errs := make(chan error, instances)
+			start := time.Now()
+			grew, measured := peakRSS(t, func() {
+				for range instances {
+					go func() {
+						_, err := callWithin(p)
+						errs <- err
+					}()
+				}
+				for range instances {
+					err := <-errs
+					var se *StackLimitError
+					if !errors.Is(err, ErrTrap) || !errors.As(err, &se) || se.Limit != DefaultMaxStackBytes ||
+						!strings.Contains(err.Error(), "call stack would exceed 16777216 bytes") {
+						t.Errorf("err = %.300v; want ErrTrap at the stack limit", err)
+					}
+				}
+			})
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("the recursions took %v", took)
+			}
+			t.Logf("peak RSS grew %d MiB for %d recursions, a stack limit of %d MiB each", grew>>20, instances, DefaultMaxStackBytes>>20)
+			if measured && grew > instances*3*DefaultMaxStackBytes {
+				t.Errorf("peak RSS grew %d MiB", grew>>20)
+			}
+			runEndsWithFinal(t, p)
 		})
 	}
 }
