@@ -111,6 +111,7 @@ func TestPluginGrantErrors(t *testing.T) {
 		// A huge *_kb value, shifted into bytes, overflowed to the default.
 		{scripted, `max_log_kb = 9007199254740992`, "max_log_kb", "must be from 0 to 4194303"},
 		{scripted, `max_error_kb = 4194304`, "max_error_kb", "must be from 0 to 4194303"},
+		{scripted, `max_stack_kb = 1048577`, "max_stack_kb", "must be from 0 to 1048576"},
 		{scripted, `max_input_kb = 9223372036854775807`, "max_input_kb", "must be from 0 to 4194303"},
 		{scripted, `http_max_response_kb = 18014398509481984`, "http_max_response_kb", "must be from 0 to 4194303"},
 		{scripted, `http_max_redirects = -1`, "http_max_redirects", "0 means no redirects"},
@@ -200,12 +201,13 @@ path = `+strconv.Quote(capWasm(t))+`
 max_log_kb = 8
 max_error_kb = 2
 max_json_depth = 16
+max_stack_kb = 512
 `), 0o644)
 	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Plugins[0].HostConfig().Limits; l.MaxLogBytes != 8<<10 || l.MaxErrorBytes != 2<<10 || l.MaxJSONDepth != 16 {
+	if l := c.Plugins[0].HostConfig().Limits; l.MaxLogBytes != 8<<10 || l.MaxErrorBytes != 2<<10 || l.MaxJSONDepth != 16 || l.MaxStackBytes != 512<<10 {
 		t.Fatalf("limits %+v", l)
 	}
 	if ml := c.Wasm.Limits.Host(); ml.Functions != 2 || ml.FunctionLocals != 0 {

@@ -52,6 +52,9 @@ type Plugin struct {
 	MaxErrorKB int `toml:"max_error_kb"`
 	// MaxJSONDepth caps how deeply the plugin's answers may nest (default 64).
 	MaxJSONDepth int `toml:"max_json_depth"`
+	// MaxStackKB caps the call stack of each of the plugin's instances, as
+	// the host estimates it (default 16384; native plugins only).
+	MaxStackKB int `toml:"max_stack_kb"`
 	// Config is the [plugins.config] table: values the plugin reads with config_get.
 	Config map[string]string `toml:"config"`
 	// Policy is what a failing middleware hook means: "fail_open" (default:
@@ -249,8 +252,12 @@ func (v *validator) plugins() {
 		}
 		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances,
 			"quarantine_after": p.QuarantineAfter, "http_max_response_kb": p.HTTPMaxResponseKB, "max_log_kb": p.MaxLogKB,
-			"max_error_kb": p.MaxErrorKB, "max_json_depth": p.MaxJSONDepth} {
-			if top := highest(field); n < 0 || n > top {
+			"max_error_kb": p.MaxErrorKB, "max_json_depth": p.MaxJSONDepth, "max_stack_kb": p.MaxStackKB} {
+			top := highest(field)
+			if field == "max_stack_kb" {
+				top = host.StackLimitCeiling >> 10
+			}
+			if n < 0 || n > top {
 				v.fail(key(field), nil, "plugin %q: must be from 0 to %d, got %d (0 or absent: the default)", p.Name, top, n)
 			}
 		}
@@ -435,6 +442,7 @@ func (p Plugin) HostConfig() host.Config {
 			MaxLogBytes:    p.MaxLogKB << 10,
 			MaxErrorBytes:  p.MaxErrorKB << 10,
 			MaxJSONDepth:   p.MaxJSONDepth,
+			MaxStackBytes:  p.MaxStackKB << 10,
 		},
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -63,6 +64,10 @@ const (
 	DefaultSessionIdle    = 10 * time.Minute
 	DefaultMaxSessions    = 256
 )
+
+// StackLimitCeiling is the largest Limits.MaxStackBytes: the budget is a
+// 32-bit counter in the guest.
+const StackLimitCeiling = interrupt.MaxStack
 
 func (l Limits) withDefaults() Limits {
 	if l.Timeout <= 0 {

@@ -51,8 +51,8 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ modu
 	if err := checkNativeImports(src.shape.Imports); err != nil {
 		return nil, ErrLoad, err
 	}
-	if p.limits.MaxStackBytes > interrupt.MaxStack {
-		return nil, ErrLoad, fmt.Errorf("a stack limit of %d bytes: this host allows at most %d", p.limits.MaxStackBytes, interrupt.MaxStack)
+	if p.limits.MaxStackBytes > StackLimitCeiling {
+		return nil, ErrLoad, fmt.Errorf("a stack limit of %d bytes: this host allows at most %d", p.limits.MaxStackBytes, StackLimitCeiling)
 	}
 	wasm, err := l.instrumented(src, uint32(p.limits.MaxStackBytes))
 	if err == nil {
