@@ -18,19 +18,10 @@ func (m *module) readTypes(r *wasmbin.Reader) error {
 
 // readFunctions keeps the type index of every defined function.
 func (m *module) readFunctions(r *wasmbin.Reader) error {
-	n, err := r.U32()
-	if err != nil {
-		return err
-	}
-	m.funcs = n
-	for i := uint32(0); i < n; i++ {
-		t, err := r.U32()
-		if err != nil {
-			return err
-		}
-		m.funcTypes = append(m.funcTypes, t)
-	}
-	return r.ExpectEnd()
+	var err error
+	m.funcTypes, err = r.TypeIndices()
+	m.funcs = uint32(len(m.funcTypes))
+	return err
 }
 
 // readImports counts the imported functions and globals (the added imports and globals go after them),

@@ -384,23 +384,16 @@ func (c *checker) functions(r *Reader, at int, defined uint32) error {
 }
 
 func (c *checker) functionSection(r *Reader) error {
-	start := r.Pos
-	n, err := r.U32()
-	if err != nil {
-		return err
-	}
-	if err := c.functions(r, start, n); err != nil {
-		return err
-	}
-	c.defined = n
-	for i := uint32(0); i < n; i++ {
-		t, err := r.U32()
-		if err != nil {
+	peek := *r
+	if n, err := peek.U32(); err == nil { // TypeIndices reports a bad count
+		if err := c.functions(r, r.Pos, n); err != nil {
 			return err
 		}
-		c.funcTypes = append(c.funcTypes, t) // at most Functions entries, read one by one
 	}
-	return r.ExpectEnd()
+	var err error
+	c.funcTypes, err = r.TypeIndices()
+	c.defined = uint32(len(c.funcTypes))
+	return err
 }
 
 // table counts a table of limits t, read at offset at.

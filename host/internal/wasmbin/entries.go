@@ -88,3 +88,20 @@ func (r *Reader) Imports(each func(at int, imp Import, table TableLimits) error)
 	}
 	return r.ExpectEnd()
 }
+
+// TypeIndices reads a function section: each defined function's type index, in order.
+func (r *Reader) TypeIndices() ([]uint32, error) {
+	n, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	var types []uint32
+	for i := uint32(0); i < n; i++ {
+		t, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		types = append(types, t) // read one by one: a lying count runs out of bytes first
+	}
+	return types, r.ExpectEnd()
+}
