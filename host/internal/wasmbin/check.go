@@ -193,7 +193,6 @@ type checker struct {
 	shape     Shape
 	types     uint32
 	imported  uint32   // imported functions
-	defined   uint32   // the function section's count
 	params    []uint32 // by type index: its parameter count
 	funcTypes []uint32 // by defined function: its type index
 	globals   uint64   // imported and defined
@@ -392,7 +391,6 @@ func (c *checker) functionSection(r *Reader) error {
 	}
 	var err error
 	c.funcTypes, err = r.TypeIndices()
-	c.defined = uint32(len(c.funcTypes))
 	return err
 }
 
