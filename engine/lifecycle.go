@@ -67,7 +67,22 @@ type PluginError struct {
 	Err    error
 }
 
-func (e *PluginError) Error() string { return fmt.Sprintf("plugin %q: %v", e.Plugin, e.Err) }
+// Error reads "plugin <name>: <error>", without the prefix when the error
+// names the plugin itself (see Named), so that it is not said twice.
+func (e *PluginError) Error() string {
+	var n Named
+	if errors.As(e.Err, &n) && n.PluginName() == e.Plugin {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("plugin %q: %v", e.Plugin, e.Err)
+}
+
+// Named is an error that names, in its text, the plugin it comes from;
+// host.Error is one.
+type Named interface {
+	error
+	PluginName() string
+}
 
 // Unwrap returns the plugin's error.
 func (e *PluginError) Unwrap() error { return e.Err }

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,6 +193,30 @@ func TestBadToolSchemaNamesItsPlugin(t *testing.T) {
 	}
 	if good.closes.Load() != 1 || bad.closes.Load() != 1 {
 		t.Fatalf("closes good %d bad %d, want the plugins released", good.closes.Load(), bad.closes.Load())
+	}
+}
+
+// namedErr names its plugin in its own text, as host.Error does.
+type namedErr struct{ name string }
+
+func (e namedErr) Error() string      { return "plugin " + strconv.Quote(e.name) + ": load failed" }
+func (e namedErr) PluginName() string { return e.name }
+
+// A plugin's error that names the plugin is not prefixed with its name a
+// second time; one that names another plugin, or none, is.
+func TestPluginErrorNamesThePluginOnce(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{namedErr{"min"}, `plugin "min": load failed`},
+		{fmt.Errorf("opening: %w", namedErr{"min"}), `opening: plugin "min": load failed`},
+		{namedErr{"other"}, `plugin "min": plugin "other": load failed`},
+		{errors.New("no such file"), `plugin "min": no such file`},
+	} {
+		if got := (&PluginError{Plugin: "min", Err: c.err}).Error(); got != c.want {
+			t.Errorf("%v: got %q, want %q", c.err, got, c.want)
+		}
 	}
 }
 

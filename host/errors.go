@@ -84,6 +84,10 @@ func (e *Error) Error() string {
 	return where + ": " + msg
 }
 
+// PluginName returns the plugin's name; engine.PluginError uses it not to
+// name the plugin twice.
+func (e *Error) PluginName() string { return e.Plugin }
+
 // Is reports whether target is e's kind.
 func (e *Error) Is(target error) bool { return target == e.Kind }
 
