@@ -238,7 +238,9 @@ func TestBlockingWASIEndsAtDeadline(t *testing.T) {
 // call passing more buffers or subscriptions than any real program does is
 // refused, naming the function. Before, each iteration counted one
 // checkpoint of 10,000, and a loop ran for minutes; one poll_oneoff of a
-// million subscriptions took 200 ms.
+// million subscriptions took 200 ms. A read or write of more bytes than the
+// guest's memory holds (overlapping buffers: 16 GiB to a granted file in one
+// call) is refused too.
 func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	// fill writes n records of size bytes at 65536, each holding 1 at offset at (i32.store8): one-byte
@@ -274,6 +276,9 @@ func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 		{"fd_write over the limit", importFdWrite, func(g guestModule) []byte {
 			return append(fill(g, maxIOVecs+1, 8, 4), call(g, importFdWrite, 1, 65536, maxIOVecs+1, 8)...)
 		}, ErrTrap, "fd_write with 1025 buffers: this host allows at most 1024"},
+		{"fd_write of more than its memory", importFdWrite, func(g guestModule) []byte { // 16 MiB buffers, all at 0
+			return append(fill(g, maxIOVecs, 8, 7), call(g, importFdWrite, 1, 65536, maxIOVecs, 8)...)
+		}, ErrTrap, "fd_write of 17179869184 bytes: more than the guest's memory holds"},
 		{"poll_oneoff", importPollOneoff, func(g guestModule) []byte {
 			return append(fill(g, maxSubscriptions, 48, 8), forever(call(g, importPollOneoff, 65536, 8<<20, maxSubscriptions, 8))...)
 		}, ErrTimeout, ""},
@@ -404,6 +409,30 @@ func TestLogFloodBounded(t *testing.T) {
 				}
 				runEndsWithFinal(t, p)
 			})
+		}
+	}
+}
+
+// A line a guest never ends is logged at the end of each call's budget, not
+// kept: kept, it grew by a call's budget per call of a pooled instance, and
+// became one line of all of them.
+func TestLogPartialLineBounded(t *testing.T) {
+	var logs syncBuffer
+	p := &Plugin{log: slog.New(slog.NewTextHandler(&logs, nil)), limits: Limits{MaxLogBytes: 1 << 10}}
+	state := &callState{}
+	state.log = newLogWriter(p, state)
+	for range 100 {
+		state.begin(context.Background(), time.Now().Add(time.Minute))
+		if _, err := state.log.Write(bytes.Repeat([]byte("a"), 4<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if n := state.log.buf.Len(); n > p.limits.MaxLogBytes {
+			t.Fatalf("a partial line of %d bytes is held; the budget is %d", n, p.limits.MaxLogBytes)
+		}
+	}
+	for line := range strings.Lines(logs.String()) {
+		if len(line) > p.limits.MaxLogBytes+200 {
+			t.Fatalf("a log line of %d bytes; the budget is %d", len(line), p.limits.MaxLogBytes)
 		}
 	}
 }

@@ -86,8 +86,14 @@ func newLogWriter(p *Plugin, state *callState) *logWriter {
 	return &logWriter{p: p, state: state, budget: p.limits.MaxLogBytes}
 }
 
-// refill gives a new call its budget.
+// refill gives a new call its budget, after logging the partial line the
+// last call left: kept across calls, a line that never ends would grow by a
+// budget per call, for ever in a pooled instance.
 func (w *logWriter) refill() {
+	if w.buf.Len() > 0 {
+		w.p.log.Info(w.buf.String(), "stream", "guest")
+		w.buf.Reset()
+	}
 	w.budget, w.capped = w.p.limits.MaxLogBytes, false
 	clear(w.warned)
 }

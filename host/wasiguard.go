@@ -16,8 +16,11 @@ import (
 // of its checks. wasiGuard wraps them (a wazero function listener, called
 // before the function): each checks the call's deadline first, and refuses a
 // count of buffers or subscriptions over what any real program passes, so
-// that one call's work is bounded. A refusal ends the call as a trap naming
-// the function and the count.
+// that one call's work is bounded. A read or a write also moves at most as
+// many bytes as the guest's memory holds: only buffers that overlap can
+// list more (1,024 buffers over the same 64 MiB would write 64 GiB to a
+// granted file in one call). A refusal ends the call as a trap naming the
+// function and the count.
 
 // Limits of the counts the guest passes to WASI.
 const (
@@ -30,19 +33,17 @@ const (
 
 // wasiCounts are the guarded WASI functions, each with the index of the
 // parameter that is a count, and its limit; -1: the deadline only.
-var wasiCounts = map[string]struct {
-	param int
-	max   uint32
-	what  string
-}{
-	"poll_oneoff": {2, maxSubscriptions, "subscriptions"},
-	"fd_write":    {2, maxIOVecs, "buffers"},
-	"fd_read":     {2, maxIOVecs, "buffers"},
-	"fd_pwrite":   {2, maxIOVecs, "buffers"},
-	"fd_pread":    {2, maxIOVecs, "buffers"},
-	"fd_readdir":  {-1, 0, ""},
-	"random_get":  {-1, 0, ""},
-	"path_open":   {-1, 0, ""},
+// limit; iovecs: the count is of buffers (an array of (pointer, length)
+// pairs at the parameter before it), whose lengths are summed too.
+var wasiCounts = map[string]wasiCall{
+	"poll_oneoff": {2, maxSubscriptions, "subscriptions", false},
+	"fd_write":    {2, maxIOVecs, "buffers", true},
+	"fd_read":     {2, maxIOVecs, "buffers", true},
+	"fd_pwrite":   {2, maxIOVecs, "buffers", true},
+	"fd_pread":    {2, maxIOVecs, "buffers", true},
+	"fd_readdir":  {-1, 0, "", false},
+	"random_get":  {-1, 0, "", false},
+	"path_open":   {-1, 0, "", false},
 }
 
 // wasiGuard is the listener factory of WASI's functions.
@@ -63,27 +64,50 @@ func (wasiGuard) NewFunctionListener(def api.FunctionDefinition) experimental.Fu
 	if !ok {
 		return nil
 	}
-	return wasiCall{param: c.param, max: c.max, what: c.what}
+	return c
 }
 
 // wasiCall is the guard of one function.
 type wasiCall struct {
-	param int
-	max   uint32
-	what  string
+	param  int
+	max    uint32
+	what   string
+	iovecs bool
 }
 
 // Before ends the call, as a panic that wazero returns from it, at the
 // call's deadline, or when the guest passes more than the limit.
-func (w wasiCall) Before(ctx context.Context, _ api.Module, def api.FunctionDefinition, params []uint64, _ experimental.StackIterator) {
+func (w wasiCall) Before(ctx context.Context, mod api.Module, def api.FunctionDefinition, params []uint64, _ experimental.StackIterator) {
 	if s := stateOf(ctx); s != nil {
 		if err := s.expired(); err != nil {
 			panic(err)
 		}
 	}
-	if w.param >= 0 && w.param < len(params) && uint32(params[w.param]) > w.max {
-		panic(fmt.Errorf("%s.%s with %d %s: this host allows at most %d", def.ModuleName(), def.Name(), uint32(params[w.param]), w.what, w.max))
+	if w.param < 0 || w.param >= len(params) {
+		return
 	}
+	n := uint32(params[w.param])
+	if n > w.max {
+		panic(fmt.Errorf("%s.%s with %d %s: this host allows at most %d", def.ModuleName(), def.Name(), n, w.what, w.max))
+	}
+	if w.iovecs && mod.Memory() != nil {
+		mem := mod.Memory()
+		if total := iovecBytes(mem, uint32(params[w.param-1]), n); total > uint64(mem.Size()) {
+			panic(fmt.Errorf("%s.%s of %d bytes: more than the guest's memory holds (%d bytes)", def.ModuleName(), def.Name(), total, mem.Size()))
+		}
+	}
+}
+
+// iovecBytes is the total length of the n buffers listed at iovs; buffers
+// outside memory count nothing (WASI then fails the call itself).
+func iovecBytes(mem api.Memory, iovs, n uint32) uint64 {
+	var total uint64
+	for i := range n {
+		if l, ok := mem.ReadUint32Le(iovs + 8*i + 4); ok {
+			total += uint64(l)
+		}
+	}
+	return total
 }
 
 func (wasiCall) After(context.Context, api.Module, api.FunctionDefinition, []uint64) {}
