@@ -15,13 +15,13 @@ import (
 type callState struct {
 	deadline time.Time
 	done     <-chan struct{} // the caller's context's Done; nil: never
-	closing  <-chan struct{} // done when the plugin closes (see Plugin.Close)
+	closing  context.Context // done when the plugin closes (see Plugin.Close)
 	log      *logWriter
 }
 
 // newCallState is the state of a new instance of p.
 func newCallState(p *Plugin) *callState {
-	s := &callState{closing: p.closing.Done()}
+	s := &callState{closing: p.closing}
 	s.log = newLogWriter(p, s)
 	return s
 }
@@ -49,7 +49,7 @@ func (s *callState) expired() error {
 	select {
 	case <-s.done:
 		return context.Canceled
-	case <-s.closing:
+	case <-s.closing.Done():
 		return ErrClosed
 	default:
 	}
@@ -79,7 +79,7 @@ func (s *callState) sleep(ns int64) {
 	case <-t.C:
 	case <-s.done:
 		stop = context.Canceled
-	case <-s.closing:
+	case <-s.closing.Done():
 		stop = ErrClosed
 	}
 	if stop != nil {

@@ -454,6 +454,20 @@ func TestHTTPRequestImport(t *testing.T) {
 		!strings.Contains(err.Error(), "timed out") || time.Since(start) > 4*time.Second {
 		t.Errorf("a request past the call's deadline: %q, %v after %v; want a guest error at the deadline", out, err, time.Since(start))
 	}
+	// Closing the plugin cuts a request in flight too: Close does not wait for it.
+	closing := load(t, l, Config{Name: "closing", Path: fixture(t, "cap_http"), Limits: Limits{Timeout: time.Minute},
+		Grants: Grants{Hosts: []string{"localhost"}, HTTPTimeout: time.Minute}})
+	done := make(chan error, 1)
+	go func() { _, err := call(closing, abi.ExportBuildPrompt, `{"url":"`+f.allowedURL+`/slow"}`); done <- err }()
+	time.Sleep(100 * time.Millisecond) // the request is under way
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := closing.Close(ctx); err != nil {
+		t.Fatalf("Close with a request in flight: %v; want the request cut", err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the request in flight at Close succeeded")
+	}
 	for _, q := range []*Plugin{ungranted, p} {
 		if st := q.Stats(); st.Discarded != 0 || st.Instantiated != 1 {
 			t.Fatalf("%s: stats %+v: a denied request must not trap", q.Name(), st)

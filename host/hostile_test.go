@@ -419,7 +419,7 @@ func TestLogFloodBounded(t *testing.T) {
 func TestLogPartialLineBounded(t *testing.T) {
 	var logs syncBuffer
 	p := &Plugin{log: slog.New(slog.NewTextHandler(&logs, nil)), limits: Limits{MaxLogBytes: 1 << 10}}
-	state := &callState{}
+	state := &callState{closing: context.Background()}
 	state.log = newLogWriter(p, state)
 	for range 100 {
 		state.begin(context.Background(), time.Now().Add(time.Minute))

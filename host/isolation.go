@@ -154,10 +154,13 @@ func (p *Plugin) evict(insts []*instance) {
 	}
 	go func() {
 		defer p.evicting.Done()
-		for _, inst := range insts {
+		for i, inst := range insts {
 			select {
 			case p.slots <- struct{}{}:
-			case <-p.closing.Done(): // the runtime's close closes the rest
+			case <-p.closing.Done(): // Close releases the rest
+				p.mu.Lock()
+				p.unevicted = append(p.unevicted, insts[i:]...)
+				p.mu.Unlock()
 				return
 			}
 			p.destroy(p.closing, []*instance{inst})

@@ -119,16 +119,20 @@ func stackExhausted(limit int) api.GoModuleFunc {
 	return func(context.Context, api.Module, []uint64) { panic(&StackLimitError{Limit: limit}) }
 }
 
-// callContext is ctx ending at the call's deadline too, for a host function
-// that blocks (http_request). Nothing else in a native call watches the
-// context: a context.WithTimeout per call (a runtime timer started and
-// stopped) cost more than a third of a microsecond, a tenth of a small call,
-// so the deadline is a value of the call's callState.
+// callContext is ctx ending at the call's deadline and at the plugin's
+// Close too, for a host function that blocks (http_request). Nothing else
+// in a native call watches the context: a context.WithTimeout per call (a
+// runtime timer started and stopped) cost more than a third of a
+// microsecond, a tenth of a small call, so the deadline is a value of the
+// call's callState.
 func callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s := stateOf(ctx); s != nil {
-		return context.WithDeadline(ctx, s.deadline)
+	s := stateOf(ctx)
+	if s == nil {
+		return ctx, func() {}
 	}
-	return ctx, func() {}
+	ctx, cancel := context.WithDeadline(ctx, s.deadline)
+	stop := context.AfterFunc(s.closing, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func (m *nativeModule) exports(name string) bool {

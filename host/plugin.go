@@ -37,10 +37,11 @@ type Plugin struct {
 	hooks    []string                  // enabled hooks, sorted
 	caps     []engine.CapabilityStatus // requested vs granted, from describe
 
-	mode     string        // Config.Isolation; "" (pooled) until describe has run
-	slots    chan struct{} // one token per instance allowed to run
-	stats    stats
-	evicting sync.WaitGroup // evictions in flight; Close waits for them
+	mode      string        // Config.Isolation; "" (pooled) until describe has run
+	slots     chan struct{} // one token per instance allowed to run
+	stats     stats
+	evicting  sync.WaitGroup // evictions in flight; Close waits for them
+	unevicted []*instance    // those a closing plugin stopped; Close releases them
 	// closing is done once Close has called the idle instances' destroy:
 	// calls in flight then end at their next check, evictions give up, and
 	// new calls fail with ErrClosed. stop cancels it.
@@ -139,14 +140,13 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		return fail(kind, err)
 	}
 	p.module = mod
+	p.slots = make(chan struct{}, p.limits.MaxInstances)
 	ok := false
 	defer func() {
 		if !ok {
-			p.module.close(ctx)
-			p.sandbox.close()
+			p.shut(ctx, false) // describe's instance is idle: its memory is released too
 		}
 	}()
-	p.slots = make(chan struct{}, p.limits.MaxInstances)
 	if err := p.describe(ctx, cfg); err != nil {
 		var pe *Error
 		if errors.As(err, &pe) {
@@ -282,7 +282,11 @@ func (p *Plugin) Isolation() string { return p.mode }
 // in flight do, Close returns ctx's error and the runtime is closed in the
 // background as soon as they have ended, which their deadlines bound. A
 // second Close does nothing and returns nil.
-func (p *Plugin) Close(ctx context.Context) error {
+func (p *Plugin) Close(ctx context.Context) error { return p.shut(ctx, true) }
+
+// shut is Close; destroy is false for a plugin that failed to load, whose
+// guest is not trusted with morph_destroy.
+func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -295,9 +299,12 @@ func (p *Plugin) Close(ctx context.Context) error {
 		p.sweeper = nil
 	}
 	p.mu.Unlock()
-	p.destroy(ctx, idle)
+	if destroy {
+		p.destroy(ctx, idle)
+	}
 	p.stop()
 	p.evicting.Wait()
+	idle = append(idle, p.unevicted...) // evict wrote it before Done: no lock needed
 	if err := p.drain(ctx); err != nil {
 		go func() {
 			p.drain(context.Background())

@@ -59,10 +59,10 @@ func capTables(r Reader, total uint32) (payload []byte, changed bool, err error)
 			return nil, false, err
 		}
 		e.limitsAt = r.Pos
-		e.flag = r.Buf[r.Pos]
 		if e.Min, e.Max, e.HasMax, err = r.Limits(); err != nil {
 			return nil, false, err
 		}
+		e.flag = r.Buf[e.limitsAt] // Limits read it
 		e.limitsEnd = r.Pos
 		if init {
 			if err := constExpr(&r); err != nil {

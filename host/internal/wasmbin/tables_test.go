@@ -73,3 +73,17 @@ func TestCapTables(t *testing.T) {
 		t.Fatal("initial sizes over the total: no error")
 	}
 }
+
+// CapTables reads what it is given with bounds checks, whether or not Check
+// passed it: any cut of a module is an error or a module, never a panic.
+func TestCapTablesTruncated(t *testing.T) {
+	wasm := growModule([]byte{0x70, 0, 1})
+	for i := range len(wasm) {
+		wasmbin.CapTables(wasm[:i], 1000) // a panic fails the test
+	}
+	// A table section that ends after the table's type, before its limits.
+	cut := append([]byte("\x00asm\x01\x00\x00\x00"), 4, 2, 1, 0x70)
+	if _, err := wasmbin.CapTables(cut, 1000); err == nil {
+		t.Fatal("a table without limits was accepted")
+	}
+}
