@@ -17,17 +17,7 @@ import (
 
 func leb(v uint64) []byte { return wasmbin.AppendU32(nil, uint32(v)) } // every count and index here fits a u32
 
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7F)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func sleb(v int64) []byte { return wasmbin.AppendS64(nil, v) }
 
 func wvec(items ...[]byte) []byte { return append(leb(uint64(len(items))), bytes.Join(items, nil)...) }
 

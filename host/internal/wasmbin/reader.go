@@ -246,7 +246,10 @@ func AppendU32(b []byte, v uint32) []byte {
 }
 
 // AppendS32 appends v as the shortest signed LEB128 (the i32.const immediate).
-func AppendS32(b []byte, v int32) []byte {
+func AppendS32(b []byte, v int32) []byte { return AppendS64(b, int64(v)) }
+
+// AppendS64 appends v as the shortest signed LEB128 (the i64.const immediate).
+func AppendS64(b []byte, v int64) []byte {
 	for {
 		c := byte(v & 0x7F)
 		v >>= 7
