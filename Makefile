@@ -27,7 +27,7 @@ TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-h
 CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
 RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
 
 all: build
 
@@ -123,6 +123,15 @@ rust-test: tools-rust
 
 tools-rust:
 	@scripts/rust-toolchain.sh
+
+# bench prints the tables BENCHMARKS.md quotes: each benchmark -count 10,
+# summarised by benchstat (median and 95% confidence interval); raw results
+# in bench/out. BENCH=call,cold runs some groups only (see scripts/bench.sh).
+BENCH ?=
+COUNT ?= 10
+comma := ,
+bench: fixtures examples extism-guests tinygo-examples rust
+	COUNT=$(COUNT) scripts/bench.sh $(subst $(comma), ,$(BENCH))
 
 # Installs Debian's wabt once; a no-op when wat2wasm is already there.
 tools-wabt:
