@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // BenchmarkLoop is what stopping a guest at its deadline costs a tight loop (loops.wat's sum over 1e6
@@ -47,10 +47,7 @@ func BenchmarkLoop(b *testing.B) {
 
 // BenchmarkInstrument is the load-time cost of the rewrite, on the Rust example plugin.
 func BenchmarkInstrument(b *testing.B) {
-	wasm, err := os.ReadFile("../../../examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm")
-	if err != nil {
-		b.Skip("rust_hooks.wasm missing: run `make rust` in the repository root")
-	}
+	wasm := testenv.File(b, "../../../examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm", "rust")
 	b.SetBytes(int64(len(wasm)))
 	for b.Loop() {
 		if _, err := interrupt.Instrument(wasm, hostBudget, hostStack); err != nil {

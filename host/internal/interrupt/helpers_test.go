@@ -16,6 +16,7 @@ import (
 
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // allFeatures is everything wazero v1.12 can compile, for the fixtures that use tail calls, threads,
@@ -25,13 +26,10 @@ var allFeatures = api.CoreFeaturesV2 | experimental.CoreFeaturesThreads | experi
 	experimental.CoreFeaturesTypedFunctionReferences
 
 // wat assembles testdata/name.wat with wat2wasm (with function and local names, and extra flags such as
-// --enable-tail-call); the test is skipped where wabt is not installed.
+// --enable-tail-call).
 func wat(t testing.TB, name string, flags ...string) []byte {
 	t.Helper()
-	bin, err := exec.LookPath("wat2wasm")
-	if err != nil {
-		t.Skip("wat2wasm not found: `make tools-wabt` installs wabt")
-	}
+	bin := testenv.Tool(t, "wat2wasm", "tools-wabt")
 	out := filepath.Join(t.TempDir(), name+".wasm")
 	args := append([]string{"--debug-names", "-o", out, filepath.Join("testdata", name+".wat")}, flags...)
 	if msg, err := exec.Command(bin, args...).CombinedOutput(); err != nil {

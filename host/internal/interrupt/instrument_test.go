@@ -23,6 +23,7 @@ import (
 
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 func i32(v int32) uint64 { return uint64(uint32(v)) }
@@ -349,10 +350,7 @@ func TestNames(t *testing.T) {
 		t.Errorf("export -> function name:\n got  %v\n want %v", got, want)
 	}
 
-	bin, err := exec.LookPath("wasm2wat")
-	if err != nil {
-		t.Skip("wasm2wat not found: `make tools-wabt` installs wabt")
-	}
+	bin := testenv.Tool(t, "wasm2wat", "tools-wabt")
 	funcs := func(wasm []byte) []string {
 		path := filepath.Join(t.TempDir(), "m.wasm")
 		if err := os.WriteFile(path, wasm, 0o600); err != nil {
@@ -475,6 +473,10 @@ func exports(c wazero.CompiledModule) (exp map[string]string, imports []string) 
 
 // TestRealModules instruments the example plugins and the host's test guests: the result compiles, keeps
 // its exports, gains only the check import, passes wabt's validator, and morph_describe answers the same.
+
+// tinyGoTarget is the make target of the TinyGo guests, which MORPH_SKIP_TINYGO=1 switches off (testenv.TinyGo).
+const tinyGoTarget = "tinygo-examples"
+
 func TestRealModules(t *testing.T) {
 	const root = "../../../"
 	type file struct {
@@ -484,7 +486,7 @@ func TestRealModules(t *testing.T) {
 	files := []file{
 		{"examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm", "rust", false},
 		{"examples/go-hooks/go-hooks.wasm", "examples", true},
-		{"examples/go-hooks/go-hooks-tinygo.wasm", "tinygo-examples", false},
+		{"examples/go-hooks/go-hooks-tinygo.wasm", tinyGoTarget, false},
 	}
 	wats, _ := filepath.Glob(root + "guests/testdata/*.wat")
 	for _, w := range wats {
@@ -495,10 +497,10 @@ func TestRealModules(t *testing.T) {
 			if f.slow && testing.Short() {
 				t.Skip("-short: a standard Go guest is slow to compile")
 			}
-			orig, err := os.ReadFile(root + f.path)
-			if err != nil {
-				t.Skipf("%s missing: run `make %s` in the repository root", f.path, f.target)
+			if f.target == tinyGoTarget {
+				testenv.TinyGo(t, "the instrumented TinyGo build of go-hooks")
 			}
+			orig := testenv.File(t, root+f.path, f.target)
 			inst := instrument(t, orig, 10000)
 			ctx := context.Background()
 			// The original under wazero's own interruption, in case a guest spins; the copy under the check.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // realModules are the guests this repository builds: every one must pass the
@@ -30,7 +31,7 @@ func realModules(t *testing.T) map[string][]byte {
 		out[filepath.Base(p)] = b
 	}
 	if len(out) == 0 {
-		t.Skip("no modules built: run `make fixtures examples`")
+		t.Fatal("no modules built: run `make fixtures examples rust` in the repository root")
 	}
 	return out
 }
@@ -55,10 +56,7 @@ func BenchmarkCheck(b *testing.B) {
 		{"rust-hooks", "../../../examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm"},
 	} {
 		b.Run(m.name, func(b *testing.B) {
-			wasm, err := os.ReadFile(m.path)
-			if err != nil {
-				b.Skip("run `make examples rust`")
-			}
+			wasm := testenv.File(b, m.path, "examples rust")
 			b.SetBytes(int64(len(wasm)))
 			for b.Loop() {
 				if _, err := wasmbin.Check(wasm, wasmbin.Limits{}); err != nil {
