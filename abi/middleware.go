@@ -27,17 +27,9 @@ const (
 	HookAfterToolCall  = "after_tool_call"
 )
 
-// MiddlewareExports maps each middleware hook name to its export.
-var MiddlewareExports = map[string]string{
-	HookOnTurnStart:    ExportOnTurnStart,
-	HookOnAction:       ExportOnAction,
-	HookOnObservation:  ExportOnObservation,
-	HookOnFinal:        ExportOnFinal,
-	HookBeforeRun:      ExportBeforeRun,
-	HookAfterRun:       ExportAfterRun,
-	HookBeforeToolCall: ExportBeforeToolCall,
-	HookAfterToolCall:  ExportAfterToolCall,
-}
+// MiddlewareExports maps each middleware hook's name to its export (from
+// Hooks).
+var MiddlewareExports = exportsOf(Middleware)
 
 // Turn statuses, as in TurnFinal.Status and AfterRunInput.Status.
 const (

@@ -794,7 +794,7 @@ func TestSchemaCoverage(t *testing.T) {
 		t.Fatal("found no exported struct types in package abi: the source scan is broken")
 	}
 	for _, s := range structs {
-		if !tableTypes[s.name] {
+		if !tableTypes[s.name] && notOnTheWire[s.name] == "" {
 			t.Errorf("%s: exported struct type %s has no schema in abi/%s (add the file and a schemaTable entry)", s.pos, s.name, schemaDir)
 		}
 	}
@@ -803,6 +803,12 @@ func TestSchemaCoverage(t *testing.T) {
 type declaredStruct struct {
 	name string
 	pos  token.Position
+}
+
+// notOnTheWire are the exported struct types that describe the ABI to Go
+// code and never travel between host and guest, with why.
+var notOnTheWire = map[string]string{
+	"Hook": "a row of the hook table (Hooks)",
 }
 
 // packageStructs are the exported struct types declared in the package's

@@ -83,13 +83,8 @@ const (
 	HookFallbackFinal = "fallback_final"
 )
 
-// HookExports maps each hook name of v1 to its export.
-var HookExports = map[string]string{
-	HookBuildPrompt:   ExportBuildPrompt,
-	HookBuildParams:   ExportBuildParams,
-	HookOnToolSuccess: ExportOnToolSuccess,
-	HookFallbackFinal: ExportFallbackFinal,
-}
+// HookExports maps each engine hook's name to its export (from Hooks).
+var HookExports = exportsOf(EngineHook)
 
 // ErrorFlag marks a packed result whose bytes are a guest-reported error
 // message (UTF-8 text) rather than the export's JSON output.

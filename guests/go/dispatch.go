@@ -37,28 +37,11 @@ var errNotRegistered = errors.New("hook not registered by this plugin")
 // handler runs one registered hook on its JSON input.
 type handler func(input []byte) ([]byte, error)
 
-// hooks are the hooks of ABI v1 with their exports, in the order the
-// manifest lists them: the engine hooks, then the session middleware.
-var hooks = []struct{ name, export string }{
-	{abi.HookBuildPrompt, abi.ExportBuildPrompt},
-	{abi.HookBuildParams, abi.ExportBuildParams},
-	{abi.HookOnToolSuccess, abi.ExportOnToolSuccess},
-	{abi.HookFallbackFinal, abi.ExportFallbackFinal},
-	{abi.HookOnTurnStart, abi.ExportOnTurnStart},
-	{abi.HookOnAction, abi.ExportOnAction},
-	{abi.HookOnObservation, abi.ExportOnObservation},
-	{abi.HookOnFinal, abi.ExportOnFinal},
-	{abi.HookBeforeRun, abi.ExportBeforeRun},
-	{abi.HookAfterRun, abi.ExportAfterRun},
-	{abi.HookBeforeToolCall, abi.ExportBeforeToolCall},
-	{abi.HookAfterToolCall, abi.ExportAfterToolCall},
-}
-
-// hookOf is the hook name of each hook export.
+// hookOf is the hook name of each hook export (abi.Hooks).
 var hookOf = func() map[string]string {
-	m := make(map[string]string, len(hooks))
-	for _, h := range hooks {
-		m[h.export] = h.name
+	m := make(map[string]string, len(abi.Hooks))
+	for _, h := range abi.Hooks {
+		m[h.Export] = h.Name
 	}
 	return m
 }()

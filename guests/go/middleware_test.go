@@ -12,24 +12,6 @@ import (
 	"github.com/morphhost/morph/abi"
 )
 
-// The hook table is ABI v1's: every hook of abi, with its export.
-func TestHookTableIsTheABIs(t *testing.T) {
-	want := map[string]string{}
-	for h, e := range abi.HookExports {
-		want[h] = e
-	}
-	for h, e := range abi.MiddlewareExports {
-		want[h] = e
-	}
-	got := map[string]string{}
-	for _, h := range hooks {
-		got[h.name] = h.export
-	}
-	if !reflect.DeepEqual(got, want) || len(hooks) != len(want) {
-		t.Fatalf("hook table %v, abi %v", got, want)
-	}
-}
-
 // registerMiddleware registers all eight middleware hooks; seen records
 // what the observing ones were given.
 func registerMiddleware(seen *[]string) {

@@ -305,9 +305,9 @@ func (r *registry) manifest() (abi.Manifest, error) {
 		return abi.Manifest{}, fmt.Errorf("plugin registration: %s", strings.Join(r.errs, "; "))
 	}
 	m := abi.Manifest{Name: r.name, Version: r.version, ABIVersion: abi.Version, Hooks: []string{}, Tools: r.tools, History: r.history, Requires: r.requires}
-	for _, h := range hooks {
-		if r.handlers[h.name] != nil {
-			m.Hooks = append(m.Hooks, h.name)
+	for _, h := range abi.Hooks {
+		if r.handlers[h.Name] != nil {
+			m.Hooks = append(m.Hooks, h.Name)
 		}
 	}
 	m.Capabilities = r.capabilities()

@@ -203,10 +203,10 @@ func TestHooks(t *testing.T) {
 func TestUnregisteredHook(t *testing.T) {
 	x := fresh(t)
 	Plugin("p", "")
-	for _, h := range hooks { // the engine hooks and the middleware
-		out, isErr := run(t, x, h.export, `{}`)
-		if !isErr || !strings.Contains(out, h.name+": hook not registered by this plugin") {
-			t.Fatalf("%s = %q, %v", h.export, out, isErr)
+	for _, h := range abi.Hooks { // the engine hooks and the middleware
+		out, isErr := run(t, x, h.Export, `{}`)
+		if !isErr || !strings.Contains(out, h.Name+": hook not registered by this plugin") {
+			t.Fatalf("%s = %q, %v", h.Export, out, isErr)
 		}
 	}
 	out, isErr := run(t, x, "morph_on_something_later", `{}`)

@@ -1,0 +1,93 @@
+package abi
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The hook table is consistent: unique names and exports, exports named
+// after their hooks, observing hooks answering nothing, and every payload a
+// type with a schema in abi/schema.
+func TestHookTable(t *testing.T) {
+	withSchema := map[string]bool{}
+	for _, e := range schemaTable {
+		withSchema[e.typ.Name()] = true
+	}
+	names, exports := map[string]bool{}, map[string]bool{}
+	for _, h := range Hooks {
+		if names[h.Name] || exports[h.Export] {
+			t.Errorf("%s: a second row of the name or export", h.Name)
+		}
+		names[h.Name], exports[h.Export] = true, true
+		if h.Export != "morph_"+h.Name {
+			t.Errorf("%s: export %s, want morph_%s", h.Name, h.Export, h.Name)
+		}
+		if (h.Output == nil) == h.Mutates {
+			t.Errorf("%s: mutates %v but output %v: a mutating hook answers a payload, an observing one nothing", h.Name, h.Mutates, h.Output)
+		}
+		for _, typ := range []string{h.Input.Name(), outputName(h)} {
+			if typ != "" && !withSchema[typ] {
+				t.Errorf("%s: payload %s has no schema in abi/schema", h.Name, typ)
+			}
+		}
+		if got, ok := HookByName(h.Name); !ok || got.Export != h.Export {
+			t.Errorf("HookByName(%q) = %v, %v", h.Name, got, ok)
+		}
+	}
+	if got := len(HookExports) + len(MiddlewareExports); got != len(Hooks) {
+		t.Errorf("HookExports and MiddlewareExports hold %d hooks, the table %d", got, len(Hooks))
+	}
+}
+
+func outputName(h Hook) string {
+	if h.Output == nil {
+		return ""
+	}
+	return h.Output.Name()
+}
+
+// The Rust PDK offers exactly the table's hooks: its plugin! macro has an
+// arm per hook exporting the table's export, and its documented table gives
+// each the table's payload types, kind and observing or mutating nature.
+func TestRustPDKFollowsTheHookTable(t *testing.T) {
+	src, err := os.ReadFile("../guests/rust/src/lib.rs")
+	if err != nil {
+		t.Fatalf("%v: the Rust PDK is checked from its source in this repository", err)
+	}
+	text := string(src)
+	arms := regexp.MustCompile(`\((\w+), \$kind:ident, \$f:expr\) => \{\s*\$crate::__hook_fn!\((\w+), (\w+),`).FindAllStringSubmatch(text, -1)
+	docRows := regexp.MustCompile("(?m)^//! \\| `(\\w+)` \\| `fn\\((\\w+)\\)(?: -> (\\w+))?` \\| ([^|]+) \\|$").FindAllStringSubmatch(text, -1)
+	gotArms, gotDocs := map[string]string{}, map[string]string{}
+	for _, a := range arms {
+		if a[1] != a[3] {
+			t.Errorf("macro arm %s names the hook %s", a[1], a[3])
+		}
+		gotArms[a[1]] = a[2]
+	}
+	for _, r := range docRows {
+		gotDocs[r[1]] = fmt.Sprintf("%s -> %s | %s", r[2], r[3], strings.TrimSpace(r[4]))
+	}
+	for _, h := range Hooks {
+		if gotArms[h.Name] != h.Export {
+			t.Errorf("plugin! macro: hook %s exports %q, want %s", h.Name, gotArms[h.Name], h.Export)
+		}
+		nature := h.Kind.String()
+		switch {
+		case h.Kind == Middleware && h.Mutates:
+			nature += ", mutating"
+		case !h.Mutates:
+			nature += ", observing"
+		}
+		if want := fmt.Sprintf("%s -> %s | %s", h.Input.Name(), outputName(h), nature); gotDocs[h.Name] != want {
+			t.Errorf("lib.rs hooks table: %s is %q, want %q", h.Name, gotDocs[h.Name], want)
+		}
+		delete(gotArms, h.Name)
+		delete(gotDocs, h.Name)
+	}
+	if len(gotArms) > 0 || len(gotDocs) > 0 {
+		t.Errorf("the Rust PDK has hooks the table does not: macro %v, docs %v", gotArms, gotDocs)
+	}
+}
