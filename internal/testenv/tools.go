@@ -1,11 +1,11 @@
-// Package testenv is the one policy of morph's tests for what they need from
-// the machine: a tool or a built file that is missing fails the test, naming
-// the make target that provides it, so that a green run never hides a guest
-// left untested. `make test` builds and installs everything first.
-//
-// The one switch is MORPH_SKIP_TINYGO=1, for machines that cannot afford to
-// build TinyGo (about a minute and a half, once): the Makefile then builds no
-// TinyGo guest, and the tests of TinyGo guests skip, saying so.
+// What tests need from the machine has one policy: a tool or a built file
+// that is missing fails the test, naming the make target that provides it,
+// so that a green run never hides a guest left untested. `make test` builds
+// and installs everything first. The one switch is MORPH_SKIP_TINYGO=1, for
+// machines that cannot afford to build TinyGo (about a minute and a half,
+// once): the Makefile then builds no TinyGo guest, and the tests of TinyGo
+// guests skip, saying so.
+
 package testenv
 
 import (
