@@ -225,9 +225,18 @@ type MiddlewareStats struct {
 }
 
 // MiddlewareStats returns the counters of every middleware, in call order.
+// During Initialize it waits for it, which adds the plugins' middleware.
 func (e *Engine) MiddlewareStats() []MiddlewareStats {
+	e.life.mu.Lock()
+	chain := e.chain()
+	e.life.mu.Unlock()
+	return e.statsOf(chain)
+}
+
+// statsOf returns the counters of the middleware in chain.
+func (e *Engine) statsOf(chain []*mw) []MiddlewareStats {
 	var out []MiddlewareStats
-	for _, m := range e.chain() {
+	for _, m := range chain {
 		m.mu.Lock()
 		s := MiddlewareStats{Name: m.f.ID, Calls: m.calls, Faults: m.faults, Quarantines: m.quarantines,
 			Quarantined: !m.until.IsZero() && e.now().Before(m.until)}

@@ -306,3 +306,38 @@ func TestToolNamesAndDescriptionsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Status may be called while Initialize loads plugins (a CLI showing
+// progress): it never reads the hooks and middleware Initialize is setting
+// (-race tells).
+func TestStatusDuringInitialize(t *testing.T) {
+	p := &fakePlugin{name: "p", ext: Extension{
+		Middleware: &Funcs{ID: "p", Action: func(context.Context, abi.Action) error { return nil }},
+		Options:    []Option{WithFallbackFinal(func() *Final { return &Final{Output: "x"} })}}}
+	e := New(script(), nil, WithPlugins(p))
+	started, stop, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for first := true; ; first = false {
+			e.Status()
+			if first {
+				close(started)
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	<-started
+	err := e.Initialize(context.Background())
+	close(stop)
+	<-stopped
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Status(); st.Hooks["fallback_final"] != 1 || st.Hooks["on_action"] != 1 || len(st.Plugins) != 1 {
+		t.Fatalf("status %+v", st)
+	}
+}

@@ -90,32 +90,34 @@ type ToolStatus struct {
 }
 
 // Status returns the engine's snapshot. Before Initialize it lists no
-// plugins.
+// plugins; during Initialize it waits for it, since the hooks and
+// middleware it reports are being set.
 func (e *Engine) Status() Status {
 	e.life.mu.Lock()
 	st := Status{State: e.life.state.String(), Hooks: map[string]int{}}
 	loaded := append([]*loadedPlugin(nil), e.life.loaded...)
 	st.Skipped = append(st.Skipped, e.life.skipped...)
 	st.Warnings = append(st.Warnings, e.life.warnings...)
-	e.life.mu.Unlock()
-
-	for _, name := range e.reg.Names() {
-		src, _ := e.reg.Source(name)
-		st.Tools = append(st.Tools, ToolStatus{Name: name, Source: src})
-	}
 	for hook, set := range map[string]bool{"build_prompt": e.promptHook != nil, "build_params": e.paramsHook != nil,
 		"on_tool_success": e.successHook != nil, "fallback_final": e.fallbackHook != nil} {
 		if set {
 			st.Hooks[hook] = 1
 		}
 	}
-	for _, m := range e.chain() {
+	chain := e.chain()
+	e.life.mu.Unlock()
+
+	for _, name := range e.reg.Names() {
+		src, _ := e.reg.Source(name)
+		st.Tools = append(st.Tools, ToolStatus{Name: name, Source: src})
+	}
+	for _, m := range chain {
 		for _, h := range m.f.hookNames() {
 			st.Hooks[h]++
 		}
 	}
 	stats := map[string]MiddlewareStats{}
-	for _, s := range e.MiddlewareStats() {
+	for _, s := range e.statsOf(chain) {
 		stats[s.Name] = s
 	}
 	for _, lp := range loaded {
