@@ -504,6 +504,32 @@ func TestFailingHooks(t *testing.T) {
 	}
 }
 
+// A hook option given nil sets nothing: no hook that fails on every run,
+// and an earlier option's hook stays.
+func TestNilHookOptionsSetNothing(t *testing.T) {
+	m := script(toolCall("echo", `{"text":"a"}`), "junk")
+	var events []Event
+	e := New(m, registry(echoTool()), collectEvents(&events),
+		WithPromptBuilder(nil), WithParamsBuilder(nil), WithOnToolSuccess(nil), WithFallbackFinal(nil))
+	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+	if err != nil || final.Output != DefaultFinalOutput || rc.SystemPrompt != DefaultPrompt(DefaultIdentity, DefaultRules, e.Registry().Specs()) {
+		t.Fatalf("err %v final %+v prompt %q", err, final, rc.SystemPrompt)
+	}
+	for _, ev := range events {
+		if ev.Kind == EventHook || ev.Hook != "" {
+			t.Errorf("event of a hook nobody set: %+v", ev)
+		}
+	}
+	if hooks := e.Status().Hooks; len(hooks) != 0 {
+		t.Errorf("status hooks %v, want none", hooks)
+	}
+
+	set := New(script("junk"), nil, WithFallbackFinal(func() *Final { return &Final{Output: "set"} }), WithFallbackFinal(nil), WithFallbackFinalHook(nil))
+	if final, _, err := set.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1}); err != nil || final.Output != "set" {
+		t.Fatalf("final %+v err %v, want the hook set before the nil", final, err)
+	}
+}
+
 func TestContextAwareHooksReceivePayloads(t *testing.T) {
 	m := script(toolCall("echo", `{"text":"a"}`), "junk")
 	var promptIn abi.PromptInput

@@ -78,21 +78,49 @@ func (f FallbackFinalFunc) FallbackFinal(ctx context.Context, in abi.FallbackInp
 // Option configures an Engine.
 type Option func(*Engine)
 
-// WithPromptBuilderHook sets the prompt builder.
-func WithPromptBuilderHook(h PromptBuilder) Option { return func(e *Engine) { e.promptHook = h } }
+// WithPromptBuilderHook sets the prompt builder; nil sets nothing.
+func WithPromptBuilderHook(h PromptBuilder) Option {
+	if h == nil {
+		return nop
+	}
+	return func(e *Engine) { e.promptHook = h }
+}
 
-// WithParamsBuilderHook sets the params builder.
-func WithParamsBuilderHook(h ParamsBuilder) Option { return func(e *Engine) { e.paramsHook = h } }
+// WithParamsBuilderHook sets the params builder; nil sets nothing.
+func WithParamsBuilderHook(h ParamsBuilder) Option {
+	if h == nil {
+		return nop
+	}
+	return func(e *Engine) { e.paramsHook = h }
+}
 
-// WithToolSuccessHook sets the tool-success hook.
-func WithToolSuccessHook(h ToolSuccessHook) Option { return func(e *Engine) { e.successHook = h } }
+// WithToolSuccessHook sets the tool-success hook; nil sets nothing.
+func WithToolSuccessHook(h ToolSuccessHook) Option {
+	if h == nil {
+		return nop
+	}
+	return func(e *Engine) { e.successHook = h }
+}
 
-// WithFallbackFinalHook sets the fallback finalizer.
-func WithFallbackFinalHook(h FallbackFinalizer) Option { return func(e *Engine) { e.fallbackHook = h } }
+// WithFallbackFinalHook sets the fallback finalizer; nil sets nothing.
+func WithFallbackFinalHook(h FallbackFinalizer) Option {
+	if h == nil {
+		return nop
+	}
+	return func(e *Engine) { e.fallbackHook = h }
+}
+
+// nop is what a hook option given nil returns: an option list built from
+// optional settings must neither install a hook that fails on every run
+// nor clear one an earlier option set.
+func nop(*Engine) {}
 
 // WithPromptBuilder sets a prompt builder that cannot fail; fn receives the
-// engine's registry and the task.
+// engine's registry and the task. A nil fn sets nothing.
 func WithPromptBuilder(fn func(reg *Registry, task string) string) Option {
+	if fn == nil {
+		return nop
+	}
 	return func(e *Engine) {
 		reg := e.reg
 		e.promptHook = PromptBuilderFunc(func(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
@@ -101,23 +129,35 @@ func WithPromptBuilder(fn func(reg *Registry, task string) string) Option {
 	}
 }
 
-// WithParamsBuilder sets a params builder that cannot fail.
+// WithParamsBuilder sets a params builder that cannot fail. A nil fn sets
+// nothing.
 func WithParamsBuilder(fn func(opts RunOptions) map[string]any) Option {
+	if fn == nil {
+		return nop
+	}
 	return WithParamsBuilderHook(ParamsBuilderFunc(func(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
 		return abi.ParamsOutput{Parameters: fn(in.Options)}, nil
 	}))
 }
 
 // WithOnToolSuccess sets a tool-success hook that receives the run Context.
+// A nil fn sets nothing.
 func WithOnToolSuccess(fn func(rc *Context, toolName string)) Option {
+	if fn == nil {
+		return nop
+	}
 	return WithToolSuccessHook(ToolSuccessFunc(func(ctx context.Context, in abi.ToolSuccessInput) error {
 		fn(RunContext(ctx), in.Tool)
 		return nil
 	}))
 }
 
-// WithFallbackFinal sets a fallback finalizer that cannot fail.
+// WithFallbackFinal sets a fallback finalizer that cannot fail. A nil fn
+// sets nothing.
 func WithFallbackFinal(fn func() *Final) Option {
+	if fn == nil {
+		return nop
+	}
 	return WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*Final, error) {
 		return fn(), nil
 	}))
