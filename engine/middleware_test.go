@@ -121,6 +121,7 @@ func TestOnFinalOncePerTurnOnEveryPath(t *testing.T) {
 	failing := &Funcs{ID: "guard", BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
 		return abi.BeforeRunOutput{}, errors.New("policy store down")
 	}}
+	broken := &fakePlugin{name: "broken", openErr: errors.New("file not found")}
 	cases := []struct {
 		name   string
 		ctx    context.Context
@@ -128,19 +129,26 @@ func TestOnFinalOncePerTurnOnEveryPath(t *testing.T) {
 		opts   []Option
 		run    RunOptions
 		status string
+		closed bool // the engine is closed before the run
 	}{
-		{"final", context.Background(), script(finalReply("x")), nil, RunOptions{}, abi.StatusFinal},
-		{"forced", context.Background(), script(`{"type":"plan","plan":{"steps":[]}}`, finalReply("x")), nil, RunOptions{MaxSteps: 1}, abi.StatusForced},
-		{"fallback", context.Background(), script(`{"type":"plan","plan":{"steps":[]}}`, "junk"), nil, RunOptions{MaxSteps: 1}, abi.StatusFallback},
-		{"model error", context.Background(), &model{replies: []reply{{err: errors.New("503")}}}, nil, RunOptions{}, abi.StatusError},
-		{"canceled", ctxCanceled, script(finalReply("x")), nil, RunOptions{}, abi.StatusCanceled},
-		{"fail-closed before_run", context.Background(), script(finalReply("x")), []Option{WithMiddleware(failing, MiddlewareConfig{Policy: FailClosed})}, RunOptions{}, abi.StatusError},
+		{"final", context.Background(), script(finalReply("x")), nil, RunOptions{}, abi.StatusFinal, false},
+		{"forced", context.Background(), script(`{"type":"plan","plan":{"steps":[]}}`, finalReply("x")), nil, RunOptions{MaxSteps: 1}, abi.StatusForced, false},
+		{"fallback", context.Background(), script(`{"type":"plan","plan":{"steps":[]}}`, "junk"), nil, RunOptions{MaxSteps: 1}, abi.StatusFallback, false},
+		{"model error", context.Background(), &model{replies: []reply{{err: errors.New("503")}}}, nil, RunOptions{}, abi.StatusError, false},
+		{"canceled", ctxCanceled, script(finalReply("x")), nil, RunOptions{}, abi.StatusCanceled, false},
+		{"fail-closed before_run", context.Background(), script(finalReply("x")), []Option{WithMiddleware(failing, MiddlewareConfig{Policy: FailClosed})}, RunOptions{}, abi.StatusError, false},
+		{"init error", context.Background(), script(finalReply("x")), []Option{WithPlugins(broken)}, RunOptions{}, abi.StatusError, false},
+		{"closed", context.Background(), script(finalReply("x")), nil, RunOptions{}, abi.StatusError, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var log []string
 			rec := &recorder{name: "r", log: &log}
-			_, _, err := New(c.model, nil, append(c.opts, WithMiddleware(rec))...).Run(c.ctx, "t", c.run)
+			e := New(c.model, nil, append(c.opts, WithMiddleware(rec))...)
+			if c.closed {
+				e.Close(context.Background())
+			}
+			_, _, err := e.Run(c.ctx, "t", c.run)
 			if len(rec.finals) != 1 || len(rec.afters) != 1 {
 				t.Fatalf("%d on_final and %d after_run calls, want 1 each (err %v)", len(rec.finals), len(rec.afters), err)
 			}

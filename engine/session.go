@@ -55,19 +55,22 @@ func (s *Session) History() []llm.Message {
 
 // RunTurn runs one turn on input. It returns as Engine.Run does; middleware
 // hear of the turn's end (on_final, then after_run) exactly once, whatever
-// the path.
+// the path: a turn the engine refuses (its initialization failed, or it is
+// closed) ends with status error too. On a closed engine the middleware
+// have been released: a plugin's hooks then fail, isolated as any fault.
 func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*Final, *Context, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.turn++
 	e := s.e
 	rc := &Context{Task: input, SessionID: s.id, Turn: s.turn, Metrics: Metrics{StartTime: time.Now()}}
+	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
 	if err := e.begin(ctx); err != nil {
 		rc.StopReason = StopInit
+		e.endTurn(r, nil, err)
 		return nil, rc, err
 	}
 	defer e.life.active.Done()
-	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
 	final, _, err := e.turn(r, slices.Clone(s.history))
 	rc.Metrics.Elapsed = time.Since(rc.Metrics.StartTime)
 	e.endTurn(r, final, err)
