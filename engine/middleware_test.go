@@ -114,6 +114,29 @@ func TestMiddlewareEventOrderAndPayloads(t *testing.T) {
 	}
 }
 
+// The after_run payload is a copy: a middleware that changes its final,
+// plan included, does not change the caller's.
+func TestAfterRunCannotChangeTheFinal(t *testing.T) {
+	vandal := &Funcs{ID: "vandal", AfterRun: func(_ context.Context, in abi.AfterRunInput) error {
+		in.Final.Output.(map[string]any)["n"] = 0
+		in.Final.Plan.Summary = "vandalized"
+		in.Final.Plan.Steps[0].Step = "vandalized"
+		in.Final.Plan.Risks[0] = "vandalized"
+		in.Final.Plan.Questions[0] = "vandalized"
+		return nil
+	}}
+	m := script(`{"type":"plan","plan":{"summary":"s","steps":["count"],"risks":["r"],"questions":["q"]}}`,
+		`{"type":"final","final":{"output":{"n":3}}}`)
+	final, rc, err := New(m, nil, WithMiddleware(vandal)).Run(context.Background(), "t", RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := final.Plan
+	if final.Output.(map[string]any)["n"] != 3.0 || p.Summary != "s" || p.Steps[0].Step != "count" || p.Risks[0] != "r" || p.Questions[0] != "q" || rc.Plan.Summary != "s" {
+		t.Fatalf("final %+v plan %+v", final, p)
+	}
+}
+
 // Exactly one on_final, and one after_run, per turn on every path that ends it.
 func TestOnFinalOncePerTurnOnEveryPath(t *testing.T) {
 	ctxCanceled, cancel := context.WithCancel(context.Background())

@@ -107,13 +107,25 @@ func (e *Engine) endTurn(r *run, final *Final, err error) {
 	notify(e, ctx, r, abi.HookAfterRun, func(f *Funcs) func(context.Context, abi.AfterRunInput) error { return f.AfterRun },
 		func(bool) abi.AfterRunInput {
 			c := after
-			if final != nil {
-				fc := *final
-				fc.Output = cloneJSON(final.Output)
-				c.Final = &fc
-			}
+			c.Final = cloneFinal(final)
 			return c
 		})
+}
+
+// cloneFinal deep-copies a final, plan included, so a native middleware
+// given it cannot change the caller's result; nil stays nil.
+func cloneFinal(f *Final) *Final {
+	if f == nil {
+		return nil
+	}
+	c := *f
+	c.Output = cloneJSON(f.Output)
+	if f.Plan != nil {
+		p := *f.Plan
+		p.Steps, p.Risks, p.Questions = slices.Clone(p.Steps), slices.Clone(p.Risks), slices.Clone(p.Questions)
+		c.Plan = &p
+	}
+	return &c
 }
 
 func turnStatus(stop string) string {
