@@ -26,26 +26,23 @@ var ErrNoClient = errors.New("engine: no model client")
 // Engine runs agents. It is safe for concurrent Runs as long as its hooks,
 // tools and client are.
 type Engine struct {
-	client       llm.Client
-	reg          *Registry
-	promptHook   PromptBuilder
-	paramsHook   ParamsBuilder
-	successHook  ToolSuccessHook
-	fallbackHook FallbackFinalizer
-	identity     string
-	rules        []string
-	onEvent      func(Event)
-	log          *slog.Logger
-	hooks        *mw              // WithHooks; New puts it first in middleware
-	middleware   []*mw            // WithMiddleware, in order
-	now          func() time.Time // the quarantine clock; tests replace it
-	plugins      []Plugin         // WithPlugins, loaded by Initialize
-	builtins     []Tool           // WithBuiltinTools
-	life         lifecycle
-	stream       func(delta string) // WithStream
-	hookOwner    map[string]string  // engine hook -> the plugin that set it; absent: the host
-	maxObs       int                // WithMaxObservationBytes
-	maxDepth     int                // WithMaxJSONDepth
+	client     llm.Client
+	reg        *Registry
+	hook       engineHooks // the four engine hooks (prompt, params, tool success, fallback)
+	identity   string
+	rules      []string
+	onEvent    func(Event)
+	log        *slog.Logger
+	hooks      *mw              // WithHooks; New puts it first in middleware
+	middleware []*mw            // WithMiddleware, in order
+	now        func() time.Time // the quarantine clock; tests replace it
+	plugins    []Plugin         // WithPlugins, loaded by Initialize
+	builtins   []Tool           // WithBuiltinTools
+	life       lifecycle
+	stream     func(delta string) // WithStream
+	hookOwner  map[string]string  // engine hook -> the plugin that set it; absent: the host
+	maxObs     int                // WithMaxObservationBytes
+	maxDepth   int                // WithMaxJSONDepth
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -304,10 +301,10 @@ func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
 func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	var final *Final
 	var raw json.RawMessage
-	if e.fallbackHook != nil {
+	if e.hook.fallback != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
 		err := e.engineHook(r, "fallback_final", func() (err error) {
-			final, err = e.fallbackHook.FallbackFinal(r.ctx, in)
+			final, err = e.hook.fallback.FallbackFinal(r.ctx, in)
 			return err
 		})
 		if err == nil && final == nil {
@@ -436,9 +433,9 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	if err != nil {
 		return out, capped(err.Error()), truncated
 	}
-	if e.successHook != nil {
+	if e.hook.success != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
-		if err := e.engineHook(r, "on_tool_success", func() error { return e.successHook.OnToolSuccess(r.ctx, in) }); err != nil {
+		if err := e.engineHook(r, "on_tool_success", func() error { return e.hook.success.OnToolSuccess(r.ctx, in) }); err != nil {
 			e.hookFailed(r, "on_tool_success", step, err, "")
 		}
 	}

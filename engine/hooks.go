@@ -43,6 +43,38 @@ type FallbackFinalizer interface {
 	FallbackFinal(ctx context.Context, in abi.FallbackInput) (*Final, error)
 }
 
+// engineHooks are an engine's four hooks; a nil field is unset.
+type engineHooks struct {
+	prompt   PromptBuilder
+	params   ParamsBuilder
+	success  ToolSuccessHook
+	fallback FallbackFinalizer
+}
+
+// engineHookNames name the engine hooks, in the order of engineHooks.set.
+var engineHookNames = [4]string{"build_prompt", "build_params", "on_tool_success", "fallback_final"}
+
+// set says which hooks are set, in engineHookNames' order.
+func (h *engineHooks) set() [4]bool {
+	return [4]bool{h.prompt != nil, h.params != nil, h.success != nil, h.fallback != nil}
+}
+
+// take sets the hooks of o that which says, in engineHookNames' order.
+func (h *engineHooks) take(o engineHooks, which [4]bool) {
+	if which[0] {
+		h.prompt = o.prompt
+	}
+	if which[1] {
+		h.params = o.params
+	}
+	if which[2] {
+		h.success = o.success
+	}
+	if which[3] {
+		h.fallback = o.fallback
+	}
+}
+
 // PromptBuilderFunc adapts a function to PromptBuilder.
 type PromptBuilderFunc func(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error)
 
@@ -83,7 +115,7 @@ func WithPromptBuilderHook(h PromptBuilder) Option {
 	if h == nil {
 		return nop
 	}
-	return func(e *Engine) { e.promptHook = h }
+	return func(e *Engine) { e.hook.prompt = h }
 }
 
 // WithParamsBuilderHook sets the params builder; nil sets nothing.
@@ -91,7 +123,7 @@ func WithParamsBuilderHook(h ParamsBuilder) Option {
 	if h == nil {
 		return nop
 	}
-	return func(e *Engine) { e.paramsHook = h }
+	return func(e *Engine) { e.hook.params = h }
 }
 
 // WithToolSuccessHook sets the tool-success hook; nil sets nothing.
@@ -99,7 +131,7 @@ func WithToolSuccessHook(h ToolSuccessHook) Option {
 	if h == nil {
 		return nop
 	}
-	return func(e *Engine) { e.successHook = h }
+	return func(e *Engine) { e.hook.success = h }
 }
 
 // WithFallbackFinalHook sets the fallback finalizer; nil sets nothing.
@@ -107,7 +139,7 @@ func WithFallbackFinalHook(h FallbackFinalizer) Option {
 	if h == nil {
 		return nop
 	}
-	return func(e *Engine) { e.fallbackHook = h }
+	return func(e *Engine) { e.hook.fallback = h }
 }
 
 // nop is what a hook option given nil returns: an option list built from
@@ -123,7 +155,7 @@ func WithPromptBuilder(fn func(reg *Registry, task string) string) Option {
 	}
 	return func(e *Engine) {
 		reg := e.reg
-		e.promptHook = PromptBuilderFunc(func(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+		e.hook.prompt = PromptBuilderFunc(func(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
 			return abi.PromptOutput{SystemPrompt: fn(reg, in.Task)}, nil
 		})
 	}

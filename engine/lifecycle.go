@@ -296,33 +296,22 @@ func (e *Engine) initWarning(ctx context.Context, msg string) {
 
 // applyHooks applies hook options and names the engine hooks they set.
 func (e *Engine) applyHooks(opts []Option) []string {
-	before := [4]bool{e.promptHook != nil, e.paramsHook != nil, e.successHook != nil, e.fallbackHook != nil}
-	p, q, s, f := e.promptHook, e.paramsHook, e.successHook, e.fallbackHook
-	e.promptHook, e.paramsHook, e.successHook, e.fallbackHook = nil, nil, nil, nil
+	kept := e.hook
+	e.hook = engineHooks{}
 	for _, o := range opts {
 		o(e)
 	}
-	var set []string
-	after := [4]bool{e.promptHook != nil, e.paramsHook != nil, e.successHook != nil, e.fallbackHook != nil}
-	for i, name := range []string{"build_prompt", "build_params", "on_tool_success", "fallback_final"} {
-		if after[i] {
-			set = append(set, name)
+	offered := e.hook
+	e.hook = kept
+	set := offered.set()
+	e.hook.take(offered, set)
+	var names []string
+	for i, s := range set {
+		if s {
+			names = append(names, engineHookNames[i])
 		}
 	}
-	// Keep what the options did not set.
-	if !after[0] && before[0] {
-		e.promptHook = p
-	}
-	if !after[1] && before[1] {
-		e.paramsHook = q
-	}
-	if !after[2] && before[2] {
-		e.successHook = s
-	}
-	if !after[3] && before[3] {
-		e.fallbackHook = f
-	}
-	return set
+	return names
 }
 
 // dependencyOrder sorts plugins so each comes after those it requires,

@@ -56,12 +56,12 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 		in.Tools = slices.DeleteFunc(in.Tools, func(t abi.ToolSpec) bool { return !r.allowed[t.Name] })
 	}
 	in.DefaultPrompt = DefaultPrompt(e.identity, e.rules, in.Tools)
-	if e.promptHook == nil {
+	if e.hook.prompt == nil {
 		return in.DefaultPrompt
 	}
 	var out abi.PromptOutput
 	err := e.engineHook(r, "build_prompt", func() (err error) {
-		out, err = e.promptHook.BuildPrompt(r.ctx, in)
+		out, err = e.hook.prompt.BuildPrompt(r.ctx, in)
 		return err
 	})
 	if err == nil && strings.TrimSpace(out.SystemPrompt) == "" {
@@ -99,14 +99,14 @@ func (e *Engine) parameters(r *run, task string) (map[string]any, error) {
 // buildParams merges the params builder's output over base; built is
 // false when there is no builder or it failed (base is returned).
 func (e *Engine) buildParams(r *run, task string, base map[string]any) (params map[string]any, built bool) {
-	if e.paramsHook == nil {
+	if e.hook.params == nil {
 		return base, false
 	}
 	in := abi.ParamsInput{Task: task, Options: r.opts}
 	in.Options.Parameters = maps.Clone(base) // the hook must not alter the caller's map
 	var out abi.ParamsOutput
 	err := e.engineHook(r, "build_params", func() (err error) {
-		out, err = e.paramsHook.BuildParams(r.ctx, in)
+		out, err = e.hook.params.BuildParams(r.ctx, in)
 		return err
 	})
 	if err != nil {

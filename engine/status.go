@@ -98,10 +98,9 @@ func (e *Engine) Status() Status {
 	loaded := append([]*loadedPlugin(nil), e.life.loaded...)
 	st.Skipped = append(st.Skipped, e.life.skipped...)
 	st.Warnings = append(st.Warnings, e.life.warnings...)
-	for hook, set := range map[string]bool{"build_prompt": e.promptHook != nil, "build_params": e.paramsHook != nil,
-		"on_tool_success": e.successHook != nil, "fallback_final": e.fallbackHook != nil} {
+	for i, set := range e.hook.set() {
 		if set {
-			st.Hooks[hook] = 1
+			st.Hooks[engineHookNames[i]] = 1
 		}
 	}
 	chain := e.chain()
