@@ -2,6 +2,16 @@
 // chat model (see ParseResponse), a tool registry with schema validation, and
 // hook points that embedding hosts or WebAssembly plugins fill in. It knows
 // nothing of WebAssembly: package host adapts modules to the hook interfaces.
+//
+// # Precedence
+//
+// Where the host and plugins both supply something of one name, the
+// host's explicit choice wins: a tool the host registered, or an engine hook
+// it set (WithPromptBuilder, WithParamsBuilderHook, ...), is used over a
+// plugin's; a later plugin's over an earlier plugin's; and a plugin's tool
+// over a built-in one (WithBuiltinTools). Each time Status.Warnings says
+// what was replaced or is not used. Middleware do not replace each other:
+// all of them run, the host's first.
 package engine
 
 import (

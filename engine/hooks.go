@@ -107,7 +107,10 @@ func (f FallbackFinalFunc) FallbackFinal(ctx context.Context, in abi.FallbackInp
 	return f(ctx, in)
 }
 
-// Option configures an Engine.
+// Option configures an Engine. Of the options that set an engine hook
+// (WithPromptBuilder, WithPromptBuilderHook, ...), the last given for a
+// hook wins; set by the host, the hook is used over any plugin's (see
+// Precedence in the package doc).
 type Option func(*Engine)
 
 // WithPromptBuilderHook sets the prompt builder; nil sets nothing.

@@ -111,7 +111,9 @@ type Extension struct {
 	// Capabilities are its requested and granted capabilities, for Status.
 	Capabilities []CapabilityStatus
 	// Options set engine hooks (prompt and params builders, tool success,
-	// fallback final). A later plugin's hook replaces an earlier one's, with a warning.
+	// fallback final). The host's hook is used over a plugin's, and a later
+	// plugin's over an earlier one's (see Precedence in the package doc),
+	// with a warning.
 	Options          []Option
 	Middleware       Middleware // nil: none
 	MiddlewareConfig MiddlewareConfig
@@ -262,13 +264,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 			}
 			e.reg.registerChecked(PluginSource(name), o.tools[j])
 		}
-		lp.hooks = e.applyHooks(o.ext.Options)
-		for _, hook := range lp.hooks {
-			if prev, ok := e.hookOwner[hook]; ok {
-				e.initWarning(ctx, fmt.Sprintf("the %s hook of plugin %q replaces plugin %q's", hook, name, prev))
-			}
-			e.hookOwner[hook] = name
-		}
+		lp.hooks = e.applyHooks(ctx, name, o.ext.Options)
 		if o.ext.Middleware != nil {
 			lp.mw = newMW(o.ext.Middleware, []MiddlewareConfig{o.ext.MiddlewareConfig})
 			e.middleware = append(e.middleware, lp.mw)
@@ -294,8 +290,11 @@ func (e *Engine) initWarning(ctx context.Context, msg string) {
 	e.log.WarnContext(ctx, msg)
 }
 
-// applyHooks applies hook options and names the engine hooks they set.
-func (e *Engine) applyHooks(opts []Option) []string {
+// applyHooks applies a plugin's hook options and names the engine hooks
+// they set. Of each hook, the host's is used over the plugin's, and the
+// plugin's over an earlier plugin's (see Precedence in the package doc);
+// either way a warning names both.
+func (e *Engine) applyHooks(ctx context.Context, plugin string, opts []Option) []string {
 	kept := e.hook
 	e.hook = engineHooks{}
 	for _, o := range opts {
@@ -303,14 +302,26 @@ func (e *Engine) applyHooks(opts []Option) []string {
 	}
 	offered := e.hook
 	e.hook = kept
-	set := offered.set()
-	e.hook.take(offered, set)
+	had := kept.set()
 	var names []string
-	for i, s := range set {
-		if s {
-			names = append(names, engineHookNames[i])
+	var use [4]bool
+	for i, set := range offered.set() {
+		if !set {
+			continue
 		}
+		hook := engineHookNames[i]
+		names = append(names, hook)
+		switch prev, byPlugin := e.hookOwner[hook]; {
+		case had[i] && !byPlugin:
+			e.initWarning(ctx, fmt.Sprintf("the %s hook of plugin %q is not used: the host's is", hook, plugin))
+			continue
+		case byPlugin:
+			e.initWarning(ctx, fmt.Sprintf("the %s hook of plugin %q replaces plugin %q's", hook, plugin, prev))
+		}
+		use[i] = true
+		e.hookOwner[hook] = plugin
 	}
+	e.hook.take(offered, use)
 	return names
 }
 

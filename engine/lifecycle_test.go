@@ -177,6 +177,40 @@ func TestToolPrecedence(t *testing.T) {
 	}
 }
 
+// Engine hooks follow the tools' precedence: the host's hook is used over
+// a plugin's, a later plugin's over an earlier one's, each time with a
+// warning naming both sides; hook events name the one used.
+func TestHookPrecedence(t *testing.T) {
+	prompt := func(text string) Option {
+		return WithPromptBuilder(func(*Registry, string) string { return text })
+	}
+	fallback := func(out string) Option {
+		return WithFallbackFinal(func() *Final { return &Final{Output: out} })
+	}
+	p1 := &fakePlugin{name: "p1", ext: Extension{Options: []Option{prompt("p1's prompt"), fallback("p1")}}}
+	p2 := &fakePlugin{name: "p2", ext: Extension{Options: []Option{fallback("p2")}}}
+	var owners []string
+	e := New(script("junk"), nil, WithPlugins(p1, p2), prompt("the host's prompt"), WithEventHandler(func(ev Event) {
+		if ev.Kind == EventHook {
+			owners = append(owners, ev.Hook+"/"+ev.Plugin)
+		}
+	}))
+	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
+	if err != nil || rc.SystemPrompt != "the host's prompt" || final.Output != "p2" {
+		t.Fatalf("err %v prompt %q final %+v", err, rc.SystemPrompt, final)
+	}
+	if got := strings.Join(owners, " "); got != "build_prompt/host fallback_final/p2" {
+		t.Fatalf("hook events %s", got)
+	}
+	want := []string{
+		`the build_prompt hook of plugin "p1" is not used: the host's is`,
+		`the fallback_final hook of plugin "p2" replaces plugin "p1"'s`,
+	}
+	if got := e.Status().Warnings; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("warnings %q, want %q", got, want)
+	}
+}
+
 // A bad tool schema is blamed on its plugin and tool, as the plugin loads:
 // here the second of two plugins.
 func TestBadToolSchemaNamesItsPlugin(t *testing.T) {

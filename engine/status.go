@@ -16,8 +16,8 @@ type Status struct {
 	Tools   []ToolStatus    `json:"tools"`
 	Hooks   map[string]int  `json:"hooks"`
 	// Warnings are what Initialize found questionable but went on with: a
-	// plugin's tool replacing a built-in or another plugin's, a hook
-	// replacing another plugin's. Names in them are quoted (%q); show them
+	// plugin's tool or engine hook replacing another plugin's (a tool: or a
+	// built-in), or not used because the host's is. Names in them are quoted (%q); show them
 	// with safetext.Line all the same.
 	Warnings []string `json:"warnings,omitempty"`
 }
