@@ -11,15 +11,16 @@ import (
 	"time"
 )
 
-// State is where an engine is in its lifecycle:
-// constructed -> initialized -> running -> closed.
+// State is where an engine is in its lifecycle: constructed ->
+// initialized, then running while runs are in progress and initialized
+// again when the last ends, until closed.
 type State int32
 
 // Lifecycle states.
 const (
 	StateConstructed State = iota // New returned it; plugins not loaded
-	StateInitialized              // Initialize loaded the plugins
-	StateRunning                  // it has started a run
+	StateInitialized              // Initialize loaded the plugins; no run in progress
+	StateRunning                  // runs are in progress
 	StateClosed                   // Close released everything; runs fail with ErrClosed
 )
 
@@ -143,6 +144,7 @@ type lifecycle struct {
 	loaded   []*loadedPlugin
 	skipped  []SkippedPlugin
 	warnings []string       // Status.Warnings
+	running  int            // runs in progress, for the state
 	active   sync.WaitGroup // runs in progress, which Close waits for
 }
 
@@ -387,8 +389,21 @@ func (e *Engine) begin(ctx context.Context) error {
 		return ErrClosed
 	}
 	e.life.state = StateRunning
+	e.life.running++
 	e.life.active.Add(1)
 	return nil
+}
+
+// end counts a run that begin admitted out; the last to end makes the
+// engine initialized again, unless it was closed meanwhile.
+func (e *Engine) end() {
+	e.life.mu.Lock()
+	e.life.running--
+	if e.life.running == 0 && e.life.state == StateRunning {
+		e.life.state = StateInitialized
+	}
+	e.life.mu.Unlock()
+	e.life.active.Done()
 }
 
 // Close waits for runs in progress (until ctx is done), then calls every

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
 )
 
 // fakePlugin counts its opens and closes.
@@ -72,7 +73,7 @@ func TestRunInitializesImplicitly(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { return &Final{Output: "plugin fallback"} })}}}
 	e := New(script("junk"), nil, WithPlugins(p))
 	final, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
-	if err != nil || final.Output != "plugin fallback" || e.State() != StateRunning || p.opens.Load() != 1 {
+	if err != nil || final.Output != "plugin fallback" || e.State() != StateInitialized || p.opens.Load() != 1 {
 		t.Fatalf("final %+v err %v state %s opens %d", final, err, e.State(), p.opens.Load())
 	}
 
@@ -89,6 +90,50 @@ func TestRunInitializesImplicitly(t *testing.T) {
 	}
 	if len(m.reqs) != 0 || good.closes.Load() != 1 || bad.opens.Load() != 1 {
 		t.Fatalf("requests %d, good closed %d times, bad opened %d times", len(m.reqs), good.closes.Load(), bad.opens.Load())
+	}
+}
+
+// gatedModel answers each request with a final when the test lets it.
+type gatedModel struct{ entered, release chan struct{} }
+
+func (g gatedModel) Chat(context.Context, llm.Request) (llm.Result, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return llm.Result{Text: finalReply("x")}, nil
+}
+
+// An engine is running while runs are in progress, and initialized again
+// when the last one ends.
+func TestStateFollowsRuns(t *testing.T) {
+	g := gatedModel{entered: make(chan struct{}), release: make(chan struct{})}
+	e := New(g, nil)
+	state := func() string { return e.Status().State }
+	if err := e.Initialize(context.Background()); err != nil || state() != "initialized" {
+		t.Fatalf("err %v state %s", err, state())
+	}
+	errs := make(chan error)
+	for range 2 {
+		go func() {
+			_, _, err := e.Run(context.Background(), "t", RunOptions{})
+			errs <- err
+		}()
+		<-g.entered
+	}
+	for i, want := range []string{"running", "initialized"} {
+		g.release <- struct{}{}
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		if state() != want {
+			t.Fatalf("after %d of 2 runs ended: state %s, want %s", i+1, state(), want)
+		}
+	}
+	if e.State() != StateInitialized {
+		t.Fatalf("State() = %s", e.State())
+	}
+	e.Close(context.Background())
+	if state() != "closed" {
+		t.Fatalf("state %s after Close", state())
 	}
 }
 

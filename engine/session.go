@@ -70,7 +70,7 @@ func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*
 		e.endTurn(r, nil, err)
 		return nil, rc, err
 	}
-	defer e.life.active.Done()
+	defer e.end()
 	final, _, err := e.turn(r, slices.Clone(s.history))
 	rc.Metrics.Elapsed = time.Since(rc.Metrics.StartTime)
 	e.endTurn(r, final, err)
