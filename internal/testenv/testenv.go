@@ -1,0 +1,71 @@
+// Package testenv keeps a package's tests from the developer's own files:
+// morph reads plugins from ~/.morph/plugins and caches compiled modules in
+// the user cache directory, so a test binary run in a developer's account
+// would load their plugins into every engine it builds (and fail on them)
+// and fill their cache.
+package testenv
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// homeVars are the variables that locate a user's home, configuration,
+// data, state and cache directories on the systems Go supports.
+var homeVars = []string{"HOME", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "AppData", "LocalAppData"}
+
+// Main is a TestMain: it points the home and XDG directories at a new
+// temporary directory, runs the tests, removes the directory and exits
+// with the tests' status. The go command's directories, which default to
+// places under the home and cache directories, keep their values, so a
+// test that runs go build keeps the module and build caches.
+func Main(m *testing.M) {
+	if err := isolate(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(os.Getenv("HOME"))
+	os.Exit(code)
+}
+
+func isolate() error {
+	if err := pinGo(); err != nil {
+		return err
+	}
+	home, err := os.MkdirTemp("", "morph-test-home-")
+	if err != nil {
+		return err
+	}
+	for _, v := range homeVars {
+		if err := os.Setenv(v, home); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pinGo sets the go command's directories to the values it uses now; with
+// no go command there is nothing to keep.
+func pinGo() error {
+	if _, err := exec.LookPath("go"); err != nil {
+		return nil
+	}
+	out, err := exec.Command("go", "env", "-json", "GOPATH", "GOMODCACHE", "GOCACHE", "GOENV").Output()
+	if err != nil {
+		return fmt.Errorf("go env: %w", err)
+	}
+	var vars map[string]string
+	if err := json.Unmarshal(out, &vars); err != nil {
+		return fmt.Errorf("go env: %w", err)
+	}
+	for k, v := range vars {
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
