@@ -186,7 +186,7 @@ func TestJSONDepthSetting(t *testing.T) {
 	}
 	deep, _ := json.Marshal(nested)
 	reply := `{"type":"final","final":{"output":` + string(deep) + `}}`
-	builder := WithParamsBuilder(func(RunOptions) map[string]any { return map[string]any{"deep": nested} })
+	builder := WithParamsBuilder(func(abi.RunOptions) map[string]any { return map[string]any{"deep": nested} })
 	for _, c := range []struct {
 		opts []Option
 		ok   bool

@@ -15,8 +15,23 @@ type Final = abi.Final
 // Plan is the agent's plan as the model last stated it.
 type Plan = abi.Plan
 
-// RunOptions are the per-run settings; zero fields take the engine defaults.
-type RunOptions = abi.RunOptions
+// RunOptions are the per-run settings; zero fields take the engine
+// defaults. They are the engine's own type, not the wire's: a params
+// builder receives the settings a plugin may see as abi.RunOptions (see
+// wire), and settings that only make sense in the host's process need no
+// place in the ABI.
+type RunOptions struct {
+	Model        string
+	MaxSteps     int            // 0: DefaultMaxSteps
+	ParseRetries int            // 0: DefaultParseRetries; <0: none
+	TokenBudget  int            // 0: unlimited
+	Parameters   map[string]any // base model parameters; a params builder's output overrides them key by key
+}
+
+// wire is what a params builder is told of the options.
+func (o RunOptions) wire() abi.RunOptions {
+	return abi.RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Parameters: o.Parameters}
+}
 
 // Engine defaults for zero RunOptions fields.
 const (

@@ -184,8 +184,8 @@ func TestParamsBuiltOnceAndSentEveryRequest(t *testing.T) {
 	// Three identical calls force a conclusion, whose request must carry the params too.
 	m := script(toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), finalReply("forced"))
 	builds := 0
-	var seen RunOptions
-	e := New(m, registry(echoTool()), WithParamsBuilder(func(o RunOptions) map[string]any {
+	var seen abi.RunOptions
+	e := New(m, registry(echoTool()), WithParamsBuilder(func(o abi.RunOptions) map[string]any {
 		builds++
 		seen = o
 		return map[string]any{"temperature": 0.1, "seed": 7}

@@ -164,9 +164,9 @@ func WithPromptBuilder(fn func(reg *Registry, task string) string) Option {
 	}
 }
 
-// WithParamsBuilder sets a params builder that cannot fail. A nil fn sets
-// nothing.
-func WithParamsBuilder(fn func(opts RunOptions) map[string]any) Option {
+// WithParamsBuilder sets a params builder that cannot fail; fn receives
+// the run's options as any params builder does. A nil fn sets nothing.
+func WithParamsBuilder(fn func(opts abi.RunOptions) map[string]any) Option {
 	if fn == nil {
 		return nop
 	}

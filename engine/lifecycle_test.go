@@ -335,7 +335,7 @@ func TestDuplicatePluginNamesFirstWins(t *testing.T) {
 func TestEngineHookEvents(t *testing.T) {
 	p := &fakePlugin{name: "fb", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { panic("bug") })}}}
 	var hooks []string
-	e := New(script("junk"), nil, WithPlugins(p), WithParamsBuilder(func(RunOptions) map[string]any { return nil }),
+	e := New(script("junk"), nil, WithPlugins(p), WithParamsBuilder(func(abi.RunOptions) map[string]any { return nil }),
 		WithEventHandler(func(ev Event) {
 			if ev.Kind == EventHook {
 				hooks = append(hooks, ev.Hook+"/"+ev.Plugin+"/"+ev.Outcome)

@@ -102,7 +102,7 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 	if e.hook.params == nil {
 		return base, false
 	}
-	in := abi.ParamsInput{Task: task, Options: r.opts}
+	in := abi.ParamsInput{Task: task, Options: r.opts.wire()}
 	in.Options.Parameters = maps.Clone(base) // the hook must not alter the caller's map
 	var out abi.ParamsOutput
 	err := e.engineHook(r, "build_params", func() (err error) {
