@@ -26,6 +26,11 @@ type RunOptions struct {
 	ParseRetries int            // 0: DefaultParseRetries; <0: none
 	TokenBudget  int            // 0: unlimited
 	Parameters   map[string]any // base model parameters; a params builder's output overrides them key by key
+	// OnEvent, if set, receives this run's events, after the engine's
+	// handler (WithEventHandler) does: a caller running several runs on
+	// one engine at once hears each one's apart. It is called on the run's
+	// goroutine, so it must be quick.
+	OnEvent func(Event)
 }
 
 // wire is what a params builder is told of the options.

@@ -102,7 +102,7 @@ func (e *Engine) chain() []*mw { return e.middleware }
 // ran is false when the hook was skipped for quarantine.
 func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(ctx context.Context) error) (ran bool, err error) {
 	if !m.admit(e, r, hook) {
-		e.emit(ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
+		e.emit(ctx, r, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
 		return false, nil
 	}
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
@@ -133,7 +133,7 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(c
 	if err != nil {
 		err = fmt.Errorf("middleware %q %s: %w", m.f.ID, hook, err)
 	}
-	e.emit(ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err})
+	e.emit(ctx, r, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err})
 	m.record(e, ctx, r, hook, d, err)
 	return true, err
 }
@@ -168,7 +168,7 @@ func (m *mw) admit(e *Engine, r *run, hook string) bool {
 	}
 	m.until, m.consecutive = time.Time{}, 0
 	m.mu.Unlock()
-	e.emit(r.ctx, r.Context, Event{Kind: EventRelease, Hook: hook, Plugin: m.f.ID,
+	e.emit(r.ctx, r, Event{Kind: EventRelease, Hook: hook, Plugin: m.f.ID,
 		Message: fmt.Sprintf("middleware %q re-enabled after its quarantine", m.f.ID)})
 	return true
 }
@@ -209,7 +209,7 @@ func (m *mw) record(e *Engine, ctx context.Context, r *run, hook string, d time.
 	}
 	m.mu.Unlock()
 	if quarantine {
-		e.emit(ctx, r.Context, Event{Kind: EventQuarantine, Hook: hook, Plugin: m.f.ID, Err: err,
+		e.emit(ctx, r, Event{Kind: EventQuarantine, Hook: hook, Plugin: m.f.ID, Err: err,
 			Message: fmt.Sprintf("middleware %q quarantined for %s after %d consecutive faults", m.f.ID, period, m.cfg.QuarantineAfter)})
 	}
 }

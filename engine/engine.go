@@ -159,7 +159,7 @@ func (e *Engine) beforeRun(r *run) error {
 				}
 			}
 			if len(unknown) > 0 {
-				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
+				e.emit(r.ctx, r, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
 					Message: fmt.Sprintf("middleware %q kept tools that are not offered, ignored: %s", m.f.ID, strings.Join(unknown, ", "))})
 			}
 			r.allowed, narrowed = allowed, true
@@ -168,7 +168,7 @@ func (e *Engine) beforeRun(r *run) error {
 		case strings.TrimSpace(out.SystemPrompt) != "":
 			r.SystemPrompt, replaced = out.SystemPrompt, true
 		case out.SystemPrompt != "":
-			e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
+			e.emit(r.ctx, r, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
 				Message: fmt.Sprintf("middleware %q returned a blank system prompt; keeping the prompt as it was", m.f.ID)})
 		}
 	}
@@ -288,7 +288,7 @@ const ForceConclusionPrompt = "You have reached the maximum number of steps or t
 // forceConclusion asks once for a final; whatever goes wrong then, the run
 // still ends with a final (the fallback), unless the context ended it.
 func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
-	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Message: "forcing a conclusion: " + why})
+	e.emit(r.ctx, r, Event{Kind: EventWarning, Step: len(r.Steps), Message: "forcing a conclusion: " + why})
 	r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Content: ForceConclusionPrompt})
 	res, err := e.chat(r)
 	if err != nil {
@@ -332,7 +332,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		final = &Final{Output: DefaultFinalOutput}
 		raw, _ = json.Marshal(final) // a string: it encodes
 	}
-	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: len(r.Steps), Message: "using the fallback final: " + why})
+	e.emit(r.ctx, r, Event{Kind: EventWarning, Step: len(r.Steps), Message: "using the fallback final: " + why})
 	return e.finish(r, StopFallback, final, raw)
 }
 
@@ -368,7 +368,7 @@ func (e *Engine) finish(r *run, reason string, final *Final, raw json.RawMessage
 	}
 	r.RawFinalAnswer = raw
 	r.StopReason = reason
-	e.emit(r.ctx, r.Context, Event{Kind: EventFinal, Step: len(r.Steps), Action: reason})
+	e.emit(r.ctx, r, Event{Kind: EventFinal, Step: len(r.Steps), Action: reason})
 	return final, r.Context, nil
 }
 
@@ -402,7 +402,7 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 func (e *Engine) record(r *run, st Step, started time.Time) {
 	st.Duration = time.Since(started)
 	r.Steps = append(r.Steps, st)
-	e.emit(r.ctx, r.Context, Event{Kind: EventStep, Step: st.StepNumber, Action: st.Action, Usage: st.Usage, Err: stepErr(st)})
+	e.emit(r.ctx, r, Event{Kind: EventStep, Step: st.StepNumber, Action: st.Action, Usage: st.Usage, Err: stepErr(st)})
 }
 
 func stepErr(st Step) error {
@@ -527,7 +527,7 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 			case m.cfg.Policy == FailClosed:
 				return nil, valid, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
 			default:
-				e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: m.f.ID, Hook: abi.HookBeforeToolCall, Err: verr,
+				e.emit(r.ctx, r, Event{Kind: EventWarning, Step: step, Plugin: m.f.ID, Hook: abi.HookBeforeToolCall, Err: verr,
 					Message: fmt.Sprintf("middleware %q rewrote the input of tool %q into one its schema rejects; using the input as it was", m.f.ID, tool)})
 			}
 		}

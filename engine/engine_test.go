@@ -593,6 +593,78 @@ func TestEventsReportSteps(t *testing.T) {
 	}
 }
 
+// echoModel calls echo on a turn's input, then answers with what echo
+// said. It keeps no state, so concurrent runs can share it.
+type echoModel struct{}
+
+func (echoModel) Chat(_ context.Context, req llm.Request) (llm.Result, error) {
+	last := req.Messages[len(req.Messages)-1].Content
+	if out, ok := strings.CutPrefix(last, "Tool Result (echo):\n"); ok {
+		return llm.Result{Text: finalReply(out)}, nil
+	}
+	return llm.Result{Text: toolCall("echo", fmt.Sprintf(`{"text":%q}`, last))}, nil
+}
+
+// Two sessions run at once on one engine: each run's handler hears only
+// its own run's events, each event names its session and turn, and the
+// engine's handler hears them all.
+func TestEventsOfConcurrentRuns(t *testing.T) {
+	var arrived atomic.Int32
+	both := make(chan struct{})
+	tool := echoTool()
+	tool.fn = func(p map[string]any) (string, error) { // the first calls wait for each other: the runs overlap
+		if arrived.Add(1) == 2 {
+			close(both)
+		}
+		select {
+		case <-both:
+		case <-time.After(5 * time.Second):
+			return "", errors.New("the other run never called")
+		}
+		return "echo: " + p["text"].(string), nil
+	}
+	var mu sync.Mutex
+	all := map[string]int{}
+	e := New(echoModel{}, registry(tool), WithEventHandler(func(ev Event) {
+		mu.Lock()
+		all[ev.SessionID]++
+		mu.Unlock()
+	}))
+	own := map[string][]Event{}
+	var wg sync.WaitGroup
+	for _, id := range []string{"a", "b"} {
+		var events []Event // only this session's goroutine appends
+		wg.Go(func() {
+			s := e.NewSession(id)
+			for turn := range 2 {
+				final, _, err := s.RunTurn(context.Background(), fmt.Sprintf("%s%d", id, turn+1), RunOptions{OnEvent: func(ev Event) { events = append(events, ev) }})
+				if err != nil || final.Output != fmt.Sprintf("echo: %s%d", id, turn+1) {
+					t.Errorf("session %s turn %d: final %+v err %v", id, turn+1, final, err)
+				}
+			}
+			mu.Lock()
+			own[id] = events
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for id, events := range own {
+		var got []string
+		for _, ev := range events {
+			if ev.SessionID != id {
+				t.Errorf("session %s's handler got an event of session %q: %+v", id, ev.SessionID, ev)
+			}
+			got = append(got, fmt.Sprintf("%d:%s:%d", ev.Turn, ev.Kind, ev.Step))
+		}
+		if want := "1:step:1 1:step:2 1:final:2 2:step:1 2:step:2 2:final:2"; strings.Join(got, " ") != want {
+			t.Errorf("session %s's events %s, want %s", id, strings.Join(got, " "), want)
+		}
+		if all[id] != len(events) {
+			t.Errorf("the engine's handler got %d events of session %s, its runs' handlers %d", all[id], id, len(events))
+		}
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	r := registry(&testTool{name: "b"}, &testTool{name: "a"}, &testTool{name: "bad", schema: `{"type": 12}`}, &testTool{name: "notjson", schema: `{`})
 	if got := strings.Join(r.Names(), ","); got != "a,b,bad,notjson" {

@@ -31,14 +31,19 @@ const (
 
 // Event is a report from a run in progress, for progress display and logs.
 type Event struct {
-	Kind    EventKind
-	Step    int
-	Action  string        // tool name, "plan", "final", "parse_error"; for EventFinal, the stop reason
-	Usage   llm.Usage     // this step's model usage
-	Total   llm.Usage     // the run's usage so far
-	Elapsed time.Duration // since the run started
-	Message string
-	Err     error
+	Kind EventKind
+	// SessionID and Turn name the run (Context.SessionID, Context.Turn): an
+	// engine's handler hears the events of all its runs, concurrent ones
+	// interleaved.
+	SessionID string
+	Turn      int
+	Step      int
+	Action    string        // tool name, "plan", "final", "parse_error"; for EventFinal, the stop reason
+	Usage     llm.Usage     // this step's model usage
+	Total     llm.Usage     // the run's usage so far
+	Elapsed   time.Duration // since the run started
+	Message   string
+	Err       error
 
 	// Hook events, and warnings about a hook: the hook, and the plugin
 	// that set it (its middleware's name, or for an engine hook SourceHost
@@ -70,10 +75,13 @@ func (e *Engine) bounded(err error) error {
 	return err
 }
 
-// emit logs ev and hands it to the event handler, its message and error
-// text cut to the observation limit, and its action (a step's, the tool
-// name the model wrote) to maxNameBytes.
-func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
+// emit logs ev, an event of run r, and hands it to the engine's event
+// handler and then the run's, its message and error text cut to the
+// observation limit, and its action (a step's, the tool name the model
+// wrote) to maxNameBytes.
+func (e *Engine) emit(ctx context.Context, r *run, ev Event) {
+	rc := r.Context
+	ev.SessionID, ev.Turn = rc.SessionID, rc.Turn
 	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
 	ev.Action = cutName(ev.Action)
 	ev.Err = e.bounded(ev.Err)
@@ -81,7 +89,7 @@ func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
 	ev.Elapsed = time.Since(rc.Metrics.StartTime)
 	switch {
 	case ev.Kind == EventWarning || ev.Kind == EventQuarantine || ev.Kind == EventRelease:
-		e.log.WarnContext(ctx, ev.Message, "step", ev.Step, "plugin", ev.Plugin, "error", ev.Err)
+		e.log.WarnContext(ctx, ev.Message, "session", ev.SessionID, "turn", ev.Turn, "step", ev.Step, "plugin", ev.Plugin, "error", ev.Err)
 	case ev.Kind == EventHook && ev.Err != nil:
 		e.log.WarnContext(ctx, "middleware hook failed", "plugin", ev.Plugin, "hook", ev.Hook, "outcome", ev.Outcome, "error", ev.Err)
 	case ev.Kind == EventHook:
@@ -92,5 +100,8 @@ func (e *Engine) emit(ctx context.Context, rc *Context, ev Event) {
 	}
 	if e.onEvent != nil {
 		e.onEvent(ev)
+	}
+	if r.opts.OnEvent != nil {
+		r.opts.OnEvent(ev)
 	}
 }

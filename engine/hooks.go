@@ -206,8 +206,11 @@ func WithRules(rules ...string) Option {
 	return func(e *Engine) { e.rules = append([]string(nil), rules...) }
 }
 
-// WithEventHandler subscribes fn to the run's events. fn is called
-// synchronously on the run's goroutine, so it must be quick.
+// WithEventHandler subscribes fn to the events of every run of the engine
+// (Event.SessionID and Event.Turn tell runs apart; RunOptions.OnEvent
+// subscribes to one run's). fn is called synchronously on the run's
+// goroutine, concurrently for concurrent runs, so it must be quick and
+// safe for concurrent use.
 func WithEventHandler(fn func(Event)) Option { return func(e *Engine) { e.onEvent = fn } }
 
 // WithStream streams the assistant's text as it arrives: fn receives each
@@ -271,7 +274,7 @@ func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
 	case err != nil:
 		outcome = OutcomeError
 	}
-	e.emit(r.ctx, r.Context, Event{Kind: EventHook, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
+	e.emit(r.ctx, r, Event{Kind: EventHook, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
 	return err
 }
 
@@ -282,7 +285,7 @@ func (e *Engine) hookFailed(r *run, hook string, step int, err error, instead st
 	if instead != "" {
 		msg += "; " + instead
 	}
-	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Step: step, Plugin: e.owner(hook), Hook: hook, Err: err, Message: msg})
+	e.emit(r.ctx, r, Event{Kind: EventWarning, Step: step, Plugin: e.owner(hook), Hook: hook, Err: err, Message: msg})
 }
 
 // owner names who set an engine hook: its plugin, or SourceHost.

@@ -91,7 +91,7 @@ func (e *Engine) parameters(r *run, task string) (map[string]any, error) {
 		return nil, err
 	}
 	owner := e.owner("build_params")
-	e.emit(r.ctx, r.Context, Event{Kind: EventWarning, Plugin: owner, Hook: "build_params", Err: err,
+	e.emit(r.ctx, r, Event{Kind: EventWarning, Plugin: owner, Hook: "build_params", Err: err,
 		Message: fmt.Sprintf("the build_params hook of %q returned parameters the model client rejects; using the base parameters", owner)})
 	return base, nil
 }
