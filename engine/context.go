@@ -26,6 +26,21 @@ type RunOptions struct {
 	ParseRetries int            // 0: DefaultParseRetries; <0: none
 	TokenBudget  int            // 0: unlimited
 	Parameters   map[string]any // base model parameters; a params builder's output overrides them key by key
+	// Identity, if set, opens this run's system prompt in place of the
+	// engine's (WithIdentity): a pipeline stage sets its own role without
+	// an engine of its own. The engine still adds the run's tools, the
+	// response format and the rules, which the protocol needs. It is the
+	// caller's explicit choice for this run, so the engine's build_prompt
+	// hook is not called; before_run middleware see the prompt and may
+	// still change it, as they may any.
+	Identity string
+	// Tools, if not nil, are the names of the only tools this run offers:
+	// the prompt lists only them, before_run middleware may narrow them
+	// further, and a call of another tool gets an observation that it is
+	// not available in this run. Empty but not nil: no tools. A name the
+	// registry does not have fails the run before any model call
+	// (ErrUnknownTool, StopBadOptions).
+	Tools []string
 	// OnEvent, if set, receives this run's events, after the engine's
 	// handler (WithEventHandler) does: a caller running several runs on
 	// one engine at once hears each one's apart. It is called on the run's
@@ -94,6 +109,7 @@ const (
 	StopCanceled    = "canceled"         // the context ended the run
 	StopModelFailed = "model_error"      // a model call failed outside the forced conclusion
 	StopBadParams   = "parameters_error" // the model parameters were rejected before the first call
+	StopBadOptions  = "options_error"    // RunOptions.Tools names a tool the engine does not have
 	StopMiddleware  = "middleware_error" // a fail-closed before_run hook failed
 	StopInit        = "init_error"       // the engine could not be initialized, or is closed
 )

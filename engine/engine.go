@@ -33,6 +33,11 @@ import (
 // ErrNoClient is returned by Run on an engine built without a model client.
 var ErrNoClient = errors.New("engine: no model client")
 
+// ErrUnknownTool is matched (errors.Is) by the error of a run whose
+// RunOptions.Tools names a tool the engine does not have; the error names
+// each such tool.
+var ErrUnknownTool = errors.New("engine: unknown tool")
+
 // Engine runs agents. It is safe for concurrent Runs as long as its hooks,
 // tools and client are.
 type Engine struct {
@@ -82,7 +87,7 @@ type run struct {
 	ctx     context.Context
 	opts    RunOptions
 	params  map[string]any
-	allowed map[string]bool // tools a before_run hook left; nil: every registered tool
+	allowed map[string]bool // tools the run offers (RunOptions.Tools, then before_run hooks); nil: every registered tool
 }
 
 // Run runs the agent on task until it gives a final answer: one turn of a
@@ -102,6 +107,9 @@ func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 	}
 	if err := r.ctx.Err(); err != nil {
 		return e.fail(r, StopCanceled, err)
+	}
+	if err := r.restrict(e.reg); err != nil {
+		return e.fail(r, StopBadOptions, err)
 	}
 	r.Messages = append(history, llm.Message{Role: llm.RoleUser, Content: r.Task})
 	notify(e, r.ctx, r, abi.HookOnTurnStart, func(f *Funcs) func(context.Context, abi.TurnStart) error { return f.TurnStart },
@@ -174,6 +182,27 @@ func (e *Engine) beforeRun(r *run) error {
 	}
 	if narrowed && !replaced {
 		r.SystemPrompt = e.systemPrompt(r, r.Task)
+	}
+	return nil
+}
+
+// restrict narrows the run's tools to RunOptions.Tools, when set, and
+// fails naming those the registry does not have.
+func (r *run) restrict(reg *Registry) error {
+	if r.opts.Tools == nil {
+		return nil
+	}
+	r.allowed = map[string]bool{}
+	var unknown []string
+	for _, name := range r.opts.Tools {
+		if _, ok := reg.Get(name); ok {
+			r.allowed[name] = true
+		} else {
+			unknown = append(unknown, quoteName(name))
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%w in RunOptions.Tools: %s", ErrUnknownTool, strings.Join(unknown, ", "))
 	}
 	return nil
 }
@@ -424,8 +453,12 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 		return out
 	}
 	tool, ok := e.reg.Get(call.ToolName)
-	if !ok || (r.allowed != nil && !r.allowed[call.ToolName]) {
-		obs := capped(fmt.Sprintf("Error: tool '%s' not found. Available tools: %s", cutName(call.ToolName), strings.Join(r.toolNames(e), ", ")))
+	if offered := r.allowed == nil || r.allowed[call.ToolName]; !ok || !offered {
+		why := "not found"
+		if ok {
+			why = "is not available in this run"
+		}
+		obs := capped(fmt.Sprintf("Error: tool '%s' %s. Available tools: %s", cutName(call.ToolName), why, orNone(r.toolNames(e))))
 		return obs, obs, truncated
 	}
 	input, valid, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)

@@ -665,6 +665,55 @@ func TestEventsOfConcurrentRuns(t *testing.T) {
 	}
 }
 
+// A run's options narrow its tools and set its identity, without a new
+// engine: the prompt lists only those tools under that identity (the
+// engine's prompt builder gives way), before_run middleware see only them,
+// and a call of another registered tool is told it is not available in
+// this run. An unknown name fails the run before any model call, naming it.
+func TestRunOptionsToolsAndIdentity(t *testing.T) {
+	m := script(toolCall("boom", `{}`), toolCall("echo", `{"text":"a"}`), finalReply("x"))
+	var offered []string
+	seen := &Funcs{ID: "seen", BeforeRun: func(_ context.Context, in abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+		offered = in.Tools
+		return abi.BeforeRunOutput{}, nil
+	}}
+	e := New(m, registry(echoTool(), failTool()), WithMiddleware(seen), WithPromptBuilder(func(*Registry, string) string { return "built" }))
+	_, rc, err := e.Run(context.Background(), "t", RunOptions{Identity: "You review code.", Tools: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := DefaultPrompt("You review code.", DefaultRules, registry(echoTool()).Specs()); rc.SystemPrompt != want {
+		t.Fatalf("system prompt:\n%s\nwant:\n%s", rc.SystemPrompt, want)
+	}
+	if strings.Join(offered, ",") != "echo" {
+		t.Fatalf("before_run was offered %v", offered)
+	}
+	if got := rc.Steps[0].Observation; got != "Error: tool 'boom' is not available in this run. Available tools: echo" {
+		t.Fatalf("observation %q", got)
+	}
+	if rc.Steps[1].Observation != "echo: a" {
+		t.Fatalf("steps %+v", rc.Steps)
+	}
+	// The engine is as it was for the next run.
+	m.replies = []reply{{text: finalReply("x")}}
+	if _, rc, err := e.Run(context.Background(), "t", RunOptions{}); err != nil || rc.SystemPrompt != "built" || strings.Join(offered, ",") != "boom,echo" {
+		t.Fatalf("err %v prompt %q offered %v", err, rc.SystemPrompt, offered)
+	}
+
+	m = script(toolCall("echo", `{"text":"a"}`), finalReply("x"))
+	_, rc, err = New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{Tools: []string{}})
+	if err != nil || !strings.Contains(rc.SystemPrompt, "(none: answer from what you know)") ||
+		rc.Steps[0].Observation != "Error: tool 'echo' is not available in this run. Available tools: none" {
+		t.Fatalf("no tools: err %v steps %+v prompt:\n%s", err, rc.Steps, rc.SystemPrompt)
+	}
+
+	m = script(finalReply("x"))
+	final, rc, err := New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{Tools: []string{"echo", "nope", "ghost"}})
+	if final != nil || !errors.Is(err, ErrUnknownTool) || !strings.Contains(err.Error(), `"nope", "ghost"`) || rc.StopReason != StopBadOptions || len(m.reqs) != 0 {
+		t.Fatalf("final %+v err %v stop %s requests %d", final, err, rc.StopReason, len(m.reqs))
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	r := registry(&testTool{name: "b"}, &testTool{name: "a"}, &testTool{name: "bad", schema: `{"type": 12}`}, &testTool{name: "notjson", schema: `{`})
 	if got := strings.Join(r.Names(), ","); got != "a,b,bad,notjson" {

@@ -333,7 +333,7 @@ func TestBeforeRunNarrowsAndReplaces(t *testing.T) {
 	if strings.Contains(rc.SystemPrompt, "- boom:") || !strings.Contains(rc.SystemPrompt, "- echo:") {
 		t.Fatalf("the prompt still offers the removed tool:\n%s", rc.SystemPrompt)
 	}
-	if rc.Steps[0].Observation != "Error: tool 'boom' not found. Available tools: echo" {
+	if rc.Steps[0].Observation != "Error: tool 'boom' is not available in this run. Available tools: echo" {
 		t.Fatalf("observation %q", rc.Steps[0].Observation)
 	}
 	replace := &Funcs{ID: "replace", BeforeRun: func(_ context.Context, in abi.BeforeRunInput) (abi.BeforeRunOutput, error) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -49,14 +50,17 @@ func DefaultPrompt(identity string, rules []string, tools []abi.ToolSpec) string
 	return b.String()
 }
 
-// systemPrompt asks the prompt builder, falling back to the default prompt.
+// systemPrompt asks the prompt builder, falling back to the default
+// prompt; a run with its own identity (RunOptions.Identity) gets the
+// default prompt under it.
 func (e *Engine) systemPrompt(r *run, task string) string {
 	in := abi.PromptInput{Task: task, Tools: e.reg.Specs()}
 	if r.allowed != nil {
 		in.Tools = slices.DeleteFunc(in.Tools, func(t abi.ToolSpec) bool { return !r.allowed[t.Name] })
 	}
-	in.DefaultPrompt = DefaultPrompt(e.identity, e.rules, in.Tools)
-	if e.hook.prompt == nil {
+	identity := cmp.Or(r.opts.Identity, e.identity)
+	in.DefaultPrompt = DefaultPrompt(identity, e.rules, in.Tools)
+	if e.hook.prompt == nil || r.opts.Identity != "" {
 		return in.DefaultPrompt
 	}
 	var out abi.PromptOutput
