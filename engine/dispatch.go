@@ -138,7 +138,9 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(c
 	return true, err
 }
 
-var errPanic = errors.New("middleware hook panicked")
+// errPanic is a hook's, a middleware's or a tool's panic, recovered; the
+// error names which.
+var errPanic = errors.New("panicked")
 
 // recovered runs fn, turning a panic into its error.
 func recovered(ctx context.Context, fn func(context.Context) error) (err error) {

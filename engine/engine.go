@@ -342,7 +342,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	var raw json.RawMessage
 	if e.hook.fallback != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
-		err := e.engineHook(r, "fallback_final", func() (err error) {
+		err := e.engineHook(r, abi.HookFallbackFinal, func() (err error) {
 			final, err = e.hook.fallback.FallbackFinal(r.ctx, in)
 			return err
 		})
@@ -354,7 +354,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		}
 		if err != nil {
 			final = nil
-			e.hookFailed(r, "fallback_final", len(r.Steps), err, "using the default final")
+			e.hookFailed(r, abi.HookFallbackFinal, len(r.Steps), err, "using the default final")
 		}
 	}
 	if final == nil {
@@ -478,8 +478,8 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	}
 	if e.hook.success != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
-		if err := e.engineHook(r, "on_tool_success", func() error { return e.hook.success.OnToolSuccess(r.ctx, in) }); err != nil {
-			e.hookFailed(r, "on_tool_success", step, err, "")
+		if err := e.engineHook(r, abi.HookOnToolSuccess, func() error { return e.hook.success.OnToolSuccess(r.ctx, in) }); err != nil {
+			e.hookFailed(r, abi.HookOnToolSuccess, step, err, "")
 		}
 	}
 	return out, "", truncated

@@ -756,3 +756,17 @@ func TestWithStream(t *testing.T) {
 		t.Fatalf("final %+v err %v streamed %q", final, err, got.String())
 	}
 }
+
+// A tool's panic is the tool's, said so in its observation: not a
+// middleware's, and not the run's end.
+func TestToolPanicIsTheTools(t *testing.T) {
+	bad := &testTool{name: "fragile", fn: func(map[string]any) (string, error) { panic("index out of range") }}
+	final, rc, err := New(script(toolCall("fragile", `{}`), finalReply("done")), registry(bad)).
+		Run(context.Background(), "t", RunOptions{})
+	if err != nil || final.Output != "done" {
+		t.Fatalf("final %+v, err %v: the run must go on", final, err)
+	}
+	if obs := rc.Steps[0].Observation; !strings.Contains(obs, "tool fragile panicked: index out of range") || strings.Contains(obs, "middleware") {
+		t.Fatalf("observation %q", obs)
+	}
+}

@@ -52,7 +52,7 @@ type engineHooks struct {
 }
 
 // engineHookNames name the engine hooks, in the order of engineHooks.set.
-var engineHookNames = [4]string{"build_prompt", "build_params", "on_tool_success", "fallback_final"}
+var engineHookNames = [4]string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal}
 
 // set says which hooks are set, in engineHookNames' order.
 func (h *engineHooks) set() [4]bool {
@@ -254,7 +254,7 @@ func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 func callHook(name string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: %w: %v", name, errPanic, r)
+			err = fmt.Errorf("%s %w: %v", name, errPanic, r)
 		}
 	}()
 	return fn()

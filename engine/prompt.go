@@ -64,7 +64,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 		return in.DefaultPrompt
 	}
 	var out abi.PromptOutput
-	err := e.engineHook(r, "build_prompt", func() (err error) {
+	err := e.engineHook(r, abi.HookBuildPrompt, func() (err error) {
 		out, err = e.hook.prompt.BuildPrompt(r.ctx, in)
 		return err
 	})
@@ -72,7 +72,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 		err = fmt.Errorf("build_prompt hook returned an empty system prompt")
 	}
 	if err != nil {
-		e.hookFailed(r, "build_prompt", 0, err, "using the default system prompt")
+		e.hookFailed(r, abi.HookBuildPrompt, 0, err, "using the default system prompt")
 		return in.DefaultPrompt
 	}
 	return out.SystemPrompt
@@ -94,8 +94,8 @@ func (e *Engine) parameters(r *run, task string) (map[string]any, error) {
 	if err := e.checkParameters(base); err != nil {
 		return nil, err
 	}
-	owner := e.owner("build_params")
-	e.emit(r.ctx, r, Event{Kind: EventWarning, Plugin: owner, Hook: "build_params", Err: err,
+	owner := e.owner(abi.HookBuildParams)
+	e.emit(r.ctx, r, Event{Kind: EventWarning, Plugin: owner, Hook: abi.HookBuildParams, Err: err,
 		Message: fmt.Sprintf("the build_params hook of %q returned parameters the model client rejects; using the base parameters", owner)})
 	return base, nil
 }
@@ -109,12 +109,12 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 	in := abi.ParamsInput{Task: task, Options: r.opts.wire()}
 	in.Options.Parameters = maps.Clone(base) // the hook must not alter the caller's map
 	var out abi.ParamsOutput
-	err := e.engineHook(r, "build_params", func() (err error) {
+	err := e.engineHook(r, abi.HookBuildParams, func() (err error) {
 		out, err = e.hook.params.BuildParams(r.ctx, in)
 		return err
 	})
 	if err != nil {
-		e.hookFailed(r, "build_params", 0, err, "using the base parameters")
+		e.hookFailed(r, abi.HookBuildParams, 0, err, "using the base parameters")
 		return base, false
 	}
 	params = maps.Clone(base)

@@ -1,4 +1,6 @@
-// Package testenv keeps a package's tests from the developer's own files:
+// Package testenv holds what morph's tests need of their environment: the
+// policy for missing tools and builds (tools.go), and keeping a package's
+// tests from the developer's own files:
 // morph reads plugins from ~/.morph/plugins and caches compiled modules in
 // the user cache directory, so a test binary run in a developer's account
 // would load their plugins into every engine it builds (and fail on them)
