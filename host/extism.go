@@ -20,34 +20,6 @@ import (
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
-// Loader names, as Plugin.Loader and Report.Loader give them: which of the
-// host's two ways of running a module a plugin uses.
-const (
-	// LoaderNative runs a module that implements ABI v1 itself (abi/SPEC.md)
-	// directly on wazero: the fast path.
-	LoaderNative = "morph-abi-v1"
-	// LoaderExtism runs a module written with an Extism PDK (it imports
-	// extism:host/env) through github.com/extism/go-sdk, so that plugins of
-	// the Extism ecosystem work unchanged. See loadExtism.
-	LoaderExtism = "extism"
-)
-
-// Loader is the loader the plugin's module went to.
-func (p *Plugin) Loader() string {
-	if _, ok := p.module.(*extismModule); ok {
-		return LoaderExtism
-	}
-	return LoaderNative
-}
-
-// moduleLoader is the loader Load picks for wasm, by its imports.
-func moduleLoader(wasm []byte) string {
-	if importsExtism(wasm) {
-		return LoaderExtism
-	}
-	return LoaderNative
-}
-
 // extismEnv is Extism's host namespace; a module importing from it is an
 // Extism module. extismMorphEnv is where the functions morph provides in
 // place of go-sdk's own are (extismOverrideTypes).
@@ -138,7 +110,7 @@ type extismModule struct {
 // it tells the native calling convention's version from the exports, while
 // an Extism module is recognized by its imports and its payloads' version
 // is its manifest's abi_version.
-func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, src *source) (_ module, kind error, err error) {
+func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ module, kind error, err error) {
 	wasm := src.wasm
 	info, err := parseWasm(wasm, true)
 	if err != nil {
@@ -178,7 +150,7 @@ func (l *Loader) loadExtism(ctx context.Context, p *Plugin, cfg Config, src *sou
 	manifest := extism.Manifest{
 		Wasm:   []extism.Wasm{extism.WasmData{Data: wasm}},
 		Memory: &extism.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(p.limits.MaxOutputBytes)},
-		Config: cfg.Values,
+		Config: p.values,
 	}
 	m.compiled, err = extism.NewCompiledPlugin(withWASIGuard(ctx), manifest, extism.PluginConfig{ // see wasiGuard
 		RuntimeConfig: wazero.NewRuntimeConfig().

@@ -57,7 +57,7 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Problems = append(rep.Problems, err.Error())
 		return rep, nil
 	}
-	rep.Loader = moduleLoader(wasm)
+	rep.Loader = loaderOf(wasm).name
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(l.cache))
 	defer r.Close(ctx)
 	compiled, err := r.CompileModule(ctx, wasm)

@@ -31,7 +31,8 @@ type Plugin struct {
 	limits   Limits
 	values   map[string]string
 	log      *slog.Logger
-	module   module   // the compiled module, in the loader its imports chose
+	loader   string   // the name of the loader that runs it (see moduleLoaders)
+	module   module   // the compiled module, in that loader
 	sandbox  *sandbox // its grants, ready for its instances
 	manifest abi.Manifest
 	hooks    []string                  // enabled hooks, sorted
@@ -57,8 +58,9 @@ type Plugin struct {
 	closed   bool
 }
 
-// module is a compiled plugin as one loader holds it: ABI v1 directly on
-// wazero (native.go) or a module written with an Extism PDK (extism.go).
+// module is a compiled plugin as one loader holds it (see moduleLoaders):
+// ABI v1 directly on wazero (native.go) or a module written with an Extism
+// PDK (extism.go).
 // Everything above it (isolation, deadlines, fault classification, the
 // engine adapters) is the same for both.
 type module interface {
@@ -128,13 +130,9 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	if p.sandbox, err = newSandbox(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
 		return fail(ErrLoad, err)
 	}
-	var mod module
-	var kind error
-	if moduleLoader(src.wasm) == LoaderExtism {
-		mod, kind, err = l.loadExtism(ctx, p, cfg, src)
-	} else {
-		mod, kind, err = l.loadNative(ctx, p, src)
-	}
+	ml := loaderOf(src.wasm)
+	p.loader = ml.name
+	mod, kind, err := ml.load(l, ctx, p, src)
 	if err != nil {
 		p.sandbox.close()
 		return fail(kind, err)
@@ -265,6 +263,10 @@ func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
 // grants give, for morph plugin inspect and status: every capability
 // requested, and every one granted though not requested (least privilege).
 func (p *Plugin) Capabilities() []engine.CapabilityStatus { return slices.Clone(p.caps) }
+
+// Loader is the name of the loader the plugin's module went to: LoaderNative
+// or LoaderExtism, by its imports.
+func (p *Plugin) Loader() string { return p.loader }
 
 // Isolation is the plugin's isolation mode: the configured one, or the default
 // for its enabled hooks.
