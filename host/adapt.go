@@ -18,7 +18,7 @@ func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out
 	if err != nil {
 		return out, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
 	}
-	err = p.call(ctx, export, raw, func(view []byte) error {
+	err = p.CallFunc(ctx, export, raw, func(view []byte) error {
 		if len(view) == 0 {
 			return nil
 		}

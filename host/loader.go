@@ -258,6 +258,19 @@ func (l *Loader) readModule(cfg Config) (*source, error) {
 	return src, nil
 }
 
+// ReadModule reads the module file at path and checks it as Load does (its
+// size, its header, the loader's ModuleLimits), without compiling it: for a
+// caller (the conformance runner) that must tell a file it cannot read or
+// that is no module, an error, from a module that does not load, a finding.
+// The error is an *Error of kind ErrLoad.
+func (l *Loader) ReadModule(path string) ([]byte, error) {
+	src, err := l.readModule(Config{Path: path})
+	if err != nil {
+		return nil, &Error{Plugin: path, Kind: ErrLoad, Err: err}
+	}
+	return src.wasm, nil
+}
+
 // readFile reads the module file at path, if it is within
 // ModuleLimits.ModuleBytes.
 func (l *Loader) readFile(path string) ([]byte, error) {

@@ -10,9 +10,11 @@ import (
 	"github.com/morphhost/morph/engine"
 )
 
-// hookExport is the export of a hook this host knows: one of the four
-// engine hooks or a session middleware hook.
-func hookExport(hook string) (string, bool) {
+// HookExport is the export of a hook this host knows and calls: one of the
+// four engine hooks or a session middleware hook. known is false for a
+// hook of a later ABI revision, which a manifest may declare and the host
+// ignores; the conformance runner (package conform) calls hooks by it.
+func HookExport(hook string) (export string, known bool) {
 	if e, ok := abi.HookExports[hook]; ok {
 		return e, true
 	}

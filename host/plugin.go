@@ -180,7 +180,7 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 		return errors.New("manifest has no name")
 	}
 	for _, h := range m.Hooks {
-		export, known := hookExport(h)
+		export, known := HookExport(h)
 		if !known {
 			continue // a hook of a later minor revision: ignored, not an error
 		}
@@ -218,7 +218,7 @@ func enabledHooks(implemented, configured []string) ([]string, error) {
 	var out []string
 	if configured == nil {
 		for _, h := range implemented {
-			if _, known := hookExport(h); known {
+			if _, known := HookExport(h); known {
 				out = append(out, h)
 			}
 		}
@@ -263,6 +263,59 @@ func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
 // grants give, for morph plugin inspect and status: every capability
 // requested, and every one granted though not requested (least privilege).
 func (p *Plugin) Capabilities() []engine.CapabilityStatus { return slices.Clone(p.caps) }
+
+// Exports reports whether the plugin's module exports the ABI v1 export
+// name (for an Extism tool plugin, the exports morph serves for it): what a
+// caller checks before an optional export such as morph_destroy.
+func (p *Plugin) Exports(name string) bool { return p.module.exports(name) }
+
+// IdleMemory is the linear memory, in bytes, of the instance last given back
+// to the plugin's free lists: after a call that kept its instance, that
+// instance's. ok is false when no instance is idle. It lets a report (`morph
+// plugin test`, which calls one at a time) show what each call left its
+// instance with.
+func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		return p.free[n-1].memoryBytes(), true
+	}
+	return 0, false
+}
+
+// CallDestroy calls morph_destroy on one instance, as Close does on each
+// idle one, then closes that instance, so that Close finds none left to
+// destroy: how the conformance runner checks the export's answer, which
+// Close only logs. output is a copy of what the export answered, and
+// memoryBytes the instance's linear memory after the call (0 when the call
+// failed other than by a guest-reported error). A failure is an *Error,
+// counted in Stats as a call's.
+func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
+	start := time.Now()
+	inst, err := p.get(ctx)
+	var kind error
+	var msg string
+	if err != nil {
+		kind, msg = p.classify(ctx, err), "instantiate"
+	} else {
+		var view []byte
+		view, kind, msg, err = inst.call(ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+		if kind == nil || kind == ErrGuest {
+			memoryBytes = inst.memoryBytes()
+		}
+		output = slices.Clone(view)
+		inst.close()
+		p.stats.calls.Add(1)
+	}
+	if kind == ErrTrap {
+		kind = p.classify(ctx, err)
+	}
+	if kind == nil {
+		return output, memoryBytes, nil
+	}
+	p.stats.faults.Add(1)
+	return output, memoryBytes, &Error{Plugin: p.name, Export: abi.ExportDestroy, Kind: kind, Msg: msg, Err: err}
+}
 
 // Loader is the name of the loader the plugin's module went to: LoaderNative
 // or LoaderExtism, by its imports.
@@ -346,17 +399,20 @@ func (p *Plugin) release(ctx context.Context, idle []*instance) error {
 // its output. It is the raw ABI call: the input and output are opaque bytes.
 func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	var out []byte
-	err := p.call(ctx, export, input, func(view []byte) error {
+	err := p.CallFunc(ctx, export, input, func(view []byte) error {
 		out = append([]byte(nil), view...)
 		return nil
 	})
 	return out, err
 }
 
-// call runs export and hands the output, still in guest memory, to read
-// before the instance goes back to its free list; an error from read is
-// ErrBadOutput and retires the instance.
-func (p *Plugin) call(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
+// CallFunc is Call handing the output, still in guest memory, to read
+// before the instance goes back to its free list, rather than copying it: a
+// caller that decodes the output (the engine adapters, the conformance
+// runner) makes its decode part of the call, so that an output it cannot
+// decode is ErrBadOutput, counted as a fault, and retires the instance as
+// any bad output does. view is valid only during read.
+func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
 	p.stats.calls.Add(1)
 	fail := func(kind error, msg string, err error) error {
 		p.stats.faults.Add(1)

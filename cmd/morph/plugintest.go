@@ -13,10 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/host/conform"
 )
 
 // newPluginTestCmd is "morph plugin test": the conformance runner of
-// host.Loader.Conform, for plugin authors who have no host of their own.
+// conform.Run, for plugin authors who have no host of their own.
 // cacheDir is the plugin command's --cache-dir.
 func newPluginTestCmd(stdout, stderr io.Writer, cacheDir *string) *cobra.Command {
 	var (
@@ -68,7 +69,7 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 			var fixtures map[string][]json.RawMessage
 			if fixturesDir != "" {
 				var err error
-				if fixtures, err = host.ReadFixtures(fixturesDir); err != nil {
+				if fixtures, err = conform.ReadFixtures(fixturesDir); err != nil {
 					return &exitError{exitUsage, fmt.Errorf("--fixtures: %w", err)}
 				}
 			}
@@ -82,7 +83,7 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 				return &exitError{exitUsage, err}
 			}
 			defer l.Close(cmd.Context())
-			rep, err := l.Conform(cmd.Context(), host.Config{Path: path, Values: config, Limits: host.Limits{Timeout: timeout}}, fixtures)
+			rep, err := conform.Run(cmd.Context(), l, host.Config{Path: path, Values: config, Limits: host.Limits{Timeout: timeout}}, fixtures)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
@@ -114,7 +115,7 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 // printConform prints the report as a table, the notes and failures in
 // full below it, and a summary line. What the plugin wrote (its names, its
 // errors) is escaped, one line each, so that it cannot forge a row.
-func printConform(w io.Writer, rep *host.ConformReport) {
+func printConform(w io.Writer, rep *conform.Report) {
 	path := oneLine(rep.Path, 0)
 	if rep.LoadError != "" {
 		fmt.Fprintf(w, "%s: does not load (in %s)\n  %s\n", path, rep.LoadTime.Round(time.Microsecond), oneLine(rep.LoadError, 0))
@@ -136,13 +137,13 @@ func printConform(w io.Writer, rep *host.ConformReport) {
 		result, tm, mem := c.Status, "-", "-"
 		row, input := label(c.Name), label(c.Input)
 		switch c.Status {
-		case host.ConformFail:
+		case conform.Fail:
 			result = "FAIL " + c.ErrorKind
 			failures = append(failures, fmt.Sprintf("%s (%s, %s): %s", row, c.Kind, input, oneLine(c.Error, 0)))
-		case host.ConformNote, host.ConformSkip:
+		case conform.Note, conform.Skip:
 			notes = append(notes, fmt.Sprintf("%s (%s, %s): %s", row, c.Kind, input, oneLine(c.Note, 0)))
 		}
-		if c.Status != host.ConformSkip && c.ErrorKind != "invalid_fixture" {
+		if c.Status != conform.Skip && c.ErrorKind != "invalid_fixture" {
 			tm = c.Duration.Round(time.Microsecond).String()
 			if c.MemoryBytes > 0 {
 				mem = memory(c.MemoryBytes)

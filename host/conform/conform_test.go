@@ -1,10 +1,11 @@
-package host
+package conform
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,12 +16,13 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host"
 )
 
-// conform runs Loader.Conform and fails the test on an error.
-func conform(t *testing.T, l *Loader, cfg Config, fixtures map[string][]json.RawMessage) *ConformReport {
+// conform runs Run and fails the test on an error.
+func conform(t *testing.T, l *host.Loader, cfg host.Config, fixtures map[string][]json.RawMessage) *Report {
 	t.Helper()
-	rep, err := l.Conform(context.Background(), cfg, fixtures)
+	rep, err := Run(context.Background(), l, cfg, fixtures)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +32,39 @@ func conform(t *testing.T, l *Loader, cfg Config, fixtures map[string][]json.Raw
 	return rep
 }
 
+// fixture returns the path of a guests/testdata module built by `make fixtures`.
+func fixture(t testing.TB, name string) string {
+	t.Helper()
+	path := filepath.Join("..", "..", "guests", "testdata", name+".wasm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("fixture %s missing: run `make fixtures` (needs wat2wasm from Debian's wabt): %v", path, err)
+	}
+	return path
+}
+
+// goHooksWasm is the path of the Go example's standard build.
+func goHooksWasm(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join("..", "..", "examples", "go-hooks", "go-hooks.wasm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s missing: run `make examples`: %v", path, err)
+	}
+	return path
+}
+
+// newLoader is a loader with a cache of its own and a silent log.
+func newLoader(t testing.TB) *host.Loader {
+	t.Helper()
+	l, err := host.NewLoader(host.LoaderOptions{CacheDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l
+}
+
 // rows is the report's calls as "name kind input status [error_kind]".
-func rows(rep *ConformReport) []string {
+func rows(rep *Report) []string {
 	var out []string
 	for _, c := range rep.Calls {
 		row := c.Name + " " + c.Kind + " " + c.Input + " " + c.Status
@@ -63,21 +96,21 @@ func TestConformWATFixtures(t *testing.T) {
 	}{
 		{"minimal", 0, []string{"build_prompt hook sample ok"}, []error{nil}},
 		{"chatty", 0, []string{"build_prompt hook sample ok"}, []error{nil}},
-		{"trap", 0, []string{"build_prompt hook sample fail trap"}, []error{ErrTrap}},
-		{"badjson", 0, []string{"build_prompt hook sample fail bad_output"}, []error{ErrBadOutput}},
-		{"echo", 0, []string{"build_prompt hook sample fail bad_output"}, []error{ErrBadOutput}}, // valid JSON, but no system_prompt
-		{"guesterror", 0, []string{"build_prompt hook sample fail guest"}, []error{ErrGuest}},
-		{"loop", 100 * time.Millisecond, []string{"build_prompt hook sample fail timeout"}, []error{ErrTimeout}},
+		{"trap", 0, []string{"build_prompt hook sample fail trap"}, []error{host.ErrTrap}},
+		{"badjson", 0, []string{"build_prompt hook sample fail bad_output"}, []error{host.ErrBadOutput}},
+		{"echo", 0, []string{"build_prompt hook sample fail bad_output"}, []error{host.ErrBadOutput}}, // valid JSON, but no system_prompt
+		{"guesterror", 0, []string{"build_prompt hook sample fail guest"}, []error{host.ErrGuest}},
+		{"loop", 100 * time.Millisecond, []string{"build_prompt hook sample fail timeout"}, []error{host.ErrTimeout}},
 		{"mw_trap", 0, []string{
 			"on_action hook sample fail trap",
 			"before_tool_call hook sample fail guest",
 			"after_tool_call hook sample ok",
 			"destroy destroy (empty) fail trap",
-		}, []error{ErrTrap, ErrGuest, nil, ErrTrap}},
+		}, []error{host.ErrTrap, host.ErrGuest, nil, host.ErrTrap}},
 	}
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
-			rep := conform(t, l, Config{Path: fixture(t, c.fixture), Limits: Limits{Timeout: c.timeout}}, nil)
+			rep := conform(t, l, host.Config{Path: fixture(t, c.fixture), Limits: host.Limits{Timeout: c.timeout}}, nil)
 			if got := rows(rep); !slices.Equal(got, c.want) {
 				t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}
@@ -89,14 +122,14 @@ func TestConformWATFixtures(t *testing.T) {
 					}
 				} else {
 					failed++
-					var he *Error
+					var he *host.Error
 					if !errors.Is(call.Err, want) || !errors.As(call.Err, &he) || he.Export != call.Export || call.Error != call.Err.Error() {
-						t.Errorf("%s: error %v (%T), want a host *Error of kind %v for %s", call.Name, call.Err, call.Err, want, call.Export)
+						t.Errorf("%s: error %v (%T), want a *host.Error of kind %v for %s", call.Name, call.Err, call.Err, want, call.Export)
 					}
 				}
 				// A fault discards the instance (no memory to report), except a
 				// guest-reported error, which keeps it.
-				kept := call.Err == nil || errors.Is(call.Err, ErrGuest) || errors.Is(call.Err, ErrBadOutput) && c.fixture == "echo"
+				kept := call.Err == nil || errors.Is(call.Err, host.ErrGuest) || errors.Is(call.Err, host.ErrBadOutput) && c.fixture == "echo"
 				if kept && (call.MemoryBytes != 65536 || call.MemoryPages != 1) || !kept && call.MemoryBytes != 0 {
 					t.Errorf("%s: memory %d bytes, %d pages (kept %v)", call.Name, call.MemoryBytes, call.MemoryPages, kept)
 				}
@@ -113,16 +146,16 @@ func TestConformWATFixtures(t *testing.T) {
 		})
 	}
 
-	rep := conform(t, l, Config{Path: fixture(t, "minimal")}, nil)
+	rep := conform(t, l, host.Config{Path: fixture(t, "minimal")}, nil)
 	if out := rep.Calls[0].Output; out != `{"system_prompt":"Be brief."}` {
 		t.Errorf("minimal's output %q", out)
 	}
-	rep = conform(t, l, Config{Path: fixture(t, "echo")}, nil)
+	rep = conform(t, l, host.Config{Path: fixture(t, "echo")}, nil)
 	if msg := rep.Calls[0].Error; !strings.Contains(msg, `PromptOutput lacks the required field "system_prompt"`) {
 		t.Errorf("echo's failure: %s", msg)
 	}
 	// After a fault the next call runs on a fresh instance.
-	rep = conform(t, l, Config{Path: fixture(t, "mw_trap")}, nil)
+	rep = conform(t, l, host.Config{Path: fixture(t, "mw_trap")}, nil)
 	if c := rep.Calls; c[0].NewInstance || !c[1].NewInstance || c[2].NewInstance || rep.Discarded != 1 || rep.Instances != 2 {
 		t.Errorf("new instances %v %v %v, discarded %d, instances %d", c[0].NewInstance, c[1].NewInstance, c[2].NewInstance, rep.Discarded, rep.Instances)
 	}
@@ -131,20 +164,20 @@ func TestConformWATFixtures(t *testing.T) {
 func TestConformLoadAndReadErrors(t *testing.T) {
 	l := newLoader(t)
 	ctx := context.Background()
-	rep, err := l.Conform(ctx, Config{Path: fixture(t, "wrongversion")}, nil)
+	rep, err := Run(ctx, l, host.Config{Path: fixture(t, "wrongversion")}, nil)
 	if err != nil || rep.Conforms || !strings.Contains(rep.LoadError, "found morph_abi_v2") || len(rep.Calls) != 0 {
 		t.Fatalf("wrongversion: %+v, %v", rep, err)
 	}
-	rep, err = l.Conform(ctx, Config{Path: fixture(t, "missingexport")}, nil)
+	rep, err = Run(ctx, l, host.Config{Path: fixture(t, "missingexport")}, nil)
 	if err != nil || rep.Conforms || !strings.Contains(rep.LoadError, "does not export morph_build_prompt") {
 		t.Fatalf("missingexport: %+v, %v", rep, err)
 	}
-	if _, err := l.Conform(ctx, Config{Path: filepath.Join(t.TempDir(), "absent.wasm")}, nil); !errors.Is(err, ErrLoad) || !errors.Is(err, os.ErrNotExist) {
+	if _, err := Run(ctx, l, host.Config{Path: filepath.Join(t.TempDir(), "absent.wasm")}, nil); !errors.Is(err, host.ErrLoad) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing file: %v", err)
 	}
 	text := filepath.Join(t.TempDir(), "text.wasm")
 	os.WriteFile(text, []byte("not a module at all"), 0o644)
-	if _, err := l.Conform(ctx, Config{Path: text}, nil); !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "not a WebAssembly module") {
+	if _, err := Run(ctx, l, host.Config{Path: text}, nil); !errors.Is(err, host.ErrLoad) || !strings.Contains(err.Error(), "not a WebAssembly module") {
 		t.Fatalf("a text file: %v", err)
 	}
 }
@@ -153,7 +186,7 @@ func TestConformLoadAndReadErrors(t *testing.T) {
 // fixture that is not the hook's input, or matches nothing, fails uncalled.
 func TestConformHookFixtures(t *testing.T) {
 	l := newLoader(t)
-	rep := conform(t, l, Config{Path: fixture(t, "minimal")}, map[string][]json.RawMessage{
+	rep := conform(t, l, host.Config{Path: fixture(t, "minimal")}, map[string][]json.RawMessage{
 		"build_prompt-long": raws(`{"task":"` + strings.Repeat("word ", 1000) + `","tools":[],"default_prompt":"p","added_later":true}`),
 		"build_prompt":      raws(`null`, `{"task":3}`),
 		"build_promt":       raws(`{}`),
@@ -186,17 +219,17 @@ func TestConformHookFixtures(t *testing.T) {
 // schema-built sample, json_query rejects it (a note, not a failure); the
 // fixtures run after the samples.
 func TestConformGoHooks(t *testing.T) {
-	l, _ := goHooksLoader(t)
+	l := newLoader(t)
 	path := goHooksWasm(t)
-	rep := conform(t, l, Config{Path: path}, nil)
+	rep := conform(t, l, host.Config{Path: path}, nil)
 	if !rep.Conforms || rep.Failed != 0 || rep.Noted != 1 || rep.Discarded != 0 || rep.Instances != 1 {
 		t.Fatalf("go-hooks does not conform: %+v\n%s", rep, strings.Join(rows(rep), "\n"))
 	}
 	var hooks []string
 	for _, c := range rep.Calls {
-		if c.Kind == ConformHook {
+		if c.Kind == Hook {
 			hooks = append(hooks, c.Name)
-			if c.Status != ConformOK || c.Input != "sample" {
+			if c.Status != OK || c.Input != "sample" {
 				t.Errorf("hook %s: %s %s", c.Name, c.Status, c.Error)
 			}
 		}
@@ -220,7 +253,7 @@ func TestConformGoHooks(t *testing.T) {
 	}
 
 	// The config reaches the guest; a guard's denial is a note.
-	rep = conform(t, l, Config{Path: path, Values: map[string]string{"deny_tools": "word_count", "temperature": "0.7"}}, nil)
+	rep = conform(t, l, host.Config{Path: path, Values: map[string]string{"deny_tools": "word_count", "temperature": "0.7"}}, nil)
 	for _, c := range rep.Calls {
 		switch c.Name {
 		case abi.HookBuildParams:
@@ -228,13 +261,13 @@ func TestConformGoHooks(t *testing.T) {
 				t.Errorf("build_params with a config value: %s", c.Output)
 			}
 		case abi.HookBeforeToolCall:
-			if c.Status != ConformNote || !strings.Contains(c.Note, `denies the sample call (reason "tool word_count is denied by policy`) {
+			if c.Status != Note || !strings.Contains(c.Note, `denies the sample call (reason "tool word_count is denied by policy`) {
 				t.Errorf("before_tool_call: %s %q", c.Status, c.Note)
 			}
 		}
 	}
 
-	rep = conform(t, l, Config{Path: path}, map[string][]json.RawMessage{
+	rep = conform(t, l, host.Config{Path: path}, map[string][]json.RawMessage{
 		"word_count-two":       raws(`{"params":{"text":"a b"}}`),
 		"word_count-missing":   raws(`{"params":{}}`),
 		"word_count-othertool": raws(`{"tool":"json_query","params":{"json":"1","path":""}}`),
@@ -244,7 +277,7 @@ func TestConformGoHooks(t *testing.T) {
 	})
 	var got []string
 	for _, c := range rep.Calls {
-		if c.Input != "sample" && c.Kind != ConformDestroy {
+		if c.Input != "sample" && c.Kind != Destroy {
 			got = append(got, c.Name+" "+c.Input+" "+c.Status+" "+c.ErrorKind+" "+c.Output+c.Note)
 		}
 	}
@@ -296,7 +329,7 @@ func TestConformToolsNotCalled(t *testing.T) {
 		c.tool(abi.ToolSpec{Name: ft.name, Parameters: json.RawMessage(ft.schema)}, fixtureList(ft.name, raws(`{"params":{}}`)))
 	}
 	want := []string{"digits tool sample skip", "digits tool digits fail invalid_fixture", "broken tool sample fail invalid_schema", "broken tool broken fail invalid_fixture"}
-	if got := rows(&ConformReport{Calls: c.calls}); !slices.Equal(got, want) {
+	if got := rows(&Report{Calls: c.calls}); !slices.Equal(got, want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
 	if note := c.calls[0].Note; !strings.Contains(note, "could not build params that satisfy the tool's schema") || !strings.Contains(note, "add a fixture digits.json") {
@@ -312,7 +345,7 @@ func TestConformToolsNotCalled(t *testing.T) {
 	ft := fakeTool{"text", `{"type":"object","properties":{"s":{"type":"string"}},"required":["s"]}`}
 	c.reg.Register(ft)
 	c.tool(abi.ToolSpec{Name: ft.name, Parameters: json.RawMessage(ft.schema)}, nil)
-	if note := c.calls[0].Note; c.calls[0].Status != ConformSkip || !strings.Contains(note, "building the sample took longer than 5s, the bound of all the plugin's samples") {
+	if note := c.calls[0].Note; c.calls[0].Status != Skip || !strings.Contains(note, "building the sample took longer than 5s, the bound of all the plugin's samples") {
 		t.Errorf("a tool after the samples' time: %s %q", c.calls[0].Status, note)
 	}
 }
@@ -457,11 +490,11 @@ func TestConformSampleBounds(t *testing.T) {
 	}
 }
 
-// A plugin whose tools' schemas attack the sampler: Conform reports each
+// A plugin whose tools' schemas attack the sampler: Run reports each
 // tool: refused by the engine (counts beyond an int32 are no schema), skipped
 // with a note naming it and the sampler's bound, or called.
 func TestConformSchemaBomb(t *testing.T) {
-	rep := conform(t, newLoader(t), Config{Path: fixture(t, "schema_bomb")}, nil)
+	rep := conform(t, newLoader(t), host.Config{Path: fixture(t, "schema_bomb")}, nil)
 	refused := map[string]string{
 		"long_string": "minLength", "cut_string": "maxLength", "many_items": "minItems",
 	}
@@ -479,14 +512,14 @@ func TestConformSchemaBomb(t *testing.T) {
 		r, isRefused := refused[c.Name]
 		w, isSkipped := skipped[c.Name]
 		switch {
-		case isRefused && (c.Status != ConformFail || c.ErrorKind != "invalid_schema" || !strings.Contains(c.Error, r)):
+		case isRefused && (c.Status != Fail || c.ErrorKind != "invalid_schema" || !strings.Contains(c.Error, r)):
 			t.Errorf("%s: %s %s %q, want the schema refused naming %s", c.Name, c.Status, c.ErrorKind, c.Error, r)
 		case isRefused:
 		case !isSkipped:
 			t.Errorf("unexpected row %s", c.Name)
-		case w == "" && c.Status != ConformOK:
+		case w == "" && c.Status != OK:
 			t.Errorf("%s: %s %s %s", c.Name, c.Status, c.Error, c.Note)
-		case w != "" && (c.Status != ConformSkip || !strings.Contains(c.Note, w) || !strings.Contains(c.Note, "add a fixture "+c.Name+".json")):
+		case w != "" && (c.Status != Skip || !strings.Contains(c.Note, w) || !strings.Contains(c.Note, "add a fixture "+c.Name+".json")):
 			t.Errorf("%s: %s %q, want a skip saying %q", c.Name, c.Status, c.Note, w)
 		}
 	}

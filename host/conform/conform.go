@@ -1,9 +1,8 @@
-package host
-
-// The conformance runner behind `morph plugin test`: it loads a module and
-// calls every hook and tool its manifest declares, with built-in sample
-// payloads and the author's own fixtures, and checks every answer against
-// the ABI's payload schemas.
+// Package conform is the conformance runner behind `morph plugin test`: it
+// loads a module with a host.Loader and calls every hook and tool its
+// manifest declares, with built-in sample payloads and the author's own
+// fixtures, and checks every answer against the ABI's payload schemas. It
+// uses only host's public API, as any host embedding morph's loader could.
 //
 // The schemas of abi/schema/ live in another Go module (abi), so this package
 // cannot embed them, and the CLI must work away from the source tree. The
@@ -16,6 +15,7 @@ package host
 // the schemas. Tool params, on the other hand, are checked against each
 // tool's own JSON Schema exactly as the engine does (engine.Registry, with
 // santhosh-tekuri/jsonschema).
+package conform
 
 import (
 	"bytes"
@@ -34,11 +34,12 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
-// ConformReport is the outcome of Loader.Conform.
-type ConformReport struct {
+// Report is the outcome of Run.
+type Report struct {
 	Path     string        `json:"path"`
 	Plugin   string        `json:"plugin,omitempty"` // the manifest's name; empty when the module did not load
 	Manifest *abi.Manifest `json:"manifest,omitempty"`
@@ -48,8 +49,8 @@ type ConformReport struct {
 	// compilation cache), instantiating it and calling morph_describe.
 	LoadTime time.Duration `json:"load_ns"`
 	// MemoryBytes is the linear memory of the instance that answered morph_describe.
-	MemoryBytes uint32        `json:"memory_bytes"`
-	Calls       []ConformCall `json:"calls"`
+	MemoryBytes uint32 `json:"memory_bytes"`
+	Calls       []Call `json:"calls"`
 	// Conforms is true when the module loaded and no call failed.
 	Conforms bool `json:"conforms"`
 	Passed   int  `json:"passed"`  // calls that conform, those with a note included
@@ -62,14 +63,14 @@ type ConformReport struct {
 	Discarded uint64 `json:"discarded"`
 }
 
-// ConformCall is one call of a conformance run, or one entry that could not
-// be called (Status ConformSkip, or ConformFail for a bad fixture).
-type ConformCall struct {
+// Call is one call of a conformance run, or one entry that could not
+// be called (Status Skip, or Fail for a bad fixture).
+type Call struct {
 	Name   string `json:"name"`   // the hook or tool name; "destroy" for morph_destroy; a fixture's key when it matches nothing
-	Kind   string `json:"kind"`   // ConformHook, ConformTool, ConformDestroy or ConformFixture
+	Kind   string `json:"kind"`   // Hook, Tool, Destroy or Fixture
 	Export string `json:"export"` // the export called, e.g. morph_build_prompt
 	Input  string `json:"input"`  // "sample" (built in), or the fixture's key ("word_count-long"), with "#n" when the key has several
-	Status string `json:"status"` // ConformOK, ConformNote, ConformSkip or ConformFail
+	Status string `json:"status"` // OK, Note, Skip or Fail
 	// ErrorKind names the failure: timeout, trap, bad_output, output_too_large,
 	// input_too_large, guest (a guest-reported error), invalid_fixture,
 	// invalid_schema (a tool's parameters schema does not compile), ...
@@ -87,32 +88,32 @@ type ConformCall struct {
 	// NewInstance is true when the call ran on a fresh instance (after a
 	// fault), so Duration includes instantiating the module.
 	NewInstance bool `json:"new_instance,omitempty"`
-	// Err is the failure as an error: a host *Error (errors.Is with ErrTrap,
-	// ErrTimeout, ErrBadOutput, ...), or a fixture's or schema's error.
+	// Err is the failure as an error: a *host.Error (errors.Is with host.ErrTrap,
+	// host.ErrTimeout, host.ErrBadOutput, ...), or a fixture's or schema's error.
 	Err error `json:"-"`
 }
 
-// ConformCall statuses.
+// Call statuses.
 const (
-	ConformOK   = "ok"   // the call answered a valid payload
-	ConformNote = "note" // it conforms, with a note: a tool answered a guest-reported error, a guard denied the sample call
-	ConformSkip = "skip" // not called: a hook this host does not know, a tool sample the schema rejects
-	ConformFail = "fail" // the call trapped, timed out, answered no valid payload, or the fixture is bad
+	OK   = "ok"   // the call answered a valid payload
+	Note = "note" // it conforms, with a note: a tool answered a guest-reported error, a guard denied the sample call
+	Skip = "skip" // not called: a hook this host does not know, a tool sample the schema rejects
+	Fail = "fail" // the call trapped, timed out, answered no valid payload, or the fixture is bad
 )
 
-// ConformCall kinds.
+// Call kinds.
 const (
-	ConformHook    = "hook"
-	ConformTool    = "tool"
-	ConformDestroy = "destroy" // morph_destroy, called last when the module exports it
-	ConformFixture = "fixture" // a fixture that matches no hook or tool of the plugin
+	Hook    = "hook"
+	Tool    = "tool"
+	Destroy = "destroy" // morph_destroy, called last when the module exports it
+	Fixture = "fixture" // a fixture that matches no hook or tool of the plugin
 )
 
 // ErrInvalidFixture marks a fixture that is not a payload of the hook or tool
 // it is for, or that matches none of the plugin's.
 var ErrInvalidFixture = errors.New("invalid fixture")
 
-// Conform loads the module of cfg and calls, one after the other on one
+// Run loads the module of cfg with l and calls, one after the other on one
 // instance (a fresh one after a fault, as the host always does):
 //
 //   - every hook the manifest declares, with a built-in sample input (the
@@ -148,16 +149,16 @@ var ErrInvalidFixture = errors.New("invalid fixture")
 //
 // The error is only for a module that cannot be read (a missing file, not
 // WebAssembly); a module that does not load is a report with LoadError set.
-func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]json.RawMessage) (*ConformReport, error) {
+func Run(ctx context.Context, l *host.Loader, cfg host.Config, fixtures map[string][]json.RawMessage) (*Report, error) {
 	if cfg.Wasm == nil {
-		src, err := l.readModule(Config{Path: cfg.Path})
+		wasm, err := l.ReadModule(cfg.Path)
 		if err != nil {
-			return nil, &Error{Plugin: cfg.Path, Kind: ErrLoad, Err: err}
+			return nil, err
 		}
-		cfg.Wasm = src.wasm
+		cfg.Wasm = wasm
 	}
 	cfg.Hooks = nil
-	rep := &ConformReport{Path: cfg.Path, Calls: []ConformCall{}}
+	rep := &Report{Path: cfg.Path, Calls: []Call{}}
 	start := time.Now()
 	p, err := l.Load(ctx, cfg)
 	rep.LoadTime = time.Since(start)
@@ -168,11 +169,11 @@ func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]
 	defer p.Close(context.Background())
 	m := p.Manifest()
 	rep.Plugin, rep.Manifest = m.Name, &m
-	rep.MemoryBytes, _ = p.pooledMemory()
+	rep.MemoryBytes, _ = p.IdleMemory()
 
 	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry(), samplesUntil: time.Now().Add(maxConformSampleTime)}
 	for _, t := range p.Tools() {
-		c.reg.RegisterFrom(engine.PluginSource(p.name), t)
+		c.reg.RegisterFrom(engine.PluginSource(p.Name()), t)
 	}
 	c.samples = hookSamples(m)
 	hooks, unknown := declaredHooks(m.Hooks)
@@ -180,36 +181,36 @@ func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]
 
 	for _, h := range hooks {
 		c.hook(h, "sample", c.samples[h])
-		for _, f := range byName[fixtureTarget{ConformHook, h}] {
+		for _, f := range byName[fixtureTarget{Hook, h}] {
 			c.hookFixture(h, f)
 		}
 	}
 	for _, h := range unknown {
-		c.add(ConformCall{Name: h, Kind: ConformHook, Export: "morph_" + h, Input: "sample", Status: ConformSkip,
+		c.add(Call{Name: h, Kind: Hook, Export: "morph_" + h, Input: "sample", Status: Skip,
 			Note: "a hook this host does not know: it is never called"})
 	}
 	for _, t := range m.Tools {
-		c.tool(t, byName[fixtureTarget{ConformTool, t.Name}])
+		c.tool(t, byName[fixtureTarget{Tool, t.Name}])
 	}
 	for _, key := range orphans {
 		for _, f := range fixtureList(key, fixtures[key]) {
-			c.add(badFixture(ConformCall{Name: key, Kind: ConformFixture, Input: f.label},
+			c.add(badFixture(Call{Name: key, Kind: Fixture, Input: f.label},
 				fmt.Sprintf("its name starts with no hook or tool of the plugin (hooks: %s; tools: %s)", orNone(hooks), orNone(toolNames(m.Tools)))))
 		}
 	}
-	if p.module.exports(abi.ExportDestroy) {
+	if p.Exports(abi.ExportDestroy) {
 		c.destroy()
 	}
 
 	rep.Calls = append(rep.Calls, c.calls...)
 	for _, call := range c.calls {
 		switch call.Status {
-		case ConformOK:
+		case OK:
 			rep.Passed++
-		case ConformNote:
+		case Note:
 			rep.Passed++
 			rep.Noted++
-		case ConformSkip:
+		case Skip:
 			rep.Skipped++
 		default:
 			rep.Failed++
@@ -221,7 +222,7 @@ func (l *Loader) Conform(ctx context.Context, cfg Config, fixtures map[string][]
 	return rep, nil
 }
 
-// ReadFixtures reads the fixtures of Conform from dir: each file named
+// ReadFixtures reads the fixtures of Run from dir: each file named
 // *.json is one input payload, keyed by its name without ".json"
 // ("word_count-long.json" is the key "word_count-long"). Other files and
 // subdirectories are ignored. A file that is not JSON is an error naming it.
@@ -250,17 +251,17 @@ func ReadFixtures(dir string) (map[string][]json.RawMessage, error) {
 	return out, nil
 }
 
-// conformer makes the calls of one Conform run.
+// conformer makes the calls of one Run.
 type conformer struct {
-	p            *Plugin
+	p            *host.Plugin
 	ctx          context.Context
 	reg          *engine.Registry // the plugin's tools, to validate params as the engine does
 	samples      map[string]any   // built-in input of each hook
 	samplesUntil time.Time        // when building tool samples is given up
-	calls        []ConformCall
+	calls        []Call
 }
 
-func (c *conformer) add(call ConformCall) { c.calls = append(c.calls, call) }
+func (c *conformer) add(call Call) { c.calls = append(c.calls, call) }
 
 // hookOrder is the order of the rows: the engine hooks, then the middleware
 // in the order a turn calls them.
@@ -289,7 +290,7 @@ func declaredHooks(declared []string) (known, unknown []string) {
 // payloadCheck describes a hook's payloads for the runner.
 type payloadCheck struct {
 	input  func() any // a new input value, to check a fixture's shape
-	output func() any // a new output value: the host's own decode (a failure is ErrBadOutput and retires the instance)
+	output func() any // a new output value: the host's own decode (a failure is host.ErrBadOutput and retires the instance)
 	// check applies the output schema; note is for a conforming answer worth a remark.
 	check func(out []byte) (note string, err error)
 }
@@ -320,29 +321,29 @@ func noNote(f func([]byte) error) func([]byte) (string, error) {
 
 // hook calls hook h with input, a Go value to encode.
 func (c *conformer) hook(h, label string, input any) {
-	export, _ := hookExport(h)
-	c.add(c.call(ConformCall{Name: h, Kind: ConformHook, Export: export, Input: label}, mustJSON(input), conformHooks[h], ""))
+	export, _ := host.HookExport(h)
+	c.add(c.call(Call{Name: h, Kind: Hook, Export: export, Input: label}, mustJSON(input), conformHooks[h], ""))
 }
 
 func (c *conformer) hookFixture(h string, f fixtureInput) {
-	export, _ := hookExport(h)
+	export, _ := host.HookExport(h)
 	pc := conformHooks[h]
 	if err := decodeObject(f.raw, pc.input()); err != nil {
-		c.add(badFixture(ConformCall{Name: h, Kind: ConformHook, Export: export, Input: f.label},
+		c.add(badFixture(Call{Name: h, Kind: Hook, Export: export, Input: f.label},
 			fmt.Sprintf("not a %s input: %v", h, err)))
 		return
 	}
-	c.add(c.call(ConformCall{Name: h, Kind: ConformHook, Export: export, Input: f.label}, f.raw, pc, ""))
+	c.add(c.call(Call{Name: h, Kind: Hook, Export: export, Input: f.label}, f.raw, pc, ""))
 }
 
 // tool calls tool t with a sample built from its schema, then with its fixtures.
 func (c *conformer) tool(t abi.ToolSpec, fixtures []fixtureInput) {
-	row := func(label string) ConformCall {
-		return ConformCall{Name: t.Name, Kind: ConformTool, Export: abi.ExportCallTool, Input: label}
+	row := func(label string) Call {
+		return Call{Name: t.Name, Kind: Tool, Export: abi.ExportCallTool, Input: label}
 	}
 	if err := c.schemaError(t.Name); err != nil {
 		call := row("sample")
-		call.Status, call.ErrorKind, call.Error, call.Err = ConformFail, "invalid_schema", err.Error(), err
+		call.Status, call.ErrorKind, call.Error, call.Err = Fail, "invalid_schema", err.Error(), err
 		c.add(call)
 		for _, f := range fixtures {
 			c.add(badFixture(row(f.label), "not sent: the tool's parameters schema does not compile"))
@@ -355,7 +356,7 @@ func (c *conformer) tool(t abi.ToolSpec, fixtures []fixtureInput) {
 	}
 	if err != nil {
 		call := row("sample")
-		call.Status = ConformSkip
+		call.Status = Skip
 		call.Note = fmt.Sprintf("no sample call: could not build params that satisfy the tool's schema (%v); add a fixture %s.json", err, t.Name)
 		c.add(call)
 	} else {
@@ -407,12 +408,12 @@ func (c *conformer) schemaError(name string) error {
 
 // call makes one call and fills in call's verdict. guestNote, when not
 // empty, makes a guest-reported error conform with that note (tools only).
-func (c *conformer) call(call ConformCall, input []byte, pc payloadCheck, guestNote string) ConformCall {
+func (c *conformer) call(call Call, input []byte, pc payloadCheck, guestNote string) Call {
 	p := c.p
 	before := p.Stats()
 	var out []byte
 	start := time.Now()
-	err := p.call(c.ctx, call.Export, input, func(view []byte) error {
+	err := p.CallFunc(c.ctx, call.Export, input, func(view []byte) error {
 		out = append([]byte(nil), view...)
 		if len(view) == 0 {
 			return nil
@@ -423,7 +424,7 @@ func (c *conformer) call(call ConformCall, input []byte, pc payloadCheck, guestN
 	after := p.Stats()
 	call.NewInstance = after.Instantiated > before.Instantiated
 	if after.Discarded == before.Discarded {
-		call.MemoryBytes, _ = p.pooledMemory()
+		call.MemoryBytes, _ = p.IdleMemory()
 		call.MemoryPages = call.MemoryBytes / 65536
 	}
 	if len(out) > 0 {
@@ -432,75 +433,53 @@ func (c *conformer) call(call ConformCall, input []byte, pc payloadCheck, guestN
 	var note string
 	if err == nil {
 		if note, err = pc.check(out); err != nil {
-			err = &Error{Plugin: p.name, Export: call.Export, Kind: ErrBadOutput, Msg: err.Error()}
+			err = &host.Error{Plugin: p.Name(), Export: call.Export, Kind: host.ErrBadOutput, Msg: err.Error()}
 		}
 	}
 	switch {
 	case err == nil:
-		call.Status, call.Note = ConformOK, note
+		call.Status, call.Note = OK, note
 		if note != "" {
-			call.Status = ConformNote
+			call.Status = Note
 		}
-	case guestNote != "" && errors.Is(err, ErrGuest):
-		var he *Error
+	case guestNote != "" && errors.Is(err, host.ErrGuest):
+		var he *host.Error
 		errors.As(err, &he)
-		call.Status, call.Note = ConformNote, guestNote+": "+he.Msg
+		call.Status, call.Note = Note, guestNote+": "+he.Msg
 	default:
-		call.Status, call.ErrorKind, call.Error, call.Err = ConformFail, errorKindName(err), err.Error(), err
+		call.Status, call.ErrorKind, call.Error, call.Err = Fail, errorKindName(err), err.Error(), err
 	}
 	return call
 }
 
-// destroy calls morph_destroy on an instance, as Plugin.Close does on each
-// idle one, then discards it, so that Close finds none left to destroy.
+// destroy calls morph_destroy on an instance (see Plugin.CallDestroy).
 func (c *conformer) destroy() {
 	p := c.p
-	call := ConformCall{Name: "destroy", Kind: ConformDestroy, Export: abi.ExportDestroy, Input: "(empty)"}
+	call := Call{Name: "destroy", Kind: Destroy, Export: abi.ExportDestroy, Input: "(empty)"}
 	before := p.Stats()
 	start := time.Now()
-	inst, err := p.get(c.ctx)
-	var kind error
-	var msg string
-	if err != nil {
-		kind, msg = p.classify(c.ctx, err), "instantiate"
-	} else {
-		var view []byte
-		view, kind, msg, err = inst.call(c.ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
-		if kind == nil || kind == ErrGuest {
-			call.MemoryBytes = inst.memoryBytes()
-			call.MemoryPages = call.MemoryBytes / 65536
-		}
-		if len(view) > 0 {
-			call.Output = clip(view, 1024)
-		}
-		inst.close()
-		p.stats.calls.Add(1)
+	out, mem, err := p.CallDestroy(c.ctx)
+	call.MemoryBytes, call.MemoryPages = mem, mem/65536
+	if len(out) > 0 {
+		call.Output = clip(out, 1024)
 	}
 	call.Duration = time.Since(start)
 	call.NewInstance = p.Stats().Instantiated > before.Instantiated
-	if kind == ErrTrap {
-		kind = p.classify(c.ctx, err)
-	}
-	if kind == nil {
-		call.Status = ConformOK
+	if err == nil {
+		call.Status = OK
 	} else {
-		p.stats.faults.Add(1)
-		e := &Error{Plugin: p.name, Export: abi.ExportDestroy, Kind: kind, Msg: msg, Err: err}
-		call.Status, call.ErrorKind, call.Error, call.Err = ConformFail, errorKindName(e), e.Error(), e
+		call.Status, call.ErrorKind, call.Error, call.Err = Fail, errorKindName(err), err.Error(), err
 	}
 	c.add(call)
 }
 
-// pooledMemory is the linear memory size, in bytes, of the instance last put
-// back in the pool: after a call that kept its instance, that instance's.
-// Conform calls one at a time, so the pool holds at most that one.
-func (p *Plugin) pooledMemory() (uint32, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.free); n > 0 {
-		return p.free[n-1].memoryBytes(), true
+// truncate is b cut to n bytes, with "..." when longer: how the host's own
+// messages quote a payload (host's adapt.go), so a note reads as they do.
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
 	}
-	return 0, false
+	return string(b[:n]) + "..."
 }
 
 // clip is b, or its first and last n/2 bytes around " ... " when longer than n.
@@ -511,8 +490,8 @@ func clip(b []byte, n int) string {
 	return string(b[:n/2]) + " ... " + string(b[len(b)-n/2:])
 }
 
-func badFixture(call ConformCall, msg string) ConformCall {
-	call.Status, call.ErrorKind = ConformFail, "invalid_fixture"
+func badFixture(call Call, msg string) Call {
+	call.Status, call.ErrorKind = Fail, "invalid_fixture"
 	call.Err = fmt.Errorf("%w %s: %s", ErrInvalidFixture, call.Input, msg)
 	call.Error = call.Err.Error()
 	return call
@@ -524,9 +503,9 @@ func errorKindName(err error) string {
 		kind error
 		name string
 	}{
-		{ErrTimeout, "timeout"}, {ErrTrap, "trap"}, {ErrInputTooLarge, "input_too_large"},
-		{ErrOutputTooLarge, "output_too_large"}, {ErrBadOutput, "bad_output"}, {ErrABIMismatch, "abi_mismatch"},
-		{ErrGuest, "guest"}, {ErrLoad, "load"}, {ErrClosed, "closed"}, {ErrCanceled, "canceled"}, {ErrInvalidFixture, "invalid_fixture"},
+		{host.ErrTimeout, "timeout"}, {host.ErrTrap, "trap"}, {host.ErrInputTooLarge, "input_too_large"},
+		{host.ErrOutputTooLarge, "output_too_large"}, {host.ErrBadOutput, "bad_output"}, {host.ErrABIMismatch, "abi_mismatch"},
+		{host.ErrGuest, "guest"}, {host.ErrLoad, "load"}, {host.ErrClosed, "closed"}, {host.ErrCanceled, "canceled"}, {ErrInvalidFixture, "invalid_fixture"},
 		{engine.ErrInvalidSchema, "invalid_schema"}, {engine.ErrInvalidParams, "invalid_params"},
 	} {
 		if errors.Is(err, k.kind) {
@@ -562,10 +541,10 @@ func fixtureList(key string, raws []json.RawMessage) []fixtureInput {
 func matchFixtures(fixtures map[string][]json.RawMessage, hooks []string, tools []abi.ToolSpec) (map[fixtureTarget][]fixtureInput, []string) {
 	var targets []fixtureTarget
 	for _, h := range hooks {
-		targets = append(targets, fixtureTarget{ConformHook, h})
+		targets = append(targets, fixtureTarget{Hook, h})
 	}
 	for _, t := range tools {
-		targets = append(targets, fixtureTarget{ConformTool, t.Name})
+		targets = append(targets, fixtureTarget{Tool, t.Name})
 	}
 	keys := make([]string, 0, len(fixtures))
 	for k := range fixtures {
@@ -688,7 +667,7 @@ func toolNames(tools []abi.ToolSpec) []string {
 //     ("#/$defs/...", "#/definitions/...").
 //
 // An empty or absent schema gives {}. Patterns, formats beyond those and
-// cross-field rules are not attempted: Conform validates the sample against
+// cross-field rules are not attempted: Run validates the sample against
 // the schema and skips the call when it does not satisfy it.
 //
 // The schema is the plugin's, and a few hundred bytes of it can ask for a
@@ -742,7 +721,7 @@ const (
 	maxSampleBytes = 64 << 10 // the sample's JSON, about
 	maxSampleTime  = 500 * time.Millisecond
 	// maxConformSampleTime bounds the samples of all the tools of one
-	// Conform run: a plugin may declare hundreds of tools.
+	// Run: a plugin may declare hundreds of tools.
 	maxConformSampleTime = 5 * time.Second
 )
 
