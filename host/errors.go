@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
@@ -38,21 +39,22 @@ var (
 	// at load, with Grants.Ungranted = UngrantedError (the *Error wraps a
 	// *CapabilityError naming them), or in a call (http_request without
 	// allowed hosts), where the guest gets the message as an error result.
-	ErrNotGranted = errors.New("capability not granted")
+	ErrNotGranted = sandbox.ErrNotGranted
 )
 
 // Failures of an HTTP request a guest made, told apart with errors.Is on
-// the error of httpGrant.do; the guest gets the message.
+// the error of the plugin's HTTP grant (package sandbox); the guest gets
+// the message.
 var (
 	// ErrHostNotAllowed: the URL's host, or that of a redirect hop, is not
 	// one of the plugin's allowed hosts. The request (or the hop) was not sent.
-	ErrHostNotAllowed = errors.New("host not allowed")
+	ErrHostNotAllowed = sandbox.ErrHostNotAllowed
 	// ErrTooManyRedirects: the response redirected more often than the
 	// plugin's redirect limit.
-	ErrTooManyRedirects = errors.New("too many redirects")
+	ErrTooManyRedirects = sandbox.ErrTooManyRedirects
 	// ErrResponseTooLarge: the response body is over the plugin's size
 	// limit; nothing of it reaches the guest.
-	ErrResponseTooLarge = errors.New("HTTP response too large")
+	ErrResponseTooLarge = sandbox.ErrResponseTooLarge
 )
 
 // Error is a plugin failure. It names the plugin and the export, and

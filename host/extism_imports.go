@@ -23,7 +23,7 @@ import (
 //   - http_request, http_status_code, http_headers: go-sdk's http_request
 //     sends through http.DefaultClient, which follows redirects, and checks
 //     its allow-list on the first URL only; morph's goes through the
-//     plugin's HTTP grant (httpGrant.do), which checks every hop.
+//     plugin's HTTP grant (sandbox.Sandbox.HTTP), which checks every hop.
 //   - output_set: go-sdk reads the output range the guest set without
 //     checking it, and a range outside the kernel's memory comes back as an
 //     empty output; morph's records the range, and the host checks it
@@ -162,7 +162,7 @@ type extismHTTPRequest struct {
 }
 
 // httpRequest is Extism's http_request(request, body) -> response body,
-// sent by the plugin's HTTP grant (httpGrant.do: allowed hosts checked on
+// sent by the plugin's HTTP grant (sandbox.Sandbox.HTTP: allowed hosts checked on
 // the URL and on every redirect hop, the grant's timeout and size limit).
 // As in go-sdk, a request that cannot be read, is refused or fails traps
 // the call, since the Extism PDKs have no way to receive an error from
@@ -192,7 +192,7 @@ func (m *extismModule) httpRequest(ctx context.Context, cp *extism.CurrentPlugin
 		}
 		cp.Free(stack[1])
 	}
-	res, err := m.p.sandbox.http.do(ctx, abi.HTTPRequest{Method: strings.ToUpper(req.Method), URL: req.URL,
+	res, err := m.p.sandbox.HTTP(ctx, abi.HTTPRequest{Method: strings.ToUpper(req.Method), URL: req.URL,
 		Headers: req.Headers, Body: string(body)})
 	if err != nil {
 		fail("%w", err)

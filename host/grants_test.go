@@ -4,23 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/sandbox/sandboxtest"
 )
 
 // capLoader is shared by the capability tests, so the standard Go guest
@@ -205,221 +201,16 @@ func TestGrantedEnvironment(t *testing.T) {
 	}
 }
 
-// httpFixture is an allowed server and another one the plugin may not
-// reach; the other counts what it receives.
-type httpFixture struct {
-	allowed, other *httptest.Server
-	otherHits      atomic.Int32
-	loopHits       atomic.Int32
-	allowedURL     string // the allowed server as http://localhost:port
-}
-
-func newHTTPFixture(t *testing.T, maxBytes int) *httpFixture {
-	t.Helper()
-	f := &httpFixture{}
-	f.other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.otherHits.Add(1)
-		io.WriteString(w, "you should not see this")
-	}))
-	t.Cleanup(f.other.Close)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		w.Header().Set("X-Echo-Method", r.Method)
-		w.Header().Add("X-Multi", "a")
-		w.Header().Add("X-Multi", "b")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, "%s %s %s", r.Method, r.Header.Get("X-Token"), body)
-	})
-	mux.HandleFunc("/away", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, f.other.URL+"/stolen", http.StatusFound)
-	})
-	mux.HandleFunc("/hop", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/echo", http.StatusFound)
-	})
-	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) {
-		f.loopHits.Add(1)
-		http.Redirect(w, r, "/loop", http.StatusFound)
-	})
-	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
-		w.(http.Flusher).Flush() // no Content-Length: the cap is met while reading
-		w.Write([]byte(strings.Repeat("x", maxBytes+1)))
-	})
-	mux.HandleFunc("/bigdeclared", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", fmt.Sprint(maxBytes+1))
-		w.Write([]byte(strings.Repeat("x", maxBytes+1)))
-	})
-	mux.HandleFunc("/exact", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(strings.Repeat("x", maxBytes)))
-	})
-	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
-	})
-	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "nope", http.StatusTeapot)
-	})
-	f.allowed = httptest.NewServer(mux)
-	t.Cleanup(f.allowed.Close)
-	u, _ := url.Parse(f.allowed.URL)
-	f.allowedURL = "http://localhost:" + u.Port()
-	return f
-}
-
-// otherURL is the other server, which no grant of these tests allows
-// (127.0.0.1, while the allowed one is reached as localhost).
-func (f *httpFixture) otherURL() string { return f.other.URL + "/direct" }
-
-func testGrant(t *testing.T, g Grants) *httpGrant {
-	t.Helper()
-	var hosts []hostPattern
-	for _, h := range g.Hosts {
-		p, err := parseHostPattern(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hosts = append(hosts, p)
-	}
-	h := newHTTPGrant(hosts, g.withDefaults(), func() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
-	t.Cleanup(h.close)
-	return h
-}
-
-// The HTTP capability itself, as every loader's http_request uses it.
-func TestHTTPGrant(t *testing.T) {
-	const maxBytes = 1000
-	f := newHTTPFixture(t, maxBytes)
-	h := testGrant(t, Grants{Hosts: []string{"localhost"}, HTTPMaxResponseBytes: maxBytes, HTTPMaxRedirects: 2, HTTPTimeout: 300 * time.Millisecond})
-	ctx := context.Background()
-
-	resp, err := h.do(ctx, abi.HTTPRequest{Method: "POST", URL: f.allowedURL + "/echo", Headers: map[string]string{"X-Token": "t1"}, Body: "hello"})
-	if err != nil || resp.Status != http.StatusCreated || resp.Body != "POST t1 hello" || resp.Headers["X-Echo-Method"] != "POST" || resp.Headers["X-Multi"] != "a, b" {
-		t.Fatalf("allowed host: %+v, %v", resp, err)
-	}
-	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/hop"}); err != nil || resp.Body != "GET  " {
-		t.Fatalf("a redirect within the allowed host: %+v, %v", resp, err)
-	}
-	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/status"}); err != nil || resp.Status != http.StatusTeapot {
-		t.Fatalf("an error status is a response: %+v, %v", resp, err)
-	}
-	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/exact"}); err != nil || len(resp.Body) != maxBytes {
-		t.Fatalf("a body of exactly the limit: %d bytes, %v", len(resp.Body), err)
-	}
-
-	cases := []struct {
-		name string
-		req  abi.HTTPRequest
-		kind error
-		want string
-	}{
-		{"host not allowed", abi.HTTPRequest{URL: f.otherURL()}, ErrHostNotAllowed, "127.0.0.1"},
-		{"redirect to a host not allowed", abi.HTTPRequest{URL: f.allowedURL + "/away"}, ErrHostNotAllowed, "redirect from"},
-		{"too many redirects", abi.HTTPRequest{URL: f.allowedURL + "/loop"}, ErrTooManyRedirects, "more than 2"},
-		{"response over the limit", abi.HTTPRequest{URL: f.allowedURL + "/big"}, ErrResponseTooLarge, "1000-byte limit"},
-		{"declared response over the limit", abi.HTTPRequest{URL: f.allowedURL + "/bigdeclared"}, ErrResponseTooLarge, "1001 bytes, limit 1000"},
-		{"timeout", abi.HTTPRequest{URL: f.allowedURL + "/slow"}, context.DeadlineExceeded, "timed out"},
-		{"not http", abi.HTTPRequest{URL: "file:///etc/passwd"}, nil, "only http and https"},
-		{"bad method", abi.HTTPRequest{Method: "GET /x", URL: f.allowedURL + "/echo"}, nil, "invalid method"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			start := time.Now()
-			resp, err := h.do(ctx, c.req)
-			if err == nil || (c.kind != nil && !errors.Is(err, c.kind)) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("do = %+v, %v; want %v containing %q", resp, err, c.kind, c.want)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Fatalf("took %v", d)
-			}
-		})
-	}
-	if n := f.otherHits.Load(); n != 0 {
-		t.Fatalf("the host not allowed received %d requests", n)
-	}
-	if n := f.loopHits.Load(); n != 3 {
-		t.Fatalf("the redirect loop was hit %d times, want 3 (the request and 2 redirects)", n)
-	}
-
-	// The dialer refuses a host not allowed even when the checks before it
-	// are bypassed.
-	req, _ := http.NewRequest("GET", f.otherURL(), nil)
-	if _, err := h.client.Do(req); !errors.Is(err, ErrHostNotAllowed) || f.otherHits.Load() != 0 {
-		t.Fatalf("the dialer let a request to another host through: %v", err)
-	}
-
-	// The defaults of the limits, and no redirects at all.
-	def := testGrant(t, Grants{Hosts: []string{"localhost"}})
-	if def.timeout != DefaultHTTPTimeout || def.maxBytes != DefaultHTTPMaxResponseBytes {
-		t.Fatalf("defaults: timeout %v, max bytes %d", def.timeout, def.maxBytes)
-	}
-	f.loopHits.Store(0)
-	if _, err := def.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/loop"}); !errors.Is(err, ErrTooManyRedirects) || f.loopHits.Load() != 1+DefaultHTTPMaxRedirects {
-		t.Fatalf("default redirect limit: %v after %d hits", err, f.loopHits.Load())
-	}
-	none := testGrant(t, Grants{Hosts: []string{"localhost"}, HTTPMaxRedirects: -1})
-	if _, err := none.do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/hop"}); !errors.Is(err, ErrTooManyRedirects) || !strings.Contains(err.Error(), "more than 0") {
-		t.Fatalf("no redirects: %v", err)
-	}
-
-	// A port in the pattern allows that port only; no hosts: nothing.
-	u, _ := url.Parse(f.allowed.URL)
-	byPort := testGrant(t, Grants{Hosts: []string{"localhost:1"}})
-	if _, err := byPort.do(ctx, abi.HTTPRequest{URL: "http://localhost:" + u.Port() + "/echo"}); !errors.Is(err, ErrHostNotAllowed) {
-		t.Fatalf("another port: %v", err)
-	}
-	if _, err := testGrant(t, Grants{}).do(ctx, abi.HTTPRequest{URL: f.allowedURL + "/echo"}); !errors.Is(err, ErrNotGranted) {
-		t.Fatalf("no hosts granted: %v", err)
-	}
-}
-
-func TestAllowedHostPatterns(t *testing.T) {
-	for _, ok := range []string{"api.example.com", "API.Example.com.", "*.example.com", "localhost", "localhost:8080", "127.0.0.1", "[::1]:8443", "::1", "my_svc.internal"} {
-		if err := CheckAllowedHost(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", "*", "*.com", "a.*.com", "https://api.example.com", "api.example.com/v1", "api.example.com:0", "api.example.com:http", "exa mple.com", "user@example.com"} {
-		if err := CheckAllowedHost(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	matches := []struct {
-		pattern, host, port string
-		want                bool
-	}{
-		{"*.example.com", "a.example.com", "443", true},
-		{"*.example.com", "a.b.example.com", "80", true},
-		{"*.example.com", "example.com", "443", false},
-		{"*.example.com", "badexample.com", "443", false},
-		{"api.example.com", "API.EXAMPLE.COM.", "443", true},
-		{"api.example.com", "api.example.com.evil.com", "443", false},
-		{"api.example.com:8443", "api.example.com", "443", false},
-		{"api.example.com:8443", "api.example.com", "8443", true},
-		{"::1", "0:0:0:0:0:0:0:1", "80", true},
-	}
-	for _, m := range matches {
-		p, err := parseHostPattern(m.pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := p.match(m.host, m.port); got != m.want {
-			t.Errorf("%q matches %s:%s = %v, want %v", m.pattern, m.host, m.port, got, m.want)
-		}
-	}
-}
-
 // http_request as a raw guest calls it: answers and denials come back as
 // the import's packed result, never as a trap.
 func TestHTTPRequestImport(t *testing.T) {
-	f := newHTTPFixture(t, 1000)
+	f := sandboxtest.NewHTTPFixture(t, 1000)
 	l := newLoader(t)
 	call := func(p *Plugin, export, req string) (string, error) {
 		out, err := p.Call(context.Background(), export, []byte(req))
 		return string(out), err
 	}
-	echo := `{"url":"` + f.allowedURL + `/echo","method":"PUT","body":"b"}`
+	echo := `{"url":"` + f.AllowedURL + `/echo","method":"PUT","body":"b"}`
 
 	ungranted := load(t, l, Config{Name: "no-http", Path: fixture(t, "cap_http")})
 	if out, err := call(ungranted, abi.ExportBuildPrompt, echo); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "capability not granted") {
@@ -433,8 +224,8 @@ func TestHTTPRequestImport(t *testing.T) {
 		t.Fatalf("allowed: %q, %v", out, err)
 	}
 	for _, c := range []struct{ export, req, want string }{
-		{abi.ExportBuildPrompt, `{"url":"` + f.otherURL() + `"}`, "host not allowed"},
-		{abi.ExportBuildPrompt, `{"url":"` + f.allowedURL + `/away"}`, "host not allowed"},
+		{abi.ExportBuildPrompt, `{"url":"` + f.OtherURL() + `"}`, "host not allowed"},
+		{abi.ExportBuildPrompt, `{"url":"` + f.AllowedURL + `/away"}`, "host not allowed"},
 		{abi.ExportBuildPrompt, `not json`, "not an HTTPRequest"},
 		{abi.ExportFallbackFinal, ``, "outside guest memory"},
 		{abi.ExportBuildParams, echo, ""}, // the guest cannot allocate the answer: an error without a message
@@ -443,14 +234,14 @@ func TestHTTPRequestImport(t *testing.T) {
 			t.Errorf("%s %s: %q, %v; want a guest error containing %q", c.export, c.req, out, err, c.want)
 		}
 	}
-	if n := f.otherHits.Load(); n != 0 {
+	if n := f.OtherHits.Load(); n != 0 {
 		t.Fatalf("the host not allowed received %d requests", n)
 	}
 	// The plugin call's deadline cuts a request that the HTTP timeout would let run (/slow answers after 5 s).
 	short := load(t, l, Config{Name: "short", Path: fixture(t, "cap_http"), Limits: Limits{Timeout: 200 * time.Millisecond},
 		Grants: Grants{Hosts: []string{"localhost"}, HTTPTimeout: time.Minute}})
 	start := time.Now()
-	if out, err := call(short, abi.ExportBuildPrompt, `{"url":"`+f.allowedURL+`/slow"}`); !errors.Is(err, ErrGuest) ||
+	if out, err := call(short, abi.ExportBuildPrompt, `{"url":"`+f.AllowedURL+`/slow"}`); !errors.Is(err, ErrGuest) ||
 		!strings.Contains(err.Error(), "timed out") || time.Since(start) > 4*time.Second {
 		t.Errorf("a request past the call's deadline: %q, %v after %v; want a guest error at the deadline", out, err, time.Since(start))
 	}
@@ -458,7 +249,7 @@ func TestHTTPRequestImport(t *testing.T) {
 	closing := load(t, l, Config{Name: "closing", Path: fixture(t, "cap_http"), Limits: Limits{Timeout: time.Minute},
 		Grants: Grants{Hosts: []string{"localhost"}, HTTPTimeout: time.Minute}})
 	done := make(chan error, 1)
-	go func() { _, err := call(closing, abi.ExportBuildPrompt, `{"url":"`+f.allowedURL+`/slow"}`); done <- err }()
+	go func() { _, err := call(closing, abi.ExportBuildPrompt, `{"url":"`+f.AllowedURL+`/slow"}`); done <- err }()
 	time.Sleep(100 * time.Millisecond) // the request is under way
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -478,17 +269,17 @@ func TestHTTPRequestImport(t *testing.T) {
 // The Go PDK's HTTP, through the real host: the answer is allocated in the
 // guest from inside the import call.
 func TestHTTPFromGoGuest(t *testing.T) {
-	f := newHTTPFixture(t, 1000)
+	f := sandboxtest.NewHTTPFixture(t, 1000)
 	l, _, wasm := capGo(t)
 	p := load(t, l, Config{Name: "fetcher", Path: wasm, Grants: Grants{Hosts: []string{"localhost"}}})
-	out := mustTool(t, p, "fetch", map[string]any{"url": f.allowedURL + "/echo", "method": "POST", "headers": map[string]any{"X-Token": "go"}, "body": "hi"})
+	out := mustTool(t, p, "fetch", map[string]any{"url": f.AllowedURL + "/echo", "method": "POST", "headers": map[string]any{"X-Token": "go"}, "body": "hi"})
 	var resp abi.HTTPResponse
 	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Status != http.StatusCreated || resp.Body != "POST go hi" {
 		t.Fatalf("fetch: %s (%v)", out, err)
 	}
-	deniedTool(t, p, "fetch", map[string]any{"url": f.otherURL()}, "host not allowed")
-	deniedTool(t, p, "fetch", map[string]any{"url": f.allowedURL + "/away"}, "redirect from")
-	if n := f.otherHits.Load(); n != 0 {
+	deniedTool(t, p, "fetch", map[string]any{"url": f.OtherURL()}, "host not allowed")
+	deniedTool(t, p, "fetch", map[string]any{"url": f.AllowedURL + "/away"}, "redirect from")
+	if n := f.OtherHits.Load(); n != 0 {
 		t.Fatalf("the host not allowed received %d requests", n)
 	}
 }
@@ -578,7 +369,7 @@ func TestBadGrants(t *testing.T) {
 // ends with a final, the denials reach the model as errors, and the host
 // and the plugin go on serving.
 func TestDeniedCapabilitiesInARun(t *testing.T) {
-	f := newHTTPFixture(t, 1000)
+	f := sandboxtest.NewHTTPFixture(t, 1000)
 	ro, _, secret := grantDirs(t)
 	t.Setenv("OPENAI_API_KEY", "sk-test-secret-never-for-guests")
 	l, _, wasm := capGo(t)
@@ -590,8 +381,8 @@ func TestDeniedCapabilitiesInARun(t *testing.T) {
 	}
 	m := &scriptModel{replies: []string{
 		call("read", map[string]any{"path": secret}),
-		call("fetch", map[string]any{"url": f.otherURL()}),
-		call("fetch", map[string]any{"url": f.allowedURL + "/away"}),
+		call("fetch", map[string]any{"url": f.OtherURL()}),
+		call("fetch", map[string]any{"url": f.AllowedURL + "/away"}),
 		call("environ", map[string]any{}),
 		call("read", map[string]any{"path": "/ro/inside.txt"}),
 		`{"type":"final","final":{"output":"done"}}`,
@@ -611,7 +402,7 @@ func TestDeniedCapabilitiesInARun(t *testing.T) {
 			t.Errorf("step %d observation %q, want it to contain %q and no secret", i+1, obs, want)
 		}
 	}
-	if f.otherHits.Load() != 0 {
+	if f.OtherHits.Load() != 0 {
 		t.Fatal("the host not allowed was reached")
 	}
 	st := e.Status()

@@ -3,6 +3,8 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 
 	"github.com/tetratelabs/wazero"
@@ -154,4 +156,71 @@ func (w *logWriter) Write(b []byte) (int, error) {
 		w.p.log.Info(line[:len(line)-1], "stream", "guest")
 	}
 	return len(b), nil
+}
+
+// hostHTTPRequest is http_request(req_ptr, req_len) -> i64 of morph:host/v1.
+// Whatever goes wrong is the guest's error result, never a trap: a request
+// outside guest memory, bad JSON, a denial, a failure.
+func (p *Plugin) hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
+	if ctx.Value(inAlloc{}) != nil {
+		// Called from the morph_alloc that toGuest runs: answering would call
+		// morph_alloc again, a recursion through the host that no checkpoint
+		// of the guest's would see (package interrupt counts guest calls only).
+		stack[0] = abi.Pack(0, 0, true)
+		return
+	}
+	ptr, n := uint32(stack[0]), uint32(stack[1])
+	var req abi.HTTPRequest
+	raw, ok := mod.Memory().Read(ptr, n)
+	var out []byte
+	var err error
+	switch {
+	case !ok:
+		err = fmt.Errorf("http_request: the request [%d, +%d) is outside guest memory", ptr, n)
+	case decodeJSON(raw, p.limits.MaxJSONDepth, &req) != nil:
+		err = fmt.Errorf("http_request: the request is not an HTTPRequest JSON object")
+	default:
+		var resp abi.HTTPResponse
+		reqCtx, cancel := callContext(ctx)
+		resp, err = p.sandbox.HTTP(reqCtx, req)
+		cancel()
+		if err == nil {
+			out, err = json.Marshal(resp)
+		}
+	}
+	if err != nil {
+		out = []byte(err.Error())
+	}
+	stack[0] = toGuest(ctx, mod, out, err != nil)
+}
+
+// inAlloc marks the context of the morph_alloc call toGuest makes.
+type inAlloc struct{}
+
+// toGuest copies out into a buffer the guest allocates with its own
+// morph_alloc (wazero lets a host function call back into the module that
+// called it) and packs its place as an export result, with abi.ErrorFlag
+// when isErr. When the guest cannot allocate, the answer is an error
+// without a message (Pack(0, 0, true)). A trap in morph_alloc, or the call's
+// deadline passing in it, ends the whole call as that failure.
+func toGuest(ctx context.Context, mod api.Module, out []byte, isErr bool) uint64 {
+	if len(out) == 0 {
+		return abi.Pack(0, 0, isErr)
+	}
+	if len(out) > abi.MaxPayload {
+		out, isErr = []byte("the host's answer is over the ABI's size limit"), true
+	}
+	alloc := mod.ExportedFunction(abi.ExportAlloc)
+	if alloc == nil {
+		return abi.Pack(0, 0, true)
+	}
+	res, err := alloc.Call(context.WithValue(ctx, inAlloc{}, true), uint64(len(out)))
+	if err != nil {
+		panic(err) // wazero ends the guest's call with this error
+	}
+	ptr := uint32(res[0])
+	if ptr == 0 || !mod.Memory().Write(ptr, out) {
+		return abi.Pack(0, 0, true)
+	}
+	return abi.Pack(ptr, uint32(len(out)), isErr)
 }

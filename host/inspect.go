@@ -12,6 +12,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/sandbox"
 )
 
 // Report describes a module for `morph plugin inspect` and `check`: what it
@@ -95,7 +96,7 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	defer p.Close(ctx)
 	m := p.Manifest()
 	rep.Manifest, rep.Hooks, rep.Capabilities = &m, slices.Clone(p.hooks), p.Capabilities()
-	if missing := notGranted(rep.Capabilities); strict && len(missing) > 0 {
+	if missing := sandbox.NotGranted(rep.Capabilities); strict && len(missing) > 0 {
 		rep.Problems = append(rep.Problems, ungrantedError(p.name, missing).Error())
 	}
 	return rep, nil

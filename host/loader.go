@@ -11,7 +11,7 @@
 //
 // A plugin reaches nothing outside its memory but the log and its own config
 // unless its Grants say so (deny by default): directories, environment
-// variables and HTTP hosts, fixed at load (grants.go, rootfs.go, http.go).
+// variables and HTTP hosts, fixed at load (package internal/sandbox).
 package host
 
 import (

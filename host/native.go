@@ -15,6 +15,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -26,7 +27,7 @@ import (
 type nativeModule struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
-	sandbox  *sandbox // the plugin's grants: WASI's directories and environment
+	sandbox  *sandbox.Sandbox // the plugin's grants: WASI's directories and environment
 }
 
 // interruptPeriod is the budget of work, in units of about one WebAssembly

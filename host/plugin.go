@@ -19,6 +19,7 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/memory"
+	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
@@ -31,9 +32,9 @@ type Plugin struct {
 	limits   Limits
 	values   map[string]string
 	log      *slog.Logger
-	loader   string   // the name of the loader that runs it (see moduleLoaders)
-	module   module   // the compiled module, in that loader
-	sandbox  *sandbox // its grants, ready for its instances
+	loader   string           // the name of the loader that runs it (see moduleLoaders)
+	module   module           // the compiled module, in that loader
+	sandbox  *sandbox.Sandbox // its grants, ready for its instances
 	manifest abi.Manifest
 	hooks    []string                  // enabled hooks, sorted
 	caps     []engine.CapabilityStatus // requested vs granted, from describe
@@ -127,14 +128,14 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
 		mode: cfg.Isolation, now: time.Now, sessions: map[string]int{}}
 	p.closing, p.stop = context.WithCancel(context.Background())
-	if p.sandbox, err = newSandbox(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
+	if p.sandbox, err = sandbox.New(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
 		return fail(ErrLoad, err)
 	}
 	ml := loaderOf(src.wasm)
 	p.loader = ml.name
 	mod, kind, err := ml.load(l, ctx, p, src)
 	if err != nil {
-		p.sandbox.close()
+		p.sandbox.Close()
 		return fail(kind, err)
 	}
 	p.module = mod
@@ -191,15 +192,15 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 	if len(m.Tools) > 0 && !p.module.exports(abi.ExportCallTool) {
 		return fmt.Errorf("manifest declares %d tools but the module does not export %s", len(m.Tools), abi.ExportCallTool)
 	}
-	caps := p.sandbox.capabilities(m.Capabilities)
-	switch missing := notGranted(caps); {
+	caps := p.sandbox.Capabilities(m.Capabilities)
+	switch missing := sandbox.NotGranted(caps); {
 	case len(missing) == 0 || cfg.inspecting: // Inspect reports them
-	case p.sandbox.grants.Ungranted == UngrantedError:
+	case p.sandbox.Grants().Ungranted == UngrantedError:
 		return ungrantedError(p.name, missing)
 	default:
 		for _, c := range missing {
 			p.log.WarnContext(ctx, "the plugin requests a capability it was not granted; its calls that need it will fail",
-				"capability", c, "grant_with", grantSettings[c])
+				"capability", c, "grant_with", sandbox.Setting(c))
 		}
 	}
 	enabled, err := enabledHooks(m.Hooks, cfg.Hooks)
@@ -387,7 +388,7 @@ func (p *Plugin) drain(ctx context.Context) error {
 // unmaps the memories of the idle instances (the others unmapped theirs
 // when their calls ended).
 func (p *Plugin) release(ctx context.Context, idle []*instance) error {
-	err := errors.Join(p.module.close(ctx), p.sandbox.close())
+	err := errors.Join(p.module.close(ctx), p.sandbox.Close())
 	for _, inst := range idle {
 		inst.arena.Release()
 	}
@@ -522,8 +523,8 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 // the host's CSPRNG bounded by each call's deadline (see callState), stdout
 // and stderr into the instance's log budget, the directories and
 // environment variables of the plugin's grants, and no arguments.
-func guestConfig(s *sandbox, state *callState) wazero.ModuleConfig {
-	return s.configure(wazero.NewModuleConfig().
+func guestConfig(s *sandbox.Sandbox, state *callState) wazero.ModuleConfig {
+	return s.Configure(wazero.NewModuleConfig().
 		WithSysNanotime().WithSysWalltime().WithNanosleep(state.sleep).
 		WithRandSource(randReader{state}).
 		WithStdout(state.log).WithStderr(state.log))

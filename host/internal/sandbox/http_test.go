@@ -1,0 +1,154 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/sandbox/sandboxtest"
+)
+
+func testGrant(t *testing.T, g Grants) *httpGrant {
+	t.Helper()
+	var hosts []hostPattern
+	for _, h := range g.Hosts {
+		p, err := parseHostPattern(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, p)
+	}
+	h := newHTTPGrant(hosts, g.withDefaults(), func() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	t.Cleanup(h.close)
+	return h
+}
+
+// The HTTP capability itself, as every loader's http_request uses it.
+func TestHTTPGrant(t *testing.T) {
+	const maxBytes = 1000
+	f := sandboxtest.NewHTTPFixture(t, maxBytes)
+	h := testGrant(t, Grants{Hosts: []string{"localhost"}, HTTPMaxResponseBytes: maxBytes, HTTPMaxRedirects: 2, HTTPTimeout: 300 * time.Millisecond})
+	ctx := context.Background()
+
+	resp, err := h.do(ctx, abi.HTTPRequest{Method: "POST", URL: f.AllowedURL + "/echo", Headers: map[string]string{"X-Token": "t1"}, Body: "hello"})
+	if err != nil || resp.Status != http.StatusCreated || resp.Body != "POST t1 hello" || resp.Headers["X-Echo-Method"] != "POST" || resp.Headers["X-Multi"] != "a, b" {
+		t.Fatalf("allowed host: %+v, %v", resp, err)
+	}
+	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/hop"}); err != nil || resp.Body != "GET  " {
+		t.Fatalf("a redirect within the allowed host: %+v, %v", resp, err)
+	}
+	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/status"}); err != nil || resp.Status != http.StatusTeapot {
+		t.Fatalf("an error status is a response: %+v, %v", resp, err)
+	}
+	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/exact"}); err != nil || len(resp.Body) != maxBytes {
+		t.Fatalf("a body of exactly the limit: %d bytes, %v", len(resp.Body), err)
+	}
+
+	cases := []struct {
+		name string
+		req  abi.HTTPRequest
+		kind error
+		want string
+	}{
+		{"host not allowed", abi.HTTPRequest{URL: f.OtherURL()}, ErrHostNotAllowed, "127.0.0.1"},
+		{"redirect to a host not allowed", abi.HTTPRequest{URL: f.AllowedURL + "/away"}, ErrHostNotAllowed, "redirect from"},
+		{"too many redirects", abi.HTTPRequest{URL: f.AllowedURL + "/loop"}, ErrTooManyRedirects, "more than 2"},
+		{"response over the limit", abi.HTTPRequest{URL: f.AllowedURL + "/big"}, ErrResponseTooLarge, "1000-byte limit"},
+		{"declared response over the limit", abi.HTTPRequest{URL: f.AllowedURL + "/bigdeclared"}, ErrResponseTooLarge, "1001 bytes, limit 1000"},
+		{"timeout", abi.HTTPRequest{URL: f.AllowedURL + "/slow"}, context.DeadlineExceeded, "timed out"},
+		{"not http", abi.HTTPRequest{URL: "file:///etc/passwd"}, nil, "only http and https"},
+		{"bad method", abi.HTTPRequest{Method: "GET /x", URL: f.AllowedURL + "/echo"}, nil, "invalid method"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			resp, err := h.do(ctx, c.req)
+			if err == nil || (c.kind != nil && !errors.Is(err, c.kind)) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("do = %+v, %v; want %v containing %q", resp, err, c.kind, c.want)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("took %v", d)
+			}
+		})
+	}
+	if n := f.OtherHits.Load(); n != 0 {
+		t.Fatalf("the host not allowed received %d requests", n)
+	}
+	if n := f.LoopHits.Load(); n != 3 {
+		t.Fatalf("the redirect loop was hit %d times, want 3 (the request and 2 redirects)", n)
+	}
+
+	// The dialer refuses a host not allowed even when the checks before it
+	// are bypassed.
+	req, _ := http.NewRequest("GET", f.OtherURL(), nil)
+	if _, err := h.client.Do(req); !errors.Is(err, ErrHostNotAllowed) || f.OtherHits.Load() != 0 {
+		t.Fatalf("the dialer let a request to another host through: %v", err)
+	}
+
+	// The defaults of the limits, and no redirects at all.
+	def := testGrant(t, Grants{Hosts: []string{"localhost"}})
+	if def.timeout != DefaultHTTPTimeout || def.maxBytes != DefaultHTTPMaxResponseBytes {
+		t.Fatalf("defaults: timeout %v, max bytes %d", def.timeout, def.maxBytes)
+	}
+	f.LoopHits.Store(0)
+	if _, err := def.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/loop"}); !errors.Is(err, ErrTooManyRedirects) || f.LoopHits.Load() != 1+DefaultHTTPMaxRedirects {
+		t.Fatalf("default redirect limit: %v after %d hits", err, f.LoopHits.Load())
+	}
+	none := testGrant(t, Grants{Hosts: []string{"localhost"}, HTTPMaxRedirects: -1})
+	if _, err := none.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/hop"}); !errors.Is(err, ErrTooManyRedirects) || !strings.Contains(err.Error(), "more than 0") {
+		t.Fatalf("no redirects: %v", err)
+	}
+
+	// A port in the pattern allows that port only; no hosts: nothing.
+	u, _ := url.Parse(f.Allowed.URL)
+	byPort := testGrant(t, Grants{Hosts: []string{"localhost:1"}})
+	if _, err := byPort.do(ctx, abi.HTTPRequest{URL: "http://localhost:" + u.Port() + "/echo"}); !errors.Is(err, ErrHostNotAllowed) {
+		t.Fatalf("another port: %v", err)
+	}
+	if _, err := testGrant(t, Grants{}).do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/echo"}); !errors.Is(err, ErrNotGranted) {
+		t.Fatalf("no hosts granted: %v", err)
+	}
+}
+
+func TestAllowedHostPatterns(t *testing.T) {
+	for _, ok := range []string{"api.example.com", "API.Example.com.", "*.example.com", "localhost", "localhost:8080", "127.0.0.1", "[::1]:8443", "::1", "my_svc.internal"} {
+		if err := CheckAllowedHost(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "*", "*.com", "a.*.com", "https://api.example.com", "api.example.com/v1", "api.example.com:0", "api.example.com:http", "exa mple.com", "user@example.com"} {
+		if err := CheckAllowedHost(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	matches := []struct {
+		pattern, host, port string
+		want                bool
+	}{
+		{"*.example.com", "a.example.com", "443", true},
+		{"*.example.com", "a.b.example.com", "80", true},
+		{"*.example.com", "example.com", "443", false},
+		{"*.example.com", "badexample.com", "443", false},
+		{"api.example.com", "API.EXAMPLE.COM.", "443", true},
+		{"api.example.com", "api.example.com.evil.com", "443", false},
+		{"api.example.com:8443", "api.example.com", "443", false},
+		{"api.example.com:8443", "api.example.com", "8443", true},
+		{"::1", "0:0:0:0:0:0:0:1", "80", true},
+	}
+	for _, m := range matches {
+		p, err := parseHostPattern(m.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.match(m.host, m.port); got != m.want {
+			t.Errorf("%q matches %s:%s = %v, want %v", m.pattern, m.host, m.port, got, m.want)
+		}
+	}
+}
