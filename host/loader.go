@@ -1,17 +1,3 @@
-// Package host loads WebAssembly plugins that implement morph's ABI (package
-// abi) and turns them into the engine's hooks and tools.
-//
-// Each plugin gets its own wazero runtime, so that its memory cap is its own
-// (wazero's limit is per runtime), while all plugins share one compilation
-// cache, in memory and on disk, so a module compiles once per machine rather
-// than once per process. Calls run with a deadline on an instance that only
-// one goroutine uses at a time, drawn as the plugin's isolation mode says
-// (Config.Isolation: pooled, per session or per call); an instance that
-// traps or times out is discarded and the next call gets a fresh one.
-//
-// A plugin reaches nothing outside its memory but the log and its own config
-// unless its Grants say so (deny by default): directories, environment
-// variables and HTTP hosts, fixed at load (package internal/sandbox).
 package host
 
 import (

@@ -1,0 +1,55 @@
+// Package host loads WebAssembly plugins that implement morph's ABI (package
+// abi) and turns them into the engine's hooks and tools.
+//
+// Each plugin gets its own wazero runtime, so that its memory cap is its own
+// (wazero's limit is per runtime), while all plugins share one compilation
+// cache, in memory and on disk, so a module compiles once per machine rather
+// than once per process. Calls run with a deadline on an instance that only
+// one goroutine uses at a time, drawn as the plugin's isolation mode says
+// (Config.Isolation: pooled, per session or per call); an instance that
+// traps or times out is discarded and the next call gets a fresh one.
+//
+// A plugin reaches nothing outside its memory but the log and its own config
+// unless its Grants say so (deny by default): directories, environment
+// variables and HTTP hosts, fixed at load.
+//
+// Where each idea lives:
+//
+//   - The public API: Loader, LoaderOptions, Config, Limits and the module
+//     limits (loader.go); Load, Plugin, its calls and Stats (plugin.go);
+//     the typed errors (errors.go); Inspect's Report
+//     (inspect.go); EnginePlugin, a module as an engine.Plugin
+//     (engineplugin.go); Grants (grants.go, over internal/sandbox).
+//   - Choosing a loader: moduleLoaders, one row per way of running a module
+//     (name, detect, load), which Load and Inspect consult (registry.go).
+//   - The native loader, ABI v1 directly on wazero: export and import
+//     checks, the call convention (native.go); morph:host/v1's host
+//     functions, http_request included (imports.go); the deadline and stack
+//     instrumentation, cached per module (instrument.go, over
+//     internal/interrupt).
+//   - The Extism loader, modules written with an Extism PDK run through
+//     go-sdk: extism.go, its reader of the module binary (extism_binary.go)
+//     and the host functions morph provides in place of go-sdk's
+//     (extism_imports.go).
+//   - The call path shared by both loaders: the module, guest and instance
+//     types and Plugin.CallFunc (plugin.go); the free lists of the isolation
+//     modes, sessions and eviction (isolation.go); what a host function
+//     knows of the call it serves, its deadline and log budget
+//     (callstate.go); the bounds on WASI's own functions (wasiguard.go).
+//   - The engine adapters: hooks and tools (adapt.go), session middleware
+//     (middleware.go).
+//
+// Internal packages, one idea each:
+//
+//   - internal/wasmbin: the bounds-checked reader of module binaries, and
+//     the check of a module against ModuleLimits before anything compiles it.
+//   - internal/interrupt: the rewrite that makes a guest check its deadline
+//     and bound its call stack.
+//   - internal/memory: the instances' linear memories, mapped outside Go's
+//     heap.
+//   - internal/sandbox: Grants made ready at load (the directories, the
+//     environment, the HTTP client) and enforced for both loaders.
+//
+// The conformance runner behind `morph plugin test` is package host/conform,
+// which uses only this package's public API.
+package host
