@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // FuzzLoad loads arbitrary bytes as a module: whatever they are, Load
@@ -42,10 +43,7 @@ func FuzzDecodeOutput(f *testing.F) {
 	f.Add([]byte(`{"thought":"t","output":{"a":[1,2,{"b":null}]},"plan":{"steps":["s",{"step":"x","status":"done"}]}}`))
 	f.Add([]byte(`{"parameters":{"temperature":"hot"}}`))
 	f.Add([]byte(`[`))
-	wasm, err := os.ReadFile("../guests/testdata/echo.wasm")
-	if err != nil {
-		f.Skip("run `make fixtures`")
-	}
+	wasm := testenv.File(f, "../guests/testdata/echo.wasm", "fixtures")
 	l, err := NewLoader(LoaderOptions{CacheDir: "off"})
 	if err != nil {
 		f.Fatal(err)

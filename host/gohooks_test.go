@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -32,7 +32,6 @@ type goHooksBuild struct {
 	name   string // the subtest's name
 	file   string // the module, in examples/go-hooks
 	target string // the make target that builds it
-	how    string // what the target does, or how to build without make
 	tinyGo bool   // built by TinyGo: skipped when MORPH_SKIP_TINYGO=1; a panic traps (tinygo_test.go)
 
 	once sync.Once
@@ -42,10 +41,8 @@ type goHooksBuild struct {
 }
 
 var (
-	goHooksStd = &goHooksBuild{name: "go", file: "go-hooks.wasm", target: "examples",
-		how: "or, in examples/go-hooks, GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o go-hooks.wasm ."}
-	goHooksTinyGo = &goHooksBuild{name: "tinygo", file: "go-hooks-tinygo.wasm", target: "tinygo-examples", tinyGo: true,
-		how: "builds TinyGo 0.34 once with scripts/tinygo.sh, about a minute and a half; MORPH_SKIP_TINYGO=1 skips this build"}
+	goHooksStd    = &goHooksBuild{name: "go", file: "go-hooks.wasm", target: "examples"}
+	goHooksTinyGo = &goHooksBuild{name: "tinygo", file: "go-hooks-tinygo.wasm", target: "tinygo-examples", tinyGo: true}
 
 	// goHooksBuilds are the builds every go-hooks test runs on.
 	goHooksBuilds = []*goHooksBuild{goHooksStd, goHooksTinyGo}
@@ -55,14 +52,10 @@ var (
 // MORPH_SKIP_TINYGO=1; a missing file fails the test.
 func (b *goHooksBuild) wasm(t testing.TB) string {
 	t.Helper()
-	if b.tinyGo && os.Getenv("MORPH_SKIP_TINYGO") == "1" {
-		t.Skipf("MORPH_SKIP_TINYGO=1: the TinyGo build of go-hooks (%s) is not tested", b.file)
+	if b.tinyGo {
+		testenv.TinyGo(t, "the TinyGo build of go-hooks ("+b.file+")")
 	}
-	path := filepath.Join("..", "examples", "go-hooks", b.file)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s missing: run `make %s` (%s): %v", path, b.target, b.how, err)
-	}
-	return path
+	return testenv.Built(t, filepath.Join("..", "examples", "go-hooks", b.file), b.target)
 }
 
 // loader returns the build's shared loader and the log its plugins write to.

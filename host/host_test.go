@@ -16,22 +16,22 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/llm"
 )
 
+// TestMain keeps the tests to a temporary home and cache directory (a
+// loader with the default cache directory would fill the developer's), and
+// the default logger quiet.
 func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	os.Exit(m.Run())
+	testenv.Main(m)
 }
 
 // fixture returns the path of a guests/testdata module built by `make fixtures`.
 func fixture(t testing.TB, name string) string {
 	t.Helper()
-	path := filepath.Join("..", "guests", "testdata", name+".wasm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("fixture %s missing: run `make fixtures` (needs wat2wasm from Debian's wabt): %v", path, err)
-	}
-	return path
+	return testenv.Built(t, filepath.Join("..", "guests", "testdata", name+".wasm"), "fixtures")
 }
 
 func newLoader(t testing.TB) *Loader {

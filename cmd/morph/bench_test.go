@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // The test binary is morph itself when this is set (see init): the cold
@@ -30,10 +32,7 @@ func BenchmarkColdStartProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	goHooks := filepath.Join(root, "examples/go-hooks/go-hooks.wasm")
-	if _, err := os.Stat(goHooks); err != nil {
-		b.Fatalf("%v: run `make examples` first", err)
-	}
+	goHooks := testenv.Built(b, filepath.Join(root, "examples/go-hooks/go-hooks.wasm"), "examples")
 	cases := []struct {
 		name string
 		args []string

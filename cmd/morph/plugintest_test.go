@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // conformJSON is the part of `morph plugin test --json` the tests read.
@@ -184,9 +186,7 @@ func TestPluginTestGoHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("run `make examples`: %v", err)
-	}
+	testenv.Built(t, path, "examples")
 	code, stdout, stderr := morph(t, "", "plugin", "test", "--cache-dir", t.TempDir(), "--json", "--config-value", "temperature=0.7", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, stdout, stderr)

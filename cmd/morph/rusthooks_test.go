@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // End to end: `morph run --config examples/rust-hooks/morph.toml`, the
@@ -27,11 +27,7 @@ const rustHooksTask = "Decode the notes and compute 17 * 23."
 func rustHooksConfig(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join("..", "..", "examples", "rust-hooks")
-	wasm := filepath.Join(dir, "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm")
-	if _, err := os.Stat(wasm); err != nil {
-		t.Fatalf("%s missing: run `make rust` (or, in examples/rust-hooks, "+
-			"RUSTC=/usr/bin/rustc /usr/bin/cargo build --release --target wasm32-unknown-unknown): %v", wasm, err)
-	}
+	testenv.Built(t, filepath.Join(dir, "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm"), "rust")
 	return filepath.Join(dir, "morph.toml")
 }
 

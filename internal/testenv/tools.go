@@ -28,13 +28,22 @@ func Tool(t testing.TB, name, target string) string {
 	return path
 }
 
-// File is the content of a file the build makes, or fails t naming the make
-// target that builds it.
+// Built is path, a file the build makes, or fails t naming the make target
+// that builds it.
+func Built(t testing.TB, path, target string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%v: run `make %s` in the repository root", err, target)
+	}
+	return path
+}
+
+// File is the content of a file the build makes, or fails t as Built does.
 func File(t testing.TB, path, target string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(Built(t, path, target))
 	if err != nil {
-		t.Fatalf("%v: run `make %s` in the repository root", err, target)
+		t.Fatal(err)
 	}
 	return b
 }
