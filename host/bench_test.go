@@ -114,9 +114,12 @@ func benchBare(b *testing.B, mode int) {
 	})
 }
 
-// BenchmarkNativeHook is the Go example's build_prompt work as a native Go
-// hook given the same JSON: decode, build, encode.
+// BenchmarkNativeHook is the Go example's build_prompt as a native Go hook
+// doing the same work on the same JSON: decode, look its "style" up in the
+// plugin's config values (the guest calls config_get, which the bare
+// benchmark answers "absent": here the lookup misses too), build, encode.
 func BenchmarkNativeHook(b *testing.B) {
+	values := map[string]string{"temperature": "0.2"}
 	for _, s := range benchSizes {
 		in := jsonPayload(s.n)
 		b.Run("go-hooks/"+s.name, func(b *testing.B) {
@@ -127,7 +130,11 @@ func BenchmarkNativeHook(b *testing.B) {
 				if err := json.Unmarshal(in, &pi); err != nil {
 					b.Fatal(err)
 				}
-				out, err := json.Marshal(abi.PromptOutput{SystemPrompt: pi.DefaultPrompt + "\n## House style\n- " + pi.Task[:10] + "\n"})
+				style, ok := values["style"]
+				if !ok || style == "" {
+					style = goHooksDefaultStyle
+				}
+				out, err := json.Marshal(abi.PromptOutput{SystemPrompt: pi.DefaultPrompt + "\n" + goHooksPromptSection + "\n- " + style + "\n"})
 				if err != nil || len(out) == 0 {
 					b.Fatal(err)
 				}
@@ -135,6 +142,13 @@ func BenchmarkNativeHook(b *testing.B) {
 		})
 	}
 }
+
+// The go-hooks example's prompt section and default style
+// (examples/go-hooks/main.go), which BenchmarkNativeHook builds as it does.
+const (
+	goHooksPromptSection = "## House style (from go-hooks plugin)"
+	goHooksDefaultStyle  = "Keep the final answer short and plain; give every number with its unit."
+)
 
 func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function, api.Function) {
 	ctx := context.Background()
