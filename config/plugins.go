@@ -382,10 +382,8 @@ const (
 // session middleware hooks.
 func hookNames() []string {
 	var names []string
-	for _, m := range []map[string]string{abi.HookExports, abi.MiddlewareExports} {
-		for h := range m {
-			names = append(names, h)
-		}
+	for _, h := range abi.Hooks {
+		names = append(names, h.Name)
 	}
 	slices.Sort(names)
 	return names

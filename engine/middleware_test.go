@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -486,5 +487,32 @@ func TestQuarantineIgnoresLateReports(t *testing.T) {
 	now = now.Add(59 * time.Second)
 	if !e.MiddlewareStats()[0].Quarantined {
 		t.Fatal("the quarantine ended early")
+	}
+}
+
+// Every middleware hook of the ABI's table is one the engine calls: a Funcs
+// with every function set implements them all, and nothing else.
+func TestFuncsCoverTheHookTable(t *testing.T) {
+	f := &Funcs{
+		TurnStart:   func(context.Context, abi.TurnStart) error { return nil },
+		Action:      func(context.Context, abi.Action) error { return nil },
+		Observation: func(context.Context, abi.Observation) error { return nil },
+		Final:       func(context.Context, abi.TurnFinal) error { return nil },
+		BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
+			return abi.BeforeRunOutput{}, nil
+		},
+		AfterRun: func(context.Context, abi.AfterRunInput) error { return nil },
+		BeforeToolCall: func(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+			return abi.BeforeToolCallOutput{}, nil
+		},
+		AfterToolCall: func(context.Context, abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
+			return abi.AfterToolCallOutput{}, nil
+		},
+	}
+	got, want := f.hookNames(), abi.HookNames(abi.Middleware)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the engine calls %v, the ABI's table has %v", got, want)
 	}
 }

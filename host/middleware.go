@@ -15,11 +15,8 @@ import (
 // hook of a later ABI revision, which a manifest may declare and the host
 // ignores; the conformance runner (package conform) calls hooks by it.
 func HookExport(hook string) (export string, known bool) {
-	if e, ok := abi.HookExports[hook]; ok {
-		return e, true
-	}
-	e, ok := abi.MiddlewareExports[hook]
-	return e, ok
+	h, known := abi.HookByName(hook)
+	return h.Export, known
 }
 
 // Middleware returns the plugin as session middleware for the engine: an
