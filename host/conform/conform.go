@@ -27,6 +27,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -297,21 +298,33 @@ type payloadCheck struct {
 
 func newOf[T any]() func() any { return func() any { return new(T) } }
 
-// conformHooks is every hook this host calls, with its payloads.
-var conformHooks = map[string]payloadCheck{
-	abi.HookBuildPrompt:    {newOf[abi.PromptInput](), newOf[abi.PromptOutput](), noNote(checkPromptOutput)},
-	abi.HookBuildParams:    {newOf[abi.ParamsInput](), newOf[abi.ParamsOutput](), noNote(checkParamsOutput)},
-	abi.HookOnToolSuccess:  {newOf[abi.ToolSuccessInput](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
-	abi.HookFallbackFinal:  {newOf[abi.FallbackInput](), newOf[abi.Final](), noNote(checkFinal)},
-	abi.HookOnTurnStart:    {newOf[abi.TurnStart](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
-	abi.HookBeforeRun:      {newOf[abi.BeforeRunInput](), newOf[abi.BeforeRunOutput](), noNote(checkBeforeRunOutput)},
-	abi.HookOnAction:       {newOf[abi.Action](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
-	abi.HookBeforeToolCall: {newOf[abi.BeforeToolCallInput](), newOf[abi.BeforeToolCallOutput](), checkBeforeToolCallOutput},
-	abi.HookAfterToolCall:  {newOf[abi.AfterToolCallInput](), newOf[abi.AfterToolCallOutput](), noNote(checkAfterToolCallOutput)},
-	abi.HookOnObservation:  {newOf[abi.Observation](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
-	abi.HookOnFinal:        {newOf[abi.TurnFinal](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
-	abi.HookAfterRun:       {newOf[abi.AfterRunInput](), newOf[json.RawMessage](), noNote(checkEmptyOutput)},
+// newOfType is newOf of a reflect.Type.
+func newOfType(t reflect.Type) func() any { return func() any { return reflect.New(t).Interface() } }
+
+// answerChecks are the checks of the answers of the hooks that answer
+// something (abi.Hook.Mutates); the others must answer nothing.
+var answerChecks = map[string]func(out []byte) (note string, err error){
+	abi.HookBuildPrompt:    noNote(checkPromptOutput),
+	abi.HookBuildParams:    noNote(checkParamsOutput),
+	abi.HookFallbackFinal:  noNote(checkFinal),
+	abi.HookBeforeRun:      noNote(checkBeforeRunOutput),
+	abi.HookBeforeToolCall: checkBeforeToolCallOutput,
+	abi.HookAfterToolCall:  noNote(checkAfterToolCallOutput),
 }
+
+// conformHooks is every hook this host calls, with its payloads: those of
+// abi.Hooks, and the checks above.
+var conformHooks = func() map[string]payloadCheck {
+	m := map[string]payloadCheck{}
+	for _, h := range abi.Hooks {
+		pc := payloadCheck{input: newOfType(h.Input), output: newOf[json.RawMessage](), check: noNote(checkEmptyOutput)}
+		if h.Mutates {
+			pc.output, pc.check = newOfType(h.Output), answerChecks[h.Name]
+		}
+		m[h.Name] = pc
+	}
+	return m
+}()
 
 var toolPayloads = payloadCheck{newOf[abi.ToolCallInput](), newOf[abi.ToolCallOutput](), noNote(checkToolCallOutput)}
 

@@ -592,14 +592,12 @@ func TestConformOutputChecks(t *testing.T) {
 			t.Errorf("%s: sample %T does not decode as its input %T: %v", h, samples[h], pc.input(), err)
 		}
 	}
-	for h := range abi.HookExports {
-		if !slices.Contains(hookOrder, h) {
-			t.Errorf("engine hook %s is missing from hookOrder", h)
+	for _, h := range abi.Hooks {
+		if !slices.Contains(hookOrder, h.Name) {
+			t.Errorf("hook %s is missing from hookOrder", h.Name)
 		}
-	}
-	for h := range abi.MiddlewareExports {
-		if !slices.Contains(hookOrder, h) {
-			t.Errorf("middleware hook %s is missing from hookOrder", h)
+		if h.Mutates != (answerChecks[h.Name] != nil) {
+			t.Errorf("hook %s: mutates %v, but an answer check %v", h.Name, h.Mutates, answerChecks[h.Name] != nil)
 		}
 	}
 	known, unknown := declaredHooks([]string{"on_final", "later_hook", abi.HookBuildPrompt, abi.HookBuildPrompt})
