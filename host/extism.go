@@ -76,7 +76,7 @@ const wasmPage = 64 << 10
 type extismModule struct {
 	compiled *extism.CompiledPlugin
 	p        *Plugin
-	exported map[string]wasmFunc
+	exported map[string]wasmbin.Signature
 	// tools: the module is an Extism tool plugin (describe and call), and
 	// name is the manifest's name morph gives it.
 	tools bool
@@ -172,16 +172,16 @@ func checkExtismImports(info *wasmModule) error {
 	var errs []error
 	for _, imp := range info.imports {
 		switch {
-		case imp.kind != 0:
-			errs = append(errs, fmt.Errorf("imports %s.%s, which is not a function: an Extism plugin may import functions only", imp.module, imp.name))
-		case imp.module == extismEnv && !extismEnvFunctions[imp.name]:
-			errs = append(errs, fmt.Errorf("imports %s.%s, which Extism (go-sdk v1.7.1) does not provide", imp.module, imp.name))
-		case imp.module == extismEnv:
-			if want, ok := extismOverrideTypes[imp.name]; ok && !imp.fn.equal(want) {
-				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, want %s", imp.module, imp.name, imp.fn, want))
+		case imp.Kind != wasmbin.KindFunction:
+			errs = append(errs, fmt.Errorf("imports %s.%s, which is not a function: an Extism plugin may import functions only", imp.Module, imp.Name))
+		case imp.Module == extismEnv && !extismEnvFunctions[imp.Name]:
+			errs = append(errs, fmt.Errorf("imports %s.%s, which Extism (go-sdk v1.7.1) does not provide", imp.Module, imp.Name))
+		case imp.Module == extismEnv:
+			if want, ok := extismOverrideTypes[imp.Name]; ok && !imp.fn.Equal(want) {
+				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, want %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
 			}
-		case imp.module != "wasi_snapshot_preview1":
-			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s and wasi_snapshot_preview1", imp.module, imp.name, extismEnv))
+		case imp.Module != "wasi_snapshot_preview1":
+			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s and wasi_snapshot_preview1", imp.Module, imp.Name, extismEnv))
 		}
 	}
 	return errors.Join(errs...)
@@ -217,11 +217,11 @@ func (m *extismModule) checkExports(kinds []wasmbin.Export) error {
 	if m.tools {
 		names = []string{extismExportDescribe, extismExportCall}
 	}
-	want := wasmFunc{results: []api.ValueType{api.ValueTypeI32}}
+	want := wasmbin.Signature{Results: []api.ValueType{api.ValueTypeI32}}
 	var errs []error
 	for _, name := range names {
-		if f, ok := m.exported[name]; ok && !f.equal(want) {
-			errs = append(errs, fmt.Errorf("export %s has signature %s, want %s (Extism's convention)", name, f, want))
+		if f, ok := m.exported[name]; ok && !f.Equal(want) {
+			errs = append(errs, fmt.Errorf("export %s has signature %s, want %s (Extism's convention)", name, signature(f), signature(want)))
 		}
 	}
 	return errors.Join(errs...)

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // go-sdk's extism:host/env cannot be changed function by function (a host
@@ -38,17 +39,17 @@ import (
 
 // extismOverrideTypes are the signatures of the functions morph overrides
 // (the same as go-sdk's).
-var extismOverrideTypes = map[string]wasmFunc{
-	"http_request":     {params: i64s(2), results: i64s(1)},
-	"http_status_code": {results: []api.ValueType{api.ValueTypeI32}},
-	"http_headers":     {results: i64s(1)},
-	"output_set":       {params: i64s(2)},
-	"get_log_level":    {results: []api.ValueType{api.ValueTypeI32}},
-	"log_trace":        {params: i64s(1)},
-	"log_debug":        {params: i64s(1)},
-	"log_info":         {params: i64s(1)},
-	"log_warn":         {params: i64s(1)},
-	"log_error":        {params: i64s(1)},
+var extismOverrideTypes = map[string]wasmbin.Signature{
+	"http_request":     {Params: i64s(2), Results: i64s(1)},
+	"http_status_code": {Results: []api.ValueType{api.ValueTypeI32}},
+	"http_headers":     {Results: i64s(1)},
+	"output_set":       {Params: i64s(2)},
+	"get_log_level":    {Results: []api.ValueType{api.ValueTypeI32}},
+	"log_trace":        {Params: i64s(1)},
+	"log_debug":        {Params: i64s(1)},
+	"log_info":         {Params: i64s(1)},
+	"log_warn":         {Params: i64s(1)},
+	"log_error":        {Params: i64s(1)},
 }
 
 // extismOverridden are the names of extismOverrideTypes, as renameImports takes them.
@@ -85,7 +86,7 @@ var extismLogLevels = []struct {
 func (m *extismModule) hostFunctions() []extism.HostFunction {
 	fn := func(name string, cb extism.HostFunctionStackCallback) extism.HostFunction {
 		t := extismOverrideTypes[name]
-		f := extism.NewHostFunctionWithStack(name, cb, t.params, t.results)
+		f := extism.NewHostFunctionWithStack(name, cb, t.Params, t.Results)
 		f.SetNamespace(extismMorphEnv)
 		return f
 	}

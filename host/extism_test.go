@@ -20,6 +20,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
 // The Extism loader (extism.go) with real Extism-PDK plugins built from
@@ -481,13 +482,13 @@ func TestRenameImports(t *testing.T) {
 	renamed := 0
 	for i, def := range got {
 		mod, name, _ := def.Import()
-		wantMod := info.imports[i].module
+		wantMod := info.imports[i].Module
 		if wantMod == extismEnv && extismOverridden[name] {
 			wantMod = extismMorphEnv
 			renamed++
 		}
-		if mod != wantMod || name != info.imports[i].name {
-			t.Errorf("import %d is %s.%s, want %s.%s", i, mod, name, wantMod, info.imports[i].name)
+		if mod != wantMod || name != info.imports[i].Name {
+			t.Errorf("import %d is %s.%s, want %s.%s", i, mod, name, wantMod, info.imports[i].Name)
 		}
 	}
 	if renamed != 2 { // output_set and log_info
@@ -550,11 +551,11 @@ func FuzzExtismBinary(f *testing.F) {
 			t.Fatalf("renamed module reads back as %v (%v), from %v", back, err, m)
 		}
 		for i, imp := range m.imports {
-			if imp.kind == 0 && imp.module == extismEnv && extismOverridden[imp.name] {
-				imp.module = extismMorphEnv
+			if imp.Kind == wasmbin.KindFunction && imp.Module == extismEnv && extismOverridden[imp.Name] {
+				imp.Module = extismMorphEnv
 			}
-			if got := back.imports[i]; got.module != imp.module || got.name != imp.name || !got.fn.equal(imp.fn) {
-				t.Fatalf("import %d reads back as %s.%s %s, want %s.%s %s", i, got.module, got.name, got.fn, imp.module, imp.name, imp.fn)
+			if got := back.imports[i]; got.Module != imp.Module || got.Name != imp.Name || !got.fn.Equal(imp.fn) {
+				t.Fatalf("import %d reads back as %s.%s %s, want %s.%s %s", i, got.Module, got.Name, signature(got.fn), imp.Module, imp.Name, signature(imp.fn))
 			}
 		}
 	})

@@ -105,3 +105,30 @@ func (r *Reader) TypeIndices() ([]uint32, error) {
 	}
 	return types, r.ExpectEnd()
 }
+
+// Exports reads an export section, calling each with every entry and the index, in its kind's index
+// space, of what it exports.
+func (r *Reader) Exports(each func(e Export, index uint32) error) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		name, err := r.Name()
+		if err != nil {
+			return err
+		}
+		kind, err := r.Byte()
+		if err != nil {
+			return err
+		}
+		index, err := r.U32()
+		if err != nil {
+			return err
+		}
+		if err := each(Export{Name: string(name), Kind: kind}, index); err != nil {
+			return err
+		}
+	}
+	return r.ExpectEnd()
+}

@@ -199,33 +199,70 @@ type FuncType struct {
 // FuncType skips a function type (0x60, the parameter types, the result types) and returns its arity.
 func (r *Reader) FuncType() (FuncType, error) {
 	var t FuncType
+	err := r.funcType(&t, nil)
+	return t, err
+}
+
+// Signature is a function type's parameter and result types, one byte
+// each: a value type's encoding (wazero's api.ValueType), or for a
+// reference to a heap type, its prefix (0x63, 0x64) alone. It is what a
+// caller that checks a function's signature, not only its arity, reads.
+type Signature struct {
+	Params, Results []byte
+}
+
+// Signature reads a function type as FuncType does, keeping its value types.
+func (r *Reader) Signature() (Signature, error) {
+	var t FuncType
+	var s Signature
+	err := r.funcType(&t, &s)
+	return s, err
+}
+
+// Equal reports whether s and o have the same parameter and result types.
+func (s Signature) Equal(o Signature) bool {
+	return string(s.Params) == string(o.Params) && string(s.Results) == string(o.Results)
+}
+
+// funcType reads a function type into t and, when sig is not nil, its value types into sig.
+func (r *Reader) funcType(t *FuncType, sig *Signature) error {
 	at := r.Pos
 	if b, err := r.Byte(); err != nil {
-		return t, err
+		return err
 	} else if b != 0x60 {
-		return t, r.Malformed(at, "type constructor %#x, want 0x60 (function)", b)
+		return r.Malformed(at, "type constructor %#x, want 0x60 (function)", b)
+	}
+	var params, results *[]byte
+	if sig != nil {
+		params, results = &sig.Params, &sig.Results
 	}
 	var err error
-	if t.Params, err = r.valTypes(&t.V128); err == nil {
-		t.Results, err = r.valTypes(&t.V128)
+	if t.Params, err = r.valTypes(&t.V128, params); err == nil {
+		t.Results, err = r.valTypes(&t.V128, results)
 	}
-	return t, err
+	return err
 }
 
 // ValTypes skips a vector of value types and returns its length.
 func (r *Reader) ValTypes() (uint32, error) {
 	var v128 bool
-	return r.valTypes(&v128)
+	return r.valTypes(&v128, nil)
 }
 
-// valTypes is ValTypes, and sets *v128 if one of the types is v128.
-func (r *Reader) valTypes(v128 *bool) (uint32, error) {
+// valTypes is ValTypes, and sets *v128 if one of the types is v128; when
+// keep is not nil, it appends each type's first byte to *keep.
+func (r *Reader) valTypes(v128 *bool, keep *[]byte) (uint32, error) {
 	n, err := r.U32()
 	if err != nil {
 		return 0, err
 	}
 	for i := uint32(0); i < n; i++ {
-		*v128 = *v128 || r.Remaining() > 0 && r.Buf[r.Pos] == V128
+		if r.Remaining() > 0 {
+			*v128 = *v128 || r.Buf[r.Pos] == V128
+			if keep != nil {
+				*keep = append(*keep, r.Buf[r.Pos]) // one by one: a lying count runs out of bytes first
+			}
+		}
 		if err := r.ValType(); err != nil {
 			return 0, err
 		}
