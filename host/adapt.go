@@ -7,6 +7,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 )
 
 // invoke is the typed call every adapter uses: JSON in, JSON out. An output
@@ -22,27 +23,9 @@ func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out
 		if len(view) == 0 {
 			return nil
 		}
-		return decodeJSON(view, p.limits.MaxJSONDepth, &out)
+		return guest.DecodeJSON(view, p.limits.MaxJSONDepth, &out)
 	})
 	return out, err
-}
-
-// decodeJSON is how the host reads JSON a guest wrote: refused when it nests
-// deeper than depth (abi.CheckDepth), which a few KB of brackets can, to make
-// every later encoder and pretty-printer of it do quadratic work (an 18 KB
-// fallback final became 324 MB of indented output).
-func decodeJSON(data []byte, depth int, v any) error {
-	if err := abi.CheckDepth(data, depth); err != nil {
-		return err
-	}
-	return json.Unmarshal(data, v)
-}
-
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "..."
 }
 
 // Options returns the engine options for the hooks the plugin implements and

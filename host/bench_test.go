@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/llm"
 )
@@ -190,7 +192,7 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 func bareCall(ctx context.Context, mode int, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
 	switch mode {
 	case bareInstrumented:
-		ctx = context.WithValue(ctx, callStateKey{}, &callState{deadline: time.Now().Add(DefaultTimeout)})
+		ctx = guest.NewCallState(slog.Default, DefaultMaxLogBytes, context.Background()).Begin(ctx, time.Now().Add(DefaultTimeout))
 	case bareCloseOnDone:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)

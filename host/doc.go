@@ -31,11 +31,9 @@
 //     go-sdk: extism.go, its reader of the module binary (extism_binary.go)
 //     and the host functions morph provides in place of go-sdk's
 //     (extism_imports.go).
-//   - The call path shared by both loaders: the module, guest and instance
-//     types and Plugin.CallFunc (plugin.go); the free lists of the isolation
-//     modes, sessions and eviction (isolation.go); what a host function
-//     knows of the call it serves, its deadline and log budget
-//     (callstate.go); the bounds on WASI's own functions (wasiguard.go).
+//   - The call path shared by both loaders: the instance type and
+//     Plugin.CallFunc (plugin.go); the free lists of the isolation modes,
+//     sessions and eviction (isolation.go).
 //   - The engine adapters: hooks and tools (adapt.go), session middleware
 //     (middleware.go).
 //
@@ -47,6 +45,11 @@
 //     and bound its call stack.
 //   - internal/memory: the instances' linear memories, mapped outside Go's
 //     heap.
+//   - internal/guest: what the host and the loaders share: the Module and
+//     Instance a loader gives the host, the kinds of failure (which host
+//     re-exports as its Err* values), and what a host function knows of the
+//     call it serves (CallState: its deadline, its log budget, the bounds
+//     on WASI's own functions).
 //   - internal/sandbox: Grants made ready at load (the directories, the
 //     environment, the HTTP client) and enforced for both loaders.
 //

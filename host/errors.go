@@ -1,40 +1,41 @@
 package host
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
-// Kinds of plugin failure, told apart with errors.Is on an *Error.
+// Kinds of plugin failure, told apart with errors.Is on an *Error. They are
+// package guest's values, which the loaders return, under the same names.
 var (
 	// ErrTimeout: the call outran its deadline, or its caller's; the
 	// instance was discarded.
-	ErrTimeout = errors.New("plugin call timed out")
+	ErrTimeout = guest.ErrTimeout
 	// ErrCanceled: the caller gave up (its context was canceled: a run that
 	// stopped, a signal) before the call ended; the instance was discarded.
-	ErrCanceled = errors.New("plugin call canceled")
+	ErrCanceled = guest.ErrCanceled
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack
 	// overflow, exit); the message holds the wasm stack. The instance was discarded.
-	ErrTrap = errors.New("plugin trapped")
+	ErrTrap = guest.ErrTrap
 	// ErrInputTooLarge: the input exceeds the plugin's max input bytes.
-	ErrInputTooLarge = errors.New("plugin input too large")
+	ErrInputTooLarge = guest.ErrInputTooLarge
 	// ErrOutputTooLarge: the guest answered more than the plugin's max output bytes.
-	ErrOutputTooLarge = errors.New("plugin output too large")
+	ErrOutputTooLarge = guest.ErrOutputTooLarge
 	// ErrBadOutput: the guest's output is not the export's JSON payload, or
 	// points outside its memory.
-	ErrBadOutput = errors.New("plugin output invalid")
+	ErrBadOutput = guest.ErrBadOutput
 	// ErrABIMismatch: the module lacks a supported ABI marker or a required
 	// export, or an export has the wrong signature.
-	ErrABIMismatch = errors.New("plugin ABI mismatch")
+	ErrABIMismatch = guest.ErrABIMismatch
 	// ErrGuest: the guest reported an error through the ABI (see abi.ErrorFlag).
-	ErrGuest = errors.New("plugin reported an error")
+	ErrGuest = guest.ErrGuest
 	// ErrLoad: the module could not be read, verified or compiled.
-	ErrLoad = errors.New("plugin load failed")
+	ErrLoad = guest.ErrLoad
 	// ErrClosed: the plugin was closed.
-	ErrClosed = errors.New("plugin closed")
+	ErrClosed = guest.ErrClosed
 	// ErrNotGranted: the plugin asked for a capability it was not granted:
 	// at load, with Grants.Ungranted = UngrantedError (the *Error wraps a
 	// *CapabilityError naming them), or in a call (http_request without

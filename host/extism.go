@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -110,7 +111,7 @@ type extismModule struct {
 // it tells the native calling convention's version from the exports, while
 // an Extism module is recognized by its imports and its payloads' version
 // is its manifest's abi_version.
-func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ module, kind error, err error) {
+func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
 	wasm := src.wasm
 	info, err := parseWasm(wasm, true)
 	if err != nil {
@@ -152,7 +153,7 @@ func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ modu
 		Memory: &extism.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(p.limits.MaxOutputBytes)},
 		Config: p.values,
 	}
-	m.compiled, err = extism.NewCompiledPlugin(withWASIGuard(ctx), manifest, extism.PluginConfig{ // see wasiGuard
+	m.compiled, err = extism.NewCompiledPlugin(guest.WithWASIGuard(ctx), manifest, extism.PluginConfig{ // see wasiGuard
 		RuntimeConfig: wazero.NewRuntimeConfig().
 			WithCompilationCache(l.cache).
 			WithCloseOnContextDone(true).
@@ -204,7 +205,7 @@ func (m *extismModule) checkExports(kinds []wasmbin.Export) error {
 	m.tools = !hooks && describe && call
 	for _, name := range []string{abi.ExportDescribe, extismExportDescribe, extismExportCall} {
 		if _, fn := m.exported[name]; !fn {
-			if k, ok := exportKind(kinds, name); ok {
+			if k, ok := guest.ExportKind(kinds, name); ok {
 				return fmt.Errorf("export %s is %s, not a function () -> (i32) (Extism's convention)", name, k)
 			}
 		}
@@ -213,7 +214,7 @@ func (m *extismModule) checkExports(kinds []wasmbin.Export) error {
 		return fmt.Errorf("an Extism plugin must export %s (a morph plugin) or %s and %s (an Extism tool plugin); this one exports neither",
 			abi.ExportDescribe, extismExportDescribe, extismExportCall)
 	}
-	names := callExports()
+	names := guest.CallExports()
 	if m.tools {
 		names = []string{extismExportDescribe, extismExportCall}
 	}
@@ -227,7 +228,7 @@ func (m *extismModule) checkExports(kinds []wasmbin.Export) error {
 	return errors.Join(errs...)
 }
 
-func (m *extismModule) exports(name string) bool {
+func (m *extismModule) Exports(name string) bool {
 	if m.tools {
 		return name == abi.ExportDescribe || name == abi.ExportCallTool
 	}
@@ -235,10 +236,10 @@ func (m *extismModule) exports(name string) bool {
 	return ok
 }
 
-func (m *extismModule) close(ctx context.Context) error { return m.compiled.Close(ctx) }
+func (m *extismModule) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
 
-func (m *extismModule) instantiate(ctx context.Context, state *callState) (guest, error) {
-	pl, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: guestConfig(m.p.sandbox, state)})
+func (m *extismModule) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
+	pl, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: guest.Config(m.p.sandbox, state)})
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +251,7 @@ func (m *extismModule) instantiate(ctx context.Context, state *callState) (guest
 type extismGuest struct {
 	m      *extismModule
 	plugin *extism.Plugin
-	state  *callState
+	state  *guest.CallState
 
 	// out is the output range the guest last set with output_set: morph's
 	// output_set records it, and the host reads it in place after the call.
@@ -263,9 +264,9 @@ type extismGuest struct {
 
 // memoryBytes is the size of the Extism kernel's memory, where the calls'
 // inputs and outputs are: go-sdk does not expose the guest module's own.
-func (g *extismGuest) memoryBytes() uint32 { return g.plugin.Memory().Size() }
+func (g *extismGuest) MemoryBytes() uint32 { return g.plugin.Memory().Size() }
 
-func (g *extismGuest) close() { g.plugin.Close(context.Background()) }
+func (g *extismGuest) Close() { g.plugin.Close(context.Background()) }
 
 // extismGuestKey is the context key under which morph's host functions
 // find the guest whose call they serve.
@@ -282,17 +283,17 @@ func guestOf(ctx context.Context) *extismGuest {
 
 // call enforces the deadline through the context, as go-sdk's runtime
 // closes a module whose context is done (Extism modules are not instrumented).
-func (g *extismGuest) call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *extismGuest) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	defer context.AfterFunc(g.m.p.closing, cancel)() // the plugin's Close ends the call
-	ctx = g.state.begin(ctx, deadline)
+	ctx = g.state.Begin(ctx, deadline)
 	switch {
 	case g.m.tools && export == abi.ExportDescribe:
 		return g.describeTools(ctx, maxOut)
 	case g.m.tools && export == abi.ExportCallTool:
 		return g.callTool(ctx, input, maxOut)
-	case !g.m.exports(export):
+	case !g.m.Exports(export):
 		return nil, ErrABIMismatch, "the module does not export it", nil
 	}
 	return g.invoke(ctx, export, input, maxOut)
@@ -399,8 +400,8 @@ func (g *extismGuest) describeTools(ctx context.Context, maxOut int) (view []byt
 		return nil, kind, msg, err
 	}
 	var list extismToolList
-	if err := decodeJSON(view, g.m.p.limits.MaxJSONDepth, &list); err != nil {
-		return nil, ErrBadOutput, extismExportDescribe + ": " + truncate(view, 200), err
+	if err := guest.DecodeJSON(view, g.m.p.limits.MaxJSONDepth, &list); err != nil {
+		return nil, ErrBadOutput, extismExportDescribe + ": " + guest.Truncate(view, 200), err
 	}
 	m := abi.Manifest{Name: g.m.name, ABIVersion: abi.Version, Hooks: []string{}}
 	for _, t := range list.Tools {
@@ -441,8 +442,8 @@ func (g *extismGuest) callTool(ctx context.Context, input []byte, maxOut int) (v
 		return nil, kind, msg, err
 	}
 	var res extismCallResult
-	if err := decodeJSON(view, g.m.p.limits.MaxJSONDepth, &res); err != nil {
-		return nil, ErrBadOutput, extismExportCall + ": " + truncate(view, 200), err
+	if err := guest.DecodeJSON(view, g.m.p.limits.MaxJSONDepth, &res); err != nil {
+		return nil, ErrBadOutput, extismExportCall + ": " + guest.Truncate(view, 200), err
 	}
 	if res.IsError {
 		return nil, ErrGuest, res.text(), nil

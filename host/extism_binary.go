@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -131,7 +132,7 @@ func parseWasm(wasm []byte, full bool) (*wasmModule, error) {
 
 // signature is s as messages show it: "(i64, i64) -> (i64)".
 func signature(s wasmbin.Signature) string {
-	return valueTypes(s.Params) + " -> " + valueTypes(s.Results)
+	return guest.ValueTypes(s.Params) + " -> " + guest.ValueTypes(s.Results)
 }
 
 // renameImports returns a copy of wasm in which the module name of each

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -125,18 +126,18 @@ func (m *extismModule) hostFunctions() []extism.HostFunction {
 }
 
 // log logs the kernel block at offset under the plugin's name, within the
-// call's log budget (logWriter), and frees it (as go-sdk's log functions
+// call's log budget (guest.LogWriter), and frees it (as go-sdk's log functions
 // do). An offset that is not a block is dropped with a warning, not a trap,
 // as morph:host/v1's log does.
 func (m *extismModule) log(ctx context.Context, cp *extism.CurrentPlugin, level slog.Level, offset uint64) {
-	w := guestOf(ctx).state.log
+	w := guestOf(ctx).state.Log()
 	n, err := cp.Length(offset)
 	if err != nil || n == 0 || offset > math.MaxUint32 {
-		w.warn(ctx, "guest log call with an offset that is not an Extism memory block", "offset", offset)
+		w.Warn(ctx, "guest log call with an offset that is not an Extism memory block", "offset", offset)
 		return
 	}
 	if msg, ok := cp.Memory().Read(uint32(offset), uint32(min(n, math.MaxUint32))); ok {
-		w.message(ctx, level, msg)
+		w.Message(ctx, level, msg)
 	}
 	cp.Free(offset)
 }
@@ -183,7 +184,7 @@ func (m *extismModule) httpRequest(ctx context.Context, cp *extism.CurrentPlugin
 	}
 	cp.Free(stack[0])
 	var req extismHTTPRequest
-	if err := decodeJSON(raw, m.p.limits.MaxJSONDepth, &req); err != nil {
+	if err := guest.DecodeJSON(raw, m.p.limits.MaxJSONDepth, &req); err != nil {
 		fail("the request is not JSON: %w", err)
 	}
 	var body []byte

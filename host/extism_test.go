@@ -232,14 +232,14 @@ func TestExtismInputLimit(t *testing.T) {
 		t.Fatalf("an input over the limit: %v, want ErrInputTooLarge", err)
 	}
 	// Past the limit, straight to an instance: what the limit prevents.
-	state := newCallState(p)
-	g, err := p.module.instantiate(state.begin(context.Background(), time.Now().Add(DefaultTimeout)), state)
+	state := p.newCallState()
+	g, err := p.module.Instantiate(state.Begin(context.Background(), time.Now().Add(DefaultTimeout)), state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
+	defer g.Close()
 	over := (mib*16-extismKernelPages+1)*wasmPage + 1
-	view, kind, _, _ := g.call(context.Background(), time.Now().Add(DefaultTimeout), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
+	view, kind, _, _ := g.Call(context.Background(), time.Now().Add(DefaultTimeout), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
 	if kind == nil && string(view) == "0123456789abcdef" {
 		t.Fatalf("an input of %d bytes arrived whole in %d MiB: extismInputCap is too strict for this kernel", over, mib)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 )
 
 // The hostile matrix, part two: modules written to take the host down by
@@ -271,16 +272,16 @@ func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 			return forever(call(g, importRandomGet, 2<<16, 16<<20))
 		}, ErrTimeout, ""},
 		{"fd_write", importFdWrite, func(g guestModule) []byte {
-			return append(fill(g, maxIOVecs, 8, 4), forever(call(g, importFdWrite, 1, 65536, maxIOVecs, 8))...)
+			return append(fill(g, guest.MaxIOVecs, 8, 4), forever(call(g, importFdWrite, 1, 65536, guest.MaxIOVecs, 8))...)
 		}, ErrTimeout, ""},
 		{"fd_write over the limit", importFdWrite, func(g guestModule) []byte {
-			return append(fill(g, maxIOVecs+1, 8, 4), call(g, importFdWrite, 1, 65536, maxIOVecs+1, 8)...)
+			return append(fill(g, guest.MaxIOVecs+1, 8, 4), call(g, importFdWrite, 1, 65536, guest.MaxIOVecs+1, 8)...)
 		}, ErrTrap, "fd_write with 1025 buffers: this host allows at most 1024"},
 		{"fd_write of more than its memory", importFdWrite, func(g guestModule) []byte { // 16 MiB buffers, all at 0
-			return append(fill(g, maxIOVecs, 8, 7), call(g, importFdWrite, 1, 65536, maxIOVecs, 8)...)
+			return append(fill(g, guest.MaxIOVecs, 8, 7), call(g, importFdWrite, 1, 65536, guest.MaxIOVecs, 8)...)
 		}, ErrTrap, "fd_write of 17179869184 bytes: more than the guest's memory holds"},
 		{"poll_oneoff", importPollOneoff, func(g guestModule) []byte {
-			return append(fill(g, maxSubscriptions, 48, 8), forever(call(g, importPollOneoff, 65536, 8<<20, maxSubscriptions, 8))...)
+			return append(fill(g, guest.MaxSubscriptions, 48, 8), forever(call(g, importPollOneoff, 65536, 8<<20, guest.MaxSubscriptions, 8))...)
 		}, ErrTimeout, ""},
 		{"poll_oneoff over the limit", importPollOneoff, func(g guestModule) []byte { // refused before it reads one
 			return call(g, importPollOneoff, 65536, 65536+48<<20, 1<<20, 8)
@@ -409,30 +410,6 @@ func TestLogFloodBounded(t *testing.T) {
 				}
 				runEndsWithFinal(t, p)
 			})
-		}
-	}
-}
-
-// A line a guest never ends is logged at the end of each call's budget, not
-// kept: kept, it grew by a call's budget per call of a pooled instance, and
-// became one line of all of them.
-func TestLogPartialLineBounded(t *testing.T) {
-	var logs syncBuffer
-	p := &Plugin{log: slog.New(slog.NewTextHandler(&logs, nil)), limits: Limits{MaxLogBytes: 1 << 10}}
-	state := &callState{closing: context.Background()}
-	state.log = newLogWriter(p, state)
-	for range 100 {
-		state.begin(context.Background(), time.Now().Add(time.Minute))
-		if _, err := state.log.Write(bytes.Repeat([]byte("a"), 4<<10)); err != nil {
-			t.Fatal(err)
-		}
-		if n := state.log.buf.Len(); n > p.limits.MaxLogBytes {
-			t.Fatalf("a partial line of %d bytes is held; the budget is %d", n, p.limits.MaxLogBytes)
-		}
-	}
-	for line := range strings.Lines(logs.String()) {
-		if len(line) > p.limits.MaxLogBytes+200 {
-			t.Fatalf("a log line of %d bytes; the budget is %d", len(line), p.limits.MaxLogBytes)
 		}
 	}
 }

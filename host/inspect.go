@@ -12,6 +12,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/sandbox"
 )
 
@@ -67,7 +68,7 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, nil
 	}
 	for name, def := range compiled.ExportedFunctions() {
-		rep.Exports = append(rep.Exports, Signature{Name: name, Type: valueTypes(def.ParamTypes()) + " -> " + valueTypes(def.ResultTypes())})
+		rep.Exports = append(rep.Exports, Signature{Name: name, Type: guest.ValueTypes(def.ParamTypes()) + " -> " + guest.ValueTypes(def.ResultTypes())})
 		if strings.HasPrefix(name, abi.MarkerPrefix) {
 			rep.Markers = append(rep.Markers, name)
 		}
@@ -76,7 +77,7 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	sort.Strings(rep.Markers)
 	for _, def := range compiled.ImportedFunctions() {
 		mod, name, _ := def.Import()
-		rep.Imports = append(rep.Imports, Signature{Module: mod, Name: name, Type: valueTypes(def.ParamTypes()) + " -> " + valueTypes(def.ResultTypes())})
+		rep.Imports = append(rep.Imports, Signature{Module: mod, Name: name, Type: guest.ValueTypes(def.ParamTypes()) + " -> " + guest.ValueTypes(def.ResultTypes())})
 	}
 	cfg.Wasm = wasm
 	if cfg.Name == "" {

@@ -90,13 +90,13 @@ func mutator[In, Out any](p *Plugin, export string) func(context.Context, In) (O
 func (p *Plugin) destroy(ctx context.Context, idle []*instance) {
 	var wg sync.WaitGroup
 	for _, inst := range idle {
-		if !p.module.exports(abi.ExportDestroy) {
+		if !p.module.Exports(abi.ExportDestroy) {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, kind, msg, err := inst.call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+			_, kind, msg, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
 			p.stats.calls.Add(1)
 			if kind == nil {
 				return

@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmbin"
@@ -48,7 +49,7 @@ const interruptPeriod = 100_000
 // checks its exports against ABI v1 and provides its imports (which
 // src.shape, Check's, says are what the host provides). The kind of a
 // failure is ErrABIMismatch for exports, ErrLoad otherwise.
-func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ module, kind error, err error) {
+func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
 	if err := checkNativeImports(src.shape.Imports); err != nil {
 		return nil, ErrLoad, err
 	}
@@ -90,8 +91,8 @@ func checkInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
 	if err := ctx.Err(); err != nil {
 		panic(err)
 	}
-	if s := stateOf(ctx); s != nil {
-		if err := s.expired(); err != nil {
+	if s := guest.StateOf(ctx); s != nil {
+		if err := s.Expired(); err != nil {
 			panic(err)
 		}
 	}
@@ -120,31 +121,15 @@ func stackExhausted(limit int) api.GoModuleFunc {
 	return func(context.Context, api.Module, []uint64) { panic(&StackLimitError{Limit: limit}) }
 }
 
-// callContext is ctx ending at the call's deadline and at the plugin's
-// Close too, for a host function that blocks (http_request). Nothing else
-// in a native call watches the context: a context.WithTimeout per call (a
-// runtime timer started and stopped) cost more than a third of a
-// microsecond, a tenth of a small call, so the deadline is a value of the
-// call's callState.
-func callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	s := stateOf(ctx)
-	if s == nil {
-		return ctx, func() {}
-	}
-	ctx, cancel := context.WithDeadline(ctx, s.deadline)
-	stop := context.AfterFunc(s.closing, cancel)
-	return ctx, func() { stop(); cancel() }
-}
-
-func (m *nativeModule) exports(name string) bool {
+func (m *nativeModule) Exports(name string) bool {
 	_, ok := m.compiled.ExportedFunctions()[name]
 	return ok
 }
 
-func (m *nativeModule) close(ctx context.Context) error { return m.runtime.Close(ctx) }
+func (m *nativeModule) Close(ctx context.Context) error { return m.runtime.Close(ctx) }
 
-func (m *nativeModule) instantiate(ctx context.Context, state *callState) (guest, error) {
-	cfg := guestConfig(m.sandbox, state).
+func (m *nativeModule) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
+	cfg := guest.Config(m.sandbox, state).
 		WithName(""). // anonymous: a runtime may hold many instances of one module
 		WithStartFunctions("_initialize")
 	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
@@ -163,12 +148,12 @@ type nativeGuest struct {
 	alloc api.Function
 	fns   map[string]api.Function // nil: the module does not export it
 	stack []uint64                // reused by CallWithStack
-	state *callState
+	state *guest.CallState
 }
 
-func (in *nativeGuest) memoryBytes() uint32 { return in.mod.Memory().Size() }
+func (in *nativeGuest) MemoryBytes() uint32 { return in.mod.Memory().Size() }
 
-func (in *nativeGuest) close() { in.mod.Close(context.Background()) }
+func (in *nativeGuest) Close() { in.mod.Close(context.Background()) }
 
 // checkExports enforces the marker and the shapes of the exports ABI v1
 // defines; kinds are all the module's exports, to name one exported as
@@ -176,7 +161,7 @@ func (in *nativeGuest) close() { in.mod.Close(context.Background()) }
 func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 	exports := mod.ExportedFunctions()
 	if _, ok := exports[abi.MarkerV1]; !ok {
-		if k, ok := exportKind(kinds, abi.MarkerV1); ok {
+		if k, ok := guest.ExportKind(kinds, abi.MarkerV1); ok {
 			return fmt.Errorf("export %s is %s: the ABI marker must be a function () -> ()", abi.MarkerV1, k)
 		}
 		var found []string
@@ -194,8 +179,8 @@ func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	want := func(name string, params, results []api.ValueType, required bool) error {
 		def, ok := exports[name]
-		if k, other := exportKind(kinds, name); !ok && other {
-			return fmt.Errorf("export %s is %s, not a function %s -> %s", name, k, valueTypes(params), valueTypes(results))
+		if k, other := guest.ExportKind(kinds, name); !ok && other {
+			return fmt.Errorf("export %s is %s, not a function %s -> %s", name, k, guest.ValueTypes(params), guest.ValueTypes(results))
 		}
 		if !ok {
 			if required {
@@ -205,7 +190,7 @@ func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 		}
 		if !slices.Equal(def.ParamTypes(), params) || !slices.Equal(def.ResultTypes(), results) {
 			return fmt.Errorf("export %s has signature %s -> %s, want %s -> %s", name,
-				valueTypes(def.ParamTypes()), valueTypes(def.ResultTypes()), valueTypes(params), valueTypes(results))
+				guest.ValueTypes(def.ParamTypes()), guest.ValueTypes(def.ResultTypes()), guest.ValueTypes(params), guest.ValueTypes(results))
 		}
 		return nil
 	}
@@ -213,28 +198,17 @@ func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 		want(abi.ExportAlloc, []api.ValueType{i32}, []api.ValueType{i32}, true),
 		want(abi.ExportDescribe, []api.ValueType{i32, i32}, []api.ValueType{i64}, true),
 	}
-	for _, name := range callExports() {
+	for _, name := range guest.CallExports() {
 		errs = append(errs, want(name, []api.ValueType{i32, i32}, []api.ValueType{i64}, false))
 	}
 	if _, ok := mod.ExportedMemories()["memory"]; !ok {
-		if k, ok := exportKind(kinds, "memory"); ok {
+		if k, ok := guest.ExportKind(kinds, "memory"); ok {
 			errs = append(errs, fmt.Errorf("export memory is %s: it must be the module's memory", k))
 		} else {
 			errs = append(errs, errors.New("missing export memory"))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// exportKind names the kind of the export called name, if the module
-// exports it (as what it is: a function, a memory, ...).
-func exportKind(exports []wasmbin.Export, name string) (kind string, ok bool) {
-	for _, e := range exports {
-		if e.Name == name {
-			return wasmbin.KindNames[e.Kind], true
-		}
-	}
-	return "", false
 }
 
 // checkNativeImports refuses, before anything compiles, an import the host
@@ -260,26 +234,10 @@ func checkNativeImports(imports []wasmbin.Import) error {
 	return errors.Join(errs...)
 }
 
-// callExports lists every export of shape (ptr, len) -> i64 in v1.
-func callExports() []string {
-	return []string{abi.ExportDescribe, abi.ExportBuildPrompt, abi.ExportBuildParams, abi.ExportOnToolSuccess,
-		abi.ExportFallbackFinal, abi.ExportCallTool, abi.ExportOnTurnStart, abi.ExportOnAction, abi.ExportOnObservation,
-		abi.ExportOnFinal, abi.ExportBeforeRun, abi.ExportAfterRun, abi.ExportBeforeToolCall, abi.ExportAfterToolCall,
-		abi.ExportDestroy}
-}
-
-func valueTypes(ts []api.ValueType) string {
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = api.ValueTypeName(t)
-	}
-	return "(" + strings.Join(names, ", ") + ")"
-}
-
 // call runs one export on this instance and returns its output in place in
 // guest memory, valid until the instance's next call. A non-nil kind is the failure.
-func (in *nativeGuest) call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
-	ctx = in.state.begin(ctx, deadline)
+func (in *nativeGuest) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+	ctx = in.state.Begin(ctx, deadline)
 	fn, ok := in.fns[export]
 	if !ok {
 		fn = in.mod.ExportedFunction(export)
@@ -333,7 +291,7 @@ func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error 
 		}
 	}
 	if needWASI {
-		if _, err := wasi_snapshot_preview1.Instantiate(withWASIGuard(ctx), m.runtime); err != nil {
+		if _, err := wasi_snapshot_preview1.Instantiate(guest.WithWASIGuard(ctx), m.runtime); err != nil {
 			return fmt.Errorf("wasi: %w", err)
 		}
 	}

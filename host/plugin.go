@@ -12,12 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/internal/safetext"
@@ -33,7 +33,7 @@ type Plugin struct {
 	values   map[string]string
 	log      *slog.Logger
 	loader   string           // the name of the loader that runs it (see moduleLoaders)
-	module   module           // the compiled module, in that loader
+	module   guest.Module     // the compiled module, in that loader
 	sandbox  *sandbox.Sandbox // its grants, ready for its instances
 	manifest abi.Manifest
 	hooks    []string                  // enabled hooks, sorted
@@ -59,36 +59,10 @@ type Plugin struct {
 	closed   bool
 }
 
-// module is a compiled plugin as one loader holds it (see moduleLoaders):
-// ABI v1 directly on wazero (native.go) or a module written with an Extism
-// PDK (extism.go).
-// Everything above it (isolation, deadlines, fault classification, the
-// engine adapters) is the same for both.
-type module interface {
-	// instantiate makes a fresh instance whose host functions and output
-	// answer to state (see callState); ctx carries state, which has the
-	// instantiation's deadline.
-	instantiate(ctx context.Context, state *callState) (guest, error)
-	// exports reports whether the module exports the ABI v1 export name.
-	exports(name string) bool
-	close(ctx context.Context) error
-}
-
-// guest is one live instance of a module, used by one goroutine at a time.
-type guest interface {
-	// call runs export with input and returns its output in place, valid
-	// until the next call; a non-nil kind is the failure. The call ends at
-	// deadline, or when ctx is done, whichever comes first.
-	call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error)
-	// memoryBytes is the size of the guest's linear memory.
-	memoryBytes() uint32
-	close()
-}
-
 // instance is a guest with its memories and its place in the plugin's
 // free lists.
 type instance struct {
-	guest
+	g     guest.Instance
 	arena *memory.Arena
 
 	key   string    // the free list it belongs to (see poolKey)
@@ -100,7 +74,7 @@ type instance struct {
 // close closes the guest and unmaps its memories: it must be the last use
 // of the instance (see package memory).
 func (inst *instance) close() {
-	inst.guest.close()
+	inst.g.Close()
 	inst.arena.Release()
 }
 
@@ -171,7 +145,7 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var m abi.Manifest
-	if err := decodeJSON(out, p.limits.MaxJSONDepth, &m); err != nil {
+	if err := guest.DecodeJSON(out, p.limits.MaxJSONDepth, &m); err != nil {
 		return &Error{Plugin: p.name, Export: abi.ExportDescribe, Kind: ErrBadOutput, Err: err}
 	}
 	if m.ABIVersion != abi.Version {
@@ -185,11 +159,11 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 		if !known {
 			continue // a hook of a later minor revision: ignored, not an error
 		}
-		if !p.module.exports(export) {
+		if !p.module.Exports(export) {
 			return fmt.Errorf("manifest declares hook %s but the module does not export %s", h, export)
 		}
 	}
-	if len(m.Tools) > 0 && !p.module.exports(abi.ExportCallTool) {
+	if len(m.Tools) > 0 && !p.module.Exports(abi.ExportCallTool) {
 		return fmt.Errorf("manifest declares %d tools but the module does not export %s", len(m.Tools), abi.ExportCallTool)
 	}
 	caps := p.sandbox.Capabilities(m.Capabilities)
@@ -268,7 +242,7 @@ func (p *Plugin) Capabilities() []engine.CapabilityStatus { return slices.Clone(
 // Exports reports whether the plugin's module exports the ABI v1 export
 // name (for an Extism tool plugin, the exports morph serves for it): what a
 // caller checks before an optional export such as morph_destroy.
-func (p *Plugin) Exports(name string) bool { return p.module.exports(name) }
+func (p *Plugin) Exports(name string) bool { return p.module.Exports(name) }
 
 // IdleMemory is the linear memory, in bytes, of the instance last given back
 // to the plugin's free lists: after a call that kept its instance, that
@@ -279,7 +253,7 @@ func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.free); n > 0 {
-		return p.free[n-1].memoryBytes(), true
+		return p.free[n-1].g.MemoryBytes(), true
 	}
 	return 0, false
 }
@@ -300,9 +274,9 @@ func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes ui
 		kind, msg = p.classify(ctx, err), "instantiate"
 	} else {
 		var view []byte
-		view, kind, msg, err = inst.call(ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+		view, kind, msg, err = inst.g.Call(ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
 		if kind == nil || kind == ErrGuest {
-			memoryBytes = inst.memoryBytes()
+			memoryBytes = inst.g.MemoryBytes()
 		}
 		output = slices.Clone(view)
 		inst.close()
@@ -388,7 +362,7 @@ func (p *Plugin) drain(ctx context.Context) error {
 // unmaps the memories of the idle instances (the others unmapped theirs
 // when their calls ended).
 func (p *Plugin) release(ctx context.Context, idle []*instance) error {
-	err := errors.Join(p.module.close(ctx), p.sandbox.Close())
+	err := errors.Join(p.module.Close(ctx), p.sandbox.Close())
 	for _, inst := range idle {
 		inst.arena.Release()
 	}
@@ -444,10 +418,10 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	if err != nil {
 		return fail(p.classify(ctx, err), "instantiate", err)
 	}
-	view, kind, msg, err := inst.call(ctx, time.Now().Add(p.limits.Timeout), export, input, p.limits.MaxOutputBytes)
+	view, kind, msg, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), export, input, p.limits.MaxOutputBytes)
 	if kind == nil {
 		if err = read(view); err != nil {
-			kind, msg = ErrBadOutput, truncate(view, 200)
+			kind, msg = ErrBadOutput, guest.Truncate(view, 200)
 		}
 	}
 	switch kind {
@@ -507,25 +481,19 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	deadline := time.Now().Add(p.limits.Timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	state := newCallState(p)
+	state := p.newCallState()
 	arena := &memory.Arena{}
-	g, err := p.module.instantiate(experimental.WithMemoryAllocator(state.begin(ctx, deadline), arena), state)
+	g, err := p.module.Instantiate(experimental.WithMemoryAllocator(state.Begin(ctx, deadline), arena), state)
 	if err != nil {
 		arena.Release()
 		return nil, err
 	}
 	p.stats.instantiated.Add(1)
-	return &instance{guest: g, arena: arena}, nil
+	return &instance{g: g, arena: arena}, nil
 }
 
-// guestConfig is the module configuration of an instance in either loader:
-// real clocks (a standard Go guest stalls on wazero's fake ones), sleeps and
-// the host's CSPRNG bounded by each call's deadline (see callState), stdout
-// and stderr into the instance's log budget, the directories and
-// environment variables of the plugin's grants, and no arguments.
-func guestConfig(s *sandbox.Sandbox, state *callState) wazero.ModuleConfig {
-	return s.Configure(wazero.NewModuleConfig().
-		WithSysNanotime().WithSysWalltime().WithNanosleep(state.sleep).
-		WithRandSource(randReader{state}).
-		WithStdout(state.log).WithStderr(state.log))
+// newCallState is the state of a new instance of p: its log is p's, as p is
+// named at the time, within p's log budget.
+func (p *Plugin) newCallState() *guest.CallState {
+	return guest.NewCallState(func() *slog.Logger { return p.log }, p.limits.MaxLogBytes, p.closing)
 }

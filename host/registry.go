@@ -1,6 +1,10 @@
 package host
 
-import "context"
+import (
+	"context"
+
+	"github.com/morphhost/morph/host/internal/guest"
+)
 
 // Loader names, as Plugin.Loader and Report.Loader give them: which of the
 // host's ways of running a module a plugin uses.
@@ -25,7 +29,7 @@ type moduleLoader struct {
 	// load compiles src for p and checks it against the loader's calling
 	// convention; the kind of a failure is ErrABIMismatch for the module's
 	// exports, ErrLoad otherwise.
-	load func(l *Loader, ctx context.Context, p *Plugin, src *source) (_ module, kind error, err error)
+	load func(l *Loader, ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error)
 }
 
 // moduleLoaders are the host's loaders in the order detect is tried; the

@@ -43,7 +43,7 @@ func TestTinyGoHooksFlatMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.put(inst)
-		return inst.memoryBytes()
+		return inst.g.MemoryBytes()
 	}
 	var afterWarm uint32
 	for i := range calls {

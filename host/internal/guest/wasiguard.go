@@ -1,4 +1,4 @@
-package host
+package guest
 
 import (
 	"context"
@@ -22,13 +22,14 @@ import (
 // granted file in one call). A refusal ends the call as a trap naming the
 // function and the count.
 
-// Limits of the counts the guest passes to WASI.
+// Limits of the counts the guest passes to WASI (exported for the tests
+// of the host's hostile guests, which go up to them and past).
 const (
-	// maxIOVecs is POSIX's IOV_MAX on Linux: readv and writev refuse more.
-	maxIOVecs = 1024
-	// maxSubscriptions bounds poll_oneoff: Go's runtime subscribes once per
+	// MaxIOVecs is POSIX's IOV_MAX on Linux: readv and writev refuse more.
+	MaxIOVecs = 1024
+	// MaxSubscriptions bounds poll_oneoff: Go's runtime subscribes once per
 	// timer and per file it waits on, Rust and TinyGo once to sleep.
-	maxSubscriptions = 1024
+	MaxSubscriptions = 1024
 )
 
 // wasiCounts are the guarded WASI functions, each with the index of the
@@ -36,11 +37,11 @@ const (
 // limit; iovecs: the count is of buffers (an array of (pointer, length)
 // pairs at the parameter before it), whose lengths are summed too.
 var wasiCounts = map[string]wasiCall{
-	"poll_oneoff": {2, maxSubscriptions, "subscriptions", false},
-	"fd_write":    {2, maxIOVecs, "buffers", true},
-	"fd_read":     {2, maxIOVecs, "buffers", true},
-	"fd_pwrite":   {2, maxIOVecs, "buffers", true},
-	"fd_pread":    {2, maxIOVecs, "buffers", true},
+	"poll_oneoff": {2, MaxSubscriptions, "subscriptions", false},
+	"fd_write":    {2, MaxIOVecs, "buffers", true},
+	"fd_read":     {2, MaxIOVecs, "buffers", true},
+	"fd_pwrite":   {2, MaxIOVecs, "buffers", true},
+	"fd_pread":    {2, MaxIOVecs, "buffers", true},
 	"fd_readdir":  {-1, 0, "", false},
 	"random_get":  {-1, 0, "", false},
 	"path_open":   {-1, 0, "", false},
@@ -49,8 +50,9 @@ var wasiCounts = map[string]wasiCall{
 // wasiGuard is the listener factory of WASI's functions.
 type wasiGuard struct{}
 
-// withWASIGuard is ctx making the WASI module instantiated with it guarded.
-func withWASIGuard(ctx context.Context) context.Context {
+// WithWASIGuard is ctx making the WASI module instantiated with it
+// guarded: every loader instantiates WASI with it.
+func WithWASIGuard(ctx context.Context) context.Context {
 	return experimental.WithFunctionListenerFactory(ctx, wasiGuard{})
 }
 
@@ -78,8 +80,8 @@ type wasiCall struct {
 // Before ends the call, as a panic that wazero returns from it, at the
 // call's deadline, or when the guest passes more than the limit.
 func (w wasiCall) Before(ctx context.Context, mod api.Module, def api.FunctionDefinition, params []uint64, _ experimental.StackIterator) {
-	if s := stateOf(ctx); s != nil {
-		if err := s.expired(); err != nil {
+	if s := StateOf(ctx); s != nil {
+		if err := s.Expired(); err != nil {
 			panic(err)
 		}
 	}

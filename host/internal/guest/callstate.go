@@ -1,51 +1,56 @@
-package host
+package guest
 
 import (
 	"context"
 	"crypto/rand"
+	"log/slog"
 	"time"
 )
 
-// callState is what the host functions of one instance know of the call it
+// CallState is what the host functions of one instance know of the call it
 // runs: its deadline and its caller's cancellation, and the instance's log
 // budget. The goroutine that runs a call sets them before it enters the
 // guest (an instance serves one call at a time), and the host functions the
 // guest calls, WASI's included, read them: each returns or fails by the
 // deadline, however long the guest asked it to block or work.
-type callState struct {
+type CallState struct {
 	deadline time.Time
 	done     <-chan struct{} // the caller's context's Done; nil: never
-	closing  context.Context // done when the plugin closes (see Plugin.Close)
-	log      *logWriter
+	closing  context.Context // done when the plugin closes (Env.Closing)
+	log      *LogWriter
 }
 
-// newCallState is the state of a new instance of p.
-func newCallState(p *Plugin) *callState {
-	s := &callState{closing: p.closing}
-	s.log = newLogWriter(p, s)
+// NewCallState is the state of a new instance of a plugin that logs to
+// log() within maxLogBytes per call, and closes when closing is done.
+func NewCallState(log func() *slog.Logger, maxLogBytes int, closing context.Context) *CallState {
+	s := &CallState{closing: closing}
+	s.log = &LogWriter{log: log, state: s, max: maxLogBytes, budget: maxLogBytes}
 	return s
 }
 
-// begin readies s for a call ending at deadline, or when ctx is done, and
-// returns ctx carrying s for the host functions (see stateOf).
-func (s *callState) begin(ctx context.Context, deadline time.Time) context.Context {
+// Begin readies s for a call ending at deadline, or when ctx is done, and
+// returns ctx carrying s for the host functions (see StateOf).
+func (s *CallState) Begin(ctx context.Context, deadline time.Time) context.Context {
 	s.deadline, s.done = deadline, ctx.Done()
 	s.log.refill()
 	return context.WithValue(ctx, callStateKey{}, s)
 }
 
-// callStateKey is the context key of a call's *callState.
+// callStateKey is the context key of a call's *CallState.
 type callStateKey struct{}
 
-// stateOf is the state of the call ctx belongs to, or nil outside a call.
-func stateOf(ctx context.Context) *callState {
-	s, _ := ctx.Value(callStateKey{}).(*callState)
+// StateOf is the state of the call ctx belongs to, or nil outside a call.
+func StateOf(ctx context.Context) *CallState {
+	s, _ := ctx.Value(callStateKey{}).(*CallState)
 	return s
 }
 
-// expired reports why the call must end now, if it must: its deadline
+// Log is the instance's log: its stdout and stderr, and its log calls.
+func (s *CallState) Log() *LogWriter { return s.log }
+
+// Expired reports why the call must end now, if it must: its deadline
 // passed, its caller gave up, or the plugin is closing.
-func (s *callState) expired() error {
+func (s *CallState) Expired() error {
 	select {
 	case <-s.done:
 		return context.Canceled
@@ -59,13 +64,29 @@ func (s *callState) expired() error {
 	return nil
 }
 
+// CallContext is ctx ending at the call's deadline and at the plugin's
+// Close too, for a host function that blocks (http_request). Nothing else
+// in a native call watches the context: a context.WithTimeout per call (a
+// runtime timer started and stopped) cost more than a third of a
+// microsecond, a tenth of a small call, so the deadline is a value of the
+// call's CallState.
+func CallContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	s := StateOf(ctx)
+	if s == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithDeadline(ctx, s.deadline)
+	stop := context.AfterFunc(s.closing, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // sleep is the instance's nanosleep, which WASI's poll_oneoff calls for a
 // clock subscription (sched_yield does not sleep): it sleeps as asked but
 // ends the call, as a panic that wazero returns from it, when the deadline
 // or the caller's cancellation comes first. Returning early instead would
 // let a guest loop on 30-second sleeps that each take no time, and count the
 // call a success.
-func (s *callState) sleep(ns int64) {
+func (s *CallState) sleep(ns int64) {
 	d := time.Duration(ns)
 	stop := context.DeadlineExceeded
 	if left := time.Until(s.deadline); d >= left {
@@ -94,10 +115,10 @@ const randChunk = 64 << 10
 
 // randReader is the instance's random source: the host's CSPRNG, read in
 // chunks with the call's deadline checked before each.
-type randReader struct{ s *callState }
+type randReader struct{ s *CallState }
 
 func (r randReader) Read(p []byte) (int, error) {
-	if err := r.s.expired(); err != nil {
+	if err := r.s.Expired(); err != nil {
 		panic(err)
 	}
 	return rand.Read(p[:min(len(p), randChunk)])

@@ -1,0 +1,115 @@
+// Package guest is what the host and its loaders share about running a
+// module: the Module and Instance a loader gives the host, the kinds of failure a call ends with, and what an
+// instance's host functions know of the call they serve (CallState: its
+// deadline, its caller's cancellation, its log budget, and the bounds on
+// WASI's functions that follow from them).
+//
+// The loaders cannot import package host (it imports them): whatever both
+// sides need is here, passed in as values.
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/sandbox"
+	"github.com/morphhost/morph/host/internal/wasmbin"
+)
+
+// Module is a compiled plugin as one loader holds it: ABI v1 directly on
+// wazero or a module written with an Extism PDK. Everything above it
+// (isolation, deadlines, fault classification, the engine adapters) is the
+// host's, the same for every loader.
+type Module interface {
+	// Instantiate makes a fresh instance whose host functions and output
+	// answer to state; ctx carries state, which has the instantiation's
+	// deadline.
+	Instantiate(ctx context.Context, state *CallState) (Instance, error)
+	// Exports reports whether the module exports the ABI v1 export name.
+	Exports(name string) bool
+	// Close releases the compiled module and every instance of it.
+	Close(ctx context.Context) error
+}
+
+// Instance is one live instance of a module, used by one goroutine at a time.
+type Instance interface {
+	// Call runs export with input and returns its output in place, valid
+	// until the next call; a non-nil kind (one of the Err* kinds) is the
+	// failure, msg and err what the host reports with it. The call ends at
+	// deadline, or when ctx is done, whichever comes first.
+	Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error)
+	// MemoryBytes is the size of the instance's linear memory.
+	MemoryBytes() uint32
+	// Close closes the instance.
+	Close()
+}
+
+// Config is the module configuration of an instance in any loader: real
+// clocks (a standard Go guest stalls on wazero's fake ones), sleeps and the
+// host's CSPRNG bounded by each call's deadline (see CallState), stdout and
+// stderr into the instance's log budget, the directories and environment
+// variables of the plugin's grants, and no arguments.
+func Config(s *sandbox.Sandbox, state *CallState) wazero.ModuleConfig {
+	return s.Configure(wazero.NewModuleConfig().
+		WithSysNanotime().WithSysWalltime().WithNanosleep(state.sleep).
+		WithRandSource(randReader{state}).
+		WithStdout(state.log).WithStderr(state.log))
+}
+
+// DecodeJSON is how the host reads JSON a guest wrote: refused when it
+// nests deeper than depth (abi.CheckDepth), which a few KB of brackets can,
+// to make every later encoder and pretty-printer of it do quadratic work
+// (an 18 KB fallback final became 324 MB of indented output).
+func DecodeJSON(data []byte, depth int, v any) error {
+	if err := abi.CheckDepth(data, depth); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+// Truncate is at most the first n bytes of b, marked when cut: how a
+// message quotes what a guest wrote.
+func Truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}
+
+// ValueTypes names value types as messages and reports show a signature's
+// half: "(i32, i64)".
+func ValueTypes(ts []api.ValueType) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = api.ValueTypeName(t)
+	}
+	return "(" + strings.Join(names, ", ") + ")"
+}
+
+// ExportKind names the kind of the export called name, if the module
+// exports it (as what it is: a function, a memory, ...), so that a loader
+// can say what a required export is instead of a function.
+func ExportKind(exports []wasmbin.Export, name string) (kind string, ok bool) {
+	for _, e := range exports {
+		if e.Name == name {
+			return wasmbin.KindNames[e.Kind], true
+		}
+	}
+	return "", false
+}
+
+// CallExports lists every export of ABI v1 that the host calls with an
+// input and that answers an output: those whose signature each loader
+// checks in its own calling convention.
+func CallExports() []string {
+	return []string{abi.ExportDescribe, abi.ExportBuildPrompt, abi.ExportBuildParams, abi.ExportOnToolSuccess,
+		abi.ExportFallbackFinal, abi.ExportCallTool, abi.ExportOnTurnStart, abi.ExportOnAction, abi.ExportOnObservation,
+		abi.ExportOnFinal, abi.ExportBeforeRun, abi.ExportAfterRun, abi.ExportBeforeToolCall, abi.ExportAfterToolCall,
+		abi.ExportDestroy}
+}
