@@ -27,10 +27,8 @@
 //     functions, http_request included (imports.go); the deadline and stack
 //     instrumentation, cached per module (instrument.go, over
 //     internal/interrupt).
-//   - The Extism loader, modules written with an Extism PDK run through
-//     go-sdk: extism.go, its reader of the module binary (extism_binary.go)
-//     and the host functions morph provides in place of go-sdk's
-//     (extism_imports.go).
+//   - The Extism loader's row: the plugin as guest.Env, and the input limit
+//     its kernel memory sets (registry.go, over internal/extism).
 //   - The call path shared by both loaders: the instance type and
 //     Plugin.CallFunc (plugin.go); the free lists of the isolation modes,
 //     sessions and eviction (isolation.go).
@@ -46,10 +44,14 @@
 //   - internal/memory: the instances' linear memories, mapped outside Go's
 //     heap.
 //   - internal/guest: what the host and the loaders share: the Module and
-//     Instance a loader gives the host, the kinds of failure (which host
-//     re-exports as its Err* values), and what a host function knows of the
-//     call it serves (CallState: its deadline, its log budget, the bounds
-//     on WASI's own functions).
+//     Instance a loader gives the host, the Env the host gives a loader,
+//     the kinds of failure (which host re-exports as its Err* values), and
+//     what a host function knows of the call it serves (CallState: its
+//     deadline, its log budget, the bounds on WASI's own functions).
+//   - internal/extism: the Extism loader, modules written with an Extism
+//     PDK run through go-sdk: detection and the binary's imports and
+//     exports (over internal/wasmbin), the host functions morph provides in
+//     place of go-sdk's, and Extism tool plugins' convention.
 //   - internal/sandbox: Grants made ready at load (the directories, the
 //     environment, the HTTP client) and enforced for both loaders.
 //

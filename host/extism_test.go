@@ -16,14 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
-	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/host/internal/extism"
 )
 
-// The Extism loader (extism.go) with real Extism-PDK plugins built from
+// The Extism loader (package internal/extism) with real Extism-PDK plugins built from
 // guests/extism by `make extism-guests` (standard Go, github.com/extism/go-pdk)
 // and hand-written WAT fixtures against extism:host/env.
 
@@ -219,7 +217,7 @@ func TestExtismIsolationModes(t *testing.T) {
 func TestExtismInputLimit(t *testing.T) {
 	const mib = 4
 	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: mib}})
-	limit := extismInputCap(mib*16, DefaultMaxOutputBytes)
+	limit := extism.InputCap(mib*16, DefaultMaxOutputBytes)
 	if p.limits.MaxInputBytes != limit || limit <= 0 || limit >= DefaultMaxInputBytes {
 		t.Fatalf("input limit %d, want %d (below the default %d)", p.limits.MaxInputBytes, limit, DefaultMaxInputBytes)
 	}
@@ -238,10 +236,10 @@ func TestExtismInputLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	over := (mib*16-extismKernelPages+1)*wasmPage + 1
+	over := (mib*16-extism.KernelPages+1)*extism.PageBytes + 1
 	view, kind, _, _ := g.Call(context.Background(), time.Now().Add(DefaultTimeout), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
 	if kind == nil && string(view) == "0123456789abcdef" {
-		t.Fatalf("an input of %d bytes arrived whole in %d MiB: extismInputCap is too strict for this kernel", over, mib)
+		t.Fatalf("an input of %d bytes arrived whole in %d MiB: extism.InputCap is too strict for this kernel", over, mib)
 	}
 }
 
@@ -455,50 +453,6 @@ func (echoTool) Execute(context.Context, map[string]any) (string, error) {
 	return "ok", nil
 }
 
-// renameImports changes the module name of the chosen imports only, and the
-// result is a valid module with the same exports and function imports in
-// the same order.
-func TestRenameImports(t *testing.T) {
-	wasm, err := os.ReadFile(fixture(t, "extism_oob"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := parseWasm(wasm, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden)
-	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
-	compiled, err := r.CompileModule(ctx, out)
-	if err != nil {
-		t.Fatalf("the renamed module does not compile: %v", err)
-	}
-	got := compiled.ImportedFunctions()
-	if len(got) != len(info.imports) {
-		t.Fatalf("%d imports, want %d", len(got), len(info.imports))
-	}
-	renamed := 0
-	for i, def := range got {
-		mod, name, _ := def.Import()
-		wantMod := info.imports[i].Module
-		if wantMod == extismEnv && extismOverridden[name] {
-			wantMod = extismMorphEnv
-			renamed++
-		}
-		if mod != wantMod || name != info.imports[i].Name {
-			t.Errorf("import %d is %s.%s, want %s.%s", i, mod, name, wantMod, info.imports[i].Name)
-		}
-	}
-	if renamed != 2 { // output_set and log_info
-		t.Fatalf("%d imports renamed, want 2", renamed)
-	}
-	if len(compiled.ExportedFunctions()) != len(info.exports) {
-		t.Fatalf("exports %d, want %d", len(compiled.ExportedFunctions()), len(info.exports))
-	}
-}
-
 // BenchmarkExtismCall is the Extism loader's call path on a warm instance:
 // extism-hooks' build_prompt with a 1 KB PromptInput, the same work as the
 // go-hooks example's (BenchmarkCall/go-hooks/1KB), both standard Go guests.
@@ -527,36 +481,4 @@ func BenchmarkExtismCall(b *testing.B) {
 			}
 		})
 	}
-}
-
-// FuzzExtismBinary reads arbitrary bytes as the Extism loader does: an
-// error or a module, never a panic; and what it reads, renamed, reads back
-// the same but for the renamed imports.
-func FuzzExtismBinary(f *testing.F) {
-	for _, name := range []string{"extism_echo", "extism_oob", "extism_badimport", "minimal"} {
-		if b, err := os.ReadFile("../guests/testdata/" + name + ".wasm"); err == nil {
-			f.Add(b)
-		}
-	}
-	f.Add([]byte("\x00asm\x01\x00\x00\x00\x02\x80\x80\x80\x80\x00"))
-	f.Fuzz(func(t *testing.T, wasm []byte) {
-		_ = importsExtism(wasm)
-		m, err := parseWasm(wasm, true)
-		if err != nil || m.importHead == 0 {
-			return
-		}
-		out := renameImports(wasm, m, extismEnv, extismMorphEnv, extismOverridden)
-		back, err := parseWasm(out, true)
-		if err != nil || len(back.imports) != len(m.imports) || len(back.exports) != len(m.exports) {
-			t.Fatalf("renamed module reads back as %v (%v), from %v", back, err, m)
-		}
-		for i, imp := range m.imports {
-			if imp.Kind == wasmbin.KindFunction && imp.Module == extismEnv && extismOverridden[imp.Name] {
-				imp.Module = extismMorphEnv
-			}
-			if got := back.imports[i]; got.Module != imp.Module || got.Name != imp.Name || !got.fn.Equal(imp.fn) {
-				t.Fatalf("import %d reads back as %s.%s %s, want %s.%s %s", i, got.Module, got.Name, signature(got.fn), imp.Module, imp.Name, signature(imp.fn))
-			}
-		}
-	})
 }

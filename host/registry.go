@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 
+	"log/slog"
+
+	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/guest"
 )
 
@@ -14,7 +17,7 @@ const (
 	LoaderNative = "morph-abi-v1"
 	// LoaderExtism runs a module written with an Extism PDK (it imports
 	// extism:host/env) through github.com/extism/go-sdk, so that plugins of
-	// the Extism ecosystem work unchanged. See loadExtism.
+	// the Extism ecosystem work unchanged. See package internal/extism.
 	LoaderExtism = "extism"
 )
 
@@ -36,7 +39,7 @@ type moduleLoader struct {
 // last, the native loader, takes every module the others do not (its
 // compiler then says what is wrong with one that is neither).
 var moduleLoaders = []moduleLoader{
-	{name: LoaderExtism, detect: importsExtism, load: (*Loader).loadExtism},
+	{name: LoaderExtism, detect: extism.Detect, load: (*Loader).loadExtism},
 	{name: LoaderNative, detect: func([]byte) bool { return true }, load: (*Loader).loadNative},
 }
 
@@ -49,4 +52,27 @@ func loaderOf(wasm []byte) moduleLoader {
 		}
 	}
 	panic("host: no loader detects the module; the last of moduleLoaders must take any")
+}
+
+// env is what a loader is given of p (see guest.Env): its limits, log,
+// grants and closing, and the loader's compilation cache.
+func (l *Loader) env(p *Plugin) guest.Env {
+	return guest.Env{
+		Name: p.name, Source: p.source, Values: p.values,
+		Limits: guest.Limits{MemoryMiB: p.limits.MemoryMiB, MaxInputBytes: p.limits.MaxInputBytes,
+			MaxOutputBytes: p.limits.MaxOutputBytes, MaxJSONDepth: p.limits.MaxJSONDepth},
+		Log:     func() *slog.Logger { return p.log },
+		Closing: p.closing, Sandbox: p.sandbox, Cache: l.cache, TableEntries: l.limits.TableEntries,
+	}
+}
+
+// loadExtism is the Extism loader's row (package extism): the plugin's
+// input limit becomes what the module's kernel memory holds.
+func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
+	m, kind, err := extism.Load(ctx, l.env(p), src.wasm, src.shape.Exports)
+	if err != nil {
+		return nil, kind, err
+	}
+	p.limits.MaxInputBytes = m.MaxInputBytes()
+	return m, nil, nil
 }

@@ -1,5 +1,6 @@
 // Package guest is what the host and its loaders share about running a
-// module: the Module and Instance a loader gives the host, the kinds of failure a call ends with, and what an
+// module: the Module and Instance a loader gives the host, the Env the host
+// gives a loader, the kinds of failure a call ends with, and what an
 // instance's host functions know of the call they serve (CallState: its
 // deadline, its caller's cancellation, its log budget, and the bounds on
 // WASI's functions that follow from them).
@@ -11,6 +12,7 @@ package guest
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -48,6 +50,33 @@ type Instance interface {
 	MemoryBytes() uint32
 	// Close closes the instance.
 	Close()
+}
+
+// Env is what the host gives a loader about the plugin it loads, so that
+// the loader reaches nothing of the host's Plugin but these values.
+type Env struct {
+	Name   string            // the plugin's name as configured (or its source)
+	Source string            // the module's file, or "(bytes)"
+	Limits Limits            // the plugin's limits a loader reads
+	Values map[string]string // the plugin's own config (config_get)
+	// Log is the plugin's logger: a function, because the plugin is named
+	// after its manifest once loaded and its instances then log under that.
+	Log     func() *slog.Logger
+	Closing context.Context  // done when the plugin closes: calls in flight end
+	Sandbox *sandbox.Sandbox // the plugin's grants, ready for its instances
+	// Cache is the loader's compilation cache, shared by every plugin.
+	Cache wazero.CompilationCache
+	// TableEntries caps the module's tables altogether (wasmbin.CapTables).
+	TableEntries uint32
+}
+
+// Limits are the plugin's limits (host.Limits, with defaults) that a
+// loader reads.
+type Limits struct {
+	MemoryMiB      uint32
+	MaxInputBytes  int
+	MaxOutputBytes int
+	MaxJSONDepth   int
 }
 
 // Config is the module configuration of an instance in any loader: real

@@ -1,4 +1,15 @@
-package host
+// Package extism is the Extism loader: it runs a module written with an
+// Extism PDK (one that imports extism:host/env) through
+// github.com/extism/go-sdk, in morph's sandbox and under its limits, so that
+// plugins of the Extism ecosystem work unchanged. Detect tells such a module
+// by its imports, Load compiles and checks one, and its instances serve
+// ABI v1's calls in Extism's calling convention, or, for an Extism tool
+// plugin, morph_describe and morph_call_tool through its describe and call.
+//
+// It reads the binary with package wasmbin (binary.go) and provides the
+// host functions morph overrides in place of go-sdk's (imports.go); what it
+// shares with the host, and the native loader, is package guest.
+package extism
 
 import (
 	"context"
@@ -11,13 +22,14 @@ import (
 	"strings"
 	"time"
 
-	extism "github.com/extism/go-sdk"
+	sdk "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -41,7 +53,7 @@ var extismEnvFunctions = map[string]bool{
 	"log_trace": true, "log_debug": true, "log_info": true, "log_warn": true, "log_error": true,
 }
 
-// extismKernelPages is the initial size, in 64 KiB pages, of the memory of
+// KernelPages is the initial size, in 64 KiB pages, of the memory of
 // the Extism kernel embedded in go-sdk v1.7.1 (extism-runtime.wasm v1.7.0:
 // `(memory 16)`), which holds each call's input and output. The kernel
 // accounts for only its first page and grows from its initial size, so its
@@ -49,46 +61,50 @@ var extismEnvFunctions = map[string]bool{
 // 64-byte root, counted twice, and the block's 12-byte header (extism
 // kernel/src/lib.rs, MemoryRoot::alloc); TestExtismInputLimit checks that
 // arithmetic against the real kernel.
-const extismKernelPages = 16
+const KernelPages = 16
 
 // extismKernelReserve is kept free in the kernel's memory beside the
 // input: block headers, config values and log messages the guest reads or
-// writes during a call (the output is reserved on top, see extismInputCap).
+// writes during a call (the output is reserved on top, see InputCap).
 const extismKernelReserve = 64 << 10
 
-// extismInputCap is the largest input the kernel can hold, with a memory of
+// InputCap is the largest input the kernel can hold, with a memory of
 // pages pages, beside an output of maxOut bytes. go-sdk does not report an
 // input that does not fit: the kernel's alloc fails, go-sdk writes nowhere
 // and the guest reads an empty or garbage input, so the host must not send
 // one.
-func extismInputCap(pages uint32, maxOut int) int {
-	return (int(pages)-extismKernelPages+1)*wasmPage - 2*64 - 12 - extismKernelReserve - maxOut
+func InputCap(pages uint32, maxOut int) int {
+	return (int(pages)-KernelPages+1)*PageBytes - 2*64 - 12 - extismKernelReserve - maxOut
 }
 
-const wasmPage = 64 << 10
+// PageBytes is the size of a WebAssembly page, the unit of MaxPages.
+const PageBytes = 64 << 10
 
-// extismModule is a module written with an Extism PDK, compiled once by
-// go-sdk; each instance is a go-sdk Plugin (extismGuest). Hooks are the
+// Module is a module written with an Extism PDK, compiled once by
+// go-sdk; each instance is a go-sdk Plugin (instance). Hooks are the
 // exports of ABI v1 (morph_describe, morph_build_prompt, ...) in Extism's
 // calling convention, or, for a module that has no morph_describe but
 // exports `describe` and `call`, the tool convention of existing Extism
 // tool plugins (extismToolList, extismCallRequest), which morph serves as
 // its tools.
-type extismModule struct {
-	compiled *extism.CompiledPlugin
-	p        *Plugin
+type Module struct {
+	compiled *sdk.CompiledPlugin
+	env      guest.Env
 	exported map[string]wasmbin.Signature
 	// tools: the module is an Extism tool plugin (describe and call), and
 	// name is the manifest's name morph gives it.
 	tools bool
 	name  string
+	// maxInput is the plugin's input limit, lowered to what the kernel can
+	// hold beside an output (InputCap).
+	maxInput int
 }
 
-// loadExtism compiles an Extism module with go-sdk and checks it: its
+// Load compiles an Extism module with go-sdk and checks it: its
 // imports (extism:host/env and WASI only; Extism's http_request, its
 // output and its log functions renamed to morph's, see extismOverrideTypes),
 // and its exports (morph_describe, or describe and call; each `() -> i32`).
-// The kind of a failure is ErrABIMismatch for exports, ErrLoad otherwise.
+// The kind of a failure is guest.ErrABIMismatch for exports, guest.ErrLoad otherwise.
 //
 // The sandbox is morph's, not go-sdk's defaults: the plugin's runtime has
 // the loader's compilation cache, closes a module when its call's context
@@ -103,65 +119,64 @@ type extismModule struct {
 // plugin's sandbox, as a native plugin), its http_request goes through the
 // plugin's HTTP grant, it has real clocks and the host's CSPRNG, and its
 // stdout and stderr go to the log as a native plugin's do.
-// Limits.MaxInputBytes is lowered to what the kernel can hold
-// (extismInputCap), and Extism vars share Limits.MaxOutputBytes per
-// instance.
+// The input limit is lowered to what the kernel can hold (InputCap, see
+// Module.MaxInputBytes), and Extism vars share the output limit per
+// instance. exports are all the module's exports (wasmbin.Shape's).
 //
 // The ABI v1 marker export (morph_abi_v1) is neither required nor checked:
 // it tells the native calling convention's version from the exports, while
 // an Extism module is recognized by its imports and its payloads' version
 // is its manifest's abi_version.
-func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
-	wasm := src.wasm
+func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Export) (_ *Module, kind error, err error) {
 	info, err := parseWasm(wasm, true)
 	if err != nil {
-		return nil, ErrLoad, fmt.Errorf("read the module: %w", err)
+		return nil, guest.ErrLoad, fmt.Errorf("read the module: %w", err)
 	}
 	if err := checkExtismImports(info); err != nil {
-		return nil, ErrLoad, err
+		return nil, guest.ErrLoad, err
 	}
-	m := &extismModule{p: p, exported: info.exports}
-	if err := m.checkExports(src.shape.Exports); err != nil {
-		return nil, ErrABIMismatch, err
+	m := &Module{env: env, exported: info.exports, maxInput: env.Limits.MaxInputBytes}
+	if err := m.checkExports(exports); err != nil {
+		return nil, guest.ErrABIMismatch, err
 	}
 	if m.tools {
-		m.name = p.name
-		if m.name == p.source { // no configured name: the file's
-			m.name = strings.TrimSuffix(filepath.Base(p.source), ".wasm")
+		m.name = env.Name
+		if m.name == env.Source { // no configured name: the file's
+			m.name = strings.TrimSuffix(filepath.Base(env.Source), ".wasm")
 		}
 	}
-	pages := p.limits.MemoryMiB * (1 << 20 / wasmPage)
-	limit := extismInputCap(pages, p.limits.MaxOutputBytes)
+	pages := env.Limits.MemoryMiB * (1 << 20 / PageBytes)
+	limit := InputCap(pages, env.Limits.MaxOutputBytes)
 	if limit <= 0 {
-		return nil, ErrLoad, fmt.Errorf("memory_mb %d leaves the Extism kernel no room for an input beside a %d-byte output; raise memory_mb or lower max_output_kb",
-			p.limits.MemoryMiB, p.limits.MaxOutputBytes)
+		return nil, guest.ErrLoad, fmt.Errorf("memory_mb %d leaves the Extism kernel no room for an input beside a %d-byte output; raise memory_mb or lower max_output_kb",
+			env.Limits.MemoryMiB, env.Limits.MaxOutputBytes)
 	}
-	if limit < p.limits.MaxInputBytes {
-		p.log.InfoContext(ctx, "Extism plugin: input limit lowered to what its kernel memory holds",
-			"max_input_bytes", limit, "configured", p.limits.MaxInputBytes, "memory_mib", p.limits.MemoryMiB)
-		p.limits.MaxInputBytes = limit
+	if limit < env.Limits.MaxInputBytes {
+		env.Log().InfoContext(ctx, "Extism plugin: input limit lowered to what its kernel memory holds",
+			"max_input_bytes", limit, "configured", env.Limits.MaxInputBytes, "memory_mib", env.Limits.MemoryMiB)
+		m.maxInput = limit
 	}
 	if _, ok := os.LookupEnv("EXTISM_ENABLE_WASI_OUTPUT"); ok {
-		p.log.WarnContext(ctx, "EXTISM_ENABLE_WASI_OUTPUT is set: go-sdk sends this Extism plugin's stdout and stderr to the process's, past morph's log limit")
+		env.Log().WarnContext(ctx, "EXTISM_ENABLE_WASI_OUTPUT is set: go-sdk sends this Extism plugin's stdout and stderr to the process's, past morph's log limit")
 	}
-	wasm, err = wasmbin.CapTables(renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden), l.limits.TableEntries)
+	wasm, err = wasmbin.CapTables(renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden), env.TableEntries)
 	if err != nil {
-		return nil, ErrLoad, err
+		return nil, guest.ErrLoad, err
 	}
-	manifest := extism.Manifest{
-		Wasm:   []extism.Wasm{extism.WasmData{Data: wasm}},
-		Memory: &extism.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(p.limits.MaxOutputBytes)},
-		Config: p.values,
+	manifest := sdk.Manifest{
+		Wasm:   []sdk.Wasm{sdk.WasmData{Data: wasm}},
+		Memory: &sdk.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(env.Limits.MaxOutputBytes)},
+		Config: env.Values,
 	}
-	m.compiled, err = extism.NewCompiledPlugin(guest.WithWASIGuard(ctx), manifest, extism.PluginConfig{ // see wasiGuard
+	m.compiled, err = sdk.NewCompiledPlugin(guest.WithWASIGuard(ctx), manifest, sdk.PluginConfig{ // see wasiGuard
 		RuntimeConfig: wazero.NewRuntimeConfig().
-			WithCompilationCache(l.cache).
+			WithCompilationCache(env.Cache).
 			WithCloseOnContextDone(true).
 			WithMemoryLimitPages(pages),
 		EnableWasi: true, // go-sdk runs a WASI reactor's _initialize only then
 	}, m.hostFunctions())
 	if err != nil {
-		return nil, ErrLoad, fmt.Errorf("compile: %w", err)
+		return nil, guest.ErrLoad, fmt.Errorf("compile: %w", err)
 	}
 	return m, nil, nil
 }
@@ -198,7 +213,7 @@ const (
 // plugin, and checks the signatures of the exports morph calls; kinds are
 // all the module's exports, to name one exported as something else than a
 // function.
-func (m *extismModule) checkExports(kinds []wasmbin.Export) error {
+func (m *Module) checkExports(kinds []wasmbin.Export) error {
 	_, hooks := m.exported[abi.ExportDescribe]
 	_, describe := m.exported[extismExportDescribe]
 	_, call := m.exported[extismExportCall]
@@ -228,7 +243,9 @@ func (m *extismModule) checkExports(kinds []wasmbin.Export) error {
 	return errors.Join(errs...)
 }
 
-func (m *extismModule) Exports(name string) bool {
+// Exports reports whether the module exports the ABI v1 export name; for
+// an Extism tool plugin, whether morph serves it (describe and call_tool).
+func (m *Module) Exports(name string) bool {
 	if m.tools {
 		return name == abi.ExportDescribe || name == abi.ExportCallTool
 	}
@@ -236,21 +253,29 @@ func (m *extismModule) Exports(name string) bool {
 	return ok
 }
 
-func (m *extismModule) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
+// MaxInputBytes is the plugin's input limit, lowered to what the Extism
+// kernel's memory holds: the host refuses a larger input before the call,
+// since go-sdk would hand the guest an empty or garbage one.
+func (m *Module) MaxInputBytes() int { return m.maxInput }
 
-func (m *extismModule) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
-	pl, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: guest.Config(m.p.sandbox, state)})
+// Close releases the compiled module and its instances.
+func (m *Module) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
+
+// Instantiate makes a go-sdk Plugin of the module whose WASI and output
+// answer to state.
+func (m *Module) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
+	pl, err := m.compiled.Instance(ctx, sdk.PluginInstanceConfig{ModuleConfig: guest.Config(m.env.Sandbox, state)})
 	if err != nil {
 		return nil, err
 	}
-	return &extismGuest{m: m, plugin: pl, state: state}, nil
+	return &instance{m: m, plugin: pl, state: state}, nil
 }
 
-// extismGuest is one go-sdk Plugin, with what morph's host functions keep
+// instance is one go-sdk Plugin, with what morph's host functions keep
 // of its current call.
-type extismGuest struct {
-	m      *extismModule
-	plugin *extism.Plugin
+type instance struct {
+	m      *Module
+	plugin *sdk.Plugin
 	state  *guest.CallState
 
 	// out is the output range the guest last set with output_set: morph's
@@ -262,31 +287,32 @@ type extismGuest struct {
 	httpHeaders map[string]string
 }
 
-// memoryBytes is the size of the Extism kernel's memory, where the calls'
+// MemoryBytes is the size of the Extism kernel's memory, where the calls'
 // inputs and outputs are: go-sdk does not expose the guest module's own.
-func (g *extismGuest) MemoryBytes() uint32 { return g.plugin.Memory().Size() }
+func (g *instance) MemoryBytes() uint32 { return g.plugin.Memory().Size() }
 
-func (g *extismGuest) Close() { g.plugin.Close(context.Background()) }
+// Close closes the go-sdk Plugin.
+func (g *instance) Close() { g.plugin.Close(context.Background()) }
 
-// extismGuestKey is the context key under which morph's host functions
+// instanceKey is the context key under which morph's host functions
 // find the guest whose call they serve.
-type extismGuestKey struct{}
+type instanceKey struct{}
 
 // guestOf is the guest of the call ctx belongs to.
-func guestOf(ctx context.Context) *extismGuest {
-	g, ok := ctx.Value(extismGuestKey{}).(*extismGuest)
+func guestOf(ctx context.Context) *instance {
+	g, ok := ctx.Value(instanceKey{}).(*instance)
 	if !ok {
 		panic("morph: Extism host function called outside a call")
 	}
 	return g
 }
 
-// call enforces the deadline through the context, as go-sdk's runtime
+// Call enforces the deadline through the context, as go-sdk's runtime
 // closes a module whose context is done (Extism modules are not instrumented).
-func (g *extismGuest) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	defer context.AfterFunc(g.m.p.closing, cancel)() // the plugin's Close ends the call
+	defer context.AfterFunc(g.m.env.Closing, cancel)() // the plugin's Close ends the call
 	ctx = g.state.Begin(ctx, deadline)
 	switch {
 	case g.m.tools && export == abi.ExportDescribe:
@@ -294,47 +320,47 @@ func (g *extismGuest) Call(ctx context.Context, deadline time.Time, export strin
 	case g.m.tools && export == abi.ExportCallTool:
 		return g.callTool(ctx, input, maxOut)
 	case !g.m.Exports(export):
-		return nil, ErrABIMismatch, "the module does not export it", nil
+		return nil, guest.ErrABIMismatch, "the module does not export it", nil
 	}
 	return g.invoke(ctx, export, input, maxOut)
 }
 
 // invoke calls export through go-sdk and returns the output in place in the
-// kernel's memory. The kernel's error, set by the guest, is ErrGuest; a
-// failure of the call itself is ErrTrap, which the plugin tells from a
+// kernel's memory. The kernel's error, set by the guest, is guest.ErrGuest; a
+// failure of the call itself is guest.ErrTrap, which the plugin tells from a
 // timeout.
-func (g *extismGuest) invoke(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) invoke(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
 	g.out.offset, g.out.length = 0, 0
-	rc, _, err := g.plugin.CallWithContext(context.WithValue(ctx, extismGuestKey{}, g), export, input)
+	rc, _, err := g.plugin.CallWithContext(context.WithValue(ctx, instanceKey{}, g), export, input)
 	if err != nil {
 		// go-sdk returns the kernel's error as errors.New(message) and a
 		// failed call as wazero's error, which is an exit or carries the wasm
 		// stack: a message with a stack is a trap even if the guest set it.
 		var exit *sys.ExitError
 		if m := g.plugin.GetError(); m != "" && m == err.Error() && !errors.As(err, &exit) && !strings.Contains(m, "wasm stack trace") {
-			return nil, ErrGuest, m, nil
+			return nil, guest.ErrGuest, m, nil
 		}
-		if errors.Is(err, ErrNotGranted) || errors.Is(err, ErrHostNotAllowed) {
-			return nil, ErrNotGranted, "", err // a refused http_request (extismModule.httpRequest)
+		if errors.Is(err, sandbox.ErrNotGranted) || errors.Is(err, sandbox.ErrHostNotAllowed) {
+			return nil, sandbox.ErrNotGranted, "", err // a refused http_request (Module.httpRequest)
 		}
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w: %w", ctx.Err(), err) // go-sdk's "failed to initialize runtime: %v" drops the cause
 		}
-		return nil, ErrTrap, "", err
+		return nil, guest.ErrTrap, "", err
 	}
 	if rc != 0 {
-		return nil, ErrGuest, fmt.Sprintf("returned %d without an error message", int32(rc)), nil
+		return nil, guest.ErrGuest, fmt.Sprintf("returned %d without an error message", int32(rc)), nil
 	}
 	off, n := g.out.offset, g.out.length
 	if n > uint64(maxOut) {
-		return nil, ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", n, maxOut), nil
+		return nil, guest.ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", n, maxOut), nil
 	}
 	if off > math.MaxUint32 {
-		return nil, ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
+		return nil, guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
 	}
 	view, ok := g.plugin.Memory().Read(uint32(off), uint32(n))
 	if !ok {
-		return nil, ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
+		return nil, guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
 	}
 	return view, nil, "", nil
 }
@@ -395,18 +421,18 @@ func (r extismCallResult) text() string {
 // describeTools answers morph_describe for an Extism tool plugin: a
 // manifest with no hooks and the tools its `describe` lists, each
 // inputSchema as the tool's parameters.
-func (g *extismGuest) describeTools(ctx context.Context, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) describeTools(ctx context.Context, maxOut int) (view []byte, kind error, msg string, err error) {
 	if view, kind, msg, err = g.invoke(ctx, extismExportDescribe, nil, maxOut); kind != nil {
 		return nil, kind, msg, err
 	}
 	var list extismToolList
-	if err := guest.DecodeJSON(view, g.m.p.limits.MaxJSONDepth, &list); err != nil {
-		return nil, ErrBadOutput, extismExportDescribe + ": " + guest.Truncate(view, 200), err
+	if err := guest.DecodeJSON(view, g.m.env.Limits.MaxJSONDepth, &list); err != nil {
+		return nil, guest.ErrBadOutput, extismExportDescribe + ": " + guest.Truncate(view, 200), err
 	}
 	m := abi.Manifest{Name: g.m.name, ABIVersion: abi.Version, Hooks: []string{}}
 	for _, t := range list.Tools {
 		if t.Name == "" {
-			return nil, ErrBadOutput, extismExportDescribe + " lists a tool without a name", nil
+			return nil, guest.ErrBadOutput, extismExportDescribe + " lists a tool without a name", nil
 		}
 		params := t.InputSchema
 		if len(params) == 0 || string(params) == "null" {
@@ -416,18 +442,18 @@ func (g *extismGuest) describeTools(ctx context.Context, maxOut int) (view []byt
 	}
 	out, err := json.Marshal(m)
 	if err != nil {
-		return nil, ErrBadOutput, extismExportDescribe, err
+		return nil, guest.ErrBadOutput, extismExportDescribe, err
 	}
 	return out, nil, "", nil
 }
 
 // callTool runs morph_call_tool for an Extism tool plugin through its
-// `call`: a result with isError is the tool's failure (ErrGuest, which the
+// `call`: a result with isError is the tool's failure (guest.ErrGuest, which the
 // model sees as the observation).
-func (g *extismGuest) callTool(ctx context.Context, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) callTool(ctx context.Context, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
 	var in abi.ToolCallInput
 	if err := json.Unmarshal(input, &in); err != nil {
-		return nil, ErrBadOutput, "tool call input", err
+		return nil, guest.ErrBadOutput, "tool call input", err
 	}
 	req := extismCallRequest{Method: "tools/call"}
 	req.Params.Name, req.Params.Arguments = in.Tool, in.Params
@@ -436,21 +462,21 @@ func (g *extismGuest) callTool(ctx context.Context, input []byte, maxOut int) (v
 	}
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return nil, ErrBadOutput, "tool call input", err
+		return nil, guest.ErrBadOutput, "tool call input", err
 	}
 	if view, kind, msg, err = g.invoke(ctx, extismExportCall, raw, maxOut); kind != nil {
 		return nil, kind, msg, err
 	}
 	var res extismCallResult
-	if err := guest.DecodeJSON(view, g.m.p.limits.MaxJSONDepth, &res); err != nil {
-		return nil, ErrBadOutput, extismExportCall + ": " + guest.Truncate(view, 200), err
+	if err := guest.DecodeJSON(view, g.m.env.Limits.MaxJSONDepth, &res); err != nil {
+		return nil, guest.ErrBadOutput, extismExportCall + ": " + guest.Truncate(view, 200), err
 	}
 	if res.IsError {
-		return nil, ErrGuest, res.text(), nil
+		return nil, guest.ErrGuest, res.text(), nil
 	}
 	out, err := json.Marshal(abi.ToolCallOutput{Output: res.text()})
 	if err != nil {
-		return nil, ErrBadOutput, extismExportCall, err
+		return nil, guest.ErrBadOutput, extismExportCall, err
 	}
 	return out, nil, "", nil
 }

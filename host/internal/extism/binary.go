@@ -1,4 +1,4 @@
-package host
+package extism
 
 import (
 	"bytes"
@@ -36,10 +36,10 @@ type wasmModule struct {
 	importHead, importAt, importEnd int
 }
 
-// importsExtism reports whether wasm imports Extism's host namespace, which
+// Detect reports whether wasm imports Extism's host namespace, which
 // makes it a module for the Extism loader. A binary that cannot be read is
 // not one: it goes to the ABI v1 loader, whose compiler says what is wrong.
-func importsExtism(wasm []byte) bool {
+func Detect(wasm []byte) bool {
 	m, err := parseWasm(wasm, false)
 	if err != nil {
 		return false

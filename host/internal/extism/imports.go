@@ -1,4 +1,4 @@
-package host
+package extism
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"math"
 	"strings"
 
-	extism "github.com/extism/go-sdk"
+	sdk "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
@@ -29,14 +29,14 @@ import (
 //   - output_set: go-sdk reads the output range the guest set without
 //     checking it, and a range outside the kernel's memory comes back as an
 //     empty output; morph's records the range, and the host checks it
-//     against the limit and the memory after the call (extismGuest.invoke).
+//     against the limit and the memory after the call (instance.invoke).
 //   - log_*, get_log_level: go-sdk's log through its own logger under a
 //     process-wide level that is off by default; morph's log under the
 //     plugin's name, as morph:host/v1's log does.
 //
 // The other functions of extism:host/env stay go-sdk's: they work on the
 // kernel's memory, and a guest that passes them an offset outside it traps
-// (go-sdk panics), which the host reports as ErrTrap.
+// (go-sdk panics), which the host reports as guest.ErrTrap.
 
 // extismOverrideTypes are the signatures of the functions morph overrides
 // (the same as go-sdk's).
@@ -84,33 +84,33 @@ var extismLogLevels = []struct {
 }
 
 // hostFunctions are morph's functions of extismMorphEnv.
-func (m *extismModule) hostFunctions() []extism.HostFunction {
-	fn := func(name string, cb extism.HostFunctionStackCallback) extism.HostFunction {
+func (m *Module) hostFunctions() []sdk.HostFunction {
+	fn := func(name string, cb sdk.HostFunctionStackCallback) sdk.HostFunction {
 		t := extismOverrideTypes[name]
-		f := extism.NewHostFunctionWithStack(name, cb, t.Params, t.Results)
+		f := sdk.NewHostFunctionWithStack(name, cb, t.Params, t.Results)
 		f.SetNamespace(extismMorphEnv)
 		return f
 	}
-	fns := []extism.HostFunction{
-		fn("output_set", func(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
+	fns := []sdk.HostFunction{
+		fn("output_set", func(ctx context.Context, _ *sdk.CurrentPlugin, stack []uint64) {
 			g := guestOf(ctx)
 			g.out.offset, g.out.length = stack[0], stack[1]
 		}),
 		fn("http_request", m.httpRequest),
-		fn("http_status_code", func(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
+		fn("http_status_code", func(ctx context.Context, _ *sdk.CurrentPlugin, stack []uint64) {
 			stack[0] = api.EncodeI32(guestOf(ctx).httpStatus)
 		}),
-		fn("http_headers", func(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64) {
+		fn("http_headers", func(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
 			stack[0] = 0
 			if h := guestOf(ctx).httpHeaders; h != nil {
 				b, _ := json.Marshal(h) // a map of strings always encodes
 				stack[0] = writeBlock(ctx, cp, "http_headers", b)
 			}
 		}),
-		fn("get_log_level", func(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
+		fn("get_log_level", func(ctx context.Context, _ *sdk.CurrentPlugin, stack []uint64) {
 			stack[0] = api.EncodeI32(math.MaxInt32) // off
 			for i, l := range extismLogLevels {
-				if m.p.log.Enabled(ctx, l.level) {
+				if m.env.Log().Enabled(ctx, l.level) {
 					stack[0] = api.EncodeI32(int32(i))
 					break
 				}
@@ -118,7 +118,7 @@ func (m *extismModule) hostFunctions() []extism.HostFunction {
 		}),
 	}
 	for _, l := range extismLogLevels {
-		fns = append(fns, fn(l.name, func(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64) {
+		fns = append(fns, fn(l.name, func(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
 			m.log(ctx, cp, l.level, stack[0])
 		}))
 	}
@@ -129,7 +129,7 @@ func (m *extismModule) hostFunctions() []extism.HostFunction {
 // call's log budget (guest.LogWriter), and frees it (as go-sdk's log functions
 // do). An offset that is not a block is dropped with a warning, not a trap,
 // as morph:host/v1's log does.
-func (m *extismModule) log(ctx context.Context, cp *extism.CurrentPlugin, level slog.Level, offset uint64) {
+func (m *Module) log(ctx context.Context, cp *sdk.CurrentPlugin, level slog.Level, offset uint64) {
 	w := guestOf(ctx).state.Log()
 	n, err := cp.Length(offset)
 	if err != nil || n == 0 || offset > math.MaxUint32 {
@@ -145,7 +145,7 @@ func (m *extismModule) log(ctx context.Context, cp *extism.CurrentPlugin, level 
 // writeBlock allocates a kernel block for b and writes it there. go-sdk's
 // WriteBytes writes at offset 0 (over the kernel's own state) when the
 // allocation fails; this traps instead, naming the function.
-func writeBlock(ctx context.Context, cp *extism.CurrentPlugin, fn string, b []byte) uint64 {
+func writeBlock(ctx context.Context, cp *sdk.CurrentPlugin, fn string, b []byte) uint64 {
 	off, err := cp.AllocWithContext(ctx, uint64(len(b)))
 	if err == nil && (off == 0 || off > math.MaxUint32 || !cp.Memory().Write(uint32(off), b)) {
 		err = fmt.Errorf("%d bytes do not fit in the Extism memory", len(b))
@@ -169,10 +169,10 @@ type extismHTTPRequest struct {
 // As in go-sdk, a request that cannot be read, is refused or fails traps
 // the call, since the Extism PDKs have no way to receive an error from
 // http_request; the host reports a refusal as ErrNotGranted and any other
-// failure as ErrTrap (ErrTimeout past the deadline), with the reason. The
+// failure as guest.ErrTrap (ErrTimeout past the deadline), with the reason. The
 // response body is a kernel block (0 when empty); its status and headers
 // are kept for http_status_code and http_headers.
-func (m *extismModule) httpRequest(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64) {
+func (m *Module) httpRequest(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
 	g := guestOf(ctx)
 	g.httpStatus, g.httpHeaders = 0, nil
 	fail := func(format string, args ...any) {
@@ -184,7 +184,7 @@ func (m *extismModule) httpRequest(ctx context.Context, cp *extism.CurrentPlugin
 	}
 	cp.Free(stack[0])
 	var req extismHTTPRequest
-	if err := guest.DecodeJSON(raw, m.p.limits.MaxJSONDepth, &req); err != nil {
+	if err := guest.DecodeJSON(raw, m.env.Limits.MaxJSONDepth, &req); err != nil {
 		fail("the request is not JSON: %w", err)
 	}
 	var body []byte
@@ -194,7 +194,7 @@ func (m *extismModule) httpRequest(ctx context.Context, cp *extism.CurrentPlugin
 		}
 		cp.Free(stack[1])
 	}
-	res, err := m.p.sandbox.HTTP(ctx, abi.HTTPRequest{Method: strings.ToUpper(req.Method), URL: req.URL,
+	res, err := m.env.Sandbox.HTTP(ctx, abi.HTTPRequest{Method: strings.ToUpper(req.Method), URL: req.URL,
 		Headers: req.Headers, Body: string(body)})
 	if err != nil {
 		fail("%w", err)
