@@ -18,6 +18,7 @@ import (
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/native"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -161,13 +162,10 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(mode == bareCloseOnDone).WithMemoryLimitPages(64*16))
 	b.Cleanup(func() { r.Close(ctx) })
 	if mode == bareInstrumented {
-		if wasm, err = interrupt.Instrument(wasm, interruptPeriod, DefaultMaxStackBytes); err != nil {
+		if wasm, err = interrupt.Instrument(wasm, native.InterruptPeriod, DefaultMaxStackBytes); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := r.NewHostModuleBuilder(interrupt.Module).
-			NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).
-			NewFunctionBuilder().WithGoModuleFunction(stackExhausted(DefaultMaxStackBytes), nil, nil).Export(interrupt.StackFunc).
-			Instantiate(ctx); err != nil {
+		if err := native.InstantiateInterrupt(ctx, r, DefaultMaxStackBytes); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -187,7 +185,7 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 }
 
 // bareCall gives the call a deadline as its mode enforces it: a context
-// value checkInterrupt reads (as morph's native loader does), a context
+// value native.CheckInterrupt reads (as morph's native loader does), a context
 // deadline for close-on-done, none for the unbounded mode.
 func bareCall(ctx context.Context, mode int, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
 	switch mode {

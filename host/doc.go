@@ -19,16 +19,14 @@
 //     limits (loader.go); Load, Plugin, its calls and Stats (plugin.go);
 //     the typed errors (errors.go); Inspect's Report
 //     (inspect.go); EnginePlugin, a module as an engine.Plugin
-//     (engineplugin.go); Grants (grants.go, over internal/sandbox).
+//     (engineplugin.go); Grants (grants.go, over internal/sandbox);
+//     StackLimitError (errors.go, internal/native's).
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
 //     (name, detect, load), which Load and Inspect consult (registry.go).
-//   - The native loader, ABI v1 directly on wazero: export and import
-//     checks, the call convention (native.go); morph:host/v1's host
-//     functions, http_request included (imports.go); the deadline and stack
-//     instrumentation, cached per module (instrument.go, over
-//     internal/interrupt).
-//   - The Extism loader's row: the plugin as guest.Env, and the input limit
-//     its kernel memory sets (registry.go, over internal/extism).
+//   - The loaders' rows: the plugin as guest.Env, the native loader's
+//     cache of instrumented modules (instrument.go, over internal/interrupt)
+//     and the input limit the Extism kernel's memory sets (registry.go, over
+//     internal/native and internal/extism).
 //   - The call path shared by both loaders: the instance type and
 //     Plugin.CallFunc (plugin.go); the free lists of the isolation modes,
 //     sessions and eviction (isolation.go).
@@ -48,6 +46,10 @@
 //     the kinds of failure (which host re-exports as its Err* values), and
 //     what a host function knows of the call it serves (CallState: its
 //     deadline, its log budget, the bounds on WASI's own functions).
+//   - internal/native: the native loader, ABI v1 directly on wazero: export
+//     and import checks, the call convention, morph:host/v1's host
+//     functions (http_request included), the imports the deadline and stack
+//     instrumentation calls.
 //   - internal/extism: the Extism loader, modules written with an Extism
 //     PDK run through go-sdk: detection and the binary's imports and
 //     exports (over internal/wasmbin), the host functions morph provides in

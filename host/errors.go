@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/native"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/internal/safetext"
 )
@@ -57,6 +58,12 @@ var (
 	// limit; nothing of it reaches the guest.
 	ErrResponseTooLarge = sandbox.ErrResponseTooLarge
 )
+
+// StackLimitError ends a call whose guest would have taken its call stack
+// past the plugin's Limits.MaxStackBytes (native loader only): the call
+// fails with ErrTrap, wrapping it, and errors.As finds it. It is package
+// native's, which raises it, under this name.
+type StackLimitError = native.StackLimitError
 
 // Error is a plugin failure. It names the plugin and the export, and
 // matches one of the Err* kinds under errors.Is.

@@ -396,7 +396,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	if len(input) > p.limits.MaxInputBytes {
 		return fail(ErrInputTooLarge, fmt.Sprintf("%d bytes, limit %d", len(input), p.limits.MaxInputBytes), nil)
 	}
-	// A guest checks its deadline only every interruptPeriod units of work, so a
+	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
 		return fail(contextKind(err), "before the call", err)

@@ -7,13 +7,14 @@ import (
 
 	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/native"
 )
 
 // Loader names, as Plugin.Loader and Report.Loader give them: which of the
 // host's ways of running a module a plugin uses.
 const (
 	// LoaderNative runs a module that implements ABI v1 itself (abi/SPEC.md)
-	// directly on wazero: the fast path.
+	// directly on wazero: the fast path. See package internal/native.
 	LoaderNative = "morph-abi-v1"
 	// LoaderExtism runs a module written with an Extism PDK (it imports
 	// extism:host/env) through github.com/extism/go-sdk, so that plugins of
@@ -60,10 +61,20 @@ func (l *Loader) env(p *Plugin) guest.Env {
 	return guest.Env{
 		Name: p.name, Source: p.source, Values: p.values,
 		Limits: guest.Limits{MemoryMiB: p.limits.MemoryMiB, MaxInputBytes: p.limits.MaxInputBytes,
-			MaxOutputBytes: p.limits.MaxOutputBytes, MaxJSONDepth: p.limits.MaxJSONDepth},
+			MaxOutputBytes: p.limits.MaxOutputBytes, MaxJSONDepth: p.limits.MaxJSONDepth, MaxStackBytes: p.limits.MaxStackBytes},
 		Log:     func() *slog.Logger { return p.log },
 		Closing: p.closing, Sandbox: p.sandbox, Cache: l.cache, TableEntries: l.limits.TableEntries,
 	}
+}
+
+// loadNative is the native loader's row (package native), with the
+// loader's cache of instrumented modules.
+func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
+	m, kind, err := native.Load(ctx, l.env(p), src.shape, func(stack uint32) ([]byte, error) { return l.instrumented(src, stack) })
+	if err != nil {
+		return nil, kind, err
+	}
+	return m, nil, nil
 }
 
 // loadExtism is the Extism loader's row (package extism): the plugin's

@@ -77,6 +77,7 @@ type Limits struct {
 	MaxInputBytes  int
 	MaxOutputBytes int
 	MaxJSONDepth   int
+	MaxStackBytes  int // the native loader's budget of an instance's call stack
 }
 
 // Config is the module configuration of an instance in any loader: real

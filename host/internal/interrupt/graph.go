@@ -13,7 +13,8 @@ package interrupt
 // a single node standing for "any function whose reference is taken" (in an
 // element segment or by ref.func), which has an edge to each of those. The
 // host calls back into a guest only from http_request, to morph_alloc, and
-// refuses to do so re-entrantly (host/imports.go), so imports are not edges.
+// refuses to do so re-entrantly (host/internal/native/imports.go), so
+// imports are not edges.
 // (A call to one may still run a checkpoint, for the plan: see analysis.call.)
 
 // callGraph is what the analysis pass records, by defined function (the

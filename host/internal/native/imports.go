@@ -1,4 +1,4 @@
-package host
+package native
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
@@ -14,19 +13,19 @@ import (
 )
 
 // instantiateHostModule provides morph:host/v1 in the plugin's runtime. The
-// functions close over the plugin, which is how they know whose log, config
+// functions close over the module, which is how they know whose log, config
 // and grants they serve. Out-of-bounds pointers are the guest's error: log
 // drops the message, config_get answers -1, http_request an error result;
 // none traps. http_request is there for every plugin: one without the grant
 // gets an error result it can handle (ErrNotGranted's message), not a
 // module that fails to load.
-func (p *Plugin) instantiateHostModule(ctx context.Context, r wazero.Runtime) error {
-	_, err := r.NewHostModuleBuilder(abi.HostModule).
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostLog),
+func (m *Module) instantiateHostModule(ctx context.Context) error {
+	_, err := m.runtime.NewHostModuleBuilder(abi.HostModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(m.hostLog),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).Export(abi.ImportLog).
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostConfigGet),
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(m.hostConfigGet),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(abi.ImportConfigGet).
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostHTTPRequest),
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(m.hostHTTPRequest),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}).Export(abi.ImportHTTPRequest).
 		Instantiate(ctx)
 	return err
@@ -35,7 +34,7 @@ func (p *Plugin) instantiateHostModule(ctx context.Context, r wazero.Runtime) er
 // hostLog is log(level, ptr, len) of morph:host/v1: the message goes to the
 // log under the plugin's name, escaped, within the call's log budget (see
 // guest.LogWriter); a level outside slog's Debug to Error is clamped.
-func (p *Plugin) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+func (m *Module) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	s := guest.StateOf(ctx)
 	if s == nil {
@@ -49,14 +48,14 @@ func (p *Plugin) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	s.Log().Message(ctx, slog.Level(min(max(level, int32(slog.LevelDebug)), int32(slog.LevelError))), msg)
 }
 
-func (p *Plugin) hostConfigGet(_ context.Context, mod api.Module, stack []uint64) {
+func (m *Module) hostConfigGet(_ context.Context, mod api.Module, stack []uint64) {
 	kptr, klen, optr, ocap := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
 	stack[0] = api.EncodeI32(-1)
 	key, ok := mod.Memory().Read(kptr, klen)
 	if !ok {
 		return
 	}
-	val, ok := p.values[string(key)]
+	val, ok := m.env.Values[string(key)]
 	if !ok {
 		return
 	}
@@ -69,7 +68,7 @@ func (p *Plugin) hostConfigGet(_ context.Context, mod api.Module, stack []uint64
 // hostHTTPRequest is http_request(req_ptr, req_len) -> i64 of morph:host/v1.
 // Whatever goes wrong is the guest's error result, never a trap: a request
 // outside guest memory, bad JSON, a denial, a failure.
-func (p *Plugin) hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
+func (m *Module) hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
 	if ctx.Value(inAlloc{}) != nil {
 		// Called from the morph_alloc that toGuest runs: answering would call
 		// morph_alloc again, a recursion through the host that no checkpoint
@@ -85,12 +84,12 @@ func (p *Plugin) hostHTTPRequest(ctx context.Context, mod api.Module, stack []ui
 	switch {
 	case !ok:
 		err = fmt.Errorf("http_request: the request [%d, +%d) is outside guest memory", ptr, n)
-	case guest.DecodeJSON(raw, p.limits.MaxJSONDepth, &req) != nil:
+	case guest.DecodeJSON(raw, m.env.Limits.MaxJSONDepth, &req) != nil:
 		err = fmt.Errorf("http_request: the request is not an HTTPRequest JSON object")
 	default:
 		var resp abi.HTTPResponse
 		reqCtx, cancel := guest.CallContext(ctx)
-		resp, err = p.sandbox.HTTP(reqCtx, req)
+		resp, err = m.env.Sandbox.HTTP(reqCtx, req)
 		cancel()
 		if err == nil {
 			out, err = json.Marshal(resp)

@@ -1,4 +1,11 @@
-package host
+// Package native is the native loader: it runs a module that implements
+// ABI v1 itself (abi/SPEC.md) directly on wazero, the fast path. Load checks
+// the module's imports and exports, has it instrumented (package interrupt:
+// its deadline and call stack) and compiles it in a runtime of its own; its
+// instances serve ABI v1's calls (native.go) with morph:host/v1's host
+// functions, http_request included (imports.go). What it shares with the
+// host, and the Extism loader, is package guest.
+package native
 
 import (
 	"context"
@@ -16,78 +23,78 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/interrupt"
-	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
-// nativeModule is a module that implements ABI v1 itself, run directly on
+// Module is a module that implements ABI v1 itself, run directly on
 // wazero: the fast path, with no layer between the host and the guest's
 // exports. Each plugin has a runtime of its own, so that its memory cap is
 // its own (wazero's limit is per runtime); all share the loader's
 // compilation cache.
-type nativeModule struct {
+type Module struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
-	sandbox  *sandbox.Sandbox // the plugin's grants: WASI's directories and environment
+	env      guest.Env // the plugin's grants, config and limits, for its host functions
 }
 
-// interruptPeriod is the budget of work, in units of about one WebAssembly
-// instruction, that a guest runs between two calls to checkInterrupt
+// InterruptPeriod is the budget of work, in units of about one WebAssembly
+// instruction, that a guest runs between two calls to CheckInterrupt
 // (interrupt.Instrument's budget). Each call costs one exit to Go (about as
 // much as 50 iterations of a tight loop), and between two of them neither a
 // deadline nor the Go garbage collector can stop the guest: typically 10 to
 // 30 microseconds, at worst (a chain of loads that all miss the caches) about
 // 20 ms, plus one bulk memory instruction (at most the memory cap: about 5 ms
 // for 64 MiB). See BENCHMARKS.md, Deadlines.
-const interruptPeriod = 100_000
+const InterruptPeriod = 100_000
 
-// loadNative instruments wasm so that it can be stopped at its deadline
+// Load instruments the module (instrument, the host's cache of
+// interrupt.Instrument's rewrite with the stack budget stack) so that it can be stopped at its deadline
 // (see package interrupt: wazero's own mechanism, WithCloseOnContextDone,
 // exits to Go at every loop header and made JSON-heavy guests 5-8x slower)
 // and its call stack bounded by the plugin's MaxStackBytes, caps its
 // tables (wasmbin.CapTables), then compiles it in a runtime of its own,
 // checks its exports against ABI v1 and provides its imports (which
-// src.shape, Check's, says are what the host provides). The kind of a
-// failure is ErrABIMismatch for exports, ErrLoad otherwise.
-func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
-	if err := checkNativeImports(src.shape.Imports); err != nil {
-		return nil, ErrLoad, err
+// shape, Check's, says are what the host provides). The kind of a
+// failure is guest.ErrABIMismatch for exports, guest.ErrLoad otherwise.
+func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, instrument func(stack uint32) ([]byte, error)) (_ *Module, kind error, err error) {
+	if err := checkImports(shape.Imports); err != nil {
+		return nil, guest.ErrLoad, err
 	}
-	if p.limits.MaxStackBytes > StackLimitCeiling {
-		return nil, ErrLoad, fmt.Errorf("a stack limit of %d bytes: this host allows at most %d", p.limits.MaxStackBytes, StackLimitCeiling)
+	if env.Limits.MaxStackBytes > interrupt.MaxStack {
+		return nil, guest.ErrLoad, fmt.Errorf("a stack limit of %d bytes: this host allows at most %d", env.Limits.MaxStackBytes, interrupt.MaxStack)
 	}
-	wasm, err := l.instrumented(src, uint32(p.limits.MaxStackBytes))
+	wasm, err := instrument(uint32(env.Limits.MaxStackBytes))
 	if err == nil {
-		wasm, err = wasmbin.CapTables(wasm, l.limits.TableEntries)
+		wasm, err = wasmbin.CapTables(wasm, env.TableEntries)
 	}
 	if err != nil {
-		return nil, ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
+		return nil, guest.ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
 	}
-	m := &nativeModule{runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(l.cache).
-		WithMemoryLimitPages(p.limits.MemoryMiB*16))} // 64 KiB pages
+	m := &Module{env: env, runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCompilationCache(env.Cache).
+		WithMemoryLimitPages(env.Limits.MemoryMiB*16))} // 64 KiB pages
 	defer func() {
 		if err != nil {
 			m.runtime.Close(ctx)
 		}
 	}()
 	if m.compiled, err = m.runtime.CompileModule(ctx, wasm); err != nil {
-		return nil, ErrLoad, fmt.Errorf("compile: %w", err)
+		return nil, guest.ErrLoad, fmt.Errorf("compile: %w", err)
 	}
-	if err := checkExports(m.compiled, src.shape.Exports); err != nil {
-		return nil, ErrABIMismatch, err
+	if err := checkExports(m.compiled, shape.Exports); err != nil {
+		return nil, guest.ErrABIMismatch, err
 	}
-	if err := m.instantiateImports(ctx, p); err != nil {
-		return nil, ErrLoad, err
+	if err := m.instantiateImports(ctx); err != nil {
+		return nil, guest.ErrLoad, err
 	}
 	return m, nil, nil
 }
 
-// checkInterrupt is the import interrupt.Instrument gives the guest, called
-// whenever the guest has spent interruptPeriod units of work. Its panic ends
-// the call with an error that wraps the cause (classify tells a deadline
+// CheckInterrupt is the import interrupt.Instrument gives the guest, called
+// whenever the guest has spent InterruptPeriod units of work. Its panic ends
+// the call with an error that wraps the cause (the host tells a deadline
 // from a closed plugin); the instance is then discarded as after any fault.
-func checkInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
+func CheckInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
 	if err := ctx.Err(); err != nil {
 		panic(err)
 	}
@@ -98,9 +105,9 @@ func checkInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
 	}
 }
 
-// StackLimitError ends a call whose guest would have taken its call stack
+// StackLimitError (host.StackLimitError) ends a call whose guest would have taken its call stack
 // past the plugin's Limits.MaxStackBytes (a deep or unbounded recursion):
-// the call fails with ErrTrap, wrapping it. wazero keeps a call's stack
+// the call fails with guest.ErrTrap, wrapping it. wazero keeps a call's stack
 // outside the linear memory, in a buffer it doubles up to about 100 MB, so
 // the native loader bounds it by instrumentation (package interrupt), with
 // an upper estimate of every frame: real frames are often ten times
@@ -110,40 +117,45 @@ type StackLimitError struct {
 	Limit int // the plugin's MaxStackBytes
 }
 
+// Error names the limit and the setting that raises it.
 func (e *StackLimitError) Error() string {
 	return fmt.Sprintf("the guest's call stack would exceed %d bytes; raise the plugin's stack limit (max_stack_kb) if its recursion is genuine", e.Limit)
 }
 
-// stackExhausted is the import interrupt.Instrument gives the guest, called
+// StackExhausted is the import interrupt.Instrument gives the guest, called
 // when a frame would take the stack past limit. Its panic ends the call
-// (see checkInterrupt).
-func stackExhausted(limit int) api.GoModuleFunc {
+// (see CheckInterrupt).
+func StackExhausted(limit int) api.GoModuleFunc {
 	return func(context.Context, api.Module, []uint64) { panic(&StackLimitError{Limit: limit}) }
 }
 
-func (m *nativeModule) Exports(name string) bool {
+// Exports reports whether the module exports the ABI v1 export name.
+func (m *Module) Exports(name string) bool {
 	_, ok := m.compiled.ExportedFunctions()[name]
 	return ok
 }
 
-func (m *nativeModule) Close(ctx context.Context) error { return m.runtime.Close(ctx) }
+// Close closes the plugin's runtime: the module and every instance.
+func (m *Module) Close(ctx context.Context) error { return m.runtime.Close(ctx) }
 
-func (m *nativeModule) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
-	cfg := guest.Config(m.sandbox, state).
+// Instantiate makes an anonymous instance that runs _initialize, its WASI
+// and log answering to state.
+func (m *Module) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
+	cfg := guest.Config(m.env.Sandbox, state).
 		WithName(""). // anonymous: a runtime may hold many instances of one module
 		WithStartFunctions("_initialize")
 	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &nativeGuest{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2), state: state}, nil
+	return &instance{mod: mod, alloc: mod.ExportedFunction(abi.ExportAlloc), fns: map[string]api.Function{}, stack: make([]uint64, 2), state: state}, nil
 }
 
-// nativeGuest is one instance with its export handles resolved once, on
+// instance is one instance with its export handles resolved once, on
 // first use: ExportedFunction allocates a call stack (about 10 KiB) on every
 // lookup, and resolving every export up front doubled the memory of an
 // instance whose plugin uses few of its hooks.
-type nativeGuest struct {
+type instance struct {
 	mod   api.Module
 	alloc api.Function
 	fns   map[string]api.Function // nil: the module does not export it
@@ -151,9 +163,11 @@ type nativeGuest struct {
 	state *guest.CallState
 }
 
-func (in *nativeGuest) MemoryBytes() uint32 { return in.mod.Memory().Size() }
+// MemoryBytes is the size of the instance's linear memory.
+func (in *instance) MemoryBytes() uint32 { return in.mod.Memory().Size() }
 
-func (in *nativeGuest) Close() { in.mod.Close(context.Background()) }
+// Close closes the instance.
+func (in *instance) Close() { in.mod.Close(context.Background()) }
 
 // checkExports enforces the marker and the shapes of the exports ABI v1
 // defines; kinds are all the module's exports, to name one exported as
@@ -211,11 +225,11 @@ func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 	return errors.Join(errs...)
 }
 
-// checkNativeImports refuses, before anything compiles, an import the host
+// checkImports refuses, before anything compiles, an import the host
 // does not provide: one that is not a function (wazero would fail the
 // instantiation, in describe, as if the guest had trapped), or a function of
 // another module than morph:host/v1 and WASI.
-func checkNativeImports(imports []wasmbin.Import) error {
+func checkImports(imports []wasmbin.Import) error {
 	var errs []error
 	for _, imp := range imports {
 		switch {
@@ -234,9 +248,9 @@ func checkNativeImports(imports []wasmbin.Import) error {
 	return errors.Join(errs...)
 }
 
-// call runs one export on this instance and returns its output in place in
+// Call runs one export on this instance and returns its output in place in
 // guest memory, valid until the instance's next call. A non-nil kind is the failure.
-func (in *nativeGuest) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (in *instance) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
 	ctx = in.state.Begin(ctx, deadline)
 	fn, ok := in.fns[export]
 	if !ok {
@@ -244,36 +258,36 @@ func (in *nativeGuest) Call(ctx context.Context, deadline time.Time, export stri
 		in.fns[export] = fn
 	}
 	if fn == nil {
-		return nil, ErrABIMismatch, "the module does not export it", nil
+		return nil, guest.ErrABIMismatch, "the module does not export it", nil
 	}
 	var ptr uint32
 	if len(input) > 0 {
 		in.stack[0] = uint64(len(input))
 		if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
-			return nil, ErrTrap, abi.ExportAlloc, err
+			return nil, guest.ErrTrap, abi.ExportAlloc, err
 		}
 		ptr = uint32(in.stack[0])
 		if ptr == 0 {
-			return nil, ErrGuest, fmt.Sprintf("%s could not allocate %d bytes", abi.ExportAlloc, len(input)), nil
+			return nil, guest.ErrGuest, fmt.Sprintf("%s could not allocate %d bytes", abi.ExportAlloc, len(input)), nil
 		}
 		if !in.mod.Memory().Write(ptr, input) {
-			return nil, ErrBadOutput, fmt.Sprintf("%s returned %d, outside guest memory", abi.ExportAlloc, ptr), nil
+			return nil, guest.ErrBadOutput, fmt.Sprintf("%s returned %d, outside guest memory", abi.ExportAlloc, ptr), nil
 		}
 	}
 	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(input))
 	if err := fn.CallWithStack(ctx, in.stack); err != nil {
-		return nil, ErrTrap, "", err
+		return nil, guest.ErrTrap, "", err
 	}
 	rptr, rlen, isErr := abi.Unpack(in.stack[0])
 	if int(rlen) > maxOut {
-		return nil, ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", rlen, maxOut), nil
+		return nil, guest.ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", rlen, maxOut), nil
 	}
 	view, ok = in.mod.Memory().Read(rptr, rlen)
 	if !ok {
-		return nil, ErrBadOutput, fmt.Sprintf("result [%d, +%d) is outside guest memory", rptr, rlen), nil
+		return nil, guest.ErrBadOutput, fmt.Sprintf("result [%d, +%d) is outside guest memory", rptr, rlen), nil
 	}
 	if isErr {
-		return nil, ErrGuest, string(view), nil
+		return nil, guest.ErrGuest, string(view), nil
 	}
 	return view, nil, "", nil
 }
@@ -281,10 +295,9 @@ func (in *nativeGuest) Call(ctx context.Context, deadline time.Time, export stri
 // instantiateImports provides the host module, and WASI for guests whose
 // runtime needs it (Go, TinyGo, Rust's wasm32-wasi): no arguments, and only
 // the directories and environment variables the plugin's grants give (its
-// sandbox, which instantiate applies to each instance).
-func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error {
-	m.sandbox = p.sandbox
-	needWASI := false // the imports are checked (checkNativeImports)
+// sandbox, which Instantiate applies to each instance).
+func (m *Module) instantiateImports(ctx context.Context) error {
+	needWASI := false // the imports are checked (checkImports)
 	for _, f := range m.compiled.ImportedFunctions() {
 		if mod, _, _ := f.Import(); mod == wasi_snapshot_preview1.ModuleName {
 			needWASI = true
@@ -295,11 +308,21 @@ func (m *nativeModule) instantiateImports(ctx context.Context, p *Plugin) error 
 			return fmt.Errorf("wasi: %w", err)
 		}
 	}
-	if _, err := m.runtime.NewHostModuleBuilder(interrupt.Module).
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkInterrupt), nil, nil).Export(interrupt.Func).
-		NewFunctionBuilder().WithGoModuleFunction(stackExhausted(p.limits.MaxStackBytes), nil, nil).Export(interrupt.StackFunc).
+	if err := InstantiateInterrupt(ctx, m.runtime, m.env.Limits.MaxStackBytes); err != nil {
+		return err
+	}
+	return m.instantiateHostModule(ctx)
+}
+
+// InstantiateInterrupt provides, in r, the imports interrupt.Instrument
+// gives a guest: CheckInterrupt, and StackExhausted with the stack budget
+// stack.
+func InstantiateInterrupt(ctx context.Context, r wazero.Runtime, stack int) error {
+	if _, err := r.NewHostModuleBuilder(interrupt.Module).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(CheckInterrupt), nil, nil).Export(interrupt.Func).
+		NewFunctionBuilder().WithGoModuleFunction(StackExhausted(stack), nil, nil).Export(interrupt.StackFunc).
 		Instantiate(ctx); err != nil {
 		return fmt.Errorf("%s: %w", interrupt.Module, err)
 	}
-	return p.instantiateHostModule(ctx, m.runtime)
+	return nil
 }
