@@ -3,7 +3,7 @@
 // and JSON payloads as ABI v1, in Extism's calling convention (each export
 // is `() -> i32`, reads its input with pdk.Input and answers with
 // pdk.Output, or sets an error and returns non-zero). morph runs it through
-// its Extism loader (host/extism.go).
+// its Extism loader (host/internal/extism).
 //
 //   - build_prompt does what examples/go-hooks does, for the benchmarks'
 //     sake: it appends a "House style" section with the config value

@@ -2,7 +2,7 @@
 // Extism tool plugins (mcp.run servlets, hyper-mcp's plugins): it exports
 // `describe`, which lists its tools with a JSON Schema `inputSchema` each,
 // and `call`, which runs one. It knows nothing of morph: morph serves its
-// tools as they are (host/extism.go maps the payloads).
+// tools as they are (host/internal/extism maps the payloads).
 //
 //   - reverse returns its text reversed;
 //   - divide returns a / b, and a tool error (isError) when b is 0.
