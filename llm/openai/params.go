@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/morphhost/morph/internal/suggest"
 )
 
 // ParameterError is one Parameters key the client refuses to send. It exists
@@ -169,7 +171,7 @@ func applyParameters(req *goopenai.ChatCompletionRequest, params map[string]any)
 			if !isRefused {
 				unknown = true
 				reason = "unknown parameter"
-				if s := suggest(k); s != "" {
+				if s := suggestKey(k); s != "" {
 					reason += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 			}
@@ -191,36 +193,16 @@ func applyParameters(req *goopenai.ChatCompletionRequest, params map[string]any)
 	return t.extra, nil
 }
 
-// suggest returns the supported key closest to k when it is plausibly a
+// suggestKey returns the supported key closest to k when it is plausibly a
 // typo (edit distance at most 2), or "".
-func suggest(k string) string {
+func suggestKey(k string) string {
 	best, bestDist := "", 3
 	for _, cand := range SupportedParameters() {
-		if d := editDistance(k, cand); d < bestDist {
+		if d := suggest.Distance(k, cand); d < bestDist {
 			best, bestDist = cand, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // describe names v's type in config terms (string, number, list, ...) for
