@@ -78,8 +78,16 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	return e
 }
 
-// Registry returns the engine's tool registry.
+// Registry returns the engine's live tool registry: a tool registered on
+// it is the embedding host's, of the highest precedence. To list the tools,
+// use Tools, which cannot change them.
 func (e *Engine) Registry() *Registry { return e.reg }
+
+// Tools describes the engine's tools as the model is told of them, sorted
+// by name: a snapshot, which a caller may change or keep without reaching
+// the engine's (a UI listing tools, a pipeline narrowing RunOptions.Tools).
+// Plugins' tools are among them once Initialize has run.
+func (e *Engine) Tools() []abi.ToolSpec { return e.reg.Specs() }
 
 // run is the state of one Run that is not part of the public Context.
 type run struct {

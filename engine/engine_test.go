@@ -770,3 +770,28 @@ func TestToolPanicIsTheTools(t *testing.T) {
 		t.Fatalf("observation %q", obs)
 	}
 }
+
+// Tools is a snapshot: changing what it returned changes neither the
+// engine's tools nor what the model is told of them.
+func TestToolsIsASnapshot(t *testing.T) {
+	p := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&testTool{name: "ptool", schema: `{"type":"object"}`}}}}
+	e := New(script(finalReply("x")), registry(echoTool()), WithPlugins(p))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tools := e.Tools()
+	if len(tools) != 2 || tools[0].Name != "echo" || tools[1].Name != "ptool" {
+		t.Fatalf("tools %+v", tools)
+	}
+	want := string(tools[0].Parameters)
+	tools[0].Name, tools[0].Description = "hijacked", "changed"
+	tools[0].Parameters[0] = 'X'
+	again := e.Tools()
+	if len(again) != 2 || again[0].Name != "echo" || again[0].Description != "test tool echo" || string(again[0].Parameters) != want {
+		t.Fatalf("the engine's tools changed with the snapshot: %+v", again)
+	}
+	_, rc, err := e.Run(context.Background(), "t", RunOptions{})
+	if err != nil || !strings.Contains(rc.SystemPrompt, "- echo: test tool echo") || !strings.Contains(rc.SystemPrompt, "- ptool:") {
+		t.Fatalf("err %v prompt %q", err, rc.SystemPrompt)
+	}
+}
