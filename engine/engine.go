@@ -6,9 +6,9 @@
 // # Precedence
 //
 // Where the host and plugins both supply something of one name, the
-// host's explicit choice wins: a tool the host registered, or an engine hook
-// it set (WithPromptBuilder, WithParamsBuilderHook, ...), is used over a
-// plugin's; a later plugin's over an earlier plugin's; and a plugin's tool
+// host's explicit choice wins: a tool the host registered, an engine hook
+// it set (WithPromptBuilder, WithParamsBuilderHook, ...), or a service it
+// offered (WithService) is used over a plugin's; a later plugin's over an earlier plugin's; and a plugin's tool
 // over a built-in one (WithBuiltinTools). Each time Status.Warnings says
 // what was replaced or is not used. Middleware do not replace each other:
 // all of them run, the host's first.
@@ -58,6 +58,7 @@ type Engine struct {
 	hookOwner  map[string]string  // engine hook -> the plugin that set it; absent: the host
 	maxObs     int                // WithMaxObservationBytes
 	maxDepth   int                // WithMaxJSONDepth
+	svc        services           // WithService, Extension.Services
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -68,7 +69,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 		reg = NewRegistry()
 	}
 	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now,
-		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth}
+		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth, svc: services{byName: map[string]service{}}}
 	for _, o := range opts {
 		o(e)
 	}

@@ -119,6 +119,10 @@ type Extension struct {
 	Middleware       Middleware // nil: none
 	MiddlewareConfig MiddlewareConfig
 	Tools            []Tool
+	// Services are Go values the plugin offers other code by name (see
+	// Engine.Service): a client or store its tools and another plugin's
+	// share. A WebAssembly module has none.
+	Services map[string]any
 	// Close releases the plugin (its destroy hook); called once, by Engine.Close.
 	Close func(ctx context.Context) error
 }
@@ -226,6 +230,9 @@ func (e *Engine) initialize(ctx context.Context) error {
 			}
 			o.tools = append(o.tools, checked)
 		}
+		for _, err := range checkServices(ext.Services) {
+			fail.add(&PluginError{Plugin: p.Name(), Err: err})
+		}
 		ok = append(ok, o)
 	}
 	names := make([]string, len(ok))
@@ -236,6 +243,9 @@ func (e *Engine) initialize(ctx context.Context) error {
 	order, problems := dependencyOrder(names, requires)
 	for _, p := range problems {
 		fail.add(p)
+	}
+	for _, err := range checkServices(e.hostServices()) {
+		fail.add(fmt.Errorf("host %w", err))
 	}
 	if len(fail.Problems) > 0 {
 		for _, o := range ok {
@@ -267,13 +277,14 @@ func (e *Engine) initialize(ctx context.Context) error {
 			e.reg.registerChecked(PluginSource(name), o.tools[j])
 		}
 		lp.hooks = e.applyHooks(ctx, name, o.ext.Options)
+		e.addServices(ctx, name, o.ext.Services)
 		if o.ext.Middleware != nil {
 			lp.mw = newMW(o.ext.Middleware, []MiddlewareConfig{o.ext.MiddlewareConfig})
 			e.middleware = append(e.middleware, lp.mw)
 		}
 		e.life.loaded = append(e.life.loaded, lp)
 		e.log.InfoContext(ctx, "plugin loaded", "plugin", name, "version", o.ext.Version, "source", o.ext.Source,
-			"load_time", o.took, "tools", len(o.ext.Tools), "middleware", o.ext.Middleware != nil)
+			"load_time", o.took, "tools", len(o.ext.Tools), "services", len(o.ext.Services), "middleware", o.ext.Middleware != nil)
 	}
 	if err := e.reg.Check(); err != nil { // the host's tools; the plugins' are compiled
 		fail.add(err)

@@ -16,8 +16,8 @@ type Status struct {
 	Tools   []ToolStatus    `json:"tools"`
 	Hooks   map[string]int  `json:"hooks"`
 	// Warnings are what Initialize found questionable but went on with: a
-	// plugin's tool or engine hook replacing another plugin's (a tool: or a
-	// built-in), or not used because the host's is. Names in them are quoted (%q); show them
+	// plugin's tool, engine hook or service replacing another plugin's (a
+	// tool: or a built-in), or not used because the host's is. Names in them are quoted (%q); show them
 	// with safetext.Line all the same.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -34,9 +34,10 @@ type PluginStatus struct {
 	// granted, capability by capability (least privilege: a grant it did
 	// not ask for shows too).
 	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
-	Hooks        []string           `json:"hooks,omitempty"` // engine and middleware hooks it implements
-	Tools        []string           `json:"tools,omitempty"` // its tools in use (not shadowed)
-	State        string             `json:"state"`           // "active" or "quarantined"
+	Hooks        []string           `json:"hooks,omitempty"`    // engine and middleware hooks it implements
+	Tools        []string           `json:"tools,omitempty"`    // its tools in use (not shadowed)
+	Services     []string           `json:"services,omitempty"` // its services in use (not shadowed)
+	State        string             `json:"state"`              // "active" or "quarantined"
 	LoadTime     time.Duration      `json:"load_time_ns"`
 	Calls        uint64             `json:"calls"`  // middleware hook calls
 	Faults       uint64             `json:"faults"` // failed middleware hook calls
@@ -136,6 +137,7 @@ func (e *Engine) Status() Status {
 				ps.Tools = append(ps.Tools, t.Name)
 			}
 		}
+		ps.Services = e.servicesOf(lp.name)
 		st.Plugins = append(st.Plugins, ps)
 	}
 	return st

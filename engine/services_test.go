@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// counter is a service a test shares between plugins.
+type counter struct{ n int }
+
+// Services follow the precedence of tools and hooks: the host's over a
+// plugin's, a later plugin's over an earlier one's, each time with a
+// warning naming both; Status lists each plugin's services in use.
+func TestServicePrecedence(t *testing.T) {
+	hostCfg, c1, c2 := "host config", &counter{1}, &counter{2}
+	p1 := &fakePlugin{name: "p1", ext: Extension{Services: map[string]any{"config": "p1 config", "counter": c1, "only1": 1}}}
+	p2 := &fakePlugin{name: "p2", ext: Extension{Services: map[string]any{"counter": c2}}}
+	e := New(script(), nil, WithPlugins(p1, p2), WithService("config", hostCfg))
+	if v, ok := e.Service("config"); !ok || v != hostCfg {
+		t.Fatalf("before Initialize: the host's service %v %v", v, ok)
+	}
+	if _, ok := e.Service("counter"); ok {
+		t.Fatal("a plugin's service before Initialize")
+	}
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]any{"config": hostCfg, "counter": c2, "only1": 1} {
+		if v, ok := e.Service(name); !ok || v != want {
+			t.Errorf("service %s = %v, %v; want %v", name, v, ok, want)
+		}
+	}
+	st := e.Status()
+	if got := fmt.Sprint(st.Plugins[0].Services, st.Plugins[1].Services); got != "[only1] [counter]" {
+		t.Errorf("services in use by p1, p2: %s", got)
+	}
+	want := []string{
+		`the service "config" of plugin "p1" is not used: the host's service of that name is`,
+		`the service "counter" of plugin "p2" replaces plugin "p1"'s`,
+	}
+	if got := strings.Join(st.Warnings, "\n"); got != strings.Join(want, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+func TestServiceAs(t *testing.T) {
+	e := New(script(), nil, WithService("counter", &counter{7}), WithService("err", errors.New("x")))
+	c, err := ServiceAs[*counter](e, "counter")
+	if err != nil || c.n != 7 {
+		t.Fatalf("ServiceAs = %v, %v", c, err)
+	}
+	if got, err := ServiceAs[error](e, "err"); err != nil || got.Error() != "x" { // an interface the service implements
+		t.Fatalf("ServiceAs[error] = %v, %v", got, err)
+	}
+	if _, err := ServiceAs[*counter](e, "ghost"); !errors.Is(err, ErrNoService) || !strings.Contains(err.Error(), `"ghost"`) {
+		t.Fatalf("missing service: %v", err)
+	}
+	_, err = ServiceAs[fmt.Stringer](e, "counter")
+	var te *ServiceTypeError
+	if !errors.As(err, &te) || te.Name != "counter" || te.Want != "fmt.Stringer" || te.Got != "*engine.counter" {
+		t.Fatalf("wrong type: %v", err)
+	}
+	if err.Error() != `engine: service "counter" is a *engine.counter, not a fmt.Stringer` {
+		t.Fatalf("message %q", err)
+	}
+}
+
+// A service that could not be looked up reliably fails initialization,
+// blamed on its plugin or on the host.
+func TestBadServicesFailInitialize(t *testing.T) {
+	p := &fakePlugin{name: "p", ext: Extension{Services: map[string]any{"two words": 1, "nothing": nil}}}
+	err := New(script(), nil, WithPlugins(p)).Initialize(context.Background())
+	var ie *InitError
+	var pe *PluginError
+	if !errors.As(err, &ie) || len(ie.Errs) != 2 || !errors.As(ie.Errs[0], &pe) || pe.Plugin != "p" ||
+		ie.Problems[0] != `plugin "p": service "nothing" is nil` || !strings.Contains(ie.Problems[1], `service name "two words"`) {
+		t.Fatalf("err = %v", err)
+	}
+	err = New(script(), nil, WithService("", 1)).Initialize(context.Background())
+	if !errors.Is(err, ErrInit) || !strings.Contains(err.Error(), `host service name ""`) {
+		t.Fatalf("err = %v", err)
+	}
+}
