@@ -114,7 +114,9 @@ type Extension struct {
 	// Options set engine hooks (prompt and params builders, tool success,
 	// fallback final). The host's hook is used over a plugin's, and a later
 	// plugin's over an earlier one's (see Precedence in the package doc),
-	// with a warning.
+	// with a warning. Only the hooks they set count: another option given
+	// here (WithService, WithIdentity, WithLogger, ...) does nothing, so
+	// that a plugin cannot take what only the host may set.
 	Options          []Option
 	Middleware       Middleware // nil: none
 	MiddlewareConfig MiddlewareConfig
@@ -308,14 +310,9 @@ func (e *Engine) initWarning(ctx context.Context, msg string) {
 // plugin's over an earlier plugin's (see Precedence in the package doc);
 // either way a warning names both.
 func (e *Engine) applyHooks(ctx context.Context, plugin string, opts []Option) []string {
-	kept := e.hook
-	e.hook = engineHooks{}
-	for _, o := range opts {
-		o(e)
-	}
-	offered := e.hook
-	e.hook = kept
-	had := kept.set()
+	scratch := New(e.client, e.reg, opts...) // the hooks only: a plugin's option sets nothing else of e's
+	offered := scratch.hook
+	had := e.hook.set()
 	var names []string
 	var use [4]bool
 	for i, set := range offered.set() {

@@ -84,3 +84,18 @@ func TestBadServicesFailInitialize(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A plugin's options set its engine hooks and nothing else: a service
+// offered or an identity set through them would take the host's place.
+func TestPluginOptionsSetOnlyHooks(t *testing.T) {
+	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithService("stolen", 1), WithIdentity("pwned"),
+		WithFallbackFinal(func() *Final { return &Final{Output: "p's fallback"} })}}}
+	e := New(script("junk"), nil, WithPlugins(p))
+	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
+	if err != nil || final.Output != "p's fallback" || !strings.HasPrefix(rc.SystemPrompt, DefaultIdentity) {
+		t.Fatalf("err %v final %+v prompt %.40q", err, final, rc.SystemPrompt)
+	}
+	if _, ok := e.Service("stolen"); ok {
+		t.Fatal("a plugin's option offered a host service")
+	}
+}
