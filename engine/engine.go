@@ -7,8 +7,9 @@
 //
 // Where the host and plugins both supply something of one name, the
 // host's explicit choice wins: a tool the host registered, an engine hook
-// it set (WithPromptBuilder, WithParamsBuilderHook, ...), or a service it
-// offered (WithService) is used over a plugin's; a later plugin's over an earlier plugin's; and a plugin's tool
+// it set (WithPromptBuilder, WithParamsBuilderHook, ...), a service it
+// offered (WithService) or a config key it declared (WithConfigKeys) is
+// used over a plugin's; a later plugin's over an earlier plugin's; and a plugin's tool
 // over a built-in one (WithBuiltinTools). Each time Status.Warnings says
 // what was replaced or is not used. Middleware do not replace each other:
 // all of them run, the host's first.
@@ -59,6 +60,7 @@ type Engine struct {
 	maxObs     int                // WithMaxObservationBytes
 	maxDepth   int                // WithMaxJSONDepth
 	svc        services           // WithService, Extension.Services
+	conf       settings           // WithConfigKeys, Extension.ConfigKeys
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a

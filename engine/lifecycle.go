@@ -125,6 +125,9 @@ type Extension struct {
 	// Engine.Service): a client or store its tools and another plugin's
 	// share. A WebAssembly module has none.
 	Services map[string]any
+	// ConfigKeys declare settings of the plugin's in the engine's config
+	// (see Engine.Config), which the host may then set.
+	ConfigKeys []ConfigKey
 	// Close releases the plugin (its destroy hook); called once, by Engine.Close.
 	Close func(ctx context.Context) error
 }
@@ -198,6 +201,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 		ext   *Extension
 		took  time.Duration
 		tools []*registered // ext.Tools, checked and compiled
+		keys  []ConfigKey   // ext.ConfigKeys, checked
 	}
 	var ok []opened
 	fail := &InitError{}
@@ -232,7 +236,9 @@ func (e *Engine) initialize(ctx context.Context) error {
 			}
 			o.tools = append(o.tools, checked)
 		}
-		for _, err := range checkServices(ext.Services) {
+		var errs []error
+		o.keys, errs = checkKeys(ext.ConfigKeys)
+		for _, err := range append(errs, checkServices(ext.Services)...) {
 			fail.add(&PluginError{Plugin: p.Name(), Err: err})
 		}
 		ok = append(ok, o)
@@ -248,6 +254,9 @@ func (e *Engine) initialize(ctx context.Context) error {
 	}
 	for _, err := range checkServices(e.hostServices()) {
 		fail.add(fmt.Errorf("host %w", err))
+	}
+	for _, err := range e.conf.hostErrs {
+		fail.add(err)
 	}
 	if len(fail.Problems) > 0 {
 		for _, o := range ok {
@@ -280,6 +289,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 		}
 		lp.hooks = e.applyHooks(ctx, name, o.ext.Options)
 		e.addServices(ctx, name, o.ext.Services)
+		e.addConfigKeys(ctx, name, o.keys)
 		if o.ext.Middleware != nil {
 			lp.mw = newMW(o.ext.Middleware, []MiddlewareConfig{o.ext.MiddlewareConfig})
 			e.middleware = append(e.middleware, lp.mw)

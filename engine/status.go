@@ -16,8 +16,8 @@ type Status struct {
 	Tools   []ToolStatus    `json:"tools"`
 	Hooks   map[string]int  `json:"hooks"`
 	// Warnings are what Initialize found questionable but went on with: a
-	// plugin's tool, engine hook or service replacing another plugin's (a
-	// tool: or a built-in), or not used because the host's is. Names in them are quoted (%q); show them
+	// plugin's tool, engine hook, service or config key replacing another
+	// plugin's (a tool: or a built-in), or not used because the host's is. Names in them are quoted (%q); show them
 	// with safetext.Line all the same.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -34,10 +34,11 @@ type PluginStatus struct {
 	// granted, capability by capability (least privilege: a grant it did
 	// not ask for shows too).
 	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
-	Hooks        []string           `json:"hooks,omitempty"`    // engine and middleware hooks it implements
-	Tools        []string           `json:"tools,omitempty"`    // its tools in use (not shadowed)
-	Services     []string           `json:"services,omitempty"` // its services in use (not shadowed)
-	State        string             `json:"state"`              // "active" or "quarantined"
+	Hooks        []string           `json:"hooks,omitempty"`       // engine and middleware hooks it implements
+	Tools        []string           `json:"tools,omitempty"`       // its tools in use (not shadowed)
+	Services     []string           `json:"services,omitempty"`    // its services in use (not shadowed)
+	ConfigKeys   []string           `json:"config_keys,omitempty"` // its config keys in use (not shadowed)
+	State        string             `json:"state"`                 // "active" or "quarantined"
 	LoadTime     time.Duration      `json:"load_time_ns"`
 	Calls        uint64             `json:"calls"`  // middleware hook calls
 	Faults       uint64             `json:"faults"` // failed middleware hook calls
@@ -137,7 +138,7 @@ func (e *Engine) Status() Status {
 				ps.Tools = append(ps.Tools, t.Name)
 			}
 		}
-		ps.Services = e.servicesOf(lp.name)
+		ps.Services, ps.ConfigKeys = e.servicesOf(lp.name), e.configKeysOf(lp.name)
 		st.Plugins = append(st.Plugins, ps)
 	}
 	return st
