@@ -170,6 +170,10 @@ func TestCalcTool(t *testing.T) {
 	if !strings.Contains(tool.Description(), "sqrt") {
 		t.Errorf("description does not list the functions: %q", tool.Description())
 	}
+	// It changes nothing, so an engine in plan mode runs it.
+	if m, ok := tool.(engine.Mutator); ok && m.Mutates() {
+		t.Error("calc says it changes things")
+	}
 }
 
 func TestLookupAndNames(t *testing.T) {

@@ -41,6 +41,11 @@ type RunOptions struct {
 	// registry does not have fails the run before any model call
 	// (ErrUnknownTool, StopBadOptions).
 	Tools []string
+	// Mode, if set, is this run's mode in place of the engine's (see
+	// Engine.SetMode): a planning run beside others that act. Another
+	// value than ModeNormal or ModePlan fails the run before any model
+	// call (a *ConfigValueError, StopBadOptions).
+	Mode Mode
 	// OnEvent, if set, receives this run's events, after the engine's
 	// handler (WithEventHandler) does: a caller running several runs on
 	// one engine at once hears each one's apart. It is called on the run's
@@ -109,7 +114,7 @@ const (
 	StopCanceled    = "canceled"         // the context ended the run
 	StopModelFailed = "model_error"      // a model call failed outside the forced conclusion
 	StopBadParams   = "parameters_error" // the model parameters were rejected before the first call
-	StopBadOptions  = "options_error"    // RunOptions.Tools names a tool the engine does not have
+	StopBadOptions  = "options_error"    // RunOptions.Tools names a tool the engine does not have, or RunOptions.Mode no mode
 	StopMiddleware  = "middleware_error" // a fail-closed before_run hook failed
 	StopInit        = "init_error"       // the engine could not be initialized, or is closed
 )

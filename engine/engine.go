@@ -72,6 +72,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	}
 	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now,
 		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth, svc: services{byName: map[string]service{}}}
+	e.conf.put(modeKey, sourceEngine)
 	for _, o := range opts {
 		o(e)
 	}
@@ -118,6 +119,9 @@ func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 	}
 	if err := r.ctx.Err(); err != nil {
 		return e.fail(r, StopCanceled, err)
+	}
+	if err := r.checkMode(); err != nil {
+		return e.fail(r, StopBadOptions, err)
 	}
 	if err := r.restrict(e.reg); err != nil {
 		return e.fail(r, StopBadOptions, err)
@@ -470,6 +474,11 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 			why = "is not available in this run"
 		}
 		obs := capped(fmt.Sprintf("Error: tool '%s' %s. Available tools: %s", cutName(call.ToolName), why, orNone(r.toolNames(e))))
+		return obs, obs, truncated
+	}
+	if mutates(tool) && r.mode(e) == ModePlan {
+		obs := capped(fmt.Sprintf("Tool call refused: plan mode: tool '%s' changes things, so it does not run while planning; "+
+			"the mode must be switched to %s to run it.", cutName(call.ToolName), ModeNormal))
 		return obs, obs, truncated
 	}
 	input, valid, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)

@@ -79,18 +79,25 @@ type settings struct {
 
 type setting struct {
 	key   ConfigKey
-	from  string // SourceHost, or PluginSource of the plugin that declared it
+	from  string // sourceEngine, SourceHost, or PluginSource of the plugin that declared it
 	value any
 }
+
+// sourceEngine is the source of the engine's own config keys (ConfigMode).
+const sourceEngine = "engine"
 
 // WithConfigKeys declares config keys of the host's. Of one name, the
 // host's key is used over a plugin's (see Precedence in the package doc)
 // and the last declared wins. A key that cannot be declared (a bad name,
-// an unknown type, a default of another type) fails Initialize.
+// an unknown type, a default of another type, the name of one of the
+// engine's keys such as ConfigMode) fails Initialize.
 func WithConfigKeys(keys ...ConfigKey) Option {
 	return func(e *Engine) {
 		for _, k := range keys {
 			k, err := checkKey(k)
+			if err == nil && e.conf.from(k.Name) == sourceEngine {
+				err = fmt.Errorf("config key %s is the engine's own", quoteName(k.Name))
+			}
 			if err != nil {
 				e.conf.hostErrs = append(e.conf.hostErrs, fmt.Errorf("host %w", err))
 				continue
@@ -246,6 +253,16 @@ func (c *settings) put(k ConfigKey, from string) {
 	c.keys[k.Name] = &setting{key: k, from: from, value: k.Default}
 }
 
+// from is the source of key, or "" when it is not declared.
+func (c *settings) from(key string) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if s, ok := c.keys[key]; ok {
+		return s.from
+	}
+	return ""
+}
+
 // unknown is the error for key, which is not declared; c.mu is held.
 func (c *settings) unknown(key string) error {
 	names := make([]string, 0, len(c.keys))
@@ -256,19 +273,17 @@ func (c *settings) unknown(key string) error {
 }
 
 // addConfigKeys declares a plugin's keys, checked as it was opened: the
-// host's key of a name is kept, an earlier plugin's replaced, each time
-// with a warning naming both.
+// engine's or the host's key of a name is kept, an earlier plugin's
+// replaced, each time with a warning naming both.
 func (e *Engine) addConfigKeys(ctx context.Context, plugin string, keys []ConfigKey) {
 	for _, k := range keys {
-		e.conf.mu.RLock()
-		prev, taken := e.conf.keys[k.Name]
-		e.conf.mu.RUnlock()
-		switch {
-		case taken && prev.from == SourceHost:
-			e.initWarning(ctx, fmt.Sprintf("the config key %q of plugin %q is not used: the host's key of that name is", k.Name, plugin))
+		switch from := e.conf.from(k.Name); from {
+		case "":
+		case sourceEngine, SourceHost:
+			e.initWarning(ctx, fmt.Sprintf("the config key %q of plugin %q is not used: the %s's key of that name is", k.Name, plugin, from))
 			continue
-		case taken:
-			e.initWarning(ctx, fmt.Sprintf("the config key %q of plugin %q replaces plugin %q's", k.Name, plugin, strings.TrimPrefix(prev.from, "plugin:")))
+		default:
+			e.initWarning(ctx, fmt.Sprintf("the config key %q of plugin %q replaces plugin %q's", k.Name, plugin, strings.TrimPrefix(from, "plugin:")))
 		}
 		e.conf.put(k, PluginSource(plugin))
 	}

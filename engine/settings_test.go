@@ -127,10 +127,10 @@ func TestPluginConfigKeys(t *testing.T) {
 	for i, k := range keys {
 		names[i] = k.Name
 	}
-	if !slices.Equal(names, []string{"depth", "own", "ratio", "retries", "style", "timeout", "verbose"}) || keys[3].Doc != "how often" {
+	if !slices.Equal(names, []string{"depth", "mode", "own", "ratio", "retries", "style", "timeout", "verbose"}) || keys[4].Doc != "how often" {
 		t.Fatalf("ConfigKeys %v", keys)
 	}
-	keys[4].Values[0] = "changed"
+	keys[5].Values[0] = "changed"
 	if err := e.SetConfig("style", "terse"); err != nil {
 		t.Fatalf("changing ConfigKeys' result changed the key: %v", err)
 	}

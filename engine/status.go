@@ -11,6 +11,7 @@ import (
 // with where each came from, and how many implementations each hook has.
 type Status struct {
 	State   string          `json:"state"`
+	Mode    Mode            `json:"mode"`
 	Plugins []PluginStatus  `json:"plugins"`
 	Skipped []SkippedPlugin `json:"skipped,omitempty"`
 	Tools   []ToolStatus    `json:"tools"`
@@ -85,10 +86,13 @@ type SkippedPlugin struct {
 	Reason string `json:"reason"`
 }
 
-// ToolStatus is one tool and its source (SourceHost, SourceBuiltin, or PluginSource(name)).
+// ToolStatus is one tool, its source (SourceHost, SourceBuiltin, or
+// PluginSource(name)), and whether it changes things (see Mutator), which
+// ModePlan refuses.
 type ToolStatus struct {
-	Name   string `json:"name"`
-	Source string `json:"source"`
+	Name    string `json:"name"`
+	Source  string `json:"source"`
+	Mutates bool   `json:"mutates,omitempty"`
 }
 
 // Status returns the engine's snapshot. Before Initialize it lists no
@@ -96,7 +100,7 @@ type ToolStatus struct {
 // middleware it reports are being set.
 func (e *Engine) Status() Status {
 	e.life.mu.Lock()
-	st := Status{State: e.life.state.String(), Hooks: map[string]int{}}
+	st := Status{State: e.life.state.String(), Mode: e.Mode(), Hooks: map[string]int{}}
 	loaded := append([]*loadedPlugin(nil), e.life.loaded...)
 	st.Skipped = append(st.Skipped, e.life.skipped...)
 	st.Warnings = append(st.Warnings, e.life.warnings...)
@@ -108,9 +112,9 @@ func (e *Engine) Status() Status {
 	chain := e.chain()
 	e.life.mu.Unlock()
 
-	for _, name := range e.reg.Names() {
-		src, _ := e.reg.Source(name)
-		st.Tools = append(st.Tools, ToolStatus{Name: name, Source: src})
+	for _, t := range e.reg.All() {
+		src, _ := e.reg.Source(t.Name())
+		st.Tools = append(st.Tools, ToolStatus{Name: t.Name(), Source: src, Mutates: mutates(t)})
 	}
 	for _, m := range chain {
 		for _, h := range m.f.hookNames() {
