@@ -13,7 +13,8 @@ import (
 
 // State is where an engine is in its lifecycle: constructed ->
 // initialized, then running while runs are in progress and initialized
-// again when the last ends, until closed.
+// again when the last ends, until closed; or constructed -> failed, when
+// Initialize fails, until closed.
 type State int32
 
 // Lifecycle states.
@@ -22,10 +23,11 @@ const (
 	StateInitialized              // Initialize loaded the plugins; no run in progress
 	StateRunning                  // runs are in progress
 	StateClosed                   // Close released everything; runs fail with ErrClosed
+	StateFailed                   // Initialize failed; it and runs return its *InitError
 )
 
 func (s State) String() string {
-	return [...]string{"constructed", "initialized", "running", "closed"}[s]
+	return [...]string{"constructed", "initialized", "running", "closed", "failed"}[s]
 }
 
 // ErrClosed is returned by runs of a closed engine.
@@ -152,6 +154,7 @@ type lifecycle struct {
 	initErr  error
 	loaded   []*loadedPlugin
 	skipped  []SkippedPlugin
+	failed   []FailedPlugin // when Initialize failed
 	warnings []string       // Status.Warnings
 	running  int            // runs in progress, for the state
 	active   sync.WaitGroup // runs in progress, which Close waits for
@@ -179,16 +182,16 @@ func (e *Engine) State() State {
 func (e *Engine) Initialize(ctx context.Context) error {
 	e.life.mu.Lock()
 	defer e.life.mu.Unlock()
-	switch {
-	case e.life.state == StateClosed:
+	switch e.life.state {
+	case StateClosed:
 		return ErrClosed
-	case e.life.state != StateConstructed:
-		return nil
-	case e.life.initErr != nil:
+	case StateFailed:
 		return e.life.initErr
+	case StateInitialized, StateRunning:
+		return nil
 	}
 	if err := e.initialize(ctx); err != nil {
-		e.life.initErr = err
+		e.life.initErr, e.life.state = err, StateFailed
 		return err
 	}
 	e.life.state = StateInitialized
@@ -206,6 +209,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 	var ok []opened
 	fail := &InitError{}
 	seen := map[string]bool{}
+	took := map[string]time.Duration{} // how long each plugin's Open took, for Status.Failed
 	for _, p := range e.plugins {
 		if seen[p.Name()] {
 			reason := "a plugin of the same name comes first (the first of a name wins)"
@@ -216,19 +220,19 @@ func (e *Engine) initialize(ctx context.Context) error {
 		seen[p.Name()] = true
 		start := time.Now()
 		ext, err := p.Open(ctx)
-		took := time.Since(start)
+		took[p.Name()] = time.Since(start)
 		if err == nil && ext == nil {
 			err = errors.New("Open returned no extension")
 		}
 		if err != nil {
 			fail.add(&PluginError{Plugin: p.Name(), Err: err})
-			e.log.ErrorContext(ctx, "plugin failed to load", "plugin", p.Name(), "duration", took, "error", err)
+			e.log.ErrorContext(ctx, "plugin failed to load", "plugin", p.Name(), "duration", took[p.Name()], "error", err)
 			continue
 		}
 		// Its tool schemas are checked now, so that a bad one is blamed on
 		// this plugin and tool (shadowed tools too: the plugin is broken),
 		// and kept compiled.
-		o := opened{p: p, ext: ext, took: took}
+		o := opened{p: p, ext: ext, took: took[p.Name()]}
 		for _, t := range ext.Tools {
 			checked, err := e.reg.checkTool(t)
 			if err != nil {
@@ -259,6 +263,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 		fail.add(err)
 	}
 	if len(fail.Problems) > 0 {
+		e.life.failed = failedPlugins(fail, took)
 		for _, o := range ok {
 			if o.ext.Close != nil {
 				o.ext.Close(ctx)
@@ -305,6 +310,25 @@ func (e *Engine) initialize(ctx context.Context) error {
 	e.log.InfoContext(ctx, "engine initialized", "plugins", len(e.life.loaded), "skipped", len(e.life.skipped),
 		"tools", len(e.reg.Names()), "middleware", len(e.chain()))
 	return nil
+}
+
+// failedPlugins are the plugins with a problem in fail, in the order of
+// their first, each with its problems and how long its Open took.
+func failedPlugins(fail *InitError, took map[string]time.Duration) []FailedPlugin {
+	var out []FailedPlugin
+	for _, err := range fail.Errs {
+		var pe *PluginError
+		if !errors.As(err, &pe) {
+			continue
+		}
+		i := slices.IndexFunc(out, func(f FailedPlugin) bool { return f.Name == pe.Plugin })
+		if i < 0 {
+			out = append(out, FailedPlugin{Name: pe.Plugin, LoadTime: took[pe.Plugin]})
+			i = len(out) - 1
+		}
+		out[i].Reasons = append(out[i].Reasons, pe.Err.Error())
+	}
+	return out
 }
 
 // initWarning logs msg and keeps it for Status.Warnings, which a CLI

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/llm"
@@ -418,5 +419,62 @@ func TestStatusDuringInitialize(t *testing.T) {
 	}
 	if st := e.Status(); st.Hooks["fallback_final"] != 1 || st.Hooks["on_action"] != 1 || len(st.Plugins) != 1 {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// slowPlugin takes its time to open.
+type slowPlugin struct {
+	*fakePlugin
+	delay time.Duration
+}
+
+func (p slowPlugin) Open(ctx context.Context) (*Extension, error) {
+	time.Sleep(p.delay)
+	return p.fakePlugin.Open(ctx)
+}
+
+// A failed initialization is reported plugin by plugin: each plugin to
+// blame with all its problems and its load time; the engine is failed.
+func TestStatusNamesFailedPlugins(t *testing.T) {
+	bad := slowPlugin{&fakePlugin{name: "bad", openErr: errors.New("file not found")}, 5 * time.Millisecond}
+	messy := &fakePlugin{name: "messy", ext: Extension{Requires: []string{"ghost"}, Services: map[string]any{"s": nil},
+		ConfigKeys: []ConfigKey{{Name: "k", Type: "text"}}}}
+	e := New(script(), nil, WithPlugins(&fakePlugin{name: "good"}, bad, messy, &fakePlugin{name: "good"}))
+	if err := e.Initialize(context.Background()); !errors.Is(err, ErrInit) {
+		t.Fatalf("err = %v", err)
+	}
+	st := e.Status()
+	if st.State != "failed" || e.State() != StateFailed || len(st.Plugins) != 0 || len(st.Skipped) != 1 || len(st.Failed) != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	if f := st.Failed[0]; f.Name != "bad" || strings.Join(f.Reasons, "|") != "file not found" || f.LoadTime < bad.delay {
+		t.Errorf("failed[0] %+v", f)
+	}
+	want := `config key "k": unknown type "text"|service "s" is nil|requires "ghost", which is not loaded`
+	if f := st.Failed[1]; f.Name != "messy" || strings.Join(f.Reasons, "|") != want {
+		t.Errorf("failed[1] %+v, want reasons %s", f, want)
+	}
+	if err := e.Initialize(context.Background()); !errors.Is(err, ErrInit) || e.State() != StateFailed {
+		t.Fatalf("second Initialize: %v, state %s", err, e.State())
+	}
+	e.Close(context.Background())
+	if e.State() != StateClosed {
+		t.Fatalf("state %s after Close", e.State())
+	}
+}
+
+// The report of a plugin that loaded: how long its Open took and what it
+// added.
+func TestStatusReportsWhatAPluginAdded(t *testing.T) {
+	p := slowPlugin{&fakePlugin{name: "p", ext: Extension{Version: "1", Tools: []Tool{&testTool{name: "ptool"}},
+		Services: map[string]any{"store": 1}, ConfigKeys: []ConfigKey{{Name: "depth", Type: ConfigInt}},
+		Options: []Option{WithFallbackFinal(func() *Final { return nil })}}}, 5 * time.Millisecond}
+	e := New(script(), nil, WithPlugins(p))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ps := e.Status().Plugins[0]
+	if ps.LoadTime < p.delay || fmt.Sprint(ps.Hooks, ps.Tools, ps.Services, ps.ConfigKeys) != "[fallback_final] [ptool] [store] [depth]" {
+		t.Fatalf("plugin status %+v", ps)
 	}
 }

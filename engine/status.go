@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ type Status struct {
 	Mode    Mode            `json:"mode"`
 	Plugins []PluginStatus  `json:"plugins"`
 	Skipped []SkippedPlugin `json:"skipped,omitempty"`
+	Failed  []FailedPlugin  `json:"failed,omitempty"` // when Initialize failed: the plugins to blame
 	Tools   []ToolStatus    `json:"tools"`
 	Hooks   map[string]int  `json:"hooks"`
 	// Warnings are what Initialize found questionable but went on with: a
@@ -86,6 +88,16 @@ type SkippedPlugin struct {
 	Reason string `json:"reason"`
 }
 
+// FailedPlugin is a plugin that failed Initialize, and why: it did not
+// load, it declared a tool, service or config key that cannot be used, or
+// it requires a plugin that is not loaded. The reasons may quote the
+// plugin; show them with safetext.Line.
+type FailedPlugin struct {
+	Name     string        `json:"name"`
+	Reasons  []string      `json:"reasons"`
+	LoadTime time.Duration `json:"load_time_ns"` // of its Open, which may have succeeded
+}
+
 // ToolStatus is one tool, its source (SourceHost, SourceBuiltin, or
 // PluginSource(name)), and whether it changes things (see Mutator), which
 // ModePlan refuses.
@@ -95,14 +107,20 @@ type ToolStatus struct {
 	Mutates bool   `json:"mutates,omitempty"`
 }
 
-// Status returns the engine's snapshot. Before Initialize it lists no
-// plugins; during Initialize it waits for it, since the hooks and
-// middleware it reports are being set.
+// Status returns the engine's snapshot: the initialization report (each
+// plugin's load time, hooks, tools, services and config keys; those
+// skipped, and when Initialize failed those to blame) and the state since.
+// Before Initialize it lists no plugins; during Initialize it waits for
+// it, since the hooks and middleware it reports are being set.
 func (e *Engine) Status() Status {
 	e.life.mu.Lock()
 	st := Status{State: e.life.state.String(), Mode: e.Mode(), Hooks: map[string]int{}}
 	loaded := append([]*loadedPlugin(nil), e.life.loaded...)
 	st.Skipped = append(st.Skipped, e.life.skipped...)
+	for _, f := range e.life.failed {
+		f.Reasons = slices.Clone(f.Reasons)
+		st.Failed = append(st.Failed, f)
+	}
 	st.Warnings = append(st.Warnings, e.life.warnings...)
 	for i, set := range e.hook.set() {
 		if set {
