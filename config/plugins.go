@@ -494,7 +494,8 @@ func (r *Runtime) Close(ctx context.Context) error {
 // directories; and initializes it. A plugin that cannot be loaded, or
 // whose tool schema is invalid, is an *Error at its own [[plugins]] entry,
 // naming it and its file or tool, which also matches the engine's ErrInit
-// and the host's error kind (host.ErrABIMismatch, ...).
+// and the host's error kind (host.ErrABIMismatch, ...); any failure to
+// initialize comes wrapped in an *InitError.
 func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -521,11 +522,26 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	all = append(all, engine.WithPlugins(discover(loader, c.Discovery.Directories(), logger)...))
 	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
 	if err := rt.Engine.Initialize(ctx); err != nil {
+		st := rt.Engine.Status()
 		rt.Close(ctx)
-		return nil, c.initError(err)
+		return nil, &InitError{Status: st, Err: c.initError(err)}
 	}
 	return rt, nil
 }
+
+// InitError is Open's error when the engine could not be initialized. It
+// reads as the located problems it wraps, and carries the engine's Status
+// at the failure, so that a command can still report the plugins that
+// failed (with their load times) and those skipped.
+type InitError struct {
+	Status engine.Status
+	Err    error
+}
+
+func (e *InitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the located problems: an *Error, or several joined.
+func (e *InitError) Unwrap() error { return e.Err }
 
 // initError locates the problems of a failed initialization: a plugin's at
 // its own [[plugins]] entry; the others (a discovered plugin's, a plugin's

@@ -146,6 +146,12 @@ func TestOpenBlamesTheSchemasPlugin(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, `plugin "second": invalid tool parameter schema of tool "lookup"`) || !strings.Contains(msg, "file:///etc/passwd") {
 		t.Fatalf("message %q", msg)
 	}
+	// The engine's report of the failure comes with it, for a command to show.
+	var ie *config.InitError
+	if !errors.As(err, &ie) || ie.Status.State != "failed" || len(ie.Status.Failed) != 1 || ie.Status.Failed[0].Name != "second" ||
+		ie.Status.Failed[0].LoadTime <= 0 || !strings.Contains(ie.Status.Failed[0].Reasons[0], `tool "lookup"`) {
+		t.Fatalf("err %v, want an *InitError with the status naming plugin second", err)
+	}
 }
 
 // [tools] max_schema_kb reaches the engine: a schema within the default

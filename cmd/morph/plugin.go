@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -106,17 +107,25 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 			// only errors. The plugins' loader logs its warnings.
 			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			engineLogger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+			show := func(st engine.Status) error {
+				if asJSON {
+					return writeJSON(stdout, st)
+				}
+				printStatus(stdout, st)
+				return nil
+			}
 			rt, err := cfg.Open(cmd.Context(), logger, engine.WithLogger(engineLogger))
 			if err != nil {
+				var ie *config.InitError
+				if errors.As(err, &ie) { // the report says which plugins failed, and how long each took
+					if serr := show(ie.Status); serr != nil {
+						return serr
+					}
+				}
 				return &exitError{exitUsage, err}
 			}
 			defer func() { closeRuntime(cmd.Context(), rt, shutdownTimeout, cmd.Context().Err() != nil, stderr) }()
-			st := rt.Engine.Status()
-			if asJSON {
-				return writeJSON(stdout, st)
-			}
-			printStatus(stdout, st)
-			return nil
+			return show(rt.Engine.Status())
 		},
 	}
 	statusCmd.Flags().StringVar(&configPath, "config", "morph.toml", "the config file")
@@ -165,11 +174,17 @@ func printReport(w io.Writer, rep *host.Report) {
 // printStatus prints the status, the plugins' names and what they declare
 // escaped.
 func printStatus(w io.Writer, st engine.Status) {
-	fmt.Fprintf(w, "engine: %s\n", st.State)
+	fmt.Fprintf(w, "engine: %s, mode %s\n", st.State, label(string(st.Mode)))
 	for _, p := range st.Plugins {
 		fmt.Fprintf(w, "plugin %s %s (%s, ABI v%d, loader %s): %s, loaded in %s\n", label(p.Name), label(p.Version), label(p.Source), p.ABIVersion,
 			label(p.Loader), label(p.State), p.LoadTime.Round(time.Microsecond))
 		fmt.Fprintf(w, "  hooks: %s\n  tools: %s\n", labels(p.Hooks), labels(p.Tools))
+		if len(p.Services) > 0 {
+			fmt.Fprintf(w, "  services: %s\n", labels(p.Services))
+		}
+		if len(p.ConfigKeys) > 0 {
+			fmt.Fprintf(w, "  config keys: %s\n", labels(p.ConfigKeys))
+		}
 		if len(p.Requires) > 0 {
 			fmt.Fprintf(w, "  requires: %s\n", labels(p.Requires))
 		}
@@ -180,6 +195,9 @@ func printStatus(w io.Writer, st engine.Status) {
 	}
 	for _, s := range st.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", label(s.Name), oneLine(s.Reason, 0))
+	}
+	for _, f := range st.Failed {
+		fmt.Fprintf(w, "failed %s (in %s): %s\n", label(f.Name), f.LoadTime.Round(time.Microsecond), oneLine(strings.Join(f.Reasons, "; "), 0))
 	}
 	for _, warning := range st.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", oneLine(warning, 0))

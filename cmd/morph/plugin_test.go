@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/morphhost/morph/engine"
 )
 
 // fixture is the absolute path of a guests/testdata module built by `make fixtures`.
@@ -100,7 +103,7 @@ func TestPluginStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"engine: initialized", "plugin min 1 (", "hooks: build_prompt", "calc (builtin)", "hooks: build_prompt x1"} {
+	for _, want := range []string{"engine: initialized, mode normal", "plugin min 1 (", "hooks: build_prompt", "calc (builtin)", "hooks: build_prompt x1"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, stdout)
 		}
@@ -123,5 +126,25 @@ func TestPluginStatusWarnsOnce(t *testing.T) {
 		if n := strings.Count(stdout+stderr, `replaces plugin`); code != 0 || n != 1 {
 			t.Errorf("%v: exit %d, the warning %d times:\n%s\n%s", args, code, n, stdout, stderr)
 		}
+	}
+}
+
+// A plugin that fails the engine's initialization is in the status, with
+// why and how long it took to load, in text and in JSON, besides the error
+// (exit 2); what the plugin wrote is escaped.
+func TestPluginStatusReportsFailure(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"old\"\npath = \""+fixture(t, "wrongversion")+"\"\n")
+	code, stdout, stderr := morph(t, "", "plugin", "status", "--config", cfg)
+	if code != 2 || !strings.Contains(stderr, "found morph_abi_v2") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "engine: failed, mode normal") || !regexp.MustCompile(`(?m)^failed old \(in [0-9.]+[µm]?s\): .*found morph_abi_v2`).MatchString(stdout) {
+		t.Fatalf("status:\n%s", stdout)
+	}
+	code, stdout, _ = morph(t, "", "plugin", "status", "--json", "--config", cfg)
+	var st engine.Status
+	if err := json.Unmarshal([]byte(stdout), &st); code != 2 || err != nil || st.State != "failed" || len(st.Failed) != 1 ||
+		st.Failed[0].Name != "old" || st.Failed[0].LoadTime <= 0 || !strings.Contains(st.Failed[0].Reasons[0], "found morph_abi_v2") {
+		t.Fatalf("exit %d, err %v, status %s", code, err, stdout)
 	}
 }
