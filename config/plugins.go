@@ -538,6 +538,7 @@ type InitError struct {
 	Err    error
 }
 
+// Error is the located problems' text, unchanged.
 func (e *InitError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the located problems: an *Error, or several joined.

@@ -23,6 +23,7 @@ type ServiceTypeError struct {
 	Got  string // the service's dynamic type
 }
 
+// Error names the service and both types.
 func (e *ServiceTypeError) Error() string {
 	return fmt.Sprintf("engine: service %s is a %s, not a %s", quoteName(e.Name), e.Got, e.Want)
 }

@@ -48,6 +48,7 @@ type UnknownConfigKeyError struct {
 	Closest []string // at most three known keys, nearest first
 }
 
+// Error names the key and the nearest known ones.
 func (e *UnknownConfigKeyError) Error() string {
 	msg := "engine: unknown config key " + quoteName(e.Key)
 	if len(e.Closest) > 0 {
@@ -64,6 +65,7 @@ type ConfigValueError struct {
 	Got  string // the value's Go type, or the value quoted
 }
 
+// Error reads "engine: config key \"k\": want int, got string".
 func (e *ConfigValueError) Error() string {
 	return fmt.Sprintf("engine: config key %s: want %s, got %s", quoteName(e.Key), e.Want, e.Got)
 }
