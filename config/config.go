@@ -95,7 +95,7 @@ type Config struct {
 	Agent Agent `toml:"agent"` // the [agent] table
 	Tools Tools `toml:"tools"` // the [tools] table
 	// Plugins are the [[plugins]] entries: WebAssembly modules, in order.
-	Plugins []Plugin `toml:"plugins"`
+	Plugins []PluginEntry `toml:"plugins"`
 	// Wasm is the [wasm] table: settings shared by all plugins.
 	Wasm Wasm `toml:"wasm"`
 	// Discovery is the [discovery] table: plugin directories.

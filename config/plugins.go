@@ -22,9 +22,9 @@ import (
 	"github.com/morphhost/morph/host"
 )
 
-// Plugin is one [[plugins]] entry: a WebAssembly module implementing ABI v1
+// PluginEntry is one [[plugins]] entry: a WebAssembly module implementing ABI v1
 // (abi/SPEC.md). Zero limits take the host's defaults.
-type Plugin struct {
+type PluginEntry struct {
 	// Name names the plugin in logs, errors and events; required, unique.
 	Name string `toml:"name"`
 	// Path is the .wasm file. Load resolves a relative path against the
@@ -266,7 +266,7 @@ func (v *validator) plugins() {
 }
 
 // grants checks a plugin's grant keys, and resolves its allowed_paths.
-func (v *validator) grants(i int, p *Plugin, key func(string) toml.Key) {
+func (v *validator) grants(i int, p *PluginEntry, key func(string) toml.Key) {
 	guests := map[string]string{}
 	for j, s := range p.AllowedPaths {
 		g, err := parsePathGrant(s, filepath.Dir(v.c.File))
@@ -390,7 +390,7 @@ func hookNames() []string {
 }
 
 // MiddlewareConfig is how the engine runs the plugin's middleware.
-func (p Plugin) MiddlewareConfig() engine.MiddlewareConfig {
+func (p PluginEntry) MiddlewareConfig() engine.MiddlewareConfig {
 	c := engine.MiddlewareConfig{QuarantineAfter: p.QuarantineAfter, QuarantineFor: p.QuarantineFor}
 	if p.Policy == PolicyFailClosed {
 		c.Policy = engine.FailClosed
@@ -401,7 +401,7 @@ func (p Plugin) MiddlewareConfig() engine.MiddlewareConfig {
 // Grants are the plugin's grant keys for package host. An allowed_paths
 // entry that does not parse (in a Plugin not checked by Load) is passed on
 // without a guest directory, which fails the plugin's load, naming it.
-func (p Plugin) Grants() host.Grants {
+func (p PluginEntry) Grants() host.Grants {
 	var paths []host.PathGrant
 	for _, s := range p.AllowedPaths {
 		g, err := parsePathGrant(s, ".")
@@ -422,7 +422,7 @@ func (p Plugin) Grants() host.Grants {
 }
 
 // HostConfig is the plugin's load settings for package host.
-func (p Plugin) HostConfig() host.Config {
+func (p PluginEntry) HostConfig() host.Config {
 	return host.Config{
 		Grants:    p.Grants(),
 		Name:      p.Name,
@@ -457,10 +457,10 @@ func (c *Config) SecretEnv() []string {
 // PluginFor is the [[plugins]] entry whose module is the file at path, so
 // that a tool looking at a module (morph plugin inspect --config) sees it
 // with the name, limits and grants the config gives it.
-func (c *Config) PluginFor(path string) (Plugin, error) {
+func (c *Config) PluginFor(path string) (PluginEntry, error) {
 	want, err := os.Stat(path)
 	if err != nil {
-		return Plugin{}, &Error{File: c.File, Msg: "cannot compare with the [[plugins]] entries: " + err.Error(), Err: err}
+		return PluginEntry{}, &Error{File: c.File, Msg: "cannot compare with the [[plugins]] entries: " + err.Error(), Err: err}
 	}
 	var entries []string
 	for _, p := range c.Plugins {
@@ -472,7 +472,7 @@ func (c *Config) PluginFor(path string) (Plugin, error) {
 	if len(entries) == 0 {
 		entries = []string{"none"}
 	}
-	return Plugin{}, c.errorAt(toml.Key{"plugins"}, nil, fmt.Sprintf("no [[plugins]] entry has the path %s (entries: %s)", path, strings.Join(entries, ", ")))
+	return PluginEntry{}, c.errorAt(toml.Key{"plugins"}, nil, fmt.Sprintf("no [[plugins]] entry has the path %s (entries: %s)", path, strings.Join(entries, ", ")))
 }
 
 // Runtime is what Open builds from a config: an initialized engine, which
@@ -513,13 +513,13 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	if err != nil {
 		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
 	}
-	var configured []engine.Plugin
+	var configured []engine.Extender
 	for _, p := range c.Plugins {
-		configured = append(configured, loader.EnginePlugin(p.HostConfig(), p.MiddlewareConfig()))
+		configured = append(configured, loader.Extender(p.HostConfig(), p.MiddlewareConfig()))
 	}
-	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithPlugins(configured...))
+	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...))
 	all = append(all, opts...)
-	all = append(all, engine.WithPlugins(discover(loader, c.Discovery.Directories(), logger)...))
+	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
 	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
 	if err := rt.Engine.Initialize(ctx); err != nil {
 		st := rt.Engine.Status()
@@ -558,7 +558,7 @@ func (c *Config) initError(err error) error {
 		var key toml.Key
 		var pe *engine.PluginError
 		if errors.As(e, &pe) {
-			if j := slices.IndexFunc(c.Plugins, func(p Plugin) bool { return p.Name == pe.Plugin }); j >= 0 {
+			if j := slices.IndexFunc(c.Plugins, func(p PluginEntry) bool { return p.Name == pe.Plugin }); j >= 0 {
 				key = toml.Key{"plugins", strconv.Itoa(j)}
 			}
 		}
@@ -572,8 +572,8 @@ func (c *Config) initError(err error) error {
 
 // discover lists the *.wasm files of dirs as plugins, in directory order
 // then by name. A directory that does not exist is not an error.
-func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Plugin {
-	var found []engine.Plugin
+func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Extender {
+	var found []engine.Extender
 	for _, dir := range dirs {
 		files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
 		if err != nil {
@@ -582,7 +582,7 @@ func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Plugi
 		slices.Sort(files)
 		for _, f := range files {
 			logger.Debug("plugin discovered", "file", f)
-			found = append(found, l.EnginePlugin(host.Config{Path: f}, engine.MiddlewareConfig{}))
+			found = append(found, l.Extender(host.Config{Path: f}, engine.MiddlewareConfig{}))
 		}
 	}
 	return found

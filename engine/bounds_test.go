@@ -149,7 +149,7 @@ func TestNamesAreCut(t *testing.T) {
 	}
 
 	needy := &fakePlugin{name: "needy", ext: Extension{Requires: []string{huge}}}
-	if err := New(nil, nil, WithPlugins(needy)).Initialize(context.Background()); !errors.Is(err, ErrInit) || len(err.Error()) > bound {
+	if err := New(nil, nil, WithExtenders(needy)).Initialize(context.Background()); !errors.Is(err, ErrInit) || len(err.Error()) > bound {
 		t.Errorf("Initialize: %d bytes: %.100q", len(fmt.Sprint(err)), err)
 	}
 

@@ -52,7 +52,7 @@ type Engine struct {
 	hooks      *mw              // WithHooks; New puts it first in middleware
 	middleware []*mw            // WithMiddleware, in order
 	now        func() time.Time // the quarantine clock; tests replace it
-	plugins    []Plugin         // WithPlugins, loaded by Initialize
+	plugins    []Extender       // WithExtenders, loaded by Initialize
 	builtins   []Tool           // WithBuiltinTools
 	life       lifecycle
 	stream     func(delta string) // WithStream

@@ -487,7 +487,7 @@ func TestFailingHooks(t *testing.T) {
 	m = script(toolCall("echo", `{"text":"a"}`), "garbage")
 	events = nil
 	hooks := &fakePlugin{name: "hooks", ext: Extension{Options: failing}}
-	if _, _, err := New(m, registry(echoTool()), WithPlugins(hooks), collectEvents(&events)).Run(context.Background(), "t", RunOptions{MaxSteps: 1}); err != nil {
+	if _, _, err := New(m, registry(echoTool()), WithExtenders(hooks), collectEvents(&events)).Run(context.Background(), "t", RunOptions{MaxSteps: 1}); err != nil {
 		t.Fatal(err)
 	}
 	named := map[string]bool{}
@@ -775,7 +775,7 @@ func TestToolPanicIsTheTools(t *testing.T) {
 // engine's tools nor what the model is told of them.
 func TestToolsIsASnapshot(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&testTool{name: "ptool", schema: `{"type":"object"}`}}}}
-	e := New(script(finalReply("x")), registry(echoTool()), WithPlugins(p))
+	e := New(script(finalReply("x")), registry(echoTool()), WithExtenders(p))
 	if err := e.Initialize(context.Background()); err != nil {
 		t.Fatal(err)
 	}

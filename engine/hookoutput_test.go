@@ -58,7 +58,7 @@ func TestBadBuiltParamsFallBackToBase(t *testing.T) {
 				client = checkingModel{m}
 			}
 			var events []Event
-			final, rc, err := New(client, nil, WithPlugins(paramsPlugin(c.out)), collectEvents(&events)).
+			final, rc, err := New(client, nil, WithExtenders(paramsPlugin(c.out)), collectEvents(&events)).
 				Run(context.Background(), "t", RunOptions{Parameters: map[string]any{"temperature": 0.2}})
 			if err != nil || final == nil || rc.StopReason != StopFinal {
 				t.Fatalf("err %v stop %s", err, rc.StopReason)
@@ -78,7 +78,7 @@ func TestBadBuiltParamsFallBackToBase(t *testing.T) {
 	}
 	t.Run("bad base parameters stay the run's error", func(t *testing.T) {
 		m := checkingModel{script(finalReply("ok"))}
-		_, rc, err := New(m, nil, WithPlugins(paramsPlugin(map[string]any{"temperature": 0.5}))).
+		_, rc, err := New(m, nil, WithExtenders(paramsPlugin(map[string]any{"temperature": 0.5}))).
 			Run(context.Background(), "t", RunOptions{Parameters: map[string]any{"top_k": 3.0}})
 		if err == nil || rc.StopReason != StopBadParams || len(m.reqs) != 0 || !strings.Contains(err.Error(), "top_k") {
 			t.Fatalf("err %v stop %s requests %d", err, rc.StopReason, len(m.reqs))
@@ -207,7 +207,7 @@ func TestRewriteIsValidatedOnce(t *testing.T) {
 func TestPluginSchemasCompileOnce(t *testing.T) {
 	var n atomic.Int32
 	tool := &countingSchema{Tool: echoTool(), n: &n}
-	e := New(nil, nil, WithPlugins(&fakePlugin{name: "p", ext: Extension{Tools: []Tool{tool}}}))
+	e := New(nil, nil, WithExtenders(&fakePlugin{name: "p", ext: Extension{Tools: []Tool{tool}}}))
 	if err := e.Initialize(context.Background()); err != nil {
 		t.Fatal(err)
 	}

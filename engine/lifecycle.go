@@ -93,10 +93,13 @@ func (e *PluginError) Unwrap() error { return e.Err }
 // Is matches ErrInit.
 func (e *PluginError) Is(target error) bool { return target == ErrInit }
 
-// Plugin is an extension the engine loads at Initialize and releases at
-// Close: a WebAssembly module (see package host) or anything else that adds
-// hooks, middleware or tools.
-type Plugin interface {
+// Extender is a plugin as the engine sees it: a name, and an Open that
+// returns what it adds (its Extension), called at Initialize; the
+// Extension's Close releases it at the engine's Close. A WebAssembly module
+// is one (host.Loader.Extender), and so is anything else that adds hooks,
+// middleware, tools, services or config keys. (host.Plugin is the loaded
+// module itself, config.PluginEntry its [[plugins]] entry.)
+type Extender interface {
 	Name() string
 	// Open loads the plugin. Initialize calls it once.
 	Open(ctx context.Context) (*Extension, error)
@@ -134,10 +137,10 @@ type Extension struct {
 	Close func(ctx context.Context) error
 }
 
-// WithPlugins appends plugins to load at Initialize, in order (their
+// WithExtenders appends plugins to load at Initialize, in order (their
 // `requires` may reorder them). Of several plugins with one name, the first
 // is loaded and the others are skipped, as Status reports.
-func WithPlugins(ps ...Plugin) Option {
+func WithExtenders(ps ...Extender) Option {
 	return func(e *Engine) { e.plugins = append(e.plugins, ps...) }
 }
 
@@ -200,7 +203,7 @@ func (e *Engine) Initialize(ctx context.Context) error {
 
 func (e *Engine) initialize(ctx context.Context) error {
 	type opened struct {
-		p     Plugin
+		p     Extender
 		ext   *Extension
 		took  time.Duration
 		tools []*registered // ext.Tools, checked and compiled

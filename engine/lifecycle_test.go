@@ -43,7 +43,7 @@ func (c *closer) Close() error { c.closed.Add(1); return nil }
 
 func TestInitializeConcurrentAndIdempotent(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Version: "1", Tools: []Tool{&testTool{name: "ptool"}}}}
-	e := New(script(), nil, WithPlugins(p))
+	e := New(script(), nil, WithExtenders(p))
 	var wg sync.WaitGroup
 	errs := make(chan error, 50)
 	for range 50 {
@@ -72,7 +72,7 @@ func TestInitializeConcurrentAndIdempotent(t *testing.T) {
 // initialization failure comes back from Run as a typed error.
 func TestRunInitializesImplicitly(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { return &Final{Output: "plugin fallback"} })}}}
-	e := New(script("junk"), nil, WithPlugins(p))
+	e := New(script("junk"), nil, WithExtenders(p))
 	final, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
 	if err != nil || final.Output != "plugin fallback" || e.State() != StateInitialized || p.opens.Load() != 1 {
 		t.Fatalf("final %+v err %v state %s opens %d", final, err, e.State(), p.opens.Load())
@@ -81,7 +81,7 @@ func TestRunInitializesImplicitly(t *testing.T) {
 	bad := &fakePlugin{name: "broken", openErr: errors.New("file not found")}
 	good := &fakePlugin{name: "good"}
 	m := script(finalReply("x"))
-	e = New(m, nil, WithPlugins(good, bad))
+	e = New(m, nil, WithExtenders(good, bad))
 	for range 2 { // the same error every time, and no model call
 		final, rc, err := e.Run(context.Background(), "t", RunOptions{})
 		var ie *InitError
@@ -141,7 +141,7 @@ func TestStateFollowsRuns(t *testing.T) {
 func TestCloseDestroysOnceAndRefusesRuns(t *testing.T) {
 	p1, p2 := &fakePlugin{name: "a"}, &fakePlugin{name: "b"}
 	c := &closer{}
-	e := New(script(finalReply("x")), nil, WithPlugins(p1, p2), WithMiddleware(c))
+	e := New(script(finalReply("x")), nil, WithExtenders(p1, p2), WithMiddleware(c))
 	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestDependencyOrder(t *testing.T) {
 	mk := func(name string, requires ...string) *fakePlugin {
 		return &fakePlugin{name: name, ext: Extension{Requires: requires, Middleware: &recorder{name: name, log: &log}}}
 	}
-	e := New(script(finalReply("x")), nil, WithPlugins(mk("app", "auth", "log"), mk("auth", "log"), mk("log"), mk("extra")))
+	e := New(script(finalReply("x")), nil, WithExtenders(mk("app", "auth", "log"), mk("auth", "log"), mk("log"), mk("extra")))
 	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -181,13 +181,13 @@ func TestDependencyOrder(t *testing.T) {
 		t.Fatalf("middleware order %v", log)
 	}
 	for _, c := range []struct {
-		plugins []Plugin
+		plugins []Extender
 		want    string
 	}{
-		{[]Plugin{mk("a", "ghost")}, `plugin "a": requires "ghost", which is not loaded`},
-		{[]Plugin{mk("a", "b"), mk("b", "c"), mk("c", "a")}, "cycle: a -> b -> c -> a"},
+		{[]Extender{mk("a", "ghost")}, `plugin "a": requires "ghost", which is not loaded`},
+		{[]Extender{mk("a", "b"), mk("b", "c"), mk("c", "a")}, "cycle: a -> b -> c -> a"},
 	} {
-		err := New(script(), nil, WithPlugins(c.plugins...)).Initialize(context.Background())
+		err := New(script(), nil, WithExtenders(c.plugins...)).Initialize(context.Background())
 		if !errors.Is(err, ErrInit) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("err = %v, want %q", err, c.want)
 		}
@@ -198,7 +198,7 @@ func TestToolPrecedence(t *testing.T) {
 	reg := registry(&testTool{name: "shared", fn: func(map[string]any) (string, error) { return "host", nil }})
 	p1 := &fakePlugin{name: "p1", ext: Extension{Tools: []Tool{&testTool{name: "shared"}, &testTool{name: "both"}, &testTool{name: "calc"}}}}
 	p2 := &fakePlugin{name: "p2", ext: Extension{Tools: []Tool{&testTool{name: "both"}}}}
-	e := New(script(), reg, WithPlugins(p1, p2), WithBuiltinTools(&testTool{name: "calc"}, &testTool{name: "clock"}))
+	e := New(script(), reg, WithExtenders(p1, p2), WithBuiltinTools(&testTool{name: "calc"}, &testTool{name: "clock"}))
 	if err := e.Initialize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestHookPrecedence(t *testing.T) {
 	p1 := &fakePlugin{name: "p1", ext: Extension{Options: []Option{prompt("p1's prompt"), fallback("p1")}}}
 	p2 := &fakePlugin{name: "p2", ext: Extension{Options: []Option{fallback("p2")}}}
 	var owners []string
-	e := New(script("junk"), nil, WithPlugins(p1, p2), prompt("the host's prompt"), WithEventHandler(func(ev Event) {
+	e := New(script("junk"), nil, WithExtenders(p1, p2), prompt("the host's prompt"), WithEventHandler(func(ev Event) {
 		if ev.Kind == EventHook {
 			owners = append(owners, ev.Hook+"/"+ev.Plugin)
 		}
@@ -262,7 +262,7 @@ func TestHookPrecedence(t *testing.T) {
 func TestBadToolSchemaNamesItsPlugin(t *testing.T) {
 	good := &fakePlugin{name: "good", ext: Extension{Tools: []Tool{&testTool{name: "fine", schema: `{"type":"object"}`}}}}
 	bad := &fakePlugin{name: "bad", ext: Extension{Tools: []Tool{&testTool{name: "leaky", schema: `{"$ref":"file:///etc/passwd"}`}}}}
-	err := New(script(), nil, WithPlugins(good, bad)).Initialize(context.Background())
+	err := New(script(), nil, WithExtenders(good, bad)).Initialize(context.Background())
 	var ie *InitError
 	var pe *PluginError
 	if !errors.As(err, &ie) || len(ie.Errs) != 1 || !errors.As(ie.Errs[0], &pe) || pe.Plugin != "bad" || !errors.Is(pe, ErrInvalidSchema) || !errors.Is(pe, ErrInit) {
@@ -303,7 +303,7 @@ func TestPluginErrorNamesThePluginOnce(t *testing.T) {
 func TestStatusCountsHooksAndFaults(t *testing.T) {
 	flaky := &Funcs{ID: "flaky", Action: func(context.Context, abi.Action) error { return errors.New("x") }}
 	p := &fakePlugin{name: "flaky", ext: Extension{Version: "2.0", Middleware: flaky, Options: []Option{WithFallbackFinal(func() *Final { return nil })}}}
-	e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(echoTool()), WithPlugins(p))
+	e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(echoTool()), WithExtenders(p))
 	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestStatusCountsHooksAndFaults(t *testing.T) {
 
 func TestDuplicatePluginNamesFirstWins(t *testing.T) {
 	first, second := &fakePlugin{name: "dup", ext: Extension{Version: "1"}}, &fakePlugin{name: "dup", ext: Extension{Version: "2"}}
-	e := New(script(), nil, WithPlugins(first, second))
+	e := New(script(), nil, WithExtenders(first, second))
 	if err := e.Initialize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestDuplicatePluginNamesFirstWins(t *testing.T) {
 func TestEngineHookEvents(t *testing.T) {
 	p := &fakePlugin{name: "fb", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { panic("bug") })}}}
 	var hooks []string
-	e := New(script("junk"), nil, WithPlugins(p), WithParamsBuilder(func(abi.RunOptions) map[string]any { return nil }),
+	e := New(script("junk"), nil, WithExtenders(p), WithParamsBuilder(func(abi.RunOptions) map[string]any { return nil }),
 		WithEventHandler(func(ev Event) {
 			if ev.Kind == EventHook {
 				hooks = append(hooks, ev.Hook+"/"+ev.Plugin+"/"+ev.Outcome)
@@ -375,14 +375,14 @@ func TestToolNamesAndDescriptionsChecked(t *testing.T) {
 		{"big", strings.Repeat("d", DefaultMaxDescriptionBytes+1), "over the limit of 16384"},
 	} {
 		p := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&describedTool{testTool{name: c.name, schema: `{"type":"object"}`}, c.desc}}}}
-		err := New(script(), nil, WithPlugins(p)).Initialize(context.Background())
+		err := New(script(), nil, WithExtenders(p)).Initialize(context.Background())
 		var pe *PluginError
 		if !errors.As(err, &pe) || pe.Plugin != "p" || !errors.Is(err, ErrInvalidTool) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("tool %.40q: err = %.300v, want ErrInvalidTool naming plugin p and %q", c.name, err, c.want)
 		}
 	}
 	ok := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&testTool{name: "fetch_v2.search-all", schema: `{"type":"object"}`}}}}
-	if err := New(script(), nil, WithPlugins(ok)).Initialize(context.Background()); err != nil {
+	if err := New(script(), nil, WithExtenders(ok)).Initialize(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -394,7 +394,7 @@ func TestStatusDuringInitialize(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{
 		Middleware: &Funcs{ID: "p", Action: func(context.Context, abi.Action) error { return nil }},
 		Options:    []Option{WithFallbackFinal(func() *Final { return &Final{Output: "x"} })}}}
-	e := New(script(), nil, WithPlugins(p))
+	e := New(script(), nil, WithExtenders(p))
 	started, stop, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -439,7 +439,7 @@ func TestStatusNamesFailedPlugins(t *testing.T) {
 	bad := slowPlugin{&fakePlugin{name: "bad", openErr: errors.New("file not found")}, 5 * time.Millisecond}
 	messy := &fakePlugin{name: "messy", ext: Extension{Requires: []string{"ghost"}, Services: map[string]any{"s": nil},
 		ConfigKeys: []ConfigKey{{Name: "k", Type: "text"}}}}
-	e := New(script(), nil, WithPlugins(&fakePlugin{name: "good"}, bad, messy, &fakePlugin{name: "good"}))
+	e := New(script(), nil, WithExtenders(&fakePlugin{name: "good"}, bad, messy, &fakePlugin{name: "good"}))
 	if err := e.Initialize(context.Background()); !errors.Is(err, ErrInit) {
 		t.Fatalf("err = %v", err)
 	}
@@ -469,7 +469,7 @@ func TestStatusReportsWhatAPluginAdded(t *testing.T) {
 	p := slowPlugin{&fakePlugin{name: "p", ext: Extension{Version: "1", Tools: []Tool{&testTool{name: "ptool"}},
 		Services: map[string]any{"store": 1}, ConfigKeys: []ConfigKey{{Name: "depth", Type: ConfigInt}},
 		Options: []Option{WithFallbackFinal(func() *Final { return nil })}}}, 5 * time.Millisecond}
-	e := New(script(), nil, WithPlugins(p))
+	e := New(script(), nil, WithExtenders(p))
 	if err := e.Initialize(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestOnFinalOncePerTurnOnEveryPath(t *testing.T) {
 		{"model error", context.Background(), &model{replies: []reply{{err: errors.New("503")}}}, nil, RunOptions{}, abi.StatusError, false},
 		{"canceled", ctxCanceled, script(finalReply("x")), nil, RunOptions{}, abi.StatusCanceled, false},
 		{"fail-closed before_run", context.Background(), script(finalReply("x")), []Option{WithMiddleware(failing, MiddlewareConfig{Policy: FailClosed})}, RunOptions{}, abi.StatusError, false},
-		{"init error", context.Background(), script(finalReply("x")), []Option{WithPlugins(broken)}, RunOptions{}, abi.StatusError, false},
+		{"init error", context.Background(), script(finalReply("x")), []Option{WithExtenders(broken)}, RunOptions{}, abi.StatusError, false},
 		{"closed", context.Background(), script(finalReply("x")), nil, RunOptions{}, abi.StatusError, true},
 	}
 	for _, c := range cases {

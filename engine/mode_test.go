@@ -84,7 +84,7 @@ func TestRunMode(t *testing.T) {
 // config too, and neither the host nor a plugin may declare another.
 func TestModeIsAConfigKey(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{ConfigKeys: []ConfigKey{{Name: ConfigMode, Type: ConfigBool}}}}
-	e := New(script(), nil, WithPlugins(p))
+	e := New(script(), nil, WithExtenders(p))
 	if err := e.Initialize(context.Background()); err != nil {
 		t.Fatal(err)
 	}

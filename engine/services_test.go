@@ -18,7 +18,7 @@ func TestServicePrecedence(t *testing.T) {
 	hostCfg, c1, c2 := "host config", &counter{1}, &counter{2}
 	p1 := &fakePlugin{name: "p1", ext: Extension{Services: map[string]any{"config": "p1 config", "counter": c1, "only1": 1}}}
 	p2 := &fakePlugin{name: "p2", ext: Extension{Services: map[string]any{"counter": c2}}}
-	e := New(script(), nil, WithPlugins(p1, p2), WithService("config", hostCfg))
+	e := New(script(), nil, WithExtenders(p1, p2), WithService("config", hostCfg))
 	if v, ok := e.Service("config"); !ok || v != hostCfg {
 		t.Fatalf("before Initialize: the host's service %v %v", v, ok)
 	}
@@ -72,7 +72,7 @@ func TestServiceAs(t *testing.T) {
 // blamed on its plugin or on the host.
 func TestBadServicesFailInitialize(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Services: map[string]any{"two words": 1, "nothing": nil}}}
-	err := New(script(), nil, WithPlugins(p)).Initialize(context.Background())
+	err := New(script(), nil, WithExtenders(p)).Initialize(context.Background())
 	var ie *InitError
 	var pe *PluginError
 	if !errors.As(err, &ie) || len(ie.Errs) != 2 || !errors.As(ie.Errs[0], &pe) || pe.Plugin != "p" ||
@@ -90,7 +90,7 @@ func TestBadServicesFailInitialize(t *testing.T) {
 func TestPluginOptionsSetOnlyHooks(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithService("stolen", 1), WithIdentity("pwned"),
 		WithFallbackFinal(func() *Final { return &Final{Output: "p's fallback"} })}}}
-	e := New(script("junk"), nil, WithPlugins(p))
+	e := New(script("junk"), nil, WithExtenders(p))
 	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
 	if err != nil || final.Output != "p's fallback" || !strings.HasPrefix(rc.SystemPrompt, DefaultIdentity) {
 		t.Fatalf("err %v final %+v prompt %.40q", err, final, rc.SystemPrompt)

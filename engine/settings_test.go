@@ -98,7 +98,7 @@ func TestPluginConfigKeys(t *testing.T) {
 	p1 := &fakePlugin{name: "p1", ext: Extension{ConfigKeys: []ConfigKey{
 		{Name: "retries", Type: ConfigString}, {Name: "depth", Type: ConfigInt, Default: 1}, {Name: "own", Type: ConfigBool}}}}
 	p2 := &fakePlugin{name: "p2", ext: Extension{ConfigKeys: []ConfigKey{{Name: "depth", Type: ConfigInt, Default: 2}}}}
-	e := New(script(), nil, WithPlugins(p1, p2), WithConfigKeys(hostKeys...))
+	e := New(script(), nil, WithExtenders(p1, p2), WithConfigKeys(hostKeys...))
 	var ue *UnknownConfigKeyError
 	if _, err := e.Config("depth"); !errors.As(err, &ue) {
 		t.Fatalf("a plugin's key before Initialize: %v", err)
@@ -150,7 +150,7 @@ func TestBadConfigKeysFailInitialize(t *testing.T) {
 		{ConfigKey{Name: "s", Type: ConfigString, Values: []string{"a"}, Default: "b"}, `config key "s": its default: want one of "a", got "b"`},
 	} {
 		p := &fakePlugin{name: "p", ext: Extension{ConfigKeys: []ConfigKey{c.key}}}
-		err := New(script(), nil, WithPlugins(p)).Initialize(context.Background())
+		err := New(script(), nil, WithExtenders(p)).Initialize(context.Background())
 		var pe *PluginError
 		if !errors.As(err, &pe) || pe.Plugin != "p" || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err = %v, want a *PluginError of p with %q", c.key, err, c.want)
@@ -161,7 +161,7 @@ func TestBadConfigKeysFailInitialize(t *testing.T) {
 		}
 	}
 	twice := &fakePlugin{name: "p", ext: Extension{ConfigKeys: []ConfigKey{{Name: "n", Type: ConfigInt}, {Name: "n", Type: ConfigBool}}}}
-	if err := New(script(), nil, WithPlugins(twice)).Initialize(context.Background()); err == nil || !strings.Contains(err.Error(), `plugin "p": config key "n" is declared twice`) {
+	if err := New(script(), nil, WithExtenders(twice)).Initialize(context.Background()); err == nil || !strings.Contains(err.Error(), `plugin "p": config key "n" is declared twice`) {
 		t.Fatalf("err = %v", err)
 	}
 }

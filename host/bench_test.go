@@ -273,7 +273,7 @@ func BenchmarkMiddlewareHistory(b *testing.B) {
 			}
 		})}
 		if mwName != "none" {
-			opts = append(opts, engine.WithPlugins(l.EnginePlugin(Config{Path: fixture(b, mwName)}, engine.MiddlewareConfig{})))
+			opts = append(opts, engine.WithExtenders(l.Extender(Config{Path: fixture(b, mwName)}, engine.MiddlewareConfig{})))
 		}
 		e := engine.New(finalOnly{}, nil, opts...)
 		if err := e.Initialize(ctx); err != nil {

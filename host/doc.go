@@ -18,8 +18,8 @@
 //   - The public API: Loader, LoaderOptions, Config, Limits and the module
 //     limits (loader.go); Load, Plugin, its calls and Stats (plugin.go);
 //     the typed errors (errors.go); Inspect's Report
-//     (inspect.go); EnginePlugin, a module as an engine.Plugin
-//     (engineplugin.go); Grants (grants.go, over internal/sandbox);
+//     (inspect.go); Extender, a module as an engine.Extender
+//     (extender.go); Grants (grants.go, over internal/sandbox);
 //     StackLimitError (errors.go, internal/native's).
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
 //     (name, detect, load), which Load and Inspect consult (registry.go).

@@ -27,15 +27,15 @@ func (m *scriptModel) Chat(context.Context, llm.Request) (llm.Result, error) {
 // audits a real run, and a trapping wasm middleware beside it is isolated.
 func TestWasmMiddlewareInARun(t *testing.T) {
 	l, logs := goHooksLoader(t)
-	guard := l.EnginePlugin(Config{Name: "go-hooks", Path: goHooksWasm(t), Values: map[string]string{"deny_tools": "word_count"}}, engine.MiddlewareConfig{})
-	trapper := l.EnginePlugin(Config{Path: fixture(t, "mw_trap")}, engine.MiddlewareConfig{})
+	guard := l.Extender(Config{Name: "go-hooks", Path: goHooksWasm(t), Values: map[string]string{"deny_tools": "word_count"}}, engine.MiddlewareConfig{})
+	trapper := l.Extender(Config{Path: fixture(t, "mw_trap")}, engine.MiddlewareConfig{})
 	m := &scriptModel{replies: []string{
 		`{"type":"tool_call","tool_call":{"tool_name":"word_count","tool_params":{"text":"a b"}}}`,
 		`{"type":"tool_call","tool_call":{"tool_name":"json_query","tool_params":{"json":"{\"mail\":\"ops@example.com\"}","path":"mail"}}}`,
 		`{"type":"final","final":{"output":"done"}}`,
 	}}
 	var hookEvents []engine.Event
-	e := engine.New(m, nil, engine.WithPlugins(guard, trapper), engine.WithEventHandler(func(ev engine.Event) {
+	e := engine.New(m, nil, engine.WithExtenders(guard, trapper), engine.WithEventHandler(func(ev engine.Event) {
 		if ev.Kind == engine.EventHook {
 			hookEvents = append(hookEvents, ev)
 		}

@@ -111,9 +111,9 @@ func TestExtismLoadErrors(t *testing.T) {
 // the tool's error.
 func TestExtismPluginsInARun(t *testing.T) {
 	l, logs := extismLoader()
-	hooks := l.EnginePlugin(Config{Path: extismGuestWasm(t, "hooks"), Values: map[string]string{"deny_tools": "reverse", "style": "Be exact."}},
+	hooks := l.Extender(Config{Path: extismGuestWasm(t, "hooks"), Values: map[string]string{"deny_tools": "reverse", "style": "Be exact."}},
 		engine.MiddlewareConfig{})
-	tools := l.EnginePlugin(Config{Path: extismGuestWasm(t, "tools")}, engine.MiddlewareConfig{})
+	tools := l.Extender(Config{Path: extismGuestWasm(t, "tools")}, engine.MiddlewareConfig{})
 	m := &scriptModel{replies: []string{
 		`{"type":"tool_call","tool_call":{"tool_name":"reverse","tool_params":{"text":"abc"}}}`,
 		`{"type":"tool_call","tool_call":{"tool_name":"divide","tool_params":{"a":1,"b":0}}}`,
@@ -121,7 +121,7 @@ func TestExtismPluginsInARun(t *testing.T) {
 		`{"type":"tool_call","tool_call":{"tool_name":"divide","tool_params":{"a":6,"b":4}}}`,
 		`{"type":"final","final":{"output":"1.5"}}`,
 	}}
-	e := engine.New(m, nil, engine.WithPlugins(hooks, tools))
+	e := engine.New(m, nil, engine.WithExtenders(hooks, tools))
 	defer e.Close(context.Background())
 	s := e.NewSession("s-1")
 	final, rc, err := s.RunTurn(context.Background(), "divide 6 by 4", engine.RunOptions{})

@@ -373,7 +373,7 @@ func TestDeniedCapabilitiesInARun(t *testing.T) {
 	ro, _, secret := grantDirs(t)
 	t.Setenv("OPENAI_API_KEY", "sk-test-secret-never-for-guests")
 	l, _, wasm := capGo(t)
-	plugin := l.EnginePlugin(Config{Name: "cap_go", Path: wasm, Grants: Grants{
+	plugin := l.Extender(Config{Name: "cap_go", Path: wasm, Grants: Grants{
 		Paths: []PathGrant{{Host: ro, Guest: "/ro"}}, Hosts: []string{"localhost"}}}, engine.MiddlewareConfig{})
 	call := func(tool string, params map[string]any) string {
 		b, _ := json.Marshal(map[string]any{"type": "tool_call", "tool_call": map[string]any{"tool_name": tool, "tool_params": params}})
@@ -387,7 +387,7 @@ func TestDeniedCapabilitiesInARun(t *testing.T) {
 		call("read", map[string]any{"path": "/ro/inside.txt"}),
 		`{"type":"final","final":{"output":"done"}}`,
 	}}
-	e := engine.New(m, nil, engine.WithPlugins(plugin))
+	e := engine.New(m, nil, engine.WithExtenders(plugin))
 	defer e.Close(context.Background())
 	final, rc, err := e.Run(context.Background(), "probe the sandbox", engine.RunOptions{})
 	if err != nil || final == nil || final.Output != "done" {

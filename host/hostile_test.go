@@ -564,14 +564,14 @@ func TestSleepingGuardFailsClosed(t *testing.T) {
 			g := lc.as(guestModule{name: "guard", as: abi.HookBeforeToolCall, imports: []guestImport{importPollOneoff}, reply: `{}`})
 			g.attack = g.sleepFor(5 * time.Second)
 			l := newLoader(t)
-			guard := l.EnginePlugin(Config{Name: "guard", Wasm: g.wasm(), Limits: Limits{Timeout: timeout}}, engine.MiddlewareConfig{Policy: engine.FailClosed})
+			guard := l.Extender(Config{Name: "guard", Wasm: g.wasm(), Limits: Limits{Timeout: timeout}}, engine.MiddlewareConfig{Policy: engine.FailClosed})
 			reg := engine.NewRegistry()
 			reg.Register(echoTool{})
 			m := &scriptModel{replies: []string{
 				`{"type":"tool_call","tool_call":{"tool_name":"echo","tool_params":{}}}`,
 				`{"type":"final","final":{"output":"done"}}`,
 			}}
-			e := engine.New(m, reg, engine.WithPlugins(guard))
+			e := engine.New(m, reg, engine.WithExtenders(guard))
 			defer e.Close(context.Background())
 			start := time.Now()
 			final, rc, err := e.Run(context.Background(), "t", engine.RunOptions{})

@@ -9,31 +9,31 @@ import (
 	"github.com/morphhost/morph/engine"
 )
 
-// EnginePlugin makes a module an engine.Plugin: the engine loads it at
+// Extender makes a module an engine.Extender: the engine loads it at
 // Initialize (so a module that cannot load fails initialization, naming it)
 // and closes it, calling its destroy export, at Close. mw sets how the
 // engine runs its middleware hooks; a zero Timeout becomes the plugin's
 // call timeout plus a margin, so the host's own typed timeout is the one
 // reported.
-func (l *Loader) EnginePlugin(cfg Config, mw engine.MiddlewareConfig) engine.Plugin {
-	return &enginePlugin{l: l, cfg: cfg, mw: mw}
+func (l *Loader) Extender(cfg Config, mw engine.MiddlewareConfig) engine.Extender {
+	return &extender{l: l, cfg: cfg, mw: mw}
 }
 
-type enginePlugin struct {
+type extender struct {
 	l   *Loader
 	cfg Config
 	mw  engine.MiddlewareConfig
 }
 
 // Name is the configured name, or the file's base name without ".wasm".
-func (ep *enginePlugin) Name() string {
+func (ep *extender) Name() string {
 	if ep.cfg.Name != "" {
 		return ep.cfg.Name
 	}
 	return strings.TrimSuffix(filepath.Base(ep.cfg.Path), ".wasm")
 }
 
-func (ep *enginePlugin) Open(ctx context.Context) (*engine.Extension, error) {
+func (ep *extender) Open(ctx context.Context) (*engine.Extension, error) {
 	cfg := ep.cfg
 	cfg.Name = ep.Name()
 	p, err := ep.l.Load(ctx, cfg)
