@@ -171,7 +171,7 @@ ungranted = "error"
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	caps := rt.Engine.Status().Plugins[0].Capabilities
+	caps := rt.Engine.Status().Plugins[0].Details.(*host.Details).Capabilities
 	if len(caps) != 3 || caps[0].String() != "http (requested, granted: api.example.com)" || !strings.HasSuffix(caps[1].String(), "/data -> /data (ro), not requested)") ||
 		caps[2].String() != "env (granted: LANG, not requested)" {
 		t.Fatalf("capabilities %v", caps)

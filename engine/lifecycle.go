@@ -110,12 +110,12 @@ type Extension struct {
 	Version    string
 	Source     string // where it was loaded from (a file, "host", ...)
 	ABIVersion int
-	// Loader is how the host runs it (host.LoaderNative, host.LoaderExtism),
-	// for Status; empty for plugins that are not WebAssembly modules.
-	Loader   string
-	Requires []string // names of plugins that must come before it
-	// Capabilities are its requested and granted capabilities, for Status.
-	Capabilities []CapabilityStatus
+	Requires   []string // names of plugins that must come before it
+	// Details is what the code that made the plugin reports of it, which
+	// Status passes on as is (for a WebAssembly module, *host.Details: its
+	// loader, and its capabilities requested and granted). The engine does
+	// not read it: how a plugin is run is not the engine's business.
+	Details any
 	// Options set engine hooks (prompt and params builders, tool success,
 	// fallback final). The host's hook is used over a plugin's, and a later
 	// plugin's over an earlier one's (see Precedence in the package doc),

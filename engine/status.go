@@ -31,55 +31,21 @@ type PluginStatus struct {
 	Version    string   `json:"version,omitempty"`
 	Source     string   `json:"source,omitempty"`
 	ABIVersion int      `json:"abi_version,omitempty"`
-	Loader     string   `json:"loader,omitempty"` // how the host runs it: "morph-abi-v1", "extism"
 	Requires   []string `json:"requires,omitempty"`
-	// Capabilities compares what the plugin asked for with what it was
-	// granted, capability by capability (least privilege: a grant it did
-	// not ask for shows too).
-	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
-	Hooks        []string           `json:"hooks,omitempty"`       // engine and middleware hooks it implements
-	Tools        []string           `json:"tools,omitempty"`       // its tools in use (not shadowed)
-	Services     []string           `json:"services,omitempty"`    // its services in use (not shadowed)
-	ConfigKeys   []string           `json:"config_keys,omitempty"` // its config keys in use (not shadowed)
-	State        string             `json:"state"`                 // "active" or "quarantined"
-	LoadTime     time.Duration      `json:"load_time_ns"`
-	Calls        uint64             `json:"calls"`  // middleware hook calls
-	Faults       uint64             `json:"faults"` // failed middleware hook calls
-	Quarantines  uint64             `json:"quarantines"`
-	P50          time.Duration      `json:"p50_ns"` // middleware hook latency over the last 1024 calls
-	P99          time.Duration      `json:"p99_ns"`
-}
-
-// CapabilityStatus is one capability of a plugin: whether its manifest
-// requested it and whether the host granted it, with what (hosts, directories,
-// variable names), so an operator can see a missing grant before a call
-// fails for want of it, and a grant nobody asked for.
-type CapabilityStatus struct {
-	Name      string   `json:"name"` // abi.Capability*, or a name the host does not know
-	Requested bool     `json:"requested"`
-	Granted   bool     `json:"granted"`
-	Grants    []string `json:"grants,omitempty"` // what is granted, when more than yes or no
-}
-
-// String reads "http (requested, granted: api.example.com)", "fs (requested,
-// NOT granted)" or "env (granted: LANG, not requested)".
-func (c CapabilityStatus) String() string {
-	var parts []string
-	if c.Requested {
-		parts = append(parts, "requested")
-	}
-	switch {
-	case !c.Granted:
-		parts = append(parts, "NOT granted")
-	case len(c.Grants) > 0:
-		parts = append(parts, "granted: "+strings.Join(c.Grants, ", "))
-	default:
-		parts = append(parts, "granted")
-	}
-	if !c.Requested {
-		parts = append(parts, "not requested")
-	}
-	return c.Name + " (" + strings.Join(parts, ", ") + ")"
+	// Details are the Extension's: what the code that made the plugin
+	// reports of it (*host.Details for a WebAssembly module).
+	Details     any           `json:"details,omitempty"`
+	Hooks       []string      `json:"hooks,omitempty"`       // engine and middleware hooks it implements
+	Tools       []string      `json:"tools,omitempty"`       // its tools in use (not shadowed)
+	Services    []string      `json:"services,omitempty"`    // its services in use (not shadowed)
+	ConfigKeys  []string      `json:"config_keys,omitempty"` // its config keys in use (not shadowed)
+	State       string        `json:"state"`                 // "active" or "quarantined"
+	LoadTime    time.Duration `json:"load_time_ns"`
+	Calls       uint64        `json:"calls"`  // middleware hook calls
+	Faults      uint64        `json:"faults"` // failed middleware hook calls
+	Quarantines uint64        `json:"quarantines"`
+	P50         time.Duration `json:"p50_ns"` // middleware hook latency over the last 1024 calls
+	P99         time.Duration `json:"p99_ns"`
 }
 
 // SkippedPlugin is a plugin Initialize did not load, and why.
@@ -145,7 +111,7 @@ func (e *Engine) Status() Status {
 	}
 	for _, lp := range loaded {
 		ps := PluginStatus{Name: lp.name, Version: lp.ext.Version, Source: lp.ext.Source, ABIVersion: lp.ext.ABIVersion,
-			Loader: lp.ext.Loader, Requires: lp.ext.Requires, Capabilities: lp.ext.Capabilities, State: "active", LoadTime: lp.loadTime}
+			Requires: lp.ext.Requires, Details: lp.ext.Details, State: "active", LoadTime: lp.loadTime}
 		ps.Hooks = append([]string(nil), lp.hooks...)
 		if lp.mw != nil {
 			ps.Hooks = append(ps.Hooks, lp.mw.f.hookNames()...)

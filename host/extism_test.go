@@ -145,7 +145,8 @@ func TestExtismPluginsInARun(t *testing.T) {
 		t.Errorf("%d on_final log lines:\n%s", n, logs.String())
 	}
 	st := e.Status()
-	if len(st.Plugins) != 2 || st.Plugins[0].Loader != LoaderExtism || st.Plugins[1].Loader != LoaderExtism ||
+	loader := func(i int) string { return st.Plugins[i].Details.(*Details).Loader }
+	if len(st.Plugins) != 2 || loader(0) != LoaderExtism || loader(1) != LoaderExtism ||
 		strings.Join(st.Plugins[1].Tools, ",") != "divide,reverse" {
 		t.Fatalf("status %+v", st.Plugins)
 	}

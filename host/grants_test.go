@@ -406,7 +406,10 @@ func TestDeniedCapabilitiesInARun(t *testing.T) {
 		t.Fatal("the host not allowed was reached")
 	}
 	st := e.Status()
-	if len(st.Plugins) != 1 || len(st.Plugins[0].Capabilities) != 3 || st.Plugins[0].Capabilities[0].String() != "http (requested, granted: localhost)" {
+	if len(st.Plugins) != 1 {
+		t.Fatalf("status %+v", st.Plugins)
+	}
+	if caps := st.Plugins[0].Details.(*Details).Capabilities; len(caps) != 3 || caps[0].String() != "http (requested, granted: localhost)" {
 		t.Fatalf("status %+v", st.Plugins)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/abi"
-	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/sandbox"
 )
@@ -30,7 +29,7 @@ type Report struct {
 	Hooks    []string      `json:"hooks,omitempty"` // implemented hooks the host will call
 	// Capabilities compare the manifest's requests with the grants of the
 	// Config given to Inspect (with none, every request shows as not granted).
-	Capabilities []engine.CapabilityStatus `json:"capabilities,omitempty"`
+	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
 	// Problems are the reasons the module cannot be loaded; empty when it can.
 	Problems []string `json:"problems,omitempty"`
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
-	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/sandbox"
@@ -36,8 +35,8 @@ type Plugin struct {
 	module   guest.Module     // the compiled module, in that loader
 	sandbox  *sandbox.Sandbox // its grants, ready for its instances
 	manifest abi.Manifest
-	hooks    []string                  // enabled hooks, sorted
-	caps     []engine.CapabilityStatus // requested vs granted, from describe
+	hooks    []string           // enabled hooks, sorted
+	caps     []CapabilityStatus // requested vs granted, from describe
 
 	mode      string        // Config.Isolation; "" (pooled) until describe has run
 	slots     chan struct{} // one token per instance allowed to run
@@ -237,7 +236,7 @@ func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
 // Capabilities compare what the manifest requests with what the plugin's
 // grants give, for morph plugin inspect and status: every capability
 // requested, and every one granted though not requested (least privilege).
-func (p *Plugin) Capabilities() []engine.CapabilityStatus { return slices.Clone(p.caps) }
+func (p *Plugin) Capabilities() []CapabilityStatus { return slices.Clone(p.caps) }
 
 // Exports reports whether the plugin's module exports the ABI v1 export
 // name (for an Extism tool plugin, the exports morph serves for it): what a

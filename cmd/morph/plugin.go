@@ -176,8 +176,12 @@ func printReport(w io.Writer, rep *host.Report) {
 func printStatus(w io.Writer, st engine.Status) {
 	fmt.Fprintf(w, "engine: %s, mode %s\n", st.State, label(string(st.Mode)))
 	for _, p := range st.Plugins {
-		fmt.Fprintf(w, "plugin %s %s (%s, ABI v%d, loader %s): %s, loaded in %s\n", label(p.Name), label(p.Version), label(p.Source), p.ABIVersion,
-			label(p.Loader), label(p.State), p.LoadTime.Round(time.Microsecond))
+		d, wasm := p.Details.(*host.Details) // nil for a native plugin
+		how := fmt.Sprintf("%s, ABI v%d", label(p.Source), p.ABIVersion)
+		if wasm {
+			how += ", loader " + label(d.Loader)
+		}
+		fmt.Fprintf(w, "plugin %s %s (%s): %s, loaded in %s\n", label(p.Name), label(p.Version), how, label(p.State), p.LoadTime.Round(time.Microsecond))
 		fmt.Fprintf(w, "  hooks: %s\n  tools: %s\n", labels(p.Hooks), labels(p.Tools))
 		if len(p.Services) > 0 {
 			fmt.Fprintf(w, "  services: %s\n", labels(p.Services))
@@ -188,8 +192,8 @@ func printStatus(w io.Writer, st engine.Status) {
 		if len(p.Requires) > 0 {
 			fmt.Fprintf(w, "  requires: %s\n", labels(p.Requires))
 		}
-		if len(p.Capabilities) > 0 {
-			fmt.Fprintf(w, "  capabilities: %s\n", capabilities(p.Capabilities))
+		if wasm && len(d.Capabilities) > 0 {
+			fmt.Fprintf(w, "  capabilities: %s\n", capabilities(d.Capabilities))
 		}
 		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d, p50 %s, p99 %s\n", p.Calls, p.Faults, p.Quarantines, p.P50, p.P99)
 	}
@@ -216,7 +220,7 @@ func printStatus(w io.Writer, st engine.Status) {
 
 // capabilities is the one-line comparison of requests and grants:
 // "http (requested, granted: api.example.com), fs (requested, NOT granted)".
-func capabilities(caps []engine.CapabilityStatus) string {
+func capabilities(caps []host.CapabilityStatus) string {
 	if len(caps) == 0 {
 		return "(none requested or granted)"
 	}

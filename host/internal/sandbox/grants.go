@@ -19,7 +19,6 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 
 	"github.com/morphhost/morph/abi"
-	"github.com/morphhost/morph/engine"
 )
 
 // Grants are what a plugin may reach beyond its own memory and the two host
@@ -340,7 +339,7 @@ func (s *Sandbox) Close() error {
 // per capability requested or granted (log and config, granted to all, only
 // when requested), in a fixed order, then unknown requests in the
 // manifest's order.
-func (s *Sandbox) Capabilities(requested []string) []engine.CapabilityStatus {
+func (s *Sandbox) Capabilities(requested []string) []CapabilityStatus {
 	g := s.grants
 	var fs []string
 	for _, p := range g.Paths {
@@ -361,24 +360,24 @@ func (s *Sandbox) Capabilities(requested []string) []engine.CapabilityStatus {
 		{abi.CapabilityFS, false, fs},
 		{abi.CapabilityEnv, false, g.Env},
 	}
-	var out []engine.CapabilityStatus
+	var out []CapabilityStatus
 	for _, k := range known {
 		req := slices.Contains(requested, k.name)
 		granted := k.universal || len(k.grants) > 0
 		if req || (granted && !k.universal) {
-			out = append(out, engine.CapabilityStatus{Name: k.name, Requested: req, Granted: granted, Grants: slices.Clone(k.grants)})
+			out = append(out, CapabilityStatus{Name: k.name, Requested: req, Granted: granted, Grants: slices.Clone(k.grants)})
 		}
 	}
 	for _, r := range requested {
-		if !slices.ContainsFunc(out, func(c engine.CapabilityStatus) bool { return c.Name == r }) {
-			out = append(out, engine.CapabilityStatus{Name: r, Requested: true})
+		if !slices.ContainsFunc(out, func(c CapabilityStatus) bool { return c.Name == r }) {
+			out = append(out, CapabilityStatus{Name: r, Requested: true})
 		}
 	}
 	return out
 }
 
 // NotGranted are the requested capabilities of caps that are not granted.
-func NotGranted(caps []engine.CapabilityStatus) []string {
+func NotGranted(caps []CapabilityStatus) []string {
 	var out []string
 	for _, c := range caps {
 		if c.Requested && !c.Granted {
@@ -402,3 +401,35 @@ func (s *Sandbox) HTTP(ctx context.Context, req abi.HTTPRequest) (abi.HTTPRespon
 // for the messages that tell an operator what to set; "" for a capability
 // this host cannot grant.
 func Setting(capability string) string { return grantSettings[capability] }
+
+// CapabilityStatus is one capability of a plugin: whether its manifest
+// requested it and whether the host granted it, with what (hosts, directories,
+// variable names), so an operator can see a missing grant before a call
+// fails for want of it, and a grant nobody asked for.
+type CapabilityStatus struct {
+	Name      string   `json:"name"` // abi.Capability*, or a name the host does not know
+	Requested bool     `json:"requested"`
+	Granted   bool     `json:"granted"`
+	Grants    []string `json:"grants,omitempty"` // what is granted, when more than yes or no
+}
+
+// String reads "http (requested, granted: api.example.com)", "fs (requested,
+// NOT granted)" or "env (granted: LANG, not requested)".
+func (c CapabilityStatus) String() string {
+	var parts []string
+	if c.Requested {
+		parts = append(parts, "requested")
+	}
+	switch {
+	case !c.Granted:
+		parts = append(parts, "NOT granted")
+	case len(c.Grants) > 0:
+		parts = append(parts, "granted: "+strings.Join(c.Grants, ", "))
+	default:
+		parts = append(parts, "granted")
+	}
+	if !c.Requested {
+		parts = append(parts, "not requested")
+	}
+	return c.Name + " (" + strings.Join(parts, ", ") + ")"
+}
