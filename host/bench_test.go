@@ -12,12 +12,14 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/native"
 	"github.com/morphhost/morph/llm"
 )
@@ -113,7 +115,8 @@ func benchBare(b *testing.B, mode int) {
 	benchCalls(b, func(b *testing.B, path string) func([]byte) ([]byte, error) {
 		mod, alloc, fn := bareInstance(b, path, mode)
 		stack := make([]uint64, 2)
-		return func(in []byte) ([]byte, error) { return bareCall(ctx, mode, mod, alloc, fn, stack, in) }
+		state := guest.NewCallState(slog.Default, DefaultMaxLogBytes, context.Background()) // one per instance, as morph's
+		return func(in []byte) ([]byte, error) { return bareCall(ctx, mode, state, mod, alloc, fn, stack, in) }
 	})
 }
 
@@ -177,20 +180,25 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 	if err != nil {
 		b.Fatal(err)
 	}
-	mod, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime())
+	// Memory as morph's: a mapping reserved at its maximum, which growth never copies.
+	arena := &memory.Arena{}
+	b.Cleanup(arena.Release) // after r.Close: cleanups run last in, first out
+	mod, err := r.InstantiateWithConfig(experimental.WithMemoryAllocator(ctx, arena), wasm,
+		wazero.NewModuleConfig().WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime())
 	if err != nil {
 		b.Fatal(err)
 	}
 	return mod, mod.ExportedFunction(abi.ExportAlloc), mod.ExportedFunction(abi.ExportBuildPrompt)
 }
 
-// bareCall gives the call a deadline as its mode enforces it: a context
-// value native.CheckInterrupt reads (as morph's native loader does), a context
-// deadline for close-on-done, none for the unbounded mode.
-func bareCall(ctx context.Context, mode int, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
+// bareCall gives the call a deadline as its mode enforces it: the
+// instance's call state, which native.CheckInterrupt reads (as morph's
+// native loader does), a context deadline for close-on-done, none for the
+// unbounded mode.
+func bareCall(ctx context.Context, mode int, state *guest.CallState, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {
 	switch mode {
 	case bareInstrumented:
-		ctx = guest.NewCallState(slog.Default, DefaultMaxLogBytes, context.Background()).Begin(ctx, time.Now().Add(DefaultTimeout))
+		ctx = state.Begin(ctx, time.Now().Add(DefaultTimeout))
 	case bareCloseOnDone:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
