@@ -4,7 +4,7 @@
 # 95% confidence interval around it. Raw results stay in $OUT (bench/out)
 # for comparisons: benchstat old.txt new.txt.
 #
-#   scripts/bench.sh            every group (about 20 minutes on 2 cores)
+#   scripts/bench.sh            every group (about 15 minutes on 2 cores)
 #   scripts/bench.sh call cold  the named groups only
 #
 # Ratios (morph / bare, wasm / native) are only meaningful within one run:
@@ -30,16 +30,16 @@ fi
 # group: package, -bench pattern, extra flags. One line each.
 groups() {
   cat <<'G'
-call      ./host                        ^(BenchmarkCall|BenchmarkBareWazero|BenchmarkBareWazeroCloseOnDone|BenchmarkNativeHook)$
-cold      ./host                        ^BenchmarkColdStart$
-process   ./cmd/morph                   ^BenchmarkColdStartProcess$
-deadline  ./host/internal/interrupt     ^(BenchmarkLoop|BenchmarkInstrument)$
+call      ./host                        ^(BenchmarkCall|BenchmarkBareWazero|BenchmarkBareWazeroCloseOnDone|BenchmarkNativeHook)$   -benchtime=0.2s
+cold      ./host                        ^BenchmarkColdStart$                         -benchtime=0.5s
+process   ./cmd/morph                   ^BenchmarkColdStartProcess$                  -benchtime=5x
+deadline  ./host/internal/interrupt     ^(BenchmarkLoop|BenchmarkInstrument)$        -benchtime=0.5s
 gap       ./host/internal/interrupt     ^BenchmarkCheckGap$                          -benchtime=20x
-check     ./host/internal/wasmbin       ^BenchmarkCheck$
-isolation ./host                        ^BenchmarkIsolation$
-history   ./host                        ^BenchmarkMiddlewareHistory$
-extism    ./host                        ^BenchmarkExtismCall$
-schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$
+check     ./host/internal/wasmbin       ^BenchmarkCheck$                             -benchtime=0.5s
+isolation ./host                        ^BenchmarkIsolation$                         -benchtime=0.5s
+history   ./host                        ^BenchmarkMiddlewareHistory$                 -benchtime=0.5s
+extism    ./host                        ^BenchmarkExtismCall$                        -benchtime=0.3s
+schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ -benchtime=0.5s
 G
 }
 
