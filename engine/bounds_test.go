@@ -202,7 +202,7 @@ func TestJSONDepthSetting(t *testing.T) {
 			t.Errorf("%d options: stop %s, parameters %v, warnings %q; want the reply and the parameters kept: %v",
 				len(c.opts), rc.StopReason, m.reqs[0].Parameters, warnings(events), c.ok)
 		}
-		hook := WithFallbackFinal(func() *Final { return &Final{Output: nested} })
+		hook := WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: nested} })
 		final, _, err = New(script("no json", "no json"), nil, append(c.opts, hook)...).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
 		if err != nil || (final.Output != DefaultFinalOutput) != c.ok {
 			t.Errorf("%d options: fallback final %.40v, want it kept: %v", len(c.opts), final.Output, c.ok)

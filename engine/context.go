@@ -9,11 +9,32 @@ import (
 	"github.com/morphhost/morph/llm"
 )
 
-// Final is an agent's final answer.
-type Final = abi.Final
+// Final is an agent's final answer. It is the engine's own type, not the
+// wire's: the model's reply is parsed into it, and hooks are told it, or
+// answer it, as abi.Final (see wire.go), so a field the engine adds is no
+// change of the plugin ABI. The JSON names are those of the model's reply.
+type Final struct {
+	Thought string `json:"thought"`
+	Output  any    `json:"output"`
+	Plan    *Plan  `json:"plan,omitempty"`
+}
 
-// Plan is the agent's plan as the model last stated it.
-type Plan = abi.Plan
+// Plan is the agent's plan as the model last stated it; like Final, the
+// engine's own type, told to hooks as abi.Plan.
+type Plan struct {
+	Thought    string     `json:"thought,omitempty"`
+	Summary    string     `json:"summary,omitempty"`
+	Steps      []PlanStep `json:"steps"`
+	Risks      []string   `json:"risks,omitempty"`
+	Questions  []string   `json:"questions,omitempty"`
+	Completion string     `json:"completion,omitempty"`
+}
+
+// PlanStep is one step of a Plan. It is the wire type itself: a leaf value
+// whose two forms (an object, or a bare string that means a pending step)
+// the engine must read the same way in a model's reply and in a plugin's
+// final, so its decoding lives once, in abi.
+type PlanStep = abi.PlanStep
 
 // RunOptions are the per-run settings; zero fields take the engine
 // defaults. They are the engine's own type, not the wire's: a params
@@ -51,11 +72,6 @@ type RunOptions struct {
 	// one engine at once hears each one's apart. It is called on the run's
 	// goroutine, so it must be quick.
 	OnEvent func(Event)
-}
-
-// wire is what a params builder is told of the options.
-func (o RunOptions) wire() abi.RunOptions {
-	return abi.RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Parameters: o.Parameters}
 }
 
 // Engine defaults for zero RunOptions fields.

@@ -353,7 +353,7 @@ func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
 }
 
 func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
-	var final *Final
+	var final *abi.Final
 	var raw json.RawMessage
 	if e.hook.fallback != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
@@ -373,18 +373,18 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 		}
 	}
 	if final == nil {
-		final = &Final{Output: DefaultFinalOutput}
+		final = &abi.Final{Output: DefaultFinalOutput}
 		raw, _ = json.Marshal(final) // a string: it encodes
 	}
 	e.emit(r.ctx, r, Event{Kind: EventWarning, Step: len(r.Steps), Message: "using the fallback final: " + why})
-	return e.finish(r, StopFallback, final, raw)
+	return e.finish(r, StopFallback, finalOf(final), raw)
 }
 
 // checkFinal encodes a hook's final, refusing one that cannot be encoded
 // as JSON (a native hook's NaN, a channel) or that nests deeper than
 // maxDepth: the run's result could not be written, or would blow up when
 // shown.
-func checkFinal(final *Final, maxDepth int) (json.RawMessage, error) {
+func checkFinal(final *abi.Final, maxDepth int) (json.RawMessage, error) {
 	raw, err := marshalBounded(final, maxDepth)
 	if err != nil {
 		return nil, fmt.Errorf("fallback_final hook returned an unusable final: %w", err)

@@ -353,9 +353,9 @@ func TestFallbackFinal(t *testing.T) {
 		})
 		t.Run(name+" with hook", func(t *testing.T) {
 			called := 0
-			e := New(forced(last), nil, WithFallbackFinal(func() *Final {
+			e := New(forced(last), nil, WithFallbackFinal(func() *abi.Final {
 				called++
-				return &Final{Thought: "fb", Output: "from hook"}
+				return &abi.Final{Thought: "fb", Output: "from hook"}
 			}))
 			final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1})
 			if err != nil || called != 1 || final.Output != "from hook" {
@@ -365,6 +365,25 @@ func TestFallbackFinal(t *testing.T) {
 				t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
 			}
 		})
+	}
+}
+
+// The engine makes its own final of a fallback hook's answer: a hook that
+// answers the same final every time does not get a run's plan written into
+// it (nor a concurrent run's), and cannot change a run's result after.
+func TestFallbackAnswerIsCopied(t *testing.T) {
+	kept := &abi.Final{Output: map[string]any{"n": 1.0}}
+	m := script(`{"type":"plan","plan":{"steps":["a"]}}`, "junk")
+	final, rc, err := New(m, nil, WithFallbackFinal(func() *abi.Final { return kept })).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+	if err != nil || rc.StopReason != StopFallback || final.Plan == nil {
+		t.Fatalf("err %v stop %s final %+v: want the fallback with the run's plan", err, rc.StopReason, final)
+	}
+	if kept.Plan != nil {
+		t.Fatalf("the hook's final got the run's plan %+v", kept.Plan)
+	}
+	kept.Output.(map[string]any)["n"] = 2.0
+	if final.Output.(map[string]any)["n"] != 1.0 {
+		t.Fatalf("the hook changed the run's final: %+v", final.Output)
 	}
 }
 
@@ -452,7 +471,7 @@ func TestFailingHooks(t *testing.T) {
 			panic("params builder bug")
 		})),
 		WithToolSuccessHook(ToolSuccessFunc(func(context.Context, abi.ToolSuccessInput) error { return errHook })),
-		WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*Final, error) {
+		WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*abi.Final, error) {
 			return nil, context.DeadlineExceeded
 		})),
 	}
@@ -524,7 +543,7 @@ func TestNilHookOptionsSetNothing(t *testing.T) {
 		t.Errorf("status hooks %v, want none", hooks)
 	}
 
-	set := New(script("junk"), nil, WithFallbackFinal(func() *Final { return &Final{Output: "set"} }), WithFallbackFinal(nil), WithFallbackFinalHook(nil))
+	set := New(script("junk"), nil, WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "set"} }), WithFallbackFinal(nil), WithFallbackFinalHook(nil))
 	if final, _, err := set.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1}); err != nil || final.Output != "set" {
 		t.Fatalf("final %+v err %v, want the hook set before the nil", final, err)
 	}
@@ -548,9 +567,9 @@ func TestContextAwareHooksReceivePayloads(t *testing.T) {
 			success = in
 			return nil
 		})),
-		WithFallbackFinalHook(FallbackFinalFunc(func(_ context.Context, in abi.FallbackInput) (*Final, error) {
+		WithFallbackFinalHook(FallbackFinalFunc(func(_ context.Context, in abi.FallbackInput) (*abi.Final, error) {
 			fb = in
-			return &Final{Output: "fb"}, nil
+			return &abi.Final{Output: "fb"}, nil
 		})))
 	base := map[string]any{"top_p": 1.0}
 	final, rc, err := e.Run(context.Background(), "task X", RunOptions{MaxSteps: 1, Parameters: base})

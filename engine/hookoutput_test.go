@@ -152,8 +152,8 @@ func TestBeforeRunOutputIsChecked(t *testing.T) {
 func TestUnusableFallbackFinalIsReplaced(t *testing.T) {
 	var events []Event
 	m := script("no json", "no json", "no json", "no json")
-	hook := WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*Final, error) {
-		return &Final{Output: math.NaN()}, nil
+	hook := WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*abi.Final, error) {
+		return &abi.Final{Output: math.NaN()}, nil
 	}))
 	final, rc, err := New(m, nil, hook, collectEvents(&events)).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
 	if err != nil || rc.StopReason != StopFallback || final.Output != DefaultFinalOutput {

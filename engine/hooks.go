@@ -38,9 +38,11 @@ type ToolSuccessHook interface {
 	OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error
 }
 
-// FallbackFinalizer gives the final answer when the forced conclusion fails.
+// FallbackFinalizer gives the final answer when the forced conclusion
+// fails. It answers the wire's final, as a plugin's fallback_final does;
+// the engine makes its own Final of it.
 type FallbackFinalizer interface {
-	FallbackFinal(ctx context.Context, in abi.FallbackInput) (*Final, error)
+	FallbackFinal(ctx context.Context, in abi.FallbackInput) (*abi.Final, error)
 }
 
 // engineHooks are an engine's four hooks; a nil field is unset.
@@ -100,10 +102,10 @@ func (f ToolSuccessFunc) OnToolSuccess(ctx context.Context, in abi.ToolSuccessIn
 }
 
 // FallbackFinalFunc adapts a function to FallbackFinalizer.
-type FallbackFinalFunc func(ctx context.Context, in abi.FallbackInput) (*Final, error)
+type FallbackFinalFunc func(ctx context.Context, in abi.FallbackInput) (*abi.Final, error)
 
 // FallbackFinal calls f.
-func (f FallbackFinalFunc) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*Final, error) {
+func (f FallbackFinalFunc) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
 	return f(ctx, in)
 }
 
@@ -187,13 +189,13 @@ func WithOnToolSuccess(fn func(rc *Context, toolName string)) Option {
 	}))
 }
 
-// WithFallbackFinal sets a fallback finalizer that cannot fail. A nil fn
-// sets nothing.
-func WithFallbackFinal(fn func() *Final) Option {
+// WithFallbackFinal sets a fallback finalizer that cannot fail; fn answers
+// the wire's final, as any fallback finalizer does. A nil fn sets nothing.
+func WithFallbackFinal(fn func() *abi.Final) Option {
 	if fn == nil {
 		return nop
 	}
-	return WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*Final, error) {
+	return WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*abi.Final, error) {
 		return fn(), nil
 	}))
 }

@@ -165,7 +165,7 @@ func parsePlan(raw json.RawMessage) (*AgentResponse, error) {
 	if !present(raw) {
 		return nil, fmt.Errorf("%w: type plan needs a plan object", ErrMissingPayload)
 	}
-	var p abi.Plan
+	var p Plan
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, fmt.Errorf("%w: plan: %s", ErrMissingPayload, brief(err))
 	}

@@ -102,30 +102,14 @@ func (e *Engine) endTurn(r *run, final *Final, err error) {
 	}
 	notify(e, ctx, r, abi.HookOnFinal, func(f *Funcs) func(context.Context, abi.TurnFinal) error { return f.Final },
 		func(bool) abi.TurnFinal { return ev })
-	after := abi.AfterRunInput{SessionID: r.SessionID, Turn: r.Turn, Final: final, Status: status, Error: errText,
+	after := abi.AfterRunInput{SessionID: r.SessionID, Turn: r.Turn, Status: status, Error: errText,
 		Usage: r.Metrics.Usage(), Steps: len(r.Steps)}
 	notify(e, ctx, r, abi.HookAfterRun, func(f *Funcs) func(context.Context, abi.AfterRunInput) error { return f.AfterRun },
 		func(bool) abi.AfterRunInput {
 			c := after
-			c.Final = cloneFinal(final)
+			c.Final = final.wire() // a copy for each: a native middleware cannot change the caller's final
 			return c
 		})
-}
-
-// cloneFinal deep-copies a final, plan included, so a native middleware
-// given it cannot change the caller's result; nil stays nil.
-func cloneFinal(f *Final) *Final {
-	if f == nil {
-		return nil
-	}
-	c := *f
-	c.Output = cloneJSON(f.Output)
-	if f.Plan != nil {
-		p := *f.Plan
-		p.Steps, p.Risks, p.Questions = slices.Clone(p.Steps), slices.Clone(p.Risks), slices.Clone(p.Questions)
-		c.Plan = &p
-	}
-	return &c
 }
 
 func turnStatus(stop string) string {

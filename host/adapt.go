@@ -52,8 +52,8 @@ func (p *Plugin) Options() []engine.Option {
 				})))
 		case abi.HookFallbackFinal:
 			opts = append(opts, engine.WithFallbackFinalHook(engine.FallbackFinalFunc(
-				func(ctx context.Context, in abi.FallbackInput) (*engine.Final, error) {
-					f, err := invoke[*engine.Final](ctx, p, abi.ExportFallbackFinal, in)
+				func(ctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
+					f, err := invoke[*abi.Final](ctx, p, abi.ExportFallbackFinal, in)
 					if err == nil && f == nil {
 						err = &Error{Plugin: p.name, Export: abi.ExportFallbackFinal, Kind: ErrBadOutput, Msg: "empty final"}
 					}
