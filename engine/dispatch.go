@@ -99,10 +99,11 @@ func (e *Engine) chain() []*mw { return e.middleware }
 
 // call runs one hook of m in isolation: quarantine check, deadline, panic
 // recovery, accounting, quarantine on repeated faults, and a timing event.
-// ran is false when the hook was skipped for quarantine.
-func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(ctx context.Context) error) (ran bool, err error) {
-	if !m.admit(e, r, hook) {
-		e.emit(ctx, r, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
+// step is the step the hook's payload names, for the events. ran is false
+// when the hook was skipped for quarantine.
+func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, step int, fn func(ctx context.Context) error) (ran bool, err error) {
+	if !m.admit(e, r, hook, step) {
+		e.emit(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
 		return false, nil
 	}
 	hctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
@@ -133,8 +134,8 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, fn func(c
 	if err != nil {
 		err = fmt.Errorf("middleware %q %s: %w", m.f.ID, hook, err)
 	}
-	e.emit(ctx, r, Event{Kind: EventHook, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err})
-	m.record(e, ctx, r, hook, d, err)
+	e.emit(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err})
+	m.record(e, ctx, r, hook, step, d, err)
 	return true, err
 }
 
@@ -158,7 +159,7 @@ var errQuarantined = errors.New("in quarantine after repeated faults")
 
 // admit says whether m may be called now, releasing it from a quarantine
 // that has run out.
-func (m *mw) admit(e *Engine, r *run, hook string) bool {
+func (m *mw) admit(e *Engine, r *run, hook string, step int) bool {
 	m.mu.Lock()
 	if m.until.IsZero() {
 		m.mu.Unlock()
@@ -170,12 +171,12 @@ func (m *mw) admit(e *Engine, r *run, hook string) bool {
 	}
 	m.until, m.consecutive = time.Time{}, 0
 	m.mu.Unlock()
-	e.emit(r.ctx, r, Event{Kind: EventRelease, Hook: hook, Plugin: m.f.ID,
+	e.emit(r.ctx, r, Event{Kind: EventRelease, Step: step, Hook: hook, Plugin: m.f.ID,
 		Message: fmt.Sprintf("middleware %q re-enabled after its quarantine", m.f.ID)})
 	return true
 }
 
-func (m *mw) record(e *Engine, ctx context.Context, r *run, hook string, d time.Duration, err error) {
+func (m *mw) record(e *Engine, ctx context.Context, r *run, hook string, step int, d time.Duration, err error) {
 	m.mu.Lock()
 	m.calls++
 	if len(m.lat) < latencyWindow {
@@ -211,7 +212,7 @@ func (m *mw) record(e *Engine, ctx context.Context, r *run, hook string, d time.
 	}
 	m.mu.Unlock()
 	if quarantine {
-		e.emit(ctx, r, Event{Kind: EventQuarantine, Hook: hook, Plugin: m.f.ID, Err: err,
+		e.emit(ctx, r, Event{Kind: EventQuarantine, Step: step, Hook: hook, Plugin: m.f.ID, Err: err,
 			Message: fmt.Sprintf("middleware %q quarantined for %s after %d consecutive faults", m.f.ID, period, m.cfg.QuarantineAfter)})
 	}
 }

@@ -127,7 +127,7 @@ func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 		return e.fail(r, StopBadOptions, err)
 	}
 	r.Messages = append(history, llm.Message{Role: llm.RoleUser, Content: r.Task})
-	notify(e, r.ctx, r, abi.HookOnTurnStart, func(f *Funcs) func(context.Context, abi.TurnStart) error { return f.TurnStart },
+	notify(e, r.ctx, r, abi.HookOnTurnStart, 0, func(f *Funcs) func(context.Context, abi.TurnStart) error { return f.TurnStart },
 		func(withHistory bool) abi.TurnStart {
 			ev := abi.TurnStart{SessionID: r.SessionID, Turn: r.Turn, Input: r.Task}
 			if withHistory {
@@ -159,7 +159,7 @@ func (e *Engine) beforeRun(r *run) error {
 		}
 		in := abi.BeforeRunInput{SessionID: r.SessionID, Turn: r.Turn, SystemPrompt: r.SystemPrompt, Tools: r.toolNames(e), Model: r.opts.Model}
 		var out abi.BeforeRunOutput
-		ran, err := e.call(r.ctx, r, m, abi.HookBeforeRun, func(ctx context.Context) (err error) {
+		ran, err := e.call(r.ctx, r, m, abi.HookBeforeRun, 0, func(ctx context.Context) (err error) {
 			out, err = m.f.BeforeRun(ctx, in)
 			return err
 		})
@@ -288,7 +288,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 		case TypeToolCall:
 			call := resp.ToolCall
 			st.Action, st.Thought, st.ActionInput = call.ToolName, call.Thought, call.ToolParams
-			notify(e, r.ctx, r, abi.HookOnAction, func(f *Funcs) func(context.Context, abi.Action) error { return f.Action },
+			notify(e, r.ctx, r, abi.HookOnAction, step, func(f *Funcs) func(context.Context, abi.Action) error { return f.Action },
 				func(withHistory bool) abi.Action {
 					ev := abi.Action{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Thought: call.Thought, Input: cloneParams(call.ToolParams)}
 					if withHistory {
@@ -300,7 +300,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 			r.Metrics.ToolCalls++
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser,
 				Content: fmt.Sprintf("Tool Result (%s):\n%s", cutName(call.ToolName), st.Observation)})
-			notify(e, r.ctx, r, abi.HookOnObservation, func(f *Funcs) func(context.Context, abi.Observation) error { return f.Observation },
+			notify(e, r.ctx, r, abi.HookOnObservation, step, func(f *Funcs) func(context.Context, abi.Observation) error { return f.Observation },
 				func(withHistory bool) abi.Observation {
 					ev := abi.Observation{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Observation: st.Observation, IsError: st.Error != ""}
 					if withHistory {
@@ -357,7 +357,7 @@ func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	var raw json.RawMessage
 	if e.hook.fallback != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
-		err := e.engineHook(r, abi.HookFallbackFinal, func() (err error) {
+		err := e.engineHook(r, abi.HookFallbackFinal, in.Steps, func() (err error) {
 			final, err = e.hook.fallback.FallbackFinal(r.ctx, in)
 			return err
 		})
@@ -498,7 +498,7 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 	}
 	if e.hook.success != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
-		if err := e.engineHook(r, abi.HookOnToolSuccess, func() error { return e.hook.success.OnToolSuccess(r.ctx, in) }); err != nil {
+		if err := e.engineHook(r, abi.HookOnToolSuccess, step, func() error { return e.hook.success.OnToolSuccess(r.ctx, in) }); err != nil {
 			e.hookFailed(r, abi.HookOnToolSuccess, step, err, "")
 		}
 	}
@@ -554,7 +554,7 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 		}
 		in := abi.BeforeToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input)}
 		var out abi.BeforeToolCallOutput
-		ran, err := e.call(r.ctx, r, m, abi.HookBeforeToolCall, func(ctx context.Context) (err error) {
+		ran, err := e.call(r.ctx, r, m, abi.HookBeforeToolCall, step, func(ctx context.Context) (err error) {
 			out, err = m.f.BeforeToolCall(ctx, in)
 			return err
 		})
@@ -596,7 +596,7 @@ func (e *Engine) afterToolCall(r *run, step int, tool string, input map[string]a
 		}
 		in := abi.AfterToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input), Output: output, IsError: isErr}
 		var out abi.AfterToolCallOutput
-		if _, err := e.call(r.ctx, r, m, abi.HookAfterToolCall, func(ctx context.Context) (err error) {
+		if _, err := e.call(r.ctx, r, m, abi.HookAfterToolCall, step, func(ctx context.Context) (err error) {
 			out, err = m.f.AfterToolCall(ctx, in)
 			return err
 		}); err == nil && out.Output != nil {

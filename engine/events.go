@@ -37,13 +37,17 @@ type Event struct {
 	// interleaved.
 	SessionID string
 	Turn      int
-	Step      int
-	Action    string        // tool name, "plan", "final", "parse_error"; for EventFinal, the stop reason
-	Usage     llm.Usage     // this step's model usage
-	Total     llm.Usage     // the run's usage so far
-	Elapsed   time.Duration // since the run started
-	Message   string
-	Err       error
+	// Step is the step the event is of: for a hook event, and a
+	// quarantine or release, the step the hook's payload names (0 for
+	// the hooks before the first step, the steps taken for those at the
+	// turn's end), so a hook's timing can be told apart from step to step.
+	Step    int
+	Action  string        // tool name, "plan", "final", "parse_error"; for EventFinal, the stop reason
+	Usage   llm.Usage     // this step's model usage
+	Total   llm.Usage     // the run's usage so far
+	Elapsed time.Duration // since the run started
+	Message string
+	Err     error
 
 	// Hook events, and warnings about a hook: the hook, and the plugin
 	// that set it (its middleware's name, or for an engine hook SourceHost
@@ -91,9 +95,9 @@ func (e *Engine) emit(ctx context.Context, r *run, ev Event) {
 	case ev.Kind == EventWarning || ev.Kind == EventQuarantine || ev.Kind == EventRelease:
 		e.log.WarnContext(ctx, ev.Message, "session", ev.SessionID, "turn", ev.Turn, "step", ev.Step, "plugin", ev.Plugin, "error", ev.Err)
 	case ev.Kind == EventHook && ev.Err != nil:
-		e.log.WarnContext(ctx, "middleware hook failed", "plugin", ev.Plugin, "hook", ev.Hook, "outcome", ev.Outcome, "error", ev.Err)
+		e.log.WarnContext(ctx, "middleware hook failed", "plugin", ev.Plugin, "hook", ev.Hook, "step", ev.Step, "outcome", ev.Outcome, "error", ev.Err)
 	case ev.Kind == EventHook:
-		e.log.DebugContext(ctx, "middleware hook", "plugin", ev.Plugin, "hook", ev.Hook, "duration", ev.Duration)
+		e.log.DebugContext(ctx, "middleware hook", "plugin", ev.Plugin, "hook", ev.Hook, "step", ev.Step, "duration", ev.Duration)
 	default:
 		e.log.DebugContext(ctx, "morph event", "kind", ev.Kind, "step", ev.Step, "action", ev.Action,
 			"tokens", ev.Usage.Total(), "cost", ev.Usage.Cost)

@@ -263,8 +263,9 @@ func callHook(name string, fn func() error) (err error) {
 }
 
 // engineHook calls one of the four engine hooks: isolated as callHook does,
-// timed, and reported as an EventHook naming the plugin that set it.
-func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
+// timed, and reported as an EventHook naming the plugin that set it and
+// the step (0 for the hooks before the first).
+func (e *Engine) engineHook(r *run, hook string, step int, fn func() error) error {
 	start := time.Now()
 	err := callHook(hook, fn)
 	outcome := OutcomeOK
@@ -276,7 +277,7 @@ func (e *Engine) engineHook(r *run, hook string, fn func() error) error {
 	case err != nil:
 		outcome = OutcomeError
 	}
-	e.emit(r.ctx, r, Event{Kind: EventHook, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
+	e.emit(r.ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
 	return err
 }
 

@@ -115,6 +115,43 @@ func TestMiddlewareEventOrderAndPayloads(t *testing.T) {
 	}
 }
 
+// Hook events name the step their payload names: the hooks of a tool call
+// its step, the turn's first hooks 0, its last the steps taken; so do a
+// quarantine and the engine hooks' events.
+func TestHookEventsCarryTheStep(t *testing.T) {
+	var log []string
+	rec := &recorder{name: "rec", log: &log}
+	flaky := &Funcs{ID: "flaky", BeforeToolCall: func(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+		return abi.BeforeToolCallOutput{}, errors.New("down")
+	}}
+	got := map[string]int{}
+	onEvent := WithEventHandler(func(ev Event) {
+		if ev.Kind == EventHook || ev.Kind == EventQuarantine {
+			got[string(ev.Kind)+" "+ev.Plugin+"/"+ev.Hook] = ev.Step
+		}
+	})
+	plan := `{"type":"plan","plan":{"steps":["a"]}}`
+	m := script(plan, toolCall("echo", `{"text":"hi"}`), finalReply("done"))
+	e := New(m, registry(echoTool()), WithMiddleware(rec), WithMiddleware(flaky, MiddlewareConfig{QuarantineAfter: 1}),
+		WithOnToolSuccess(func(*Context, string) {}), WithPromptBuilder(func(*Registry, string) string { return "p" }), onEvent)
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"hook rec/on_turn_start": 0, "hook rec/before_run": 0, "hook host/build_prompt": 0,
+		"hook rec/on_action": 2, "hook rec/before_tool_call": 2, "hook flaky/before_tool_call": 2, "quarantine flaky/before_tool_call": 2,
+		"hook rec/after_tool_call": 2, "hook host/on_tool_success": 2, "hook rec/on_observation": 2,
+		"hook rec/on_final": 3, "hook rec/after_run": 3}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("steps of the hook events:\n got %v\nwant %v", got, want)
+	}
+	clear(got)
+	m = script(plan, "junk")
+	e = New(m, nil, WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "fb"} }), onEvent)
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1}); err != nil || got["hook host/fallback_final"] != 1 {
+		t.Fatalf("err %v, events %v: want fallback_final at step 1", err, got)
+	}
+}
+
 // The after_run payload is a copy: a middleware that changes its final,
 // plan included, does not change the caller's.
 func TestAfterRunCannotChangeTheFinal(t *testing.T) {

@@ -64,7 +64,7 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 		return in.DefaultPrompt
 	}
 	var out abi.PromptOutput
-	err := e.engineHook(r, abi.HookBuildPrompt, func() (err error) {
+	err := e.engineHook(r, abi.HookBuildPrompt, 0, func() (err error) {
 		out, err = e.hook.prompt.BuildPrompt(r.ctx, in)
 		return err
 	})
@@ -109,7 +109,7 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 	in := abi.ParamsInput{Task: task, Options: r.opts.wire()}
 	in.Options.Parameters = maps.Clone(base) // the hook must not alter the caller's map
 	var out abi.ParamsOutput
-	err := e.engineHook(r, abi.HookBuildParams, func() (err error) {
+	err := e.engineHook(r, abi.HookBuildParams, 0, func() (err error) {
 		out, err = e.hook.params.BuildParams(r.ctx, in)
 		return err
 	})

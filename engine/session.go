@@ -100,11 +100,11 @@ func (e *Engine) endTurn(r *run, final *Final, err error) {
 	if final != nil {
 		ev.Final = string(r.RawFinalAnswer)
 	}
-	notify(e, ctx, r, abi.HookOnFinal, func(f *Funcs) func(context.Context, abi.TurnFinal) error { return f.Final },
+	notify(e, ctx, r, abi.HookOnFinal, ev.Step, func(f *Funcs) func(context.Context, abi.TurnFinal) error { return f.Final },
 		func(bool) abi.TurnFinal { return ev })
 	after := abi.AfterRunInput{SessionID: r.SessionID, Turn: r.Turn, Status: status, Error: errText,
 		Usage: r.Metrics.Usage(), Steps: len(r.Steps)}
-	notify(e, ctx, r, abi.HookAfterRun, func(f *Funcs) func(context.Context, abi.AfterRunInput) error { return f.AfterRun },
+	notify(e, ctx, r, abi.HookAfterRun, after.Steps, func(f *Funcs) func(context.Context, abi.AfterRunInput) error { return f.AfterRun },
 		func(bool) abi.AfterRunInput {
 			c := after
 			c.Final = final.wire() // a copy for each: a native middleware cannot change the caller's final
@@ -127,17 +127,17 @@ func turnStatus(stop string) string {
 }
 
 // notify calls an observing hook on every middleware that implements it.
-// payload builds the event for one middleware, with the history only when
-// it asks for it. Failures are isolated by call; observing hooks cannot
-// fail a turn.
-func notify[T any](e *Engine, ctx context.Context, r *run, hook string, pick func(*Funcs) func(context.Context, T) error, payload func(history bool) T) {
+// step is the step the payload names; payload builds the event for one
+// middleware, with the history only when it asks for it. Failures are
+// isolated by call; observing hooks cannot fail a turn.
+func notify[T any](e *Engine, ctx context.Context, r *run, hook string, step int, pick func(*Funcs) func(context.Context, T) error, payload func(history bool) T) {
 	for _, m := range e.chain() {
 		fn := pick(m.f)
 		if fn == nil {
 			continue
 		}
 		ev := payload(m.f.History)
-		e.call(ctx, r, m, hook, func(ctx context.Context) error { return fn(ctx, ev) })
+		e.call(ctx, r, m, hook, step, func(ctx context.Context) error { return fn(ctx, ev) })
 	}
 }
 
