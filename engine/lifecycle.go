@@ -161,6 +161,10 @@ type lifecycle struct {
 	warnings []string       // Status.Warnings
 	running  int            // runs in progress, for the state
 	active   sync.WaitGroup // runs in progress, which Close waits for
+	// release keeps a refused turn's end (its middleware told of it, see
+	// refused), which no run count holds, from running while Close releases
+	// the plugins and middleware: one comes wholly before the other.
+	release sync.RWMutex
 }
 
 type loadedPlugin struct {
@@ -439,6 +443,14 @@ func (e *Engine) begin(ctx context.Context) error {
 	return nil
 }
 
+// refused ends a turn begin refused (err): its middleware hear of it as of
+// any turn's end, never while Close is releasing them.
+func (e *Engine) refused(r *run, err error) {
+	e.life.release.RLock()
+	defer e.life.release.RUnlock()
+	e.endTurn(r, nil, err)
+}
+
 // end counts a run that begin admitted out; the last to end makes the
 // engine initialized again, unless it was closed meanwhile.
 func (e *Engine) end() {
@@ -471,6 +483,8 @@ func (e *Engine) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		e.log.WarnContext(ctx, "closing with runs still in progress", "error", ctx.Err())
 	}
+	e.life.release.Lock() // refused turns telling their middleware end first, later ones wait
+	defer e.life.release.Unlock()
 	var errs []error
 	for i := len(e.life.loaded) - 1; i >= 0; i-- {
 		lp := e.life.loaded[i]

@@ -478,3 +478,35 @@ func TestStatusReportsWhatAPluginAdded(t *testing.T) {
 		t.Fatalf("plugin status %+v", ps)
 	}
 }
+
+// finalCloser is native middleware whose on_final reads what its Close
+// writes, without a lock of its own: the engine must not run them at once.
+type finalCloser struct {
+	closed bool
+	seen   []bool
+}
+
+func (c *finalCloser) Name() string { return "final-closer" }
+func (c *finalCloser) Close() error { c.closed = true; return nil }
+func (c *finalCloser) OnFinal(context.Context, abi.TurnFinal) error {
+	c.seen = append(c.seen, c.closed)
+	return nil
+}
+
+// A turn refused by an engine whose initialization failed tells its
+// middleware of its end; a Close at the same time releases them before or
+// after, never during (under -race, a concurrent pair is reported).
+func TestRefusedTurnAndCloseDoNotOverlap(t *testing.T) {
+	for range 20 {
+		mw := &finalCloser{}
+		e := New(script(), nil, WithMiddleware(mw), WithExtenders(&fakePlugin{name: "broken", openErr: errors.New("file not found")}))
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); e.Run(context.Background(), "t", RunOptions{}) }()
+		go func() { defer wg.Done(); e.Close(context.Background()) }()
+		wg.Wait()
+		if len(mw.seen) != 1 {
+			t.Fatalf("on_final called %d times, want once", len(mw.seen))
+		}
+	}
+}

@@ -67,7 +67,7 @@ func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*
 	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
 	if err := e.begin(ctx); err != nil {
 		rc.StopReason = StopInit
-		e.endTurn(r, nil, err)
+		e.refused(r, err)
 		return nil, rc, err
 	}
 	defer e.end()

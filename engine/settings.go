@@ -271,7 +271,7 @@ func (c *settings) unknown(key string) error {
 	for name := range c.keys {
 		names = append(names, name)
 	}
-	return &UnknownConfigKeyError{Key: key, Closest: suggest.Closest(key, names, 3)}
+	return &UnknownConfigKeyError{Key: key, Closest: suggest.Closest(key, names, 3, suggest.MaxTypo)}
 }
 
 // addConfigKeys declares a plugin's keys, checked as it was opened: the

@@ -263,8 +263,14 @@ func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
 // Close only logs. output is a copy of what the export answered, and
 // memoryBytes the instance's linear memory after the call (0 when the call
 // failed other than by a guest-reported error). A failure is an *Error,
-// counted in Stats as a call's.
+// counted in Stats as a call's. It holds an instance slot as a call does, so
+// that Close waits for it.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
+	if kind, msg, err := p.takeSlot(ctx); kind != nil {
+		p.stats.faults.Add(1)
+		return nil, 0, p.failure(abi.ExportDestroy, kind, msg, err)
+	}
+	defer func() { <-p.slots }()
 	start := time.Now()
 	inst, err := p.get(ctx)
 	var kind error
@@ -288,7 +294,7 @@ func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes ui
 		return output, memoryBytes, nil
 	}
 	p.stats.faults.Add(1)
-	return output, memoryBytes, &Error{Plugin: p.name, Export: abi.ExportDestroy, Kind: kind, Msg: msg, Err: err}
+	return output, memoryBytes, p.failure(abi.ExportDestroy, kind, msg, err)
 }
 
 // Loader is the name of the loader the plugin's module went to: LoaderNative
@@ -380,6 +386,30 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 	return out, err
 }
 
+// takeSlot takes an instance slot (see Close), or says why not: ctx done,
+// before or while waiting, or the plugin closing. The caller gives it back
+// with <-p.slots.
+func (p *Plugin) takeSlot(ctx context.Context) (kind error, msg string, err error) {
+	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
+	// short call would run to its end on a context already done.
+	if err := ctx.Err(); err != nil {
+		return contextKind(err), "before the call", err
+	}
+	select {
+	case p.slots <- struct{}{}: // a free slot, the common case: no wait to set up
+		return nil, "", nil
+	default:
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return nil, "", nil
+	case <-p.closing.Done():
+		return ErrClosed, "", nil
+	case <-ctx.Done():
+		return contextKind(ctx.Err()), "waiting for a free instance", ctx.Err()
+	}
+}
+
 // CallFunc is Call handing the output, still in guest memory, to read
 // before the instance goes back to its free list, rather than copying it: a
 // caller that decodes the output (the engine adapters, the conformance
@@ -397,19 +427,8 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	}
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
-	if err := ctx.Err(); err != nil {
-		return fail(contextKind(err), "before the call", err)
-	}
-	select {
-	case p.slots <- struct{}{}: // a free slot, the common case: no wait to set up
-	default:
-		select {
-		case p.slots <- struct{}{}:
-		case <-p.closing.Done():
-			return fail(ErrClosed, "", nil)
-		case <-ctx.Done():
-			return fail(contextKind(ctx.Err()), "waiting for a free instance", ctx.Err())
-		}
+	if kind, msg, err := p.takeSlot(ctx); kind != nil {
+		return fail(kind, msg, err)
 	}
 	defer func() { <-p.slots }()
 

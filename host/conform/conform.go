@@ -36,6 +36,7 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
@@ -374,7 +375,7 @@ func (c *conformer) tool(t abi.ToolSpec, fixtures []fixtureInput) {
 		c.add(call)
 	} else {
 		raw, _ := json.Marshal(abi.ToolCallInput{Tool: t.Name, Params: params})
-		c.add(c.call(row("sample"), raw, toolPayloads, "the tool rejected the sample params "+truncate(mustJSON(params), 200)))
+		c.add(c.call(row("sample"), raw, toolPayloads, "the tool rejected the sample params "+guest.Truncate(mustJSON(params), 200)))
 	}
 	for _, f := range fixtures {
 		var in abi.ToolCallInput
@@ -484,15 +485,6 @@ func (c *conformer) destroy() {
 		call.Status, call.ErrorKind, call.Error, call.Err = Fail, errorKindName(err), err.Error(), err
 	}
 	c.add(call)
-}
-
-// truncate is b cut to n bytes, with "..." when longer: how the host's own
-// messages quote a payload (host's adapt.go), so a note reads as they do.
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "..."
 }
 
 // clip is b, or its first and last n/2 bytes around " ... " when longer than n.

@@ -30,10 +30,14 @@ func Distance(a, b string) int {
 	return prev[len(b)]
 }
 
-// Closest returns at most n of known, nearest to name first and, at equal
-// distance, in alphabetical order, so that the suggestion is the same
-// every time.
-func Closest(name string, known []string, n int) []string {
+// MaxTypo is the edit distance within which a name is plausibly a typo of
+// another: beyond it a suggestion misleads more than it helps.
+const MaxTypo = 2
+
+// Closest returns at most n of known within maxDist edits of name, nearest
+// first and, at equal distance, in alphabetical order, so that the
+// suggestion is the same every time.
+func Closest(name string, known []string, n, maxDist int) []string {
 	type cand struct {
 		name string
 		dist int
@@ -45,6 +49,9 @@ func Closest(name string, known []string, n int) []string {
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.dist, b.dist), cmp.Compare(a.name, b.name)) })
 	out := make([]string, 0, min(n, len(cands)))
 	for _, c := range cands[:min(n, len(cands))] {
+		if c.dist > maxDist {
+			break
+		}
 		out = append(out, c.name)
 	}
 	return out

@@ -194,15 +194,12 @@ func applyParameters(req *goopenai.ChatCompletionRequest, params map[string]any)
 }
 
 // suggestKey returns the supported key closest to k when it is plausibly a
-// typo (edit distance at most 2), or "".
+// typo (suggest.MaxTypo), or "".
 func suggestKey(k string) string {
-	best, bestDist := "", 3
-	for _, cand := range SupportedParameters() {
-		if d := suggest.Distance(k, cand); d < bestDist {
-			best, bestDist = cand, d
-		}
+	if c := suggest.Closest(k, SupportedParameters(), 1, suggest.MaxTypo); len(c) > 0 {
+		return c[0]
 	}
-	return best
+	return ""
 }
 
 // describe names v's type in config terms (string, number, list, ...) for

@@ -136,10 +136,12 @@ func ExportKind(exports []wasmbin.Export, name string) (kind string, ok bool) {
 
 // CallExports lists every export of ABI v1 that the host calls with an
 // input and that answers an output: those whose signature each loader
-// checks in its own calling convention.
+// checks in its own calling convention. The hooks' come from abi.Hooks, so
+// that a hook added there is checked too.
 func CallExports() []string {
-	return []string{abi.ExportDescribe, abi.ExportBuildPrompt, abi.ExportBuildParams, abi.ExportOnToolSuccess,
-		abi.ExportFallbackFinal, abi.ExportCallTool, abi.ExportOnTurnStart, abi.ExportOnAction, abi.ExportOnObservation,
-		abi.ExportOnFinal, abi.ExportBeforeRun, abi.ExportAfterRun, abi.ExportBeforeToolCall, abi.ExportAfterToolCall,
-		abi.ExportDestroy}
+	out := []string{abi.ExportDescribe, abi.ExportCallTool, abi.ExportDestroy}
+	for _, h := range abi.Hooks {
+		out = append(out, h.Export)
+	}
+	return out
 }
