@@ -10,15 +10,6 @@ import (
 	"github.com/morphhost/morph/engine"
 )
 
-// HookExport is the export of a hook this host knows and calls: one of the
-// four engine hooks or a session middleware hook. known is false for a
-// hook of a later ABI revision, which a manifest may declare and the host
-// ignores; the conformance runner (package conform) calls hooks by it.
-func HookExport(hook string) (export string, known bool) {
-	h, known := abi.HookByName(hook)
-	return h.Export, known
-}
-
 // Middleware returns the plugin as session middleware for the engine: an
 // *engine.Funcs named after the plugin, wanting the session history when
 // its manifest asks for it, with a function for each middleware hook the

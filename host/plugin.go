@@ -154,11 +154,11 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 		return errors.New("manifest has no name")
 	}
 	for _, h := range m.Hooks {
-		export, known := HookExport(h)
+		hook, known := abi.HookByName(h)
 		if !known {
 			continue // a hook of a later minor revision: ignored, not an error
 		}
-		if !p.module.Exports(export) {
+		if export := hook.Export; !p.module.Exports(export) {
 			return fmt.Errorf("manifest declares hook %s but the module does not export %s", h, export)
 		}
 	}
@@ -192,7 +192,7 @@ func enabledHooks(implemented, configured []string) ([]string, error) {
 	var out []string
 	if configured == nil {
 		for _, h := range implemented {
-			if _, known := HookExport(h); known {
+			if _, known := abi.HookByName(h); known {
 				out = append(out, h)
 			}
 		}

@@ -297,6 +297,12 @@ type payloadCheck struct {
 	check func(out []byte) (note string, err error)
 }
 
+// hookExport is the export of a hook of conformHooks.
+func hookExport(hook string) string {
+	h, _ := abi.HookByName(hook)
+	return h.Export
+}
+
 func newOf[T any]() func() any { return func() any { return new(T) } }
 
 // newOfType is newOf of a reflect.Type.
@@ -335,12 +341,12 @@ func noNote(f func([]byte) error) func([]byte) (string, error) {
 
 // hook calls hook h with input, a Go value to encode.
 func (c *conformer) hook(h, label string, input any) {
-	export, _ := host.HookExport(h)
+	export := hookExport(h)
 	c.add(c.call(Call{Name: h, Kind: Hook, Export: export, Input: label}, mustJSON(input), conformHooks[h], ""))
 }
 
 func (c *conformer) hookFixture(h string, f fixtureInput) {
-	export, _ := host.HookExport(h)
+	export := hookExport(h)
 	pc := conformHooks[h]
 	if err := decodeObject(f.raw, pc.input()); err != nil {
 		c.add(badFixture(Call{Name: h, Kind: Hook, Export: export, Input: f.label},
