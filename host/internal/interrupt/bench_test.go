@@ -79,7 +79,11 @@ func BenchmarkCheckGap(b *testing.B) {
 	for _, g := range guests {
 		b.Run(g.name, func(b *testing.B) {
 			r, c := newRuntime(b, wazero.NewRuntimeConfig())
-			mod := instantiate(b, r, instrument(b, g.wasm, hostBudget))
+			wasm, err := interrupt.Instrument(g.wasm, hostBudget, 0) // no stack budget, as TestHostileWork: the deep recursion would end on it
+			if err != nil {
+				b.Fatal(err)
+			}
+			mod := instantiate(b, r, wasm)
 			if g.name == "cache-missing loads" {
 				next := make([]byte, lines*64)
 				perm := rand.Perm(lines)
