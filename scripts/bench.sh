@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Runs the benchmarks BENCHMARKS.md quotes, each -count $COUNT (10), and
-# prints benchstat's table of each group: the median of the runs and the
-# 95% confidence interval around it. Raw results stay in $OUT (bench/out)
-# for comparisons: benchstat old.txt new.txt.
+# Runs the benchmarks BENCHMARKS.md quotes and prints benchstat's tables:
+# the median of $COUNT (10) runs of each, with the 95% confidence interval
+# around it, and the comparisons BENCHMARKS.md makes. Raw results stay in
+# $OUT (bench/out), for comparisons: benchstat old.txt new.txt.
 #
 #   scripts/bench.sh            every group (about 15 minutes on 2 cores)
 #   scripts/bench.sh call cold  the named groups only
 #
-# Ratios (morph / bare, wasm / native) are only meaningful within one run:
-# compare rows of the same table, never tables of different runs.
+# The runs of a group alternate: round after round, each benchmark of the
+# group once, so that the machine's drift (a shared 2-core machine's speed
+# moves by a third within minutes) falls on every benchmark alike and a
+# comparison between them is fair. Compare rows of one run, never runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,35 +29,68 @@ if [ ! -x "$BENCHSTAT" ]; then
   rmdir "$tmp"
 fi
 
-# group: package, -bench pattern, extra flags. One line each.
+# group: package, -bench pattern, benchtime. One line each.
 groups() {
   cat <<'G'
-call      ./host                        ^(BenchmarkCall|BenchmarkBareWazero|BenchmarkBareWazeroCloseOnDone|BenchmarkNativeHook)$   -benchtime=0.2s
-cold      ./host                        ^BenchmarkColdStart$                         -benchtime=0.5s
-process   ./cmd/morph                   ^BenchmarkColdStartProcess$                  -benchtime=5x
-deadline  ./host/internal/interrupt     ^(BenchmarkLoop|BenchmarkInstrument)$        -benchtime=0.5s
-gap       ./host/internal/interrupt     ^BenchmarkCheckGap$                          -benchtime=20x
-check     ./host/internal/wasmbin       ^BenchmarkCheck$                             -benchtime=0.5s
-isolation ./host                        ^BenchmarkIsolation$                         -benchtime=0.5s
-history   ./host                        ^BenchmarkMiddlewareHistory$                 -benchtime=0.5s
-extism    ./host                        ^BenchmarkExtismCall$                        -benchtime=0.3s
-schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ -benchtime=0.5s
+call      ./host                        ^(BenchmarkCall|BenchmarkBareWazero|BenchmarkBareWazeroCloseOnDone|BenchmarkNativeHook)$   0.2s
+cold      ./host                        ^BenchmarkColdStart$                         0.5s
+process   ./cmd/morph                   ^BenchmarkColdStartProcess$                  5x
+deadline  ./host/internal/interrupt     ^(BenchmarkLoop|BenchmarkInstrument)$        0.5s
+gap       ./host/internal/interrupt     ^BenchmarkCheckGap$                          20x
+check     ./host/internal/wasmbin       ^BenchmarkCheck$                             0.5s
+isolation ./host                        ^BenchmarkIsolation$                         0.5s
+history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s
+extism    ./host                        ^BenchmarkExtismCall$                        0.3s
+schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
 G
+}
+
+# The call group's comparisons, each within the one run: morph's call path
+# against the bare wazero floor, the floor against wazero's close-on-done,
+# and the Go example's hook in wasm (standard Go and TinyGo builds, and the
+# Rust example doing the same work) against the native Go hook.
+compare_call() {
+  local f=$OUT/call.txt
+  pick() { sed -n "s#^Benchmark$1/\\([^ ]*\\)#BenchmarkHook/\\1#p" "$f" > "$OUT/call-$2.txt"; }
+  pick Call morph
+  pick BareWazero bare
+  pick BareWazeroCloseOnDone close-on-done
+  pick NativeHook/go-hooks native
+  for lang in go-hooks go-hooks-tinygo rust-hooks; do
+    sed -n "s#^BenchmarkHook/$lang/\\([^ ]*\\)#BenchmarkHook/\\1#p" "$OUT/call-morph.txt" > "$OUT/call-$lang.txt"
+  done
+  echo "## call: morph's call path against the bare wazero floor (same guest, same payload)"
+  "$BENCHSTAT" -filter '.unit:sec/op' bare="$OUT/call-bare.txt" morph="$OUT/call-morph.txt"
+  echo
+  echo "## call: the instrumented floor against wazero's close-on-done"
+  "$BENCHSTAT" -filter '.unit:sec/op' close-on-done="$OUT/call-close-on-done.txt" instrumented="$OUT/call-bare.txt"
+  echo
+  echo "## call: the Go example's build_prompt, native Go against each guest through morph"
+  "$BENCHSTAT" -filter '.unit:sec/op' native="$OUT/call-native.txt" go="$OUT/call-go-hooks.txt" \
+    tinygo="$OUT/call-go-hooks-tinygo.txt" rust="$OUT/call-rust-hooks.txt"
+  echo
 }
 
 want=" $* "
 mkdir -p "$OUT"
 ran=0
-while read -r name pkg pattern flags; do
+while read -r name pkg pattern benchtime; do
   [ -z "$name" ] && continue
   if [ $# -gt 0 ] && [[ "$want" != *" $name "* ]]; then continue; fi
   ran=1
-  echo "== $name: $GO test -run '^\$' -bench '$pattern' -count $COUNT $flags $pkg" >&2
-  # shellcheck disable=SC2086 # flags is a word list
-  $GO test -run '^$' -bench "$pattern" -benchmem -count "$COUNT" $flags "$pkg" > "$OUT/$name.txt"
+  bin=$(mktemp)
+  $GO test -c -o "$bin" "$pkg"
+  echo "== $name: $COUNT rounds of ($pkg) -test.bench '$pattern' -test.benchtime $benchtime" >&2
+  : > "$OUT/$name.txt"
+  for round in $(seq "$COUNT"); do
+    echo "   round $round" >&2
+    (cd "$pkg" && "$bin" -test.run '^$' -test.bench "$pattern" -test.benchmem -test.benchtime "$benchtime") >> "$OUT/$name.txt"
+  done
+  rm -f "$bin"
   echo "## $name"
   "$BENCHSTAT" "$OUT/$name.txt"
   echo
+  if [ "$name" = call ]; then compare_call; fi
 done < <(groups)
 if [ "$ran" = 0 ]; then
   echo "no group named: $*; the groups are: $(groups | awk '{print $1}' | xargs)" >&2
