@@ -4,7 +4,7 @@
 # around it, and the comparisons BENCHMARKS.md makes. Raw results stay in
 # $OUT (bench/out), for comparisons: benchstat old.txt new.txt.
 #
-#   scripts/bench.sh            every group (about 15 minutes on 2 cores)
+#   scripts/bench.sh            every group (about ten minutes on 2 cores)
 #   scripts/bench.sh call cold  the named groups only
 #
 # The runs of a group alternate: round after round, each benchmark of the
