@@ -106,8 +106,7 @@ func (e *Engine) buildParams(r *run, task string, base map[string]any) (params m
 	if e.hook.params == nil {
 		return base, false
 	}
-	in := abi.ParamsInput{Task: task, Options: r.opts.wire()}
-	in.Options.Parameters = maps.Clone(base) // the hook must not alter the caller's map
+	in := abi.ParamsInput{Task: task, Options: r.opts.wire()} // a deep copy: the hook must not alter the caller's parameters
 	var out abi.ParamsOutput
 	err := e.engineHook(r, abi.HookBuildParams, 0, func() (err error) {
 		out, err = e.hook.params.BuildParams(r.ctx, in)

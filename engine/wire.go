@@ -13,7 +13,7 @@ import (
 
 // wire is what a params builder is told of the options.
 func (o RunOptions) wire() abi.RunOptions {
-	return abi.RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Parameters: o.Parameters}
+	return abi.RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Parameters: cloneParams(o.Parameters)}
 }
 
 // wire is the final as middleware are told it; nil stays nil.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
@@ -35,5 +36,23 @@ func TestRunOptionsWireCarriesEveryField(t *testing.T) {
 		if w.Field(i).IsZero() {
 			t.Errorf("wire() does not carry RunOptions.%s", wt.Field(i).Name)
 		}
+	}
+}
+
+// A params builder is told a deep copy of the run's parameters: changing
+// it, nested values included, does not change what the caller passed.
+func TestParamsBuilderCannotChangeTheBase(t *testing.T) {
+	vandal := WithParamsBuilderHook(ParamsBuilderFunc(func(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+		in.Options.Parameters["seed"] = 99
+		in.Options.Parameters["response_format"].(map[string]any)["type"] = "text"
+		return abi.ParamsOutput{}, nil
+	}))
+	format := map[string]any{"type": "json_object"}
+	base := map[string]any{"seed": 3, "response_format": format}
+	if _, _, err := New(script(finalReply("x")), nil, vandal).Run(context.Background(), "t", RunOptions{Parameters: base}); err != nil {
+		t.Fatal(err)
+	}
+	if base["seed"] != 3 || format["type"] != "json_object" {
+		t.Fatalf("base now %v: the builder changed the caller's parameters", base)
 	}
 }
