@@ -100,6 +100,8 @@ type Config struct {
 	Wasm Wasm `toml:"wasm"`
 	// Discovery is the [discovery] table: plugin directories.
 	Discovery Discovery `toml:"discovery"`
+	// Pipeline is the [pipeline] table: DOT pipeline runs.
+	Pipeline Pipeline `toml:"pipeline"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -218,6 +220,7 @@ func Load(path string) (*Config, error) {
 	v.llm()
 	v.agent()
 	v.tools()
+	v.pipeline()
 	v.plugins()
 	v.moduleLimits()
 	// In file order; mistakes that have no line go last.

@@ -1,0 +1,74 @@
+package config
+
+import (
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/morphhost/morph/pipeline"
+)
+
+// Pipeline is the [pipeline] table: the settings of `morph pipeline run`.
+// Zero values take the defaults of package pipeline.
+type Pipeline struct {
+	// AllowShell lets tool nodes run tool_command in a shell, outside any
+	// sandbox. Off by default: a DOT file should not be able to run
+	// commands on the operator's machine unless the operator says so.
+	AllowShell bool `toml:"allow_shell"`
+	// RunsDir is where runs get their directory when --run-dir is not
+	// given (default "runs", relative to the current directory).
+	RunsDir string `toml:"runs_dir"`
+	// MaxNodeVisits bounds how often one node runs in a run (default 25).
+	MaxNodeVisits int `toml:"max_node_visits"`
+	// MaxSteps bounds the stages of a run (default 1000).
+	MaxSteps int `toml:"max_steps"`
+	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause
+	// (default 5).
+	MaxGoalGateRetries int `toml:"max_goal_gate_retries"`
+	// ToolTimeout is a tool node's timeout when it sets none (default 5m).
+	ToolTimeout time.Duration `toml:"tool_timeout"`
+	// MaxToolOutputKB bounds a tool node's output (default 1024).
+	MaxToolOutputKB int `toml:"max_tool_output_kb"`
+	// MaxTokens, MaxCostUSD and MaxWallTime are run budgets (0: none); the
+	// --max-tokens, --max-cost and --max-wall-time flags override them.
+	MaxTokens   int           `toml:"max_tokens"`
+	MaxCostUSD  float64       `toml:"max_cost_usd"`
+	MaxWallTime time.Duration `toml:"max_wall_time"`
+}
+
+// DefaultRunsDir is where run directories go by default.
+const DefaultRunsDir = "runs"
+
+// Limits are the runner's limits the table sets.
+func (p Pipeline) Limits() pipeline.Limits {
+	return pipeline.Limits{
+		MaxNodeVisits:      p.MaxNodeVisits,
+		MaxSteps:           p.MaxSteps,
+		MaxGoalGateRetries: p.MaxGoalGateRetries,
+		MaxTokens:          p.MaxTokens,
+		MaxCostUSD:         p.MaxCostUSD,
+		MaxWallTime:        p.MaxWallTime,
+		MaxToolOutputBytes: p.MaxToolOutputKB << 10,
+		ToolTimeout:        p.ToolTimeout,
+	}
+}
+
+func (v *validator) pipeline() {
+	p := v.c.Pipeline
+	v.limit(toml.Key{"pipeline", "max_node_visits"}, p.MaxNodeVisits)
+	v.limit(toml.Key{"pipeline", "max_steps"}, p.MaxSteps)
+	v.limit(toml.Key{"pipeline", "max_goal_gate_retries"}, p.MaxGoalGateRetries)
+	v.limit(toml.Key{"pipeline", "max_tool_output_kb"}, p.MaxToolOutputKB)
+	if p.MaxTokens < 0 {
+		v.fail(toml.Key{"pipeline", "max_tokens"}, nil, "must not be negative, got %d (0 means unlimited)", p.MaxTokens)
+	}
+	if p.MaxCostUSD < 0 {
+		v.fail(toml.Key{"pipeline", "max_cost_usd"}, nil, "must not be negative, got %g (0 means unlimited)", p.MaxCostUSD)
+	}
+	if p.ToolTimeout < 0 {
+		v.fail(toml.Key{"pipeline", "tool_timeout"}, nil, "must not be negative, got %s", p.ToolTimeout)
+	}
+	if p.MaxWallTime < 0 {
+		v.fail(toml.Key{"pipeline", "max_wall_time"}, nil, "must not be negative, got %s (0 means unlimited)", p.MaxWallTime)
+	}
+}

@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CheckpointFile and ManifestFile are the run directory's state files.
+const (
+	CheckpointFile = "checkpoint.json"
+	ManifestFile   = "manifest.json"
+)
+
+// checkpointVersion is the checkpoint format; a resume refuses another.
+const checkpointVersion = 1
+
+// Run states in a checkpoint and a Result.
+const (
+	RunRunning  = "running"
+	RunSuccess  = "success"
+	RunFail     = "fail"
+	RunCanceled = "canceled" // interrupted; resumable
+	RunBudget   = "budget_exceeded"
+)
+
+// Checkpoint is the state of a run after a node, written atomically to the
+// run directory after every node: enough to resume where it stopped.
+type Checkpoint struct {
+	Version int    `json:"version"`
+	RunID   string `json:"run_id"`
+	// GraphHash is the SHA-256 of the pipeline source; a resume of another
+	// source is refused unless forced.
+	GraphHash string `json:"graph_hash"`
+	State     string `json:"state"` // one of the Run* states
+	// CurrentNode is the node that just ran; NextNode the one the run
+	// goes to ("" when the run is over).
+	CurrentNode string `json:"current_node"`
+	NextNode    string `json:"next_node"`
+	// Completed lists the nodes run, in order, repeats included: the path.
+	Completed []string `json:"completed"`
+	// Outcomes are each node's last outcome.
+	Outcomes    map[string]*Outcome `json:"outcomes"`
+	RetryCounts map[string]int      `json:"retry_counts"`
+	Visits      map[string]int      `json:"visits"`
+	// GoalGateRetries counts the jumps goal gates caused.
+	GoalGateRetries int            `json:"goal_gate_retries"`
+	Context         map[string]any `json:"context"`
+	Log             []string       `json:"log"`
+	Usage           Usage          `json:"usage"`
+	// Elapsed is the run's wall time so far, over all its resumes.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// FailedNode and FailureReason say why a failed run failed.
+	FailedNode    string    `json:"failed_node,omitempty"`
+	FailureReason string    `json:"failure_reason,omitempty"`
+	SavedAt       time.Time `json:"saved_at"`
+}
+
+// Manifest describes a run: what ran, from where, when.
+type Manifest struct {
+	RunID     string    `json:"run_id"`
+	Name      string    `json:"name"`
+	Goal      string    `json:"goal"`
+	DotFile   string    `json:"dot_file"`
+	GraphHash string    `json:"graph_hash"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// SaveCheckpoint writes cp to dir atomically (temporary file, fsync,
+// rename).
+func SaveCheckpoint(dir string, cp *Checkpoint) error {
+	cp.Version = checkpointVersion
+	b, err := json.Marshal(cp) // not indented: it is written after every node; jq reads it
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, CheckpointFile), b); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// LoadCheckpoint reads dir's checkpoint.
+func LoadCheckpoint(dir string) (*Checkpoint, error) {
+	path := filepath.Join(dir, CheckpointFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (is %s a run directory?)", path, err, dir)
+	}
+	var cp Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if cp.Version != checkpointVersion {
+		return nil, fmt.Errorf("%s: checkpoint version %d, this morph reads %d", path, cp.Version, checkpointVersion)
+	}
+	return &cp, nil
+}
+
+// LoadManifest reads dir's manifest.
+func LoadManifest(dir string) (*Manifest, error) {
+	path := filepath.Join(dir, ManifestFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (is %s a run directory?)", path, err, dir)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &m, nil
+}

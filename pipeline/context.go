@@ -1,0 +1,161 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+)
+
+// Context keys the runner sets.
+const (
+	KeyOutcome        = "outcome"         // the last stage's status
+	KeyPreferredLabel = "preferred_label" // the last stage's preferred label
+	KeyGoal           = "graph.goal"
+	KeyCurrentNode    = "current_node"
+	KeyLastStage      = "last_stage"    // set by agent handlers: the node id
+	KeyLastResponse   = "last_response" // set by agent handlers: the agent's output (cut)
+	keyRetryPrefix    = "internal.retry_count."
+	// KeyParallelResults holds the parallel handler's branch results, a
+	// map of branch (target node id) to its BranchResult.
+	KeyParallelResults = "parallel.results"
+)
+
+// Context is the state a run's stages share: a map of values and an
+// append-only log. It is safe for concurrent use. Values must marshal as
+// JSON, since checkpoints store them; Set keeps what it is given, Snapshot
+// hands out copies.
+type Context struct {
+	mu     sync.RWMutex
+	values map[string]any
+	log    []string
+}
+
+// NewContext returns an empty context.
+func NewContext() *Context { return &Context{values: map[string]any{}} }
+
+// Set sets key to v.
+func (c *Context) Set(key string, v any) {
+	c.mu.Lock()
+	c.values[key] = v
+	c.mu.Unlock()
+}
+
+// Get returns the value of key, or nil.
+func (c *Context) Get(key string) any {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.values[key]
+}
+
+// GetString returns the value of key as text: a string as it is, nil as
+// "", anything else as its JSON.
+func (c *Context) GetString(key string) string {
+	return valueString(c.Get(key))
+}
+
+// Lookup returns the value of key and whether it is set.
+func (c *Context) Lookup(key string) (any, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v, ok := c.values[key]
+	return v, ok
+}
+
+// Delete removes key.
+func (c *Context) Delete(key string) {
+	c.mu.Lock()
+	delete(c.values, key)
+	c.mu.Unlock()
+}
+
+// Apply sets every key of updates.
+func (c *Context) Apply(updates map[string]any) {
+	if len(updates) == 0 {
+		return
+	}
+	c.mu.Lock()
+	maps.Copy(c.values, updates)
+	c.mu.Unlock()
+}
+
+// AppendLog adds a line to the log.
+func (c *Context) AppendLog(line string) {
+	c.mu.Lock()
+	c.log = append(c.log, line)
+	c.mu.Unlock()
+}
+
+// Log returns a copy of the log.
+func (c *Context) Log() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return append([]string(nil), c.log...)
+}
+
+// Snapshot returns a deep copy of the values, made through JSON, so the
+// caller may keep or change it; a value that does not marshal is given as
+// its fmt text.
+func (c *Context) Snapshot() map[string]any {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return deepCopy(c.values)
+}
+
+// Clone returns an independent copy: values and log.
+func (c *Context) Clone() *Context {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return &Context{values: deepCopy(c.values), log: append([]string(nil), c.log...)}
+}
+
+// restore replaces the whole state (resume from a checkpoint).
+func (c *Context) restore(values map[string]any, log []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if values == nil {
+		values = map[string]any{}
+	}
+	c.values = values
+	c.log = log
+}
+
+// deepCopy copies m through JSON, per key, so one bad value does not cost
+// the others.
+func deepCopy(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		b, err := json.Marshal(v)
+		if err != nil {
+			out[k] = fmt.Sprint(v)
+			continue
+		}
+		var cp any
+		if err := json.Unmarshal(b, &cp); err != nil {
+			out[k] = fmt.Sprint(v)
+			continue
+		}
+		out[k] = cp
+	}
+	return out
+}
+
+// valueString is v as text for conditions and prompts.
+func valueString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case StageStatus:
+		return string(x)
+	case fmt.Stringer:
+		return x.String()
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,127 @@
+// Package pipeline runs DOT pipelines: a Graphviz digraph whose nodes are
+// the stages of multi-stage agent work (plan, implement, verify, ask a
+// person, fan out and in) and whose edges route on each stage's outcome.
+// It follows strongDM's attractor model and keeps the names of mammoth's
+// attractor package (Graph, Node, Edge, ParseDOT, Outcome, Context,
+// ArtifactStore, Handler, HandlerRegistry, CodergenBackend,
+// ConditionalHandler, DetectOutcomeMarker, SelectEdge), so hosts written
+// for it port over. It runs on package engine and knows nothing of
+// WebAssembly: package host adapts a plugin's morph_handle_stage export to
+// a Handler.
+//
+// A run has four phases: ParseDOT, ApplyTransforms ($goal, the model
+// stylesheet), Validate (diagnostics; any ERROR refuses the run), and
+// Runner.Run, which walks one node at a time, picks each next edge with
+// SelectEdge, and saves a checkpoint after every node so that
+// Runner.Resume continues where a run stopped.
+//
+// # The DOT morph accepts
+//
+// One digraph (not strict, not an undirected graph, no "--" edges).
+// Statements end with an optional ';'. Comments: //, /* */ and lines
+// starting with #. Node ids are [A-Za-z_][A-Za-z0-9_]*. Quoted strings take
+// \" \n \t and \\. Attribute keys may be dotted (human.default_choice).
+// graph [..], node [..] and edge [..] set defaults for later statements of
+// their scope; a subgraph { } is a scope, and its label becomes a class of
+// the nodes in it (lowercased, spaces to '-', other punctuation dropped).
+// A -> B -> C [attrs] makes an edge per pair, each with the attrs. A
+// top-level key = value is a graph attribute. Durations are a number and
+// ms, s, m, h or d: 250ms, 30s, 5m, 2h, 1d.
+//
+// Graph attributes:
+//
+//	goal                   the run's goal: $goal in prompts and labels, graph.goal in the context
+//	label                  a title, for render
+//	model_stylesheet       CSS-like rules setting llm_model, llm_provider, reasoning_effort (below)
+//	default_max_retries    retries of every node without max_retries (default 0; default_max_retry is read as it)
+//	retry_target           where a failed node goes when no edge and no node target takes it
+//	fallback_retry_target  the next place to try
+//	default_fidelity       fidelity of nodes and edges that set none (default compact)
+//	max_node_visits        how often one node may run (default 25, Limits.MaxNodeVisits)
+//
+// Node attributes (every node):
+//
+//	label          shown by render, and the prompt when there is no prompt
+//	shape          picks the handler when type is not set (table below); default box
+//	type           the handler type: start, exit, codergen, conditional, wait.human, tool,
+//	               parallel, parallel.fan_in, stack.manager_loop, or wasm:<plugin>
+//	handler        a WebAssembly stage handler's plugin: the same as type="wasm:<plugin>"
+//	class          classes for the stylesheet, comma- or space-separated
+//	max_retries    extra attempts when the stage asks to retry (default: the graph's default_max_retries)
+//	allow_partial  a stage that still asks to retry when attempts run out is partial_success, not fail (default false)
+//	timeout        the stage's time limit (default none; a tool node's default is Limits.ToolTimeout, 5m)
+//	goal_gate      the run may not exit unless this node ended success or partial_success (default false)
+//	retry_target, fallback_retry_target
+//	               where a failed stage, or an unsatisfied goal gate, sends the run
+//	max_node_visits
+//	               this node's own cap on runs
+//
+// Agent stages (codergen, the hybrid diamond, a fan-in with a prompt):
+//
+//	prompt            the agent's task; $goal and ${context.key} are expanded (codergen falls back to label)
+//	llm_model         the model (default: the config's; the stylesheet may set it)
+//	llm_provider      another provider of the config ("openai", "scripted")
+//	base_url          another OpenAI-compatible endpoint (node, then the context's base_url)
+//	reasoning_effort  low, medium or high, sent as the reasoning_effort parameter when set
+//	max_turns         the agent's step limit (default: the config's agent.max_steps; 20 for a diamond)
+//	system_prompt     replaces the agent's identity (node, then the context's system_prompt)
+//	fidelity          full, truncate, compact (default), summary:low, summary:medium, summary:high
+//	thread_id         the conversation a full-fidelity stage continues (default: the incoming edge's, else the node id)
+//	auto_status       without an OUTCOME marker, let the agent's success decide (default true); false: no marker is a FAIL
+//	workdir           the agent's working directory (default: the run's artifact directory)
+//
+// Other handlers' attributes:
+//
+//	human.default_choice  wait.human: the choice taken on a timeout (else the stage asks to retry)
+//	human.timeout         wait.human: how long to wait for an answer (default: no limit)
+//	tool                  tool: the morph tool to run (a built-in or a plugin's; plugin tools run in their sandbox)
+//	tool_input            tool: its input, a JSON object; $goal and ${context.key} expand inside its strings
+//	tool_command          tool: a shell command, run only when [pipeline] allow_shell = true; it sees
+//	                      MORPH_GOAL, MORPH_NODE and MORPH_RUN_DIR and a minimal environment, never the API key
+//	join_policy           parallel: wait_all (default) or first_success
+//	max_parallel          parallel: branches run at once (default 4)
+//	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file
+//	manager.max_cycles    stack.manager_loop: child runs before failing (default 3)
+//	manager.stop_condition
+//	                      stack.manager_loop: a condition on the child's end that stops the loop
+//	manager.goal          stack.manager_loop: the child's goal (default the parent's)
+//
+// Edge attributes:
+//
+//	label      for human gates and preferred labels; accelerators "[Y] Yes", "Y) Yes", "Y - Yes"
+//	condition  clauses joined by &&: key=value or key!=value; keys outcome, preferred_label,
+//	           context.<key> (or a bare context key); outcome compares case-insensitively
+//	weight     an integer; the higher wins among matching edges (default 0)
+//	fidelity, thread_id
+//	           the fidelity and thread of the stage the edge leads to, when it sets none
+//
+// Shapes and the handlers they imply: Mdiamond start, Msquare exit, box
+// codergen, diamond conditional, hexagon wait.human, parallelogram tool,
+// component parallel, tripleoctagon parallel.fan_in, house
+// stack.manager_loop; any other shape is codergen.
+//
+// The stylesheet: rules "selector { key: value; ... }" where the selector
+// is * (specificity 0), a shape (1), .class (2) or #id (3); the most
+// specific rule wins, a later one among equals; a node's own attribute
+// always wins.
+//
+// # Routing
+//
+// After a stage, SelectEdge picks the next edge: the edges whose condition
+// holds (highest weight, then the lexically first target); else the
+// unconditional edge whose label matches the outcome's preferred label;
+// else the first of its suggested next ids; else the unconditional edges
+// by weight and target. A FAIL never falls through to an unconditional
+// edge: it takes a matching condition, else the node's retry_target,
+// fallback_retry_target, then the graph's, else the run fails naming the
+// node and its reason. Goal gates fail closed: a gate the run never
+// reached is unsatisfied.
+//
+// # The run directory
+//
+// checkpoint.json (after every node, written atomically), manifest.json,
+// pipeline.dot (the source, for resume and render), <node>/prompt.md,
+// response.md and status.json, and artifacts/ (an agent's or tool's whole
+// output as <node>.output). A resume starts at the checkpoint's next node;
+// a node that was running when the process died runs again.
+package pipeline

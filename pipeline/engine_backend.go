@@ -1,0 +1,147 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/morphhost/morph/engine"
+)
+
+// EngineBackend runs stages' agents on morph's engine: its model client,
+// its plugins' hooks, middleware and tools. It is also the ToolRunner of
+// tool nodes, over the engine's tool registry. Use one EngineBackend per
+// run: full-fidelity threads are sessions it keeps.
+type EngineBackend struct {
+	// Engine runs the agents.
+	Engine *engine.Engine
+	// Options are every agent run's base options (model, step limit,
+	// parameters); a node's attributes override them.
+	Options engine.RunOptions
+	// ForEndpoint returns the engine for a node that names another
+	// llm_provider or base_url than the configuration's; nil, such nodes
+	// fail saying so.
+	ForEndpoint func(ctx context.Context, provider, baseURL string) (*engine.Engine, error)
+
+	mu       sync.Mutex
+	sessions map[string]*engine.Session
+}
+
+// RunAgent runs one agent: a turn of the thread's session under fidelity
+// full, else a fresh run whose task opens with the preamble.
+func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*AgentRunResult, error) {
+	eng := b.Engine
+	if cfg.Provider != "" || cfg.BaseURL != "" {
+		if b.ForEndpoint == nil {
+			return nil, fmt.Errorf("node %s asks for llm_provider %q base_url %q, and this backend has only its configured model", cfg.NodeID, cfg.Provider, cfg.BaseURL)
+		}
+		var err error
+		if eng, err = b.ForEndpoint(ctx, cfg.Provider, cfg.BaseURL); err != nil {
+			return nil, err
+		}
+	}
+	if eng == nil {
+		return nil, fmt.Errorf("EngineBackend has no Engine")
+	}
+	opts := b.Options
+	opts.Parameters = maps.Clone(b.Options.Parameters)
+	if cfg.Model != "" {
+		opts.Model = cfg.Model
+	}
+	if cfg.MaxTurns > 0 {
+		opts.MaxSteps = cfg.MaxTurns
+	}
+	if cfg.SystemPrompt != "" {
+		opts.Identity = cfg.SystemPrompt
+	}
+	if cfg.ReasoningEffort != "" {
+		if opts.Parameters == nil {
+			opts.Parameters = map[string]any{}
+		}
+		opts.Parameters["reasoning_effort"] = cfg.ReasoningEffort
+	}
+	if cfg.EventHandler != nil {
+		opts.OnEvent = func(ev engine.Event) { cfg.EventHandler(EngineEvent{NodeID: cfg.NodeID, Event: ev}) }
+	}
+	task := cfg.Prompt
+	var (
+		final *engine.Final
+		rc    *engine.Context
+		err   error
+	)
+	if cfg.FidelityMode == FidelityFull {
+		final, rc, err = b.session(eng, cfg.ThreadID).RunTurn(ctx, task, opts)
+	} else {
+		if cfg.Preamble != "" {
+			task = strings.TrimSpace(cfg.Preamble) + "\n\nYour stage (" + cfg.NodeID + "):\n" + task
+		}
+		final, rc, err = eng.Run(ctx, task, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := rc.Metrics
+	res := &AgentRunResult{
+		Output:     finalText(final),
+		Success:    rc.StopReason == engine.StopFinal,
+		StopReason: rc.StopReason,
+		Steps:      len(rc.Steps),
+		ToolCalls:  m.ToolCalls,
+		Usage:      Usage{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, TotalTokens: m.TotalTokens, CostUSD: m.TotalCost},
+	}
+	return res, nil
+}
+
+// session is the thread's session, made on first use.
+func (b *EngineBackend) session(eng *engine.Engine, thread string) *engine.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sessions == nil {
+		b.sessions = map[string]*engine.Session{}
+	}
+	s := b.sessions[thread]
+	if s == nil {
+		s = eng.NewSession("pipeline-" + thread)
+		b.sessions[thread] = s
+	}
+	return s
+}
+
+// finalText is a final's output as text: a string as it is, anything else
+// as JSON.
+func finalText(f *engine.Final) string {
+	if f == nil {
+		return ""
+	}
+	if s, ok := f.Output.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(f.Output)
+	if err != nil {
+		return fmt.Sprint(f.Output)
+	}
+	return string(b)
+}
+
+// HasTool reports whether the engine has the tool.
+func (b *EngineBackend) HasTool(name string) bool {
+	_, ok := b.Engine.Registry().Get(name)
+	return ok
+}
+
+// RunTool validates input against the tool's schema and runs it: a plugin
+// tool runs in its sandbox, under its limits and grants.
+func (b *EngineBackend) RunTool(ctx context.Context, name string, input map[string]any) (string, error) {
+	reg := b.Engine.Registry()
+	t, ok := reg.Get(name)
+	if !ok {
+		return "", fmt.Errorf("%w: %s", engine.ErrUnknownTool, name)
+	}
+	if err := reg.Validate(name, input); err != nil {
+		return "", err
+	}
+	return t.Execute(ctx, input)
+}

@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/morphhost/morph/builtin"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+	"github.com/morphhost/morph/llm/scripted"
+)
+
+// TestExamplePlanImplementVerify runs the example pipeline on morph's
+// engine and its scripted model: the diamond's agent fails the first
+// verification and passes the second.
+func TestExamplePlanImplementVerify(t *testing.T) {
+	const dir = "../examples/pipelines"
+	client, err := scripted.Load(filepath.Join(dir, "plan-implement-verify.replies.json"), llm.Pricing{"scripted-demo": {InputPerMillion: 2.5, OutputPerMillion: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(client, engine.NewRegistry())
+	src, err := os.ReadFile(filepath.Join(dir, "plan-implement-verify.dot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ParseDOTNamed("plan-implement-verify.dot", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &EngineBackend{Engine: eng}
+	res, err := (&Runner{Backend: b, Tools: b}).Run(context.Background(), g, RunConfig{RunDir: t.TempDir() + "/run", Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != RunSuccess {
+		t.Fatalf("%s at %s: %s", res.State, res.FailedNode, res.FailureReason)
+	}
+	if got, want := strings.Join(res.Path, ","), "start,plan,implement,verify,implement,verify,done"; got != want {
+		t.Errorf("path %s, want %s", got, want)
+	}
+	if res.Usage.TotalTokens == 0 || res.Usage.CostUSD == 0 {
+		t.Errorf("usage %+v", res.Usage)
+	}
+	if !strings.Contains(res.Context["verify.output"].(string), "OUTCOME:PASS") {
+		t.Errorf("verify.output %v", res.Context["verify.output"])
+	}
+}
+
+func TestEngineBackendFidelity(t *testing.T) {
+	client := scripted.New(scripted.Texts(
+		`{"type":"final","final":{"thought":"t","output":"one"}}`,
+		`{"type":"final","final":{"thought":"t","output":"two"}}`,
+		`{"type":"final","final":{"thought":"t","output":"three"}}`,
+	))
+	b := &EngineBackend{Engine: engine.New(client, engine.NewRegistry())}
+	ctx := context.Background()
+	for i, cfg := range []AgentRunConfig{
+		{NodeID: "a", Prompt: "first", FidelityMode: FidelityFull, ThreadID: "th"},
+		{NodeID: "b", Prompt: "second", FidelityMode: FidelityFull, ThreadID: "th"},
+		{NodeID: "c", Prompt: "third", FidelityMode: FidelityCompact, Preamble: "Stages so far: a, b"},
+	} {
+		res, err := b.RunAgent(ctx, cfg)
+		if err != nil || !res.Success {
+			t.Fatalf("run %d: %+v, %v", i, res, err)
+		}
+	}
+	hist := b.sessions["th"].History()
+	var joined []string
+	for _, m := range hist {
+		joined = append(joined, m.Content)
+	}
+	if s := strings.Join(joined, "|"); !strings.Contains(s, "first") || !strings.Contains(s, "second") || strings.Contains(s, "third") {
+		t.Errorf("thread th's history: %q", s)
+	}
+	if _, err := b.RunAgent(ctx, AgentRunConfig{NodeID: "x", BaseURL: "http://elsewhere/v1"}); err == nil || !strings.Contains(err.Error(), "base_url") {
+		t.Errorf("another endpoint without ForEndpoint: %v", err)
+	}
+}
+
+func TestEngineBackendTools(t *testing.T) {
+	reg := engine.NewRegistry()
+	calc, _ := builtin.Lookup(builtin.CalcName)
+	reg.Register(calc)
+	b := &EngineBackend{Engine: engine.New(scripted.New(nil), reg)}
+	if !b.HasTool("calc") || b.HasTool("rm") {
+		t.Fatal("HasTool")
+	}
+	out, err := b.RunTool(context.Background(), "calc", map[string]any{"expression": "6 * 7"})
+	if err != nil || !strings.Contains(out, "42") {
+		t.Fatalf("calc: %q, %v", out, err)
+	}
+	if _, err := b.RunTool(context.Background(), "calc", map[string]any{"expr": 1}); err == nil {
+		t.Error("input that breaks the schema was run")
+	}
+}

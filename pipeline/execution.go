@@ -1,0 +1,55 @@
+package pipeline
+
+import (
+	"context"
+)
+
+// Execution is what a running stage may know of its run beyond its node
+// and context: the graph, the run's directory, the outcome of the stage
+// before it, and the runner (for handlers that run other nodes: parallel,
+// fan-in, the manager loop). Handlers get it with ExecutionFrom.
+type Execution struct {
+	Graph  *Graph
+	RunID  string
+	RunDir string
+	// Previous is the outcome of the stage that led here (nil at the start).
+	Previous *Outcome
+	// Edge is the edge taken to this stage (nil at the start and after a
+	// jump: a retry target, a fan-in).
+	Edge *Edge
+	// Branch is the parallel branch this stage runs in ("" outside one).
+	Branch  string
+	Attempt int // 1 for the stage's first attempt
+	Runner  *Runner
+
+	emit func(Event)
+	run  *run
+}
+
+type executionKey struct{}
+
+// ExecutionFrom returns the Execution of the stage ctx runs, or nil outside
+// a run.
+func ExecutionFrom(ctx context.Context) *Execution {
+	x, _ := ctx.Value(executionKey{}).(*Execution)
+	return x
+}
+
+func withExecution(ctx context.Context, x *Execution) context.Context {
+	return context.WithValue(ctx, executionKey{}, x)
+}
+
+// Emit reports an event of this stage: the run id, node and branch are
+// filled in when empty.
+func (x *Execution) Emit(ev Event) {
+	if x == nil || x.emit == nil {
+		return
+	}
+	if ev.RunID == "" {
+		ev.RunID = x.RunID
+	}
+	if ev.Branch == "" {
+		ev.Branch = x.Branch
+	}
+	x.emit(ev)
+}

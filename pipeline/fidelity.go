@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/morphhost/morph/internal/safetext"
+)
+
+// Fidelity modes: how much of the run so far a stage's agent sees.
+const (
+	// FidelityFull: the agent continues one conversation per thread id
+	// (the node's thread_id, else the incoming edge's, else the node id).
+	FidelityFull = "full"
+	// FidelityTruncate: the goal and the last stage's output, cut short.
+	FidelityTruncate = "truncate"
+	// FidelityCompact: the goal, and one line per stage run so far (the
+	// default).
+	FidelityCompact = "compact"
+	// FidelitySummaryLow, ...Medium and ...High: the stage lines and, by
+	// level, more of the recent stages' outputs.
+	FidelitySummaryLow    = "summary:low"
+	FidelitySummaryMedium = "summary:medium"
+	FidelitySummaryHigh   = "summary:high"
+)
+
+// FidelityModes are the valid fidelity values.
+var FidelityModes = []string{FidelityFull, FidelityTruncate, FidelityCompact, FidelitySummaryLow, FidelitySummaryMedium, FidelitySummaryHigh}
+
+// validFidelity reports whether s is a fidelity mode.
+func validFidelity(s string) bool {
+	for _, m := range FidelityModes {
+		if s == m {
+			return true
+		}
+	}
+	return false
+}
+
+// fidelityOf is the stage's fidelity: the node's if valid, else the
+// incoming edge's, else the context's, else the graph's default, else
+// compact.
+func fidelityOf(x *Execution, n *Node, pctx *Context) string {
+	cands := []string{n.Attrs["fidelity"]}
+	if x != nil && x.Edge != nil {
+		cands = append(cands, x.Edge.Attrs["fidelity"])
+	}
+	cands = append(cands, pctx.GetString("fidelity"))
+	if x != nil && x.Graph != nil {
+		cands = append(cands, x.Graph.Attrs["default_fidelity"])
+	}
+	for _, c := range cands {
+		if c = strings.TrimSpace(c); validFidelity(c) {
+			return c
+		}
+	}
+	return FidelityCompact
+}
+
+// threadOf is the conversation a full-fidelity stage continues.
+func threadOf(x *Execution, n *Node) string {
+	if t := strings.TrimSpace(n.Attrs["thread_id"]); t != "" {
+		return t
+	}
+	if x != nil && x.Edge != nil {
+		if t := strings.TrimSpace(x.Edge.Attrs["thread_id"]); t != "" {
+			return t
+		}
+	}
+	return n.ID
+}
+
+// Preamble is what a stage's agent is told of the run so far under a
+// fidelity mode other than full: the goal, the stages run (from the
+// context's log), and for truncate and the summaries the last outputs.
+func Preamble(mode string, pctx *Context) string {
+	var b strings.Builder
+	if g := pctx.GetString(KeyGoal); g != "" {
+		fmt.Fprintf(&b, "Goal of the pipeline: %s\n", g)
+	}
+	log := pctx.Log()
+	keep, outBytes := 0, 0
+	switch mode {
+	case FidelityTruncate:
+		keep, outBytes = 1, 2<<10
+	case FidelityCompact:
+		keep = 20
+	case FidelitySummaryLow:
+		keep, outBytes = 10, 1<<10
+	case FidelitySummaryMedium:
+		keep, outBytes = 30, 4<<10
+	case FidelitySummaryHigh:
+		keep, outBytes = 100, 16<<10
+	}
+	if len(log) > keep {
+		log = log[len(log)-keep:]
+	}
+	if len(log) > 0 {
+		b.WriteString("Stages so far:\n")
+		for _, l := range log {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	if last := pctx.GetString(KeyLastResponse); outBytes > 0 && last != "" {
+		last = safetext.Truncate(last, outBytes)
+		fmt.Fprintf(&b, "Output of the last agent stage (%s):\n%s\n", pctx.GetString(KeyLastStage), last)
+	}
+	return b.String()
+}

@@ -1,0 +1,302 @@
+package pipeline
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Graph is a parsed pipeline: one DOT digraph. Attrs are the graph's own
+// attributes (goal, label, model_stylesheet, ...). Nodes and Edges are in
+// source order. A Graph is built by ParseDOT and changed by the transforms
+// (ApplyTransforms); the runner only reads it.
+type Graph struct {
+	Name  string
+	Attrs map[string]string
+	Nodes []*Node
+	Edges []*Edge
+	// File names the source in diagnostics and errors ("" when parsed from
+	// bytes with no name).
+	File string
+
+	index map[string]*Node
+}
+
+// Node is a stage. Attrs hold every attribute the DOT gave it, defaults and
+// stylesheet rules applied; Line is the line of the statement that first
+// named it (0 when unknown).
+type Node struct {
+	ID    string
+	Attrs map[string]string
+	Line  int
+}
+
+// Edge is a transition from one node to another. Line is the line of its
+// statement (0 when unknown).
+type Edge struct {
+	From, To string
+	Attrs    map[string]string
+	Line     int
+}
+
+// Handler types, as a node's type attribute names them.
+const (
+	TypeStart       = "start"
+	TypeExit        = "exit"
+	TypeCodergen    = "codergen"
+	TypeConditional = "conditional"
+	TypeHuman       = "wait.human"
+	TypeTool        = "tool"
+	TypeParallel    = "parallel"
+	TypeFanIn       = "parallel.fan_in"
+	TypeManagerLoop = "stack.manager_loop"
+	// TypeWasmPrefix opens the type of a node run by a WebAssembly stage
+	// handler: "wasm:<plugin>".
+	TypeWasmPrefix = "wasm:"
+)
+
+// shapeTypes maps a node's shape to its handler type when it has no type
+// attribute; any other shape is a codergen stage.
+var shapeTypes = map[string]string{
+	"Mdiamond":      TypeStart,
+	"Msquare":       TypeExit,
+	"box":           TypeCodergen,
+	"diamond":       TypeConditional,
+	"hexagon":       TypeHuman,
+	"parallelogram": TypeTool,
+	"component":     TypeParallel,
+	"tripleoctagon": TypeFanIn,
+	"house":         TypeManagerLoop,
+}
+
+// Node returns the node of that id, or nil. It never writes to g, so
+// parallel branches may call it at once.
+func (g *Graph) Node(id string) *Node {
+	if g.index != nil && len(g.index) == len(g.Nodes) {
+		return g.index[id]
+	}
+	for _, n := range g.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// reindex builds the id index; whoever changes Nodes calls it (the parser,
+// the transforms) before the graph is shared.
+func (g *Graph) reindex() {
+	g.index = make(map[string]*Node, len(g.Nodes))
+	for _, n := range g.Nodes {
+		g.index[n.ID] = n
+	}
+}
+
+// Outgoing returns the edges leaving id, in source order.
+func (g *Graph) Outgoing(id string) []*Edge {
+	var out []*Edge
+	for _, e := range g.Edges {
+		if e.From == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Incoming returns the edges entering id, in source order.
+func (g *Graph) Incoming(id string) []*Edge {
+	var in []*Edge
+	for _, e := range g.Edges {
+		if e.To == id {
+			in = append(in, e)
+		}
+	}
+	return in
+}
+
+// Goal is the graph's goal attribute.
+func (g *Graph) Goal() string { return g.Attrs["goal"] }
+
+// StartNode returns the start node: the one node of type start (by shape
+// Mdiamond or explicit type), else a node named start or Start. It is nil
+// when there is none or more than one (validation reports which).
+func (g *Graph) StartNode() *Node {
+	var found *Node
+	for _, n := range g.Nodes {
+		if n.Type() == TypeStart {
+			if found != nil {
+				return nil
+			}
+			found = n
+		}
+	}
+	if found == nil {
+		for _, id := range []string{"start", "Start"} {
+			if n := g.Node(id); n != nil {
+				return n
+			}
+		}
+	}
+	return found
+}
+
+// ExitNodes returns the nodes of type exit.
+func (g *Graph) ExitNodes() []*Node {
+	var out []*Node
+	for _, n := range g.Nodes {
+		if n.Type() == TypeExit {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Where names a place in the source for errors: "file:line" or what of it
+// is known.
+func (g *Graph) Where(line int) string {
+	f := g.File
+	if f == "" {
+		f = "<dot>"
+	}
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", f, line)
+	}
+	return f
+}
+
+// Attr returns the attribute's value, or def when it is not set.
+func (n *Node) Attr(key, def string) string {
+	if v, ok := n.Attrs[key]; ok {
+		return v
+	}
+	return def
+}
+
+// Shape is the node's shape (default box).
+func (n *Node) Shape() string { return n.Attr("shape", "box") }
+
+// Type is the node's handler type: its type attribute, else the one its
+// shape implies, else codergen.
+func (n *Node) Type() string {
+	if t := strings.TrimSpace(n.Attrs["type"]); t != "" {
+		return t
+	}
+	if h := strings.TrimSpace(n.Attrs["handler"]); h != "" {
+		return TypeWasmPrefix + h
+	}
+	if t, ok := shapeTypes[n.Shape()]; ok {
+		return t
+	}
+	return TypeCodergen
+}
+
+// Label is the node's label, else its id.
+func (n *Node) Label() string { return n.Attr("label", n.ID) }
+
+// Prompt is the node's prompt, else its label.
+func (n *Node) Prompt() string {
+	if p := n.Attrs["prompt"]; p != "" {
+		return p
+	}
+	return n.Attrs["label"]
+}
+
+// Int returns an integer attribute, def when it is not set, and an error
+// naming the node and key when it is not an integer.
+func (n *Node) Int(key string, def int) (int, error) {
+	return intAttr(n.Attrs, key, def, "node "+n.ID)
+}
+
+// Bool returns a boolean attribute (true/false/yes/no/1/0), def when unset.
+func (n *Node) Bool(key string, def bool) (bool, error) {
+	return boolAttr(n.Attrs, key, def, "node "+n.ID)
+}
+
+// Duration returns a duration attribute (see ParseDuration), def when unset.
+func (n *Node) Duration(key string, def time.Duration) (time.Duration, error) {
+	v, ok := n.Attrs[key]
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("node %s: %s=%q: %w", n.ID, key, v, err)
+	}
+	return d, nil
+}
+
+// Label is the edge's label ("" when none).
+func (e *Edge) Label() string { return e.Attrs["label"] }
+
+// Condition is the edge's condition ("" when none).
+func (e *Edge) Condition() string { return strings.TrimSpace(e.Attrs["condition"]) }
+
+// Weight is the edge's weight (default 0; a bad value counts as 0 and is a
+// validation warning).
+func (e *Edge) Weight() int {
+	w, err := strconv.Atoi(strings.TrimSpace(e.Attrs["weight"]))
+	if err != nil {
+		return 0
+	}
+	return w
+}
+
+// String names the edge as "From -> To".
+func (e *Edge) String() string { return e.From + " -> " + e.To }
+
+func intAttr(attrs map[string]string, key string, def int, who string) (int, error) {
+	v, ok := attrs[key]
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	i, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return def, fmt.Errorf("%s: %s=%q is not an integer", who, key, v)
+	}
+	return i, nil
+}
+
+func boolAttr(attrs map[string]string, key string, def bool, who string) (bool, error) {
+	v, ok := attrs[key]
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "yes", "1", "on":
+		return true, nil
+	case "false", "no", "0", "off":
+		return false, nil
+	}
+	return def, fmt.Errorf("%s: %s=%q is not a boolean (true or false)", who, key, v)
+}
+
+// ParseDuration reads a duration as pipelines write them: a number and a
+// unit, ms, s, m, h or d ("250ms", "30s", "5m", "2h", "1d"), or anything
+// time.ParseDuration accepts ("1h30m").
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, "d") {
+		n, err := strconv.ParseFloat(strings.TrimSuffix(s, "d"), 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("bad duration %q: want e.g. 250ms, 30s, 5m, 2h or 1d", s)
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad duration %q: want e.g. 250ms, 30s, 5m, 2h or 1d", s)
+	}
+	return d, nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

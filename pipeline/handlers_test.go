@@ -1,0 +1,261 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeTools is a ToolRunner that echoes its input and counts calls.
+type fakeTools struct {
+	mu    sync.Mutex
+	calls map[string]int
+	delay map[string]time.Duration // by input id
+}
+
+func (f *fakeTools) HasTool(name string) bool { return name == "echo" || name == "fail" }
+
+func (f *fakeTools) RunTool(ctx context.Context, name string, input map[string]any) (string, error) {
+	f.mu.Lock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	id := fmt.Sprint(input["id"])
+	f.calls[id]++
+	f.mu.Unlock()
+	if d := f.delay[id]; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if name == "fail" {
+		return "", fmt.Errorf("tool failed on %v", input["id"])
+	}
+	b, _ := json.Marshal(input)
+	return string(b), nil
+}
+
+const fanOut = `digraph p {
+  start [shape=Mdiamond]
+  fan [shape=component, join_policy=%s]
+  a [shape=parallelogram, tool=echo, tool_input="{\"id\": \"a\"}"]
+  b [shape=parallelogram, tool=%s, tool_input="{\"id\": \"b\"}"]
+  b2 [shape=parallelogram, tool=echo, tool_input="{\"id\": \"b2\"}"]
+  join [shape=tripleoctagon]
+  done [shape=Msquare]
+  start -> fan
+  fan -> a -> join
+  fan -> b -> b2 -> join
+  join -> done
+}`
+
+func TestParallelFanOutIn(t *testing.T) {
+	tools := &fakeTools{}
+	res := runGraph(t, &Runner{Tools: tools}, fmt.Sprintf(fanOut, "wait_all", "echo"))
+	if res.State != RunSuccess {
+		t.Fatalf("%s: %s", res.State, res.FailureReason)
+	}
+	if want := []string{"start", "fan", "join", "done"}; strings.Join(res.Path, ",") != strings.Join(want, ",") {
+		t.Errorf("path %v", res.Path)
+	}
+	if tools.calls["a"] != 1 || tools.calls["b"] != 1 || tools.calls["b2"] != 1 {
+		t.Errorf("calls %v", tools.calls)
+	}
+	results, ok := res.Context[KeyParallelResults].(map[string]any)
+	if !ok || len(results) != 2 {
+		t.Fatalf("parallel.results: %#v", res.Context[KeyParallelResults])
+	}
+	b := results["b"].(map[string]any)
+	if b["status"] != "success" || fmt.Sprint(b["path"]) != "[b b2]" {
+		t.Errorf("branch b: %v", b)
+	}
+	if res.Context["parallel.fan_in.best"] != "a" || res.Context["a.output"] != `{"id":"a"}` {
+		t.Errorf("fan-in: best %v, a.output %v", res.Context["parallel.fan_in.best"], res.Context["a.output"])
+	}
+	for _, id := range []string{"a", "b", "b2"} {
+		if res.Nodes[id] == nil || res.Nodes[id].Status != StatusSuccess {
+			t.Errorf("node %s: %+v", id, res.Nodes[id])
+		}
+	}
+}
+
+func TestParallelPartialAndFirstSuccess(t *testing.T) {
+	tools := &fakeTools{}
+	res := runGraph(t, &Runner{Tools: tools}, fmt.Sprintf(fanOut, "wait_all", "fail"))
+	if res.State != RunSuccess || res.Nodes["fan"].Status != StatusPartialSuccess {
+		t.Fatalf("one failing branch: %s, fan %s", res.State, res.Nodes["fan"].Status)
+	}
+	if tools.calls["b2"] != 0 {
+		t.Error("a failed branch went on")
+	}
+	if res.Context["parallel.fan_in.best"] != "a" {
+		t.Errorf("best %v", res.Context["parallel.fan_in.best"])
+	}
+
+	tools = &fakeTools{delay: map[string]time.Duration{"b": time.Minute}}
+	res = runGraph(t, &Runner{Tools: tools}, fmt.Sprintf(fanOut, "first_success", "echo"))
+	if res.State != RunSuccess || res.Nodes["fan"].Status != StatusSuccess {
+		t.Fatalf("first_success: %s", res.State)
+	}
+	if tools.calls["b2"] != 0 {
+		t.Errorf("first_success: the slower branch ran to its end: %v", tools.calls)
+	}
+}
+
+func TestHumanGate(t *testing.T) {
+	src := `digraph p {
+	  start [shape=Mdiamond]
+	  gate [shape=hexagon, label="Ship it?", human.timeout="%s" %s]
+	  yes; no; done [shape=Msquare]
+	  start -> gate
+	  gate -> yes [label="[Y] Yes"]
+	  gate -> no [label="N) No"]
+	  yes -> done; no -> done
+	}`
+	t.Run("answer", func(t *testing.T) {
+		q := NewQueueInterviewer()
+		q.Push(Answer{Choice: "n"})
+		r, _, _ := scriptedRunner(nil)
+		r.Interviewer = q
+		res := runGraph(t, r, fmt.Sprintf(src, "1m", ""))
+		if strings.Join(res.Path, ",") != "start,gate,no,done" {
+			t.Fatalf("path %v", res.Path)
+		}
+		asked := q.Asked()
+		if len(asked) != 1 || asked[0].Text != "Ship it?" || len(asked[0].Choices) != 2 || asked[0].Choices[0].Key != "Y" || asked[0].Choices[1].Key != "N" {
+			t.Errorf("question %+v", asked)
+		}
+		if res.Context["human.choice"] != "N) No" {
+			t.Errorf("human.choice %v", res.Context["human.choice"])
+		}
+	})
+	t.Run("timeout takes the default", func(t *testing.T) {
+		r, _, _ := scriptedRunner(nil)
+		r.Interviewer = NewQueueInterviewer() // never answers
+		res := runGraph(t, r, fmt.Sprintf(src, "20ms", `, human.default_choice="Yes"`))
+		if strings.Join(res.Path, ",") != "start,gate,yes,done" {
+			t.Fatalf("path %v", res.Path)
+		}
+	})
+	t.Run("timeout without default retries", func(t *testing.T) {
+		r, _, _ := scriptedRunner(nil)
+		r.Interviewer = NewQueueInterviewer()
+		res := runGraph(t, r, fmt.Sprintf(src, "10ms", `, max_retries=1`))
+		if res.State != RunFail || res.FailedNode != "gate" || res.Nodes["gate"].Attempts != 2 {
+			t.Fatalf("got %s at %s, %+v", res.State, res.FailedNode, res.Nodes["gate"])
+		}
+	})
+	t.Run("auto approve", func(t *testing.T) {
+		res := runGraph(t, &Runner{Backend: &fakeBackend{}}, fmt.Sprintf(src, "1m", ""))
+		if strings.Join(res.Path, ",") != "start,gate,yes,done" {
+			t.Fatalf("path %v", res.Path)
+		}
+	})
+}
+
+func TestConsoleInterviewer(t *testing.T) {
+	var out strings.Builder
+	c := &ConsoleInterviewer{In: strings.NewReader("maybe\ny\n"), Out: &out}
+	q := Question{NodeID: "g", Text: "Go?\x1b[2J", Choices: []Choice{{Key: "Y", Label: "[Y] Yes", To: "y"}, {Key: "N", Label: "[N] No", To: "n"}}}
+	a, err := c.Ask(context.Background(), q)
+	if err != nil || a.Choice != "y" {
+		t.Fatalf("answer %+v, %v", a, err)
+	}
+	if !strings.Contains(out.String(), "not a choice: maybe") || strings.Contains(out.String(), "\x1b") {
+		t.Errorf("console output %q", out.String())
+	}
+	if _, err := c.Ask(context.Background(), q); err == nil || !strings.Contains(err.Error(), "--yes") {
+		t.Errorf("closed input: %v", err)
+	}
+}
+
+func TestToolNode(t *testing.T) {
+	pctx := NewContext()
+	pctx.Set(KeyGoal, `say "hi"`)
+	pctx.Set("who", `x", "id": "injected`)
+	n := &Node{ID: "t", Attrs: map[string]string{"tool": "echo", "tool_input": `{"id": "${context.who}", "goal": "$goal", "n": 3}`}}
+	o := execNode(t, &ToolHandler{}, n, pctx, &Runner{Tools: &fakeTools{}})
+	var got map[string]any
+	if err := json.Unmarshal([]byte(o.ContextUpdates[KeyToolOutput].(string)), &got); err != nil {
+		t.Fatalf("output %v: %v", o.ContextUpdates[KeyToolOutput], err)
+	}
+	if got["id"] != `x", "id": "injected` || got["goal"] != `say "hi"` || got["n"] != 3.0 {
+		t.Errorf("input as the tool saw it: %v", got)
+	}
+
+	o = execNode(t, &ToolHandler{}, &Node{ID: "t", Attrs: map[string]string{"tool": "nope"}}, pctx, &Runner{Tools: &fakeTools{}})
+	if o.Status != StatusFail || !strings.Contains(o.FailureReason, `no tool "nope"`) {
+		t.Errorf("unknown tool: %+v", o)
+	}
+	o = execNode(t, &ToolHandler{}, &Node{ID: "t", Attrs: map[string]string{"tool": "echo", "timeout": "20ms"}}, pctx, &Runner{Tools: &fakeTools{delay: map[string]time.Duration{"<nil>": time.Minute}}})
+	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "timed out after 20ms") {
+		t.Errorf("slow tool: %+v", o)
+	}
+}
+
+func TestShellCommand(t *testing.T) {
+	cmd := func(c string, attrs ...string) *Node {
+		n := &Node{ID: "sh", Attrs: map[string]string{"tool_command": c}}
+		for i := 0; i+1 < len(attrs); i += 2 {
+			n.Attrs[attrs[i]] = attrs[i+1]
+		}
+		return n
+	}
+	o := execNode(t, &ToolHandler{}, cmd("echo hi"), NewContext(), &Runner{})
+	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "allow_shell = true under [pipeline]") {
+		t.Fatalf("shell off: %+v", o)
+	}
+	t.Setenv("MORPH_TEST_SECRET", "sk-secret")
+	pctx := NewContext()
+	pctx.Set(KeyGoal, "the goal")
+	on := &Runner{AllowShell: true, Limits: Limits{MaxToolOutputBytes: 64}}
+	o = execNode(t, &ToolHandler{}, cmd(`echo "$MORPH_GOAL|$MORPH_TEST_SECRET|"`), pctx, on)
+	if o.Status != StatusSuccess || o.ContextUpdates[KeyToolOutput] != "the goal||\n" {
+		t.Fatalf("env: %+v", o)
+	}
+	o = execNode(t, &ToolHandler{}, cmd(`yes | head -c 100000`), pctx, on)
+	if out := o.ContextUpdates[KeyToolOutput].(string); o.Status != StatusSuccess || len(out) > 200 || !strings.Contains(out, "more bytes") {
+		t.Fatalf("output cap: %d bytes %q", len(out), out)
+	}
+	start := time.Now()
+	o = execNode(t, &ToolHandler{}, cmd(`sleep 30 & sleep 30`, "timeout", "100ms"), pctx, on)
+	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "timed out") || time.Since(start) > 5*time.Second {
+		t.Fatalf("timeout: %+v after %s", o, time.Since(start))
+	}
+	o = execNode(t, &ToolHandler{}, cmd(`echo bad >&2; exit 3`), pctx, on)
+	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "status 3") || !strings.Contains(o.FailureReason, "bad") {
+		t.Fatalf("exit status: %+v", o)
+	}
+}
+
+func TestManagerLoop(t *testing.T) {
+	dir := t.TempDir()
+	child := `digraph child { start [shape=Mdiamond]; work; done [shape=Msquare]; start -> work -> done }`
+	if err := os.WriteFile(filepath.Join(dir, "child.dot"), []byte(child), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parent := `digraph p { goal="G"; start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.max_cycles=3]; done [shape=Msquare]; start -> boss -> done }`
+	r, h, _ := scriptedRunner(map[string][]StageStatus{"work": {StatusFail, StatusSuccess}})
+	g, err := ParseDOTNamed(filepath.Join(dir, "p.dot"), []byte(parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background(), g, RunConfig{RunDir: filepath.Join(dir, "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != RunSuccess || h.calls["work"] != 2 || res.Context["boss.cycles"] != 2.0 {
+		t.Fatalf("got %s, work ran %d times, cycles %v: %s", res.State, h.calls["work"], res.Context["boss.cycles"], res.FailureReason)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run", "boss", "cycle-2", CheckpointFile)); err != nil {
+		t.Errorf("child run directory: %v", err)
+	}
+}

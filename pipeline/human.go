@@ -1,0 +1,165 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/morphhost/morph/internal/safetext"
+)
+
+// ConsoleInterviewer asks on a terminal: it prints the question and its
+// choices on Out and reads a line from In, asking again until the answer
+// names a choice (its key, label or target) or an empty line takes the
+// default. Labels come from the DOT file, so they are printed escaped.
+type ConsoleInterviewer struct {
+	In  io.Reader
+	Out io.Writer
+
+	once  sync.Once
+	lines chan string
+}
+
+// Ask asks on the console.
+func (c *ConsoleInterviewer) Ask(ctx context.Context, q Question) (Answer, error) {
+	c.once.Do(func() {
+		// One reader for the interviewer's life: a read cannot be
+		// abandoned, so a timed-out question's reader serves the next one.
+		c.lines = make(chan string)
+		go func() {
+			sc := bufio.NewScanner(c.In)
+			for sc.Scan() {
+				c.lines <- sc.Text()
+			}
+			close(c.lines)
+		}()
+	})
+	fmt.Fprintf(c.Out, "\n[%s] %s\n", safetext.Line(q.NodeID, 100), safetext.Escape(q.Text))
+	for _, ch := range q.Choices {
+		fmt.Fprintf(c.Out, "  [%s] %s\n", safetext.Line(ch.Key, 20), safetext.Line(ch.Label, 200))
+	}
+	for {
+		prompt := "choice"
+		if q.Default != "" {
+			prompt += " (default " + safetext.Line(q.Default, 200) + ")"
+		}
+		if q.Timeout > 0 {
+			prompt += fmt.Sprintf(" [%s]", q.Timeout)
+		}
+		fmt.Fprint(c.Out, prompt+": ")
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(c.Out)
+			return Answer{}, ctx.Err()
+		case line, ok := <-c.lines:
+			if !ok {
+				return Answer{}, errors.New("standard input closed before an answer (use --yes to approve gates without asking)")
+			}
+			line = strings.TrimSpace(line)
+			if line == "" && q.Default != "" {
+				return Answer{Choice: q.Default}, nil
+			}
+			if _, ok := matchChoice(q.Choices, line); ok {
+				return Answer{Choice: line}, nil
+			}
+			fmt.Fprintf(c.Out, "not a choice: %s\n", safetext.Line(line, 100))
+		}
+	}
+}
+
+// matchChoice finds the choice an answer names: its key, its label
+// (normalised), or its target.
+func matchChoice(choices []Choice, answer string) (Choice, bool) {
+	a := strings.TrimSpace(answer)
+	for _, c := range choices {
+		if strings.EqualFold(a, c.Key) {
+			return c, true
+		}
+	}
+	na := NormalizeLabel(a)
+	for _, c := range choices {
+		if na != "" && na == NormalizeLabel(c.Label) || a == c.To {
+			return c, true
+		}
+	}
+	return Choice{}, false
+}
+
+// HumanHandler is a human gate (hexagon): it asks the Interviewer to pick
+// one of the outgoing edges and routes there. On a timeout
+// (human.timeout, else the node's timeout) it takes human.default_choice,
+// else it asks to be retried.
+type HumanHandler struct {
+	// Interviewer asks (nil: the Runner's, else AutoApprove).
+	Interviewer Interviewer
+}
+
+// Type returns "wait.human".
+func (*HumanHandler) Type() string { return TypeHuman }
+
+// Execute asks and routes on the answer.
+func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _ *ArtifactStore) (*Outcome, error) {
+	x := ExecutionFrom(ctx)
+	q := Question{NodeID: node.ID, Text: ExpandVars(node.Prompt(), pctx), Default: node.Attrs["human.default_choice"]}
+	if q.Text == "" {
+		q.Text = node.ID
+	}
+	var err error
+	if q.Timeout, err = node.Duration("human.timeout", 0); err != nil {
+		return nil, err
+	}
+	if x != nil && x.Graph != nil {
+		for _, e := range x.Graph.Outgoing(node.ID) {
+			label := e.Label()
+			if label == "" {
+				label = e.To
+			}
+			key, _ := Accelerator(label)
+			q.Choices = append(q.Choices, Choice{Key: key, Label: label, To: e.To})
+		}
+	}
+	if len(q.Choices) == 0 {
+		return Fail("human gate %s has no outgoing edges to choose from", node.ID), nil
+	}
+	iv := h.Interviewer
+	if iv == nil && x != nil && x.Runner != nil {
+		iv = x.Runner.Interviewer
+	}
+	if iv == nil {
+		iv = AutoApprove{}
+	}
+	x.Emit(Event{Kind: EventInterviewStarted, NodeID: node.ID, Message: q.Text})
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if q.Timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, q.Timeout)
+	}
+	ans, err := iv.Ask(actx, q)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return Fail("human gate %s: %v", node.ID, err), nil
+		}
+		x.Emit(Event{Kind: EventInterviewTimeout, NodeID: node.ID})
+		if q.Default == "" {
+			return &Outcome{Status: StatusRetry, FailureReason: fmt.Sprintf("no answer within %s and no human.default_choice", q.Timeout)}, nil
+		}
+		ans = Answer{Choice: q.Default}
+	}
+	ch, ok := matchChoice(q.Choices, ans.Choice)
+	if !ok {
+		return Fail("human gate %s: the answer %q names none of its choices", node.ID, safetext.Line(ans.Choice, 100)), nil
+	}
+	x.Emit(Event{Kind: EventInterviewDone, NodeID: node.ID, Message: ch.Label})
+	updates := map[string]any{"human.choice": ch.Label}
+	if ans.Text != "" {
+		updates["human.text"] = ans.Text
+	}
+	return &Outcome{Status: StatusSuccess, PreferredLabel: ch.Label, SuggestedNextIDs: []string{ch.To}, ContextUpdates: updates}, nil
+}

@@ -1,0 +1,87 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+)
+
+// StageStatus is how a stage ended. The strings are lowercase everywhere:
+// in outcomes, checkpoints, conditions and the JSON summary.
+type StageStatus string
+
+// Stage statuses.
+const (
+	StatusSuccess        StageStatus = "success"
+	StatusFail           StageStatus = "fail"
+	StatusPartialSuccess StageStatus = "partial_success"
+	StatusRetry          StageStatus = "retry"
+	StatusSkipped        StageStatus = "skipped"
+)
+
+// ParseStatus reads a status case-insensitively ("SUCCESS", "Fail"); "ok"
+// and "pass" are success, "failure" and "error" fail.
+func ParseStatus(s string) (StageStatus, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "success", "ok", "pass", "passed":
+		return StatusSuccess, nil
+	case "fail", "failed", "failure", "error":
+		return StatusFail, nil
+	case "partial_success", "partial":
+		return StatusPartialSuccess, nil
+	case "retry":
+		return StatusRetry, nil
+	case "skipped", "skip":
+		return StatusSkipped, nil
+	}
+	return "", fmt.Errorf("unknown stage status %q: want success, fail, partial_success, retry or skipped", s)
+}
+
+// Succeeded reports whether s counts as done for goal gates and join
+// policies: success or partial_success.
+func (s StageStatus) Succeeded() bool { return s == StatusSuccess || s == StatusPartialSuccess }
+
+// Outcome is what a stage handler reports: its status, routing hints for
+// the next edge, and what to write into the run's context.
+type Outcome struct {
+	Status StageStatus `json:"status"`
+	// PreferredLabel picks the unconditional edge of that label (see
+	// SelectEdge).
+	PreferredLabel string `json:"preferred_label,omitempty"`
+	// SuggestedNextIDs pick the first unconditional edge to one of them.
+	SuggestedNextIDs []string `json:"suggested_next_ids,omitempty"`
+	// ContextUpdates are set in the run's context after the stage. Values
+	// must marshal as JSON: they are checkpointed.
+	ContextUpdates map[string]any `json:"context_updates,omitempty"`
+	Notes          string         `json:"notes,omitempty"`
+	FailureReason  string         `json:"failure_reason,omitempty"`
+	// JumpTo, if set, is the next node whatever the edges say: the
+	// parallel handler sends the run on to its fan-in node this way.
+	JumpTo string `json:"jump_to,omitempty"`
+	// Usage is what the stage spent on models, counted against the run's
+	// budgets.
+	Usage Usage `json:"usage,omitzero"`
+}
+
+// Usage is tokens and cost spent by a stage.
+type Usage struct {
+	InputTokens  int     `json:"input_tokens,omitempty"`
+	OutputTokens int     `json:"output_tokens,omitempty"`
+	TotalTokens  int     `json:"total_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// Add adds o to u.
+func (u *Usage) Add(o Usage) {
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.TotalTokens += o.TotalTokens
+	u.CostUSD += o.CostUSD
+}
+
+// Fail is a FAIL outcome with a reason.
+func Fail(format string, args ...any) *Outcome {
+	return &Outcome{Status: StatusFail, FailureReason: fmt.Sprintf(format, args...)}
+}
+
+// Success is a SUCCESS outcome.
+func Success() *Outcome { return &Outcome{Status: StatusSuccess} }

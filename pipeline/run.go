@@ -1,0 +1,540 @@
+package pipeline
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/morphhost/morph/internal/safetext"
+)
+
+func (r *Runner) handlers() *HandlerRegistry {
+	if r.Handlers == nil {
+		return DefaultHandlerRegistry()
+	}
+	return r.Handlers
+}
+
+func (r *Runner) clock() Clock {
+	if r.Clock == nil {
+		return realClock{}
+	}
+	return r.Clock
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+// Prepare applies the transforms to g and validates it with what the
+// runner has (its handler types, tools and shell setting). It returns the
+// diagnostics, and a *ValidationError when any is an ERROR.
+func (r *Runner) Prepare(g *Graph) ([]Diagnostic, error) {
+	if err := ApplyTransforms(g); err != nil {
+		return nil, err
+	}
+	opts := ValidateOptions{KnownTypes: r.handlers().Types(), AllowShell: r.AllowShell}
+	if r.Tools != nil {
+		opts.Tools = r.Tools.HasTool
+	}
+	diags := Validate(g, opts)
+	if HasErrors(diags) {
+		return diags, &ValidationError{File: g.File, Diagnostics: diags}
+	}
+	return diags, nil
+}
+
+// Run runs g from its start node. It applies the transforms and validates
+// first (see Prepare); a graph with an ERROR is not run. The returned error
+// is for what kept the run from running or recording (validation, the run
+// directory); how the pipeline itself ended is the Result's State.
+func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, error) {
+	if cfg.Goal != "" {
+		if g.Attrs == nil {
+			g.Attrs = map[string]string{}
+		}
+		g.Attrs["goal"] = cfg.Goal
+	}
+	if _, err := r.Prepare(g); err != nil {
+		return nil, err
+	}
+	if cfg.RunDir == "" {
+		return nil, errors.New("pipeline: RunConfig.RunDir is required")
+	}
+	if _, err := os.Stat(filepath.Join(cfg.RunDir, CheckpointFile)); err == nil {
+		return nil, fmt.Errorf("%s already holds a run: resume it (--resume %s) or choose another run directory", cfg.RunDir, cfg.RunDir)
+	}
+	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	start := g.StartNode()
+	id := newRunID()
+	hash := sourceHash(cfg.Source)
+	man := Manifest{RunID: id, Name: g.Name, Goal: g.Goal(), DotFile: cfg.DotFile, GraphHash: hash, StartedAt: time.Now().UTC()}
+	if err := writeJSONFile(filepath.Join(cfg.RunDir, ManifestFile), man); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if cfg.Source != nil {
+		if err := writeFileAtomic(filepath.Join(cfg.RunDir, SourceFile), cfg.Source); err != nil {
+			return nil, fmt.Errorf("run directory: %w", err)
+		}
+	}
+	pctx := NewContext()
+	pctx.Set(KeyGoal, g.Goal())
+	cp := &Checkpoint{RunID: id, GraphHash: hash, State: RunRunning, NextNode: start.ID,
+		Outcomes: map[string]*Outcome{}, RetryCounts: map[string]int{}, Visits: map[string]int{}}
+	x := r.newRun(g, cfg, pctx, cp, 0)
+	x.emit(Event{Kind: EventPipelineStarted, Message: g.Goal()})
+	return x.loop(ctx, start.ID, nil, nil)
+}
+
+// Resume continues the run in cfg.RunDir from the node its checkpoint
+// names next. g must be the pipeline it ran (the checkpoint's source hash
+// is compared with cfg.Source's unless cfg.Force). A node that was running
+// when the run stopped runs again: its effects inside the node are not
+// durable across a crash.
+func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, error) {
+	cp, err := LoadCheckpoint(cfg.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Source != nil && cp.GraphHash != "" && sourceHash(cfg.Source) != cp.GraphHash && !cfg.Force {
+		return nil, fmt.Errorf("%s: the pipeline source differs from the one the run started with (resume with the run's %s, or force it)", cfg.RunDir, SourceFile)
+	}
+	switch cp.State {
+	case RunSuccess, RunFail:
+		return nil, fmt.Errorf("%s: the run is over (%s); start a new one", cfg.RunDir, cp.State)
+	}
+	if cp.NextNode == "" || g.Node(cp.NextNode) == nil {
+		return nil, fmt.Errorf("%s: the checkpoint's next node %q is not in the graph", cfg.RunDir, cp.NextNode)
+	}
+	if cfg.Goal != "" {
+		g.Attrs["goal"] = cfg.Goal
+	}
+	if _, err := r.Prepare(g); err != nil {
+		return nil, err
+	}
+	pctx := NewContext()
+	pctx.restore(cp.Context, cp.Log)
+	cp.State = RunRunning
+	x := r.newRun(g, cfg, pctx, cp, cp.Elapsed)
+	for id, o := range cp.Outcomes {
+		x.nodes[id] = &NodeResult{Status: o.Status, Visits: cp.Visits[id], FailureReason: o.FailureReason, Notes: o.Notes, Usage: o.Usage}
+	}
+	x.emit(Event{Kind: EventPipelineStarted, NodeID: cp.NextNode, Message: "resumed"})
+	var prev *Outcome
+	if cp.CurrentNode != "" {
+		prev = cp.Outcomes[cp.CurrentNode]
+	}
+	return x.loop(ctx, cp.NextNode, prev, nil)
+}
+
+func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, prior time.Duration) *run {
+	store := NewArtifactStore(filepath.Join(cfg.RunDir, "artifacts"))
+	return &run{r: r, g: g, cfg: cfg, lim: r.limits(), store: store, pctx: pctx, cp: cp,
+		started: r.clock().Now(), prior: prior, nodes: map[string]*NodeResult{}}
+}
+
+func (x *run) emit(ev Event) {
+	if x.r.OnEvent == nil {
+		return
+	}
+	ev.RunID = x.cp.RunID
+	if ev.Time.IsZero() {
+		ev.Time = x.r.clock().Now()
+	}
+	x.r.OnEvent(ev)
+}
+
+func (x *run) elapsed() time.Duration { return x.prior + x.r.clock().Now().Sub(x.started) }
+
+// loop walks the graph from cur until an exit, a failure, a budget or the
+// context ends it.
+func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*Result, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return x.stop(RunCanceled, cur, "", "interrupted: "+err.Error())
+		}
+		if reason := x.overBudget(); reason != "" {
+			return x.stop(RunBudget, cur, "", reason)
+		}
+		node := x.g.Node(cur)
+		if len(x.cp.Completed) >= x.lim.MaxSteps {
+			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, the limit (max_steps): a loop that never ends?", x.lim.MaxSteps))
+		}
+		if node.Type() == TypeExit {
+			if gate, target := x.goalGates(); gate != "" {
+				if target == "" {
+					return x.stop(RunFail, "", gate, fmt.Sprintf("goal gate %s is not satisfied (%s) and it has no retry_target", gate, x.gateStatus(gate)))
+				}
+				x.cp.GoalGateRetries++
+				if x.cp.GoalGateRetries > x.lim.MaxGoalGateRetries {
+					return x.stop(RunFail, "", gate, fmt.Sprintf("goal gate %s is still not satisfied after %d retries", gate, x.lim.MaxGoalGateRetries))
+				}
+				x.pctx.AppendLog(fmt.Sprintf("%s: goal gate %s not satisfied, back to %s", cur, gate, target))
+				cur, via = target, nil
+				continue
+			}
+		}
+		maxVisits, err := node.Int("max_node_visits", x.graphInt("max_node_visits", x.lim.MaxNodeVisits))
+		if err != nil || maxVisits <= 0 {
+			maxVisits = x.lim.MaxNodeVisits
+		}
+		if x.cp.Visits[cur] >= maxVisits {
+			return x.stop(RunFail, "", cur, fmt.Sprintf("node %s would run a %d%s time, past max_node_visits=%d", cur, maxVisits+1, ordinal(maxVisits+1), maxVisits))
+		}
+		x.cp.Visits[cur]++
+
+		out, err := x.execute(ctx, node, x.pctx, prev, via, "")
+		if err != nil { // canceled inside the stage: it runs again on resume
+			x.cp.Visits[cur]--
+			return x.stop(RunCanceled, cur, "", "interrupted in stage "+cur+": "+err.Error())
+		}
+		x.record(node, out)
+
+		if node.Type() == TypeExit {
+			x.cp.CurrentNode, x.cp.NextNode = cur, ""
+			return x.stop(RunSuccess, "", "", "")
+		}
+		next, edge, reason := x.next(node, out)
+		if next == "" {
+			x.cp.CurrentNode = cur
+			return x.stop(RunFail, "", cur, reason)
+		}
+		x.cp.CurrentNode, x.cp.NextNode = cur, next
+		if err := x.save(); err != nil {
+			return nil, err
+		}
+		prev, via, cur = out, edge, next
+	}
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
+}
+
+// next picks the node after node: a jump, else SelectEdge, else for a FAIL
+// the retry targets. An empty next comes with the reason the run fails.
+func (x *run) next(node *Node, out *Outcome) (string, *Edge, string) {
+	if out.JumpTo != "" && x.g.Node(out.JumpTo) != nil {
+		return out.JumpTo, nil, ""
+	}
+	if e := SelectEdge(node, out, x.pctx, x.g); e != nil {
+		return e.To, e, ""
+	}
+	if out.Status == StatusFail {
+		for _, t := range []string{node.Attrs["retry_target"], node.Attrs["fallback_retry_target"], x.g.Attrs["retry_target"], x.g.Attrs["fallback_retry_target"]} {
+			if t = strings.TrimSpace(t); t != "" && x.g.Node(t) != nil {
+				return t, nil, ""
+			}
+		}
+		reason := out.FailureReason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return "", nil, fmt.Sprintf("stage %s failed (%s), and no edge condition matches the failure and no retry_target is set", node.ID, reason)
+	}
+	return "", nil, fmt.Sprintf("no edge leaves %s for its outcome %s", node.ID, out.Status)
+}
+
+func (x *run) graphInt(key string, def int) int {
+	v, err := intAttr(x.g.Attrs, key, def, "graph")
+	if err != nil {
+		return def
+	}
+	return v
+}
+
+// execute runs a node's handler with its retries, in the main walk or a
+// parallel branch, and returns its final outcome; an error only when ctx
+// ended.
+func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outcome, via *Edge, branch string) (*Outcome, error) {
+	h := x.r.handlers().Get(node.Type())
+	maxRetries, err := node.Int("max_retries", x.graphInt("default_max_retries", 0))
+	if err != nil || maxRetries < 0 {
+		maxRetries = 0
+	}
+	allowPartial, _ := node.Bool("allow_partial", false)
+	timeout, _ := node.Duration("timeout", 0)
+	if node.Type() == TypeTool {
+		timeout = 0 // the tool handler applies it, and says so when it passes
+	}
+	pctx.Set(KeyCurrentNode, node.ID)
+	nr := x.nodeResult(node.ID)
+	var out *Outcome
+	for attempt := 1; ; attempt++ {
+		ex := &Execution{Graph: x.g, RunID: x.cp.RunID, RunDir: x.cfg.RunDir, Previous: prev, Edge: via, Branch: branch, Attempt: attempt, Runner: x.r,
+			emit: func(ev Event) {
+				if ev.Branch == "" {
+					ev.Branch = branch
+				}
+				x.emit(ev)
+			}}
+		ex.run = x
+		x.emit(Event{Kind: EventStageStarted, NodeID: node.ID, Branch: branch, Attempt: attempt})
+		began := x.r.clock().Now()
+		out = x.call(ctx, h, node, pctx, ex, timeout)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		d := x.r.clock().Now().Sub(began)
+		x.mu.Lock()
+		nr.Attempts++
+		nr.Duration += d
+		nr.Usage.Add(out.Usage)
+		x.mu.Unlock()
+		if out.Status != StatusRetry {
+			kind := EventStageCompleted
+			if out.Status == StatusFail {
+				kind = EventStageFailed
+			}
+			x.emit(Event{Kind: kind, NodeID: node.ID, Branch: branch, Attempt: attempt, Status: out.Status, Message: out.FailureReason, Duration: d, Usage: out.Usage})
+			writeStatusFile(ex, node.ID, out)
+			return out, nil
+		}
+		if attempt > maxRetries {
+			if allowPartial {
+				out.Status = StatusPartialSuccess
+			} else {
+				out.Status = StatusFail
+				if out.FailureReason == "" {
+					out.FailureReason = fmt.Sprintf("still asking to retry after %d attempts", attempt)
+				}
+			}
+			x.emit(Event{Kind: EventStageFailed, NodeID: node.ID, Branch: branch, Attempt: attempt, Status: out.Status, Message: out.FailureReason, Duration: d, Usage: out.Usage})
+			writeStatusFile(ex, node.ID, out)
+			return out, nil
+		}
+		wait := x.backoff(attempt)
+		pctx.Set(keyRetryPrefix+node.ID, attempt)
+		x.mu.Lock()
+		x.cp.RetryCounts[node.ID] = attempt
+		x.mu.Unlock()
+		x.emit(Event{Kind: EventStageRetrying, NodeID: node.ID, Branch: branch, Attempt: attempt, Status: StatusRetry, Message: fmt.Sprintf("retrying in %s", wait.Round(time.Millisecond)), Duration: d})
+		if err := x.r.clock().Sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Backoff: 200 ms doubling, at most 60 s, times a jitter in [0.5, 1.5).
+const (
+	backoffBase = 200 * time.Millisecond
+	backoffMax  = 60 * time.Second
+)
+
+func (x *run) backoff(attempt int) time.Duration {
+	d := backoffBase
+	for i := 1; i < attempt && d < backoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, backoffMax)
+	j := 0.5
+	if x.r.Rand != nil {
+		j = x.r.Rand()
+	} else {
+		j = rand.Float64()
+	}
+	return time.Duration(float64(d) * (0.5 + j))
+}
+
+// call runs the handler once, turning an error, a panic, a nil outcome and
+// an unknown status into FAIL.
+func (x *run) call(ctx context.Context, h Handler, node *Node, pctx *Context, ex *Execution, timeout time.Duration) (out *Outcome) {
+	if h == nil {
+		return Fail("no handler for type %q of node %s", node.Type(), node.ID)
+	}
+	hctx := withExecution(ctx, ex)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(hctx, timeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			x.r.logger().Error("pipeline handler panicked", "node", node.ID, "type", node.Type(), "panic", p, "stack", string(debug.Stack()))
+			out = Fail("handler %s panicked on node %s: %v", h.Type(), node.ID, p)
+		}
+	}()
+	o, err := h.Execute(hctx, node, pctx, x.store)
+	switch {
+	case err != nil && timeout > 0 && ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded):
+		return Fail("node %s timed out after %s (its timeout attribute)", node.ID, timeout)
+	case err != nil:
+		return Fail("%s", safetext.Truncate(err.Error(), 4000))
+	case o == nil:
+		return Fail("handler %s returned no outcome for node %s", h.Type(), node.ID)
+	}
+	if _, perr := ParseStatus(string(o.Status)); perr != nil {
+		return Fail("handler %s on node %s: %v", h.Type(), node.ID, perr)
+	}
+	o.Status, _ = ParseStatus(string(o.Status))
+	return o
+}
+
+func (x *run) nodeResult(id string) *NodeResult {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	nr := x.nodes[id]
+	if nr == nil {
+		nr = &NodeResult{}
+		x.nodes[id] = nr
+	}
+	return nr
+}
+
+// record applies a node's outcome to the run: context, usage, path, log.
+func (x *run) record(node *Node, out *Outcome) {
+	x.pctx.Apply(out.ContextUpdates)
+	x.pctx.Set(KeyOutcome, string(out.Status))
+	x.pctx.Set(KeyPreferredLabel, out.PreferredLabel)
+	line := fmt.Sprintf("%s: %s", node.ID, out.Status)
+	if out.FailureReason != "" {
+		line += " (" + safetext.Truncate(out.FailureReason, 300) + ")"
+	} else if out.Notes != "" {
+		line += " (" + safetext.Truncate(out.Notes, 300) + ")"
+	}
+	x.pctx.AppendLog(line)
+	x.cp.Completed = append(x.cp.Completed, node.ID)
+	x.cp.Outcomes[node.ID] = out
+	x.cp.Usage.Add(out.Usage)
+	nr := x.nodeResult(node.ID)
+	x.mu.Lock()
+	nr.Status, nr.FailureReason, nr.Notes, nr.Visits = out.Status, out.FailureReason, out.Notes, x.cp.Visits[node.ID]
+	x.mu.Unlock()
+}
+
+// goalGates returns the first goal gate that is not satisfied (never
+// reached, or not ended success or partial_success) and where to go back
+// to ("" when nowhere).
+func (x *run) goalGates() (gate, target string) {
+	for _, n := range x.g.Nodes {
+		if on, _ := n.Bool("goal_gate", false); !on {
+			continue
+		}
+		if o := x.cp.Outcomes[n.ID]; o != nil && o.Status.Succeeded() {
+			continue
+		}
+		for _, t := range []string{n.Attrs["retry_target"], n.Attrs["fallback_retry_target"], x.g.Attrs["retry_target"], x.g.Attrs["fallback_retry_target"]} {
+			if t = strings.TrimSpace(t); t != "" && x.g.Node(t) != nil {
+				return n.ID, t
+			}
+		}
+		return n.ID, ""
+	}
+	return "", ""
+}
+
+func (x *run) gateStatus(id string) string {
+	if o := x.cp.Outcomes[id]; o != nil {
+		return "it ended " + string(o.Status)
+	}
+	return "it never ran"
+}
+
+// overBudget says which budget the run has spent, or "".
+func (x *run) overBudget() string {
+	u := x.cp.Usage
+	switch {
+	case x.lim.MaxTokens > 0 && u.TotalTokens >= x.lim.MaxTokens:
+		return fmt.Sprintf("token budget spent: %d of %d (--max-tokens)", u.TotalTokens, x.lim.MaxTokens)
+	case x.lim.MaxCostUSD > 0 && u.CostUSD >= x.lim.MaxCostUSD:
+		return fmt.Sprintf("cost budget spent: $%.4f of $%.4f (--max-cost)", u.CostUSD, x.lim.MaxCostUSD)
+	case x.lim.MaxWallTime > 0 && x.elapsed() >= x.lim.MaxWallTime:
+		return fmt.Sprintf("wall-time budget spent: %s of %s (--max-wall-time)", x.elapsed().Round(time.Millisecond), x.lim.MaxWallTime)
+	}
+	return ""
+}
+
+// stop ends the run in state, saving the checkpoint; next is where a
+// resume starts.
+func (x *run) stop(state, next, failed, reason string) (*Result, error) {
+	x.cp.State = state
+	if state == RunCanceled || state == RunBudget {
+		x.cp.NextNode = next
+	} else {
+		x.cp.NextNode = ""
+	}
+	x.cp.FailedNode, x.cp.FailureReason = failed, reason
+	if err := x.save(); err != nil {
+		return nil, err
+	}
+	res := &Result{RunID: x.cp.RunID, RunDir: x.cfg.RunDir, State: state, FailedNode: failed, FailureReason: reason,
+		Path: append([]string(nil), x.cp.Completed...), Nodes: x.nodes, Usage: x.cp.Usage, Duration: x.cp.Elapsed,
+		NextNode: x.cp.NextNode, Context: x.pctx.Snapshot()}
+	kind := EventPipelineCompleted
+	if state != RunSuccess {
+		kind = EventPipelineFailed
+	}
+	x.emit(Event{Kind: kind, NodeID: failed, Message: reason, Duration: res.Duration, Usage: res.Usage})
+	return res, nil
+}
+
+// save writes the checkpoint.
+func (x *run) save() error {
+	x.cp.Context = x.pctx.Snapshot()
+	x.cp.Log = x.pctx.Log()
+	x.cp.Elapsed = x.elapsed()
+	x.cp.SavedAt = time.Now().UTC()
+	if err := SaveCheckpoint(x.cfg.RunDir, x.cp); err != nil {
+		return err
+	}
+	x.emit(Event{Kind: EventCheckpointSaved, NodeID: x.cp.CurrentNode})
+	return nil
+}
+
+func newRunID() string {
+	var b [6]byte
+	_, _ = crand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+func sourceHash(src []byte) string {
+	if src == nil {
+		return ""
+	}
+	h := sha256.Sum256(src)
+	return hex.EncodeToString(h[:])
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}
+
+// readPipeline reads and parses a DOT file.
+func readPipeline(path string) ([]byte, *Graph, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := ParseDOTNamed(path, src)
+	return src, g, err
+}

@@ -1,0 +1,525 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeBackend answers each node's agent run with the next of its outputs.
+type fakeBackend struct {
+	mu      sync.Mutex
+	outputs map[string][]string // node -> outputs, in turn
+	fail    map[string]bool     // node -> Success=false
+	err     error
+	calls   []AgentRunConfig
+	tokens  int
+}
+
+func (b *fakeBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*AgentRunResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, cfg)
+	if b.err != nil {
+		return nil, b.err
+	}
+	out := "done"
+	if q := b.outputs[cfg.NodeID]; len(q) > 0 {
+		out = q[0]
+		if len(q) > 1 {
+			b.outputs[cfg.NodeID] = q[1:]
+		}
+	}
+	return &AgentRunResult{Output: out, Success: !b.fail[cfg.NodeID], StopReason: "final",
+		Usage: Usage{TotalTokens: b.tokens, CostUSD: float64(b.tokens) / 1e6}}, nil
+}
+
+func (b *fakeBackend) nodes() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []string
+	for _, c := range b.calls {
+		ids = append(ids, c.NodeID)
+	}
+	return ids
+}
+
+// fakeClock records sleeps and does not wait.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	sleeps []time.Duration
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.sleeps = append(c.sleeps, d)
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	return ctx.Err()
+}
+
+func mustParse(t testing.TB, src string) *Graph {
+	t.Helper()
+	g, err := ParseDOTNamed("test.dot", []byte(src))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return g
+}
+
+func runGraph(t *testing.T, r *Runner, src string) *Result {
+	t.Helper()
+	res, err := r.Run(context.Background(), mustParse(t, src), RunConfig{RunDir: filepath.Join(t.TempDir(), "run"), Source: []byte(src)})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+const diamondLoop = `digraph p {
+  goal = "make it work"
+  start [shape=Mdiamond]
+  implement [prompt="do $goal"]
+  verify [shape=diamond, prompt="check it"]
+  done [shape=Msquare]
+  start -> implement -> verify
+  verify -> done [condition="outcome=success"]
+  verify -> implement [condition="outcome=fail"]
+}`
+
+func TestHybridDiamondRoutesOnMarker(t *testing.T) {
+	b := &fakeBackend{outputs: map[string][]string{"verify": {"nope OUTCOME:FAIL", "fine OUTCOME:PASS"}}}
+	res := runGraph(t, &Runner{Backend: b}, diamondLoop)
+	if res.State != RunSuccess {
+		t.Fatalf("state %s: %s", res.State, res.FailureReason)
+	}
+	want := []string{"start", "implement", "verify", "implement", "verify", "done"}
+	if !reflect.DeepEqual(res.Path, want) {
+		t.Fatalf("path %v, want %v", res.Path, want)
+	}
+	if got := b.calls[0].Prompt; got != "do make it work" {
+		t.Errorf("prompt %q: $goal not expanded", got)
+	}
+	out, err := os.ReadFile(filepath.Join(res.RunDir, "artifacts", "verify.output"))
+	if err != nil || string(out) != "fine OUTCOME:PASS" {
+		t.Errorf("artifact verify.output = %q, %v", out, err)
+	}
+	if res.Context["verify.output"] != "fine OUTCOME:PASS" || res.Context[KeyLastStage] != "verify" {
+		t.Errorf("context: %v", res.Context)
+	}
+	for _, f := range []string{"prompt.md", "response.md", "status.json"} {
+		if _, err := os.Stat(filepath.Join(res.RunDir, "verify", f)); err != nil {
+			t.Errorf("stage file: %v", err)
+		}
+	}
+}
+
+func TestDetectOutcomeMarker(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		marker string
+		found  bool
+	}{
+		{"all good OUTCOME:PASS", "success", true},
+		{"outcome=success", "success", true},
+		{"Outcome : Fail because", "fail", true},
+		{"OUTCOME:PASS then OUTCOME:FAIL", "fail", true},
+		{"OUTCOME=FAIL ... OUTCOME=SUCCESS", "fail", true},
+		{"no marker here", "", false},
+		{"OUTCOMES:PASS", "", false},
+		{"OUTCOME:PASSED", "", false},
+	} {
+		m, ok := DetectOutcomeMarker(tc.in)
+		if m != tc.marker || ok != tc.found {
+			t.Errorf("DetectOutcomeMarker(%q) = %q, %v; want %q, %v", tc.in, m, ok, tc.marker, tc.found)
+		}
+	}
+}
+
+func execNode(t *testing.T, h Handler, n *Node, pctx *Context, r *Runner) *Outcome {
+	t.Helper()
+	g := &Graph{Nodes: []*Node{n}}
+	ctx := withExecution(context.Background(), &Execution{Graph: g, Runner: r})
+	out, err := h.Execute(ctx, n, pctx, NewArtifactStore(t.TempDir()))
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	return out
+}
+
+func TestConditionalHandler(t *testing.T) {
+	node := func(attrs map[string]string) *Node { return &Node{ID: "d", Attrs: attrs} }
+	t.Run("pass-through", func(t *testing.T) {
+		pctx := NewContext()
+		if o := execNode(t, &ConditionalHandler{}, node(nil), pctx, nil); o.Status != StatusSuccess {
+			t.Errorf("no upstream outcome: %s, want success", o.Status)
+		}
+		pctx.Set(KeyOutcome, "fail")
+		if o := execNode(t, &ConditionalHandler{}, node(nil), pctx, nil); o.Status != StatusFail {
+			t.Errorf("upstream fail: %s", o.Status)
+		}
+		pctx.Set(KeyOutcome, "PARTIAL_SUCCESS")
+		if o := execNode(t, &ConditionalHandler{}, node(nil), pctx, nil); o.Status != StatusPartialSuccess {
+			t.Errorf("upstream partial: %s", o.Status)
+		}
+	})
+	t.Run("no backend", func(t *testing.T) {
+		o := execNode(t, &ConditionalHandler{}, node(map[string]string{"prompt": "check"}), NewContext(), nil)
+		if o.Status != StatusFail || !strings.Contains(o.FailureReason, "backend") || !strings.Contains(o.FailureReason, "--config") {
+			t.Errorf("got %+v", o)
+		}
+	})
+	t.Run("backend error", func(t *testing.T) {
+		o := execNode(t, &ConditionalHandler{Backend: &fakeBackend{err: errors.New("503 busy")}}, node(map[string]string{"prompt": "check"}), NewContext(), nil)
+		if o.Status != StatusFail || o.FailureReason != "agent backend error: 503 busy" {
+			t.Errorf("got %+v", o)
+		}
+	})
+	t.Run("success flag without marker", func(t *testing.T) {
+		b := &fakeBackend{outputs: map[string][]string{"d": {"looks fine"}}, fail: map[string]bool{"d": true}}
+		o := execNode(t, &ConditionalHandler{Backend: b}, node(map[string]string{"prompt": "check", "llm_model": "m1", "max_turns": "7"}), NewContext(), nil)
+		if o.Status != StatusFail || o.ContextUpdates[KeyOutcome] != "fail" {
+			t.Errorf("got %+v", o)
+		}
+		if c := b.calls[0]; c.Model != "m1" || c.MaxTurns != 7 {
+			t.Errorf("config %+v", c)
+		}
+	})
+	t.Run("defaults", func(t *testing.T) {
+		b := &fakeBackend{}
+		pctx := NewContext()
+		pctx.Set("base_url", "http://ctx/v1")
+		pctx.Set("system_prompt", "from context")
+		execNode(t, &ConditionalHandler{Backend: b, BaseURL: "http://handler/v1"}, node(map[string]string{"prompt": "check"}), pctx, nil)
+		if c := b.calls[0]; c.MaxTurns != DefaultDiamondMaxTurns || c.BaseURL != "http://ctx/v1" || c.SystemPrompt != "from context" || c.FidelityMode != FidelityCompact {
+			t.Errorf("config %+v", c)
+		}
+	})
+}
+
+func TestCodergenStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		attrs  map[string]string
+		out    string
+		failed bool
+		want   StageStatus
+	}{
+		{"success flag", nil, "did it", false, StatusSuccess},
+		{"agent did not succeed", nil, "ran out of steps", true, StatusFail},
+		{"marker wins over flag", nil, "OUTCOME:SUCCESS", true, StatusSuccess},
+		{"fail marker wins over flag", nil, "OUTCOME:FAIL", false, StatusFail},
+		{"auto_status=false needs a marker", map[string]string{"auto_status": "false"}, "did it", false, StatusFail},
+		{"auto_status=false with marker", map[string]string{"auto_status": "false"}, "OUTCOME:PASS", false, StatusSuccess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &fakeBackend{outputs: map[string][]string{"c": {tc.out}}, fail: map[string]bool{"c": tc.failed}}
+			o := execNode(t, &CodergenHandler{Backend: b}, &Node{ID: "c", Attrs: tc.attrs}, NewContext(), nil)
+			if o.Status != tc.want {
+				t.Errorf("status %s, want %s (%s)", o.Status, tc.want, o.FailureReason)
+			}
+			if o.Status == StatusFail && o.FailureReason == "" {
+				t.Error("a FAIL without a reason")
+			}
+		})
+	}
+}
+
+// scriptHandler returns scripted outcomes per node, in turn.
+type scriptHandler struct {
+	typ   string
+	mu    sync.Mutex
+	seq   map[string][]StageStatus
+	calls map[string]int
+	hook  func(node string)
+}
+
+func (h *scriptHandler) Type() string { return h.typ }
+
+func (h *scriptHandler) Execute(ctx context.Context, n *Node, pctx *Context, _ *ArtifactStore) (*Outcome, error) {
+	h.mu.Lock()
+	if h.calls == nil {
+		h.calls = map[string]int{}
+	}
+	h.calls[n.ID]++
+	st := StatusSuccess
+	if q := h.seq[n.ID]; len(q) > 0 {
+		st = q[0]
+		if len(q) > 1 {
+			h.seq[n.ID] = q[1:]
+		}
+	}
+	h.mu.Unlock()
+	if h.hook != nil {
+		h.hook(n.ID)
+	}
+	o := &Outcome{Status: st, ContextUpdates: map[string]any{"seen." + n.ID: true}, Usage: Usage{TotalTokens: 10}}
+	if st == StatusFail {
+		o.FailureReason = n.ID + " broke"
+	}
+	return o, nil
+}
+
+func scriptedRunner(seq map[string][]StageStatus) (*Runner, *scriptHandler, *fakeClock) {
+	h := &scriptHandler{typ: TypeCodergen, seq: seq}
+	reg := DefaultHandlerRegistry()
+	reg.Register(h)
+	clk := &fakeClock{now: time.Unix(1e9, 0)}
+	return &Runner{Handlers: reg, Clock: clk, Rand: func() float64 { return 0.5 }}, h, clk
+}
+
+func TestRetriesBackOff(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; a [max_retries=3]; done [shape=Msquare]; start -> a -> done }`
+	r, h, clk := scriptedRunner(map[string][]StageStatus{"a": {StatusRetry, StatusRetry, StatusSuccess}})
+	res := runGraph(t, r, src)
+	if res.State != RunSuccess || h.calls["a"] != 3 {
+		t.Fatalf("state %s, calls %d", res.State, h.calls["a"])
+	}
+	if want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond}; !reflect.DeepEqual(clk.sleeps, want) {
+		t.Errorf("backoff %v, want %v", clk.sleeps, want)
+	}
+	if res.Nodes["a"].Attempts != 3 {
+		t.Errorf("attempts %d", res.Nodes["a"].Attempts)
+	}
+}
+
+func TestBackoffCapAndJitter(t *testing.T) {
+	x := &run{r: &Runner{Rand: func() float64 { return 0 }}}
+	if d := x.backoff(1); d != 100*time.Millisecond {
+		t.Errorf("attempt 1, jitter 0: %s", d)
+	}
+	x.r.Rand = func() float64 { return 0.999999 }
+	if d := x.backoff(30); d < 89*time.Second || d > 90*time.Second {
+		t.Errorf("attempt 30, jitter ~1: %s, want just under 60s x 1.5", d)
+	}
+}
+
+func TestRetriesExhausted(t *testing.T) {
+	for _, tc := range []struct {
+		partial string
+		want    string
+	}{{"false", RunFail}, {"true", RunSuccess}} {
+		src := `digraph p { start [shape=Mdiamond]; a [max_retries=1, allow_partial=` + tc.partial + `]; done [shape=Msquare]; start -> a -> done }`
+		r, h, _ := scriptedRunner(map[string][]StageStatus{"a": {StatusRetry}})
+		res := runGraph(t, r, src)
+		if res.State != tc.want || h.calls["a"] != 2 {
+			t.Errorf("allow_partial=%s: state %s (%s), calls %d", tc.partial, res.State, res.FailureReason, h.calls["a"])
+		}
+		if tc.partial == "true" && res.Nodes["a"].Status != StatusPartialSuccess {
+			t.Errorf("status %s", res.Nodes["a"].Status)
+		}
+	}
+}
+
+func TestFailNeverFallsThrough(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; a; done [shape=Msquare]; start -> a -> done }`
+	r, _, _ := scriptedRunner(map[string][]StageStatus{"a": {StatusFail}})
+	res := runGraph(t, r, src)
+	if res.State != RunFail || res.FailedNode != "a" || !strings.Contains(res.FailureReason, "a broke") {
+		t.Fatalf("got %s at %s: %s", res.State, res.FailedNode, res.FailureReason)
+	}
+	// With a retry target, a FAIL goes there.
+	src = `digraph p { start [shape=Mdiamond]; a [retry_target=fix]; fix; done [shape=Msquare]; start -> a -> done; fix -> a }`
+	r, h, _ := scriptedRunner(map[string][]StageStatus{"a": {StatusFail, StatusSuccess}})
+	res = runGraph(t, r, src)
+	if res.State != RunSuccess || h.calls["fix"] != 1 {
+		t.Fatalf("got %s %v", res.State, res.Path)
+	}
+}
+
+func TestGoalGates(t *testing.T) {
+	t.Run("retry target", func(t *testing.T) {
+		src := `digraph p { start [shape=Mdiamond]; impl [goal_gate=true, retry_target=impl]; check [shape=diamond]; done [shape=Msquare]
+		  start -> impl -> check; check -> done }`
+		r, h, _ := scriptedRunner(map[string][]StageStatus{"impl": {StatusPartialSuccess}})
+		res := runGraph(t, r, src)
+		if res.State != RunSuccess || h.calls["impl"] != 1 {
+			t.Fatalf("partial_success satisfies a gate: %s %v", res.State, res.Path)
+		}
+	})
+	t.Run("fails closed when never reached", func(t *testing.T) {
+		src := `digraph p { start [shape=Mdiamond]; a; gate [goal_gate=true]; done [shape=Msquare]
+		  start -> a; a -> done [condition="outcome=success"]; a -> gate [condition="outcome=fail"]; gate -> done }`
+		r, _, _ := scriptedRunner(nil)
+		res := runGraph(t, r, src)
+		if res.State != RunFail || res.FailedNode != "gate" || !strings.Contains(res.FailureReason, "never ran") {
+			t.Fatalf("got %s %s: %s", res.State, res.FailedNode, res.FailureReason)
+		}
+	})
+	t.Run("capped", func(t *testing.T) {
+		src := `digraph p { start [shape=Mdiamond]; a [goal_gate=true, retry_target=a, max_node_visits=100]; done [shape=Msquare]
+		  start -> a; a -> done [condition="outcome=fail"]; a -> done [condition="outcome=success"] }`
+		r, h, _ := scriptedRunner(map[string][]StageStatus{"a": {StatusFail}})
+		r.Limits.MaxGoalGateRetries = 2
+		res := runGraph(t, r, src)
+		if res.State != RunFail || h.calls["a"] != 3 || !strings.Contains(res.FailureReason, "after 2 retries") {
+			t.Fatalf("got %s, %d calls: %s", res.State, h.calls["a"], res.FailureReason)
+		}
+	})
+}
+
+func TestMaxNodeVisits(t *testing.T) {
+	src := `digraph p { max_node_visits=3; start [shape=Mdiamond]; a; done [shape=Msquare]
+	  start -> a; a -> a [condition="outcome=success"]; a -> done [condition="outcome=fail"] }`
+	r, h, _ := scriptedRunner(nil)
+	res := runGraph(t, r, src)
+	if res.State != RunFail || h.calls["a"] != 3 || !strings.Contains(res.FailureReason, "max_node_visits=3") {
+		t.Fatalf("got %s, %d calls: %s", res.State, h.calls["a"], res.FailureReason)
+	}
+}
+
+func TestBudgetStopsAndResumes(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; a; b; c; done [shape=Msquare]; start -> a -> b -> c -> done }`
+	r, h, _ := scriptedRunner(nil)
+	r.Limits.MaxTokens = 20
+	g := mustParse(t, src)
+	dir := filepath.Join(t.TempDir(), "run")
+	res, err := r.Run(context.Background(), g, RunConfig{RunDir: dir, Source: []byte(src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != RunBudget || res.NextNode != "c" || h.calls["c"] != 0 {
+		t.Fatalf("got %s next %q: %s", res.State, res.NextNode, res.FailureReason)
+	}
+	r.Limits.MaxTokens = 0
+	res, err = r.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != RunSuccess || h.calls["a"] != 1 || h.calls["c"] != 1 || res.Usage.TotalTokens != 30 {
+		t.Fatalf("resumed: %s, calls %v, tokens %d", res.State, h.calls, res.Usage.TotalTokens)
+	}
+}
+
+// TestResumeSameResult interrupts a run after each node in turn and checks
+// that resuming gives what an uninterrupted run gives.
+func TestResumeSameResult(t *testing.T) {
+	src := `digraph p { goal="g"; start [shape=Mdiamond]; a; b [shape=diamond]; c; done [shape=Msquare]
+	  start -> a -> b; b -> c [condition="outcome=success"]; b -> a [condition="outcome=fail"]; c -> done }`
+	seq := func() map[string][]StageStatus {
+		return map[string][]StageStatus{"a": {StatusSuccess, StatusSuccess}, "c": {StatusSuccess}}
+	}
+	r, _, _ := scriptedRunner(seq())
+	want := runGraph(t, r, src)
+	for _, stopAfter := range []string{"start", "a", "b", "c"} {
+		t.Run(stopAfter, func(t *testing.T) {
+			r, h, _ := scriptedRunner(seq())
+			ctx, cancel := context.WithCancel(context.Background())
+			h.hook = func(node string) {
+				if node == stopAfter {
+					cancel()
+				}
+			}
+			r.OnEvent = func(ev Event) {
+				if ev.Kind == EventStageCompleted && ev.NodeID == stopAfter {
+					cancel()
+				}
+			}
+			dir := filepath.Join(t.TempDir(), "run")
+			res, err := r.Run(ctx, mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.State != RunCanceled {
+				t.Fatalf("state %s", res.State)
+			}
+			h.hook, r.OnEvent = nil, nil
+			got, err := r.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != want.State || !reflect.DeepEqual(got.Path, want.Path) {
+				t.Fatalf("resumed: %s %v; uninterrupted: %s %v", got.State, got.Path, want.State, want.Path)
+			}
+			for _, k := range []string{"seen.a", "seen.c", KeyOutcome, KeyGoal} {
+				if got.Context[k] != want.Context[k] {
+					t.Errorf("context %s: %v, want %v", k, got.Context[k], want.Context[k])
+				}
+			}
+		})
+	}
+}
+
+func TestResumeRefusesOtherSource(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; a; done [shape=Msquare]; start -> a -> done }`
+	r, _, _ := scriptedRunner(nil)
+	r.Limits.MaxTokens = 5
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := r.Run(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Replace(src, "a;", "a [prompt=x];", 1)
+	if _, err := r.Resume(context.Background(), mustParse(t, other), RunConfig{RunDir: dir, Source: []byte(other)}); err == nil || !strings.Contains(err.Error(), "differs") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := r.Run(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("a second run into the same directory: %v", err)
+	}
+}
+
+type panicHandler struct{}
+
+func (panicHandler) Type() string { return TypeCodergen }
+func (panicHandler) Execute(context.Context, *Node, *Context, *ArtifactStore) (*Outcome, error) {
+	panic("boom")
+}
+
+type slowHandler struct{}
+
+func (slowHandler) Type() string { return TypeCodergen }
+func (slowHandler) Execute(ctx context.Context, _ *Node, _ *Context, _ *ArtifactStore) (*Outcome, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestHandlerFaultsAreFail(t *testing.T) {
+	for name, h := range map[string]Handler{"panic": panicHandler{}, "timeout": slowHandler{}} {
+		t.Run(name, func(t *testing.T) {
+			reg := DefaultHandlerRegistry()
+			reg.Register(h)
+			src := `digraph p { start [shape=Mdiamond]; a [timeout="50ms"]; done [shape=Msquare]; start -> a -> done }`
+			res := runGraph(t, &Runner{Handlers: reg}, src)
+			if res.State != RunFail || res.FailedNode != "a" {
+				t.Fatalf("got %s at %s", res.State, res.FailedNode)
+			}
+			want := map[string]string{"panic": "panicked", "timeout": "timed out after 50ms"}[name]
+			if !strings.Contains(res.FailureReason, want) {
+				t.Errorf("reason %q, want %q", res.FailureReason, want)
+			}
+		})
+	}
+}
+
+func TestEventsCarryNodeID(t *testing.T) {
+	var mu sync.Mutex
+	var evs []Event
+	r, _, _ := scriptedRunner(nil)
+	r.OnEvent = func(ev Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }
+	runGraph(t, r, `digraph p { start [shape=Mdiamond]; a; done [shape=Msquare]; start -> a -> done }`)
+	kinds := map[EventKind]int{}
+	for _, ev := range evs {
+		kinds[ev.Kind]++
+		if strings.HasPrefix(string(ev.Kind), "stage.") && ev.NodeID == "" {
+			t.Errorf("%s without a node", ev.Kind)
+		}
+		if ev.RunID == "" {
+			t.Errorf("%s without a run id", ev.Kind)
+		}
+	}
+	if kinds[EventPipelineStarted] != 1 || kinds[EventPipelineCompleted] != 1 || kinds[EventStageStarted] != 3 || kinds[EventStageCompleted] != 3 || kinds[EventCheckpointSaved] < 3 {
+		t.Errorf("events %v", kinds)
+	}
+}

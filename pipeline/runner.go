@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Defaults of Limits.
+const (
+	DefaultMaxNodeVisits      = 25
+	DefaultMaxSteps           = 1000
+	DefaultMaxGoalGateRetries = 5
+	DefaultMaxToolOutputBytes = 1 << 20
+	DefaultToolTimeout        = 5 * time.Minute
+	DefaultMaxParallel        = 4
+)
+
+// Limits bound a run. Zero fields take the defaults; budgets at zero are
+// unlimited.
+type Limits struct {
+	// MaxNodeVisits bounds how often one node runs (the graph's
+	// max_node_visits attribute overrides it, a node's its own).
+	MaxNodeVisits int
+	// MaxSteps bounds the stages a run executes in all.
+	MaxSteps int
+	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause.
+	MaxGoalGateRetries int
+	// MaxTokens, MaxCostUSD and MaxWallTime are the run's budgets: past
+	// one, the run stops after the current stage with a checkpoint
+	// (state budget_exceeded) and can be resumed with a larger budget.
+	MaxTokens   int
+	MaxCostUSD  float64
+	MaxWallTime time.Duration
+	// MaxToolOutputBytes bounds a tool node's output; ToolTimeout is a tool
+	// node's timeout when it sets none.
+	MaxToolOutputBytes int
+	ToolTimeout        time.Duration
+}
+
+// Clock is the runner's time: retries' backoff sleeps through it, so tests
+// inject one that does not wait.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d or until ctx ends, returning ctx.Err() then.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ToolRunner runs the tools tool nodes name: a morph engine's registry,
+// where plugin tools run in their sandbox (see EngineBackend).
+type ToolRunner interface {
+	// RunTool validates input against the tool's schema and runs it.
+	RunTool(ctx context.Context, name string, input map[string]any) (string, error)
+	// HasTool reports whether the tool exists.
+	HasTool(name string) bool
+}
+
+// Runner runs pipelines. Its zero value runs with the default handlers, no
+// agent backend (agent stages fail, saying how to configure one), an
+// auto-approving interviewer and no tools. A Runner may run several
+// pipelines at once.
+type Runner struct {
+	// Handlers maps handler types to handlers (nil: DefaultHandlerRegistry).
+	Handlers *HandlerRegistry
+	// Backend runs agent stages.
+	Backend CodergenBackend
+	// Interviewer answers human gates (nil: AutoApprove).
+	Interviewer Interviewer
+	// Tools runs tool nodes' tools.
+	Tools ToolRunner
+	// AllowShell lets tool nodes run tool_command in a shell, outside any
+	// sandbox; off unless the operator enables it ([pipeline] allow_shell).
+	AllowShell bool
+	Limits     Limits
+	// OnEvent receives the run's events, on the goroutine of the stage; it
+	// must be quick.
+	OnEvent func(Event)
+	Logger  *slog.Logger
+	// Clock and Rand (a number in [0,1) for backoff jitter) are for tests.
+	Clock Clock
+	Rand  func() float64
+}
+
+func (r *Runner) limits() Limits {
+	var l Limits
+	if r != nil {
+		l = r.Limits
+	}
+	if l.MaxNodeVisits <= 0 {
+		l.MaxNodeVisits = DefaultMaxNodeVisits
+	}
+	if l.MaxSteps <= 0 {
+		l.MaxSteps = DefaultMaxSteps
+	}
+	if l.MaxGoalGateRetries <= 0 {
+		l.MaxGoalGateRetries = DefaultMaxGoalGateRetries
+	}
+	if l.MaxToolOutputBytes <= 0 {
+		l.MaxToolOutputBytes = DefaultMaxToolOutputBytes
+	}
+	if l.ToolTimeout <= 0 {
+		l.ToolTimeout = DefaultToolTimeout
+	}
+	return l
+}
+
+// run is one run in progress.
+type run struct {
+	r       *Runner
+	g       *Graph
+	cfg     RunConfig
+	lim     Limits
+	store   *ArtifactStore
+	pctx    *Context
+	cp      *Checkpoint
+	started time.Time
+	prior   time.Duration // elapsed before this process (resumes)
+
+	// mu guards nodes and the checkpoint's counters that parallel
+	// branches update.
+	mu    sync.Mutex
+	nodes map[string]*NodeResult
+}
+
+// RunConfig is one run's settings.
+type RunConfig struct {
+	// RunDir is the run directory: checkpoint, manifest, stage files,
+	// artifacts. Required.
+	RunDir string
+	// Goal, if set, replaces the graph's goal attribute.
+	Goal string
+	// Source is the pipeline's DOT source: its hash goes into the
+	// checkpoint, and a copy into the run directory (pipeline.dot) for
+	// resume and render. DotFile is where it came from.
+	Source  []byte
+	DotFile string
+	// Force resumes a run whose checkpoint was made from another source.
+	Force bool
+}
+
+// SourceFile is the copy of the pipeline source in a run directory.
+const SourceFile = "pipeline.dot"
+
+// NodeResult is one node's part in a run.
+type NodeResult struct {
+	Status        StageStatus   `json:"status"`
+	Visits        int           `json:"visits"`
+	Attempts      int           `json:"attempts"`
+	FailureReason string        `json:"failure_reason,omitempty"`
+	Notes         string        `json:"notes,omitempty"`
+	Duration      time.Duration `json:"duration_ns"`
+	Usage         Usage         `json:"usage,omitzero"`
+}
+
+// Result is how a run ended.
+type Result struct {
+	RunID  string `json:"run_id"`
+	RunDir string `json:"run_dir"`
+	// State is one of RunSuccess, RunFail, RunCanceled, RunBudget.
+	State         string                 `json:"state"`
+	FailedNode    string                 `json:"failed_node,omitempty"`
+	FailureReason string                 `json:"failure_reason,omitempty"`
+	Path          []string               `json:"path"`
+	Nodes         map[string]*NodeResult `json:"nodes"`
+	Usage         Usage                  `json:"usage"`
+	Duration      time.Duration          `json:"duration_ns"`
+	// NextNode is where a resume would start (canceled and budget runs).
+	NextNode string `json:"next_node,omitempty"`
+	// Context is the run's final context.
+	Context map[string]any `json:"-"`
+}

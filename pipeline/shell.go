@@ -1,0 +1,102 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// shellEnvKeys are the only variables of morph's environment a shell
+// command sees: enough to find programs and write temporary files, never
+// the model's API key or other secrets morph holds.
+var shellEnvKeys = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TERM"}
+
+// shellEnv is a command's environment: shellEnvKeys from morph's, and
+// MORPH_GOAL, MORPH_RUN_DIR and MORPH_NODE. The command text is never
+// expanded with context values (a value could inject shell syntax); a
+// command reads these variables instead.
+func shellEnv(x *Execution, pctx *Context) []string {
+	var env []string
+	for _, k := range shellEnvKeys {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, "MORPH_GOAL="+pctx.GetString(KeyGoal), "MORPH_NODE="+pctx.GetString(KeyCurrentNode))
+	if x != nil {
+		env = append(env, "MORPH_RUN_DIR="+x.RunDir)
+	}
+	return env
+}
+
+// runShell runs cmd with sh -c until ctx ends, in its own process group so
+// that the timeout ends its children too, keeping at most max bytes of its
+// output (standard output and error, interleaved); the rest is read and
+// dropped so the command never blocks on a full pipe.
+func runShell(ctx context.Context, cmd string, max int, env []string) (string, error) {
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	c.Env = env
+	c.Stdin = nil
+	out := &capWriter{max: max}
+	c.Stdout, c.Stderr = out, out
+	setProcessGroup(c)
+	// A child that keeps the pipes open past the kill must not hold the
+	// stage: Wait gives up on them after this.
+	c.WaitDelay = time.Second
+	err := c.Run()
+	text := out.String()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ctx.Err() == nil {
+			return text, fmt.Errorf("the command exited with status %d: %s", ee.ExitCode(), tail(text, 2000))
+		}
+		if ctx.Err() != nil {
+			return text, ctx.Err()
+		}
+		return text, err
+	}
+	return text, nil
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// capWriter keeps the first max bytes written to it and counts the rest.
+type capWriter struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	dropped int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	room := w.max - len(w.buf)
+	if room > len(p) {
+		room = len(p)
+	}
+	if room > 0 {
+		w.buf = append(w.buf, p[:room]...)
+	}
+	w.dropped += len(p) - max(room, 0)
+	return len(p), nil
+}
+
+func (w *capWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dropped > 0 {
+		return string(w.buf) + fmt.Sprintf("\n... (%d more bytes of output dropped)", w.dropped)
+	}
+	return string(w.buf)
+}

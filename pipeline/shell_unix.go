@@ -1,0 +1,15 @@
+//go:build unix
+
+package pipeline
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup runs c in a process group of its own, and makes the
+// context's cancellation kill the whole group.
+func setProcessGroup(c *exec.Cmd) {
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+}
