@@ -14,8 +14,10 @@ FIXTURES := $(WAT:.wat=.wasm) $(GO_FIXTURES)
 
 # Nested modules (own go.mod, kept at an old go line for guest toolchains):
 # the root's ./... does not reach them, so vet and unit visit each.
-MODULES := abi guests/go examples/go-hooks
-EXAMPLES := examples/go-hooks/go-hooks.wasm
+MODULES := abi guests/go examples/go-hooks examples/pipelines/verify
+# The pipeline examples' WebAssembly stage handler (examples/pipelines).
+PIPELINE_EXAMPLES := examples/pipelines/verify/verify.wasm
+EXAMPLES := examples/go-hooks/go-hooks.wasm $(PIPELINE_EXAMPLES)
 
 # TinyGo guests: TinyGo 0.34 built from source once into a cache by
 # scripts/tinygo.sh (about 1.5 min cold, 0.1 s warm). MORPH_SKIP_TINYGO=1
@@ -54,10 +56,13 @@ unit:
 	@for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
 demo: build examples
-	@echo "== 1/2: the go-hooks plugin builds the prompt (see its House style section) and the parameters =="
+	@echo "== 1/3: the go-hooks plugin builds the prompt (see its House style section) and the parameters =="
 	./$(BIN)/morph run --config morph.toml --show-prompt "What is 17.5% of 2,340 plus the square root of 1,764?"
-	@echo "== 2/2: a run that cannot conclude ends with the plugin's fallback final and its tool-success count =="
+	@echo "== 2/3: a run that cannot conclude ends with the plugin's fallback final and its tool-success count =="
 	./$(BIN)/morph run --config demo/fallback.toml "Count the words of the pangram and relate them to its letters."
+	@echo "== 3/3: a pipeline: plan, implement, and a hybrid diamond whose agent fails the first check (OUTCOME:FAIL) and passes the second =="
+	./$(BIN)/morph pipeline run --config examples/pipelines/plan-implement-verify.toml examples/pipelines/plan-implement-verify.dot
+	@echo "(the run directory is under runs/: its checkpoint, each stage's prompt.md and response.md; 'bin/morph pipeline render runs/<dir> -o run.svg' draws it)"
 
 fixtures: $(FIXTURES)
 
@@ -66,6 +71,11 @@ examples: $(EXAMPLES)
 # A standard Go guest: wasip1 reactor (-buildmode=c-shared), exports via //go:wasmexport.
 examples/go-hooks/go-hooks.wasm: $(wildcard examples/go-hooks/*.go guests/go/*.go abi/*.go) examples/go-hooks/go.mod guests/go/go.mod
 	cd examples/go-hooks && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o go-hooks.wasm .
+
+# Pipeline stage handlers (abi/SPEC.md section 11): standard Go wasip1
+# reactors, like go-hooks.wasm, run by pipeline nodes of type wasm:<plugin>.
+examples/pipelines/verify/verify.wasm: $(wildcard examples/pipelines/verify/*.go guests/go/*.go abi/*.go) examples/pipelines/verify/go.mod guests/go/go.mod
+	cd examples/pipelines/verify && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o verify.wasm .
 
 guests/testdata/%.wasm: guests/testdata/%.wat | tools-wabt
 	wat2wasm $< -o $@

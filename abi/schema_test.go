@@ -77,6 +77,8 @@ var schemaTable = []struct {
 	{"after_run_input.json", reflect.TypeFor[AfterRunInput]()},
 	{"http_request.json", reflect.TypeFor[HTTPRequest]()},
 	{"http_response.json", reflect.TypeFor[HTTPResponse]()},
+	{"stage_input.json", reflect.TypeFor[StageInput]()},
+	{"stage_outcome.json", reflect.TypeFor[StageOutcome]()},
 }
 
 // notRequired lists the fields ("Type.json_name") that have no omitempty but
@@ -982,6 +984,18 @@ func (ss *schemaSet) validate(n snode, v any, at string) []string {
 					}
 				}
 			}
+		case "maxItems", "maxProperties":
+			max, _ := m[k].(json.Number).Int64()
+			switch x := v.(type) {
+			case []any:
+				if k == "maxItems" && int64(len(x)) > max {
+					fail("%d items, more than %d", len(x), max)
+				}
+			case map[string]any:
+				if k == "maxProperties" && int64(len(x)) > max {
+					fail("%d properties, more than %d", len(x), max)
+				}
+			}
 		case "items":
 			if arr, ok := v.([]any); ok {
 				for i, x := range arr {
@@ -1269,6 +1283,13 @@ func TestSchemaGoSamples(t *testing.T) {
 		HTTPRequest{URL: "http://api.example.com/"}, // GET, no headers, no body
 		HTTPResponse{Status: 200, Headers: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, Body: "ok"},
 		HTTPResponse{Status: 204}, // no headers, empty body
+		StageInput{NodeID: "verify", Attrs: map[string]string{"type": "wasm:verify", "marker": "tests pass"}, Goal: "ship it",
+			Context:  map[string]any{"last_response": "all tests pass", "internal.retry_count.verify": 1},
+			Previous: &StageOutcome{Status: StageSuccess, ContextUpdates: map[string]any{"implement.output": "done"}, Notes: "n"}},
+		StageInput{NodeID: "first", Attrs: map[string]string{}, Context: map[string]any{}}, // no goal, no previous stage
+		StageOutcome{Status: StageFail, PreferredLabel: "fix", SuggestedNextIDs: []string{"implement"},
+			ContextUpdates: map[string]any{"verify.passed": false, "verify.tries": 2}, Notes: "n", FailureReason: "no marker"},
+		StageOutcome{Status: StageSkipped},
 	}
 	covered := map[string]bool{}
 	for i, s := range samples {
@@ -1322,6 +1343,13 @@ func TestSchemaRejects(t *testing.T) {
 		{"HTTPRequest", `{"url":"https://example.com","headers":{"X-N":1}}`, "a header value that is not a string"},
 		{"HTTPResponse", `{"status":"200","body":""}`, "status as a string"},
 		{"HTTPResponse", `{"status":200}`, "no body"},
+		{"StageInput", `{"node_id":"n","attrs":{"retries":3},"goal":"","context":{}}`, "an attribute that is not text"},
+		{"StageInput", `{"node_id":"n","attrs":{},"goal":"","context":{},"previous":{"status":"done"}}`, "a previous outcome of an unknown status"},
+		{"StageOutcome", `{"status":"SUCCESS"}`, "a status not in lower case"},
+		{"StageOutcome", `{"notes":"n"}`, "no status"},
+		{"StageOutcome", `{"status":"success","suggested_next_ids":[""]}`, "an empty suggested id"},
+		{"StageOutcome", `{"status":"success","suggested_next_ids":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`, "17 suggested ids"},
+		{"StageOutcome", `{"status":"success","context_updates":[1]}`, "context updates not an object"},
 	}
 	for _, c := range cases {
 		n, _ := schemaFor(t, ss, c.typ)
@@ -1395,6 +1423,7 @@ func TestSchemaEnums(t *testing.T) {
 		{"turn_final.json#/properties/status", "Status"},
 		{"after_run_input.json#/properties/status", "Status"},
 		{"plan.json#/$defs/plan_step/oneOf/1/properties/status", "Step"},
+		{"stage_outcome.json#/properties/status", "Stage"},
 	}
 	for _, c := range cases {
 		n, err := ss.lookup(c.ref)

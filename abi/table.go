@@ -13,12 +13,18 @@ const (
 	// Middleware: session middleware, chained across plugins in order, called
 	// at the points of a turn.
 	Middleware
+	// StageHandler: a pipeline's stage, run by the plugin a node's type
+	// names ("wasm:<plugin>"); the engine never calls it.
+	StageHandler
 )
 
 // String is the kind as the SPEC and the PDKs name it.
 func (k HookKind) String() string {
-	if k == Middleware {
+	switch k {
+	case Middleware:
 		return "middleware"
+	case StageHandler:
+		return "stage handler"
 	}
 	return "engine hook"
 }
@@ -28,19 +34,20 @@ type Hook struct {
 	Name   string   // as in Manifest.Hooks and morph.toml
 	Export string   // the guest's export of it
 	Kind   HookKind //
-	// Mutates: its answer can change what the engine does (a prompt, a
-	// rewritten tool call); otherwise it observes, and answers nothing.
+	// Mutates: its answer can change what the engine or the pipeline does
+	// (a prompt, a rewritten tool call, a stage's outcome); otherwise it
+	// observes, and answers nothing.
 	Mutates bool
 	Input   reflect.Type // the payload it is called with
 	Output  reflect.Type // the payload it answers; nil when it answers nothing
 }
 
 // Hooks is the one table of ABI v1's hooks, in the order the SPEC and the
-// manifest list them: the engine hooks, then the session middleware. The
-// host's exports, the engine's hook names, the conformance harness, the Go
-// PDK's registry and the checks of the Rust PDK and of abi/schema derive
-// from it: adding a hook is a row here, its payload types, and its PDK
-// functions.
+// manifest list them: the engine hooks, the session middleware, then the
+// pipeline stage handler. The host's exports, the engine's hook names, the
+// conformance harness, the Go PDK's registry and the checks of the Rust PDK
+// and of abi/schema derive from it: adding a hook is a row here, its
+// payload types, and its PDK functions.
 var Hooks = []Hook{
 	{HookBuildPrompt, ExportBuildPrompt, EngineHook, true, reflect.TypeOf(PromptInput{}), reflect.TypeOf(PromptOutput{})},
 	{HookBuildParams, ExportBuildParams, EngineHook, true, reflect.TypeOf(ParamsInput{}), reflect.TypeOf(ParamsOutput{})},
@@ -54,6 +61,7 @@ var Hooks = []Hook{
 	{HookAfterRun, ExportAfterRun, Middleware, false, reflect.TypeOf(AfterRunInput{}), nil},
 	{HookBeforeToolCall, ExportBeforeToolCall, Middleware, true, reflect.TypeOf(BeforeToolCallInput{}), reflect.TypeOf(BeforeToolCallOutput{})},
 	{HookAfterToolCall, ExportAfterToolCall, Middleware, true, reflect.TypeOf(AfterToolCallInput{}), reflect.TypeOf(AfterToolCallOutput{})},
+	{HookHandleStage, ExportHandleStage, StageHandler, true, reflect.TypeOf(StageInput{}), reflect.TypeOf(StageOutcome{})},
 }
 
 // HookByName is the row of Hooks of that name.

@@ -587,3 +587,10 @@ func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Exten
 	}
 	return found
 }
+
+// StageHandlers are the pipeline stage handlers of the engine's loaded
+// plugins (those exporting morph_handle_stage), for a pipeline.Runner's
+// handler registry: each handles nodes of type "wasm:<plugin>".
+func (r *Runtime) StageHandlers() []*host.StageHandler {
+	return host.StageHandlers(r.Engine.Status())
+}

@@ -14,16 +14,29 @@ import (
 // that is not the export's payload is ErrBadOutput; an empty output decodes
 // as the zero payload.
 func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out, error) {
+	return invokeChecked[Out](ctx, p, export, in, nil)
+}
+
+// invokeChecked is invoke that also runs check, when not nil, on the decoded
+// output (the zero payload included) as part of the call: an output check
+// refuses is ErrBadOutput, counted as a fault, and retires the instance, as
+// an output that does not decode does.
+func invokeChecked[Out any](ctx context.Context, p *Plugin, export string, in any, check func(*Out) error) (Out, error) {
 	var out Out
 	raw, err := json.Marshal(in)
 	if err != nil {
 		return out, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
 	}
 	err = p.CallFunc(ctx, export, raw, func(view []byte) error {
-		if len(view) == 0 {
+		if len(view) > 0 {
+			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &out); err != nil {
+				return err
+			}
+		}
+		if check == nil {
 			return nil
 		}
-		return guest.DecodeJSON(view, p.limits.MaxJSONDepth, &out)
+		return check(&out)
 	})
 	return out, err
 }

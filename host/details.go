@@ -17,4 +17,9 @@ type Details struct {
 	// granted, capability by capability (least privilege: a grant it did
 	// not ask for shows too).
 	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
+
+	// stage is the plugin's stage handler, nil when it has none: how
+	// StageHandlers finds it among the engine's plugins, which the
+	// engine knows only by their Extension.
+	stage *StageHandler
 }

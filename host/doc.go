@@ -31,7 +31,8 @@
 //     Plugin.CallFunc (plugin.go); the free lists of the isolation modes,
 //     sessions and eviction (isolation.go).
 //   - The engine adapters: hooks and tools (adapt.go), session middleware
-//     (middleware.go).
+//     (middleware.go); the pipeline's: a plugin's handle_stage as a
+//     pipeline.Handler, and the handlers of an engine's plugins (stage.go).
 //
 // Internal packages, one idea each:
 //

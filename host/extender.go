@@ -45,12 +45,14 @@ func (ep *extender) Open(ctx context.Context) (*engine.Extension, error) {
 	if mwc.Timeout <= 0 {
 		mwc.Timeout = p.limits.Timeout + callTimeoutMargin
 	}
+	details := &Details{Loader: p.Loader(), Capabilities: p.Capabilities()}
+	details.stage, _ = p.StageHandler()
 	ext := &engine.Extension{
 		Version:          m.Version,
 		Source:           p.source,
 		ABIVersion:       m.ABIVersion,
 		Requires:         m.Requires,
-		Details:          &Details{Loader: p.Loader(), Capabilities: p.Capabilities()},
+		Details:          details,
 		Options:          p.Options(),
 		Tools:            p.Tools(),
 		MiddlewareConfig: mwc,

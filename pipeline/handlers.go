@@ -75,7 +75,7 @@ func (h *CodergenHandler) Execute(ctx context.Context, node *Node, pctx *Context
 		return nil, err
 	}
 	if marker, ok := DetectOutcomeMarker(res.Output); ok {
-		out.Status = markerStatus(marker)
+		out.Status, out.FailureReason = markerOutcome(marker, res.Output)
 	} else if !auto {
 		out.Status = StatusFail
 		out.FailureReason = "the agent's reply has no OUTCOME:SUCCESS or OUTCOME:FAIL marker, and auto_status=false asks for one"
@@ -132,7 +132,7 @@ func (h *ConditionalHandler) Execute(ctx context.Context, node *Node, pctx *Cont
 		return out, nil
 	}
 	if marker, ok := DetectOutcomeMarker(res.Output); ok {
-		out.Status = markerStatus(marker)
+		out.Status, out.FailureReason = markerOutcome(marker, res.Output)
 	} else {
 		out.Status = agentStatus(res)
 	}
@@ -161,11 +161,13 @@ func DetectOutcomeMarker(output string) (marker string, found bool) {
 	return marker, found
 }
 
-func markerStatus(marker string) StageStatus {
+// markerOutcome is the status a marker sets, with the agent's words as the
+// reason of a FAIL.
+func markerOutcome(marker, output string) (StageStatus, string) {
 	if marker == "fail" {
-		return StatusFail
+		return StatusFail, "the agent reported OUTCOME:FAIL: " + safetext.Truncate(strings.TrimSpace(output), 300)
 	}
-	return StatusSuccess
+	return StatusSuccess, ""
 }
 
 func agentStatus(res *AgentRunResult) StageStatus {

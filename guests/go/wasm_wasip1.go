@@ -78,6 +78,11 @@ func morphAfterToolCall(ptr, size uint32) uint64 {
 	return mem.call(abi.ExportAfterToolCall, ptr, size)
 }
 
+// Pipeline stages.
+
+//go:wasmexport morph_handle_stage
+func morphHandleStage(ptr, size uint32) uint64 { return mem.call(abi.ExportHandleStage, ptr, size) }
+
 //go:wasmexport morph_destroy
 func morphDestroy(ptr, size uint32) uint64 { return mem.call(abi.ExportDestroy, ptr, size) }
 

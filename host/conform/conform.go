@@ -265,12 +265,13 @@ type conformer struct {
 
 func (c *conformer) add(call Call) { c.calls = append(c.calls, call) }
 
-// hookOrder is the order of the rows: the engine hooks, then the middleware
-// in the order a turn calls them.
+// hookOrder is the order of the rows: the engine hooks, the middleware in
+// the order a turn calls them, then the pipeline stage handler.
 var hookOrder = []string{
 	abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal,
 	abi.HookOnTurnStart, abi.HookBeforeRun, abi.HookOnAction, abi.HookBeforeToolCall,
 	abi.HookAfterToolCall, abi.HookOnObservation, abi.HookOnFinal, abi.HookAfterRun,
+	abi.HookHandleStage,
 }
 
 // declaredHooks splits the manifest's hooks into those this host calls, in
@@ -317,6 +318,7 @@ var answerChecks = map[string]func(out []byte) (note string, err error){
 	abi.HookBeforeRun:      noNote(checkBeforeRunOutput),
 	abi.HookBeforeToolCall: checkBeforeToolCallOutput,
 	abi.HookAfterToolCall:  noNote(checkAfterToolCallOutput),
+	abi.HookHandleStage:    checkStageOutcome,
 }
 
 // conformHooks is every hook this host calls, with its payloads: those of
@@ -647,6 +649,10 @@ func hookSamples(m abi.Manifest) map[string]any {
 		abi.HookOnFinal: abi.TurnFinal{SessionID: sampleSession, Turn: 2, Step: 2, Final: string(finalText), Status: abi.StatusFinal,
 			StepUsage: abi.Usage{InputTokens: 900, OutputTokens: 40, TotalTokens: 940, Cost: 0.0003}, TurnUsage: usage},
 		abi.HookAfterRun: abi.AfterRunInput{SessionID: sampleSession, Turn: 2, Final: &final, Status: abi.StatusFinal, Usage: usage, Steps: 2},
+		abi.HookHandleStage: abi.StageInput{NodeID: "verify", Attrs: map[string]string{"type": "wasm:" + m.Name, "label": "Verify"},
+			Goal: sampleTask, Context: map[string]any{"graph.goal": sampleTask, "outcome": abi.StageSuccess, "last_stage": "count",
+				"last_response": string(finalText)},
+			Previous: &abi.StageOutcome{Status: abi.StageSuccess, Notes: "counted"}},
 	}
 }
 
@@ -1276,6 +1282,29 @@ func checkBeforeToolCallOutput(out []byte) (string, error) {
 func checkAfterToolCallOutput(out []byte) error {
 	_, err := checkPayload("AfterToolCallOutput", out, true, field{"output", false, []string{"string", "null"}})
 	return err
+}
+
+// checkStageOutcome: stage_outcome.json, and the rules of SPEC.md section
+// 11.2 the host applies (abi.StageOutcome.Check). A failed stage conforms,
+// with a note: a handler that checks something may well fail the sample.
+func checkStageOutcome(out []byte) (string, error) {
+	if _, err := checkPayload("StageOutcome", out, false,
+		field{"status", true, []string{"string"}}, field{"preferred_label", false, []string{"string"}},
+		field{"suggested_next_ids", false, []string{"array"}}, field{"context_updates", false, []string{"object"}},
+		field{"notes", false, []string{"string"}}, field{"failure_reason", false, []string{"string"}}); err != nil {
+		return "", err
+	}
+	var o abi.StageOutcome
+	if err := json.Unmarshal(out, &o); err != nil {
+		return "", fmt.Errorf("StageOutcome: %v", err)
+	}
+	if err := o.Check(); err != nil {
+		return "", fmt.Errorf("StageOutcome.%v", err)
+	}
+	if o.Status == abi.StageFail {
+		return fmt.Sprintf("fails the sample stage (reason %q)", o.FailureReason), nil
+	}
+	return "", nil
 }
 
 // checkEmptyOutput: observing hooks and on_tool_success answer nothing, or

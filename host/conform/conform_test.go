@@ -561,6 +561,11 @@ func TestConformOutputChecks(t *testing.T) {
 		{abi.HookAfterToolCall, `{"output":3}`, "AfterToolCallOutput.output is a JSON number"},
 		{abi.HookOnFinal, ``, ""},
 		{abi.HookOnFinal, `{"anything":1}`, ""},
+		{abi.HookHandleStage, `{"status":"success","context_updates":{"v.passed":true},"later":1}`, ""},
+		{abi.HookHandleStage, ``, "empty output: the export must answer a StageOutcome object"},
+		{abi.HookHandleStage, `{"status":"ok"}`, `StageOutcome.status "ok": want one of success, fail`},
+		{abi.HookHandleStage, `{"status":"success","suggested_next_ids":"a"}`, "StageOutcome.suggested_next_ids is a JSON string, want array"},
+		{abi.HookHandleStage, `{"status":"success","context_updates":{"outcome":"fail"}}`, `StageOutcome.context_updates: key "outcome" is the pipeline runner's`},
 		{"tool", `{"output":"3"}`, ""},
 		{"tool", ``, "empty output: the export must answer a ToolCallOutput object"},
 		{"tool", `{}`, `ToolCallOutput lacks the required field "output"`},
@@ -579,6 +584,10 @@ func TestConformOutputChecks(t *testing.T) {
 	note, err := conformHooks[abi.HookBeforeToolCall].check([]byte(`{"deny":true,"reason":"no"}`))
 	if err != nil || note != `denies the sample call (reason "no")` {
 		t.Errorf("a denial: %q, %v", note, err)
+	}
+	note, err = conformHooks[abi.HookHandleStage].check([]byte(`{"status":"fail","failure_reason":"no marker"}`))
+	if err != nil || note != `fails the sample stage (reason "no marker")` {
+		t.Errorf("a failed stage: %q, %v", note, err)
 	}
 	// Every hook this host calls has its payloads here, and a sample.
 	samples := hookSamples(abi.Manifest{History: true})

@@ -61,12 +61,19 @@
 //! | `after_run` | `fn(AfterRunInput)` | middleware, observing |
 //! | `before_tool_call` | `fn(BeforeToolCallInput) -> BeforeToolCallOutput` | middleware, mutating |
 //! | `after_tool_call` | `fn(AfterToolCallInput) -> AfterToolCallOutput` | middleware, mutating |
+//! | `handle_stage` | `fn(StageInput) -> StageOutcome` | stage handler |
 //!
 //! Each function may return its output `T` or `Result<T, E>` for any `E:
 //! Display` ([`IntoHookResult`]); an error becomes a guest-reported error,
 //! which the host reports as such (`ErrGuest`) and which leaves the instance
 //! in service. The mutating hooks' outputs change nothing by default
 //! (`Default::default()`): set only what you change.
+//!
+//! `handle_stage` runs the stages of morph's pipelines whose node's type is
+//! `wasm:<plugin>` (SPEC section 11): it answers the stage's
+//! [`types::StageOutcome`], whose `status` is required (one of
+//! [`types::stage_status`]); the host fails the stage on an outcome that
+//! breaks the section's rules (a reserved context key, too many updates).
 //!
 //! A **raw** hook takes the input JSON bytes and returns the output JSON
 //! bytes, and works without the `serde` feature: `build_prompt: raw f` with
@@ -396,13 +403,16 @@ macro_rules! __hook_export {
     (after_tool_call, $kind:ident, $f:expr) => {
         $crate::__hook_fn!(morph_after_tool_call, after_tool_call, $kind, $f);
     };
+    (handle_stage, $kind:ident, $f:expr) => {
+        $crate::__hook_fn!(morph_handle_stage, handle_stage, $kind, $f);
+    };
     ($other:ident, $kind:ident, $f:expr) => {
         ::std::compile_error!(::std::concat!(
             "morph_pdk::plugin!: `",
             ::std::stringify!($other),
             "` is not a hook of ABI v1 (hooks: build_prompt, ",
             "build_params, on_tool_success, fallback_final, on_turn_start, on_action, on_observation, on_final, ",
-            "before_run, after_run, before_tool_call, after_tool_call; other keys: name, version, capabilities, ",
+            "before_run, after_run, before_tool_call, after_tool_call, handle_stage; other keys: name, version, capabilities, ",
             "history, requires, tools, destroy)"
         ));
     };

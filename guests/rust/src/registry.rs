@@ -8,8 +8,9 @@ use crate::exchange::RawResult;
 use crate::json;
 
 /// The hooks of ABI v1 with their exports, in the order the manifest lists
-/// them: the engine hooks, then the session middleware (SPEC sections 3 and 10).
-pub const HOOKS: [(&str, &str); 12] = [
+/// them: the engine hooks, the session middleware, then the pipeline stage
+/// handler (SPEC sections 3, 10 and 11).
+pub const HOOKS: [(&str, &str); 13] = [
     ("build_prompt", "morph_build_prompt"),
     ("build_params", "morph_build_params"),
     ("on_tool_success", "morph_on_tool_success"),
@@ -22,6 +23,7 @@ pub const HOOKS: [(&str, &str); 12] = [
     ("after_run", "morph_after_run"),
     ("before_tool_call", "morph_before_tool_call"),
     ("after_tool_call", "morph_after_tool_call"),
+    ("handle_stage", "morph_handle_stage"),
 ];
 
 /// The ABI version of the manifest.

@@ -45,7 +45,8 @@ into_hook_result!(
     Final,
     BeforeRunOutput,
     BeforeToolCallOutput,
-    AfterToolCallOutput
+    AfterToolCallOutput,
+    StageOutcome
 );
 
 /// Decodes a hook's input: empty input is the zero payload; unknown fields
@@ -120,6 +121,8 @@ typed_hooks! {
     mutate before_tool_call(BeforeToolCallInput) -> BeforeToolCallOutput;
     /// `after_tool_call`: `fn(AfterToolCallInput) -> AfterToolCallOutput`.
     mutate after_tool_call(AfterToolCallInput) -> AfterToolCallOutput;
+    /// `handle_stage`: `fn(StageInput) -> StageOutcome`, a pipeline stage.
+    mutate handle_stage(StageInput) -> StageOutcome;
 }
 
 /// Runs a typed tool: its params object decoded into `P` (an

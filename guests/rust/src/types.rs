@@ -543,6 +543,76 @@ pub struct AfterRunInput {
     pub steps: i64,
 }
 
+/// The statuses of a [`StageOutcome`] (SPEC section 11).
+pub mod stage_status {
+    /// The stage did its work.
+    pub const SUCCESS: &str = "success";
+    /// The stage failed; `failure_reason` says why.
+    pub const FAIL: &str = "fail";
+    /// Done in part; counts as done for goal gates.
+    pub const PARTIAL_SUCCESS: &str = "partial_success";
+    /// Run the stage again, as the node's retry policy allows.
+    pub const RETRY: &str = "retry";
+    /// Nothing to do.
+    pub const SKIPPED: &str = "skipped";
+}
+
+/// The input of `handle_stage`: a pipeline node of type `wasm:<plugin>` is
+/// to run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StageInput {
+    /// The node's id in the pipeline's DOT.
+    pub node_id: String,
+    /// Every attribute of the node, as text: the handler's own settings.
+    #[serde(deserialize_with = "nullable")]
+    pub attrs: BTreeMap<String, String>,
+    /// The pipeline's goal; empty when it has none.
+    pub goal: String,
+    /// A copy of the run's context.
+    #[serde(deserialize_with = "nullable")]
+    pub context: Object,
+    /// The outcome of the stage that led here; absent for the first stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<StageOutcome>,
+}
+
+/// The output of `handle_stage`: how the stage went. `status` is required:
+/// the default's empty status is refused by the host, which fails the stage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StageOutcome {
+    /// One of [`stage_status`].
+    pub status: String,
+    /// A routing hint: the outgoing edge of this label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preferred_label: Option<String>,
+    /// A routing hint: node ids, in order of preference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggested_next_ids: Option<Vec<String>>,
+    /// Keys to set in the run's context after the stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_updates: Option<Object>,
+    /// A note for the run's log and summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Why the stage failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+}
+
+impl StageOutcome {
+    /// A successful stage.
+    pub fn success() -> StageOutcome {
+        StageOutcome { status: stage_status::SUCCESS.into(), ..Default::default() }
+    }
+
+    /// A failed stage, with its reason.
+    pub fn fail(reason: impl Into<String>) -> StageOutcome {
+        StageOutcome { status: stage_status::FAIL.into(), failure_reason: Some(reason.into()), ..Default::default() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,6 +651,11 @@ mod tests {
         }
         assert_eq!(serde_json::to_string(&AfterToolCallOutput::replace("")).unwrap(), r#"{"output":""}"#);
         assert_eq!(serde_json::to_string(&BeforeToolCallOutput::deny("no")).unwrap(), r#"{"deny":true,"reason":"no"}"#);
+        assert_eq!(serde_json::to_string(&StageOutcome::success()).unwrap(), r#"{"status":"success"}"#);
+        assert_eq!(
+            serde_json::to_string(&StageOutcome::fail("no marker")).unwrap(),
+            r#"{"status":"fail","failure_reason":"no marker"}"#
+        );
         let f: TurnFinal = serde_json::from_str(r#"{"final":"{\"output\":2}","status":"final"}"#).unwrap();
         assert_eq!(f.r#final.as_deref(), Some(r#"{"output":2}"#));
     }

@@ -58,6 +58,8 @@ fn roundtrip(file: &str, v: &Value) -> Result<Value, String> {
         "prompt_input.json" => PromptInput,
         "prompt_output.json" => PromptOutput,
         "run_options.json" => RunOptions,
+        "stage_input.json" => StageInput,
+        "stage_outcome.json" => StageOutcome,
         "tool_call_input.json" => ToolCallInput,
         "tool_call_output.json" => ToolCallOutput,
         "tool_spec.json" => ToolSpec,
@@ -98,6 +100,17 @@ fn tool_spec() -> ToolSpec {
 
 fn history() -> Option<Vec<Message>> {
     Some(vec![Message { role: "user".into(), content: "c".into() }])
+}
+
+fn stage_outcome() -> StageOutcome {
+    StageOutcome {
+        status: stage_status::FAIL.into(),
+        preferred_label: Some("fix".into()),
+        suggested_next_ids: Some(vec!["implement".into()]),
+        context_updates: Some(obj(json!({"verify.passed": false}))),
+        notes: Some("n".into()),
+        failure_reason: Some("r".into()),
+    }
 }
 
 /// A value of every type with every field set, by schema file.
@@ -255,6 +268,17 @@ fn full_samples() -> Vec<(&'static str, Value)> {
             }),
         ),
         (
+            "stage_input.json",
+            v(StageInput {
+                node_id: "verify".into(),
+                attrs: [("marker".to_string(), "tests pass".to_string())].into_iter().collect(),
+                goal: "g".into(),
+                context: obj(json!({"last_response": "ok"})),
+                previous: Some(stage_outcome()),
+            }),
+        ),
+        ("stage_outcome.json", v(stage_outcome())),
+        (
             "after_run_input.json",
             v(AfterRunInput {
                 session_id: "s".into(),
@@ -303,6 +327,8 @@ fn zero_samples() -> Vec<(&'static str, Value)> {
         ("after_run_input.json", z::<AfterRunInput>()),
         ("http_request.json", z::<HttpRequest>()),
         ("http_response.json", z::<HttpResponse>()),
+        ("stage_input.json", z::<StageInput>()),
+        ("stage_outcome.json", z::<StageOutcome>()),
     ]
 }
 

@@ -100,6 +100,14 @@ fn raw_echo(params: &str) -> Result<String, String> {
     Ok(params.to_string())
 }
 
+fn handle_stage(input: StageInput) -> Result<StageOutcome, String> {
+    let marker = input.attrs.get("marker").ok_or("the node sets no marker")?;
+    match input.context.get("last_response").and_then(Value::as_str) {
+        Some(text) if text.contains(marker.as_str()) => Ok(StageOutcome::success()),
+        _ => Ok(StageOutcome { preferred_label: Some("fix".into()), ..StageOutcome::fail(format!("no {marker:?}")) }),
+    }
+}
+
 thread_local! {
     static DESTROYED: std::cell::Cell<u32> = std::cell::Cell::new(0);
 }
@@ -127,6 +135,7 @@ morph_pdk::plugin! {
     on_tool_success: on_tool_success,
     build_params: build_params,
     build_prompt: build_prompt,
+    handle_stage: handle_stage,
     tools: [
         { name: "reverse", description: "Reverses a text.",
           schema: r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#, run: reverse },
@@ -242,6 +251,18 @@ fn middleware() {
     let red = json_call(morph_after_tool_call, json!({"tool": "t", "input": {}, "output": "my secret"})).unwrap();
     assert_eq!(red, json!({"output": "my [redacted]"}));
     assert_eq!(json_call(morph_after_tool_call, json!({"tool": "t", "output": "clean"})).unwrap(), json!({}));
+}
+
+#[test]
+fn stage_handler() {
+    let input = |response: &str| json!({"node_id": "v", "attrs": {"marker": "pass"}, "goal": "", "context": {"last_response": response}});
+    assert_eq!(json_call(morph_handle_stage, input("tests pass")).unwrap(), json!({"status": "success"}));
+    assert_eq!(
+        json_call(morph_handle_stage, input("2 failed")).unwrap(),
+        json!({"status": "fail", "preferred_label": "fix", "failure_reason": "no \"pass\""})
+    );
+    let err = call_str(morph_handle_stage, r#"{"node_id":"v","attrs":null,"context":null}"#).unwrap_err();
+    assert_eq!(err, "the node sets no marker");
 }
 
 #[test]

@@ -1,0 +1,14 @@
+module github.com/morphhost/morph/examples/pipelines/verify
+
+// Kept at 1.23 or older so the example also builds with TinyGo 0.34.
+go 1.23
+
+require (
+	github.com/morphhost/morph/abi v0.0.0
+	github.com/morphhost/morph/guests/go v0.0.0
+)
+
+replace (
+	github.com/morphhost/morph/abi => ../../../abi
+	github.com/morphhost/morph/guests/go => ../../../guests/go
+)

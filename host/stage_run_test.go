@@ -1,0 +1,96 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/pipeline"
+)
+
+// stageBackend answers the agent stages of a run with outputs, in turn.
+type stageBackend struct {
+	mu      sync.Mutex
+	outputs []string
+}
+
+func (b *stageBackend) RunAgent(context.Context, pipeline.AgentRunConfig) (*pipeline.AgentRunResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.outputs) == 0 {
+		return nil, errors.New("no more outputs")
+	}
+	out := b.outputs[0]
+	b.outputs = b.outputs[1:]
+	return &pipeline.AgentRunResult{Output: out, Success: true, StopReason: "final"}, nil
+}
+
+// verifyPipeline is examples/pipelines/wasm-verify.dot's graph, with an
+// echo stage after the verify stage.
+const verifyPipeline = `digraph wasm_verify {
+  goal = "Make the failing unit tests pass"
+  max_node_visits = 3
+  start     [shape=Mdiamond]
+  implement [label="Implement", prompt="Fix the code: $goal"]
+  verify    [type="wasm:verify", label="Verify (wasm)"]
+  echo      [handler="echo"]
+  done      [shape=Msquare]
+  start -> implement -> verify
+  verify -> echo      [condition="outcome=success"]
+  verify -> implement [condition="outcome=fail", label="fix"]
+  echo -> done
+}`
+
+// The stage handlers of an engine's plugins, found through its status and
+// registered by type, run in a real pipeline: the verify stage fails the
+// first implementation (2 failed), the run loops back to implement, and
+// passes the second; the echo stage, named by handler=, is told the verify
+// stage's outcome as its previous one, and sees the context the run built.
+func TestStageInRun(t *testing.T) {
+	l := sharedVerifyLoader(t)
+	e := engine.New(finalModel{}, nil, engine.WithExtenders(
+		l.Extender(Config{Path: verifyWasm(t)}, engine.MiddlewareConfig{}), // named after its file: "verify"
+		l.Extender(Config{Name: "echo", Wasm: echoGuest().wasm()}, engine.MiddlewareConfig{}),
+		l.Extender(Config{Name: "hooks-only", Wasm: guestModule{name: "hooks-only"}.wasm()}, engine.MiddlewareConfig{}),
+		l.Extender(Config{Name: "disabled", Wasm: stageGuest("disabled", `{"status":"success"}`).wasm(), Hooks: []string{}}, engine.MiddlewareConfig{}),
+	))
+	ctx := context.Background()
+	if err := e.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	reg := pipeline.DefaultHandlerRegistry()
+	if types := RegisterStageHandlers(reg, e.Status()); !slices.Equal(types, []string{"wasm:verify", "wasm:echo"}) {
+		t.Fatalf("registered %v; want the two plugins with an enabled handle_stage", types)
+	}
+	g, err := pipeline.ParseDOT([]byte(verifyPipeline))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &pipeline.Runner{Handlers: reg, Backend: &stageBackend{outputs: []string{
+		"Changed the parser. Test run: 12 passed, 2 failed.",
+		"Fixed the off-by-one in the tokenizer. Test run: 14 passed, 0 failed. tests pass",
+	}}}
+	res, err := r.Run(ctx, g, pipeline.RunConfig{RunDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPath := []string{"start", "implement", "verify", "implement", "verify", "echo", "done"}
+	if res.State != pipeline.RunSuccess || !slices.Equal(res.Path, wantPath) {
+		t.Fatalf("run %s (%s at %s), path %v; want success along %v", res.State, res.FailureReason, res.FailedNode, res.Path, wantPath)
+	}
+	if v := res.Nodes["verify"]; v == nil || v.Visits != 2 || v.Status != pipeline.StatusSuccess {
+		t.Fatalf("verify: %+v", v)
+	}
+	in, _ := res.Context["input"].(map[string]any)
+	prev, _ := in["previous"].(map[string]any)
+	updates, _ := prev["context_updates"].(map[string]any)
+	runCtx, _ := in["context"].(map[string]any)
+	if in["node_id"] != "echo" || in["goal"] != "Make the failing unit tests pass" || prev["status"] != "success" ||
+		updates["verify.attempts"] != 2.0 || runCtx["verify.passed"] != true {
+		t.Fatalf("the echo stage was given %v", in)
+	}
+}
