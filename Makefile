@@ -100,6 +100,9 @@ fuzz: fixtures
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzSampleParams$$' -fuzztime $(FUZZTIME) ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzHostileModule$$' -fuzztime $(FUZZHOSTILE) -fuzzminimizetime 20x ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDOT$$' -fuzztime $(FUZZTIME) ./pipeline
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCondition$$' -fuzztime $(FUZZTIME) ./pipeline
+	$(GO) test -run '^$$' -fuzz '^FuzzParseStylesheet$$' -fuzztime $(FUZZTIME) ./pipeline
 
 # Extism test plugins (guests/extism, written with github.com/extism/go-pdk):
 # standard Go wasip1 reactors, one per directory, for host/extism_test.go.

@@ -259,3 +259,23 @@ func TestManagerLoop(t *testing.T) {
 		t.Errorf("child run directory: %v", err)
 	}
 }
+
+func TestManagerLoopRecursionBounded(t *testing.T) {
+	dir := t.TempDir()
+	self := `digraph p { start [shape=Mdiamond]; again [shape=house, stack.child_dotfile="self.dot", manager.max_cycles=1]; done [shape=Msquare]; start -> again -> done }`
+	path := filepath.Join(dir, "self.dot")
+	if err := os.WriteFile(path, []byte(self), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ParseDOTNamed(path, []byte(self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := (&Runner{Limits: Limits{MaxChildDepth: 3}}).Run(context.Background(), g, RunConfig{RunDir: filepath.Join(dir, "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != RunFail || !strings.Contains(res.FailureReason, "nest deeper than 3") {
+		t.Fatalf("got %s: %s", res.State, res.FailureReason)
+	}
+}

@@ -45,7 +45,11 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	stop := strings.TrimSpace(node.Attrs["manager.stop_condition"])
 	goal := node.Attr("manager.goal", pctx.GetString(KeyGoal))
 
+	if x.Runner.depth >= x.Runner.limits().MaxChildDepth {
+		return Fail("manager loop %s: child pipelines nest deeper than %d (does %s run its own parent?)", node.ID, x.Runner.limits().MaxChildDepth, file), nil
+	}
 	child := *x.Runner
+	child.depth++
 	if x.run != nil { // the child spends what is left of the parent's budgets
 		used := x.run.cp.Usage
 		if child.Limits.MaxTokens > 0 {

@@ -15,6 +15,9 @@ const (
 	DefaultMaxToolOutputBytes = 1 << 20
 	DefaultToolTimeout        = 5 * time.Minute
 	DefaultMaxParallel        = 4
+	// DefaultMaxChildDepth bounds how deeply manager loops may nest child
+	// pipelines (a child that names its parent would recurse for ever).
+	DefaultMaxChildDepth = 4
 )
 
 // Limits bound a run. Zero fields take the defaults; budgets at zero are
@@ -33,6 +36,8 @@ type Limits struct {
 	MaxTokens   int
 	MaxCostUSD  float64
 	MaxWallTime time.Duration
+	// MaxChildDepth bounds the nesting of manager loops' child pipelines.
+	MaxChildDepth int
 	// MaxToolOutputBytes bounds a tool node's output; ToolTimeout is a tool
 	// node's timeout when it sets none.
 	MaxToolOutputBytes int
@@ -95,6 +100,8 @@ type Runner struct {
 	// Clock and Rand (a number in [0,1) for backoff jitter) are for tests.
 	Clock Clock
 	Rand  func() float64
+
+	depth int // of a manager loop's child runner: its parent's plus one
 }
 
 func (r *Runner) limits() Limits {
@@ -116,6 +123,9 @@ func (r *Runner) limits() Limits {
 	}
 	if l.ToolTimeout <= 0 {
 		l.ToolTimeout = DefaultToolTimeout
+	}
+	if l.MaxChildDepth <= 0 {
+		l.MaxChildDepth = DefaultMaxChildDepth
 	}
 	return l
 }

@@ -42,6 +42,8 @@ isolation ./host                        ^BenchmarkIsolation$                    
 history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s
 extism    ./host                        ^BenchmarkExtismCall$                        0.3s
 schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
+pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
+stage     ./host                        ^BenchmarkStage$                             0.3s
 G
 }
 
