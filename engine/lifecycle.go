@@ -135,6 +135,10 @@ type Extension struct {
 	ConfigKeys []ConfigKey
 	// Close releases the plugin (its destroy hook); called once, by Engine.Close.
 	Close func(ctx context.Context) error
+	// OtherHooks name hooks the plugin implements that the engine does not
+	// call, for its status: a pipeline stage handler, which a pipeline
+	// runner finds through Details.
+	OtherHooks []string
 }
 
 // WithExtenders appends plugins to load at Initialize, in order (their
@@ -299,7 +303,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 			}
 			e.reg.registerChecked(PluginSource(name), o.tools[j])
 		}
-		lp.hooks = e.applyHooks(ctx, name, o.ext.Options)
+		lp.hooks = append(e.applyHooks(ctx, name, o.ext.Options), o.ext.OtherHooks...)
 		e.addServices(ctx, name, o.ext.Services)
 		e.addConfigKeys(ctx, name, o.keys)
 		if o.ext.Middleware != nil {

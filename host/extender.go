@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 )
 
@@ -60,6 +61,9 @@ func (ep *extender) Open(ctx context.Context) (*engine.Extension, error) {
 	}
 	if mw := p.Middleware(); mw != nil {
 		ext.Middleware = mw
+	}
+	if details.stage != nil {
+		ext.OtherHooks = []string{abi.HookHandleStage}
 	}
 	return ext, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/pipeline"
 )
@@ -65,6 +66,11 @@ func TestStageInRun(t *testing.T) {
 	reg := pipeline.DefaultHandlerRegistry()
 	if types := RegisterStageHandlers(reg, e.Status()); !slices.Equal(types, []string{"wasm:verify", "wasm:echo"}) {
 		t.Fatalf("registered %v; want the two plugins with an enabled handle_stage", types)
+	}
+	for _, ps := range e.Status().Plugins { // the status tells the plugins that handle stages
+		if want := ps.Name == "verify" || ps.Name == "echo"; slices.Contains(ps.Hooks, abi.HookHandleStage) != want {
+			t.Errorf("plugin %s: hooks %v", ps.Name, ps.Hooks)
+		}
 	}
 	g, err := pipeline.ParseDOT([]byte(verifyPipeline))
 	if err != nil {

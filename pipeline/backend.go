@@ -26,6 +26,10 @@ type AgentRunConfig struct {
 	// "summary:low|medium|high".
 	FidelityMode string
 	ThreadID     string
+	// StateDir is the run directory, where a backend keeps what a resumed
+	// run needs of it (the full-fidelity threads' conversations); "" when
+	// the run has none.
+	StateDir string
 	// Preamble is the run so far, as the fidelity mode has it, for modes
 	// other than full.
 	Preamble        string

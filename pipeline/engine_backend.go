@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
 )
 
 // EngineBackend runs stages' agents on morph's engine: its model client,
@@ -73,7 +76,9 @@ func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*Agen
 		err   error
 	)
 	if cfg.FidelityMode == FidelityFull {
-		final, rc, err = b.session(eng, cfg.ThreadID).RunTurn(ctx, task, opts)
+		s := b.session(eng, cfg)
+		final, rc, err = s.RunTurn(ctx, task, opts)
+		saveThread(cfg, s)
 	} else {
 		if cfg.Preamble != "" {
 			task = strings.TrimSpace(cfg.Preamble) + "\n\nYour stage (" + cfg.NodeID + "):\n" + task
@@ -95,19 +100,60 @@ func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*Agen
 	return res, nil
 }
 
-// session is the thread's session, made on first use.
-func (b *EngineBackend) session(eng *engine.Engine, thread string) *engine.Session {
+// session is the thread's session: the one this backend holds, else the
+// one the run directory kept (a resumed run), else a new one.
+func (b *EngineBackend) session(eng *engine.Engine, cfg AgentRunConfig) *engine.Session {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.sessions == nil {
 		b.sessions = map[string]*engine.Session{}
 	}
-	s := b.sessions[thread]
+	s := b.sessions[cfg.ThreadID]
 	if s == nil {
-		s = eng.NewSession("pipeline-" + thread)
-		b.sessions[thread] = s
+		id := "pipeline-" + cfg.ThreadID
+		if hist := loadThread(cfg); hist != nil {
+			s = eng.ResumeSession(id, hist)
+		} else {
+			s = eng.NewSession(id)
+		}
+		b.sessions[cfg.ThreadID] = s
 	}
 	return s
+}
+
+// threadFile is where a full-fidelity thread's conversation is kept in the
+// run directory, or "" when it cannot be.
+func threadFile(cfg AgentRunConfig) string {
+	if cfg.StateDir == "" || !nodeID.MatchString(cfg.ThreadID) {
+		return ""
+	}
+	return filepath.Join(cfg.StateDir, "threads", cfg.ThreadID+".json")
+}
+
+// saveThread keeps the thread's conversation after each turn, so that a
+// resumed run continues it (engine.ResumeSession) instead of starting over.
+func saveThread(cfg AgentRunConfig, s *engine.Session) {
+	if path := threadFile(cfg); path != "" {
+		if b, err := json.Marshal(s.History()); err == nil {
+			_ = writeFileAtomic(path, b)
+		}
+	}
+}
+
+func loadThread(cfg AgentRunConfig) []llm.Message {
+	path := threadFile(cfg)
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var hist []llm.Message
+	if json.Unmarshal(b, &hist) != nil {
+		return nil
+	}
+	return hist
 }
 
 // finalText is a final's output as text: a string as it is, anything else

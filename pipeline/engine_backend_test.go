@@ -76,6 +76,24 @@ func TestEngineBackendFidelity(t *testing.T) {
 	if s := strings.Join(joined, "|"); !strings.Contains(s, "first") || !strings.Contains(s, "second") || strings.Contains(s, "third") {
 		t.Errorf("thread th's history: %q", s)
 	}
+	// A thread kept in the run directory is resumed by a new backend.
+	dir := t.TempDir()
+	b1 := &EngineBackend{Engine: engine.New(scripted.New(scripted.Texts(`{"type":"final","final":{"thought":"t","output":"one"}}`)), engine.NewRegistry())}
+	if _, err := b1.RunAgent(ctx, AgentRunConfig{NodeID: "a", Prompt: "remember 42", FidelityMode: FidelityFull, ThreadID: "th", StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	b2 := &EngineBackend{Engine: engine.New(scripted.New(scripted.Texts(`{"type":"final","final":{"thought":"t","output":"two"}}`)), engine.NewRegistry())}
+	if _, err := b2.RunAgent(ctx, AgentRunConfig{NodeID: "b", Prompt: "what was it?", FidelityMode: FidelityFull, ThreadID: "th", StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	var seen bool
+	for _, m := range b2.sessions["th"].History() {
+		seen = seen || strings.Contains(m.Content, "remember 42")
+	}
+	if !seen {
+		t.Error("the resumed backend's thread does not hold the first turn")
+	}
+
 	if _, err := b.RunAgent(ctx, AgentRunConfig{NodeID: "x", BaseURL: "http://elsewhere/v1"}); err == nil || !strings.Contains(err.Error(), "base_url") {
 		t.Errorf("another endpoint without ForEndpoint: %v", err)
 	}

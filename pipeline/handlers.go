@@ -268,6 +268,9 @@ func agentConfig(ctx context.Context, a agentStage) (AgentRunConfig, error) {
 		ThreadID:        threadOf(x, n),
 		WorkDir:         n.Attrs["workdir"],
 	}
+	if x != nil {
+		cfg.StateDir = x.RunDir
+	}
 	if cfg.WorkDir == "" && a.store != nil {
 		cfg.WorkDir = a.store.BaseDir()
 	}
