@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -121,37 +122,35 @@ func writeFileAtomic(path string, data []byte) error { return writeFile(path, da
 // must be durable, and each sync costs about a millisecond.
 func writeFileQuick(path string, data []byte) error { return writeFile(path, data, false) }
 
-func writeFile(path string, data []byte, durable bool) error {
+func writeFile(path string, data []byte, durable bool) (err error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if errors.Is(err, fs.ErrNotExist) { // the first file of a directory: make it
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			f, err = os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+		}
+	}
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
 		}
+	}()
+	if _, err = f.Write(data); err == nil && durable {
+		err = f.Sync()
 	}
-	if err := f.Close(); err != nil {
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err = os.Rename(f.Name(), path); err != nil || !durable {
 		return err
 	}
-	if !durable {
-		return nil
-	}
-	if d, err := os.Open(dir); err == nil { // make the rename durable
+	if d, derr := os.Open(dir); derr == nil { // make the rename durable
 		d.Sync()
 		d.Close()
 	}
