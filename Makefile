@@ -33,8 +33,10 @@ RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_h
 
 all: build
 
+# morph-render draws pipelines for "morph pipeline render", which finds it
+# beside morph: it alone links Graphviz (see cmd/morph-render).
 build:
-	$(GO) build -o $(BIN)/morph -ldflags '$(LDFLAGS)' ./cmd/morph
+	$(GO) build -o $(BIN)/ -ldflags '$(LDFLAGS)' ./cmd/morph ./cmd/morph-render
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
 test: fmt-check vet fixtures examples extism-guests tinygo-examples rust rust-test unit fuzz

@@ -92,7 +92,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErrorf("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout), newPluginCmd(stdout, stderr))
+	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout), newPluginCmd(stdout, stderr), newPipelineCmd(stdin, stdout, stderr))
 	return root
 }
 

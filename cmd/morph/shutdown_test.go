@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,37 @@ import (
 	"testing"
 	"time"
 )
+
+// morphBinary builds the morph binary once for the tests that run it as a
+// process; morphRenderBinary builds morph-render, which render runs.
+var (
+	morphBinary       = goBinary(".", "morph")
+	morphRenderBinary = goBinary("../morph-render", "morph-render")
+)
+
+// goBinary returns a function that builds the command in dir (relative to
+// cmd/morph) as name, once, and returns its path or fails t.
+func goBinary(dir, name string) func(t *testing.T) string {
+	build := sync.OnceValues(func() (string, error) {
+		tmp, err := os.MkdirTemp(os.Getenv("HOME"), "morph-bin") // testenv.Main removes HOME at the end
+		if err != nil {
+			return "", err
+		}
+		bin := filepath.Join(tmp, name)
+		if out, err := exec.Command("go", "build", "-o", bin, dir).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", dir, err, out)
+		}
+		return bin, nil
+	})
+	return func(t *testing.T) string {
+		t.Helper()
+		bin, err := build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
+}
 
 // proc is a morph process a test signals.
 type proc struct {
@@ -95,10 +128,7 @@ func (p *proc) output() string {
 // and a signal cuts it short; after a signal that ended the run, a second
 // one exits at once.
 func TestShutdown(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "morph")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := morphBinary(t)
 	plugin := "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"spin\"\npath = \"" +
 		fixture(t, "spin_destroy") + "\"\ntimeout = \"60s\"\n"
 	done := setup(t, []string{finalReply}, plugin) // the run ends; the shutdown spins

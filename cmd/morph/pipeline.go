@@ -1,0 +1,472 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/pipeline"
+)
+
+// Exit codes of "morph pipeline run" beyond the common ones.
+const (
+	// exitStopped: the run stopped before its end, interrupted or out of
+	// budget, with a checkpoint: resume it with --resume.
+	exitStopped = 3
+)
+
+func newPipelineCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pipeline",
+		Short: "Validate, run and render DOT pipelines of agent stages",
+		Long: `A pipeline is a Graphviz digraph whose nodes are stages (agents, human
+gates, tools, fan-out and fan-in) and whose edges route on each stage's
+outcome. See the README's "Pipelines" section for the attributes.`,
+	}
+	cmd.AddCommand(newPipelineValidateCmd(stdout, stderr), newPipelineRunCmd(stdin, stdout, stderr), newPipelineRenderCmd(stdout, stderr))
+	return cmd
+}
+
+// readPipelineFile reads and parses a DOT file; its errors are usage
+// errors, naming the file and line.
+func readPipelineFile(path string) ([]byte, *pipeline.Graph, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, usageErrorf("%v", err)
+	}
+	g, err := pipeline.ParseDOTNamed(path, src)
+	if err != nil {
+		return nil, nil, &exitError{exitUsage, err}
+	}
+	return src, g, nil
+}
+
+func newPipelineValidateCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		cfgPath string
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "validate FILE.dot",
+		Short: "Check a pipeline and print its diagnostics",
+		Long: `Parse the pipeline, apply its transforms ($goal, the model stylesheet) and
+check it. Each diagnostic names its rule, the node or edge, the line and a
+fix. With --config, the config's [pipeline] allow_shell setting and its
+plugins are taken into account.
+
+Exit codes: 0 no errors (warnings may be printed), 2 an ERROR or a file
+that cannot be read or parsed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, g, err := readPipelineFile(args[0])
+			if err != nil {
+				return err
+			}
+			opts := pipeline.ValidateOptions{}
+			if cfgPath != "" {
+				cfg, err := config.Load(cfgPath)
+				if err != nil {
+					return &exitError{exitUsage, err}
+				}
+				opts.AllowShell = cfg.Pipeline.AllowShell
+				names := map[string]bool{}
+				for _, p := range cfg.Plugins {
+					names[p.Name] = true
+				}
+				if len(cfg.Discovery.Directories()) == 0 { // discovered plugins are known only once loaded
+					opts.Plugins = func(name string) bool { return names[name] }
+				}
+			}
+			if err := pipeline.ApplyTransforms(g); err != nil {
+				return &exitError{exitUsage, err}
+			}
+			diags := pipeline.Validate(g, opts)
+			if asJSON {
+				if diags == nil {
+					diags = []pipeline.Diagnostic{}
+				}
+				if err := writeJSON(stdout, diags); err != nil {
+					return err
+				}
+			} else {
+				for _, d := range diags {
+					fmt.Fprintln(stdout, diagnosticLine(g, d))
+				}
+				errs, warns := countDiagnostics(diags)
+				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)\n", args[0], errs, warns)
+			}
+			if pipeline.HasErrors(diags) {
+				return &exitError{exitUsage, fmt.Errorf("%s does not validate", args[0])}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "a morph.toml whose [pipeline] and [[plugins]] apply")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diagnostics as a JSON array")
+	return cmd
+}
+
+func countDiagnostics(ds []pipeline.Diagnostic) (errs, warns int) {
+	for _, d := range ds {
+		switch d.Severity {
+		case pipeline.SeverityError:
+			errs++
+		case pipeline.SeverityWarning:
+			warns++
+		}
+	}
+	return errs, warns
+}
+
+// diagnosticLine is "file:line: severity rule: message (node X) fix: ...",
+// escaped: the DOT file wrote most of it.
+func diagnosticLine(g *pipeline.Graph, d pipeline.Diagnostic) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s %s: %s", g.Where(d.Line), d.Severity, d.Rule, d.Message)
+	switch {
+	case d.NodeID != "":
+		fmt.Fprintf(&b, " [node %s]", d.NodeID)
+	case d.Edge != "":
+		fmt.Fprintf(&b, " [edge %s]", d.Edge)
+	}
+	if d.Fix != "" {
+		b.WriteString(" fix: " + d.Fix)
+	}
+	return oneLine(b.String(), 2000)
+}
+
+type pipelineRunFlags struct {
+	config, goal, runDir, resume string
+	yes, force, verbose          bool
+	maxTokens                    int
+	maxCost                      float64
+	maxWallTime                  time.Duration
+	shutdownTimeout              time.Duration
+}
+
+func newPipelineRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f pipelineRunFlags
+	cmd := &cobra.Command{
+		Use:   "run FILE.dot",
+		Short: "Run a pipeline: one progress line per stage, a JSON summary at the end",
+		Long: `Run the pipeline in FILE.dot with the model, tools and plugins of the config.
+
+Every stage's files (prompt.md, response.md, status.json), the artifacts and
+a checkpoint after every node go to the run directory (--run-dir, else a new
+one under [pipeline] runs_dir). --resume RUN_DIR continues a run that was
+interrupted (Ctrl-C saves a checkpoint) or ran out of budget, from the node
+its checkpoint names; FILE.dot may then be left out (the run's copy,
+pipeline.dot, is used). A stage that was running when the run stopped runs
+again.
+
+Human gates ask on the terminal; --yes approves each with its default
+choice, else its first.
+
+Exit codes: 0 the pipeline succeeded, 1 it failed, 2 a usage error, a bad
+config or a pipeline that does not validate, 3 it stopped (interrupted, or
+a budget spent) and can be resumed.`,
+		Example: `  morph pipeline run --config morph.toml examples/pipelines/plan-implement-verify.dot
+  morph pipeline run --resume runs/plan-implement-verify-20261124T101500Z-1a2b3c`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && f.resume == "" {
+				return usageErrorf("give the pipeline's DOT file, or --resume RUN_DIR")
+			}
+			if f.runDir != "" && f.resume != "" {
+				return usageErrorf("--run-dir and --resume exclude each other: a resumed run keeps its directory")
+			}
+			if f.maxTokens < 0 || f.maxCost < 0 || f.maxWallTime < 0 {
+				return usageErrorf("budgets must not be negative")
+			}
+			file := ""
+			if len(args) == 1 {
+				file = args[0]
+			}
+			return runPipeline(cmd.Context(), f, file, stdin, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
+	fl.StringVar(&f.goal, "goal", "", "the pipeline's goal, replacing its goal attribute")
+	fl.StringVar(&f.runDir, "run-dir", "", "the run directory (default: a new one under [pipeline] runs_dir)")
+	fl.StringVar(&f.resume, "resume", "", "continue the run in this run directory")
+	fl.BoolVarP(&f.yes, "yes", "y", false, "approve every human gate with its default (else first) choice")
+	fl.BoolVar(&f.force, "force", false, "resume even though the DOT source differs from the run's")
+	fl.IntVar(&f.maxTokens, "max-tokens", 0, "stop the run once it has used this many tokens (overrides [pipeline] max_tokens)")
+	fl.Float64Var(&f.maxCost, "max-cost", 0, "stop the run once it has cost this many USD (overrides [pipeline] max_cost_usd)")
+	fl.DurationVar(&f.maxWallTime, "max-wall-time", 0, "stop the run after this long (overrides [pipeline] max_wall_time)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details and every agent step on standard error")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
+	return cmd
+}
+
+func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.Reader, stdout, stderr io.Writer) error {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if file == "" {
+		file = filepath.Join(f.resume, pipeline.SourceFile)
+	}
+	src, g, err := readPipelineFile(file)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return &exitError{exitUsage, err}
+	}
+	rt, err := cfg.Open(ctx, logger)
+	if err != nil {
+		code := exitRunFailed
+		if errors.Is(err, config.ErrConfig) {
+			code = exitUsage
+		}
+		return &exitError{code, err}
+	}
+	endpoints := &endpointEngines{cfg: cfg, logger: logger}
+	interrupted := false
+	defer func() {
+		closeRuntime(ctx, multiCloser{rt, endpoints}, f.shutdownTimeout, interrupted, stderr)
+	}()
+
+	backend := &pipeline.EngineBackend{Engine: rt.Engine, Options: cfg.RunOptions(), ForEndpoint: endpoints.get}
+	handlers := pipeline.DefaultHandlerRegistry()
+	for _, h := range rt.StageHandlers() {
+		handlers.Register(h)
+	}
+	lim := cfg.Pipeline.Limits()
+	if f.maxTokens > 0 {
+		lim.MaxTokens = f.maxTokens
+	}
+	if f.maxCost > 0 {
+		lim.MaxCostUSD = f.maxCost
+	}
+	if f.maxWallTime > 0 {
+		lim.MaxWallTime = f.maxWallTime
+	}
+	var iv pipeline.Interviewer = &pipeline.ConsoleInterviewer{In: stdin, Out: stderr}
+	if f.yes {
+		iv = pipeline.AutoApprove{}
+	}
+	r := &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, Interviewer: iv,
+		AllowShell: cfg.Pipeline.AllowShell, Limits: lim, Logger: logger, OnEvent: stageProgress(stderr, f.verbose)}
+
+	runCfg := pipeline.RunConfig{Goal: f.goal, Source: src, DotFile: file, Force: f.force}
+	var res *pipeline.Result
+	if f.resume != "" {
+		runCfg.RunDir = f.resume
+		res, err = r.Resume(ctx, g, runCfg)
+	} else {
+		runCfg.RunDir = f.runDir
+		if runCfg.RunDir == "" {
+			runCfg.RunDir = newRunDir(cfg.Pipeline.RunsDir, g, file)
+		}
+		fmt.Fprintf(stderr, "morph: run directory %s\n", runCfg.RunDir)
+		res, err = r.Run(ctx, g, runCfg)
+	}
+	interrupted = ctx.Err() != nil
+	if err != nil {
+		var ve *pipeline.ValidationError
+		if errors.As(err, &ve) {
+			for _, d := range ve.Diagnostics {
+				if d.Severity == pipeline.SeverityError {
+					fmt.Fprintln(stderr, diagnosticLine(g, d))
+				}
+			}
+			return &exitError{exitUsage, fmt.Errorf("%s does not validate: fix the errors above (morph pipeline validate %s)", file, file)}
+		}
+		return &exitError{exitRunFailed, err}
+	}
+	if err := writeJSON(stdout, summarize(res)); err != nil {
+		return &exitError{exitRunFailed, fmt.Errorf("writing the summary: %w", err)}
+	}
+	switch res.State {
+	case pipeline.RunSuccess:
+		return nil
+	case pipeline.RunCanceled, pipeline.RunBudget:
+		return &exitError{exitStopped, fmt.Errorf("%s; resume with: morph pipeline run --config %s --resume %s", res.FailureReason, f.config, res.RunDir)}
+	}
+	return &exitError{exitRunFailed, fmt.Errorf("pipeline failed at %s: %s", res.FailedNode, res.FailureReason)}
+}
+
+// newRunDir is a fresh run directory under dir: the pipeline's name and
+// the time.
+func newRunDir(dir string, g *pipeline.Graph, file string) string {
+	if dir == "" {
+		dir = config.DefaultRunsDir
+	}
+	name := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	if g.Name != "" {
+		name = g.Name
+	}
+	clean := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+	return filepath.Join(dir, clean+"-"+time.Now().UTC().Format("20060102T150405.000Z"))
+}
+
+// stageProgress prints one line per stage end, retry, human gate and
+// failure on w; with verbose, every agent step too.
+func stageProgress(w io.Writer, verbose bool) func(pipeline.Event) {
+	var mu sync.Mutex // parallel branches report at once
+	return func(ev pipeline.Event) {
+		var line string
+		who := label(ev.NodeID)
+		if ev.Branch != "" {
+			who += " (branch " + label(ev.Branch) + ")"
+		}
+		switch ev.Kind {
+		case pipeline.EventStageCompleted, pipeline.EventStageFailed:
+			line = fmt.Sprintf("stage %s  %s  %.2fs  tokens %d  cost $%.6f", who, ev.Status, ev.Duration.Seconds(), ev.Usage.TotalTokens, ev.Usage.CostUSD)
+			if ev.Message != "" {
+				line += "  " + ev.Message
+			}
+		case pipeline.EventStageRetrying:
+			line = fmt.Sprintf("stage %s  retry (attempt %d)  %s", who, ev.Attempt, ev.Message)
+		case pipeline.EventInterviewTimeout:
+			line = fmt.Sprintf("stage %s  no answer in time: taking the default choice", who)
+		case pipeline.EventPipelineFailed:
+			line = "pipeline stopped: " + ev.Message
+		case pipeline.EventPipelineCompleted:
+			line = fmt.Sprintf("pipeline completed  %.2fs  tokens %d  cost $%.6f", ev.Duration.Seconds(), ev.Usage.TotalTokens, ev.Usage.CostUSD)
+		case pipeline.EventWarning:
+			line = "warning: " + ev.Message
+		case pipeline.EventAgent:
+			if !verbose || ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
+				return
+			}
+			line = fmt.Sprintf("  %s step %d  %s", who, ev.Agent.Step, label(ev.Agent.Action))
+		default:
+			return
+		}
+		mu.Lock()
+		fmt.Fprintln(w, oneLine(line, 1000))
+		mu.Unlock()
+	}
+}
+
+// pipelineSummary is what "morph pipeline run" prints.
+type pipelineSummary struct {
+	Status        string                 `json:"status"`
+	RunID         string                 `json:"run_id"`
+	RunDir        string                 `json:"run_dir"`
+	FailedNode    string                 `json:"failed_node,omitempty"`
+	FailureReason string                 `json:"failure_reason,omitempty"`
+	NextNode      string                 `json:"next_node,omitempty"`
+	Path          []string               `json:"path"`
+	Nodes         map[string]nodeSummary `json:"nodes"`
+	InputTokens   int                    `json:"input_tokens"`
+	OutputTokens  int                    `json:"output_tokens"`
+	TotalTokens   int                    `json:"total_tokens"`
+	CostUSD       float64                `json:"cost_usd"`
+	DurationMS    int64                  `json:"duration_ms"`
+}
+
+type nodeSummary struct {
+	Status        pipeline.StageStatus `json:"status"`
+	Visits        int                  `json:"visits"`
+	Attempts      int                  `json:"attempts"`
+	FailureReason string               `json:"failure_reason,omitempty"`
+	DurationMS    int64                `json:"duration_ms"`
+	TotalTokens   int                  `json:"total_tokens"`
+	CostUSD       float64              `json:"cost_usd"`
+}
+
+func summarize(res *pipeline.Result) pipelineSummary {
+	s := pipelineSummary{Status: res.State, RunID: res.RunID, RunDir: res.RunDir, FailedNode: res.FailedNode, FailureReason: res.FailureReason,
+		NextNode: res.NextNode, Path: res.Path, Nodes: map[string]nodeSummary{},
+		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens,
+		CostUSD: roundCost(res.Usage.CostUSD), DurationMS: res.Duration.Milliseconds()}
+	if s.Path == nil {
+		s.Path = []string{}
+	}
+	ids := make([]string, 0, len(res.Nodes))
+	for id := range res.Nodes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		n := res.Nodes[id]
+		s.Nodes[id] = nodeSummary{Status: n.Status, Visits: n.Visits, Attempts: n.Attempts, FailureReason: n.FailureReason,
+			DurationMS: n.Duration.Milliseconds(), TotalTokens: n.Usage.TotalTokens, CostUSD: roundCost(n.Usage.CostUSD)}
+	}
+	return s
+}
+
+// roundCost drops the noise summing float costs leaves below a nano-dollar.
+func roundCost(c float64) float64 { return math.Round(c*1e9) / 1e9 }
+
+// endpointEngines opens an engine per other model endpoint that nodes name
+// (llm_provider, base_url), with the config's plugins, once each.
+type endpointEngines struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	mu     sync.Mutex
+	open   map[string]*config.Runtime
+}
+
+func (e *endpointEngines) get(ctx context.Context, provider, baseURL string) (*engine.Engine, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := provider + "\x00" + baseURL
+	if rt := e.open[key]; rt != nil {
+		return rt.Engine, nil
+	}
+	c := *e.cfg
+	if provider != "" {
+		c.LLM.Provider = provider
+	}
+	if baseURL != "" {
+		c.LLM.BaseURL = baseURL
+	}
+	rt, err := c.Open(ctx, e.logger)
+	if err != nil {
+		return nil, fmt.Errorf("the model endpoint (llm_provider %q, base_url %q): %w", provider, baseURL, err)
+	}
+	if e.open == nil {
+		e.open = map[string]*config.Runtime{}
+	}
+	e.open[key] = rt
+	return rt.Engine, nil
+}
+
+// Close closes the engines opened.
+func (e *endpointEngines) Close(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, rt := range e.open {
+		errs = append(errs, rt.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// multiCloser closes each in turn.
+type multiCloser []interface{ Close(context.Context) error }
+
+// Close closes all, joining their errors.
+func (m multiCloser) Close(ctx context.Context) error {
+	var errs []error
+	for _, c := range m {
+		errs = append(errs, c.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
