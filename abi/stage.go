@@ -91,14 +91,16 @@ var stageStatuses = []string{StageSuccess, StageFail, StagePartialSuccess, Stage
 // the graph's attributes, retry counts, parallel results) and routes and
 // retries by them, so a stage's update of one would corrupt the run.
 var (
-	runnerKeys     = []string{"outcome", "preferred_label", "current_node", "parallel.results"}
+	runnerKeys     = []string{"outcome", "preferred_label", "current_node", "parallel.results", "base_url", "system_prompt"}
 	runnerPrefixes = []string{"graph.", "internal."}
 )
 
 // ReservedStageKey reports whether a stage may not set key in its
 // ContextUpdates because the pipeline runner owns it: "outcome",
-// "preferred_label", "current_node", "parallel.results", and every key
-// under "graph." or "internal.".
+// "preferred_label", "current_node", "parallel.results", every key under
+// "graph." or "internal.", and the keys later agent stages take settings
+// from, "base_url" and "system_prompt" (a plugin must not point the
+// operator's model key at another server, nor rewrite later agents).
 func ReservedStageKey(key string) bool {
 	for _, k := range runnerKeys {
 		if key == k {

@@ -97,7 +97,7 @@ func TestStageOutcomeCheck(t *testing.T) {
 // The runner's keys, exactly: keys beside them (a prefix without its dot,
 // a key that merely contains one) are the stage's.
 func TestReservedStageKey(t *testing.T) {
-	for _, k := range []string{"outcome", "preferred_label", "current_node", "parallel.results", "graph.goal", "graph.", "internal.retry_count.n"} {
+	for _, k := range []string{"outcome", "preferred_label", "current_node", "parallel.results", "base_url", "system_prompt", "graph.goal", "graph.", "internal.retry_count.n"} {
 		if !ReservedStageKey(k) {
 			t.Errorf("%q is not reserved", k)
 		}

@@ -263,6 +263,7 @@ func TestLoadErrors(t *testing.T) {
 		{"pipeline visits", scriptedHead + "[pipeline]\nmax_node_visits = 0\n", "pipeline.max_node_visits", 5, "must be from 1 to"},
 		{"pipeline budget", scriptedHead + "[pipeline]\nmax_cost_usd = -1.0\n", "pipeline.max_cost_usd", 5, "must not be negative"},
 		{"pipeline shell", scriptedHead + "[pipeline]\nallow_shell = \"yes\"\n", "pipeline.allow_shell", 5, "want boolean, got string"},
+		{"pipeline endpoint", scriptedHead + "[pipeline]\nendpoints = [\"file:///etc\"]\n", "pipeline.endpoints", 5, "is not an http or https URL"},
 		{"pipeline unknown key", scriptedHead + "[pipeline]\nallow_shel = true\n", "pipeline.allow_shel", 5, "known keys in [pipeline]: allow_shell,"},
 		{"syntax", scriptedHead + "[agent\n", "", 5, "expected"},
 		{"bad duration", scriptedHead + "timeout = \"6x\"\n", "llm.timeout", 4, `invalid duration: "6x"`},

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -15,6 +17,11 @@ type Pipeline struct {
 	// sandbox. Off by default: a DOT file should not be able to run
 	// commands on the operator's machine unless the operator says so.
 	AllowShell bool `toml:"allow_shell"`
+	// Endpoints are the model endpoints (OpenAI-compatible API roots)
+	// that a node's base_url may name besides [llm] base_url. The model's
+	// API key is sent to them, so a pipeline file cannot send it anywhere
+	// the operator did not list. Default: none.
+	Endpoints []string `toml:"endpoints"`
 	// RunsDir is where runs get their directory when --run-dir is not
 	// given (default "runs", relative to the current directory).
 	RunsDir string `toml:"runs_dir"`
@@ -53,8 +60,29 @@ func (p Pipeline) Limits() pipeline.Limits {
 	}
 }
 
+// AllowsEndpoint reports whether a node may send its agent's requests, and
+// the API key, to baseURL: [llm] base_url or one of [pipeline] endpoints
+// (a trailing slash aside).
+func (c *Config) AllowsEndpoint(baseURL string) bool {
+	norm := func(u string) string { return strings.TrimRight(strings.TrimSpace(u), "/") }
+	if norm(baseURL) == norm(c.LLM.BaseURL) {
+		return true
+	}
+	for _, e := range c.Pipeline.Endpoints {
+		if norm(e) == norm(baseURL) {
+			return true
+		}
+	}
+	return false
+}
+
 func (v *validator) pipeline() {
 	p := v.c.Pipeline
+	for _, e := range p.Endpoints {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.fail(toml.Key{"pipeline", "endpoints"}, err, "%q is not an http or https URL (an API root such as \"http://localhost:8000/v1\")", e)
+		}
+	}
 	v.limit(toml.Key{"pipeline", "max_node_visits"}, p.MaxNodeVisits)
 	v.limit(toml.Key{"pipeline", "max_steps"}, p.MaxSteps)
 	v.limit(toml.Key{"pipeline", "max_goal_gate_retries"}, p.MaxGoalGateRetries)

@@ -226,7 +226,7 @@ func TestStageInput(t *testing.T) {
 // a way to corrupt its routing or retries.
 func TestStageReservedKeysAreTheRunners(t *testing.T) {
 	for _, k := range []string{pipeline.KeyOutcome, pipeline.KeyPreferredLabel, pipeline.KeyCurrentNode, pipeline.KeyGoal,
-		pipeline.KeyParallelResults, "internal.retry_count.verify"} {
+		pipeline.KeyParallelResults, pipeline.KeyBaseURL, pipeline.KeySystemPrompt, "internal.retry_count.verify"} {
 		if !abi.ReservedStageKey(k) {
 			t.Errorf("the runner's key %q is not reserved", k)
 		}

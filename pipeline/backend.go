@@ -21,6 +21,9 @@ type AgentRunConfig struct {
 	Goal     string
 	NodeID   string
 	MaxTurns int // the agent's step limit; 0 for the backend's default
+	// MaxTokens is what is left of the run's token budget (0: no budget):
+	// the agent should conclude before it spends more.
+	MaxTokens int
 	// FidelityMode is how much of the run so far the agent sees: "full"
 	// (one session per ThreadID), "truncate", "compact" or
 	// "summary:low|medium|high".

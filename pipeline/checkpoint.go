@@ -42,9 +42,11 @@ type Checkpoint struct {
 	// Completed lists the nodes run, in order, repeats included: the path.
 	Completed []string `json:"completed"`
 	// Outcomes are each node's last outcome.
-	Outcomes    map[string]*Outcome `json:"outcomes"`
-	RetryCounts map[string]int      `json:"retry_counts"`
-	Visits      map[string]int      `json:"visits"`
+	Outcomes map[string]*Outcome `json:"outcomes"`
+	// Nodes are each node's results so far: attempts, durations, usage.
+	Nodes       map[string]*NodeResult `json:"nodes"`
+	RetryCounts map[string]int         `json:"retry_counts"`
+	Visits      map[string]int         `json:"visits"`
 	// GoalGateRetries counts the jumps goal gates caused.
 	GoalGateRetries int            `json:"goal_gate_retries"`
 	Context         map[string]any `json:"context"`

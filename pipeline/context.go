@@ -17,6 +17,11 @@ const (
 	KeyLastStage      = "last_stage"    // set by agent handlers: the node id
 	KeyLastResponse   = "last_response" // set by agent handlers: the agent's output (cut)
 	keyRetryPrefix    = "internal.retry_count."
+	// KeyBaseURL and KeySystemPrompt, when the host sets them in the
+	// context, are the endpoint and identity of agent stages that set none
+	// (a stage handler plugin may not set them: abi.ReservedStageKey).
+	KeyBaseURL      = "base_url"
+	KeySystemPrompt = "system_prompt"
 	// KeyParallelResults holds the parallel handler's branch results, a
 	// map of branch (target node id) to its BranchResult.
 	KeyParallelResults = "parallel.results"

@@ -61,14 +61,17 @@
 //	prompt            the agent's task; $goal and ${context.key} are expanded (codergen falls back to label)
 //	llm_model         the model (default: the config's; the stylesheet may set it)
 //	llm_provider      another provider of the config ("openai", "scripted")
-//	base_url          another OpenAI-compatible endpoint (node, then the context's base_url)
+//	base_url          another OpenAI-compatible endpoint (node, then the context's base_url); morph pipeline run
+//	                  takes only [llm] base_url and those listed in [pipeline] endpoints: the API key goes with it
 //	reasoning_effort  low, medium or high, sent as the reasoning_effort parameter when set
 //	max_turns         the agent's step limit (default: the config's agent.max_steps; 20 for a diamond)
 //	system_prompt     replaces the agent's identity (node, then the context's system_prompt)
 //	fidelity          full, truncate, compact (default), summary:low, summary:medium, summary:high
 //	thread_id         the conversation a full-fidelity stage continues (default: the incoming edge's, else the node id)
-//	auto_status       without an OUTCOME marker, let the agent's success decide (default true); false: no marker is a FAIL
-//	workdir           the agent's working directory (default: the run's artifact directory)
+//	auto_status       codergen: without an OUTCOME marker, the agent's success decides (default true); false: no
+//	                  marker is a FAIL (a hybrid diamond always lets its agent's success decide)
+//	workdir           given to the backend as AgentRunConfig.WorkDir (default: the run's artifact directory);
+//	                  morph's EngineBackend has none: its tools are plugins, with their own grants
 //
 // Other handlers' attributes:
 //
@@ -121,7 +124,9 @@
 //
 // checkpoint.json (after every node, written atomically), manifest.json,
 // pipeline.dot (the source, for resume and render), <node>/prompt.md,
-// response.md and status.json, and artifacts/ (an agent's or tool's whole
-// output as <node>.output). A resume starts at the checkpoint's next node;
-// a node that was running when the process died runs again.
+// response.md and status.json (node_<node>/ for a node named artifacts or
+// threads), artifacts/ (an agent's or tool's whole output as
+// <node>.output), and threads/ (full-fidelity conversations). A resume
+// starts at the checkpoint's next node; a node that was running when the
+// process died runs again.
 package pipeline

@@ -57,6 +57,9 @@ func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*Agen
 	if cfg.MaxTurns > 0 {
 		opts.MaxSteps = cfg.MaxTurns
 	}
+	if cfg.MaxTokens > 0 && (opts.TokenBudget == 0 || cfg.MaxTokens < opts.TokenBudget) {
+		opts.TokenBudget = cfg.MaxTokens
+	}
 	if cfg.SystemPrompt != "" {
 		opts.Identity = cfg.SystemPrompt
 	}
@@ -178,16 +181,10 @@ func (b *EngineBackend) HasTool(name string) bool {
 	return ok
 }
 
-// RunTool validates input against the tool's schema and runs it: a plugin
-// tool runs in its sandbox, under its limits and grants.
+// RunTool runs the tool through the engine as a model's call runs
+// (Engine.CallTool): the run options' tools and mode, the plugins'
+// before_tool_call and after_tool_call middleware, schema validation; a
+// plugin tool runs in its sandbox, under its limits and grants.
 func (b *EngineBackend) RunTool(ctx context.Context, name string, input map[string]any) (string, error) {
-	reg := b.Engine.Registry()
-	t, ok := reg.Get(name)
-	if !ok {
-		return "", fmt.Errorf("%w: %s", engine.ErrUnknownTool, name)
-	}
-	if err := reg.Validate(name, input); err != nil {
-		return "", err
-	}
-	return t.Execute(ctx, input)
+	return b.Engine.CallTool(ctx, "pipeline", name, input, b.Options)
 }

@@ -12,6 +12,9 @@ type Execution struct {
 	Graph  *Graph
 	RunID  string
 	RunDir string
+	// BaseDir is the directory of the pipeline's file, which relative paths
+	// in the graph (stack.child_dotfile) are relative to; "" when unknown.
+	BaseDir string
 	// Previous is the outcome of the stage that led here (nil at the start).
 	Previous *Outcome
 	// Edge is the edge taken to this stage (nil at the start and after a

@@ -17,8 +17,8 @@ const (
 	// FidelityCompact: the goal, and one line per stage run so far (the
 	// default).
 	FidelityCompact = "compact"
-	// FidelitySummaryLow, ...Medium and ...High: the stage lines and, by
-	// level, more of the recent stages' outputs.
+	// FidelitySummaryLow, ...Medium and ...High: the stage lines (10, 30,
+	// 100) and the last agent stage's output (cut at 1, 4, 16 KiB).
 	FidelitySummaryLow    = "summary:low"
 	FidelitySummaryMedium = "summary:medium"
 	FidelitySummaryHigh   = "summary:high"

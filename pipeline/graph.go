@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,6 +93,23 @@ func (g *Graph) reindex() {
 	for _, n := range g.Nodes {
 		g.index[n.ID] = n
 	}
+}
+
+// Clone returns a deep copy of g: the runner transforms its own copy, so a
+// parsed graph may be run again, and by several runs at once.
+func (g *Graph) Clone() *Graph {
+	c := &Graph{Name: g.Name, File: g.File, Attrs: maps.Clone(g.Attrs)}
+	if c.Attrs == nil {
+		c.Attrs = map[string]string{}
+	}
+	for _, n := range g.Nodes {
+		c.Nodes = append(c.Nodes, &Node{ID: n.ID, Attrs: maps.Clone(n.Attrs), Line: n.Line})
+	}
+	for _, e := range g.Edges {
+		c.Edges = append(c.Edges, &Edge{From: e.From, To: e.To, Attrs: maps.Clone(e.Attrs), Line: e.Line})
+	}
+	c.reindex()
+	return c
 }
 
 // Outgoing returns the edges leaving id, in source order.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -218,8 +219,11 @@ func runAgentStage(ctx context.Context, a agentStage) (*AgentRunResult, *Outcome
 	writeStageFile(dir, "prompt.md", cfg.Prompt)
 	res, err := backend.RunAgent(ctx, cfg)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, Fail("the agent did not finish in time (the node's timeout or the run's wall-time budget)")
+		}
 		if ctx.Err() != nil {
-			return nil, &Outcome{Status: StatusFail, FailureReason: "canceled: " + ctx.Err().Error()}
+			return nil, Fail("canceled: %v", ctx.Err())
 		}
 		return nil, Fail("agent backend error: %s", safetext.Truncate(err.Error(), 2000))
 	}
@@ -258,8 +262,8 @@ func agentConfig(ctx context.Context, a agentStage) (AgentRunConfig, error) {
 		Prompt:          ExpandVars(a.prompt, pctx),
 		Model:           n.Attrs["llm_model"],
 		Provider:        n.Attrs["llm_provider"],
-		BaseURL:         first(n.Attrs["base_url"], pctx.GetString("base_url"), a.baseURL),
-		SystemPrompt:    first(n.Attrs["system_prompt"], pctx.GetString("system_prompt")),
+		BaseURL:         first(n.Attrs["base_url"], pctx.GetString(KeyBaseURL), a.baseURL),
+		SystemPrompt:    first(n.Attrs["system_prompt"], pctx.GetString(KeySystemPrompt)),
 		ReasoningEffort: n.Attrs["reasoning_effort"],
 		Goal:            pctx.GetString(KeyGoal),
 		NodeID:          n.ID,
@@ -270,6 +274,9 @@ func agentConfig(ctx context.Context, a agentStage) (AgentRunConfig, error) {
 	}
 	if x != nil {
 		cfg.StateDir = x.RunDir
+		if x.run != nil && x.run.lim.MaxTokens > 0 {
+			cfg.MaxTokens = max(x.run.lim.MaxTokens-x.run.usedTokens(), 1)
+		}
 	}
 	if cfg.WorkDir == "" && a.store != nil {
 		cfg.WorkDir = a.store.BaseDir()
@@ -302,8 +309,14 @@ func stageDir(x *Execution, id string) string {
 	if x == nil || x.RunDir == "" || !nodeID.MatchString(id) {
 		return ""
 	}
+	if runDirNames[id] { // a node named like the run directory's own folders
+		id = "node_" + id
+	}
 	return filepath.Join(x.RunDir, id)
 }
+
+// runDirNames are the run directory's own folders, which a stage's may not be.
+var runDirNames = map[string]bool{"artifacts": true, "threads": true}
 
 // nodeID is what a node id may be: the DOT identifiers the parser accepts,
 // which are also safe directory names.

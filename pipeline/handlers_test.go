@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -229,6 +230,16 @@ func TestShellCommand(t *testing.T) {
 	o = execNode(t, &ToolHandler{}, cmd(`sleep 30 & sleep 30`, "timeout", "100ms"), pctx, on)
 	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "timed out") || time.Since(start) > 5*time.Second {
 		t.Fatalf("timeout: %+v after %s", o, time.Since(start))
+	}
+	// A child left in the background neither fails the stage nor outlives it.
+	o = execNode(t, &ToolHandler{}, cmd(`(sleep 12345 &) ; echo done`), pctx, on)
+	if o.Status != StatusSuccess || o.ContextUpdates[KeyToolOutput] != "done\n" {
+		t.Fatalf("background child: %+v", o)
+	}
+	if _, err := exec.LookPath("pgrep"); err != nil {
+		t.Log("no pgrep: the background child is not looked for")
+	} else if out, _ := exec.Command("pgrep", "-f", "sleep 12345").Output(); len(out) > 0 {
+		t.Errorf("the background child outlived its stage: pid %s", out)
 	}
 	o = execNode(t, &ToolHandler{}, cmd(`echo bad >&2; exit 3`), pctx, on)
 	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "status 3") || !strings.Contains(o.FailureReason, "bad") {

@@ -22,10 +22,15 @@ type ConsoleInterviewer struct {
 
 	once  sync.Once
 	lines chan string
+	// asking makes gates of parallel branches ask one after the other, so
+	// an answer goes to the question on the screen.
+	asking sync.Mutex
 }
 
 // Ask asks on the console.
 func (c *ConsoleInterviewer) Ask(ctx context.Context, q Question) (Answer, error) {
+	c.asking.Lock()
+	defer c.asking.Unlock()
 	c.once.Do(func() {
 		// One reader for the interviewer's life: a read cannot be
 		// abandoned, so a timed-out question's reader serves the next one.
@@ -38,9 +43,13 @@ func (c *ConsoleInterviewer) Ask(ctx context.Context, q Question) (Answer, error
 			close(c.lines)
 		}()
 	})
-	fmt.Fprintf(c.Out, "\n[%s] %s\n", safetext.Line(q.NodeID, 100), safetext.Escape(q.Text))
+	// The question may hold lines (a model's words, expanded into it):
+	// indented, so none can pass for a choice.
+	text := strings.ReplaceAll(safetext.Escape(q.Text), "\n", "\n    | ")
+	fmt.Fprintf(c.Out, "\n[%s] %s\n", safetext.Line(q.NodeID, 100), text)
 	for _, ch := range q.Choices {
-		fmt.Fprintf(c.Out, "  [%s] %s\n", safetext.Line(ch.Key, 20), safetext.Line(ch.Label, 200))
+		_, rest := Accelerator(ch.Label)
+		fmt.Fprintf(c.Out, "  [%s] %s\n", safetext.Line(ch.Key, 20), safetext.Line(rest, 200))
 	}
 	for {
 		prompt := "choice"
@@ -90,8 +99,8 @@ func matchChoice(choices []Choice, answer string) (Choice, bool) {
 }
 
 // HumanHandler is a human gate (hexagon): it asks the Interviewer to pick
-// one of the outgoing edges and routes there. On a timeout
-// (human.timeout, else the node's timeout) it takes human.default_choice,
+// one of the outgoing edges and routes there. On a timeout (the shorter
+// of human.timeout and the node's timeout) it takes human.default_choice,
 // else it asks to be retried.
 type HumanHandler struct {
 	// Interviewer asks (nil: the Runner's, else AutoApprove).
@@ -112,15 +121,13 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 	if q.Timeout, err = node.Duration("human.timeout", 0); err != nil {
 		return nil, err
 	}
+	if t, err := node.Duration("timeout", 0); err != nil {
+		return nil, err
+	} else if t > 0 && (q.Timeout == 0 || t < q.Timeout) {
+		q.Timeout = t
+	}
 	if x != nil && x.Graph != nil {
-		for _, e := range x.Graph.Outgoing(node.ID) {
-			label := e.Label()
-			if label == "" {
-				label = e.To
-			}
-			key, _ := Accelerator(label)
-			q.Choices = append(q.Choices, Choice{Key: key, Label: label, To: e.To})
-		}
+		q.Choices = humanChoices(x.Graph.Outgoing(node.ID))
 	}
 	if len(q.Choices) == 0 {
 		return Fail("human gate %s has no outgoing edges to choose from", node.ID), nil
@@ -146,10 +153,11 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return Fail("human gate %s: %v", node.ID, err), nil
 		}
-		x.Emit(Event{Kind: EventInterviewTimeout, NodeID: node.ID})
 		if q.Default == "" {
+			x.Emit(Event{Kind: EventInterviewTimeout, NodeID: node.ID, Message: "no answer in time and no human.default_choice: the stage asks to be retried"})
 			return &Outcome{Status: StatusRetry, FailureReason: fmt.Sprintf("no answer within %s and no human.default_choice", q.Timeout)}, nil
 		}
+		x.Emit(Event{Kind: EventInterviewTimeout, NodeID: node.ID, Message: "no answer in time: taking the default choice " + q.Default})
 		ans = Answer{Choice: q.Default}
 	}
 	ch, ok := matchChoice(q.Choices, ans.Choice)

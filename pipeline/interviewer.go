@@ -59,8 +59,8 @@ func (AutoApprove) Ask(_ context.Context, q Question) (Answer, error) {
 }
 
 // QueueInterviewer answers from a queue an embedding host fills (Push),
-// waiting for an answer when the queue is empty. Questions asked are on
-// Questions, for a UI to show; it is buffered and never blocks Ask.
+// waiting for an answer when the queue is empty. Asked returns the
+// questions asked so far, for a UI to show.
 type QueueInterviewer struct {
 	answers   chan Answer
 	mu        sync.Mutex

@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 )
@@ -35,8 +37,8 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	if file == "" {
 		return Fail("manager loop %s has no stack.child_dotfile (the child pipeline's DOT file)", node.ID), nil
 	}
-	if !filepath.IsAbs(file) && x.Graph.File != "" {
-		file = filepath.Join(filepath.Dir(x.Graph.File), file)
+	if !filepath.IsAbs(file) && x.BaseDir != "" {
+		file = filepath.Join(x.BaseDir, file)
 	}
 	cycles, err := node.Int("manager.max_cycles", DefaultManagerCycles)
 	if err != nil {
@@ -72,11 +74,11 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	out := &Outcome{ContextUpdates: map[string]any{}}
 	steer := ""
 	for cycle := 1; cycle <= max(cycles, 1); cycle++ {
-		src, g, err := readPipeline(file)
+		src, g, err := ReadDOTFile(file)
 		if err != nil {
 			return Fail("manager loop %s: child pipeline: %v", node.ID, err), nil
 		}
-		res, err := child.Run(ctx, g, RunConfig{
+		res, err := runCycle(ctx, &child, g, RunConfig{
 			RunDir: filepath.Join(x.RunDir, node.ID, fmt.Sprintf("cycle-%d", cycle)),
 			Goal:   goal + steer, Source: src, DotFile: file,
 		})
@@ -118,4 +120,22 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	}
 	out.Status = StatusFail
 	return out, nil
+}
+
+// runCycle runs one cycle of the child pipeline, or, when its run directory
+// holds a run already (the manager stage runs again after its run stopped),
+// resumes it, or takes its end when it is over.
+func runCycle(ctx context.Context, child *Runner, g *Graph, cfg RunConfig) (*Result, error) {
+	cp, err := LoadCheckpoint(cfg.RunDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return child.Run(ctx, g, cfg)
+	case err != nil:
+		return nil, err
+	case cp.State == RunSuccess || cp.State == RunFail:
+		return &Result{RunID: cp.RunID, RunDir: cfg.RunDir, State: cp.State, FailedNode: cp.FailedNode, FailureReason: cp.FailureReason,
+			Path: cp.Completed, Nodes: cp.Nodes, Usage: cp.Usage, Duration: cp.Elapsed, Context: cp.Context}, nil
+	}
+	cfg.Goal = "" // the cycle's own, from its manifest
+	return child.Resume(ctx, g, cfg)
 }

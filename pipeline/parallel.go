@@ -174,7 +174,7 @@ func (x *run) branch(ctx context.Context, parent *Execution, e *Edge, stop strin
 		if cur == stop || node == nil || node.Type() == TypeExit || node.Type() == TypeFanIn {
 			return res
 		}
-		if steps >= x.lim.MaxSteps || visits[cur] >= x.lim.MaxNodeVisits {
+		if steps >= x.lim.MaxSteps || visits[cur] >= x.maxVisits(node) {
 			res.Status, res.FailureReason = StatusFail, fmt.Sprintf("branch %s: node %s past max_node_visits or the step limit", e.To, cur)
 			return res
 		}

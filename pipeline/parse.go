@@ -117,21 +117,38 @@ func ParseDOTNamed(name string, src []byte) (*Graph, error) {
 	return ParseDOTWith(name, src, ParseLimits{})
 }
 
-// ParseDOTFile reads and parses a pipeline file with the default limits. It
-// reads at most one byte more than MaxBytes, so pointing it at a huge file
-// (or a device) costs no more than a too-large error.
+// ParseDOTFile reads and parses a pipeline file with the default limits
+// (see ReadDOTFile).
 func ParseDOTFile(path string) (*Graph, error) {
+	_, g, err := ReadDOTFile(path)
+	return g, err
+}
+
+// ReadDOTFile reads a pipeline file and parses it with the default limits,
+// returning its source too (a run hashes and keeps it). It refuses what is
+// not a regular file (a FIFO would block, a device never end), and reads at
+// most one byte more than MaxBytes, so a huge file costs no more than a
+// too-large error.
+func ReadDOTFile(path string) ([]byte, *Graph, error) {
 	lim := ParseLimits{}.withDefaults()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read pipeline: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("read pipeline %s: not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read pipeline: %w", err)
+		return nil, nil, fmt.Errorf("read pipeline: %w", err)
 	}
 	defer f.Close()
 	src, err := io.ReadAll(io.LimitReader(f, int64(lim.MaxBytes)+1))
 	if err != nil {
-		return nil, fmt.Errorf("read pipeline %s: %w", path, err)
+		return nil, nil, fmt.Errorf("read pipeline %s: %w", path, err)
 	}
-	return ParseDOTWith(path, src, lim)
+	g, err := ParseDOTWith(path, src, lim)
+	return src, g, err
 }
 
 // ParseDOTWith parses a pipeline from DOT source named name under lim. Every

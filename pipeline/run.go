@@ -40,43 +40,70 @@ func (r *Runner) logger() *slog.Logger {
 	return r.Logger
 }
 
-// Prepare applies the transforms to g and validates it with what the
-// runner has (its handler types, tools and shell setting). It returns the
+// Prepare applies the transforms to g (the default ones, then
+// r.Transforms) and validates it with what the runner has: its handler
+// types, the stage-handler plugins registered (type wasm:<plugin>), its
+// tools and shell setting, the default rules and r.Rules. It returns the
 // diagnostics, and a *ValidationError when any is an ERROR.
 func (r *Runner) Prepare(g *Graph) ([]Diagnostic, error) {
-	if err := ApplyTransforms(g); err != nil {
+	if err := ApplyTransformsWith(g, r.Transforms...); err != nil {
 		return nil, err
 	}
-	opts := ValidateOptions{KnownTypes: r.handlers().Types(), AllowShell: r.AllowShell}
+	handlers := r.handlers()
+	opts := ValidateOptions{KnownTypes: handlers.Types(), AllowShell: r.AllowShell,
+		Plugins: func(name string) bool { return handlers.Get(TypeWasmPrefix+name) != nil }}
 	if r.Tools != nil {
 		opts.Tools = r.Tools.HasTool
 	}
-	diags := Validate(g, opts)
+	diags := Validate(g, opts, r.Rules...)
 	if HasErrors(diags) {
 		return diags, &ValidationError{File: g.File, Diagnostics: diags}
 	}
 	return diags, nil
 }
 
-// Run runs g from its start node. It applies the transforms and validates
-// first (see Prepare); a graph with an ERROR is not run. The returned error
-// is for what kept the run from running or recording (validation, the run
-// directory); how the pipeline itself ended is the Result's State.
-func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, error) {
-	if cfg.Goal != "" {
-		if g.Attrs == nil {
-			g.Attrs = map[string]string{}
-		}
-		g.Attrs["goal"] = cfg.Goal
+// ErrRunDir is the error of a run directory a run cannot start in: none
+// given, one that holds a run already, or one that holds other files.
+var ErrRunDir = errors.New("run directory")
+
+// prepare is Prepare for a run: on a copy of g, with the goal set.
+func (r *Runner) prepare(g *Graph, goal string) (*Graph, []Diagnostic, error) {
+	g = g.Clone()
+	if goal != "" {
+		g.Attrs["goal"] = goal
 	}
-	if _, err := r.Prepare(g); err != nil {
+	diags, err := r.Prepare(g)
+	return g, diags, err
+}
+
+// warn reports the validation warnings as events.
+func (x *run) warn(diags []Diagnostic) {
+	for _, d := range diags {
+		if d.Severity == SeverityWarning {
+			x.emit(Event{Kind: EventWarning, NodeID: d.NodeID, Message: fmt.Sprintf("%s: %s: %s", x.g.Where(d.Line), d.Rule, d.Message)})
+		}
+	}
+}
+
+// Run runs g from its start node. It works on a copy of g, to which it
+// applies the transforms, and validates it first (see Prepare): a graph
+// with an ERROR is not run; its warnings are EventWarning events. The
+// returned error is for what kept the run from running or recording
+// (validation, the run directory); how the pipeline itself ended is the
+// Result's State.
+func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, error) {
+	g, diags, err := r.prepare(g, cfg.Goal)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.RunDir == "" {
-		return nil, errors.New("pipeline: RunConfig.RunDir is required")
+		return nil, fmt.Errorf("%w: RunConfig.RunDir is required", ErrRunDir)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.RunDir, CheckpointFile)); err == nil {
-		return nil, fmt.Errorf("%s already holds a run: resume it (--resume %s) or choose another run directory", cfg.RunDir, cfg.RunDir)
+		return nil, fmt.Errorf("%w: %s already holds a run: resume it (--resume %s) if it stopped, or choose another run directory", ErrRunDir, cfg.RunDir, cfg.RunDir)
+	}
+	if entries, err := os.ReadDir(cfg.RunDir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("%w: %s is not empty and holds no run: choose a new or empty run directory", ErrRunDir, cfg.RunDir)
 	}
 	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
@@ -84,7 +111,13 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 	start := g.StartNode()
 	id := newRunID()
 	hash := sourceHash(cfg.Source)
-	man := Manifest{RunID: id, Name: g.Name, Goal: g.Goal(), DotFile: cfg.DotFile, GraphHash: hash, StartedAt: time.Now().UTC()}
+	dotFile := cfg.DotFile
+	if dotFile != "" {
+		if abs, err := filepath.Abs(dotFile); err == nil {
+			dotFile = abs // a resume from another directory finds the child pipelines
+		}
+	}
+	man := Manifest{RunID: id, Name: g.Name, Goal: g.Goal(), DotFile: dotFile, GraphHash: hash, StartedAt: time.Now().UTC()}
 	if err := writeJSONFile(filepath.Join(cfg.RunDir, ManifestFile), man); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
@@ -96,19 +129,25 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 	pctx := NewContext()
 	pctx.Set(KeyGoal, g.Goal())
 	cp := &Checkpoint{RunID: id, GraphHash: hash, State: RunRunning, NextNode: start.ID,
-		Outcomes: map[string]*Outcome{}, RetryCounts: map[string]int{}, Visits: map[string]int{}}
-	x := r.newRun(g, cfg, pctx, cp, 0)
+		Outcomes: map[string]*Outcome{}, RetryCounts: map[string]int{}, Visits: map[string]int{}, Nodes: map[string]*NodeResult{}}
+	x := r.newRun(g, cfg, pctx, cp, 0, dotFile)
 	x.emit(Event{Kind: EventPipelineStarted, Message: g.Goal()})
+	x.warn(diags)
 	return x.loop(ctx, start.ID, nil, nil)
 }
 
 // Resume continues the run in cfg.RunDir from the node its checkpoint
-// names next. g must be the pipeline it ran (the checkpoint's source hash
-// is compared with cfg.Source's unless cfg.Force). A node that was running
-// when the run stopped runs again: its effects inside the node are not
-// durable across a crash.
+// names next, with the goal it started with unless cfg.Goal is set. g must
+// be the pipeline it ran (the checkpoint's source hash is compared with
+// cfg.Source's unless cfg.Force). A node that was running when the run
+// stopped runs again: its effects inside the node are not durable across
+// a crash.
 func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, error) {
 	cp, err := LoadCheckpoint(cfg.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	man, err := LoadManifest(cfg.RunDir)
 	if err != nil {
 		return nil, err
 	}
@@ -119,23 +158,34 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 	case RunSuccess, RunFail:
 		return nil, fmt.Errorf("%s: the run is over (%s); start a new one", cfg.RunDir, cp.State)
 	}
+	goal := cfg.Goal
+	if goal == "" {
+		goal = man.Goal
+	}
+	g, diags, err := r.prepare(g, goal)
+	if err != nil {
+		return nil, err
+	}
 	if cp.NextNode == "" || g.Node(cp.NextNode) == nil {
 		return nil, fmt.Errorf("%s: the checkpoint's next node %q is not in the graph", cfg.RunDir, cp.NextNode)
 	}
-	if cfg.Goal != "" {
-		g.Attrs["goal"] = cfg.Goal
-	}
-	if _, err := r.Prepare(g); err != nil {
-		return nil, err
-	}
 	pctx := NewContext()
 	pctx.restore(cp.Context, cp.Log)
-	cp.State = RunRunning
-	x := r.newRun(g, cfg, pctx, cp, cp.Elapsed)
-	for id, o := range cp.Outcomes {
-		x.nodes[id] = &NodeResult{Status: o.Status, Visits: cp.Visits[id], FailureReason: o.FailureReason, Notes: o.Notes, Usage: o.Usage}
+	for _, m := range []*map[string]int{&cp.RetryCounts, &cp.Visits} {
+		if *m == nil {
+			*m = map[string]int{}
+		}
 	}
+	if cp.Outcomes == nil {
+		cp.Outcomes = map[string]*Outcome{}
+	}
+	if cp.Nodes == nil {
+		cp.Nodes = map[string]*NodeResult{}
+	}
+	cp.State = RunRunning
+	x := r.newRun(g, cfg, pctx, cp, cp.Elapsed, man.DotFile)
 	x.emit(Event{Kind: EventPipelineStarted, NodeID: cp.NextNode, Message: "resumed"})
+	x.warn(diags)
 	var prev *Outcome
 	if cp.CurrentNode != "" {
 		prev = cp.Outcomes[cp.CurrentNode]
@@ -143,10 +193,16 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 	return x.loop(ctx, cp.NextNode, prev, nil)
 }
 
-func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, prior time.Duration) *run {
+func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, prior time.Duration, dotFile string) *run {
 	store := NewArtifactStore(filepath.Join(cfg.RunDir, "artifacts"))
-	return &run{r: r, g: g, cfg: cfg, lim: r.limits(), store: store, pctx: pctx, cp: cp,
-		started: r.clock().Now(), prior: prior, nodes: map[string]*NodeResult{}}
+	x := &run{r: r, g: g, cfg: cfg, lim: r.limits(), store: store, pctx: pctx, cp: cp,
+		started: r.clock().Now(), prior: prior, nodes: cp.Nodes}
+	if dotFile != "" {
+		x.baseDir = filepath.Dir(dotFile)
+	} else if g.File != "" {
+		x.baseDir = filepath.Dir(g.File)
+	}
+	return x
 }
 
 func (x *run) emit(ev Event) {
@@ -165,6 +221,14 @@ func (x *run) elapsed() time.Duration { return x.prior + x.r.clock().Now().Sub(x
 // loop walks the graph from cur until an exit, a failure, a budget or the
 // context ends it.
 func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*Result, error) {
+	// The wall-time budget also ends a stage in progress (a human gate
+	// waiting, a long agent): it is the stages' context's deadline.
+	wctx := ctx
+	if x.lim.MaxWallTime > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, x.lim.MaxWallTime-x.elapsed())
+		defer cancel()
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return x.stop(RunCanceled, cur, "", "interrupted: "+err.Error())
@@ -190,18 +254,18 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 				continue
 			}
 		}
-		maxVisits, err := node.Int("max_node_visits", x.graphInt("max_node_visits", x.lim.MaxNodeVisits))
-		if err != nil || maxVisits <= 0 {
-			maxVisits = x.lim.MaxNodeVisits
-		}
+		maxVisits := x.maxVisits(node)
 		if x.cp.Visits[cur] >= maxVisits {
 			return x.stop(RunFail, "", cur, fmt.Sprintf("node %s would run a %d%s time, past max_node_visits=%d", cur, maxVisits+1, ordinal(maxVisits+1), maxVisits))
 		}
 		x.cp.Visits[cur]++
 
-		out, err := x.execute(ctx, node, x.pctx, prev, via, "")
-		if err != nil { // canceled inside the stage: it runs again on resume
+		out, err := x.execute(wctx, node, x.pctx, prev, via, "")
+		if err != nil { // ended inside the stage: it runs again on resume
 			x.cp.Visits[cur]--
+			if ctx.Err() == nil {
+				return x.stop(RunBudget, cur, "", fmt.Sprintf("wall-time budget spent in stage %s: %s (--max-wall-time)", cur, x.lim.MaxWallTime))
+			}
 			return x.stop(RunCanceled, cur, "", "interrupted in stage "+cur+": "+err.Error())
 		}
 		x.record(node, out)
@@ -240,8 +304,8 @@ func ordinal(n int) string {
 // next picks the node after node: a jump, else SelectEdge, else for a FAIL
 // the retry targets. An empty next comes with the reason the run fails.
 func (x *run) next(node *Node, out *Outcome) (string, *Edge, string) {
-	if out.JumpTo != "" && x.g.Node(out.JumpTo) != nil {
-		return out.JumpTo, nil, ""
+	if out.JumpTo != "" && out.Status != StatusFail && x.g.Node(out.JumpTo) != nil {
+		return out.JumpTo, nil, "" // a FAIL routes as any other: its edges, then the retry targets
 	}
 	if e := SelectEdge(node, out, x.pctx, x.g); e != nil {
 		return e.To, e, ""
@@ -259,6 +323,16 @@ func (x *run) next(node *Node, out *Outcome) (string, *Edge, string) {
 		return "", nil, fmt.Sprintf("stage %s failed (%s), and no edge condition matches the failure and no retry_target is set", node.ID, reason)
 	}
 	return "", nil, fmt.Sprintf("no edge leaves %s for its outcome %s", node.ID, out.Status)
+}
+
+// maxVisits is how often node may run: its max_node_visits, else the
+// graph's, else the limit's.
+func (x *run) maxVisits(node *Node) int {
+	n, err := node.Int("max_node_visits", x.graphInt("max_node_visits", x.lim.MaxNodeVisits))
+	if err != nil || n <= 0 {
+		return x.lim.MaxNodeVisits
+	}
+	return n
 }
 
 func (x *run) graphInt(key string, def int) int {
@@ -280,14 +354,14 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 	}
 	allowPartial, _ := node.Bool("allow_partial", false)
 	timeout, _ := node.Duration("timeout", 0)
-	if node.Type() == TypeTool {
-		timeout = 0 // the tool handler applies it, and says so when it passes
+	if t := node.Type(); t == TypeTool || t == TypeHuman {
+		timeout = 0 // the handler applies it: a tool's says so, a gate's takes its default choice
 	}
 	pctx.Set(KeyCurrentNode, node.ID)
 	nr := x.nodeResult(node.ID)
 	var out *Outcome
 	for attempt := 1; ; attempt++ {
-		ex := &Execution{Graph: x.g, RunID: x.cp.RunID, RunDir: x.cfg.RunDir, Previous: prev, Edge: via, Branch: branch, Attempt: attempt, Runner: x.r,
+		ex := &Execution{Graph: x.g, RunID: x.cp.RunID, RunDir: x.cfg.RunDir, BaseDir: x.baseDir, Previous: prev, Edge: via, Branch: branch, Attempt: attempt, Runner: x.r,
 			emit: func(ev Event) {
 				if ev.Branch == "" {
 					ev.Branch = branch
@@ -421,7 +495,9 @@ func (x *run) record(node *Node, out *Outcome) {
 	x.pctx.AppendLog(line)
 	x.cp.Completed = append(x.cp.Completed, node.ID)
 	x.cp.Outcomes[node.ID] = out
+	x.mu.Lock()
 	x.cp.Usage.Add(out.Usage)
+	x.mu.Unlock()
 	nr := x.nodeResult(node.ID)
 	x.mu.Lock()
 	nr.Status, nr.FailureReason, nr.Notes, nr.Visits = out.Status, out.FailureReason, out.Notes, x.cp.Visits[node.ID]
@@ -527,14 +603,4 @@ func writeJSONFile(path string, v any) error {
 		return err
 	}
 	return writeFileAtomic(path, b)
-}
-
-// readPipeline reads and parses a DOT file.
-func readPipeline(path string) ([]byte, *Graph, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	g, err := ParseDOTNamed(path, src)
-	return src, g, err
 }

@@ -523,3 +523,109 @@ func TestEventsCarryNodeID(t *testing.T) {
 		t.Errorf("events %v", kinds)
 	}
 }
+
+// A resumed run keeps the goal it started with, and a parsed graph may be
+// run again with another goal (Run works on a copy).
+func TestGoalAcrossRunsAndResume(t *testing.T) {
+	src := `digraph p { goal="file goal"; start [shape=Mdiamond]; a [prompt="A: $goal"]; b [prompt="B: $goal"]; done [shape=Msquare]; start -> a -> b -> done }`
+	g := mustParse(t, src)
+	b := &fakeBackend{tokens: 10}
+	r := &Runner{Backend: b, Limits: Limits{MaxTokens: 10}}
+	dir := filepath.Join(t.TempDir(), "run")
+	res, err := r.Run(context.Background(), g, RunConfig{RunDir: dir, Goal: "flag goal", Source: []byte(src)})
+	if err != nil || res.State != RunBudget {
+		t.Fatalf("%v %+v", err, res)
+	}
+	r.Limits.MaxTokens = 0
+	if _, err := r.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(context.Background(), g, RunConfig{RunDir: filepath.Join(t.TempDir(), "run2")}); err != nil {
+		t.Fatal(err)
+	}
+	var prompts []string
+	for _, c := range b.calls {
+		prompts = append(prompts, c.Prompt)
+	}
+	want := []string{"A: flag goal", "B: flag goal", "A: file goal", "B: file goal"}
+	if !reflect.DeepEqual(prompts, want) {
+		t.Errorf("prompts %q, want %q", prompts, want)
+	}
+	if g.Nodes[1].Attrs["prompt"] != "A: $goal" {
+		t.Errorf("Run changed the caller's graph: %q", g.Nodes[1].Attrs["prompt"])
+	}
+}
+
+// The wall-time budget ends a stage in progress (a gate no one answers):
+// the run stops resumably at that stage.
+func TestWallTimeEndsAStage(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; gate [shape=hexagon]; done [shape=Msquare]; start -> gate; gate -> done [label="ok"] }`
+	r := &Runner{Interviewer: NewQueueInterviewer(), Limits: Limits{MaxWallTime: 100 * time.Millisecond}}
+	start := time.Now()
+	res := runGraph(t, r, src)
+	if res.State != RunBudget || res.NextNode != "gate" || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %s next %q after %s: %s", res.State, res.NextNode, time.Since(start), res.FailureReason)
+	}
+}
+
+// A node's timeout on a gate takes its default choice, as human.timeout does.
+func TestHumanGateNodeTimeout(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; gate [shape=hexagon, timeout="20ms", human.default_choice="go"]; done [shape=Msquare]; start -> gate; gate -> done [label="go"] }`
+	res := runGraph(t, &Runner{Interviewer: NewQueueInterviewer()}, src)
+	if res.State != RunSuccess {
+		t.Fatalf("got %s: %s", res.State, res.FailureReason)
+	}
+}
+
+// A failed parallel stage routes as any FAIL does: not on to its fan-in.
+func TestParallelFailDoesNotJump(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; fan [shape=component]
+	  a [shape=parallelogram, tool=fail, tool_input="{\"id\": \"a\"}"]; join [shape=tripleoctagon]; done [shape=Msquare]
+	  start -> fan -> a -> join -> done }`
+	res := runGraph(t, &Runner{Tools: &fakeTools{}}, src)
+	if res.State != RunFail || res.FailedNode != "fan" {
+		t.Fatalf("got %s at %s, path %v", res.State, res.FailedNode, res.Path)
+	}
+}
+
+// A manager stage that was interrupted inside its child resumes the
+// child's cycle instead of starting it again.
+func TestManagerLoopResumes(t *testing.T) {
+	dir := t.TempDir()
+	child := `digraph child { start [shape=Mdiamond]; work; more; done [shape=Msquare]; start -> work -> more -> done }`
+	if err := os.WriteFile(filepath.Join(dir, "child.dot"), []byte(child), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot"]; done [shape=Msquare]; start -> boss -> done }`
+	path := filepath.Join(dir, "p.dot")
+	if err := os.WriteFile(path, []byte(parent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, h, _ := scriptedRunner(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.hook = func(node string) {
+		if node == "more" {
+			cancel()
+		}
+	}
+	run := filepath.Join(dir, "run")
+	res, err := r.Run(ctx, mustParse(t, parent), RunConfig{RunDir: run, Source: []byte(parent), DotFile: path})
+	if err != nil || res.State != RunCanceled {
+		t.Fatalf("%v %+v", err, res)
+	}
+	h.hook = nil
+	// Resumed from the run directory's copy, as morph pipeline run --resume does.
+	res, err = r.Resume(context.Background(), mustParse(t, parent), RunConfig{RunDir: run, Source: []byte(parent), DotFile: filepath.Join(run, SourceFile)})
+	if err != nil || res.State != RunSuccess {
+		t.Fatalf("resume: %v %+v", err, res)
+	}
+	if h.calls["work"] != 1 || h.calls["more"] != 2 {
+		t.Errorf("calls %v: the child's cycle started over", h.calls)
+	}
+}
+
+func TestReadDOTFileRefusesNonRegular(t *testing.T) {
+	if _, _, err := ReadDOTFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("err %v", err)
+	}
+}

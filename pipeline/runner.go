@@ -100,6 +100,10 @@ type Runner struct {
 	// Clock and Rand (a number in [0,1) for backoff jitter) are for tests.
 	Clock Clock
 	Rand  func() float64
+	// Rules and Transforms are the host's own validation rules and graph
+	// transforms, after the default ones (see Prepare).
+	Rules      []Rule
+	Transforms []Transform
 
 	depth int // of a manager loop's child runner: its parent's plus one
 }
@@ -142,8 +146,12 @@ type run struct {
 	started time.Time
 	prior   time.Duration // elapsed before this process (resumes)
 
-	// mu guards nodes and the checkpoint's counters that parallel
-	// branches update.
+	// baseDir is where the pipeline file was: child pipelines' paths are
+	// relative to it.
+	baseDir string
+
+	// mu guards nodes (the checkpoint's) and the checkpoint's counters that
+	// parallel branches update.
 	mu    sync.Mutex
 	nodes map[string]*NodeResult
 }
@@ -194,4 +202,12 @@ type Result struct {
 	NextNode string `json:"next_node,omitempty"`
 	// Context is the run's final context.
 	Context map[string]any `json:"-"`
+}
+
+// usedTokens is what the run has spent so far (stages of parallel branches
+// in progress not yet counted).
+func (x *run) usedTokens() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.cp.Usage.TotalTokens
 }

@@ -33,8 +33,9 @@ func shellEnv(x *Execution, pctx *Context) []string {
 	return env
 }
 
-// runShell runs cmd with sh -c until ctx ends, in its own process group so
-// that the timeout ends its children too, keeping at most max bytes of its
+// runShell runs cmd with sh -c until ctx ends, in its own process group,
+// which is killed when the command ends or times out (children it left in
+// the background included), keeping at most max bytes of its
 // output (standard output and error, interleaved); the rest is read and
 // dropped so the command never blocks on a full pipe.
 func runShell(ctx context.Context, cmd string, max int, env []string) (string, error) {
@@ -48,6 +49,10 @@ func runShell(ctx context.Context, cmd string, max int, env []string) (string, e
 	// stage: Wait gives up on them after this.
 	c.WaitDelay = time.Second
 	err := c.Run()
+	killGroup(c) // the command is over: so is whatever it started
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // a background child held the output open: the command itself ended well
+	}
 	text := out.String()
 	if err != nil {
 		var ee *exec.ExitError

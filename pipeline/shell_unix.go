@@ -11,5 +11,14 @@ import (
 // context's cancellation kill the whole group.
 func setProcessGroup(c *exec.Cmd) {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.Cancel = func() error { return killGroup(c) }
+}
+
+// killGroup kills c's process group: what the command left running in the
+// background ends with it.
+func killGroup(c *exec.Cmd) error {
+	if c.Process == nil {
+		return nil
+	}
+	return syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 }

@@ -33,7 +33,9 @@ func DefaultTransforms() []Transform {
 }
 
 // ApplyTransforms runs the built-in transforms on g. Call it once, after
-// parsing and before Validate.
+// parsing and before Validate, and run the graph only when Validate finds
+// no error: a model_stylesheet that does not parse is not an error here
+// but skipped, and reported by Validate (rule stylesheet_syntax).
 func ApplyTransforms(g *Graph) error { return ApplyTransformsWith(g) }
 
 // ApplyTransformsWith runs the built-in transforms, then extra, in order,
@@ -89,7 +91,12 @@ func (goalTransform) Apply(g *Graph) error {
 	return nil
 }
 
-// stylesheetTransform applies the graph's model_stylesheet.
+// stylesheetTransform applies the graph's model_stylesheet. A stylesheet
+// that does not parse is skipped, none of it applied, and no error
+// returned: validation's stylesheet_syntax rule reports it as an ERROR, in
+// the diagnostics with everything else wrong with the graph (so that
+// `morph pipeline validate --json` lists it), and the runner refuses the
+// graph as it refuses any ERROR.
 type stylesheetTransform struct{}
 
 func (stylesheetTransform) Name() string { return "stylesheet" }
@@ -101,7 +108,7 @@ func (stylesheetTransform) Apply(g *Graph) error {
 	}
 	s, err := ParseStylesheet(src)
 	if err != nil {
-		return fmt.Errorf("graph attribute model_stylesheet: %w", err)
+		return nil // stylesheet_syntax reports it
 	}
 	s.Apply(g)
 	return nil

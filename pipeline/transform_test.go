@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -191,17 +192,57 @@ func TestStylesheetApplyNilAttrs(t *testing.T) {
 	}
 }
 
+// A stylesheet that does not parse is skipped by the transform (nothing of
+// it applied, no error) and reported by validation as an ERROR, so that it
+// is listed with the other diagnostics and still refuses the run.
 func TestApplyTransformsStylesheetError(t *testing.T) {
-	g := vGraph(map[string]string{"model_stylesheet": "*\n{ temperature: 1 }"}, vNode("a"))
-	err := ApplyTransforms(g)
-	want := `test.dot: stylesheet transform: graph attribute model_stylesheet: line 2, column 3: unknown property "temperature"`
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("got %v, want %q", err, want)
+	g := vGraph(map[string]string{"model_stylesheet": "* { llm_model: m }\n*\n{ temperature: 1 }"}, vNode("a"))
+	if err := ApplyTransforms(g); err != nil {
+		t.Fatalf("ApplyTransforms: %v, want the sheet skipped", err)
 	}
-	// Validation reports the same problem.
-	ds := withRule(Validate(g, ValidateOptions{}), RuleStylesheetSyntax)
-	if len(ds) != 1 || !strings.Contains(ds[0].Message, "line 2, column 3") {
-		t.Errorf("stylesheet_syntax: %+v", ds)
+	if m, ok := g.Node("a").Attrs["llm_model"]; ok {
+		t.Errorf("llm_model=%q: a rule of a stylesheet that does not parse was applied", m)
+	}
+	ds := Validate(g, ValidateOptions{})
+	got := withRule(ds, RuleStylesheetSyntax)
+	want := `graph attribute model_stylesheet: line 3, column 3: unknown property "temperature"`
+	if len(got) != 1 || got[0].Severity != SeverityError || !strings.HasPrefix(got[0].Message, want) {
+		t.Fatalf("stylesheet_syntax: %+v, want one error starting %q", got, want)
+	}
+	if !HasErrors(ds) {
+		t.Error("HasErrors is false: the runner would run the graph")
+	}
+}
+
+// The same from DOT source: validate lists the stylesheet error among the
+// others instead of stopping at it, and the runner refuses the graph.
+func TestStylesheetErrorRefusesRun(t *testing.T) {
+	src := `digraph p {
+  model_stylesheet = "* { modle: x }"
+  start [shape=Mdiamond]
+  work  [prompt="do it"]
+  done  [shape=Msquare]
+  start -> work -> done
+  work -> start [condition="outcome=fail"]
+}`
+	g, err := ParseDOTNamed("p.dot", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diags, err := (&Runner{}).Prepare(g)
+	var verr *ValidationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("Prepare: %v, want a *ValidationError", err)
+	}
+	var rules []string
+	for _, d := range diags {
+		rules = append(rules, d.Rule)
+	}
+	if !slices.Contains(rules, RuleStylesheetSyntax) || !slices.Contains(rules, RuleStartNoIncoming) {
+		t.Errorf("rules %q, want stylesheet_syntax and start_no_incoming", rules)
+	}
+	if !strings.Contains(err.Error(), `p.dot: stylesheet_syntax: graph attribute model_stylesheet: line 1, column 5: unknown property "modle"`) {
+		t.Errorf("error %q", err)
 	}
 }
 

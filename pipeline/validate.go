@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/morphhost/morph/internal/suggest"
 )
 
 // Severity is how much a diagnostic matters: an error refuses the run, a
@@ -90,11 +92,15 @@ const (
 	RuleToolKnown        = "tool_known"
 	RuleHandlerPlugin    = "handler_plugin"
 	RuleParallelFanIn    = "parallel_fan_in"
+	RuleUnknownAttribute = "unknown_attribute"
+	RuleUnknownShape     = "unknown_shape"
+	RuleHumanDefault     = "human_default_choice"
 )
 
 // DefaultRules returns the built-in rules: the attractor specification's
 // and morph's own (attr_value, shell_disabled, tool_node_config,
-// tool_known, handler_plugin, parallel_fan_in). Each is linear in the
+// tool_known, handler_plugin, parallel_fan_in, unknown_attribute,
+// unknown_shape, human_default_choice). Each is linear in the
 // graph's size (parallel_fan_in once per 64 fan-in nodes), so validating
 // a large generated graph stays fast.
 func DefaultRules() []Rule {
@@ -118,6 +124,9 @@ func DefaultRules() []Rule {
 		RuleFunc{RuleToolKnown, checkToolKnown},
 		RuleFunc{RuleHandlerPlugin, checkHandlerPlugin},
 		RuleFunc{RuleParallelFanIn, checkParallelFanIn},
+		RuleFunc{RuleUnknownAttribute, checkUnknownAttributes},
+		RuleFunc{RuleUnknownShape, checkUnknownShapes},
+		RuleFunc{RuleHumanDefault, checkHumanDefaultChoice},
 	}
 }
 
@@ -423,6 +432,11 @@ func checkConditionSyntax(g *Graph, _ ValidateOptions) []Diagnostic {
 	return out
 }
 
+// checkStylesheetSyntax reports a model_stylesheet that does not parse.
+// The stylesheet transform skips such a sheet (it applies none of it), so
+// this error is what tells of it, and what refuses the run. The parser
+// keeps no line for graph attributes, so the diagnostic has none; the
+// message gives the line and column inside the stylesheet.
 func checkStylesheetSyntax(g *Graph, _ ValidateOptions) []Diagnostic {
 	src := g.Attrs["model_stylesheet"]
 	if strings.TrimSpace(src) == "" {
@@ -431,7 +445,7 @@ func checkStylesheetSyntax(g *Graph, _ ValidateOptions) []Diagnostic {
 	if _, err := ParseStylesheet(src); err != nil {
 		return []Diagnostic{graphDiag(RuleStylesheetSyntax, SeverityError,
 			`write rules selector { llm_model: NAME; llm_provider: NAME; reasoning_effort: low|medium|high } with selector *, a shape, .class or #id`,
-			"graph attribute model_stylesheet: %v", err)}
+			"graph attribute model_stylesheet: %v (none of the stylesheet was applied)", err)}
 	}
 	return nil
 }
@@ -449,6 +463,9 @@ func checkTypeKnown(g *Graph, opts ValidateOptions) []Diagnostic {
 	for _, t := range known {
 		set[t] = true
 	}
+	// The fix lists the types to write; wasm:<plugin> types of a runner's
+	// registry are summed up by the last clause.
+	names := slices.DeleteFunc(slices.Clone(known), func(t string) bool { return strings.HasPrefix(t, TypeWasmPrefix) })
 	var out []Diagnostic
 	for _, n := range g.Nodes {
 		t := n.Type()
@@ -456,7 +473,7 @@ func checkTypeKnown(g *Graph, opts ValidateOptions) []Diagnostic {
 			continue
 		}
 		out = append(out, nodeDiag(RuleTypeKnown, SeverityWarning, n,
-			fmt.Sprintf("use one of the handler types %s, or wasm:<plugin> for a WebAssembly stage handler", strings.Join(known, ", ")),
+			fmt.Sprintf("use one of the handler types %s, or wasm:<plugin> for a WebAssembly stage handler", strings.Join(names, ", ")),
 			"node %s has type %q, which no handler runs", n.ID, t))
 	}
 	return out
@@ -591,40 +608,158 @@ func enumAttr(values ...string) func(attrs map[string]string, key, who string) e
 	}
 }
 
-var (
-	countCheck    = attrCheck{countAttr, "write a whole number, 0 or more"}
-	boolCheck     = attrCheck{boolAttrCheck, "write true or false"}
-	durationCheck = attrCheck{durationAttr, "write a duration such as 250ms, 30s, 5m, 2h or 1d"}
+// attrScope is where an attribute means something: on the graph, on a
+// node, on an edge, or a combination.
+type attrScope uint8
+
+const (
+	onGraph attrScope = 1 << iota
+	onNode
+	onEdge
+	anywhere = onGraph | onNode | onEdge
 )
 
-// typedAttrs are the attributes with a type, wherever they are set (graph,
-// node or edge); a value that does not parse would otherwise be ignored
-// at run time and the run would differ from what the file says.
-var typedAttrs = map[string]attrCheck{
-	"max_retries":         countCheck,
-	"default_max_retries": countCheck,
-	"default_max_retry":   countCheck,
-	"max_node_visits":     countCheck,
-	"max_turns":           countCheck,
-	"max_parallel":        countCheck,
-	"manager.max_cycles":  countCheck,
-	"weight":              {intAttrCheck, "write a whole number; the higher weight wins"},
-	"goal_gate":           boolCheck,
-	"auto_status":         boolCheck,
-	"allow_partial":       boolCheck,
-	"loop_restart":        boolCheck,
-	"timeout":             durationCheck,
-	"human.timeout":       durationCheck,
-	"join_policy":         {enumAttr("wait_all", "first_success"), "use wait_all or first_success"},
-	"reasoning_effort":    {enumAttr(reasoningEfforts...), "use low, medium or high"},
+// String names the scope as a message says it ("a node attribute").
+func (s attrScope) String() string {
+	var names []string
+	for _, x := range []struct {
+		bit  attrScope
+		name string
+	}{{onGraph, "graph"}, {onNode, "node"}, {onEdge, "edge"}} {
+		if s&x.bit != 0 {
+			names = append(names, x.name)
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
+// an is the scope with its article: "a node", "an edge".
+func (s attrScope) an() string {
+	if name := s.String(); strings.HasPrefix(name, "edge") {
+		return "an " + name
+	}
+	return "a " + s.String()
+}
+
+// attrSpec is a known attribute: where it applies and, when it has a
+// type, how attr_value checks its value (nil: any text).
+type attrSpec struct {
+	scope attrScope
+	value *attrCheck
+}
+
+var (
+	countCheck    = &attrCheck{countAttr, "write a whole number, 0 or more"}
+	boolCheck     = &attrCheck{boolAttrCheck, "write true or false"}
+	durationCheck = &attrCheck{durationAttr, "write a duration such as 250ms, 30s, 5m, 2h or 1d"}
+	// gv is a Graphviz presentation attribute: render reads it, the run
+	// does not; it may be set anywhere.
+	gv = attrSpec{scope: anywhere}
+)
+
+// knownAttrs is every attribute a pipeline may set: the reference in the
+// package documentation (doc.go) and the Graphviz presentation attributes
+// people put in pipelines. It drives two rules: unknown_attribute warns
+// about a key that is not here (or is here for another scope), and
+// attr_value checks the value of every key with a type, wherever it is
+// set, since a value that does not parse would otherwise be ignored at run
+// time and the run would differ from what the file says. A WebAssembly
+// stage handler's own attributes are its plugin's business and are not
+// listed (unknown_attribute skips its nodes).
+var knownAttrs = map[string]attrSpec{
+	// Graph attributes.
+	"goal":                  {scope: onGraph},
+	"model_stylesheet":      {scope: onGraph},
+	"default_max_retries":   {onGraph, countCheck},
+	"default_max_retry":     {onGraph, countCheck}, // attractor's old name; the parser renames it
+	"default_fidelity":      {scope: onGraph},
+	"max_node_visits":       {onGraph | onNode, countCheck},
+	"retry_target":          {scope: onGraph | onNode},
+	"fallback_retry_target": {scope: onGraph | onNode},
+
+	// Every node; label and class are Graphviz's too.
+	"label":         {scope: anywhere},
+	"class":         {scope: anywhere},
+	"shape":         {scope: onNode},
+	"type":          {scope: onNode},
+	"handler":       {scope: onNode},
+	"max_retries":   {onNode, countCheck},
+	"allow_partial": {onNode, boolCheck},
+	"timeout":       {onNode, durationCheck},
+	"goal_gate":     {onNode, boolCheck},
+
+	// Agent stages.
+	"prompt":           {scope: onNode},
+	"llm_model":        {scope: onNode},
+	"llm_provider":     {scope: onNode},
+	"base_url":         {scope: onNode},
+	"reasoning_effort": {onNode, &attrCheck{enumAttr(reasoningEfforts...), "use low, medium or high"}},
+	"max_turns":        {onNode, countCheck},
+	"system_prompt":    {scope: onNode},
+	"fidelity":         {scope: onNode | onEdge},
+	"thread_id":        {scope: onNode | onEdge},
+	"auto_status":      {onNode, boolCheck},
+	"workdir":          {scope: onNode},
+
+	// Other handlers.
+	"human.default_choice":   {scope: onNode},
+	"human.timeout":          {onNode, durationCheck},
+	"tool":                   {scope: onNode},
+	"tool_input":             {scope: onNode},
+	"tool_command":           {scope: onNode},
+	"join_policy":            {onNode, &attrCheck{enumAttr("wait_all", "first_success"), "use wait_all or first_success"}},
+	"max_parallel":           {onNode, countCheck},
+	"stack.child_dotfile":    {scope: onNode},
+	"manager.max_cycles":     {onNode, countCheck},
+	"manager.stop_condition": {scope: onNode},
+	"manager.goal":           {scope: onNode},
+
+	// Edges.
+	"condition":    {scope: onEdge},
+	"weight":       {onEdge, &attrCheck{intAttrCheck, "write a whole number; the higher weight wins"}},
+	"loop_restart": {onEdge, boolCheck}, // attractor's; read by no handler yet
+
+	// Graphviz presentation.
+	"color": gv, "fillcolor": gv, "style": gv, "fontname": gv, "fontsize": gv, "fontcolor": gv,
+	"penwidth": gv, "tooltip": gv, "width": gv, "height": gv, "xlabel": gv, "rankdir": gv, "rank": gv,
+	"splines": gv, "nodesep": gv, "ranksep": gv, "bgcolor": gv, "margin": gv, "pad": gv,
+	"arrowhead": gv, "arrowtail": gv, "arrowsize": gv, "dir": gv, "constraint": gv, "minlen": gv,
+	"headlabel": gv, "taillabel": gv, "labelfontcolor": gv, "labelfontsize": gv, "labelfontname": gv,
+	"labelloc": gv, "labeljust": gv, "lhead": gv, "ltail": gv, "id": gv, "comment": gv, "URL": gv,
+	"href": gv, "target": gv, "group": gv, "ordering": gv, "concentrate": gv, "compound": gv,
+	"newrank": gv, "fixedsize": gv, "peripheries": gv, "sides": gv, "regular": gv, "orientation": gv,
+	"size": gv, "ratio": gv, "dpi": gv, "layout": gv, "colorscheme": gv, "gradientangle": gv,
 }
 
 // reasoningEfforts are the efforts models take; the stylesheet checks them
 // too.
 var reasoningEfforts = []string{"low", "medium", "high"}
 
-// typedAttrKeys are typedAttrs' keys in order, for a stable report.
-var typedAttrKeys = sortedKeys(typedAttrs)
+// typedAttrKeys are the keys of knownAttrs with a value check, in order,
+// for a stable report.
+var typedAttrKeys = func() []string {
+	var keys []string
+	for _, k := range sortedKeys(knownAttrs) {
+		if knownAttrs[k].value != nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}()
+
+// knownAttrNames are, per scope (onGraph, onNode, onEdge), the names of
+// knownAttrs valid there, sorted: the candidates of a "did you mean".
+var knownAttrNames = func() map[attrScope][]string {
+	m := map[attrScope][]string{}
+	for _, k := range sortedKeys(knownAttrs) {
+		for _, s := range []attrScope{onGraph, onNode, onEdge} {
+			if knownAttrs[k].scope&s != 0 {
+				m[s] = append(m[s], k)
+			}
+		}
+	}
+	return m
+}()
 
 func checkAttrValues(g *Graph, _ ValidateOptions) []Diagnostic {
 	var out []Diagnostic
@@ -633,7 +768,7 @@ func checkAttrValues(g *Graph, _ ValidateOptions) []Diagnostic {
 			if _, ok := attrs[key]; !ok {
 				continue
 			}
-			c := typedAttrs[key]
+			c := knownAttrs[key].value
 			if err := c.check(attrs, key, who); err != nil {
 				out = append(out, diag(c.fix, err.Error()))
 			}
@@ -732,6 +867,12 @@ func checkToolKnown(g *Graph, opts ValidateOptions) []Diagnostic {
 	return out
 }
 
+// checkHandlerPlugin checks the nodes run by a WebAssembly stage handler
+// (type wasm:<plugin>, or handler=<plugin>): that they name a plugin and,
+// when opts.Plugins is given, that it is installed. The runner looks its
+// handler up by the node's type exactly, so a name with spaces in it
+// ("wasm: verify") is an error of its own rather than trimmed here and
+// missed there.
 func checkHandlerPlugin(g *Graph, opts ValidateOptions) []Diagnostic {
 	var out []Diagnostic
 	for _, n := range g.Nodes {
@@ -739,16 +880,213 @@ func checkHandlerPlugin(g *Graph, opts ValidateOptions) []Diagnostic {
 		if !ok {
 			continue
 		}
-		switch plugin = strings.TrimSpace(plugin); {
-		case plugin == "":
+		switch trimmed := strings.TrimSpace(plugin); {
+		case trimmed == "":
 			out = append(out, nodeDiag(RuleHandlerPlugin, SeverityError, n,
 				fmt.Sprintf(`name the plugin: type="wasm:<plugin>" or handler="<plugin>" on %s`, n.ID),
 				"node %s asks for a WebAssembly stage handler but names no plugin", n.ID))
+		case trimmed != plugin:
+			out = append(out, nodeDiag(RuleHandlerPlugin, SeverityError, n,
+				fmt.Sprintf(`write type="wasm:%s" (or handler="%s") without spaces`, trimmed, trimmed),
+				"node %s: the plugin name %q has spaces around it, and no handler is registered under that name", n.ID, plugin))
 		case opts.Plugins != nil && !opts.Plugins(plugin):
 			out = append(out, nodeDiag(RuleHandlerPlugin, SeverityError, n,
 				fmt.Sprintf("install the plugin %q (one that provides a stage handler), or fix the name", plugin),
 				"node %s is run by the WebAssembly plugin %q, which is not installed", n.ID, plugin))
 		}
+	}
+	return out
+}
+
+// attrSuggestion is the known attribute of the scope nearest to a
+// mistyped key, or "" when none is plausibly meant (see suggest.MaxTypo).
+func attrSuggestion(key string, scope attrScope) string {
+	if c := suggest.Closest(key, knownAttrNames[scope], 1, suggest.MaxTypo); len(c) > 0 {
+		return c[0]
+	}
+	return ""
+}
+
+// checkUnknownAttributes warns about an attribute that nothing reads: a
+// key that is not in knownAttrs (a typo such as promt, max_retires or
+// llm_modle would otherwise pass silently and the stage run without it),
+// or one known only elsewhere (weight on a node, prompt on an edge). The
+// message suggests the nearest known name. The nodes of handlers whose
+// attributes are not morph's to know are skipped: a WebAssembly stage
+// handler's (wasm:<plugin>, handler=) and a host's own handler types.
+func checkUnknownAttributes(g *Graph, _ ValidateOptions) []Diagnostic {
+	var out []Diagnostic
+	// check reports each unknown key of attrs; who names the owner.
+	check := func(attrs map[string]string, scope attrScope, who string, diag func(fix, msg string) Diagnostic) {
+		var odd []string
+		for key := range attrs {
+			if spec, known := knownAttrs[key]; !known || spec.scope&scope == 0 {
+				odd = append(odd, key)
+			}
+		}
+		slices.Sort(odd) // a stable report
+		for _, key := range odd {
+			switch spec, known := knownAttrs[key]; {
+			case known:
+				out = append(out, diag(
+					fmt.Sprintf("set %s on %s, or remove it", key, spec.scope.an()),
+					fmt.Sprintf("%s: %s is %s attribute; on %s nothing reads it", who, key, spec.scope.an(), scope.an())))
+			default:
+				msg := fmt.Sprintf("%s: unknown attribute %q: nothing reads it", who, key)
+				fix := "remove it, or correct it to an attribute of the DOT reference (go doc github.com/morphhost/morph/pipeline)"
+				if s := attrSuggestion(key, scope); s != "" {
+					msg += fmt.Sprintf("; did you mean %s?", s)
+					fix = fmt.Sprintf("rename %s to %s", key, s)
+				}
+				out = append(out, diag(fix, msg))
+			}
+		}
+	}
+	check(g.Attrs, onGraph, "graph", func(fix, msg string) Diagnostic {
+		return graphDiag(RuleUnknownAttribute, SeverityWarning, fix, "%s", msg)
+	})
+	for _, n := range g.Nodes {
+		if !slices.Contains(builtinTypes, n.Type()) {
+			continue // a plugin's or a host's handler: its attributes are its own
+		}
+		check(n.Attrs, onNode, "node "+n.ID, func(fix, msg string) Diagnostic {
+			return nodeDiag(RuleUnknownAttribute, SeverityWarning, n, fix, "%s", msg)
+		})
+	}
+	for _, e := range g.Edges {
+		check(e.Attrs, onEdge, "edge "+e.String(), func(fix, msg string) Diagnostic {
+			return edgeDiag(RuleUnknownAttribute, SeverityWarning, e, fix, "%s", msg)
+		})
+	}
+	return out
+}
+
+// graphvizShapes are the node shapes Graphviz draws (its polygon shapes
+// and records); with shapeTypes' keys they are the shapes unknown_shape
+// accepts.
+var graphvizShapes = []string{
+	"box", "polygon", "ellipse", "oval", "circle", "point", "egg", "triangle", "plaintext", "plain",
+	"diamond", "trapezium", "parallelogram", "house", "pentagon", "hexagon", "septagon", "octagon",
+	"doublecircle", "doubleoctagon", "tripleoctagon", "invtriangle", "invtrapezium", "invhouse",
+	"Mdiamond", "Msquare", "Mcircle", "rect", "rectangle", "square", "star", "none", "underline",
+	"cylinder", "note", "tab", "folder", "box3d", "component", "promoter", "cds", "terminator", "utr",
+	"primersite", "restrictionsite", "fivepoverhang", "threepoverhang", "noverhang", "assembly",
+	"signature", "insulator", "ribosite", "rnastab", "proteasesite", "proteinstab", "rpromoter",
+	"rarrow", "larrow", "lpromoter", "record", "Mrecord",
+}
+
+// knownShapes is graphvizShapes and shapeTypes' keys, sorted, and
+// handlerShapes names the shapes that pick a handler, for the fix.
+var (
+	knownShapes = func() []string {
+		s := slices.Concat(graphvizShapes, sortedKeys(shapeTypes))
+		slices.Sort(s)
+		return slices.Compact(s)
+	}()
+	handlerShapes = func() string {
+		var parts []string
+		for _, shape := range sortedKeys(shapeTypes) {
+			parts = append(parts, fmt.Sprintf("%s (%s)", shape, shapeTypes[shape]))
+		}
+		return strings.Join(parts, ", ")
+	}()
+)
+
+// checkUnknownShapes warns about a shape that is neither a handler's nor
+// Graphviz's: shape=diamnd would otherwise run as an agent stage without
+// a word (any shape without a handler is codergen) and fail to render.
+// Shapes compare exactly, as both the runner and Graphviz do, so
+// mdiamond is reported too (did you mean Mdiamond?).
+func checkUnknownShapes(g *Graph, _ ValidateOptions) []Diagnostic {
+	var out []Diagnostic
+	for _, n := range g.Nodes {
+		shape := n.Shape()
+		if _, ok := slices.BinarySearch(knownShapes, shape); ok {
+			continue
+		}
+		explicit := strings.TrimSpace(n.Attrs["type"]) != "" || strings.TrimSpace(n.Attrs["handler"]) != ""
+		msg := fmt.Sprintf("node %s: shape %q is not a Graphviz shape", n.ID, shape)
+		if !explicit {
+			msg += ", so the node runs as a codergen (agent) stage"
+		}
+		fix := "use a handler's shape: " + handlerShapes
+		if explicit {
+			fix = "use a Graphviz shape such as box, ellipse or note (the node's type picks its handler)"
+		}
+		if c := suggest.Closest(shape, knownShapes, 1, suggest.MaxTypo); len(c) > 0 {
+			msg += fmt.Sprintf("; did you mean %s?", c[0])
+			fix = "write shape=" + c[0]
+			if t, ok := shapeTypes[c[0]]; ok {
+				fix += fmt.Sprintf(" (a %s node)", t)
+			}
+		}
+		out = append(out, nodeDiag(RuleUnknownShape, SeverityWarning, n, fix, "%s", msg))
+	}
+	return out
+}
+
+// humanChoices are the choices a human gate offers, as HumanHandler builds
+// them: one per outgoing edge in source order, its label (else the
+// target's id), the label's accelerator key, and the target.
+func humanChoices(out []*Edge) []Choice {
+	choices := make([]Choice, 0, len(out))
+	for _, e := range out {
+		label := e.Label()
+		if label == "" {
+			label = e.To
+		}
+		key, _ := Accelerator(label)
+		choices = append(choices, Choice{Key: key, Label: label, To: e.To})
+	}
+	return choices
+}
+
+// checkHumanDefaultChoice checks that a human gate's human.default_choice
+// names one of its choices, matched as the gate matches an answer
+// (matchChoice: the accelerator key, the normalised label, or the target
+// id). A default that names none would pass validation and fail the gate
+// at the first timeout, so it is an error.
+func checkHumanDefaultChoice(g *Graph, _ ValidateOptions) []Diagnostic {
+	var gates []*Node
+	for _, n := range g.Nodes {
+		if n.Attrs["human.default_choice"] != "" && n.Type() == TypeHuman {
+			gates = append(gates, n)
+		}
+	}
+	if len(gates) == 0 {
+		return nil
+	}
+	outgoing := make(map[string][]*Edge, len(gates))
+	for _, n := range gates {
+		outgoing[n.ID] = nil
+	}
+	for _, e := range g.Edges {
+		if _, ok := outgoing[e.From]; ok {
+			outgoing[e.From] = append(outgoing[e.From], e)
+		}
+	}
+	var out []Diagnostic
+	for _, n := range gates {
+		def := n.Attrs["human.default_choice"]
+		choices := humanChoices(outgoing[n.ID])
+		if _, ok := matchChoice(choices, def); ok {
+			continue
+		}
+		if len(choices) == 0 {
+			out = append(out, nodeDiag(RuleHumanDefault, SeverityError, n,
+				fmt.Sprintf("add an edge from %s for each choice, with the choice as its label", n.ID),
+				"human gate %s: human.default_choice=%q names no choice: the gate has no outgoing edges", n.ID, def))
+			continue
+		}
+		var names []string
+		for _, c := range choices {
+			names = append(names, fmt.Sprintf("%q (key %s, to %s)", c.Label, c.Key, c.To))
+		}
+		c := choices[0]
+		out = append(out, nodeDiag(RuleHumanDefault, SeverityError, n,
+			fmt.Sprintf("set human.default_choice to a choice's key, label or target: e.g. %q, %q or %q", c.Key, c.Label, c.To),
+			"human gate %s: human.default_choice=%q names none of its choices %s; on a timeout the gate would fail",
+			n.ID, def, strings.Join(names, ", ")))
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -252,6 +253,61 @@ func TestValidateRules(t *testing.T) {
 				vEdge("a", "c"), vEdge("c", "a", "condition", "outcome=retry"), vEdge("c", "join"),
 				vEdge("b", "join"), vEdge("join", "exit")),
 		},
+		{
+			name: "plugin name with spaces", rule: RuleHandlerPlugin, sev: SeverityError,
+			bad:  okGraph(vNode("w", "type", "wasm: verify"), vEdge("work", "w"), vEdge("w", "exit")),
+			opts: ValidateOptions{Plugins: knows("verify")},
+			want: fires{count: 1, node: "w", msg: `the plugin name " verify" has spaces around it`},
+			good: okGraph(vNode("w", "type", " wasm:verify "), vEdge("work", "w"), vEdge("w", "exit")),
+			gopt: ValidateOptions{Plugins: knows("verify")},
+		},
+		{
+			name: "unknown attributes", rule: RuleUnknownAttribute, sev: SeverityWarning,
+			bad: okGraphWith(map[string]string{"goal": "ship", "defualt_fidelity": "compact"},
+				vNode("w2", "promt", "x", "max_retires", "2", "llm_modle", "m", "label", "W"),
+				vEdge("work", "w2", "prompt", "p"), vEdge("w2", "exit", "weigth", "1")),
+			want: fires{count: 6, msg: `graph: unknown attribute "defualt_fidelity": nothing reads it; did you mean default_fidelity?`},
+			good: okGraphWith(map[string]string{"goal": "ship", "rankdir": "LR", "bgcolor": "white", "label": "P", "max_node_visits": "3"},
+				vNode("w2", "label", "W", "color", "red", "style", "filled", "fillcolor", "grey", "class", "a b", "fontname", "Inter"),
+				vNode("v", "type", "wasm:verify", "check", "implement.output", "marker", "tests pass", "fail_label", "fix", "pass_label", "ok"),
+				vNode("h", "handler", "lint", "strictness", "high"),
+				vNode("host", "type", "deploy", "env", "prod"),
+				vEdge("work", "w2", "label", "go", "weight", "2", "color", "blue", "penwidth", "2"), vEdge("w2", "v"),
+				vEdge("v", "h", "condition", "outcome=success", "fidelity", "full", "thread_id", "t"), vEdge("h", "host"), vEdge("host", "exit")),
+			gopt: ValidateOptions{KnownTypes: append(slices.Clone(builtinTypes), "deploy")},
+		},
+		{
+			name: "unknown shapes", rule: RuleUnknownShape, sev: SeverityWarning,
+			bad: okGraph(vNode("d", "shape", "diamnd", "prompt", "x"), vNode("m", "shape", "mdiamond", "prompt", "y"),
+				vNode("t", "shape", "blob", "type", "tool", "tool", "grep"),
+				vEdge("work", "d"), vEdge("d", "m"), vEdge("m", "t"), vEdge("t", "exit")),
+			want: fires{count: 3, node: "d", msg: `node d: shape "diamnd" is not a Graphviz shape, so the node runs as a codergen (agent) stage; did you mean diamond?`},
+			good: okGraph(vNode("o", "shape", "ellipse", "prompt", "x"), vNode("r", "shape", "Mrecord", "prompt", "y"),
+				vNode("c", "shape", "cylinder", "type", "tool", "tool", "grep"), vNode("g", "shape", "hexagon"),
+				vEdge("work", "o"), vEdge("o", "r"), vEdge("r", "c"), vEdge("c", "g"), vEdge("g", "exit")),
+		},
+		{
+			name: "human default choice", rule: RuleHumanDefault, sev: SeverityError,
+			bad: okGraph(
+				vNode("gate", "shape", "hexagon", "human.default_choice", "[A] Aprove"),
+				vNode("lonely", "type", "wait.human", "human.default_choice", "yes"),
+				vNode("fix", "prompt", "fix"),
+				vEdge("work", "gate"), vEdge("gate", "exit", "label", "[A] Approve"), vEdge("gate", "fix", "label", "[R] Revise"),
+				vEdge("fix", "lonely")),
+			want: fires{count: 2, node: "gate", msg: `human gate gate: human.default_choice="[A] Aprove" names none of its choices "[A] Approve" (key A, to exit), "[R] Revise" (key R, to fix)`},
+			good: okGraph(
+				vNode("byKey", "shape", "hexagon", "human.default_choice", "a"),
+				vNode("byLabel", "shape", "hexagon", "human.default_choice", " APPROVE "),
+				vNode("byFull", "shape", "hexagon", "human.default_choice", "[A] Approve"),
+				vNode("byTarget", "shape", "hexagon", "human.default_choice", "fix"),
+				vNode("byBare", "shape", "hexagon", "human.default_choice", "exit"),
+				vNode("notAGate", "prompt", "p", "human.default_choice", "nothing"),
+				vNode("fix", "prompt", "fix"),
+				vEdge("work", "byKey"), vEdge("byKey", "byLabel", "label", "[A] Approve"), vEdge("byKey", "fix", "label", "[R] Revise"),
+				vEdge("byLabel", "byFull", "label", "A) Approve"), vEdge("byFull", "byTarget", "label", "[A] Approve"),
+				vEdge("byTarget", "fix", "label", "Y - Yes"), vEdge("byTarget", "notAGate", "label", "No"),
+				vEdge("fix", "byBare"), vEdge("notAGate", "byBare"), vEdge("byBare", "exit")),
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -424,7 +480,8 @@ func TestDefaultRulesNames(t *testing.T) {
 	want := []string{"start_node", "terminal_node", "reachability", "edge_target_exists", "start_no_incoming",
 		"exit_no_outgoing", "condition_syntax", "stylesheet_syntax", "type_known", "fidelity_valid",
 		"retry_target_exists", "goal_gate_has_retry", "prompt_on_llm_nodes", "attr_value", "shell_disabled",
-		"tool_node_config", "tool_known", "handler_plugin", "parallel_fan_in"}
+		"tool_node_config", "tool_known", "handler_plugin", "parallel_fan_in", "unknown_attribute", "unknown_shape",
+		"human_default_choice"}
 	if !slices.Equal(names, want) {
 		t.Errorf("got %q", names)
 	}
@@ -523,5 +580,147 @@ func TestValidateToolInputMessage(t *testing.T) {
 	ds := withRule(Validate(g, ValidateOptions{}), RuleToolNodeConfig)
 	if len(ds) != 1 || !strings.HasPrefix(ds[0].Message, "node t: tool_input is not valid JSON at byte 7: invalid character '$'") {
 		t.Errorf("got %+v", ds)
+	}
+}
+
+// unknown_attribute names the owner and the key, suggests the nearest
+// known attribute of that scope, and says so when a key belongs elsewhere.
+func TestValidateUnknownAttributeMessages(t *testing.T) {
+	g := okGraphWith(map[string]string{"goal": "ship", "timeout": "5m"},
+		vNode("w2", "promt", "x", "max_retires", "2", "llm_modle", "m", "zzz_custom", "1", "condition", "outcome=success"),
+		vEdge("work", "w2", "prompt", "p"), vEdge("w2", "exit"))
+	type got struct{ msg, fix string }
+	var msgs []got
+	for _, d := range withRule(Validate(g, ValidateOptions{}), RuleUnknownAttribute) {
+		msgs = append(msgs, got{d.Message, d.Fix})
+	}
+	want := []got{
+		{"graph: timeout is a node attribute; on a graph nothing reads it", "set timeout on a node, or remove it"},
+		{"node w2: condition is an edge attribute; on a node nothing reads it", "set condition on an edge, or remove it"},
+		{`node w2: unknown attribute "llm_modle": nothing reads it; did you mean llm_model?`, "rename llm_modle to llm_model"},
+		{`node w2: unknown attribute "max_retires": nothing reads it; did you mean max_retries?`, "rename max_retires to max_retries"},
+		{`node w2: unknown attribute "promt": nothing reads it; did you mean prompt?`, "rename promt to prompt"},
+		{`node w2: unknown attribute "zzz_custom": nothing reads it`, "remove it, or correct it to an attribute of the DOT reference (go doc github.com/morphhost/morph/pipeline)"},
+		{"edge work -> w2: prompt is a node attribute; on an edge nothing reads it", "set prompt on a node, or remove it"},
+	}
+	if !slices.Equal(msgs, want) {
+		t.Errorf("got\n%q\nwant\n%q", msgs, want)
+	}
+}
+
+// unknown_shape suggests the nearest shape and the handler it picks, says
+// that a node without a type runs as codergen, and not when it has one.
+func TestValidateUnknownShapeMessages(t *testing.T) {
+	g := okGraph(vNode("m", "shape", "mdiamond", "prompt", "y"), vNode("t", "shape", "zigzag", "type", "tool", "tool", "grep"),
+		vEdge("work", "m"), vEdge("m", "t"), vEdge("t", "exit"))
+	ds := withRule(Validate(g, ValidateOptions{}), RuleUnknownShape)
+	if len(ds) != 2 {
+		t.Fatalf("got %+v", ds)
+	}
+	if want := `node m: shape "mdiamond" is not a Graphviz shape, so the node runs as a codergen (agent) stage; did you mean Mdiamond?`; ds[0].Message != want {
+		t.Errorf("message %q, want %q", ds[0].Message, want)
+	}
+	if want := "write shape=Mdiamond (a start node)"; ds[0].Fix != want {
+		t.Errorf("fix %q, want %q", ds[0].Fix, want)
+	}
+	if want := `node t: shape "zigzag" is not a Graphviz shape`; ds[1].Message != want {
+		t.Errorf("message %q, want %q", ds[1].Message, want)
+	}
+	if want := "use a Graphviz shape such as box, ellipse or note (the node's type picks its handler)"; ds[1].Fix != want {
+		t.Errorf("fix %q, want %q", ds[1].Fix, want)
+	}
+	g = okGraph(vNode("z", "shape", "zigzag", "prompt", "p"), vEdge("work", "z"), vEdge("z", "exit"))
+	if ds := withRule(Validate(g, ValidateOptions{}), RuleUnknownShape); len(ds) != 1 || !strings.Contains(ds[0].Fix, "hexagon (wait.human)") {
+		t.Errorf("without a type or a near shape, the fix lists the handler shapes: %+v", ds)
+	}
+}
+
+// Parsed from DOT, the new rules point at the lines of the nodes and
+// edges, and a typo'd attribute on a node default is reported on every
+// node it reaches.
+func TestValidateNewRulesFromDOT(t *testing.T) {
+	src := `digraph p {
+  start [shape=Mdiamond]
+  plan  [promt="Plan it"]
+  check [shape=diamnd, prompt="Check"]
+  gate  [shape=hexagon, human.default_choice="[A] Aprove"]
+  done  [shape=Msquare]
+  start -> plan -> check -> gate
+  gate -> done [label="[A] Approve", wieght=2]
+  gate -> plan [label="[R] Revise"]
+}`
+	g, err := ParseDOTNamed("p.dot", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplyTransforms(g); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range Validate(g, ValidateOptions{}) {
+		if d.Rule == RuleUnknownAttribute || d.Rule == RuleUnknownShape || d.Rule == RuleHumanDefault {
+			got = append(got, fmt.Sprintf("%s:%s:%d", d.Severity, d.Rule, d.Line))
+		}
+	}
+	want := []string{"error:human_default_choice:5", "warning:unknown_attribute:3", "warning:unknown_shape:4", "warning:unknown_attribute:8"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// Plugins and Tools as a runner passes them: Plugins is asked the plugin
+// name of type wasm:<name> and handler=<name> alike, Tools the tool's, and
+// type_known does not list a registry's wasm types as types to write.
+func TestValidatePluginsAndToolsGiven(t *testing.T) {
+	reg := DefaultHandlerRegistry()
+	reg.Register(HandlerFunc{Name: TypeWasmPrefix + "verify"})
+	var asked []string
+	opts := ValidateOptions{
+		KnownTypes: reg.Types(),
+		Plugins: func(name string) bool {
+			asked = append(asked, name)
+			return reg.Get(TypeWasmPrefix+name) != nil
+		},
+		Tools: knows("grep"),
+	}
+	g := okGraph(vNode("v1", "type", "wasm:verify"), vNode("v2", "handler", "verify"), vNode("v3", "handler", "lint"),
+		vNode("t", "shape", "parallelogram", "tool", " grep "), vNode("odd", "type", "frobnicate", "prompt", "p"),
+		vEdge("work", "v1"), vEdge("v1", "v2"), vEdge("v2", "v3"), vEdge("v3", "t"), vEdge("t", "odd"), vEdge("odd", "exit"))
+	ds := Validate(g, opts)
+	if !slices.Equal(asked, []string{"verify", "verify", "lint"}) {
+		t.Errorf("Plugins asked %q", asked)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.Rule+":"+d.NodeID)
+	}
+	if want := []string{"handler_plugin:v3", "type_known:odd"}; !slices.Equal(got, want) {
+		t.Errorf("diagnostics %q, want %q: %+v", got, want, ds)
+	}
+	if fix := withRule(ds, RuleTypeKnown)[0].Fix; strings.Contains(fix, "wasm:verify") || !strings.Contains(fix, "wait.human") {
+		t.Errorf("type_known fix %q", fix)
+	}
+}
+
+// The example pipelines use only known attributes and shapes, and their
+// gates' defaults name choices.
+func TestValidateExamplesHaveNoTypos(t *testing.T) {
+	files, err := filepath.Glob("../examples/pipelines/*.dot")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		g, err := ParseDOTFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ApplyTransforms(g); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range Validate(g, ValidateOptions{}) {
+			if d.Rule == RuleUnknownAttribute || d.Rule == RuleUnknownShape || d.Rule == RuleHumanDefault {
+				t.Errorf("%s: %+v", f, d)
+			}
+		}
 	}
 }

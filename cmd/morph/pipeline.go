@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -43,11 +42,7 @@ outcome. See the README's "Pipelines" section for the attributes.`,
 // readPipelineFile reads and parses a DOT file; its errors are usage
 // errors, naming the file and line.
 func readPipelineFile(path string) ([]byte, *pipeline.Graph, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, usageErrorf("%v", err)
-	}
-	g, err := pipeline.ParseDOTNamed(path, src)
+	src, g, err := pipeline.ReadDOTFile(path)
 	if err != nil {
 		return nil, nil, &exitError{exitUsage, err}
 	}
@@ -64,8 +59,9 @@ func newPipelineValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Check a pipeline and print its diagnostics",
 		Long: `Parse the pipeline, apply its transforms ($goal, the model stylesheet) and
 check it. Each diagnostic names its rule, the node or edge, the line and a
-fix. With --config, the config's [pipeline] allow_shell setting and its
-plugins are taken into account.
+fix. Without --config only the graph is checked; with it, what "morph
+pipeline run" checks before it runs: the config's tools, its plugins' stage
+handlers (type wasm:<plugin>) and [pipeline] allow_shell.
 
 Exit codes: 0 no errors (warnings may be printed), 2 an ERROR or a file
 that cannot be read or parsed.`,
@@ -75,25 +71,23 @@ that cannot be read or parsed.`,
 			if err != nil {
 				return err
 			}
-			opts := pipeline.ValidateOptions{}
+			// Without a config, the graph alone; with one, what "run" checks:
+			// the config's tools, plugins' stage handlers and allow_shell.
+			r := &pipeline.Runner{}
 			if cfgPath != "" {
-				cfg, err := config.Load(cfgPath)
+				logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+				_, opened, closer, err := openRunner(cmd.Context(), cfgPath, logger)
 				if err != nil {
-					return &exitError{exitUsage, err}
+					return err
 				}
-				opts.AllowShell = cfg.Pipeline.AllowShell
-				names := map[string]bool{}
-				for _, p := range cfg.Plugins {
-					names[p.Name] = true
-				}
-				if len(cfg.Discovery.Directories()) == 0 { // discovered plugins are known only once loaded
-					opts.Plugins = func(name string) bool { return names[name] }
-				}
+				defer closeRuntime(cmd.Context(), closer, defaultShutdownTimeout, false, stderr)
+				r = opened
 			}
-			if err := pipeline.ApplyTransforms(g); err != nil {
+			diags, err := r.Prepare(g)
+			var ve *pipeline.ValidationError
+			if err != nil && !errors.As(err, &ve) {
 				return &exitError{exitUsage, err}
 			}
-			diags := pipeline.Validate(g, opts)
 			if asJSON {
 				if diags == nil {
 					diags = []pipeline.Diagnostic{}
@@ -179,7 +173,7 @@ Exit codes: 0 the pipeline succeeded, 1 it failed, 2 a usage error, a bad
 config or a pipeline that does not validate, 3 it stopped (interrupted, or
 a budget spent) and can be resumed.`,
 		Example: `  morph pipeline run --config morph.toml examples/pipelines/plan-implement-verify.dot
-  morph pipeline run --resume runs/plan-implement-verify-20261124T101500Z-1a2b3c`,
+  morph pipeline run --resume runs/plan_implement_verify-20261124T101500.123Z`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && f.resume == "" {
@@ -213,6 +207,34 @@ a budget spent) and can be resumed.`,
 	return cmd
 }
 
+// openRunner loads the config and opens its engine (the model, tools and
+// plugins), and returns a Runner with what the config gives: the agent
+// backend and tools on that engine, the plugins' stage handlers, [pipeline]
+// allow_shell and limits. The closer releases the engines.
+func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.Config, *pipeline.Runner, multiCloser, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, nil, &exitError{exitUsage, err}
+	}
+	rt, err := cfg.Open(ctx, logger)
+	if err != nil {
+		code := exitRunFailed
+		if errors.Is(err, config.ErrConfig) {
+			code = exitUsage
+		}
+		return nil, nil, nil, &exitError{code, err}
+	}
+	endpoints := &endpointEngines{cfg: cfg, logger: logger}
+	backend := &pipeline.EngineBackend{Engine: rt.Engine, Options: cfg.RunOptions(), ForEndpoint: endpoints.get}
+	handlers := pipeline.DefaultHandlerRegistry()
+	for _, h := range rt.StageHandlers() {
+		handlers.Register(h)
+	}
+	r := &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, AllowShell: cfg.Pipeline.AllowShell,
+		Limits: cfg.Pipeline.Limits(), Logger: logger}
+	return cfg, r, multiCloser{rt, endpoints}, nil
+}
+
 func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.Reader, stdout, stderr io.Writer) error {
 	level := slog.LevelWarn
 	if f.verbose {
@@ -226,30 +248,14 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(f.config)
+	cfg, r, closer, err := openRunner(ctx, f.config, logger)
 	if err != nil {
-		return &exitError{exitUsage, err}
+		return err
 	}
-	rt, err := cfg.Open(ctx, logger)
-	if err != nil {
-		code := exitRunFailed
-		if errors.Is(err, config.ErrConfig) {
-			code = exitUsage
-		}
-		return &exitError{code, err}
-	}
-	endpoints := &endpointEngines{cfg: cfg, logger: logger}
 	interrupted := false
-	defer func() {
-		closeRuntime(ctx, multiCloser{rt, endpoints}, f.shutdownTimeout, interrupted, stderr)
-	}()
+	defer func() { closeRuntime(ctx, closer, f.shutdownTimeout, interrupted, stderr) }()
 
-	backend := &pipeline.EngineBackend{Engine: rt.Engine, Options: cfg.RunOptions(), ForEndpoint: endpoints.get}
-	handlers := pipeline.DefaultHandlerRegistry()
-	for _, h := range rt.StageHandlers() {
-		handlers.Register(h)
-	}
-	lim := cfg.Pipeline.Limits()
+	lim := r.Limits
 	if f.maxTokens > 0 {
 		lim.MaxTokens = f.maxTokens
 	}
@@ -263,8 +269,7 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if f.yes {
 		iv = pipeline.AutoApprove{}
 	}
-	r := &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, Interviewer: iv,
-		AllowShell: cfg.Pipeline.AllowShell, Limits: lim, Logger: logger, OnEvent: stageProgress(stderr, f.verbose)}
+	r.Interviewer, r.Limits, r.OnEvent = iv, lim, stageProgress(stderr, f.verbose)
 
 	runCfg := pipeline.RunConfig{Goal: f.goal, Source: src, DotFile: file, Force: f.force}
 	var res *pipeline.Result
@@ -290,6 +295,9 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 			}
 			return &exitError{exitUsage, fmt.Errorf("%s does not validate: fix the errors above (morph pipeline validate %s)", file, file)}
 		}
+		if errors.Is(err, pipeline.ErrRunDir) {
+			return &exitError{exitUsage, err}
+		}
 		return &exitError{exitRunFailed, err}
 	}
 	if err := writeJSON(stdout, summarize(res)); err != nil {
@@ -298,8 +306,10 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	switch res.State {
 	case pipeline.RunSuccess:
 		return nil
-	case pipeline.RunCanceled, pipeline.RunBudget:
+	case pipeline.RunCanceled:
 		return &exitError{exitStopped, fmt.Errorf("%s; resume with: morph pipeline run --config %s --resume %s", res.FailureReason, f.config, res.RunDir)}
+	case pipeline.RunBudget:
+		return &exitError{exitStopped, fmt.Errorf("%s; raise that budget (its flag, or [pipeline] in morph.toml) and resume with: morph pipeline run --config %s --resume %s", res.FailureReason, f.config, res.RunDir)}
 	}
 	return &exitError{exitRunFailed, fmt.Errorf("pipeline failed at %s: %s", res.FailedNode, res.FailureReason)}
 }
@@ -342,9 +352,7 @@ func stageProgress(w io.Writer, verbose bool) func(pipeline.Event) {
 		case pipeline.EventStageRetrying:
 			line = fmt.Sprintf("stage %s  retry (attempt %d)  %s", who, ev.Attempt, ev.Message)
 		case pipeline.EventInterviewTimeout:
-			line = fmt.Sprintf("stage %s  no answer in time: taking the default choice", who)
-		case pipeline.EventPipelineFailed:
-			line = "pipeline stopped: " + ev.Message
+			line = fmt.Sprintf("stage %s  %s", who, ev.Message)
 		case pipeline.EventPipelineCompleted:
 			line = fmt.Sprintf("pipeline completed  %.2fs  tokens %d  cost $%.6f", ev.Duration.Seconds(), ev.Usage.TotalTokens, ev.Usage.CostUSD)
 		case pipeline.EventWarning:
@@ -426,6 +434,9 @@ type endpointEngines struct {
 func (e *endpointEngines) get(ctx context.Context, provider, baseURL string) (*engine.Engine, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if baseURL != "" && !e.cfg.AllowsEndpoint(baseURL) {
+		return nil, fmt.Errorf("base_url %q is not an endpoint morph.toml allows: the model's API key would be sent to it; list it in [pipeline] endpoints to allow it", baseURL)
+	}
 	key := provider + "\x00" + baseURL
 	if rt := e.open[key]; rt != nil {
 		return rt.Engine, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -75,7 +76,7 @@ directory, a file that cannot be read or parsed, no morph-render).`,
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
-			svg, err := renderproc.Run(cmd.Context(), prog, renderproc.Request{DOT: string(in.src), Statuses: in.statuses, Next: in.next, Timeout: timeout})
+			svg, err := renderproc.Run(cmd.Context(), prog, renderproc.Request{DOT: in.dot, Statuses: in.statuses, Next: in.next, Timeout: timeout})
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
 					err = fmt.Errorf("%w (--timeout %s)", err, timeout)
@@ -101,11 +102,12 @@ directory, a file that cannot be read or parsed, no morph-render).`,
 	return cmd
 }
 
-// renderInput is what render draws: the DOT source and, from a run
-// directory, the run's statuses and next node.
+// renderInput is what render draws: the graph as standard DOT and, from a
+// run directory, the run's statuses and next node.
 type renderInput struct {
 	dotPath    string // the source's path, naming it in errors
-	src        []byte
+	src        []byte // the source, in morph's DOT dialect
+	dot        string // the parsed graph as standard DOT (Graph.WriteDOT), which Graphviz reads
 	statuses   map[string]string
 	next       string
 	defaultOut string
@@ -133,9 +135,18 @@ func readRenderInput(arg string, stderr io.Writer) (*renderInput, error) {
 	}
 	// A source the pipeline parser refuses is refused here as "validate"
 	// and "run" refuse it, naming the line, before Graphviz sees it.
-	if _, err := pipeline.ParseDOTNamed(in.dotPath, in.src); err != nil {
+	// Graphviz is given the parsed graph written as standard DOT, not the
+	// source: morph's dialect has bare words Graphviz refuses (dotted keys,
+	// durations, values with '-').
+	g, err := pipeline.ParseDOTNamed(in.dotPath, in.src)
+	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
+	var dot bytes.Buffer
+	if err := g.WriteDOT(&dot); err != nil {
+		return nil, fmt.Errorf("%s: writing the graph as DOT: %w", in.dotPath, err)
+	}
+	in.dot = dot.String()
 	if !fi.IsDir() {
 		return in, nil
 	}

@@ -251,3 +251,92 @@ func TestPipelineRenderNoMorphRender(t *testing.T) {
 		})
 	}
 }
+
+// assertNodes fails t unless svg draws every node of the pipeline in the
+// DOT file dot.
+func assertNodes(t *testing.T, svg, dot string) {
+	t.Helper()
+	g, err := pipeline.ParseDOTFile(dot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range g.Nodes {
+		if !strings.Contains(svg, "<title>"+n.ID+"</title>") {
+			t.Errorf("node %s is not in the SVG", n.ID)
+		}
+	}
+}
+
+// TestPipelineRenderExamples: render draws the examples, whose sources use
+// morph's DOT dialect (dotted keys, durations) that Graphviz refuses, as
+// files and as a run directory.
+func TestPipelineRenderExamples(t *testing.T) {
+	useMorphRender(t)
+	files, err := filepath.Glob(examples + "*.dot")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, dot := range files {
+		t.Run(filepath.Base(dot), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out.svg") // not beside the example
+			code, stdout, stderr := morph(t, "", "pipeline", "render", "-o", out, dot)
+			if code != exitOK || stdout != "" || stderr != "morph: wrote "+out+"\n" {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertNodes(t, string(b), dot)
+		})
+	}
+
+	t.Run("release-review run", func(t *testing.T) {
+		code, s, stderr := runExample(t, "release-review", "", "--yes")
+		if code != exitOK || s.Status != pipeline.RunSuccess {
+			t.Fatalf("run: exit %d, status %s: %s", code, s.Status, stderr)
+		}
+		code, stdout, stderr := morph(t, "", "pipeline", "render", s.RunDir)
+		out := filepath.Join(s.RunDir, "pipeline.svg")
+		if code != exitOK || stdout != "" || stderr != "morph: wrote "+out+"\n" {
+			t.Fatalf("render: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := string(b)
+		assertNodes(t, svg, filepath.Join(s.RunDir, pipeline.SourceFile))
+		assertNode(t, svg, "review", "#a6e3a1", false)
+		assertNode(t, svg, "publish", "#a6e3a1", false)
+		if !strings.Contains(svg, ">success<") {
+			t.Error("the legend has no success")
+		}
+	})
+
+	t.Run("hostile values", func(t *testing.T) {
+		dot := filepath.Join(t.TempDir(), "hostile.dot")
+		src := `digraph "x\"y" {
+			start [shape=Mdiamond, label="<script>alert(1)</script>", human.timeout=10m]
+			work [label="left\lC:\\dir\\n \"quoted\" \\", prompt="a\nb", llm_model=claude-sonnet-4, trick="\"]; evil [x=\""]
+			start -> work [label="} digraph { z", timeout=30s]
+		}`
+		if err := os.WriteFile(dot, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := morph(t, "", "pipeline", "render", "-o", "-", dot)
+		if code != exitOK || stderr != "" {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		assertNodes(t, stdout, dot)
+		if strings.Contains(stdout, "<script") || !strings.Contains(stdout, "&lt;script&gt;") {
+			t.Errorf("the label's <script> is not escaped text:\n%s", stdout)
+		}
+		if strings.Contains(stdout, "<title>evil</title>") {
+			t.Errorf("a value escaped its string:\n%s", stdout)
+		}
+		if !strings.Contains(stdout, `C:\dir\n &quot;quoted&quot; \`) {
+			t.Errorf("the backslashes and quotes of a label are not drawn as written:\n%s", stdout)
+		}
+	})
+}

@@ -87,7 +87,7 @@ func TestPipelineHumanGateOnConsole(t *testing.T) {
 	if code != 0 || s.Status != pipeline.RunSuccess {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"Publish these notes?", "[A] [A] Approve", "[R] [R] Revise", "not a choice: x"} {
+	for _, want := range []string{"Publish these notes?", "  [A] Approve", "  [R] Revise", "not a choice: x"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -244,5 +244,21 @@ func TestPipelineCrashResume(t *testing.T) {
 	}
 	if strings.Contains(stderr, "stage a ") || s.Nodes["a"].Visits != 1 || s.Nodes["wait"].Visits != 1 {
 		t.Errorf("after the crash: a visited %d, wait %d times:\n%s", s.Nodes["a"].Visits, s.Nodes["wait"].Visits, stderr)
+	}
+}
+
+// A node's base_url must be an endpoint the operator allowed: the model's
+// API key goes with every request.
+func TestPipelineEndpointNotAllowed(t *testing.T) {
+	dir := t.TempDir()
+	dot := filepath.Join(dir, "p.dot")
+	src := "digraph p { start [shape=Mdiamond]; a [prompt=\"x\", base_url=\"http://127.0.0.1:1/v1\"]; done [shape=Msquare]; start -> a -> done }"
+	if err := os.WriteFile(dot, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := setup(t, []string{finalReply}, "")
+	code, _, stderr := morph(t, "", "pipeline", "run", "--config", cfg, "--run-dir", filepath.Join(dir, "run"), dot)
+	if code != exitRunFailed || !strings.Contains(stderr, "not an endpoint morph.toml allows") || !strings.Contains(stderr, "[pipeline] endpoints") {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
