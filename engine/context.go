@@ -88,7 +88,9 @@ const DefaultMaxObservationBytes = 64 << 10
 // forced conclusion fails and no fallback hook answers.
 const DefaultFinalOutput = "insufficient_evidence"
 
-// Metrics account a run's model calls, tools and time.
+// Metrics account a run's model calls, tools and time. Its JSON
+// (MarshalJSON) has the names and units of the "metrics" object "morph run"
+// prints: the tags give the names; durations are whole milliseconds.
 type Metrics struct {
 	LLMRounds    int           `json:"llm_rounds"`
 	InputTokens  int           `json:"input_tokens"`
@@ -96,10 +98,15 @@ type Metrics struct {
 	TotalTokens  int           `json:"total_tokens"`
 	ToolCalls    int           `json:"tool_calls"`
 	ParseRetries int           `json:"parse_retries"`
-	TotalCost    float64       `json:"total_cost"` // USD
-	LLMTime      time.Duration `json:"llm_time_ns"`
-	StartTime    time.Time     `json:"start_time"`
-	Elapsed      time.Duration `json:"elapsed_ns"`
+	TotalCost    float64       `json:"cost_usd"` // USD
+	LLMTime      time.Duration `json:"llm_time_ms"`
+	StartTime    time.Time     `json:"start_time,omitempty"`
+	Elapsed      time.Duration `json:"elapsed_ms"`
+
+	// UsageEstimated says some call's token counts (and so cost) were
+	// estimated by the client, the server having reported none
+	// (llm.Result.UsageEstimated).
+	UsageEstimated bool `json:"usage_estimated,omitempty"`
 }
 
 // Usage returns the metrics' token and cost totals as a Usage.

@@ -41,8 +41,17 @@ func invokeChecked[Out any](ctx context.Context, p *Plugin, export string, in an
 	return out, err
 }
 
-// Options returns the engine options for the hooks the plugin implements and
+// Options returns the engine options for the engine hooks (build_prompt,
+// build_params, on_tool_success, fallback_final) the plugin implements and
 // has enabled; failures follow the engine's rules for failing hooks.
+//
+// Options is only part of a plugin: it leaves out its session middleware
+// (before_tool_call, after_tool_call, ...: see Middleware), its tools
+// (Tools) and its stage handler, and the engine reports hooks set through
+// it as the host's (engine.SourceHost), not the plugin's. An engine given
+// only Options and Tools silently skips a plugin's guard. To embed a
+// plugin, pass engine.WithExtenders(Loader.Extender(...)) or
+// Plugin.Extender, which give the engine everything.
 func (p *Plugin) Options() []engine.Option {
 	var opts []engine.Option
 	for _, h := range p.hooks {
@@ -79,6 +88,10 @@ func (p *Plugin) Options() []engine.Option {
 
 // Tools returns the plugin's tools as engine tools; the engine validates
 // their params against the declared schema before they reach the guest.
+//
+// Tools is only part of a plugin (see Options): registering them alone
+// leaves out the plugin's hooks and middleware. Use Loader.Extender or
+// Plugin.Extender to embed a whole plugin.
 func (p *Plugin) Tools() []engine.Tool {
 	tools := make([]engine.Tool, len(p.manifest.Tools))
 	for i, spec := range p.manifest.Tools {

@@ -18,7 +18,8 @@
 //   - The public API: Loader, LoaderOptions, Config, Limits and the module
 //     limits (loader.go); Load, Plugin, its calls and Stats (plugin.go);
 //     the typed errors (errors.go); Inspect's Report
-//     (inspect.go); Extender, a module as an engine.Extender
+//     (inspect.go); Loader.Extender and Plugin.Extender, a
+//     module as an engine.Extender: the way to embed a whole plugin
 //     (extender.go); Grants (grants.go, over internal/sandbox);
 //     StackLimitError (errors.go, internal/native's).
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
