@@ -60,8 +60,8 @@ unit:
 demo: build examples
 	@echo "== 1/3: the go-hooks plugin builds the prompt (see its House style section) and the parameters =="
 	./$(BIN)/morph run --config morph.toml --show-prompt "What is 17.5% of 2,340 plus the square root of 1,764?"
-	@echo "== 2/3: a run that cannot conclude ends with the plugin's fallback final and its tool-success count =="
-	./$(BIN)/morph run --config demo/fallback.toml "Count the words of the pangram and relate them to its letters."
+	@echo "== 2/3: a run that cannot conclude ends with the plugin's fallback final and its tool-success count (exit 3) =="
+	./$(BIN)/morph run --config demo/fallback.toml "Count the words of the pangram and relate them to its letters." || test $$? -eq 3  # exit 3: the fallback final
 	@echo "== 3/3: a pipeline: plan, implement, and a hybrid diamond whose agent fails the first check (OUTCOME:FAIL) and passes the second =="
 	./$(BIN)/morph pipeline run --config examples/pipelines/plan-implement-verify.toml examples/pipelines/plan-implement-verify.dot
 	@echo "(the run directory is under runs/: its checkpoint, each stage's prompt.md and response.md; 'bin/morph pipeline render runs/<dir> -o run.svg' draws it)"

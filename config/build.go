@@ -60,6 +60,8 @@ func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 			Timeout:    l.Timeout,
 			MaxRetries: retries,
 			Pricing:    l.Pricing,
+			JSONMode:   l.JSONMode,
+			ExtraBody:  l.ExtraBody,
 			Logger:     logger,
 		})
 		if err != nil {

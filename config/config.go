@@ -7,16 +7,21 @@
 //	[llm]
 //	provider = "openai"                  # or "scripted": replay replies from a file, offline
 //	model = "gpt-4o-mini"
-//	base_url = "https://api.openai.com/v1"
+//	base_url = "https://api.openai.com/v1"  # the API root: not .../chat/completions
 //	api_key_env = "OPENAI_API_KEY"       # the environment variable holding the key
 //	timeout = "60s"                      # per attempt
-//	max_retries = 3
+//	max_retries = 3                      # each wait is logged as a warning
 //	scripted_replies = "demo/replies.json"   # provider "scripted"; relative to this file
+//	json_mode = "json_object"            # or "json_schema" (structured output), "off" (no response_format)
 //
 //	[llm.parameters]                     # sent with every request
 //	temperature = 0.2
+//	max_tokens = 4096                    # a reply cut here that does not parse says so
 //
-//	[llm.pricing."gpt-4o-mini"]          # USD per million tokens
+//	[llm.extra_body]                     # server-specific fields, sent verbatim (vLLM, llama.cpp, Ollama)
+//	top_k = 20
+//
+//	[llm.pricing."gpt-4o-mini"]          # USD per million tokens (of estimated counts if the server reports none)
 //	input = 0.15
 //	output = 0.6
 //
@@ -40,8 +45,11 @@
 //
 // Load checks everything it can without side effects: unknown keys, wrong
 // types, values out of range, the replies file, built-in tool names, and
-// for provider "openai" the base URL and the [llm.parameters] keys and
-// values. What depends on the environment is checked when the client is
+// for provider "openai" the base URL (the API root, not the
+// /chat/completions endpoint), json_mode, the [llm.parameters] keys and
+// values (a table-valued parameter's inner keys are its value's, not
+// checked as config keys), and that [llm.extra_body] holds no standard
+// parameter or field morph sets. Every message names the TOML key. What depends on the environment is checked when the client is
 // built (Client): that provider "openai" has a model, and that the API key
 // variable is set. So a command that only reads the config loads it
 // without an API key.
@@ -118,7 +126,9 @@ type LLM struct {
 	// the replies file's model.
 	Model string `toml:"model"`
 	// BaseURL is the OpenAI-compatible API root, e.g.
-	// "http://localhost:8000/v1"; empty means OpenAI's.
+	// "http://localhost:8000/v1"; empty means OpenAI's. A URL ending in
+	// /chat/completions (the endpoint, which the client appends) is an
+	// error naming the root to write instead.
 	BaseURL string `toml:"base_url"`
 	// APIKeyEnv names the environment variable holding the API key. Load
 	// sets DefaultAPIKeyEnv when the key is absent for provider "openai";
@@ -133,6 +143,17 @@ type LLM struct {
 	// resolves a relative path against the config file's directory, so the
 	// field holds a path usable from the current directory.
 	ScriptedReplies string `toml:"scripted_replies"`
+	// ExtraBody is the [llm.extra_body] table: server-specific request
+	// fields (top_k, min_p, repetition_penalty, ...) that provider "openai"
+	// adds verbatim to every request body. A standard parameter or a field
+	// the client sets is refused (it belongs in [llm.parameters] or its own
+	// key). See openai.Config.ExtraBody.
+	ExtraBody map[string]any `toml:"extra_body"`
+	// JSONMode is how provider "openai" asks for the protocol's JSON reply:
+	// "json_object" (the default, for ""), "json_schema" (the protocol's
+	// schema as structured output) or "off" (no response_format, for
+	// servers that refuse it). See openai.Config.JSONMode.
+	JSONMode string `toml:"json_mode"`
 	// Parameters are the base model parameters (temperature, max_tokens, ...)
 	// sent with every request of a run.
 	Parameters map[string]any `toml:"parameters"`
@@ -269,6 +290,9 @@ func (v *validator) unknownKeys() {
 		if slices.ContainsFunc(reported, func(r toml.Key) bool { return hasPrefix(key, r) }) {
 			continue // inside an unknown table already reported
 		}
+		if len(key) > 3 && hasPrefix(key, toml.Key{"llm", "parameters"}) || len(key) > 2 && hasPrefix(key, toml.Key{"llm", "extra_body"}) {
+			continue // inside a table-valued parameter or an extra body field: the value, free-form
+		}
 		reported = append(reported, key)
 		if key[len(key)-1] == "api_key" {
 			v.fail(key, nil, "the API key must not be in the config file; set api_key_env to the name of the environment variable that holds it (e.g. api_key_env = %q)", DefaultAPIKeyEnv)
@@ -360,6 +384,27 @@ func (v *validator) openai() {
 	l := &v.c.LLM
 	// New checks the base URL; it needs no key, so it also gives the
 	// parameter checker without touching the environment.
+	if root, ok := openai.TrimChatPath(l.BaseURL); ok {
+		v.fail(toml.Key{"llm", "base_url"}, nil, "%q ends in /chat/completions, which morph appends: write base_url = %q (the API root, usually ending in /v1)", l.BaseURL, root)
+		return
+	}
+	if l.JSONMode != "" && !slices.Contains(openai.JSONModes, l.JSONMode) {
+		v.fail(toml.Key{"llm", "json_mode"}, nil, "unknown mode %q (known: %s)", l.JSONMode, strings.Join(openai.JSONModes, ", "))
+		return
+	}
+	var xerr *openai.ParametersError
+	if errors.As(openai.CheckExtraBody(l.ExtraBody), &xerr) {
+		for _, p := range xerr.Problems {
+			msg := p.Reason
+			switch why, refused := refusedParameters[p.Key]; {
+			case refused:
+				msg = "morph sets it: " + why
+			case slices.Contains(openai.SupportedParameters(), p.Key):
+				msg = "a standard parameter: set it in [llm.parameters], where its value is checked"
+			}
+			v.fail(toml.Key{"llm", "extra_body", p.Key}, p, "%s", msg)
+		}
+	}
 	client, err := openai.New(openai.Config{BaseURL: l.BaseURL, Model: l.Model, Timeout: l.Timeout})
 	if err != nil {
 		v.fail(toml.Key{"llm", "base_url"}, err, "%s", strings.TrimPrefix(err.Error(), "openai: "))
@@ -371,14 +416,31 @@ func (v *validator) openai() {
 	case errors.As(err, &perr):
 		for _, p := range perr.Problems {
 			msg := p.Reason
+			if why, ok := refusedParameters[p.Key]; ok {
+				msg = why
+			}
+			unknown := strings.HasPrefix(msg, "unknown parameter")
 			if msg == "unknown parameter" && len(perr.Supported) > 0 { // no "did you mean": list them
 				msg += " (supported: " + strings.Join(perr.Supported, ", ") + ")"
+			}
+			if unknown {
+				msg += "; a server-specific parameter (top_k, min_p, ...) goes in [llm.extra_body]"
 			}
 			v.fail(toml.Key{"llm", "parameters", p.Key}, p, "%s", msg)
 		}
 	case err != nil:
 		v.fail(toml.Key{"llm", "parameters"}, err, "%v", err)
 	}
+}
+
+// refusedParameters words, in morph.toml's terms, why the openai client
+// refuses these [llm.parameters] keys (its own reasons name Go fields).
+var refusedParameters = map[string]string{
+	"model":           "set [llm] model instead",
+	"messages":        "the messages are the run's, not a parameter",
+	"response_format": "set [llm] json_mode instead (json_object, json_schema or off)",
+	"stream":          "streaming is chosen by the program that runs the agent, not by the config",
+	"stream_options":  "streaming is chosen by the program that runs the agent, not by the config (usage is always requested)",
 }
 
 func (v *validator) agent() {

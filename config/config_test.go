@@ -285,6 +285,22 @@ func TestLoadErrors(t *testing.T) {
 			"unknown parameter (supported: "},
 		{"bad parameter value", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.parameters]\ntop_p = 7\n", "llm.parameters.top_p", 5, "want a number between 0 and 1, got 7"},
 		{"bad base_url", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"ftp://x\"\n", "llm.base_url", 4, "want an http:// or https:// URL"},
+		{"base_url is the endpoint", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://localhost:8000/v1/chat/completions/\"\n", "llm.base_url", 4,
+			`ends in /chat/completions, which morph appends: write base_url = "http://localhost:8000/v1"`},
+		{"unknown json_mode", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\njson_mode = \"schema\"\n", "llm.json_mode", 4,
+			`unknown mode "schema" (known: json_object, json_schema, off)`},
+		{"response_format parameter", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.parameters]\nresponse_format = \"json\"\n", "llm.parameters.response_format", 5,
+			"set [llm] json_mode instead"},
+		{"model parameter", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.parameters]\nmodel = \"x\"\n", "llm.parameters.model", 5,
+			"set [llm] model instead"},
+		{"standard parameter in extra_body", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.extra_body]\ntop_p = 0.5\n", "llm.extra_body.top_p", 5,
+			"a standard parameter: set it in [llm.parameters]"},
+		{"client field in extra_body", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.extra_body]\nmessages = []\n", "llm.extra_body.messages", 5,
+			"morph sets it: the messages are the run's"},
+		{"server parameter in parameters", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.parameters]\ntop_k = 20\n", "llm.parameters.top_k", 5,
+			`unknown parameter (did you mean "top_p"?); a server-specific parameter (top_k, min_p, ...) goes in [llm.extra_body]`},
+		{"bad table parameter", "[llm]\nprovider = \"openai\"\nmodel = \"m\"\n[llm.parameters]\nmetadata = { run = 1 }\n", "llm.parameters.metadata", 5,
+			"metadata"},
 		{"negative retries", scriptedHead + "max_retries = -1\n", "llm.max_retries", 4, "must not be negative"},
 		{"negative price", scriptedHead + "[llm.pricing.m]\ninput = -1\n", "llm.pricing.m.input", 5, "must not be negative"},
 		{"zero max_steps", scriptedHead + "[agent]\nmax_steps = 0\n", "agent.max_steps", 5, "must be at least 1, got 0"},
@@ -319,6 +335,9 @@ func TestLoadErrors(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), ce.File) || !strings.HasSuffix(ce.File, "morph.toml") {
 				t.Errorf("error %q does not start with the file name", err)
+			}
+			if strings.Contains(err.Error(), "Request.") || strings.Contains(err.Error(), "Config.") {
+				t.Errorf("error %q names a Go field, not a TOML key", err)
 			}
 			if strings.Contains(err.Error(), "sk-secret-123") {
 				t.Errorf("error %q echoes a secret", err)
@@ -449,5 +468,29 @@ func TestAgentJSONDepth(t *testing.T) {
 	}
 	if _, rc, err := rt.Engine.Run(context.Background(), "t", cfg.RunOptions()); err != nil || rc.StopReason != "final" {
 		t.Errorf("a reply 80 deep: err %v, stop reason %q", err, rc.StopReason)
+	}
+}
+
+// Table-valued parameters and [llm.extra_body] load, nested tables and all.
+func TestTableParametersAndExtraBody(t *testing.T) {
+	dir := write(t, map[string]string{"morph.toml": `[llm]
+provider = "openai"
+model = "m"
+[llm.parameters]
+chat_template_kwargs = { enable_thinking = false, nested = { a = 1 } }
+metadata = { run = "x" }
+logit_bias = { "50256" = -100 }
+[llm.extra_body]
+top_k = 20
+min_p = 0.05
+repetition_penalty = 1.1
+guided_decoding_backend = { name = "xgrammar" }
+`})
+	c, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LLM.ExtraBody["top_k"] != int64(20) || c.LLM.Parameters["metadata"] == nil {
+		t.Errorf("extra body %v, parameters %v", c.LLM.ExtraBody, c.LLM.Parameters)
 	}
 }

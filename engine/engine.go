@@ -428,6 +428,8 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 		ForceJSON:  true,
 		Parameters: maps.Clone(r.params),
 		Stream:     e.stream,
+
+		ResponseSchema: responseSchema,
 	}
 	started := time.Now()
 	res, err := e.client.Chat(r.ctx, req)
@@ -440,6 +442,7 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 		d = time.Since(started)
 	}
 	r.AddUsage(res.Usage, d)
+	r.Metrics.UsageEstimated = r.Metrics.UsageEstimated || res.UsageEstimated
 	return res, nil
 }
 

@@ -83,7 +83,19 @@ func ParseResponse(res llm.Result) (*AgentResponse, error) {
 
 // ParseResponseDepth is ParseResponse with maxDepth in place of
 // abi.MaxDepth, as WithMaxJSONDepth sets it for a run.
+//
+// When the reply cannot be used and the server cut it off at its token
+// limit (res.FinishReason is llm.FinishLength), the error also wraps
+// llm.ErrTruncated and says so first, since the cut is the cause.
 func ParseResponseDepth(res llm.Result, maxDepth int) (*AgentResponse, error) {
+	resp, err := parseResponse(res, maxDepth)
+	if err != nil && res.FinishReason == llm.FinishLength {
+		err = fmt.Errorf("%w: %w", llm.ErrTruncated, err)
+	}
+	return resp, err
+}
+
+func parseResponse(res llm.Result, maxDepth int) (*AgentResponse, error) {
 	obj, err := findObject(res, maxDepth)
 	if err != nil {
 		return nil, err

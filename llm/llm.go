@@ -6,6 +6,8 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/morphhost/morph/abi"
@@ -31,6 +33,12 @@ type Request struct {
 	ForceJSON  bool           // ask the server for a JSON object reply (JSON mode)
 	Parameters map[string]any // temperature, top_p, max_tokens, ...; see the client for the keys it knows
 
+	// ResponseSchema, with ForceJSON, is the JSON Schema the reply should
+	// satisfy. A client configured for structured output sends it to the
+	// server; others ask for a plain JSON object, or for nothing (see the
+	// client's JSON mode). Nil means any JSON object.
+	ResponseSchema *JSONSchema
+
 	// Stream, when non-nil, asks the client to stream the reply: it calls
 	// Stream with each piece of reply text as it arrives, in order, on the
 	// goroutine that called Chat, and only before Chat returns. Pieces are
@@ -45,6 +53,14 @@ type Request struct {
 	Stream func(delta string)
 }
 
+// JSONSchema is a named JSON Schema for structured output.
+type JSONSchema struct {
+	// Name identifies the schema to the server: letters, digits, _ and -.
+	Name string
+	// Schema is the JSON Schema document.
+	Schema json.RawMessage
+}
+
 // Usage is the token and cost account of one call.
 type Usage = abi.Usage
 
@@ -54,7 +70,30 @@ type Result struct {
 	JSON     any // the reply decoded as JSON when the client already did so; nil otherwise
 	Usage    Usage
 	Duration time.Duration
+	// UsageEstimated says Usage was estimated by the client (see
+	// EstimateTokens) because the server reported none; the cost is then an
+	// estimate too.
+	UsageEstimated bool
+	// FinishReason is why the model stopped, as the server said it
+	// ("stop", FinishLength, ...); empty when the client does not know.
+	FinishReason string
 }
+
+// EstimateTokens estimates the tokens of chars characters of text, at
+// about four characters a token, at least 1: what clients report when the
+// server gives no count.
+func EstimateTokens(chars int) int {
+	return max(1, (chars+3)/4)
+}
+
+// FinishLength is the FinishReason of a reply the server cut off at its
+// token limit (the max_tokens parameter, or the model's context length).
+const FinishLength = "length"
+
+// ErrTruncated marks an unusable reply that the server cut off at its token
+// limit (Result.FinishReason == FinishLength): raising max_tokens is then the
+// fix, not a better prompt.
+var ErrTruncated = errors.New("the reply was cut at max_tokens (finish_reason \"length\"): raise [llm.parameters] max_tokens")
 
 // Client is a chat model. Chat must honour ctx cancellation promptly.
 type Client interface {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm/openai"
 )
 
 // version is morph's version, set at build time with
@@ -29,6 +29,9 @@ const (
 	exitOK        = 0
 	exitRunFailed = 1 // the engine returned an error
 	exitUsage     = 2 // bad flags or arguments, a bad config, no task
+	// exitFallback: the run ended on the fallback final (engine.StopFallback),
+	// not on an answer from the model; the result is still printed.
+	exitFallback = 3
 )
 
 // maxTaskBytes bounds a task read from standard input.
@@ -145,7 +148,10 @@ After the run, the plugins are closed (their morph_destroy hooks run) within
 --shutdown-timeout. SIGINT or SIGTERM cancels the run, or the shutdown when
 the run is over; a second signal ends morph at once.
 
-Exit codes: 0 success, 1 the run failed, 2 a usage or configuration error.`,
+Exit codes: 0 a final answer, 1 the run failed, 2 a usage or configuration
+error, 3 the run ended on the fallback final (stop_reason "fallback": the
+model gave no usable answer, even when asked to conclude); the result JSON
+is printed as for 0.`,
 		Example: `  morph run --config morph.toml "What is 17.5% of 2,340 plus the square root of 1,764?"
   echo "What is 2 + 2?" | morph run`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -231,9 +237,11 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 
 	// The engine logs its warnings, which the progress lines already show;
 	// without -v it only gets to log errors.
+	// The model client's retry waits are not events: their warnings
+	// (openai.RetryMessage) are logged at the default level too.
 	engineLogger := logger
 	if !f.verbose {
-		engineLogger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		engineLogger = slog.New(&errorsAndRetries{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})
 	}
 	rt, err := cfg.Open(ctx, engineLogger, engine.WithEventHandler(progress(stderr)))
 	if err != nil {
@@ -262,7 +270,36 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("run failed at step %d (%s): %w", len(rc.Steps)+1, rc.StopReason, err)}
 	}
-	return writeResult(stdout, final, rc, f.showPrompt)
+	if err := writeResult(stdout, final, rc, f.showPrompt); err != nil {
+		return err
+	}
+	if rc.StopReason == engine.StopFallback {
+		return &exitError{exitFallback, errors.New("the run ended on the fallback final, not on an answer from the model (see the warning above)")}
+	}
+	return nil
+}
+
+// errorsAndRetries passes on errors, and the model client's warning before
+// each retry wait (openai.RetryMessage), which says how long the run will
+// wait and why; it drops the other warnings, which the progress lines show.
+type errorsAndRetries struct{ slog.Handler }
+
+// Handle drops records below slog.LevelError except retry warnings.
+func (h *errorsAndRetries) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelError && r.Message != openai.RetryMessage {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps the filter on the derived handler.
+func (h *errorsAndRetries) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &errorsAndRetries{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup keeps the filter on the derived handler.
+func (h *errorsAndRetries) WithGroup(name string) slog.Handler {
+	return &errorsAndRetries{h.Handler.WithGroup(name)}
 }
 
 // closeRuntime closes rt, which runs the plugins' morph_destroy hooks,
@@ -356,18 +393,7 @@ type result struct {
 	// Parameters are the model parameters sent with every request of the run.
 	Parameters   map[string]any `json:"parameters,omitempty"`
 	SystemPrompt string         `json:"system_prompt,omitempty"` // with --show-prompt
-	Metrics      metrics        `json:"metrics"`
-}
-
-type metrics struct {
-	LLMRounds    int     `json:"llm_rounds"`
-	ToolCalls    int     `json:"tool_calls"`
-	ParseRetries int     `json:"parse_retries"`
-	InputTokens  int     `json:"input_tokens"`
-	OutputTokens int     `json:"output_tokens"`
-	TotalTokens  int     `json:"total_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
-	ElapsedMS    int64   `json:"elapsed_ms"`
+	Metrics      engine.Metrics `json:"metrics"`                 // its JSON: engine.Metrics.MarshalJSON
 }
 
 func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPrompt bool) error {
@@ -375,7 +401,6 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPromp
 	if !json.Valid(raw) {
 		raw, _ = json.Marshal(final)
 	}
-	m := rc.Metrics
 	res := result{
 		Output:     final.Output,
 		Thought:    final.Thought,
@@ -383,16 +408,7 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPromp
 		Plan:       final.Plan,
 		StopReason: rc.StopReason,
 		Parameters: rc.Parameters,
-		Metrics: metrics{
-			LLMRounds:    m.LLMRounds,
-			ToolCalls:    m.ToolCalls,
-			ParseRetries: m.ParseRetries,
-			InputTokens:  m.InputTokens,
-			OutputTokens: m.OutputTokens,
-			TotalTokens:  m.TotalTokens,
-			CostUSD:      math.Round(m.TotalCost*1e9) / 1e9, // summing float costs leaves noise below a nano-dollar
-			ElapsedMS:    m.Elapsed.Milliseconds(),
-		},
+		Metrics:    rc.Metrics,
 	}
 	if showPrompt {
 		res.SystemPrompt = rc.SystemPrompt

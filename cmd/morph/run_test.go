@@ -96,7 +96,7 @@ func decode(t *testing.T, stdout string) output {
 	delete(keys.Top, "parameters")
 	delete(keys.Top, "system_prompt")
 	wantTop := []string{"final", "metrics", "output", "plan", "stop_reason", "thought"}
-	wantMetrics := []string{"cost_usd", "elapsed_ms", "input_tokens", "llm_rounds", "output_tokens", "parse_retries", "tool_calls", "total_tokens"}
+	wantMetrics := []string{"cost_usd", "elapsed_ms", "input_tokens", "llm_rounds", "llm_time_ms", "output_tokens", "parse_retries", "start_time", "tool_calls", "total_tokens"}
 	if got := slices.Sorted(maps.Keys(keys.Top)); !slices.Equal(got, wantTop) {
 		t.Errorf("result keys %v, want %v", got, wantTop)
 	}
@@ -182,9 +182,9 @@ func TestOverrides(t *testing.T) {
 	cfg := setup(t, []string{planReply, calcReply, finalReply}, "")
 
 	// One step: the plan, then the forced conclusion gets the tool call,
-	// which is not a final, so the run ends with the fallback final.
+	// which is not a final, so the run ends with the fallback final (exit 3).
 	code, stdout, stderr := morph(t, "", "run", "--config", cfg, "--max-steps", "1", "task")
-	if code != 0 {
+	if code != exitFallback {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	out := decode(t, stdout)
@@ -285,10 +285,11 @@ func TestDemoConfig(t *testing.T) {
 	}
 }
 
-// The second half of the demo ends with the plugin's fallback final and its count of tool successes.
+// The second half of the demo ends with the plugin's fallback final and its
+// count of tool successes, printed, and exits 3 (exitFallback), not 0.
 func TestDemoFallback(t *testing.T) {
 	code, stdout, stderr := morph(t, "", "run", "--config", "../../demo/fallback.toml", "count")
-	if code != 0 {
+	if code != exitFallback || !strings.Contains(stderr, "morph: the run ended on the fallback final") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	out := decode(t, stdout)
@@ -312,5 +313,22 @@ func TestPluginToolShadowsBuiltinWarns(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "warning: ") || !strings.Contains(stderr, `"calc"`) || !strings.Contains(stderr, "shadow") {
 		t.Fatalf("no warning naming the tool and the plugin:\n%s", stderr)
+	}
+}
+
+// A run whose model never gives a usable reply ends on the default fallback
+// final: the result is printed, and the exit code is 3, not 0.
+func TestFallbackExitCode(t *testing.T) {
+	junk := `{"reply":"no JSON here"}`
+	cfg := setup(t, []string{junk, junk, junk, junk}, "[agent]\nparse_retries = 2\n")
+	code, stdout, stderr := morph(t, "", "run", "--config", cfg, "task")
+	if code != 3 {
+		t.Fatalf("exit %d, want 3; stderr:\n%s", code, stderr)
+	}
+	if out := decode(t, stdout); out.StopReason != "fallback" {
+		t.Errorf("stop_reason %q, want fallback", out.StopReason)
+	}
+	if !strings.Contains(stderr, "morph: the run ended on the fallback final") {
+		t.Errorf("stderr does not name the fallback:\n%s", stderr)
 	}
 }

@@ -120,7 +120,7 @@ func TestRustHooksCLI(t *testing.T) {
 func TestRustHooksCLIFallback(t *testing.T) {
 	cfg := rustHooksConfig(t)
 	code, stdout, stderr := morph(t, "", "run", "-v", "--config", cfg, "--max-steps", "2", rustHooksTask)
-	if code != 0 {
+	if code != exitFallback {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	out := decode(t, stdout)

@@ -5,8 +5,11 @@
 // It adds what a long agent run needs on top of the plain API call: strict
 // checking of Request.Parameters (unknown keys are rejected, not dropped),
 // retries with exponential backoff and jitter on rate limits, server errors
-// and network failures (honouring Retry-After), a timeout per attempt, and
-// token cost from llm.Pricing.
+// and network failures (honouring Retry-After, and logging each wait), a
+// timeout per attempt, token cost from llm.Pricing (of estimated counts
+// when the server reports none), a JSON mode (Config.JSONMode), and
+// server-specific body fields (Config.ExtraBody). A 404 or an HTML page in
+// reply names the URL called and hints at the API root.
 //
 // # Streaming
 //
@@ -14,10 +17,17 @@
 // events, "stream": true) and hands each piece of text to Stream as it
 // arrives, while still returning the whole llm.Result. It asks the server for
 // a final usage chunk ("stream_options": {"include_usage": true}) so token
-// counts and cost come back as for a non-streamed call; a server that sends
-// no usage chunk leaves Result.Usage zero. A failure before the first piece
-// of text reached Stream is retried like any other; a failure after it is
-// not, since the caller has already seen part of the reply (see Chat).
+// counts and cost come back as for a non-streamed call. A failure before the
+// first piece of text reached Stream is retried like any other; a failure
+// after it is not, since the caller has already seen part of the reply (see
+// Chat).
+//
+// # Usage
+//
+// A reply without usage (a server that sends none, or no usage chunk in a
+// stream) gets estimated token counts, with llm.EstimateTokens over the
+// request's message contents and the reply's text, and the cost of those;
+// Result.UsageEstimated says so.
 package openai
 
 import (
@@ -28,9 +38,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +60,13 @@ const (
 	DefaultMaxRetries     = 3
 	DefaultRetryBaseDelay = 500 * time.Millisecond
 )
+
+// RetryMessage is the message of the warning Chat logs before each retry
+// wait, one record per wait, with the attributes model, attempt,
+// max_attempts, status (0 when no reply came), wait, reason (the status and
+// whether the wait is the server's Retry-After or the backoff) and error. A
+// host that shows only some warnings can let these through by message.
+const RetryMessage = "openai: retrying chat completion"
 
 const (
 	// maxBackoff caps one exponential backoff wait.
@@ -91,8 +110,21 @@ type Config struct {
 	// HTTPClient sends the requests; nil means a fresh http.Client. Its own
 	// Timeout, if any, applies on top of the per-attempt Timeout.
 	HTTPClient *http.Client
-	// Logger receives retry warnings; nil means slog.Default() at the time
-	// of logging.
+	// ExtraBody holds server-specific fields (vLLM's, llama.cpp's or
+	// Ollama's top_k, min_p, repetition_penalty, ...) added verbatim to
+	// every request body, as JSON. Fields the client sets itself are
+	// refused by New (see CheckExtraBody), so a standard parameter keeps
+	// its checks.
+	ExtraBody map[string]any
+	// JSONMode is how a request's ForceJSON is asked of the server:
+	// JSONModeObject (the default, for "") sends response_format
+	// {"type": "json_object"}; JSONModeSchema sends the request's
+	// ResponseSchema as {"type": "json_schema", ...} (structured output),
+	// or json_object when the request has none; JSONModeOff sends no
+	// response_format, for servers that refuse it.
+	JSONMode string
+	// Logger receives the warning logged before each retry wait (see
+	// RetryMessage); nil means slog.Default() at the time of logging.
 	Logger *slog.Logger
 }
 
@@ -122,6 +154,16 @@ func redact(key string) string {
 	return "(redacted)"
 }
 
+// JSON modes (Config.JSONMode).
+const (
+	JSONModeObject = "json_object"
+	JSONModeSchema = "json_schema"
+	JSONModeOff    = "off"
+)
+
+// JSONModes lists the valid Config.JSONMode values.
+var JSONModes = []string{JSONModeObject, JSONModeSchema, JSONModeOff}
+
 // Client is an llm.Client and llm.ParameterChecker for one
 // OpenAI-compatible server. It is safe for concurrent use.
 type Client struct {
@@ -131,6 +173,8 @@ type Client struct {
 	maxRetries int
 	baseDelay  time.Duration
 	pricing    llm.Pricing
+	extraBody  map[string]any
+	jsonMode   string
 	logger     *slog.Logger
 }
 
@@ -156,12 +200,29 @@ func New(cfg Config) (*Client, error) {
 	if cfg.RetryBaseDelay < 0 {
 		return nil, fmt.Errorf("openai: retry base delay %s is negative", cfg.RetryBaseDelay)
 	}
+	jsonMode := cfg.JSONMode
+	if jsonMode == "" {
+		jsonMode = JSONModeObject
+	}
+	if !slices.Contains(JSONModes, jsonMode) {
+		return nil, fmt.Errorf("openai: JSON mode %q: want one of %s", cfg.JSONMode, strings.Join(JSONModes, ", "))
+	}
+	if err := CheckExtraBody(cfg.ExtraBody); err != nil {
+		return nil, fmt.Errorf("openai: extra body: %w", err)
+	}
+	for k, v := range cfg.ExtraBody {
+		if _, err := json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("openai: extra body field %q cannot be sent as JSON: %w", k, err)
+		}
+	}
 	c := &Client{
 		model:      cfg.Model,
 		timeout:    cfg.Timeout,
 		maxRetries: cfg.MaxRetries,
 		baseDelay:  cfg.RetryBaseDelay,
 		pricing:    cfg.Pricing,
+		extraBody:  maps.Clone(cfg.ExtraBody),
+		jsonMode:   jsonMode,
 		logger:     cfg.Logger,
 	}
 	if c.timeout == 0 {
@@ -202,7 +263,24 @@ func checkBaseURL(raw string) error {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("openai: base URL %q must not have a query or fragment; the request path is appended to it", shown)
 	}
+	if root, ok := TrimChatPath(shown); ok {
+		return fmt.Errorf("openai: base URL %q ends in %s, which the client appends: use the API root %q", shown, chatPath, root)
+	}
 	return nil
+}
+
+// chatPath is what the client appends to the base URL for a chat call.
+const chatPath = "/chat/completions"
+
+// TrimChatPath reports whether baseURL ends in /chat/completions (a
+// trailing slash allowed), the endpoint rather than the API root the client
+// appends it to, and returns the root without it.
+func TrimChatPath(baseURL string) (root string, ok bool) {
+	trimmed := strings.TrimRight(baseURL, "/")
+	if !strings.HasSuffix(trimmed, chatPath) {
+		return baseURL, false
+	}
+	return strings.TrimSuffix(trimmed, chatPath), true
 }
 
 // Chat sends req, retrying transient failures, and returns the first
@@ -227,7 +305,7 @@ func checkBaseURL(raw string) error {
 // With req.Stream set the reply is streamed: each non-empty piece of the
 // first choice's text is passed to req.Stream on the calling goroutine as it
 // arrives, and Result.Text is their concatenation. Usage comes from the
-// server's final usage chunk and stays zero if it sends none. The
+// server's final usage chunk, estimated if it sends none (see Usage). The
 // per-attempt timeout covers the whole stream, time spent in req.Stream
 // included. A failure before any text was passed to req.Stream (an error
 // status, a refused or dropped connection, a stream cut off before its
@@ -270,26 +348,32 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 		}
 		status := statusOf(err)
 		if !retryable(status, err) {
-			return llm.Result{}, fmt.Errorf("openai: chat failed after %s (not retryable): %w", plural(attempt, "attempt"), err)
+			return llm.Result{}, fmt.Errorf("openai: chat failed after %s (not retryable)%s: %w", plural(attempt, "attempt"), info.where(status), err)
 		}
 		if attempt >= maxAttempts {
-			return llm.Result{}, fmt.Errorf("openai: chat failed after %s: %w", plural(attempt, "attempt"), err)
+			return llm.Result{}, fmt.Errorf("openai: chat failed after %s%s: %w", plural(attempt, "attempt"), info.where(status), err)
 		}
 
 		wait := bo.NextBackOff()
+		reason := "no reply (network error or timeout); backing off"
+		if status != 0 {
+			reason = fmt.Sprintf("HTTP %d; backing off", status)
+		}
 		if ra, ok := retryAfter(status, info.header, time.Now()); ok {
 			wait = ra
+			reason = fmt.Sprintf("HTTP %d; waiting as the server's Retry-After asks", status)
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
 			return llm.Result{}, fmt.Errorf("openai: chat failed after %s; the next retry (in %s) would pass the context deadline: %w",
 				plural(attempt, "attempt"), wait.Round(time.Millisecond), err)
 		}
-		c.log().LogAttrs(ctx, slog.LevelWarn, "openai: retrying chat completion",
+		c.log().LogAttrs(ctx, slog.LevelWarn, RetryMessage,
 			slog.String("model", creq.Model),
 			slog.Int("attempt", attempt),
 			slog.Int("max_attempts", maxAttempts),
 			slog.Int("status", status),
 			slog.Duration("wait", wait),
+			slog.String("reason", reason),
 			slog.String("error", err.Error()),
 		)
 
@@ -342,13 +426,19 @@ func (c *Client) log() *slog.Logger {
 	return slog.Default()
 }
 
-// buildRequest turns req into a go-openai request plus the explicit-zero
-// fields go-openai would drop.
+// buildRequest turns req into a go-openai request plus the fields to add
+// to its body: the explicit zeros go-openai would drop, and ExtraBody.
 func (c *Client) buildRequest(req llm.Request) (goopenai.ChatCompletionRequest, map[string]any, error) {
 	var creq goopenai.ChatCompletionRequest
 	extra, err := applyParameters(&creq, req.Parameters)
 	if err != nil {
 		return creq, nil, err
+	}
+	if len(c.extraBody) > 0 {
+		// Disjoint from the parameters' keys (New checked).
+		all := maps.Clone(c.extraBody)
+		maps.Copy(all, extra)
+		extra = all
 	}
 	creq.Model = req.Model
 	if creq.Model == "" {
@@ -365,15 +455,31 @@ func (c *Client) buildRequest(req llm.Request) (goopenai.ChatCompletionRequest, 
 		creq.Messages[i] = goopenai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
 	}
 	if req.ForceJSON {
-		creq.ResponseFormat = &goopenai.ChatCompletionResponseFormat{
-			Type: goopenai.ChatCompletionResponseFormatTypeJSONObject,
-		}
+		creq.ResponseFormat = c.responseFormat(req.ResponseSchema)
 	}
 	if req.Stream != nil {
 		creq.Stream = true
 		creq.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
 	}
 	return creq, extra, nil
+}
+
+// responseFormat is the response_format that asks for a JSON reply in the
+// client's JSON mode, or nil for none.
+func (c *Client) responseFormat(schema *llm.JSONSchema) *goopenai.ChatCompletionResponseFormat {
+	switch {
+	case c.jsonMode == JSONModeOff:
+		return nil
+	case c.jsonMode == JSONModeSchema && schema != nil && len(schema.Schema) > 0:
+		return &goopenai.ChatCompletionResponseFormat{
+			Type: goopenai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &goopenai.ChatCompletionResponseFormatJSONSchema{
+				Name:   schema.Name,
+				Schema: schema.Schema,
+			},
+		}
+	}
+	return &goopenai.ChatCompletionResponseFormat{Type: goopenai.ChatCompletionResponseFormatTypeJSONObject}
 }
 
 // attempt makes one HTTP exchange under the per-attempt timeout. With
@@ -477,6 +583,18 @@ func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, res
 		OutputTokens: resp.Usage.CompletionTokens,
 		TotalTokens:  resp.Usage.TotalTokens,
 	}
+	estimated := u.InputTokens == 0 && u.OutputTokens == 0 && u.TotalTokens == 0
+	if estimated {
+		// The server sent no usage (many local servers, or a stream
+		// without the usage chunk): estimate rather than report a free
+		// call, and say so.
+		n := 0
+		for _, m := range creq.Messages {
+			n += len(m.Content)
+		}
+		u.InputTokens = llm.EstimateTokens(n)
+		u.OutputTokens = llm.EstimateTokens(len(resp.Choices[0].Message.Content))
+	}
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.InputTokens + u.OutputTokens
 	}
@@ -485,6 +603,9 @@ func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, res
 		Text:     resp.Choices[0].Message.Content,
 		Usage:    u,
 		Duration: time.Since(start),
+
+		UsageEstimated: estimated,
+		FinishReason:   string(resp.Choices[0].FinishReason),
 	}
 	if forceJSON {
 		// JSON mode promises a JSON object; hand it over decoded so the
@@ -559,16 +680,41 @@ type attemptKey struct{}
 
 // attemptInfo is what doer learns about one attempt's HTTP exchange.
 type attemptInfo struct {
-	extra     map[string]any // body fields to add (explicit zeros go-openai drops)
+	extra     map[string]any // body fields to add (explicit zeros go-openai drops, Config.ExtraBody)
 	sent      bool           // the request reached the HTTP client
+	url       string         // the URL called, password redacted (the API key is in a header, never here)
 	header    http.Header    // response headers, for Retry-After
 	delivered int            // bytes of streamed text passed to Request.Stream
+}
+
+// where is the part of a failed call's error that names the URL called,
+// with a hint at the API root, when the reply suggests the URL is wrong: a
+// 404 or 405, or an HTML page (a web server's or proxy's, not the API's
+// JSON). It is empty otherwise.
+func (info *attemptInfo) where(status int) string {
+	if info.url == "" {
+		return ""
+	}
+	html := strings.HasPrefix(strings.ToLower(strings.TrimSpace(info.header.Get("Content-Type"))), "text/html")
+	if status != http.StatusNotFound && status != http.StatusMethodNotAllowed && !html {
+		return ""
+	}
+	what := fmt.Sprintf("HTTP %d", status)
+	if html {
+		what = "an HTML page, not the API's JSON"
+		if status != 0 {
+			what += fmt.Sprintf(" (HTTP %d)", status)
+		}
+	}
+	return fmt.Sprintf("; POST %s answered with %s: is the base URL the API root, usually ending in /v1 (such as http://localhost:8000/v1)? The client appends %s to it",
+		info.url, what, chatPath)
 }
 
 // doer wraps the HTTP client handed to go-openai. It exists because go-openai
 // hides two things Chat needs: response headers on errors (for Retry-After)
 // and parameters whose explicit zero value (temperature 0) its omitempty
-// tags drop, which would silently switch the server to its default.
+// tags drop, which would silently switch the server to its default; it also
+// adds Config.ExtraBody, fields go-openai has no place for.
 type doer struct {
 	hc *http.Client
 }
@@ -584,6 +730,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		}
 	}
 	info.sent = true
+	info.url = req.URL.Redacted()
 	resp, err := d.hc.Do(req)
 	if resp != nil {
 		info.header = resp.Header.Clone()

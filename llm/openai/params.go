@@ -129,13 +129,35 @@ var parameters = map[string]setter{
 var refused = map[string]string{
 	"model":           "set Request.Model or Config.Model instead",
 	"messages":        "set Request.Messages instead",
-	"response_format": "set Request.ForceJSON for JSON mode instead",
+	"response_format": "set Request.ForceJSON (with Request.ResponseSchema and Config.JSONMode) instead",
 	"stream":          "set Request.Stream to stream the reply instead",
 	"stream_options":  "set Request.Stream to stream the reply instead (usage is always requested)",
 	"tools":           "tool calling is not supported by this client",
 	"tool_choice":     "tool calling is not supported by this client",
 	"functions":       "tool calling is not supported by this client",
 	"function_call":   "tool calling is not supported by this client",
+}
+
+// CheckExtraBody refuses ExtraBody fields that the client sets itself: a
+// supported parameter (which belongs in Request.Parameters, where its value
+// is checked) or a field the client owns (model, messages, response_format,
+// stream, ...). The error is a *ParametersError.
+func CheckExtraBody(body map[string]any) error {
+	var perr ParametersError
+	for _, k := range sortedKeys(body) {
+		switch _, std := parameters[k]; {
+		case std:
+			perr.Problems = append(perr.Problems, &ParameterError{Key: k, Reason: "a standard parameter: set it with the parameters, where its value is checked"})
+		case refused[k] != "":
+			perr.Problems = append(perr.Problems, &ParameterError{Key: k, Reason: "set by the client: " + refused[k]})
+		case body[k] == nil:
+			perr.Problems = append(perr.Problems, &ParameterError{Key: k, Reason: "value is null"})
+		}
+	}
+	if len(perr.Problems) > 0 {
+		return &perr
+	}
+	return nil
 }
 
 // SupportedParameters lists, sorted, the Request.Parameters keys the client

@@ -211,8 +211,10 @@ func TestStreamWithoutUsageChunk(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Chat: %v", err)
 	}
-	if res.Text != "no usage" || res.Usage != (llm.Usage{}) {
-		t.Errorf("result = %q %+v, want the text and zero usage", res.Text, res.Usage)
+	// Estimated: "hi" is 1 token, "no usage" 2, at about four characters a token.
+	want := llm.Usage{InputTokens: 1, OutputTokens: 2, TotalTokens: 3, Cost: 3e-6}
+	if res.Text != "no usage" || res.Usage != want || !res.UsageEstimated {
+		t.Errorf("result = %q %+v estimated %v, want the text and estimated usage %+v", res.Text, res.Usage, res.UsageEstimated, want)
 	}
 }
 

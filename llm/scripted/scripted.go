@@ -22,7 +22,7 @@
 // # Token counts and cost
 //
 // A reply's input_tokens and output_tokens are reported as given. When one is
-// omitted (or 0) it is estimated, at about four characters a token: output
+// omitted (or 0) it is estimated with llm.EstimateTokens, at about four characters a token: output
 // tokens as len(reply text)/4, input tokens as the summed length of the
 // request's message contents /4, each at least 1. The cost is computed with
 // the llm.Pricing given to the client (see WithPricing), for the request's
@@ -217,10 +217,10 @@ func (c *Client) take(req llm.Request) (llm.Result, error) {
 		for _, m := range req.Messages {
 			n += len(m.Content)
 		}
-		u.InputTokens = estimate(n)
+		u.InputTokens = llm.EstimateTokens(n)
 	}
 	if u.OutputTokens <= 0 {
-		u.OutputTokens = estimate(len(r.Text))
+		u.OutputTokens = llm.EstimateTokens(len(r.Text))
 	}
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	model := req.Model
@@ -251,12 +251,6 @@ func pieces(text string) []string {
 		out = append(out, text[start:])
 	}
 	return out
-}
-
-// estimate turns a character count into tokens, about four characters a
-// token, at least 1.
-func estimate(chars int) int {
-	return max(1, (chars+3)/4)
 }
 
 func copyRequest(r llm.Request) llm.Request {
