@@ -3,11 +3,16 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // invoke is the typed call every adapter uses: JSON in, JSON out. An output
@@ -109,7 +114,68 @@ func (t *tool) Name() string            { return t.spec.Name }
 func (t *tool) Description() string     { return t.spec.Description }
 func (t *tool) ParameterSchema() string { return string(t.spec.Parameters) }
 
+// Execute calls the tool. A failure is a *ToolError, whose text (what the
+// engine sends the model) is the plugin's message, and the *Error with the
+// full detail (the plugin, morph's export, a trap's wasm stack) is logged
+// and under it for errors.As.
 func (t *tool) Execute(ctx context.Context, params map[string]any) (string, error) {
 	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params})
-	return out.Output, err
+	var pe *Error
+	if err == nil || !errors.As(err, &pe) {
+		return out.Output, err
+	}
+	level := slog.LevelWarn
+	if pe.Kind == ErrGuest { // the tool's own answer, not a fault
+		level = slog.LevelDebug
+	}
+	t.p.log.Log(ctx, level, "tool call failed", "tool", t.spec.Name, "err", err)
+	return "", &ToolError{Tool: t.spec.Name, Err: pe, timeout: t.p.limits.Timeout}
 }
+
+// ToolError is the failure of a plugin's tool as the engine sees it. Its
+// text, which the engine sends the model as the observation, is what the
+// model can act on: the plugin's own message for an error the tool
+// reported, the first line of a trap's cause ("plugin trapped: wasm error:
+// unreachable"), the deadline of a call that timed out; not the plugin's
+// name, morph's internal export names or the wasm stack. Err, which
+// errors.Is and errors.As see, has the full detail, which the plugin's log
+// has too.
+type ToolError struct {
+	Tool    string // the tool's name
+	Err     *Error
+	timeout time.Duration // the plugin's call deadline
+}
+
+// Error is the text for the model (see ToolError), escaped as Error.Error's.
+func (e *ToolError) Error() string {
+	pe := e.Err
+	var text string
+	switch pe.Kind {
+	case ErrGuest:
+		text = pe.Msg
+		if text == "" {
+			text = "the tool failed without a message"
+		}
+	case ErrTimeout:
+		text = pe.Kind.Error()
+		if e.timeout > 0 {
+			text += " after " + e.timeout.String()
+		}
+	default:
+		text = pe.Kind.Error()
+		cause := pe.Msg
+		if pe.Kind == ErrTrap || cause == "" {
+			cause = ""
+			if pe.Err != nil {
+				cause = pe.Err.Error()
+			}
+		}
+		if first, _, _ := strings.Cut(strings.TrimSpace(cause), "\n"); first != "" {
+			text += ": " + first
+		}
+	}
+	return safetext.Escape(text)
+}
+
+// Unwrap returns the plugin failure with its full detail.
+func (e *ToolError) Unwrap() error { return e.Err }

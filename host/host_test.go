@@ -118,6 +118,21 @@ func TestLoadErrors(t *testing.T) {
 	load(t, l, Config{Path: fixture(t, "minimal"), SHA256: strings.ToUpper(hex.EncodeToString(sum[:]))})
 }
 
+// A module that is neither morph's nor Extism's (no ABI marker, no
+// extism:host/env import) is told what each convention needs.
+func TestLoadNeitherConvention(t *testing.T) {
+	_, err := newLoader(t).Load(context.Background(), Config{Name: "nm", Path: fixture(t, "nomarker")})
+	if !errors.Is(err, ErrABIMismatch) {
+		t.Fatalf("err = %v, want ErrABIMismatch", err)
+	}
+	for _, want := range []string{"neither a morph plugin nor an Extism plugin", "abi/SPEC.md", "morph_abi_v1 () -> ()",
+		"morph_alloc", "morph_describe", "morph_call_tool", "guests/extism/README.md", "extism:host/env", "exports describe and call"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
 // Every fault fixture: a typed error within the deadline, the instance
 // replaced, the plugin still serving, and an agent run still ending in a final.
 func TestFaultFixtures(t *testing.T) {

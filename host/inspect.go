@@ -27,8 +27,13 @@ type Report struct {
 	Imports  []Signature   `json:"imports"`
 	Manifest *abi.Manifest `json:"manifest,omitempty"`
 	Hooks    []string      `json:"hooks,omitempty"` // implemented hooks the host will call
-	// Capabilities compare the manifest's requests with the grants of the
-	// Config given to Inspect (with none, every request shows as not granted).
+	// Requests are the capabilities the module requests: its manifest's,
+	// and http for an Extism module that imports extism:host/env
+	// http_request (an Extism manifest cannot request it; the import is how
+	// the module asks for it).
+	Requests []string `json:"requested_capabilities,omitempty"`
+	// Capabilities compare Requests with the grants of the Config given to
+	// Inspect (with none, every request shows as not granted).
 	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
 	// Problems are the reasons the module cannot be loaded; empty when it can.
 	Problems []string `json:"problems,omitempty"`
@@ -95,9 +100,19 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer p.Close(ctx)
 	m := p.Manifest()
-	rep.Manifest, rep.Hooks, rep.Capabilities = &m, slices.Clone(p.hooks), p.Capabilities()
-	if missing := sandbox.NotGranted(rep.Capabilities); strict && len(missing) > 0 {
+	rep.Manifest, rep.Hooks, rep.Requests, rep.Capabilities = &m, slices.Clone(p.hooks), slices.Clone(m.Capabilities), p.Capabilities()
+	if rep.Loader == LoaderExtism && importsExtismHTTP(rep.Imports) && !slices.Contains(rep.Requests, abi.CapabilityHTTP) {
+		rep.Requests = append(rep.Requests, abi.CapabilityHTTP)
+		rep.Capabilities = p.sandbox.Capabilities(rep.Requests)
+	}
+	if missing := sandbox.NotGranted(p.Capabilities()); strict && len(missing) > 0 {
 		rep.Problems = append(rep.Problems, ungrantedError(p.name, missing).Error())
 	}
 	return rep, nil
+}
+
+// importsExtismHTTP reports whether imports hold Extism's http_request
+// (extism:host/env), which an Extism module calls for the HTTP capability.
+func importsExtismHTTP(imports []Signature) bool {
+	return slices.ContainsFunc(imports, func(i Signature) bool { return i.Module == "extism:host/env" && i.Name == "http_request" })
 }

@@ -34,7 +34,7 @@ func TestPluginCapabilities(t *testing.T) {
 
 	strict := setup(t, []string{finalReply}, entry("error"))
 	code, stdout, _ = morph(t, "", "plugin", "inspect", "--cache-dir", cache, "--config", strict, wasm)
-	if code != 0 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "problem:") || !strings.Contains(stdout, "capability not granted") {
+	if code != 1 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "problem:") || !strings.Contains(stdout, "capability not granted") {
 		t.Fatalf("inspect under ungranted = error: exit %d\n%s", code, stdout)
 	}
 	code, _, stderr = morph(t, "", "plugin", "status", "--config", strict)
@@ -48,5 +48,49 @@ func TestPluginCapabilities(t *testing.T) {
 	code, _, stderr = morph(t, "", "plugin", "inspect", "--cache-dir", cache, "--config", cfg, other)
 	if code != 2 || !strings.Contains(stderr, "no [[plugins]] entry has the path") || !strings.Contains(stderr, "cap (") {
 		t.Fatalf("inspect --config of a module the config does not name: exit %d\n%s", code, stderr)
+	}
+}
+
+// An Extism module that imports extism:host/env http_request requests http
+// (an Extism manifest has no capabilities to list): inspect shows it, with
+// and without the grants of --config.
+func TestPluginInspectExtismHTTP(t *testing.T) {
+	wasm := fixture(t, "extism_tools_http")
+	cache := t.TempDir()
+	code, stdout, stderr := morph(t, "", "plugin", "inspect", "--cache-dir", cache, wasm)
+	if code != 0 || !strings.Contains(stdout, "capabilities: http (requested; --config compares them with the plugin's grants)") {
+		t.Fatalf("inspect: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = morph(t, "", "plugin", "inspect", "--json", "--cache-dir", cache, wasm)
+	if code != 0 || !strings.Contains(stdout, `"requested_capabilities": [`) {
+		t.Fatalf("inspect --json: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, c := range []struct{ hosts, want string }{
+		{"", "capabilities: http (requested, NOT granted)"},
+		{"allowed_hosts = [\"api.example.com\"]\n", "capabilities: http (requested, granted: api.example.com)"},
+	} {
+		cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \""+cache+"\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"ext\"\npath = \""+wasm+"\"\n"+c.hosts)
+		code, stdout, stderr = morph(t, "", "plugin", "inspect", "--cache-dir", cache, "--config", cfg, wasm)
+		if code != 0 || !strings.Contains(stdout, c.want) {
+			t.Fatalf("inspect --config (%q): exit %d\n%s%s", c.hosts, code, stdout, stderr)
+		}
+	}
+}
+
+// inspect of a module that does not load prints the report, its problems
+// included, and exits 1; the text and the JSON report alike.
+func TestPluginInspectFailsOnProblems(t *testing.T) {
+	for _, fx := range []string{"nomarker", "wrongversion"} {
+		for _, args := range [][]string{{"plugin", "inspect"}, {"plugin", "inspect", "--json"}} {
+			code, stdout, stderr := morph(t, "", append(args, "--cache-dir", "off", fixture(t, fx))...)
+			if code != 1 || !strings.Contains(stdout, "problem") || !strings.Contains(stderr, "does not load: 1 problem in the report") {
+				t.Errorf("%s %v: exit %d\n%s\nstderr: %s", fx, args, code, stdout, stderr)
+			}
+		}
+	}
+	notWasm := filepath.Join(t.TempDir(), "notes.wasm")
+	os.WriteFile(notWasm, []byte("not a module"), 0o644)
+	if code, stdout, _ := morph(t, "", "plugin", "inspect", "--cache-dir", "off", notWasm); code != 1 || !strings.Contains(stdout, "not a WebAssembly module") {
+		t.Errorf("inspect of a file that is not WebAssembly: exit %d\n%s", code, stdout)
 	}
 }

@@ -56,17 +56,26 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 	inspectCmd := &cobra.Command{
 		Use:   "inspect FILE.wasm",
 		Short: "Print a module's manifest, ABI version, exports, imports, hooks and tools",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a module's manifest, ABI version, exports, imports, hooks, tools and capabilities
+(an Extism module that imports extism:host/env http_request requests http).
+
+Exit status: 0 when the module loads, 1 when it does not (the report says why, one
+"problem:" line each), 2 for a usage error (no such file, a bad flag or config).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := inspect(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(stdout, rep)
+				err = writeJSON(stdout, rep)
+			} else {
+				printReport(stdout, rep)
 			}
-			printReport(stdout, rep)
-			return nil
+			if err == nil && len(rep.Problems) > 0 {
+				err = &exitError{exitRunFailed, fmt.Errorf("%s does not load: %s in the report", args[0], plural(len(rep.Problems), "problem"))}
+			}
+			return err
 		},
 	}
 	inspectCmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -133,6 +142,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 	statusCmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
 	cmd.AddCommand(inspectCmd, checkCmd, statusCmd, newPluginTestCmd(stdout, stderr, &cacheDir))
+	cmd.AddCommand(newPluginNewCmd(stdout, stderr))
 	return cmd
 }
 
@@ -148,8 +158,8 @@ func printReport(w io.Writer, rep *host.Report) {
 		fmt.Fprintf(w, "hooks:    %s\n", labels(rep.Hooks))
 		if rep.Capabilities != nil {
 			fmt.Fprintf(w, "capabilities: %s\n", capabilities(rep.Capabilities))
-		} else if len(m.Capabilities) > 0 {
-			fmt.Fprintf(w, "capabilities: %s (requested; --config compares them with the plugin's grants)\n", labels(m.Capabilities))
+		} else if len(rep.Requests) > 0 {
+			fmt.Fprintf(w, "capabilities: %s (requested; --config compares them with the plugin's grants)\n", labels(rep.Requests))
 		} else {
 			fmt.Fprintf(w, "capabilities: (none requested)\n")
 		}

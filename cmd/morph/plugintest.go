@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/host/conform"
 )
@@ -22,6 +24,7 @@ import (
 func newPluginTestCmd(stdout, stderr io.Writer, cacheDir *string) *cobra.Command {
 	var (
 		fixturesDir string
+		configPath  string
 		asJSON      bool
 		values      []string
 		timeout     time.Duration
@@ -41,6 +44,11 @@ a note. A tool whose schema-built sample does not satisfy its own schema is skip
 fixture. So is a tool whose schema asks for more than the sample builder gives (16 levels,
 64 KiB of JSON, 500ms): a minLength of 1e18, $refs that fan out to millions of values.
 
+--config FILE: load the module as the config's [[plugins]] entry whose path is FILE.wasm
+loads it: with its name, grants (allowed_hosts, paths, env, ungranted), limits, hooks and
+[plugins.config] values, as morph run would; --config-value adds or overrides values, and
+--timeout, when given, overrides the entry's.
+
 --fixtures DIR: every DIR/<name>*.json is one input payload for the hook or tool <name> (the
 longest name that matches): a hook's input (a PromptInput for build_prompt, ...), or a tool's
 ToolCallInput {"tool": "...", "params": {...}}, "tool" optional.
@@ -58,13 +66,23 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 			if timeout <= 0 {
 				return usageErrorf("--timeout must be positive, not %s", timeout)
 			}
-			config := map[string]string{}
+			hc := host.Config{Path: path, Values: map[string]string{}, Limits: host.Limits{Timeout: timeout}}
+			opts := host.LoaderOptions{CacheDir: *cacheDir}
+			if configPath != "" {
+				var err error
+				if hc, opts.SecretEnv, err = pluginEntryConfig(configPath, path); err != nil {
+					return &exitError{exitUsage, err}
+				}
+				if cmd.Flags().Changed("timeout") || hc.Limits.Timeout == 0 {
+					hc.Limits.Timeout = timeout
+				}
+			}
 			for _, kv := range values {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
 					return usageErrorf("--config-value %q: want key=value", kv)
 				}
-				config[k] = v
+				hc.Values[k] = v
 			}
 			var fixtures map[string][]json.RawMessage
 			if fixturesDir != "" {
@@ -77,13 +95,13 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 			if verbose {
 				level = slog.LevelDebug
 			}
-			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-			l, err := host.NewLoader(host.LoaderOptions{CacheDir: *cacheDir, Logger: logger})
+			opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+			l, err := host.NewLoader(opts)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
 			defer l.Close(cmd.Context())
-			rep, err := conform.Run(cmd.Context(), l, host.Config{Path: path, Values: config, Limits: host.Limits{Timeout: timeout}}, fixtures)
+			rep, err := conform.Run(cmd.Context(), l, hc, fixtures)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
@@ -106,10 +124,33 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 	f := cmd.Flags()
 	f.StringVar(&fixturesDir, "fixtures", "", "a directory of fixtures: <hook-or-tool-name>*.json, one input payload each")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&configPath, "config", "", "load FILE.wasm with the grants, limits and config values of the config's [[plugins]] entry for it")
 	f.StringArrayVar(&values, "config-value", nil, "a plugin config value key=value, as in [plugins.config] (repeatable)")
 	f.DurationVar(&timeout, "timeout", host.DefaultTimeout, "the deadline of each call")
 	f.BoolVarP(&verbose, "verbose", "v", false, "show the plugin's log (debug level and up) on stderr")
 	return cmd
+}
+
+// pluginEntryConfig is the load settings of the [[plugins]] entry of the
+// config file configPath whose module is the file at path (config.Config's
+// PluginFor), with the loader's secret environment: how `morph run` would
+// load it. Its Path is path as given and its Values a copy, for
+// --config-value to add to.
+func pluginEntryConfig(configPath, path string) (host.Config, []string, error) {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return host.Config{}, nil, err
+	}
+	entry, err := cfg.PluginFor(path)
+	if err != nil {
+		return host.Config{}, nil, err
+	}
+	hc := entry.HostConfig()
+	hc.Path, hc.Values = path, maps.Clone(hc.Values)
+	if hc.Values == nil {
+		hc.Values = map[string]string{}
+	}
+	return hc, cfg.SecretEnv(), nil
 }
 
 // printConform prints the report as a table, the notes and failures in

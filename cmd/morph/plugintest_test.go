@@ -210,3 +210,49 @@ func TestPluginTestGoHooks(t *testing.T) {
 		t.Fatalf("conforms %v, %d notes, %d calls", rep.Conforms, notes, len(rep.Calls))
 	}
 }
+
+// --config loads the module as its [[plugins]] entry does: the entry's
+// grants (here, an environment variable for WASI) and its config values
+// (here, mw_flaky's fault_percent) apply, and --config-value overrides one.
+func TestPluginTestConfig(t *testing.T) {
+	t.Setenv("MORPH_PLUGIN_TEST_VAR", "x")
+	cache := t.TempDir()
+	entry := func(fx, extra string) string {
+		return setup(t, []string{finalReply}, "\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"entry\"\npath = \""+
+			fixture(t, fx)+"\"\n"+extra)
+	}
+	snoop := entry("snoop", "env = [\"MORPH_PLUGIN_TEST_VAR\"]\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `"system_prompt":"env 0 `},
+		{[]string{"--config", snoop}, `"system_prompt":"env 1 `},
+	} {
+		code, stdout, stderr := morph(t, "", append(append([]string{"plugin", "test", "--json", "--cache-dir", cache}, c.args...), fixture(t, "snoop"))...)
+		rep := decodeConform(t, stdout)
+		if code != 0 || len(rep.Calls) == 0 || !strings.Contains(rep.Calls[0].Output, c.want) {
+			t.Fatalf("%v: exit %d, calls %+v, want the output %q\n%s", c.args, code, rep.Calls, c.want, stderr)
+		}
+	}
+
+	flaky := entry("mw_flaky", "[plugins.config]\nfault_percent = \"100\"\n")
+	for _, c := range []struct {
+		args     []string
+		conforms bool
+	}{
+		{nil, true},
+		{[]string{"--config", flaky}, false},
+		{[]string{"--config", flaky, "--config-value", "fault_percent=0"}, true},
+	} {
+		code, stdout, stderr := morph(t, "", append(append([]string{"plugin", "test", "--json", "--cache-dir", cache}, c.args...), fixture(t, "mw_flaky"))...)
+		if rep := decodeConform(t, stdout); rep.Conforms != c.conforms || (code == 0) != c.conforms {
+			t.Fatalf("%v: exit %d, conforms %v, want %v\n%s\n%s", c.args, code, rep.Conforms, c.conforms, stdout, stderr)
+		}
+	}
+
+	code, _, stderr := morph(t, "", "plugin", "test", "--cache-dir", cache, "--config", snoop, fixture(t, "minimal"))
+	if code != 2 || !strings.Contains(stderr, "no [[plugins]] entry has the path") {
+		t.Fatalf("--config naming no entry for the module: exit %d\n%s", code, stderr)
+	}
+}

@@ -169,6 +169,19 @@ func (in *instance) MemoryBytes() uint32 { return in.mod.Memory().Size() }
 // Close closes the instance.
 func (in *instance) Close() { in.mod.Close(context.Background()) }
 
+// neitherConvention is the error for a module that follows neither calling
+// convention the host loads (no ABI marker, no Extism import): it says what
+// each needs, so that an author can tell which one the module was meant for
+// and what it lacks.
+func neitherConvention() error {
+	return fmt.Errorf("no ABI marker export: found none, this host supports %s. The module is neither a morph plugin nor an Extism plugin: "+
+		"a morph ABI v1 plugin (abi/SPEC.md) exports the marker %s () -> (), memory, %s (i32) -> (i32) and %s (i32, i32) -> (i64), "+
+		"plus %s for tools and morph_<hook> for each hook its manifest lists; "+
+		"an Extism plugin (guests/extism/README.md) is built with an Extism PDK, so imports %s, and exports describe and call, each () -> i32, "+
+		"for tools (or %s and the morph_<hook> exports for hooks)",
+		abi.MarkerV1, abi.MarkerV1, abi.ExportAlloc, abi.ExportDescribe, abi.ExportCallTool, "extism:host/env", abi.ExportDescribe)
+}
+
 // checkExports enforces the marker and the shapes of the exports ABI v1
 // defines; kinds are all the module's exports, to name one exported as
 // something else than a function.
@@ -186,7 +199,7 @@ func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 		}
 		sort.Strings(found)
 		if len(found) == 0 {
-			return fmt.Errorf("no ABI marker export: found none, this host supports %s", abi.MarkerV1)
+			return neitherConvention()
 		}
 		return fmt.Errorf("unsupported ABI: found %s, this host supports %s", strings.Join(found, ", "), abi.MarkerV1)
 	}

@@ -1,0 +1,67 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/morphhost/morph/engine"
+)
+
+// A failing plugin tool's error text, which the engine sends the model, is
+// the plugin's message (a reported error) or a trap's first line: not the
+// plugin's name, morph's internal export names or the wasm stack, which the
+// *Error under it and the plugin's log keep.
+func TestToolErrorText(t *testing.T) {
+	logs := &syncBuffer{}
+	l, err := NewLoader(LoaderOptions{CacheDir: "off", Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	p := load(t, l, Config{Name: "ext", Path: fixture(t, "extism_tools_http")})
+	tools := map[string]interface {
+		Execute(context.Context, map[string]any) (string, error)
+	}{}
+	for _, tl := range p.Tools() {
+		tools[tl.Name()] = tl
+	}
+	for _, c := range []struct {
+		tool, want string
+		kind       error
+		detail     string // in the *Error and the log only
+	}{
+		{"fail", "division by zero", ErrGuest, "export morph_call_tool"},
+		{"crash", "plugin trapped: wasm error: unreachable", ErrTrap, "wasm stack trace"},
+	} {
+		_, err := tools[c.tool].Execute(context.Background(), map[string]any{})
+		var te *ToolError
+		if !errors.As(err, &te) || err.Error() != c.want || !errors.Is(err, c.kind) || te.Tool != c.tool {
+			t.Fatalf("%s: %#v (%v), want a *ToolError of kind %v reading %q", c.tool, err, err, c.kind, c.want)
+		}
+		var pe *Error
+		if !errors.As(err, &pe) || !strings.Contains(pe.Error(), c.detail) || !strings.Contains(logs.String(), c.detail) {
+			t.Errorf("%s: the detail %q is lost: %v\nlog:\n%s", c.tool, c.detail, pe, logs)
+		}
+	}
+
+	// In a run, that text is the observation the model gets.
+	m := &scriptModel{replies: []string{
+		`{"type":"tool_call","tool_call":{"tool_name":"fail","tool_params":{}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"crash","tool_params":{}}}`,
+		`{"type":"final","final":{"output":"done"}}`,
+	}}
+	e := engine.New(m, nil, engine.WithExtenders(l.Extender(Config{Name: "ext", Path: fixture(t, "extism_tools_http")}, engine.MiddlewareConfig{})))
+	defer e.Close(context.Background())
+	_, rc, err := e.NewSession("s").RunTurn(context.Background(), "fail, then crash", engine.RunOptions{})
+	if err != nil || len(rc.Steps) < 2 {
+		t.Fatalf("run: %v, steps %+v", err, rc.Steps)
+	}
+	for i, want := range []string{"error: division by zero", "error: plugin trapped: wasm error: unreachable"} {
+		if obs := rc.Steps[i].Observation; obs != want {
+			t.Errorf("step %d observation %q, want %q", i+1, obs, want)
+		}
+	}
+}
