@@ -290,8 +290,11 @@ func testGoHooksTools(t *testing.T, g goHooks) {
 		{`{"items":[1]}`, "items[3]"}: "at $.items: index 3 out of range (length 1)",
 	} {
 		_, err = tools["json_query"].Execute(ctx, map[string]any{"json": params[0], "path": params[1]})
-		if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "go-hooks") {
-			t.Fatalf("json_query %v: err = %v, want ErrGuest containing %q", params, err, want)
+		// The text (what the model reads) is the plugin's message; the
+		// detail, the plugin's name included, is in the *Error under it.
+		var pe *Error
+		if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), want) || !errors.As(err, &pe) || pe.Plugin != "go-hooks" {
+			t.Fatalf("json_query %v: err = %v, want ErrGuest containing %q from plugin go-hooks", params, err, want)
 		}
 	}
 	expectGuestErrors(t, p, 2, guestErrCase{abi.ExportBuildPrompt, `{"task":`, "invalid input"})
