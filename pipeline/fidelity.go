@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/morphhost/morph/internal/safetext"
@@ -28,14 +29,7 @@ const (
 var FidelityModes = []string{FidelityFull, FidelityTruncate, FidelityCompact, FidelitySummaryLow, FidelitySummaryMedium, FidelitySummaryHigh}
 
 // validFidelity reports whether s is a fidelity mode.
-func validFidelity(s string) bool {
-	for _, m := range FidelityModes {
-		if s == m {
-			return true
-		}
-	}
-	return false
-}
+func validFidelity(s string) bool { return slices.Contains(FidelityModes, s) }
 
 // fidelityOf is the stage's fidelity: the node's if valid, else the
 // incoming edge's, else the context's, else the graph's default, else

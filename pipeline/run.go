@@ -195,7 +195,7 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 
 func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, prior time.Duration, dotFile string) *run {
 	store := NewArtifactStore(filepath.Join(cfg.RunDir, "artifacts"))
-	x := &run{r: r, g: g, cfg: cfg, lim: r.limits(), store: store, pctx: pctx, cp: cp,
+	x := &run{r: r, g: g, cfg: cfg, lim: r.limits(), handlers: r.handlers(), store: store, pctx: pctx, cp: cp,
 		started: r.clock().Now(), prior: prior, nodes: cp.Nodes}
 	if dotFile != "" {
 		x.baseDir = filepath.Dir(dotFile)
@@ -347,7 +347,7 @@ func (x *run) graphInt(key string, def int) int {
 // parallel branch, and returns its final outcome; an error only when ctx
 // ended.
 func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outcome, via *Edge, branch string) (*Outcome, error) {
-	h := x.r.handlers().Get(node.Type())
+	h := x.handlers.Get(node.Type())
 	maxRetries, err := node.Int("max_retries", x.graphInt("default_max_retries", 0))
 	if err != nil || maxRetries < 0 {
 		maxRetries = 0

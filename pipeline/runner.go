@@ -136,15 +136,18 @@ func (r *Runner) limits() Limits {
 
 // run is one run in progress.
 type run struct {
-	r       *Runner
-	g       *Graph
-	cfg     RunConfig
-	lim     Limits
-	store   *ArtifactStore
-	pctx    *Context
-	cp      *Checkpoint
-	started time.Time
-	prior   time.Duration // elapsed before this process (resumes)
+	r   *Runner
+	g   *Graph
+	cfg RunConfig
+	lim Limits
+	// handlers is the runner's registry, resolved once: a Runner without
+	// one would otherwise build the default registry at every stage.
+	handlers *HandlerRegistry
+	store    *ArtifactStore
+	pctx     *Context
+	cp       *Checkpoint
+	started  time.Time
+	prior    time.Duration // elapsed before this process (resumes)
 
 	// baseDir is where the pipeline file was: child pipelines' paths are
 	// relative to it.
