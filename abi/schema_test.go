@@ -63,6 +63,7 @@ var schemaTable = []struct {
 	{"fallback_input.json", reflect.TypeFor[FallbackInput]()},
 	{"tool_call_input.json", reflect.TypeFor[ToolCallInput]()},
 	{"tool_call_output.json", reflect.TypeFor[ToolCallOutput]()},
+	{"tool_call_output.json#/$defs/image", reflect.TypeFor[Image]()},
 	{"message.json", reflect.TypeFor[Message]()},
 	{"turn_start.json", reflect.TypeFor[TurnStart]()},
 	{"action.json", reflect.TypeFor[Action]()},
@@ -1253,6 +1254,8 @@ func TestSchemaGoSamples(t *testing.T) {
 		FallbackInput{Task: "task", Reason: "r", Steps: 15, Usage: Usage{InputTokens: 1, OutputTokens: 2, TotalTokens: 3, Cost: 1.5}},
 		ToolCallInput{Tool: "word_count", Params: map[string]any{"text": "a b c"}},
 		ToolCallOutput{Output: "3"},
+		ToolCallOutput{Output: "a chart [image 1: image/png]", Images: []Image{{MimeType: "image/png", Data: "iVBORw0KGgo="}}},
+		Image{MimeType: "image/jpeg", Data: "/9j/4AAQ"},
 		Message{Role: "user", Content: "How many words?"},
 		TurnStart{SessionID: "s1", Turn: 2, Input: "and now?", History: history},
 		TurnStart{SessionID: "s1", Turn: 1, Input: "count"}, // no history asked for

@@ -152,4 +152,14 @@ type ToolCallInput struct {
 // ToolCallOutput is a tool's result, shown to the model as the observation.
 type ToolCallOutput struct {
 	Output string `json:"output"`
+	// Images go to the model with the observation when it takes images
+	// (morph.toml [llm] images), and are dropped otherwise: Output should
+	// say what they show.
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is an image of a tool's result, as MCP's image content carries it.
+type Image struct {
+	MimeType string `json:"mime_type"` // image/png, image/jpeg, image/gif or image/webp
+	Data     string `json:"data"`      // the image's bytes, base64 (standard encoding, padded)
 }

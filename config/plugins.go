@@ -2,9 +2,11 @@ package config
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path"
@@ -65,6 +67,18 @@ type PluginEntry struct {
 	QuarantineAfter int `toml:"quarantine_after"`
 	// QuarantineFor is the first quarantine's length (default 30s, doubling to 10m).
 	QuarantineFor time.Duration `toml:"quarantine_for"`
+	// Tools are the [[plugins.tools]] tables: plain exports of an Extism
+	// module (count_vowels, run, ...) served as tools. `morph plugin inspect`
+	// prints them for a module's exports.
+	Tools []ExportToolEntry `toml:"tools"`
+	// HookExports is the [plugins.hook_exports] table: hook name = the
+	// Extism module's export that serves it, with the hook's payloads.
+	HookExports map[string]string `toml:"hook_exports"`
+	// Modules is the [plugins.modules] table: name = path of each module
+	// the Extism plugin's main module (path) imports from by that name.
+	// Load resolves relative paths against the config file's directory.
+	Modules map[string]string `toml:"modules"`
+
 	// Isolation is which calls may share an instance, and so the guest's
 	// state: "pooled" (any call reuses an idle instance), "session" (each
 	// session has instances of its own, evicted after 10 minutes idle or
@@ -101,6 +115,22 @@ type PluginEntry struct {
 	// these keys do not grant means: "warn" (default: a warning, and its
 	// calls that need it fail) or "error" (the plugin fails to load).
 	Ungranted string `toml:"ungranted"`
+}
+
+// ExportToolEntry is a [[plugins.tools]] table (host.ExportTool).
+type ExportToolEntry struct {
+	// Export is the module's export the tool calls; required.
+	Export string `toml:"export"`
+	// Name is the tool's name; default: the export's.
+	Name string `toml:"name"`
+	// Description is what the model reads of the tool.
+	Description string `toml:"description"`
+	// Input is "json" (default: the arguments as JSON) or "field:NAME"
+	// (the string argument NAME, as bytes).
+	Input string `toml:"input"`
+	// Parameters is the arguments' JSON Schema: a TOML table, or a string
+	// of JSON. Default: see host.ExportTool.
+	Parameters any `toml:"parameters"`
 }
 
 // Discovery is the [discovery] table: where else plugins are found. Each
@@ -262,8 +292,62 @@ func (v *validator) plugins() {
 			}
 		}
 		v.grants(i, p, key)
+		v.extism(i, p, key)
 	}
 }
+
+// extism checks a plugin's keys for Extism modules, and resolves the paths
+// of its linked modules.
+func (v *validator) extism(i int, p *PluginEntry, key func(string) toml.Key) {
+	for j, t := range p.Tools {
+		tkey := toml.Key{"plugins", fmt.Sprint(i), "tools", fmt.Sprint(j)}
+		switch params := t.Parameters.(type) {
+		case nil, map[string]any:
+		case string:
+			var schema map[string]any
+			if err := json.Unmarshal([]byte(params), &schema); err != nil {
+				v.fail(append(tkey, "parameters"), err, "plugin %q: not a JSON object (a JSON Schema): %v", p.Name, err)
+			}
+		default:
+			v.fail(append(tkey, "parameters"), nil, "plugin %q: want a table or a string of JSON (a JSON Schema), got %T", p.Name, params)
+		}
+		if _, err := p.exportTool(t); err != nil {
+			v.fail(tkey, err, "plugin %q: %v", p.Name, err)
+		}
+	}
+	for hook, export := range p.HookExports {
+		if !slices.Contains(hookNames(), hook) || export == "" {
+			v.fail(append(key("hook_exports"), hook), nil, "plugin %q: want hook = \"export\" with a hook of %s", p.Name, strings.Join(hookNames(), ", "))
+		}
+	}
+	for name, path := range p.Modules {
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(v.c.File), path)
+			p.Modules[name] = path
+		}
+		if _, err := os.Stat(path); err != nil {
+			v.fail(append(key("modules"), name), err, "plugin %q: module %s not found (a relative path is resolved against the config file's directory)", p.Name, path)
+		}
+	}
+}
+
+// exportTool is t as package host takes it.
+func (p PluginEntry) exportTool(t ExportToolEntry) (host.ExportTool, error) {
+	ht := host.ExportTool{Export: t.Export, Name: t.Name, Description: t.Description, Input: t.Input}
+	switch params := t.Parameters.(type) {
+	case string:
+		ht.Parameters = json.RawMessage(params)
+	case map[string]any:
+		b, err := json.Marshal(params)
+		if err != nil {
+			return ht, err
+		}
+		ht.Parameters = b
+	}
+	return ht, host.CheckExportTool(ht)
+}
+
+// Discovery is the [discovery] table
 
 // grants checks a plugin's grant keys, and resolves its allowed_paths.
 func (v *validator) grants(i int, p *PluginEntry, key func(string) toml.Key) {
@@ -424,13 +508,16 @@ func (p PluginEntry) Grants() host.Grants {
 // HostConfig is the plugin's load settings for package host.
 func (p PluginEntry) HostConfig() host.Config {
 	return host.Config{
-		Grants:    p.Grants(),
-		Name:      p.Name,
-		Path:      p.Path,
-		SHA256:    p.SHA256,
-		Hooks:     p.Hooks,
-		Values:    p.Config,
-		Isolation: p.Isolation,
+		Grants:      p.Grants(),
+		Name:        p.Name,
+		Path:        p.Path,
+		SHA256:      p.SHA256,
+		Hooks:       p.Hooks,
+		Values:      p.Config,
+		Isolation:   p.Isolation,
+		Tools:       p.hostTools(),
+		HookExports: p.HookExports,
+		Modules:     p.linkedModules(),
 		Limits: host.Limits{
 			Timeout:        p.Timeout,
 			MemoryMiB:      uint32(p.MemoryMB),
@@ -443,6 +530,26 @@ func (p PluginEntry) HostConfig() host.Config {
 			MaxStackBytes:  p.MaxStackKB << 10,
 		},
 	}
+}
+
+// hostTools are the [[plugins.tools]] as package host takes them; Load has
+// checked them.
+func (p PluginEntry) hostTools() []host.ExportTool {
+	var out []host.ExportTool
+	for _, t := range p.Tools {
+		ht, _ := p.exportTool(t)
+		out = append(out, ht)
+	}
+	return out
+}
+
+// linkedModules are the [plugins.modules], sorted by name.
+func (p PluginEntry) linkedModules() []host.LinkedModule {
+	var out []host.LinkedModule
+	for _, name := range slices.Sorted(maps.Keys(p.Modules)) {
+		out = append(out, host.LinkedModule{Name: name, Path: p.Modules[name]})
+	}
+	return out
 }
 
 // SecretEnv names the environment variables no plugin may be granted: the

@@ -139,6 +139,14 @@ type Extension struct {
 	// call, for its status: a pipeline stage handler, which a pipeline
 	// runner finds through Details.
 	OtherHooks []string
+	// WatchTools, if set, is how a plugin whose tools change while it runs
+	// (an MCP plugin's notify_tool_list_changed) tells the engine:
+	// Initialize calls it once with update, which the plugin then calls
+	// with its whole new list. update checks the list as Initialize does and
+	// replaces the plugin's tools with it (a tool of that name from the host
+	// keeps the host's); a list that fails the checks is refused, with the
+	// error, and the old one kept. Runs started after see the new list.
+	WatchTools func(update func(ctx context.Context, tools []Tool) error)
 }
 
 // WithExtenders appends plugins to load at Initialize, in order (their
@@ -303,6 +311,9 @@ func (e *Engine) initialize(ctx context.Context) error {
 			}
 			e.reg.registerChecked(PluginSource(name), o.tools[j])
 		}
+		if o.ext.WatchTools != nil {
+			o.ext.WatchTools(func(ctx context.Context, tools []Tool) error { return e.replaceTools(ctx, name, tools) })
+		}
 		lp.hooks = append(e.applyHooks(ctx, name, o.ext.Options), o.ext.OtherHooks...)
 		e.addServices(ctx, name, o.ext.Services)
 		e.addConfigKeys(ctx, name, o.keys)
@@ -320,6 +331,26 @@ func (e *Engine) initialize(ctx context.Context) error {
 	}
 	e.log.InfoContext(ctx, "engine initialized", "plugins", len(e.life.loaded), "skipped", len(e.life.skipped),
 		"tools", len(e.reg.Names()), "middleware", len(e.chain()))
+	return nil
+}
+
+// replaceTools makes tools the tools of the plugin called name, in place of
+// those it had (Extension.WatchTools).
+func (e *Engine) replaceTools(ctx context.Context, name string, tools []Tool) error {
+	checked := make([]*registered, len(tools))
+	for i, t := range tools {
+		c, err := e.reg.checkTool(t)
+		if err != nil {
+			e.log.WarnContext(ctx, "plugin's new tool list refused; its tools stay as they were", "plugin", name, "error", err)
+			return &PluginError{Plugin: name, Err: err}
+		}
+		checked[i] = c
+	}
+	kept := e.reg.replaceFrom(PluginSource(name), checked)
+	for _, t := range kept {
+		e.log.WarnContext(ctx, "the plugin's new tool is not used: the host's tool of that name is", "plugin", name, "tool", t)
+	}
+	e.log.InfoContext(ctx, "plugin's tools changed", "plugin", name, "tools", len(tools)-len(kept))
 	return nil
 }
 

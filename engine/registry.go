@@ -130,6 +130,31 @@ func (r *Registry) registerChecked(source string, e *registered) {
 	r.tools[e.tool.Name()] = e
 }
 
+// replaceFrom makes entries, each checked by checkTool, the tools of
+// source, removing the others it had; a tool of the host's is kept over an
+// entry of its name, whose name is returned.
+func (r *Registry) replaceFrom(source string, entries []*registered) (kept []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, e := range r.tools {
+		if e.source == source {
+			delete(r.tools, name)
+		}
+	}
+	for _, e := range entries {
+		if old, ok := r.tools[e.tool.Name()]; ok && old.source == SourceHost {
+			kept = append(kept, e.tool.Name())
+			continue
+		}
+		if e.limits != r.limits {
+			e = &registered{tool: e.tool, limits: r.limits}
+		}
+		e.source = source
+		r.tools[e.tool.Name()] = e
+	}
+	return kept
+}
+
 // ErrInvalidTool marks a tool whose name or description the engine refuses.
 var ErrInvalidTool = errors.New("invalid tool")
 

@@ -98,8 +98,9 @@ func (p *Plugin) Options() []engine.Option {
 // leaves out the plugin's hooks and middleware. Use Loader.Extender or
 // Plugin.Extender to embed a whole plugin.
 func (p *Plugin) Tools() []engine.Tool {
-	tools := make([]engine.Tool, len(p.manifest.Tools))
-	for i, spec := range p.manifest.Tools {
+	specs := p.toolSpecs()
+	tools := make([]engine.Tool, len(specs))
+	for i, spec := range specs {
 		tools[i] = &tool{p: p, spec: spec}
 	}
 	return tools

@@ -94,6 +94,11 @@ func (p *Plugin) extension(mw engine.MiddlewareConfig) *engine.Extension {
 		Tools:            p.Tools(),
 		MiddlewareConfig: mw,
 		Close:            p.Close,
+		WatchTools: func(update func(context.Context, []engine.Tool) error) {
+			p.watch.mu.Lock()
+			defer p.watch.mu.Unlock()
+			p.watch.update = update
+		},
 	}
 	if mw := p.Middleware(); mw != nil {
 		ext.Middleware = mw

@@ -77,14 +77,14 @@ func TestExtismLoadErrors(t *testing.T) {
 	}{
 		{"imports", Config{Path: fixture(t, "extism_badimport")}, ErrLoad, []string{
 			"extism:host/env.no_such_function, which Extism (go-sdk v1.7.1) does not provide",
-			"extism:host/user.my_function: an Extism plugin may import only extism:host/env",
+			"extism:host/user.my_function, a host function neither morph nor the embedding host provides",
 			"morph:host/v1.log: an Extism plugin may import only",
 			"extism:host/env.http_request with signature (i32) -> (i32), want (i64, i64) -> (i64)",
 		}},
 		{"export signature", Config{Path: fixture(t, "extism_badexports")}, ErrABIMismatch, []string{
 			"export morph_build_prompt has signature (i32, i32) -> (i64), want () -> (i32)"}},
 		{"neither hooks nor tools", Config{Path: fixture(t, "extism_nohooks")}, ErrABIMismatch, []string{
-			"must export morph_describe (a morph plugin) or describe and call"}},
+			"must export morph_describe (a morph plugin), describe and call or list_tools and call_tool (an MCP tool plugin), or have its plain exports made tools"}},
 		{"memory too small", Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: 1}}, ErrLoad, []string{
 			"memory_mb 1 leaves the Extism kernel no room"}},
 	}

@@ -126,7 +126,7 @@ func TestLoadNeitherConvention(t *testing.T) {
 		t.Fatalf("err = %v, want ErrABIMismatch", err)
 	}
 	for _, want := range []string{"neither a morph plugin nor an Extism plugin", "abi/SPEC.md", "morph_abi_v1 () -> ()",
-		"morph_alloc", "morph_describe", "morph_call_tool", "guests/extism/README.md", "extism:host/env", "exports describe and call"} {
+		"morph_alloc", "morph_describe", "morph_call_tool", "guests/extism/README.md", "extism:host/env", "exports describe and call (or list_tools and call_tool)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -111,6 +111,27 @@ type Config struct {
 	// capabilities (see Grants.Ungranted).
 	Grants Grants
 
+	// For Extism modules that follow neither morph's ABI nor an MCP tool
+	// convention (see ExportTool); a morph ABI v1 module with any set fails
+	// to load.
+
+	// Tools are plain exports served as tools, beside the tools of the
+	// module's MCP convention if it has one.
+	Tools []ExportTool
+	// HookExports make plain exports hooks: hook name (abi.HookBuildPrompt,
+	// ...) to the export that serves it, which takes and answers the hook's
+	// ABI v1 payloads in Extism's calling convention.
+	HookExports map[string]string
+	// Modules are the modules the main one imports from by name.
+	Modules []LinkedModule
+	// HostFunctions are the extism:host/user functions the embedding host
+	// provides, over morph's own of the same name (the notifications,
+	// list_roots and create_elicitation of hyper-mcp's plugin interface:
+	// notify_tool_list_changed refreshes the plugin's tools, the others log
+	// or answer that there is nothing; see package internal/extism). A
+	// module importing a function neither provides fails to load, naming it.
+	HostFunctions []HostFunction
+
 	inspecting bool // Inspect: capabilities not granted go to the report, not the log
 }
 

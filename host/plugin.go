@@ -37,6 +37,8 @@ type Plugin struct {
 	manifest abi.Manifest
 	hooks    []string           // enabled hooks, sorted
 	caps     []CapabilityStatus // requested vs granted, from describe
+	ext      extismParts        // Config's Extism-only parts, checked
+	watch    toolWatch          // its tools as they change (Extism MCP plugins)
 
 	mode      string        // Config.Isolation; "" (pooled) until describe has run
 	slots     chan struct{} // one token per instance allowed to run
@@ -101,6 +103,11 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
 		mode: cfg.Isolation, now: time.Now, sessions: map[string]int{}}
 	p.closing, p.stop = context.WithCancel(context.Background())
+	named := cfg
+	named.Name = label
+	if p.ext, err = l.extismParts(named); err != nil {
+		return fail(ErrLoad, err)
+	}
 	if p.sandbox, err = sandbox.New(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
 		return fail(ErrLoad, err)
 	}
@@ -416,7 +423,17 @@ func (p *Plugin) takeSlot(ctx context.Context) (kind error, msg string, err erro
 // runner) makes its decode part of the call, so that an output it cannot
 // decode is ErrBadOutput, counted as a fault, and retires the instance as
 // any bad output does. view is valid only during read.
+//
+// A call during which an MCP plugin said its tools changed ends with the
+// plugin describing them again (see toolWatch).
 func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
+	err := p.callFunc(ctx, export, input, read)
+	p.refreshTools(ctx)
+	return err
+}
+
+// callFunc is CallFunc without the refresh of the plugin's tools.
+func (p *Plugin) callFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
 	p.stats.calls.Add(1)
 	fail := func(kind error, msg string, err error) error {
 		p.stats.faults.Add(1)

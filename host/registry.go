@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 
 	"log/slog"
 
@@ -64,12 +65,18 @@ func (l *Loader) env(p *Plugin) guest.Env {
 			MaxOutputBytes: p.limits.MaxOutputBytes, MaxJSONDepth: p.limits.MaxJSONDepth, MaxStackBytes: p.limits.MaxStackBytes},
 		Log:     func() *slog.Logger { return p.log },
 		Closing: p.closing, Sandbox: p.sandbox, Cache: l.cache, TableEntries: l.limits.TableEntries,
+		Tools: p.ext.tools, HookExports: p.ext.hookExports, Linked: p.ext.linked, HostFuncs: p.ext.hostFuncs,
+		ToolsChanged: func() { p.watch.stale.Store(true) },
 	}
 }
 
 // loadNative is the native loader's row (package native), with the
 // loader's cache of instrumented modules.
 func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
+	if !p.ext.empty() {
+		return nil, ErrLoad, errors.New("tools, hook_exports, modules and host functions configure Extism modules " +
+			"(which import extism:host/env); this is a morph ABI v1 module, which declares its tools and hooks in its manifest")
+	}
 	m, kind, err := native.Load(ctx, l.env(p), src.shape, func(stack uint32) ([]byte, error) { return l.instrumented(src, stack) })
 	if err != nil {
 		return nil, kind, err

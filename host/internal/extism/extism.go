@@ -13,12 +13,12 @@ package extism
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,20 +81,32 @@ func InputCap(pages uint32, maxOut int) int {
 const PageBytes = 64 << 10
 
 // Module is a module written with an Extism PDK, compiled once by
-// go-sdk; each instance is a go-sdk Plugin (instance). Hooks are the
-// exports of ABI v1 (morph_describe, morph_build_prompt, ...) in Extism's
-// calling convention, or, for a module that has no morph_describe but
-// exports `describe` and `call`, the tool convention of existing Extism
-// tool plugins (extismToolList, extismCallRequest), which morph serves as
-// its tools.
+// go-sdk; each instance is a go-sdk Plugin (instance). It follows one of
+// the conventions of the Extism ecosystem, which morph serves as ABI v1:
+//
+//   - morph's: morph_describe and the morph_<hook> exports of ABI v1, in
+//     Extism's calling convention;
+//   - an MCP tool plugin's (mcp.go): describe and call (mcp.run servlets,
+//     hyper-mcp's v1 plugins) or list_tools and call_tool (hyper-mcp v2),
+//     whose tools morph serves;
+//   - plain exports (count_vowels, run, greet, ...) that the plugin's
+//     configuration makes tools (Env.Tools) or hooks (Env.HookExports),
+//     beside an MCP plugin's tools or alone.
 type Module struct {
 	compiled *sdk.CompiledPlugin
 	env      guest.Env
 	exported map[string]wasmbin.Signature
-	// tools: the module is an Extism tool plugin (describe and call), and
-	// name is the manifest's name morph gives it.
-	tools bool
-	name  string
+	// morph: the module exports morph_describe; mcp: its MCP convention,
+	// when it has one (nil otherwise).
+	morph bool
+	mcp   *mcpConvention
+	// tools are the configured export tools by name; hooks maps the ABI v1
+	// exports of the configured hooks to the module's.
+	tools map[string]guest.ExportTool
+	hooks map[string]string
+	// name is the name morph gives a module that is not morph's (it has no
+	// manifest): the configured one, or the file's.
+	name string
 	// maxInput is the plugin's input limit, lowered to what the kernel can
 	// hold beside an output (InputCap).
 	maxInput int
@@ -132,14 +144,19 @@ func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Exp
 	if err != nil {
 		return nil, guest.ErrLoad, fmt.Errorf("read the module: %w", err)
 	}
-	if err := checkExtismImports(info); err != nil {
+	userFuncs := userFunctions(env)
+	linkedNames := map[string]bool{}
+	for _, lm := range env.Linked {
+		linkedNames[lm.Name] = true
+	}
+	if err := checkExtismImports(info, userFuncs, linkedNames); err != nil {
 		return nil, guest.ErrLoad, err
 	}
 	m := &Module{env: env, exported: info.exports, maxInput: env.Limits.MaxInputBytes}
 	if err := m.checkExports(exports); err != nil {
 		return nil, guest.ErrABIMismatch, err
 	}
-	if m.tools {
+	if !m.morph {
 		m.name = env.Name
 		if m.name == env.Source { // no configured name: the file's
 			m.name = strings.TrimSuffix(filepath.Base(env.Source), ".wasm")
@@ -159,12 +176,20 @@ func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Exp
 	if _, ok := os.LookupEnv("EXTISM_ENABLE_WASI_OUTPUT"); ok {
 		env.Log().WarnContext(ctx, "EXTISM_ENABLE_WASI_OUTPUT is set: go-sdk sends this Extism plugin's stdout and stderr to the process's, past morph's log limit")
 	}
-	wasm, err = wasmbin.CapTables(renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden), env.TableEntries)
-	if err != nil {
+	// go-sdk makes the last module of the manifest the main one.
+	var modules []sdk.Wasm
+	for _, lm := range env.Linked {
+		lwasm, err := prepareLinked(lm, userFuncs, linkedNames, env.TableEntries)
+		if err != nil {
+			return nil, guest.ErrLoad, err
+		}
+		modules = append(modules, sdk.WasmData{Data: lwasm, Name: lm.Name})
+	}
+	if wasm, err = prepare(wasm, info, env.TableEntries); err != nil {
 		return nil, guest.ErrLoad, err
 	}
 	manifest := sdk.Manifest{
-		Wasm:   []sdk.Wasm{sdk.WasmData{Data: wasm}},
+		Wasm:   append(modules, sdk.WasmData{Data: wasm, Name: "main"}),
 		Memory: &sdk.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(env.Limits.MaxOutputBytes)},
 		Config: env.Values,
 	}
@@ -174,17 +199,42 @@ func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Exp
 			WithCloseOnContextDone(true).
 			WithMemoryLimitPages(pages),
 		EnableWasi: true, // go-sdk runs a WASI reactor's _initialize only then
-	}, m.hostFunctions())
+	}, append(m.hostFunctions(), m.userHostFunctions(userFuncs)...))
 	if err != nil {
 		return nil, guest.ErrLoad, fmt.Errorf("compile: %w", err)
 	}
 	return m, nil, nil
 }
 
+// prepare is wasm as go-sdk compiles it: the imports morph overrides
+// renamed to its namespace, its tables capped.
+func prepare(wasm []byte, info *wasmModule, tableEntries uint32) ([]byte, error) {
+	return wasmbin.CapTables(renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden), tableEntries)
+}
+
+// prepareLinked checks a linked module as the main one (its imports) and
+// prepares it; the error names it.
+func prepareLinked(lm guest.LinkedModule, user map[string]guest.HostFunc, linked map[string]bool, tableEntries uint32) ([]byte, error) {
+	fail := func(err error) ([]byte, error) { return nil, fmt.Errorf("linked module %q: %w", lm.Name, err) }
+	info, err := parseWasm(lm.Wasm, true)
+	if err != nil {
+		return fail(fmt.Errorf("read the module: %w", err))
+	}
+	if err := checkExtismImports(info, user, linked); err != nil {
+		return fail(err)
+	}
+	wasm, err := prepare(lm.Wasm, info, tableEntries)
+	if err != nil {
+		return fail(err)
+	}
+	return wasm, nil
+}
+
 // checkExtismImports accepts functions of extism:host/env that go-sdk
-// provides, with the signatures of those morph overrides, and WASI; nothing
-// else (Extism user host functions included: morph provides none).
-func checkExtismImports(info *wasmModule) error {
+// provides, with the signatures of those morph overrides; functions of
+// extism:host/user that are provided (user), with their signatures;
+// functions of the linked modules; and WASI; nothing else.
+func checkExtismImports(info *wasmModule, user map[string]guest.HostFunc, linked map[string]bool) error {
 	var errs []error
 	for _, imp := range info.imports {
 		switch {
@@ -196,61 +246,131 @@ func checkExtismImports(info *wasmModule) error {
 			if want, ok := extismOverrideTypes[imp.Name]; ok && !imp.fn.Equal(want) {
 				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, want %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
 			}
+		case imp.Module == extismUser:
+			f, ok := user[imp.Name]
+			want := wasmbin.Signature{Params: f.Params, Results: f.Results}
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("imports %s.%s, a host function neither morph nor the embedding host provides "+
+					"(morph provides %s; a Go program embedding morph can add one with host.Config.HostFunctions)",
+					imp.Module, imp.Name, strings.Join(builtinUserNames(), ", ")))
+			case !imp.fn.Equal(want):
+				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, but the host function provided is %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
+			}
+		case linked[imp.Module]:
+			// go-sdk links it; a missing or mistyped function fails the compile, named
 		case imp.Module != "wasi_snapshot_preview1":
-			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s and wasi_snapshot_preview1", imp.Module, imp.Name, extismEnv))
+			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s, %s (host functions), wasi_snapshot_preview1 "+
+				"and the modules linked to it (the plugin's modules)", imp.Module, imp.Name, extismEnv, extismUser))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Exports of the tool convention of Extism tool plugins.
-const (
-	extismExportDescribe = "describe"
-	extismExportCall     = "call"
-)
-
-// checkExports sets whether the module is a morph plugin or an Extism tool
-// plugin, and checks the signatures of the exports morph calls; kinds are
-// all the module's exports, to name one exported as something else than a
-// function.
+// checkExports finds the module's convention (see Module) and checks the
+// signatures of the exports morph calls, and that the configured ones
+// exist; kinds are all the module's exports, to name one exported as
+// something else than a function.
 func (m *Module) checkExports(kinds []wasmbin.Export) error {
-	_, hooks := m.exported[abi.ExportDescribe]
-	_, describe := m.exported[extismExportDescribe]
-	_, call := m.exported[extismExportCall]
-	m.tools = !hooks && describe && call
-	for _, name := range []string{abi.ExportDescribe, extismExportDescribe, extismExportCall} {
+	// An export that names a convention but is no function is named first:
+	// the author meant that convention.
+	for _, name := range []string{abi.ExportDescribe, extismExportDescribe, extismExportCall, mcpV2List, mcpV2Call} {
 		if _, fn := m.exported[name]; !fn {
 			if k, ok := guest.ExportKind(kinds, name); ok {
 				return fmt.Errorf("export %s is %s, not a function () -> (i32) (Extism's convention)", name, k)
 			}
 		}
 	}
-	if !hooks && !m.tools {
-		return fmt.Errorf("an Extism plugin must export %s (a morph plugin) or %s and %s (an Extism tool plugin); this one exports neither",
-			abi.ExportDescribe, extismExportDescribe, extismExportCall)
+	_, m.morph = m.exported[abi.ExportDescribe]
+	m.mcp = findMCP(m.exported)
+	configured := len(m.env.Tools) > 0 || len(m.env.HookExports) > 0
+	switch {
+	case m.morph && configured:
+		return fmt.Errorf("the module exports %s, so it is a morph plugin that lists its own tools and hooks: "+
+			"remove the plugin's [[plugins.tools]] and [plugins.hook_exports], which are for modules of other conventions", abi.ExportDescribe)
+	case !m.morph && m.mcp == nil && !configured:
+		return noConvention(m.exported)
 	}
-	names := guest.CallExports()
-	if m.tools {
-		names = []string{extismExportDescribe, extismExportCall}
-	}
-	want := wasmbin.Signature{Results: []api.ValueType{api.ValueTypeI32}}
 	var errs []error
-	for _, name := range names {
-		if f, ok := m.exported[name]; ok && !f.Equal(want) {
-			errs = append(errs, fmt.Errorf("export %s has signature %s, want %s (Extism's convention)", name, signature(f), signature(want)))
+	check := func(name string, required bool) {
+		f, ok := m.exported[name]
+		k, other := guest.ExportKind(kinds, name)
+		switch {
+		case ok && !f.Equal(callSignature):
+			errs = append(errs, fmt.Errorf("export %s has signature %s, want %s (Extism's convention)", name, signature(f), signature(callSignature)))
+		case !ok && other:
+			errs = append(errs, fmt.Errorf("export %s is %s, not a function () -> (i32) (Extism's convention)", name, k))
+		case !ok && required:
+			errs = append(errs, fmt.Errorf("the configuration names export %q, which the module does not export; its functions () -> i32 are: %s",
+				name, strings.Join(PlainExports(m.exported), ", ")))
 		}
+	}
+	switch {
+	case m.morph:
+		for _, name := range guest.CallExports() {
+			check(name, false)
+		}
+	case m.mcp != nil:
+		check(m.mcp.list, true)
+		check(m.mcp.call, true)
+	}
+	m.tools, m.hooks = map[string]guest.ExportTool{}, map[string]string{}
+	for _, t := range m.env.Tools {
+		m.tools[t.Spec.Name] = t
+		check(t.Export, true)
+	}
+	for export, name := range m.env.HookExports {
+		m.hooks[export] = name
+		check(name, true)
 	}
 	return errors.Join(errs...)
 }
 
-// Exports reports whether the module exports the ABI v1 export name; for
-// an Extism tool plugin, whether morph serves it (describe and call_tool).
-func (m *Module) Exports(name string) bool {
-	if m.tools {
-		return name == abi.ExportDescribe || name == abi.ExportCallTool
+// callSignature is that of every export morph calls: Extism's () -> i32.
+var callSignature = wasmbin.Signature{Results: []api.ValueType{api.ValueTypeI32}}
+
+// noConvention is the error for an Extism module that follows none of the
+// conventions morph serves by itself: it names each, and the module's
+// exports that configuration could serve.
+func noConvention(exported map[string]wasmbin.Signature) error {
+	plain := PlainExports(exported)
+	hint := "it exports no function () -> i32 that could be one"
+	if len(plain) > 0 {
+		hint = "its exports that could be are " + strings.Join(plain, ", ") + "; `morph plugin inspect` prints the lines to add"
 	}
-	_, ok := m.exported[name]
-	return ok
+	return fmt.Errorf("an Extism plugin must export %s (a morph plugin), describe and call or list_tools and call_tool (an MCP tool plugin), "+
+		"or have its plain exports made tools or hooks by its configuration ([[plugins.tools]], [plugins.hook_exports]): "+
+		"this one does none of these; %s", abi.ExportDescribe, hint)
+}
+
+// PlainExports are the module's exports that configuration can make tools
+// or hooks: functions () -> i32 that are not a runtime's entry points.
+func PlainExports(exported map[string]wasmbin.Signature) []string {
+	var out []string
+	for name, sig := range exported {
+		if sig.Equal(callSignature) && !runtimeExports[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// runtimeExports are exports of language runtimes, never a plugin's entry.
+var runtimeExports = map[string]bool{"_start": true, "_initialize": true, "__wasm_call_ctors": true, "hs_init": true}
+
+// Exports reports whether the module serves the ABI v1 export name: its
+// own for a morph plugin; otherwise describe, and call_tool and the hooks
+// it has through configuration or an MCP convention.
+func (m *Module) Exports(name string) bool {
+	if m.morph {
+		_, ok := m.exported[name]
+		return ok
+	}
+	if _, ok := m.hooks[name]; ok {
+		return true
+	}
+	return name == abi.ExportDescribe || name == abi.ExportCallTool && (m.mcp != nil || len(m.tools) > 0)
 }
 
 // MaxInputBytes is the plugin's input limit, lowered to what the Extism
@@ -315,14 +435,20 @@ func (g *instance) Call(ctx context.Context, deadline time.Time, export string, 
 	defer context.AfterFunc(g.m.env.Closing, cancel)() // the plugin's Close ends the call
 	ctx = g.state.Begin(ctx, deadline)
 	switch {
-	case g.m.tools && export == abi.ExportDescribe:
-		return g.describeTools(ctx, maxOut)
-	case g.m.tools && export == abi.ExportCallTool:
+	case g.m.morph:
+		if !g.m.Exports(export) {
+			return nil, guest.ErrABIMismatch, "the module does not export it", nil
+		}
+		return g.invoke(ctx, export, input, maxOut)
+	case export == abi.ExportDescribe:
+		return g.describe(ctx, maxOut)
+	case export == abi.ExportCallTool:
 		return g.callTool(ctx, input, maxOut)
-	case !g.m.Exports(export):
-		return nil, guest.ErrABIMismatch, "the module does not export it", nil
 	}
-	return g.invoke(ctx, export, input, maxOut)
+	if name, ok := g.m.hooks[export]; ok {
+		return g.invoke(ctx, name, input, maxOut)
+	}
+	return nil, guest.ErrABIMismatch, "the module does not serve it", nil
 }
 
 // invoke calls export through go-sdk and returns the output in place in the
@@ -363,120 +489,4 @@ func (g *instance) invoke(ctx context.Context, export string, input []byte, maxO
 		return nil, guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
 	}
 	return view, nil, "", nil
-}
-
-// The tool convention of existing Extism tool plugins (mcp.run servlets,
-// hyper-mcp's plugins; e.g. tuananh/hyper-mcp
-// examples/plugins/v1/crypto-price/pdk.gen.go): `describe` answers an
-// extismToolList, `call` takes an extismCallRequest and answers an
-// extismCallResult. These are the Model Context Protocol's tools/list and
-// tools/call payloads, not morph's: morph maps them to its manifest and to
-// its ToolCallInput and ToolCallOutput.
-type (
-	extismToolList struct {
-		Tools []struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			InputSchema json.RawMessage `json:"inputSchema"`
-		} `json:"tools"`
-	}
-	extismCallRequest struct {
-		Method string `json:"method"`
-		Params struct {
-			Name      string         `json:"name"`
-			Arguments map[string]any `json:"arguments"`
-		} `json:"params"`
-	}
-	extismCallResult struct {
-		Content []struct {
-			Type     string `json:"type"`
-			Text     string `json:"text"`
-			MimeType string `json:"mimeType"`
-			Resource *struct {
-				URI  string `json:"uri"`
-				Text string `json:"text"`
-			} `json:"resource"`
-		} `json:"content"`
-		IsError bool `json:"isError"`
-	}
-)
-
-// text is the result as the model sees it: its text content, one block a
-// line; content that is not text is named, not inlined.
-func (r extismCallResult) text() string {
-	lines := make([]string, len(r.Content))
-	for i, c := range r.Content {
-		switch {
-		case c.Type == "text":
-			lines[i] = c.Text
-		case c.Resource != nil && c.Resource.Text != "":
-			lines[i] = c.Resource.Text
-		default:
-			lines[i] = strings.TrimSpace(fmt.Sprintf("[%s content %s]", c.Type, c.MimeType))
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
-// describeTools answers morph_describe for an Extism tool plugin: a
-// manifest with no hooks and the tools its `describe` lists, each
-// inputSchema as the tool's parameters.
-func (g *instance) describeTools(ctx context.Context, maxOut int) (view []byte, kind error, msg string, err error) {
-	if view, kind, msg, err = g.invoke(ctx, extismExportDescribe, nil, maxOut); kind != nil {
-		return nil, kind, msg, err
-	}
-	var list extismToolList
-	if err := guest.DecodeJSON(view, g.m.env.Limits.MaxJSONDepth, &list); err != nil {
-		return nil, guest.ErrBadOutput, extismExportDescribe + ": " + guest.Truncate(view, 200), err
-	}
-	m := abi.Manifest{Name: g.m.name, ABIVersion: abi.Version, Hooks: []string{}}
-	for _, t := range list.Tools {
-		if t.Name == "" {
-			return nil, guest.ErrBadOutput, extismExportDescribe + " lists a tool without a name", nil
-		}
-		params := t.InputSchema
-		if len(params) == 0 || string(params) == "null" {
-			params = json.RawMessage(`{"type":"object"}`)
-		}
-		m.Tools = append(m.Tools, abi.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params})
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return nil, guest.ErrBadOutput, extismExportDescribe, err
-	}
-	return out, nil, "", nil
-}
-
-// callTool runs morph_call_tool for an Extism tool plugin through its
-// `call`: a result with isError is the tool's failure (guest.ErrGuest, which the
-// model sees as the observation).
-func (g *instance) callTool(ctx context.Context, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
-	var in abi.ToolCallInput
-	if err := json.Unmarshal(input, &in); err != nil {
-		return nil, guest.ErrBadOutput, "tool call input", err
-	}
-	req := extismCallRequest{Method: "tools/call"}
-	req.Params.Name, req.Params.Arguments = in.Tool, in.Params
-	if req.Params.Arguments == nil {
-		req.Params.Arguments = map[string]any{}
-	}
-	raw, err := json.Marshal(req)
-	if err != nil {
-		return nil, guest.ErrBadOutput, "tool call input", err
-	}
-	if view, kind, msg, err = g.invoke(ctx, extismExportCall, raw, maxOut); kind != nil {
-		return nil, kind, msg, err
-	}
-	var res extismCallResult
-	if err := guest.DecodeJSON(view, g.m.env.Limits.MaxJSONDepth, &res); err != nil {
-		return nil, guest.ErrBadOutput, extismExportCall + ": " + guest.Truncate(view, 200), err
-	}
-	if res.IsError {
-		return nil, guest.ErrGuest, res.text(), nil
-	}
-	out, err := json.Marshal(abi.ToolCallOutput{Output: res.text()})
-	if err != nil {
-		return nil, guest.ErrBadOutput, extismExportCall, err
-	}
-	return out, nil, "", nil
 }

@@ -142,18 +142,25 @@ func (m *Module) log(ctx context.Context, cp *sdk.CurrentPlugin, level slog.Leve
 	cp.Free(offset)
 }
 
-// writeBlock allocates a kernel block for b and writes it there. go-sdk's
-// WriteBytes writes at offset 0 (over the kernel's own state) when the
-// allocation fails; this traps instead, naming the function.
+// writeBlock writes b in a new kernel block (allocBlock) and returns its
+// offset; it traps, naming the function, when b does not fit.
 func writeBlock(ctx context.Context, cp *sdk.CurrentPlugin, fn string, b []byte) uint64 {
-	off, err := cp.AllocWithContext(ctx, uint64(len(b)))
-	if err == nil && (off == 0 || off > math.MaxUint32 || !cp.Memory().Write(uint32(off), b)) {
-		err = fmt.Errorf("%d bytes do not fit in the Extism memory", len(b))
-	}
+	off, err := allocBlock(ctx, cp, b)
 	if err != nil {
 		panic(fmt.Errorf("%s: %w", fn, err))
 	}
 	return off
+}
+
+// allocBlock allocates a kernel block for b and writes it there. go-sdk's
+// WriteBytes writes at offset 0 (over the kernel's own state) when the
+// allocation fails; this fails instead.
+func allocBlock(ctx context.Context, cp *sdk.CurrentPlugin, b []byte) (uint64, error) {
+	off, err := cp.AllocWithContext(ctx, uint64(len(b)))
+	if err == nil && (off == 0 || off > math.MaxUint32 || !cp.Memory().Write(uint32(off), b)) {
+		err = fmt.Errorf("%d bytes do not fit in the Extism memory", len(b))
+	}
+	return off, err
 }
 
 // extismHTTPRequest is the request go-sdk's PDKs send to http_request.

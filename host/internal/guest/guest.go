@@ -68,6 +68,16 @@ type Env struct {
 	Cache wazero.CompilationCache
 	// TableEntries caps the module's tables altogether (wasmbin.CapTables).
 	TableEntries uint32
+
+	// For the Extism loader only (see extism.go); the native loader refuses
+	// a plugin that sets any.
+	Tools       []ExportTool      // plain exports served as tools
+	HookExports map[string]string // ABI v1 export -> the module's export that serves it
+	Linked      []LinkedModule    // modules the main module imports from by name
+	HostFuncs   []HostFunc        // extism:host/user functions, over morph's own
+	// ToolsChanged is called when the guest says its tool list changed
+	// (MCP's notify_tool_list_changed); it must not call into the plugin.
+	ToolsChanged func()
 }
 
 // Limits are the plugin's limits (host.Limits, with defaults) that a

@@ -177,8 +177,9 @@ func neitherConvention() error {
 	return fmt.Errorf("no ABI marker export: found none, this host supports %s. The module is neither a morph plugin nor an Extism plugin: "+
 		"a morph ABI v1 plugin (abi/SPEC.md) exports the marker %s () -> (), memory, %s (i32) -> (i32) and %s (i32, i32) -> (i64), "+
 		"plus %s for tools and morph_<hook> for each hook its manifest lists; "+
-		"an Extism plugin (guests/extism/README.md) is built with an Extism PDK, so imports %s, and exports describe and call, each () -> i32, "+
-		"for tools (or %s and the morph_<hook> exports for hooks)",
+		"an Extism plugin (guests/extism/README.md) is built with an Extism PDK, so imports %s, and exports describe and call "+
+		"(or list_tools and call_tool), each () -> i32, for tools (or %s and the morph_<hook> exports for hooks), "+
+		"or any () -> i32 export that its [[plugins.tools]] make a tool",
 		abi.MarkerV1, abi.MarkerV1, abi.ExportAlloc, abi.ExportDescribe, abi.ExportCallTool, "extism:host/env", abi.ExportDescribe)
 }
 

@@ -1,0 +1,160 @@
+package extism
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+
+	sdk "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/morphhost/morph/host/internal/guest"
+)
+
+// extismUser is the namespace of the host functions an Extism host gives
+// its plugins beside Extism's own (the PDKs' host_fn!, //go:wasmimport
+// extism:host/user ...).
+const extismUser = "extism:host/user"
+
+// builtinUser are the extism:host/user functions morph provides: those of
+// hyper-mcp's v2 plugin interface (templates/plugins/go/imports.go), in
+// which a plugin talks to its MCP client. morph's agent is that client,
+// with no prompts, resources, roots or sampling of its own:
+//
+//   - notify_tool_list_changed refreshes the plugin's tools (Env.ToolsChanged);
+//   - notify_logging_message and notify_progress log under the plugin's name,
+//     within the call's log budget;
+//   - the other notifications are accepted and ignored;
+//   - list_roots answers no roots, create_elicitation a decline (MCP's
+//     answer of a user who does not answer);
+//   - create_message (sampling) is not provided: an embedding host that
+//     wants to lend its model registers it (host.Config.HostFunctions).
+//
+// An embedding host's function of the same name replaces morph's.
+func builtinUser(env guest.Env) []guest.HostFunc {
+	ptr := []api.ValueType{api.ValueTypeI64}
+	none := func(context.Context, guest.BlockMemory, []uint64) error { return nil }
+	logged := func(ctx context.Context, mem guest.BlockMemory, stack []uint64) error {
+		b, err := mem.Read(stack[0])
+		if err != nil {
+			return err
+		}
+		// {"level": "info", "data": ..., "logger": ...} (MCP's logging
+		// message), progress {"progress": 1, ...} at debug.
+		var msg struct {
+			Level string          `json:"level"`
+			Data  json.RawMessage `json:"data"`
+		}
+		level := slog.LevelDebug
+		if guest.DecodeJSON(b, env.Limits.MaxJSONDepth, &msg) == nil && msg.Level != "" {
+			level = mcpLogLevels[msg.Level]
+			var text string
+			if json.Unmarshal(msg.Data, &text) == nil {
+				b = []byte(text)
+			} else if len(msg.Data) > 0 {
+				b = msg.Data
+			}
+		}
+		guestOf(ctx).state.Log().Message(ctx, level, b)
+		return nil
+	}
+	answer := func(v string) func(context.Context, guest.BlockMemory, []uint64) error {
+		return func(_ context.Context, mem guest.BlockMemory, stack []uint64) (err error) {
+			stack[0], err = mem.Write([]byte(v))
+			return err
+		}
+	}
+	return []guest.HostFunc{
+		{Name: "notify_tool_list_changed", Call: func(context.Context, guest.BlockMemory, []uint64) error {
+			if env.ToolsChanged != nil {
+				env.ToolsChanged()
+			}
+			return nil
+		}},
+		{Name: "notify_logging_message", Params: ptr, Call: logged},
+		{Name: "notify_progress", Params: ptr, Call: logged},
+		{Name: "notify_prompt_list_changed", Call: none},
+		{Name: "notify_resource_list_changed", Call: none},
+		{Name: "notify_resource_updated", Params: ptr, Call: none},
+		{Name: "list_roots", Results: ptr, Call: answer(`{"roots":[]}`)},
+		{Name: "create_elicitation", Params: ptr, Results: ptr, Call: answer(`{"action":"decline"}`)},
+	}
+}
+
+// mcpLogLevels are MCP's logging levels (RFC 5424's) as slog's; a level
+// not listed logs at slog.LevelInfo (0).
+var mcpLogLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "notice": slog.LevelInfo,
+	"warning": slog.LevelWarn, "error": slog.LevelError, "critical": slog.LevelError, "alert": slog.LevelError, "emergency": slog.LevelError}
+
+// builtinUserNames are the names of builtinUser's functions, for messages.
+func builtinUserNames() []string {
+	var names []string
+	for _, f := range builtinUser(guest.Env{}) {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+// userFunctions are the extism:host/user functions of a plugin by name:
+// morph's, and the embedding host's over them.
+func userFunctions(env guest.Env) map[string]guest.HostFunc {
+	fns := map[string]guest.HostFunc{}
+	for _, f := range append(builtinUser(env), env.HostFuncs...) {
+		fns[f.Name] = f
+	}
+	return fns
+}
+
+// userHostFunctions are fns as go-sdk host functions. Each runs with the
+// call's context (its deadline: go-sdk's runtime closes the module when it
+// passes) and the kernel's memory, reading at most the plugin's output
+// limit and writing at most its input limit; an error traps the call with
+// the function's name.
+func (m *Module) userHostFunctions(fns map[string]guest.HostFunc) []sdk.HostFunction {
+	var out []sdk.HostFunction
+	for _, name := range slices.Sorted(maps.Keys(fns)) {
+		f := fns[name]
+		h := sdk.NewHostFunctionWithStack(name, func(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
+			if err := f.Call(ctx, blockMemory{ctx: ctx, cp: cp, m: m}, stack); err != nil {
+				panic(fmt.Errorf("host function %s: %w", name, err))
+			}
+		}, f.Params, f.Results)
+		h.SetNamespace(extismUser)
+		out = append(out, h)
+	}
+	return out
+}
+
+// blockMemory is guest.BlockMemory over go-sdk's CurrentPlugin, bounded by
+// the plugin's limits.
+type blockMemory struct {
+	ctx context.Context
+	cp  *sdk.CurrentPlugin
+	m   *Module
+}
+
+func (b blockMemory) Read(offset uint64) ([]byte, error) {
+	n, err := b.cp.Length(offset)
+	switch {
+	case err != nil || offset > math.MaxUint32:
+		return nil, fmt.Errorf("offset %d is not an Extism memory block", offset)
+	case n > uint64(b.m.env.Limits.MaxOutputBytes):
+		return nil, fmt.Errorf("the block at offset %d is %d bytes, over the plugin's output limit of %d", offset, n, b.m.env.Limits.MaxOutputBytes)
+	}
+	view, ok := b.cp.Memory().Read(uint32(offset), uint32(n))
+	if !ok {
+		return nil, fmt.Errorf("the block at offset %d is outside the Extism memory", offset)
+	}
+	return slices.Clone(view), nil
+}
+
+func (b blockMemory) Write(p []byte) (uint64, error) {
+	if len(p) > b.m.maxInput {
+		return 0, fmt.Errorf("%d bytes, over the plugin's input limit of %d", len(p), b.m.maxInput)
+	}
+	return allocBlock(b.ctx, b.cp, p)
+}

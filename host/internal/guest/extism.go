@@ -1,0 +1,50 @@
+package guest
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// What the Extism loader is given beyond a native plugin's Env: the
+// configuration that makes a module of the wild usable (host.ExportTool,
+// host.Config.HookExports, host.LinkedModule, host.HostFunction), checked
+// and resolved by the host.
+
+// ExportTool is a plain export served as a tool: the tool the model sees
+// (Spec) and how its arguments become the export's input.
+type ExportTool struct {
+	Spec   abi.ToolSpec
+	Export string
+	// Field, when set, is the string argument whose bytes are the input;
+	// empty, the arguments object's JSON is.
+	Field string
+}
+
+// LinkedModule is a module the plugin's main module imports functions
+// from, under Name.
+type LinkedModule struct {
+	Name string
+	Wasm []byte
+}
+
+// BlockMemory is the Extism kernel's memory of the call a host function
+// serves: blocks the guest allocated, by offset.
+type BlockMemory interface {
+	// Read is a copy of the block at offset.
+	Read(offset uint64) ([]byte, error)
+	// Write copies b into a new block and returns its offset.
+	Write(b []byte) (uint64, error)
+}
+
+// HostFunc is a function an Extism module imports from extism:host/user.
+// Call gets the call's context (its deadline), the kernel's memory and the
+// wasm values: the parameters in, the results out; an error traps the
+// guest's call with it.
+type HostFunc struct {
+	Name            string
+	Params, Results []api.ValueType
+	Call            func(ctx context.Context, mem BlockMemory, stack []uint64) error
+}

@@ -1,0 +1,260 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
+)
+
+// Modules of the Extism ecosystem that follow neither morph's ABI nor an
+// MCP tool convention are made usable by configuration: their plain exports
+// become tools (ExportTool) or hooks (Config.HookExports), several modules
+// link by name (LinkedModule), and the embedding host provides the host
+// functions they import (HostFunction). None of it applies to a morph ABI
+// v1 module, which says what it serves itself: such a module with any of
+// it set fails to load.
+
+// ExportTool makes a plain export of an Extism module (count_vowels, run,
+// greet, ...: a function () -> i32 that reads its input and sets its
+// output in Extism's calling convention) a tool the model can call.
+type ExportTool struct {
+	Export      string // the module's export
+	Name        string // the tool's name; default Export
+	Description string // what the model reads of the tool; say what it returns
+	// Input is how the call's arguments become the export's input: "json"
+	// (or empty), the arguments object as JSON; "field:NAME", the bytes of
+	// the string argument NAME, for exports that take plain text.
+	Input string
+	// Parameters is the JSON Schema of the arguments. Default: for
+	// "field:NAME", an object whose one property NAME is a required string;
+	// for "json", any object.
+	Parameters json.RawMessage
+	// The export's output is the tool's result, which must be UTF-8 text:
+	// bytes that are not are a bad output (ErrBadOutput).
+}
+
+// LinkedModule is a module an Extism plugin's main module (Config.Path)
+// imports functions from by name, as Extism manifests with several
+// modules link them (go-sdk's Manifest.Wasm). It is read and checked as
+// the main module is, and runs in the same sandbox, under the same limits.
+type LinkedModule struct {
+	Name string // the module name the main module imports from
+	Path string // the .wasm file; ignored when Wasm is set
+	Wasm []byte
+}
+
+// HostFunction is a Go function an Extism plugin imports from
+// extism:host/user, for an embedding host to give plugins what they need of
+// it (morph provides those of hyper-mcp's MCP plugin interface: see
+// Config.HostFunctions). Params and Results are the wasm signature the
+// import must have; Extism passes memory as i64 offsets of blocks, which
+// HostCall reads and writes.
+type HostFunction struct {
+	Name            string
+	Params, Results []api.ValueType
+	// Func runs on the guest's call: ctx ends at the call's deadline (or
+	// when the plugin closes), and Func must return by then. stack holds the
+	// parameters in and takes the results out. An error traps the guest's
+	// call, which fails with ErrTrap and its message, and the instance is
+	// replaced.
+	Func func(ctx context.Context, call *HostCall, stack []uint64) error
+}
+
+// HostCall is what a HostFunction knows of the call it serves.
+type HostCall struct {
+	Plugin string // the plugin's name
+	// Grants are the plugin's: a function that reaches files, the
+	// environment or the network on the plugin's behalf should reach only
+	// what they grant.
+	Grants Grants
+	mem    guest.BlockMemory
+}
+
+// Read is a copy of the Extism memory block at offset, which the guest
+// passed: at most the plugin's output limit.
+func (c *HostCall) Read(offset uint64) ([]byte, error) { return c.mem.Read(offset) }
+
+// Write copies b into a new Extism memory block and returns its offset,
+// for the guest to read: at most the plugin's input limit.
+func (c *HostCall) Write(b []byte) (uint64, error) { return c.mem.Write(b) }
+
+// extismParts are the checked Extism-only parts of a plugin's Config, as
+// the Extism loader takes them.
+type extismParts struct {
+	tools       []guest.ExportTool
+	hookExports map[string]string // ABI v1 export -> the module's
+	linked      []guest.LinkedModule
+	hostFuncs   []guest.HostFunc
+}
+
+func (x extismParts) empty() bool {
+	return len(x.tools) == 0 && len(x.hookExports) == 0 && len(x.linked) == 0 && len(x.hostFuncs) == 0
+}
+
+// extismParts checks cfg's Extism-only parts and resolves them: each
+// error names the setting.
+func (l *Loader) extismParts(cfg Config) (extismParts, error) {
+	var x extismParts
+	var errs []error
+	for i, t := range cfg.Tools {
+		et, err := exportTool(t)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools[%d]: %w", i, err))
+			continue
+		}
+		if slices.ContainsFunc(x.tools, func(o guest.ExportTool) bool { return o.Spec.Name == et.Spec.Name }) {
+			errs = append(errs, fmt.Errorf("tools[%d]: a second tool named %q", i, et.Spec.Name))
+		}
+		x.tools = append(x.tools, et)
+	}
+	for hook, export := range cfg.HookExports {
+		h, ok := abi.HookByName(hook)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("hook_exports: %q is no hook; hooks are %s", hook, strings.Join(hookNames(), ", ")))
+		case export == "":
+			errs = append(errs, fmt.Errorf("hook_exports: %s names no export", hook))
+		default:
+			if x.hookExports == nil {
+				x.hookExports = map[string]string{}
+			}
+			x.hookExports[h.Export] = export
+		}
+	}
+	names := map[string]bool{}
+	for i, lm := range cfg.Modules {
+		if lm.Name == "" || lm.Name == "main" || strings.HasPrefix(lm.Name, "extism:") || lm.Name == "wasi_snapshot_preview1" || names[lm.Name] {
+			errs = append(errs, fmt.Errorf("modules[%d]: name %q: give each linked module the unique name its importer uses (not main, extism:*, or WASI's)", i, lm.Name))
+			continue
+		}
+		names[lm.Name] = true
+		src, err := l.readModule(Config{Path: lm.Path, Wasm: lm.Wasm})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("modules[%d] (%s): %w", i, lm.Name, err))
+			continue
+		}
+		x.linked = append(x.linked, guest.LinkedModule{Name: lm.Name, Wasm: src.wasm})
+	}
+	for i, f := range cfg.HostFunctions {
+		if f.Name == "" || f.Func == nil {
+			errs = append(errs, fmt.Errorf("host_functions[%d]: a host function needs a Name and a Func", i))
+			continue
+		}
+		grants := cfg.Grants
+		x.hostFuncs = append(x.hostFuncs, guest.HostFunc{Name: f.Name, Params: f.Params, Results: f.Results,
+			Call: func(ctx context.Context, mem guest.BlockMemory, stack []uint64) error {
+				return f.Func(ctx, &HostCall{Plugin: cfg.Name, Grants: grants, mem: mem}, stack)
+			}})
+	}
+	return x, errors.Join(errs...)
+}
+
+// CheckExportTool reports what is wrong with t, as Load would: for a
+// configuration file's checks.
+func CheckExportTool(t ExportTool) error {
+	_, err := exportTool(t)
+	return err
+}
+
+// exportTool checks t and fills in its defaults.
+func exportTool(t ExportTool) (guest.ExportTool, error) {
+	et := guest.ExportTool{Export: t.Export, Spec: abi.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}
+	if t.Export == "" {
+		return et, errors.New("export: name the module's export the tool calls")
+	}
+	if et.Spec.Name == "" {
+		et.Spec.Name = t.Export
+	}
+	if err := engine.CheckToolName(et.Spec.Name); err != nil {
+		return et, fmt.Errorf("name: %w", err)
+	}
+	switch field, isField := strings.CutPrefix(t.Input, "field:"); {
+	case t.Input == "" || t.Input == "json":
+		if len(et.Spec.Parameters) == 0 {
+			et.Spec.Parameters = json.RawMessage(`{"type":"object"}`)
+		}
+	case isField && field != "":
+		et.Field = field
+		if len(et.Spec.Parameters) == 0 {
+			et.Spec.Parameters, _ = json.Marshal(map[string]any{"type": "object",
+				"properties": map[string]any{field: map[string]any{"type": "string"}}, "required": []string{field}})
+		}
+	default:
+		return et, fmt.Errorf("input %q: want \"json\" (the arguments as JSON) or \"field:NAME\" (the string argument NAME)", t.Input)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(et.Spec.Parameters, &schema); err != nil {
+		return et, fmt.Errorf("parameters: not a JSON Schema object: %w", err)
+	}
+	return et, nil
+}
+
+// hookNames are the hooks' names, for messages.
+func hookNames() []string {
+	names := make([]string, len(abi.Hooks))
+	for i, h := range abi.Hooks {
+		names[i] = h.Name
+	}
+	return names
+}
+
+// toolWatch is how a plugin's tools follow its notify_tool_list_changed:
+// the guest's call marks them stale, and the call's end refreshes them
+// (describe again) and hands the new list to the engine.
+type toolWatch struct {
+	stale   atomic.Bool
+	mu      sync.Mutex
+	changed bool           // tools replaces the manifest's
+	tools   []abi.ToolSpec // the current list, once changed
+	update  func(ctx context.Context, tools []engine.Tool) error
+}
+
+// refreshTools describes the plugin again when a call said its tools
+// changed, and gives the engine the new list. Failures are logged: the
+// old list stays.
+func (p *Plugin) refreshTools(ctx context.Context) {
+	if !p.watch.stale.Swap(false) {
+		return
+	}
+	var m abi.Manifest
+	err := p.callFunc(ctx, abi.ExportDescribe, nil, func(view []byte) error {
+		return guest.DecodeJSON(view, p.limits.MaxJSONDepth, &m)
+	})
+	p.watch.stale.Store(false) // describing is no change
+	if err != nil {
+		p.log.WarnContext(ctx, "the plugin's tools changed, but describing them failed; the old list stays", "err", err)
+		return
+	}
+	p.watch.mu.Lock()
+	p.watch.changed, p.watch.tools = true, m.Tools
+	update := p.watch.update
+	p.watch.mu.Unlock()
+	p.log.InfoContext(ctx, "the plugin's tool list changed", "tools", len(m.Tools))
+	if update != nil {
+		if err := update(ctx, p.Tools()); err != nil {
+			p.log.WarnContext(ctx, "the engine refused the plugin's new tools", "err", err)
+		}
+	}
+}
+
+// toolSpecs are the plugin's tools: its manifest's, or the list its last
+// change gave.
+func (p *Plugin) toolSpecs() []abi.ToolSpec {
+	p.watch.mu.Lock()
+	defer p.watch.mu.Unlock()
+	if p.watch.changed {
+		return p.watch.tools
+	}
+	return p.manifest.Tools
+}

@@ -1,0 +1,224 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/morphhost/morph/engine"
+)
+
+// goSDKWasm is a module of go-sdk's own test set (its wasm/ directory, in
+// the module cache since go-sdk is a dependency): published Extism
+// plugins, built by others, that follow no tool convention.
+func goSDKWasm(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := goSDKDir()
+	if err != nil {
+		t.Fatalf("go-sdk's module directory: %v", err)
+	}
+	return filepath.Join(dir, "wasm", name+".wasm")
+}
+
+var goSDKDir = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/extism/go-sdk").Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+// Plugins of go-sdk's test set, made usable by configuration alone: a
+// plain export as a tool, two modules linked by name, and a host function
+// of the embedding host's.
+func TestPlainExportPlugins(t *testing.T) {
+	l, _ := extismLoader()
+	t.Run("count_vowels", func(t *testing.T) {
+		p := load(t, l, Config{Path: goSDKWasm(t, "count_vowels"), Tools: []ExportTool{
+			{Export: "count_vowels", Description: "Counts vowels.", Input: "field:text"}}})
+		if p.Name() != "count_vowels" || len(p.Tools()) != 1 || p.Tools()[0].ParameterSchema() !=
+			`{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"}` {
+			t.Fatalf("name %q, tools %+v", p.Name(), p.Manifest().Tools)
+		}
+		out, err := callTool(t, p, "count_vowels", map[string]any{"text": "Hello, World"})
+		if err != nil || !strings.Contains(out, `"count":3`) {
+			t.Fatalf("out %q err %v", out, err)
+		}
+	})
+	t.Run("linked modules", func(t *testing.T) {
+		p := load(t, l, Config{Path: goSDKWasm(t, "main"), Modules: []LinkedModule{{Name: "lib", Path: goSDKWasm(t, "lib")}},
+			Tools: []ExportTool{{Export: "run_test", Name: "greet", Input: "field:name"}}})
+		out, err := callTool(t, p, "greet", map[string]any{"name": "benjamin"})
+		if err != nil || out != "Hello, BENJAMIN" {
+			t.Fatalf("out %q err %v", out, err)
+		}
+	})
+	t.Run("host function", func(t *testing.T) {
+		cfg := Config{Path: goSDKWasm(t, "host"), Tools: []ExportTool{{Export: "run_test", Name: "mult"}}}
+		_, err := l.Load(context.Background(), cfg)
+		if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "extism:host/user.mult, a host function neither morph nor the embedding host provides") ||
+			!strings.Contains(err.Error(), "host.Config.HostFunctions") {
+			t.Fatalf("err = %v", err)
+		}
+		i64 := []api.ValueType{api.ValueTypeI64}
+		cfg.HostFunctions = []HostFunction{{Name: "mult", Params: append(i64, i64...), Results: i64,
+			Func: func(_ context.Context, _ *HostCall, stack []uint64) error {
+				stack[0] = api.EncodeI32(api.DecodeI32(stack[0]) * api.DecodeI32(stack[1]))
+				return nil
+			}}}
+		out, err := callTool(t, load(t, l, cfg), "mult", nil)
+		if err != nil || out != "42 x 2 = 84" {
+			t.Fatalf("out %q err %v", out, err)
+		}
+		cfg.HostFunctions[0].Params = i64
+		if _, err := l.Load(context.Background(), cfg); err == nil || !strings.Contains(err.Error(),
+			"imports extism:host/user.mult with signature (i64, i64) -> (i64), but the host function provided is (i64) -> (i64)") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// mcpv2Config is the hyper-mcp v2 test plugin with its plain exports
+// configured and the host function it imports.
+func mcpv2Config(t testing.TB, lookup func(ctx context.Context, call *HostCall, stack []uint64) error) Config {
+	i64 := []api.ValueType{api.ValueTypeI64}
+	return Config{Path: extismGuestWasm(t, "mcpv2"), Name: "wild",
+		Limits: Limits{MaxInstances: 1}, // unlock's state is its instance's
+		Tools: []ExportTool{
+			{Export: "shout", Input: "field:text", Description: "Shouts."},
+			{Export: "lookup", Input: "field:key"},
+			{Export: "bad_utf8"},
+		},
+		HookExports:   map[string]string{"build_prompt": "prompt"},
+		HostFunctions: []HostFunction{{Name: "lookup", Params: i64, Results: i64, Func: lookup}},
+	}
+}
+
+// A hyper-mcp v2 plugin in a run: its tools listed and called with the
+// request context it wants, text items without a type, an image, a tool
+// list that changes (notify_tool_list_changed) and reaches the engine,
+// plain exports as tools and as a hook, and the embedding host's function.
+func TestMCPv2PluginInARun(t *testing.T) {
+	l, logs := extismLoader()
+	cfg := mcpv2Config(t, func(_ context.Context, call *HostCall, stack []uint64) error {
+		key, err := call.Read(stack[0])
+		if err != nil {
+			return err
+		}
+		stack[0], err = call.Write([]byte(call.Plugin + " knows " + string(key)))
+		return err
+	})
+	m := &scriptModel{replies: []string{
+		`{"type":"tool_call","tool_call":{"tool_name":"echo","tool_params":{"text":"hi"}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"chart","tool_params":{}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"secret","tool_params":{}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"unlock","tool_params":{}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"secret","tool_params":{}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"shout","tool_params":{"text":"ahoy"}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"lookup","tool_params":{"key":"k1"}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"bad_utf8","tool_params":{}}}`,
+		`{"type":"final","final":{"output":"done"}}`,
+	}}
+	e := engine.New(m, nil, engine.WithExtenders(l.Extender(cfg, engine.MiddlewareConfig{})))
+	defer e.Close(context.Background())
+	final, rc, err := e.NewSession("s").RunTurn(context.Background(), "go", engine.RunOptions{})
+	if err != nil || final.Output != "done" {
+		t.Fatalf("final %+v err %v", final, err)
+	}
+	if !strings.HasSuffix(rc.SystemPrompt, "Answer like a pirate.") || !strings.Contains(rc.SystemPrompt, "- shout: Shouts.") {
+		t.Errorf("system prompt not the prompt export's:\n%s", rc.SystemPrompt)
+	}
+	for i, want := range []string{"hi", "a chart of one pixel\n[image 1: image/png]", "tool 'secret' not found", "unlocked", "42", "AHOY!",
+		"wild knows k1", "not UTF-8 text"} {
+		if obs := rc.Steps[i].Observation; !strings.Contains(obs, want) {
+			t.Errorf("step %d observation %q, want %q", i+1, obs, want)
+		}
+	}
+	if !strings.Contains(logs.String(), "secret unlocked") {
+		t.Errorf("notify_logging_message not logged:\n%s", logs.String())
+	}
+	if tools := e.Tools(); len(tools) != 7 {
+		t.Errorf("engine tools after the change: %+v", tools)
+	}
+}
+
+// What configuration can get wrong is refused at load, naming the setting.
+func TestPlainExportConfigErrors(t *testing.T) {
+	l, _ := extismLoader()
+	cases := []struct {
+		name string
+		cfg  Config
+		kind error
+		want string
+	}{
+		{"missing export", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count"}}}, ErrABIMismatch,
+			`the configuration names export "count", which the module does not export; its functions () -> i32 are: count_vowels`},
+		{"bad input", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels", Input: "text"}}}, ErrLoad,
+			`tools[0]: input "text": want "json"`},
+		{"bad name", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels", Name: "count vowels"}}}, ErrLoad,
+			`tools[0]: name:`},
+		{"unknown hook", Config{Path: fixture(t, "extism_nohooks"), HookExports: map[string]string{"prompt": "count_vowels"}}, ErrLoad,
+			`hook_exports: "prompt" is no hook`},
+		{"morph plugin", Config{Path: fixture(t, "extism_echo"), Tools: []ExportTool{{Export: "count_vowels"}}}, ErrABIMismatch,
+			"remove the plugin's [[plugins.tools]]"},
+		{"native module", Config{Path: fixture(t, "minimal"), Tools: []ExportTool{{Export: "x"}}}, ErrLoad,
+			"this is a morph ABI v1 module"},
+		{"linked name", Config{Path: fixture(t, "extism_nohooks"), Modules: []LinkedModule{{Name: "main", Path: fixture(t, "minimal")}}}, ErrLoad,
+			`modules[0]: name "main"`},
+		{"no convention", Config{Path: fixture(t, "extism_nohooks")}, ErrABIMismatch,
+			"its exports that could be are count_vowels; `morph plugin inspect` prints the lines to add"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := l.Load(context.Background(), c.cfg)
+			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %v with %q", err, c.kind, c.want)
+			}
+		})
+	}
+}
+
+// A host function is the plugin's: what it reads and writes is bounded by
+// the plugin's limits, an offset that is no block is an error, and its
+// error or a deadline fails the call, not the host.
+func TestHostFunctionBounds(t *testing.T) {
+	l, _ := extismLoader()
+	var mode string
+	cfg := mcpv2Config(t, func(ctx context.Context, call *HostCall, stack []uint64) error {
+		switch mode {
+		case "bad offset":
+			_, err := call.Read(stack[0] + 1<<40)
+			return err
+		case "big write":
+			_, err := call.Write(make([]byte, 2<<20))
+			return err
+		case "block":
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		stack[0] = 0
+		return nil
+	})
+	cfg.Limits.MaxInputBytes, cfg.Limits.Timeout = 1<<20, 500*time.Millisecond
+	p := load(t, l, cfg)
+	for _, c := range []struct{ mode, want string }{
+		{"bad offset", "is not an Extism memory block"},
+		{"big write", "over the plugin's input limit"},
+		{"block", "timed out"},
+	} {
+		mode = c.mode
+		_, err := callTool(t, p, "lookup", map[string]any{"key": "k"})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.mode, err, c.want)
+		}
+	}
+	mode = ""
+	if out, err := callTool(t, p, "shout", map[string]any{"text": "still here"}); err != nil || out != "STILL HERE!" {
+		t.Fatalf("after the faults: %q %v", out, err)
+	}
+}
+
