@@ -221,4 +221,3 @@ func TestHostFunctionBounds(t *testing.T) {
 		t.Fatalf("after the faults: %q %v", out, err)
 	}
 }
-
