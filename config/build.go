@@ -106,6 +106,9 @@ func (c *Config) EngineOptions() []engine.Option {
 	if len(c.Agent.Rules) > 0 {
 		opts = append(opts, engine.WithRules(c.Agent.Rules...))
 	}
+	if c.LLM.Images {
+		opts = append(opts, engine.WithImages(true))
+	}
 	return opts
 }
 

@@ -159,6 +159,11 @@ type LLM struct {
 	Parameters map[string]any `toml:"parameters"`
 	// Pricing gives each model's price, to compute run costs.
 	Pricing llm.Pricing `toml:"pricing"`
+	// Images says the model takes images: the images of tool results (an
+	// MCP plugin's image content) go to it with the observation, as
+	// image_url parts; without it they are dropped and the model reads the
+	// result's text, which names them. Default false.
+	Images bool `toml:"images"`
 }
 
 // Agent is the [agent] table: the run loop's limits and the system prompt.

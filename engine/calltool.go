@@ -39,7 +39,7 @@ func (e *Engine) CallTool(ctx context.Context, sessionID, name string, params ma
 	if err := r.restrict(e.reg); err != nil {
 		return "", err
 	}
-	out, errText, _ := e.callTool(r, 1, &ToolCall{ToolName: name, ToolParams: params})
+	out, _, errText, _ := e.callTool(r, 1, &ToolCall{ToolName: name, ToolParams: params})
 	if errText != "" {
 		return "", &ToolCallError{Tool: name, Message: out}
 	}

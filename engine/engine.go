@@ -58,6 +58,7 @@ type Engine struct {
 	stream     func(delta string) // WithStream
 	hookOwner  map[string]string  // engine hook -> the plugin that set it; absent: the host
 	maxObs     int                // WithMaxObservationBytes
+	images     bool               // WithImages
 	maxDepth   int                // WithMaxJSONDepth
 	svc        services           // WithService, Extension.Services
 	conf       settings           // WithConfigKeys, Extension.ConfigKeys
@@ -296,9 +297,10 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 					}
 					return ev
 				})
-			st.Observation, st.Error, st.Truncated = e.callTool(r, step, call)
+			var images []abi.Image
+			st.Observation, images, st.Error, st.Truncated = e.callTool(r, step, call)
 			r.Metrics.ToolCalls++
-			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser,
+			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Images: images,
 				Content: fmt.Sprintf("Tool Result (%s):\n%s", cutName(call.ToolName), st.Observation)})
 			notify(e, r.ctx, r, abi.HookOnObservation, step, func(f *Funcs) func(context.Context, abi.Observation) error { return f.Observation },
 				func(withHistory bool) abi.Observation {
@@ -461,10 +463,11 @@ func stepErr(st Step) error {
 
 // callTool runs one tool call through the before_tool_call chain, schema
 // validation, the tool, and the after_tool_call chain, and returns the
-// observation for the model and, when the call failed, the error text for
-// the step record: both capped at the engine's observation limit, and
-// truncated says whether they were cut.
-func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errText string, truncated bool) {
+// observation for the model, with its images when the model takes them,
+// and, when the call failed, the error text for the step record: both
+// capped at the engine's observation limit, and truncated says whether
+// they were cut.
+func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string, images []abi.Image, errText string, truncated bool) {
 	capped := func(s string) string {
 		out := safetext.Truncate(s, e.maxObs)
 		truncated = truncated || len(out) != len(s)
@@ -477,27 +480,27 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 			why = "is not available in this run"
 		}
 		obs := capped(fmt.Sprintf("Error: tool '%s' %s. Available tools: %s", cutName(call.ToolName), why, orNone(r.toolNames(e))))
-		return obs, obs, truncated
+		return obs, nil, obs, truncated
 	}
 	if mutates(tool) && r.mode(e) == ModePlan {
 		obs := capped(fmt.Sprintf("Tool call refused: plan mode: tool '%s' changes things, so it does not run while planning; "+
 			"the mode must be switched to %s to run it.", cutName(call.ToolName), ModeNormal))
-		return obs, obs, truncated
+		return obs, nil, obs, truncated
 	}
 	input, valid, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
 	if denied != "" {
 		obs := capped("Tool call denied: " + denied)
-		return obs, obs, truncated
+		return obs, nil, obs, truncated
 	}
 	// The tool's output (or a plugin's trap message) is capped before the
 	// after_tool_call chain sees it, and the chain's result again.
-	out, err := e.execute(r, tool, input, valid)
+	out, images, err := e.execute(r, tool, input, valid)
 	if err != nil {
 		out = err.Error()
 	}
 	out = capped(e.afterToolCall(r, step, call.ToolName, input, capped(out), err != nil))
 	if err != nil {
-		return out, capped(err.Error()), truncated
+		return out, nil, capped(err.Error()), truncated
 	}
 	if e.hook.success != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
@@ -505,25 +508,33 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation, errTex
 			e.hookFailed(r, abi.HookOnToolSuccess, step, err, "")
 		}
 	}
-	return out, "", truncated
+	if !e.images {
+		images = nil
+	}
+	return out, images, "", truncated
 }
 
 // execute validates input against the tool's schema, unless valid says
 // that was done, and runs the tool; the error's text is the observation
 // ("Error: ..." for bad input, "error: ..." for the tool's own failure).
-func (e *Engine) execute(r *run, tool Tool, input map[string]any, valid validation) (string, error) {
+func (e *Engine) execute(r *run, tool Tool, input map[string]any, valid validation) (string, []abi.Image, error) {
 	if err := valid.of(e.reg, tool.Name(), input); err != nil {
-		return "", fmt.Errorf("Error: %w", err)
+		return "", nil, fmt.Errorf("Error: %w", err)
 	}
 	var out string
+	var images []abi.Image
 	err := callHook("tool "+tool.Name(), func() (err error) {
-		out, err = tool.Execute(r.ctx, input)
+		if it, ok := tool.(ImageTool); ok {
+			out, images, err = it.ExecuteImages(r.ctx, input)
+		} else {
+			out, err = tool.Execute(r.ctx, input)
+		}
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("error: %w", err)
+		return "", nil, fmt.Errorf("error: %w", err)
 	}
-	return out, nil
+	return out, images, nil
 }
 
 // validation is the outcome of validating a tool's input, kept so that it

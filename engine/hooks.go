@@ -220,6 +220,11 @@ func WithEventHandler(fn func(Event)) Option { return func(e *Engine) { e.onEven
 // hosts (a terminal UI, say); the protocol still needs the whole reply.
 func WithStream(fn func(delta string)) Option { return func(e *Engine) { e.stream = fn } }
 
+// WithImages says whether the model takes images: when it does, the images
+// of a tool's result (ImageTool) go to it with the observation; when it
+// does not (the default), they are dropped and the model reads the text.
+func WithImages(on bool) Option { return func(e *Engine) { e.images = on } }
+
 // WithMaxObservationBytes caps what one tool call adds to the conversation
 // (its output, a plugin's trap message, a middleware's rewrite), cut on a
 // character boundary with a note of how much was left out; it caps the

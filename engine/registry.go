@@ -31,6 +31,16 @@ type Tool interface {
 	Execute(ctx context.Context, params map[string]any) (string, error)
 }
 
+// ImageTool is a Tool whose results may carry images (an MCP plugin's
+// image content). The engine calls ExecuteImages in place of Execute, and
+// sends the images to the model with the observation when the model takes
+// images (WithImages); the text should say what they show, since a model
+// that does not take them sees the text only.
+type ImageTool interface {
+	Tool
+	ExecuteImages(ctx context.Context, params map[string]any) (string, []abi.Image, error)
+}
+
 // anyObject is the schema assumed for a tool that declares none.
 const anyObject = `{"type":"object"}`
 

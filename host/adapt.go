@@ -2,10 +2,12 @@ package host
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,18 +122,42 @@ func (t *tool) ParameterSchema() string { return string(t.spec.Parameters) }
 // full detail (the plugin, morph's export, a trap's wasm stack) is logged
 // and under it for errors.As.
 func (t *tool) Execute(ctx context.Context, params map[string]any) (string, error) {
+	out, _, err := t.ExecuteImages(ctx, params)
+	return out, err
+}
+
+// ExecuteImages is Execute with the images of the result (engine.ImageTool).
+// An image whose type is not one of abi.Image's or whose data is not
+// base64 is dropped with a warning: a model server would refuse the whole
+// request for it.
+func (t *tool) ExecuteImages(ctx context.Context, params map[string]any) (string, []abi.Image, error) {
 	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params})
 	var pe *Error
-	if err == nil || !errors.As(err, &pe) {
-		return out.Output, err
+	if err == nil {
+		images := slices.DeleteFunc(out.Images, func(img abi.Image) bool {
+			_, derr := base64.StdEncoding.DecodeString(img.Data)
+			if bad := !slices.Contains(imageTypes, img.MimeType) || derr != nil; bad {
+				t.p.log.WarnContext(ctx, "tool result image dropped: want image/png, image/jpeg, image/gif or image/webp, base64",
+					"tool", t.spec.Name, "mime_type", safetext.Truncate(img.MimeType, 64), "base64_error", derr)
+				return true
+			}
+			return false
+		})
+		return out.Output, images, nil
+	}
+	if !errors.As(err, &pe) {
+		return out.Output, nil, err
 	}
 	level := slog.LevelWarn
 	if pe.Kind == ErrGuest { // the tool's own answer, not a fault
 		level = slog.LevelDebug
 	}
 	t.p.log.Log(ctx, level, "tool call failed", "tool", t.spec.Name, "err", err)
-	return "", &ToolError{Tool: t.spec.Name, Err: pe, timeout: t.p.limits.Timeout}
+	return "", nil, &ToolError{Tool: t.spec.Name, Err: pe, timeout: t.p.limits.Timeout}
 }
+
+// imageTypes are the image types models take (abi.Image).
+var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 // ToolError is the failure of a plugin's tool as the engine sees it. Its
 // text, which the engine sends the model as the observation, is what the

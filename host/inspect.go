@@ -1,9 +1,13 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -11,6 +15,8 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/sandbox"
 )
@@ -37,6 +43,12 @@ type Report struct {
 	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
 	// Problems are the reasons the module cannot be loaded; empty when it can.
 	Problems []string `json:"problems,omitempty"`
+	// Suggested are morph.toml lines that would serve what the Config does
+	// not of an Extism module that is not morph's: its plain exports as
+	// tools, the modules it links to; and comments for the host functions
+	// only an embedding host can give it. Strings in them are JSON-quoted,
+	// which TOML reads.
+	Suggested []string `json:"suggested_config,omitempty"`
 }
 
 // Signature is one exported or imported function.
@@ -64,6 +76,9 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, nil
 	}
 	rep.Loader = loaderOf(wasm).name
+	if rep.Loader == LoaderExtism {
+		rep.Suggested = suggest(cfg, wasm)
+	}
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(l.cache))
 	defer r.Close(ctx)
 	compiled, err := r.CompileModule(ctx, wasm)
@@ -109,6 +124,47 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Problems = append(rep.Problems, ungrantedError(p.name, missing).Error())
 	}
 	return rep, nil
+}
+
+// suggest is Report.Suggested for the Extism module wasm, loaded with cfg.
+func suggest(cfg Config, wasm []byte) []string {
+	exports, hostFuncs, modules, err := extism.Plain(wasm)
+	if err != nil {
+		return nil
+	}
+	exports = slices.DeleteFunc(exports, func(e string) bool {
+		return slices.ContainsFunc(cfg.Tools, func(t ExportTool) bool { return t.Export == e }) || slices.Contains(slices.Collect(maps.Values(cfg.HookExports)), e)
+	})
+	modules = slices.DeleteFunc(modules, func(m string) bool {
+		return slices.ContainsFunc(cfg.Modules, func(l LinkedModule) bool { return l.Name == m })
+	})
+	hostFuncs = slices.DeleteFunc(hostFuncs, func(f string) bool {
+		return slices.ContainsFunc(cfg.HostFunctions, func(h HostFunction) bool { return h.Name == f })
+	})
+	if len(exports)+len(modules)+len(hostFuncs) == 0 {
+		return nil
+	}
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	name := cmp.Or(cfg.Name, strings.TrimSuffix(filepath.Base(cfg.Path), ".wasm"))
+	lines := []string{"[[plugins]]", "name = " + q(name), "path = " + q(cfg.Path)}
+	for _, e := range exports {
+		lines = append(lines, "[[plugins.tools]]", "export = "+q(e))
+		if engine.CheckToolName(e) != nil {
+			lines = append(lines, `name = "TOOL_NAME"  # the export's name cannot name a tool: letters, digits, '_', '-', '.'`)
+		}
+		lines = append(lines, "description = "+q("Calls the plugin's "+e+" export.")+"  # say what it does and returns",
+			`input = "field:input"  # the text of one string argument; "json": the arguments as JSON`)
+	}
+	if len(modules) > 0 {
+		lines = append(lines, "[plugins.modules]  # the modules it imports from, by name")
+		for _, m := range modules {
+			lines = append(lines, q(m)+" = "+q(m+".wasm"))
+		}
+	}
+	for _, f := range hostFuncs {
+		lines = append(lines, "# imports extism:host/user."+q(f)+": only a Go program embedding morph can provide it (host.Config.HostFunctions)")
+	}
+	return lines
 }
 
 // importsExtismHTTP reports whether imports hold Extism's http_request

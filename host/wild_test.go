@@ -12,7 +12,9 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
 )
 
 // goSDKWasm is a module of go-sdk's own test set (its wasm/ directory, in
@@ -112,7 +114,7 @@ func TestMCPv2PluginInARun(t *testing.T) {
 		stack[0], err = call.Write([]byte(call.Plugin + " knows " + string(key)))
 		return err
 	})
-	m := &scriptModel{replies: []string{
+	m := &recordingModel{scriptModel: scriptModel{replies: []string{
 		`{"type":"tool_call","tool_call":{"tool_name":"echo","tool_params":{"text":"hi"}}}`,
 		`{"type":"tool_call","tool_call":{"tool_name":"chart","tool_params":{}}}`,
 		`{"type":"tool_call","tool_call":{"tool_name":"secret","tool_params":{}}}`,
@@ -122,8 +124,8 @@ func TestMCPv2PluginInARun(t *testing.T) {
 		`{"type":"tool_call","tool_call":{"tool_name":"lookup","tool_params":{"key":"k1"}}}`,
 		`{"type":"tool_call","tool_call":{"tool_name":"bad_utf8","tool_params":{}}}`,
 		`{"type":"final","final":{"output":"done"}}`,
-	}}
-	e := engine.New(m, nil, engine.WithExtenders(l.Extender(cfg, engine.MiddlewareConfig{})))
+	}}}
+	e := engine.New(m, nil, engine.WithExtenders(l.Extender(cfg, engine.MiddlewareConfig{})), engine.WithImages(true))
 	defer e.Close(context.Background())
 	final, rc, err := e.NewSession("s").RunTurn(context.Background(), "go", engine.RunOptions{})
 	if err != nil || final.Output != "done" {
@@ -138,12 +140,30 @@ func TestMCPv2PluginInARun(t *testing.T) {
 			t.Errorf("step %d observation %q, want %q", i+1, obs, want)
 		}
 	}
+	var images []abi.Image
+	for _, msg := range m.last.Messages {
+		images = append(images, msg.Images...)
+	}
+	if len(images) != 1 || images[0].MimeType != "image/png" || !strings.HasPrefix(images[0].Data, "iVBORw0KGgo") {
+		t.Errorf("images sent to the model: %+v", images)
+	}
 	if !strings.Contains(logs.String(), "secret unlocked") {
 		t.Errorf("notify_logging_message not logged:\n%s", logs.String())
 	}
 	if tools := e.Tools(); len(tools) != 7 {
 		t.Errorf("engine tools after the change: %+v", tools)
 	}
+}
+
+// recordingModel is scriptModel keeping the last request.
+type recordingModel struct {
+	scriptModel
+	last llm.Request
+}
+
+func (m *recordingModel) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
+	m.last = req
+	return m.scriptModel.Chat(ctx, req)
 }
 
 // What configuration can get wrong is refused at load, naming the setting.

@@ -24,6 +24,11 @@ const (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// Images go with Content to a model that takes images (a tool's
+	// result with MCP image content, when the engine is told the model
+	// takes them: engine.WithImages). A client that cannot send them drops
+	// them; Content says what they show.
+	Images []abi.Image `json:"images,omitempty"`
 }
 
 // Request is one chat call.

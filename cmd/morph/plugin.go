@@ -179,6 +179,12 @@ func printReport(w io.Writer, rep *host.Report) {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(w, "problem:  %s\n", oneLine(p, 0))
 	}
+	if len(rep.Suggested) > 0 {
+		fmt.Fprintf(w, "morph.toml lines that would serve its exports (see README, \"Plugins from the Extism ecosystem\"):\n")
+		for _, l := range rep.Suggested {
+			fmt.Fprintf(w, "  %s\n", oneLine(l, 0))
+		}
+	}
 }
 
 // printStatus prints the status, the plugins' names and what they declare

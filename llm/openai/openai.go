@@ -453,6 +453,14 @@ func (c *Client) buildRequest(req llm.Request) (goopenai.ChatCompletionRequest, 
 	creq.Messages = make([]goopenai.ChatCompletionMessage, len(req.Messages))
 	for i, m := range req.Messages {
 		creq.Messages[i] = goopenai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+		if len(m.Images) > 0 { // content as parts: the text, then each image as a data URL
+			creq.Messages[i].Content = ""
+			creq.Messages[i].MultiContent = []goopenai.ChatMessagePart{{Type: goopenai.ChatMessagePartTypeText, Text: m.Content}}
+			for _, img := range m.Images {
+				creq.Messages[i].MultiContent = append(creq.Messages[i].MultiContent, goopenai.ChatMessagePart{
+					Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: "data:" + img.MimeType + ";base64," + img.Data}})
+			}
+		}
 	}
 	if req.ForceJSON {
 		creq.ResponseFormat = c.responseFormat(req.ResponseSchema)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -204,5 +205,23 @@ func TestExtraBody(t *testing.T) {
 		if !errors.As(err, &perr) || perr.Problems[0].Key != key {
 			t.Errorf("New with extra body field %q: %v", key, err)
 		}
+	}
+}
+
+// A message with images goes as content parts: its text, then each image
+// as a data URL (the image_url part vision models take); one without
+// stays a plain string.
+func TestImagesAsContentParts(t *testing.T) {
+	s := newServer(t, ok(`{}`))
+	msgs := []llm.Message{{Role: llm.RoleUser, Content: "task"},
+		{Role: llm.RoleUser, Content: "Tool Result (chart):\n[image 1: image/png]", Images: []abi.Image{{MimeType: "image/png", Data: "iVBORw0KGgo="}}}}
+	if _, err := s.client(t, nil).Chat(context.Background(), llm.Request{Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(decode(t, s.request(0).body)["messages"])
+	want := `[{"content":"task","role":"user"},{"content":[{"text":"Tool Result (chart):\n[image 1: image/png]","type":"text"},` +
+		`{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"}],"role":"user"}]`
+	if string(got) != want {
+		t.Errorf("messages\n%s\nwant\n%s", got, want)
 	}
 }

@@ -348,7 +348,7 @@ func noConvention(exported map[string]wasmbin.Signature) error {
 func PlainExports(exported map[string]wasmbin.Signature) []string {
 	var out []string
 	for name, sig := range exported {
-		if sig.Equal(callSignature) && !runtimeExports[name] {
+		if sig.Equal(callSignature) && !runtimeExports[name] && !strings.HasPrefix(name, "asyncify_") { // TinyGo's
 			out = append(out, name)
 		}
 	}
@@ -356,8 +356,40 @@ func PlainExports(exported map[string]wasmbin.Signature) []string {
 	return out
 }
 
-// runtimeExports are exports of language runtimes, never a plugin's entry.
-var runtimeExports = map[string]bool{"_start": true, "_initialize": true, "__wasm_call_ctors": true, "hs_init": true}
+// runtimeExports are exports of language runtimes and of the conventions
+// morph serves by itself, never a plain export.
+var runtimeExports = map[string]bool{"_start": true, "_initialize": true, "__wasm_call_ctors": true, "hs_init": true,
+	extismExportDescribe: true, extismExportCall: true, mcpV2List: true, mcpV2Call: true,
+	// hyper-mcp v2's other exports, which morph does not call
+	"complete": true, "get_prompt": true, "list_prompts": true, "list_resource_templates": true, "list_resources": true,
+	"on_roots_list_changed": true, "read_resource": true}
+
+// Plain is what configuration could serve of the Extism module wasm, for
+// `morph plugin inspect` to suggest: its plain exports (PlainExports), the
+// extism:host/user functions it imports that morph does not provide, and
+// the modules it imports from besides Extism's and WASI. A module that
+// exports morph_describe has none of these to configure.
+func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
+	info, err := parseWasm(wasm, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if _, morph := info.exports[abi.ExportDescribe]; morph {
+		return nil, nil, nil, nil
+	}
+	builtin := userFunctions(guest.Env{})
+	for _, imp := range info.imports {
+		switch {
+		case imp.Module == extismUser:
+			if _, ok := builtin[imp.Name]; !ok {
+				hostFuncs = append(hostFuncs, imp.Name)
+			}
+		case imp.Module != extismEnv && imp.Module != "wasi_snapshot_preview1" && !slices.Contains(modules, imp.Module):
+			modules = append(modules, imp.Module)
+		}
+	}
+	return PlainExports(info.exports), hostFuncs, modules, nil
+}
 
 // Exports reports whether the module serves the ABI v1 export name: its
 // own for a morph plugin; otherwise describe, and call_tool and the hooks
