@@ -29,7 +29,14 @@ TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-h
 CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
 RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
+# mock-llm (@dwmkerr/mock-llm on npm), an OpenAI-compatible mock server the
+# model-client tests start on 127.0.0.1 (internal/mockllm): installed once
+# into the cache, a directory per version; unit tells the tests where.
+MOCK_LLM_VERSION := 0.1.29
+MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
+MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
+
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tools-mock-llm tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
 
 all: build
 
@@ -39,7 +46,7 @@ build:
 	$(GO) build -o $(BIN)/ -ldflags '$(LDFLAGS)' ./cmd/morph ./cmd/morph-render
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
-test: fmt-check vet fixtures examples extism-guests tinygo-examples rust rust-test unit fuzz
+test: fmt-check vet fixtures examples extism-guests tinygo-examples rust rust-test tools-mock-llm unit fuzz
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -54,7 +61,7 @@ vet:
 	cd guests/extism && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
 unit:
-	$(GO) test -race -count=1 ./...
+	MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test -race -count=1 ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
 demo: build examples
@@ -151,6 +158,17 @@ bench: fixtures examples extism-guests tinygo-examples rust
 # Installs Debian's wabt once; a no-op when wat2wasm is already there.
 tools-wabt:
 	@command -v wat2wasm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wabt; }
+
+# Installs mock-llm once; a no-op when it is there. npm installs into a
+# temporary directory renamed into place, so a run cut short or another
+# worktree's make running at the same time leaves no half-installed copy.
+tools-mock-llm:
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+	{ echo "tools-mock-llm: node and npm are needed to install @dwmkerr/mock-llm (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	@test -x $(MOCK_LLM) || { \
+	mkdir -p $(dir $(MOCK_LLM_DIR)) && tmp=$$(mktemp -d $(MOCK_LLM_DIR).XXXXXX) && \
+	{ npm install --prefix $$tmp --no-audit --no-fund --loglevel=error @dwmkerr/mock-llm@$(MOCK_LLM_VERSION) >/dev/null || { rm -rf $$tmp; exit 1; }; } && \
+	{ mv -T $$tmp $(MOCK_LLM_DIR) 2>/dev/null || rm -rf $$tmp; } && test -x $(MOCK_LLM); }
 
 clean:
 	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(EXTISM_GUESTS) $(TINYGO_EXAMPLES) guests/rust/target examples/rust-hooks/target

@@ -38,6 +38,7 @@ func isolate() error {
 	if err := pinGo(); err != nil {
 		return err
 	}
+	userCache = cacheHome()
 	home, err := os.MkdirTemp("", "morph-test-home-")
 	if err != nil {
 		return err

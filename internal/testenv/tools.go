@@ -5,12 +5,20 @@
 // machines that cannot afford to build TinyGo (about a minute and a half,
 // once): the Makefile then builds no TinyGo guest, and the tests of TinyGo
 // guests skip, saying so.
+//
+// The exception is mock-llm (MockLLM), a model server from npm rather than
+// a build of ours: `make test` installs it and names it in MockLLMEnv, and
+// then, as under CI=true, a missing one fails; a plain go test on a machine
+// without it skips its tests, naming the make target.
 
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -55,4 +63,57 @@ func TinyGo(t testing.TB, what string) {
 	if os.Getenv(SkipTinyGoEnv) == "1" {
 		t.Skipf("%s=1: %s is not tested", SkipTinyGoEnv, what)
 	}
+}
+
+// MockLLMEnv is the variable `make test` sets to the path of the mock-llm
+// program that `make tools-mock-llm` installed.
+const MockLLMEnv = "MORPH_MOCK_LLM"
+
+// mockLLMVersion is the @dwmkerr/mock-llm version the Makefile installs
+// (MOCK_LLM_VERSION there): the default path has it.
+const mockLLMVersion = "0.1.29"
+
+// userCache is the user's cache directory as it was before Main moved
+// HOME and XDG_CACHE_HOME to a temporary directory; empty without Main.
+var userCache string
+
+// cacheHome is the cache directory the Makefile and scripts use:
+// $XDG_CACHE_HOME, else ~/.cache, as the user has them.
+func cacheHome() string {
+	if userCache != "" {
+		return userCache
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return d
+	}
+	return filepath.Join(os.Getenv("HOME"), ".cache")
+}
+
+// MockLLM is the path of the mock-llm program (@dwmkerr/mock-llm, an
+// OpenAI-compatible mock server installed from npm): MockLLMEnv's value,
+// else where `make tools-mock-llm` installs it. When the program or node
+// is missing it fails t under `make test` (MockLLMEnv set) or CI=true, and
+// skips t otherwise, naming the make target either way.
+func MockLLM(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv(MockLLMEnv)
+	fromMake := path != ""
+	if !fromMake {
+		path = filepath.Join(cacheHome(), "morph", "mock-llm-"+mockLLMVersion, "node_modules", ".bin", "mock-llm")
+	}
+	var problem string
+	if _, err := os.Stat(path); err != nil {
+		problem = err.Error()
+	} else if _, err := exec.LookPath("node"); err != nil {
+		problem = "node, which runs " + path + ", is not on PATH"
+	}
+	if problem == "" {
+		return path
+	}
+	msg := fmt.Sprintf("mock-llm: %s: `make tools-mock-llm` installs it", problem)
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); fromMake || ci {
+		t.Fatal(msg)
+	}
+	t.Skip(msg + " (under make test or CI=true this fails)")
+	return ""
 }

@@ -630,13 +630,16 @@ func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, res
 // statusOf is the HTTP status of a go-openai error, or 0 when no response
 // was received.
 func statusOf(err error) int {
+	// The *RequestError first: when the body's "error" is a string, not
+	// an object ({"error": "model not found"}, as Ollama and Express
+	// servers answer), go-openai wraps in it an *APIError without status.
+	var reqErr *goopenai.RequestError
+	if errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0 {
+		return reqErr.HTTPStatusCode
+	}
 	var apiErr *goopenai.APIError
 	if errors.As(err, &apiErr) {
 		return apiErr.HTTPStatusCode
-	}
-	var reqErr *goopenai.RequestError
-	if errors.As(err, &reqErr) {
-		return reqErr.HTTPStatusCode
 	}
 	return 0
 }

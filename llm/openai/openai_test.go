@@ -604,6 +604,37 @@ func TestNonJSONServerErrorRetriedAsRequestError(t *testing.T) {
 	}
 }
 
+// TestStringErrorKeepsStatus checks that an error body whose "error" is a
+// string, as Ollama and Express servers send, keeps its HTTP status: a 503
+// is retried, a 404 gets the hint at the API root.
+func TestStringErrorKeepsStatus(t *testing.T) {
+	s := newServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":"server busy"}`)
+			return
+		}
+		writeReply(w, "test-model", "hi", 1, 1)
+	})
+	if _, err := s.client(t, nil).Chat(context.Background(), llm.Request{Messages: userMsg("hi")}); err != nil {
+		t.Fatalf("503 then 200: %v", err)
+	}
+	if n := s.count(); n != 2 {
+		t.Errorf("server saw %d requests, want 2 (the 503 retried)", n)
+	}
+
+	s = newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":"model \"m\" not found"}`)
+	})
+	_, err := s.client(t, nil).Chat(context.Background(), llm.Request{Messages: userMsg("hi")})
+	if err == nil || !strings.Contains(err.Error(), "answered with HTTP 404") || !strings.Contains(err.Error(), "ending in /v1") {
+		t.Errorf("404 with a string error: %v; want the URL hint", err)
+	}
+}
+
 func TestCancelDuringBackoffReturnsPromptly(t *testing.T) {
 	first := make(chan struct{})
 	var once sync.Once
