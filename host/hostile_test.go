@@ -107,7 +107,7 @@ func TestDecodingBombs(t *testing.T) {
 		for _, lc := range loaders {
 			t.Run(c.name+"/"+lc.name, func(t *testing.T) {
 				wasm := lc.as(c.g).wasm()
-				if got := loaderOf(wasm).name; got != lc.name {
+				if got := loaderOf(wasm, Config{}).name; got != lc.name {
 					t.Fatalf("the module goes to the %s loader", got)
 				}
 				var err error

@@ -75,7 +75,7 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Problems = append(rep.Problems, err.Error())
 		return rep, nil
 	}
-	rep.Loader = loaderOf(wasm).name
+	rep.Loader = loaderOf(wasm, cfg).name
 	if rep.Loader == LoaderExtism {
 		rep.Suggested = suggest(cfg, wasm)
 	}

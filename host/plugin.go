@@ -111,7 +111,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	if p.sandbox, err = sandbox.New(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
 		return fail(ErrLoad, err)
 	}
-	ml := loaderOf(src.wasm)
+	ml := loaderOf(src.wasm, cfg)
 	p.loader = ml.name
 	mod, kind, err := ml.load(l, ctx, p, src)
 	if err != nil {

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 
 	"log/slog"
 
@@ -45,11 +44,14 @@ var moduleLoaders = []moduleLoader{
 	{name: LoaderNative, detect: func([]byte) bool { return true }, load: (*Loader).loadNative},
 }
 
-// loaderOf is the loader that runs wasm: the first of moduleLoaders that
-// detects it.
-func loaderOf(wasm []byte) moduleLoader {
+// loaderOf is the loader that runs wasm, loaded with cfg: the Extism
+// loader when cfg has Extism-only parts (a module of plain exports need not
+// import anything of Extism's: go-sdk runs any module), else the first of
+// moduleLoaders that detects it.
+func loaderOf(wasm []byte, cfg Config) moduleLoader {
+	configured := len(cfg.Tools)+len(cfg.HookExports)+len(cfg.Modules)+len(cfg.HostFunctions) > 0
 	for _, ml := range moduleLoaders {
-		if ml.detect(wasm) {
+		if configured && ml.name == LoaderExtism || !configured && ml.detect(wasm) {
 			return ml
 		}
 	}
@@ -73,10 +75,6 @@ func (l *Loader) env(p *Plugin) guest.Env {
 // loadNative is the native loader's row (package native), with the
 // loader's cache of instrumented modules.
 func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
-	if !p.ext.empty() {
-		return nil, ErrLoad, errors.New("tools, hook_exports, modules and host functions configure Extism modules " +
-			"(which import extism:host/env); this is a morph ABI v1 module, which declares its tools and hooks in its manifest")
-	}
 	m, kind, err := native.Load(ctx, l.env(p), src.shape, func(stack uint32) ([]byte, error) { return l.instrumented(src, stack) })
 	if err != nil {
 		return nil, kind, err

@@ -23,7 +23,8 @@ import (
 // link by name (LinkedModule), and the embedding host provides the host
 // functions they import (HostFunction). None of it applies to a morph ABI
 // v1 module, which says what it serves itself: such a module with any of
-// it set fails to load.
+// it set fails to load. A module with any of it set runs on the Extism
+// loader, whether or not it imports anything of Extism's.
 
 // ExportTool makes a plain export of an Extism module (count_vowels, run,
 // greet, ...: a function () -> i32 that reads its input and sets its
@@ -61,6 +62,8 @@ type LinkedModule struct {
 // import must have; Extism passes memory as i64 offsets of blocks, which
 // HostCall reads and writes.
 type HostFunction struct {
+	// Module is the module the plugin imports it from; "": extism:host/user.
+	Module          string
 	Name            string
 	Params, Results []api.ValueType
 	// Func runs on the guest's call: ctx ends at the call's deadline (or
@@ -96,10 +99,6 @@ type extismParts struct {
 	hookExports map[string]string // ABI v1 export -> the module's
 	linked      []guest.LinkedModule
 	hostFuncs   []guest.HostFunc
-}
-
-func (x extismParts) empty() bool {
-	return len(x.tools) == 0 && len(x.hookExports) == 0 && len(x.linked) == 0 && len(x.hostFuncs) == 0
 }
 
 // extismParts checks cfg's Extism-only parts and resolves them: each
@@ -152,7 +151,7 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 			continue
 		}
 		grants := cfg.Grants
-		x.hostFuncs = append(x.hostFuncs, guest.HostFunc{Name: f.Name, Params: f.Params, Results: f.Results,
+		x.hostFuncs = append(x.hostFuncs, guest.HostFunc{Module: f.Module, Name: f.Name, Params: f.Params, Results: f.Results,
 			Call: func(ctx context.Context, mem guest.BlockMemory, stack []uint64) error {
 				return f.Func(ctx, &HostCall{Plugin: cfg.Name, Grants: grants, mem: mem}, stack)
 			}})

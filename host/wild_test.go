@@ -59,6 +59,27 @@ func TestPlainExportPlugins(t *testing.T) {
 			t.Fatalf("out %q err %v", out, err)
 		}
 	})
+	t.Run("no Extism import", func(t *testing.T) { // noop.wasm imports nothing: configuration picks the Extism loader
+		p := load(t, l, Config{Path: goSDKWasm(t, "noop"), Tools: []ExportTool{{Export: "run_test"}}})
+		if out, err := callTool(t, p, "run_test", nil); err != nil || out != "" || p.Loader() != LoaderExtism {
+			t.Fatalf("out %q err %v loader %s", out, err, p.Loader())
+		}
+	})
+	t.Run("host function of its own namespace", func(t *testing.T) { // host_memory.wasm imports host.to_upper
+		i64 := []api.ValueType{api.ValueTypeI64}
+		p := load(t, l, Config{Path: goSDKWasm(t, "host_memory"), Tools: []ExportTool{{Export: "run_test", Input: "field:name"}},
+			HostFunctions: []HostFunction{{Module: "host", Name: "to_upper", Params: i64, Results: i64,
+				Func: func(_ context.Context, call *HostCall, stack []uint64) (err error) {
+					b, err := call.Read(stack[0])
+					if err == nil {
+						stack[0], err = call.Write([]byte(strings.ToUpper(string(b))))
+					}
+					return err
+				}}}})
+		if out, err := callTool(t, p, "run_test", map[string]any{"name": "benjamin"}); err != nil || out != "HELLO BENJAMIN!" {
+			t.Fatalf("out %q err %v", out, err)
+		}
+	})
 	t.Run("host function", func(t *testing.T) {
 		cfg := Config{Path: goSDKWasm(t, "host"), Tools: []ExportTool{{Export: "run_test", Name: "mult"}}}
 		_, err := l.Load(context.Background(), cfg)
@@ -82,6 +103,22 @@ func TestPlainExportPlugins(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// A command module's _start, () -> (), serves as a tool; its exit code
+// other than 0 fails the call, and the next call gets a fresh instance.
+func TestCommandModuleTool(t *testing.T) {
+	l, _ := extismLoader()
+	p := load(t, l, Config{Path: fixture(t, "extism_command"), Tools: []ExportTool{{Export: "_start", Name: "start", Input: "field:input"}}})
+	if out, err := callTool(t, p, "start", map[string]any{"input": ""}); err != nil || out != "started" {
+		t.Fatalf("out %q err %v", out, err)
+	}
+	if _, err := callTool(t, p, "start", map[string]any{"input": "exit"}); !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "exit_code(3)") {
+		t.Fatalf("err = %v", err)
+	}
+	if out, err := callTool(t, p, "start", map[string]any{"input": ""}); err != nil || out != "started" {
+		t.Fatalf("after the exit: out %q err %v", out, err)
+	}
 }
 
 // mcpv2Config is the hyper-mcp v2 test plugin with its plain exports
@@ -176,7 +213,7 @@ func TestPlainExportConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"missing export", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count"}}}, ErrABIMismatch,
-			`the configuration names export "count", which the module does not export; its functions () -> i32 are: count_vowels`},
+			`the configuration names export "count", which the module does not export; its plain exports are: count_vowels`},
 		{"bad input", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels", Input: "text"}}}, ErrLoad,
 			`tools[0]: input "text": want "json"`},
 		{"bad name", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels", Name: "count vowels"}}}, ErrLoad,
@@ -185,8 +222,8 @@ func TestPlainExportConfigErrors(t *testing.T) {
 			`hook_exports: "prompt" is no hook`},
 		{"morph plugin", Config{Path: fixture(t, "extism_echo"), Tools: []ExportTool{{Export: "count_vowels"}}}, ErrABIMismatch,
 			"remove the plugin's [[plugins.tools]]"},
-		{"native module", Config{Path: fixture(t, "minimal"), Tools: []ExportTool{{Export: "x"}}}, ErrLoad,
-			"this is a morph ABI v1 module"},
+		{"native module", Config{Path: fixture(t, "minimal"), Tools: []ExportTool{{Export: "x"}}}, ErrABIMismatch,
+			"the module exports morph_describe, so it is a morph plugin"},
 		{"linked name", Config{Path: fixture(t, "extism_nohooks"), Modules: []LinkedModule{{Name: "main", Path: fixture(t, "minimal")}}}, ErrLoad,
 			`modules[0]: name "main"`},
 		{"no convention", Config{Path: fixture(t, "extism_nohooks")}, ErrABIMismatch,

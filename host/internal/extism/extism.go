@@ -246,8 +246,8 @@ func checkExtismImports(info *wasmModule, user map[string]guest.HostFunc, linked
 			if want, ok := extismOverrideTypes[imp.Name]; ok && !imp.fn.Equal(want) {
 				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, want %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
 			}
-		case imp.Module == extismUser:
-			f, ok := user[imp.Name]
+		case imp.Module == extismUser || user[hostFuncKey(imp.Module, imp.Name)].Call != nil:
+			f, ok := user[hostFuncKey(imp.Module, imp.Name)]
 			want := wasmbin.Signature{Params: f.Params, Results: f.Results}
 			switch {
 			case !ok:
@@ -260,8 +260,9 @@ func checkExtismImports(info *wasmModule, user map[string]guest.HostFunc, linked
 		case linked[imp.Module]:
 			// go-sdk links it; a missing or mistyped function fails the compile, named
 		case imp.Module != "wasi_snapshot_preview1":
-			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s, %s (host functions), wasi_snapshot_preview1 "+
-				"and the modules linked to it (the plugin's modules)", imp.Module, imp.Name, extismEnv, extismUser))
+			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s, %s (host functions), wasi_snapshot_preview1, "+
+				"the modules linked to it (the plugin's modules) and the host functions a Go program embedding morph gives it (host.Config.HostFunctions)",
+				imp.Module, imp.Name, extismEnv, extismUser))
 		}
 	}
 	return errors.Join(errs...)
@@ -292,16 +293,18 @@ func (m *Module) checkExports(kinds []wasmbin.Export) error {
 		return noConvention(m.exported)
 	}
 	var errs []error
-	check := func(name string, required bool) {
+	check := func(name string, configured bool) {
 		f, ok := m.exported[name]
 		k, other := guest.ExportKind(kinds, name)
 		switch {
-		case ok && !f.Equal(callSignature):
+		case ok && configured && !plainSignature(f):
+			errs = append(errs, fmt.Errorf("export %s has signature %s, want () -> (i32) or () -> () (Extism's convention)", name, signature(f)))
+		case ok && !configured && !f.Equal(callSignature):
 			errs = append(errs, fmt.Errorf("export %s has signature %s, want %s (Extism's convention)", name, signature(f), signature(callSignature)))
 		case !ok && other:
 			errs = append(errs, fmt.Errorf("export %s is %s, not a function () -> (i32) (Extism's convention)", name, k))
-		case !ok && required:
-			errs = append(errs, fmt.Errorf("the configuration names export %q, which the module does not export; its functions () -> i32 are: %s",
+		case !ok && configured:
+			errs = append(errs, fmt.Errorf("the configuration names export %q, which the module does not export; its plain exports are: %s",
 				name, strings.Join(PlainExports(m.exported), ", ")))
 		}
 	}
@@ -326,8 +329,17 @@ func (m *Module) checkExports(kinds []wasmbin.Export) error {
 	return errors.Join(errs...)
 }
 
-// callSignature is that of every export morph calls: Extism's () -> i32.
+// callSignature is that of the exports of the conventions morph serves:
+// Extism's () -> i32.
 var callSignature = wasmbin.Signature{Results: []api.ValueType{api.ValueTypeI32}}
+
+// plainSignature reports whether an export of signature sig can be
+// configured: go-sdk calls a function () -> i32, whose result is its
+// return code, and () -> (), which succeeds unless it traps or exits
+// non-zero (a command module's _start, a Haskell PDK's exports).
+func plainSignature(sig wasmbin.Signature) bool {
+	return sig.Equal(callSignature) || len(sig.Params) == 0 && len(sig.Results) == 0
+}
 
 // noConvention is the error for an Extism module that follows none of the
 // conventions morph serves by itself: it names each, and the module's
@@ -344,11 +356,13 @@ func noConvention(exported map[string]wasmbin.Signature) error {
 }
 
 // PlainExports are the module's exports that configuration can make tools
-// or hooks: functions () -> i32 that are not a runtime's entry points.
+// or hooks: functions () -> i32 or () -> () that are not a runtime's entry
+// points. A command module's _start can be configured, but is not listed:
+// it exits, and so ends its instance, at each call.
 func PlainExports(exported map[string]wasmbin.Signature) []string {
 	var out []string
 	for name, sig := range exported {
-		if sig.Equal(callSignature) && !runtimeExports[name] && !strings.HasPrefix(name, "asyncify_") { // TinyGo's
+		if plainSignature(sig) && !runtimeExports[name] && !strings.HasPrefix(name, "asyncify_") { // TinyGo's
 			out = append(out, name)
 		}
 	}
@@ -367,7 +381,8 @@ var runtimeExports = map[string]bool{"_start": true, "_initialize": true, "__was
 // Plain is what configuration could serve of the Extism module wasm, for
 // `morph plugin inspect` to suggest: its plain exports (PlainExports), the
 // extism:host/user functions it imports that morph does not provide, and
-// the modules it imports from besides Extism's and WASI. A module that
+// the modules it imports from besides Extism's and WASI (linked modules,
+// or an embedding host's host functions). A module that
 // exports morph_describe has none of these to configure.
 func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
 	info, err := parseWasm(wasm, true)
@@ -381,7 +396,7 @@ func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
 	for _, imp := range info.imports {
 		switch {
 		case imp.Module == extismUser:
-			if _, ok := builtin[imp.Name]; !ok {
+			if _, ok := builtin[hostFuncKey(imp.Module, imp.Name)]; !ok {
 				hostFuncs = append(hostFuncs, imp.Name)
 			}
 		case imp.Module != extismEnv && imp.Module != "wasi_snapshot_preview1" && !slices.Contains(modules, imp.Module):

@@ -1,6 +1,7 @@
 package extism
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -99,15 +100,19 @@ func builtinUserNames() []string {
 	return names
 }
 
-// userFunctions are the extism:host/user functions of a plugin by name:
-// morph's, and the embedding host's over them.
+// userFunctions are the host functions of a plugin by module and name
+// (hostFuncKey): morph's, and the embedding host's over them.
 func userFunctions(env guest.Env) map[string]guest.HostFunc {
 	fns := map[string]guest.HostFunc{}
 	for _, f := range append(builtinUser(env), env.HostFuncs...) {
-		fns[f.Name] = f
+		f.Module = cmp.Or(f.Module, extismUser)
+		fns[hostFuncKey(f.Module, f.Name)] = f
 	}
 	return fns
 }
+
+// hostFuncKey is how userFunctions keys a function: as the guest imports it.
+func hostFuncKey(module, name string) string { return module + "." + name }
 
 // userHostFunctions are fns as go-sdk host functions. Each runs with the
 // call's context (its deadline: go-sdk's runtime closes the module when it
@@ -116,14 +121,14 @@ func userFunctions(env guest.Env) map[string]guest.HostFunc {
 // the function's name.
 func (m *Module) userHostFunctions(fns map[string]guest.HostFunc) []sdk.HostFunction {
 	var out []sdk.HostFunction
-	for _, name := range slices.Sorted(maps.Keys(fns)) {
-		f := fns[name]
-		h := sdk.NewHostFunctionWithStack(name, func(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
+	for _, key := range slices.Sorted(maps.Keys(fns)) {
+		f := fns[key]
+		h := sdk.NewHostFunctionWithStack(f.Name, func(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
 			if err := f.Call(ctx, blockMemory{ctx: ctx, cp: cp, m: m}, stack); err != nil {
-				panic(fmt.Errorf("host function %s: %w", name, err))
+				panic(fmt.Errorf("host function %s: %w", key, err))
 			}
 		}, f.Params, f.Results)
-		h.SetNamespace(extismUser)
+		h.SetNamespace(f.Module)
 		out = append(out, h)
 	}
 	return out

@@ -39,11 +39,13 @@ type BlockMemory interface {
 	Write(b []byte) (uint64, error)
 }
 
-// HostFunc is a function an Extism module imports from extism:host/user.
+// HostFunc is a function an Extism module imports from extism:host/user,
+// or from the module Module.
 // Call gets the call's context (its deadline), the kernel's memory and the
 // wasm values: the parameters in, the results out; an error traps the
 // guest's call with it.
 type HostFunc struct {
+	Module          string // the import's module; "": extism:host/user
 	Name            string
 	Params, Results []api.ValueType
 	Call            func(ctx context.Context, mem BlockMemory, stack []uint64) error
