@@ -295,8 +295,9 @@ func (v *validator) unknownKeys() {
 		if slices.ContainsFunc(reported, func(r toml.Key) bool { return hasPrefix(key, r) }) {
 			continue // inside an unknown table already reported
 		}
-		if len(key) > 3 && hasPrefix(key, toml.Key{"llm", "parameters"}) || len(key) > 2 && hasPrefix(key, toml.Key{"llm", "extra_body"}) {
-			continue // inside a table-valued parameter or an extra body field: the value, free-form
+		if len(key) > 3 && hasPrefix(key, toml.Key{"llm", "parameters"}) || len(key) > 2 && hasPrefix(key, toml.Key{"llm", "extra_body"}) ||
+			len(key) > 3 && hasPrefix(key, toml.Key{"plugins", "tools", "parameters"}) {
+			continue // inside a table-valued parameter, an extra body field or a tool's JSON Schema: the value, free-form
 		}
 		reported = append(reported, key)
 		if key[len(key)-1] == "api_key" {

@@ -307,9 +307,11 @@ func (v *validator) extism(i int, p *PluginEntry, key func(string) toml.Key) {
 			var schema map[string]any
 			if err := json.Unmarshal([]byte(params), &schema); err != nil {
 				v.fail(append(tkey, "parameters"), err, "plugin %q: not a JSON object (a JSON Schema): %v", p.Name, err)
+				continue
 			}
 		default:
 			v.fail(append(tkey, "parameters"), nil, "plugin %q: want a table or a string of JSON (a JSON Schema), got %T", p.Name, params)
+			continue
 		}
 		if _, err := p.exportTool(t); err != nil {
 			v.fail(tkey, err, "plugin %q: %v", p.Name, err)

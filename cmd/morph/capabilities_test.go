@@ -94,3 +94,32 @@ func TestPluginInspectFailsOnProblems(t *testing.T) {
 		t.Errorf("inspect of a file that is not WebAssembly: exit %d\n%s", code, stdout)
 	}
 }
+
+// inspect of an Extism module of plain exports says which lines would
+// serve them, and those lines, pasted into a config, load it: its export
+// is then a tool the model calls.
+func TestPluginInspectSuggestsLines(t *testing.T) {
+	wasm := fixture(t, "extism_nohooks") // exports count_vowels, () -> i32
+	code, stdout, _ := morph(t, "", "plugin", "inspect", "--cache-dir", "off", wasm)
+	i := strings.Index(stdout, "morph.toml lines that would serve its exports")
+	if code != 1 || i < 0 || !strings.Contains(stdout, "problem:") {
+		t.Fatalf("inspect: exit %d\n%s", code, stdout)
+	}
+	var lines []string
+	for _, l := range strings.Split(stdout[i:], "\n")[1:] {
+		lines = append(lines, strings.TrimPrefix(l, "  "))
+	}
+	pasted := strings.Join(lines, "\n")
+	if !strings.Contains(pasted, "[[plugins.tools]]\nexport = \"count_vowels\"\n") {
+		t.Fatalf("suggested:\n%s", pasted)
+	}
+	cfg := setup(t, []string{`{"reply":{"type":"tool_call","tool_call":{"tool_name":"count_vowels","tool_params":{"input":"aeiou"}}}}`, finalReply},
+		"[discovery]\nproject = false\nuser = false\n"+pasted)
+	code, stdout, stderr := morph(t, "", "plugin", "status", "--config", cfg)
+	if code != 0 || !strings.Contains(stdout, "count_vowels (plugin:extism_nohooks)") {
+		t.Fatalf("status with the suggested lines: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr = morph(t, "", "run", "--config", cfg, "count"); code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

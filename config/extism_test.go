@@ -1,0 +1,106 @@
+package config_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/host"
+)
+
+// extismFixture is an Extism fixture of guests/testdata (make fixtures).
+func extismFixture(t *testing.T, name string) string {
+	t.Helper()
+	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(wasm); err != nil {
+		t.Fatalf("run `make fixtures`: %v", err)
+	}
+	return wasm
+}
+
+// [[plugins.tools]], [plugins.hook_exports] and [plugins.modules] reach the
+// host: the parameters a table or a string of JSON, the modules' paths
+// resolved against the config file's directory; and the plugin loads.
+func TestExtismPluginKeys(t *testing.T) {
+	dir := write(t, map[string]string{"replies.json": replies, "lib.wasm": "", "morph.toml": `[llm]
+provider = "scripted"
+scripted_replies = "replies.json"
+
+[[plugins]]
+name = "vowels"
+path = ` + strconv.Quote(extismFixture(t, "extism_nohooks")) + `
+[[plugins.tools]]
+export = "count_vowels"
+description = "Counts vowels."
+input = "field:text"
+[[plugins.tools]]
+export = "count_vowels"
+name = "count_json"
+parameters = { type = "object", properties = { text = { type = "string" } } }
+[[plugins.tools]]
+export = "count_vowels"
+name = "count_string"
+parameters = '{"type": "object"}'
+[plugins.hook_exports]
+build_prompt = "count_vowels"
+[plugins.modules]
+lib = "lib.wasm"
+`})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := cfg.Plugins[0].HostConfig()
+	params := func(i int) string { b, _ := json.Marshal(json.RawMessage(hc.Tools[i].Parameters)); return string(b) }
+	if len(hc.Tools) != 3 || hc.Tools[0].Input != "field:text" || hc.Tools[0].Parameters != nil ||
+		params(1) != `{"properties":{"text":{"type":"string"}},"type":"object"}` || params(2) != `{"type":"object"}` ||
+		hc.HookExports["build_prompt"] != "count_vowels" ||
+		len(hc.Modules) != 1 || hc.Modules[0].Name != "lib" || hc.Modules[0].Path != filepath.Join(dir, "lib.wasm") {
+		t.Fatalf("host config %+v", hc)
+	}
+	// Without the linked module (the fixture imports none), it loads and serves the three tools.
+	hc.Modules = nil
+	l, err := host.NewLoader(host.LoaderOptions{CacheDir: "off", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	p, err := l.Load(context.Background(), hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if m := p.Manifest(); len(m.Tools) != 3 || strings.Join(p.Hooks(), ",") != "build_prompt" {
+		t.Fatalf("manifest %+v, hooks %v", m, p.Hooks())
+	}
+}
+
+func TestExtismPluginKeyErrors(t *testing.T) {
+	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"x\"\npath = " +
+		strconv.Quote(extismFixture(t, "extism_nohooks")) + "\n"
+	cases := []struct{ lines, key, want string }{
+		{"[[plugins.tools]]\nexport = \"count_vowels\"\ninput = \"text\"", "plugins.0.tools.0", `input "text": want "json"`},
+		{"[[plugins.tools]]\ndescription = \"d\"", "plugins.0.tools.0", "export: name the module's export"},
+		{"[[plugins.tools]]\nexport = \"e\"\nparameters = 3", "plugins.0.tools.0.parameters", "want a table or a string of JSON"},
+		{"[[plugins.tools]]\nexport = \"e\"\nparameters = '{not json'", "plugins.0.tools.0.parameters", "not a JSON object"},
+		{"[plugins.hook_exports]\nprompt = \"e\"", "plugins.0.hook_exports.prompt", `want hook = "export" with a hook of after_run,`},
+		{"[plugins.modules]\nlib = \"missing.wasm\"", "plugins.0.modules.lib", "missing.wasm not found"},
+	}
+	for _, c := range cases {
+		t.Run(c.key, func(t *testing.T) {
+			ce, err := loadErr(t, head+c.lines+"\n")
+			if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `plugin "x"`) {
+				t.Errorf("key %q line %d: %v; want key %s and %q", ce.Key, ce.Line, err, c.key, c.want)
+			}
+		})
+	}
+}
