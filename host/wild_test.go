@@ -241,7 +241,7 @@ func TestPlainExportConfigErrors(t *testing.T) {
 
 // A host function is the plugin's: what it reads and writes is bounded by
 // the plugin's limits, an offset that is no block is an error, and its
-// error or a deadline fails the call, not the host.
+// error, its panic or a deadline fails the call, not the host.
 func TestHostFunctionBounds(t *testing.T) {
 	l, _ := extismLoader()
 	var mode string
@@ -256,6 +256,8 @@ func TestHostFunctionBounds(t *testing.T) {
 		case "block":
 			<-ctx.Done()
 			return ctx.Err()
+		case "panic":
+			panic("the embedding host's bug")
 		}
 		stack[0] = 0
 		return nil
@@ -266,6 +268,7 @@ func TestHostFunctionBounds(t *testing.T) {
 		{"bad offset", "is not an Extism memory block"},
 		{"big write", "over the plugin's input limit"},
 		{"block", "timed out"},
+		{"panic", "the embedding host's bug"},
 	} {
 		mode = c.mode
 		_, err := callTool(t, p, "lookup", map[string]any{"key": "k"})
