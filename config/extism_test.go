@@ -14,8 +14,8 @@ import (
 	"github.com/morphhost/morph/host"
 )
 
-// extismFixture is an Extism fixture of guests/testdata (make fixtures).
-func extismFixture(t *testing.T, name string) string {
+// fixtureWasm is the absolute path of a fixture of guests/testdata (make fixtures).
+func fixtureWasm(t *testing.T, name string) string {
 	t.Helper()
 	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", name+".wasm"))
 	if err != nil {
@@ -37,7 +37,7 @@ scripted_replies = "replies.json"
 
 [[plugins]]
 name = "vowels"
-path = ` + strconv.Quote(extismFixture(t, "extism_nohooks")) + `
+path = ` + strconv.Quote(fixtureWasm(t, "extism_nohooks")) + `
 [[plugins.tools]]
 export = "count_vowels"
 description = "Counts vowels."
@@ -86,7 +86,7 @@ lib = "lib.wasm"
 
 func TestExtismPluginKeyErrors(t *testing.T) {
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"x\"\npath = " +
-		strconv.Quote(extismFixture(t, "extism_nohooks")) + "\n"
+		strconv.Quote(fixtureWasm(t, "extism_nohooks")) + "\n"
 	cases := []struct{ lines, key, want string }{
 		{"[[plugins.tools]]\nexport = \"count_vowels\"\ninput = \"text\"", "plugins.0.tools.0", `input "text": want "json"`},
 		{"[[plugins.tools]]\ndescription = \"d\"", "plugins.0.tools.0", "export: name the module's export"},

@@ -16,17 +16,7 @@ import (
 )
 
 // capWasm is a capability test guest (make fixtures) that requests http.
-func capWasm(t *testing.T) string {
-	t.Helper()
-	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", "cap_http.wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(wasm); err != nil {
-		t.Fatalf("run `make fixtures`: %v", err)
-	}
-	return wasm
-}
+func capWasm(t *testing.T) string { return fixtureWasm(t, "cap_http") }
 
 // The grant keys of [[plugins]] reach the host as Grants: paths resolved
 // against the config file's directory, limits in the host's units.
