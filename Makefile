@@ -27,6 +27,8 @@ TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-h
 # Rust guests: Debian's rustc 1.63 with its wasm32 std and packaged serde,
 # offline (no crates.io); rustup's rustc, first on PATH, has no wasm32 std.
 CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
+# examples/rust-hooks' .cargo/config.toml builds for wasm32; its tests run on the host's target.
+RUST_HOST     = $(shell /usr/bin/rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
 # mock-llm (@dwmkerr/mock-llm on npm), an OpenAI-compatible mock server the
@@ -141,7 +143,7 @@ $(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs examples/rust-hooks/src/*.rs) g
 rust-test: tools-rust
 	cd guests/rust && $(CARGO) test
 	cd guests/rust && $(CARGO) test --no-default-features
-	cd examples/rust-hooks && $(CARGO) test
+	cd examples/rust-hooks && $(CARGO) test --target $(RUST_HOST)
 
 tools-rust:
 	@scripts/rust-toolchain.sh

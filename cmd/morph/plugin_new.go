@@ -65,8 +65,8 @@ func newScaffold(lang, name, pdk, how string) (*scaffold, error) {
 	case "rust":
 		s.LangTitle = "Rust"
 		s.Wasm = "target/wasm32-unknown-unknown/release/" + strings.ReplaceAll(name, "-", "_") + ".wasm"
-		s.BuildCmd = "RUSTC=/usr/bin/rustc /usr/bin/cargo build --release --target wasm32-unknown-unknown"
-		s.TestCmd = "RUSTC=/usr/bin/rustc /usr/bin/cargo test"
+		s.BuildCmd = "RUSTC=/usr/bin/rustc /usr/bin/cargo build --release"
+		s.TestCmd = "RUSTC=/usr/bin/rustc /usr/bin/cargo test --target $(/usr/bin/rustc -vV | sed -n 's/^host: //p')"
 	default:
 		return nil, fmt.Errorf("unknown language %q: want one of %s", lang, strings.Join(scaffoldLangs, ", "))
 	}

@@ -301,6 +301,21 @@ pub struct ToolCallInput {
 pub struct ToolCallOutput {
     /// The observation the model sees.
     pub output: String,
+    /// Images of the result, sent to the model with the observation when it
+    /// takes images (`[llm] images`) and dropped otherwise: say in `output`
+    /// what they show.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+/// An image of a tool's result (SPEC section 4).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime_type: String,
+    /// The image's bytes, base64 (standard encoding, padded).
+    pub data: String,
 }
 
 // Session middleware (SPEC section 10).

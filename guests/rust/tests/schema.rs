@@ -172,7 +172,13 @@ fn full_samples() -> Vec<(&'static str, Value)> {
             }),
         ),
         ("tool_call_input.json", v(ToolCallInput { tool: "w".into(), params: params.clone() })),
-        ("tool_call_output.json", v(ToolCallOutput { output: "3".into() })),
+        (
+            "tool_call_output.json",
+            v(ToolCallOutput {
+                output: "3".into(),
+                images: vec![Image { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() }],
+            }),
+        ),
         ("message.json", v(Message { role: "user".into(), content: "c".into() })),
         ("turn_start.json", v(TurnStart { session_id: "s".into(), turn: 2, input: "i".into(), history: history() })),
         (
