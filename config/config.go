@@ -296,8 +296,8 @@ func (v *validator) unknownKeys() {
 			continue // inside an unknown table already reported
 		}
 		if len(key) > 3 && hasPrefix(key, toml.Key{"llm", "parameters"}) || len(key) > 2 && hasPrefix(key, toml.Key{"llm", "extra_body"}) ||
-			len(key) > 3 && hasPrefix(key, toml.Key{"plugins", "tools", "parameters"}) {
-			continue // inside a table-valued parameter, an extra body field or a tool's JSON Schema: the value, free-form
+			len(key) > 3 && hasPrefix(key, toml.Key{"plugins", "tools", "parameters"}) || len(key) == 4 && hasPrefix(key, toml.Key{"plugins", "modules"}) {
+			continue // inside a table-valued parameter, an extra body field or a tool's JSON Schema (free-form), or a linked module's table (decoded by LinkedModuleEntry)
 		}
 		reported = append(reported, key)
 		if key[len(key)-1] == "api_key" {

@@ -54,6 +54,7 @@ parameters = '{"type": "object"}'
 build_prompt = "count_vowels"
 [plugins.modules]
 lib = "lib.wasm"
+pinned = { path = "lib.wasm", sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" }
 `})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
 	if err != nil {
@@ -64,7 +65,8 @@ lib = "lib.wasm"
 	if len(hc.Tools) != 3 || hc.Tools[0].Input != "field:text" || hc.Tools[0].Parameters != nil ||
 		params(1) != `{"properties":{"text":{"type":"string"}},"type":"object"}` || params(2) != `{"type":"object"}` ||
 		hc.HookExports["build_prompt"] != "count_vowels" ||
-		len(hc.Modules) != 1 || hc.Modules[0].Name != "lib" || hc.Modules[0].Path != filepath.Join(dir, "lib.wasm") {
+		len(hc.Modules) != 2 || hc.Modules[0].Name != "lib" || hc.Modules[0].Path != filepath.Join(dir, "lib.wasm") ||
+		hc.Modules[1].Name != "pinned" || hc.Modules[1].SHA256 != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
 		t.Fatalf("host config %+v", hc)
 	}
 	// Without the linked module (the fixture imports none), it loads and serves the three tools.
@@ -94,11 +96,14 @@ func TestExtismPluginKeyErrors(t *testing.T) {
 		{"[[plugins.tools]]\nexport = \"e\"\nparameters = '{not json'", "plugins.0.tools.0.parameters", "not a JSON object"},
 		{"[plugins.hook_exports]\nprompt = \"e\"", "plugins.0.hook_exports.prompt", `want hook = "export" with a hook of after_run,`},
 		{"[plugins.modules]\nlib = \"missing.wasm\"", "plugins.0.modules.lib", "missing.wasm not found"},
+		{"[plugins.modules]\nlib = { path = \"replies.json\", sha256 = \"xyz\" }", "plugins.0.modules.lib", "sha256: want 64 hex digits"},
+		{"[plugins.modules]\nlib = 3", "plugins.modules.lib", `want "PATH" or { path = "PATH", sha256 = "HEX" }`}, // TOML's decoding: no index, no plugin name
 	}
 	for _, c := range cases {
 		t.Run(c.key, func(t *testing.T) {
 			ce, err := loadErr(t, head+c.lines+"\n")
-			if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `plugin "x"`) {
+			named := !strings.Contains(c.key, ".0.") || strings.Contains(err.Error(), `plugin "x"`)
+			if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) || !named {
 				t.Errorf("key %q line %d: %v; want key %s and %q", ce.Key, ce.Line, err, c.key, c.want)
 			}
 		})

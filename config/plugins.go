@@ -74,10 +74,10 @@ type PluginEntry struct {
 	// HookExports is the [plugins.hook_exports] table: hook name = the
 	// Extism module's export that serves it, with the hook's payloads.
 	HookExports map[string]string `toml:"hook_exports"`
-	// Modules is the [plugins.modules] table: name = path of each module
-	// the Extism plugin's main module (path) imports from by that name.
-	// Load resolves relative paths against the config file's directory.
-	Modules map[string]string `toml:"modules"`
+	// Modules is the [plugins.modules] table: name = the module the Extism
+	// plugin's main module (path) imports from by that name. Load resolves
+	// relative paths against the config file's directory.
+	Modules map[string]LinkedModuleEntry `toml:"modules"`
 
 	// Isolation is which calls may share an instance, and so the guest's
 	// state: "pooled" (any call reuses an idle instance), "session" (each
@@ -115,6 +115,31 @@ type PluginEntry struct {
 	// these keys do not grant means: "warn" (default: a warning, and its
 	// calls that need it fail) or "error" (the plugin fails to load).
 	Ungranted string `toml:"ungranted"`
+}
+
+// LinkedModuleEntry is a [plugins.modules] value: "PATH", or
+// { path = "PATH", sha256 = "HEX" } to pin it (host.LinkedModule).
+type LinkedModuleEntry struct {
+	Path   string
+	SHA256 string
+}
+
+// UnmarshalTOML reads either form.
+func (m *LinkedModuleEntry) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		m.Path = v
+		return nil
+	case map[string]any:
+		m.Path, _ = v["path"].(string)
+		m.SHA256, _ = v["sha256"].(string)
+		delete(v, "path")
+		delete(v, "sha256")
+		if m.Path != "" && len(v) == 0 {
+			return nil
+		}
+	}
+	return errors.New(`want "PATH" or { path = "PATH", sha256 = "HEX" }`)
 }
 
 // ExportToolEntry is a [[plugins.tools]] table (host.ExportTool).
@@ -232,6 +257,11 @@ func (v *validator) moduleLimits() {
 	}
 }
 
+// isSHA256 reports whether s is 64 hex digits.
+func isSHA256(s string) bool {
+	return len(s) == 64 && strings.Trim(strings.ToLower(s), "0123456789abcdef") == ""
+}
+
 // maxMemoryMB is the largest memory_mb: wasm32's 4 GiB address space.
 const maxMemoryMB = 4096
 
@@ -257,7 +287,7 @@ func (v *validator) plugins() {
 				v.fail(key("path"), err, "plugin %q: module %s not found (a relative path is resolved against the config file's directory)", p.Name, p.Path)
 			}
 		}
-		if p.SHA256 != "" && (len(p.SHA256) != 64 || strings.Trim(strings.ToLower(p.SHA256), "0123456789abcdef") != "") {
+		if p.SHA256 != "" && !isSHA256(p.SHA256) {
 			v.fail(key("sha256"), nil, "plugin %q: want 64 hex digits", p.Name)
 		}
 		for _, h := range p.Hooks {
@@ -322,13 +352,16 @@ func (v *validator) extism(i int, p *PluginEntry, key func(string) toml.Key) {
 			v.fail(append(key("hook_exports"), hook), nil, "plugin %q: want hook = \"export\" with a hook of %s", p.Name, strings.Join(hookNames(), ", "))
 		}
 	}
-	for name, path := range p.Modules {
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(filepath.Dir(v.c.File), path)
-			p.Modules[name] = path
+	for name, m := range p.Modules {
+		if !filepath.IsAbs(m.Path) {
+			m.Path = filepath.Join(filepath.Dir(v.c.File), m.Path)
+			p.Modules[name] = m
 		}
-		if _, err := os.Stat(path); err != nil {
-			v.fail(append(key("modules"), name), err, "plugin %q: module %s not found (a relative path is resolved against the config file's directory)", p.Name, path)
+		if _, err := os.Stat(m.Path); err != nil {
+			v.fail(append(key("modules"), name), err, "plugin %q: module %s not found (a relative path is resolved against the config file's directory)", p.Name, m.Path)
+		}
+		if m.SHA256 != "" && !isSHA256(m.SHA256) {
+			v.fail(append(key("modules"), name), nil, "plugin %q: sha256: want 64 hex digits", p.Name)
 		}
 	}
 }
@@ -348,8 +381,6 @@ func (p PluginEntry) exportTool(t ExportToolEntry) (host.ExportTool, error) {
 	}
 	return ht, host.CheckExportTool(ht)
 }
-
-// Discovery is the [discovery] table
 
 // grants checks a plugin's grant keys, and resolves its allowed_paths.
 func (v *validator) grants(i int, p *PluginEntry, key func(string) toml.Key) {
@@ -549,7 +580,7 @@ func (p PluginEntry) hostTools() []host.ExportTool {
 func (p PluginEntry) linkedModules() []host.LinkedModule {
 	var out []host.LinkedModule
 	for _, name := range slices.Sorted(maps.Keys(p.Modules)) {
-		out = append(out, host.LinkedModule{Name: name, Path: p.Modules[name]})
+		out = append(out, host.LinkedModule{Name: name, Path: p.Modules[name].Path, SHA256: p.Modules[name].SHA256})
 	}
 	return out
 }

@@ -498,7 +498,8 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string,
 	if err != nil {
 		out = err.Error()
 	}
-	out = capped(e.afterToolCall(r, step, call.ToolName, input, capped(out), err != nil))
+	shown := capped(out)
+	out = capped(e.afterToolCall(r, step, call.ToolName, input, shown, err != nil))
 	if err != nil {
 		return out, nil, capped(err.Error()), truncated
 	}
@@ -508,10 +509,34 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string,
 			e.hookFailed(r, abi.HookOnToolSuccess, step, err, "")
 		}
 	}
-	if !e.images {
-		images = nil
+	return out, e.keptImages(r, step, call.ToolName, images, out != shown), "", truncated
+}
+
+// keptImages are the images of a tool's result that go to the model: none
+// unless it takes images (WithImages); none either when after_tool_call
+// middleware rewrote the result (a redaction cannot see them, so it must
+// not be bypassed through them) or when their data is over the observation
+// limit, with a warning.
+func (e *Engine) keptImages(r *run, step int, tool string, images []abi.Image, rewritten bool) []abi.Image {
+	if !e.images || len(images) == 0 {
+		return nil
 	}
-	return out, images, "", truncated
+	size := 0
+	for _, img := range images {
+		size += len(img.Data)
+	}
+	why := ""
+	switch {
+	case rewritten:
+		why = "after_tool_call middleware rewrote the result"
+	case size > e.maxObs:
+		why = fmt.Sprintf("their %d bytes are over the observation limit of %d (max_observation_kb)", size, e.maxObs)
+	default:
+		return images
+	}
+	e.emit(r.ctx, r, Event{Kind: EventWarning, Step: step,
+		Message: fmt.Sprintf("the %d images of tool %s's result are not sent: %s", len(images), quoteName(tool), why)})
+	return nil
 }
 
 // execute validates input against the tool's schema, unless valid says

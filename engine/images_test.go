@@ -1,17 +1,22 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/morphhost/morph/abi"
 )
 
-// imageTool answers a caption and one image.
-type imageTool struct{ testTool }
+// imageTool answers a caption and one image (data, or a small PNG's start).
+type imageTool struct {
+	testTool
+	data string
+}
 
 func (t *imageTool) ExecuteImages(context.Context, map[string]any) (string, []abi.Image, error) {
-	return "a chart [image 1: image/png]", []abi.Image{{MimeType: "image/png", Data: "iVBORw0KGgo="}}, nil
+	return "a chart [image 1: image/png]", []abi.Image{{MimeType: "image/png", Data: cmp.Or(t.data, "iVBORw0KGgo=")}}, nil
 }
 
 // A tool result's images reach the model with its observation when the
@@ -19,7 +24,7 @@ func (t *imageTool) ExecuteImages(context.Context, map[string]any) (string, []ab
 func TestToolImagesReachTheModel(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		m := script(toolCall("chart", `{}`), finalReply("done"))
-		tool := &imageTool{testTool{name: "chart", schema: `{"type":"object"}`}}
+		tool := &imageTool{testTool: testTool{name: "chart", schema: `{"type":"object"}`}}
 		e := New(m, nil, WithBuiltinTools(tool), WithImages(on))
 		if _, _, err := e.Run(context.Background(), "draw", RunOptions{}); err != nil {
 			t.Fatal(err)
@@ -30,6 +35,43 @@ func TestToolImagesReachTheModel(t *testing.T) {
 		}
 		if got := len(obs.Images); on && (got != 1 || obs.Images[0].Data != "iVBORw0KGgo=") || !on && got != 0 {
 			t.Errorf("images %v: the model got %+v", on, obs.Images)
+		}
+	}
+}
+
+// Images do not go around the observation's limit nor around a middleware
+// that rewrote the result (a redaction cannot see them): both drop them,
+// with a warning.
+func TestToolImagesDropped(t *testing.T) {
+	redact := &Funcs{ID: "redact", AfterToolCall: func(_ context.Context, in abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
+		s := "[redacted]"
+		return abi.AfterToolCallOutput{Output: &s}, nil
+	}}
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"rewritten", []Option{WithMiddleware(redact)}, "after_tool_call middleware rewrote the result"},
+		{"too large", []Option{WithMaxObservationBytes(150)}, "their 200 bytes are over the observation limit of 150"},
+	} {
+		m := script(toolCall("chart", `{}`), finalReply("done"))
+		var warnings []string
+		tool := &imageTool{testTool: testTool{name: "chart", schema: `{"type":"object"}`}, data: strings.Repeat("A", 200)}
+		opts := append([]Option{WithBuiltinTools(tool), WithImages(true),
+			WithEventHandler(func(ev Event) {
+				if ev.Kind == EventWarning {
+					warnings = append(warnings, ev.Message)
+				}
+			})}, c.opts...)
+		if _, _, err := New(m, nil, opts...).Run(context.Background(), "draw", RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if obs := m.last().Messages[len(m.last().Messages)-1]; len(obs.Images) != 0 {
+			t.Errorf("%s: images sent: %+v", c.name, obs.Images)
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], c.want) {
+			t.Errorf("%s: warnings %q", c.name, warnings)
 		}
 	}
 }

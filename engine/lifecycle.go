@@ -142,10 +142,14 @@ type Extension struct {
 	// WatchTools, if set, is how a plugin whose tools change while it runs
 	// (an MCP plugin's notify_tool_list_changed) tells the engine:
 	// Initialize calls it once with update, which the plugin then calls
-	// with its whole new list. update checks the list as Initialize does and
-	// replaces the plugin's tools with it (a tool of that name from the host
-	// keeps the host's); a list that fails the checks is refused, with the
-	// error, and the old one kept. Runs started after see the new list.
+	// with its whole new list. update checks each tool's name, description
+	// and schema as Initialize does and replaces the plugin's tools with the
+	// list, except a name another source (the host, a built-in, another
+	// plugin) has, which keeps its tool, with a warning; a list that fails
+	// the checks, or names a tool twice, is refused with the error and the
+	// old one kept. A built-in the plugin's tool had replaced comes back when
+	// the plugin drops it. Tool calls see the new list at once; a run's
+	// system prompt, built at its start, lists the tools it had then.
 	WatchTools func(update func(ctx context.Context, tools []Tool) error)
 }
 
@@ -338,7 +342,14 @@ func (e *Engine) initialize(ctx context.Context) error {
 // those it had (Extension.WatchTools).
 func (e *Engine) replaceTools(ctx context.Context, name string, tools []Tool) error {
 	checked := make([]*registered, len(tools))
+	seen := map[string]bool{}
 	for i, t := range tools {
+		if seen[t.Name()] {
+			err := fmt.Errorf("%w: tool %s listed twice", ErrInvalidTool, quoteName(t.Name()))
+			e.log.WarnContext(ctx, "plugin's new tool list refused; its tools stay as they were", "plugin", name, "error", err)
+			return &PluginError{Plugin: name, Err: err}
+		}
+		seen[t.Name()] = true
 		c, err := e.reg.checkTool(t)
 		if err != nil {
 			e.log.WarnContext(ctx, "plugin's new tool list refused; its tools stay as they were", "plugin", name, "error", err)
@@ -348,7 +359,13 @@ func (e *Engine) replaceTools(ctx context.Context, name string, tools []Tool) er
 	}
 	kept := e.reg.replaceFrom(PluginSource(name), checked)
 	for _, t := range kept {
-		e.log.WarnContext(ctx, "the plugin's new tool is not used: the host's tool of that name is", "plugin", name, "tool", t)
+		src, _ := e.reg.Source(t)
+		e.log.WarnContext(ctx, "the plugin's new tool is not used: another source has a tool of that name", "plugin", name, "tool", t, "source", src)
+	}
+	for _, t := range e.builtins { // one the plugin's tool had replaced at Initialize, now free
+		if _, taken := e.reg.Get(t.Name()); !taken {
+			e.reg.RegisterFrom(SourceBuiltin, t)
+		}
 	}
 	e.log.InfoContext(ctx, "plugin's tools changed", "plugin", name, "tools", len(tools)-len(kept))
 	return nil

@@ -141,8 +141,9 @@ func (r *Registry) registerChecked(source string, e *registered) {
 }
 
 // replaceFrom makes entries, each checked by checkTool, the tools of
-// source, removing the others it had; a tool of the host's is kept over an
-// entry of its name, whose name is returned.
+// source, removing the others it had. A name another source has keeps
+// that source's tool, and is returned: a list that changes while the
+// engine runs cannot take another's tool (and later drop it for good).
 func (r *Registry) replaceFrom(source string, entries []*registered) (kept []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -152,7 +153,7 @@ func (r *Registry) replaceFrom(source string, entries []*registered) (kept []str
 		}
 	}
 	for _, e := range entries {
-		if old, ok := r.tools[e.tool.Name()]; ok && old.source == SourceHost {
+		if _, ok := r.tools[e.tool.Name()]; ok {
 			kept = append(kept, e.tool.Name())
 			continue
 		}

@@ -100,7 +100,11 @@ func (p *Plugin) Options() []engine.Option {
 // leaves out the plugin's hooks and middleware. Use Loader.Extender or
 // Plugin.Extender to embed a whole plugin.
 func (p *Plugin) Tools() []engine.Tool {
-	specs := p.toolSpecs()
+	return p.toolsOf(p.toolSpecs())
+}
+
+// toolsOf are the tools of specs, served by p.
+func (p *Plugin) toolsOf(specs []abi.ToolSpec) []engine.Tool {
 	tools := make([]engine.Tool, len(specs))
 	for i, spec := range specs {
 		tools[i] = &tool{p: p, spec: spec}

@@ -112,8 +112,9 @@ type Config struct {
 	Grants Grants
 
 	// For Extism modules that follow neither morph's ABI nor an MCP tool
-	// convention (see ExportTool); a morph ABI v1 module with any set fails
-	// to load.
+	// convention (see ExportTool): a plugin with any set runs on the Extism
+	// loader, and one that exports morph_describe fails to load with Tools
+	// or HookExports set.
 
 	// Tools are plain exports served as tools, beside the tools of the
 	// module's MCP convention if it has one.

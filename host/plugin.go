@@ -65,6 +65,7 @@ type Plugin struct {
 type instance struct {
 	g     guest.Instance
 	arena *memory.Arena
+	state *guest.CallState // what its host functions know of its calls
 
 	key   string    // the free list it belongs to (see poolKey)
 	spare bool      // has run only describe: any key may take it
@@ -425,15 +426,8 @@ func (p *Plugin) takeSlot(ctx context.Context) (kind error, msg string, err erro
 // any bad output does. view is valid only during read.
 //
 // A call during which an MCP plugin said its tools changed ends with the
-// plugin describing them again (see toolWatch).
+// instance describing them again (see toolWatch).
 func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
-	err := p.callFunc(ctx, export, input, read)
-	p.refreshTools(ctx)
-	return err
-}
-
-// callFunc is CallFunc without the refresh of the plugin's tools.
-func (p *Plugin) callFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
 	p.stats.calls.Add(1)
 	fail := func(kind error, msg string, err error) error {
 		p.stats.faults.Add(1)
@@ -461,6 +455,9 @@ func (p *Plugin) callFunc(ctx context.Context, export string, input []byte, read
 	}
 	switch kind {
 	case nil, ErrGuest: // a clean answer, even an error one, leaves the instance healthy
+		if inst.state.TakeToolsChanged() {
+			p.refreshTools(ctx, inst)
+		}
 		p.put(inst)
 	case ErrTrap:
 		kind = p.classify(ctx, err)
@@ -524,7 +521,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	p.stats.instantiated.Add(1)
-	return &instance{g: g, arena: arena}, nil
+	return &instance{g: g, arena: arena, state: state}, nil
 }
 
 // newCallState is the state of a new instance of p: its log is p's, as p is

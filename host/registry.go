@@ -68,7 +68,6 @@ func (l *Loader) env(p *Plugin) guest.Env {
 		Log:     func() *slog.Logger { return p.log },
 		Closing: p.closing, Sandbox: p.sandbox, Cache: l.cache, TableEntries: l.limits.TableEntries,
 		Tools: p.ext.tools, HookExports: p.ext.hookExports, Linked: p.ext.linked, HostFuncs: p.ext.hostFuncs,
-		ToolsChanged: func() { p.watch.stale.Store(true) },
 	}
 }
 

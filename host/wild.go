@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/guest"
 )
 
@@ -21,10 +23,10 @@ import (
 // MCP tool convention are made usable by configuration: their plain exports
 // become tools (ExportTool) or hooks (Config.HookExports), several modules
 // link by name (LinkedModule), and the embedding host provides the host
-// functions they import (HostFunction). None of it applies to a morph ABI
-// v1 module, which says what it serves itself: such a module with any of
-// it set fails to load. A module with any of it set runs on the Extism
-// loader, whether or not it imports anything of Extism's.
+// functions they import (HostFunction). A module with any of it set runs on
+// the Extism loader, whether or not it imports anything of Extism's. A
+// module that exports morph_describe says itself what it serves: one with
+// Tools or HookExports set fails to load.
 
 // ExportTool makes a plain export of an Extism module (count_vowels, run,
 // greet, ...: a function () -> i32 that reads its input and sets its
@@ -50,9 +52,10 @@ type ExportTool struct {
 // modules link them (go-sdk's Manifest.Wasm). It is read and checked as
 // the main module is, and runs in the same sandbox, under the same limits.
 type LinkedModule struct {
-	Name string // the module name the main module imports from
-	Path string // the .wasm file; ignored when Wasm is set
-	Wasm []byte
+	Name   string // the module name the main module imports from
+	Path   string // the .wasm file; ignored when Wasm is set
+	Wasm   []byte
+	SHA256 string // optional pin, as Config.SHA256: pin every module of a plugin whose main one is pinned
 }
 
 // HostFunction is a Go function an Extism plugin imports from
@@ -121,7 +124,7 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 		h, ok := abi.HookByName(hook)
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("hook_exports: %q is no hook; hooks are %s", hook, strings.Join(hookNames(), ", ")))
+			errs = append(errs, fmt.Errorf("hook_exports: %q is no hook (see abi.Hooks)", hook))
 		case export == "":
 			errs = append(errs, fmt.Errorf("hook_exports: %s names no export", hook))
 		default:
@@ -138,7 +141,7 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 			continue
 		}
 		names[lm.Name] = true
-		src, err := l.readModule(Config{Path: lm.Path, Wasm: lm.Wasm})
+		src, err := l.readModule(Config{Path: lm.Path, Wasm: lm.Wasm, SHA256: lm.SHA256})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("modules[%d] (%s): %w", i, lm.Name, err))
 			continue
@@ -146,8 +149,12 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 		x.linked = append(x.linked, guest.LinkedModule{Name: lm.Name, Wasm: src.wasm})
 	}
 	for i, f := range cfg.HostFunctions {
-		if f.Name == "" || f.Func == nil {
+		switch {
+		case f.Name == "" || f.Func == nil:
 			errs = append(errs, fmt.Errorf("host_functions[%d]: a host function needs a Name and a Func", i))
+			continue
+		case extism.ReservedModule(f.Module) || names[f.Module]:
+			errs = append(errs, fmt.Errorf("host_functions[%d] (%s): module %q is Extism's, morph's, WASI's or a linked module's", i, f.Name, f.Module))
 			continue
 		}
 		grants := cfg.Grants
@@ -199,56 +206,61 @@ func exportTool(t ExportTool) (guest.ExportTool, error) {
 	return et, nil
 }
 
-// hookNames are the hooks' names, for messages.
-func hookNames() []string {
-	names := make([]string, len(abi.Hooks))
-	for i, h := range abi.Hooks {
-		names[i] = h.Name
-	}
-	return names
-}
-
 // toolWatch is how a plugin's tools follow its notify_tool_list_changed:
-// the guest's call marks them stale, and the call's end refreshes them
-// (describe again) and hands the new list to the engine.
+// the call that said so ends with its instance describing its tools again,
+// and the engine gets the new list. A plugin has one list for every
+// session, so this holds only for a plugin that runs one instance, pooled
+// (isolation = "pooled", max_instances = 1, as an MCP server is one
+// process): with several instances, or one per session, one instance's
+// list would be offered for all of them, and the change is ignored, with a
+// warning. An instance replaced after a fault starts from its initial list
+// while the engine keeps the last one, until the plugin says so again.
 type toolWatch struct {
-	stale   atomic.Bool
 	mu      sync.Mutex
 	changed bool           // tools replaces the manifest's
 	tools   []abi.ToolSpec // the current list, once changed
 	update  func(ctx context.Context, tools []engine.Tool) error
+	warned  atomic.Bool
 }
 
-// refreshTools describes the plugin again when a call said its tools
-// changed, and gives the engine the new list. Failures are logged: the
-// old list stays.
-func (p *Plugin) refreshTools(ctx context.Context) {
-	if !p.watch.stale.Swap(false) {
+// refreshTools describes inst again, the call it has just run having said
+// the plugin's tools changed, and gives the engine the new list. The caller
+// holds inst, so nothing else runs on it meanwhile. Failures are logged:
+// the old list stays.
+func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
+	if p.mode != IsolationPooled || p.limits.MaxInstances != 1 {
+		if !p.watch.warned.Swap(true) {
+			p.log.WarnContext(ctx, "the plugin says its tools changed, which morph applies only to a plugin of one pooled instance "+
+				"(its tools are one list for every session): set isolation = \"pooled\" and max_instances = 1; ignored",
+				"isolation", p.mode, "max_instances", p.limits.MaxInstances)
+		}
 		return
 	}
+	view, kind, msg, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
 	var m abi.Manifest
-	err := p.callFunc(ctx, abi.ExportDescribe, nil, func(view []byte) error {
-		return guest.DecodeJSON(view, p.limits.MaxJSONDepth, &m)
-	})
-	p.watch.stale.Store(false) // describing is no change
-	if err != nil {
-		p.log.WarnContext(ctx, "the plugin's tools changed, but describing them failed; the old list stays", "err", err)
+	if kind == nil {
+		if derr := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &m); derr != nil {
+			kind, err = ErrBadOutput, derr
+		}
+	}
+	if kind != nil {
+		p.log.WarnContext(ctx, "the plugin's tools changed, but describing them failed; the old list stays",
+			"err", p.failure(abi.ExportDescribe, kind, msg, err))
 		return
 	}
 	p.watch.mu.Lock()
+	defer p.watch.mu.Unlock() // held through update: lists reach the engine in order
 	p.watch.changed, p.watch.tools = true, m.Tools
-	update := p.watch.update
-	p.watch.mu.Unlock()
 	p.log.InfoContext(ctx, "the plugin's tool list changed", "tools", len(m.Tools))
-	if update != nil {
-		if err := update(ctx, p.Tools()); err != nil {
+	if p.watch.update != nil {
+		if err := p.watch.update(ctx, p.toolsOf(m.Tools)); err != nil {
 			p.log.WarnContext(ctx, "the engine refused the plugin's new tools", "err", err)
 		}
 	}
 }
 
 // toolSpecs are the plugin's tools: its manifest's, or the list its last
-// change gave.
+// change gave (see toolWatch).
 func (p *Plugin) toolSpecs() []abi.ToolSpec {
 	p.watch.mu.Lock()
 	defer p.watch.mu.Unlock()

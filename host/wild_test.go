@@ -226,6 +226,12 @@ func TestPlainExportConfigErrors(t *testing.T) {
 			"the module exports morph_describe, so it is a morph plugin"},
 		{"linked name", Config{Path: fixture(t, "extism_nohooks"), Modules: []LinkedModule{{Name: "main", Path: fixture(t, "minimal")}}}, ErrLoad,
 			`modules[0]: name "main"`},
+		{"linked module pin", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels"}},
+			Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "minimal"), SHA256: strings.Repeat("0", 64)}}}, ErrLoad,
+			"modules[0] (lib): sha256 mismatch"},
+		{"host function namespace", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels"}},
+			HostFunctions: []HostFunction{{Module: "morph:extism/env", Name: "http_request", Func: func(context.Context, *HostCall, []uint64) error { return nil }}}}, ErrLoad,
+			`module "morph:extism/env" is Extism's, morph's, WASI's or a linked module's`},
 		{"no convention", Config{Path: fixture(t, "extism_nohooks")}, ErrABIMismatch,
 			"its exports that could be are count_vowels; `morph plugin inspect` prints the lines to add"},
 	}
@@ -279,5 +285,32 @@ func TestHostFunctionBounds(t *testing.T) {
 	mode = ""
 	if out, err := callTool(t, p, "shout", map[string]any{"text": "still here"}); err != nil || out != "STILL HERE!" {
 		t.Fatalf("after the faults: %q %v", out, err)
+	}
+}
+
+// A plugin's tools are one list for every session: a change one instance
+// says it made is applied only for a plugin of one pooled instance, and
+// otherwise ignored with a warning (session B must not be offered the tool
+// session A's instance unlocked).
+func TestToolChangeNeedsOnePooledInstance(t *testing.T) {
+	l, logs := extismLoader()
+	for _, c := range []struct {
+		isolation string
+		instances int
+	}{{IsolationSession, 1}, {IsolationPooled, 2}} {
+		cfg := mcpv2Config(t, func(context.Context, *HostCall, []uint64) error { return nil })
+		cfg.Name, cfg.Isolation, cfg.Limits.MaxInstances = "wild-"+c.isolation, c.isolation, c.instances
+		var updates int
+		p := load(t, l, cfg)
+		p.extension(engine.MiddlewareConfig{}).WatchTools(func(context.Context, []engine.Tool) error { updates++; return nil })
+		if out, err := callTool(t, p, "unlock", nil); err != nil || out != "unlocked" {
+			t.Fatalf("%s: %q %v", c.isolation, out, err)
+		}
+		if updates != 0 || len(p.Tools()) != 6 {
+			t.Errorf("%s x%d: %d updates, tools %+v", c.isolation, c.instances, updates, p.Manifest().Tools)
+		}
+		if len(linesWith(logs.String(), "plugin=wild-"+c.isolation, "max_instances = 1; ignored")) != 1 {
+			t.Errorf("%s: no warning:\n%s", c.isolation, logs.String())
+		}
 	}
 }

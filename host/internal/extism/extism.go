@@ -214,7 +214,7 @@ func prepare(wasm []byte, info *wasmModule, tableEntries uint32) ([]byte, error)
 
 // prepareLinked checks a linked module as the main one (its imports) and
 // prepares it; the error names it.
-func prepareLinked(lm guest.LinkedModule, user map[string]guest.HostFunc, linked map[string]bool, tableEntries uint32) ([]byte, error) {
+func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, tableEntries uint32) ([]byte, error) {
 	fail := func(err error) ([]byte, error) { return nil, fmt.Errorf("linked module %q: %w", lm.Name, err) }
 	info, err := parseWasm(lm.Wasm, true)
 	if err != nil {
@@ -234,7 +234,7 @@ func prepareLinked(lm guest.LinkedModule, user map[string]guest.HostFunc, linked
 // provides, with the signatures of those morph overrides; functions of
 // extism:host/user that are provided (user), with their signatures;
 // functions of the linked modules; and WASI; nothing else.
-func checkExtismImports(info *wasmModule, user map[string]guest.HostFunc, linked map[string]bool) error {
+func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool) error {
 	var errs []error
 	for _, imp := range info.imports {
 		switch {
@@ -246,8 +246,8 @@ func checkExtismImports(info *wasmModule, user map[string]guest.HostFunc, linked
 			if want, ok := extismOverrideTypes[imp.Name]; ok && !imp.fn.Equal(want) {
 				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, want %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
 			}
-		case imp.Module == extismUser || user[hostFuncKey(imp.Module, imp.Name)].Call != nil:
-			f, ok := user[hostFuncKey(imp.Module, imp.Name)]
+		case imp.Module == extismUser || user[hostFuncKey{imp.Module, imp.Name}].Call != nil:
+			f, ok := user[hostFuncKey{imp.Module, imp.Name}]
 			want := wasmbin.Signature{Params: f.Params, Results: f.Results}
 			switch {
 			case !ok:
@@ -396,7 +396,7 @@ func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
 	for _, imp := range info.imports {
 		switch {
 		case imp.Module == extismUser:
-			if _, ok := builtin[hostFuncKey(imp.Module, imp.Name)]; !ok {
+			if _, ok := builtin[hostFuncKey{imp.Module, imp.Name}]; !ok {
 				hostFuncs = append(hostFuncs, imp.Name)
 			}
 		case imp.Module != extismEnv && imp.Module != "wasi_snapshot_preview1" && !slices.Contains(modules, imp.Module):

@@ -26,7 +26,8 @@ const extismUser = "extism:host/user"
 // which a plugin talks to its MCP client. morph's agent is that client,
 // with no prompts, resources, roots or sampling of its own:
 //
-//   - notify_tool_list_changed refreshes the plugin's tools (Env.ToolsChanged);
+//   - notify_tool_list_changed marks the call (guest.CallState), after which
+//     the host describes the instance again;
 //   - notify_logging_message and notify_progress log under the plugin's name,
 //     within the call's log budget;
 //   - the other notifications are accepted and ignored;
@@ -70,10 +71,8 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 		}
 	}
 	return []guest.HostFunc{
-		{Name: "notify_tool_list_changed", Call: func(context.Context, guest.BlockMemory, []uint64) error {
-			if env.ToolsChanged != nil {
-				env.ToolsChanged()
-			}
+		{Name: "notify_tool_list_changed", Call: func(ctx context.Context, _ guest.BlockMemory, _ []uint64) error {
+			guestOf(ctx).state.MarkToolsChanged()
 			return nil
 		}},
 		{Name: "notify_logging_message", Params: ptr, Call: logged},
@@ -102,27 +101,36 @@ func builtinUserNames() []string {
 
 // userFunctions are the host functions of a plugin by module and name
 // (hostFuncKey): morph's, and the embedding host's over them.
-func userFunctions(env guest.Env) map[string]guest.HostFunc {
-	fns := map[string]guest.HostFunc{}
+func userFunctions(env guest.Env) map[hostFuncKey]guest.HostFunc {
+	fns := map[hostFuncKey]guest.HostFunc{}
 	for _, f := range append(builtinUser(env), env.HostFuncs...) {
 		f.Module = cmp.Or(f.Module, extismUser)
-		fns[hostFuncKey(f.Module, f.Name)] = f
+		fns[hostFuncKey{f.Module, f.Name}] = f
 	}
 	return fns
 }
 
 // hostFuncKey is how userFunctions keys a function: as the guest imports it.
-func hostFuncKey(module, name string) string { return module + "." + name }
+type hostFuncKey struct{ module, name string }
+
+// ReservedModule reports whether an embedding host's function may not be
+// imported from module: Extism's kernel namespace, morph's own (which holds
+// the sandboxed http_request) and WASI's.
+func ReservedModule(module string) bool {
+	return module == extismEnv || module == extismMorphEnv || module == "wasi_snapshot_preview1"
+}
 
 // userHostFunctions are fns as go-sdk host functions. Each runs with the
 // call's context (its deadline: go-sdk's runtime closes the module when it
 // passes) and the kernel's memory, reading at most the plugin's output
 // limit and writing at most its input limit; an error traps the call with
 // the function's name.
-func (m *Module) userHostFunctions(fns map[string]guest.HostFunc) []sdk.HostFunction {
+func (m *Module) userHostFunctions(fns map[hostFuncKey]guest.HostFunc) []sdk.HostFunction {
 	var out []sdk.HostFunction
-	for _, key := range slices.Sorted(maps.Keys(fns)) {
-		f := fns[key]
+	for _, f := range slices.SortedFunc(maps.Values(fns), func(a, b guest.HostFunc) int {
+		return cmp.Or(cmp.Compare(a.Module, b.Module), cmp.Compare(a.Name, b.Name))
+	}) {
+		key := f.Module + "." + f.Name
 		h := sdk.NewHostFunctionWithStack(f.Name, func(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
 			if err := f.Call(ctx, blockMemory{ctx: ctx, cp: cp, m: m}, stack); err != nil {
 				panic(fmt.Errorf("host function %s: %w", key, err))

@@ -18,6 +18,20 @@ type CallState struct {
 	done     <-chan struct{} // the caller's context's Done; nil: never
 	closing  context.Context // done when the plugin closes (Env.Closing)
 	log      *LogWriter
+	// toolsChanged: the guest said, during the call, that its tool list
+	// changed (MCP's notify_tool_list_changed).
+	toolsChanged bool
+}
+
+// MarkToolsChanged records that the guest said its tool list changed.
+func (s *CallState) MarkToolsChanged() { s.toolsChanged = true }
+
+// TakeToolsChanged reports whether the guest said, since the last take,
+// that its tool list changed.
+func (s *CallState) TakeToolsChanged() bool {
+	changed := s.toolsChanged
+	s.toolsChanged = false
+	return changed
 }
 
 // NewCallState is the state of a new instance of a plugin that logs to

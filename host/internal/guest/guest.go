@@ -69,15 +69,12 @@ type Env struct {
 	// TableEntries caps the module's tables altogether (wasmbin.CapTables).
 	TableEntries uint32
 
-	// For the Extism loader only (see extism.go); the native loader refuses
-	// a plugin that sets any.
+	// For the Extism loader only (see extism.go): the host gives a plugin
+	// with any of these to that loader.
 	Tools       []ExportTool      // plain exports served as tools
 	HookExports map[string]string // ABI v1 export -> the module's export that serves it
 	Linked      []LinkedModule    // modules the main module imports from by name
 	HostFuncs   []HostFunc        // extism:host/user functions, over morph's own
-	// ToolsChanged is called when the guest says its tool list changed
-	// (MCP's notify_tool_list_changed); it must not call into the plugin.
-	ToolsChanged func()
 }
 
 // Limits are the plugin's limits (host.Limits, with defaults) that a
