@@ -38,7 +38,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tools-mock-llm tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
 
 all: build
 
@@ -126,6 +126,12 @@ guests/extism/extism-%.wasm: guests/extism/%/main.go $(wildcard guests/extism/in
 
 tinygo:
 	@scripts/tinygo.sh >/dev/null
+
+# The Temporal CLI and its dev server, for the durable-execution work (issue
+# 15, package temporal to come): built once from the Go module proxy into the
+# cache (about 3 minutes cold). Not yet part of `make test`.
+tools-temporal:
+	@scripts/temporal.sh >/dev/null
 
 tinygo-examples: $(TINYGO_EXAMPLES)
 
