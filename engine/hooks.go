@@ -53,6 +53,23 @@ type engineHooks struct {
 	fallback FallbackFinalizer
 }
 
+// EngineHooks are the engine hooks an engine uses, after precedence (the
+// host's over a plugin's, a later plugin's over an earlier one's); nil
+// where none is set.
+type EngineHooks struct {
+	Prompt   PromptBuilder
+	Params   ParamsBuilder
+	Success  ToolSuccessHook
+	Fallback FallbackFinalizer
+}
+
+// EngineHooks returns the engine hooks it uses once Initialize has run: for
+// a host that runs them on another engine's behalf (package temporal's
+// workers, for the engine of a workflow, whose hooks are activities).
+func (e *Engine) EngineHooks() EngineHooks {
+	return EngineHooks{Prompt: e.hook.prompt, Params: e.hook.params, Success: e.hook.success, Fallback: e.hook.fallback}
+}
+
 // engineHookNames name the engine hooks, in the order of engineHooks.set.
 var engineHookNames = [4]string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal}
 
@@ -219,6 +236,17 @@ func WithEventHandler(fn func(Event)) Option { return func(e *Engine) { e.onEven
 // piece of every model reply, in order, on the run's goroutine. For native
 // hosts (a terminal UI, say); the protocol still needs the whole reply.
 func WithStream(fn func(delta string)) Option { return func(e *Engine) { e.stream = fn } }
+
+// WithClock sets the clock the engine decides by (a middleware's
+// quarantine, which ends after a time): a durable executor replaying a run
+// gives its own deterministic clock (package temporal: the workflow's), so
+// that a replay decides as the first run did. nil sets nothing.
+func WithClock(now func() time.Time) Option {
+	if now == nil {
+		return nop
+	}
+	return func(e *Engine) { e.now = now }
+}
 
 // WithImages says whether the model takes images: when it does, the images
 // of a tool's result (ImageTool) go to it with the observation; when it

@@ -1,0 +1,131 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+)
+
+// Activities are what a worker does for TurnWorkflow: the model calls, tool
+// calls and engine hooks of the engine it would run locally, loaded from
+// morph.toml. Their failures are non-retryable application errors: the
+// model client has already retried by its own rules, and a tool's or a
+// hook's failure is an answer the engine handles (an observation, a
+// fallback); Temporal retries an activity only when its worker is lost.
+type Activities struct {
+	cfg    *config.Config
+	rt     *config.Runtime
+	client llm.Client
+}
+
+// NewActivities loads cfg's model client and engine, plugins included,
+// as `morph run` would.
+func NewActivities(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Activities, error) {
+	client, err := cfg.Client(logger)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := cfg.Open(ctx, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Activities{cfg: cfg, rt: rt, client: client}, nil
+}
+
+// Close closes the engine and its plugins.
+func (a *Activities) Close(ctx context.Context) error { return a.rt.Close(ctx) }
+
+// Setup describes the worker's engine for the workflow's.
+func (a *Activities) Setup(context.Context) (Setup, error) {
+	e := a.rt.Engine
+	s := Setup{Tools: e.Tools(), Identity: a.cfg.Agent.Identity, Rules: a.cfg.Agent.Rules,
+		MaxObservationBytes: a.cfg.Agent.MaxObservationKB << 10, MaxJSONDepth: a.cfg.Agent.MaxJSONDepth, Images: a.cfg.LLM.Images}
+	h := e.EngineHooks()
+	for name, set := range map[string]bool{abi.HookBuildPrompt: h.Prompt != nil, abi.HookBuildParams: h.Params != nil,
+		abi.HookOnToolSuccess: h.Success != nil, abi.HookFallbackFinal: h.Fallback != nil} {
+		if set {
+			s.Hooks = append(s.Hooks, name)
+		}
+	}
+	slices.Sort(s.Hooks)
+	middleware := abi.HookNames(abi.Middleware)
+	for _, p := range e.Status().Plugins {
+		if slices.ContainsFunc(p.Hooks, func(h string) bool { return slices.Contains(middleware, h) }) {
+			s.Middleware = append(s.Middleware, p.Name)
+		}
+	}
+	return s, nil
+}
+
+// Chat is one model call.
+func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, error) {
+	res, err := a.client.Chat(ctx, llm.Request{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
+	return res, nonRetryable("model call", err)
+}
+
+// CallTool runs one tool, as the engine would after its middleware; the
+// tool's failure is in the result.
+func (a *Activities) CallTool(ctx context.Context, call ToolCall) (ToolResult, error) {
+	tool, ok := a.rt.Engine.Registry().Get(call.Tool)
+	if !ok {
+		return ToolResult{}, nonRetryable("tool call", fmt.Errorf("this worker has no tool %q: workers must load the same configuration", call.Tool))
+	}
+	var res ToolResult
+	var err error
+	if it, ok := tool.(engine.ImageTool); ok {
+		res.Output, res.Images, err = it.ExecuteImages(ctx, call.Params)
+	} else {
+		res.Output, err = tool.Execute(ctx, call.Params)
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res, nil
+}
+
+// BuildPrompt runs the build_prompt hook.
+func (a *Activities) BuildPrompt(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+	out, err := a.rt.Engine.EngineHooks().Prompt.BuildPrompt(ctx, in)
+	return out, nonRetryable(abi.HookBuildPrompt, err)
+}
+
+// BuildParams runs the build_params hook.
+func (a *Activities) BuildParams(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+	out, err := a.rt.Engine.EngineHooks().Params.BuildParams(ctx, in)
+	return out, nonRetryable(abi.HookBuildParams, err)
+}
+
+// OnToolSuccess runs the on_tool_success hook.
+func (a *Activities) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error {
+	return nonRetryable(abi.HookOnToolSuccess, a.rt.Engine.EngineHooks().Success.OnToolSuccess(ctx, in))
+}
+
+// FallbackFinal runs the fallback_final hook.
+func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
+	out, err := a.rt.Engine.EngineHooks().Fallback.FallbackFinal(ctx, in)
+	return out, nonRetryable(abi.HookFallbackFinal, err)
+}
+
+// nonRetryable marks err as an answer, not a lost worker: Temporal does not
+// run the activity again for it. Its message is err's, which the workflow
+// hands the engine as the local call would have failed.
+func nonRetryable(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), what, nil)
+}

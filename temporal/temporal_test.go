@@ -1,0 +1,150 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+)
+
+// temporalCLI is the Temporal CLI scripts/temporal.sh built (make
+// tools-temporal), or $MORPH_TEMPORAL.
+func temporalCLI() (string, error) {
+	if bin := os.Getenv("MORPH_TEMPORAL"); bin != "" {
+		return bin, nil
+	}
+	out, err := exec.Command("../scripts/temporal.sh", "--print-path").Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// devServer is a Temporal dev server on 127.0.0.1, at a free port, for the
+// package's tests, started once.
+var devServer = sync.OnceValues(func() (*testsuite.DevServer, error) {
+	bin, err := temporalCLI()
+	if err != nil {
+		return nil, errNoCLI
+	}
+	return testsuite.StartDevServer(context.Background(), testsuite.DevServerOptions{
+		ExistingPath:  bin,
+		ClientOptions: &client.Options{Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))},
+		LogLevel:      "error",
+		Stdout:        io.Discard, Stderr: io.Discard,
+	})
+})
+
+var errNoCLI = errors.New("the Temporal CLI is not built: run `make tools-temporal`")
+
+// dev is the dev server's client. Without the CLI the test is skipped,
+// except under make test ($MORPH_TEMPORAL) and CI, where it fails.
+func dev(t *testing.T) client.Client {
+	t.Helper()
+	s, err := devServer()
+	switch {
+	case errors.Is(err, errNoCLI) && os.Getenv("CI") == "" && os.Getenv("MORPH_TEMPORAL") == "":
+		t.Skip(err)
+	case err != nil:
+		t.Fatalf("Temporal dev server: %v", err)
+	}
+	return s.Client()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if s, err := devServer(); err == nil {
+		s.Stop()
+	}
+	os.Exit(code)
+}
+
+// writeConfig writes a morph.toml on the scripted model (replies, each a
+// reply object) with the calc tool, and returns its path.
+func writeConfig(t *testing.T, replies ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := `{"model":"scripted-test","replies":[{"reply":` + strings.Join(replies, `},{"reply":`) + `}]}`
+	cfg := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n\n[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n"
+	for name, content := range map[string]string{"replies.json": script, "morph.toml": cfg} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "morph.toml")
+}
+
+// A turn on Temporal ends as the same turn run locally: the same steps,
+// observations, prompt, final and token account.
+func TestTurnMatchesLocalRun(t *testing.T) {
+	c := dev(t)
+	replies := []string{
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"nope","tool_params":{}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`,
+	}
+	ctx := context.Background()
+	load := func() *config.Config {
+		cfg, err := config.Load(writeConfig(t, replies...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	local, err := load().Open(ctx, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	want, wantRC, err := local.Engine.Run(ctx, "what is 6*7?", engine.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a, err := NewActivities(ctx, load(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	queue := "q-" + t.Name()
+	w := NewWorker(c, queue, a)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "what is 6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got TurnResult
+	if err := run.Get(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if got.Error != "" || j(got.Final) != j(want) || got.StopReason != wantRC.StopReason || got.SystemPrompt != wantRC.SystemPrompt ||
+		got.Metrics.TotalTokens != wantRC.Metrics.TotalTokens || len(got.Steps) != len(wantRC.Steps) {
+		t.Fatalf("temporal: %s\nlocal: final %s stop %s tokens %d steps %d", j(got), j(want), wantRC.StopReason, wantRC.Metrics.TotalTokens, len(wantRC.Steps))
+	}
+	for i, st := range got.Steps {
+		if w := wantRC.Steps[i]; st.Action != w.Action || st.Observation != w.Observation || st.Error != w.Error {
+			t.Errorf("step %d: %+v, local %+v", i+1, st, w)
+		}
+	}
+	var progress []Progress
+	q, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), QueryProgress)
+	if err != nil || q.Get(&progress) != nil || len(progress) != 3 || progress[0].Action != "calc" {
+		t.Errorf("progress %+v, err %v", progress, err)
+	}
+}

@@ -1,0 +1,80 @@
+package temporal
+
+import (
+	"encoding/json"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+)
+
+// TurnInput is one turn of a session, as TurnWorkflow takes it.
+type TurnInput struct {
+	SessionID string
+	Task      string
+	History   []llm.Message // the session's earlier turns: each input and final
+	Options   RunOptions
+}
+
+// RunOptions are the engine.RunOptions a workflow can carry (no callbacks).
+type RunOptions struct {
+	Model        string
+	MaxSteps     int
+	ParseRetries int
+	TokenBudget  int
+	Tools        []string
+}
+
+func (o RunOptions) engine() engine.RunOptions {
+	return engine.RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Tools: o.Tools}
+}
+
+// TurnResult is what a turn ends with: its final (nil when the run failed,
+// Error then saying why), its steps and metrics, as engine.Context has them.
+type TurnResult struct {
+	Final        *engine.Final
+	RawFinal     json.RawMessage
+	StopReason   string
+	Steps        []engine.Step
+	Metrics      engine.Metrics
+	SystemPrompt string
+	Error        string
+}
+
+// Setup is what a worker tells a workflow of the engine it would run
+// locally: its tools, its engine hooks, its settings, and the plugins
+// whose middleware the workflow cannot yet run durably.
+type Setup struct {
+	Tools               []abi.ToolSpec
+	Hooks               []string // the engine hooks set: abi.HookBuildPrompt, ...
+	Middleware          []string // plugins with middleware hooks
+	Identity            string
+	Rules               []string
+	MaxObservationBytes int
+	MaxJSONDepth        int
+	Images              bool
+}
+
+// ChatRequest is llm.Request without its streaming callback.
+type ChatRequest struct {
+	Model          string
+	Messages       []llm.Message
+	ForceJSON      bool
+	Parameters     map[string]any
+	ResponseSchema *llm.JSONSchema
+}
+
+// ToolCall is one call of a tool.
+type ToolCall struct {
+	Tool   string
+	Params map[string]any
+}
+
+// ToolResult is a tool's answer: its output and images, or its error's
+// text (the tool's failure is an answer the model reads, not the
+// activity's failure).
+type ToolResult struct {
+	Output string
+	Images []abi.Image
+	Error  string
+}

@@ -1,0 +1,180 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+)
+
+// Progress is a step a turn has taken, as QueryProgress answers them.
+type Progress struct {
+	Step   int
+	Action string // a tool's name, "plan", "final" or "parse_error"
+	Usage  llm.Usage
+}
+
+// QueryProgress is the query that answers a turn's steps so far ([]Progress).
+const QueryProgress = "progress"
+
+// ActivityTimeout bounds each activity of a turn: past it, Temporal gives
+// the activity to another worker (a worker that died is seen no sooner).
+// A model call's own timeout and retries, and a plugin's deadline, are
+// within it.
+var ActivityTimeout = 10 * time.Minute
+
+// acts names the activities for ExecuteActivity; its methods are never
+// called on it in workflow code.
+var acts *Activities
+
+// TurnWorkflow runs one turn of a session: morph's engine, in workflow
+// code, with every model call, tool call and engine hook an activity.
+func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: ActivityTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var setup Setup
+	if err := workflow.ExecuteActivity(ctx, acts.Setup).Get(ctx, &setup); err != nil {
+		return TurnResult{}, err
+	}
+	if len(setup.Middleware) > 0 {
+		return TurnResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the workers' configuration has session middleware (plugins %s), which durable runs do not run yet: "+
+				"run these turns locally, or without those plugins", strings.Join(setup.Middleware, ", ")), "unsupported", nil)
+	}
+	var progress []Progress
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() ([]Progress, error) { return progress, nil }); err != nil {
+		return TurnResult{}, err
+	}
+	e := newWorkflowEngine(ctx, setup, func(ev engine.Event) {
+		if ev.Kind == engine.EventStep {
+			progress = append(progress, Progress{Step: ev.Step, Action: ev.Action, Usage: ev.Usage})
+		}
+	})
+	if err := e.Initialize(context.Background()); err != nil {
+		return TurnResult{}, err
+	}
+	var rc *engine.Context
+	final, rc, err := e.ResumeSession(in.SessionID, in.History).RunTurn(context.Background(), in.Task, in.Options.engine())
+	res := TurnResult{Steps: rc.Steps, Metrics: rc.Metrics, StopReason: rc.StopReason, SystemPrompt: rc.SystemPrompt, RawFinal: rc.RawFinalAnswer}
+	res.Final = final
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res, nil
+}
+
+// newWorkflowEngine is an engine whose model, tools and hooks are
+// activities of ctx, deciding by the workflow's clock.
+func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)) *engine.Engine {
+	reg := engine.NewRegistry()
+	for _, spec := range s.Tools {
+		reg.Register(&toolStub{ctx: ctx, spec: spec})
+	}
+	opts := []engine.Option{
+		engine.WithClock(func() time.Time { return workflow.Now(ctx) }),
+		engine.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), // the workers log what they do
+		engine.WithMaxObservationBytes(s.MaxObservationBytes), engine.WithMaxJSONDepth(s.MaxJSONDepth), engine.WithImages(s.Images),
+		engine.WithEventHandler(onEvent),
+	}
+	if s.Identity != "" {
+		opts = append(opts, engine.WithIdentity(s.Identity))
+	}
+	if len(s.Rules) > 0 {
+		opts = append(opts, engine.WithRules(s.Rules...))
+	}
+	h := hookStub{ctx}
+	for _, name := range s.Hooks {
+		switch name {
+		case abi.HookBuildPrompt:
+			opts = append(opts, engine.WithPromptBuilderHook(h))
+		case abi.HookBuildParams:
+			opts = append(opts, engine.WithParamsBuilderHook(h))
+		case abi.HookOnToolSuccess:
+			opts = append(opts, engine.WithToolSuccessHook(h))
+		case abi.HookFallbackFinal:
+			opts = append(opts, engine.WithFallbackFinalHook(h))
+		}
+	}
+	return engine.New(chatStub{ctx}, reg, opts...)
+}
+
+// call runs one activity and decodes its result into out, or returns its
+// failure as the local call would have failed: with its message.
+func call(ctx workflow.Context, activity any, out any, args ...any) error {
+	err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, out)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return errors.New(appErr.Error())
+	}
+	return err
+}
+
+// chatStub is the engine's model: the Chat activity.
+type chatStub struct{ ctx workflow.Context }
+
+func (c chatStub) Chat(_ context.Context, req llm.Request) (llm.Result, error) {
+	var res llm.Result
+	err := call(c.ctx, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
+	return res, err
+}
+
+// toolStub is a worker's tool: the CallTool activity.
+type toolStub struct {
+	ctx  workflow.Context
+	spec abi.ToolSpec
+}
+
+func (t *toolStub) Name() string            { return t.spec.Name }
+func (t *toolStub) Description() string     { return t.spec.Description }
+func (t *toolStub) ParameterSchema() string { return string(t.spec.Parameters) }
+
+func (t *toolStub) Execute(ctx context.Context, params map[string]any) (string, error) {
+	out, _, err := t.ExecuteImages(ctx, params)
+	return out, err
+}
+
+func (t *toolStub) ExecuteImages(_ context.Context, params map[string]any) (string, []abi.Image, error) {
+	var res ToolResult
+	if err := call(t.ctx, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
+		return "", nil, err
+	}
+	if res.Error != "" {
+		return "", nil, errors.New(res.Error)
+	}
+	return res.Output, res.Images, nil
+}
+
+// hookStub is the workers' engine hooks: an activity each.
+type hookStub struct{ ctx workflow.Context }
+
+func (h hookStub) BuildPrompt(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+	var out abi.PromptOutput
+	return out, call(h.ctx, acts.BuildPrompt, &out, in)
+}
+
+func (h hookStub) BuildParams(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+	var out abi.ParamsOutput
+	return out, call(h.ctx, acts.BuildParams, &out, in)
+}
+
+func (h hookStub) OnToolSuccess(_ context.Context, in abi.ToolSuccessInput) error {
+	return call(h.ctx, acts.OnToolSuccess, nil, in)
+}
+
+func (h hookStub) FallbackFinal(_ context.Context, in abi.FallbackInput) (*abi.Final, error) {
+	var out *abi.Final
+	return out, call(h.ctx, acts.FallbackFinal, &out, in)
+}
