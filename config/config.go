@@ -110,6 +110,9 @@ type Config struct {
 	Discovery Discovery `toml:"discovery"`
 	// Pipeline is the [pipeline] table: DOT pipeline runs.
 	Pipeline Pipeline `toml:"pipeline"`
+	// Temporal is the [temporal] table: where durable runs go (morph
+	// worker, morph run --temporal).
+	Temporal Temporal `toml:"temporal"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -247,6 +250,7 @@ func Load(path string) (*Config, error) {
 	v.agent()
 	v.tools()
 	v.pipeline()
+	v.temporal()
 	v.plugins()
 	v.moduleLimits()
 	// In file order; mistakes that have no line go last.

@@ -25,6 +25,7 @@ type Activities struct {
 	cfg    *config.Config
 	rt     *config.Runtime
 	client llm.Client
+	log    *slog.Logger
 }
 
 // NewActivities loads cfg's model client and engine, plugins included,
@@ -38,7 +39,7 @@ func NewActivities(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &Activities{cfg: cfg, rt: rt, client: client}, nil
+	return &Activities{cfg: cfg, rt: rt, client: client, log: logger}, nil
 }
 
 // Close closes the engine and its plugins.
@@ -80,6 +81,7 @@ func (a *Activities) CallTool(ctx context.Context, call ToolCall) (ToolResult, e
 	if !ok {
 		return ToolResult{}, nonRetryable("tool call", fmt.Errorf("this worker has no tool %q: workers must load the same configuration", call.Tool))
 	}
+	a.log.InfoContext(ctx, "tool called", "tool", call.Tool)
 	var res ToolResult
 	var err error
 	if it, ok := tool.(engine.ImageTool); ok {

@@ -1,0 +1,135 @@
+package temporal
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+// modelServer is an OpenAI-compatible server whose n-th request gets
+// replies[n-1], and which keeps every request's last message: the model
+// calls the workers made, in order.
+type modelServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string
+}
+
+func newModelServer(t *testing.T, replies ...string) *modelServer {
+	s := &modelServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := new(bytes.Buffer)
+		body.ReadFrom(r.Body)
+		s.mu.Lock()
+		s.seen = append(s.seen, body.String())
+		n := len(s.seen)
+		s.mu.Unlock()
+		if n > len(replies) {
+			http.Error(w, `{"error":{"message":"no more replies"}}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, replies[n-1])
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *modelServer) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}
+
+// buildWorker builds morph-temporal into a temporary directory.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "morph-temporal")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/morph-temporal").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// syncBuffer is a log two goroutines write and a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A worker killed with SIGKILL in the middle of a turn, after the turn's
+// first model call and tool call: a second worker finishes the turn, and
+// neither the model nor the tool is called again for what the first did.
+func TestWorkerKilledMidTurn(t *testing.T) {
+	c := dev(t)
+	srv, _ := devServer()
+	model := newModelServer(t,
+		`{"type":"tool_call","tool_call":{"thought":"a","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"tool_call","tool_call":{"thought":"b","tool_name":"calc","tool_params":{"expression":"1+1"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`)
+	queue := "kill-" + fmt.Sprint(time.Now().UnixNano())
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "morph.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\n\n"+
+		"[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n",
+		model.URL+"/v1", srv.FrontendHostPort(), queue)), 0o644)
+	bin := buildWorker(t)
+	var logs syncBuffer
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin, "worker", "--config", cfg, "--activity-timeout", "3s")
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	a := start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // until the first step, a model call and a tool call, is done
+		var progress []Progress
+		if q, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), QueryProgress); err == nil && q.Get(&progress) == nil && len(progress) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no step taken:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
+	start()
+	var res TurnResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 3 || res.Steps[0].Observation != "42" || res.Steps[1].Observation != "2" {
+		t.Fatalf("result %+v", res)
+	}
+	if n := model.requests(); n != 3 {
+		t.Errorf("%d model calls, want 3 (none repeated)", n)
+	}
+	if n := strings.Count(logs.String(), "msg=\"tool called\""); n != 2 {
+		t.Errorf("%d tool executions, want 2 (none repeated):\n%s", n, logs.String())
+	}
+}
