@@ -53,14 +53,29 @@ func (s *modelServer) requests() int {
 	return len(s.seen)
 }
 
-// buildWorker builds morph-temporal into a temporary directory.
-func buildWorker(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "morph-temporal")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/morph-temporal").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+// buildBin builds morph-temporal and morph, side by side as make build
+// puts them, once, and returns their directory.
+var buildBin = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "morph-temporal-test")
+	if err != nil {
+		return "", err
 	}
-	return bin
+	for _, pkg := range []string{"./cmd/morph-temporal", "../cmd/morph"} {
+		if out, err := exec.Command("go", "build", "-o", dir+"/", pkg).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		}
+	}
+	return dir, nil
+})
+
+// bin is the path of a program buildBin built.
+func bin(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := buildBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
 }
 
 // syncBuffer is a log two goroutines write and a test reads.
@@ -92,10 +107,9 @@ func TestWorkerKilledMidTurn(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\n\n"+
 		"[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n",
 		model.URL+"/v1", srv.FrontendHostPort(), queue)), 0o644)
-	bin := buildWorker(t)
 	var logs syncBuffer
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "worker", "--config", cfg, "--activity-timeout", "3s")
+		cmd := exec.Command(bin(t, "morph-temporal"), "worker", "--config", cfg, "--activity-timeout", "3s")
 		cmd.Stdout, cmd.Stderr = &logs, &logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

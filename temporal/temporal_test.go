@@ -67,6 +67,9 @@ func TestMain(m *testing.M) {
 	if s, err := devServer(); err == nil {
 		s.Stop()
 	}
+	if dir, err := buildBin(); err == nil {
+		os.RemoveAll(dir)
+	}
 	os.Exit(code)
 }
 

@@ -1,10 +1,9 @@
 package temporal
 
 import (
-	"encoding/json"
-
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/durable"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -31,15 +30,10 @@ func (o RunOptions) engine() engine.RunOptions {
 
 // TurnResult is what a turn ends with: its final (nil when the run failed,
 // Error then saying why), its steps and metrics, as engine.Context has them.
-type TurnResult struct {
-	Final        *engine.Final
-	RawFinal     json.RawMessage
-	StopReason   string
-	Steps        []engine.Step
-	Metrics      engine.Metrics
-	SystemPrompt string
-	Error        string
-}
+type TurnResult = durable.TurnResult
+
+// Progress is a step a turn has taken, as QueryProgress answers them.
+type Progress = durable.Progress
 
 // Setup is what a worker tells a workflow of the engine it would run
 // locally: its tools, its engine hooks, its settings, and the plugins

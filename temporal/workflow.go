@@ -17,13 +17,6 @@ import (
 	"github.com/morphhost/morph/llm"
 )
 
-// Progress is a step a turn has taken, as QueryProgress answers them.
-type Progress struct {
-	Step   int
-	Action string // a tool's name, "plan", "final" or "parse_error"
-	Usage  llm.Usage
-}
-
 // QueryProgress is the query that answers a turn's steps so far ([]Progress).
 const QueryProgress = "progress"
 

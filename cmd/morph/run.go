@@ -95,7 +95,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErrorf("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout), newPluginCmd(stdout, stderr), newPipelineCmd(stdin, stdout, stderr))
+	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout), newPluginCmd(stdout, stderr), newPipelineCmd(stdin, stdout, stderr),
+		newWorkerCmd(stderr))
 	return root
 }
 
@@ -131,6 +132,7 @@ type runFlags struct {
 	verbose         bool
 	showPrompt      bool
 	shutdownTimeout time.Duration
+	temporal        bool
 }
 
 func newRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -165,6 +167,9 @@ is printed as for 0.`,
 			if err != nil {
 				return err
 			}
+			if f.temporal {
+				return runTemporal(cmd.Context(), f, task, stdout, stderr)
+			}
 			return runAgent(cmd.Context(), f, task, stdout, stderr)
 		},
 	}
@@ -176,6 +181,7 @@ is printed as for 0.`,
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details on standard error")
 	fl.BoolVar(&f.showPrompt, "show-prompt", false, "include the run's system prompt in the JSON result")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
+	fl.BoolVar(&f.temporal, "temporal", false, "run the turn on Temporal ([temporal] in the config): durable, on the workers of its task queue (morph worker)")
 	return cmd
 }
 

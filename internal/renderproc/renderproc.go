@@ -25,6 +25,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/morphhost/morph/internal/helperbin"
 )
 
 // Request is what morph-render reads, as JSON, on its standard input.
@@ -58,35 +60,11 @@ const (
 )
 
 // ErrNotFound is Find's error when there is no morph-render to run.
-var ErrNotFound = errors.New(Program + " not found")
+var ErrNotFound = helperbin.ErrNotFound
 
-// Find is the morph-render to run: $MORPH_RENDER (a path, or a name looked
-// up on PATH) when set, else the one beside the running executable
-// (bin/morph-render beside bin/morph, as make build puts them), else the
-// one on PATH. Its error, ErrNotFound, says how to get one.
+// Find is the morph-render to run (helperbin.Find).
 func Find() (string, error) {
-	if p := os.Getenv(EnvVar); p != "" {
-		path, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("%w: %s=%s: %w", ErrNotFound, EnvVar, p, err)
-		}
-		return path, nil
-	}
-	beside := ""
-	if exe, err := os.Executable(); err == nil {
-		if exe, err = filepath.EvalSymlinks(exe); err == nil {
-			beside = filepath.Join(filepath.Dir(exe), Program)
-			if path, err := exec.LookPath(beside); err == nil {
-				return path, nil
-			}
-		}
-	}
-	if path, err := exec.LookPath(Program); err == nil {
-		return path, nil
-	}
-	return "", fmt.Errorf("%w (looked for %s, then on PATH): `make build` builds bin/%s beside bin/morph; "+
-		"`go install ./cmd/%s` in morph's source puts it in $(go env GOPATH)/bin; or set %s to its path",
-		ErrNotFound, beside, Program, Program, EnvVar)
+	return helperbin.Find(Program, EnvVar, "`go install ./cmd/"+Program+"` in morph's source puts it in $(go env GOPATH)/bin")
 }
 
 // Run runs prog, a morph-render, on req and returns the SVG it wrote. It

@@ -4,9 +4,9 @@
 // is a program of its own so that morph itself does not link the Temporal
 // SDK.
 //
-// `run` writes one JSON object a line on standard output: {"progress":
-// temporal.Progress} for each step as the workflow takes it, then
-// {"result": temporal.TurnResult}.
+// `run` writes one JSON object a line on standard output (internal/durable's
+// Line): {"Progress": ...} for each step as the workflow takes it, then
+// {"Result": ...}.
 package main
 
 import (
@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/internal/durable"
 	"github.com/morphhost/morph/temporal"
 )
 
@@ -92,7 +93,8 @@ func workerCmd() *cobra.Command {
 }
 
 func runCmd() *cobra.Command {
-	var cfgPath, session string
+	var cfgPath, session, model string
+	var maxSteps int
 	cmd := &cobra.Command{
 		Use:   "run TASK",
 		Short: "Start a turn on the [temporal] task queue and report its steps and result as JSON lines",
@@ -102,6 +104,12 @@ func runCmd() *cobra.Command {
 			cfg, err := config.Load(cfgPath)
 			if err != nil {
 				return err
+			}
+			if model != "" {
+				cfg.LLM.Model = model
+			}
+			if maxSteps > 0 {
+				cfg.Agent.MaxSteps = maxSteps
 			}
 			c, err := dial(cfg.Temporal, logger)
 			if err != nil {
@@ -128,7 +136,7 @@ func runCmd() *cobra.Command {
 					return // not yet started, or done: the result has every step
 				}
 				for ; seen < len(progress); seen++ {
-					out.Encode(map[string]any{"progress": progress[seen]})
+					out.Encode(durable.Line{Progress: &progress[seen]})
 				}
 			}
 			tick := time.NewTicker(250 * time.Millisecond)
@@ -141,9 +149,9 @@ func runCmd() *cobra.Command {
 					}
 					for ; seen < len(res.Steps); seen++ {
 						st := res.Steps[seen]
-						out.Encode(map[string]any{"progress": temporal.Progress{Step: st.StepNumber, Action: st.Action, Usage: st.Usage}})
+						out.Encode(durable.Line{Progress: &temporal.Progress{Step: st.StepNumber, Action: st.Action, Usage: st.Usage}})
 					}
-					return out.Encode(map[string]any{"result": res})
+					return out.Encode(durable.Line{Result: &res})
 				case <-tick.C:
 					report()
 				case <-ctx.Done():
@@ -154,5 +162,7 @@ func runCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "morph.toml", "the config file")
 	cmd.Flags().StringVar(&session, "session", "", "the session id (default: a new one)")
+	cmd.Flags().StringVar(&model, "model", "", "the model, overriding llm.model")
+	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "the step limit, overriding agent.max_steps")
 	return cmd
 }

@@ -1,0 +1,69 @@
+package temporal
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The operator's commands: `morph worker --config morph.toml` serves the
+// [temporal] task queue, and `morph run --temporal` prints the same
+// progress lines and result as the same run without it.
+func TestCLIRunOnTemporal(t *testing.T) {
+	srv, err := devServer()
+	if err != nil {
+		dev(t) // skips or fails, naming why
+	}
+	replies := []string{
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`,
+	}
+	queue := fmt.Sprint("cli-", time.Now().UnixNano())
+	cfg := writeConfig(t, replies...)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "\n[temporal]\nhost_port = %q\ntask_queue = %q\n", srv.FrontendHostPort(), queue)
+	f.Close()
+
+	morph := bin(t, "morph")
+	var logs syncBuffer
+	worker := exec.Command(morph, "worker", "--config", cfg)
+	worker.Stdout, worker.Stderr = &logs, &logs
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
+
+	run := func(args ...string) (map[string]any, string) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(morph, append([]string{"run", "--config", cfg}, args...)...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("morph run %v: %v\n%s\nworker:\n%s", args, err, stderr.String(), logs.String())
+		}
+		var out map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatalf("%v: %s", err, stdout.String())
+		}
+		delete(out["metrics"].(map[string]any), "elapsed_ms") // times differ
+		delete(out["metrics"].(map[string]any), "llm_time_ms")
+		delete(out["metrics"].(map[string]any), "start_time")
+		return out, stderr.String()
+	}
+	durable, progress := run("--temporal", "what is 6*7?")
+	local, _ := run("what is 6*7?")
+	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if j(durable) != j(local) {
+		t.Errorf("morph run --temporal:\n%s\nmorph run:\n%s", j(durable), j(local))
+	}
+	if !strings.Contains(progress, "step 1  tool calc  tokens") || !strings.Contains(progress, "step 2  final  tokens") {
+		t.Errorf("progress lines:\n%s", progress)
+	}
+}
