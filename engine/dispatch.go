@@ -93,6 +93,24 @@ func newMW(m Middleware, cfg []MiddlewareConfig) *mw {
 	return &mw{f: funcsOf(m), orig: m, cfg: c}
 }
 
+// MiddlewareInfo is a middleware an engine runs, with its configuration.
+type MiddlewareInfo struct {
+	Funcs  *Funcs
+	Config MiddlewareConfig
+}
+
+// Middleware returns the middleware the engine runs, in call order, once
+// Initialize has run: for a host that runs them on another engine's behalf
+// (package temporal's workers, for the engine of a workflow, whose
+// middleware hooks are activities).
+func (e *Engine) Middleware() []MiddlewareInfo {
+	out := make([]MiddlewareInfo, len(e.middleware))
+	for i, m := range e.middleware {
+		out[i] = MiddlewareInfo{Funcs: m.f, Config: m.cfg}
+	}
+	return out
+}
+
 // chain is the middleware in call order: the hooks value, then the rest
 // (New puts the hooks value first once, so runs need not).
 func (e *Engine) chain() []*mw { return e.middleware }

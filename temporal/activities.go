@@ -58,12 +58,7 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 		}
 	}
 	slices.Sort(s.Hooks)
-	middleware := abi.HookNames(abi.Middleware)
-	for _, p := range e.Status().Plugins {
-		if slices.ContainsFunc(p.Hooks, func(h string) bool { return slices.Contains(middleware, h) }) {
-			s.Middleware = append(s.Middleware, p.Name)
-		}
-	}
+	s.Middleware = middlewareSpecs(e)
 	return s, nil
 }
 

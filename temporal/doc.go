@@ -12,9 +12,10 @@
 // morph.toml. The engine's loop is deterministic given what the activities
 // answer, which is what Temporal requires of workflow code.
 //
-// Session middleware is not yet run durably: a worker whose configuration
-// has middleware plugins makes the workflow fail, naming them, rather than
-// run a turn without its guards.
+// Session middleware runs in the workflow's engine too, each hook an
+// activity: its policy and quarantine are the workflow's, decided by the
+// workflow's clock, so that they are part of its history. A quarantine
+// lasts the turn (a workflow); the local engine's lasts the process.
 //
 // The package is a module of its own, so that the core module does not
 // pull in the Temporal SDK.

@@ -36,12 +36,11 @@ type TurnResult = durable.TurnResult
 type Progress = durable.Progress
 
 // Setup is what a worker tells a workflow of the engine it would run
-// locally: its tools, its engine hooks, its settings, and the plugins
-// whose middleware the workflow cannot yet run durably.
+// locally: its tools, its engine hooks and middleware, its settings.
 type Setup struct {
 	Tools               []abi.ToolSpec
 	Hooks               []string // the engine hooks set: abi.HookBuildPrompt, ...
-	Middleware          []string // plugins with middleware hooks
+	Middleware          []MiddlewareSpec
 	Identity            string
 	Rules               []string
 	MaxObservationBytes int

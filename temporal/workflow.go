@@ -3,10 +3,8 @@ package temporal
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -40,11 +38,6 @@ func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
 	var setup Setup
 	if err := workflow.ExecuteActivity(ctx, acts.Setup).Get(ctx, &setup); err != nil {
 		return TurnResult{}, err
-	}
-	if len(setup.Middleware) > 0 {
-		return TurnResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"the workers' configuration has session middleware (plugins %s), which durable runs do not run yet: "+
-				"run these turns locally, or without those plugins", strings.Join(setup.Middleware, ", ")), "unsupported", nil)
 	}
 	var progress []Progress
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() ([]Progress, error) { return progress, nil }); err != nil {
@@ -86,6 +79,9 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)
 	}
 	if len(s.Rules) > 0 {
 		opts = append(opts, engine.WithRules(s.Rules...))
+	}
+	for _, m := range s.Middleware {
+		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m), m.Config))
 	}
 	h := hookStub{ctx}
 	for _, name := range s.Hooks {

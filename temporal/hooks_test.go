@@ -1,0 +1,128 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+)
+
+// plugin is the absolute path of a module of the repository (built by make
+// fixtures and make examples).
+func plugin(t *testing.T, rel string) string {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s: run `make fixtures examples`: %v", rel, err)
+	}
+	return path
+}
+
+// WebAssembly hooks and middleware follow the same rules on Temporal as
+// locally: go-hooks builds the prompt and parameters, denies a tool
+// (before_tool_call) and redacts an output (after_tool_call); mw-trap's
+// on_action traps and its before_tool_call fails, and after one fault it
+// is quarantined; trap's build_prompt traps, and go-hooks' prompt, set
+// after, is used. The steps, observations and prompt are the local run's.
+func TestHooksAndMiddlewareMatchLocalRun(t *testing.T) {
+	c := dev(t)
+	replies := []string{
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"json_query","tool_params":{"json":"{\"a\":\"sk-abcdefghijklmnopqrstuvwx\"}","path":"a"}}}`,
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"1+1"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`,
+	}
+	write := func() string {
+		path := writeConfig(t, replies...)
+		f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		defer f.Close()
+		f.WriteString(`
+[[plugins]]
+name = "trap"
+path = "` + plugin(t, "guests/testdata/trap.wasm") + `"
+
+[[plugins]]
+name = "go-hooks"
+path = "` + plugin(t, "examples/go-hooks/go-hooks.wasm") + `"
+[plugins.config]
+deny_tools = "nothing"
+
+[[plugins]]
+name = "mw-trap"
+path = "` + plugin(t, "guests/testdata/mw_trap.wasm") + `"
+quarantine_after = 1
+`)
+		return path
+	}
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg, err := config.Load(write())
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := cfg.Open(ctx, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	var localWarnings []string
+	want, wantRC, err := local.Engine.Run(ctx, "what is 6*7?", engine.RunOptions{OnEvent: func(ev engine.Event) {
+		if ev.Kind == engine.EventWarning || ev.Kind == engine.EventQuarantine {
+			localWarnings = append(localWarnings, ev.Message)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg2, err := config.Load(write())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewActivities(ctx, cfg2, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	queue := "q-" + t.Name()
+	w := NewWorker(c, queue, a)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "what is 6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got TurnResult
+	if err := run.Get(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if got.Error != "" || j(got.Final) != j(want) || got.SystemPrompt != wantRC.SystemPrompt || len(got.Steps) != len(wantRC.Steps) {
+		t.Fatalf("temporal: %s\nlocal: final %s steps %d prompt:\n%s", j(got), j(want), len(wantRC.Steps), wantRC.SystemPrompt)
+	}
+	for i, st := range got.Steps {
+		if w := wantRC.Steps[i]; st.Action != w.Action || st.Observation != w.Observation || st.Error != w.Error {
+			t.Errorf("step %d: %+v, local %+v", i+1, st, w)
+		}
+	}
+	if !strings.Contains(wantRC.SystemPrompt, "House style") || !strings.Contains(wantRC.Steps[1].Observation, "[redacted]") {
+		t.Errorf("the local run did not use go-hooks: prompt\n%s\nsteps %+v", wantRC.SystemPrompt, wantRC.Steps)
+	}
+	if !strings.Contains(strings.Join(localWarnings, "\n"), "quarantine") {
+		t.Errorf("local warnings: %q", localWarnings)
+	}
+}
