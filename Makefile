@@ -14,7 +14,7 @@ FIXTURES := $(WAT:.wat=.wasm) $(GO_FIXTURES)
 
 # Nested modules (own go.mod, kept at an old go line for guest toolchains):
 # the root's ./... does not reach them, so vet and unit visit each.
-MODULES := abi guests/go examples/go-hooks examples/pipelines/verify
+MODULES := abi guests/go examples/go-hooks examples/pipelines/verify temporal
 # The pipeline examples' WebAssembly stage handler (examples/pipelines).
 PIPELINE_EXAMPLES := examples/pipelines/verify/verify.wasm
 EXAMPLES := examples/go-hooks/go-hooks.wasm $(PIPELINE_EXAMPLES)
@@ -44,11 +44,14 @@ all: build
 
 # morph-render draws pipelines for "morph pipeline render", which finds it
 # beside morph: it alone links Graphviz (see cmd/morph-render).
+# morph-temporal runs durable turns for "morph worker" and "morph run
+# --temporal": it alone links the Temporal SDK, in the temporal module.
 build:
 	$(GO) build -o $(BIN)/ -ldflags '$(LDFLAGS)' ./cmd/morph ./cmd/morph-render
+	cd temporal && $(GO) build -o ../$(BIN)/ ./cmd/morph-temporal
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
-test: fmt-check vet fixtures examples extism-guests tinygo-examples rust rust-test tools-mock-llm unit fuzz
+test: fmt-check vet fixtures examples extism-guests tinygo-examples rust rust-test tools-mock-llm tools-temporal unit fuzz
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -64,7 +67,7 @@ vet:
 
 unit:
 	MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test -race -count=1 ./...
-	@for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test -race -count=1 ./...) || exit 1; done
 
 demo: build examples
 	@echo "== 1/3: the go-hooks plugin builds the prompt (see its House style section) and the parameters =="
@@ -127,11 +130,15 @@ guests/extism/extism-%.wasm: guests/extism/%/main.go $(wildcard guests/extism/in
 tinygo:
 	@scripts/tinygo.sh >/dev/null
 
-# The Temporal CLI and its dev server, for the durable-execution work (issue
-# 15, package temporal to come): built once from the Go module proxy into the
-# cache (about 3 minutes cold). Not yet part of `make test`.
+# The Temporal CLI and its dev server, which the temporal module's tests
+# start: built once from the Go module proxy into the cache (about 4 minutes
+# cold, then nothing).
 tools-temporal:
 	@scripts/temporal.sh >/dev/null
+
+# The CLI's path once built (expanded when a recipe uses it, after
+# tools-temporal): the temporal module's tests fail, not skip, without it.
+TEMPORAL_CLI = $(shell scripts/temporal.sh --print-path 2>/dev/null)
 
 tinygo-examples: $(TINYGO_EXAMPLES)
 

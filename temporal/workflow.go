@@ -105,7 +105,7 @@ func call(ctx workflow.Context, activity any, out any, args ...any) error {
 	err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, out)
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		return errors.New(appErr.Error())
+		return errors.New(appErr.Message())
 	}
 	return err
 }
