@@ -69,7 +69,7 @@ var buildBin = sync.OnceValues(func() (string, error) {
 })
 
 // bin is the path of a program buildBin built.
-func bin(t *testing.T, name string) string {
+func bin(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := buildBin()
 	if err != nil {

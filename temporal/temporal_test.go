@@ -50,7 +50,7 @@ var errNoCLI = errors.New("the Temporal CLI is not built: run `make tools-tempor
 
 // dev is the dev server's client. Without the CLI the test is skipped,
 // except under make test ($MORPH_TEMPORAL) and CI, where it fails.
-func dev(t *testing.T) client.Client {
+func dev(t testing.TB) client.Client {
 	t.Helper()
 	s, err := devServer()
 	switch {
