@@ -42,6 +42,7 @@ var devServer = sync.OnceValues(func() (*testsuite.DevServer, error) {
 		ExistingPath:  bin,
 		ClientOptions: &client.Options{Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))},
 		LogLevel:      "error",
+		ExtraArgs:     []string{"--dynamic-config-value", "system.enableActivityEagerExecution=true"},
 		Stdout:        io.Discard, Stderr: io.Discard,
 	})
 })
