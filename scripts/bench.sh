@@ -44,6 +44,8 @@ extism    ./host                        ^BenchmarkExtismCall$                   
 schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
 pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
 stage     ./host                        ^BenchmarkStage$                             0.3s
+temporal  ./temporal                    ^BenchmarkTurn$                              5x
+load      ./temporal                    ^BenchmarkLoad$                              1x
 G
 }
 
@@ -81,7 +83,7 @@ while read -r name pkg pattern benchtime; do
   if [ $# -gt 0 ] && [[ "$want" != *" $name "* ]]; then continue; fi
   ran=1
   bin=$(mktemp)
-  $GO test -c -o "$bin" "$pkg"
+  (cd "$pkg" && $GO test -c -o "$bin" .) # a nested module's (temporal) is built in its own directory
   echo "== $name: $COUNT rounds of ($pkg) -test.bench '$pattern' -test.benchtime $benchtime" >&2
   : > "$OUT/$name.txt"
   for round in $(seq "$COUNT"); do
