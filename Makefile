@@ -100,7 +100,7 @@ fuzz: fixtures
 	$(GO) test -run '^$$' -fuzz '^FuzzExtismBinary$$' -fuzztime $(FUZZTIME) ./host/internal/extism
 	$(GO) test -run '^$$' -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/internal/interrupt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
-	$(GO) test -run '^$$' -fuzz '^FuzzSampleParams$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzSampleParams$$' -fuzztime $(FUZZTIME) ./host/conform
 	$(GO) test -run '^$$' -fuzz '^FuzzHostileModule$$' -fuzztime $(FUZZHOSTILE) -fuzzminimizetime 20x ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDOT$$' -fuzztime $(FUZZTIME) ./pipeline
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCondition$$' -fuzztime $(FUZZTIME) ./pipeline
