@@ -27,6 +27,13 @@ TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-h
 # Rust guests: Debian's rustc 1.63 with its wasm32 std and packaged serde,
 # offline (no crates.io); rustup's rustc, first on PATH, has no wasm32 std.
 CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
+# One cargo target directory for every Rust build here, and, through the
+# environment, for the scaffold TestPluginNew builds: serde and the PDK
+# compile once per profile, not once per crate. An absolute path (each crate
+# builds from its own directory); set it to keep the builds elsewhere.
+export CARGO_TARGET_DIR ?= $(CURDIR)/target
+# The example's module where cargo alone would put it, which its morph.toml
+# and the tests read: copied from the shared directory.
 RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
 .PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
@@ -130,6 +137,7 @@ rust: $(RUST_EXAMPLE)
 
 $(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs examples/rust-hooks/src/*.rs) guests/rust/Cargo.toml examples/rust-hooks/Cargo.toml examples/rust-hooks/.cargo/config.toml | tools-rust
 	cd examples/rust-hooks && $(CARGO) build --release --target wasm32-unknown-unknown
+	mkdir -p $(@D) && cp $(CARGO_TARGET_DIR)/wasm32-unknown-unknown/release/rust_hooks.wasm $@
 
 rust-test: tools-rust
 	cd guests/rust && $(CARGO) test
@@ -153,4 +161,4 @@ tools-wabt:
 	@command -v wat2wasm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq wabt; }
 
 clean:
-	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(EXTISM_GUESTS) $(TINYGO_EXAMPLES) guests/rust/target examples/rust-hooks/target
+	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(EXTISM_GUESTS) $(TINYGO_EXAMPLES) target guests/rust/target examples/rust-hooks/target
