@@ -60,8 +60,13 @@ vet:
 	cd guests/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	cd guests/extism && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
+# The root's packages share one compilation cache, new for each run
+# (internal/testenv.CompileCache): a standard Go guest compiles once per run,
+# not once per package that loads it (10-25 s each under -race).
 unit:
-	$(GO) test -race -count=1 ./...
+	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
+	echo "MORPH_TEST_CACHE=$$cache $(GO) test -race -count=1 ./..." && \
+	MORPH_TEST_CACHE=$$cache $(GO) test -race -count=1 ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
 demo: build examples
