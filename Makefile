@@ -36,7 +36,7 @@ export CARGO_TARGET_DIR ?= $(CURDIR)/target
 # and the tests read: copied from the shared directory.
 RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
 
 all: build
 
@@ -115,14 +115,24 @@ FUZZTIME ?= 20000x
 # FuzzHostileModule builds, loads and runs a module each time (about 100 a
 # second, some loads take half a second): fewer executions.
 FUZZHOSTILE ?= 1000x
+# go test -fuzz takes one target and keeps about one core and a half busy,
+# so the targets run as two sequences side by side (15-20 s sooner on two
+# cores): the two whose executions run wasm (20-40 s each), and the eight
+# short ones. FuzzHostileModule, which times its loads and calls, runs
+# last, when the short sequence has about ended.
 fuzz: fixtures
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host
+	@$(MAKE) --no-print-directory -j2 -Otarget fuzz-wasm fuzz-short
+
+fuzz-wasm:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeOutput$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzHostileModule$$' -fuzztime $(FUZZHOSTILE) -fuzzminimizetime 20x ./host
+
+fuzz-short:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzExtismBinary$$' -fuzztime $(FUZZTIME) ./host/internal/extism
 	$(GO) test -run '^$$' -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/internal/interrupt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzSampleParams$$' -fuzztime $(FUZZTIME) ./host/conform
-	$(GO) test -run '^$$' -fuzz '^FuzzHostileModule$$' -fuzztime $(FUZZHOSTILE) -fuzzminimizetime 20x ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDOT$$' -fuzztime $(FUZZTIME) ./pipeline
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCondition$$' -fuzztime $(FUZZTIME) ./pipeline
 	$(GO) test -run '^$$' -fuzz '^FuzzParseStylesheet$$' -fuzztime $(FUZZTIME) ./pipeline
