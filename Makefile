@@ -27,9 +27,16 @@ TINYGO_EXAMPLES := $(if $(filter 1,$(MORPH_SKIP_TINYGO)),,examples/go-hooks/go-h
 # Rust guests: Debian's rustc 1.63 with its wasm32 std and packaged serde,
 # offline (no crates.io); rustup's rustc, first on PATH, has no wasm32 std.
 CARGO        := RUSTC=/usr/bin/rustc /usr/bin/cargo
+# One cargo target directory for every Rust build here, and, through the
+# environment, for the scaffold TestPluginNew builds: serde and the PDK
+# compile once per profile, not once per crate. An absolute path (each crate
+# builds from its own directory); set it to keep the builds elsewhere.
+export CARGO_TARGET_DIR ?= $(CURDIR)/target
+# The example's module where cargo alone would put it, which its morph.toml
+# and the tests read: copied from the shared directory.
+RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 # examples/rust-hooks' .cargo/config.toml builds for wasm32; its tests run on the host's target.
 RUST_HOST     = $(shell /usr/bin/rustc -vV 2>/dev/null | sed -n 's/^host: //p')
-RUST_EXAMPLE := examples/rust-hooks/target/wasm32-unknown-unknown/release/rust_hooks.wasm
 
 # mock-llm (@dwmkerr/mock-llm on npm), an OpenAI-compatible mock server the
 # model-client tests start on 127.0.0.1 (internal/mockllm): installed once
@@ -38,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz extism-guests bench
+.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
 
 all: build
 
@@ -65,9 +72,23 @@ vet:
 	cd guests/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	cd guests/extism && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
+# -race, except in wazero's optimizing compiler (its frontend, ssa and
+# backend packages), which it made eight times slower: 15-25 s to compile
+# a standard Go guest instead of 2-3. The compiler runs on the goroutine
+# that calls CompileModule (morph asks for no compilation workers), on data
+# no other goroutine sees, so there was no race for the detector to find;
+# every other package, wazero's runtime included, stays instrumented.
+WAZEVO := github.com/tetratelabs/wazero/internal/engine/wazevo
+RACE   := -race $(foreach p,frontend ssa backend/...,-gcflags=$(WAZEVO)/$(p)=-race=false)
+
+# The root's packages share one compilation cache, new for each run
+# (internal/testenv.CompileCache): a standard Go guest compiles once per run,
+# not once per package that loads it.
 unit:
-	MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test -race -count=1 ./...
-	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test -race -count=1 ./...) || exit 1; done
+	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
+	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test $(RACE) -count=1 ./..." && \
+	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test $(RACE) -count=1 ./...
+	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test $(RACE) -count=1 ./...) || exit 1; done
 
 demo: build examples
 	@echo "== 1/3: the go-hooks plugin builds the prompt (see its House style section) and the parameters =="
@@ -106,14 +127,24 @@ FUZZTIME ?= 20000x
 # FuzzHostileModule builds, loads and runs a module each time (about 100 a
 # second, some loads take half a second): fewer executions.
 FUZZHOSTILE ?= 1000x
+# go test -fuzz takes one target and keeps about one core and a half busy,
+# so the targets run as two sequences side by side (15-20 s sooner on two
+# cores): the two whose executions run wasm (20-40 s each), and the eight
+# short ones. FuzzHostileModule, which times its loads and calls, runs
+# last, when the short sequence has about ended.
 fuzz: fixtures
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host
+	@$(MAKE) --no-print-directory -j2 -Otarget fuzz-wasm fuzz-short
+
+fuzz-wasm:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeOutput$$' -fuzztime $(FUZZTIME) ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzHostileModule$$' -fuzztime $(FUZZHOSTILE) -fuzzminimizetime 20x ./host
+
+fuzz-short:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host
 	$(GO) test -run '^$$' -fuzz '^FuzzExtismBinary$$' -fuzztime $(FUZZTIME) ./host/internal/extism
 	$(GO) test -run '^$$' -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/internal/interrupt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
-	$(GO) test -run '^$$' -fuzz '^FuzzSampleParams$$' -fuzztime $(FUZZTIME) ./host
-	$(GO) test -run '^$$' -fuzz '^FuzzHostileModule$$' -fuzztime $(FUZZHOSTILE) -fuzzminimizetime 20x ./host
+	$(GO) test -run '^$$' -fuzz '^FuzzSampleParams$$' -fuzztime $(FUZZTIME) ./host/conform
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDOT$$' -fuzztime $(FUZZTIME) ./pipeline
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCondition$$' -fuzztime $(FUZZTIME) ./pipeline
 	$(GO) test -run '^$$' -fuzz '^FuzzParseStylesheet$$' -fuzztime $(FUZZTIME) ./pipeline
@@ -152,6 +183,7 @@ rust: $(RUST_EXAMPLE)
 
 $(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs examples/rust-hooks/src/*.rs) guests/rust/Cargo.toml examples/rust-hooks/Cargo.toml examples/rust-hooks/.cargo/config.toml | tools-rust
 	cd examples/rust-hooks && $(CARGO) build --release --target wasm32-unknown-unknown
+	mkdir -p $(@D) && cp $(CARGO_TARGET_DIR)/wasm32-unknown-unknown/release/rust_hooks.wasm $@
 
 rust-test: tools-rust
 	cd guests/rust && $(CARGO) test
@@ -186,4 +218,4 @@ tools-mock-llm:
 	{ mv -T $$tmp $(MOCK_LLM_DIR) 2>/dev/null || rm -rf $$tmp; } && test -x $(MOCK_LLM); }
 
 clean:
-	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(EXTISM_GUESTS) $(TINYGO_EXAMPLES) guests/rust/target examples/rust-hooks/target
+	rm -rf $(BIN) $(FIXTURES) $(EXAMPLES) $(EXTISM_GUESTS) $(TINYGO_EXAMPLES) target guests/rust/target examples/rust-hooks/target

@@ -28,6 +28,8 @@ import (
 // and over ten under -race, so the tests share the loader's in-memory
 // compilation cache. It lives as long as the test process. Each build has its
 // own loader and log, so that the log lines a test counts come from one build.
+// The cache is testenv.CompileCache: under make test, conform's tests find
+// go-hooks.wasm compiled.
 type goHooksBuild struct {
 	name   string // the subtest's name
 	file   string // the module, in examples/go-hooks
@@ -63,7 +65,7 @@ func (b *goHooksBuild) loader(t testing.TB) (*Loader, *syncBuffer) {
 	t.Helper()
 	b.once.Do(func() {
 		b.logs = &syncBuffer{}
-		b.l, b.err = NewLoader(LoaderOptions{CacheDir: "off",
+		b.l, b.err = NewLoader(LoaderOptions{CacheDir: testenv.CompileCache(),
 			Logger: slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	})
 	if b.err != nil {

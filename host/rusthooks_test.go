@@ -14,6 +14,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -34,11 +35,12 @@ func rustHooksWasm(t testing.TB) string {
 }
 
 // rustHooksLoader is a loader whose plugins log at debug level to the
-// returned buffer.
+// returned buffer; one per test, for its log, all on testenv.CompileCache,
+// so that the module compiles once (2-3 s under -race).
 func rustHooksLoader(t *testing.T) (*Loader, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
-	l, err := NewLoader(LoaderOptions{CacheDir: "off",
+	l, err := NewLoader(LoaderOptions{CacheDir: testenv.CompileCache(),
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,14 @@ func TestPluginNew(t *testing.T) {
 				t.Fatalf("plugin new: exit %d\n%s%s", code, stdout, stderr)
 			}
 			generated := time.Since(start)
+			if shared := os.Getenv("CARGO_TARGET_DIR"); lang == "rust" && shared != "" {
+				// make test's one cargo target directory (see the Makefile), where
+				// the scaffold's build finds serde and the PDK compiled: linked as
+				// the scaffold's target/, where its morph.toml reads the module.
+				if err := os.Symlink(shared, filepath.Join(dir, "target")); err != nil {
+					t.Fatal(err)
+				}
+			}
 
 			mk := func(target ...string) time.Duration {
 				t.Helper()

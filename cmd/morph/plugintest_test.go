@@ -187,7 +187,7 @@ func TestPluginTestGoHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Built(t, path, "examples")
-	code, stdout, stderr := morph(t, "", "plugin", "test", "--cache-dir", t.TempDir(), "--json", "--config-value", "temperature=0.7", path)
+	code, stdout, stderr := morph(t, "", "plugin", "test", "--json", "--config-value", "temperature=0.7", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, stdout, stderr)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // conform runs Run and fails the test on an error.
@@ -55,7 +56,9 @@ func goHooksWasm(t testing.TB) string {
 // newLoader is a loader with a cache of its own and a silent log.
 func newLoader(t testing.TB) *host.Loader {
 	t.Helper()
-	l, err := host.NewLoader(host.LoaderOptions{CacheDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	// testenv.CompileCache: under make test, go-hooks.wasm compiled by
+	// another package's tests.
+	l, err := host.NewLoader(host.LoaderOptions{CacheDir: testenv.CompileCache(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,27 @@ func isolate() error {
 	return nil
 }
 
+// CompileCacheEnv names a directory that `make test` creates for each run
+// and gives the test processes of every package it tests, as their
+// compilation cache (see CompileCache).
+const CompileCacheEnv = "MORPH_TEST_CACHE"
+
+// CompileCache is the compilation cache (host.LoaderOptions.CacheDir) of
+// tests that load a module several loaders or packages load, such as a
+// standard Go guest (10 to 25 s to compile under -race): the directory
+// $MORPH_TEST_CACHE names, so that each module compiles once per run;
+// without it, "off" (in memory).
+//
+// A library package's test binary and a command's name different wazero
+// versions ("dev" and go.mod's), and so different subdirectories of the
+// cache: cmd/morph's tests compile their own copies.
+func CompileCache() string {
+	if dir := os.Getenv(CompileCacheEnv); dir != "" {
+		return dir
+	}
+	return "off"
+}
+
 // pinGo sets the go command's directories to the values it uses now; with
 // no go command there is nothing to keep.
 func pinGo() error {
