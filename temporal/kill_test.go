@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,28 +19,45 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// modelServer is an OpenAI-compatible server whose n-th request gets
-// replies[n-1], and which keeps every request's last message: the model
-// calls the workers made, in order.
+// modelServer is an OpenAI-compatible server that answers the n-th model
+// call it completes with replies[n-1]: a call whose client goes away before
+// the answer (a killed worker's) is aborted, not completed, and does not
+// count. With hold set, the call that would complete second waits until
+// its client goes away, after sending on arrived.
 type modelServer struct {
 	*httptest.Server
-	mu   sync.Mutex
-	seen []string
+	mu                 sync.Mutex
+	completed, aborted int
+	hold               bool
+	arrived            chan struct{}
 }
 
 func newModelServer(t *testing.T, replies ...string) *modelServer {
-	s := &modelServer{}
+	s := &modelServer{arrived: make(chan struct{}, 1)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body := new(bytes.Buffer)
-		body.ReadFrom(r.Body)
+		io.Copy(io.Discard, r.Body)
 		s.mu.Lock()
-		s.seen = append(s.seen, body.String())
-		n := len(s.seen)
+		n := s.completed + 1
+		hold := s.hold && n == 2
+		if hold {
+			s.hold = false
+		}
 		s.mu.Unlock()
+		if hold {
+			s.arrived <- struct{}{}
+			<-r.Context().Done()
+			s.mu.Lock()
+			s.aborted++
+			s.mu.Unlock()
+			return
+		}
 		if n > len(replies) {
 			http.Error(w, `{"error":{"message":"no more replies"}}`, http.StatusBadRequest)
 			return
 		}
+		s.mu.Lock()
+		s.completed++
+		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, replies[n-1])
 	}))
@@ -47,10 +65,11 @@ func newModelServer(t *testing.T, replies ...string) *modelServer {
 	return s
 }
 
-func (s *modelServer) requests() int {
+// calls are the model calls completed and aborted.
+func (s *modelServer) calls() (completed, aborted int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.seen)
+	return s.completed, s.aborted
 }
 
 // buildBin builds morph-temporal and morph, side by side as make build
@@ -92,8 +111,10 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // A worker killed with SIGKILL in the middle of a turn, after the turn's
-// first model call and tool call: a second worker finishes the turn, and
-// neither the model nor the tool is called again for what the first did.
+// first model call and tool call, while its second model call waits for the
+// model: a second worker finishes the turn. Nothing that finished runs
+// again (the model answered 3 calls, the tool ran twice); the call in
+// flight at the kill, which never answered, is made again.
 func TestWorkerKilledMidTurn(t *testing.T) {
 	c := dev(t)
 	srv, _ := devServer()
@@ -101,10 +122,11 @@ func TestWorkerKilledMidTurn(t *testing.T) {
 		`{"type":"tool_call","tool_call":{"thought":"a","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
 		`{"type":"tool_call","tool_call":{"thought":"b","tool_name":"calc","tool_params":{"expression":"1+1"}}}`,
 		`{"type":"final","final":{"thought":"done","output":42}}`)
+	model.hold = true
 	queue := "kill-" + fmt.Sprint(time.Now().UnixNano())
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "morph.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\n\n"+
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\nmax_retries = 0\n\n"+
 		"[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n",
 		model.URL+"/v1", srv.FrontendHostPort(), queue)), 0o644)
 	var logs syncBuffer
@@ -124,15 +146,10 @@ func TestWorkerKilledMidTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for { // until the first step, a model call and a tool call, is done
-		var progress []Progress
-		if q, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), QueryProgress); err == nil && q.Get(&progress) == nil && len(progress) > 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no step taken:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	select { // the first model call and tool call are done, the second model call is in flight
+	case <-model.arrived:
+	case <-ctx.Done():
+		t.Fatalf("the second model call never came:\n%s", logs.String())
 	}
 	a.Process.Signal(syscall.SIGKILL)
 	a.Wait()
@@ -144,8 +161,8 @@ func TestWorkerKilledMidTurn(t *testing.T) {
 	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 3 || res.Steps[0].Observation != "42" || res.Steps[1].Observation != "2" {
 		t.Fatalf("result %+v", res)
 	}
-	if n := model.requests(); n != 3 {
-		t.Errorf("%d model calls, want 3 (none repeated)", n)
+	if completed, aborted := model.calls(); completed != 3 || aborted != 1 {
+		t.Errorf("%d model calls answered, %d aborted; want 3 (none repeated) and 1 (the one in flight)", completed, aborted)
 	}
 	if n := strings.Count(logs.String(), "msg=\"tool called\""); n != 2 {
 		t.Errorf("%d tool executions, want 2 (none repeated):\n%s", n, logs.String())
