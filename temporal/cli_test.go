@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // The operator's commands: `morph worker --config morph.toml` serves the
@@ -33,7 +35,7 @@ func TestCLIRunOnTemporal(t *testing.T) {
 	f.Close()
 
 	morph := bin(t, "morph")
-	var logs syncBuffer
+	var logs testenv.Buffer
 	worker := exec.Command(morph, "worker", "--config", cfg)
 	worker.Stdout, worker.Stderr = &logs, &logs
 	if err := worker.Start(); err != nil {

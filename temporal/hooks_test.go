@@ -2,15 +2,12 @@ package temporal
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"go.temporal.io/sdk/client"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
@@ -91,34 +88,8 @@ quarantine_after = 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewActivities(ctx, cfg2, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(ctx)
-	queue := "q-" + t.Name()
-	w := NewWorker(c, queue, a)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "what is 6*7?"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got TurnResult
-	if err := run.Get(ctx, &got); err != nil {
-		t.Fatal(err)
-	}
-	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
-	if got.Error != "" || j(got.Final) != j(want) || got.SystemPrompt != wantRC.SystemPrompt || len(got.Steps) != len(wantRC.Steps) {
-		t.Fatalf("temporal: %s\nlocal: final %s steps %d prompt:\n%s", j(got), j(want), len(wantRC.Steps), wantRC.SystemPrompt)
-	}
-	for i, st := range got.Steps {
-		if w := wantRC.Steps[i]; st.Action != w.Action || st.Observation != w.Observation || st.Error != w.Error {
-			t.Errorf("step %d: %+v, local %+v", i+1, st, w)
-		}
-	}
+	got, _ := runOnWorker(t, c, cfg2, "what is 6*7?")
+	sameAsLocal(t, got, want, wantRC)
 	if !strings.Contains(wantRC.SystemPrompt, "House style") || !strings.Contains(wantRC.Steps[1].Observation, "[redacted]") {
 		t.Errorf("the local run did not use go-hooks: prompt\n%s\nsteps %+v", wantRC.SystemPrompt, wantRC.Steps)
 	}

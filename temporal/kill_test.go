@@ -1,7 +1,6 @@
 package temporal
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/morphhost/morph/internal/testenv"
 	"go.temporal.io/sdk/client"
 )
 
@@ -97,19 +97,6 @@ func bin(t testing.TB, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// syncBuffer is a log two goroutines write and a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // A worker killed with SIGKILL in the middle of a turn, after the turn's
 // first model call and tool call, while its second model call waits for the
 // model: a second worker finishes the turn. Nothing that finished runs
@@ -129,7 +116,7 @@ func TestWorkerKilledMidTurn(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\nmax_retries = 0\n\n"+
 		"[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n",
 		model.URL+"/v1", srv.FrontendHostPort(), queue)), 0o644)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin(t, "morph-temporal"), "worker", "--config", cfg, "--activity-timeout", "3s")
 		cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -89,6 +89,51 @@ func writeConfig(t *testing.T, replies ...string) string {
 	return filepath.Join(dir, "morph.toml")
 }
 
+// runOnWorker runs task as a turn on Temporal, served by a worker of its
+// own in the test's process with cfg.
+func runOnWorker(t *testing.T, c client.Client, cfg *config.Config, task string) (TurnResult, client.WorkflowRun) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(ctx) })
+	queue := "q-" + t.Name()
+	w := NewWorker(c, queue, a)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop) // after the test: a query of the ended workflow needs a worker
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got TurnResult
+	if err := run.Get(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got, run
+}
+
+// sameAsLocal fails t unless got ends as the local run did: its final,
+// stop reason, prompt, tokens, and each step's action, observation and
+// error.
+func sameAsLocal(t *testing.T, got TurnResult, want *engine.Final, wantRC *engine.Context) {
+	t.Helper()
+	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if got.Error != "" || j(got.Final) != j(want) || got.StopReason != wantRC.StopReason || got.SystemPrompt != wantRC.SystemPrompt ||
+		got.Metrics.TotalTokens != wantRC.Metrics.TotalTokens || len(got.Steps) != len(wantRC.Steps) {
+		t.Fatalf("temporal: %s\nlocal: final %s stop %s tokens %d steps %d prompt:\n%s", j(got), j(want), wantRC.StopReason,
+			wantRC.Metrics.TotalTokens, len(wantRC.Steps), wantRC.SystemPrompt)
+	}
+	for i, st := range got.Steps {
+		if w := wantRC.Steps[i]; st.Action != w.Action || st.Observation != w.Observation || st.Error != w.Error {
+			t.Errorf("step %d: %+v, local %+v", i+1, st, w)
+		}
+	}
+}
+
 // A turn on Temporal ends as the same turn run locally: the same steps,
 // observations, prompt, final and token account.
 func TestTurnMatchesLocalRun(t *testing.T) {
@@ -117,35 +162,8 @@ func TestTurnMatchesLocalRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a, err := NewActivities(ctx, load(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(ctx)
-	queue := "q-" + t.Name()
-	w := NewWorker(c, queue, a)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "what is 6*7?"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got TurnResult
-	if err := run.Get(ctx, &got); err != nil {
-		t.Fatal(err)
-	}
-	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
-	if got.Error != "" || j(got.Final) != j(want) || got.StopReason != wantRC.StopReason || got.SystemPrompt != wantRC.SystemPrompt ||
-		got.Metrics.TotalTokens != wantRC.Metrics.TotalTokens || len(got.Steps) != len(wantRC.Steps) {
-		t.Fatalf("temporal: %s\nlocal: final %s stop %s tokens %d steps %d", j(got), j(want), wantRC.StopReason, wantRC.Metrics.TotalTokens, len(wantRC.Steps))
-	}
-	for i, st := range got.Steps {
-		if w := wantRC.Steps[i]; st.Action != w.Action || st.Observation != w.Observation || st.Error != w.Error {
-			t.Errorf("step %d: %+v, local %+v", i+1, st, w)
-		}
-	}
+	got, run := runOnWorker(t, c, load(), "what is 6*7?")
+	sameAsLocal(t, got, want, wantRC)
 	var progress []Progress
 	q, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), QueryProgress)
 	if err != nil || q.Get(&progress) != nil || len(progress) != 3 || progress[0].Action != "calc" {

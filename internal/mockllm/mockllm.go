@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,7 +70,7 @@ func start(t testing.TB, bin, dir, cfg string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &output{}
+	out := &testenv.Buffer{} // the server's stdout and stderr, polled below
 	cmd := exec.Command(bin, "--config", cfg)
 	cmd.Dir = dir // it would read ./mock-llm.yaml too
 	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", "PORT="+strconv.Itoa(port))
@@ -212,23 +211,4 @@ func Error(message, typ, code string) string {
 func quote(s string) string {
 	b, _ := json.Marshal(s) // a string always marshals
 	return string(b)
-}
-
-// output collects the server's stdout and stderr, read while the tests
-// poll it.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
 }
