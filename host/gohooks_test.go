@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -102,24 +101,8 @@ func goHooksWasm(t testing.TB) string { return goHooksStd.wasm(t) }
 // goHooksLoader is the standard Go build's shared loader and log.
 func goHooksLoader(t *testing.T) (*Loader, *syncBuffer) { return goHooksStd.loader(t) }
 
-// syncBuffer is a log sink the plugin's host functions may write to while
-// the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a log sink the test reads while others write to it.
+type syncBuffer = testenv.Buffer
 
 // The manifest, the tools' schemas, and hook selection.
 func TestGoHooksManifest(t *testing.T) {

@@ -34,6 +34,19 @@ func chatReply(w http.ResponseWriter, content, usage string) {
 	fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]%s}`, content, usage)
 }
 
+// bodyServer is a model server that keeps each request's body in body and
+// answers finalJSON.
+func bodyServer(t *testing.T, body *map[string]any) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := json.NewDecoder(r.Body).Decode(body); err != nil {
+			t.Error(err)
+		}
+		chatReply(w, finalJSON, `{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 const finalJSON = `{"type":"final","final":{"thought":"done","output":"ok"}}`
 
 // A retry wait, here the server's Retry-After, prints one warning line at
@@ -114,13 +127,7 @@ func TestJSONMode(t *testing.T) {
 	} {
 		t.Run("mode "+tc.mode, func(t *testing.T) {
 			var body map[string]any
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-					t.Error(err)
-				}
-				chatReply(w, finalJSON, `{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`)
-			}))
-			defer srv.Close()
+			srv := bodyServer(t, &body)
 			extra := ""
 			if tc.mode != "" {
 				extra = fmt.Sprintf("json_mode = %q\n", tc.mode)
@@ -154,13 +161,7 @@ func TestJSONMode(t *testing.T) {
 // to the request body verbatim.
 func TestTableParametersAndExtraBodySent(t *testing.T) {
 	var body map[string]any
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			t.Error(err)
-		}
-		chatReply(w, finalJSON, `{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`)
-	}))
-	defer srv.Close()
+	srv := bodyServer(t, &body)
 	extra := `[llm.parameters]
 temperature = 0
 chat_template_kwargs = { enable_thinking = false }

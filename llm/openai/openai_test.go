@@ -22,6 +22,7 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -402,23 +403,8 @@ func TestUsageAndCost(t *testing.T) {
 	checkPricedUsage(t, res)
 }
 
-// syncBuffer is a log sink safe to read while the client may write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is a log sink the test reads while others write to it.
+type syncBuffer = testenv.Buffer
 
 func TestRetryOn500ThenSuccess(t *testing.T) {
 	s := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
