@@ -84,6 +84,14 @@ func SaveCheckpoint(dir string, cp *Checkpoint) error {
 	return nil
 }
 
+// SaveManifest writes m to dir atomically.
+func SaveManifest(dir string, m *Manifest) error {
+	if err := writeJSONFile(filepath.Join(dir, ManifestFile), m); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
 // LoadCheckpoint reads dir's checkpoint.
 func LoadCheckpoint(dir string) (*Checkpoint, error) {
 	path := filepath.Join(dir, CheckpointFile)

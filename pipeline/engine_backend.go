@@ -3,7 +3,9 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -130,7 +132,7 @@ func threadFile(cfg AgentRunConfig) string {
 	if cfg.StateDir == "" || !nodeID.MatchString(cfg.ThreadID) {
 		return ""
 	}
-	return filepath.Join(cfg.StateDir, "threads", cfg.ThreadID+".json")
+	return filepath.Join(threadsDir(cfg.StateDir), cfg.ThreadID+".json")
 }
 
 // saveThread keeps the thread's conversation after each turn, so that a
@@ -141,6 +143,48 @@ func saveThread(cfg AgentRunConfig, s *engine.Session) {
 			_ = writeFileAtomic(path, b)
 		}
 	}
+}
+
+// threadsDir is where a run directory keeps the full-fidelity threads.
+func threadsDir(runDir string) string { return filepath.Join(runDir, "threads") }
+
+// LoadThreads returns the full-fidelity threads' conversations the run
+// directory dir keeps, by thread id (none: an empty map): with the
+// checkpoint and the manifest, what a resume needs of a run directory, for
+// a host that moves a run from one directory to another.
+func LoadThreads(dir string) (map[string]json.RawMessage, error) {
+	entries, err := os.ReadDir(threadsDir(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]json.RawMessage{}, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("threads: %w", err)
+	}
+	out := map[string]json.RawMessage{}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !nodeID.MatchString(id) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(threadsDir(dir), e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("threads: %w", err)
+		}
+		out[id] = b
+	}
+	return out, nil
+}
+
+// SaveThreads writes threads (LoadThreads') into the run directory dir.
+func SaveThreads(dir string, threads map[string]json.RawMessage) error {
+	for id, b := range threads {
+		if !nodeID.MatchString(id) {
+			return fmt.Errorf("threads: %q is not a thread id", id)
+		}
+		if err := writeFileAtomic(filepath.Join(threadsDir(dir), id+".json"), b); err != nil {
+			return fmt.Errorf("threads: %w", err)
+		}
+	}
+	return nil
 }
 
 func loadThread(cfg AgentRunConfig) []llm.Message {

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -219,7 +218,7 @@ func runAgentStage(ctx context.Context, a agentStage) (*AgentRunResult, *Outcome
 	writeStageFile(dir, "prompt.md", cfg.Prompt)
 	res, err := backend.RunAgent(ctx, cfg)
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if timedOut(ctx) {
 			return nil, Fail("the agent did not finish in time (the node's timeout or the run's wall-time budget)")
 		}
 		if ctx.Err() != nil {

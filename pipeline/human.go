@@ -80,6 +80,10 @@ func (c *ConsoleInterviewer) Ask(ctx context.Context, q Question) (Answer, error
 	}
 }
 
+// Match finds the choice an answer names, as a human gate does: its key,
+// its label (normalised) or its target.
+func (q Question) Match(answer string) (Choice, bool) { return matchChoice(q.Choices, answer) }
+
 // matchChoice finds the choice an answer names: its key, its label
 // (normalised), or its target.
 func matchChoice(choices []Choice, answer string) (Choice, bool) {
@@ -142,7 +146,11 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 	x.Emit(Event{Kind: EventInterviewStarted, NodeID: node.ID, Message: q.Text})
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if q.Timeout > 0 {
-		actx, cancel = context.WithTimeout(ctx, q.Timeout)
+		var r *Runner
+		if x != nil {
+			r = x.Runner
+		}
+		actx, cancel = r.executor().WithTimeout(ctx, q.Timeout)
 	}
 	ans, err := iv.Ask(actx, q)
 	cancel()
@@ -150,7 +158,7 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, context.DeadlineExceeded) && !timedOut(actx) {
 			return Fail("human gate %s: %v", node.ID, err), nil
 		}
 		if q.Default == "" {

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 )
 
 // BranchResult is how one branch of a parallel node ended; the parallel
@@ -38,6 +37,7 @@ const (
 // join_policy wait_all (default) all branches run, and the stage succeeds
 // when all did, is partial_success when some did, fails when none did;
 // with first_success the first branch to succeed cancels the others. The
+// branches run through the Runner's Executor (goroutines by default). The
 // run then goes on at the fan-in node. A branch's nodes are not
 // checkpointed one by one: a resume runs the whole parallel stage again.
 type ParallelHandler struct{}
@@ -70,31 +70,23 @@ func (ParallelHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 	}
 
 	x.Emit(Event{Kind: EventParallelStarted, NodeID: node.ID, Message: fmt.Sprintf("%d branches, join at %s", len(edges), fanIn)})
-	bctx, cancel := context.WithCancel(ctx)
+	exec := x.Runner.executor()
+	bctx, cancel := exec.WithCancel(ctx)
 	defer cancel()
-	sem := make(chan struct{}, maxPar)
 	results := make([]BranchResult, len(edges))
-	var wg sync.WaitGroup
-	for i, e := range edges {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-bctx.Done():
-				results[i] = BranchResult{Branch: e.To, Status: StatusSkipped, Notes: "not started: another branch succeeded first"}
-				return
-			}
-			x.Emit(Event{Kind: EventBranchStarted, NodeID: node.ID, Branch: e.To})
-			results[i] = x.run.branch(bctx, x, e, fanIn, pctx.Clone())
-			x.Emit(Event{Kind: EventBranchCompleted, NodeID: node.ID, Branch: e.To, Status: results[i].Status, Message: results[i].FailureReason})
-			if policy == JoinFirstSuccess && results[i].Status.Succeeded() {
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
+	exec.ForEach(bctx, len(edges), maxPar, func(bctx context.Context, i int) {
+		e := edges[i]
+		if bctx.Err() != nil {
+			results[i] = BranchResult{Branch: e.To, Status: StatusSkipped, Notes: "not started: another branch succeeded first"}
+			return
+		}
+		x.Emit(Event{Kind: EventBranchStarted, NodeID: node.ID, Branch: e.To})
+		results[i] = x.run.branch(bctx, x, e, fanIn, pctx.Clone())
+		x.Emit(Event{Kind: EventBranchCompleted, NodeID: node.ID, Branch: e.To, Status: results[i].Status, Message: results[i].FailureReason})
+		if policy == JoinFirstSuccess && results[i].Status.Succeeded() {
+			cancel()
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -27,10 +27,20 @@ func (r *Runner) handlers() *HandlerRegistry {
 }
 
 func (r *Runner) clock() Clock {
-	if r.Clock == nil {
+	if r == nil || r.Clock == nil {
 		return realClock{}
 	}
 	return r.Clock
+}
+
+// executor is the runner's Clock as an Executor: itself when it is one,
+// else Go's around it.
+func (r *Runner) executor() Executor {
+	c := r.clock()
+	if e, ok := c.(Executor); ok {
+		return e
+	}
+	return goExecutor{c}
 }
 
 func (r *Runner) logger() *slog.Logger {
@@ -109,7 +119,10 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
 	start := g.StartNode()
-	id := newRunID()
+	id := cfg.RunID
+	if id == "" {
+		id = newRunID(r.clock().Now())
+	}
 	hash := sourceHash(cfg.Source)
 	dotFile := cfg.DotFile
 	if dotFile != "" {
@@ -117,9 +130,9 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 			dotFile = abs // a resume from another directory finds the child pipelines
 		}
 	}
-	man := Manifest{RunID: id, Name: g.Name, Goal: g.Goal(), DotFile: dotFile, GraphHash: hash, StartedAt: time.Now().UTC()}
-	if err := writeJSONFile(filepath.Join(cfg.RunDir, ManifestFile), man); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+	man := Manifest{RunID: id, Name: g.Name, Goal: g.Goal(), DotFile: dotFile, GraphHash: hash, StartedAt: r.clock().Now().UTC()}
+	if err := SaveManifest(cfg.RunDir, &man); err != nil {
+		return nil, err
 	}
 	if cfg.Source != nil {
 		if err := writeFileAtomic(filepath.Join(cfg.RunDir, SourceFile), cfg.Source); err != nil {
@@ -226,7 +239,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 	wctx := ctx
 	if x.lim.MaxWallTime > 0 {
 		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, x.lim.MaxWallTime-x.elapsed())
+		wctx, cancel = x.r.executor().WithTimeout(ctx, x.lim.MaxWallTime-x.elapsed())
 		defer cancel()
 	}
 	for {
@@ -445,7 +458,7 @@ func (x *run) call(ctx context.Context, h Handler, node *Node, pctx *Context, ex
 	hctx := withExecution(ctx, ex)
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		hctx, cancel = context.WithTimeout(hctx, timeout)
+		hctx, cancel = x.r.executor().WithTimeout(hctx, timeout)
 		defer cancel()
 	}
 	defer func() {
@@ -456,7 +469,7 @@ func (x *run) call(ctx context.Context, h Handler, node *Node, pctx *Context, ex
 	}()
 	o, err := h.Execute(hctx, node, pctx, x.store)
 	switch {
-	case err != nil && timeout > 0 && ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded):
+	case err != nil && timeout > 0 && ctx.Err() == nil && timedOut(hctx):
 		return Fail("node %s timed out after %s (its timeout attribute)", node.ID, timeout)
 	case err != nil:
 		return Fail("%s", safetext.Truncate(err.Error(), 4000))
@@ -575,7 +588,7 @@ func (x *run) save() error {
 	x.cp.Context = x.pctx.Snapshot()
 	x.cp.Log = x.pctx.Log()
 	x.cp.Elapsed = x.elapsed()
-	x.cp.SavedAt = time.Now().UTC()
+	x.cp.SavedAt = x.r.clock().Now().UTC()
 	if err := SaveCheckpoint(x.cfg.RunDir, x.cp); err != nil {
 		return err
 	}
@@ -583,10 +596,11 @@ func (x *run) save() error {
 	return nil
 }
 
-func newRunID() string {
+// newRunID is a run's default id: its start time and random bytes.
+func newRunID(now time.Time) string {
 	var b [6]byte
 	_, _ = crand.Read(b[:])
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
 func sourceHash(src []byte) string {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -52,6 +53,64 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
+// Executor is a Clock that also decides how the runner waits and runs
+// stages side by side. A Runner whose Clock implements it makes every
+// context with a deadline or a cancel through it (the run's wall-time
+// budget, a node's timeout, a human gate's, a tool's, the parallel
+// handler's cancel of its branches) and runs parallel branches with
+// ForEach. The default is Go's: context.WithTimeout, goroutines.
+//
+// It is the seam for a runner whose stages are not the process's to time
+// and schedule: a Temporal workflow runs the runner in workflow code,
+// where a deadline must be a durable timer, a branch a workflow coroutine,
+// and nothing may block on a Go channel; its Executor provides that
+// without the runner knowing Temporal (package temporal).
+type Executor interface {
+	Clock
+	// WithCancel and WithTimeout are context.WithCancel and
+	// context.WithTimeout. When the timeout ends the context,
+	// context.Cause(ctx) is context.DeadlineExceeded (ctx.Err() may be
+	// context.Canceled): the runner tells a timeout by the cause.
+	WithCancel(ctx context.Context) (context.Context, context.CancelFunc)
+	WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
+	// ForEach calls fn(ctx, i) for i in [0, n), at most limit at once, and
+	// returns when all have returned. fn must use the context it is given,
+	// which may carry what the executor needs to run a call beside others.
+	ForEach(ctx context.Context, n, limit int, fn func(ctx context.Context, i int))
+}
+
+// goExecutor is Go's Executor, around a Clock.
+type goExecutor struct{ Clock }
+
+func (goExecutor) WithCancel(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}
+
+func (goExecutor) WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+func (goExecutor) ForEach(ctx context.Context, n, limit int, fn func(ctx context.Context, i int)) {
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(ctx, i)
+		}()
+	}
+	wg.Wait()
+}
+
+// timedOut reports whether ctx ended by its deadline (its cause, so that
+// an Executor may end it by a timer of its own).
+func timedOut(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), context.DeadlineExceeded)
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
@@ -97,7 +156,11 @@ type Runner struct {
 	// must be quick.
 	OnEvent func(Event)
 	Logger  *slog.Logger
-	// Clock and Rand (a number in [0,1) for backoff jitter) are for tests.
+	// Clock is the runner's time (nil: the system's); when it is an
+	// Executor, it also makes the run's contexts and runs parallel
+	// branches. Rand is a number in [0,1) for the backoff's jitter (nil:
+	// math/rand). A host that replays runs (a Temporal workflow) gives
+	// both deterministic ones.
 	Clock Clock
 	Rand  func() float64
 	// Rules and Transforms are the host's own validation rules and graph
@@ -173,6 +236,9 @@ type RunConfig struct {
 	DotFile string
 	// Force resumes a run whose checkpoint was made from another source.
 	Force bool
+	// RunID names a new run (default: its start time and random bytes);
+	// a resume keeps its checkpoint's.
+	RunID string
 }
 
 // SourceFile is the copy of the pipeline source in a run directory.

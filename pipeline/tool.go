@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,7 +43,7 @@ func (h *ToolHandler) Execute(ctx context.Context, node *Node, pctx *Context, st
 	if err != nil {
 		return nil, err
 	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
+	tctx, cancel := r.executor().WithTimeout(ctx, timeout)
 	defer cancel()
 
 	var out string
@@ -91,7 +90,7 @@ func (h *ToolHandler) Execute(ctx context.Context, node *Node, pctx *Context, st
 
 // toolFailure words a tool's error: a timeout as such, else the error.
 func toolFailure(ctx, tctx context.Context, node *Node, timeout time.Duration, err error) *Outcome {
-	if ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+	if ctx.Err() == nil && timedOut(tctx) {
 		return Fail("tool node %s timed out after %s (its timeout attribute)", node.ID, timeout)
 	}
 	return Fail("tool node %s: %s", node.ID, safetext.Truncate(err.Error(), 4000))
