@@ -47,14 +47,19 @@ func (h *StageHandler) Call(ctx context.Context, in abi.StageInput) (abi.StageOu
 	return invokeChecked(ctx, h.p, abi.ExportHandleStage, in, (*abi.StageOutcome).Check)
 }
 
-// Execute runs the stage: the input is the node's id and attributes, the
-// context's graph.goal, a snapshot of the context and the previous stage's
-// outcome (pipeline.ExecutionFrom). A failed call is a FAIL outcome, never
-// an error or a panic, whose reason names the node and the plugin and says
-// why (timed out, trapped, bad output: what Call returned, the guest's
-// text in it escaped and cut). The guest's own notes and failure reason
-// are passed on escaped (safetext.Escape): they are shown to people.
+// Execute runs the stage: the input is StageInput's, the outcome
+// StageOutcome's.
 func (h *StageHandler) Execute(ctx context.Context, node *pipeline.Node, pctx *pipeline.Context, _ *pipeline.ArtifactStore) (*pipeline.Outcome, error) {
+	out, err := h.Call(ctx, StageInput(ctx, node, pctx))
+	return StageOutcome(h.p.name, node, out, err), nil
+}
+
+// StageInput is what a stage handler is given for node: its id and
+// attributes, the context's graph.goal, a snapshot of the context and the
+// previous stage's outcome (pipeline.ExecutionFrom(ctx)). A host that runs
+// the call elsewhere (a Temporal activity) builds it with this, as Execute
+// does.
+func StageInput(ctx context.Context, node *pipeline.Node, pctx *pipeline.Context) abi.StageInput {
 	in := abi.StageInput{NodeID: node.ID, Attrs: maps.Clone(node.Attrs), Goal: pctx.GetString(pipeline.KeyGoal), Context: pctx.Snapshot()}
 	if in.Attrs == nil {
 		in.Attrs = map[string]string{} // the input's attrs are an object, never null
@@ -62,17 +67,26 @@ func (h *StageHandler) Execute(ctx context.Context, node *pipeline.Node, pctx *p
 	if x := pipeline.ExecutionFrom(ctx); x != nil && x.Previous != nil {
 		in.Previous = stageOutcomeOf(x.Previous)
 	}
-	out, err := h.Call(ctx, in)
+	return in
+}
+
+// StageOutcome is the stage's outcome from what plugin's Call returned for
+// node. A failed call (err) is a FAIL outcome, never an error or a panic,
+// whose reason names the node and says why (timed out, trapped, bad
+// output: err's text, the guest's words in it escaped and cut). The
+// guest's own notes and failure reason are passed on escaped
+// (safetext.Escape): they are shown to people.
+func StageOutcome(plugin string, node *pipeline.Node, out abi.StageOutcome, err error) *pipeline.Outcome {
 	if err != nil {
-		return pipeline.Fail("node %q: %v", node.ID, err), nil
+		return pipeline.Fail("node %q: %v", node.ID, err)
 	}
 	o := &pipeline.Outcome{Status: pipeline.StageStatus(out.Status), PreferredLabel: out.PreferredLabel,
 		SuggestedNextIDs: out.SuggestedNextIDs, ContextUpdates: out.ContextUpdates,
 		Notes: safetext.Escape(out.Notes), FailureReason: safetext.Escape(out.FailureReason)}
 	if o.Status == pipeline.StatusFail {
-		o.FailureReason = cmp.Or(o.FailureReason, fmt.Sprintf("plugin %q failed the stage without a reason", h.p.name))
+		o.FailureReason = cmp.Or(o.FailureReason, fmt.Sprintf("plugin %q failed the stage without a reason", plugin))
 	}
-	return o, nil
+	return o
 }
 
 // stageOutcomeOf is a pipeline outcome as a stage handler is told it: the
