@@ -59,6 +59,9 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 	}
 	slices.Sort(s.Hooks)
 	s.Middleware = middlewareSpecs(e)
+	for _, h := range a.rt.StageHandlers() {
+		s.StageHandlers = append(s.StageHandlers, h.Type())
+	}
 	return s, nil
 }
 

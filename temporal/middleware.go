@@ -61,14 +61,14 @@ func hookOf[I, O any](name string, get func(*engine.Funcs) func(context.Context,
 		},
 		stub: func(ctx workflow.Context, f *engine.Funcs) {
 			id := f.ID
-			set(f, func(_ context.Context, in I) (O, error) {
+			set(f, func(gctx context.Context, in I) (O, error) {
 				var out O
 				input, err := json.Marshal(in)
 				if err != nil {
 					return out, err
 				}
 				var raw json.RawMessage
-				if err := call(ctx, middlewareActivity, &raw, MiddlewareCall{ID: id, Hook: name, Input: input}); err != nil {
+				if err := call(scope(gctx, ctx), middlewareActivity, &raw, MiddlewareCall{ID: id, Hook: name, Input: input}); err != nil {
 					return out, err
 				}
 				return out, json.Unmarshal(raw, &out)

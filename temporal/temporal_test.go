@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
@@ -94,17 +95,8 @@ func writeConfig(t *testing.T, replies ...string) string {
 func runOnWorker(t *testing.T, c client.Client, cfg *config.Config, task string) (TurnResult, client.WorkflowRun) {
 	t.Helper()
 	ctx := context.Background()
-	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(ctx) })
 	queue := "q-" + t.Name()
-	w := NewWorker(c, queue, a)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop) // after the test: a query of the ended workflow needs a worker
+	startWorker(t, c, cfg, queue)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +106,24 @@ func runOnWorker(t *testing.T, c client.Client, cfg *config.Config, task string)
 		t.Fatal(err)
 	}
 	return got, run
+}
+
+// startWorker starts a worker of queue with cfg in the test's process,
+// stopped after the test (a query of an ended workflow needs a worker).
+func startWorker(t *testing.T, c client.Client, cfg *config.Config, queue string) worker.Worker {
+	t.Helper()
+	ctx := context.Background()
+	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(ctx) })
+	w := NewWorker(c, queue, a)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
 }
 
 // sameAsLocal fails t unless got ends as the local run did: its final,

@@ -46,6 +46,9 @@ type Setup struct {
 	MaxObservationBytes int
 	MaxJSONDepth        int
 	Images              bool
+	// StageHandlers are the pipeline handler types of the plugins that
+	// implement handle_stage ("wasm:<plugin>").
+	StageHandlers []string
 }
 
 // ChatRequest is llm.Request without its streaming callback.

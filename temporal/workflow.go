@@ -31,10 +31,7 @@ var acts *Activities
 // TurnWorkflow runs one turn of a session: morph's engine, in workflow
 // code, with every model call, tool call and engine hook an activity.
 func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: ActivityTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
+	ctx = withActivityOptions(ctx)
 	var setup Setup
 	if err := workflow.ExecuteActivity(ctx, acts.Setup).Get(ctx, &setup); err != nil {
 		return TurnResult{}, err
@@ -61,8 +58,18 @@ func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
 	return res, nil
 }
 
+// withActivityOptions is ctx with the options of the activities of a
+// workflow: ActivityTimeout, and another worker's try when one is lost.
+func withActivityOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: ActivityTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+}
+
 // newWorkflowEngine is an engine whose model, tools and hooks are
-// activities of ctx, deciding by the workflow's clock.
+// activities of ctx (or of the workflow context a call's Go context
+// carries, see scope), deciding by the workflow's clock.
 func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)) *engine.Engine {
 	reg := engine.NewRegistry()
 	for _, spec := range s.Tools {
@@ -113,9 +120,9 @@ func call(ctx workflow.Context, activity any, out any, args ...any) error {
 // chatStub is the engine's model: the Chat activity.
 type chatStub struct{ ctx workflow.Context }
 
-func (c chatStub) Chat(_ context.Context, req llm.Request) (llm.Result, error) {
+func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error) {
 	var res llm.Result
-	err := call(c.ctx, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+	err := call(scope(gctx, c.ctx), acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
 		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
 	return res, err
 }
@@ -135,9 +142,9 @@ func (t *toolStub) Execute(ctx context.Context, params map[string]any) (string, 
 	return out, err
 }
 
-func (t *toolStub) ExecuteImages(_ context.Context, params map[string]any) (string, []abi.Image, error) {
+func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (string, []abi.Image, error) {
 	var res ToolResult
-	if err := call(t.ctx, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
+	if err := call(scope(gctx, t.ctx), acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
 		return "", nil, err
 	}
 	if res.Error != "" {
@@ -149,21 +156,21 @@ func (t *toolStub) ExecuteImages(_ context.Context, params map[string]any) (stri
 // hookStub is the workers' engine hooks: an activity each.
 type hookStub struct{ ctx workflow.Context }
 
-func (h hookStub) BuildPrompt(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
+func (h hookStub) BuildPrompt(gctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
 	var out abi.PromptOutput
-	return out, call(h.ctx, acts.BuildPrompt, &out, in)
+	return out, call(scope(gctx, h.ctx), acts.BuildPrompt, &out, in)
 }
 
-func (h hookStub) BuildParams(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
+func (h hookStub) BuildParams(gctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
 	var out abi.ParamsOutput
-	return out, call(h.ctx, acts.BuildParams, &out, in)
+	return out, call(scope(gctx, h.ctx), acts.BuildParams, &out, in)
 }
 
-func (h hookStub) OnToolSuccess(_ context.Context, in abi.ToolSuccessInput) error {
-	return call(h.ctx, acts.OnToolSuccess, nil, in)
+func (h hookStub) OnToolSuccess(gctx context.Context, in abi.ToolSuccessInput) error {
+	return call(scope(gctx, h.ctx), acts.OnToolSuccess, nil, in)
 }
 
-func (h hookStub) FallbackFinal(_ context.Context, in abi.FallbackInput) (*abi.Final, error) {
+func (h hookStub) FallbackFinal(gctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
 	var out *abi.Final
-	return out, call(h.ctx, acts.FallbackFinal, &out, in)
+	return out, call(scope(gctx, h.ctx), acts.FallbackFinal, &out, in)
 }

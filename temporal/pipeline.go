@@ -1,0 +1,402 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/pipeline"
+)
+
+// Names a pipeline's workflow answers to.
+const (
+	// QueryPipelineProgress answers a pipeline's progress
+	// (PipelineProgress).
+	QueryPipelineProgress = "pipeline_progress"
+	// SignalAnswer answers a human gate (AnswerSignal).
+	SignalAnswer = "answer"
+)
+
+// PipelineInput is a pipeline run, as PipelineWorkflow takes it.
+type PipelineInput struct {
+	// Source is the pipeline's DOT source; DotFile the file it came from
+	// (for messages: the workers do not read it).
+	Source  []byte
+	DotFile string
+	// Goal, if set, replaces the graph's goal attribute.
+	Goal    string
+	Limits  pipeline.Limits
+	Options RunOptions // the agents' base options
+	// Resume, if set, is the run to go on with: the run starts from its
+	// checkpoint's next node (pipeline.Runner.Resume).
+	Resume *PipelineState
+	// ContinueAfter, if positive, continues the workflow as new after
+	// that many checkpoints, besides when Temporal suggests it: a bound on
+	// each run's history for the operator, and a way to test it.
+	ContinueAfter int
+	// Continued counts the runs before this one (continue-as-new).
+	Continued int
+}
+
+// PipelineState is what a resume needs of a run directory: the
+// checkpoint, the manifest and the full-fidelity threads. The workflow's
+// run directory is scratch on its worker; this is how a run moves on to
+// the next run of the workflow (continue-as-new) or to a new workflow
+// (morph pipeline resume --temporal).
+type PipelineState struct {
+	Checkpoint *pipeline.Checkpoint
+	Manifest   *pipeline.Manifest
+	Threads    map[string]json.RawMessage
+}
+
+// PipelineResult is how a pipeline's workflow ended: the run's result and
+// its state (the final context is the checkpoint's); or, for a pipeline
+// that does not validate, its diagnostics and Error.
+type PipelineResult struct {
+	Result      *pipeline.Result
+	State       *PipelineState
+	Diagnostics []pipeline.Diagnostic
+	Error       string
+}
+
+// PipelineProgress is a pipeline's progress, as QueryPipelineProgress
+// answers it: this run's events so far (the agents' events are their
+// steps) and the questions its human gates wait on.
+type PipelineProgress struct {
+	// Run is Continued of this run: its events start after those of the
+	// runs before it.
+	Run       int
+	Events    []pipeline.Event
+	Questions []pipeline.Question
+}
+
+// AnswerSignal answers the question of the human gate at Node, as the
+// console does: Choice names one of its choices (key, label or target).
+type AnswerSignal struct {
+	Node   string
+	Choice string
+	Text   string
+}
+
+// PipelineWorkflow runs a DOT pipeline: morph's pipeline runner, in
+// workflow code, on the workflow's engine (see TurnWorkflow), so that
+// every model call, tool call and hook call of its stages is an activity,
+// and so is each call of a WebAssembly stage handler (HandleStage). Its
+// time, timeouts and parallel branches are the workflow's (executor); a
+// human gate waits for SignalAnswer; QueryPipelineProgress tells its
+// progress. Its run directory is scratch, on the worker, removed at the
+// end: the durable record is the workflow's history. When Temporal
+// suggests it (or after in.ContinueAfter checkpoints), the workflow stops
+// the run at a checkpoint and continues as new from there.
+func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, error) {
+	ctx = withActivityOptions(ctx)
+	var setup Setup
+	if err := workflow.ExecuteActivity(ctx, acts.Setup).Get(ctx, &setup); err != nil {
+		return PipelineResult{}, err
+	}
+	g, err := pipeline.ParseDOTNamed(in.DotFile, in.Source)
+	if err != nil {
+		return PipelineResult{Error: err.Error()}, nil
+	}
+	dir, err := os.MkdirTemp("", "morph-pipeline-")
+	if err != nil {
+		return PipelineResult{}, fmt.Errorf("the run's scratch directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	exec := executor{ctx}
+	gctx, cancel := exec.WithCancel(context.Background())
+	defer cancel()
+	workflow.Go(ctx, func(c workflow.Context) { // the workflow canceled: the run stops at a checkpoint
+		c.Done().Receive(c, nil)
+		cancel()
+	})
+	gates := newGates(ctx)
+	progress := PipelineProgress{Run: in.Continued}
+	if err := workflow.SetQueryHandler(ctx, QueryPipelineProgress, func() (PipelineProgress, error) {
+		progress.Questions = gates.questions()
+		return progress, nil
+	}); err != nil {
+		return PipelineResult{}, err
+	}
+	checkpoints, continuing := 0, false
+	r := pipelineRunner(ctx, setup, in, exec, gates, func(ev pipeline.Event) {
+		if ev.Kind == pipeline.EventAgent {
+			if ev.Agent.Kind != engine.EventStep {
+				return
+			}
+			step := *ev.Agent
+			step.Err = nil // an error does not decode; a step's is in its action
+			ev.Agent = &step
+		}
+		progress.Events = append(progress.Events, ev)
+		if ev.Kind == pipeline.EventCheckpointSaved {
+			checkpoints++
+			if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || in.ContinueAfter > 0 && checkpoints >= in.ContinueAfter {
+				continuing = true
+				cancel() // the run stops before its next node, saving the checkpoint
+			}
+		}
+	})
+
+	cfg := pipeline.RunConfig{RunDir: dir, Goal: in.Goal, Source: in.Source, DotFile: in.DotFile, RunID: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	var res *pipeline.Result
+	if in.Resume != nil {
+		if err := in.Resume.save(dir); err != nil {
+			return PipelineResult{}, err
+		}
+		res, err = r.Resume(gctx, g, cfg)
+	} else {
+		res, err = r.Run(gctx, g, cfg)
+	}
+	var ve *pipeline.ValidationError
+	if errors.As(err, &ve) {
+		return PipelineResult{Diagnostics: ve.Diagnostics, Error: err.Error()}, nil
+	} else if err != nil {
+		return PipelineResult{Error: err.Error()}, nil
+	}
+	state, err := loadPipelineState(dir)
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	if continuing && res.State == pipeline.RunCanceled {
+		next := in
+		next.Resume, next.Continued = state, in.Continued+1
+		return PipelineResult{}, workflow.NewContinueAsNewError(ctx, PipelineWorkflow, next)
+	}
+	res.RunDir = "" // scratch, gone
+	return PipelineResult{Result: res, State: state}, nil
+}
+
+// pipelineRunner is the runner of a pipeline's workflow: the workers'
+// engine, tools and stage handlers as activities, the workflow's executor,
+// its gates for human gates, and the durable rule.
+func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, onEvent func(pipeline.Event)) *pipeline.Runner {
+	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, nil), Options: in.Options.engine()}
+	handlers := pipeline.DefaultHandlerRegistry()
+	for _, typ := range setup.StageHandlers {
+		handlers.Register(stageStub{ctx: ctx, typ: typ})
+	}
+	// The backoff's jitter: a sequence of the workflow's own, the same on
+	// every replay.
+	h := fnv.New64a()
+	h.Write([]byte(workflow.GetInfo(ctx).WorkflowExecution.RunID))
+	jitter := rand.New(rand.NewPCG(h.Sum64(), 0))
+	return &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, Interviewer: gates,
+		Limits: in.Limits, OnEvent: onEvent, Logger: slog.New(slog.DiscardHandler), Clock: exec, Rand: jitter.Float64,
+		Rules: []pipeline.Rule{durableRule}}
+}
+
+// save writes s into the run directory dir.
+func (s *PipelineState) save(dir string) error {
+	if s.Checkpoint == nil || s.Manifest == nil {
+		return errors.New("resume: the state has no checkpoint or manifest")
+	}
+	if err := pipeline.SaveCheckpoint(dir, s.Checkpoint); err != nil {
+		return err
+	}
+	if err := pipeline.SaveManifest(dir, s.Manifest); err != nil {
+		return err
+	}
+	return pipeline.SaveThreads(dir, s.Threads)
+}
+
+// loadPipelineState reads the state of the run directory dir.
+func loadPipelineState(dir string) (*PipelineState, error) {
+	cp, err := pipeline.LoadCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	man, err := pipeline.LoadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	threads, err := pipeline.LoadThreads(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &PipelineState{Checkpoint: cp, Manifest: man, Threads: threads}, nil
+}
+
+// RuleDurable is the rule of what a pipeline's workflow cannot run yet.
+const RuleDurable = "durable"
+
+// durableRule refuses the nodes a workflow cannot run durably yet, each
+// with an ERROR naming the node: a shell command (tool_command) would run
+// on whichever worker, outside the sandbox, and again after a crash; a
+// manager loop reads its child's DOT file and keeps its runs on a disk;
+// a node's own model endpoint (llm_provider, base_url) is one the workers
+// have no client for.
+var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.Graph, _ pipeline.ValidateOptions) []pipeline.Diagnostic {
+	var out []pipeline.Diagnostic
+	refuse := func(n *pipeline.Node, fix, format string, args ...any) {
+		out = append(out, pipeline.Diagnostic{Rule: RuleDurable, Severity: pipeline.SeverityError, NodeID: n.ID, Line: n.Line,
+			Message: fmt.Sprintf(format, args...) + ": not durable on Temporal yet", Fix: fix})
+	}
+	for _, n := range g.Nodes {
+		switch {
+		case strings.TrimSpace(n.Attrs["tool_command"]) != "":
+			refuse(n, `use a tool (tool="<name>"), which runs as an activity, or run the pipeline without --temporal`,
+				"node %s runs a shell command (tool_command), which would run outside the sandbox on whichever worker takes it", n.ID)
+		case n.Type() == pipeline.TypeManagerLoop:
+			refuse(n, "run the pipeline without --temporal",
+				"node %s supervises a child pipeline (stack.manager_loop), which reads its DOT file and keeps its runs on one machine's disk", n.ID)
+		case strings.TrimSpace(n.Attrs["llm_provider"]) != "" || strings.TrimSpace(n.Attrs["base_url"]) != "":
+			refuse(n, "remove llm_provider and base_url from the node (and the stylesheet), or run the pipeline without --temporal",
+				"node %s names a model endpoint of its own (llm_provider, base_url), and the workers have only their configuration's", n.ID)
+		}
+	}
+	return out
+}}
+
+// gates is the human gates' Interviewer of a pipeline's workflow: a
+// question waits for a SignalAnswer naming its node and one of its
+// choices. A signal for no waiting gate, or naming no choice of its
+// gate's, is logged and dropped: the gate goes on waiting, as the console
+// asks again; its timeout (human.timeout) takes the default as locally.
+type gates struct {
+	ctx     workflow.Context
+	waiting []*gate // in the order asked
+}
+
+// gate is a question waiting.
+type gate struct {
+	q       pipeline.Question
+	answers workflow.Channel
+}
+
+// newGates serves SignalAnswer for the gates of ctx's workflow.
+func newGates(ctx workflow.Context) *gates {
+	g := &gates{ctx: ctx}
+	signals := workflow.GetSignalChannel(ctx, SignalAnswer)
+	workflow.Go(ctx, func(c workflow.Context) {
+		for {
+			var a AnswerSignal
+			if !signals.Receive(c, &a) { // a payload that does not decode is logged by the SDK and skipped
+				return
+			}
+			g.deliver(a)
+		}
+	})
+	return g
+}
+
+// deliver gives a its gate, or logs why it cannot.
+func (g *gates) deliver(a AnswerSignal) {
+	log := workflow.GetLogger(g.ctx)
+	for _, w := range g.waiting {
+		if w.q.NodeID != a.Node {
+			continue
+		}
+		if _, ok := w.q.Match(a.Choice); !ok {
+			log.Warn("answer refused: it names none of the gate's choices", "node", a.Node, "choice", a.Choice)
+			return
+		}
+		if !w.answers.SendAsync(a) {
+			log.Warn("answer refused: the gate has an answer already", "node", a.Node)
+		}
+		return
+	}
+	log.Warn("answer refused: no human gate waits at that node", "node", a.Node)
+}
+
+// questions are the questions waiting.
+func (g *gates) questions() []pipeline.Question {
+	out := []pipeline.Question{}
+	for _, w := range g.waiting {
+		out = append(out, w.q)
+	}
+	return out
+}
+
+// Ask waits for the question's answer, or for gctx's end (its timeout:
+// the cause is context.DeadlineExceeded).
+func (g *gates) Ask(gctx context.Context, q pipeline.Question) (pipeline.Answer, error) {
+	w := scope(gctx, g.ctx)
+	for _, o := range g.waiting {
+		if o.q.NodeID == q.NodeID {
+			return pipeline.Answer{}, fmt.Errorf("human gate %s is asked twice at once (by two parallel branches): an answer could not tell them apart", q.NodeID)
+		}
+	}
+	me := &gate{q: q, answers: workflow.NewBufferedChannel(w, 1)}
+	g.waiting = append(g.waiting, me)
+	defer func() {
+		for i, o := range g.waiting {
+			if o == me {
+				g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
+				break
+			}
+		}
+	}()
+	var a AnswerSignal
+	answered := false
+	sel := workflow.NewSelector(w)
+	sel.AddReceive(me.answers, func(c workflow.ReceiveChannel, _ bool) { answered = c.ReceiveAsync(&a) })
+	sel.AddReceive(w.Done(), func(workflow.ReceiveChannel, bool) {})
+	sel.Select(w)
+	if !answered {
+		if err := context.Cause(gctx); err != nil {
+			return pipeline.Answer{}, err
+		}
+		return pipeline.Answer{}, w.Err()
+	}
+	return pipeline.Answer{Choice: a.Choice, Text: a.Text}, nil
+}
+
+// StageCall is one call of a worker's stage handler (its type,
+// "wasm:<plugin>") with the input host.StageInput built.
+type StageCall struct {
+	Type  string
+	Input abi.StageInput
+}
+
+// StageResult is a stage handler's answer: its outcome, or its failure's
+// text (a failed call is the stage's FAIL, not the activity's failure).
+type StageResult struct {
+	Outcome abi.StageOutcome
+	Error   string
+}
+
+// HandleStage runs a WebAssembly stage handler of the worker's plugins.
+func (a *Activities) HandleStage(ctx context.Context, c StageCall) (StageResult, error) {
+	for _, h := range a.rt.StageHandlers() {
+		if h.Type() == c.Type {
+			out, err := h.Call(ctx, c.Input)
+			if err != nil {
+				return StageResult{Error: err.Error()}, nil
+			}
+			return StageResult{Outcome: out}, nil
+		}
+	}
+	return StageResult{}, nonRetryable("stage", fmt.Errorf("this worker has no stage handler %q: workers must load the same configuration", c.Type))
+}
+
+// stageStub is a worker's stage handler: the HandleStage activity, with
+// the input and outcome of the local handler (host.StageInput,
+// host.StageOutcome).
+type stageStub struct {
+	ctx workflow.Context
+	typ string
+}
+
+func (s stageStub) Type() string { return s.typ }
+
+func (s stageStub) Execute(gctx context.Context, node *pipeline.Node, pctx *pipeline.Context, _ *pipeline.ArtifactStore) (*pipeline.Outcome, error) {
+	var res StageResult
+	err := call(scope(gctx, s.ctx), acts.HandleStage, &res, StageCall{Type: s.typ, Input: host.StageInput(gctx, node, pctx)})
+	if err == nil && res.Error != "" {
+		err = errors.New(res.Error)
+	}
+	return host.StageOutcome(strings.TrimPrefix(s.typ, pipeline.TypeWasmPrefix), node, res.Outcome, err), nil
+}
