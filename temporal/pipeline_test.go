@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,5 +208,109 @@ func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	samePipelineAsLocal(t, got, want)
 	if got.State.Checkpoint.Context["human.text"] != "ship it" {
 		t.Errorf("the answer's text: %v", got.State.Checkpoint.Context["human.text"])
+	}
+}
+
+// A workflow that continues as new at its checkpoints (ContinueAfter: after
+// every second one) resumes each time from the checkpoint, and finishes
+// with the local run's path and context. Its human gate, unanswered, takes
+// its default at human.timeout on a workflow timer, as locally.
+func TestPipelineContinuesAsNew(t *testing.T) {
+	c := dev(t)
+	src := `digraph long {
+	  start [shape=Mdiamond]
+	  one   [shape=parallelogram, tool=calc, tool_input="{\"expression\": \"1+1\"}"]
+	  two   [shape=parallelogram, tool=calc, tool_input="{\"expression\": \"${tool.output}*3\"}"]
+	  gate  [shape=hexagon, human.timeout="300ms", human.default_choice="Later"]
+	  three [shape=parallelogram, tool=calc, tool_input="{\"expression\": \"${tool.output}+1\"}"]
+	  later [shape=parallelogram, tool=calc, tool_input="{\"expression\": \"${tool.output}-1\"}"]
+	  done  [shape=Msquare]
+	  start -> one -> two -> gate
+	  gate -> three [label="Now"]
+	  gate -> later [label="Later"]
+	  three -> done
+	  later -> done
+	}`
+	want := runLocalPipeline(t, loadConfig(t, "", planReplies...), src, pipeline.NewQueueInterviewer())
+	if !slices.Contains(want.Path, "later") || want.Context["tool.output"] != "5" {
+		t.Fatalf("the local run: %v %v", want.Path, want.Context["tool.output"])
+	}
+	queue := fmt.Sprint("can-", time.Now().UnixNano())
+	startWorker(t, c, loadConfig(t, "", planReplies...), queue)
+	run := startPipeline(t, c, queue, src, PipelineInput{ContinueAfter: 2})
+	got := pipelineResult(t, run)
+	samePipelineAsLocal(t, got, want)
+	q, err := c.QueryWorkflow(context.Background(), run.GetID(), "", QueryPipelineProgress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p PipelineProgress
+	if err := q.Get(&p); err != nil || p.Run != 2 {
+		t.Errorf("the last run is the %d-th continuation (%v); want 2 (5 checkpoints before the exit, 2 a run)", p.Run, err)
+	}
+}
+
+// A WebAssembly stage handler runs as an activity: the verify plugin
+// (examples/pipelines/verify) fails the first implementation and passes
+// the second, and a plugin whose handle_stage traps fails its stage with
+// the reason the local run gives.
+func TestPipelineStageHandlers(t *testing.T) {
+	c := dev(t)
+	src := `digraph wasm {
+	  goal = "Make the failing unit tests pass"
+	  start     [shape=Mdiamond]
+	  implement [prompt="Fix the code: $goal"]
+	  verify    [type="wasm:verify"]
+	  trap      [type="wasm:stage_trap"]
+	  done      [shape=Msquare]
+	  start -> implement -> verify
+	  verify -> trap      [condition="outcome=success"]
+	  verify -> implement [condition="outcome=fail", label="fix"]
+	  trap -> done        [condition="outcome=fail"]
+	}`
+	plugins := fmt.Sprintf("\n[[plugins]]\nname = \"verify\"\npath = %q\n\n[[plugins]]\nname = \"stage_trap\"\npath = %q\n",
+		plugin(t, "examples/pipelines/verify/verify.wasm"), plugin(t, "guests/testdata/stage_trap.wasm"))
+	replies := []string{
+		`{"type":"final","final":{"thought":"t","output":"Changed it. Test run: 12 passed, 2 failed."}}`,
+		`{"type":"final","final":{"thought":"t","output":"Fixed. Test run: ok, tests pass."}}`,
+	}
+	want := runLocalPipeline(t, loadConfig(t, plugins, replies...), src, nil)
+	if r := want.Nodes["trap"]; want.State != pipeline.RunSuccess || want.Nodes["verify"].Visits != 2 || r == nil || !strings.Contains(r.FailureReason, "trap") {
+		t.Fatalf("the local run: %s %v %+v", want.State, want.Path, want.Nodes["trap"])
+	}
+	queue := fmt.Sprint("stage-", time.Now().UnixNano())
+	startWorker(t, c, loadConfig(t, plugins, replies...), queue)
+	samePipelineAsLocal(t, pipelineResult(t, startPipeline(t, c, queue, src, PipelineInput{})), want)
+}
+
+// What a workflow cannot run durably yet is refused before the run, an
+// ERROR naming each node and what to do.
+func TestPipelineRefusesWhatIsNotDurable(t *testing.T) {
+	c := dev(t)
+	src := `digraph nope {
+	  start [shape=Mdiamond]
+	  sh    [shape=parallelogram, tool_command="make test"]
+	  boss  [shape=house, stack.child_dotfile="child.dot"]
+	  other [prompt="hi", llm_provider="anthropic"]
+	  done  [shape=Msquare]
+	  start -> sh -> boss -> other -> done
+	}`
+	queue := fmt.Sprint("refuse-", time.Now().UnixNano())
+	startWorker(t, c, loadConfig(t, "", planReplies...), queue)
+	got := pipelineResult(t, startPipeline(t, c, queue, src, PipelineInput{}))
+	if got.Result != nil || !strings.Contains(got.Error, "p.dot") {
+		t.Fatalf("ran, or the error names not the file: %+v", got)
+	}
+	refused := map[string]string{}
+	for _, d := range got.Diagnostics {
+		if d.Rule == RuleDurable && d.Severity == pipeline.SeverityError {
+			refused[d.NodeID] = d.Message + " fix: " + d.Fix
+		}
+	}
+	for node, says := range map[string]string{"sh": "runs a shell command (tool_command)", "boss": "supervises a child pipeline",
+		"other": "model endpoint of its own"} {
+		if m := refused[node]; !strings.Contains(m, says) || !strings.Contains(m, "not durable on Temporal yet") || !strings.Contains(m, "without --temporal") {
+			t.Errorf("node %s: %q", node, m)
+		}
 	}
 }
