@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,77 @@ func TestCLIRunOnTemporal(t *testing.T) {
 	}
 	if !strings.Contains(progress, "step 1  tool calc  tokens") || !strings.Contains(progress, "step 2  final  tokens") {
 		t.Errorf("progress lines:\n%s", progress)
+	}
+}
+
+// `morph pipeline run --temporal` prints the progress lines and the
+// summary of the same run without it, its gate asked on the console and
+// the answer signalled; `morph pipeline resume --temporal` of the ended
+// workflow says it is over.
+func TestCLIPipelineOnTemporal(t *testing.T) {
+	srv, err := devServer()
+	if err != nil {
+		dev(t) // skips or fails, naming why
+	}
+	queue := fmt.Sprint("cli-pipe-", time.Now().UnixNano())
+	cfg := writeConfig(t, planReplies...)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "\n[temporal]\nhost_port = %q\ntask_queue = %q\n", srv.FrontendHostPort(), queue)
+	f.Close()
+	dot := filepath.Join(t.TempDir(), "durable.dot")
+	if err := os.WriteFile(dot, []byte(durablePipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	morph := bin(t, "morph")
+	var logs testenv.Buffer
+	worker := exec.Command(morph, "worker", "--config", cfg)
+	worker.Stdout, worker.Stderr = &logs, &logs
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
+
+	run := func(wantCode int, args ...string) (map[string]any, string) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(morph, append([]string{"pipeline"}, args...)...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader("S\n"), &stdout, &stderr
+		if err := cmd.Run(); cmd.ProcessState.ExitCode() != wantCode {
+			t.Fatalf("morph pipeline %v: %v\n%s\nworker:\n%s", args, err, stderr.String(), logs.String())
+		}
+		var out map[string]any
+		if wantCode == 0 {
+			if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+				t.Fatalf("%v: %s", err, stdout.String())
+			}
+			for _, k := range []string{"run_id", "run_dir", "duration_ms"} { // differ
+				delete(out, k)
+			}
+			for _, n := range out["nodes"].(map[string]any) {
+				delete(n.(map[string]any), "duration_ms")
+			}
+		}
+		return out, stderr.String()
+	}
+	durable, progress := run(0, "run", "--temporal", "--config", cfg, dot)
+	local, localProgress := run(0, "run", "--config", cfg, "--run-dir", filepath.Join(t.TempDir(), "run"), dot)
+	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if j(durable) != j(local) {
+		t.Errorf("morph pipeline run --temporal:\n%s\nmorph pipeline run:\n%s", j(durable), j(local))
+	}
+	for _, line := range []string{"stage plan success", "stage b2 (branch b) success", "[gate] Ship a?", "pipeline completed"} {
+		if !strings.Contains(progress, line) || !strings.Contains(localProgress, line) {
+			t.Errorf("no %q in the progress:\n%s\nlocally:\n%s", line, progress, localProgress)
+		}
+	}
+	id := regexp.MustCompile(`morph: workflow (\S+)`).FindStringSubmatch(progress)
+	if id == nil {
+		t.Fatalf("no workflow id in:\n%s", progress)
+	}
+	if _, stderr := run(1, "resume", "--temporal", "--config", cfg, id[1]); !strings.Contains(stderr, "ended success: only a run that stopped") {
+		t.Errorf("resume of an ended workflow:\n%s", stderr)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/internal/durable"
 	"github.com/morphhost/morph/pipeline"
 )
 
@@ -83,11 +84,7 @@ type PipelineProgress struct {
 
 // AnswerSignal answers the question of the human gate at Node, as the
 // console does: Choice names one of its choices (key, label or target).
-type AnswerSignal struct {
-	Node   string
-	Choice string
-	Text   string
-}
+type AnswerSignal = durable.Answer
 
 // PipelineWorkflow runs a DOT pipeline: morph's pipeline runner, in
 // workflow code, on the workflow's engine (see TurnWorkflow), so that
@@ -125,8 +122,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	gates := newGates(ctx)
 	progress := PipelineProgress{Run: in.Continued}
 	if err := workflow.SetQueryHandler(ctx, QueryPipelineProgress, func() (PipelineProgress, error) {
-		progress.Questions = gates.questions()
-		return progress, nil
+		p := progress
+		p.Questions = gates.questions()
+		return p, nil
 	}); err != nil {
 		return PipelineResult{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
@@ -35,7 +36,8 @@ func newPipelineCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 gates, tools, fan-out and fan-in) and whose edges route on each stage's
 outcome. See the README's "Pipelines" section for the attributes.`,
 	}
-	cmd.AddCommand(newPipelineValidateCmd(stdout, stderr), newPipelineRunCmd(stdin, stdout, stderr), newPipelineRenderCmd(stdout, stderr))
+	cmd.AddCommand(newPipelineValidateCmd(stdout, stderr), newPipelineRunCmd(stdin, stdout, stderr), newPipelineResumeCmd(stdin, stdout, stderr),
+		newPipelineRenderCmd(stdout, stderr))
 	return cmd
 }
 
@@ -144,7 +146,7 @@ func diagnosticLine(g *pipeline.Graph, d pipeline.Diagnostic) string {
 
 type pipelineRunFlags struct {
 	config, goal, runDir, resume string
-	yes, force, verbose          bool
+	yes, force, verbose, temporal bool
 	maxTokens                    int
 	maxCost                      float64
 	maxWallTime                  time.Duration
@@ -169,6 +171,12 @@ again.
 Human gates ask on the terminal; --yes approves each with its default
 choice, else its first.
 
+--temporal runs it on Temporal ([temporal] in the config; see "morph
+worker"): durable, every model call, tool call and hook call an activity
+of the workers, the gates answered from here by signal; the progress and
+the summary print as here. Interrupted, the run goes on in Temporal:
+"morph pipeline resume --temporal WORKFLOW_ID" follows it again.
+
 Exit codes: 0 the pipeline succeeded, 1 it failed, 2 a usage error, a bad
 config or a pipeline that does not validate, 3 it stopped (interrupted, or
 a budget spent) and can be resumed.`,
@@ -189,14 +197,57 @@ a budget spent) and can be resumed.`,
 			if len(args) == 1 {
 				file = args[0]
 			}
+			if f.temporal {
+				if file == "" || f.resume != "" || f.runDir != "" {
+					return usageErrorf("--temporal runs FILE.dot, in no run directory: resume a durable run with morph pipeline resume --temporal WORKFLOW_ID")
+				}
+				return runPipelineTemporal(cmd.Context(), f, file, stdin, stdout, stderr)
+			}
 			return runPipeline(cmd.Context(), f, file, stdin, stdout, stderr)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
+	pipelineFlags(fl, &f)
 	fl.StringVar(&f.goal, "goal", "", "the pipeline's goal, replacing its goal attribute")
 	fl.StringVar(&f.runDir, "run-dir", "", "the run directory (default: a new one under [pipeline] runs_dir)")
 	fl.StringVar(&f.resume, "resume", "", "continue the run in this run directory")
+	fl.BoolVar(&f.temporal, "temporal", false, "run the pipeline on Temporal ([temporal] in the config): durable, on the workers of its task queue (morph worker)")
+	return cmd
+}
+
+func newPipelineResumeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f pipelineRunFlags
+	cmd := &cobra.Command{
+		Use:   "resume RUN_DIR | --temporal WORKFLOW_ID",
+		Short: "Continue a pipeline run that stopped (morph pipeline run --resume), or a durable one",
+		Long: `Continue the run in RUN_DIR from the node its checkpoint names, as
+"morph pipeline run --resume RUN_DIR" does.
+
+With --temporal, WORKFLOW_ID is a durable run's workflow (morph pipeline run
+--temporal prints it): a running one is followed to its end, its gates
+asked here; one that stopped (interrupted, a budget spent) goes on in a new
+workflow from its checkpoint, with the budgets given here.
+
+Exit codes: as morph pipeline run.`,
+		Example: `  morph pipeline resume runs/plan_implement_verify-20261124T101500.123Z
+  morph pipeline resume --temporal --config morph.toml 4f1c2a9e-...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.resume = args[0]
+			if f.temporal {
+				return runPipelineTemporal(cmd.Context(), f, "", stdin, stdout, stderr)
+			}
+			return runPipeline(cmd.Context(), f, "", stdin, stdout, stderr)
+		},
+	}
+	pipelineFlags(cmd.Flags(), &f)
+	cmd.Flags().BoolVar(&f.temporal, "temporal", false, "WORKFLOW_ID is a durable run's workflow on Temporal ([temporal] in the config)")
+	return cmd
+}
+
+// pipelineFlags registers the flags run and resume share.
+func pipelineFlags(fl *pflag.FlagSet, f *pipelineRunFlags) {
+	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "approve every human gate with its default (else first) choice")
 	fl.BoolVar(&f.force, "force", false, "resume even though the DOT source differs from the run's")
 	fl.IntVar(&f.maxTokens, "max-tokens", 0, "stop the run once it has used this many tokens (overrides [pipeline] max_tokens)")
@@ -204,7 +255,6 @@ a budget spent) and can be resumed.`,
 	fl.DurationVar(&f.maxWallTime, "max-wall-time", 0, "stop the run after this long (overrides [pipeline] max_wall_time)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details and every agent step on standard error")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
-	return cmd
 }
 
 // openRunner loads the config and opens its engine (the model, tools and
@@ -288,11 +338,7 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if err != nil {
 		var ve *pipeline.ValidationError
 		if errors.As(err, &ve) {
-			for _, d := range ve.Diagnostics {
-				if d.Severity == pipeline.SeverityError {
-					fmt.Fprintln(stderr, diagnosticLine(g, d))
-				}
-			}
+			printErrors(stderr, g, ve.Diagnostics)
 			return &exitError{exitUsage, fmt.Errorf("%s does not validate: fix the errors above (morph pipeline validate %s)", file, file)}
 		}
 		if errors.Is(err, pipeline.ErrRunDir) {
@@ -300,6 +346,21 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 		}
 		return &exitError{exitRunFailed, err}
 	}
+	return finishPipeline(stdout, res, fmt.Sprintf("morph pipeline run --config %s --resume %s", f.config, res.RunDir))
+}
+
+// printErrors prints the ERROR diagnostics of g.
+func printErrors(w io.Writer, g *pipeline.Graph, diags []pipeline.Diagnostic) {
+	for _, d := range diags {
+		if d.Severity == pipeline.SeverityError {
+			fmt.Fprintln(w, diagnosticLine(g, d))
+		}
+	}
+}
+
+// finishPipeline prints res's summary and returns the exit its state
+// calls for; resume is the command that resumes a stopped run.
+func finishPipeline(stdout io.Writer, res *pipeline.Result, resume string) error {
 	if err := writeJSON(stdout, summarize(res)); err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("writing the summary: %w", err)}
 	}
@@ -307,9 +368,9 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	case pipeline.RunSuccess:
 		return nil
 	case pipeline.RunCanceled:
-		return &exitError{exitStopped, fmt.Errorf("%s; resume with: morph pipeline run --config %s --resume %s", res.FailureReason, f.config, res.RunDir)}
+		return &exitError{exitStopped, fmt.Errorf("%s; resume with: %s", res.FailureReason, resume)}
 	case pipeline.RunBudget:
-		return &exitError{exitStopped, fmt.Errorf("%s; raise that budget (its flag, or [pipeline] in morph.toml) and resume with: morph pipeline run --config %s --resume %s", res.FailureReason, f.config, res.RunDir)}
+		return &exitError{exitStopped, fmt.Errorf("%s; raise that budget (its flag, or [pipeline] in morph.toml) and resume with: %s", res.FailureReason, resume)}
 	}
 	return &exitError{exitRunFailed, fmt.Errorf("pipeline failed at %s: %s", res.FailedNode, res.FailureReason)}
 }

@@ -1,6 +1,7 @@
 // Package durable holds what morph and morph-temporal (package temporal's
-// program) exchange about a durable turn: its progress and its result, as
-// `morph-temporal run` writes them, one JSON object a line. Package temporal
+// program) exchange about a durable turn or pipeline: its progress and its
+// result, as `morph-temporal run` and `morph-temporal pipeline` write them,
+// one JSON object a line, and a human gate's answers. Package temporal
 // gives them their public names.
 package durable
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/llm"
+	"github.com/morphhost/morph/pipeline"
 )
 
 // Progress is a step a turn has taken.
@@ -34,4 +36,27 @@ type TurnResult struct {
 type Line struct {
 	Progress *Progress   `json:",omitempty"`
 	Result   *TurnResult `json:",omitempty"`
+}
+
+// PipelineLine is one line of `morph-temporal pipeline run` and `pipeline
+// resume`: the workflow's id first, then the run's events and its human
+// gates' questions as they come, then its result; or, for a pipeline that
+// does not validate, its diagnostics and Error.
+type PipelineLine struct {
+	Workflow    string                `json:",omitempty"`
+	Event       *pipeline.Event       `json:",omitempty"`
+	Question    *pipeline.Question    `json:",omitempty"`
+	Result      *pipeline.Result      `json:",omitempty"`
+	Diagnostics []pipeline.Diagnostic `json:",omitempty"`
+	Error       string                `json:",omitempty"`
+}
+
+// Answer answers the question of the human gate at Node: Choice names one
+// of its choices (its key, label or target). `morph-temporal pipeline`
+// reads them on standard input, one a line, and signals them to the
+// workflow.
+type Answer struct {
+	Node   string
+	Choice string
+	Text   string `json:",omitempty"`
 }

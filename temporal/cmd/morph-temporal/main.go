@@ -7,6 +7,13 @@
 // `run` writes one JSON object a line on standard output (internal/durable's
 // Line): {"Progress": ...} for each step as the workflow takes it, then
 // {"Result": ...}.
+//
+// `pipeline run FILE.dot` and `pipeline resume WORKFLOW_ID` run a DOT
+// pipeline's workflow (temporal.PipelineWorkflow) and write
+// internal/durable's PipelineLine: {"Workflow": id}, then {"Event": ...} and
+// {"Question": ...} as they come, then {"Result": ...}; they read answers to
+// the questions on standard input, one durable.Answer a line, and signal
+// them to the workflow.
 package main
 
 import (
@@ -34,7 +41,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "morph-temporal", Short: "Run morph sessions on Temporal", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(workerCmd(), runCmd())
+	root.AddCommand(workerCmd(), runCmd(), pipelineCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "morph-temporal:", err)
 		os.Exit(2)
