@@ -145,12 +145,12 @@ func diagnosticLine(g *pipeline.Graph, d pipeline.Diagnostic) string {
 }
 
 type pipelineRunFlags struct {
-	config, goal, runDir, resume string
+	config, goal, runDir, resume  string
 	yes, force, verbose, temporal bool
-	maxTokens                    int
-	maxCost                      float64
-	maxWallTime                  time.Duration
-	shutdownTimeout              time.Duration
+	maxTokens                     int
+	maxCost                       float64
+	maxWallTime                   time.Duration
+	shutdownTimeout               time.Duration
 }
 
 func newPipelineRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
