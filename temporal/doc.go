@@ -12,6 +12,12 @@
 // morph.toml. The engine's loop is deterministic given what the activities
 // answer, which is what Temporal requires of workflow code.
 //
+// A DOT pipeline's workflow (PipelineWorkflow) runs morph's pipeline runner
+// the same way, on the workflow's engine, with the workflow's time,
+// timers and coroutines through the runner's executor seam
+// (pipeline.Executor); its human gates wait for a signal, its progress is
+// a query, and a long run continues as new at a checkpoint.
+//
 // Session middleware runs in the workflow's engine too, each hook an
 // activity: its policy and quarantine are the workflow's, decided by the
 // workflow's clock, so that they are part of its history. A quarantine
