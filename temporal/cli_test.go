@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -82,7 +83,7 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 		dev(t) // skips or fails, naming why
 	}
 	queue := fmt.Sprint("cli-pipe-", time.Now().UnixNano())
-	cfg := writeConfig(t, planReplies...)
+	cfg := writeConfig(t, append(planReplies, planReplies...)...) // the worker's: two runs plan
 	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -141,5 +142,31 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 	}
 	if _, stderr := run(1, "resume", "--temporal", "--config", cfg, id[1]); !strings.Contains(stderr, "ended success: only a run that stopped") {
 		t.Errorf("resume of an ended workflow:\n%s", stderr)
+	}
+
+	// Canceled at its gate (no one answers), the workflow ends canceled
+	// with its checkpoint; resume --temporal goes on from there in a new
+	// workflow, to the local run's end.
+	var stopped, stoppedErr testenv.Buffer
+	cancelRun := exec.Command(morph, "pipeline", "run", "--temporal", "--config", cfg, dot)
+	cancelRun.Stdout, cancelRun.Stderr = &stopped, &stoppedErr
+	if err := cancelRun.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stoppedErr.String(), "[gate] Ship a?"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gate never asked:\n%s", stoppedErr.String())
+		}
+	}
+	id = regexp.MustCompile(`morph: workflow (\S+)`).FindStringSubmatch(stoppedErr.String())
+	if err := srv.Client().CancelWorkflow(context.Background(), id[1], ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := cancelRun.Wait(); cancelRun.ProcessState.ExitCode() != 3 || !strings.Contains(stoppedErr.String(), "resume with: morph pipeline resume --temporal") {
+		t.Fatalf("canceled: %v\n%s\n%s", err, stoppedErr.String(), stopped.String())
+	}
+	resumed, _ := run(0, "resume", "--temporal", "--config", cfg, id[1])
+	if j(resumed) != j(local) {
+		t.Errorf("morph pipeline resume --temporal:\n%s\nmorph pipeline run:\n%s", j(resumed), j(local))
 	}
 }

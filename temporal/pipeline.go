@@ -112,10 +112,15 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	}
 	defer os.RemoveAll(dir)
 
+	// The run's contexts: the workflow's cancel reaches them only through
+	// cancel, which ends the Go context before the workflow's, so that a
+	// stage that wakes at the cancel sees the run's end (and stops it at a
+	// checkpoint), not a failure of its own.
 	exec := executor{ctx}
-	gctx, cancel := exec.WithCancel(context.Background())
+	runCtx, _ := workflow.NewDisconnectedContext(ctx)
+	gctx, cancel := exec.WithCancel(withWorkflow(context.Background(), runCtx))
 	defer cancel()
-	workflow.Go(ctx, func(c workflow.Context) { // the workflow canceled: the run stops at a checkpoint
+	workflow.Go(ctx, func(c workflow.Context) {
 		c.Done().Receive(c, nil)
 		cancel()
 	})
