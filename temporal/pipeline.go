@@ -77,9 +77,18 @@ type PipelineResult struct {
 type PipelineProgress struct {
 	// Run is Continued of this run: its events start after those of the
 	// runs before it.
-	Run       int
-	Events    []pipeline.Event
-	Questions []pipeline.Question
+	Run    int
+	Events []pipeline.Event
+	// Questions are those waiting, in the order asked.
+	Questions []Question
+}
+
+// Question is a human gate's question waiting for its answer. Seq numbers
+// the questions of a run in the order asked, so that a gate asked again
+// between two queries is told from one still waiting.
+type Question struct {
+	Seq int `json:"seq"`
+	pipeline.Question
 }
 
 // AnswerSignal answers the question of the human gate at Node, as the
@@ -271,11 +280,13 @@ var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.
 type gates struct {
 	ctx     workflow.Context
 	waiting []*gate // in the order asked
+	asked   int
 }
 
 // gate is a question waiting.
 type gate struct {
 	q       pipeline.Question
+	seq     int
 	answers workflow.Channel
 }
 
@@ -315,10 +326,10 @@ func (g *gates) deliver(a AnswerSignal) {
 }
 
 // questions are the questions waiting.
-func (g *gates) questions() []pipeline.Question {
-	out := []pipeline.Question{}
+func (g *gates) questions() []Question {
+	out := []Question{}
 	for _, w := range g.waiting {
-		out = append(out, w.q)
+		out = append(out, Question{Seq: w.seq, Question: w.q})
 	}
 	return out
 }
@@ -332,7 +343,8 @@ func (g *gates) Ask(gctx context.Context, q pipeline.Question) (pipeline.Answer,
 			return pipeline.Answer{}, fmt.Errorf("human gate %s is asked twice at once (by two parallel branches): an answer could not tell them apart", q.NodeID)
 		}
 	}
-	me := &gate{q: q, answers: workflow.NewBufferedChannel(w, 1)}
+	g.asked++
+	me := &gate{q: q, seq: g.asked, answers: workflow.NewBufferedChannel(w, 1)}
 	g.waiting = append(g.waiting, me)
 	defer func() {
 		for i, o := range g.waiting {

@@ -157,7 +157,7 @@ func waitQuestion(t *testing.T, c client.Client, run client.WorkflowRun) (Pipeli
 			t.Fatal(err)
 		}
 		if len(p.Questions) > 0 {
-			return p, p.Questions[0]
+			return p, p.Questions[0].Question
 		}
 	}
 	t.Fatal("no question came")

@@ -106,6 +106,10 @@ func runPipelineTemporal(ctx context.Context, f pipelineRunFlags, file string, s
 		}
 	}
 	answers.Close()
+	if ctx.Err() != nil && workflow != "" {
+		cmd.Wait()
+		return &exitError{exitStopped, fmt.Errorf("interrupted; the pipeline goes on in Temporal as workflow %s: follow it with morph pipeline resume --temporal --config %s %s", workflow, f.config, workflow)}
+	}
 	if err := cmd.Wait(); err != nil || (last.Result == nil && last.Error == "") {
 		return &exitError{exitRunFailed, errors.Join(errors.New("the durable run failed"), err, lines.Err())}
 	}

@@ -202,8 +202,7 @@ func followPipeline(ctx context.Context, c client.Client, wr client.WorkflowRun)
 	done := make(chan error, 1)
 	var res temporal.PipelineResult
 	go func() { done <- wr.Get(ctx, &res) }() // follows the runs it continues as
-	run, seen := -1, 0
-	asked := map[string]bool{}
+	run, seen, asked := -1, 0, 0
 	report := func() {
 		var p temporal.PipelineProgress
 		q, err := c.QueryWorkflow(ctx, id, "", temporal.QueryPipelineProgress)
@@ -211,19 +210,17 @@ func followPipeline(ctx context.Context, c client.Client, wr client.WorkflowRun)
 			return // not yet started, or between runs
 		}
 		if p.Run != run {
-			run, seen = p.Run, 0
+			run, seen, asked = p.Run, 0, 0
 		}
 		for ; seen < len(p.Events); seen++ {
 			write(durable.PipelineLine{Event: &p.Events[seen]})
 		}
-		waiting := map[string]bool{}
 		for _, question := range p.Questions {
-			waiting[question.NodeID] = true
-			if !asked[question.NodeID] {
-				write(durable.PipelineLine{Question: &question})
+			if question.Seq > asked {
+				write(durable.PipelineLine{Question: &question.Question})
+				asked = question.Seq
 			}
 		}
-		asked = waiting
 	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
