@@ -15,7 +15,8 @@ import (
 
 // The operator's commands: `morph worker --config morph.toml` serves the
 // [temporal] task queue, and `morph run --temporal` prints the same
-// progress lines and result as the same run without it.
+// progress lines and result as the same run without it. The service's
+// address is Temporal's own TEMPORAL_ADDRESS, as no host_port is set.
 func TestCLIRunOnTemporal(t *testing.T) {
 	srv, err := devServer()
 	if err != nil {
@@ -31,12 +32,14 @@ func TestCLIRunOnTemporal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "\n[temporal]\nhost_port = %q\ntask_queue = %q\n", srv.FrontendHostPort(), queue)
+	fmt.Fprintf(f, "\n[temporal]\ntask_queue = %q\n", queue)
 	f.Close()
 
 	morph := bin(t, "morph")
 	var logs testenv.Buffer
+	env := append(os.Environ(), "TEMPORAL_ADDRESS="+srv.FrontendHostPort())
 	worker := exec.Command(morph, "worker", "--config", cfg)
+	worker.Env = env
 	worker.Stdout, worker.Stderr = &logs, &logs
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
@@ -46,7 +49,7 @@ func TestCLIRunOnTemporal(t *testing.T) {
 	run := func(args ...string) (map[string]any, string) {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(morph, append([]string{"run", "--config", cfg}, args...)...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, env
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("morph run %v: %v\n%s\nworker:\n%s", args, err, stderr.String(), logs.String())
 		}

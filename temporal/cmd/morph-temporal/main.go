@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/log"
 
 	"github.com/morphhost/morph/config"
@@ -41,12 +43,23 @@ func main() {
 	}
 }
 
-// dial connects to cfg's [temporal] service.
+// dial connects to cfg's [temporal] service. Temporal's own client settings
+// come first (envconfig: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_API_KEY, TEMPORAL_TLS*, a profile of TEMPORAL_CONFIG_FILE), so
+// that a worker reaches a cluster with TLS or an API key as the temporal
+// CLI does, and the key stays out of morph.toml; [temporal] host_port and
+// namespace, when set, win over them.
 func dial(t config.Temporal, logger *slog.Logger) (client.Client, error) {
-	t = t.WithDefaults()
-	c, err := client.Dial(client.Options{HostPort: t.HostPort, Namespace: t.Namespace, Logger: log.NewStructuredLogger(logger)})
+	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace): %w", t.HostPort, t.Namespace, err)
+		return nil, fmt.Errorf("Temporal client settings (the TEMPORAL_* environment, TEMPORAL_CONFIG_FILE): %w", err)
+	}
+	def := config.Temporal{HostPort: opts.HostPort, Namespace: opts.Namespace}.WithDefaults()
+	opts.HostPort, opts.Namespace = cmp.Or(t.HostPort, def.HostPort), cmp.Or(t.Namespace, def.Namespace)
+	opts.Logger = log.NewStructuredLogger(logger)
+	c, err := client.Dial(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace, or TEMPORAL_ADDRESS): %w", opts.HostPort, opts.Namespace, err)
 	}
 	return c, nil
 }
