@@ -45,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
+.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
 
 all: build
 
@@ -116,6 +116,11 @@ demo: build examples
 	@echo "== 3/3: a pipeline: plan, implement, and a hybrid diamond whose agent fails the first check (OUTCOME:FAIL) and passes the second =="
 	./$(BIN)/morph pipeline run --config examples/pipelines/plan-implement-verify.toml examples/pipelines/plan-implement-verify.dot
 	@echo "(the run directory is under runs/: its checkpoint, each stage's prompt.md and response.md; 'bin/morph pipeline render runs/<dir> -o run.svg' draws it)"
+
+# The demo's first job on Temporal: a dev server, two workers and
+# `morph run --temporal` (scripts/demo-temporal.sh; the CLI builds once).
+demo-temporal: build examples
+	@scripts/demo-temporal.sh
 
 fixtures: $(FIXTURES)
 
