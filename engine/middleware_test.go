@@ -468,6 +468,13 @@ func TestResumeSession(t *testing.T) {
 	if msgs := m.reqs[0].Messages; len(msgs) != 4 || msgs[1].Content != "earlier" || msgs[3].Content != "now" {
 		t.Fatalf("messages %+v", msgs)
 	}
+	if n := sess.Turns(); n != 1 {
+		t.Errorf("turns %d, want 1", n)
+	}
+	at := New(script(finalReply("x")), nil).ResumeSessionAt("kept", prior, 7)
+	if _, rc, err := at.RunTurn(context.Background(), "now", RunOptions{}); err != nil || rc.Turn != 8 || at.Turns() != 8 {
+		t.Fatalf("err %v turn %d turns %d, want 8", err, rc.Turn, at.Turns())
+	}
 }
 
 // Calls already running when a quarantine begins report late: their faults
