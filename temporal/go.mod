@@ -6,6 +6,7 @@ require (
 	github.com/morphhost/morph v0.0.0
 	github.com/morphhost/morph/abi v0.0.0
 	github.com/spf13/cobra v1.10.2
+	go.temporal.io/api v1.63.5
 	go.temporal.io/sdk v1.50.0
 )
 
@@ -36,7 +37,6 @@ require (
 	github.com/tetratelabs/wabin v0.0.0-20230304001439-f6f874872834 // indirect
 	github.com/tetratelabs/wazero v1.12.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.3.1 // indirect
-	go.temporal.io/api v1.63.5 // indirect
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

@@ -1,0 +1,139 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+)
+
+// sessionEvents are the events of session id's workflow, every run of it
+// (continued as new) from the first, in order.
+func sessionEvents(t testing.TB, c client.Client, id string) (runs int, events []*historypb.HistoryEvent) {
+	t.Helper()
+	ctx := context.Background()
+	for runID := ""; ; runs++ {
+		var run []*historypb.HistoryEvent
+		it := c.GetWorkflowHistory(ctx, SessionWorkflowID(id), runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			run = append(run, ev)
+		}
+		events = append(run, events...)
+		runID = run[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if runID == "" {
+			return runs + 1, events
+		}
+	}
+}
+
+// middlewareCalls counts the Middleware activities events schedule, by hook.
+func middlewareCalls(t testing.TB, events []*historypb.HistoryEvent) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, ev := range events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == middlewareActivity {
+			var call MiddlewareCall
+			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &call); err != nil {
+				t.Fatal(err)
+			}
+			n[call.Hook]++
+		}
+	}
+	return n
+}
+
+// sessionTurn runs task as a turn of session id on queue, and waits for it.
+func sessionTurn(t testing.TB, c client.Client, queue, id string, limits SessionLimits, task string) TurnResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := StartTurn(ctx, c, queue, id, limits, SessionTurn{Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res TurnResult
+	if err := h.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A session of three turns on Temporal, continued as new after its second
+// (session_max_turns = 2), ends as the same session run locally: each
+// turn's steps, prompt and final, and the session's history. mw-trap's
+// on_action traps in the first turn and quarantines it (quarantine_after
+// = 1, for 10 minutes): the quarantine holds in the next turns, across the
+// continue-as-new, so that its hooks are called once in the session, as
+// on the local engine.
+func TestSessionMatchesLocalSession(t *testing.T) {
+	c := dev(t)
+	replies := []string{
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`,
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"42+1"}}}`,
+		`{"type":"final","final":{"thought":"done","output":43}}`,
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"43-1"}}}`,
+		`{"type":"final","final":{"thought":"done","output":"bye"}}`,
+	}
+	tasks := []string{"what is 6*7?", "and plus one?", "and back?"}
+	load := func() *config.Config {
+		cfg, err := config.Load(appendConfig(t, writeConfig(t, replies...), `
+[[plugins]]
+name = "mw-trap"
+path = "`+plugin(t, "guests/testdata/mw_trap.wasm")+`"
+quarantine_after = 1
+quarantine_for = "10m"
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	ctx := context.Background()
+	local, err := load().Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close(ctx)
+	sess := local.Engine.NewSession("s")
+
+	queue := startWorker(t, c, load())
+	id := "match-" + time.Now().Format("150405.000000")
+	for _, task := range tasks {
+		want, wantRC, err := sess.RunTurn(ctx, task, engine.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAsLocal(t, sessionTurn(t, c, queue, id, SessionLimits{MaxTurns: 2}, task), want, wantRC)
+	}
+	q, err := c.QueryWorkflow(ctx, SessionWorkflowID(id), "", QuerySession)
+	var state SessionState
+	if err != nil || q.Get(&state) != nil {
+		t.Fatal(err)
+	}
+	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if j(state.History) != j(sess.History()) || state.Turns != 3 {
+		t.Errorf("history %s (%d turns)\nlocal %s", j(state.History), state.Turns, j(sess.History()))
+	}
+	if len(state.Quarantines) != 1 || state.Quarantines[0].Middleware != "mw-trap" || state.Quarantines[0].Until.IsZero() {
+		t.Errorf("quarantines %+v", state.Quarantines)
+	}
+	runs, events := sessionEvents(t, c, id)
+	if calls := middlewareCalls(t, events); runs != 2 || len(calls) != 1 || calls["on_action"] != 1 {
+		t.Errorf("%d runs, middleware calls %v; want 2 runs and one on_action call", runs, calls)
+	}
+}
