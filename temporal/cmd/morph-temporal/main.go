@@ -41,10 +41,12 @@ func main() {
 	}
 }
 
-// dial connects to cfg's [temporal] service.
+// dial connects to cfg's [temporal] service, with its payload store
+// (payload_dir) when it has one.
 func dial(t config.Temporal, logger *slog.Logger) (client.Client, error) {
 	t = t.WithDefaults()
-	c, err := client.Dial(client.Options{HostPort: t.HostPort, Namespace: t.Namespace, Logger: log.NewStructuredLogger(logger)})
+	c, err := client.Dial(client.Options{HostPort: t.HostPort, Namespace: t.Namespace, Logger: log.NewStructuredLogger(logger),
+		DataConverter: temporal.DataConverter(t)})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace): %w", t.HostPort, t.Namespace, err)
 	}
