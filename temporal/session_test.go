@@ -1,10 +1,17 @@
 package temporal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +22,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // sessionEvents are the events of session id's workflow, every run of it
@@ -135,5 +143,70 @@ quarantine_for = "10m"
 	runs, events := sessionEvents(t, c, id)
 	if calls := middlewareCalls(t, events); runs != 2 || len(calls) != 1 || calls["on_action"] != 1 {
 		t.Errorf("%d runs, middleware calls %v; want 2 runs and one on_action call", runs, calls)
+	}
+}
+
+// `morph run --temporal --session` continues the session's workflow: the
+// second turn sees the first's history (the model, which counts the
+// assistant messages it is sent, asks for one tool call fewer). The worker
+// that served the first turn is stopped between the turns and another
+// started: mw-trap, quarantined in the first turn, is still quarantined in
+// the second (its hook is called once in the session), as the quarantine
+// is the workflow's state, rebuilt by the new worker from the workflow's
+// history. (With SIGKILL in place of SIGTERM the test passes too, the
+// second turn 5 s later: Temporal gives the workflow to another worker
+// once the dead one's sticky queue times out.)
+func TestSessionSurvivesWorkerRestart(t *testing.T) {
+	c := dev(t)
+	srv, _ := devServer()
+	model := statelessModel(t, 2)
+	queue := fmt.Sprint("restart-", time.Now().UnixNano())
+	cfg := filepath.Join(t.TempDir(), "morph.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\n\n"+
+		"[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n\n"+
+		"[[plugins]]\nname = \"mw-trap\"\npath = %q\nquarantine_after = 1\nquarantine_for = \"10m\"\n",
+		model.URL+"/v1", srv.FrontendHostPort(), queue, plugin(t, "guests/testdata/mw_trap.wasm"))), 0o644)
+	morph := bin(t, "morph")
+	var logs testenv.Buffer
+	start := func() *exec.Cmd {
+		cmd := exec.Command(morph, "worker", "--config", cfg)
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	id := fmt.Sprint("cli-", time.Now().UnixNano())
+	turn := func(task string) (steps int) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(morph, "run", "--config", cfg, "--temporal", "--session", id, task)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("morph run %q: %v\n%s\nworker:\n%s", task, err, stderr.String(), logs.String())
+		}
+		var out struct{ Output any }
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || fmt.Sprint(out.Output) != "42" {
+			t.Fatalf("%v: %s", err, stdout.String())
+		}
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if strings.HasPrefix(line, "step ") {
+				steps++
+			}
+		}
+		return steps
+	}
+	worker := start()
+	if n := turn("count"); n != 3 {
+		t.Errorf("the first turn took %d steps, want 3", n)
+	}
+	worker.Process.Signal(syscall.SIGTERM)
+	worker.Wait()
+	start()
+	if n := turn("count again"); n != 2 {
+		t.Errorf("the second turn took %d steps, want 2 (it sees the first)", n)
+	}
+	if _, events := sessionEvents(t, c, id); middlewareCalls(t, events)["on_action"] != 1 {
+		t.Errorf("middleware calls %v, want one on_action call", middlewareCalls(t, events))
 	}
 }
