@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -208,5 +209,37 @@ func TestSessionSurvivesWorkerRestart(t *testing.T) {
 	}
 	if _, events := sessionEvents(t, c, id); middlewareCalls(t, events)["on_action"] != 1 {
 		t.Errorf("middleware calls %v, want one on_action call", middlewareCalls(t, events))
+	}
+}
+
+// Two turns asked for at once, in a session that continues as new after
+// every turn: both run, one after the other, and neither is lost to the
+// continue-as-new; idle past its timeout, the session's workflow ends with
+// its state, both turns in its history.
+func TestSessionTurnsQueueAndIdleEnd(t *testing.T) {
+	c := dev(t)
+	final := `{"type":"final","final":{"thought":"done","output":1}}`
+	cfg, err := config.Load(writeConfig(t, final, final))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, cfg)
+	id := "idle-" + t.Name()
+	limits := SessionLimits{MaxTurns: 1, IdleTimeout: time.Second}
+	var wg sync.WaitGroup
+	for _, task := range []string{"one", "two"} {
+		wg.Go(func() {
+			if res := sessionTurn(t, c, queue, id, limits, task); res.Final == nil {
+				t.Errorf("turn %s: %+v", task, res)
+			}
+		})
+	}
+	wg.Wait()
+	var state SessionState
+	if err := c.GetWorkflow(context.Background(), SessionWorkflowID(id), "").Get(context.Background(), &state); err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := sessionEvents(t, c, id); len(state.History) != 4 || state.Turns != 2 || runs < 2 {
+		t.Errorf("%d runs, %d turns, history %+v", runs, state.Turns, state.History)
 	}
 }
