@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/morphhost/morph/config"
@@ -110,7 +107,7 @@ func TestSessionPayloadsInStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClientFromExisting(dev(t), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	c, err := client.NewClientFromExisting(dev(t), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
@@ -241,5 +243,64 @@ func TestSessionTurnsQueueAndIdleEnd(t *testing.T) {
 	}
 	if runs, _ := sessionEvents(t, c, id); len(state.History) != 4 || state.Turns != 2 || runs < 2 {
 		t.Errorf("%d runs, %d turns, history %+v", runs, state.Turns, state.History)
+	}
+}
+
+// BenchmarkSessionHistory runs a session of 50 turns (each a 2 KiB task, a
+// calc call and a final) and reports the size of its workflow's Temporal
+// history, every run of it, and of its payload store: without the store,
+// and with it at the default threshold (64 KiB) and at 4 KiB. Run it
+// once: -benchtime 1x.
+func BenchmarkSessionHistory(b *testing.B) {
+	const turns = 50
+	var replies []string
+	for range turns {
+		replies = append(replies, `{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+			`{"type":"final","final":{"thought":"done","output":42}}`)
+	}
+	task := strings.Repeat("0123456789abcdef", 128) // 2 KiB
+	for _, kb := range []int{0, 64, 4} { // 0: no store
+		b.Run(fmt.Sprint("payload_threshold_kb=", kb), func(b *testing.B) {
+			dir := b.TempDir()
+			path := writeConfig(b, replies...)
+			if kb > 0 {
+				appendConfig(b, path, fmt.Sprintf("\n[temporal]\npayload_dir = %q\npayload_threshold_kb = %d\n", dir, kb))
+			}
+			cfg, err := config.Load(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := client.NewClientFromExisting(dev(b), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			for i := 0; b.Loop(); i++ {
+				queue := startWorker(b, c, cfg)
+				id := fmt.Sprint("bench-", time.Now().UnixNano())
+				for range turns {
+					if res := sessionTurn(b, c, queue, id, SessionLimits{MaxTurns: 1000, MaxHistoryBytes: 1 << 30}, task); res.Final == nil {
+						b.Fatalf("turn: %+v", res)
+					}
+				}
+				runs, events := sessionEvents(b, c, id)
+				size, largest := 0, 0
+				for _, ev := range events {
+					size += proto.Size(ev)
+					largest = max(largest, proto.Size(ev))
+				}
+				blobs := 0
+				filepath.WalkDir(dir, func(_ string, d fs.DirEntry, _ error) error {
+					if info, err := d.Info(); err == nil && !d.IsDir() {
+						blobs += int(info.Size())
+					}
+					return nil
+				})
+				b.ReportMetric(float64(size), "history-B")
+				b.ReportMetric(float64(largest), "largest-event-B")
+				b.ReportMetric(float64(runs), "runs")
+				b.ReportMetric(float64(blobs), "store-B")
+			}
+		})
 	}
 }
