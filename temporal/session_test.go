@@ -259,7 +259,8 @@ func BenchmarkSessionHistory(b *testing.B) {
 			`{"type":"final","final":{"thought":"done","output":42}}`)
 	}
 	task := strings.Repeat("0123456789abcdef", 128) // 2 KiB
-	for _, kb := range []int{0, 64, 4} {            // 0: no store
+	// The threshold in KiB; 0, no store.
+	for _, kb := range []int{0, 64, 4} {
 		b.Run(fmt.Sprint("payload_threshold_kb=", kb), func(b *testing.B) {
 			dir := b.TempDir()
 			path := writeConfig(b, replies...)
