@@ -136,15 +136,21 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 	if err := workflow.SetQueryHandler(ctx, QuerySession, func() (SessionState, error) { return state(), nil }); err != nil {
 		return in, err
 	}
-	idle := func() bool { return len(queue) == 0 && workflow.AllHandlersFinished(ctx) }
+	// settled waits for a turn asked for or for every update to have
+	// answered, and says whether it was the latter.
+	settled := func() (bool, error) {
+		err := workflow.Await(ctx, func() bool { return len(queue) > 0 || workflow.AllHandlersFinished(ctx) })
+		return len(queue) == 0, err
+	}
 	for ran := 0; ; {
 		info := workflow.GetInfo(ctx)
 		if ran > 0 && (ran >= in.Limits.MaxTurns || info.GetCurrentHistorySize() >= in.Limits.MaxHistoryBytes || info.GetContinueAsNewSuggested()) {
 			// Run the turns already asked for, and let their updates answer.
-			if err := workflow.Await(ctx, func() bool { return len(queue) > 0 || idle() }); err != nil {
+			done, err := settled()
+			if err != nil {
 				return state(), err
 			}
-			if len(queue) == 0 {
+			if done {
 				return state(), workflow.NewContinueAsNewError(ctx, SessionWorkflow, state())
 			}
 		}
@@ -153,11 +159,8 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 			return state(), err
 		}
 		if !asked {
-			if err := workflow.Await(ctx, func() bool { return len(queue) > 0 || idle() }); err != nil {
+			if done, err := settled(); err != nil || done {
 				return state(), err
-			}
-			if len(queue) == 0 {
-				return state(), nil
 			}
 		}
 		current, queue = queue[0], queue[1:]
@@ -168,9 +171,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 }
 
 // StartTurn asks session id's workflow on taskQueue for a turn, starting
-// the workflow, with limits, when it is not running (update-with-start),
-// and returns once a worker has accepted the turn: the handle's Get waits
-// for its TurnResult.
+// the workflow, with limits, when it is not running (update-with-start; a
+// running workflow keeps the limits it has), and returns once a worker has
+// accepted the turn: the handle's Get waits for its TurnResult.
 func StartTurn(ctx context.Context, c client.Client, taskQueue, id string, limits SessionLimits, turn SessionTurn) (client.WorkflowUpdateHandle, error) {
 	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: SessionWorkflowID(id), TaskQueue: taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, SessionWorkflow, SessionState{SessionID: id, Limits: limits})
