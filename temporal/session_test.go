@@ -51,17 +51,23 @@ func sessionEvents(t testing.TB, c client.Client, id string) (runs int, events [
 	}
 }
 
-// middlewareCalls counts the Middleware activities events schedule, by hook.
-func middlewareCalls(t testing.TB, events []*historypb.HistoryEvent) map[string]int {
+// activityCalls counts the activities events schedule, by type, a
+// Middleware activity by its hook ("Middleware on_action").
+func activityCalls(t testing.TB, events []*historypb.HistoryEvent) map[string]int {
 	t.Helper()
 	n := map[string]int{}
 	for _, ev := range events {
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == middlewareActivity {
+		a := ev.GetActivityTaskScheduledEventAttributes()
+		name := a.GetActivityType().GetName()
+		if name == middlewareActivity {
 			var call MiddlewareCall
 			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &call); err != nil {
 				t.Fatal(err)
 			}
-			n[call.Hook]++
+			name += " " + call.Hook
+		}
+		if name != "" {
+			n[name]++
 		}
 	}
 	return n
@@ -89,7 +95,8 @@ func sessionTurn(t testing.TB, c client.Client, queue, id string, limits Session
 // on_action traps in the first turn and quarantines it (quarantine_after
 // = 1, for 10 minutes): the quarantine holds in the next turns, across the
 // continue-as-new, so that its hooks are called once in the session, as
-// on the local engine.
+// on the local engine. loop's build_prompt spins past its deadline in each
+// turn: the turn falls back to the default prompt, as locally.
 func TestSessionMatchesLocalSession(t *testing.T) {
 	c := dev(t)
 	replies := []string{
@@ -108,6 +115,11 @@ name = "mw-trap"
 path = "`+plugin(t, "guests/testdata/mw_trap.wasm")+`"
 quarantine_after = 1
 quarantine_for = "10m"
+
+[[plugins]]
+name = "loop"
+path = "`+plugin(t, "guests/testdata/loop.wasm")+`"
+timeout = "100ms"
 `))
 		if err != nil {
 			t.Fatal(err)
@@ -144,8 +156,8 @@ quarantine_for = "10m"
 		t.Errorf("quarantines %+v", state.Quarantines)
 	}
 	runs, events := sessionEvents(t, c, id)
-	if calls := middlewareCalls(t, events); runs != 2 || len(calls) != 1 || calls["on_action"] != 1 {
-		t.Errorf("%d runs, middleware calls %v; want 2 runs and one on_action call", runs, calls)
+	if calls := activityCalls(t, events); runs != 2 || calls["Middleware on_action"] != 1 || calls["Middleware before_tool_call"] != 0 || calls["BuildPrompt"] != 3 {
+		t.Errorf("%d runs, activities %v; want 2 runs, one on_action call, none of before_tool_call, 3 of build_prompt", runs, calls)
 	}
 }
 
@@ -209,8 +221,8 @@ func TestSessionSurvivesWorkerRestart(t *testing.T) {
 	if n := turn("count again"); n != 2 {
 		t.Errorf("the second turn took %d steps, want 2 (it sees the first)", n)
 	}
-	if _, events := sessionEvents(t, c, id); middlewareCalls(t, events)["on_action"] != 1 {
-		t.Errorf("middleware calls %v, want one on_action call", middlewareCalls(t, events))
+	if _, events := sessionEvents(t, c, id); activityCalls(t, events)["Middleware on_action"] != 1 {
+		t.Errorf("activities %v, want one on_action call", activityCalls(t, events))
 	}
 }
 
