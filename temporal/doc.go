@@ -36,8 +36,10 @@
 //   - Per worker, lost when it stops: the plugin instances (a faulted one
 //     is discarded, as locally) and compiled modules, and the host's own
 //     counters of calls and faults per plugin. A worker that restarts
-//     starts them afresh, as a local morph that restarts does; none of it
-//     decides what the workflow does. A hook that traps or outruns its
+//     starts them afresh, as a local morph that restarts does; none of the
+//     workflow's decisions depends on them, but a plugin that remembers in
+//     its own memory remembers per worker: a turn another worker serves
+//     starts with a fresh instance. A hook that traps or outruns its
 //     plugin's deadline fails its activity, and the workflow's engine
 //     applies the rule it applies locally: an engine hook's fallback (the
 //     default prompt, ...), a middleware's policy and quarantine.
