@@ -27,13 +27,7 @@ func TestCLIRunOnTemporal(t *testing.T) {
 		`{"type":"final","final":{"thought":"done","output":42}}`,
 	}
 	queue := fmt.Sprint("cli-", time.Now().UnixNano())
-	cfg := writeConfig(t, replies...)
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "\n[temporal]\ntask_queue = %q\n", queue)
-	f.Close()
+	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\ntask_queue = %q\n", queue))
 
 	morph := bin(t, "morph")
 	var logs testenv.Buffer

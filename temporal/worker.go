@@ -5,11 +5,12 @@ import (
 	"go.temporal.io/sdk/worker"
 )
 
-// NewWorker is a worker of taskQueue that runs TurnWorkflow and its
-// activities with a: start it with Run or Start.
+// NewWorker is a worker of taskQueue that runs TurnWorkflow and
+// SessionWorkflow, and their activities with a: start it with Run or Start.
 func NewWorker(c client.Client, taskQueue string, a *Activities) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{})
 	w.RegisterWorkflow(TurnWorkflow)
+	w.RegisterWorkflow(SessionWorkflow)
 	w.RegisterActivity(a)
 	return w
 }
