@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // PayloadStore keeps the payloads a PayloadCodec takes out of Temporal's
@@ -178,7 +179,7 @@ func (c *PayloadCodec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload
 		}
 		var ref payloadRef
 		if err := json.Unmarshal(p.GetData(), &ref); err != nil {
-			return nil, fmt.Errorf("%w %s: a reference that is not one (%q): %w", ErrPayload, c.Store, p.GetData(), err)
+			return nil, fmt.Errorf("%w %s: a reference that is not one (%s): %w", ErrPayload, c.Store, safetext.Line(string(p.GetData()), 200), err)
 		}
 		if ref.Size > c.Max {
 			return nil, fmt.Errorf("%w %s: blob %s is %d bytes, more than %d ([temporal] payload_max_kb)", ErrPayload, c.Store, ref.Key, ref.Size, c.Max)
