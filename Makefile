@@ -45,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit demo clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
+.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
 
 all: build
 
@@ -58,7 +58,19 @@ build:
 	cd temporal && $(GO) build -o ../$(BIN)/ ./cmd/morph-temporal
 
 # test is what .ci/run runs: formatting, vet, and the race-enabled tests.
-test: fmt-check vet fixtures examples extism-guests tinygo-examples rust rust-test tools-mock-llm tools-temporal unit fuzz
+# The tools apt installs first, one after the other (apt holds a lock);
+# then three stages, each of jobs that leave a core of CI's two idle when
+# run alone: the guests (the Rust example's single-threaded LTO link beside
+# the rest); the root's tests beside the nested modules' (the Temporal tests
+# mostly wait on the dev server) and the Rust PDK's; then the fuzzing, whose
+# two sequences keep both cores busy. -Otarget keeps each job's output whole.
+test: fmt-check vet tools-wabt tools-rust
+	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-temporal
+	@$(MAKE) --no-print-directory -j3 -Otarget unit rust-test
+	@$(MAKE) --no-print-directory fuzz
+
+# Every module the tests load, built.
+guests: fixtures examples extism-guests tinygo-examples rust
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -84,10 +96,16 @@ RACE   := -race $(foreach p,frontend ssa backend/...,-gcflags=$(WAZEVO)/$(p)=-ra
 # The root's packages share one compilation cache, new for each run
 # (internal/testenv.CompileCache): a standard Go guest compiles once per run,
 # not once per package that loads it.
-unit:
+# unit runs the two at once (make -j2 unit): the root's tests and the
+# nested modules'.
+unit: unit-root unit-modules
+
+unit-root:
 	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
 	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test $(RACE) -count=1 ./..." && \
 	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test $(RACE) -count=1 ./...
+
+unit-modules:
 	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test $(RACE) -count=1 ./...) || exit 1; done
 
 demo: build examples
@@ -98,6 +116,11 @@ demo: build examples
 	@echo "== 3/3: a pipeline: plan, implement, and a hybrid diamond whose agent fails the first check (OUTCOME:FAIL) and passes the second =="
 	./$(BIN)/morph pipeline run --config examples/pipelines/plan-implement-verify.toml examples/pipelines/plan-implement-verify.dot
 	@echo "(the run directory is under runs/: its checkpoint, each stage's prompt.md and response.md; 'bin/morph pipeline render runs/<dir> -o run.svg' draws it)"
+
+# The demo's first job on Temporal: a dev server, two workers and
+# `morph run --temporal` (scripts/demo-temporal.sh; the CLI builds once).
+demo-temporal: build examples
+	@scripts/demo-temporal.sh
 
 fixtures: $(FIXTURES)
 
@@ -185,10 +208,13 @@ $(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs examples/rust-hooks/src/*.rs) g
 	cd examples/rust-hooks && $(CARGO) build --release --target wasm32-unknown-unknown
 	mkdir -p $(@D) && cp $(CARGO_TARGET_DIR)/wasm32-unknown-unknown/release/rust_hooks.wasm $@
 
+# The host-target tests build in a target directory of their own: cargo
+# locks a target directory while it builds, and these run beside the tests
+# that build the Rust scaffold in the shared one (make test).
 rust-test: tools-rust
-	cd guests/rust && $(CARGO) test
-	cd guests/rust && $(CARGO) test --no-default-features
-	cd examples/rust-hooks && $(CARGO) test --target $(RUST_HOST)
+	cd guests/rust && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/host-tests $(CARGO) test
+	cd guests/rust && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/host-tests $(CARGO) test --no-default-features
+	cd examples/rust-hooks && CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/host-tests $(CARGO) test --target $(RUST_HOST)
 
 tools-rust:
 	@scripts/rust-toolchain.sh

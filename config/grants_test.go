@@ -96,6 +96,8 @@ func TestPluginGrantErrors(t *testing.T) {
 		{scripted, `env = ["NOT-A-NAME"]`, "env", "is not an environment variable name"},
 		{"[llm]\nprovider = \"openai\"\nmodel = \"m\"", `env = ["LANG", "OPENAI_API_KEY"]`, "env", "OPENAI_API_KEY holds the model's API key (llm.api_key_env)"},
 		{scripted + "\napi_key_env = \"MY_LLM_KEY\"", `env = ["MY_LLM_KEY"]`, "env", "MY_LLM_KEY holds the model's API key"},
+		{scripted, `env = ["TEMPORAL_API_KEY"]`, "env", "TEMPORAL_API_KEY is one of Temporal's client settings (TEMPORAL_*)"},
+		{scripted, `env = ["TEMPORAL_GRPC_META_AUTHORIZATION"]`, "env", "no plugin may see them"},
 		{scripted, `http_timeout = "0s"`, "http_timeout", "must be positive"},
 		{scripted, `http_max_response_kb = -1`, "http_max_response_kb", "must be from 0 to 4194303, got -1"},
 		// A huge *_kb value, shifted into bytes, overflowed to the default.

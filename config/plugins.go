@@ -415,6 +415,8 @@ func (v *validator) grants(i int, p *PluginEntry, key func(string) toml.Key) {
 			v.fail(key("env"), nil, "plugin %q: %v", p.Name, host.CheckEnvName(name))
 		case name == v.c.LLM.APIKeyEnv:
 			v.fail(key("env"), nil, "plugin %q: %s holds the model's API key (llm.api_key_env), which no plugin may see; remove it from env", p.Name, name)
+		case strings.HasPrefix(name, temporalEnvPrefix):
+			v.fail(key("env"), nil, "plugin %q: %s is one of Temporal's client settings (%s*), which hold its API key, TLS key and headers; no plugin may see them: remove it from env", p.Name, name, temporalEnvPrefix)
 		}
 	}
 	if v.pluginDefined(i, "http_timeout") && p.HTTPTimeout <= 0 {
@@ -585,13 +587,23 @@ func (p PluginEntry) linkedModules() []host.LinkedModule {
 	return out
 }
 
-// SecretEnv names the environment variables no plugin may be granted: the
-// model API key's (llm.api_key_env), for host.LoaderOptions.
+// temporalEnvPrefix begins the names of Temporal's client settings, which a
+// worker reads (`morph worker`): no plugin may be granted one.
+const temporalEnvPrefix = "TEMPORAL_"
+
+// temporalSecretEnv are the secrets among them.
+var temporalSecretEnv = []string{"TEMPORAL_API_KEY", "TEMPORAL_TLS_CLIENT_KEY_DATA", "TEMPORAL_CODEC_AUTH"}
+
+// SecretEnv names the environment variables no plugin may be granted, for
+// host.LoaderOptions: the model API key's (llm.api_key_env) and Temporal's
+// secrets (a config refuses every TEMPORAL_ variable already; this keeps a
+// host that builds its own grants from the config's loader to the rule).
 func (c *Config) SecretEnv() []string {
-	if c.LLM.APIKeyEnv == "" {
-		return nil
+	out := slices.Clone(temporalSecretEnv)
+	if c.LLM.APIKeyEnv != "" {
+		out = append(out, c.LLM.APIKeyEnv)
 	}
-	return []string{c.LLM.APIKeyEnv}
+	return out
 }
 
 // PluginFor is the [[plugins]] entry whose module is the file at path, so

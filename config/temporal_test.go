@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/morphhost/morph/config"
 )
@@ -15,7 +16,8 @@ func TestTemporalTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph"}) {
+	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph",
+		SessionMaxTurns: 100, SessionMaxHistoryKB: 4096, SessionIdleTimeout: 24 * time.Hour, PayloadThresholdKB: 64, PayloadMaxKB: 256 << 10}) {
 		t.Errorf("defaults %+v", got)
 	}
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\n"
@@ -23,10 +25,29 @@ func TestTemporalTable(t *testing.T) {
 		{`host_port = "localhost"`, "temporal.host_port", `want "host:port"`},
 		{`namespace = "a b"`, "temporal.namespace", "want letters, digits"},
 		{`task_queue = "-x"`, "temporal.task_queue", "want letters, digits"},
+		{`session_max_turns = 0`, "temporal.session_max_turns", "must be from 1"},
+		{`session_max_history_kb = -1`, "temporal.session_max_history_kb", "must be from 1"},
+		{`payload_threshold_kb = 0`, "temporal.payload_threshold_kb", "must be from 1"},
+		{`payload_max_kb = 0`, "temporal.payload_max_kb", "must be from 1"},
+		{`session_idle_timeout = 5`, "temporal.session_idle_timeout", "want a duration string"},
+		{`session_idle_timeout = "-1h"`, "temporal.session_idle_timeout", "must be positive"},
 	} {
 		ce, err := loadErr(t, head+c.line+"\n")
 		if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: key %q line %d: %v", c.line, ce.Key, ce.Line, err)
 		}
+	}
+}
+
+// [temporal] payload_dir is resolved against the config file's directory.
+func TestTemporalPayloadDir(t *testing.T) {
+	dir := write(t, map[string]string{"replies.json": replies,
+		"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\npayload_dir = \"blobs\"\n"})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "blobs"); cfg.Temporal.PayloadDir != want {
+		t.Errorf("payload_dir %q, want %q", cfg.Temporal.PayloadDir, want)
 	}
 }

@@ -271,3 +271,54 @@ func (e *Engine) statsOf(chain []*mw) []MiddlewareStats {
 	}
 	return out
 }
+
+// Quarantine is the part of a middleware's health that decides its
+// quarantine: its faults in a row, its backoff level (quarantines in a
+// row) and the end of its quarantine by the engine's clock (zero when it
+// is not in one). An engine keeps it for as long as it lives; a host that
+// runs one session on several engines in turn (package temporal's session
+// workflow, across a continue-as-new) carries it from one to the next with
+// Quarantines and RestoreQuarantines, so that a middleware quarantined on
+// the first is still quarantined on the next. The counters of
+// MiddlewareStats are not part of it: they describe one engine.
+type Quarantine struct {
+	Middleware  string // the middleware's ID
+	Consecutive int
+	Level       int
+	Until       time.Time
+}
+
+// Quarantines returns the quarantine state of every middleware, in call
+// order, once Initialize has run.
+func (e *Engine) Quarantines() []Quarantine {
+	e.life.mu.Lock()
+	chain := e.chain()
+	e.life.mu.Unlock()
+	out := make([]Quarantine, 0, len(chain))
+	for _, m := range chain {
+		m.mu.Lock()
+		out = append(out, Quarantine{Middleware: m.f.ID, Consecutive: m.consecutive, Level: m.level, Until: m.until})
+		m.mu.Unlock()
+	}
+	return out
+}
+
+// RestoreQuarantines sets the quarantine state of the engine's middleware
+// from states (as Quarantines returned them, on this engine or another of
+// the same configuration), by middleware ID, once Initialize has run: a
+// state whose middleware the engine does not run is ignored, and a
+// middleware without a state keeps its own.
+func (e *Engine) RestoreQuarantines(states []Quarantine) {
+	e.life.mu.Lock()
+	chain := e.chain()
+	e.life.mu.Unlock()
+	for _, s := range states {
+		for _, m := range chain {
+			if m.f.ID == s.Middleware {
+				m.mu.Lock()
+				m.consecutive, m.level, m.until = s.Consecutive, s.Level, s.Until
+				m.mu.Unlock()
+			}
+		}
+	}
+}

@@ -468,6 +468,13 @@ func TestResumeSession(t *testing.T) {
 	if msgs := m.reqs[0].Messages; len(msgs) != 4 || msgs[1].Content != "earlier" || msgs[3].Content != "now" {
 		t.Fatalf("messages %+v", msgs)
 	}
+	if n := sess.Turns(); n != 1 {
+		t.Errorf("turns %d, want 1", n)
+	}
+	at := New(script(finalReply("x")), nil).ResumeSessionAt("kept", prior, 7)
+	if _, rc, err := at.RunTurn(context.Background(), "now", RunOptions{}); err != nil || rc.Turn != 8 || at.Turns() != 8 {
+		t.Fatalf("err %v turn %d turns %d, want 8", err, rc.Turn, at.Turns())
+	}
 }
 
 // Calls already running when a quarantine begins report late: their faults
@@ -551,5 +558,55 @@ func TestFuncsCoverTheHookTable(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("the engine calls %v, the ABI's table has %v", got, want)
+	}
+}
+
+// A quarantine carried from one engine to another with Quarantines and
+// RestoreQuarantines holds on the second: its middleware is not called
+// until the quarantine ends by the second engine's clock. A state of a
+// middleware the engine does not run is ignored.
+func TestRestoreQuarantines(t *testing.T) {
+	now := time.Unix(1000, 0)
+	calls := 0
+	build := func() (*Engine, *[]Event) {
+		var events []Event
+		flaky := &Funcs{ID: "flaky", Action: func(context.Context, abi.Action) error { calls++; return errors.New("boom") }}
+		e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(echoTool()),
+			WithMiddleware(flaky, MiddlewareConfig{QuarantineAfter: 1, QuarantineFor: time.Minute}), collectEvents(&events))
+		e.now = func() time.Time { return now }
+		return e, &events
+	}
+	first, _ := build()
+	if _, _, err := first.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	states := first.Quarantines()
+	if len(states) != 1 || states[0].Middleware != "flaky" || states[0].Level != 1 || !states[0].Until.Equal(now.Add(time.Minute)) || calls != 1 {
+		t.Fatalf("states %+v, calls %d", states, calls)
+	}
+	outcomes := func(events []Event) (out []string) {
+		for _, ev := range events {
+			if ev.Kind == EventHook {
+				out = append(out, ev.Outcome)
+			}
+		}
+		return out
+	}
+	second, events := build()
+	second.RestoreQuarantines(append(states, Quarantine{Middleware: "gone", Consecutive: 3}))
+	if _, _, err := second.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(*events); calls != 1 || len(got) != 1 || got[0] != OutcomeQuarantined {
+		t.Fatalf("after restoring: calls %d, outcomes %v", calls, got)
+	}
+	now = now.Add(time.Minute) // the quarantine ends by the second engine's clock
+	third, events := build()
+	third.RestoreQuarantines(second.Quarantines())
+	if _, _, err := third.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(*events); calls != 2 || len(got) != 1 || got[0] != OutcomeError {
+		t.Fatalf("after the quarantine: calls %d, outcomes %v", calls, got)
 	}
 }

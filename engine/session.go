@@ -42,6 +42,23 @@ func (e *Engine) ResumeSession(id string, history []llm.Message) *Session {
 	return s
 }
 
+// ResumeSessionAt is ResumeSession for a session that has already run
+// turns turns: its next turn is numbered turns+1, as the local session's
+// would be (package temporal's session workflow, continued as new).
+func (e *Engine) ResumeSessionAt(id string, history []llm.Message, turns int) *Session {
+	s := e.ResumeSession(id, history)
+	s.turn = turns
+	return s
+}
+
+// Turns is how many turns the session has run, those before a
+// ResumeSessionAt included.
+func (s *Session) Turns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turn
+}
+
 // ID is the session's id, as middleware payloads carry it.
 func (s *Session) ID() string { return s.id }
 

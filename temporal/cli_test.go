@@ -18,7 +18,8 @@ import (
 
 // The operator's commands: `morph worker --config morph.toml` serves the
 // [temporal] task queue, and `morph run --temporal` prints the same
-// progress lines and result as the same run without it.
+// progress lines and result as the same run without it. The service's
+// address is Temporal's own TEMPORAL_ADDRESS, as no host_port is set.
 func TestCLIRunOnTemporal(t *testing.T) {
 	srv, err := devServer()
 	if err != nil {
@@ -29,17 +30,13 @@ func TestCLIRunOnTemporal(t *testing.T) {
 		`{"type":"final","final":{"thought":"done","output":42}}`,
 	}
 	queue := fmt.Sprint("cli-", time.Now().UnixNano())
-	cfg := writeConfig(t, replies...)
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "\n[temporal]\nhost_port = %q\ntask_queue = %q\n", srv.FrontendHostPort(), queue)
-	f.Close()
+	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\ntask_queue = %q\n", queue))
 
 	morph := bin(t, "morph")
 	var logs testenv.Buffer
+	env := append(os.Environ(), "TEMPORAL_ADDRESS="+srv.FrontendHostPort())
 	worker := exec.Command(morph, "worker", "--config", cfg)
+	worker.Env = env
 	worker.Stdout, worker.Stderr = &logs, &logs
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
@@ -49,7 +46,7 @@ func TestCLIRunOnTemporal(t *testing.T) {
 	run := func(args ...string) (map[string]any, string) {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(morph, append([]string{"run", "--config", cfg}, args...)...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, env
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("morph run %v: %v\n%s\nworker:\n%s", args, err, stderr.String(), logs.String())
 		}
@@ -83,13 +80,8 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 		dev(t) // skips or fails, naming why
 	}
 	queue := fmt.Sprint("cli-pipe-", time.Now().UnixNano())
-	cfg := writeConfig(t, append(planReplies, planReplies...)...) // the worker's: two runs plan
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "\n[temporal]\nhost_port = %q\ntask_queue = %q\n", srv.FrontendHostPort(), queue)
-	f.Close()
+	cfg := appendConfig(t, writeConfig(t, append(planReplies, planReplies...)...), // the worker's: two runs plan
+		fmt.Sprintf("\n[temporal]\nhost_port = %q\ntask_queue = %q\n", srv.FrontendHostPort(), queue))
 	dot := filepath.Join(t.TempDir(), "durable.dot")
 	if err := os.WriteFile(dot, []byte(durablePipeline), 0o644); err != nil {
 		t.Fatal(err)

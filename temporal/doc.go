@@ -12,6 +12,15 @@
 // morph.toml. The engine's loop is deterministic given what the activities
 // answer, which is what Temporal requires of workflow code.
 //
+// A session of several turns is one workflow (SessionWorkflow, its ID
+// SessionWorkflowID of the session's): each turn an update (UpdateTurn,
+// sent by StartTurn), run one at a time by the same engine TurnWorkflow
+// runs, whose session keeps the history. Past SessionLimits (turns, the
+// size of its Temporal history, or when Temporal suggests it) it continues
+// as new between turns, once the turns already asked for have run,
+// carrying the history and its middleware's quarantines (SessionState);
+// idle past its timeout, it ends.
+//
 // A DOT pipeline's workflow (PipelineWorkflow) runs morph's pipeline runner
 // the same way, on the workflow's engine, with the workflow's time,
 // timers and coroutines through the runner's executor seam
@@ -20,8 +29,31 @@
 //
 // Session middleware runs in the workflow's engine too, each hook an
 // activity: its policy and quarantine are the workflow's, decided by the
-// workflow's clock, so that they are part of its history. A quarantine
-// lasts the turn (a workflow); the local engine's lasts the process.
+// workflow's clock, so that they are part of its history. Which state is
+// where:
+//
+//   - Durable, the workflow's: the middleware's policy and quarantine
+//     (faults in a row, backoff, quarantined until), kept by the
+//     workflow's engine across the session's turns, carried across a
+//     continue-as-new (engine.Quarantines, RestoreQuarantines), and
+//     rebuilt by replay on whichever worker takes the workflow up after
+//     another stops or dies. A fault that happened is in the history as a
+//     failed activity, so a restarted worker decides as the first did.
+//   - Per worker, lost when it stops: the plugin instances (a faulted one
+//     is discarded, as locally) and compiled modules, and the host's own
+//     counters of calls and faults per plugin. A worker that restarts
+//     starts them afresh, as a local morph that restarts does; none of the
+//     workflow's decisions depends on them, but a plugin that remembers in
+//     its own memory remembers per worker: a turn another worker serves
+//     starts with a fresh instance. A hook that traps or outruns its
+//     plugin's deadline fails its activity, and the workflow's engine
+//     applies the rule it applies locally: an engine hook's fallback (the
+//     default prompt, ...), a middleware's policy and quarantine.
+//
+// Payloads (a session's history, a large tool output) go into Temporal's
+// history unless a PayloadCodec (DataConverter, the config's payload_dir)
+// moves those above a threshold to a content-addressed PayloadStore,
+// leaving a reference that is checked by hash when read.
 //
 // The package is a module of its own, so that the core module does not
 // pull in the Temporal SDK.

@@ -42,26 +42,22 @@ func TestHooksAndMiddlewareMatchLocalRun(t *testing.T) {
 		`{"type":"final","final":{"thought":"done","output":42}}`,
 	}
 	write := func() string {
-		path := writeConfig(t, replies...)
-		f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		defer f.Close()
-		f.WriteString(`
+		return appendConfig(t, writeConfig(t, replies...), `
 [[plugins]]
 name = "trap"
-path = "` + plugin(t, "guests/testdata/trap.wasm") + `"
+path = "`+plugin(t, "guests/testdata/trap.wasm")+`"
 
 [[plugins]]
 name = "go-hooks"
-path = "` + plugin(t, "examples/go-hooks/go-hooks.wasm") + `"
+path = "`+plugin(t, "examples/go-hooks/go-hooks.wasm")+`"
 [plugins.config]
 deny_tools = "nothing"
 
 [[plugins]]
 name = "mw-trap"
-path = "` + plugin(t, "guests/testdata/mw_trap.wasm") + `"
+path = "`+plugin(t, "guests/testdata/mw_trap.wasm")+`"
 quarantine_after = 1
 `)
-		return path
 	}
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -54,14 +53,7 @@ var planReplies = []string{
 // loadConfig loads a config writeConfig wrote, with extra appended.
 func loadConfig(t *testing.T, extra string, replies ...string) *config.Config {
 	t.Helper()
-	path := writeConfig(t, replies...)
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(extra)
-	f.Close()
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(appendConfig(t, writeConfig(t, replies...), extra))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +164,7 @@ func waitQuestion(t *testing.T, c client.Client, run client.WorkflowRun) (Pipeli
 // it keeps waiting, then routes as the answer says.
 func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	c := dev(t)
-	queue := fmt.Sprint("pipe-", time.Now().UnixNano())
+	queue := "q-" + t.Name()
 	iv := pipeline.NewQueueInterviewer()
 	iv.Push(pipeline.Answer{Choice: "S", Text: "ship it"})
 	want := runLocalPipeline(t, loadConfig(t, "", planReplies...), durablePipeline, iv)
@@ -180,7 +172,7 @@ func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 		t.Fatalf("the local run: %s %v %s", want.State, want.Path, want.FailureReason)
 	}
 
-	first := startWorker(t, c, loadConfig(t, "", planReplies...), queue)
+	first := startWorkerOn(t, c, loadConfig(t, "", planReplies...), queue)
 	run := startPipeline(t, c, queue, durablePipeline, PipelineInput{})
 	progress, q := waitQuestion(t, c, run)
 	if q.NodeID != "gate" || q.Text != "Ship a?" || len(q.Choices) != 2 {
@@ -197,7 +189,7 @@ func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	}
 	first.Stop()
 	worker.PurgeStickyWorkflowCache()
-	startWorker(t, c, loadConfig(t, "", planReplies...), queue)
+	startWorkerOn(t, c, loadConfig(t, "", planReplies...), queue)
 	ctx := context.Background()
 	for _, a := range []AnswerSignal{{Node: "nowhere", Choice: "S"}, {Node: "gate", Choice: "maybe"}, {Node: "gate", Choice: "S", Text: "ship it"}} {
 		if err := c.SignalWorkflow(ctx, run.GetID(), "", SignalAnswer, a); err != nil {
@@ -235,8 +227,7 @@ func TestPipelineContinuesAsNew(t *testing.T) {
 	if !slices.Contains(want.Path, "later") || want.Context["tool.output"] != "5" {
 		t.Fatalf("the local run: %v %v", want.Path, want.Context["tool.output"])
 	}
-	queue := fmt.Sprint("can-", time.Now().UnixNano())
-	startWorker(t, c, loadConfig(t, "", planReplies...), queue)
+	queue := startWorker(t, c, loadConfig(t, "", planReplies...))
 	run := startPipeline(t, c, queue, src, PipelineInput{ContinueAfter: 2})
 	got := pipelineResult(t, run)
 	samePipelineAsLocal(t, got, want)
@@ -278,8 +269,7 @@ func TestPipelineStageHandlers(t *testing.T) {
 	if r := want.Nodes["trap"]; want.State != pipeline.RunSuccess || want.Nodes["verify"].Visits != 2 || r == nil || !strings.Contains(r.FailureReason, "trap") {
 		t.Fatalf("the local run: %s %v %+v", want.State, want.Path, want.Nodes["trap"])
 	}
-	queue := fmt.Sprint("stage-", time.Now().UnixNano())
-	startWorker(t, c, loadConfig(t, plugins, replies...), queue)
+	queue := startWorker(t, c, loadConfig(t, plugins, replies...))
 	samePipelineAsLocal(t, pipelineResult(t, startPipeline(t, c, queue, src, PipelineInput{})), want)
 }
 
@@ -295,8 +285,7 @@ func TestPipelineRefusesWhatIsNotDurable(t *testing.T) {
 	  done  [shape=Msquare]
 	  start -> sh -> boss -> other -> done
 	}`
-	queue := fmt.Sprint("refuse-", time.Now().UnixNano())
-	startWorker(t, c, loadConfig(t, "", planReplies...), queue)
+	queue := startWorker(t, c, loadConfig(t, "", planReplies...))
 	got := pipelineResult(t, startPipeline(t, c, queue, src, PipelineInput{}))
 	if got.Result != nil || !strings.Contains(got.Error, "p.dot") {
 		t.Fatalf("ran, or the error names not the file: %+v", got)

@@ -41,12 +41,16 @@ var devServer = sync.OnceValues(func() (*testsuite.DevServer, error) {
 	}
 	return testsuite.StartDevServer(context.Background(), testsuite.DevServerOptions{
 		ExistingPath:  bin,
-		ClientOptions: &client.Options{Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))},
+		ClientOptions: &client.Options{Logger: quiet},
 		LogLevel:      "error",
 		ExtraArgs:     []string{"--dynamic-config-value", "system.enableActivityEagerExecution=true"},
 		Stdout:        io.Discard, Stderr: io.Discard,
 	})
 })
+
+// quiet is the logger of the tests' Temporal clients: their workflows'
+// and workers' debug lines would drown the tests' output.
+var quiet = log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 var errNoCLI = errors.New("the Temporal CLI is not built: run `make tools-temporal`")
 
@@ -77,7 +81,7 @@ func TestMain(m *testing.M) {
 
 // writeConfig writes a morph.toml on the scripted model (replies, each a
 // reply object) with the calc tool, and returns its path.
-func writeConfig(t *testing.T, replies ...string) string {
+func writeConfig(t testing.TB, replies ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	script := `{"model":"scripted-test","replies":[{"reply":` + strings.Join(replies, `},{"reply":`) + `}]}`
@@ -90,27 +94,32 @@ func writeConfig(t *testing.T, replies ...string) string {
 	return filepath.Join(dir, "morph.toml")
 }
 
-// runOnWorker runs task as a turn on Temporal, served by a worker of its
-// own in the test's process with cfg.
-func runOnWorker(t *testing.T, c client.Client, cfg *config.Config, task string) (TurnResult, client.WorkflowRun) {
+// appendConfig appends text to the config file at path, and returns path.
+func appendConfig(t testing.TB, path, text string) string {
 	t.Helper()
-	ctx := context.Background()
-	queue := "q-" + t.Name()
-	startWorker(t, c, cfg, queue)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(text)
+		err = errors.Join(err, f.Close())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got TurnResult
-	if err := run.Get(ctx, &got); err != nil {
-		t.Fatal(err)
-	}
-	return got, run
+	return path
 }
 
-// startWorker starts a worker of queue with cfg in the test's process,
-// stopped after the test (a query of an ended workflow needs a worker).
-func startWorker(t *testing.T, c client.Client, cfg *config.Config, queue string) worker.Worker {
+// startWorker starts a worker of its own in the test's process, with cfg,
+// on a queue of its own, and returns the queue.
+func startWorker(t testing.TB, c client.Client, cfg *config.Config) string {
+	t.Helper()
+	queue := "q-" + t.Name()
+	startWorkerOn(t, c, cfg, queue)
+	return queue
+}
+
+// startWorkerOn starts a worker of queue in the test's process, with cfg,
+// and returns it.
+func startWorkerOn(t testing.TB, c client.Client, cfg *config.Config, queue string) worker.Worker {
 	t.Helper()
 	ctx := context.Background()
 	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -122,8 +131,24 @@ func startWorker(t *testing.T, c client.Client, cfg *config.Config, queue string
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(w.Stop)
+	t.Cleanup(w.Stop) // after the test: a query of the ended workflow needs a worker
 	return w
+}
+
+// runOnWorker runs task as a turn on Temporal, served by a worker of its
+// own in the test's process with cfg.
+func runOnWorker(t *testing.T, c client.Client, cfg *config.Config, task string) (TurnResult, client.WorkflowRun) {
+	t.Helper()
+	ctx := context.Background()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: startWorker(t, c, cfg)}, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got TurnResult
+	if err := run.Get(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got, run
 }
 
 // sameAsLocal fails t unless got ends as the local run did: its final,

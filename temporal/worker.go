@@ -6,11 +6,12 @@ import (
 )
 
 // NewWorker is a worker of taskQueue that runs TurnWorkflow,
-// PipelineWorkflow and their activities with a: start it with Run or
-// Start.
+// SessionWorkflow and PipelineWorkflow, and their activities with a: start
+// it with Run or Start.
 func NewWorker(c client.Client, taskQueue string, a *Activities) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{})
 	w.RegisterWorkflow(TurnWorkflow)
+	w.RegisterWorkflow(SessionWorkflow)
 	w.RegisterWorkflow(PipelineWorkflow)
 	w.RegisterActivity(a)
 	return w

@@ -31,31 +31,55 @@ var acts *Activities
 // TurnWorkflow runs one turn of a session: morph's engine, in workflow
 // code, with every model call, tool call and engine hook an activity.
 func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
+	s, err := newTurns(ctx, in.SessionID, in.History, 0)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() ([]Progress, error) { return s.progress, nil }); err != nil {
+		return TurnResult{}, err
+	}
+	return s.run(in.Task, in.Options), nil
+}
+
+// turns runs the turns of a session in workflow code, one at a time, on
+// one engine: the workflow's, built from what a worker's Setup answers.
+// Its middleware's quarantines hold from one turn to the next.
+type turns struct {
+	engine   *engine.Engine
+	session  *engine.Session
+	progress []Progress // the steps of the turn running, or of the last
+}
+
+// newTurns builds the workflow's engine and resumes the session id on it,
+// with the history and the number of turns it had.
+func newTurns(ctx workflow.Context, id string, history []llm.Message, done int) (*turns, error) {
 	ctx = withActivityOptions(ctx)
 	var setup Setup
 	if err := workflow.ExecuteActivity(ctx, acts.Setup).Get(ctx, &setup); err != nil {
-		return TurnResult{}, err
+		return nil, err
 	}
-	var progress []Progress
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() ([]Progress, error) { return progress, nil }); err != nil {
-		return TurnResult{}, err
-	}
-	e := newWorkflowEngine(ctx, setup, func(ev engine.Event) {
+	t := &turns{}
+	t.engine = newWorkflowEngine(ctx, setup, func(ev engine.Event) {
 		if ev.Kind == engine.EventStep {
-			progress = append(progress, Progress{Step: ev.Step, Action: ev.Action, Usage: ev.Usage})
+			t.progress = append(t.progress, Progress{Step: ev.Step, Action: ev.Action, Usage: ev.Usage})
 		}
 	})
-	if err := e.Initialize(context.Background()); err != nil {
-		return TurnResult{}, err
+	if err := t.engine.Initialize(context.Background()); err != nil {
+		return nil, err
 	}
-	var rc *engine.Context
-	final, rc, err := e.ResumeSession(in.SessionID, in.History).RunTurn(context.Background(), in.Task, in.Options.engine())
-	res := TurnResult{Steps: rc.Steps, Metrics: rc.Metrics, StopReason: rc.StopReason, SystemPrompt: rc.SystemPrompt, RawFinal: rc.RawFinalAnswer}
-	res.Final = final
+	t.session = t.engine.ResumeSessionAt(id, history, done)
+	return t, nil
+}
+
+// run runs one turn of the session on task.
+func (t *turns) run(task string, opts RunOptions) TurnResult {
+	t.progress = nil
+	final, rc, err := t.session.RunTurn(context.Background(), task, opts.engine())
+	res := TurnResult{Final: final, Steps: rc.Steps, Metrics: rc.Metrics, StopReason: rc.StopReason, SystemPrompt: rc.SystemPrompt, RawFinal: rc.RawFinalAnswer}
 	if err != nil {
 		res.Error = err.Error()
 	}
-	return res, nil
+	return res
 }
 
 // withActivityOptions is ctx with the options of the activities of a

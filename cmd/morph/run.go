@@ -133,6 +133,7 @@ type runFlags struct {
 	showPrompt      bool
 	shutdownTimeout time.Duration
 	temporal        bool
+	session         string
 }
 
 func newRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -163,6 +164,12 @@ is printed as for 0.`,
 			if f.shutdownTimeout <= 0 {
 				return usageErrorf("--shutdown-timeout must be positive, not %s", f.shutdownTimeout)
 			}
+			if f.session != "" && !f.temporal {
+				return usageErrorf("--session needs --temporal: a local run is a session of one turn")
+			}
+			if f.session != "" && !sessionID.MatchString(f.session) {
+				return usageErrorf("--session %q: want letters, digits, '.', '_', ':' or '-' (at most 200)", f.session)
+			}
 			task, err := readTask(args, f.task, cmd.Flags().Changed("task"), stdin)
 			if err != nil {
 				return err
@@ -182,6 +189,7 @@ is printed as for 0.`,
 	fl.BoolVar(&f.showPrompt, "show-prompt", false, "include the run's system prompt in the JSON result")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
 	fl.BoolVar(&f.temporal, "temporal", false, "run the turn on Temporal ([temporal] in the config): durable, on the workers of its task queue (morph worker)")
+	fl.StringVar(&f.session, "session", "", "with --temporal: run the turn in this session, which keeps its history and middleware quarantines between runs")
 	return cmd
 }
 

@@ -226,6 +226,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", "", []string{"run", "--config", good, "--stepz", "3", "task"}, 2, "unknown flag: --stepz"},
 		{"bad flag value", "", []string{"run", "--config", good, "--max-steps", "many", "task"}, 2, "invalid argument"},
 		{"zero max steps", "", []string{"run", "--config", good, "--max-steps", "0", "task"}, 2, "--max-steps must be at least 1"},
+		{"session without temporal", "", []string{"run", "--config", good, "--session", "s1", "task"}, 2, "--session needs --temporal"},
+		{"bad session", "", []string{"run", "--config", good, "--temporal", "--session", "../s", "task"}, 2, `--session "../s": want letters`},
 		{"unknown command", "", []string{"walk"}, 2, `unknown command "walk"`},
 		{"script runs out", "", []string{"run", "--config", short, "task"}, 1, "ran out after 1 replies"},
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"syscall"
 	"time"
@@ -68,6 +69,10 @@ another, repeating nothing it finished. SIGINT or SIGTERM stops the worker.`,
 	return cmd
 }
 
+// sessionID is what `morph run --temporal --session` takes: what a person
+// types and a workflow ID carries unambiguously.
+var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
+
 // runTemporal runs the turn on Temporal through morph-temporal, printing
 // its progress lines and result as a local run does.
 func runTemporal(ctx context.Context, f runFlags, task string, stdout, stderr io.Writer) error {
@@ -81,6 +86,9 @@ func runTemporal(ctx context.Context, f runFlags, task string, stdout, stderr io
 	}
 	if f.maxSteps > 0 {
 		args = append(args, "--max-steps", strconv.Itoa(f.maxSteps))
+	}
+	if f.session != "" {
+		args = append(args, "--session", f.session)
 	}
 	cmd := exec.CommandContext(ctx, bin, append(args, task)...)
 	cmd.Stderr = stderr

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 
 	"github.com/morphhost/morph/config"
@@ -48,12 +51,27 @@ func main() {
 	}
 }
 
-// dial connects to cfg's [temporal] service.
+// dial connects to cfg's [temporal] service, with its payload store
+// (payload_dir) when it has one. Temporal's own client settings come first
+// (envconfig: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
+// TEMPORAL_TLS*, a profile of TEMPORAL_CONFIG_FILE), so that a worker
+// reaches a cluster with TLS or an API key as the temporal CLI does, and
+// the key stays out of morph.toml; [temporal] host_port and namespace, when
+// set, win over them.
 func dial(t config.Temporal, logger *slog.Logger) (client.Client, error) {
-	t = t.WithDefaults()
-	c, err := client.Dial(client.Options{HostPort: t.HostPort, Namespace: t.Namespace, Logger: log.NewStructuredLogger(logger)})
+	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace): %w", t.HostPort, t.Namespace, err)
+		return nil, fmt.Errorf("Temporal client settings (the TEMPORAL_* environment, TEMPORAL_CONFIG_FILE): %w", err)
+	}
+	def := config.Temporal{HostPort: opts.HostPort, Namespace: opts.Namespace}.WithDefaults()
+	opts.HostPort, opts.Namespace = cmp.Or(t.HostPort, def.HostPort), cmp.Or(t.Namespace, def.Namespace)
+	opts.Logger = log.NewStructuredLogger(logger)
+	if dc := temporal.DataConverter(t); dc != nil {
+		opts.DataConverter = dc
+	}
+	c, err := client.Dial(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace, or TEMPORAL_ADDRESS): %w", opts.HostPort, opts.Namespace, err)
 	}
 	return c, nil
 }
@@ -124,52 +142,65 @@ func runCmd() *cobra.Command {
 			}
 			defer c.Close()
 			opts := cfg.RunOptions()
-			in := temporal.TurnInput{SessionID: session, Task: args[0], Options: temporal.RunOptions{Model: opts.Model,
-				MaxSteps: opts.MaxSteps, ParseRetries: opts.ParseRetries, TokenBudget: opts.TokenBudget, Tools: opts.Tools}}
-			ctx := cmd.Context()
-			wr, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: cfg.Temporal.WithDefaults().TaskQueue}, temporal.TurnWorkflow, in)
+			ropts := temporal.RunOptions{Model: opts.Model, MaxSteps: opts.MaxSteps, ParseRetries: opts.ParseRetries, TokenBudget: opts.TokenBudget, Tools: opts.Tools}
+			ctx, queue := cmd.Context(), cfg.Temporal.WithDefaults().TaskQueue
+			if session != "" {
+				h, err := temporal.StartTurn(ctx, c, queue, session, temporal.LimitsOf(cfg.Temporal), temporal.SessionTurn{Task: args[0], Options: ropts})
+				if err != nil {
+					return err
+				}
+				return report(ctx, h.WorkflowID(), h.Get, func() (converter.EncodedValue, error) {
+					return c.QueryWorkflow(ctx, h.WorkflowID(), h.RunID(), temporal.QueryTurnProgress, h.UpdateID())
+				})
+			}
+			wr, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, temporal.TurnWorkflow, temporal.TurnInput{Task: args[0], Options: ropts})
 			if err != nil {
 				return err
 			}
-			out := json.NewEncoder(os.Stdout)
-			done := make(chan error, 1)
-			var res temporal.TurnResult
-			go func() { done <- wr.Get(ctx, &res) }()
-			seen := 0
-			report := func() {
-				var progress []temporal.Progress
-				q, err := c.QueryWorkflow(ctx, wr.GetID(), wr.GetRunID(), temporal.QueryProgress)
-				if err != nil || q.Get(&progress) != nil {
-					return // not yet started, or done: the result has every step
-				}
-				for ; seen < len(progress); seen++ {
-					out.Encode(durable.Line{Progress: &progress[seen]})
-				}
-			}
-			tick := time.NewTicker(250 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case err := <-done:
-					if err != nil {
-						return fmt.Errorf("workflow %s: %w", wr.GetID(), err)
-					}
-					for ; seen < len(res.Steps); seen++ {
-						st := res.Steps[seen]
-						out.Encode(durable.Line{Progress: &temporal.Progress{Step: st.StepNumber, Action: st.Action, Usage: st.Usage}})
-					}
-					return out.Encode(durable.Line{Result: &res})
-				case <-tick.C:
-					report()
-				case <-ctx.Done():
-					return errors.New("interrupted; the turn goes on in Temporal as workflow " + wr.GetID())
-				}
-			}
+			return report(ctx, wr.GetID(), wr.Get, func() (converter.EncodedValue, error) {
+				return c.QueryWorkflow(ctx, wr.GetID(), wr.GetRunID(), temporal.QueryProgress)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "morph.toml", "the config file")
-	cmd.Flags().StringVar(&session, "session", "", "the session id (default: a new one)")
+	cmd.Flags().StringVar(&session, "session", "", "run the turn in this session's workflow, which keeps its history (default: a turn of a new session)")
 	cmd.Flags().StringVar(&model, "model", "", "the model, overriding llm.model")
 	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "the step limit, overriding agent.max_steps")
 	return cmd
+}
+
+// report writes the steps of the turn of workflow id as the query
+// progress answers them, then its result, which get waits for.
+func report(ctx context.Context, id string, get func(context.Context, any) error, progress func() (converter.EncodedValue, error)) error {
+	out := json.NewEncoder(os.Stdout)
+	done := make(chan error, 1)
+	var res temporal.TurnResult
+	go func() { done <- get(ctx, &res) }()
+	seen := 0
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("workflow %s: %w", id, err)
+			}
+			for ; seen < len(res.Steps); seen++ {
+				st := res.Steps[seen]
+				out.Encode(durable.Line{Progress: &temporal.Progress{Step: st.StepNumber, Action: st.Action, Usage: st.Usage}})
+			}
+			return out.Encode(durable.Line{Result: &res})
+		case <-tick.C:
+			var steps []temporal.Progress
+			q, err := progress()
+			if err != nil || q.Get(&steps) != nil {
+				continue // not yet started, or done: the result has every step
+			}
+			for ; seen < len(steps); seen++ {
+				out.Encode(durable.Line{Progress: &steps[seen]})
+			}
+		case <-ctx.Done():
+			return errors.New("interrupted; the turn goes on in Temporal as workflow " + id)
+		}
+	}
 }

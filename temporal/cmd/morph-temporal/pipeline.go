@@ -122,7 +122,7 @@ func pipelineResumeCmd() *cobra.Command {
 				}
 				return fmt.Errorf("workflow %s ended %s: only a run that stopped (canceled, budget_exceeded) resumes; start a new one with pipeline run", id, state)
 			}
-			in, err := pipelineInput(ctx, c, id)
+			in, err := pipelineInput(ctx, c, cfg.Temporal, id)
 			if err != nil {
 				return err
 			}
@@ -144,8 +144,9 @@ func dialConfig(path string) (*config.Config, client.Client, error) {
 	return cfg, c, err
 }
 
-// pipelineInput is the input the last run of workflow id started with.
-func pipelineInput(ctx context.Context, c client.Client, id string) (temporal.PipelineInput, error) {
+// pipelineInput is the input the last run of workflow id started with,
+// read with the data converter of t's clients.
+func pipelineInput(ctx context.Context, c client.Client, t config.Temporal, id string) (temporal.PipelineInput, error) {
 	var in temporal.PipelineInput
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
@@ -159,7 +160,11 @@ func pipelineInput(ctx context.Context, c client.Client, id string) (temporal.Pi
 	if start == nil {
 		return in, fmt.Errorf("workflow %s: its history does not open with its start", id)
 	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in); err != nil {
+	dc := temporal.DataConverter(t)
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	if err := dc.FromPayloads(start.GetInput(), &in); err != nil {
 		return in, fmt.Errorf("workflow %s is not a pipeline's: %w", id, err)
 	}
 	return in, nil

@@ -1,0 +1,137 @@
+package temporal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/morphhost/morph/config"
+)
+
+// A payload above the threshold goes to the store and comes back whole; a
+// small one stays as it is.
+func TestPayloadCodecRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	codec := &PayloadCodec{Store: DirStore{Dir: dir}, Threshold: 1 << 10, Max: 1 << 20}
+	dc := converter.GetDefaultDataConverter()
+	big, _ := dc.ToPayload(strings.Repeat("history ", 1000))
+	small, _ := dc.ToPayload("hello")
+	enc, err := codec.Encode([]*commonpb.Payload{big, small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proto.Size(enc[0]) > 200 || string(enc[0].Metadata[converter.MetadataEncoding]) != claimCheck || !proto.Equal(enc[1], small) {
+		t.Fatalf("encoded %v", enc)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+	if len(blobs) != 1 {
+		t.Fatalf("blobs %v", blobs)
+	}
+	dec, err := codec.Decode(enc)
+	if err != nil || !proto.Equal(dec[0], big) || !proto.Equal(dec[1], small) {
+		t.Fatalf("decoded %v, %v", dec, err)
+	}
+	if _, err := codec.Encode([]*commonpb.Payload{big}); err != nil { // stored again: harmless
+		t.Fatal(err)
+	}
+}
+
+// A reference the codec cannot trust is an error naming the key and the
+// store (ErrPayload), never a read outside the store's directory: a key
+// that escapes it, a blob that is a symbolic link out of it, a missing
+// blob, a blob larger than allowed (said so by its reference or not), a
+// blob whose content does not match its key, a reference that is not one.
+func TestPayloadCodecAttacks(t *testing.T) {
+	dir := t.TempDir()
+	store := DirStore{Dir: filepath.Join(dir, "store")}
+	codec := &PayloadCodec{Store: store, Threshold: 16, Max: 1 << 10}
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte("not for payloads"), 0o644)
+	key := func(data string) string { s := sha256.Sum256([]byte(data)); return hex.EncodeToString(s[:]) }
+	plant := func(k string, data []byte) { // a blob as an attacker with the directory would write it
+		os.MkdirAll(filepath.Join(store.Dir, k[:2]), 0o755)
+		if err := os.WriteFile(filepath.Join(store.Dir, k[:2], k), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	huge := key("huge")
+	plant(huge, make([]byte, 2<<10))
+	tampered := key("original")
+	plant(tampered, []byte("changed"))
+	link := key("link")
+	os.MkdirAll(filepath.Join(store.Dir, link[:2]), 0o755)
+	os.Symlink(secret, filepath.Join(store.Dir, link[:2], link))
+	ref := func(data string) *commonpb.Payload {
+		return &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(claimCheck)}, Data: []byte(data)}
+	}
+	for _, c := range []struct {
+		name, ref, want string
+	}{
+		{"escape", `{"Key":"../secret","Size":16}`, `key "../secret" is not a SHA-256`},
+		{"escape in hex", `{"Key":"../../` + key("x")[6:] + `","Size":16}`, "is not a SHA-256"},
+		{"symlink", fmt.Sprintf(`{"Key":%q,"Size":16}`, link), "blob " + link},
+		{"missing", fmt.Sprintf(`{"Key":%q,"Size":16}`, key("absent")), "blob " + key("absent") + " is missing"},
+		{"huge, said", fmt.Sprintf(`{"Key":%q,"Size":%d}`, huge, 1<<40), "blob " + huge + " is 1099511627776 bytes, more than 1024"},
+		{"huge, unsaid", fmt.Sprintf(`{"Key":%q,"Size":16}`, huge), "blob " + huge + " is larger than 1024 bytes"},
+		{"wrong hash", fmt.Sprintf(`{"Key":%q,"Size":7}`, tampered), "blob " + tampered + " does not match its key"},
+		{"not a reference", `[1,2]`, "a reference that is not one"},
+	} {
+		_, err := codec.Decode([]*commonpb.Payload{ref(c.ref)})
+		if !errors.Is(err, ErrPayload) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), store.String()) {
+			t.Errorf("%s: %v, want an ErrPayload saying %q and naming %s", c.name, err, c.want, store)
+		}
+	}
+}
+
+// A session whose history is larger than the threshold, on a worker and a
+// client with payload_dir: the turns see their whole history, which lands
+// in payload_dir, and the workflow's Temporal history holds only
+// references (no event as large as a task).
+func TestSessionPayloadsInStore(t *testing.T) {
+	dir := t.TempDir()
+	path := appendConfig(t, writeConfig(t,
+		`{"type":"final","final":{"thought":"done","output":1}}`, `{"type":"final","final":{"thought":"done","output":2}}`),
+		fmt.Sprintf("\n[temporal]\npayload_dir = %q\npayload_threshold_kb = 4\n", dir))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewClientFromExisting(dev(t), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := startWorker(t, c, cfg)
+	id := "payloads-" + t.Name()
+	task := strings.Repeat("a long task ", 2<<10) // 24 KiB
+	for range 2 {
+		if res := sessionTurn(t, c, queue, id, SessionLimits{}, task); res.Final == nil {
+			t.Fatalf("turn: %+v", res)
+		}
+	}
+	q, err := c.QueryWorkflow(context.Background(), SessionWorkflowID(id), "", QuerySession)
+	var state SessionState
+	if err != nil || q.Get(&state) != nil || len(state.History) != 4 || state.History[2].Content != task {
+		t.Fatalf("history %d messages, %v", len(state.History), err)
+	}
+	if blobs, _ := filepath.Glob(filepath.Join(dir, "*", "*")); len(blobs) == 0 {
+		t.Errorf("no blob in %s", dir)
+	}
+	_, events := sessionEvents(t, dev(t), id)
+	for _, ev := range events {
+		if n := proto.Size(ev); n > 8<<10 {
+			t.Errorf("event %d (%s) is %d bytes", ev.EventId, ev.EventType, n)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/llm"
+)
+
+// UpdateTurn is the update that runs a turn of a session's workflow: it
+// takes a SessionTurn and answers its TurnResult once the turn is done.
+const UpdateTurn = "turn"
+
+// QueryTurnProgress is the query of a session's workflow that answers the
+// steps so far ([]Progress) of the turn of an update, given the update's
+// ID: none before that turn starts or after the next one does.
+const QueryTurnProgress = "turn-progress"
+
+// QuerySession is the query of a session's workflow that answers its
+// SessionState now: its history, its middleware's quarantines, its turns.
+const QuerySession = "session"
+
+// SessionWorkflowID is the ID of session id's workflow: one a session.
+func SessionWorkflowID(id string) string { return "morph-session-" + id }
+
+// SessionState is a session's workflow's input, and its result when it
+// ends idle: the session's history, the quarantines of its middleware
+// (which hold across turns, as on one local engine), the turns it has run,
+// and its limits. A continue-as-new carries it to the next run.
+type SessionState struct {
+	SessionID   string
+	History     []llm.Message
+	Quarantines []engine.Quarantine
+	Turns       int
+	Limits      SessionLimits
+}
+
+// SessionLimits bound one run of a session's workflow: after MaxTurns
+// turns, or once its Temporal history passes MaxHistoryBytes (or Temporal
+// suggests it), it continues as new between turns; after IdleTimeout
+// without a turn it ends.
+type SessionLimits struct {
+	MaxTurns        int
+	MaxHistoryBytes int
+	IdleTimeout     time.Duration
+}
+
+// LimitsOf are the session limits of a [temporal] table, its defaults
+// applied.
+func LimitsOf(t config.Temporal) SessionLimits {
+	t = t.WithDefaults()
+	return SessionLimits{MaxTurns: t.SessionMaxTurns, MaxHistoryBytes: t.SessionMaxHistoryKB << 10, IdleTimeout: t.SessionIdleTimeout}
+}
+
+// withDefaults is l with each limit that is not positive at the [temporal]
+// table's default.
+func (l SessionLimits) withDefaults() SessionLimits {
+	d := LimitsOf(config.Temporal{})
+	if l.MaxTurns <= 0 {
+		l.MaxTurns = d.MaxTurns
+	}
+	if l.MaxHistoryBytes <= 0 {
+		l.MaxHistoryBytes = d.MaxHistoryBytes
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	return l
+}
+
+// SessionTurn is one turn of a session, as UpdateTurn takes it.
+type SessionTurn struct {
+	Task    string
+	Options RunOptions
+}
+
+// pendingTurn is a turn an update asked for, until the workflow has run it.
+type pendingTurn struct {
+	update string // the update's ID
+	turn   SessionTurn
+	done   bool
+	res    TurnResult
+}
+
+// SessionWorkflow runs a session, one turn an UpdateTurn, each by the
+// engine TurnWorkflow runs: the session's history and its middleware's
+// quarantines are the workflow's state. Past its limits it continues as
+// new with them, between turns, once the turns already asked for have run
+// and their updates have answered; idle past in.Limits.IdleTimeout, it ends
+// with them.
+func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error) {
+	in.Limits = in.Limits.withDefaults()
+	var queue []*pendingTurn
+	var current *pendingTurn
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateTurn, func(ctx workflow.Context, turn SessionTurn) (TurnResult, error) {
+		p := &pendingTurn{update: workflow.GetCurrentUpdateInfo(ctx).ID, turn: turn}
+		queue = append(queue, p)
+		if err := workflow.Await(ctx, func() bool { return p.done }); err != nil {
+			return TurnResult{}, err
+		}
+		return p.res, nil
+	}, workflow.UpdateHandlerOptions{Validator: func(turn SessionTurn) error {
+		if turn.Task == "" {
+			return errors.New("a turn needs a task")
+		}
+		return nil
+	}})
+	if err != nil {
+		return in, err
+	}
+	s, err := newTurns(ctx, in.SessionID, in.History, in.Turns)
+	if err != nil {
+		return in, err
+	}
+	s.engine.RestoreQuarantines(in.Quarantines)
+	if err := workflow.SetQueryHandler(ctx, QueryTurnProgress, func(update string) ([]Progress, error) {
+		if current == nil || current.update != update {
+			return nil, nil
+		}
+		return s.progress, nil
+	}); err != nil {
+		return in, err
+	}
+	state := func() SessionState {
+		return SessionState{SessionID: in.SessionID, History: s.session.History(), Quarantines: s.engine.Quarantines(),
+			Turns: s.session.Turns(), Limits: in.Limits}
+	}
+	if err := workflow.SetQueryHandler(ctx, QuerySession, func() (SessionState, error) { return state(), nil }); err != nil {
+		return in, err
+	}
+	// settled waits for a turn asked for or for every update to have
+	// answered, and says whether it was the latter.
+	settled := func() (bool, error) {
+		err := workflow.Await(ctx, func() bool { return len(queue) > 0 || workflow.AllHandlersFinished(ctx) })
+		return len(queue) == 0, err
+	}
+	for ran := 0; ; {
+		info := workflow.GetInfo(ctx)
+		if ran > 0 && (ran >= in.Limits.MaxTurns || info.GetCurrentHistorySize() >= in.Limits.MaxHistoryBytes || info.GetContinueAsNewSuggested()) {
+			// Run the turns already asked for, and let their updates answer.
+			done, err := settled()
+			if err != nil {
+				return state(), err
+			}
+			if done {
+				return state(), workflow.NewContinueAsNewError(ctx, SessionWorkflow, state())
+			}
+		}
+		asked, err := workflow.AwaitWithTimeout(ctx, in.Limits.IdleTimeout, func() bool { return len(queue) > 0 })
+		if err != nil {
+			return state(), err
+		}
+		if !asked {
+			if done, err := settled(); err != nil || done {
+				return state(), err
+			}
+		}
+		current, queue = queue[0], queue[1:]
+		current.res = s.run(current.turn.Task, current.turn.Options)
+		current.done = true
+		ran++
+	}
+}
+
+// StartTurn asks session id's workflow on taskQueue for a turn, starting
+// the workflow, with limits, when it is not running (update-with-start; a
+// running workflow keeps the limits it has), and returns once a worker has
+// accepted the turn: the handle's Get waits for its TurnResult.
+func StartTurn(ctx context.Context, c client.Client, taskQueue, id string, limits SessionLimits, turn SessionTurn) (client.WorkflowUpdateHandle, error) {
+	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: SessionWorkflowID(id), TaskQueue: taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, SessionWorkflow, SessionState{SessionID: id, Limits: limits})
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: UpdateTurn, Args: []any{turn}, WaitForStage: client.WorkflowUpdateStageAccepted}})
+	if err != nil {
+		return nil, fmt.Errorf("session %s (workflow %s): %w", id, SessionWorkflowID(id), err)
+	}
+	return h, nil
+}
