@@ -15,6 +15,12 @@
 // SelectEdge, and saves a checkpoint after every node so that
 // Runner.Resume continues where a run stopped.
 //
+// A runner's time, timeouts and parallel branches are Go's unless its Clock
+// is an Executor: then they are the executor's, which is how package
+// temporal runs the same runner in a Temporal workflow's code (durable
+// timers, workflow coroutines). A host that replays runs gives RunConfig a
+// RunID and the Runner a deterministic Rand.
+//
 // # The DOT morph accepts
 //
 // One digraph (not strict, not an undirected graph, no "--" edges).
@@ -128,5 +134,7 @@
 // threads), artifacts/ (an agent's or tool's whole output as
 // <node>.output), and threads/ (full-fidelity conversations). A resume
 // starts at the checkpoint's next node; a node that was running when the
-// process died runs again.
+// process died runs again. LoadCheckpoint, LoadManifest and LoadThreads
+// read what a resume needs of it (SaveCheckpoint, SaveManifest and
+// SaveThreads write it), for a host that moves a run between directories.
 package pipeline
