@@ -17,6 +17,7 @@ import (
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/internal/durable"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/pipeline"
 )
 
@@ -314,7 +315,7 @@ func (g *gates) deliver(a AnswerSignal) {
 			continue
 		}
 		if _, ok := w.q.Match(a.Choice); !ok {
-			log.Warn("answer refused: it names none of the gate's choices", "node", a.Node, "choice", a.Choice)
+			log.Warn("answer refused: it names none of the gate's choices", "node", w.q.NodeID, "choice", safetext.Line(a.Choice, 100))
 			return
 		}
 		if !w.answers.SendAsync(a) {
@@ -322,7 +323,7 @@ func (g *gates) deliver(a AnswerSignal) {
 		}
 		return
 	}
-	log.Warn("answer refused: no human gate waits at that node", "node", a.Node)
+	log.Warn("answer refused: no human gate waits at that node", "node", safetext.Line(a.Node, 100))
 }
 
 // questions are the questions waiting.
