@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,9 +207,39 @@ func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec ex
 	h := fnv.New64a()
 	h.Write([]byte(workflow.GetInfo(ctx).WorkflowExecution.RunID))
 	jitter := rand.New(rand.NewPCG(h.Sum64(), 0))
-	return &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, Interviewer: gates,
+	return &pipeline.Runner{Handlers: handlers, Backend: &threadTurns{CodergenBackend: backend, ctx: ctx}, Tools: backend, Interviewer: gates,
 		Limits: in.Limits, OnEvent: onEvent, Logger: slog.New(slog.DiscardHandler), Clock: exec, Rand: jitter.Float64,
 		Rules: []pipeline.Rule{durableRule}}
+}
+
+// threadTurns has the agent runs of one full-fidelity thread take turns in
+// workflow code. The engine's session runs one turn at a time behind a Go
+// mutex, on which a second parallel branch would block while the first
+// waits for an activity: workflow code must not block outside the SDK, so
+// the second waits on a workflow semaphore of the thread's instead.
+type threadTurns struct {
+	pipeline.CodergenBackend
+	ctx   workflow.Context
+	turns map[string]workflow.Semaphore
+}
+
+// RunAgent runs the agent, after the thread's turns before it.
+func (b *threadTurns) RunAgent(gctx context.Context, cfg pipeline.AgentRunConfig) (*pipeline.AgentRunResult, error) {
+	if cfg.FidelityMode == pipeline.FidelityFull {
+		if b.turns == nil {
+			b.turns = map[string]workflow.Semaphore{}
+		}
+		turn := b.turns[cfg.ThreadID]
+		if turn == nil {
+			turn = workflow.NewSemaphore(b.ctx, 1)
+			b.turns[cfg.ThreadID] = turn
+		}
+		if err := turn.Acquire(scope(gctx, b.ctx), 1); err != nil {
+			return nil, cmp.Or(gctx.Err(), err)
+		}
+		defer turn.Release(1)
+	}
+	return b.CodergenBackend.RunAgent(gctx, cfg)
 }
 
 // save writes s into the run directory dir.

@@ -303,3 +303,33 @@ func TestPipelineRefusesWhatIsNotDurable(t *testing.T) {
 		}
 	}
 }
+
+// Two parallel branches whose agents continue one full-fidelity thread
+// take turns on it, as locally, instead of blocking the workflow: the
+// engine's session is one conversation at a time.
+func TestPipelineParallelBranchesShareAThread(t *testing.T) {
+	c := dev(t)
+	src := `digraph thread {
+	  start [shape=Mdiamond]
+	  fan   [shape=component]
+	  x     [prompt="one", fidelity="full", thread_id="shared"]
+	  y     [prompt="two", fidelity="full", thread_id="shared"]
+	  join  [shape=tripleoctagon]
+	  done  [shape=Msquare]
+	  start -> fan
+	  fan -> x -> join
+	  fan -> y -> join
+	  join -> done
+	}`
+	final := `{"type":"final","final":{"thought":"t","output":"ok"}}`
+	want := runLocalPipeline(t, loadConfig(t, "", final, final), src, nil)
+	if want.State != pipeline.RunSuccess {
+		t.Fatalf("the local run: %s %s", want.State, want.FailureReason)
+	}
+	queue := startWorker(t, c, loadConfig(t, "", final, final))
+	got := pipelineResult(t, startPipeline(t, c, queue, src, PipelineInput{}))
+	samePipelineAsLocal(t, got, want)
+	if len(got.State.Threads["shared"]) == 0 {
+		t.Errorf("the thread is not in the state: %v", got.State.Threads)
+	}
+}
