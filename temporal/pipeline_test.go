@@ -321,7 +321,9 @@ func TestPipelineParallelBranchesShareAThread(t *testing.T) {
 	  fan -> y -> join
 	  join -> done
 	}`
-	final := `{"type":"final","final":{"thought":"t","output":"ok"}}`
+	// Fixed token counts: which branch's turn comes first is the local
+	// run's goroutines' race, and the counts would tell it.
+	final := `{"type":"final","final":{"thought":"t","output":"ok"}},"input_tokens":10,"output_tokens":5`
 	want := runLocalPipeline(t, loadConfig(t, "", final, final), src, nil)
 	if want.State != pipeline.RunSuccess {
 		t.Fatalf("the local run: %s %s", want.State, want.FailureReason)
