@@ -119,9 +119,13 @@ func TestPipelineBudgetAndResume(t *testing.T) {
 	if r.TotalTokens <= s.TotalTokens {
 		t.Errorf("tokens %d after resume, %d before: the usage before the stop was lost", r.TotalTokens, s.TotalTokens)
 	}
-	code, _, stderr = morph(t, "", "pipeline", "run", "--config", cfg, "--resume", s.RunDir)
+	code, _, stderr = morph(t, "", "pipeline", "resume", "--config", cfg, s.RunDir) // as run --resume
 	if code != exitRunFailed || !strings.Contains(stderr, "the run is over") {
 		t.Errorf("resuming a finished run: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = morph(t, "", "pipeline", "run", "--temporal", "--config", cfg, "--resume", s.RunDir, examples+"plan-implement-verify.dot")
+	if code != exitUsage || !strings.Contains(stderr, "morph pipeline resume --temporal WORKFLOW_ID") {
+		t.Errorf("run --temporal --resume: exit %d: %s", code, stderr)
 	}
 }
 
