@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/morphhost/morph/internal/durable"
 	"github.com/morphhost/morph/internal/testenv"
 )
 
@@ -80,7 +83,7 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 		dev(t) // skips or fails, naming why
 	}
 	queue := fmt.Sprint("cli-pipe-", time.Now().UnixNano())
-	cfg := appendConfig(t, writeConfig(t, append(planReplies, planReplies...)...), // the worker's: two runs plan
+	cfg := appendConfig(t, writeConfig(t, slices.Concat(planReplies, planReplies, planReplies)...), // the worker's: three runs plan
 		fmt.Sprintf("\n[temporal]\nhost_port = %q\ntask_queue = %q\n", srv.FrontendHostPort(), queue))
 	dot := filepath.Join(t.TempDir(), "durable.dot")
 	if err := os.WriteFile(dot, []byte(durablePipeline), 0o644); err != nil {
@@ -117,11 +120,11 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 		}
 		return out, stderr.String()
 	}
-	durable, progress := run(0, "run", "--temporal", "--config", cfg, dot)
+	onTemporal, progress := run(0, "run", "--temporal", "--config", cfg, dot)
 	local, localProgress := run(0, "run", "--config", cfg, "--run-dir", filepath.Join(t.TempDir(), "run"), dot)
 	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
-	if j(durable) != j(local) {
-		t.Errorf("morph pipeline run --temporal:\n%s\nmorph pipeline run:\n%s", j(durable), j(local))
+	if j(onTemporal) != j(local) {
+		t.Errorf("morph pipeline run --temporal:\n%s\nmorph pipeline run:\n%s", j(onTemporal), j(local))
 	}
 	for _, line := range []string{"stage plan success", "stage b2 (branch b) success", "[gate] Ship a?", "pipeline completed"} {
 		if !strings.Contains(progress, line) || !strings.Contains(localProgress, line) {
@@ -160,5 +163,39 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 	resumed, _ := run(0, "resume", "--temporal", "--config", cfg, id[1])
 	if j(resumed) != j(local) {
 		t.Errorf("morph pipeline resume --temporal:\n%s\nmorph pipeline run:\n%s", j(resumed), j(local))
+	}
+
+	// morph-temporal's protocol: the workflow's id, the events, the
+	// question; killed there, the workflow waits on, and resume --temporal
+	// attaches to it, asks the gate and follows it to its end.
+	mt := exec.Command(bin(t, "morph-temporal"), "pipeline", "run", "--config", cfg, dot)
+	mt.Stderr = &logs
+	answers, _ := mt.StdinPipe() // open, never written
+	defer answers.Close()
+	out, _ := mt.StdoutPipe()
+	if err := mt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := time.AfterFunc(20*time.Second, func() { mt.Process.Kill() }) // no question: the loop ends
+	defer stop.Stop()
+	lines := bufio.NewScanner(out)
+	var first, line durable.PipelineLine
+	for line.Question == nil && lines.Scan() {
+		line = durable.PipelineLine{}
+		if err := json.Unmarshal(lines.Bytes(), &line); err != nil {
+			t.Fatalf("%v: %s", err, lines.Text())
+		}
+		if first.Workflow == "" {
+			first = line
+		}
+	}
+	mt.Process.Kill()
+	mt.Wait()
+	if first.Workflow == "" || line.Question == nil || line.Question.NodeID != "gate" {
+		t.Fatalf("morph-temporal pipeline run wrote %+v first, %+v last", first, line)
+	}
+	attached, _ := run(0, "resume", "--temporal", "--config", cfg, first.Workflow)
+	if j(attached) != j(local) {
+		t.Errorf("morph pipeline resume --temporal of a running workflow:\n%s\nmorph pipeline run:\n%s", j(attached), j(local))
 	}
 }
