@@ -147,7 +147,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	checkpoints, continuing := 0, false
 	r := pipelineRunner(ctx, setup, in, exec, gates, func(ev pipeline.Event) {
 		if ev.Kind == pipeline.EventAgent {
-			if ev.Agent.Kind != engine.EventStep {
+			if ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
 				return
 			}
 			step := *ev.Agent
