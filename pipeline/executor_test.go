@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -92,5 +94,26 @@ func TestExecutorSeam(t *testing.T) {
 	}
 	if fmt.Sprint(res.Context["human.choice"]) != "go" {
 		t.Errorf("gate: %v", res.Context["human.choice"])
+	}
+}
+
+// Go's Executor runs every call, at most limit at once, and returns when
+// all have returned.
+func TestGoExecutorForEach(t *testing.T) {
+	var mu sync.Mutex
+	running, most, done := 0, 0, make([]bool, 6)
+	goExecutor{realClock{}}.ForEach(context.Background(), len(done), 2, func(_ context.Context, i int) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		running--
+		done[i] = true
+		mu.Unlock()
+	})
+	if most != 2 || slices.Contains(done, false) {
+		t.Errorf("at most %d at once (want 2), done %v", most, done)
 	}
 }
