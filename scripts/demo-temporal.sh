@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# demo-temporal.sh runs `make demo`'s first job durably: a Temporal dev
-# server on 127.0.0.1 (the CLI scripts/temporal.sh builds and caches), two
-# `morph worker`s on the repository's morph.toml, and `morph run --temporal`
-# on the offline scripted model. Everything it starts is stopped on exit;
+# demo-temporal.sh runs `make demo`'s first and third jobs durably: a
+# Temporal dev server on 127.0.0.1 (the CLI scripts/temporal.sh builds and
+# caches), two `morph worker`s on the repository's morph.toml and `morph run
+# --temporal` on the offline scripted model, then a worker of the pipeline
+# example's config and `morph pipeline run --temporal`. Everything it starts is stopped on exit;
 # the logs are kept in a temporary directory it names. Run it through
 # `make demo-temporal`, which builds bin/ first.
 set -euo pipefail
@@ -48,5 +49,14 @@ done
 
 echo "== morph run --temporal: the turn's model calls, tool call and hooks are activities on the workers =="
 bin/morph run --temporal --config morph.toml "What is 17.5% of 2,340 plus the square root of 1,764?"
-echo "== the workflow as Temporal recorded it: temporal workflow list =="
+echo "== a pipeline: the workers of its own config (the same task queue: first stop the others) =="
+kill "${pids[1]}" "${pids[2]}"
+wait "${pids[1]}" "${pids[2]}" 2>/dev/null || true
+# One worker: a scripted model's place in its replies is per worker.
+bin/morph worker --config examples/pipelines/plan-implement-verify.toml >"$work/worker-pipeline.log" 2>&1 &
+pids+=($!)
+bin/morph pipeline run --temporal --config examples/pipelines/plan-implement-verify.toml \
+	examples/pipelines/plan-implement-verify.dot
+
+echo "== the workflows as Temporal recorded them: temporal workflow list =="
 "$temporal" workflow list --address "$TEMPORAL_ADDRESS"
