@@ -14,6 +14,10 @@ const (
 	ManifestFile   = "manifest.json"
 )
 
+// LockFile is the run directory's lock, held while a run runs there (Run,
+// Resume): one process at a time.
+const LockFile = ".lock"
+
 // checkpointVersion is the checkpoint format; a resume refuses another.
 const checkpointVersion = 1
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,14 +110,19 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 	if cfg.RunDir == "" {
 		return nil, fmt.Errorf("%w: RunConfig.RunDir is required", ErrRunDir)
 	}
+	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	release, err := lockRunDir(cfg.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if _, err := os.Stat(filepath.Join(cfg.RunDir, CheckpointFile)); err == nil {
 		return nil, fmt.Errorf("%w: %s already holds a run: resume it (--resume %s) if it stopped, or choose another run directory", ErrRunDir, cfg.RunDir, cfg.RunDir)
 	}
-	if entries, err := os.ReadDir(cfg.RunDir); err == nil && len(entries) > 0 {
+	if entries, err := os.ReadDir(cfg.RunDir); err == nil && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != LockFile }) {
 		return nil, fmt.Errorf("%w: %s is not empty and holds no run: choose a new or empty run directory", ErrRunDir, cfg.RunDir)
-	}
-	if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
-		return nil, fmt.Errorf("run directory: %w", err)
 	}
 	start := g.StartNode()
 	id := cfg.RunID
@@ -156,6 +162,15 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 // stopped runs again: its effects inside the node are not durable across
 // a crash.
 func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, error) {
+	// The lock of a directory that holds a run (LoadCheckpoint says what
+	// is wrong with one that does not).
+	if _, err := os.Stat(filepath.Join(cfg.RunDir, CheckpointFile)); err == nil {
+		release, err := lockRunDir(cfg.RunDir)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	cp, err := LoadCheckpoint(cfg.RunDir)
 	if err != nil {
 		return nil, err

@@ -629,3 +629,46 @@ func TestReadDOTFileRefusesNonRegular(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// One run directory, one process at a time: while a run waits at its gate,
+// neither a second run nor a resume of it starts there; once it has
+// stopped, the resume does.
+func TestRunDirectoryIsLocked(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; gate [shape=hexagon]; done [shape=Msquare]; start -> gate; gate -> done [label="ok"] }`
+	dir := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	iv := NewQueueInterviewer()
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := (&Runner{Interviewer: iv}).Run(ctx, mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	for len(iv.Asked()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Refused by the lock, before the check of the checkpoint the first
+	// run saved after its start node.
+	if _, err := (&Runner{}).Run(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); !errors.Is(err, ErrRunDir) || !strings.Contains(err.Error(), "is in use") {
+		t.Errorf("a second run in the directory: %v", err)
+	}
+	cancel()
+	res := <-done
+	if res == nil || res.State != RunCanceled {
+		t.Fatalf("the first run: %+v", res)
+	}
+	release, err := lockRunDir(dir) // as a resume in progress holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Runner{}).Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); !errors.Is(err, ErrRunDir) || !strings.Contains(err.Error(), "is in use") {
+		t.Errorf("a resume while another holds the directory: %v", err)
+	}
+	release()
+	iv.Push(Answer{Choice: "ok"})
+	if res, err := (&Runner{Interviewer: iv}).Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); err != nil || res.State != RunSuccess {
+		t.Fatalf("the resume: %v %+v", err, res)
+	}
+}
