@@ -717,7 +717,7 @@ var knownAttrs = map[string]attrSpec{
 	// Edges.
 	"condition":    {scope: onEdge},
 	"weight":       {onEdge, &attrCheck{intAttrCheck, "write a whole number; the higher weight wins"}},
-	"loop_restart": {onEdge, boolCheck}, // attractor's; read by no handler yet
+	"loop_restart": {onEdge, boolCheck}, // attractor's; not supported: a warning when true (checkUnknownAttributes)
 
 	// Graphviz presentation.
 	"color": gv, "fillcolor": gv, "style": gv, "fontname": gv, "fontsize": gv, "fontcolor": gv,
@@ -957,6 +957,11 @@ func checkUnknownAttributes(g *Graph, _ ValidateOptions) []Diagnostic {
 		check(e.Attrs, onEdge, "edge "+e.String(), func(fix, msg string) Diagnostic {
 			return edgeDiag(RuleUnknownAttribute, SeverityWarning, e, fix, "%s", msg)
 		})
+		if on, err := boolAttr(e.Attrs, "loop_restart", false, ""); err == nil && on {
+			out = append(out, edgeDiag(RuleUnknownAttribute, SeverityWarning, e,
+				"remove loop_restart; bound the loop with max_node_visits, or run the pipeline again",
+				"edge %s: loop_restart is attractor's and morph does not restart runs: the edge is taken as any other, the run keeping its context, visit counts and stage files", e))
+		}
 	}
 	return out
 }
