@@ -19,7 +19,8 @@
 // size of its Temporal history, or when Temporal suggests it) it continues
 // as new between turns, once the turns already asked for have run,
 // carrying the history and its middleware's quarantines (SessionState);
-// idle past its timeout, it ends.
+// idle past its timeout, it ends with its state, from which StartTurn
+// starts it again at the session's next turn.
 //
 // A DOT pipeline's workflow (PipelineWorkflow) runs morph's pipeline runner
 // the same way, on the workflow's engine, with the workflow's time,

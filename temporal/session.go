@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
@@ -173,14 +174,42 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 // StartTurn asks session id's workflow on taskQueue for a turn, starting
 // the workflow, with limits, when it is not running (update-with-start; a
 // running workflow keeps the limits it has), and returns once a worker has
-// accepted the turn: the handle's Get waits for its TurnResult.
+// accepted the turn: the handle's Get waits for its TurnResult. A session
+// whose workflow ended idle goes on from the state it ended with: the idle
+// end gives back the workers' and Temporal's resources, not the session.
 func StartTurn(ctx context.Context, c client.Client, taskQueue, id string, limits SessionLimits, turn SessionTurn) (client.WorkflowUpdateHandle, error) {
+	in, err := endedState(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	in.SessionID, in.Limits = id, limits
 	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: SessionWorkflowID(id), TaskQueue: taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, SessionWorkflow, SessionState{SessionID: id, Limits: limits})
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, SessionWorkflow, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: UpdateTurn, Args: []any{turn}, WaitForStage: client.WorkflowUpdateStageAccepted}})
 	if err != nil {
 		return nil, fmt.Errorf("session %s (workflow %s): %w", id, SessionWorkflowID(id), err)
 	}
 	return h, nil
+}
+
+// endedState is the state session id's workflow ended idle with, or none
+// when it runs (the turn joins it), never ran, or ended otherwise (failed,
+// terminated: its state is not its result).
+func endedState(ctx context.Context, c client.Client, id string) (SessionState, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, SessionWorkflowID(id), "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return SessionState{}, nil
+	case err != nil:
+		return SessionState{}, fmt.Errorf("session %s (workflow %s): %w", id, SessionWorkflowID(id), err)
+	case desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return SessionState{}, nil
+	}
+	var st SessionState
+	if err := c.GetWorkflow(ctx, SessionWorkflowID(id), "").Get(ctx, &st); err != nil {
+		return SessionState{}, fmt.Errorf("session %s: the state its workflow ended with: %w", id, err)
+	}
+	return st, nil
 }

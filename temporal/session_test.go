@@ -233,7 +233,7 @@ func TestSessionSurvivesWorkerRestart(t *testing.T) {
 func TestSessionTurnsQueueAndIdleEnd(t *testing.T) {
 	c := dev(t)
 	final := `{"type":"final","final":{"thought":"done","output":1}}`
-	cfg, err := config.Load(writeConfig(t, final, final))
+	cfg, err := config.Load(writeConfig(t, final, final, final))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +255,16 @@ func TestSessionTurnsQueueAndIdleEnd(t *testing.T) {
 	}
 	if runs, _ := sessionEvents(t, c, id); len(state.History) != 4 || state.Turns != 2 || runs < 2 {
 		t.Errorf("%d runs, %d turns, history %+v", runs, state.Turns, state.History)
+	}
+	// A turn after the idle end goes on with the session.
+	if res := sessionTurn(t, c, queue, id, limits, "three"); res.Final == nil {
+		t.Fatalf("turn three: %+v", res)
+	}
+	if err := c.GetWorkflow(context.Background(), SessionWorkflowID(id), "").Get(context.Background(), &state); err != nil {
+		t.Fatal(err)
+	}
+	if len(state.History) != 6 || state.Turns != 3 || state.History[4].Content != "three" {
+		t.Errorf("after the idle end: %d turns, history %+v", state.Turns, state.History)
 	}
 }
 
