@@ -40,6 +40,7 @@ gap       ./host/internal/interrupt     ^BenchmarkCheckGap$                     
 check     ./host/internal/wasmbin       ^BenchmarkCheck$                             0.5s
 isolation ./host                        ^BenchmarkIsolation$                         0.5s
 sessions  ./host                        ^BenchmarkSessions$                          0.3s
+sessionload ./host                      ^BenchmarkSessionLoad$                       1x
 history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s
 extism    ./host                        ^BenchmarkExtismCall$                        0.3s
 schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
