@@ -549,6 +549,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 		arena.Release()
 		return nil, err
 	}
+	arena.TrimZeros() // what initialization touched and left zero: a session holds it for its life
 	p.stats.instantiated.Add(1)
 	return &instance{g: g, arena: arena, state: state}, nil
 }

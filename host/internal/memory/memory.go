@@ -87,6 +87,22 @@ func (a *Arena) Usage() Usage {
 	return u
 }
 
+// TrimZeros gives back the pages of the arena's mapped memories that are
+// resident but hold only zeros, and answers their bytes. What the memories
+// read does not change. Call it when no call runs on the instance: after
+// instantiation, where a guest's runtime may have touched pages it left
+// zero (standard Go's: 69 of the Go example's 597 resident pages, 276 KiB). Where the platform cannot tell which
+// pages are resident (mincore), it gives back nothing.
+func (a *Arena) TrimZeros() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var n uint64
+	for _, m := range a.maps {
+		n += m.trimZeros()
+	}
+	return n
+}
+
 // sliceMemory is a linear memory in Go's heap, grown by append; sized
 // counts its bytes in its arena's Usage.
 type sliceMemory struct {

@@ -81,3 +81,30 @@ func TestSliceMemory(t *testing.T) {
 		t.Fatalf("the fallback does not hold its maximum")
 	}
 }
+
+// TrimZeros gives back the resident pages that hold only zeros, and
+// nothing else: what the memory reads does not change.
+func TestTrimZeros(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pages are trimmed where mincore tells which are resident")
+	}
+	page := os.Getpagesize()
+	var a Arena
+	defer a.Release()
+	mem := a.Allocate(wasmPage, 64<<20)
+	buf := mem.Reallocate(wasmPage)
+	buf[0] = 1                        // page 0: data
+	buf[page] = 0                     // page 1: touched, zero
+	buf[2*page], buf[3*page-1] = 0, 3 // page 2: data in its last byte
+	buf[3*page] = 0                   // pages 3 and 4: touched, zero
+	buf[4*page] = 0
+	if n := a.TrimZeros(); n != 3*uint64(page) {
+		t.Fatalf("trimmed %d bytes, want the 3 zero pages", n)
+	}
+	if u := a.Usage(); u.Resident != 2*uint64(page) {
+		t.Fatalf("usage %+v, want the 2 pages with data resident", u)
+	}
+	if buf[0] != 1 || buf[3*page-1] != 3 || buf[page] != 0 {
+		t.Fatalf("trimming changed the memory")
+	}
+}
