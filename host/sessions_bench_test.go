@@ -204,10 +204,12 @@ func sessionSlope(b *testing.B, path string, ctxs []context.Context, steps []int
 // of the Rust example's middleware in one plugin, in session isolation, all
 // kept alive. open: 64 goroutines open the sessions (two 1 KB on_turn_start
 // calls each, the first on a new instance); warm: as many calls again, each
-// on a random live session's idle instance. Reported: the resident memory
-// the sessions added (residentBytes before and after, as BenchmarkSessions)
-// and what Plugin.Memory says their linear memories hold, and the calls per
-// second of each phase. It takes some seconds: run it with -benchtime 1x.
+// on a random live session's idle instance (two calls of one session at
+// once take two instances, as they should: the session keeps both).
+// Reported: the resident memory the sessions added (residentBytes before and
+// after, as BenchmarkSessions), what Plugin.Memory says their linear
+// memories hold and reserve, and the calls per second of each phase. It
+// takes some seconds: run it with -benchtime 1x.
 func BenchmarkSessionLoad(b *testing.B) {
 	const sessions, workers = 10_000, 64
 	in := turnStart(1 << 10)
@@ -224,12 +226,12 @@ func BenchmarkSessionLoad(b *testing.B) {
 		open := concurrently(b, workers, sessions, func(i int) []context.Context { return []context.Context{ctxs[i], ctxs[i]} }, p, export, in)
 		after := residentBytes(b)
 		mem := p.Memory()
-		warm := concurrently(b, workers, sessions, func(i int) []context.Context {
-			return []context.Context{ctxs[(i*7919)%sessions], ctxs[(i*104729+1)%sessions]} // two live sessions, spread over all
-		}, p, export, in)
 		if st := p.Stats(); st.Instantiated != sessions || st.Discarded != 0 || mem.Instances != sessions {
 			b.Fatalf("stats %+v, memory %+v: want one instance per session, all idle", st, mem)
 		}
+		warm := concurrently(b, workers, sessions, func(i int) []context.Context {
+			return []context.Context{ctxs[(i*7919)%sessions], ctxs[(i*104729+1)%sessions]} // two live sessions, spread over all
+		}, p, export, in)
 		b.ReportMetric(float64(after-before)/(1<<20), "RSS-MiB")
 		b.ReportMetric(float64(after-before)/sessions/1024, "KiB/session")
 		b.ReportMetric(float64(mem.Resident)/sessions/1024, "linear-KiB/session")
