@@ -91,8 +91,9 @@ func (a *Arena) Usage() Usage {
 // resident but hold only zeros, and answers their bytes. What the memories
 // read does not change. Call it when no call runs on the instance: after
 // instantiation, where a guest's runtime may have touched pages it left
-// zero (standard Go's: 69 of the Go example's 597 resident pages, 276 KiB). Where the platform cannot tell which
-// pages are resident (mincore), it gives back nothing.
+// zero (standard Go's: 69 of the Go example's 597 resident pages, 276
+// KiB). Where the platform cannot tell which pages are resident (mincore),
+// it gives back nothing.
 func (a *Arena) TrimZeros() uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
