@@ -42,7 +42,7 @@
 //   - internal/interrupt: the rewrite that makes a guest check its deadline
 //     and bound its call stack.
 //   - internal/memory: the instances' linear memories, mapped outside Go's
-//     heap.
+//     heap, and what they really hold (Plugin.Memory).
 //   - internal/guest: what the host and the loaders share: the Module and
 //     Instance a loader gives the host, the Env the host gives a loader,
 //     the kinds of failure (which host re-exports as its Err* values), and

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -657,4 +658,33 @@ func raced() bool {
 		}
 	}
 	return false
+}
+
+// Class 6 across sessions: a guest that grows its memory to the cap in every
+// session holds, at most, the cap in each instance the plugin keeps, and the
+// plugin keeps at most Limits.MaxSessions idle ones (plus MaxInstances
+// running): that product bounds both its resident memory and the address
+// space it reserves, which Plugin.Memory reports.
+func TestMemoryGrowthBoundedAcrossSessions(t *testing.T) {
+	const mib, sessions, kept = 4, 12, 3
+	attack := forever(append(append([]byte{0x41, 1, 0x40, 0, 0x22, 2, 0x41, 0x7F, 0x46, 0x0D, 1},
+		0x20, 2, 0x41, 0x10, 0x74, 0x41, 1), append(i32const(1<<16), 0xFC, 11, 0)...)) // as TestMemoryGrowthBounded's
+	g := guestModule{locals: []byte{1, 1, 0x7F}, attack: append([]byte{0x02, 0x40}, append(attack, 0x0B)...)}
+	p := load(t, newLoader(t), Config{Name: "grower", Wasm: g.wasm(), Isolation: IsolationSession,
+		Limits: Limits{MemoryMiB: mib, MaxSessions: kept, Timeout: 10 * time.Second}})
+	for i, ctx := range sessionContexts(t, sessions) {
+		if _, err := p.Call(ctx, abi.ExportBuildPrompt, jsonPayload(100)); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	p.evicting.Wait()
+	st := p.Memory()
+	if st.Instances != kept || st.Reserved != kept*mib<<20 {
+		t.Fatalf("memory %+v: want %d idle instances reserving %d MiB each", st, kept, mib)
+	}
+	// Each filled its memory but the first pages, which hold the guest's
+	// data: resident is between most of the caps and the caps.
+	if st.Resident > st.Reserved || runtime.GOOS == "linux" && st.Resident < st.Reserved*3/4 {
+		t.Fatalf("memory %+v: resident should be most of the %d MiB reserved", st, st.Reserved>>20)
+	}
 }

@@ -39,6 +39,8 @@ deadline  ./host/internal/interrupt     ^(BenchmarkLoop|BenchmarkInstrument)$   
 gap       ./host/internal/interrupt     ^BenchmarkCheckGap$                          20x
 check     ./host/internal/wasmbin       ^BenchmarkCheck$                             0.5s
 isolation ./host                        ^BenchmarkIsolation$                         0.5s
+sessions  ./host                        ^BenchmarkSessions$                          0.3s
+sessionload ./host                      ^BenchmarkSessionLoad$                       1x
 history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s
 extism    ./host                        ^BenchmarkExtismCall$                        0.3s
 schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s

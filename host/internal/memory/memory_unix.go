@@ -5,6 +5,8 @@ package memory
 import (
 	"math"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,8 +15,9 @@ import (
 // size: pages are committed when first touched (the kernel zeroes them),
 // and MAP_NORESERVE keeps the untouched rest out of the commit charge.
 type mapped struct {
-	mu  sync.Mutex // Free (wazero's) and unmap (the arena's) may come from different goroutines
-	buf []byte
+	mu   sync.Mutex // Free (wazero's) and unmap (the arena's) may come from different goroutines
+	buf  []byte
+	size atomic.Uint64 // the linear memory's size, as last reallocated: what resident looks at
 }
 
 // reserve maps max bytes, or answers nil when it cannot.
@@ -36,7 +39,79 @@ func (m *mapped) Reallocate(size uint64) []byte {
 	if size > uint64(len(m.buf)) {
 		return nil
 	}
+	m.size.Store(size)
 	return m.buf[:size:size]
+}
+
+// reserved is the mapping's length, until it is unmapped.
+func (m *mapped) reserved() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return uint64(len(m.buf))
+}
+
+// resident is how much of the linear memory's current size is in
+// resident pages, or its size where the platform cannot tell (mincore).
+func (m *mapped) resident() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.buf == nil {
+		return 0
+	}
+	buf := m.buf[:m.size.Load()]
+	vec := mincore(buf)
+	if vec == nil {
+		return uint64(len(buf))
+	}
+	var n uint64
+	for _, v := range vec {
+		n += uint64(v & 1)
+	}
+	return min(n*uint64(unix.Getpagesize()), uint64(len(buf)))
+}
+
+// trimZeros gives back the resident pages of the linear memory that hold
+// only zeros, and answers their bytes: a page given back reads as zeros, as
+// before, and costs nothing until it is written again. Only a page found
+// resident is read, and a page that holds data is read only up to its
+// first nonzero word, so the scan costs about what it gives back.
+func (m *mapped) trimZeros() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.buf == nil {
+		return 0
+	}
+	buf := m.buf[:m.size.Load()]
+	vec := mincore(buf)
+	page := unix.Getpagesize()
+	var trimmed uint64
+	for i := 0; i < len(vec); {
+		if vec[i]&1 == 0 || !zeros(buf[i*page:min((i+1)*page, len(buf))]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(vec) && vec[j]&1 == 1 && zeros(buf[j*page:min((j+1)*page, len(buf))]) {
+			j++
+		}
+		run := buf[i*page : min(j*page, len(buf))]
+		if unix.Madvise(run, unix.MADV_DONTNEED) == nil {
+			trimmed += uint64(len(run))
+		}
+		i = j
+	}
+	return trimmed
+}
+
+// zeros reports whether b, a page (a multiple of 8 bytes, 8-aligned), holds
+// only zeros.
+func zeros(b []byte) bool {
+	for _, w := range unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8) {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Free gives the memory's pages back to the system at once; the range stays

@@ -1,0 +1,110 @@
+package memory
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"unsafe"
+)
+
+const wasmPage = 64 << 10
+
+// A mapped memory grows in place up to its maximum and no further, costs
+// what is touched of it, gives its pages back at Free, and its address
+// space at Release.
+func TestMappedMemory(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("memories are Go slices here (TestSliceMemory)")
+	}
+	const max = 64 << 20
+	var a Arena
+	mem := a.Allocate(wasmPage, max)
+	if _, ok := mem.(*mapped); !ok {
+		t.Fatalf("memory is a %T, want a mapping", mem)
+	}
+	buf := mem.Reallocate(wasmPage)
+	buf[0], buf[wasmPage-1] = 1, 2
+	grown := mem.Reallocate(16 * wasmPage)
+	if unsafe.SliceData(grown) != unsafe.SliceData(buf) || grown[0] != 1 || grown[wasmPage-1] != 2 || len(grown) != 16*wasmPage {
+		t.Fatalf("growing moved or lost the memory")
+	}
+	if mem.Reallocate(max+1) != nil {
+		t.Fatalf("grew past its maximum")
+	}
+	u := a.Usage()
+	if u.Reserved != max {
+		t.Fatalf("usage %+v, want %d reserved", u, max)
+	}
+	// Two pages touched (the first and the last of the first wasm page):
+	// mincore on Linux sees just them; elsewhere the bound is the size.
+	if page := uint64(os.Getpagesize()); runtime.GOOS == "linux" && u.Resident != 2*page {
+		t.Fatalf("usage %+v, want 2 pages of %d resident", u, page)
+	} else if u.Resident > 16*wasmPage {
+		t.Fatalf("usage %+v: more resident than the memory's size", u)
+	}
+	mem.Free()
+	if u := a.Usage(); runtime.GOOS == "linux" && u.Resident != 0 {
+		t.Fatalf("usage after Free %+v, want nothing resident", u)
+	}
+	if grown[0] != 0 {
+		t.Fatalf("a freed memory still reads its old contents")
+	}
+	a.Release()
+	if u := a.Usage(); u != (Usage{}) {
+		t.Fatalf("usage after Release %+v", u)
+	}
+}
+
+// Where a mapping cannot be had (here: a maximum larger than the address
+// space), the memory is a Go slice that keeps the maximum and its contents
+// across growth, and counts in the arena's Usage as allocated.
+func TestSliceMemory(t *testing.T) {
+	var a Arena
+	mem := a.Allocate(wasmPage, 1<<62)
+	if _, ok := mem.(*sliceMemory); !ok {
+		t.Fatalf("memory is a %T, want the fallback", mem)
+	}
+	buf := mem.Reallocate(wasmPage)
+	buf[wasmPage-1] = 7
+	if grown := mem.Reallocate(3 * wasmPage); len(grown) != 3*wasmPage || grown[wasmPage-1] != 7 {
+		t.Fatalf("growing lost the memory")
+	}
+	if u := a.Usage(); u.Reserved != 0 || u.Resident < 3*wasmPage {
+		t.Fatalf("usage %+v, want at least %d resident and nothing reserved", u, 3*wasmPage)
+	}
+	mem.Free()
+	if u := a.Usage(); u != (Usage{}) {
+		t.Fatalf("usage after Free %+v", u)
+	}
+	small := &sliceMemory{max: 2 * wasmPage, sized: &a.sliceBytes}
+	if small.Reallocate(2*wasmPage) == nil || small.Reallocate(2*wasmPage+1) != nil {
+		t.Fatalf("the fallback does not hold its maximum")
+	}
+}
+
+// TrimZeros gives back the resident pages that hold only zeros, and
+// nothing else: what the memory reads does not change.
+func TestTrimZeros(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pages are trimmed where mincore tells which are resident")
+	}
+	page := os.Getpagesize()
+	var a Arena
+	defer a.Release()
+	mem := a.Allocate(wasmPage, 64<<20)
+	buf := mem.Reallocate(wasmPage)
+	buf[0] = 1                        // page 0: data
+	buf[page] = 0                     // page 1: touched, zero
+	buf[2*page], buf[3*page-1] = 0, 3 // page 2: data in its last byte
+	buf[3*page] = 0                   // pages 3 and 4: touched, zero
+	buf[4*page] = 0
+	if n := a.TrimZeros(); n != 3*uint64(page) {
+		t.Fatalf("trimmed %d bytes, want the 3 zero pages", n)
+	}
+	if u := a.Usage(); u.Resident != 2*uint64(page) {
+		t.Fatalf("usage %+v, want the 2 pages with data resident", u)
+	}
+	if buf[0] != 1 || buf[3*page-1] != 3 || buf[page] != 0 {
+		t.Fatalf("trimming changed the memory")
+	}
+}
