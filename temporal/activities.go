@@ -68,8 +68,9 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 	return s, nil
 }
 
-// Chat is one model call.
+// Chat is one model call, heartbeating while it runs (see chatHeartbeat).
 func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, error) {
+	defer heartbeat(ctx, chatHeartbeat/4)()
 	res, err := a.client.Chat(ctx, llm.Request{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
 		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
 	return res, nonRetryable("model call", err)

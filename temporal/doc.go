@@ -56,7 +56,8 @@
 // stage handler, the engine's deadline on a middleware hook, the model
 // client's attempts and waits; at most ActivityTimeout, which is also the
 // timeout of a call nothing bounds. It is how long a lost worker holds a
-// call before another worker takes it. A call's own failure is its answer,
+// call before another worker takes it; a model call, minutes long when
+// the client retries, heartbeats, and is taken sooner. A call's own failure is its answer,
 // returned non-retryable; Temporal runs a call again only when its attempt
 // timed out, its worker lost (retryPolicy: three attempts at most).
 //

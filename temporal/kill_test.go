@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -242,14 +243,18 @@ func TestWorkerKilledInHook(t *testing.T) {
 		t.Errorf("%d tool executions, want 1 (none repeated):\n%s", n, w.logs.String())
 	}
 	it := c.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	hook, attempt := int64(0), int32(0) // the hook's scheduled event, and the attempt that started
+	hook, attempt := int64(0), int32(0)       // the hook's scheduled event, and the attempt that started
+	timeouts := map[string][2]time.Duration{} // the activities' StartToCloseTimeout and HeartbeatTimeout, by type
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "OnToolSuccess" {
-			hook = ev.GetEventId()
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			timeouts[a.GetActivityType().GetName()] = [2]time.Duration{a.GetStartToCloseTimeout().AsDuration(), a.GetHeartbeatTimeout().AsDuration()}
+			if a.GetActivityType().GetName() == "OnToolSuccess" {
+				hook = ev.GetEventId()
+			}
 		}
 		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetScheduledEventId() == hook {
 			attempt = a.GetAttempt()
@@ -257,5 +262,12 @@ func TestWorkerKilledInHook(t *testing.T) {
 	}
 	if attempt != 2 {
 		t.Errorf("the hook's activity started at attempt %d, want 2 (the killed worker's timed out)", attempt)
+	}
+	// The model client's timeout (60 s, no retries) and its heartbeat, the
+	// hook's three deadlines, calc's bound; each and a second.
+	want := map[string][2]time.Duration{"Setup": {setupTimeout}, "Chat": {61 * time.Second, chatHeartbeat},
+		"OnToolSuccess": {1750 * time.Millisecond}, "CallTool": {builtinToolBound + activityMargin}}
+	if !maps.Equal(timeouts, want) {
+		t.Errorf("activity timeouts (start to close, heartbeat) %v, want %v", timeouts, want)
 	}
 }

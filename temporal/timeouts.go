@@ -1,9 +1,11 @@
 package temporal
 
 import (
+	"context"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -28,7 +30,8 @@ var ActivityTimeout = 10 * time.Minute
 // ActivityTimeout:
 //   - a model call (Chat): the model client's bound, its retries and
 //     their waits included (openai.Client.CallBound), so that Temporal
-//     never gives up on a call the client is still retrying;
+//     never gives up on a call the client is still retrying; its worker
+//     heartbeats meanwhile (chatHeartbeat);
 //   - an engine hook, a WebAssembly tool or stage handler: its plugin's
 //     bound on one call (host.Details.CallBound, three of its timeouts:
 //     a fresh instance, the call, a description of changed tools). One
@@ -70,6 +73,13 @@ const (
 	// one before was lost: more in a row is no longer a lost worker but a
 	// call that kills its worker, or an outage, and the call fails.
 	maxAttempts = 3
+	// chatHeartbeat is the Chat activity's heartbeat timeout: a model call
+	// runs for minutes when the client retries (7 by default), and its
+	// worker heartbeats while it runs, so that a worker lost in it is seen
+	// after this rather than after the call's timeout. Shorter, and a
+	// worker whose heartbeats are late (a loaded worker, a slow link to
+	// Temporal) would have its call, paid for, made again by another.
+	chatHeartbeat = 20 * time.Second
 )
 
 // retryPolicy is the engine's rules on Temporal: a call's own failure is
@@ -77,17 +87,39 @@ const (
 // non-retryable, see nonRetryable), so Temporal runs a call again only
 // when an attempt timed out, its worker lost, at most maxAttempts in all.
 // The first retry comes at once: the timeout has waited already.
-var retryPolicy = &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: maxAttempts}
+var retryPolicy = temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: maxAttempts}
 
 // withTimeout is ctx with the options of one activity call: its
 // StartToCloseTimeout d (ActivityTimeout when d is not positive: a call
 // Timeouts does not know, or a Setup answered by a worker from before
-// Timeouts) and retryPolicy.
+// Timeouts) and retryPolicy; ctx's other options (a heartbeat timeout)
+// stay.
 func withTimeout(ctx workflow.Context, d time.Duration) workflow.Context {
 	if d <= 0 {
 		d = ActivityTimeout
 	}
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: d, RetryPolicy: retryPolicy})
+	return workflow.WithRetryPolicy(workflow.WithStartToCloseTimeout(ctx, d), retryPolicy)
+}
+
+// heartbeat records heartbeats of ctx's activity, at once and then every
+// interval, until the function it returns is called.
+func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // callBounder is a model client that says how long a call of it runs

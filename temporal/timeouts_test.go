@@ -5,8 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/morphhost/morph/config"
 )
@@ -69,4 +74,31 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 	ActivityTimeout = 5 * time.Second
 	want.Chat, want.Tools["calc"], want.Stages["wasm:verify"] = ActivityTimeout, ActivityTimeout, ActivityTimeout
 	check(want)
+}
+
+// A model call heartbeats while it runs: at once, and every quarter of
+// chatHeartbeat.
+func TestChatHeartbeats(t *testing.T) {
+	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(quiet)
+	env := suite.NewTestActivityEnvironment()
+	var beats atomic.Int32
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	env.RegisterActivity(a)
+	if _, err := env.ExecuteActivity(a.Chat, ChatRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if beats.Load() == 0 {
+		t.Error("the model call recorded no heartbeat")
+	}
 }

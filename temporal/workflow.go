@@ -141,7 +141,7 @@ type chatStub struct {
 
 func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error) {
 	var res llm.Result
-	err := call(scope(gctx, c.ctx), c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+	err := call(workflow.WithHeartbeatTimeout(scope(gctx, c.ctx), chatHeartbeat), c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
 		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
 	return res, err
 }
