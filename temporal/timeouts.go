@@ -139,11 +139,11 @@ func (a *Activities) timeouts(hooks []string) Timeouts {
 	}
 	t := Timeouts{Hooks: map[string]time.Duration{}, Middleware: map[string]time.Duration{}, Tools: map[string]time.Duration{},
 		Stages: map[string]time.Duration{}}
+	var chat time.Duration // the scripted client's: none
 	if c, ok := a.client.(callBounder); ok {
-		t.Chat = bounded(c.CallBound())
-	} else {
-		t.Chat = ActivityTimeout
+		chat = c.CallBound()
 	}
+	t.Chat = bounded(chat)
 	owners := e.EngineHooks().Owners
 	for _, hook := range hooks {
 		t.Hooks[hook] = bounded(plugins[owners[hook]]) // the host's: none
