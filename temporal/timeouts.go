@@ -86,7 +86,7 @@ const (
 // its answer, which the engine handles (every activity returns it
 // non-retryable, see nonRetryable), so Temporal runs a call again only
 // when an attempt timed out, its worker lost, at most maxAttempts in all.
-// The first retry comes at once: the timeout has waited already.
+// The retry comes almost at once: the timeout has waited already.
 var retryPolicy = temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: maxAttempts}
 
 // withTimeout is ctx with the options of one activity call: its
