@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/morphhost/morph/abi"
@@ -55,19 +56,26 @@ type engineHooks struct {
 
 // EngineHooks are the engine hooks an engine uses, after precedence (the
 // host's over a plugin's, a later plugin's over an earlier one's); nil
-// where none is set.
+// where none is set. One implementation serves each hook: they do not
+// chain.
 type EngineHooks struct {
 	Prompt   PromptBuilder
 	Params   ParamsBuilder
 	Success  ToolSuccessHook
 	Fallback FallbackFinalizer
+	// Owners name the plugin that set each hook, by its abi name; a hook
+	// the host set, or none did, is absent. A host that runs a hook on
+	// another engine's behalf bounds the call by its plugin's deadline
+	// (package temporal's activity timeouts).
+	Owners map[string]string
 }
 
 // EngineHooks returns the engine hooks it uses once Initialize has run: for
 // a host that runs them on another engine's behalf (package temporal's
 // workers, for the engine of a workflow, whose hooks are activities).
 func (e *Engine) EngineHooks() EngineHooks {
-	return EngineHooks{Prompt: e.hook.prompt, Params: e.hook.params, Success: e.hook.success, Fallback: e.hook.fallback}
+	return EngineHooks{Prompt: e.hook.prompt, Params: e.hook.params, Success: e.hook.success, Fallback: e.hook.fallback,
+		Owners: maps.Clone(e.hookOwner)}
 }
 
 // engineHookNames name the engine hooks, in the order of engineHooks.set.

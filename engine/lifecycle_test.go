@@ -225,7 +225,8 @@ func TestToolPrecedence(t *testing.T) {
 
 // Engine hooks follow the tools' precedence: the host's hook is used over
 // a plugin's, a later plugin's over an earlier one's, each time with a
-// warning naming both sides; hook events name the one used.
+// warning naming both sides; hook events name the one used, and so does
+// EngineHooks' Owners.
 func TestHookPrecedence(t *testing.T) {
 	prompt := func(text string) Option {
 		return WithPromptBuilder(func(*Registry, string) string { return text })
@@ -254,6 +255,9 @@ func TestHookPrecedence(t *testing.T) {
 	}
 	if got := e.Status().Warnings; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("warnings %q, want %q", got, want)
+	}
+	if got := e.EngineHooks().Owners; len(got) != 1 || got[abi.HookFallbackFinal] != "p2" {
+		t.Fatalf("owners %v, want fallback_final's p2 only (the host's build_prompt has none)", got)
 	}
 }
 

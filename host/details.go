@@ -1,6 +1,10 @@
 package host
 
-import "github.com/morphhost/morph/host/internal/sandbox"
+import (
+	"time"
+
+	"github.com/morphhost/morph/host/internal/sandbox"
+)
 
 // CapabilityStatus is one capability of a plugin: whether its manifest
 // requested it and whether the host granted it, with what (hosts,
@@ -17,6 +21,14 @@ type Details struct {
 	// granted, capability by capability (least privilege: a grant it did
 	// not ask for shows too).
 	Capabilities []CapabilityStatus `json:"capabilities,omitempty"`
+	// CallBound is the longest one call into the plugin runs once an
+	// instance is free for it: a fresh instance's instantiation, the call
+	// and, for a plugin that says during the call that its tools changed,
+	// their description, each within the plugin's timeout (Limits.Timeout).
+	// A call that waits for a free instance waits as long as its caller
+	// lets it. For a host that runs the call on another's behalf and must
+	// bound it (package temporal's activity timeouts).
+	CallBound time.Duration `json:"call_bound_ns"`
 
 	// stage is the plugin's stage handler, nil when it has none: how
 	// StageHandlers finds it among the engine's plugins, which the

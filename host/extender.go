@@ -82,7 +82,8 @@ func (p *Plugin) extension(mw engine.MiddlewareConfig) *engine.Extension {
 	if mw.Timeout <= 0 {
 		mw.Timeout = p.limits.Timeout + callTimeoutMargin
 	}
-	details := &Details{Loader: p.Loader(), Capabilities: p.Capabilities()}
+	details := &Details{Loader: p.Loader(), Capabilities: p.Capabilities(),
+		CallBound: 3 * p.limits.Timeout} // instantiation, call, description: see Details.CallBound
 	details.stage, _ = p.StageHandler()
 	ext := &engine.Extension{
 		Version:          m.Version,

@@ -20,7 +20,8 @@ import (
 // morph.toml. Their failures are non-retryable application errors: the
 // model client has already retried by its own rules, and a tool's or a
 // hook's failure is an answer the engine handles (an observation, a
-// fallback); Temporal retries an activity only when its worker is lost.
+// fallback); Temporal retries an activity only when its worker is lost,
+// which its timeout tells (see Timeouts).
 type Activities struct {
 	cfg    *config.Config
 	rt     *config.Runtime
@@ -45,7 +46,8 @@ func NewActivities(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 // Close closes the engine and its plugins.
 func (a *Activities) Close(ctx context.Context) error { return a.rt.Close(ctx) }
 
-// Setup describes the worker's engine for the workflow's.
+// Setup describes the worker's engine for the workflow's, and the
+// timeouts of its calls.
 func (a *Activities) Setup(context.Context) (Setup, error) {
 	e := a.rt.Engine
 	s := Setup{Tools: e.Tools(), Identity: a.cfg.Agent.Identity, Rules: a.cfg.Agent.Rules,
@@ -58,6 +60,7 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 		}
 	}
 	slices.Sort(s.Hooks)
+	s.Timeouts = a.timeouts(s.Hooks)
 	s.Middleware = middlewareSpecs(e)
 	for _, h := range a.rt.StageHandlers() {
 		s.StageHandlers = append(s.StageHandlers, h.Type())
@@ -65,8 +68,9 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 	return s, nil
 }
 
-// Chat is one model call.
+// Chat is one model call, heartbeating while it runs (see chatHeartbeat).
 func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, error) {
+	defer heartbeat(ctx, chatHeartbeat/4)()
 	res, err := a.client.Chat(ctx, llm.Request{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
 		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
 	return res, nonRetryable("model call", err)

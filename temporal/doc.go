@@ -51,6 +51,17 @@
 //     applies the rule it applies locally: an engine hook's fallback (the
 //     default prompt, ...), a middleware's policy and quarantine.
 //
+// Each activity's timeout (Timeouts, answered by the worker's Setup, so
+// that it is in the workflow's history) is what bounds its call on the
+// worker, plus a second: a plugin's deadlines for its hooks, tools and
+// stage handler, the engine's deadline on a middleware hook, the model
+// client's attempts and waits; at most ActivityTimeout, which is also the
+// timeout of a call nothing bounds. It is how long a lost worker holds a
+// call before another worker takes it; a model call, minutes long when
+// the client retries, heartbeats, and is taken sooner. A call's own failure is its answer,
+// returned non-retryable; Temporal runs a call again only when its attempt
+// timed out, its worker lost (retryPolicy: three attempts at most).
+//
 // Payloads (a session's history, a large tool output) go into Temporal's
 // history unless a PayloadCodec (DataConverter, the config's payload_dir)
 // moves those above a threshold to a content-addressed PayloadStore,

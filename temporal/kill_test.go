@@ -2,8 +2,10 @@ package temporal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,8 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/morphhost/morph/internal/testenv"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // modelServer is an OpenAI-compatible server that answers the n-th model
@@ -97,61 +101,173 @@ func bin(t testing.TB, name string) string {
 	return filepath.Join(dir, name)
 }
 
+// workers are worker processes (morph-temporal worker) of a morph.toml
+// on a model server, with calc, on a queue of their own of the dev
+// server; their output is in logs.
+type workers struct {
+	t     *testing.T
+	cfg   string
+	queue string
+	args  []string
+	logs  testenv.Buffer
+}
+
+// newWorkers writes the workers' morph.toml on model, extra appended;
+// args are the workers' flags.
+func newWorkers(t *testing.T, model *modelServer, extra string, args ...string) *workers {
+	srv, _ := devServer()
+	w := &workers{t: t, cfg: filepath.Join(t.TempDir(), "morph.toml"), queue: "kill-" + fmt.Sprint(time.Now().UnixNano()), args: args}
+	os.WriteFile(w.cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\nmax_retries = 0\n\n"+
+		"[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n%s",
+		model.URL+"/v1", srv.FrontendHostPort(), w.queue, extra)), 0o644)
+	return w
+}
+
+// start starts a worker; the test's end kills it.
+func (w *workers) start() *exec.Cmd {
+	cmd := exec.Command(bin(w.t, "morph-temporal"), append([]string{"worker", "--config", w.cfg}, w.args...)...)
+	cmd.Stdout, cmd.Stderr = &w.logs, &w.logs
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// killMidTurn runs task as a turn on a worker, which it kills with
+// SIGKILL once held has returned (the call to kill it in is in flight),
+// and starts another, which finishes the turn: it returns the turn's
+// result, its run, and how long after the kill it ended.
+func (w *workers) killMidTurn(c client.Client, task string, held func(context.Context, client.WorkflowRun) error) (TurnResult, client.WorkflowRun, time.Duration) {
+	t := w.t
+	a := w.start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: w.queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held(ctx, run); err != nil {
+		t.Fatalf("%v:\n%s", err, w.logs.String())
+	}
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
+	killed := time.Now()
+	w.start()
+	var res TurnResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("%v\n%s", err, w.logs.String())
+	}
+	return res, run, time.Since(killed)
+}
+
+// toolCalls counts the workers' tool executions.
+func (w *workers) toolCalls() int { return strings.Count(w.logs.String(), "msg=\"tool called\"") }
+
 // A worker killed with SIGKILL in the middle of a turn, after the turn's
 // first model call and tool call, while its second model call waits for the
 // model: a second worker finishes the turn. Nothing that finished runs
 // again (the model answered 3 calls, the tool ran twice); the call in
-// flight at the kill, which never answered, is made again.
+// flight at the kill, which never answered, is made again (after
+// --activity-timeout, 3 s, shorter than the model client's bound).
 func TestWorkerKilledMidTurn(t *testing.T) {
 	c := dev(t)
-	srv, _ := devServer()
 	model := newModelServer(t,
 		`{"type":"tool_call","tool_call":{"thought":"a","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
 		`{"type":"tool_call","tool_call":{"thought":"b","tool_name":"calc","tool_params":{"expression":"1+1"}}}`,
 		`{"type":"final","final":{"thought":"done","output":42}}`)
 	model.hold = true
-	queue := "kill-" + fmt.Sprint(time.Now().UnixNano())
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "morph.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\nmax_retries = 0\n\n"+
-		"[tools]\nbuiltin = [\"calc\"]\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n",
-		model.URL+"/v1", srv.FrontendHostPort(), queue)), 0o644)
-	var logs testenv.Buffer
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin(t, "morph-temporal"), "worker", "--config", cfg, "--activity-timeout", "3s")
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+	w := newWorkers(t, model, "", "--activity-timeout", "3s")
+	res, _, _ := w.killMidTurn(c, "6*7?", func(ctx context.Context, _ client.WorkflowRun) error {
+		select { // the first model call and tool call are done, the second model call is in flight
+		case <-model.arrived:
+			return nil
+		case <-ctx.Done():
+			return errors.New("the second model call never came")
 		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
-	}
-	a := start()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "6*7?"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select { // the first model call and tool call are done, the second model call is in flight
-	case <-model.arrived:
-	case <-ctx.Done():
-		t.Fatalf("the second model call never came:\n%s", logs.String())
-	}
-	a.Process.Signal(syscall.SIGKILL)
-	a.Wait()
-	start()
-	var res TurnResult
-	if err := run.Get(ctx, &res); err != nil {
-		t.Fatalf("%v\n%s", err, logs.String())
-	}
+	})
 	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 3 || res.Steps[0].Observation != "42" || res.Steps[1].Observation != "2" {
 		t.Fatalf("result %+v", res)
 	}
 	if completed, aborted := model.calls(); completed != 3 || aborted != 1 {
 		t.Errorf("%d model calls answered, %d aborted; want 3 (none repeated) and 1 (the one in flight)", completed, aborted)
 	}
-	if n := strings.Count(logs.String(), "msg=\"tool called\""); n != 2 {
-		t.Errorf("%d tool executions, want 2 (none repeated):\n%s", n, logs.String())
+	if n := w.toolCalls(); n != 2 {
+		t.Errorf("%d tool executions, want 2 (none repeated):\n%s", n, w.logs.String())
+	}
+}
+
+// A worker killed with SIGKILL while it runs an engine hook, with no
+// --activity-timeout: spin_success's on_tool_success, after the turn's
+// first model call and tool call, spins to its deadline of 250 ms.
+// Another worker takes the hook (its second attempt) once the activity's
+// timeout, derived from the plugin's (three deadlines and a second: 1.75
+// s), has passed, and then the workflow, once the dead worker's sticky
+// queue has timed out (5 s): seconds after the kill, not the 10 minutes
+// of ActivityTimeout.
+// The hook fails there too, as locally, and the turn goes on; nothing
+// that finished runs again (the model answered 2 calls, the tool ran once).
+func TestWorkerKilledInHook(t *testing.T) {
+	c := dev(t)
+	model := newModelServer(t,
+		`{"type":"tool_call","tool_call":{"thought":"a","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`)
+	w := newWorkers(t, model, fmt.Sprintf("\n[[plugins]]\nname = \"spin\"\npath = %q\ntimeout = \"250ms\"\n",
+		plugin(t, "guests/testdata/spin_success.wasm")))
+	res, run, took := w.killMidTurn(c, "6*7?", func(ctx context.Context, run client.WorkflowRun) error {
+		for ctx.Err() == nil { // until the hook's activity has started on the worker
+			d, err := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+			if err != nil {
+				return err
+			}
+			for _, a := range d.GetPendingActivities() {
+				if a.GetActivityType().GetName() == "OnToolSuccess" && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+					return nil
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return errors.New("the on_tool_success hook never started")
+	})
+	t.Logf("the second worker ended the turn %s after the kill", took.Round(10*time.Millisecond))
+	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 2 || res.Steps[0].Observation != "42" {
+		t.Fatalf("result %+v", res)
+	}
+	if took > 30*time.Second {
+		t.Errorf("the turn ended %s after the kill; want seconds (the hook's timeout is 1.75 s, the sticky queue's 5 s)", took)
+	}
+	if completed, aborted := model.calls(); completed != 2 || aborted != 0 {
+		t.Errorf("%d model calls answered, %d aborted; want 2 and 0 (none repeated)", completed, aborted)
+	}
+	if n := w.toolCalls(); n != 1 {
+		t.Errorf("%d tool executions, want 1 (none repeated):\n%s", n, w.logs.String())
+	}
+	it := c.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	hook, attempt := int64(0), int32(0)       // the hook's scheduled event, and the attempt that started
+	timeouts := map[string][2]time.Duration{} // the activities' StartToCloseTimeout and HeartbeatTimeout, by type
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			timeouts[a.GetActivityType().GetName()] = [2]time.Duration{a.GetStartToCloseTimeout().AsDuration(), a.GetHeartbeatTimeout().AsDuration()}
+			if a.GetActivityType().GetName() == "OnToolSuccess" {
+				hook = ev.GetEventId()
+			}
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetScheduledEventId() == hook {
+			attempt = a.GetAttempt()
+		}
+	}
+	if attempt != 2 {
+		t.Errorf("the hook's activity started at attempt %d, want 2 (the killed worker's timed out)", attempt)
+	}
+	// The model client's timeout (60 s, no retries) and its heartbeat, the
+	// hook's three deadlines, calc's bound; each and a second.
+	want := map[string][2]time.Duration{"Setup": {setupTimeout}, "Chat": {61 * time.Second, chatHeartbeat},
+		"OnToolSuccess": {1750 * time.Millisecond}, "CallTool": {builtinToolBound + activityMargin}}
+	if !maps.Equal(timeouts, want) {
+		t.Errorf("activity timeouts (start to close, heartbeat) %v, want %v", timeouts, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -39,7 +40,7 @@ const middlewareActivity = "Middleware"
 type mwHook struct {
 	has   func(f *engine.Funcs) bool
 	serve func(ctx context.Context, f *engine.Funcs, input json.RawMessage) (json.RawMessage, error)
-	stub  func(ctx workflow.Context, f *engine.Funcs)
+	stub  func(ctx workflow.Context, f *engine.Funcs, timeout time.Duration)
 }
 
 // hookOf makes the mwHook of a hook of payloads I and O, reached through
@@ -59,7 +60,7 @@ func hookOf[I, O any](name string, get func(*engine.Funcs) func(context.Context,
 			}
 			return json.Marshal(out)
 		},
-		stub: func(ctx workflow.Context, f *engine.Funcs) {
+		stub: func(ctx workflow.Context, f *engine.Funcs, timeout time.Duration) {
 			id := f.ID
 			set(f, func(gctx context.Context, in I) (O, error) {
 				var out O
@@ -68,7 +69,7 @@ func hookOf[I, O any](name string, get func(*engine.Funcs) func(context.Context,
 					return out, err
 				}
 				var raw json.RawMessage
-				if err := call(scope(gctx, ctx), middlewareActivity, &raw, MiddlewareCall{ID: id, Hook: name, Input: input}); err != nil {
+				if err := call(scope(gctx, ctx), timeout, middlewareActivity, &raw, MiddlewareCall{ID: id, Hook: name, Input: input}); err != nil {
 					return out, err
 				}
 				return out, json.Unmarshal(raw, &out)
@@ -143,12 +144,12 @@ func middlewareSpecs(e *engine.Engine) []MiddlewareSpec {
 }
 
 // stubMiddleware is s as the workflow's engine runs it: each hook an
-// activity, called on the run's goroutine (Bounded: the activity has its
-// deadline).
-func stubMiddleware(ctx workflow.Context, s MiddlewareSpec) *engine.Funcs {
+// activity of that timeout, called on the run's goroutine (Bounded: the
+// activity has its deadline).
+func stubMiddleware(ctx workflow.Context, s MiddlewareSpec, timeout time.Duration) *engine.Funcs {
 	f := &engine.Funcs{ID: s.ID, History: s.History, Bounded: true}
 	for _, name := range s.Hooks {
-		mwHooks[name].stub(ctx, f)
+		mwHooks[name].stub(ctx, f, timeout)
 	}
 	return f
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -108,9 +109,8 @@ type AnswerSignal = durable.Answer
 // suggests it (or after in.ContinueAfter checkpoints), the workflow stops
 // the run at a checkpoint and continues as new from there.
 func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, error) {
-	ctx = withActivityOptions(ctx)
-	var setup Setup
-	if err := workflow.ExecuteActivity(ctx, acts.Setup).Get(ctx, &setup); err != nil {
+	setup, err := workerSetup(ctx)
+	if err != nil {
 		return PipelineResult{}, err
 	}
 	g, err := pipeline.ParseDOTNamed(in.DotFile, in.Source)
@@ -200,7 +200,7 @@ func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec ex
 	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, nil), Options: in.Options.engine()}
 	handlers := pipeline.DefaultHandlerRegistry()
 	for _, typ := range setup.StageHandlers {
-		handlers.Register(stageStub{ctx: ctx, typ: typ})
+		handlers.Register(stageStub{ctx: ctx, typ: typ, timeout: setup.Timeouts.Stages[typ]})
 	}
 	// The backoff's jitter: a sequence of the workflow's own, the same on
 	// every replay.
@@ -433,15 +433,16 @@ func (a *Activities) HandleStage(ctx context.Context, c StageCall) (StageResult,
 // the input and outcome of the local handler (host.StageInput,
 // host.StageOutcome).
 type stageStub struct {
-	ctx workflow.Context
-	typ string
+	ctx     workflow.Context
+	typ     string
+	timeout time.Duration
 }
 
 func (s stageStub) Type() string { return s.typ }
 
 func (s stageStub) Execute(gctx context.Context, node *pipeline.Node, pctx *pipeline.Context, _ *pipeline.ArtifactStore) (*pipeline.Outcome, error) {
 	var res StageResult
-	err := call(scope(gctx, s.ctx), acts.HandleStage, &res, StageCall{Type: s.typ, Input: host.StageInput(gctx, node, pctx)})
+	err := call(scope(gctx, s.ctx), s.timeout, acts.HandleStage, &res, StageCall{Type: s.typ, Input: host.StageInput(gctx, node, pctx)})
 	if err == nil && res.Error != "" {
 		err = errors.New(res.Error)
 	}

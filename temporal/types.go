@@ -49,6 +49,9 @@ type Setup struct {
 	// StageHandlers are the pipeline handler types of the plugins that
 	// implement handle_stage ("wasm:<plugin>").
 	StageHandlers []string
+	// Timeouts are the activities' timeouts, as the worker's limits bound
+	// their calls.
+	Timeouts Timeouts
 }
 
 // ChatRequest is llm.Request without its streaming callback.

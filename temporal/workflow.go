@@ -18,12 +18,6 @@ import (
 // QueryProgress is the query that answers a turn's steps so far ([]Progress).
 const QueryProgress = "progress"
 
-// ActivityTimeout bounds each activity of a turn: past it, Temporal gives
-// the activity to another worker (a worker that died is seen no sooner).
-// A model call's own timeout and retries, and a plugin's deadline, are
-// within it.
-var ActivityTimeout = 10 * time.Minute
-
 // acts names the activities for ExecuteActivity; its methods are never
 // called on it in workflow code.
 var acts *Activities
@@ -53,9 +47,8 @@ type turns struct {
 // newTurns builds the workflow's engine and resumes the session id on it,
 // with the history and the number of turns it had.
 func newTurns(ctx workflow.Context, id string, history []llm.Message, done int) (*turns, error) {
-	ctx = withActivityOptions(ctx)
-	var setup Setup
-	if err := workflow.ExecuteActivity(ctx, acts.Setup).Get(ctx, &setup); err != nil {
+	setup, err := workerSetup(ctx)
+	if err != nil {
 		return nil, err
 	}
 	t := &turns{}
@@ -82,13 +75,10 @@ func (t *turns) run(task string, opts RunOptions) TurnResult {
 	return res
 }
 
-// withActivityOptions is ctx with the options of the activities of a
-// workflow: ActivityTimeout, and another worker's try when one is lost.
-func withActivityOptions(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: ActivityTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
+// workerSetup is what a worker's Setup answers.
+func workerSetup(ctx workflow.Context) (Setup, error) {
+	var s Setup
+	return s, call(ctx, setupTimeout, acts.Setup, &s)
 }
 
 // newWorkflowEngine is an engine whose model, tools and hooks are
@@ -97,7 +87,7 @@ func withActivityOptions(ctx workflow.Context) workflow.Context {
 func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)) *engine.Engine {
 	reg := engine.NewRegistry()
 	for _, spec := range s.Tools {
-		reg.Register(&toolStub{ctx: ctx, spec: spec})
+		reg.Register(&toolStub{ctx: ctx, spec: spec, timeout: s.Timeouts.Tools[spec.Name]})
 	}
 	opts := []engine.Option{
 		engine.WithClock(func() time.Time { return workflow.Now(ctx) }),
@@ -112,9 +102,9 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)
 		opts = append(opts, engine.WithRules(s.Rules...))
 	}
 	for _, m := range s.Middleware {
-		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m), m.Config))
+		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m, s.Timeouts.Middleware[m.ID]), m.Config))
 	}
-	h := hookStub{ctx}
+	h := hookStub{ctx, s.Timeouts.Hooks}
 	for _, name := range s.Hooks {
 		switch name {
 		case abi.HookBuildPrompt:
@@ -127,12 +117,14 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)
 			opts = append(opts, engine.WithFallbackFinalHook(h))
 		}
 	}
-	return engine.New(chatStub{ctx}, reg, opts...)
+	return engine.New(chatStub{ctx, s.Timeouts.Chat}, reg, opts...)
 }
 
-// call runs one activity and decodes its result into out, or returns its
-// failure as the local call would have failed: with its message.
-func call(ctx workflow.Context, activity any, out any, args ...any) error {
+// call runs one activity, with its timeout (see withTimeout), and decodes
+// its result into out, or returns its failure as the local call would
+// have failed: with its message.
+func call(ctx workflow.Context, timeout time.Duration, activity any, out any, args ...any) error {
+	ctx = withTimeout(ctx, timeout)
 	err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, out)
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
@@ -142,19 +134,23 @@ func call(ctx workflow.Context, activity any, out any, args ...any) error {
 }
 
 // chatStub is the engine's model: the Chat activity.
-type chatStub struct{ ctx workflow.Context }
+type chatStub struct {
+	ctx     workflow.Context
+	timeout time.Duration
+}
 
 func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error) {
 	var res llm.Result
-	err := call(scope(gctx, c.ctx), acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+	err := call(workflow.WithHeartbeatTimeout(scope(gctx, c.ctx), chatHeartbeat), c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
 		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
 	return res, err
 }
 
 // toolStub is a worker's tool: the CallTool activity.
 type toolStub struct {
-	ctx  workflow.Context
-	spec abi.ToolSpec
+	ctx     workflow.Context
+	spec    abi.ToolSpec
+	timeout time.Duration
 }
 
 func (t *toolStub) Name() string            { return t.spec.Name }
@@ -168,7 +164,7 @@ func (t *toolStub) Execute(ctx context.Context, params map[string]any) (string, 
 
 func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (string, []abi.Image, error) {
 	var res ToolResult
-	if err := call(scope(gctx, t.ctx), acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
+	if err := call(scope(gctx, t.ctx), t.timeout, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
 		return "", nil, err
 	}
 	if res.Error != "" {
@@ -177,24 +173,28 @@ func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (s
 	return res.Output, res.Images, nil
 }
 
-// hookStub is the workers' engine hooks: an activity each.
-type hookStub struct{ ctx workflow.Context }
+// hookStub is the workers' engine hooks: an activity each, with its
+// timeout by the hook's abi name.
+type hookStub struct {
+	ctx      workflow.Context
+	timeouts map[string]time.Duration
+}
 
 func (h hookStub) BuildPrompt(gctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
 	var out abi.PromptOutput
-	return out, call(scope(gctx, h.ctx), acts.BuildPrompt, &out, in)
+	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in)
 }
 
 func (h hookStub) BuildParams(gctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
 	var out abi.ParamsOutput
-	return out, call(scope(gctx, h.ctx), acts.BuildParams, &out, in)
+	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in)
 }
 
 func (h hookStub) OnToolSuccess(gctx context.Context, in abi.ToolSuccessInput) error {
-	return call(scope(gctx, h.ctx), acts.OnToolSuccess, nil, in)
+	return call(scope(gctx, h.ctx), h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in)
 }
 
 func (h hookStub) FallbackFinal(gctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
 	var out *abi.Final
-	return out, call(scope(gctx, h.ctx), acts.FallbackFinal, &out, in)
+	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in)
 }

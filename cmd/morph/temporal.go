@@ -65,7 +65,7 @@ another, repeating nothing it finished. SIGINT or SIGTERM stops the worker.`,
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "morph.toml", "the config file")
-	cmd.Flags().DurationVar(&timeout, "activity-timeout", 0, "how long an activity may run before another worker gets it; every worker must agree (default 10m)")
+	cmd.Flags().DurationVar(&timeout, "activity-timeout", 0, "the most an activity may run before another worker gets it, each bounded by its call's own limits, and the timeout of a call without any; every worker must agree (default 10m)")
 	return cmd
 }
 

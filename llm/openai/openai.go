@@ -287,6 +287,17 @@ func TrimChatPath(baseURL string) (root string, ok bool) {
 // choice's text with usage and cost. Parameters are checked first (see
 // CheckParameters); a bad key fails the call before anything is sent.
 //
+// CallBound is the longest a Chat call runs, retries included: each
+// attempt within the client's timeout, each wait before a retry at most a
+// server's capped Retry-After or the capped backoff with its jitter. For a
+// host that runs the call on another's behalf and must not give up on it
+// while the client is still retrying (package temporal's activity
+// timeouts).
+func (c *Client) CallBound() time.Duration {
+	wait := max(maxRetryAfter, maxBackoff*3/2) // the jitter is ±50%
+	return time.Duration(1+c.maxRetries)*c.timeout + time.Duration(c.maxRetries)*wait
+}
+
 // Retried: HTTP 408, 409, 429 and 5xx (the set OpenAI's own SDKs retry),
 // network errors and per-attempt timeouts. Not retried: other 4xx, malformed
 // replies, and cancellation of ctx, which returns promptly with an error

@@ -884,3 +884,25 @@ func checkPricedUsage(t *testing.T, res llm.Result) {
 		t.Errorf("Duration = %v", res.Duration)
 	}
 }
+
+// CallBound is the attempts' timeouts and the longest waits between them:
+// a server's Retry-After, capped at 60 s, outwaits the backoff's 30 s cap
+// with its jitter.
+func TestCallBound(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{}, 4*DefaultTimeout + 3*time.Minute},
+		{Config{Timeout: 10 * time.Second, MaxRetries: 2}, 30*time.Second + 2*time.Minute},
+		{Config{Timeout: 5 * time.Second, MaxRetries: -1}, 5 * time.Second},
+	} {
+		c, err := New(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.CallBound(); got != tc.want {
+			t.Errorf("%+v: CallBound %s, want %s", tc.cfg, got, tc.want)
+		}
+	}
+}

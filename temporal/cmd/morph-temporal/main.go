@@ -113,7 +113,7 @@ func workerCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "morph.toml", "the config file")
-	cmd.Flags().DurationVar(&timeout, "activity-timeout", 0, "how long an activity may take before another worker gets it (all workers must agree; default 10m)")
+	cmd.Flags().DurationVar(&timeout, "activity-timeout", 0, "the most an activity may run before another worker gets it, each bounded by its call's own limits, and the timeout of a call without any; every worker must agree (default 10m)")
 	return cmd
 }
 

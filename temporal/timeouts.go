@@ -1,0 +1,176 @@
+package temporal
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/pipeline"
+)
+
+// ActivityTimeout is the operator's bound on every activity (morph worker
+// --activity-timeout): an activity whose call has a bound of its own (see
+// Timeouts) gets that bound, but never more than ActivityTimeout; one
+// whose call has none (a model client that states none, a tool or hook
+// of the embedding host) gets ActivityTimeout. Past its timeout, Temporal
+// gives the activity to another worker: a worker that died is seen no
+// sooner. The workers read it when they answer Setup, so that the
+// workflow's history holds the values used; the workers of a queue
+// should agree on it, as on their configuration.
+var ActivityTimeout = 10 * time.Minute
+
+// Timeouts are the StartToCloseTimeout of a workflow's activities, each
+// what bounds its call on the worker, plus activityMargin, and at most
+// ActivityTimeout:
+//   - a model call (Chat): the model client's bound, its retries and
+//     their waits included (openai.Client.CallBound), so that Temporal
+//     never gives up on a call the client is still retrying; its worker
+//     heartbeats meanwhile (chatHeartbeat);
+//   - an engine hook, a WebAssembly tool or stage handler: its plugin's
+//     bound on one call (host.Details.CallBound, three of its timeouts:
+//     a fresh instance, the call, a description of changed tools). One
+//     plugin serves each engine hook (the engine does not chain them);
+//   - a middleware hook: the engine's deadline on it
+//     (engine.MiddlewareConfig.Timeout, its plugin's timeout and a
+//     little);
+//   - a built-in tool: builtinToolBound.
+//
+// The worker computes them in Setup and the workflow reads them from its
+// result, so that a replay schedules its activities as the first run did.
+// A call absent from them (a tool a plugin added since) gets
+// ActivityTimeout.
+type Timeouts struct {
+	Chat       time.Duration
+	Hooks      map[string]time.Duration // engine hooks, by abi name
+	Middleware map[string]time.Duration // by middleware ID
+	Tools      map[string]time.Duration // by tool name
+	Stages     map[string]time.Duration // stage handlers, by type
+}
+
+const (
+	// activityMargin is added to each call's bound for the activity's own
+	// work around the call: decoding its input and encoding its output
+	// (payloads of up to a few MiB), waiting for the plugin's free
+	// instance, a loaded worker's scheduling and garbage collection.
+	// These take milliseconds; a second covers a worker under load, and
+	// is what a lost worker costs on top of its call's bound.
+	activityMargin = time.Second
+	// builtinToolBound bounds a built-in tool's call. The built-in tools
+	// compute in memory (calc evaluates one expression of bounded size,
+	// in microseconds) and state no bound: this one is far above what
+	// they take, on any worker.
+	builtinToolBound = 10 * time.Second
+	// setupTimeout is the Setup activity's: it describes the worker's
+	// engine, loaded already, in milliseconds.
+	setupTimeout = 10 * time.Second
+	// maxAttempts is how many workers may take one call, each after the
+	// one before was lost: more in a row is no longer a lost worker but a
+	// call that kills its worker, or an outage, and the call fails.
+	maxAttempts = 3
+	// chatHeartbeat is the Chat activity's heartbeat timeout: a model call
+	// runs for minutes when the client retries (7 by default), and its
+	// worker heartbeats while it runs, so that a worker lost in it is seen
+	// after this rather than after the call's timeout. Shorter, and a
+	// worker whose heartbeats are late (a loaded worker, a slow link to
+	// Temporal) would have its call, paid for, made again by another.
+	chatHeartbeat = 20 * time.Second
+)
+
+// retryPolicy is the engine's rules on Temporal: a call's own failure is
+// its answer, which the engine handles (every activity returns it
+// non-retryable, see nonRetryable), so Temporal runs a call again only
+// when an attempt timed out, its worker lost, at most maxAttempts in all.
+// The retry comes almost at once: the timeout has waited already.
+var retryPolicy = temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: maxAttempts}
+
+// withTimeout is ctx with the options of one activity call: its
+// StartToCloseTimeout d (ActivityTimeout when d is not positive: a call
+// Timeouts does not know, or a Setup answered by a worker from before
+// Timeouts) and retryPolicy; ctx's other options (a heartbeat timeout)
+// stay.
+func withTimeout(ctx workflow.Context, d time.Duration) workflow.Context {
+	if d <= 0 {
+		d = ActivityTimeout
+	}
+	return workflow.WithRetryPolicy(workflow.WithStartToCloseTimeout(ctx, d), retryPolicy)
+}
+
+// heartbeat records heartbeats of ctx's activity, at once and then every
+// interval, until the function it returns is called.
+func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// callBounder is a model client that says how long a call of it runs
+// (openai.Client).
+type callBounder interface{ CallBound() time.Duration }
+
+// timeouts are the Timeouts of the activities of a's engine and model
+// client, hooks the engine hooks it has set.
+func (a *Activities) timeouts(hooks []string) Timeouts {
+	e := a.rt.Engine
+	st := e.Status()
+	plugins := map[string]time.Duration{} // each plugin's bound on a call, by name
+	for _, p := range st.Plugins {
+		if d, ok := p.Details.(*host.Details); ok {
+			plugins[p.Name] = d.CallBound
+		}
+	}
+	t := Timeouts{Hooks: map[string]time.Duration{}, Middleware: map[string]time.Duration{}, Tools: map[string]time.Duration{},
+		Stages: map[string]time.Duration{}}
+	var chat time.Duration // the scripted client's: none
+	if c, ok := a.client.(callBounder); ok {
+		chat = c.CallBound()
+	}
+	t.Chat = bounded(chat)
+	owners := e.EngineHooks().Owners
+	for _, hook := range hooks {
+		t.Hooks[hook] = bounded(plugins[owners[hook]]) // the host's: none
+	}
+	for _, m := range e.Middleware() {
+		t.Middleware[m.Funcs.ID] = bounded(m.Config.Timeout)
+	}
+	for _, tool := range st.Tools {
+		var d time.Duration // the host's: none
+		if tool.Source == engine.SourceBuiltin {
+			d = builtinToolBound
+		} else if plugin, ok := strings.CutPrefix(tool.Source, engine.PluginSource("")); ok {
+			d = plugins[plugin]
+		}
+		t.Tools[tool.Name] = bounded(d)
+	}
+	for _, h := range host.StageHandlers(st) {
+		t.Stages[h.Type()] = bounded(plugins[strings.TrimPrefix(h.Type(), pipeline.TypeWasmPrefix)])
+	}
+	return t
+}
+
+// bounded is the timeout of an activity whose call d bounds (0: nothing
+// does): d and activityMargin, at most ActivityTimeout.
+func bounded(d time.Duration) time.Duration {
+	if d <= 0 {
+		return ActivityTimeout
+	}
+	return min(d+activityMargin, ActivityTimeout)
+}

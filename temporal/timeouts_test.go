@@ -1,0 +1,104 @@
+package temporal
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"maps"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/morphhost/morph/config"
+)
+
+// Setup tells each activity's timeout from what bounds its call on the
+// worker, plus the margin: go-hooks' hooks, tools and stage calls by its
+// timeout of 250 ms (three of them: a fresh instance, the call, a
+// description), its middleware by the engine's deadline on it (250 ms and
+// the host's 100 ms); verify's stage handler by the default 2 s; calc by
+// the built-in tools' bound; the model call by the client's 2 s timeout,
+// twice, and a wait of up to 60 s between. ActivityTimeout caps them all.
+func TestSetupTimeouts(t *testing.T) {
+	cfg, err := config.Load(appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`), `
+[[plugins]]
+name = "go-hooks"
+path = "`+plugin(t, "examples/go-hooks/go-hooks.wasm")+`"
+timeout = "250ms"
+
+[[plugins]]
+name = "verify"
+path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.LLM.Provider, cfg.LLM.Model, cfg.LLM.BaseURL, cfg.LLM.APIKeyEnv = config.ProviderOpenAI, "m", "http://127.0.0.1:1/v1", ""
+	cfg.LLM.Timeout, cfg.LLM.MaxRetries = 2*time.Second, new(int)
+	*cfg.LLM.MaxRetries = 1
+	ctx := context.Background()
+	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+
+	hook := 750*time.Millisecond + activityMargin
+	want := Timeouts{
+		Chat: 2*2*time.Second + time.Minute + activityMargin,
+		Hooks: map[string]time.Duration{"build_prompt": hook, "build_params": hook, "on_tool_success": hook,
+			"fallback_final": hook},
+		Middleware: map[string]time.Duration{"go-hooks": 350*time.Millisecond + activityMargin},
+		Tools:      map[string]time.Duration{"calc": builtinToolBound + activityMargin, "word_count": hook, "json_query": hook},
+		Stages:     map[string]time.Duration{"wasm:verify": 3*2*time.Second + activityMargin},
+	}
+	check := func(want Timeouts) {
+		t.Helper()
+		s, err := a.Setup(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Timeouts
+		if got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
+			!maps.Equal(got.Tools, want.Tools) || !maps.Equal(got.Stages, want.Stages) {
+			t.Errorf("ActivityTimeout %s: timeouts\n%+v\nwant\n%+v", ActivityTimeout, got, want)
+		}
+	}
+	check(want)
+
+	defer func(d time.Duration) { ActivityTimeout = d }(ActivityTimeout)
+	ActivityTimeout = 5 * time.Second
+	want.Chat, want.Tools["calc"], want.Stages["wasm:verify"] = ActivityTimeout, ActivityTimeout, ActivityTimeout
+	check(want)
+}
+
+// A model call heartbeats while it runs: at once, and every quarter of
+// chatHeartbeat.
+func TestChatHeartbeats(t *testing.T) {
+	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(quiet)
+	env := suite.NewTestActivityEnvironment()
+	var beats atomic.Int32
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	env.RegisterActivity(a)
+	if _, err := env.ExecuteActivity(a.Chat, ChatRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if beats.Load() == 0 {
+		t.Error("the model call recorded no heartbeat")
+	}
+}
