@@ -79,6 +79,7 @@ func (s *modelServer) calls() (completed, aborted int) {
 // buildBin builds morph-temporal and morph, side by side as make build
 // puts them, once, and returns their directory.
 var buildBin = sync.OnceValues(func() (string, error) {
+	buildBinUsed.Store(true)
 	dir, err := os.MkdirTemp("", "morph-temporal-test")
 	if err != nil {
 		return "", err

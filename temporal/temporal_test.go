@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -35,6 +36,7 @@ func temporalCLI() (string, error) {
 // devServer is a Temporal dev server on 127.0.0.1, at a free port, for the
 // package's tests, started once.
 var devServer = sync.OnceValues(func() (*testsuite.DevServer, error) {
+	devServerUsed.Store(true)
 	bin, err := temporalCLI()
 	if err != nil {
 		return nil, errNoCLI
@@ -68,13 +70,22 @@ func dev(t testing.TB) client.Client {
 	return s.Client()
 }
 
+// devServerUsed and buildBinUsed say whether a test started the dev
+// server or built the programs, so that TestMain stops and removes only
+// what a test made: a run of tests that need neither pays for neither.
+var devServerUsed, buildBinUsed atomic.Bool
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if s, err := devServer(); err == nil {
-		s.Stop()
+	if devServerUsed.Load() {
+		if s, err := devServer(); err == nil {
+			s.Stop()
+		}
 	}
-	if dir, err := buildBin(); err == nil {
-		os.RemoveAll(dir)
+	if buildBinUsed.Load() {
+		if dir, err := buildBin(); err == nil {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
