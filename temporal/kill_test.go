@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/morphhost/morph/internal/testenv"
+	"github.com/morphhost/morph/pipeline"
 )
 
 // modelServer is an OpenAI-compatible server that answers the n-th model
@@ -135,16 +136,18 @@ func (w *workers) start() *exec.Cmd {
 	return cmd
 }
 
-// killMidTurn runs task as a turn on a worker, which it kills with
+// killMid starts a workflow with start on a worker, which it kills with
 // SIGKILL once held has returned (the call to kill it in is in flight),
-// and starts another, which finishes the turn: it returns the turn's
-// result, its run, and how long after the kill it ended.
-func (w *workers) killMidTurn(c client.Client, task string, held func(context.Context, client.WorkflowRun) error) (TurnResult, client.WorkflowRun, time.Duration) {
+// and starts another, which finishes the workflow: it decodes the
+// workflow's result into result and returns its run and how long after
+// the kill it ended.
+func (w *workers) killMid(c client.Client, start func(context.Context, client.StartWorkflowOptions) (client.WorkflowRun, error),
+	held func(context.Context, client.WorkflowRun) error, result any) (client.WorkflowRun, time.Duration) {
 	t := w.t
 	a := w.start()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: w.queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
+	run, err := start(ctx, client.StartWorkflowOptions{TaskQueue: w.queue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +158,52 @@ func (w *workers) killMidTurn(c client.Client, task string, held func(context.Co
 	a.Wait()
 	killed := time.Now()
 	w.start()
-	var res TurnResult
-	if err := run.Get(ctx, &res); err != nil {
+	if err := run.Get(ctx, result); err != nil {
 		t.Fatalf("%v\n%s", err, w.logs.String())
 	}
-	return res, run, time.Since(killed)
+	return run, time.Since(killed)
+}
+
+// killMidTurn is killMid of task as a turn.
+func (w *workers) killMidTurn(c client.Client, task string, held func(context.Context, client.WorkflowRun) error) (TurnResult, client.WorkflowRun, time.Duration) {
+	var res TurnResult
+	run, took := w.killMid(c, func(ctx context.Context, o client.StartWorkflowOptions) (client.WorkflowRun, error) {
+		return c.ExecuteWorkflow(ctx, o, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
+	}, held, &res)
+	return res, run, took
+}
+
+// secondModelCall returns once the model's second call is in flight, held
+// (model.hold): the first model call and tool call are done.
+func secondModelCall(model *modelServer) func(context.Context, client.WorkflowRun) error {
+	return func(ctx context.Context, _ client.WorkflowRun) error {
+		select {
+		case <-model.arrived:
+			return nil
+		case <-ctx.Done():
+			return errors.New("the second model call never came")
+		}
+	}
+}
+
+// killReplies are a turn of two calc calls and a final.
+var killReplies = []string{
+	`{"type":"tool_call","tool_call":{"thought":"a","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+	`{"type":"tool_call","tool_call":{"thought":"b","tool_name":"calc","tool_params":{"expression":"1+1"}}}`,
+	`{"type":"final","final":{"thought":"done","output":42}}`,
+}
+
+// nothingRepeated fails t unless the model answered 3 calls (none
+// repeated) and aborted 1 (the one in flight at the kill, made again), and
+// the tool ran twice (none repeated).
+func nothingRepeated(t *testing.T, model *modelServer, w *workers) {
+	t.Helper()
+	if completed, aborted := model.calls(); completed != 3 || aborted != 1 {
+		t.Errorf("%d model calls answered, %d aborted; want 3 (none repeated) and 1 (the one in flight)", completed, aborted)
+	}
+	if n := w.toolCalls(); n != 2 {
+		t.Errorf("%d tool executions, want 2 (none repeated):\n%s", n, w.logs.String())
+	}
 }
 
 // toolCalls counts the workers' tool executions.
@@ -173,41 +217,42 @@ func (w *workers) toolCalls() int { return strings.Count(w.logs.String(), "msg=\
 // --activity-timeout, 3 s, shorter than the model client's bound).
 func TestWorkerKilledMidTurn(t *testing.T) {
 	c := dev(t)
-	model := newModelServer(t,
-		`{"type":"tool_call","tool_call":{"thought":"a","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
-		`{"type":"tool_call","tool_call":{"thought":"b","tool_name":"calc","tool_params":{"expression":"1+1"}}}`,
-		`{"type":"final","final":{"thought":"done","output":42}}`)
+	model := newModelServer(t, killReplies...)
 	model.hold = true
 	w := newWorkers(t, model, "", "--activity-timeout", "3s")
-	res, _, _ := w.killMidTurn(c, "6*7?", func(ctx context.Context, _ client.WorkflowRun) error {
-		select { // the first model call and tool call are done, the second model call is in flight
-		case <-model.arrived:
-			return nil
-		case <-ctx.Done():
-			return errors.New("the second model call never came")
-		}
-	})
+	res, _, _ := w.killMidTurn(c, "6*7?", secondModelCall(model))
 	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 3 || res.Steps[0].Observation != "42" || res.Steps[1].Observation != "2" {
 		t.Fatalf("result %+v", res)
 	}
-	if completed, aborted := model.calls(); completed != 3 || aborted != 1 {
-		t.Errorf("%d model calls answered, %d aborted; want 3 (none repeated) and 1 (the one in flight)", completed, aborted)
-	}
-	if n := w.toolCalls(); n != 2 {
-		t.Errorf("%d tool executions, want 2 (none repeated):\n%s", n, w.logs.String())
-	}
+	nothingRepeated(t, model, w)
 }
 
-// A worker killed with SIGKILL while it runs an engine hook, with no
-// --activity-timeout: spin_success's on_tool_success, after the turn's
-// first model call and tool call, spins to its deadline of 250 ms.
-// Another worker takes the hook (its second attempt) once the activity's
-// timeout, derived from the plugin's (three deadlines and a second: 1.75
-// s), has passed, and then the workflow, once the dead worker's sticky
-// queue has timed out (5 s): seconds after the kill, not the 10 minutes
-// of ActivityTimeout.
-// The hook fails there too, as locally, and the turn goes on; nothing
-// that finished runs again (the model answered 2 calls, the tool ran once).
+// The same kill in the middle of a pipeline's agent stage, after the
+// stage's first model call and tool call: a second worker finishes the
+// stage and the run, repeating nothing that finished, and the stage ends
+// once, with the turn's one final.
+func TestWorkerKilledMidStage(t *testing.T) {
+	c := dev(t)
+	model := newModelServer(t, killReplies...)
+	model.hold = true
+	w := newWorkers(t, model, "", "--activity-timeout", "3s")
+	src := []byte(`digraph p { start [shape=Mdiamond]; work [prompt="what is 6*7?"]; done [shape=Msquare]; start -> work -> done }`)
+	var res PipelineResult
+	w.killMid(c, func(ctx context.Context, o client.StartWorkflowOptions) (client.WorkflowRun, error) {
+		return c.ExecuteWorkflow(ctx, o, PipelineWorkflow, PipelineInput{Source: src, DotFile: "p.dot"})
+	}, secondModelCall(model), &res)
+	if res.Error != "" || res.Result == nil || res.Result.State != pipeline.RunSuccess || fmt.Sprint(res.Result.Path) != "[start work done]" {
+		t.Fatalf("result %+v %+v", res, res.Result)
+	}
+	if nr := res.Result.Nodes["work"]; nr == nil || nr.Status != pipeline.StatusSuccess || nr.Attempts != 1 || nr.Visits != 1 {
+		t.Errorf("the stage: %+v", nr)
+	}
+	if out := res.State.Checkpoint.Context["work.output"]; fmt.Sprint(out) != "42" {
+		t.Errorf("the stage's output %v, want the final's 42", out)
+	}
+	nothingRepeated(t, model, w)
+}
+
 func TestWorkerKilledInHook(t *testing.T) {
 	c := dev(t)
 	model := newModelServer(t,
