@@ -306,3 +306,50 @@ func BenchmarkMiddlewareHistory(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNewInstance is what a call pays when it needs a fresh instance
+// (a new session, call isolation, a discarded instance): instantiate the
+// compiled module with morph's memory and imports, run _initialize, close
+// the instance and release its memory. For the WAT echo there is no
+// _initialize: it is all wazero's and morph's fixed cost.
+func BenchmarkNewInstance(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range benchGuests {
+		b.Run(g.name, func(b *testing.B) {
+			p := load(b, newLoader(b), Config{Path: g.wasm(b)})
+			b.ReportAllocs()
+			for b.Loop() {
+				inst, err := p.instantiate(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				inst.close()
+			}
+		})
+	}
+}
+
+// BenchmarkCallParallel is BenchmarkCall's 1 KB call from GOMAXPROCS
+// goroutines at once on a pooled plugin (run with -cpu 1,2): per call, the
+// time should halve from one core to two, as the calls share nothing but
+// the plugin's free list.
+func BenchmarkCallParallel(b *testing.B) {
+	ctx := context.Background()
+	in := jsonPayload(1 << 10)
+	for _, g := range benchGuests {
+		b.Run(g.name, func(b *testing.B) {
+			p := load(b, newLoader(b), Config{Path: g.wasm(b), Isolation: IsolationPooled})
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
+						b.Errorf("%d bytes, %v", len(out), err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
