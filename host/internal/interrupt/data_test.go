@@ -3,6 +3,7 @@ package interrupt_test
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -46,7 +47,7 @@ func instantiated(t testing.TB, wasm []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.Memory() == nil {
+	if mem := m.Memory(); mem == nil || reflect.ValueOf(mem).IsNil() { // wazero: a nil *MemoryInstance
 		return nil, nil
 	}
 	mem, _ := m.Memory().Read(0, m.Memory().Size())
