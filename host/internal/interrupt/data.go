@@ -44,7 +44,7 @@ func (s segment) end() uint64 { return uint64(s.off) + uint64(s.n) }
 // and its memory is its own, zeroed when an instance starts, so that a gap filled with zeros changes
 // nothing. refs says whether the code has memory.init or data.drop.
 func (m *module) mergeable(refs bool) bool {
-	return m.memories == 1 && m.memImports == 0 && !(m.dataCount && refs)
+	return m.memories == 1 && m.memImports == 0 && !(m.dataCount >= 0 && refs)
 }
 
 // mergeData returns the data section's payload with its segments merged, and their number, or a nil payload
@@ -52,12 +52,14 @@ func (m *module) mergeable(refs bool) bool {
 // segment in memory 0 (flags 0) with an i32.const offset, and passive segments (kept, after the active
 // ones, in their order). Anything else (an offset read from a global, an extended constant expression, an
 // explicit memory index, a malformed section) leaves the section unchanged, so that wazero judges it as
-// it would have. zeros bounds the zeros the merge may add: the output grows by at most that much.
+// it would have; so does a data count section (declared, -1 without one) that does not count the
+// segments, which the merge would otherwise make right. zeros bounds the zeros the merge may add: the
+// output grows by at most that much.
 //
 // Time: O(n log n) for n segments; memory: the output, and 24 bytes per segment.
-func mergeData(r wasmbin.Reader, zeros int) ([]byte, uint32) {
+func mergeData(r wasmbin.Reader, declared int64, zeros int) ([]byte, uint32) {
 	n, err := r.U32()
-	if err != nil {
+	if err != nil || declared >= 0 && int64(n) != declared {
 		return nil, 0
 	}
 	var active []segment

@@ -129,6 +129,8 @@ func TestMergeData(t *testing.T) {
 			passive("p0"), active(0, "a"), passive("p1"), active(1, "b")))), 3, false},
 		{"data count, no memory.init or data.drop", module(memory(1), sec(12, u32(2)),
 			sec(11, vec(active(0, "a"), active(1, "b")))), 1, false},
+		{"a data count that does not count the segments", module(memory(1), sec(12, u32(3)),
+			sec(11, vec(active(0, "a"), active(1, "b")))), -1, true},
 		{"one segment", module(memory(1), sec(11, vec(active(7, "a")))), -1, false},
 		{"no merge possible: two pages apart", module(memory(3), sec(11, vec(active(0, "a"), active(2*pageSize, "b")))), -1, false},
 		{"an offset that is not an i32.const", module(memory(1), sec(11, vec(active(0, "a"),

@@ -131,12 +131,12 @@ type module struct {
 	v128          bool               // a type or an imported global holds a v128
 	memories      uint32             // defined memories (memory section count)
 	memImports    uint32             // imported memories
-	dataCount     bool               // the module has a data count section
+	dataCount     int64              // the data count section's count, -1 without one
 }
 
 // split reads the sections and the counts.
 func split(wasm []byte) (*module, error) {
-	m := &module{buf: wasm}
+	m := &module{buf: wasm, dataCount: -1}
 	err := wasmbin.Walk(wasm, func(s wasmbin.Section) error {
 		m.sections = append(m.sections, s)
 		return m.count(s.ID, s.Body)
@@ -163,7 +163,9 @@ func (m *module) count(id byte, body wasmbin.Reader) error {
 	case wasmbin.IDMemory:
 		m.memories, err = body.U32()
 	case wasmbin.IDDataCount:
-		m.dataCount = true
+		var n uint32
+		n, err = body.U32()
+		m.dataCount = int64(n)
 	}
 	return err
 }
@@ -192,7 +194,7 @@ func (m *module) rewrite(budget, stack uint32) ([]byte, error) {
 		return nil, err
 	}
 	if data := m.section(wasmbin.IDData); data != nil && m.mergeable(w.plan.dataRefs) {
-		w.data, w.dataCount = mergeData(data.Body, max(len(m.buf), minZeros))
+		w.data, w.dataCount = mergeData(data.Body, m.dataCount, max(len(m.buf), minZeros))
 	}
 
 	missing := make([]byte, 0, len(added))
