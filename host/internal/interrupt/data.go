@@ -11,10 +11,13 @@ import (
 //
 // wazero spends per instance, for every data segment, an evaluation of its offset expression (twice: once to
 // check the bounds, once to copy) and a slot in the instance's table of segments: the standard Go example has
-// some 40,000 segments (its linker cuts the data at every run of zeros), whose processing was ~85% of a new
-// instance's time. Segments an instance can never name (see mergeable) are as good as one segment holding
-// what they write: mergeData sorts them by offset and joins those that overlap, touch, or lie at most a
-// page apart, the gap filled with zeros, which a fresh memory holds anyway.
+// some 40,000 segments (its linker cuts the data at every run of zeros), which took a new instance from
+// 3.4 to 9.4 ms (BenchmarkNewInstance, _initialize included) and 1.2 MiB of Go heap. Segments an instance
+// can never name (see mergeable) are as good as one segment holding what they write: mergeData sorts them
+// by offset and joins those that overlap, touch, or lie at most a page apart, the gap filled with zeros,
+// which a fresh memory holds anyway. The price of a gap is a copy of its zeros per instance, and an OS page
+// made resident if no segment wrote to it before; in the Go example every 4 KiB page the merged segment
+// spans held data already (422 pages either way), so only the copy is paid.
 //
 // What an instance sees is unchanged: its memory after instantiation holds the same bytes (where segments
 // overlap, the later one's, as the spec applies them in order), and instantiation fails if and only if it
