@@ -306,3 +306,55 @@ func BenchmarkMiddlewareHistory(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNewInstance is what a call pays when it needs a fresh instance
+// (a new session, call isolation, a discarded instance): instantiate the
+// compiled module with morph's memory and imports, run _initialize, close
+// the instance and release its memory. For the WAT echo there is no
+// _initialize: it is all wazero's and morph's fixed cost.
+func BenchmarkNewInstance(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range benchGuests {
+		b.Run(g.name, func(b *testing.B) {
+			p := load(b, newLoader(b), Config{Path: g.wasm(b)})
+			b.ReportAllocs()
+			for b.Loop() {
+				inst, err := p.instantiate(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				inst.close()
+			}
+		})
+	}
+}
+
+// BenchmarkCallParallel is BenchmarkCall's 1 KB call from GOMAXPROCS
+// goroutines at once on a pooled plugin (run with -cpu 1,2): per call, the
+// time should halve from one core to two, as the calls share nothing but
+// the plugin's free list. The output is read in place (CallFunc, as the
+// engine's adapters do): Call's copy allocates the output on every call, and
+// the garbage collection that drives is itself shared by the cores (on the
+// WAT echo, 1 KB a call made the collector and the scheduler's wake-ups it
+// causes half of the profile, and two cores slower than one).
+func BenchmarkCallParallel(b *testing.B) {
+	ctx := context.Background()
+	in := jsonPayload(1 << 10)
+	for _, g := range benchGuests {
+		b.Run(g.name, func(b *testing.B) {
+			p := load(b, newLoader(b), Config{Path: g.wasm(b), Isolation: IsolationPooled})
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n := 0
+					if err := p.CallFunc(ctx, abi.ExportBuildPrompt, in, func(view []byte) error { n = len(view); return nil }); err != nil || n == 0 {
+						b.Errorf("%d bytes, %v", n, err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

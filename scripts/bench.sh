@@ -29,7 +29,7 @@ if [ ! -x "$BENCHSTAT" ]; then
   rmdir "$tmp"
 fi
 
-# group: package, -bench pattern, benchtime. One line each.
+# group: package, -bench pattern, benchtime, and any further flags of the test binary. One line each.
 groups() {
   cat <<'G'
 call      ./host                        ^(BenchmarkCall|BenchmarkBareWazero|BenchmarkBareWazeroCloseOnDone|BenchmarkNativeHook)$   0.2s
@@ -41,6 +41,8 @@ check     ./host/internal/wasmbin       ^BenchmarkCheck$                        
 isolation ./host                        ^BenchmarkIsolation$                         0.5s
 sessions  ./host                        ^BenchmarkSessions$                          0.3s
 sessionload ./host                      ^BenchmarkSessionLoad$                       1x
+instance  ./host                        ^BenchmarkNewInstance$                       0.3s
+parallel  ./host                        ^BenchmarkCallParallel$                      0.3s  -test.cpu=1,2
 history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s
 extism    ./host                        ^BenchmarkExtismCall$                        0.3s
 schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
@@ -80,7 +82,7 @@ compare_call() {
 want=" $* "
 mkdir -p "$OUT"
 ran=0
-while read -r name pkg pattern benchtime; do
+while read -r name pkg pattern benchtime flags; do
   [ -z "$name" ] && continue
   if [ $# -gt 0 ] && [[ "$want" != *" $name "* ]]; then continue; fi
   ran=1
@@ -90,7 +92,7 @@ while read -r name pkg pattern benchtime; do
   : > "$OUT/$name.txt"
   for round in $(seq "$COUNT"); do
     echo "   round $round" >&2
-    (cd "$pkg" && "$bin" -test.run '^$' -test.bench "$pattern" -test.benchmem -test.benchtime "$benchtime") >> "$OUT/$name.txt"
+    (cd "$pkg" && "$bin" -test.run '^$' -test.bench "$pattern" -test.benchmem -test.benchtime "$benchtime" $flags) >> "$OUT/$name.txt"
   done
   rm -f "$bin"
   echo "## $name"

@@ -78,6 +78,8 @@ type rewriter struct {
 	charges   []int32            // by defined function: what its entry charges the stack budget, 0 if nothing (stack.go)
 	chargeInd int32              // what an indirect call charges, 0 if nothing
 	fn        cached             // the function being rewritten
+	data      []byte             // the data section's payload with its segments merged, nil if unchanged (data.go)
+	dataCount uint32             // the number of merged segments, for the data count section
 }
 
 // addedFuncs is how many imports the rewrite adds (Func, StackFunc): a defined function's index shifts

@@ -1,6 +1,7 @@
 package interrupt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -16,9 +17,10 @@ import (
 
 // FuzzInstrument feeds arbitrary bytes to Instrument. Whatever they are, it returns a module or an error,
 // never a panic; and when wazero (every feature enabled) compiles the input, Instrument must succeed,
-// unless the module cannot be instrumented, wazero must compile the output, and the plan must keep its
-// bounds (checkPlan): the rewrite neither refuses what wazero accepts nor breaks it, nor leaves it
-// long unchecked.
+// unless the module cannot be instrumented, wazero must compile the output, the plan must keep its
+// bounds (checkPlan), and the output must instantiate as the input does, with the same memory (the merge
+// of data segments): the rewrite neither refuses what wazero accepts nor breaks it, nor leaves it long
+// unchecked.
 func FuzzInstrument(f *testing.F) {
 	if _, err := exec.LookPath("wat2wasm"); err == nil {
 		f.Add(wat(f, "semantics"))
@@ -32,6 +34,7 @@ func FuzzInstrument(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	f.Add(module(memory(1), sec(11, vec(active(100, "AAAA"), active(98, "BB"), active(pageSize-1, "C"), passive("p")))))
 	f.Add(typedModule())
 	f.Add(recGroupModule())
 	f.Add(module())
@@ -71,6 +74,12 @@ func FuzzInstrument(f *testing.F) {
 			t.Fatalf("wazero compiles the input, not the output: %v", cerr)
 		}
 		checkPlan(t, "input", in)
+		// The merge of data segments: an instance starts with the same memory, or fails alike.
+		want, werr := instantiated(t, in)
+		got, gerr := instantiated(t, out)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("the input instantiates with %v, the output with %v; same memory: %v", werr, gerr, bytes.Equal(got, want))
+		}
 	})
 }
 

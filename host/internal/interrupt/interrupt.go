@@ -45,7 +45,7 @@ import (
 
 // Version changes whenever Instrument's output for a given input, budget and stack changes, so that a
 // cache of instrumented modules keyed by it never serves a stale rewrite.
-const Version = 6
+const Version = 7
 
 // MaxBudget is the largest budget Instrument accepts: the counter is a signed 32-bit integer, which a
 // budget plus a checkpoint's weight must not overflow.
@@ -88,6 +88,10 @@ const (
 // Custom sections are kept, except the DWARF .debug_* sections, whose code offsets the rewrite
 // invalidates.
 //
+// The rewrite also merges the module's active data segments where no instance can tell (see data.go):
+// wazero's cost of instantiating a module grows with its segments, of which a standard Go module has tens
+// of thousands. The name section's data names are dropped when it does.
+//
 // A failure is a *wasmbin.Error that matches wasmbin.ErrMalformed or ErrUnsupported under errors.Is and
 // names the section and the byte offset in wasm.
 func Instrument(wasm []byte, budget, stack uint32) ([]byte, error) {
@@ -125,11 +129,14 @@ type module struct {
 	importTypes   []uint32           // by imported function: its type index
 	globals       uint32             // defined globals (global section count)
 	v128          bool               // a type or an imported global holds a v128
+	memories      uint32             // defined memories (memory section count)
+	memImports    uint32             // imported memories
+	dataCount     int64              // the data count section's count, -1 without one
 }
 
 // split reads the sections and the counts.
 func split(wasm []byte) (*module, error) {
-	m := &module{buf: wasm}
+	m := &module{buf: wasm, dataCount: -1}
 	err := wasmbin.Walk(wasm, func(s wasmbin.Section) error {
 		m.sections = append(m.sections, s)
 		return m.count(s.ID, s.Body)
@@ -153,6 +160,12 @@ func (m *module) count(id byte, body wasmbin.Reader) error {
 		err = m.readFunctions(&body)
 	case wasmbin.IDGlobal:
 		m.globals, err = body.U32()
+	case wasmbin.IDMemory:
+		m.memories, err = body.U32()
+	case wasmbin.IDDataCount:
+		var n uint32
+		n, err = body.U32()
+		m.dataCount = int64(n)
 	}
 	return err
 }
@@ -179,6 +192,9 @@ func (m *module) rewrite(budget, stack uint32) ([]byte, error) {
 	w := newRewriter(m.funcImports, funcs, uint32(global), m.types, budget, stack)
 	if err := w.analyse(m); err != nil {
 		return nil, err
+	}
+	if data := m.section(wasmbin.IDData); data != nil && m.mergeable(w.plan.dataRefs) {
+		w.data, w.dataCount = mergeData(data.Body, m.dataCount, max(len(m.buf), minZeros))
 	}
 
 	missing := make([]byte, 0, len(added))
@@ -209,13 +225,16 @@ func (m *module) rewrite(budget, stack uint32) ([]byte, error) {
 	return out, nil
 }
 
-func (m *module) has(id byte) bool {
-	for _, s := range m.sections {
-		if s.ID == id {
-			return true
+func (m *module) has(id byte) bool { return m.section(id) != nil }
+
+// section is the section id of m, or nil if it has none.
+func (m *module) section(id byte) *wasmbin.Section {
+	for i := range m.sections {
+		if m.sections[i].ID == id {
+			return &m.sections[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // empty is an absent section, to be created.
@@ -247,7 +266,15 @@ func (w *rewriter) section(out []byte, s wasmbin.Section) ([]byte, error) {
 		payload, err = w.codeSection(&r)
 	case wasmbin.IDCustom:
 		return w.customSection(out, s)
-	default: // function, memory, tag, data, data count: no function index inside
+	case wasmbin.IDData, wasmbin.IDDataCount:
+		if w.data == nil { // not merged
+			return append(out, r.Buf[s.Start:r.End]...), nil
+		}
+		payload = w.data
+		if s.ID == wasmbin.IDDataCount {
+			payload = wasmbin.AppendU32(nil, w.dataCount)
+		}
+	default: // function, memory, tag: no function index inside
 		return append(out, r.Buf[s.Start:r.End]...), nil
 	}
 	if err != nil {

@@ -73,8 +73,12 @@ const (
 // 8-byte element a nanosecond (grow, with its allocation, one every 15 to 35 ns), one element a unit.
 var bulkShift = [...]int8{-1, -1, -1, -1, -1, -1, -1, -1, 2, -1, 2, 2, 0, -1, 0, 0, -1, 0}
 
-// miscTableGrow is table.grow's opcode after 0xFC.
-const miscTableGrow = 15
+// Opcodes after 0xFC: memory.init and data.drop, which name a data segment, and table.grow.
+const (
+	miscMemoryInit = 8
+	miscDataDrop   = 9
+	miscTableGrow  = 15
+)
 
 // misc returns the 0xFC instruction whose opcode r is after, if it is one of bulkShift's, else -1.
 func misc(r wasmbin.Reader) int {
@@ -159,6 +163,8 @@ type analysis struct {
 	locals      uint64             // decode: the locals the function declares
 	fnWide      bool               // decode: the function has a v128 local or a SIMD instruction
 	sets        []uint64           // scratch of frameOf
+
+	dataRefs bool // the code has memory.init or data.drop, which name data segments (see data.go)
 
 	// scratch, reused from one function to the next
 	insts  []inst
@@ -379,7 +385,9 @@ func (a *analysis) decode(r wasmbin.Reader) error {
 			in.cost = costGrow
 			err = r.Immediates(op, start)
 		case opMisc:
-			if sub := misc(r); sub >= 0 && bulkShift[sub] >= 0 {
+			sub := misc(r)
+			a.dataRefs = a.dataRefs || sub == miscMemoryInit || sub == miscDataDrop
+			if sub >= 0 && bulkShift[sub] >= 0 {
 				in.kind, in.cost = kBulk, costBulk
 				if sub == miscTableGrow {
 					in.cost = costGrow

@@ -24,7 +24,7 @@ func (m *module) readFunctions(r *wasmbin.Reader) error {
 	return err
 }
 
-// readImports counts the imported functions and globals (the added imports and globals go after them),
+// readImports counts the imported functions, globals and memories (the added imports and globals go after them),
 // keeps the imported functions' types, and refuses a module that already imports Module.Func or
 // Module.StackFunc: it was instrumented already, or it means to supply its own check, and the host could
 // not tell the imports apart.
@@ -40,6 +40,8 @@ func (m *module) readImports(r *wasmbin.Reader) error {
 		case imp.Kind == wasmbin.KindGlobal:
 			m.globalImports++
 			m.v128 = m.v128 || imp.Type == wasmbin.V128
+		case imp.Kind == wasmbin.KindMemory:
+			m.memImports++
 		}
 		return nil
 	})
@@ -259,8 +261,8 @@ func (w *rewriter) elementSection(r *wasmbin.Reader) ([]byte, error) {
 
 // nameSection renumbers the subsections keyed by function index: 1 (function names), 2 (local names) and
 // 3 (label names, from the extended name section proposal). It keeps the subsections whose indices do not
-// shift (0 module, 4 type, 5 table, 6 memory, 7 global, 8 element, 9 data, 10 field and 11 tag names) and
-// drops any other, or one it cannot parse: names are debugging aids, the spec asks engines to ignore a
+// shift (0 module, 4 type, 5 table, 6 memory, 7 global, 8 element, 9 data unless the data segments were
+// merged, 10 field and 11 tag names) and drops any other, or one it cannot parse: names are debugging aids, the spec asks engines to ignore a
 // malformed name section, and a wrong one would mislabel every stack trace.
 func (w *rewriter) nameSection(r *wasmbin.Reader) []byte {
 	var out []byte
@@ -276,6 +278,7 @@ func (w *rewriter) nameSection(r *wasmbin.Reader) []byte {
 			if payload, err := w.funcNames(&sub, id != 1); err == nil {
 				out = appendSection(out, id, payload)
 			}
+		case id == 9 && w.data != nil: // data names, whose indices the merge of data segments changed
 		case id <= 11:
 			out = append(out, r.Buf[start:sub.End]...)
 		}

@@ -140,6 +140,33 @@ func (r *Reader) U32() (uint32, error) {
 	return 0, r.Malformed(start, "u32 LEB128 longer than 5 bytes")
 }
 
+// S32 reads a signed LEB128 of at most 5 bytes whose unused high bits extend the sign, as the spec
+// requires (the i32.const immediate). It accepts a subset of what wazero's decoder does (wazero ignores
+// the fifth byte's bit 6) and reads the same value from it, so that a rewrite that re-encodes the value
+// never turns a module wazero refuses into one it accepts.
+func (r *Reader) S32() (int32, error) {
+	start := r.Pos
+	var v uint32
+	for i := 0; i < 5; i++ {
+		b, err := r.Byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= uint32(b&0x7F) << (7 * i)
+		if b&0x80 != 0 {
+			continue
+		}
+		switch {
+		case i == 4 && b&0x78 != 0 && b&0x78 != 0x78: // bits 4-6 must repeat bit 3, the sign
+			return 0, r.Malformed(start, "s32 LEB128 overflows 32 bits")
+		case i < 4 && b&0x40 != 0:
+			v |= ^uint32(0) << (7 * (i + 1)) // sign-extend
+		}
+		return int32(v), nil
+	}
+	return 0, r.Malformed(start, "s32 LEB128 longer than 5 bytes")
+}
+
 // S33 reads a signed 33-bit LEB128: the encoding of block types and heap types, where negative values
 // are type constructors (-64 is 0x40, the empty block type) and non-negative ones type indices.
 func (r *Reader) S33() (int64, error) {
