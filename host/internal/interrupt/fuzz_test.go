@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -64,7 +65,7 @@ func FuzzInstrument(f *testing.F) {
 			return
 		}
 		if err != nil {
-			if !errors.Is(err, interrupt.ErrUnsupported) {
+			if !errors.Is(err, interrupt.ErrUnsupported) && !wazeroTableLaxness(err) {
 				t.Fatalf("wazero compiles the input, Instrument fails: %v", err)
 			}
 			return
@@ -81,6 +82,15 @@ func FuzzInstrument(f *testing.F) {
 			t.Fatalf("the input instantiates with %v, the output with %v; same memory: %v", werr, gerr, bytes.Equal(got, want))
 		}
 	})
+}
+
+// wazeroTableLaxness reports whether err is Instrument refusing a table whose element type is no value
+// type, which wazero 1.12 compiles: its binary.decodeTable takes any byte there (its default case) once
+// reference types are on. The refusal is the right answer, the spec allowing only a reference type; a
+// global's or a function type's bad value type wazero refuses too, so only a table's reaches here.
+func wazeroTableLaxness(err error) bool {
+	return errors.Is(err, wasmbin.ErrMalformed) && strings.Contains(err.Error(), "invalid value type") &&
+		(strings.Contains(err.Error(), "import section") || strings.Contains(err.Error(), "table section"))
 }
 
 // hugeCount reports whether wasm may declare a vector of 2^21 entries or more: a LEB128 of 4 bytes or
