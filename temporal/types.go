@@ -24,6 +24,11 @@ type RunOptions struct {
 	Tools        []string
 }
 
+// RunOptionsOf is what of o a workflow carries.
+func RunOptionsOf(o engine.RunOptions) RunOptions {
+	return RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Tools: o.Tools}
+}
+
 func (o RunOptions) engine() engine.RunOptions {
 	return engine.RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Tools: o.Tools}
 }

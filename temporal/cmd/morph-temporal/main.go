@@ -142,7 +142,7 @@ func runCmd() *cobra.Command {
 			}
 			defer c.Close()
 			opts := cfg.RunOptions()
-			ropts := temporal.RunOptions{Model: opts.Model, MaxSteps: opts.MaxSteps, ParseRetries: opts.ParseRetries, TokenBudget: opts.TokenBudget, Tools: opts.Tools}
+			ropts := temporal.RunOptionsOf(opts)
 			ctx, queue := cmd.Context(), cfg.Temporal.WithDefaults().TaskQueue
 			if session != "" {
 				h, err := temporal.StartTurn(ctx, c, queue, session, temporal.LimitsOf(cfg.Temporal), temporal.SessionTurn{Task: args[0], Options: ropts})
@@ -173,34 +173,45 @@ func runCmd() *cobra.Command {
 // progress answers them, then its result, which get waits for.
 func report(ctx context.Context, id string, get func(context.Context, any) error, progress func() (converter.EncodedValue, error)) error {
 	out := json.NewEncoder(os.Stdout)
-	done := make(chan error, 1)
 	var res temporal.TurnResult
-	go func() { done <- get(ctx, &res) }()
 	seen := 0
+	return follow(ctx, func(ctx context.Context) error { return get(ctx, &res) }, func() {
+		var steps []temporal.Progress
+		q, err := progress()
+		if err != nil || q.Get(&steps) != nil {
+			return // not yet started, or done: the result has every step
+		}
+		for ; seen < len(steps); seen++ {
+			out.Encode(durable.Line{Progress: &steps[seen]})
+		}
+	}, func(err error) error {
+		if err != nil {
+			return fmt.Errorf("workflow %s: %w", id, err)
+		}
+		for ; seen < len(res.Steps); seen++ {
+			st := res.Steps[seen]
+			out.Encode(durable.Line{Progress: &temporal.Progress{Step: st.StepNumber, Action: st.Action, Usage: st.Usage}})
+		}
+		return out.Encode(durable.Line{Result: &res})
+	}, "the turn goes on in Temporal as workflow "+id)
+}
+
+// follow waits for get (a workflow's result), calling poll four times a
+// second meanwhile and done with get's error at the end; interrupted, it
+// says where the workflow goes on (interrupted).
+func follow(ctx context.Context, get func(context.Context) error, poll func(), done func(error) error, interrupted string) error {
+	ended := make(chan error, 1)
+	go func() { ended <- get(ctx) }()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("workflow %s: %w", id, err)
-			}
-			for ; seen < len(res.Steps); seen++ {
-				st := res.Steps[seen]
-				out.Encode(durable.Line{Progress: &temporal.Progress{Step: st.StepNumber, Action: st.Action, Usage: st.Usage}})
-			}
-			return out.Encode(durable.Line{Result: &res})
+		case err := <-ended:
+			return done(err)
 		case <-tick.C:
-			var steps []temporal.Progress
-			q, err := progress()
-			if err != nil || q.Get(&steps) != nil {
-				continue // not yet started, or done: the result has every step
-			}
-			for ; seen < len(steps); seen++ {
-				out.Encode(durable.Line{Progress: &steps[seen]})
-			}
+			poll()
 		case <-ctx.Done():
-			return errors.New("interrupted; the turn goes on in Temporal as workflow " + id)
+			return errors.New("interrupted; " + interrupted)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -82,7 +81,7 @@ func pipelineRunCmd() *cobra.Command {
 			}
 			opts := cfg.RunOptions()
 			in := temporal.PipelineInput{Source: src, DotFile: file, Goal: f.goal, Limits: f.limits(cfg.Pipeline.Limits()),
-				Options: temporal.RunOptions{Model: opts.Model, MaxSteps: opts.MaxSteps, ParseRetries: opts.ParseRetries, TokenBudget: opts.TokenBudget, Tools: opts.Tools}}
+				Options: temporal.RunOptionsOf(opts)}
 			return startPipeline(cmd.Context(), c, cfg, in)
 		},
 	}
@@ -204,9 +203,7 @@ func followPipeline(ctx context.Context, c client.Client, wr client.WorkflowRun)
 			}
 		}
 	}()
-	done := make(chan error, 1)
 	var res temporal.PipelineResult
-	go func() { done <- wr.Get(ctx, &res) }() // follows the runs it continues as
 	run, seen, asked := -1, 0, 0
 	report := func() {
 		var p temporal.PipelineProgress
@@ -227,21 +224,13 @@ func followPipeline(ctx context.Context, c client.Client, wr client.WorkflowRun)
 			}
 		}
 	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("workflow %s: %w", id, err)
-			}
-			report() // the events since the last poll
-			write(durable.PipelineLine{Result: res.Result, Diagnostics: res.Diagnostics, Error: res.Error})
-			return nil
-		case <-tick.C:
-			report()
-		case <-ctx.Done():
-			return errors.New("interrupted; the pipeline goes on in Temporal as workflow " + id + " (morph pipeline resume --temporal " + id + ")")
+	// wr.Get follows the runs the workflow continues as.
+	return follow(ctx, func(ctx context.Context) error { return wr.Get(ctx, &res) }, report, func(err error) error {
+		if err != nil {
+			return fmt.Errorf("workflow %s: %w", id, err)
 		}
-	}
+		report() // the events since the last poll
+		write(durable.PipelineLine{Result: res.Result, Diagnostics: res.Diagnostics, Error: res.Error})
+		return nil
+	}, "the pipeline goes on in Temporal as workflow "+id+" (morph pipeline resume --temporal "+id+")")
 }
