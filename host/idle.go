@@ -8,10 +8,14 @@ package host
 // instance. Both lists are intrusive (the links are on the instance), so
 // that neither a get nor a put allocates or shifts a slice. The spares
 // (describe's instance) are also listed apart, for the first call that finds
-// no instance of its own key. p.mu guards it.
+// no instance of its own key. The key "", pooled mode's, has its list
+// outside the map: a pooled call, which empties and refills it in turn,
+// then costs no map operation and no allocation (they made a call to a
+// small guest half again as slow). p.mu guards it.
 type idleList struct {
 	order  chain             // every idle instance, oldest first
-	keys   map[string]*chain // idle instances by key: len(keys) is the count of idle sessions
+	blank  chain             // idle instances of the key ""
+	keys   map[string]*chain // idle instances of the other keys, none empty
 	spares []*instance       // idle spares, also in order and keys: a few at most
 	n      int               // idle instances
 }
@@ -59,14 +63,30 @@ func (c *chain) remove(inst *instance) {
 }
 
 func newIdle() idleList {
-	return idleList{order: chain{at: inOrder}, keys: map[string]*chain{}}
+	return idleList{order: chain{at: inOrder}, blank: chain{at: inKey}, keys: map[string]*chain{}}
+}
+
+// sessions is the number of keys with idle instances.
+func (d *idleList) sessions() int {
+	if d.blank.head != nil {
+		return len(d.keys) + 1
+	}
+	return len(d.keys)
+}
+
+// of is the list of key, nil if none of its instances is idle.
+func (d *idleList) of(key string) *chain {
+	if key == "" {
+		return &d.blank
+	}
+	return d.keys[key]
 }
 
 // add makes inst the most recently idle instance, of its key and of all.
 func (d *idleList) add(inst *instance) {
 	d.n++
 	d.order.push(inst)
-	c := d.keys[inst.key]
+	c := d.of(inst.key)
 	if c == nil {
 		c = &chain{at: inKey}
 		d.keys[inst.key] = c
@@ -81,8 +101,8 @@ func (d *idleList) add(inst *instance) {
 func (d *idleList) take(inst *instance) {
 	d.n--
 	d.order.remove(inst)
-	c := d.keys[inst.key]
-	if c.remove(inst); c.head == nil {
+	c := d.of(inst.key)
+	if c.remove(inst); c.head == nil && inst.key != "" {
 		delete(d.keys, inst.key)
 	}
 	if inst.spare {
@@ -97,7 +117,7 @@ func (d *idleList) take(inst *instance) {
 // find is the most recently idle instance of key, else the most recent
 // spare, else nil; it stays idle until take.
 func (d *idleList) find(key string) *instance {
-	if c := d.keys[key]; c != nil {
+	if c := d.of(key); c != nil && c.tail != nil {
 		return c.tail
 	}
 	if n := len(d.spares); n > 0 {

@@ -116,7 +116,7 @@ func (p *Plugin) trim() []*instance {
 	now := p.now()
 	var out []*instance
 	for inst := p.free.order.head; inst != nil; inst = p.free.order.head {
-		if now.Sub(inst.since) < p.limits.SessionIdle && len(p.free.keys) <= p.limits.MaxSessions {
+		if now.Sub(inst.since) < p.limits.SessionIdle && p.free.sessions() <= p.limits.MaxSessions {
 			break
 		}
 		p.free.take(inst)

@@ -150,8 +150,8 @@ func TestIsolationSessionEviction(t *testing.T) {
 		p.evicting.Wait()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if len(p.free.keys) != 2 || p.free.n != 2 {
-			t.Fatalf("%d idle sessions, %d instances; want 2", len(p.free.keys), p.free.n)
+		if p.free.sessions() != 2 || p.free.n != 2 {
+			t.Fatalf("%d idle sessions, %d instances; want 2", p.free.sessions(), p.free.n)
 		}
 	})
 }
@@ -270,7 +270,7 @@ func TestIsolationManySessions(t *testing.T) {
 	p.evicting.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.free.keys) != n || p.free.n != n || len(p.free.all()) != n {
-		t.Fatalf("%d idle sessions, %d (%d listed) instances; want %d", len(p.free.keys), p.free.n, len(p.free.all()), n)
+	if p.free.sessions() != n || p.free.n != n || len(p.free.all()) != n {
+		t.Fatalf("%d idle sessions, %d (%d listed) instances; want %d", p.free.sessions(), p.free.n, len(p.free.all()), n)
 	}
 }
