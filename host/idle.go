@@ -36,6 +36,7 @@ type chain struct {
 	at         int
 }
 
+// push makes inst the chain's tail.
 func (c *chain) push(inst *instance) {
 	l := &inst.links[c.at]
 	l.prev, l.next = c.tail, nil
@@ -47,6 +48,7 @@ func (c *chain) push(inst *instance) {
 	c.tail = inst
 }
 
+// remove unlinks inst, which is on the chain.
 func (c *chain) remove(inst *instance) {
 	l := &inst.links[c.at]
 	if l.prev != nil {
@@ -62,6 +64,7 @@ func (c *chain) remove(inst *instance) {
 	*l = link{}
 }
 
+// newIdle is an empty idleList.
 func newIdle() idleList {
 	return idleList{order: chain{at: inOrder}, blank: chain{at: inKey}, keys: map[string]*chain{}}
 }
