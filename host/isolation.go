@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/morphhost/morph/abi"
@@ -12,15 +11,15 @@ import (
 // One path serves every isolation mode: a call takes an idle instance of
 // its key from p.free, or instantiates one, and gives it back there. The
 // mode only chooses the key (poolKey): "" for pooled, the session id for
-// session; in call mode no instance is kept. p.free is in the order the
-// instances came back, so in session mode trim evicts from its front: the
-// instances idle for Limits.SessionIdle, then the longest idle until no
+// session; in call mode no instance is kept. p.free keeps the order the
+// instances came back in, so in session mode trim evicts from its front:
+// the instances idle for Limits.SessionIdle, then the longest idle until no
 // more than Limits.MaxSessions keys have idle instances. A session's
-// lookup scans p.free from the back: the idle instances, a few hundred at
-// most with the default limits. The instance describe ran on at load is a
-// spare, which holds no session's state: the first call that finds no
-// instance of its own key takes it (so a one-session run instantiates once,
-// as in pooled mode).
+// lookup is by its key, in constant time however many sessions are idle
+// (see idleList). The instance describe ran on at load is a spare, which
+// holds no session's state: the first call that finds no instance of its
+// own key takes it (so a one-session run instantiates once, as in pooled
+// mode).
 
 // defaultIsolation is the mode of a plugin that configures none: per session
 // when it has an enabled middleware hook (middleware may keep state about
@@ -58,16 +57,12 @@ func (p *Plugin) get(ctx context.Context) (*instance, error) {
 	}
 	evicted := p.trim()
 	var inst *instance
-	for i := len(p.free) - 1; reuse && i >= 0; i-- {
-		if p.free[i].key == key || p.free[i].spare {
-			inst = p.free[i]
-			p.free = slices.Delete(p.free, i, i+1)
-			if p.mode != IsolationPooled {
-				p.forget(inst.key)
-			}
-			inst.key, inst.spare = key, false
-			break
-		}
+	if reuse {
+		inst = p.free.find(key)
+	}
+	if inst != nil {
+		p.free.take(inst)
+		inst.key, inst.spare = key, false
 	}
 	p.mu.Unlock()
 	p.evict(evicted)
@@ -86,9 +81,7 @@ func (p *Plugin) get(ctx context.Context) (*instance, error) {
 func (p *Plugin) spares() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, inst := range p.free {
-		inst.spare = true
-	}
+	p.free.markSpares()
 }
 
 // put gives inst back to the free list of its key, or closes it, without
@@ -100,26 +93,18 @@ func (p *Plugin) put(inst *instance) {
 		inst.close()
 		return
 	}
-	p.free = append(p.free, inst)
+	p.free.add(inst)
 	var evicted []*instance
-	// The idle clock and the count of sessions serve session mode's eviction
-	// (and describe's instance, before the mode is known): a clock read costs
-	// 50-100 ns here, a sixth of a small call.
+	// The idle clock serves session mode's eviction (and describe's
+	// instance, before the mode is known): a clock read costs 50-100 ns
+	// here, a sixth of a small call.
 	if p.mode != IsolationPooled {
 		inst.since = p.now()
-		p.sessions[inst.key]++
 		evicted = p.trim()
 		p.schedule()
 	}
 	p.mu.Unlock()
 	p.evict(evicted)
-}
-
-// forget counts one idle instance of key less; p.mu is held.
-func (p *Plugin) forget(key string) {
-	if p.sessions[key]--; p.sessions[key] <= 0 {
-		delete(p.sessions, key)
-	}
 }
 
 // trim removes, in session mode, the idle instances due for eviction and
@@ -128,20 +113,18 @@ func (p *Plugin) trim() []*instance {
 	if p.mode != IsolationSession {
 		return nil
 	}
-	now, n := p.now(), 0
-	for ; n < len(p.free); n++ {
-		inst := p.free[n]
-		if now.Sub(inst.since) < p.limits.SessionIdle && len(p.sessions) <= p.limits.MaxSessions {
+	now := p.now()
+	var out []*instance
+	for inst := p.free.order.head; inst != nil; inst = p.free.order.head {
+		if now.Sub(inst.since) < p.limits.SessionIdle && p.free.sessions() <= p.limits.MaxSessions {
 			break
 		}
-		p.forget(inst.key)
+		p.free.take(inst)
+		out = append(out, inst)
 	}
-	if n == 0 {
-		return nil
+	if len(out) > 0 {
+		p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
 	}
-	out := slices.Clone(p.free[:n])
-	p.free = slices.Delete(p.free, 0, n)
-	p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
 	return out
 }
 
@@ -173,10 +156,11 @@ func (p *Plugin) evict(insts []*instance) {
 // schedule arms a timer for the expiry of the longest idle instance, so
 // that idle sessions are evicted even when no call comes; p.mu is held.
 func (p *Plugin) schedule() {
-	if p.mode != IsolationSession || p.sweeper != nil || len(p.free) == 0 {
+	oldest := p.free.order.head
+	if p.mode != IsolationSession || p.sweeper != nil || oldest == nil {
 		return
 	}
-	d := max(p.free[0].since.Add(p.limits.SessionIdle).Sub(p.now()), 10*time.Millisecond)
+	d := max(oldest.since.Add(p.limits.SessionIdle).Sub(p.now()), 10*time.Millisecond)
 	p.sweeper = time.AfterFunc(d, p.sweep)
 }
 

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -79,8 +80,8 @@ func TestIsolationModes(t *testing.T) {
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if len(p.free) != 0 {
-			t.Fatalf("%d idle instances kept in call mode", len(p.free))
+		if p.free.n != 0 {
+			t.Fatalf("%d idle instances kept in call mode", p.free.n)
 		}
 	})
 }
@@ -128,7 +129,7 @@ func TestIsolationSessionEviction(t *testing.T) {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			p.mu.Lock()
-			n := len(p.free)
+			n := p.free.n
 			p.mu.Unlock()
 			if n == 0 {
 				break
@@ -149,8 +150,8 @@ func TestIsolationSessionEviction(t *testing.T) {
 		p.evicting.Wait()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if len(p.sessions) != 2 || len(p.free) != 2 {
-			t.Fatalf("idle sessions %v, %d instances; want 2", p.sessions, len(p.free))
+		if p.free.sessions() != 2 || p.free.n != 2 {
+			t.Fatalf("%d idle sessions, %d instances; want 2", p.free.sessions(), p.free.n)
 		}
 	})
 }
@@ -232,4 +233,44 @@ func TestIsolationNoLeak(t *testing.T) {
 	t.Run("pooled", func(t *testing.T) { // one instance: the write is seen, as documented
 		expect(t, leakEngine(t, Config{Isolation: IsolationPooled}), "a", "seen 0", "b", "seen 1")
 	})
+}
+
+// TestIsolationManySessions interleaves the turns of many sessions: each
+// call finds its own session's instance by key (the counter goes on where
+// that session left it), and with MaxSessions reached, a new session evicts
+// the session idle longest, not another.
+func TestIsolationManySessions(t *testing.T) {
+	const n = 40
+	p, e := counterEngine(t, Config{Isolation: IsolationSession, Limits: Limits{MaxSessions: n}})
+	sessions := make([]*engine.Session, n)
+	for i := range sessions {
+		sessions[i] = e.NewSession(fmt.Sprintf("s%d", i))
+	}
+	for round, step := range []int{1, 3, 7} { // each round in another order: s0, s3, s6, ...
+		round++
+		for k := range sessions {
+			s := sessions[k*step%n]
+			if got, want := turn(t, s), fmt.Sprintf("calls: %d", round); got != want {
+				t.Fatalf("round %d, %s: %q, want %q", round, s.ID(), got, want)
+			}
+		}
+	}
+	// The last round's order (step 7) makes s0 the longest idle, then s7.
+	if got := turn(t, e.NewSession("new")); got != "calls: 1" {
+		t.Fatalf("new session: %q", got)
+	}
+	p.evicting.Wait()
+	if got := turn(t, sessions[7]); got != "calls: 4" {
+		t.Fatalf("s7, second longest idle: %q, want its instance kept", got)
+	}
+	p.evicting.Wait()
+	if got := turn(t, sessions[0]); got != "calls: 1" {
+		t.Fatalf("s0, longest idle: %q, want a fresh instance", got)
+	}
+	p.evicting.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.free.sessions() != n || p.free.n != n || len(p.free.all()) != n {
+		t.Fatalf("%d idle sessions, %d (%d listed) instances; want %d", p.free.sessions(), p.free.n, len(p.free.all()), n)
+	}
 }

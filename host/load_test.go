@@ -237,7 +237,7 @@ func runLoad(t *testing.T) (heapLoaded uint64) {
 		st := p.Stats()
 		hostStats[name] = st
 		p.mu.Lock()
-		idle, keys := len(p.free), len(p.sessions)
+		idle, keys := p.free.n, p.free.sessions()
 		p.mu.Unlock()
 		if st.Instantiated-st.Discarded != uint64(idle) {
 			t.Errorf("%s: %+v with %d idle instances: instances unaccounted for", name, st, idle)

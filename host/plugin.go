@@ -52,12 +52,11 @@ type Plugin struct {
 	stop    context.CancelFunc
 	drained int // the slots Close holds: the runtime closes once it holds all
 
-	mu       sync.Mutex
-	now      func() time.Time // the clock of idle sessions; tests replace it
-	free     []*instance      // idle instances, in the order they came back
-	sessions map[string]int   // idle instances by key, for Limits.MaxSessions
-	sweeper  *time.Timer      // the next idle-session sweep, when one is due
-	closed   bool
+	mu      sync.Mutex
+	now     func() time.Time // the clock of idle sessions; tests replace it
+	free    idleList         // idle instances, by key and in the order they came back
+	sweeper *time.Timer      // the next idle-session sweep, when one is due
+	closed  bool
 }
 
 // instance is a guest with its memories and its place in the plugin's
@@ -71,6 +70,7 @@ type instance struct {
 	spare bool      // has run only describe: any key may take it
 	reuse bool      // false: closed after its call (IsolationCall)
 	since time.Time // when it last came back idle
+	links [2]link   // its places in p.free while idle (see idleList)
 }
 
 // close closes the guest and unmaps its memories: it must be the last use
@@ -102,7 +102,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		return fail(ErrLoad, fmt.Errorf("isolation %q: want one of %s", cfg.Isolation, strings.Join(IsolationModes(), ", ")))
 	}
 	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
-		mode: cfg.Isolation, now: time.Now, sessions: map[string]int{}}
+		mode: cfg.Isolation, now: time.Now, free: newIdle()}
 	p.closing, p.stop = context.WithCancel(context.Background())
 	named := cfg
 	named.Name = label
@@ -259,8 +259,8 @@ func (p *Plugin) Exports(name string) bool { return p.module.Exports(name) }
 func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := len(p.free); n > 0 {
-		return p.free[n-1].g.MemoryBytes(), true
+	if last := p.free.order.tail; last != nil {
+		return last.g.MemoryBytes(), true
 	}
 	return 0, false
 }
@@ -280,9 +280,9 @@ type MemoryStatus struct {
 // tables of every idle instance: for status reports, not for every call.
 func (p *Plugin) Memory() MemoryStatus {
 	p.mu.Lock()
-	arenas := make([]*memory.Arena, len(p.free))
-	for i, inst := range p.free {
-		arenas[i] = inst.arena
+	arenas := make([]*memory.Arena, 0, p.free.n)
+	for inst := p.free.order.head; inst != nil; inst = inst.links[inOrder].next {
+		arenas = append(arenas, inst.arena)
 	}
 	p.mu.Unlock()
 	st := MemoryStatus{Instances: len(arenas)}
@@ -364,8 +364,8 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 		p.mu.Unlock()
 		return nil
 	}
-	idle := p.free
-	p.closed, p.free, p.sessions = true, nil, nil
+	idle := p.free.all()
+	p.closed, p.free = true, newIdle()
 	if p.sweeper != nil {
 		p.sweeper.Stop()
 		p.sweeper = nil
