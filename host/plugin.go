@@ -267,10 +267,11 @@ func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
 
 // MemoryStatus is what the linear memories of a plugin's idle instances
 // (in session isolation: one a live session) cost the host now.
+// Its JSON is a plugin's "memory" in `morph plugin status --json`.
 type MemoryStatus struct {
-	Instances int    // idle instances
-	Reserved  uint64 // address space, bytes: each memory is mapped at the plugin's memory cap (package memory)
-	Resident  uint64 // bytes of those memories in resident pages: what the guests touched and still hold
+	Instances int    `json:"instances"`      // idle instances
+	Reserved  uint64 `json:"reserved_bytes"` // address space: each memory is mapped at the plugin's memory cap (package memory)
+	Resident  uint64 `json:"resident_bytes"` // of those memories, in resident pages: what the guests touched and still hold
 }
 
 // Memory reports the linear memories of the plugin's idle instances: what
