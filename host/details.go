@@ -47,7 +47,12 @@ type Details struct {
 // Refresh implements engine.DetailsRefresher: a copy of the details with
 // the plugin's memory now. It reads the page tables of the plugin's idle
 // instances (see Plugin.Memory for the cost) and is safe while calls run.
+// Details made by other code than a plugin's extension have no plugin to
+// ask, and are answered as they are.
 func (d *Details) Refresh() any {
+	if d.plugin == nil {
+		return d
+	}
 	now := *d
 	m := d.plugin.Memory()
 	now.Memory = &m
