@@ -112,9 +112,11 @@ type Extension struct {
 	ABIVersion int
 	Requires   []string // names of plugins that must come before it
 	// Details is what the code that made the plugin reports of it, which
-	// Status passes on as is (for a WebAssembly module, *host.Details: its
-	// loader, and its capabilities requested and granted). The engine does
-	// not read it: how a plugin is run is not the engine's business.
+	// Status passes on as is, or refreshed when it is a DetailsRefresher
+	// (for a WebAssembly module, *host.Details: its loader, its
+	// capabilities requested and granted, its instances' memory). The
+	// engine does not read it: how a plugin is run is not the engine's
+	// business.
 	Details any
 	// Options set engine hooks (prompt and params builders, tool success,
 	// fallback final). The host's hook is used over a plugin's, and a later

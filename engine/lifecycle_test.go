@@ -514,3 +514,26 @@ func TestRefusedTurnAndCloseDoNotOverlap(t *testing.T) {
 		}
 	}
 }
+
+// countingDetails are details that change: each Refresh answers the next
+// count.
+type countingDetails struct{ n atomic.Int32 }
+
+func (d *countingDetails) Refresh() any { return d.n.Add(1) }
+
+// Status reports what a DetailsRefresher answers each time it is read, and
+// other details as they are.
+func TestStatusRefreshesDetails(t *testing.T) {
+	live := &fakePlugin{name: "live", ext: Extension{Details: &countingDetails{}}}
+	fixed := &fakePlugin{name: "fixed", ext: Extension{Details: "as opened"}}
+	e := New(script("junk"), nil, WithExtenders(live, fixed))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for want := int32(1); want <= 2; want++ {
+		st := e.Status()
+		if st.Plugins[0].Details != want || st.Plugins[1].Details != "as opened" {
+			t.Fatalf("status %d: details %v, %v", want, st.Plugins[0].Details, st.Plugins[1].Details)
+		}
+	}
+}

@@ -33,7 +33,8 @@ type PluginStatus struct {
 	ABIVersion int      `json:"abi_version,omitempty"`
 	Requires   []string `json:"requires,omitempty"`
 	// Details are the Extension's: what the code that made the plugin
-	// reports of it (*host.Details for a WebAssembly module).
+	// reports of it (*host.Details for a WebAssembly module), refreshed
+	// when they are a DetailsRefresher.
 	Details     any           `json:"details,omitempty"`
 	Hooks       []string      `json:"hooks,omitempty"`       // engine and middleware hooks it implements
 	Tools       []string      `json:"tools,omitempty"`       // its tools in use (not shadowed)
@@ -47,6 +48,13 @@ type PluginStatus struct {
 	P50         time.Duration `json:"p50_ns"` // middleware hook latency over the last 1024 calls
 	P99         time.Duration `json:"p99_ns"`
 }
+
+// DetailsRefresher is Extension.Details that change while the plugin runs
+// (a WebAssembly plugin's memory, which grows and shrinks with its
+// sessions): Status reports what Refresh answers when Status is read, not
+// the Details as Open made them. Refresh must be safe while the plugin's
+// calls run, and cheap enough for a status report.
+type DetailsRefresher interface{ Refresh() any }
 
 // SkippedPlugin is a plugin Initialize did not load, and why.
 type SkippedPlugin struct {
@@ -110,8 +118,12 @@ func (e *Engine) Status() Status {
 		stats[s.Name] = s
 	}
 	for _, lp := range loaded {
+		details := lp.ext.Details
+		if r, ok := details.(DetailsRefresher); ok {
+			details = r.Refresh()
+		}
 		ps := PluginStatus{Name: lp.name, Version: lp.ext.Version, Source: lp.ext.Source, ABIVersion: lp.ext.ABIVersion,
-			Requires: lp.ext.Requires, Details: lp.ext.Details, State: "active", LoadTime: lp.loadTime}
+			Requires: lp.ext.Requires, Details: details, State: "active", LoadTime: lp.loadTime}
 		ps.Hooks = append([]string(nil), lp.hooks...)
 		if lp.mw != nil {
 			ps.Hooks = append(ps.Hooks, lp.mw.f.hookNames()...)

@@ -29,9 +29,32 @@ type Details struct {
 	// lets it. For a host that runs the call on another's behalf and must
 	// bound it (package temporal's activity timeouts).
 	CallBound time.Duration `json:"call_bound_ns"`
+	// Memory is what the linear memories of the plugin's idle instances
+	// (in session isolation, one per live session) cost the host when the
+	// status was read (Plugin.Memory): they change with every session, so
+	// the engine's Status asks for them each time (Refresh), and an
+	// operator sees what sessions hold before the machine runs short.
+	Memory *MemoryStatus `json:"memory,omitempty"`
+
+	plugin *Plugin // whose Memory Refresh reads
 
 	// stage is the plugin's stage handler, nil when it has none: how
 	// StageHandlers finds it among the engine's plugins, which the
 	// engine knows only by their Extension.
 	stage *StageHandler
+}
+
+// Refresh implements engine.DetailsRefresher: a copy of the details with
+// the plugin's memory now. It reads the page tables of the plugin's idle
+// instances (see Plugin.Memory for the cost) and is safe while calls run.
+// Details made by other code than a plugin's extension have no plugin to
+// ask, and are answered as they are.
+func (d *Details) Refresh() any {
+	if d.plugin == nil {
+		return d
+	}
+	now := *d
+	m := d.plugin.Memory()
+	now.Memory = &m
+	return &now
 }

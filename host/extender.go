@@ -83,7 +83,7 @@ func (p *Plugin) extension(mw engine.MiddlewareConfig) *engine.Extension {
 		mw.Timeout = p.limits.Timeout + callTimeoutMargin
 	}
 	details := &Details{Loader: p.Loader(), Capabilities: p.Capabilities(),
-		CallBound: 3 * p.limits.Timeout} // instantiation, call, description: see Details.CallBound
+		CallBound: 3 * p.limits.Timeout, plugin: p} // instantiation, call, description: see Details.CallBound
 	details.stage, _ = p.StageHandler()
 	ext := &engine.Extension{
 		Version:          m.Version,

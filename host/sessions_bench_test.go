@@ -208,7 +208,8 @@ func sessionSlope(b *testing.B, path string, ctxs []context.Context, steps []int
 // once take two instances, as they should: the session keeps both).
 // Reported: the resident memory the sessions added (residentBytes before and
 // after, as BenchmarkSessions), what Plugin.Memory says their linear
-// memories hold and reserve, and the calls per second of each phase. It
+// memories hold and reserve, how long Plugin.Memory took to say so (what the
+// engine's Status pays for the plugin), and the calls per second of each phase. It
 // takes some seconds: run it with -benchtime 1x.
 func BenchmarkSessionLoad(b *testing.B) {
 	const sessions, workers = 10_000, 64
@@ -225,7 +226,9 @@ func BenchmarkSessionLoad(b *testing.B) {
 		before := residentBytes(b)
 		open := concurrently(b, workers, sessions, func(i int) []context.Context { return []context.Context{ctxs[i], ctxs[i]} }, p, export, in)
 		after := residentBytes(b)
-		mem := p.Memory()
+		start := time.Now()
+		mem := p.Memory() // what the engine's Status pays for the plugin (Details.Memory)
+		status := time.Since(start)
 		if st := p.Stats(); st.Instantiated != sessions || st.Discarded != 0 || mem.Instances != sessions {
 			b.Fatalf("stats %+v, memory %+v: want one instance per session, all idle", st, mem)
 		}
@@ -236,6 +239,7 @@ func BenchmarkSessionLoad(b *testing.B) {
 		b.ReportMetric(float64(after-before)/sessions/1024, "KiB/session")
 		b.ReportMetric(float64(mem.Resident)/sessions/1024, "linear-KiB/session")
 		b.ReportMetric(float64(mem.Reserved)/(1<<30), "reserved-GiB")
+		b.ReportMetric(float64(status.Microseconds())/1000, "memory-status-ms")
 		b.ReportMetric(open, "open-calls/s")
 		b.ReportMetric(warm, "warm-calls/s")
 		p.Close(context.Background())

@@ -211,6 +211,9 @@ func printStatus(w io.Writer, st engine.Status) {
 		if wasm && len(d.Capabilities) > 0 {
 			fmt.Fprintf(w, "  capabilities: %s\n", capabilities(d.Capabilities))
 		}
+		if wasm && d.Memory != nil {
+			fmt.Fprintf(w, "  memory: %s\n", memoryStatus(*d.Memory))
+		}
 		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d, p50 %s, p99 %s\n", p.Calls, p.Faults, p.Quarantines, p.P50, p.P99)
 	}
 	for _, s := range st.Skipped {
@@ -232,6 +235,23 @@ func printStatus(w io.Writer, st engine.Status) {
 	}
 	sort.Strings(hooks)
 	fmt.Fprintf(w, "hooks: %s\n", labels(hooks))
+}
+
+// memoryStatus is what a plugin's idle instances hold, in a line:
+// "12 idle instances, 840 KiB resident of 768 MiB reserved".
+func memoryStatus(m host.MemoryStatus) string {
+	return fmt.Sprintf("%s, %s resident of %s reserved", plural(m.Instances, "idle instance"), byteSize(m.Resident), byteSize(m.Reserved))
+}
+
+// byteSize is a size in KiB below a MiB, in MiB below a GiB, else in GiB.
+func byteSize(b uint64) string {
+	switch {
+	case b < 1<<20:
+		return fmt.Sprintf("%d KiB", b>>10)
+	case b < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
 }
 
 // capabilities is the one-line comparison of requests and grants:
