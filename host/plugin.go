@@ -497,6 +497,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	default: // possibly poisoned: a fresh instance serves the next call
 		p.stats.discarded.Add(1)
 		inst.close()
+		p.resetTools(ctx)
 	}
 	if kind != nil {
 		return fail(kind, msg, err)

@@ -213,8 +213,8 @@ func exportTool(t ExportTool) (guest.ExportTool, error) {
 // (isolation = "pooled", max_instances = 1, as an MCP server is one
 // process): with several instances, or one per session, one instance's
 // list would be offered for all of them, and the change is ignored, with a
-// warning. An instance replaced after a fault starts from its initial list
-// while the engine keeps the last one, until the plugin says so again.
+// warning. When the instance is discarded (a fault), the engine gets the
+// initial list back: the instance that replaces it starts with it.
 type toolWatch struct {
 	mu      sync.Mutex
 	changed bool           // tools replaces the manifest's
@@ -255,6 +255,25 @@ func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 	if p.watch.update != nil {
 		if err := p.watch.update(ctx, p.toolsOf(m.Tools)); err != nil {
 			p.log.WarnContext(ctx, "the engine refused the plugin's new tools", "err", err)
+		}
+	}
+}
+
+// resetTools gives the engine the plugin's initial tools again when the
+// instance whose list changed is discarded (a fault): the instance that
+// replaces it starts with them, and the engine must not offer a tool it
+// has not (see toolWatch).
+func (p *Plugin) resetTools(ctx context.Context) {
+	p.watch.mu.Lock()
+	defer p.watch.mu.Unlock() // held through update: lists reach the engine in order
+	if !p.watch.changed {
+		return
+	}
+	p.watch.changed, p.watch.tools = false, nil
+	p.log.InfoContext(ctx, "the plugin's instance was replaced: its tool list is its initial one again", "tools", len(p.manifest.Tools))
+	if p.watch.update != nil {
+		if err := p.watch.update(ctx, p.toolsOf(p.manifest.Tools)); err != nil {
+			p.log.WarnContext(ctx, "the engine refused the plugin's initial tools", "err", err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -187,8 +188,41 @@ func TestMCPv2PluginInARun(t *testing.T) {
 	if !strings.Contains(logs.String(), "secret unlocked") {
 		t.Errorf("notify_logging_message not logged:\n%s", logs.String())
 	}
-	if tools := e.Tools(); len(tools) != 7 {
-		t.Errorf("engine tools after the change: %+v", tools)
+	// secret, which the change added, answered; bad_utf8's bad output then
+	// replaced the instance, so the list is the initial one again.
+	if tools := e.Tools(); len(tools) != 7 || slices.ContainsFunc(tools, func(t abi.ToolSpec) bool { return t.Name == "secret" }) {
+		t.Errorf("engine tools after the instance's replacement: %+v", tools)
+	}
+}
+
+// The instance that replaces one whose tools changed has its initial
+// tools, and the engine gets them: secret, which unlock added, is gone
+// again after crash traps the instance, where the engine offered it still
+// and the new instance answered it locked.
+func TestToolChangeAfterFault(t *testing.T) {
+	l, _ := extismLoader()
+	m := &scriptModel{replies: []string{
+		`{"type":"tool_call","tool_call":{"tool_name":"unlock","tool_params":{}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"crash","tool_params":{}}}`,
+		`{"type":"tool_call","tool_call":{"tool_name":"secret","tool_params":{}}}`,
+		`{"type":"final","final":{"output":"done"}}`,
+	}}
+	cfg := mcpv2Config(t, func(context.Context, *HostCall, []uint64) error { return nil })
+	e := engine.New(m, nil, engine.WithExtenders(l.Extender(cfg, engine.MiddlewareConfig{})))
+	defer e.Close(context.Background())
+	final, rc, err := e.NewSession("s").RunTurn(context.Background(), "go", engine.RunOptions{})
+	if err != nil || final.Output != "done" {
+		t.Fatalf("final %+v err %v", final, err)
+	}
+	if rc.Steps[0].Observation != "unlocked" || rc.Steps[1].Error == "" || !strings.Contains(rc.Steps[2].Observation+rc.Steps[2].Error, "tool 'secret' not found") {
+		t.Errorf("steps: %+v", rc.Steps)
+	}
+	var names []string
+	for _, tool := range e.Tools() {
+		names = append(names, tool.Name)
+	}
+	if slices.Contains(names, "secret") || len(names) != 7 {
+		t.Errorf("engine tools after the fault: %v", names)
 	}
 }
 
@@ -306,7 +340,7 @@ func TestToolChangeNeedsOnePooledInstance(t *testing.T) {
 		if out, err := callTool(t, p, "unlock", nil); err != nil || out != "unlocked" {
 			t.Fatalf("%s: %q %v", c.isolation, out, err)
 		}
-		if updates != 0 || len(p.Tools()) != 6 {
+		if updates != 0 || len(p.Tools()) != 7 {
 			t.Errorf("%s x%d: %d updates, tools %+v", c.isolation, c.instances, updates, p.Manifest().Tools)
 		}
 		if len(linesWith(logs.String(), "plugin=wild-"+c.isolation, "max_instances = 1; ignored")) != 1 {

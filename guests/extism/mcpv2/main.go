@@ -8,7 +8,9 @@
 //     template's TextContent encodes it (its MarshallJSON is misspelled);
 //   - chart returns a 1x1 PNG image item and a caption;
 //   - unlock adds the tool secret, and says so with notify_tool_list_changed;
-//   - secret (once unlocked) answers "42".
+//   - secret (once unlocked) answers "42";
+//   - crash panics: the instance traps, and the host replaces it with one
+//     that starts locked again.
 //
 // It also has plain exports for morph.toml's [[plugins.tools]] and
 // [plugins.hook_exports]: shout (text in, text out), prompt (a build_prompt
@@ -73,6 +75,7 @@ func listTools() int32 {
 		{Name: "echo", Description: "Returns its text.", InputSchema: text},
 		{Name: "chart", Description: "Draws a chart (an image).", InputSchema: none},
 		{Name: "unlock", Description: "Unlocks the tool secret.", InputSchema: none},
+		{Name: "crash", Description: "Crashes the plugin.", InputSchema: none},
 	}
 	if unlocked {
 		tools = append(tools, tool{Name: "secret", Description: "Tells the secret.", InputSchema: none})
@@ -110,6 +113,8 @@ func callTool() int32 {
 		notifyLoggingMessage(mem.Offset())
 		notifyToolListChanged()
 		return reply.JSON(map[string]any{"content": []any{text("unlocked")}})
+	case "crash":
+		panic("crash")
 	case "secret":
 		if !unlocked {
 			return reply.JSON(map[string]any{"content": []any{text("locked")}, "isError": true})
