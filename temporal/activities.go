@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 
 	"go.temporal.io/sdk/temporal"
@@ -77,14 +78,22 @@ func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, err
 }
 
 // CallTool runs one tool, as the engine would after its middleware; the
-// tool's failure is in the result.
-func (a *Activities) CallTool(ctx context.Context, call ToolCall) (ToolResult, error) {
+// tool's failure is in the result. A tool of the embedding host's that
+// panics fails too, and its panic is logged: Temporal would otherwise run
+// the activity again, and the tool with it, repeating what it did before
+// panicking.
+func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResult, _ error) {
 	tool, ok := a.rt.Engine.Registry().Get(call.Tool)
 	if !ok {
 		return ToolResult{}, nonRetryable("tool call", fmt.Errorf("this worker has no tool %q: workers must load the same configuration", call.Tool))
 	}
 	a.log.InfoContext(ctx, "tool called", "tool", call.Tool)
-	var res ToolResult
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.ErrorContext(ctx, "tool panicked", "tool", call.Tool, "panic", p, "stack", string(debug.Stack()))
+			res = ToolResult{Error: fmt.Sprintf("tool %s panicked: %v", call.Tool, p)}
+		}
+	}()
 	var err error
 	if it, ok := tool.(engine.ImageTool); ok {
 		res.Output, res.Images, err = it.ExecuteImages(ctx, call.Params)

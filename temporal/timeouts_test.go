@@ -102,3 +102,35 @@ func TestChatHeartbeats(t *testing.T) {
 		t.Error("the model call recorded no heartbeat")
 	}
 }
+
+// panicky is an embedding host's tool that panics after its effect.
+type panicky struct{ runs int }
+
+func (*panicky) Name() string            { return "boom" }
+func (*panicky) Description() string     { return "Panics." }
+func (*panicky) ParameterSchema() string { return `{"type":"object"}` }
+func (p *panicky) Execute(context.Context, map[string]any) (string, error) {
+	p.runs++
+	panic("boom")
+}
+
+// A tool that panics ends its call with a failure the model reads, not a
+// failed activity, which Temporal would run again, the tool with it.
+func TestCallToolPanicIsAnAnswer(t *testing.T) {
+	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	tool := &panicky{}
+	a.rt.Engine.Registry().Register(tool)
+	res, err := a.CallTool(ctx, ToolCall{Tool: "boom"})
+	if err != nil || res.Error != "tool boom panicked: boom" || tool.runs != 1 {
+		t.Errorf("result %+v, err %v, %d runs", res, err, tool.runs)
+	}
+}
