@@ -128,9 +128,9 @@ func startWorker(t testing.TB, c client.Client, cfg *config.Config) string {
 	return queue
 }
 
-// startWorkerOn starts a worker of queue in the test's process, with cfg,
-// and returns it.
-func startWorkerOn(t testing.TB, c client.Client, cfg *config.Config, queue string) worker.Worker {
+// newActivities are a worker's activities with cfg, closed at the test's
+// end.
+func newActivities(t testing.TB, cfg *config.Config) *Activities {
 	t.Helper()
 	ctx := context.Background()
 	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -138,7 +138,14 @@ func startWorkerOn(t testing.TB, c client.Client, cfg *config.Config, queue stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(ctx) })
-	w := NewWorker(c, queue, a)
+	return a
+}
+
+// startWorkerOn starts a worker of queue in the test's process, with cfg,
+// and returns it.
+func startWorkerOn(t testing.TB, c client.Client, cfg *config.Config, queue string) worker.Worker {
+	t.Helper()
+	w := NewWorker(c, queue, newActivities(t, cfg))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

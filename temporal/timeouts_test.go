@@ -2,8 +2,6 @@ package temporal
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"maps"
 	"sync/atomic"
 	"testing"
@@ -41,11 +39,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 	cfg.LLM.Timeout, cfg.LLM.MaxRetries = 2*time.Second, new(int)
 	*cfg.LLM.MaxRetries = 1
 	ctx := context.Background()
-	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(ctx)
+	a := newActivities(t, cfg)
 
 	hook := 750*time.Millisecond + activityMargin
 	want := Timeouts{
@@ -79,16 +73,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 // A model call heartbeats while it runs: at once, and every quarter of
 // chatHeartbeat.
 func TestChatHeartbeats(t *testing.T) {
-	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(ctx)
+	a := newActivities(t, finalConfig(t))
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(quiet)
 	env := suite.NewTestActivityEnvironment()
@@ -117,20 +102,23 @@ func (p *panicky) Execute(context.Context, map[string]any) (string, error) {
 // A tool that panics ends its call with a failure the model reads, not a
 // failed activity, which Temporal would run again, the tool with it.
 func TestCallToolPanicIsAnAnswer(t *testing.T) {
-	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	a, err := NewActivities(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(ctx)
+	a := newActivities(t, finalConfig(t))
 	tool := &panicky{}
 	a.rt.Engine.Registry().Register(tool)
 	res, err := a.CallTool(ctx, ToolCall{Tool: "boom"})
 	if err != nil || res.Error != "tool boom panicked: boom" || tool.runs != 1 {
 		t.Errorf("result %+v, err %v, %d runs", res, err, tool.runs)
 	}
+}
+
+// finalConfig is a config on the scripted model, whose one reply is a
+// final.
+func finalConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
