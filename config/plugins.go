@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -632,6 +633,7 @@ func (c *Config) PluginFor(path string) (PluginEntry, error) {
 type Runtime struct {
 	Engine *engine.Engine
 	loader *host.Loader
+	stages func() []*host.StageHandler
 }
 
 // Close closes the engine (each plugin's destroy hook runs once) and the
@@ -673,6 +675,7 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	all = append(all, opts...)
 	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
 	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
+	rt.stages = sync.OnceValue(func() []*host.StageHandler { return host.StageHandlers(rt.Engine.Status()) })
 	if err := rt.Engine.Initialize(ctx); err != nil {
 		st := rt.Engine.Status()
 		rt.Close(ctx)
@@ -742,7 +745,9 @@ func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Exten
 
 // StageHandlers are the pipeline stage handlers of the engine's loaded
 // plugins (those exporting morph_handle_stage), for a pipeline.Runner's
-// handler registry: each handles nodes of type "wasm:<plugin>".
+// handler registry: each handles nodes of type "wasm:<plugin>". They are
+// found once, the plugins being fixed once the engine is initialized: a
+// worker asks at every stage call, and Status reads every plugin's memory.
 func (r *Runtime) StageHandlers() []*host.StageHandler {
-	return host.StageHandlers(r.Engine.Status())
+	return r.stages()
 }
