@@ -179,6 +179,11 @@ type Shape struct {
 	TotalLocals  uint64
 	CodeBytes    int
 	LargestLocal uint32 // the most locals one function declares
+	// StateOp names the first instruction found that changes a table or
+	// drops a segment (table.set, table.grow, data.drop, ...): state outside
+	// the linear memory and the globals, which a snapshot does not hold
+	// (PrepareSnapshot); "" when the module has none.
+	StateOp string
 }
 
 // TableLimits are a defined table's declared sizes.
@@ -591,6 +596,9 @@ func (c *checker) function(r *Reader) error {
 		if err := r.Immediates(op, at); err != nil {
 			return err
 		}
+		if c.shape.StateOp == "" {
+			c.shape.StateOp = stateOp(r.Buf[at:r.Pos])
+		}
 		switch {
 		case op == 0x02 || op == 0x03 || op == 0x04 || op == 0x1F: // block loop if try_table
 			if depth++; depth > c.l.NestingDepth {
@@ -608,6 +616,24 @@ func (c *checker) function(r *Reader) error {
 		return c.over(r, start, "NestingCost", c.shape.NestingCost, c.l.NestingCost)
 	}
 	return nil
+}
+
+// stateOps name the 0xFC instructions that change a table or drop a
+// segment, by their second opcode.
+var stateOps = map[uint32]string{9: "data.drop", 12: "table.init", 13: "elem.drop", 14: "table.copy", 15: "table.grow", 17: "table.fill"}
+
+// stateOp names the instruction ins (its opcode and immediates, checked) if
+// it changes a table or drops a segment, else "".
+func stateOp(ins []byte) string {
+	switch ins[0] {
+	case 0x26:
+		return "table.set"
+	case 0xFC:
+		r := NewReader(ins[1:], "code")
+		sub, _ := r.U32() // read by Immediates already
+		return stateOps[sub]
+	}
+	return ""
 }
 
 // indices refuses a local or global index beyond the function's locals
