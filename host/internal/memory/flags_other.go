@@ -10,3 +10,7 @@ const mapNoReserve = 0
 // it reports, so the resident memory is bounded by the size and no page is
 // trimmed.
 func mincore([]byte) []byte { return nil }
+
+// privatePages cannot tell here (no pagemap): memories are not mapped over
+// images anyway (see imageFile).
+func privatePages([]byte) (int, bool) { return 0, false }

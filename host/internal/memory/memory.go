@@ -20,8 +20,10 @@
 package memory
 
 import (
+	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -31,23 +33,38 @@ import (
 // them at Release. Where the platform cannot reserve memory (see reserve),
 // it falls back to Go slices, as wazero's own allocator.
 type Arena struct {
+	// Image, when set before the arena allocates, is what its memory starts
+	// from (see Image).
+	Image *Image
+
 	mu         sync.Mutex
 	maps       []*mapped
 	sliceBytes atomic.Uint64 // the capacities of its fallback memories
 }
 
 // Allocate implements experimental.MemoryAllocator.
-func (a *Arena) Allocate(capacity, max uint64) experimental.LinearMemory {
-	if max > 0 {
-		if m := reserve(max); m != nil {
+func (a *Arena) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	img := a.Image
+	if maxBytes > 0 {
+		if m := reserve(maxBytes); m != nil {
+			if img != nil {
+				m.start(img)
+			}
 			a.mu.Lock()
 			a.maps = append(a.maps, m)
 			a.mu.Unlock()
 			return m
 		}
 	}
-	a.sliceBytes.Add(capacity)
-	return &sliceMemory{buf: make([]byte, 0, capacity), max: max, sized: &a.sliceBytes}
+	if img != nil { // growing to the image's size then keeps the copy, which is in the capacity
+		capacity = max(capacity, uint64(img.size))
+	}
+	buf := make([]byte, 0, capacity)
+	if img != nil {
+		img.copyInto(buf[:img.size])
+	}
+	a.sliceBytes.Add(uint64(cap(buf)))
+	return &sliceMemory{buf: buf, max: maxBytes, sized: &a.sliceBytes}
 }
 
 // Release unmaps the arena's memories. The instance they belong to must be
@@ -130,3 +147,17 @@ func (m *sliceMemory) Free() {
 	m.sized.Add(-uint64(cap(m.buf)))
 	m.buf = nil
 }
+
+// zeros reports whether b, a page (a multiple of 8 bytes, 8-aligned), holds
+// only zeros.
+func zeros(b []byte) bool {
+	for _, w := range unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8) {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pageSize is the system's memory page size.
+func pageSize() int { return os.Getpagesize() }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +17,9 @@ type mapped struct {
 	mu   sync.Mutex // Free (wazero's) and unmap (the arena's) may come from different goroutines
 	buf  []byte
 	size atomic.Uint64 // the linear memory's size, as last reallocated: what resident looks at
+	// shared is set when the memory started from an Image mapped over its
+	// start: its untouched pages there are the image's, not its own.
+	shared bool
 }
 
 // reserve maps max bytes, or answers nil when it cannot.
@@ -31,6 +33,17 @@ func reserve(max uint64) *mapped {
 		return nil
 	}
 	return &mapped{buf: buf}
+}
+
+// start makes the memory start from img: mapped over it copy-on-write
+// where the platform allows, else a copy of its data pages.
+func (m *mapped) start(img *Image) {
+	if img.size > len(m.buf) {
+		return // cannot be: the image was taken of a memory of the same plugin, under the same cap
+	}
+	if m.shared = img.file.mapOver(m.buf, img.size); !m.shared {
+		img.copyInto(m.buf)
+	}
 }
 
 // Reallocate answers the first size bytes of the mapping: growing is free,
@@ -51,7 +64,8 @@ func (m *mapped) reserved() uint64 {
 }
 
 // resident is how much of the linear memory's current size is in
-// resident pages, or its size where the platform cannot tell (mincore).
+// resident pages, or its size where the platform cannot tell (mincore);
+// for a memory mapped over an image, its own pages: those it wrote.
 func (m *mapped) resident() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -59,6 +73,12 @@ func (m *mapped) resident() uint64 {
 		return 0
 	}
 	buf := m.buf[:m.size.Load()]
+	if m.shared { // mincore would count the image's pages, which the memory shares
+		if n, ok := privatePages(buf); ok {
+			return uint64(n * unix.Getpagesize())
+		}
+		return uint64(len(buf))
+	}
 	vec := mincore(buf)
 	if vec == nil {
 		return uint64(len(buf))
@@ -78,7 +98,7 @@ func (m *mapped) resident() uint64 {
 func (m *mapped) trimZeros() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.buf == nil {
+	if m.buf == nil || m.shared { // given back, a page of an image would read the image's contents
 		return 0
 	}
 	buf := m.buf[:m.size.Load()]
@@ -101,17 +121,6 @@ func (m *mapped) trimZeros() uint64 {
 		i = j
 	}
 	return trimmed
-}
-
-// zeros reports whether b, a page (a multiple of 8 bytes, 8-aligned), holds
-// only zeros.
-func zeros(b []byte) bool {
-	for _, w := range unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8) {
-		if w != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // Free gives the memory's pages back to the system at once; the range stays
