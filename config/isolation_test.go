@@ -41,3 +41,21 @@ func TestPluginIsolation(t *testing.T) {
 		t.Errorf("error %q does not name the plugin, the value and the allowed values", err)
 	}
 }
+
+// [[plugins]] snapshot: on unless set to false.
+func TestPluginSnapshot(t *testing.T) {
+	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", "counter.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"ctr\"\npath = " + strconv.Quote(wasm) + "\n"
+	for line, off := range map[string]bool{"": false, "snapshot = true\n": false, "snapshot = false\n": true} {
+		c, err := config.Load(filepath.Join(write(t, map[string]string{"replies.json": replies, "morph.toml": head + line}), "morph.toml"))
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if got := c.Plugins[0].HostConfig().NoSnapshot; got != off {
+			t.Errorf("%q: NoSnapshot %v, want %v", line, got, off)
+		}
+	}
+}

@@ -88,6 +88,14 @@ type PluginEntry struct {
 	// plugin with an enabled middleware hook, "pooled" otherwise.
 	Isolation string `toml:"isolation"`
 
+	// Snapshot, true when absent, starts new instances of a native ABI
+	// plugin from an image of the first one after its initialization
+	// (_initialize), mapped copy-on-write, instead of initializing each
+	// (host.Config.NoSnapshot): false for a plugin whose initialization makes
+	// something each instance must have its own of, such as a secret drawn
+	// from random bytes.
+	Snapshot *bool `toml:"snapshot"`
+
 	// Grants, deny by default: without these keys a plugin reaches no file,
 	// no environment variable and no host.
 
@@ -551,6 +559,7 @@ func (p PluginEntry) HostConfig() host.Config {
 		Hooks:       p.Hooks,
 		Values:      p.Config,
 		Isolation:   p.Isolation,
+		NoSnapshot:  p.Snapshot != nil && !*p.Snapshot,
 		Tools:       p.hostTools(),
 		HookExports: p.HookExports,
 		Modules:     p.linkedModules(),

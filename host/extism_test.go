@@ -19,6 +19,7 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/extism"
+	"github.com/morphhost/morph/host/internal/memory"
 )
 
 // The Extism loader (package internal/extism) with real Extism-PDK plugins built from
@@ -232,11 +233,12 @@ func TestExtismInputLimit(t *testing.T) {
 	}
 	// Past the limit, straight to an instance: what the limit prevents.
 	state := p.newCallState()
-	g, err := p.module.Instantiate(state.Begin(context.Background(), time.Now().Add(DefaultTimeout)), state)
+	arena := &memory.Arena{}
+	g, err := p.module.Instantiate(state.Begin(context.Background(), time.Now().Add(DefaultTimeout)), state, arena)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	defer func() { g.Close(); arena.Release() }()
 	over := (mib*16-extism.KernelPages+1)*extism.PageBytes + 1
 	view, kind, _, _ := g.Call(context.Background(), time.Now().Add(DefaultTimeout), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
 	if kind == nil && string(view) == "0123456789abcdef" {

@@ -214,25 +214,29 @@ func BenchmarkIsolation(b *testing.B) {
 // No mode lets a write leak into another instance: a fresh instance finds
 // zeros where an earlier one wrote (in a data page, a page no data segment
 // touches, a page it grew), however its memory was set up (package memory:
-// mapped, trimmed of zero pages). Within a session, the write is still
-// there.
+// mapped, trimmed of zero pages, started from a snapshot's image or not).
+// Within a session, the write is still there.
 func TestIsolationNoLeak(t *testing.T) {
-	leakEngine := func(t *testing.T, cfg Config) *engine.Engine {
-		cfg.Path = fixture(t, "leak")
-		return engine.New(finalModel{}, nil, load(t, newLoader(t), cfg).Options()...)
+	for _, noSnapshot := range []bool{false, true} {
+		t.Run(map[bool]string{false: "snapshot", true: "no snapshot"}[noSnapshot], func(t *testing.T) {
+			leakEngine := func(t *testing.T, cfg Config) *engine.Engine {
+				cfg.Path, cfg.NoSnapshot = fixture(t, "leak"), noSnapshot
+				return engine.New(finalModel{}, nil, load(t, newLoader(t), cfg).Options()...)
+			}
+			t.Run("session", func(t *testing.T) {
+				e := leakEngine(t, Config{Isolation: IsolationSession, Limits: Limits{MaxSessions: 1}})
+				// MaxSessions 1: a's instance is evicted when b's comes back, so
+				// the later sessions' instances may reuse a's memory's addresses.
+				expect(t, e, "a", "seen 0", "a", "seen 1", "b", "seen 0", "c", "seen 0", "a", "seen 0", "a", "seen 1")
+			})
+			t.Run("call", func(t *testing.T) {
+				expect(t, leakEngine(t, Config{Isolation: IsolationCall}), "a", "seen 0", "a", "seen 0", "b", "seen 0")
+			})
+			t.Run("pooled", func(t *testing.T) { // one instance: the write is seen, as documented
+				expect(t, leakEngine(t, Config{Isolation: IsolationPooled}), "a", "seen 0", "b", "seen 1")
+			})
+		})
 	}
-	t.Run("session", func(t *testing.T) {
-		e := leakEngine(t, Config{Isolation: IsolationSession, Limits: Limits{MaxSessions: 1}})
-		// MaxSessions 1: a's instance is evicted when b's comes back, so
-		// the later sessions' instances may reuse a's memory's addresses.
-		expect(t, e, "a", "seen 0", "a", "seen 1", "b", "seen 0", "c", "seen 0", "a", "seen 0", "a", "seen 1")
-	})
-	t.Run("call", func(t *testing.T) {
-		expect(t, leakEngine(t, Config{Isolation: IsolationCall}), "a", "seen 0", "a", "seen 0", "b", "seen 0")
-	})
-	t.Run("pooled", func(t *testing.T) { // one instance: the write is seen, as documented
-		expect(t, leakEngine(t, Config{Isolation: IsolationPooled}), "a", "seen 0", "b", "seen 1")
-	})
 }
 
 // TestIsolationManySessions interleaves the turns of many sessions: each

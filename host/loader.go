@@ -106,6 +106,15 @@ type Config struct {
 	// IsolationSession for a plugin with an enabled middleware hook,
 	// IsolationPooled otherwise. Any other value fails the load.
 	Isolation string
+	// NoSnapshot makes every new instance run the module's initialization
+	// (_initialize), as the first one does. By default, instances of a
+	// native ABI plugin start from an image of the first one's memory and
+	// globals after it (a snapshot, mapped copy-on-write): what the guest
+	// computed in its initialization, random seeds included, is then the
+	// same in every instance (SECURITY.md, Snapshots). Set it for a plugin
+	// whose initialization makes something each instance must have its own
+	// of. The Extism loader's plugins always initialize.
+	NoSnapshot bool
 	// Grants are the files, environment variables and hosts the plugin may
 	// reach; the zero Grants, none. Load compares them with the manifest's
 	// capabilities (see Grants.Ungranted).

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
@@ -30,6 +29,7 @@ type Plugin struct {
 	source   string // the file, or "(bytes)"
 	limits   Limits
 	values   map[string]string
+	snapshot bool // Config.NoSnapshot's opposite: what the loader is told
 	log      *slog.Logger
 	loader   string           // the name of the loader that runs it (see moduleLoaders)
 	module   guest.Module     // the compiled module, in that loader
@@ -101,7 +101,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	if cfg.Isolation != "" && !slices.Contains(IsolationModes(), cfg.Isolation) {
 		return fail(ErrLoad, fmt.Errorf("isolation %q: want one of %s", cfg.Isolation, strings.Join(IsolationModes(), ", ")))
 	}
-	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, log: l.log.With("plugin", label),
+	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, snapshot: !cfg.NoSnapshot, log: l.log.With("plugin", label),
 		mode: cfg.Isolation, now: time.Now, free: newIdle()}
 	p.closing, p.stop = context.WithCancel(context.Background())
 	named := cfg
@@ -272,6 +272,11 @@ type MemoryStatus struct {
 	Instances int    `json:"instances"`      // idle instances
 	Reserved  uint64 `json:"reserved_bytes"` // address space: each memory is mapped at the plugin's memory cap (package memory)
 	Resident  uint64 `json:"resident_bytes"` // of those memories, in resident pages: what the guests touched and still hold
+	// Image is the data of the plugin's snapshot (Config.NoSnapshot), which
+	// the memories started from it share: once for the plugin, where they
+	// are mapped over it (Linux), and not in Resident, which counts only the
+	// pages each memory wrote. 0 without a snapshot.
+	Image uint64 `json:"image_bytes,omitempty"`
 }
 
 // Memory reports the linear memories of the plugin's idle instances: what
@@ -289,6 +294,9 @@ func (p *Plugin) Memory() MemoryStatus {
 	}
 	p.mu.Unlock()
 	st := MemoryStatus{Instances: len(arenas)}
+	if m, ok := p.module.(interface{ ImageBytes() uint64 }); ok {
+		st.Image = m.ImageBytes()
+	}
 	for _, a := range arenas { // one evicted meanwhile counts nothing: its arena is released
 		u := a.Usage()
 		st.Reserved += u.Reserved
@@ -548,7 +556,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	defer cancel()
 	state := p.newCallState()
 	arena := &memory.Arena{}
-	g, err := p.module.Instantiate(experimental.WithMemoryAllocator(state.Begin(ctx, deadline), arena), state)
+	g, err := p.module.Instantiate(state.Begin(ctx, deadline), state, arena)
 	if err != nil {
 		arena.Release()
 		return nil, err

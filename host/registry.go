@@ -66,7 +66,7 @@ func (l *Loader) env(p *Plugin) guest.Env {
 		Limits: guest.Limits{MemoryMiB: p.limits.MemoryMiB, MaxInputBytes: p.limits.MaxInputBytes,
 			MaxOutputBytes: p.limits.MaxOutputBytes, MaxJSONDepth: p.limits.MaxJSONDepth, MaxStackBytes: p.limits.MaxStackBytes},
 		Log:     func() *slog.Logger { return p.log },
-		Closing: p.closing, Sandbox: p.sandbox, Cache: l.cache, TableEntries: l.limits.TableEntries,
+		Closing: p.closing, Sandbox: p.sandbox, Cache: l.cache, TableEntries: l.limits.TableEntries, Snapshot: p.snapshot,
 		Tools: p.ext.tools, HookExports: p.ext.hookExports, Linked: p.ext.linked, HostFuncs: p.ext.hostFuncs,
 	}
 }

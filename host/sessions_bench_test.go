@@ -61,10 +61,14 @@ func sessionContexts(tb testing.TB, n int) []context.Context {
 	return ctxs
 }
 
-// residentBytes is the process's resident set (smaps_rollup's Rss) after
-// two garbage collections and returning the freed heap to the system
+// residentBytes is the process's resident set after two garbage
+// collections and returning the freed heap to the system
 // (debug.FreeOSMemory), so that what it counts is what is live: Go's heap
-// in use, the linear memories' touched pages, wazero's own mappings.
+// in use, the linear memories' touched pages, wazero's own mappings. It is
+// smaps_rollup's Pss, not its Rss: Rss counts a page once for each mapping
+// of it, and a snapshot's image (package memory) is mapped once per
+// instance; Pss counts each page once, which for a process alone is what it
+// holds.
 func residentBytes(tb testing.TB) uint64 {
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -76,11 +80,11 @@ func residentBytes(tb testing.TB) uint64 {
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		var kb uint64
-		if n, _ := fmt.Sscanf(s.Text(), "Rss: %d kB", &kb); n == 1 {
+		if n, _ := fmt.Sscanf(s.Text(), "Pss: %d kB", &kb); n == 1 {
 			return kb << 10
 		}
 	}
-	tb.Fatalf("no Rss in /proc/self/smaps_rollup: %v", s.Err())
+	tb.Fatalf("no Pss in /proc/self/smaps_rollup: %v", s.Err())
 	return 0
 }
 

@@ -238,9 +238,14 @@ func printStatus(w io.Writer, st engine.Status) {
 }
 
 // memoryStatus is what a plugin's idle instances hold, in a line:
-// "12 idle instances, 840 KiB resident of 768 MiB reserved".
+// "12 idle instances, 840 KiB resident of 768 MiB reserved, 56 KiB
+// snapshot image shared".
 func memoryStatus(m host.MemoryStatus) string {
-	return fmt.Sprintf("%s, %s resident of %s reserved", plural(m.Instances, "idle instance"), byteSize(m.Resident), byteSize(m.Reserved))
+	line := fmt.Sprintf("%s, %s resident of %s reserved", plural(m.Instances, "idle instance"), byteSize(m.Resident), byteSize(m.Reserved))
+	if m.Image > 0 {
+		line += ", " + byteSize(m.Image) + " snapshot image shared"
+	}
+	return line
 }
 
 // byteSize is a size in KiB below a MiB, in MiB below a GiB, else in GiB.

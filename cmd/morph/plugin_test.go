@@ -106,7 +106,7 @@ func TestPluginStatus(t *testing.T) {
 	}
 	// Loading described the plugin on an instance, which stays idle.
 	for _, want := range []string{"engine: initialized, mode normal", "plugin min 1 (", "hooks: build_prompt", "calc (builtin)", "hooks: build_prompt x1",
-		"  memory: 1 idle instance, ", " resident of 64.0 MiB reserved\n"} {
+		"  memory: 1 idle instance, ", " resident of 64.0 MiB reserved, 4 KiB snapshot image shared\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, stdout)
 		}
@@ -120,8 +120,8 @@ func TestPluginStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil || len(st.Plugins) != 1 {
 		t.Fatalf("exit %d, err %v: %s%s", code, err, stdout, stderr)
 	}
-	if m := st.Plugins[0].Details.Memory; m == nil || m.Instances != 1 || m.Reserved != 64<<20 || m.Resident == 0 || m.Resident > m.Reserved {
-		t.Fatalf("memory %+v: want 1 idle instance, resident > 0 of 64 MiB reserved:\n%s", m, stdout)
+	if m := st.Plugins[0].Details.Memory; m == nil || m.Instances != 1 || m.Reserved != 64<<20 || m.Resident == 0 || m.Resident > m.Reserved || m.Image != 4<<10 {
+		t.Fatalf("memory %+v: want 1 idle instance, resident > 0 of 64 MiB reserved, a 4 KiB image (minimal's data page):\n%s", m, stdout)
 	}
 	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
 	if code != 0 || !strings.HasPrefix(stderr, "morph: 1 plugin (min 1), 1 tool, hooks: build_prompt\n") {

@@ -25,10 +25,12 @@ import (
 	sdk "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
@@ -430,8 +432,8 @@ func (m *Module) Close(ctx context.Context) error { return m.compiled.Close(ctx)
 
 // Instantiate makes a go-sdk Plugin of the module whose WASI and output
 // answer to state.
-func (m *Module) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
-	pl, err := m.compiled.Instance(ctx, sdk.PluginInstanceConfig{ModuleConfig: guest.Config(m.env.Sandbox, state)})
+func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena *memory.Arena) (guest.Instance, error) {
+	pl, err := m.compiled.Instance(experimental.WithMemoryAllocator(ctx, arena), sdk.PluginInstanceConfig{ModuleConfig: guest.Config(m.env.Sandbox, state)})
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,10 @@ type CallState struct {
 	// toolsChanged: the guest said, during the call, that its tool list
 	// changed (MCP's notify_tool_list_changed).
 	toolsChanged bool
+	// filesChanged names the first WASI function the guest called that
+	// changes its table of open files (a host snapshot does not hold it),
+	// "" while none.
+	filesChanged string
 	ctx          *callContext // the last call's context, which Begin reuses for the same caller's context
 }
 
@@ -35,6 +39,12 @@ func (s *CallState) TakeToolsChanged() bool {
 	s.toolsChanged = false
 	return changed
 }
+
+// FilesChanged names the first WASI function the instance called that
+// opens, closes or renumbers a file descriptor (path_open, fd_close, ...),
+// "" when it has called none: its open files are then the ones it was
+// given, the same in every instance of its plugin.
+func (s *CallState) FilesChanged() string { return s.filesChanged }
 
 // NewCallState is the state of a new instance of a plugin that logs to
 // log() within maxLogBytes per call, and closes when closing is done.

@@ -20,6 +20,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
@@ -30,9 +31,9 @@ import (
 // host's, the same for every loader.
 type Module interface {
 	// Instantiate makes a fresh instance whose host functions and output
-	// answer to state; ctx carries state, which has the instantiation's
-	// deadline.
-	Instantiate(ctx context.Context, state *CallState) (Instance, error)
+	// answer to state, its memories allocated by arena; ctx carries state,
+	// which has the instantiation's deadline.
+	Instantiate(ctx context.Context, state *CallState, arena *memory.Arena) (Instance, error)
 	// Exports reports whether the module exports the ABI v1 export name.
 	Exports(name string) bool
 	// Close releases the compiled module and every instance of it.
@@ -68,6 +69,9 @@ type Env struct {
 	Cache wazero.CompilationCache
 	// TableEntries caps the module's tables altogether (wasmbin.CapTables).
 	TableEntries uint32
+	// Snapshot lets the native loader start new instances from an image of
+	// the first one after its initialization (see package native).
+	Snapshot bool
 
 	// For the Extism loader only (see extism.go): the host gives a plugin
 	// with any of these to that loader.

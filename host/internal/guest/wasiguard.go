@@ -36,15 +36,20 @@ const (
 // parameter that is a count, and its limit; -1: the deadline only.
 // limit; iovecs: the count is of buffers (an array of (pointer, length)
 // pairs at the parameter before it), whose lengths are summed too.
+// files: the function changes the instance's table of open files, which
+// CallState.FilesChanged records.
 var wasiCounts = map[string]wasiCall{
-	"poll_oneoff": {2, MaxSubscriptions, "subscriptions", false},
-	"fd_write":    {2, MaxIOVecs, "buffers", true},
-	"fd_read":     {2, MaxIOVecs, "buffers", true},
-	"fd_pwrite":   {2, MaxIOVecs, "buffers", true},
-	"fd_pread":    {2, MaxIOVecs, "buffers", true},
-	"fd_readdir":  {-1, 0, "", false},
-	"random_get":  {-1, 0, "", false},
-	"path_open":   {-1, 0, "", false},
+	"poll_oneoff": {2, MaxSubscriptions, "subscriptions", false, false},
+	"fd_write":    {2, MaxIOVecs, "buffers", true, false},
+	"fd_read":     {2, MaxIOVecs, "buffers", true, false},
+	"fd_pwrite":   {2, MaxIOVecs, "buffers", true, false},
+	"fd_pread":    {2, MaxIOVecs, "buffers", true, false},
+	"fd_readdir":  {-1, 0, "", false, false},
+	"random_get":  {-1, 0, "", false, false},
+	"path_open":   {-1, 0, "", false, true},
+	"fd_close":    {-1, 0, "", false, true},
+	"fd_renumber": {-1, 0, "", false, true},
+	"sock_accept": {-1, 0, "", false, true},
 }
 
 // wasiGuard is the listener factory of WASI's functions.
@@ -75,6 +80,7 @@ type wasiCall struct {
 	max    uint32
 	what   string
 	iovecs bool
+	files  bool
 }
 
 // Before ends the call, as a panic that wazero returns from it, at the
@@ -83,6 +89,9 @@ func (w wasiCall) Before(ctx context.Context, mod api.Module, def api.FunctionDe
 	if s := StateOf(ctx); s != nil {
 		if err := s.Expired(); err != nil {
 			panic(err)
+		}
+		if w.files && s.filesChanged == "" {
+			s.filesChanged = def.Name()
 		}
 	}
 	if w.param < 0 || w.param >= len(params) {

@@ -18,11 +18,13 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/interrupt"
+	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
@@ -35,6 +37,7 @@ type Module struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
 	env      guest.Env // the plugin's grants, config and limits, for its host functions
+	snap     *snapshot // nil: every instance initializes itself (see snapshot.go)
 }
 
 // InterruptPeriod is the budget of work, in units of about one WebAssembly
@@ -70,7 +73,11 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, instrument f
 	if err != nil {
 		return nil, guest.ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
 	}
-	m := &Module{env: env, runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+	wasm, snap, why := prepareSnapshot(env, shape, wasm)
+	if why != nil {
+		env.Log().Info("plugin: each new instance runs its initialization (no snapshot)", "reason", why)
+	}
+	m := &Module{env: env, snap: snap, runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(env.Cache).
 		WithMemoryLimitPages(env.Limits.MemoryMiB*16))} // 64 KiB pages
 	defer func() {
@@ -135,16 +142,30 @@ func (m *Module) Exports(name string) bool {
 	return ok
 }
 
-// Close closes the plugin's runtime: the module and every instance.
-func (m *Module) Close(ctx context.Context) error { return m.runtime.Close(ctx) }
+// Close closes the plugin's runtime, the module and every instance, and
+// releases its snapshot's image.
+func (m *Module) Close(ctx context.Context) error {
+	err := m.runtime.Close(ctx)
+	if m.snap != nil {
+		m.snap.close()
+	}
+	return err
+}
 
-// Instantiate makes an anonymous instance that runs _initialize, its WASI
-// and log answering to state.
-func (m *Module) Instantiate(ctx context.Context, state *guest.CallState) (guest.Instance, error) {
-	cfg := guest.Config(m.env.Sandbox, state).
-		WithName(""). // anonymous: a runtime may hold many instances of one module
-		WithStartFunctions("_initialize")
-	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
+// Instantiate makes an anonymous instance (a runtime may hold many
+// instances of one module), its WASI and log answering to state, its memory
+// arena's: one that runs _initialize, or, with snapshots, one that starts
+// from the image of the first (see snapshot.go).
+func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena *memory.Arena) (guest.Instance, error) {
+	ctx = experimental.WithMemoryAllocator(ctx, arena)
+	cfg := guest.Config(m.env.Sandbox, state).WithName("")
+	var mod api.Module
+	var err error
+	if m.snap == nil {
+		mod, err = m.runtime.InstantiateModule(ctx, m.compiled, cfg.WithStartFunctions("_initialize"))
+	} else {
+		mod, err = m.snap.instantiate(ctx, m, cfg.WithStartFunctions(), arena, state)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,182 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/memory"
+	"github.com/morphhost/morph/host/internal/wasmbin"
+)
+
+// Pre-initialized snapshots (the idea of Wizer, done in the host). A guest's
+// runtime initializes itself in _initialize, at every instantiation: 60 us of
+// the TinyGo example's 140, and the standard Go example's 2.6 ms, most of it
+// writing its data segments (BENCHMARKS.md, A new instance). So the first
+// instance of a plugin is initialized once, by hand, and an image of its
+// memory and mutable globals taken before anything else runs on it; every
+// later instance starts from the image, its memory mapped copy-on-write
+// over it (package memory), and runs nothing. What the image holds is the
+// same in every instance: whatever the guest's initialization computed,
+// random seeds included (SECURITY.md, Snapshots).
+//
+// The module is rewritten for it (wasmbin.PrepareSnapshot: no data written
+// at instantiation, no start function, the mutable globals exported), and a
+// plugin whose state lives elsewhere too does not snapshot: one whose code
+// changes a table or drops a segment (wasmbin.Shape.StateOp), or whose
+// _initialize opened or closed a file (guest.CallState.FilesChanged).
+
+// snapshot is a module's image and what the first instance did by hand.
+type snapshot struct {
+	plan  *wasmbin.Snapshot
+	taken atomic.Bool            // an image was taken, or refused: never tried again
+	image atomic.Pointer[imaged] // nil until taken
+}
+
+// imaged is the image of an initialized instance: its memory and the values
+// of its mutable globals, in the order of plan.Globals.
+type imaged struct {
+	mem     *memory.Image
+	pages   uint32
+	globals []uint64
+}
+
+// prepareSnapshot rewrites wasm for snapshots when env allows and the
+// module's state is memory and globals only; otherwise it answers wasm and
+// why not, which Load logs.
+func prepareSnapshot(env guest.Env, shape *wasmbin.Shape, wasm []byte) ([]byte, *snapshot, error) {
+	if !env.Snapshot {
+		return wasm, nil, nil
+	}
+	if shape.StateOp != "" {
+		return wasm, nil, fmt.Errorf("its code changes a table or a segment (%s), which an image does not hold", shape.StateOp)
+	}
+	out, plan, err := wasmbin.PrepareSnapshot(wasm)
+	if err != nil {
+		return wasm, nil, err
+	}
+	return out, &snapshot{plan: plan}, nil
+}
+
+// instantiate makes an instance of m, whose module was rewritten for
+// snapshots, with cfg, which runs no start function. The first instance is
+// initialized by hand and its image taken; every later one starts from the
+// image: its memory grown to the image's size (the arena mapped or copied
+// the image over it) and its globals set.
+func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.ModuleConfig, arena *memory.Arena, state *guest.CallState) (api.Module, error) {
+	img := s.image.Load()
+	if img != nil {
+		arena.Image = img.mem
+	}
+	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if img == nil {
+		if err := s.initialize(ctx, mod); err != nil {
+			mod.Close(ctx)
+			return nil, err
+		}
+		s.take(mod, state, m.env)
+		return mod, nil
+	}
+	if mem := mod.Memory(); mem != nil {
+		if grow := img.pages - mem.Size()/wasmPage; img.pages > mem.Size()/wasmPage {
+			if _, ok := mem.Grow(grow); !ok {
+				mod.Close(ctx)
+				return nil, fmt.Errorf("snapshot: memory cannot grow to the image's %d pages", img.pages)
+			}
+		}
+	}
+	for i, name := range s.plan.Globals {
+		mod.ExportedGlobal(name).(api.MutableGlobal).Set(img.globals[i])
+	}
+	return mod, nil
+}
+
+// wasmPage is WebAssembly's page size.
+const wasmPage = 64 << 10
+
+// initialize does by hand what instantiating the module before its
+// rewrite did: writes its data segments, calls its start function, then
+// _initialize if it exports one.
+func (s *snapshot) initialize(ctx context.Context, mod api.Module) error {
+	for i, seg := range s.plan.Data {
+		if len(seg.Bytes) > 0 && (mod.Memory() == nil || !mod.Memory().Write(seg.Offset, seg.Bytes)) {
+			return fmt.Errorf("data segment %d ([%d, +%d)) is outside the memory", i, seg.Offset, len(seg.Bytes))
+		}
+	}
+	for _, name := range []string{s.plan.Start, "_initialize"} {
+		if fn := mod.ExportedFunction(name); name != "" && fn != nil {
+			if _, err := fn.Call(ctx); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// take takes the image of mod, the first instance, just initialized, unless
+// an image was taken or refused already. A refusal is logged, and the
+// plugin's instances then all initialize by hand.
+func (s *snapshot) take(mod api.Module, state *guest.CallState, env guest.Env) {
+	if !s.taken.CompareAndSwap(false, true) {
+		return
+	}
+	img, err := image(mod, s.plan, state)
+	if err != nil {
+		env.Log().Info("plugin: each new instance runs its initialization (no snapshot)", "reason", err)
+		return
+	}
+	s.image.Store(img)
+	env.Log().Debug("plugin: new instances start from a snapshot", "memory_bytes", img.mem.Size(), "data_bytes", img.mem.DataBytes(), "globals", len(img.globals))
+}
+
+// image is the image of mod, or why there cannot be one.
+func image(mod api.Module, plan *wasmbin.Snapshot, state *guest.CallState) (*imaged, error) {
+	if fn := state.FilesChanged(); fn != "" {
+		return nil, fmt.Errorf("its initialization called %s: the files it opens or closes are not in an image", fn)
+	}
+	img := &imaged{globals: make([]uint64, len(plan.Globals))}
+	for i, name := range plan.Globals {
+		g := mod.ExportedGlobal(name)
+		if g == nil {
+			return nil, errors.New("a global of the rewrite is missing") // cannot be: PrepareSnapshot exported it
+		}
+		img.globals[i] = g.Get()
+	}
+	var buf []byte
+	if mem := mod.Memory(); mem != nil {
+		img.pages = mem.Size() / wasmPage
+		buf, _ = mem.Read(0, mem.Size())
+	}
+	var err error
+	if img.mem, err = memory.NewImage(buf); err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	return img, nil
+}
+
+// ImageBytes is the data of the module's snapshot (memory.Image.DataBytes),
+// 0 when it has none.
+func (m *Module) ImageBytes() uint64 {
+	if m.snap == nil {
+		return 0
+	}
+	if img := m.snap.image.Load(); img != nil {
+		return img.mem.DataBytes()
+	}
+	return 0
+}
+
+// close releases the image.
+func (s *snapshot) close() {
+	if img := s.image.Load(); img != nil {
+		img.mem.Close()
+	}
+}

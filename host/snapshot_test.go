@@ -1,0 +1,85 @@
+package host
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// Snapshots (Config.NoSnapshot): the first instance initializes and every
+// later one starts from its image, as initialized, whatever instances wrote
+// since; a write in one instance is never seen by another; with snapshots
+// off, or for a module whose state an image cannot hold, each instance runs
+// _initialize itself, and answers the same.
+func TestSnapshot(t *testing.T) {
+	const fresh = "i1 kY s0" // initialized once, globals and the grown page as _initialize left them, nothing seen
+	for _, off := range []bool{false, true} {
+		name := map[bool]string{false: "on", true: "off"}[off]
+		t.Run(name, func(t *testing.T) {
+			l, logs := newLoggedLoader(t)
+			p := load(t, l, Config{Path: fixture(t, "snapinit"), Isolation: IsolationSession, NoSnapshot: off})
+			e := engine.New(finalModel{}, nil, p.Options()...)
+			// a's second turn sees a's writes (its globals and memory);
+			// b and c start fresh: from the image, which a (the instance
+			// it was taken of) and b wrote over in their own pages only.
+			expect(t, e, "a", fresh, "a", "i7 xZ s1", "b", fresh, "b", "i7 xZ s1", "c", fresh)
+			inits := strings.Count(logs.String(), "initializing")
+			made := p.Stats().Instantiated
+			if want := map[bool]uint64{false: 1, true: made}[off]; uint64(inits) != want || made != 3 {
+				t.Fatalf("_initialize ran %d times for %d instances, want %d", inits, made, want)
+			}
+			st := p.Memory()
+			if off != (st.Image == 0) {
+				t.Fatalf("memory %+v: snapshot %s, want an image exactly when on", st, name)
+			}
+			// Three instances, each holding 3 pages: the answer's, the
+			// input's and the marker's, which it wrote; an instance from the
+			// image holds no page of the image it only read.
+			if page := os.Getpagesize(); runtime.GOOS == "linux" && page == 4096 && st.Resident != 9*4096 {
+				t.Fatalf("memory %+v: want the 9 pages the instances wrote resident", st)
+			}
+		})
+	}
+	// Call isolation: each call a fresh instance from the image.
+	l, logs := newLoggedLoader(t)
+	p := load(t, l, Config{Path: fixture(t, "snapinit"), Isolation: IsolationCall})
+	for i := range 3 {
+		if out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{}`)); err != nil || !strings.Contains(string(out), fresh) {
+			t.Fatalf("call %d: %s, %v; want %q", i, out, err, fresh)
+		}
+	}
+	if n := strings.Count(logs.String(), "initializing"); n != 1 {
+		t.Fatalf("_initialize ran %d times, want once", n)
+	}
+}
+
+// A module whose state is not all memory and globals (code that changes a
+// table) or whose _initialize opened or closed a file gets no snapshot: the
+// log says why, and each instance initializes.
+func TestSnapshotRefused(t *testing.T) {
+	for name, reason := range map[string]string{"snapinit_table": "changes a table or a segment (table.set)", "snapinit_files": "its initialization called fd_close"} {
+		t.Run(name, func(t *testing.T) {
+			l, logs := newLoggedLoader(t)
+			p := load(t, l, Config{Path: fixture(t, name), Isolation: IsolationCall})
+			for range 2 {
+				if out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{}`)); err != nil || !strings.Contains(string(out), `"ok"`) {
+					t.Fatalf("%s, %v", out, err)
+				}
+			}
+			if !strings.Contains(logs.String(), "no snapshot") || !strings.Contains(logs.String(), reason) {
+				t.Fatalf("the log does not say why there is no snapshot (%q):\n%s", reason, logs)
+			}
+			if n, made := strings.Count(logs.String(), "initializing"), p.Stats().Instantiated; uint64(n) != made || made < 3 {
+				t.Fatalf("_initialize ran %d times for %d instances", n, made)
+			}
+			if st := p.Memory(); st.Image != 0 {
+				t.Fatalf("memory %+v: an image", st)
+			}
+		})
+	}
+}
