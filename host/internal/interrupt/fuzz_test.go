@@ -21,7 +21,8 @@ import (
 // unless the module cannot be instrumented, wazero must compile the output, the plan must keep its
 // bounds (checkPlan), and the output must instantiate as the input does, with the same memory (the merge
 // of data segments): the rewrite neither refuses what wazero accepts nor breaks it, nor leaves it long
-// unchecked.
+// unchecked. The same holds of the rewrite for snapshots after it (wasmbin.PrepareSnapshot), which the
+// host applies to every native plugin.
 func FuzzInstrument(f *testing.F) {
 	if _, err := exec.LookPath("wat2wasm"); err == nil {
 		f.Add(wat(f, "semantics"))
@@ -80,6 +81,11 @@ func FuzzInstrument(f *testing.F) {
 		got, gerr := instantiated(t, out)
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
 			t.Fatalf("the input instantiates with %v, the output with %v; same memory: %v", werr, gerr, bytes.Equal(got, want))
+		}
+		// The host's next rewrite, for snapshots: it refuses or keeps the module valid.
+		if snap, _, err := wasmbin.PrepareSnapshot(out); err == nil && !compiles(snap) {
+			_, cerr := r.CompileModule(ctx, snap)
+			t.Fatalf("wazero compiles the instrumented module, not its rewrite for snapshots: %v", cerr)
 		}
 	})
 }
