@@ -86,8 +86,8 @@ func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.Module
 		return mod, nil
 	}
 	if mem := mod.Memory(); mem != nil {
-		if grow := img.pages - mem.Size()/wasmPage; img.pages > mem.Size()/wasmPage {
-			if _, ok := mem.Grow(grow); !ok {
+		if have := mem.Size() / wasmPage; img.pages > have {
+			if _, ok := mem.Grow(img.pages - have); !ok {
 				mod.Close(ctx)
 				return nil, fmt.Errorf("snapshot: memory cannot grow to the image's %d pages", img.pages)
 			}
