@@ -59,13 +59,15 @@ func TestSnapshot(t *testing.T) {
 }
 
 // A module whose state is not all memory and globals (code that changes a
-// table) or whose _initialize opened or closed a file gets no snapshot: the
-// log says why, and each instance initializes.
+// table), whose _initialize opened or closed a file, or whose memory an
+// image cannot hold (4 GiB) gets no snapshot: the log says why, and each
+// instance initializes.
 func TestSnapshotRefused(t *testing.T) {
-	for name, reason := range map[string]string{"snapinit_table": "changes a table or a segment (table.set)", "snapinit_files": "its initialization called fd_close"} {
+	for name, reason := range map[string]string{"snapinit_table": "changes a table or a segment (table.set)",
+		"snapinit_files": "its initialization called fd_close", "snapinit_4g": "its memory is 4 GiB"} {
 		t.Run(name, func(t *testing.T) {
 			l, logs := newLoggedLoader(t)
-			p := load(t, l, Config{Path: fixture(t, name), Isolation: IsolationCall})
+			p := load(t, l, Config{Path: fixture(t, name), Isolation: IsolationCall, Limits: Limits{MemoryMiB: 4096}})
 			for range 2 {
 				if out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{}`)); err != nil || !strings.Contains(string(out), `"ok"`) {
 					t.Fatalf("%s, %v", out, err)

@@ -36,8 +36,8 @@ var pagemap struct {
 
 // privatePages counts the pages of buf (a page-aligned range of a mapping)
 // that are present and the process's own: for a private mapping of a file,
-// those it wrote (copied on write), not the file's pages it only reads. ok
-// is false when the kernel does not tell (no pagemap).
+// those it wrote (copied on write), not the file's pages it only reads nor
+// the zero page. ok is false when the kernel does not tell (no pagemap).
 func privatePages(buf []byte) (n int, ok bool) {
 	pagemap.once.Do(func() { pagemap.f, _ = os.Open("/proc/self/pagemap") })
 	if pagemap.f == nil || len(buf) == 0 {
@@ -54,7 +54,7 @@ func privatePages(buf []byte) (n int, ok bool) {
 		}
 		for i := 0; i < want; i += 8 {
 			e := binary.LittleEndian.Uint64(chunk[i:])
-			if e>>63&1 == 1 && e>>61&1 == 0 { // present, not a file page
+			if e>>63&1 == 1 && e>>61&1 == 0 && e>>56&1 == 1 { // present, not a file page, not shared (as the zero page is)
 				n++
 			}
 		}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -11,11 +12,14 @@ import (
 type imageFile int
 
 // newSource writes the runs of mem into a memfd (only they take pages: the
-// rest of the file is a hole), seals it against any change, and maps it
+// rest of the file is holes), seals it against any change, and maps it
 // read-only as the image's contents: what copyInto reads where a memory
 // cannot map it, from the same pages.
 func newSource(mem []byte, runs [][2]int) ([]byte, imageFile, func(), error) {
-	fd, err := unix.MemfdCreate("morph-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate("morph-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	if errors.Is(err, unix.EINVAL) { // a kernel before 6.3, which has no MFD_NOEXEC_SEAL
+		fd, err = unix.MemfdCreate("morph-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
 	if err != nil {
 		return nil, -1, nil, fmt.Errorf("memfd_create: %w", err)
 	}
@@ -48,13 +52,26 @@ func newSource(mem []byte, runs [][2]int) ([]byte, imageFile, func(), error) {
 	return src, imageFile(fd), func() { unix.Munmap(src); unix.Close(fd) }, nil
 }
 
-// mapOver maps the image copy-on-write over the start of buf, a mapping
-// at least the image's size, and reports whether it could.
-func (f imageFile) mapOver(buf []byte, size int) bool {
-	if f < 0 || size == 0 {
-		return false
+// mapOver maps the first span bytes of the image copy-on-write over the
+// start of buf, a mapping at least that long. When it fails, the range may
+// have been unmapped already (a failed MAP_FIXED, before Linux 6.12): the
+// caller must not use buf.
+func (f imageFile) mapOver(buf []byte, span int) error {
+	if span == 0 {
+		return nil // nothing to map: the image is all zeros
 	}
-	_, _, errno := unix.Syscall6(unix.SYS_MMAP, uintptr(unsafe.Pointer(&buf[0])), uintptr(size),
-		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED, uintptr(f), 0)
-	return errno == 0
+	if _, _, errno := unix.Syscall6(unix.SYS_MMAP, uintptr(unsafe.Pointer(&buf[0])), uintptr(span),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED, uintptr(f), 0); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// allocated is the bytes of the file that hold pages.
+func (f imageFile) allocated() (uint64, bool) {
+	var st unix.Stat_t
+	if f < 0 || unix.Fstat(int(f), &st) != nil {
+		return 0, false
+	}
+	return uint64(st.Blocks) * 512, true
 }

@@ -14,4 +14,6 @@ func newSource(mem []byte, runs [][2]int) ([]byte, imageFile, func(), error) {
 	return src, imageFile{}, func() {}, nil
 }
 
-func (imageFile) mapOver([]byte, int) bool { return false }
+func (imageFile) mapOver([]byte, int) error { return errNoMapping }
+
+func (imageFile) allocated() (uint64, bool) { return 0, false }

@@ -15,8 +15,9 @@
 // closes, which, for a module closed by its context (the Extism loader),
 // happens lazily inside the next call on it, and go-sdk may read the memory
 // after that. So freeing only gives the pages back (the range stays mapped,
-// reading zeros), and an Arena unmaps its memories when the host, which
-// knows when an instance is no longer used, releases it.
+// reading zeros, or an Image's contents where it was mapped from one), and
+// an Arena unmaps its memories when the host, which knows when an instance
+// is no longer used, releases it.
 package memory
 
 import (
@@ -47,13 +48,13 @@ func (a *Arena) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
 	img := a.Image
 	if maxBytes > 0 {
 		if m := reserve(maxBytes); m != nil {
-			if img != nil {
-				m.start(img)
+			if img == nil || m.start(img) {
+				a.mu.Lock()
+				a.maps = append(a.maps, m)
+				a.mu.Unlock()
+				return m
 			}
-			a.mu.Lock()
-			a.maps = append(a.maps, m)
-			a.mu.Unlock()
-			return m
+			m.unmap() // the image could not be mapped: a Go slice copies it
 		}
 	}
 	if img != nil { // growing to the image's size then keeps the copy, which is in the capacity
@@ -84,7 +85,8 @@ type Usage struct {
 	// memory cap each), which no other mapping can take until Release.
 	Reserved uint64
 	// Resident is what the memories hold: the pages of their current sizes
-	// that have been touched and not given back (see mapped.resident), plus
+	// that are their own (written and not given back; not an image's pages
+	// they only read, nor the zero page: see mapped.resident), plus
 	// the capacities of the fallback's Go slices (an upper bound: Go may not
 	// have touched all of a large slice's zeros).
 	Resident uint64

@@ -13,4 +13,4 @@ func (*mapped) unmap()                   {}
 func (*mapped) reserved() uint64         { return 0 }
 func (*mapped) resident() uint64         { return 0 }
 func (*mapped) trimZeros() uint64        { return 0 }
-func (*mapped) start(*Image)             {}
+func (*mapped) start(*Image) bool        { return false }

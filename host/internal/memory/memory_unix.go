@@ -3,6 +3,7 @@
 package memory
 
 import (
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -17,9 +18,9 @@ type mapped struct {
 	mu   sync.Mutex // Free (wazero's) and unmap (the arena's) may come from different goroutines
 	buf  []byte
 	size atomic.Uint64 // the linear memory's size, as last reallocated: what resident looks at
-	// shared is set when the memory started from an Image mapped over its
-	// start: its untouched pages there are the image's, not its own.
-	shared bool
+	// imaged is the bytes at its start mapped from an Image (Image.span),
+	// 0 when none: its pages there that it has not written are the image's.
+	imaged int
 }
 
 // reserve maps max bytes, or answers nil when it cannot.
@@ -36,14 +37,21 @@ func reserve(max uint64) *mapped {
 }
 
 // start makes the memory start from img: mapped over it copy-on-write
-// where the platform allows, else a copy of its data pages.
-func (m *mapped) start(img *Image) {
+// where the platform allows, else a copy of its data pages. false: neither
+// could be done, and the memory must be unmapped, unused.
+func (m *mapped) start(img *Image) bool {
 	if img.size > len(m.buf) {
-		return // cannot be: the image was taken of a memory of the same plugin, under the same cap
+		return false // cannot be: the image was taken of a memory of the same plugin, under the same cap
 	}
-	if m.shared = img.file.mapOver(m.buf, img.size); !m.shared {
+	switch err := img.file.mapOver(m.buf, img.span); {
+	case err == nil:
+		m.imaged = img.span
+	case errors.Is(err, errNoMapping):
 		img.copyInto(m.buf)
+	default:
+		return false
 	}
+	return true
 }
 
 // Reallocate answers the first size bytes of the mapping: growing is free,
@@ -63,9 +71,9 @@ func (m *mapped) reserved() uint64 {
 	return uint64(len(m.buf))
 }
 
-// resident is how much of the linear memory's current size is in
-// resident pages, or its size where the platform cannot tell (mincore);
-// for a memory mapped over an image, its own pages: those it wrote.
+// resident is how much of the linear memory's current size is in pages
+// of its own (privatePages: those it wrote, not an image's it reads nor the
+// zero page), or its size where the platform cannot tell.
 func (m *mapped) resident() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -73,35 +81,24 @@ func (m *mapped) resident() uint64 {
 		return 0
 	}
 	buf := m.buf[:m.size.Load()]
-	if m.shared { // mincore would count the image's pages, which the memory shares
-		if n, ok := privatePages(buf); ok {
-			return uint64(n * unix.Getpagesize())
-		}
-		return uint64(len(buf))
+	if pages, ok := privatePages(buf); ok {
+		return min(uint64(pages*unix.Getpagesize()), uint64(len(buf)))
 	}
-	vec := mincore(buf)
-	if vec == nil {
-		return uint64(len(buf))
-	}
-	var n uint64
-	for _, v := range vec {
-		n += uint64(v & 1)
-	}
-	return min(n*uint64(unix.Getpagesize()), uint64(len(buf)))
+	return uint64(len(buf))
 }
 
-// trimZeros gives back the resident pages of the linear memory that hold
-// only zeros, and answers their bytes: a page given back reads as zeros, as
+// trimZeros gives back the resident pages of the linear memory, past what
+// it maps of an image, that hold only zeros, and answers their bytes: a page given back reads as zeros, as
 // before, and costs nothing until it is written again. Only a page found
 // resident is read, and a page that holds data is read only up to its
 // first nonzero word, so the scan costs about what it gives back.
 func (m *mapped) trimZeros() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.buf == nil || m.shared { // given back, a page of an image would read the image's contents
+	if m.buf == nil {
 		return 0
 	}
-	buf := m.buf[:m.size.Load()]
+	buf := m.buf[min(m.imaged, int(m.size.Load())):m.size.Load()] // given back, a page of an image would read the image's contents
 	vec := mincore(buf)
 	page := unix.Getpagesize()
 	var trimmed uint64

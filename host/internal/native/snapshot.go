@@ -152,7 +152,9 @@ func image(mod api.Module, plan *wasmbin.Snapshot, state *guest.CallState) (*ima
 	}
 	var buf []byte
 	if mem := mod.Memory(); mem != nil {
-		img.pages = mem.Size() / wasmPage
+		if img.pages, _ = mem.Grow(0); img.pages >= 1<<16 { // Size would say 0: it counts bytes in a uint32
+			return nil, errors.New("its memory is 4 GiB, more than an image holds")
+		}
 		buf, _ = mem.Read(0, mem.Size())
 	}
 	var err error
@@ -162,14 +164,14 @@ func image(mod api.Module, plan *wasmbin.Snapshot, state *guest.CallState) (*ima
 	return img, nil
 }
 
-// ImageBytes is the data of the module's snapshot (memory.Image.DataBytes),
-// 0 when it has none.
+// ImageBytes is what the module's snapshot holds (memory.Image.Bytes), 0
+// when it has none.
 func (m *Module) ImageBytes() uint64 {
 	if m.snap == nil {
 		return 0
 	}
 	if img := m.snap.image.Load(); img != nil {
-		return img.mem.DataBytes()
+		return img.mem.Bytes()
 	}
 	return 0
 }

@@ -71,7 +71,8 @@ func PrepareSnapshot(wasm []byte) ([]byte, *Snapshot, error) {
 			globals, err = mutableGlobals(r, importedGlobals)
 		case IDExport:
 			hasExports = true
-			exports, err = r.Buf[r.Pos:r.End], r.Exports(func(e Export, _ uint32) error {
+			exports = r.Buf[r.Pos:r.End] // before Exports reads on
+			err = r.Exports(func(e Export, _ uint32) error {
 				if strings.HasPrefix(e.Name, SnapshotPrefix) {
 					return fmt.Errorf("the module exports %q, a name the host's snapshots use", e.Name)
 				}
