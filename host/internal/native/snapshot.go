@@ -33,9 +33,13 @@ import (
 
 // snapshot is a module's image and what the first instance did by hand.
 type snapshot struct {
-	plan  *wasmbin.Snapshot
-	taken atomic.Bool            // an image was taken, or refused: never tried again
-	image atomic.Pointer[imaged] // nil until taken
+	plan  *wasmbin.Snapshot // its Data are in data
+	taken atomic.Bool       // an image was taken, or refused: never tried again
+	image atomic.Pointer[imaged]
+	// data are the module's data segments, which initialize writes; nil
+	// once an image is taken (set before), so that the module's bytes
+	// they are slices of are not kept for the plugin's life.
+	data atomic.Pointer[[]wasmbin.DataSegment]
 }
 
 // imaged is the image of an initialized instance: its memory and the values
@@ -60,7 +64,11 @@ func prepareSnapshot(env guest.Env, shape *wasmbin.Shape, wasm []byte) ([]byte, 
 	if err != nil {
 		return wasm, nil, err
 	}
-	return out, &snapshot{plan: plan}, nil
+	s := &snapshot{plan: plan}
+	data := plan.Data
+	s.data.Store(&data)
+	plan.Data = nil
+	return out, s, nil
 }
 
 // instantiate makes an instance of m, whose module was rewritten for
@@ -69,7 +77,10 @@ func prepareSnapshot(env guest.Env, shape *wasmbin.Shape, wasm []byte) ([]byte, 
 // image: its memory grown to the image's size (the arena mapped or copied
 // the image over it) and its globals set.
 func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.ModuleConfig, arena *memory.Arena, state *guest.CallState) (api.Module, error) {
-	img := s.image.Load()
+	img, data := s.image.Load(), s.data.Load()
+	if img == nil && data == nil { // taken since the first look
+		img = s.image.Load()
+	}
 	if img != nil {
 		arena.Image = img.mem
 	}
@@ -78,7 +89,7 @@ func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.Module
 		return nil, err
 	}
 	if img == nil {
-		if err := s.initialize(ctx, mod); err != nil {
+		if err := s.initialize(ctx, mod, *data); err != nil {
 			mod.Close(ctx)
 			return nil, err
 		}
@@ -103,10 +114,10 @@ func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.Module
 const wasmPage = 64 << 10
 
 // initialize does by hand what instantiating the module before its
-// rewrite did: writes its data segments, calls its start function, then
+// rewrite did: writes its data segments (data), calls its start function, then
 // _initialize if it exports one.
-func (s *snapshot) initialize(ctx context.Context, mod api.Module) error {
-	for i, seg := range s.plan.Data {
+func (s *snapshot) initialize(ctx context.Context, mod api.Module, data []wasmbin.DataSegment) error {
+	for i, seg := range data {
 		if len(seg.Bytes) > 0 && (mod.Memory() == nil || !mod.Memory().Write(seg.Offset, seg.Bytes)) {
 			return fmt.Errorf("data segment %d ([%d, +%d)) is outside the memory", i, seg.Offset, len(seg.Bytes))
 		}
@@ -134,6 +145,7 @@ func (s *snapshot) take(mod api.Module, state *guest.CallState, env guest.Env) {
 		return
 	}
 	s.image.Store(img)
+	s.data.Store(nil)
 	env.Log().Debug("plugin: new instances start from a snapshot", "memory_bytes", img.mem.Size(), "data_bytes", img.mem.DataBytes(), "globals", len(img.globals))
 }
 
