@@ -272,11 +272,14 @@ type MemoryStatus struct {
 	Instances int    `json:"instances"`      // idle instances
 	Reserved  uint64 `json:"reserved_bytes"` // address space: each memory is mapped at the plugin's memory cap (package memory)
 	Resident  uint64 `json:"resident_bytes"` // of those memories, in resident pages: what the guests touched and still hold
-	// Image is the data of the plugin's snapshot (Config.NoSnapshot), which
+	// Image is what the plugin's snapshot holds (Config.NoSnapshot), which
 	// the memories started from it share: once for the plugin, where they
 	// are mapped over it (Linux), and not in Resident, which counts only the
 	// pages each memory wrote. 0 without a snapshot.
 	Image uint64 `json:"image_bytes,omitempty"`
+	// NoSnapshot is why the plugin has no snapshot, and so why each of its
+	// instances runs its initialization: "" when it has one.
+	NoSnapshot string `json:"no_snapshot,omitempty"`
 }
 
 // Memory reports the linear memories of the plugin's idle instances: what
@@ -294,8 +297,10 @@ func (p *Plugin) Memory() MemoryStatus {
 	}
 	p.mu.Unlock()
 	st := MemoryStatus{Instances: len(arenas)}
-	if m, ok := p.module.(interface{ ImageBytes() uint64 }); ok {
-		st.Image = m.ImageBytes()
+	if m, ok := p.module.(interface{ Snapshot() (uint64, string) }); ok {
+		st.Image, st.NoSnapshot = m.Snapshot()
+	} else {
+		st.NoSnapshot = "the Extism loader's plugins initialize every instance"
 	}
 	for _, a := range arenas { // one evicted meanwhile counts nothing: its arena is released
 		u := a.Usage()

@@ -34,8 +34,8 @@ func TestSnapshot(t *testing.T) {
 				t.Fatalf("_initialize ran %d times for %d instances, want %d", inits, made, want)
 			}
 			st := p.Memory()
-			if off != (st.Image == 0) {
-				t.Fatalf("memory %+v: snapshot %s, want an image exactly when on", st, name)
+			if off != (st.Image == 0) || off != (st.NoSnapshot == "turned off (snapshot = false)") {
+				t.Fatalf("memory %+v: snapshot %s, want an image exactly when on, and why not when off", st, name)
 			}
 			// Three instances, each holding 3 pages: the answer's, the
 			// input's and the marker's, which it wrote; an instance from the
@@ -79,8 +79,8 @@ func TestSnapshotRefused(t *testing.T) {
 			if n, made := strings.Count(logs.String(), "initializing"), p.Stats().Instantiated; uint64(n) != made || made < 3 {
 				t.Fatalf("_initialize ran %d times for %d instances", n, made)
 			}
-			if st := p.Memory(); st.Image != 0 {
-				t.Fatalf("memory %+v: an image", st)
+			if st := p.Memory(); st.Image != 0 || !strings.Contains(st.NoSnapshot, reason) {
+				t.Fatalf("memory %+v: an image, or no reason", st)
 			}
 		})
 	}

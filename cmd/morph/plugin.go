@@ -14,6 +14,7 @@ import (
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -244,6 +245,9 @@ func memoryStatus(m host.MemoryStatus) string {
 	line := fmt.Sprintf("%s, %s resident of %s reserved", plural(m.Instances, "idle instance"), byteSize(m.Resident), byteSize(m.Reserved))
 	if m.Image > 0 {
 		line += ", " + byteSize(m.Image) + " snapshot image shared"
+	}
+	if m.NoSnapshot != "" { // a refusal may quote the module (an export's name)
+		line += ", no snapshot: " + safetext.Line(m.NoSnapshot, 200)
 	}
 	return line
 }

@@ -163,3 +163,12 @@ func TestPluginStatusReportsFailure(t *testing.T) {
 		t.Fatalf("exit %d, err %v, status %s", code, err, stdout)
 	}
 }
+
+// A plugin without a snapshot says why on its memory line.
+func TestPluginStatusNoSnapshot(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"min\"\npath = \""+fixture(t, "minimal")+"\"\nsnapshot = false\n")
+	code, stdout, stderr := morph(t, "", "plugin", "status", "--config", cfg)
+	if code != 0 || !strings.Contains(stdout, " resident of 64.0 MiB reserved, no snapshot: turned off (snapshot = false)\n") {
+		t.Fatalf("exit %d: no reason on the memory line:\n%s%s", code, stdout, stderr)
+	}
+}

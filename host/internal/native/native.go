@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -38,6 +39,9 @@ type Module struct {
 	compiled wazero.CompiledModule
 	env      guest.Env // the plugin's grants, config and limits, for its host functions
 	snap     *snapshot // nil: every instance initializes itself (see snapshot.go)
+	// noSnapshot is why instances initialize themselves (a string), unset
+	// while they may start from an image.
+	noSnapshot atomic.Value
 }
 
 // InterruptPeriod is the budget of work, in units of about one WebAssembly
@@ -74,12 +78,15 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, instrument f
 		return nil, guest.ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
 	}
 	wasm, snap, why := prepareSnapshot(env, shape, wasm)
-	if why != nil {
-		env.Log().Info("plugin: each new instance runs its initialization (no snapshot)", "reason", why)
-	}
 	m := &Module{env: env, snap: snap, runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(env.Cache).
 		WithMemoryLimitPages(env.Limits.MemoryMiB*16))} // 64 KiB pages
+	switch {
+	case !env.Snapshot:
+		m.noSnapshot.Store("turned off (snapshot = false)")
+	case why != nil:
+		m.refuseSnapshot(why)
+	}
 	defer func() {
 		if err != nil {
 			m.runtime.Close(ctx)

@@ -93,7 +93,7 @@ func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.Module
 			mod.Close(ctx)
 			return nil, err
 		}
-		s.take(mod, state, m.env)
+		s.take(m, mod, state)
 		return mod, nil
 	}
 	if mem := mod.Memory(); mem != nil {
@@ -135,18 +135,18 @@ func (s *snapshot) initialize(ctx context.Context, mod api.Module, data []wasmbi
 // take takes the image of mod, the first instance, just initialized, unless
 // an image was taken or refused already. A refusal is logged, and the
 // plugin's instances then all initialize by hand.
-func (s *snapshot) take(mod api.Module, state *guest.CallState, env guest.Env) {
+func (s *snapshot) take(m *Module, mod api.Module, state *guest.CallState) {
 	if !s.taken.CompareAndSwap(false, true) {
 		return
 	}
 	img, err := image(mod, s.plan, state)
 	if err != nil {
-		env.Log().Info("plugin: each new instance runs its initialization (no snapshot)", "reason", err)
+		m.refuseSnapshot(err)
 		return
 	}
 	s.image.Store(img)
 	s.data.Store(nil)
-	env.Log().Debug("plugin: new instances start from a snapshot", "memory_bytes", img.mem.Size(), "data_bytes", img.mem.DataBytes(), "globals", len(img.globals))
+	m.env.Log().Debug("plugin: new instances start from a snapshot", "memory_bytes", img.mem.Size(), "data_bytes", img.mem.DataBytes(), "globals", len(img.globals))
 }
 
 // image is the image of mod, or why there cannot be one.
@@ -176,16 +176,24 @@ func image(mod api.Module, plan *wasmbin.Snapshot, state *guest.CallState) (*ima
 	return img, nil
 }
 
-// ImageBytes is what the module's snapshot holds (memory.Image.Bytes), 0
-// when it has none.
-func (m *Module) ImageBytes() uint64 {
-	if m.snap == nil {
-		return 0
+// Snapshot is what the module's snapshot holds (memory.Image.Bytes), or
+// why its instances initialize themselves (why is "" while neither is
+// known: before the first instance).
+func (m *Module) Snapshot() (imageBytes uint64, why string) {
+	if m.snap != nil {
+		if img := m.snap.image.Load(); img != nil {
+			return img.mem.Bytes(), ""
+		}
 	}
-	if img := m.snap.image.Load(); img != nil {
-		return img.mem.Bytes()
-	}
-	return 0
+	why, _ = m.noSnapshot.Load().(string)
+	return 0, why
+}
+
+// refuseSnapshot records and logs why the module's instances initialize
+// themselves.
+func (m *Module) refuseSnapshot(why error) {
+	m.noSnapshot.Store(why.Error())
+	m.env.Log().Info("plugin: each new instance runs its initialization (no snapshot)", "reason", why)
 }
 
 // close releases the image.
