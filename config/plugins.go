@@ -642,7 +642,7 @@ func (c *Config) PluginFor(path string) (PluginEntry, error) {
 type Runtime struct {
 	Engine *engine.Engine
 	loader *host.Loader
-	stages func() []*host.StageHandler
+	loaded func() engine.Status // the Status once initialized: see Plugins
 }
 
 // Close closes the engine (each plugin's destroy hook runs once) and the
@@ -684,7 +684,7 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	all = append(all, opts...)
 	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
 	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
-	rt.stages = sync.OnceValue(func() []*host.StageHandler { return host.StageHandlers(rt.Engine.Status()) })
+	rt.loaded = sync.OnceValue(rt.Engine.Status)
 	if err := rt.Engine.Initialize(ctx); err != nil {
 		st := rt.Engine.Status()
 		rt.Close(ctx)
@@ -752,11 +752,20 @@ func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Exten
 	return found
 }
 
+// Plugins are the engine's loaded plugins as Status told of them the first
+// time it was asked, once initialized: which plugins there are and their
+// details do not change after, while their calls, memory and tools do (ask
+// Status for those). It is for code that asks often (a worker, at every
+// workflow and every stage call), where Status reads every plugin's memory
+// (tens of milliseconds with 10,000 live sessions).
+func (r *Runtime) Plugins() []engine.PluginStatus {
+	return r.loaded().Plugins
+}
+
 // StageHandlers are the pipeline stage handlers of the engine's loaded
 // plugins (those exporting morph_handle_stage), for a pipeline.Runner's
 // handler registry: each handles nodes of type "wasm:<plugin>". They are
-// found once, the plugins being fixed once the engine is initialized: a
-// worker asks at every stage call, and Status reads every plugin's memory.
+// found once (see Plugins).
 func (r *Runtime) StageHandlers() []*host.StageHandler {
-	return r.stages()
+	return host.StageHandlers(r.loaded())
 }

@@ -130,9 +130,10 @@ type callBounder interface{ CallBound() time.Duration }
 // client, hooks the engine hooks it has set.
 func (a *Activities) timeouts(hooks []string) Timeouts {
 	e := a.rt.Engine
-	st := e.Status()
-	plugins := map[string]time.Duration{} // each plugin's bound on a call, by name
-	for _, p := range st.Plugins {
+	// each plugin's bound on a call, by name: from Plugins, not e.Status(),
+	// which reads every plugin's memory
+	plugins := map[string]time.Duration{}
+	for _, p := range a.rt.Plugins() {
 		if d, ok := p.Details.(*host.Details); ok {
 			plugins[p.Name] = d.CallBound
 		}
@@ -151,16 +152,17 @@ func (a *Activities) timeouts(hooks []string) Timeouts {
 	for _, m := range e.Middleware() {
 		t.Middleware[m.Funcs.ID] = bounded(m.Config.Timeout)
 	}
-	for _, tool := range st.Tools {
+	reg := e.Registry()
+	for _, name := range reg.Names() {
 		var d time.Duration // the host's: none
-		if tool.Source == engine.SourceBuiltin {
+		if src, _ := reg.Source(name); src == engine.SourceBuiltin {
 			d = builtinToolBound
-		} else if plugin, ok := strings.CutPrefix(tool.Source, engine.PluginSource("")); ok {
+		} else if plugin, ok := strings.CutPrefix(src, engine.PluginSource("")); ok {
 			d = plugins[plugin]
 		}
-		t.Tools[tool.Name] = bounded(d)
+		t.Tools[name] = bounded(d)
 	}
-	for _, h := range host.StageHandlers(st) {
+	for _, h := range a.rt.StageHandlers() {
 		t.Stages[h.Type()] = bounded(plugins[strings.TrimPrefix(h.Type(), pipeline.TypeWasmPrefix)])
 	}
 	return t
