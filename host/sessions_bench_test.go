@@ -112,8 +112,9 @@ func heapBytes() uint64 {
 //     bookkeeping. The plugin and its sessions stay alive, in this
 //     process, throughout. Every step is logged (-v) to check the slope is
 //     a line.
-//   - new-instance: instantiate + _initialize, as a session's first call
-//     pays it (closing the instances is not timed).
+//   - new-instance: a new instance as a session's first call pays it
+//     (benchNewInstance), from the plugin's snapshot; new-instance-nosnapshot
+//     the same with snapshot = false: instantiate + _initialize.
 //   - call-isolation: a 1 KB on_turn_start in isolation "call": a fresh
 //     instance per call.
 //
@@ -135,29 +136,12 @@ func BenchmarkSessions(b *testing.B) {
 					b.ReportMetric(float64(1<<30)/perSession, "sessions/GiB")
 				}
 			})
-			b.Run("new-instance", func(b *testing.B) {
-				p := load(b, newLoader(b), Config{Path: path, Isolation: IsolationSession})
-				ctx := context.Background()
-				var live []*instance
-				closeAll := func() {
-					for _, inst := range live {
-						inst.close()
-					}
-					live = live[:0]
-				}
-				defer closeAll()
-				for b.Loop() {
-					inst, err := p.instantiate(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if live = append(live, inst); len(live) == 64 {
-						b.StopTimer()
-						closeAll()
-						b.StartTimer()
-					}
-				}
-			})
+			for _, off := range []bool{false, true} {
+				name := map[bool]string{false: "new-instance", true: "new-instance-nosnapshot"}[off]
+				b.Run(name, func(b *testing.B) {
+					benchNewInstance(b, Config{Path: path, Isolation: IsolationSession, NoSnapshot: off})
+				})
+			}
 			b.Run("call-isolation", func(b *testing.B) {
 				p := load(b, newLoader(b), Config{Path: path, Isolation: IsolationCall})
 				ctx := sessionContexts(b, 1)[0]
@@ -168,6 +152,33 @@ func BenchmarkSessions(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// benchNewInstance times a new instance of the plugin cfg loads, as a
+// session's first call makes it: instantiation, and _initialize or the
+// start from its snapshot. Closing the instances is not timed.
+func benchNewInstance(b *testing.B, cfg Config) {
+	p := load(b, newLoader(b), cfg)
+	ctx := context.Background()
+	var live []*instance
+	closeAll := func() {
+		for _, inst := range live {
+			inst.close()
+		}
+		live = live[:0]
+	}
+	defer closeAll()
+	for b.Loop() {
+		inst, err := p.instantiate(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if live = append(live, inst); len(live) == 64 {
+			b.StopTimer()
+			closeAll()
+			b.StartTimer()
+		}
 	}
 }
 
