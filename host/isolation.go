@@ -2,14 +2,20 @@ package host
 
 import (
 	"context"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 )
 
 // One path serves every isolation mode: a call takes an idle instance of
-// its key from p.free, or instantiates one, and gives it back there. The
+// its key from p.free, or instantiates one, and gives it back there; in
+// pooled mode, which has one key, from and to p.shards instead (see shards). The
 // mode only chooses the key (poolKey): "" for pooled, the session id for
 // session; in call mode no instance is kept. p.free keeps the order the
 // instances came back in, so in session mode trim evicts from its front:
@@ -50,6 +56,15 @@ func (p *Plugin) poolKey(ctx context.Context) (key string, reuse bool) {
 // get takes the most recently idle instance of ctx's key, or instantiates one.
 func (p *Plugin) get(ctx context.Context) (*instance, error) {
 	key, reuse := p.poolKey(ctx)
+	var home *shard // pooled mode's: where the instance goes back
+	if p.mode == IsolationPooled {
+		home = p.shards.local()
+		if inst, closed := home.pop(); closed {
+			return nil, ErrClosed
+		} else if inst != nil {
+			return inst, nil
+		}
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -66,14 +81,17 @@ func (p *Plugin) get(ctx context.Context) (*instance, error) {
 	}
 	p.mu.Unlock()
 	p.evict(evicted)
-	if inst != nil {
-		return inst, nil
+	if inst == nil && home != nil {
+		inst = p.shards.steal()
 	}
-	inst, err := p.instantiate(ctx)
-	if err != nil {
-		return nil, err
+	if inst == nil {
+		var err error
+		if inst, err = p.instantiate(ctx); err != nil {
+			return nil, err
+		}
+		inst.key, inst.reuse = key, reuse
 	}
-	inst.key, inst.reuse = key, reuse
+	inst.home = home
 	return inst, nil
 }
 
@@ -87,6 +105,12 @@ func (p *Plugin) spares() {
 // put gives inst back to the free list of its key, or closes it, without
 // morph_destroy, in call mode and after Close.
 func (p *Plugin) put(inst *instance) {
+	if inst.home != nil {
+		if !inst.home.push(inst) {
+			inst.close()
+		}
+		return
+	}
 	p.mu.Lock()
 	if p.closed || !inst.reuse {
 		p.mu.Unlock()
@@ -138,9 +162,7 @@ func (p *Plugin) evict(insts []*instance) {
 	go func() {
 		defer p.evicting.Done()
 		for i, inst := range insts {
-			select {
-			case p.slots <- struct{}{}:
-			case <-p.closing.Done(): // Close releases the rest
+			if p.slots.take(context.Background(), p.closing.Done()) != nil { // Close releases the rest
 				p.mu.Lock()
 				p.unevicted = append(p.unevicted, insts[i:]...)
 				p.mu.Unlock()
@@ -148,7 +170,7 @@ func (p *Plugin) evict(insts []*instance) {
 			}
 			p.destroy(p.closing, []*instance{inst})
 			inst.close()
-			<-p.slots
+			p.slots.give()
 		}
 	}()
 }
@@ -175,4 +197,191 @@ func (p *Plugin) sweep() {
 	}
 	p.mu.Unlock()
 	p.evict(evicted)
+}
+
+// slots bound the instances that run at once to Limits.MaxInstances: a
+// call, an eviction's morph_destroy and Close's drain each hold one. A
+// counter under a mutex of its own, where a channel of tokens took its
+// lock twice a call and was 18% of the CPU of two cores calling a small
+// guest (BENCHMARKS.md, Pooled calls across cores).
+type slots struct {
+	mu      sync.Mutex
+	free    int
+	waiters []chan struct{} // in arrival order: give hands its slot to the first
+}
+
+// take takes a slot, waiting for one while ctx and closing are not done;
+// it returns ctx's error, or ErrClosed when closing is.
+func (s *slots) take(ctx context.Context, closing <-chan struct{}) error {
+	s.mu.Lock()
+	if s.free > 0 && len(s.waiters) == 0 {
+		s.free--
+		s.mu.Unlock()
+		return nil
+	}
+	w := make(chan struct{})
+	s.waiters = append(s.waiters, w)
+	s.mu.Unlock()
+	var err error
+	select {
+	case <-w:
+		return nil
+	case <-closing:
+		err = ErrClosed
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.waiters, w); i >= 0 {
+		s.waiters = slices.Delete(s.waiters, i, i+1)
+	} else { // handed a slot as it gave up: it goes on
+		s.release()
+	}
+	return err
+}
+
+// give gives a slot back.
+func (s *slots) give() {
+	s.mu.Lock()
+	s.release()
+	s.mu.Unlock()
+}
+
+// release hands a slot to the first waiter, or frees it; s.mu is held.
+func (s *slots) release() {
+	if len(s.waiters) == 0 {
+		s.free++
+		return
+	}
+	close(s.waiters[0])
+	s.waiters = slices.Delete(s.waiters, 0, 1)
+}
+
+// shards are pooled mode's idle instances, one stack per shard, each shard
+// with its own lock and cache lines: a call takes from and gives back to
+// the shard of the P (the core) it runs on, so that calls on different
+// cores share no lock, where one free list under p.mu was 39% of the CPU
+// of two cores calling a small guest, most of it spinning (BENCHMARKS.md,
+// Pooled calls across cores). A call whose shard is empty takes describe's
+// instance from p.free, else one from another shard, else instantiates.
+type shards struct {
+	all  []*shard
+	hint sync.Pool // *shard: the one a P last used (the pool's per-P cache is what the runtime offers)
+	next atomic.Uint32
+}
+
+// shard is one stack of idle instances, padded so that no two shards
+// share a cache line (nor the adjacent line the CPU prefetches).
+type shard struct {
+	shardState
+	_ [128 - unsafe.Sizeof(shardState{})%128]byte
+}
+
+type shardState struct {
+	mu     sync.Mutex
+	idle   []*instance // the most recently idle last
+	closed bool        // the plugin closed: push refuses
+}
+
+// init makes one shard per P, and gives each P a shard in turn.
+func (s *shards) init() {
+	s.all = make([]*shard, runtime.GOMAXPROCS(0))
+	for i := range s.all {
+		s.all[i] = new(shard)
+	}
+	s.hint.New = func() any { return s.all[int(s.next.Add(1))%len(s.all)] }
+}
+
+// local is the shard of the calling goroutine's P.
+func (s *shards) local() *shard {
+	sh := s.hint.Get().(*shard)
+	s.hint.Put(sh)
+	return sh
+}
+
+// steal takes an idle instance from any shard, nil if none has one.
+func (s *shards) steal() *instance {
+	var inst *instance
+	s.each(func(sh *shard) bool { inst = sh.top(true); return inst == nil }, s.all...)
+	return inst
+}
+
+// pop takes the shard's most recently idle instance, nil if it has none;
+// closed is true once the plugin closed.
+func (sh *shard) pop() (inst *instance, closed bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.top(true), sh.closed
+}
+
+// top is the shard's most recently idle instance, taken if take; sh.mu is
+// held.
+func (sh *shard) top(take bool) *instance {
+	n := len(sh.idle)
+	if n == 0 {
+		return nil
+	}
+	inst := sh.idle[n-1]
+	if take {
+		sh.idle[n-1] = nil
+		sh.idle = sh.idle[:n-1]
+	}
+	return inst
+}
+
+// push makes inst the shard's most recently idle instance; it is false,
+// and inst not kept, once the plugin closed.
+func (sh *shard) push(inst *instance) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closed {
+		return false
+	}
+	sh.idle = append(sh.idle, inst)
+	return true
+}
+
+// last is the local shard's most recently idle instance, else another
+// shard's, nil if none is idle: with one call at a time, the instance the
+// last call gave back.
+func (s *shards) last() *instance {
+	var last *instance
+	visit := func(sh *shard) bool { last = sh.top(false); return last == nil }
+	if s.each(visit, s.local()) {
+		s.each(visit, s.all...)
+	}
+	return last
+}
+
+// instances is every idle instance, in a new slice.
+func (s *shards) instances() []*instance {
+	var out []*instance
+	s.each(func(sh *shard) bool { out = append(out, sh.idle...); return true }, s.all...)
+	return out
+}
+
+// close empties every shard, closes it to push, and returns what it held.
+func (s *shards) close() []*instance {
+	var out []*instance
+	s.each(func(sh *shard) bool {
+		out = append(out, sh.idle...)
+		sh.idle, sh.closed = nil, true
+		return true
+	}, s.all...)
+	return out
+}
+
+// each calls visit on each of shs under its lock until visit returns
+// false, and reports whether it went through them all.
+func (s *shards) each(visit func(*shard) bool, shs ...*shard) bool {
+	for _, sh := range shs {
+		sh.mu.Lock()
+		more := visit(sh)
+		sh.mu.Unlock()
+		if !more {
+			return false
+		}
+	}
+	return true
 }

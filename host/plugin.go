@@ -40,8 +40,9 @@ type Plugin struct {
 	ext      extismParts        // Config's Extism-only parts, checked
 	watch    toolWatch          // its tools as they change (Extism MCP plugins)
 
-	mode      string        // Config.Isolation; "" (pooled) until describe has run
-	slots     chan struct{} // one token per instance allowed to run
+	mode      string // Config.Isolation; "" (pooled) until describe has run
+	slots     slots  // one per instance allowed to run
+	shards    shards // pooled mode's idle instances (see isolation.go)
 	stats     stats
 	evicting  sync.WaitGroup // evictions in flight; Close waits for them
 	unevicted []*instance    // those a closing plugin stopped; Close releases them
@@ -70,6 +71,7 @@ type instance struct {
 	spare bool      // has run only describe: any key may take it
 	reuse bool      // false: closed after its call (IsolationCall)
 	since time.Time // when it last came back idle
+	home  *shard    // pooled mode: the idle stack it goes back to (see shards)
 	links [2]link   // its places in p.free while idle (see idleList)
 }
 
@@ -120,7 +122,8 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		return fail(kind, err)
 	}
 	p.module = mod
-	p.slots = make(chan struct{}, p.limits.MaxInstances)
+	p.slots.free = p.limits.MaxInstances
+	p.shards.init()
 	ok := false
 	defer func() {
 		if !ok {
@@ -257,6 +260,9 @@ func (p *Plugin) Exports(name string) bool { return p.module.Exports(name) }
 // plugin test`, which calls one at a time) show what each call left its
 // instance with.
 func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
+	if last := p.shards.last(); last != nil {
+		return last.g.MemoryBytes(), true
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if last := p.free.order.tail; last != nil {
@@ -288,6 +294,9 @@ func (p *Plugin) Memory() MemoryStatus {
 		arenas = append(arenas, inst.arena)
 	}
 	p.mu.Unlock()
+	for _, inst := range p.shards.instances() {
+		arenas = append(arenas, inst.arena)
+	}
 	st := MemoryStatus{Instances: len(arenas)}
 	for _, a := range arenas { // one evicted meanwhile counts nothing: its arena is released
 		u := a.Usage()
@@ -310,7 +319,7 @@ func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes ui
 		p.stats.faults.Add(1)
 		return nil, 0, p.failure(abi.ExportDestroy, kind, msg, err)
 	}
-	defer func() { <-p.slots }()
+	defer p.slots.give()
 	start := time.Now()
 	inst, err := p.get(ctx)
 	var kind error
@@ -367,7 +376,7 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 		p.mu.Unlock()
 		return nil
 	}
-	idle := p.free.all()
+	idle := append(p.free.all(), p.shards.close()...)
 	p.closed, p.free = true, newIdle()
 	if p.sweeper != nil {
 		p.sweeper.Stop()
@@ -393,11 +402,9 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 // drain takes every instance slot, so that no call runs, or returns ctx's
 // error; it goes on from where an earlier drain stopped.
 func (p *Plugin) drain(ctx context.Context) error {
-	for ; p.drained < cap(p.slots); p.drained++ {
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	for ; p.drained < p.limits.MaxInstances; p.drained++ {
+		if err := p.slots.take(ctx, nil); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -428,26 +435,20 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 
 // takeSlot takes an instance slot (see Close), or says why not: ctx done,
 // before or while waiting, or the plugin closing. The caller gives it back
-// with <-p.slots.
+// with p.slots.give.
 func (p *Plugin) takeSlot(ctx context.Context) (kind error, msg string, err error) {
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
 		return contextKind(err), "before the call", err
 	}
-	select {
-	case p.slots <- struct{}{}: // a free slot, the common case: no wait to set up
-		return nil, "", nil
-	default:
-	}
-	select {
-	case p.slots <- struct{}{}:
-		return nil, "", nil
-	case <-p.closing.Done():
+	switch err := p.slots.take(ctx, p.closing.Done()); {
+	case err == ErrClosed:
 		return ErrClosed, "", nil
-	case <-ctx.Done():
-		return contextKind(ctx.Err()), "waiting for a free instance", ctx.Err()
+	case err != nil:
+		return contextKind(err), "waiting for a free instance", err
 	}
+	return nil, "", nil
 }
 
 // CallFunc is Call handing the output, still in guest memory, to read
@@ -473,7 +474,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	if kind, msg, err := p.takeSlot(ctx); kind != nil {
 		return fail(kind, msg, err)
 	}
-	defer func() { <-p.slots }()
+	defer p.slots.give()
 
 	inst, err := p.get(ctx)
 	if err != nil {
