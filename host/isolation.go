@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -53,12 +54,14 @@ func (p *Plugin) poolKey(ctx context.Context) (key string, reuse bool) {
 	return "", true
 }
 
-// get takes the most recently idle instance of ctx's key, or instantiates one.
-func (p *Plugin) get(ctx context.Context) (*instance, error) {
+// get takes the most recently idle instance of ctx's key, or instantiates
+// one; sh is the calling core's shard (the one its slot came from), where
+// pooled mode looks first.
+func (p *Plugin) get(ctx context.Context, sh *shard) (*instance, error) {
 	key, reuse := p.poolKey(ctx)
 	var home *shard // pooled mode's: where the instance goes back
 	if p.mode == IsolationPooled {
-		home = p.shards.local()
+		home = sh
 		if inst, closed := home.pop(); closed {
 			return nil, ErrClosed
 		} else if inst != nil {
@@ -162,7 +165,8 @@ func (p *Plugin) evict(insts []*instance) {
 	go func() {
 		defer p.evicting.Done()
 		for i, inst := range insts {
-			if p.slots.take(context.Background(), p.closing.Done()) != nil { // Close releases the rest
+			sh, err := p.slots.take(context.Background(), p.closing.Done())
+			if err != nil { // Close releases the rest
 				p.mu.Lock()
 				p.unevicted = append(p.unevicted, insts[i:]...)
 				p.mu.Unlock()
@@ -170,7 +174,7 @@ func (p *Plugin) evict(insts []*instance) {
 			}
 			p.destroy(p.closing, []*instance{inst})
 			inst.close()
-			p.slots.give()
+			p.slots.give(sh)
 		}
 	}()
 }
@@ -200,32 +204,49 @@ func (p *Plugin) sweep() {
 }
 
 // slots bound the instances that run at once to Limits.MaxInstances: a
-// call, an eviction's morph_destroy and Close's drain each hold one. A
-// counter under a mutex of its own, where a channel of tokens took its
-// lock twice a call and was 18% of the CPU of two cores calling a small
-// guest (BENCHMARKS.md, Pooled calls across cores).
+// call, an eviction's morph_destroy and Close's drain each hold one. A slot
+// no one holds is kept by the shard (see shards) it was given back on, or
+// is free: a call takes its slot from, and gives it back to, its own core's
+// shard, where a channel of tokens, its lock taken twice a call, was 18% of
+// the CPU of two cores calling a small guest (BENCHMARKS.md, Pooled calls
+// across cores). A take that finds none waits its turn; a give, once
+// someone waits, hands the shards' slots out.
 type slots struct {
+	shards  *shards
 	mu      sync.Mutex
-	free    int
-	waiters []chan struct{} // in arrival order: give hands its slot to the first
+	free    int             // slots no shard keeps
+	waiters []chan struct{} // in arrival order: each is closed when handed a slot
+	waiting atomic.Int32    // len(waiters), for give to read without s.mu
 }
 
-// take takes a slot, waiting for one while ctx and closing are not done;
-// it returns ctx's error, or ErrClosed when closing is.
-func (s *slots) take(ctx context.Context, closing <-chan struct{}) error {
+// take takes a slot, waiting for one while ctx and closing are not done,
+// and returns the calling core's shard, for give; err is ctx's error, or
+// ErrClosed when closing is done.
+func (s *slots) take(ctx context.Context, closing <-chan struct{}) (sh *shard, err error) {
+	sh = s.shards.local()
+	if sh.takeSlot() {
+		return sh, nil
+	}
 	s.mu.Lock()
-	if s.free > 0 && len(s.waiters) == 0 {
-		s.free--
-		s.mu.Unlock()
-		return nil
+	if len(s.waiters) == 0 {
+		if s.free == 0 {
+			s.free = s.shards.collect(1)
+		}
+		if s.free > 0 {
+			s.free--
+			s.mu.Unlock()
+			return sh, nil
+		}
 	}
 	w := make(chan struct{})
 	s.waiters = append(s.waiters, w)
+	// After waiting is set: a give that read it unset left its slot
+	// where this collect finds it.
+	s.handOut()
 	s.mu.Unlock()
-	var err error
 	select {
 	case <-w:
-		return nil
+		return sh, nil
 	case <-closing:
 		err = ErrClosed
 	case <-ctx.Done():
@@ -235,27 +256,37 @@ func (s *slots) take(ctx context.Context, closing <-chan struct{}) error {
 	defer s.mu.Unlock()
 	if i := slices.Index(s.waiters, w); i >= 0 {
 		s.waiters = slices.Delete(s.waiters, i, i+1)
+		s.waiting.Store(int32(len(s.waiters)))
 	} else { // handed a slot as it gave up: it goes on
-		s.release()
-	}
-	return err
-}
-
-// give gives a slot back.
-func (s *slots) give() {
-	s.mu.Lock()
-	s.release()
-	s.mu.Unlock()
-}
-
-// release hands a slot to the first waiter, or frees it; s.mu is held.
-func (s *slots) release() {
-	if len(s.waiters) == 0 {
 		s.free++
-		return
+		s.handOut()
 	}
-	close(s.waiters[0])
-	s.waiters = slices.Delete(s.waiters, 0, 1)
+	return nil, err
+}
+
+// give gives back a slot take took, to the shard take returned.
+func (s *slots) give(sh *shard) {
+	sh.mu.Lock()
+	sh.slots++
+	sh.mu.Unlock()
+	if s.waiting.Load() > 0 {
+		s.mu.Lock()
+		s.handOut()
+		s.mu.Unlock()
+	}
+}
+
+// handOut frees the slots the shards keep and hands the free slots to the
+// waiters in turn; s.mu is held.
+func (s *slots) handOut() {
+	s.waiting.Store(int32(len(s.waiters)))
+	s.free += s.shards.collect(math.MaxInt)
+	for s.free > 0 && len(s.waiters) > 0 {
+		s.free--
+		close(s.waiters[0])
+		s.waiters = slices.Delete(s.waiters, 0, 1)
+	}
+	s.waiting.Store(int32(len(s.waiters)))
 }
 
 // shards are pooled mode's idle instances, one stack per shard, each shard
@@ -281,6 +312,7 @@ type shard struct {
 type shardState struct {
 	mu     sync.Mutex
 	idle   []*instance // the most recently idle last
+	slots  int         // instance slots it keeps (see slots)
 	closed bool        // the plugin closed: push refuses
 }
 
@@ -298,6 +330,29 @@ func (s *shards) local() *shard {
 	sh := s.hint.Get().(*shard)
 	s.hint.Put(sh)
 	return sh
+}
+
+// collect takes up to n of the slots the shards keep, and returns how many.
+func (s *shards) collect(n int) int {
+	got := 0
+	s.each(func(sh *shard) bool {
+		k := min(sh.slots, n-got)
+		sh.slots -= k
+		got += k
+		return got < n
+	}, s.all...)
+	return got
+}
+
+// takeSlot takes one of the slots the shard keeps, false if it keeps none.
+func (sh *shard) takeSlot() bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.slots == 0 {
+		return false
+	}
+	sh.slots--
+	return true
 }
 
 // steal takes an idle instance from any shard, nil if none has one.

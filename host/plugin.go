@@ -122,8 +122,8 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		return fail(kind, err)
 	}
 	p.module = mod
-	p.slots.free = p.limits.MaxInstances
 	p.shards.init()
+	p.slots.shards, p.slots.free = &p.shards, p.limits.MaxInstances
 	ok := false
 	defer func() {
 		if !ok {
@@ -315,15 +315,14 @@ func (p *Plugin) Memory() MemoryStatus {
 // counted in Stats as a call's. It holds an instance slot as a call does, so
 // that Close waits for it.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
-	if kind, msg, err := p.takeSlot(ctx); kind != nil {
+	sh, kind, msg, err := p.takeSlot(ctx)
+	if kind != nil {
 		p.stats.faults.Add(1)
 		return nil, 0, p.failure(abi.ExportDestroy, kind, msg, err)
 	}
-	defer p.slots.give()
+	defer p.slots.give(sh)
 	start := time.Now()
-	inst, err := p.get(ctx)
-	var kind error
-	var msg string
+	inst, err := p.get(ctx, sh)
 	if err != nil {
 		kind, msg = p.classify(ctx, err), "instantiate"
 	} else {
@@ -403,7 +402,7 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 // error; it goes on from where an earlier drain stopped.
 func (p *Plugin) drain(ctx context.Context) error {
 	for ; p.drained < p.limits.MaxInstances; p.drained++ {
-		if err := p.slots.take(ctx, nil); err != nil {
+		if _, err := p.slots.take(ctx, nil); err != nil {
 			return err
 		}
 	}
@@ -435,20 +434,20 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 
 // takeSlot takes an instance slot (see Close), or says why not: ctx done,
 // before or while waiting, or the plugin closing. The caller gives it back
-// with p.slots.give.
-func (p *Plugin) takeSlot(ctx context.Context) (kind error, msg string, err error) {
+// with p.slots.give(sh).
+func (p *Plugin) takeSlot(ctx context.Context) (sh *shard, kind error, msg string, err error) {
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
-		return contextKind(err), "before the call", err
+		return nil, contextKind(err), "before the call", err
 	}
-	switch err := p.slots.take(ctx, p.closing.Done()); {
+	switch sh, err = p.slots.take(ctx, p.closing.Done()); {
 	case err == ErrClosed:
-		return ErrClosed, "", nil
+		return nil, ErrClosed, "", nil
 	case err != nil:
-		return contextKind(err), "waiting for a free instance", err
+		return nil, contextKind(err), "waiting for a free instance", err
 	}
-	return nil, "", nil
+	return sh, nil, "", nil
 }
 
 // CallFunc is Call handing the output, still in guest memory, to read
@@ -471,12 +470,13 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	}
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
-	if kind, msg, err := p.takeSlot(ctx); kind != nil {
+	sh, kind, msg, err := p.takeSlot(ctx)
+	if kind != nil {
 		return fail(kind, msg, err)
 	}
-	defer p.slots.give()
+	defer p.slots.give(sh)
 
-	inst, err := p.get(ctx)
+	inst, err := p.get(ctx, sh)
 	if err != nil {
 		return fail(p.classify(ctx, err), "instantiate", err)
 	}

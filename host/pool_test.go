@@ -1,0 +1,110 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// newSlots is n slots over a plugin's shards, all free.
+func newSlots(n int) *slots {
+	s := &slots{shards: &shards{}, free: n}
+	s.shards.init()
+	return s
+}
+
+// kept is every slot no one holds: the free ones and those the shards keep.
+func (s *slots) kept() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.free
+	s.shards.each(func(sh *shard) bool { n += sh.slots; return true }, s.shards.all...)
+	return n
+}
+
+// The slots bound what runs at once however the takers' cores and waits
+// interleave, and none is lost: not by a taker whose ctx ends while it
+// waits, even one handed a slot as it gives up.
+func TestSlotsBound(t *testing.T) {
+	const n, takers, rounds = 3, 16, 500
+	s := newSlots(n)
+	var held, most, gaveUp atomic.Int32
+	var wg sync.WaitGroup
+	for i := range takers {
+		wg.Go(func() {
+			for j := range rounds {
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if (i+j)%4 == 0 { // some give up while waiting
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(j%50)*time.Microsecond)
+				}
+				sh, err := s.take(ctx, nil)
+				cancel()
+				if err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("take: %v", err)
+					}
+					gaveUp.Add(1)
+					continue
+				}
+				now := held.Add(1)
+				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+				}
+				held.Add(-1)
+				s.give(sh)
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() > n || s.kept() != n || len(s.waiters) != 0 || s.waiting.Load() != 0 {
+		t.Fatalf("%d held at most, %d kept, %d waiters; want at most %d held and %[4]d kept, none waiting",
+			most.Load(), s.kept(), len(s.waiters), n)
+	}
+	t.Logf("%d takes gave up waiting", gaveUp.Load())
+}
+
+// A taker waits for a slot until one is given back, its ctx ends or the
+// plugin closes; those that wait are served in turn.
+func TestSlotsWait(t *testing.T) {
+	s := newSlots(1)
+	sh, err := s.take(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := s.take(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("take with all slots held: %v, want the deadline", err)
+	}
+	closing := make(chan struct{})
+	closed := make(chan error)
+	go func() {
+		_, err := s.take(context.Background(), closing)
+		closed <- err
+	}()
+	served := make(chan *shard)
+	go func() {
+		for s.waiting.Load() != 1 { // the closing taker waits first
+			time.Sleep(time.Millisecond)
+		}
+		sh, err := s.take(context.Background(), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		served <- sh
+	}()
+	for s.waiting.Load() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(closing)
+	if err := <-closed; !errors.Is(err, ErrClosed) {
+		t.Fatalf("take while closing: %v, want ErrClosed", err)
+	}
+	s.give(sh)
+	s.give(<-served)
+	if s.kept() != 1 {
+		t.Fatalf("%d slots kept, want 1", s.kept())
+	}
+}
