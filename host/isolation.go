@@ -165,8 +165,8 @@ func (p *Plugin) evict(insts []*instance) {
 	go func() {
 		defer p.evicting.Done()
 		for i, inst := range insts {
-			sh, err := p.slots.take(context.Background(), p.closing.Done())
-			if err != nil { // Close releases the rest
+			sh := p.shards.local()
+			if p.slots.take(context.Background(), sh, p.closing.Done()) != nil { // Close releases the rest
 				p.mu.Lock()
 				p.unevicted = append(p.unevicted, insts[i:]...)
 				p.mu.Unlock()
@@ -219,13 +219,12 @@ type slots struct {
 	waiting atomic.Int32    // len(waiters), for give to read without s.mu
 }
 
-// take takes a slot, waiting for one while ctx and closing are not done,
-// and returns the calling core's shard, for give; err is ctx's error, or
-// ErrClosed when closing is done.
-func (s *slots) take(ctx context.Context, closing <-chan struct{}) (sh *shard, err error) {
-	sh = s.shards.local()
+// take takes a slot for a call on the core of shard sh (whose give gives
+// it back there), waiting for one while ctx and closing are not done; it
+// returns ctx's error, or ErrClosed when closing is done.
+func (s *slots) take(ctx context.Context, sh *shard, closing <-chan struct{}) (err error) {
 	if sh.takeSlot() {
-		return sh, nil
+		return nil
 	}
 	s.mu.Lock()
 	if len(s.waiters) == 0 {
@@ -235,7 +234,7 @@ func (s *slots) take(ctx context.Context, closing <-chan struct{}) (sh *shard, e
 		if s.free > 0 {
 			s.free--
 			s.mu.Unlock()
-			return sh, nil
+			return nil
 		}
 	}
 	w := make(chan struct{})
@@ -246,7 +245,7 @@ func (s *slots) take(ctx context.Context, closing <-chan struct{}) (sh *shard, e
 	s.mu.Unlock()
 	select {
 	case <-w:
-		return sh, nil
+		return nil
 	case <-closing:
 		err = ErrClosed
 	case <-ctx.Done():
@@ -261,10 +260,10 @@ func (s *slots) take(ctx context.Context, closing <-chan struct{}) (sh *shard, e
 		s.free++
 		s.handOut()
 	}
-	return nil, err
+	return err
 }
 
-// give gives back a slot take took, to the shard take returned.
+// give gives back a slot take took, to the shard it took it for.
 func (s *slots) give(sh *shard) {
 	sh.mu.Lock()
 	sh.slots++
@@ -313,7 +312,8 @@ type shardState struct {
 	mu     sync.Mutex
 	idle   []*instance // the most recently idle last
 	slots  int         // instance slots it keeps (see slots)
-	closed bool        // the plugin closed: push refuses
+	calls  atomic.Uint64
+	closed bool // the plugin closed: push refuses
 }
 
 // init makes one shard per P, and gives each P a shard in turn.
@@ -330,6 +330,15 @@ func (s *shards) local() *shard {
 	sh := s.hint.Get().(*shard)
 	s.hint.Put(sh)
 	return sh
+}
+
+// calls is the calls counted on the shards.
+func (s *shards) calls() uint64 {
+	var n uint64
+	for _, sh := range s.all {
+		n += sh.calls.Load()
+	}
+	return n
 }
 
 // collect takes up to n of the slots the shards keep, and returns how many.

@@ -227,11 +227,14 @@ type Stats struct {
 	Discarded    uint64 // instances thrown away after a trap, timeout or bad output
 }
 
+// stats are the counters; the calls CallFunc and CallDestroy make are
+// counted on their shards, so that cores do not share the counter every
+// call adds to (see shards).
 type stats struct{ calls, faults, instantiated, discarded atomic.Uint64 }
 
 // Stats returns the plugin's counters.
 func (p *Plugin) Stats() Stats {
-	return Stats{Calls: p.stats.calls.Load(), Faults: p.stats.faults.Load(),
+	return Stats{Calls: p.stats.calls.Load() + p.shards.calls(), Faults: p.stats.faults.Load(),
 		Instantiated: p.stats.instantiated.Load(), Discarded: p.stats.discarded.Load()}
 }
 
@@ -315,7 +318,8 @@ func (p *Plugin) Memory() MemoryStatus {
 // counted in Stats as a call's. It holds an instance slot as a call does, so
 // that Close waits for it.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
-	sh, kind, msg, err := p.takeSlot(ctx)
+	sh := p.shards.local()
+	kind, msg, err := p.takeSlot(ctx, sh)
 	if kind != nil {
 		p.stats.faults.Add(1)
 		return nil, 0, p.failure(abi.ExportDestroy, kind, msg, err)
@@ -333,7 +337,7 @@ func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes ui
 		}
 		output = slices.Clone(view)
 		inst.close()
-		p.stats.calls.Add(1)
+		sh.calls.Add(1)
 	}
 	if kind == ErrTrap {
 		kind = p.classify(ctx, err)
@@ -402,7 +406,7 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 // error; it goes on from where an earlier drain stopped.
 func (p *Plugin) drain(ctx context.Context) error {
 	for ; p.drained < p.limits.MaxInstances; p.drained++ {
-		if _, err := p.slots.take(ctx, nil); err != nil {
+		if err := p.slots.take(ctx, p.shards.local(), nil); err != nil {
 			return err
 		}
 	}
@@ -432,22 +436,22 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 	return out, err
 }
 
-// takeSlot takes an instance slot (see Close), or says why not: ctx done,
-// before or while waiting, or the plugin closing. The caller gives it back
-// with p.slots.give(sh).
-func (p *Plugin) takeSlot(ctx context.Context) (sh *shard, kind error, msg string, err error) {
+// takeSlot takes an instance slot (see Close) for a call on the core of
+// shard sh, or says why not: ctx done, before or while waiting, or the
+// plugin closing. The caller gives it back with p.slots.give(sh).
+func (p *Plugin) takeSlot(ctx context.Context, sh *shard) (kind error, msg string, err error) {
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
-		return nil, contextKind(err), "before the call", err
+		return contextKind(err), "before the call", err
 	}
-	switch sh, err = p.slots.take(ctx, p.closing.Done()); {
+	switch err := p.slots.take(ctx, sh, p.closing.Done()); {
 	case err == ErrClosed:
-		return nil, ErrClosed, "", nil
+		return ErrClosed, "", nil
 	case err != nil:
-		return nil, contextKind(err), "waiting for a free instance", err
+		return contextKind(err), "waiting for a free instance", err
 	}
-	return sh, nil, "", nil
+	return nil, "", nil
 }
 
 // CallFunc is Call handing the output, still in guest memory, to read
@@ -460,7 +464,8 @@ func (p *Plugin) takeSlot(ctx context.Context) (sh *shard, kind error, msg strin
 // A call during which an MCP plugin said its tools changed ends with the
 // instance describing them again (see toolWatch).
 func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
-	p.stats.calls.Add(1)
+	sh := p.shards.local()
+	sh.calls.Add(1)
 	fail := func(kind error, msg string, err error) error {
 		p.stats.faults.Add(1)
 		return p.failure(export, kind, msg, err)
@@ -470,8 +475,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	}
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
-	sh, kind, msg, err := p.takeSlot(ctx)
-	if kind != nil {
+	if kind, msg, err := p.takeSlot(ctx, sh); kind != nil {
 		return fail(kind, msg, err)
 	}
 	defer p.slots.give(sh)

@@ -40,15 +40,16 @@ func TestSlotsBound(t *testing.T) {
 				if (i+j)%4 == 0 { // some give up while waiting
 					ctx, cancel = context.WithTimeout(ctx, time.Duration(j%50)*time.Microsecond)
 				}
-				sh, err := s.take(ctx, nil)
-				cancel()
-				if err != nil {
+				sh := s.shards.local()
+				if err := s.take(ctx, sh, nil); err != nil {
+					cancel()
 					if !errors.Is(err, context.DeadlineExceeded) {
 						t.Errorf("take: %v", err)
 					}
 					gaveUp.Add(1)
 					continue
 				}
+				cancel()
 				now := held.Add(1)
 				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 				}
@@ -69,31 +70,27 @@ func TestSlotsBound(t *testing.T) {
 // plugin closes; those that wait are served in turn.
 func TestSlotsWait(t *testing.T) {
 	s := newSlots(1)
-	sh, err := s.take(context.Background(), nil)
-	if err != nil {
+	sh := s.shards.all[0]
+	if err := s.take(context.Background(), sh, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := s.take(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+	if err := s.take(ctx, sh, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("take with all slots held: %v, want the deadline", err)
 	}
 	closing := make(chan struct{})
 	closed := make(chan error)
 	go func() {
-		_, err := s.take(context.Background(), closing)
-		closed <- err
+		closed <- s.take(context.Background(), sh, closing)
 	}()
-	served := make(chan *shard)
+	other := s.shards.all[len(s.shards.all)-1] // a call on another core, where it may be
+	served := make(chan error)
 	go func() {
 		for s.waiting.Load() != 1 { // the closing taker waits first
 			time.Sleep(time.Millisecond)
 		}
-		sh, err := s.take(context.Background(), nil)
-		if err != nil {
-			t.Error(err)
-		}
-		served <- sh
+		served <- s.take(context.Background(), other, nil)
 	}()
 	for s.waiting.Load() != 2 {
 		time.Sleep(time.Millisecond)
@@ -103,7 +100,10 @@ func TestSlotsWait(t *testing.T) {
 		t.Fatalf("take while closing: %v, want ErrClosed", err)
 	}
 	s.give(sh)
-	s.give(<-served)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	s.give(other)
 	if s.kept() != 1 {
 		t.Fatalf("%d slots kept, want 1", s.kept())
 	}
