@@ -15,8 +15,8 @@ import (
 )
 
 // One path serves every isolation mode: a call takes an idle instance of
-// its key from p.free, or instantiates one, and gives it back there; in
-// pooled mode, which has one key, from and to p.shards instead (see shards). The
+// its key from p.free, or instantiates one, and gives it back there (in
+// pooled mode, which has one key, to its core's shard: see shards). The
 // mode only chooses the key (poolKey): "" for pooled, the session id for
 // session; in call mode no instance is kept. p.free keeps the order the
 // instances came back in, so in session mode trim evicts from its front:
@@ -239,8 +239,6 @@ func (s *slots) take(ctx context.Context, sh *shard, closing <-chan struct{}) (e
 	}
 	w := make(chan struct{})
 	s.waiters = append(s.waiters, w)
-	// After waiting is set: a give that read it unset left its slot
-	// where this collect finds it.
 	s.handOut()
 	s.mu.Unlock()
 	select {
@@ -276,7 +274,9 @@ func (s *slots) give(sh *shard) {
 }
 
 // handOut frees the slots the shards keep and hands the free slots to the
-// waiters in turn; s.mu is held.
+// waiters in turn; s.mu is held. It sets waiting before it looks at the
+// shards: a give that read waiting unset left its slot where collect finds
+// it.
 func (s *slots) handOut() {
 	s.waiting.Store(int32(len(s.waiters)))
 	s.free += s.shards.collect(math.MaxInt)
@@ -288,32 +288,35 @@ func (s *slots) handOut() {
 	s.waiting.Store(int32(len(s.waiters)))
 }
 
-// shards are pooled mode's idle instances, one stack per shard, each shard
-// with its own lock and cache lines: a call takes from and gives back to
-// the shard of the P (the core) it runs on, so that calls on different
-// cores share no lock, where one free list under p.mu was 39% of the CPU
-// of two cores calling a small guest, most of it spinning (BENCHMARKS.md,
-// Pooled calls across cores). A call whose shard is empty takes describe's
-// instance from p.free, else one from another shard, else instantiates.
+// shards are what a plugin's calls write, one shard per P (per core), each
+// with its own lock and cache lines, so that calls on different cores
+// share no lock and no written cache line: pooled mode's idle instances
+// (one stack a shard), the slots (see slots) and the calls counter. Under
+// one lock, the free list was 39% of the CPU of two cores calling a small
+// guest, most of it spinning (BENCHMARKS.md, Pooled calls across cores). A
+// call finds its P's shard once (local) and gives its instance and slot
+// back there. A pooled call whose shard has no idle instance takes
+// describe's from p.free, else one from another shard, else instantiates.
 type shards struct {
 	all  []*shard
-	hint sync.Pool // *shard: the one a P last used (the pool's per-P cache is what the runtime offers)
+	hint sync.Pool // *shard: a P's (a sync.Pool's per-P cache is the runtime's only public per-P state)
 	next atomic.Uint32
 }
 
-// shard is one stack of idle instances, padded so that no two shards
-// share a cache line (nor the adjacent line the CPU prefetches).
+// shard is one core's share, padded so that no two shards share a cache
+// line (nor the adjacent line the CPU prefetches).
 type shard struct {
 	shardState
 	_ [128 - unsafe.Sizeof(shardState{})%128]byte
 }
 
+// shardState is a shard's content.
 type shardState struct {
 	mu     sync.Mutex
-	idle   []*instance // the most recently idle last
+	idle   []*instance // pooled mode's idle instances, the most recently idle last
 	slots  int         // instance slots it keeps (see slots)
+	closed bool        // the plugin closed: push refuses
 	calls  atomic.Uint64
-	closed bool // the plugin closed: push refuses
 }
 
 // init makes one shard per P, and gives each P a shard in turn.

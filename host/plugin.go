@@ -42,7 +42,7 @@ type Plugin struct {
 
 	mode      string // Config.Isolation; "" (pooled) until describe has run
 	slots     slots  // one per instance allowed to run
-	shards    shards // pooled mode's idle instances (see isolation.go)
+	shards    shards // what calls write, by core: idle pooled instances, slots, calls (see isolation.go)
 	stats     stats
 	evicting  sync.WaitGroup // evictions in flight; Close waits for them
 	unevicted []*instance    // those a closing plugin stopped; Close releases them

@@ -3,10 +3,13 @@ package host
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/morphhost/morph/abi"
 )
 
 // newSlots is n slots over a plugin's shards, all free.
@@ -53,6 +56,7 @@ func TestSlotsBound(t *testing.T) {
 				now := held.Add(1)
 				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 				}
+				runtime.Gosched() // holds it a while: others wait
 				held.Add(-1)
 				s.give(sh)
 			}
@@ -106,5 +110,46 @@ func TestSlotsWait(t *testing.T) {
 	s.give(other)
 	if s.kept() != 1 {
 		t.Fatalf("%d slots kept, want 1", s.kept())
+	}
+}
+
+// Pooled calls from many goroutines at once keep the instance bound; every
+// instance is accounted for, idle on some core's shard once the calls end
+// (Memory counts it, IdleMemory reports one), and Close takes them all.
+func TestPooledAcrossCores(t *testing.T) {
+	const instances, callers, calls = 3, 8, 200
+	p := load(t, newLoader(t), Config{Path: fixture(t, "echo"), Isolation: IsolationPooled,
+		Limits: Limits{MaxInstances: instances}})
+	ctx := context.Background()
+	in := jsonPayload(100)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range calls {
+				if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
+					t.Errorf("%d bytes, %v", len(out), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := p.Stats()
+	idle := p.Memory().Instances
+	if st.Calls != callers*calls+1 || st.Instantiated > instances || uint64(idle) != st.Instantiated-st.Discarded {
+		t.Fatalf("stats %+v with %d idle instances; want %d calls (describe's too), at most %d instances, all idle",
+			st, idle, callers*calls+1, instances)
+	}
+	if _, ok := p.IdleMemory(); !ok {
+		t.Fatal("IdleMemory: no idle instance")
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Memory().Instances; n != 0 {
+		t.Fatalf("%d idle instances after Close", n)
+	}
+	if _, err := p.Call(ctx, abi.ExportBuildPrompt, in); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a call after Close: %v, want ErrClosed", err)
 	}
 }
