@@ -409,16 +409,21 @@ func (sh *shard) push(inst *instance) bool {
 	return true
 }
 
-// last is the local shard's most recently idle instance, else another
-// shard's, nil if none is idle: with one call at a time, the instance the
-// last call gave back.
-func (s *shards) last() *instance {
-	var last *instance
-	visit := func(sh *shard) bool { last = sh.top(false); return last == nil }
+// lastMemory is the linear memory of the local shard's most recently idle
+// instance, else of another shard's, read under its shard's lock (a call
+// may take the instance the moment it is released); ok is false when no
+// shard has one.
+func (s *shards) lastMemory() (bytes uint32, ok bool) {
+	visit := func(sh *shard) bool {
+		if last := sh.top(false); last != nil {
+			bytes, ok = last.g.MemoryBytes(), true
+		}
+		return !ok
+	}
 	if s.each(visit, s.local()) {
 		s.each(visit, s.all...)
 	}
-	return last
+	return bytes, ok
 }
 
 // instances is every idle instance, in a new slice.

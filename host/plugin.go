@@ -258,13 +258,14 @@ func (p *Plugin) Capabilities() []CapabilityStatus { return slices.Clone(p.caps)
 func (p *Plugin) Exports(name string) bool { return p.module.Exports(name) }
 
 // IdleMemory is the linear memory, in bytes, of the instance last given back
-// to the plugin's free lists: after a call that kept its instance, that
-// instance's. ok is false when no instance is idle. It lets a report (`morph
-// plugin test`, which calls one at a time) show what each call left its
-// instance with.
+// to the plugin's free lists (in pooled mode, those of the calling core
+// first: see shards): after a call that kept its instance, made one at a
+// time, that instance's. ok is false when no instance is idle. It lets a
+// report (`morph plugin test`, which calls one at a time) show what each
+// call left its instance with.
 func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
-	if last := p.shards.last(); last != nil {
-		return last.g.MemoryBytes(), true
+	if bytes, ok = p.shards.lastMemory(); ok {
+		return bytes, true
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -116,6 +116,8 @@ func TestSlotsWait(t *testing.T) {
 // Pooled calls from many goroutines at once keep the instance bound; every
 // instance is accounted for, idle on some core's shard once the calls end
 // (Memory counts it, IdleMemory reports one), and Close takes them all.
+// Memory and IdleMemory look at the shards while the calls take and give
+// back instances there (run with -race).
 func TestPooledAcrossCores(t *testing.T) {
 	const instances, callers, calls = 3, 8, 200
 	p := load(t, newLoader(t), Config{Path: fixture(t, "echo"), Isolation: IsolationPooled,
@@ -133,7 +135,16 @@ func TestPooledAcrossCores(t *testing.T) {
 			}
 		})
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range calls {
+			p.IdleMemory()
+			p.Memory()
+		}
+	}()
 	wg.Wait()
+	<-done
 	st := p.Stats()
 	idle := p.Memory().Instances
 	if st.Calls != callers*calls+1 || st.Instantiated > instances || uint64(idle) != st.Instantiated-st.Discarded {
