@@ -331,8 +331,8 @@ func BenchmarkNewInstance(b *testing.B) {
 
 // BenchmarkCallParallel is BenchmarkCall's 1 KB call from GOMAXPROCS
 // goroutines at once on a pooled plugin (run with -cpu 1,2): per call, the
-// time should halve from one core to two, as the calls share nothing but
-// the plugin's free list. The output is read in place (CallFunc, as the
+// time should halve from one core to two, as calls on different cores
+// share no lock and write no common cache line (see shards). The output is read in place (CallFunc, as the
 // engine's adapters do): Call's copy allocates the output on every call, and
 // the garbage collection that drives is itself shared by the cores (on the
 // WAT echo, 1 KB a call made the collector and the scheduler's wake-ups it

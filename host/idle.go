@@ -8,10 +8,12 @@ package host
 // instance. Both lists are intrusive (the links are on the instance), so
 // that neither a get nor a put allocates or shifts a slice. The spares
 // (describe's instance) are also listed apart, for the first call that finds
-// no instance of its own key. The key "", pooled mode's, has its list
-// outside the map: a pooled call, which empties and refills it in turn,
-// then costs no map operation and no allocation (they made a call to a
-// small guest half again as slow). p.mu guards it.
+// no instance of its own key. The key "" (session mode's calls outside a
+// run) has its list outside the map: a call, which empties and refills it
+// in turn, then costs no map operation and no allocation (they made a
+// call to a small guest half again as slow). Pooled mode keeps its idle
+// instances apart (see shards): here is at most describe's, from before the
+// mode was known. p.mu guards it.
 type idleList struct {
 	order  chain             // every idle instance, oldest first
 	blank  chain             // idle instances of the key ""

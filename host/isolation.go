@@ -2,14 +2,21 @@ package host
 
 import (
 	"context"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 )
 
 // One path serves every isolation mode: a call takes an idle instance of
-// its key from p.free, or instantiates one, and gives it back there. The
+// its key from p.free, or instantiates one, and gives it back there (in
+// pooled mode, which has one key, to its core's shard: see shards). The
 // mode only chooses the key (poolKey): "" for pooled, the session id for
 // session; in call mode no instance is kept. p.free keeps the order the
 // instances came back in, so in session mode trim evicts from its front:
@@ -47,9 +54,20 @@ func (p *Plugin) poolKey(ctx context.Context) (key string, reuse bool) {
 	return "", true
 }
 
-// get takes the most recently idle instance of ctx's key, or instantiates one.
-func (p *Plugin) get(ctx context.Context) (*instance, error) {
+// get takes the most recently idle instance of ctx's key, or instantiates
+// one; sh is the calling core's shard (the one its slot came from), where
+// pooled mode looks first.
+func (p *Plugin) get(ctx context.Context, sh *shard) (*instance, error) {
 	key, reuse := p.poolKey(ctx)
+	var home *shard // pooled mode's: where the instance goes back
+	if p.mode == IsolationPooled {
+		home = sh
+		if inst, closed := home.pop(); closed {
+			return nil, ErrClosed
+		} else if inst != nil {
+			return inst, nil
+		}
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -66,14 +84,17 @@ func (p *Plugin) get(ctx context.Context) (*instance, error) {
 	}
 	p.mu.Unlock()
 	p.evict(evicted)
-	if inst != nil {
-		return inst, nil
+	if inst == nil && home != nil {
+		inst = p.shards.steal()
 	}
-	inst, err := p.instantiate(ctx)
-	if err != nil {
-		return nil, err
+	if inst == nil {
+		var err error
+		if inst, err = p.instantiate(ctx); err != nil {
+			return nil, err
+		}
+		inst.key, inst.reuse = key, reuse
 	}
-	inst.key, inst.reuse = key, reuse
+	inst.home = home
 	return inst, nil
 }
 
@@ -87,6 +108,12 @@ func (p *Plugin) spares() {
 // put gives inst back to the free list of its key, or closes it, without
 // morph_destroy, in call mode and after Close.
 func (p *Plugin) put(inst *instance) {
+	if inst.home != nil {
+		if !inst.home.push(inst) {
+			inst.close()
+		}
+		return
+	}
 	p.mu.Lock()
 	if p.closed || !inst.reuse {
 		p.mu.Unlock()
@@ -138,9 +165,8 @@ func (p *Plugin) evict(insts []*instance) {
 	go func() {
 		defer p.evicting.Done()
 		for i, inst := range insts {
-			select {
-			case p.slots <- struct{}{}:
-			case <-p.closing.Done(): // Close releases the rest
+			sh := p.shards.local()
+			if p.slots.take(context.Background(), sh, p.closing.Done()) != nil { // Close releases the rest
 				p.mu.Lock()
 				p.unevicted = append(p.unevicted, insts[i:]...)
 				p.mu.Unlock()
@@ -148,7 +174,7 @@ func (p *Plugin) evict(insts []*instance) {
 			}
 			p.destroy(p.closing, []*instance{inst})
 			inst.close()
-			<-p.slots
+			p.slots.give(sh)
 		}
 	}()
 }
@@ -175,4 +201,259 @@ func (p *Plugin) sweep() {
 	}
 	p.mu.Unlock()
 	p.evict(evicted)
+}
+
+// slots bound the instances that run at once to Limits.MaxInstances: a
+// call, an eviction's morph_destroy and Close's drain each hold one. A slot
+// no one holds is kept by the shard (see shards) it was given back on, or
+// is free: a call takes its slot from, and gives it back to, its own core's
+// shard, where a channel of tokens, its lock taken twice a call, was 18% of
+// the CPU of two cores calling a small guest (BENCHMARKS.md, Pooled calls
+// across cores). A take that finds none waits its turn; a give, once
+// someone waits, hands the shards' slots out.
+type slots struct {
+	shards  *shards
+	mu      sync.Mutex
+	free    int             // slots no shard keeps
+	waiters []chan struct{} // in arrival order: each is closed when handed a slot
+	waiting atomic.Int32    // len(waiters), for give to read without s.mu
+}
+
+// take takes a slot for a call on the core of shard sh (whose give gives
+// it back there), waiting for one while ctx and closing are not done; it
+// returns ctx's error, or ErrClosed when closing is done.
+func (s *slots) take(ctx context.Context, sh *shard, closing <-chan struct{}) (err error) {
+	if sh.takeSlot() {
+		return nil
+	}
+	s.mu.Lock()
+	if len(s.waiters) == 0 {
+		if s.free == 0 {
+			s.free = s.shards.collect(1)
+		}
+		if s.free > 0 {
+			s.free--
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	w := make(chan struct{})
+	s.waiters = append(s.waiters, w)
+	s.handOut()
+	s.mu.Unlock()
+	select {
+	case <-w:
+		return nil
+	case <-closing:
+		err = ErrClosed
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.waiters, w); i >= 0 {
+		s.waiters = slices.Delete(s.waiters, i, i+1)
+		s.waiting.Store(int32(len(s.waiters)))
+	} else { // handed a slot as it gave up: it goes on
+		s.free++
+		s.handOut()
+	}
+	return err
+}
+
+// give gives back a slot take took, to the shard it took it for.
+func (s *slots) give(sh *shard) {
+	sh.mu.Lock()
+	sh.slots++
+	sh.mu.Unlock()
+	if s.waiting.Load() > 0 {
+		s.mu.Lock()
+		s.handOut()
+		s.mu.Unlock()
+	}
+}
+
+// handOut frees the slots the shards keep and hands the free slots to the
+// waiters in turn; s.mu is held. It sets waiting before it looks at the
+// shards: a give that read waiting unset left its slot where collect finds
+// it.
+func (s *slots) handOut() {
+	s.waiting.Store(int32(len(s.waiters)))
+	s.free += s.shards.collect(math.MaxInt)
+	for s.free > 0 && len(s.waiters) > 0 {
+		s.free--
+		close(s.waiters[0])
+		s.waiters = slices.Delete(s.waiters, 0, 1)
+	}
+	s.waiting.Store(int32(len(s.waiters)))
+}
+
+// shards are what a plugin's calls write, one shard per P (per core), each
+// with its own lock and cache lines, so that calls on different cores
+// share no lock and no written cache line: pooled mode's idle instances
+// (one stack a shard), the slots (see slots) and the calls counter. Under
+// one lock, the free list was 39% of the CPU of two cores calling a small
+// guest, most of it spinning (BENCHMARKS.md, Pooled calls across cores). A
+// call finds its P's shard once (local) and gives its instance and slot
+// back there. A pooled call whose shard has no idle instance takes
+// describe's from p.free, else one from another shard, else instantiates.
+type shards struct {
+	all  []*shard
+	hint sync.Pool // *shard: a P's (a sync.Pool's per-P cache is the runtime's only public per-P state)
+	next atomic.Uint32
+}
+
+// shard is one core's share, padded so that no two shards share a cache
+// line (nor the adjacent line the CPU prefetches).
+type shard struct {
+	shardState
+	_ [128 - unsafe.Sizeof(shardState{})%128]byte
+}
+
+// shardState is a shard's content.
+type shardState struct {
+	mu     sync.Mutex
+	idle   []*instance // pooled mode's idle instances, the most recently idle last
+	slots  int         // instance slots it keeps (see slots)
+	closed bool        // the plugin closed: push refuses
+	calls  atomic.Uint64
+}
+
+// init makes one shard per P, and gives each P a shard in turn.
+func (s *shards) init() {
+	s.all = make([]*shard, runtime.GOMAXPROCS(0))
+	for i := range s.all {
+		s.all[i] = new(shard)
+	}
+	s.hint.New = func() any { return s.all[int(s.next.Add(1))%len(s.all)] }
+}
+
+// local is the shard of the calling goroutine's P.
+func (s *shards) local() *shard {
+	sh := s.hint.Get().(*shard)
+	s.hint.Put(sh)
+	return sh
+}
+
+// calls is the calls counted on the shards.
+func (s *shards) calls() uint64 {
+	var n uint64
+	for _, sh := range s.all {
+		n += sh.calls.Load()
+	}
+	return n
+}
+
+// collect takes up to n of the slots the shards keep, and returns how many.
+func (s *shards) collect(n int) int {
+	got := 0
+	s.each(func(sh *shard) bool {
+		k := min(sh.slots, n-got)
+		sh.slots -= k
+		got += k
+		return got < n
+	}, s.all...)
+	return got
+}
+
+// takeSlot takes one of the slots the shard keeps, false if it keeps none.
+func (sh *shard) takeSlot() bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.slots == 0 {
+		return false
+	}
+	sh.slots--
+	return true
+}
+
+// steal takes an idle instance from any shard, nil if none has one.
+func (s *shards) steal() *instance {
+	var inst *instance
+	s.each(func(sh *shard) bool { inst = sh.top(true); return inst == nil }, s.all...)
+	return inst
+}
+
+// pop takes the shard's most recently idle instance, nil if it has none;
+// closed is true once the plugin closed.
+func (sh *shard) pop() (inst *instance, closed bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.top(true), sh.closed
+}
+
+// top is the shard's most recently idle instance, taken if take; sh.mu is
+// held.
+func (sh *shard) top(take bool) *instance {
+	n := len(sh.idle)
+	if n == 0 {
+		return nil
+	}
+	inst := sh.idle[n-1]
+	if take {
+		sh.idle[n-1] = nil
+		sh.idle = sh.idle[:n-1]
+	}
+	return inst
+}
+
+// push makes inst the shard's most recently idle instance; it is false,
+// and inst not kept, once the plugin closed.
+func (sh *shard) push(inst *instance) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closed {
+		return false
+	}
+	sh.idle = append(sh.idle, inst)
+	return true
+}
+
+// lastMemory is the linear memory of the local shard's most recently idle
+// instance, else of another shard's, read under its shard's lock (a call
+// may take the instance the moment it is released); ok is false when no
+// shard has one.
+func (s *shards) lastMemory() (bytes uint32, ok bool) {
+	visit := func(sh *shard) bool {
+		if last := sh.top(false); last != nil {
+			bytes, ok = last.g.MemoryBytes(), true
+		}
+		return !ok
+	}
+	if s.each(visit, s.local()) {
+		s.each(visit, s.all...)
+	}
+	return bytes, ok
+}
+
+// instances is every idle instance, in a new slice.
+func (s *shards) instances() []*instance {
+	var out []*instance
+	s.each(func(sh *shard) bool { out = append(out, sh.idle...); return true }, s.all...)
+	return out
+}
+
+// close empties every shard, closes it to push, and returns what it held.
+func (s *shards) close() []*instance {
+	var out []*instance
+	s.each(func(sh *shard) bool {
+		out = append(out, sh.idle...)
+		sh.idle, sh.closed = nil, true
+		return true
+	}, s.all...)
+	return out
+}
+
+// each calls visit on each of shs under its lock until visit returns
+// false, and reports whether it went through them all.
+func (s *shards) each(visit func(*shard) bool, shs ...*shard) bool {
+	for _, sh := range shs {
+		sh.mu.Lock()
+		more := visit(sh)
+		sh.mu.Unlock()
+		if !more {
+			return false
+		}
+	}
+	return true
 }

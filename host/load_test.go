@@ -236,8 +236,9 @@ func runLoad(t *testing.T) (heapLoaded uint64) {
 	for name, p := range plugins {
 		st := p.Stats()
 		hostStats[name] = st
+		idle := p.Memory().Instances
 		p.mu.Lock()
-		idle, keys := p.free.n, p.free.sessions()
+		keys := p.free.sessions()
 		p.mu.Unlock()
 		if st.Instantiated-st.Discarded != uint64(idle) {
 			t.Errorf("%s: %+v with %d idle instances: instances unaccounted for", name, st, idle)

@@ -40,8 +40,9 @@ type Plugin struct {
 	ext      extismParts        // Config's Extism-only parts, checked
 	watch    toolWatch          // its tools as they change (Extism MCP plugins)
 
-	mode      string        // Config.Isolation; "" (pooled) until describe has run
-	slots     chan struct{} // one token per instance allowed to run
+	mode      string // Config.Isolation; "" (pooled) until describe has run
+	slots     slots  // one per instance allowed to run
+	shards    shards // what calls write, by core: idle pooled instances, slots, calls (see isolation.go)
 	stats     stats
 	evicting  sync.WaitGroup // evictions in flight; Close waits for them
 	unevicted []*instance    // those a closing plugin stopped; Close releases them
@@ -70,6 +71,7 @@ type instance struct {
 	spare bool      // has run only describe: any key may take it
 	reuse bool      // false: closed after its call (IsolationCall)
 	since time.Time // when it last came back idle
+	home  *shard    // pooled mode: the idle stack it goes back to (see shards)
 	links [2]link   // its places in p.free while idle (see idleList)
 }
 
@@ -120,7 +122,8 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		return fail(kind, err)
 	}
 	p.module = mod
-	p.slots = make(chan struct{}, p.limits.MaxInstances)
+	p.shards.init()
+	p.slots.shards, p.slots.free = &p.shards, p.limits.MaxInstances
 	ok := false
 	defer func() {
 		if !ok {
@@ -224,11 +227,14 @@ type Stats struct {
 	Discarded    uint64 // instances thrown away after a trap, timeout or bad output
 }
 
+// stats are the counters; the calls CallFunc and CallDestroy make are
+// counted on their shards, so that cores do not share the counter every
+// call adds to (see shards).
 type stats struct{ calls, faults, instantiated, discarded atomic.Uint64 }
 
 // Stats returns the plugin's counters.
 func (p *Plugin) Stats() Stats {
-	return Stats{Calls: p.stats.calls.Load(), Faults: p.stats.faults.Load(),
+	return Stats{Calls: p.stats.calls.Load() + p.shards.calls(), Faults: p.stats.faults.Load(),
 		Instantiated: p.stats.instantiated.Load(), Discarded: p.stats.discarded.Load()}
 }
 
@@ -252,11 +258,15 @@ func (p *Plugin) Capabilities() []CapabilityStatus { return slices.Clone(p.caps)
 func (p *Plugin) Exports(name string) bool { return p.module.Exports(name) }
 
 // IdleMemory is the linear memory, in bytes, of the instance last given back
-// to the plugin's free lists: after a call that kept its instance, that
-// instance's. ok is false when no instance is idle. It lets a report (`morph
-// plugin test`, which calls one at a time) show what each call left its
-// instance with.
+// to the plugin's free lists (in pooled mode, those of the calling core
+// first: see shards): after a call that kept its instance, made one at a
+// time, that instance's. ok is false when no instance is idle. It lets a
+// report (`morph plugin test`, which calls one at a time) show what each
+// call left its instance with.
 func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
+	if bytes, ok = p.shards.lastMemory(); ok {
+		return bytes, true
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if last := p.free.order.tail; last != nil {
@@ -296,6 +306,9 @@ func (p *Plugin) Memory() MemoryStatus {
 		arenas = append(arenas, inst.arena)
 	}
 	p.mu.Unlock()
+	for _, inst := range p.shards.instances() {
+		arenas = append(arenas, inst.arena)
+	}
 	st := MemoryStatus{Instances: len(arenas)}
 	if m, ok := p.module.(interface{ Snapshot() (uint64, string) }); ok {
 		st.Image, st.NoSnapshot = m.Snapshot()
@@ -319,15 +332,15 @@ func (p *Plugin) Memory() MemoryStatus {
 // counted in Stats as a call's. It holds an instance slot as a call does, so
 // that Close waits for it.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
-	if kind, msg, err := p.takeSlot(ctx); kind != nil {
+	sh := p.shards.local()
+	kind, msg, err := p.takeSlot(ctx, sh)
+	if kind != nil {
 		p.stats.faults.Add(1)
 		return nil, 0, p.failure(abi.ExportDestroy, kind, msg, err)
 	}
-	defer func() { <-p.slots }()
+	defer p.slots.give(sh)
 	start := time.Now()
-	inst, err := p.get(ctx)
-	var kind error
-	var msg string
+	inst, err := p.get(ctx, sh)
 	if err != nil {
 		kind, msg = p.classify(ctx, err), "instantiate"
 	} else {
@@ -338,7 +351,7 @@ func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes ui
 		}
 		output = slices.Clone(view)
 		inst.close()
-		p.stats.calls.Add(1)
+		sh.calls.Add(1)
 	}
 	if kind == ErrTrap {
 		kind = p.classify(ctx, err)
@@ -380,7 +393,7 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 		p.mu.Unlock()
 		return nil
 	}
-	idle := p.free.all()
+	idle := append(p.free.all(), p.shards.close()...)
 	p.closed, p.free = true, newIdle()
 	if p.sweeper != nil {
 		p.sweeper.Stop()
@@ -406,11 +419,9 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 // drain takes every instance slot, so that no call runs, or returns ctx's
 // error; it goes on from where an earlier drain stopped.
 func (p *Plugin) drain(ctx context.Context) error {
-	for ; p.drained < cap(p.slots); p.drained++ {
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	for ; p.drained < p.limits.MaxInstances; p.drained++ {
+		if err := p.slots.take(ctx, p.shards.local(), nil); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -439,28 +450,22 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 	return out, err
 }
 
-// takeSlot takes an instance slot (see Close), or says why not: ctx done,
-// before or while waiting, or the plugin closing. The caller gives it back
-// with <-p.slots.
-func (p *Plugin) takeSlot(ctx context.Context) (kind error, msg string, err error) {
+// takeSlot takes an instance slot (see Close) for a call on the core of
+// shard sh, or says why not: ctx done, before or while waiting, or the
+// plugin closing. The caller gives it back with p.slots.give(sh).
+func (p *Plugin) takeSlot(ctx context.Context, sh *shard) (kind error, msg string, err error) {
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
 		return contextKind(err), "before the call", err
 	}
-	select {
-	case p.slots <- struct{}{}: // a free slot, the common case: no wait to set up
-		return nil, "", nil
-	default:
-	}
-	select {
-	case p.slots <- struct{}{}:
-		return nil, "", nil
-	case <-p.closing.Done():
+	switch err := p.slots.take(ctx, sh, p.closing.Done()); {
+	case err == ErrClosed:
 		return ErrClosed, "", nil
-	case <-ctx.Done():
-		return contextKind(ctx.Err()), "waiting for a free instance", ctx.Err()
+	case err != nil:
+		return contextKind(err), "waiting for a free instance", err
 	}
+	return nil, "", nil
 }
 
 // CallFunc is Call handing the output, still in guest memory, to read
@@ -473,7 +478,8 @@ func (p *Plugin) takeSlot(ctx context.Context) (kind error, msg string, err erro
 // A call during which an MCP plugin said its tools changed ends with the
 // instance describing them again (see toolWatch).
 func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
-	p.stats.calls.Add(1)
+	sh := p.shards.local()
+	sh.calls.Add(1)
 	fail := func(kind error, msg string, err error) error {
 		p.stats.faults.Add(1)
 		return p.failure(export, kind, msg, err)
@@ -483,12 +489,12 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	}
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
-	if kind, msg, err := p.takeSlot(ctx); kind != nil {
+	if kind, msg, err := p.takeSlot(ctx, sh); kind != nil {
 		return fail(kind, msg, err)
 	}
-	defer func() { <-p.slots }()
+	defer p.slots.give(sh)
 
-	inst, err := p.get(ctx)
+	inst, err := p.get(ctx, sh)
 	if err != nil {
 		return fail(p.classify(ctx, err), "instantiate", err)
 	}
