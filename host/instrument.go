@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/native"
@@ -28,10 +29,26 @@ func (l *Loader) instrumented(src *source, stack uint32) ([]byte, error) {
 	if err != nil || path == "" {
 		return out, err
 	}
+	l.pruned.Do(func() { pruneRewrites(filepath.Dir(path)) })
 	if err := writeAtomic(path, out); err != nil {
 		l.log.Debug("instrumented module not cached", "path", path, "err", err)
 	}
 	return out, nil
+}
+
+// pruneRewrites removes from dir the rewrites of other versions of
+// interrupt.Instrument, which no loader of this build reads: without it,
+// every upgrade of morph left a copy of every module it had loaded. A
+// loader prunes once, when it first rewrites a module (an upgrade's first
+// load); errors are ignored, the files being a cache.
+func pruneRewrites(dir string) {
+	entries, _ := os.ReadDir(dir)
+	current := fmt.Sprintf("v%d-", interrupt.Version)
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, "v") && strings.HasSuffix(name, ".wasm") && !strings.HasPrefix(name, current) {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
 }
 
 // writeAtomic writes b to path through a temporary file renamed into place,

@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,7 +16,8 @@ import (
 // A module is instrumented once per cache directory: the rewrite is kept
 // there, keyed by the original bytes, and a later loader uses it (shown by
 // replacing the cached rewrite of minimal with that of echo: the cache
-// directory is trusted, as SECURITY.md says of wazero's compiled code).
+// directory is trusted, as SECURITY.md says of wazero's compiled code), and
+// the rewrites of older versions of the instrumentation are removed.
 func TestInstrumentedModulesAreCached(t *testing.T) {
 	dir := t.TempDir()
 	instrument := func(name string) (orig, rewritten []byte) {
@@ -30,6 +32,18 @@ func TestInstrumentedModulesAreCached(t *testing.T) {
 	}
 	minimal, want := instrument("minimal")
 	_, echo := instrument("echo")
+	// A rewrite of an older version of Instrument, which this build never
+	// reads: the first rewrite prunes it. Other files stay.
+	old := filepath.Join(dir, "morph-interrupt", fmt.Sprintf("v%d-p1-s1-00.wasm", interrupt.Version-1))
+	other := filepath.Join(dir, "morph-interrupt", "notes.txt")
+	for _, f := range []string{old, other} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, echo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	prompt := func() string {
 		l, err := NewLoader(LoaderOptions{CacheDir: dir})
 		if err != nil {
@@ -46,7 +60,10 @@ func TestInstrumentedModulesAreCached(t *testing.T) {
 	}
 	cached, _ := filepath.Glob(filepath.Join(dir, "morph-interrupt", "*.wasm"))
 	if len(cached) != 1 {
-		t.Fatalf("cached %v, want one file", cached)
+		t.Fatalf("cached %v, want one file: the older version's pruned", cached)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("pruning removed a file that is not a rewrite: %v", err)
 	}
 	if got, _ := os.ReadFile(cached[0]); !bytes.Equal(got, want) {
 		t.Fatal("the cached module is not the instrumented one")

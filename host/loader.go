@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -187,6 +188,7 @@ type Loader struct {
 	secretEnv []string
 	limits    ModuleLimits // with defaults
 	limitsKey string       // names limits in the cache of checked modules
+	pruned    sync.Once    // the cache's rewrites of older versions (pruneRewrites)
 }
 
 // LoaderOptions configure a Loader.
