@@ -89,7 +89,7 @@ func (p *Plugin) destroy(ctx context.Context, idle []*instance) {
 		go func() {
 			defer wg.Done()
 			_, kind, msg, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
-			p.stats.calls.Add(1)
+			p.shards.local().calls.Add(1)
 			if kind == nil {
 				return
 			}

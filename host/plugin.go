@@ -227,14 +227,14 @@ type Stats struct {
 	Discarded    uint64 // instances thrown away after a trap, timeout or bad output
 }
 
-// stats are the counters; the calls CallFunc and CallDestroy make are
-// counted on their shards, so that cores do not share the counter every
-// call adds to (see shards).
-type stats struct{ calls, faults, instantiated, discarded atomic.Uint64 }
+// stats are the counters but calls, which are counted on the calling
+// core's shard, so that cores do not share the counter every call adds to
+// (see shards).
+type stats struct{ faults, instantiated, discarded atomic.Uint64 }
 
 // Stats returns the plugin's counters.
 func (p *Plugin) Stats() Stats {
-	return Stats{Calls: p.stats.calls.Load() + p.shards.calls(), Faults: p.stats.faults.Load(),
+	return Stats{Calls: p.shards.calls(), Faults: p.stats.faults.Load(),
 		Instantiated: p.stats.instantiated.Load(), Discarded: p.stats.discarded.Load()}
 }
 
@@ -281,7 +281,7 @@ func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
 type MemoryStatus struct {
 	Instances int    `json:"instances"`      // idle instances
 	Reserved  uint64 `json:"reserved_bytes"` // address space: each memory is mapped at the plugin's memory cap (package memory)
-	Resident  uint64 `json:"resident_bytes"` // of those memories, in resident pages: what the guests touched and still hold
+	Resident  uint64 `json:"resident_bytes"` // of those memories, the pages that are their own: what the guests wrote and still hold
 	// Image is what the plugin's snapshot holds (Config.NoSnapshot), which
 	// the memories started from it share: once for the plugin, where they
 	// are mapped over it (Linux), and not in Resident, which counts only the
@@ -460,7 +460,7 @@ func (p *Plugin) takeSlot(ctx context.Context, sh *shard) (kind error, msg strin
 		return contextKind(err), "before the call", err
 	}
 	switch err := p.slots.take(ctx, sh, p.closing.Done()); {
-	case err == ErrClosed:
+	case errors.Is(err, ErrClosed):
 		return ErrClosed, "", nil
 	case err != nil:
 		return contextKind(err), "waiting for a free instance", err

@@ -87,18 +87,20 @@ func (m *mapped) resident() uint64 {
 	return uint64(len(buf))
 }
 
-// trimZeros gives back the resident pages of the linear memory, past what
-// it maps of an image, that hold only zeros, and answers their bytes: a page given back reads as zeros, as
-// before, and costs nothing until it is written again. Only a page found
-// resident is read, and a page that holds data is read only up to its
-// first nonzero word, so the scan costs about what it gives back.
+// trimZeros gives back the resident pages of the linear memory that hold
+// only zeros, past what it maps of an image (given back, a page there would
+// read the image's contents), and answers their bytes: a page given back
+// reads as zeros, as before, and costs nothing until it is written again.
+// Only a page found resident is read, and a page that holds data is read
+// only up to its first nonzero word, so the scan costs about what it gives
+// back.
 func (m *mapped) trimZeros() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.buf == nil {
 		return 0
 	}
-	buf := m.buf[min(m.imaged, int(m.size.Load())):m.size.Load()] // given back, a page of an image would read the image's contents
+	buf := m.buf[min(m.imaged, int(m.size.Load())):m.size.Load()]
 	vec := mincore(buf)
 	page := unix.Getpagesize()
 	var trimmed uint64
