@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -83,5 +84,25 @@ func TestSnapshotRefused(t *testing.T) {
 				t.Fatalf("memory %+v: an image, or no reason", st)
 			}
 		})
+	}
+}
+
+// An _initialize that fills its memory to the plugin's cap makes the
+// largest image there can be: the cap, once for the plugin, not once per
+// instance; an instance started from it holds only what it writes.
+func TestSnapshotAtTheCap(t *testing.T) {
+	const mib = 4
+	p := load(t, newLoader(t), Config{Path: fixture(t, "snapinit_fill"), Isolation: IsolationSession, Limits: Limits{MemoryMiB: mib}})
+	e := engine.New(finalModel{}, nil, p.Options()...)
+	for _, s := range []string{"a", "b", "c"} {
+		expect(t, e, s, fmt.Sprintf("pages %d", mib*16%10))
+	}
+	st := p.Memory()
+	if st.Image > mib<<20 || st.Image < (mib<<20)-8<<10 {
+		t.Fatalf("memory %+v: want an image of the whole %d MiB cap", st, mib)
+	}
+	// a's instance (the image's source) holds the cap; b's and c's, 3 pages each.
+	if page := uint64(os.Getpagesize()); runtime.GOOS == "linux" && st.Resident > mib<<20+6*page {
+		t.Fatalf("memory %+v: the instances from the image hold more than the pages they wrote", st)
 	}
 }
