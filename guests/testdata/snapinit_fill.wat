@@ -1,11 +1,12 @@
-;; A guest whose _initialize grows its memory until the host refuses (the
-;; plugin's cap) and writes a byte into every 4 KiB page, so that the image
+;; A guest whose _initialize grows its memory until growth fails (at the
+;; plugin's cap, or at its own maximum of 4 MiB, which keeps it quick where
+;; it runs without a cap) and writes a byte into every 4 KiB page, so that the image
 ;; of a snapshot is as large as an image can be: the whole cap, all of it
 ;; data. build_prompt answers {"system_prompt":"pages N"}, N the count
 ;; of 64 KiB pages mod 10 (a fresh instance must start with the filled
 ;; memory), then writes a page of its own.
 (module
-  (memory (export "memory") 1)
+  (memory (export "memory") 1 64)
   (func (export "morph_abi_v1"))
   (func (export "morph_alloc") (param i32) (result i32) (i32.const 4096))
   (data (i32.const 16) "{\"name\":\"snapinit_fill\",\"version\":\"1\",\"abi_version\":1,\"hooks\":[\"build_prompt\"]}")
