@@ -1253,6 +1253,7 @@ func TestSchemaGoSamples(t *testing.T) {
 		ToolSuccessInput{Tool: "word_count", Step: 3, Params: map[string]any{"text": "a b"}, Observation: "2"},
 		FallbackInput{Task: "task", Reason: "r", Steps: 15, Usage: Usage{InputTokens: 1, OutputTokens: 2, TotalTokens: 3, Cost: 1.5}},
 		ToolCallInput{Tool: "word_count", Params: map[string]any{"text": "a b c"}},
+		ToolCallInput{Tool: "word_count", Params: map[string]any{"text": "a b c"}, CallID: "s1/K3QZ7PA2MX/2/1/1"},
 		ToolCallOutput{Output: "3"},
 		ToolCallOutput{Output: "a chart [image 1: image/png]", Images: []Image{{MimeType: "image/png", Data: "iVBORw0KGgo="}}},
 		Image{MimeType: "image/jpeg", Data: "/9j/4AAQ"},

@@ -147,6 +147,12 @@ type Manifest struct {
 type ToolCallInput struct {
 	Tool   string         `json:"tool"`
 	Params map[string]any `json:"params"`
+	// CallID names this call of the tool (engine.CallID): the same on
+	// each attempt of the call where the host makes it again (a durable
+	// worker lost in the middle of it), no other call's. A tool whose call
+	// has effects outside it can do them once per ID. Opaque; absent from
+	// hosts before it.
+	CallID string `json:"call_id,omitempty"`
 }
 
 // ToolCallOutput is a tool's result, shown to the model as the observation.

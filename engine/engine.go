@@ -101,6 +101,7 @@ type run struct {
 	opts    RunOptions
 	params  map[string]any
 	allowed map[string]bool // tools the run offers (RunOptions.Tools, then before_run hooks); nil: every registered tool
+	nonce   string          // of the run's tool call IDs (callID), drawn at its first call
 }
 
 // Run runs the agent on task until it gives a final answer: one turn of a
@@ -494,7 +495,7 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string,
 	}
 	// The tool's output (or a plugin's trap message) is capped before the
 	// after_tool_call chain sees it, and the chain's result again.
-	out, images, err := e.execute(r, tool, input, valid)
+	out, images, err := e.execute(r, step, tool, input, valid)
 	if err != nil {
 		out = err.Error()
 	}
@@ -540,19 +541,21 @@ func (e *Engine) keptImages(r *run, step int, tool string, images []abi.Image, r
 }
 
 // execute validates input against the tool's schema, unless valid says
-// that was done, and runs the tool; the error's text is the observation
-// ("Error: ..." for bad input, "error: ..." for the tool's own failure).
-func (e *Engine) execute(r *run, tool Tool, input map[string]any, valid validation) (string, []abi.Image, error) {
+// that was done, and runs the tool with its call's ID (CallID); the
+// error's text is the observation ("Error: ..." for bad input, "error:
+// ..." for the tool's own failure).
+func (e *Engine) execute(r *run, step int, tool Tool, input map[string]any, valid validation) (string, []abi.Image, error) {
 	if err := valid.of(e.reg, tool.Name(), input); err != nil {
 		return "", nil, fmt.Errorf("Error: %w", err)
 	}
 	var out string
 	var images []abi.Image
+	ctx := WithCallID(r.ctx, r.callID(step, 1)) // one tool call a step
 	err := callHook("tool "+tool.Name(), func() (err error) {
 		if it, ok := tool.(ImageTool); ok {
-			out, images, err = it.ExecuteImages(r.ctx, input)
+			out, images, err = it.ExecuteImages(ctx, input)
 		} else {
-			out, err = tool.Execute(r.ctx, input)
+			out, err = tool.Execute(ctx, input)
 		}
 		return err
 	})

@@ -135,7 +135,7 @@ func (t *tool) Execute(ctx context.Context, params map[string]any) (string, erro
 // base64 is dropped with a warning: a model server would refuse the whole
 // request for it.
 func (t *tool) ExecuteImages(ctx context.Context, params map[string]any) (string, []abi.Image, error) {
-	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params})
+	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params, CallID: engine.CallID(ctx)})
 	var pe *Error
 	if err == nil {
 		images := slices.DeleteFunc(out.Images, func(img abi.Image) bool {

@@ -65,3 +65,27 @@ func TestToolErrorText(t *testing.T) {
 		}
 	}
 }
+
+// A plugin tool is given its call's ID (call_id), as the engine names the
+// call: the tool's input is the ToolCallInput the host sent, which the
+// echo_tool fixture answers as its error.
+func TestToolCallID(t *testing.T) {
+	l := newLoader(t)
+	p := load(t, l, Config{Name: "echo_tool", Path: fixture(t, "echo_tool")})
+	var tool engine.Tool
+	for _, tl := range p.Tools() {
+		tool = tl
+	}
+	if tool == nil || tool.Name() != "echo_input" {
+		t.Fatalf("tools %v", p.Tools())
+	}
+	ctx := engine.WithCallID(context.Background(), "s1/N/2/3/1")
+	_, err := tool.Execute(ctx, map[string]any{"x": 1})
+	if err == nil || !strings.Contains(err.Error(), `"call_id":"s1/N/2/3/1"`) || !strings.Contains(err.Error(), `"params":{"x":1}`) {
+		t.Fatalf("the tool's input: %v", err)
+	}
+	// outside a call: no call_id
+	if _, err := tool.Execute(context.Background(), map[string]any{}); err == nil || strings.Contains(err.Error(), "call_id") {
+		t.Fatalf("the tool's input without a call: %v", err)
+	}
+}

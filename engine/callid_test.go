@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// idTool records the call ID of each of its calls.
+type idTool struct{ ids []string }
+
+func (t *idTool) Name() string            { return "id" }
+func (t *idTool) Description() string     { return "records its call IDs" }
+func (t *idTool) ParameterSchema() string { return "" }
+func (t *idTool) Execute(ctx context.Context, _ map[string]any) (string, error) {
+	t.ids = append(t.ids, CallID(ctx))
+	return "ok", nil
+}
+
+// Each tool call of a turn has an ID of its own, naming its session, turn
+// and step; a session whose turns are numbered from 1 again (resumed by
+// its ID) gives its calls other IDs; a caller's ID for Engine.CallTool is
+// the tool's.
+func TestCallID(t *testing.T) {
+	tool := &idTool{}
+	ctx := context.Background()
+	if id := CallID(ctx); id != "" {
+		t.Fatalf("CallID outside a call: %q", id)
+	}
+	turn := []string{toolCall("id", "{}"), toolCall("id", `{"n":2}`), finalReply("done")}
+	m := script(append(append(turn, turn...), turn...)...)
+	e := New(m, registry(tool))
+	s := e.NewSession("s1")
+	for range 2 {
+		if _, _, err := s.RunTurn(ctx, "go", RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.ResumeSession("s1", nil).RunTurn(ctx, "go", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(tool.ids) != 6 {
+		t.Fatalf("%d calls, want 6: %q", len(tool.ids), tool.ids)
+	}
+	seen := map[string]bool{}
+	for i, id := range tool.ids {
+		parts := strings.Split(id, "/")
+		turn, step := []string{"1", "2", "1"}[i/2], []string{"1", "2"}[i%2]
+		if len(parts) != 5 || parts[0] != "s1" || parts[2] != turn || parts[3] != step || parts[4] != "1" || seen[id] {
+			t.Errorf("call %d: ID %q, want s1/<nonce>/%s/%s/1, unique", i+1, id, turn, step)
+		}
+		seen[id] = true
+	}
+	if _, err := e.CallTool(WithCallID(ctx, "mine"), "s1", "id", map[string]any{}, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CallTool(ctx, "s1", "id", map[string]any{}, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tool.ids[6:]; got[0] != "mine" || !strings.HasPrefix(got[1], "s1/") || seen[got[1]] {
+		t.Errorf("CallTool's IDs %q, want the caller's, then one of its own", got)
+	}
+}
