@@ -51,6 +51,30 @@ type Temporal struct {
 	// PayloadMaxKB is the largest payload read back from PayloadDir
 	// (default 262144, 256 MiB): a larger blob is refused, not read.
 	PayloadMaxKB int `toml:"payload_max_kb"`
+
+	// JournalDir is the result journal's directory: each worker records
+	// there the result of each model call, tool call and hook call before
+	// it answers Temporal, and an attempt of a call that is recorded there
+	// (its worker died after the call, before Temporal recorded it)
+	// answers the record instead of calling again. Every worker of the
+	// task queue must see the same directory (a shared volume when they
+	// are on several machines): a worker that does not see a record makes
+	// the call again. A relative path is resolved against the config
+	// file's directory. Default: "journal" in PayloadDir when that is
+	// set, else ".morph/journal" beside the config file, which the workers
+	// of one machine loading the same file share. It may not be, or hold,
+	// PayloadDir: old records are removed from it (JournalRetention).
+	JournalDir string `toml:"journal_dir"`
+	// JournalMaxKB is the largest record of the journal (default 65536,
+	// 64 MiB): a call whose result is larger fails, loudly, rather than
+	// going unrecorded; a record larger is refused, not read.
+	JournalMaxKB int `toml:"journal_max_kb"`
+	// JournalRetention is how long a record is kept (default 168h, a
+	// week): it is needed until Temporal has recorded its call's
+	// completion, which is at most its attempts' timeouts after it is
+	// written, unless every worker is down meanwhile. Each worker removes
+	// older records when it starts and every hour.
+	JournalRetention time.Duration `toml:"journal_retention"`
 }
 
 // Defaults of the [temporal] table.
@@ -64,6 +88,8 @@ const (
 	DefaultSessionIdleTimeout  = 24 * time.Hour
 	DefaultPayloadThresholdKB  = 64
 	DefaultPayloadMaxKB        = 256 << 10
+	DefaultJournalMaxKB        = 64 << 10
+	DefaultJournalRetention    = 7 * 24 * time.Hour
 )
 
 // WithDefaults is t with its empty keys set to their defaults.
@@ -92,6 +118,12 @@ func (t Temporal) WithDefaults() Temporal {
 	if t.PayloadMaxKB == 0 {
 		t.PayloadMaxKB = DefaultPayloadMaxKB
 	}
+	if t.JournalMaxKB == 0 {
+		t.JournalMaxKB = DefaultJournalMaxKB
+	}
+	if t.JournalRetention == 0 {
+		t.JournalRetention = DefaultJournalRetention
+	}
 	return t
 }
 
@@ -115,16 +147,32 @@ func (v *validator) temporal() {
 	v.limit(toml.Key{"temporal", "session_max_history_kb"}, t.SessionMaxHistoryKB)
 	v.limit(toml.Key{"temporal", "payload_threshold_kb"}, t.PayloadThresholdKB)
 	v.limit(toml.Key{"temporal", "payload_max_kb"}, t.PayloadMaxKB)
-	if v.md.IsDefined("temporal", "session_idle_timeout") {
-		switch {
-		case v.md.Type("temporal", "session_idle_timeout") != "String":
-			v.fail(toml.Key{"temporal", "session_idle_timeout"}, nil, "want a duration string such as \"24h\", got %s",
-				strings.ToLower(v.md.Type("temporal", "session_idle_timeout")))
-		case t.SessionIdleTimeout <= 0:
-			v.fail(toml.Key{"temporal", "session_idle_timeout"}, nil, "must be positive, got %s", t.SessionIdleTimeout)
+	v.limit(toml.Key{"temporal", "journal_max_kb"}, t.JournalMaxKB)
+	v.duration(toml.Key{"temporal", "session_idle_timeout"}, t.SessionIdleTimeout, "24h")
+	v.duration(toml.Key{"temporal", "journal_retention"}, t.JournalRetention, "168h")
+	for _, dir := range []*string{&t.PayloadDir, &t.JournalDir} {
+		if *dir != "" && !filepath.IsAbs(*dir) {
+			*dir = filepath.Join(filepath.Dir(v.c.File), *dir)
 		}
 	}
-	if t.PayloadDir != "" && !filepath.IsAbs(t.PayloadDir) {
-		t.PayloadDir = filepath.Join(filepath.Dir(v.c.File), t.PayloadDir)
+	if t.PayloadDir != "" && t.JournalDir != "" {
+		if rel, err := filepath.Rel(t.JournalDir, t.PayloadDir); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			v.fail(toml.Key{"temporal", "journal_dir"}, nil, "%q is or holds payload_dir %q, whose blobs the journal's cleaning would remove: "+
+				"give the journal a directory of its own (by default, \"journal\" in payload_dir)", t.JournalDir, t.PayloadDir)
+		}
+	}
+}
+
+// duration checks the duration key, which must be a positive duration
+// string (such as example) when it is set.
+func (v *validator) duration(key toml.Key, d time.Duration, example string) {
+	if !v.md.IsDefined(key...) {
+		return
+	}
+	switch {
+	case v.md.Type(key...) != "String":
+		v.fail(key, nil, "want a duration string such as %q, got %s", example, strings.ToLower(v.md.Type(key...)))
+	case d <= 0:
+		v.fail(key, nil, "must be positive, got %s", d)
 	}
 }

@@ -17,7 +17,8 @@ func TestTemporalTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph",
-		SessionMaxTurns: 100, SessionMaxHistoryKB: 4096, SessionIdleTimeout: 24 * time.Hour, PayloadThresholdKB: 64, PayloadMaxKB: 256 << 10}) {
+		SessionMaxTurns: 100, SessionMaxHistoryKB: 4096, SessionIdleTimeout: 24 * time.Hour, PayloadThresholdKB: 64, PayloadMaxKB: 256 << 10,
+		JournalMaxKB: 64 << 10, JournalRetention: 7 * 24 * time.Hour}) {
 		t.Errorf("defaults %+v", got)
 	}
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\n"
@@ -31,6 +32,11 @@ func TestTemporalTable(t *testing.T) {
 		{`payload_max_kb = 0`, "temporal.payload_max_kb", "must be from 1"},
 		{`session_idle_timeout = 5`, "temporal.session_idle_timeout", "want a duration string"},
 		{`session_idle_timeout = "-1h"`, "temporal.session_idle_timeout", "must be positive"},
+		{`journal_max_kb = 0`, "temporal.journal_max_kb", "must be from 1"},
+		{`journal_retention = 3600`, "temporal.journal_retention", "want a duration string"},
+		{`journal_retention = "0s"`, "temporal.journal_retention", "must be positive"},
+		{"payload_dir = \"blobs\"\njournal_dir = \"blobs\"", "temporal.journal_dir", "is or holds payload_dir"},
+		{"payload_dir = \"data/blobs\"\njournal_dir = \"data\"", "temporal.journal_dir", "is or holds payload_dir"},
 	} {
 		ce, err := loadErr(t, head+c.line+"\n")
 		if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) {
@@ -39,15 +45,19 @@ func TestTemporalTable(t *testing.T) {
 	}
 }
 
-// [temporal] payload_dir is resolved against the config file's directory.
+// [temporal] payload_dir and journal_dir are resolved against the config
+// file's directory; the journal may be in the payloads' directory.
 func TestTemporalPayloadDir(t *testing.T) {
 	dir := write(t, map[string]string{"replies.json": replies,
-		"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\npayload_dir = \"blobs\"\n"})
+		"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\npayload_dir = \"blobs\"\njournal_dir = \"blobs/j\"\n"})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := filepath.Join(dir, "blobs"); cfg.Temporal.PayloadDir != want {
 		t.Errorf("payload_dir %q, want %q", cfg.Temporal.PayloadDir, want)
+	}
+	if want := filepath.Join(dir, "blobs", "j"); cfg.Temporal.JournalDir != want {
+		t.Errorf("journal_dir %q, want %q", cfg.Temporal.JournalDir, want)
 	}
 }

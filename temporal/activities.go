@@ -24,16 +24,23 @@ import (
 // fallback); Temporal retries an activity only when its worker is lost,
 // which its timeout tells (see Timeouts).
 type Activities struct {
-	cfg    *config.Config
-	rt     *config.Runtime
-	client llm.Client
-	log    *slog.Logger
+	cfg     *config.Config
+	rt      *config.Runtime
+	client  llm.Client
+	log     *slog.Logger
+	journal *Journal
+	// stopPrune ends the journal's cleaning (Journal.prune).
+	stopPrune context.CancelFunc
 }
 
 // NewActivities loads cfg's model client and engine, plugins included,
-// as `morph run` would.
+// as `morph run` would, and opens its result journal (see Journal).
 func NewActivities(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Activities, error) {
 	client, err := cfg.Client(logger)
+	if err != nil {
+		return nil, err
+	}
+	j, err := openJournal(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -41,11 +48,16 @@ func NewActivities(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &Activities{cfg: cfg, rt: rt, client: client, log: logger}, nil
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go j.prune(pctx, cfg.Temporal.WithDefaults().JournalRetention, logger)
+	return &Activities{cfg: cfg, rt: rt, client: client, log: logger, journal: j, stopPrune: stop}, nil
 }
 
 // Close closes the engine and its plugins.
-func (a *Activities) Close(ctx context.Context) error { return a.rt.Close(ctx) }
+func (a *Activities) Close(ctx context.Context) error {
+	a.stopPrune()
+	return a.rt.Close(ctx)
+}
 
 // Setup describes the worker's engine for the workflow's, and the
 // timeouts of its calls.

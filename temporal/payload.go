@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -22,13 +23,17 @@ import (
 )
 
 // PayloadStore keeps the payloads a PayloadCodec takes out of Temporal's
-// history, each under its key: the hex SHA-256 of its content. DirStore is
-// a directory; an embedding host may give another (an S3 bucket, ...).
+// history, each under its key: the hex SHA-256 of its content; and the
+// records of a Journal, each under the SHA-256 of its call. DirStore is a
+// directory; an embedding host may give another (an S3 bucket, ...).
 type PayloadStore interface {
-	// Put stores data under key; storing a key again is harmless.
+	// Put stores data under key, durably once it returns, and so that a
+	// reader sees all of data or nothing; storing a key again is
+	// harmless (the first data stays).
 	Put(key string, data []byte) error
 	// Get returns what is stored under key, refusing more than max bytes
-	// without reading them.
+	// without reading them. For a key never stored its error is
+	// fs.ErrNotExist (errors.Is).
 	Get(key string, max int64) ([]byte, error)
 	// String names the store, for errors.
 	String() string
@@ -58,8 +63,9 @@ func (d DirStore) name(key string) (string, error) {
 	return path.Join(key[:2], key), nil
 }
 
-// Put writes data to a temporary file beside its blob and renames it into
-// place, so that a reader sees the whole blob or none.
+// Put writes data to a temporary file beside its blob, syncs it and
+// renames it into place, then syncs the directory: a reader sees the whole
+// blob or none, and a blob Put returned survives a crash of the machine.
 func (d DirStore) Put(key string, data []byte) error {
 	name, err := d.name(key)
 	if err != nil {
@@ -76,19 +82,86 @@ func (d DirStore) Put(key string, data []byte) error {
 	if _, err := root.Stat(name); err == nil {
 		return nil // content-addressed: the same bytes
 	}
-	tmp := name + ".tmp-" + rand.Text()
+	tmp := name + tmpInfix + rand.Text()
 	err = root.MkdirAll(path.Dir(name), 0o755)
 	if err == nil {
-		err = root.WriteFile(tmp, data, 0o644)
+		err = writeSynced(root, tmp, data)
 	}
 	if err == nil {
 		err = root.Rename(tmp, name)
+	}
+	if err == nil {
+		err = syncDir(root, path.Dir(name))
 	}
 	if err != nil {
 		root.Remove(tmp)
 		return fmt.Errorf("%w %s: writing blob %s: %w", ErrPayload, d, key, err)
 	}
 	return nil
+}
+
+// tmpInfix marks a blob being written: a crash leaves it, and Prune
+// removes it.
+const tmpInfix = ".tmp-"
+
+// writeSynced writes data to the new file name in root and syncs it.
+func writeSynced(root *os.Root, name string, data []byte) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// syncDir syncs the directory name in root, so that a rename in it
+// survives a crash.
+func syncDir(root *os.Root, name string) error {
+	f, err := root.Open(name)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
+// Prune removes the blobs written before before, and the temporary files
+// of writes a crash left: the Journal's cleaning (a payload's blob is
+// needed as long as the history that names it, so a payload_dir is never
+// pruned). It returns how many files it removed.
+func (d DirStore) Prune(before time.Time) (int, error) {
+	root, err := os.OpenRoot(d.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w %s: %w", ErrPayload, d, err)
+	}
+	defer root.Close()
+	removed := 0
+	err = fs.WalkDir(root.FS(), ".", func(name string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) { // another worker's prune
+			return nil
+		}
+		if err != nil || !info.ModTime().Before(before) {
+			return err
+		}
+		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		removed++
+		return nil
+	})
+	if err != nil {
+		return removed, fmt.Errorf("%w %s: pruning: %w", ErrPayload, d, err)
+	}
+	return removed, nil
 }
 
 // Get reads key's blob, if it is no larger than max.
@@ -115,7 +188,7 @@ func (d DirStore) Get(key string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w %s: reading blob %s: %w", ErrPayload, d, key, err)
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%w %s: blob %s is larger than %d bytes ([temporal] payload_max_kb)", ErrPayload, d, key, max)
+		return nil, fmt.Errorf("%w %s: blob %s is larger than %d bytes, the most read", ErrPayload, d, key, max)
 	}
 	return data, nil
 }

@@ -1,0 +1,268 @@
+package temporal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+)
+
+// Journal is the result journal of a task queue's workers. Temporal
+// records an activity's result when its worker reports it: a worker that
+// dies after the call returned and before that report leaves the activity
+// to be run again, the call with it. So each worker records the result of
+// every call (a model call, a tool call, a hook call: every activity but
+// Setup) in the journal before it reports it, and an attempt of a call
+// whose result is recorded answers the record without calling. The one
+// call that still runs twice is the one in flight when its worker died,
+// whose result nobody has: its tool gets the call's ID (engine.CallID,
+// the same on every attempt) to do its effects once.
+//
+// A call is an activity of a workflow's run (Call): its ID is the same on
+// each attempt, and no other activity of the run has it. A workflow
+// continues as new only between calls, so no call spans two runs; a
+// workflow reset to before a call makes it again, in a run of its own.
+//
+// The records are in Store, under the SHA-256 of the call's identity,
+// each the call and its result as JSON, at most Max bytes. The workers of
+// the queue must share it; DirStore is a directory, written by a
+// temporary file, fsync and rename. A record is needed only until
+// Temporal has recorded its call: Prune, where the store can, removes
+// records older than the retention.
+type Journal struct {
+	Store PayloadStore
+	Max   int64
+}
+
+// ErrJournal marks a call the journal could not record, or a record it
+// could not read (corrupt, larger than journal_max_kb, of another call):
+// the call fails rather than run again.
+var ErrJournal = errors.New("result journal")
+
+// Call is the identity of one call: an activity of a workflow's run.
+type Call struct {
+	Namespace string
+	Workflow  string // the workflow's ID
+	Run       string // the run's ID
+	Activity  string // the activity's ID, the same on each of its attempts
+	Type      string // the activity's type (Chat, CallTool, ...)
+}
+
+// ID is the call's ID as the tools see it (engine.CallID).
+func (c Call) ID() string { return c.Workflow + "/" + c.Run + "/" + c.Activity }
+
+// key is the call's key in the store: the SHA-256 of its identity as JSON,
+// which no two calls share whatever their IDs hold.
+func (c Call) key() string {
+	b, _ := json.Marshal([]string{c.Namespace, c.Workflow, c.Run, c.Activity})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// record is a call's record in the store.
+type record struct {
+	Call   Call
+	Result json.RawMessage
+}
+
+// Lookup returns the result recorded for c, if one is.
+func (j *Journal) Lookup(c Call) (json.RawMessage, bool, error) {
+	data, err := j.Store.Get(c.key(), j.Max)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: call %s (%s): %w ([temporal] journal_max_kb bounds a record)", ErrJournal, c.ID(), c.Type, err)
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil || r.Call != c {
+		return nil, false, fmt.Errorf("%w %s: the record %s of call %s (%s) is corrupt or another call's: remove it, and the call is made again",
+			ErrJournal, j.Store, c.key(), c.ID(), c.Type)
+	}
+	return r.Result, true, nil
+}
+
+// Record records result as c's, unless the record would be larger than
+// j.Max.
+func (j *Journal) Record(c Call, result json.RawMessage) error {
+	data, err := json.Marshal(record{Call: c, Result: result})
+	if err != nil {
+		return fmt.Errorf("%w: call %s (%s): %w", ErrJournal, c.ID(), c.Type, err)
+	}
+	if int64(len(data)) > j.Max {
+		return fmt.Errorf("%w: the result of call %s (%s) is %d bytes, more than %d ([temporal] journal_max_kb)",
+			ErrJournal, c.ID(), c.Type, len(data), j.Max)
+	}
+	if err := j.Store.Put(c.key(), data); err != nil {
+		return fmt.Errorf("%w: call %s (%s): %w", ErrJournal, c.ID(), c.Type, err)
+	}
+	return nil
+}
+
+// Pruner is a store that can remove what it was given before a time: the
+// journal's DirStore.
+type Pruner interface {
+	Prune(before time.Time) (removed int, err error)
+}
+
+// pruneEvery is how often a worker removes the journal's old records.
+const pruneEvery = time.Hour
+
+// prune removes, where the store can, the records older than retention,
+// now and then every pruneEvery, until ctx ends.
+func (j *Journal) prune(ctx context.Context, retention time.Duration, log *slog.Logger) {
+	p, ok := j.Store.(Pruner)
+	if !ok {
+		return
+	}
+	tick := time.NewTicker(pruneEvery)
+	defer tick.Stop()
+	for {
+		n, err := p.Prune(time.Now().Add(-retention))
+		if err != nil {
+			log.ErrorContext(ctx, "result journal: removing old records", "store", j.Store.String(), "err", err)
+		} else if n > 0 {
+			log.InfoContext(ctx, "result journal: old records removed", "store", j.Store.String(), "removed", n, "retention", retention)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// openJournal opens cfg's journal, a DirStore in journalDir, creating
+// the directory now so that a worker that cannot write there does not
+// start.
+func openJournal(cfg *config.Config) (*Journal, error) {
+	dir := journalDir(cfg)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %w ([temporal] journal_dir: a directory every worker of the queue shares)", ErrJournal, err)
+	}
+	return &Journal{Store: DirStore{Dir: dir}, Max: int64(cfg.Temporal.WithDefaults().JournalMaxKB) << 10}, nil
+}
+
+// journalDir is cfg's [temporal] journal_dir, or its default: "journal"
+// in payload_dir, else ".morph/journal" beside the config file.
+func journalDir(cfg *config.Config) string {
+	switch t := cfg.Temporal; {
+	case t.JournalDir != "":
+		return t.JournalDir
+	case t.PayloadDir != "":
+		return filepath.Join(t.PayloadDir, "journal")
+	}
+	return filepath.Join(filepath.Dir(cfg.File), ".morph", "journal")
+}
+
+// journaled are the activities whose results the journal records, by
+// name, each with the type of its result (nil: it answers only an error):
+// every method of Activities but Setup, which describes the worker that
+// answers it, and Close, which is no activity.
+var journaled = func() map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	t := reflect.TypeFor[*Activities]()
+	for i := range t.NumMethod() {
+		m := t.Method(i)
+		if m.Name == "Setup" || m.Name == "Close" {
+			continue
+		}
+		out[m.Name] = nil
+		if m.Type.NumOut() == 2 {
+			out[m.Name] = m.Type.Out(0)
+		}
+	}
+	return out
+}()
+
+// journalPoint, when set (by the tests' worker), is called at each point
+// of a journaled call: "before" it, once it is "called" and before its
+// result is recorded, and once it is "recorded" and before Temporal is
+// told. The kill tests kill their worker there.
+var journalPoint func(ctx context.Context, point string)
+
+// at calls journalPoint, if set.
+func at(ctx context.Context, point string) {
+	if journalPoint != nil {
+		journalPoint(ctx, point)
+	}
+}
+
+// journalInterceptor has a worker's activities go through its journal.
+type journalInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	j   *Journal
+	log *slog.Logger
+}
+
+func (w *journalInterceptor) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &journalActivity{j: w.j, log: w.log}
+	i.Next = next
+	return i
+}
+
+// journalActivity runs one activity through the journal.
+type journalActivity struct {
+	interceptor.ActivityInboundInterceptorBase
+	j   *Journal
+	log *slog.Logger
+}
+
+// ExecuteActivity answers the activity's record, if it has one; else it
+// runs the activity, with its call's ID for the tools, and records its
+// result before answering it. A journal that fails fails the call, not
+// retried: running it again might repeat what it did.
+func (i *journalActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	typ, ok := journaled[info.ActivityType.Name]
+	if !ok {
+		return i.Next.ExecuteActivity(ctx, in)
+	}
+	c := Call{Namespace: info.WorkflowNamespace, Workflow: info.WorkflowExecution.ID, Run: info.WorkflowExecution.RunID,
+		Activity: info.ActivityID, Type: info.ActivityType.Name}
+	at(ctx, "before")
+	raw, found, err := i.j.Lookup(c)
+	if err != nil {
+		return nil, nonRetryable("journal", err)
+	}
+	if found {
+		i.log.InfoContext(ctx, "result journal: answered the recorded result, not calling again", "call", c.ID(), "activity", c.Type, "attempt", info.Attempt)
+		if typ == nil {
+			return nil, nil
+		}
+		v := reflect.New(typ)
+		if err := json.Unmarshal(raw, v.Interface()); err != nil {
+			return nil, nonRetryable("journal", fmt.Errorf("%w: the record of call %s (%s) is not its result: %w", ErrJournal, c.ID(), c.Type, err))
+		}
+		return v.Elem().Interface(), nil
+	}
+	res, err := i.Next.ExecuteActivity(engine.WithCallID(ctx, c.ID()), in)
+	if err != nil {
+		return res, err
+	}
+	at(ctx, "called")
+	raw, err = json.Marshal(res)
+	if err == nil {
+		err = i.j.Record(c, raw)
+	}
+	if err != nil {
+		i.log.ErrorContext(ctx, "result journal: the call's result is not recorded, so the call fails", "call", c.ID(), "activity", c.Type, "err", err)
+		return nil, nonRetryable("journal", err)
+	}
+	at(ctx, "recorded")
+	return res, nil
+}

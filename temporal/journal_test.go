@@ -1,0 +1,206 @@
+package temporal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testJournal is a journal in a directory of the test's, at most max bytes
+// a record.
+func testJournal(t *testing.T, max int64) (*Journal, string) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	return &Journal{Store: DirStore{Dir: dir}, Max: max}, dir
+}
+
+// files are the paths of the files under dir, relative to it.
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A call's result comes back as recorded, and only for that call: calls
+// whose IDs differ in any part, or hold separators and path elements,
+// have records of their own, each a file named by a SHA-256 inside the
+// directory, and no temporary file is left.
+func TestJournalRecords(t *testing.T) {
+	j, dir := testJournal(t, 1<<20)
+	calls := []Call{
+		{Namespace: "default", Workflow: "morph-session-a", Run: "r1", Activity: "5", Type: "Chat"},
+		{Namespace: "default", Workflow: "morph-session-a", Run: "r1", Activity: "6", Type: "CallTool"},
+		{Namespace: "default", Workflow: "morph-session-a", Run: "r2", Activity: "5", Type: "Chat"},
+		{Namespace: "other", Workflow: "morph-session-a", Run: "r1", Activity: "5", Type: "Chat"},
+		{Namespace: "default", Workflow: "../../etc/passwd", Run: "/r1", Activity: "5/..", Type: "Chat"},
+		{Namespace: "default", Workflow: "a/b", Run: "c", Activity: "5", Type: "Chat"},
+		{Namespace: "default", Workflow: "a", Run: "b/c", Activity: "5", Type: "Chat"},
+		{Namespace: "default", Workflow: strings.Repeat("w", 1000), Run: "r", Activity: "1", Type: "Chat"},
+	}
+	for i, c := range calls {
+		if _, found, err := j.Lookup(c); found || err != nil {
+			t.Fatalf("%v before it is recorded: found %v, %v", c, found, err)
+		}
+		if err := j.Record(c, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range calls {
+		res, found, err := j.Lookup(c)
+		if !found || err != nil || string(res) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Errorf("%v: %s, %v, %v", c, res, found, err)
+		}
+	}
+	got := files(t, dir)
+	name := regexp.MustCompile(`^[0-9a-f]{2}/[0-9a-f]{64}$`)
+	for _, f := range got {
+		if !name.MatchString(filepath.ToSlash(f)) {
+			t.Errorf("file %q in the journal: want <2 hex>/<SHA-256> only", f)
+		}
+	}
+	if len(got) != len(calls) {
+		t.Errorf("%d files for %d calls: %v", len(got), len(calls), got)
+	}
+	// A second record of a call keeps the first: the attempt Temporal
+	// took answered that one.
+	if err := j.Record(calls[0], json.RawMessage(`{"n":"again"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if res, _, _ := j.Lookup(calls[0]); string(res) != `{"n":0}` {
+		t.Errorf("recorded again: %s, want the first record", res)
+	}
+}
+
+// A result larger than the journal's cap is refused, loudly (ErrJournal
+// naming the key), and nothing is recorded; a record larger than the cap
+// is refused unread.
+func TestJournalCap(t *testing.T) {
+	j, dir := testJournal(t, 200)
+	c := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "1", Type: "CallTool"}
+	err := j.Record(c, json.RawMessage(`"`+strings.Repeat("x", 200)+`"`))
+	if !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), "journal_max_kb") {
+		t.Fatalf("a result over the cap: %v", err)
+	}
+	if f := files(t, dir); len(f) != 0 {
+		t.Fatalf("files after a refused record: %v", f)
+	}
+	if err := j.Record(c, json.RawMessage(`"small"`)); err != nil {
+		t.Fatal(err)
+	}
+	j.Max = 20
+	if _, found, err := j.Lookup(c); found || !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), "journal_max_kb") {
+		t.Fatalf("a record over the cap: found %v, %v", found, err)
+	}
+}
+
+// A record that is not one (cut short, garbage) or is another call's is
+// refused loudly (ErrJournal, naming the record and what to do), never
+// taken for a missing one, which would make the call again silently.
+func TestJournalCorrupt(t *testing.T) {
+	j, dir := testJournal(t, 1<<20)
+	a := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "1", Type: "Chat"}
+	b := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "2", Type: "Chat"}
+	for _, c := range []Call{a, b} {
+		if err := j.Record(c, json.RawMessage(`{"Text":"hello"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := func(c Call) string { return filepath.Join(dir, c.key()[:2], c.key()) }
+	good, _ := os.ReadFile(path(a))
+	for name, data := range map[string][]byte{"cut short": good[:len(good)/2], "garbage": []byte("\x00\x01"),
+		"another call's": mustRead(t, path(b)), "another type's": []byte(strings.Replace(string(good), `"Chat"`, `"CallTool"`, 1))} {
+		os.WriteFile(path(a), data, 0o644)
+		if _, found, err := j.Lookup(a); found || !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), "corrupt") ||
+			!strings.Contains(err.Error(), a.key()) {
+			t.Errorf("%s: found %v, %v", name, found, err)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A record is written whole or not at all: a write a crash cut short (a
+// temporary file left) is no record, and writers racing on one call leave
+// one whole record, never a mix.
+func TestJournalAtomic(t *testing.T) {
+	j, dir := testJournal(t, 1<<20)
+	c := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "1", Type: "CallTool"}
+	os.MkdirAll(filepath.Join(dir, c.key()[:2]), 0o755)
+	os.WriteFile(filepath.Join(dir, c.key()[:2], c.key()+tmpInfix+"crashed"), []byte(`{"Call":{`), 0o644)
+	if _, found, err := j.Lookup(c); found || err != nil {
+		t.Fatalf("a write cut short: found %v, %v", found, err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if err := j.Record(c, json.RawMessage(fmt.Sprintf(`{"Output":%q}`, strings.Repeat(fmt.Sprint(i), 100_000)))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	res, found, err := j.Lookup(c)
+	var out ToolResult
+	if !found || err != nil || json.Unmarshal(res, &out) != nil || len(out.Output) != 100_000 || strings.Count(out.Output, out.Output[:1]) != 100_000 {
+		t.Fatalf("after racing writers: found %v, %v, %d bytes", found, err, len(res))
+	}
+	if f := files(t, dir); len(f) != 2 { // the record and the crashed write's
+		t.Errorf("files %v", f)
+	}
+}
+
+// Prune removes the records and crashed writes older than its time, and
+// keeps the others.
+func TestJournalPrune(t *testing.T) {
+	j, dir := testJournal(t, 1<<20)
+	old := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "1", Type: "Chat"}
+	recent := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "2", Type: "Chat"}
+	for _, c := range []Call{old, recent} {
+		if err := j.Record(c, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := filepath.Join(dir, old.key()[:2], old.key()+tmpInfix+"x")
+	os.WriteFile(crashed, nil, 0o644)
+	week := time.Now().Add(-8 * 24 * time.Hour)
+	for _, p := range []string{filepath.Join(dir, old.key()[:2], old.key()), crashed} {
+		os.Chtimes(p, week, week)
+	}
+	n, err := DirStore{Dir: dir}.Prune(time.Now().Add(-7 * 24 * time.Hour))
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want 2", n, err)
+	}
+	if _, found, _ := j.Lookup(old); found {
+		t.Error("the old record stays")
+	}
+	if _, found, _ := j.Lookup(recent); !found {
+		t.Error("the recent record is gone")
+	}
+	if n, err := (DirStore{Dir: filepath.Join(dir, "none")}).Prune(time.Now()); n != 0 || err != nil {
+		t.Errorf("a directory not made yet: %d, %v", n, err)
+	}
+}
