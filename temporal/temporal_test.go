@@ -76,6 +76,9 @@ func dev(t testing.TB) client.Client {
 var devServerUsed, buildBinUsed atomic.Bool
 
 func TestMain(m *testing.M) {
+	if cfg := os.Getenv(testWorkerEnv); cfg != "" { // the test binary as a worker (testWorker)
+		os.Exit(testWorker(cfg))
+	}
 	code := m.Run()
 	if devServerUsed.Load() {
 		if s, err := devServer(); err == nil {

@@ -1,0 +1,277 @@
+package temporal
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
+)
+
+// The tests' worker is the test binary run again with these variables
+// (TestMain): its config file, where it kills itself (killAt), and the
+// directory of its ledger tool. Only the test binary reads them.
+const (
+	testWorkerEnv = "MORPH_TEST_WORKER"
+	testKillEnv   = "MORPH_TEST_KILL"
+	testLedgerEnv = "MORPH_TEST_LEDGER"
+)
+
+// testWorker is the main of the tests' worker: a worker of the config
+// file's task queue, with the ledger tool besides the config's, an
+// activity timeout of 3 s and a sticky queue's of 1 s (so that a killed
+// worker's calls and workflow tasks go to another soon), which kills
+// itself with SIGKILL where $MORPH_TEST_KILL says (killAt).
+func testWorker(path string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "test worker:", err); return 2 }
+	cfg, err := config.Load(path)
+	if err != nil {
+		return fail(err)
+	}
+	ActivityTimeout = 3 * time.Second
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a, err := NewActivities(ctx, cfg, logger)
+	if err != nil {
+		return fail(err)
+	}
+	a.rt.Engine.Registry().Register(ledgerTool{dir: os.Getenv(testLedgerEnv)})
+	journalPoint = func(ctx context.Context, point string) { killAt(activity.GetInfo(ctx).ActivityType.Name + ":" + point) }
+	c, err := client.Dial(client.Options{HostPort: cfg.Temporal.HostPort, Logger: quiet, DataConverter: DataConverter(cfg.Temporal)})
+	if err != nil {
+		return fail(err)
+	}
+	w := newWorker(c, cfg.Temporal.TaskQueue, a, worker.Options{StickyScheduleToStartTimeout: time.Second})
+	if err := w.Run(worker.InterruptCh()); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// killAt kills the worker with SIGKILL, saying so first, when point is
+// $MORPH_TEST_KILL: "<activity>:<point>", a journal's point (journalPoint)
+// or the ledger tool's "CallTool:during".
+func killAt(point string) {
+	if point != os.Getenv(testKillEnv) {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "test worker: killed at %s\n", point)
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+// ledgerTool appends its entry to the ledger in its directory, with its
+// call's ID, once per ID: a call whose ID the ledger has answers as the
+// first did, as a tool with effects outside it should. Each execution
+// appends the ID to the attempts file too.
+type ledgerTool struct{ dir string }
+
+func (ledgerTool) Name() string        { return "ledger" }
+func (ledgerTool) Description() string { return "Appends an entry to the ledger." }
+func (ledgerTool) ParameterSchema() string {
+	return `{"type":"object","properties":{"entry":{"type":"string"}},"required":["entry"]}`
+}
+
+func (l ledgerTool) Execute(ctx context.Context, params map[string]any) (string, error) {
+	id, entry := engine.CallID(ctx), fmt.Sprint(params["entry"])
+	if id == "" {
+		return "", errors.New("no call ID")
+	}
+	if err := appendLine(filepath.Join(l.dir, "attempts"), id); err != nil {
+		return "", err
+	}
+	lines, err := readLines(filepath.Join(l.dir, "ledger"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range lines {
+		if seen, done, _ := strings.Cut(line, "\t"); seen == id {
+			return "recorded " + done, nil
+		}
+	}
+	if err := appendLine(filepath.Join(l.dir, "ledger"), id+"\t"+entry); err != nil {
+		return "", err
+	}
+	killAt("CallTool:during")
+	return "recorded " + entry, nil
+}
+
+// appendLine appends line to the file at path, synced.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// readLines are the lines of the file at path, none if it is missing.
+func readLines(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		out = append(out, s.Text())
+	}
+	return out, s.Err()
+}
+
+// ledgerModel is an OpenAI-compatible server that answers by where the
+// conversation is, not by how many calls it had: a call made again gets
+// the answer it got before. It answers a request with n tool results in
+// it with replies[n], and counts the calls it answered for each n.
+type ledgerModel struct {
+	*httptest.Server
+	mu      sync.Mutex
+	answers map[int]int
+}
+
+// ledgerReplies are a turn of two ledger entries and a final.
+var ledgerReplies = []string{
+	`{"type":"tool_call","tool_call":{"thought":"a","tool_name":"ledger","tool_params":{"entry":"a"}}}`,
+	`{"type":"tool_call","tool_call":{"thought":"b","tool_name":"ledger","tool_params":{"entry":"b"}}}`,
+	`{"type":"final","final":{"thought":"done","output":42}}`,
+}
+
+func newLedgerModel(t *testing.T) *ledgerModel {
+	m := &ledgerModel{answers: map[int]int{}}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		n := strings.Count(string(body), "Tool Result (ledger)")
+		m.mu.Lock()
+		m.answers[n]++
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, ledgerReplies[min(n, 2)])
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+// A worker killed at each point of a call, a session's turn of two model
+// calls, two calls of the ledger tool and a final; another worker
+// finishes the turn, with its final:
+//
+//   - Chat:before, CallTool:before: the worker took the call and died
+//     before making it (CallTool's: once the first model call was
+//     recorded by Temporal). Nothing is made twice.
+//   - Chat:recorded, CallTool:recorded: the call returned and its result
+//     is in the journal, and the worker died before Temporal recorded it
+//     (the measured repeats of issue 24). The next attempt answers the
+//     record: nothing is made twice.
+//   - Chat:called, CallTool:called: the call returned and the worker died
+//     before its result was in the journal; CallTool:during: the tool
+//     did its effect and the worker died in it. The window: the call is
+//     made again, with the same call ID, so that the ledger, which
+//     deduplicates by it, has each entry once. (A model call killed in
+//     flight: TestWorkerKilledMidTurn.)
+func TestJournalKills(t *testing.T) {
+	c := dev(t)
+	for _, kill := range []string{"Chat:before", "Chat:called", "Chat:recorded", "CallTool:before", "CallTool:during", "CallTool:called", "CallTool:recorded"} {
+		t.Run(strings.Replace(kill, ":", "-", 1), func(t *testing.T) {
+			t.Parallel()
+			model := newLedgerModel(t)
+			ledger := t.TempDir()
+			srv, _ := devServer()
+			cfg := filepath.Join(t.TempDir(), "morph.toml")
+			queue := fmt.Sprintf("journal-%s-%d", strings.Replace(kill, ":", "-", 1), time.Now().UnixNano())
+			os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\nmax_retries = 0\n\n"+
+				"[tools]\nbuiltin = []\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n",
+				model.URL+"/v1", srv.FrontendHostPort(), queue)), 0o644)
+			var logs testenv.Buffer
+			start := func(kill string) *exec.Cmd {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), testWorkerEnv+"="+cfg, testKillEnv+"="+kill, testLedgerEnv+"="+ledger)
+				cmd.Stdout, cmd.Stderr = &logs, &logs
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+				return cmd
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			first := start(kill)
+			h, err := StartTurn(ctx, c, queue, queue, LimitsOf(config.Temporal{}), SessionTurn{Task: "log a, then b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- first.Wait() }()
+			select {
+			case <-waited:
+			case <-ctx.Done():
+				t.Fatalf("the first worker was never killed:\n%s", logs.String())
+			}
+			if ws, _ := first.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL ||
+				!strings.Contains(logs.String(), "test worker: killed at "+kill+"\n") {
+				t.Fatalf("the first worker ended %v, not killed at %s:\n%s", first.ProcessState, kill, logs.String())
+			}
+			start("")
+			var res TurnResult
+			if err := h.Get(ctx, &res); err != nil {
+				t.Fatalf("%v\n%s", err, logs.String())
+			}
+			if res.Error != "" || res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 3 ||
+				res.Steps[0].Observation != "recorded a" || res.Steps[1].Observation != "recorded b" {
+				t.Fatalf("result %+v\n%s", res, logs.String())
+			}
+
+			model.mu.Lock()
+			answers := fmt.Sprint(model.answers)
+			model.mu.Unlock()
+			wantAnswers := "map[0:1 1:1 2:1]" // each model call once
+			if kill == "Chat:called" {
+				wantAnswers = "map[0:2 1:1 2:1]" // the first made again
+			}
+			if answers != wantAnswers {
+				t.Errorf("model calls answered, by tool results in the conversation: %s, want %s\n%s", answers, wantAnswers, logs.String())
+			}
+			entries, _ := readLines(filepath.Join(ledger, "ledger"))
+			attempts, _ := readLines(filepath.Join(ledger, "attempts"))
+			if len(entries) != 2 || !strings.HasSuffix(entries[0], "\ta") || !strings.HasSuffix(entries[1], "\tb") || entries[0][:len(entries[0])-2] == entries[1][:len(entries[1])-2] {
+				t.Errorf("ledger %q, want a and b, once each, with IDs of their own", entries)
+			}
+			wantAttempts := 2 // each tool call once
+			if kill == "CallTool:during" || kill == "CallTool:called" {
+				wantAttempts = 3 // the first made again, with its ID
+			}
+			if len(attempts) != wantAttempts || wantAttempts == 3 && attempts[0] != attempts[1] {
+				t.Errorf("the tool ran with the IDs %q; want %d runs, a repeated one with the same ID", attempts, wantAttempts)
+			}
+			if strings.HasSuffix(kill, ":recorded") && !strings.Contains(logs.String(), "answered the recorded result") {
+				t.Errorf("no attempt answered from the journal:\n%s", logs.String())
+			}
+		})
+	}
+}
