@@ -1,6 +1,8 @@
 // Package temporal runs morph's agent sessions as Temporal workflows, so
-// that a turn survives a crashed worker and never repeats a model call or a
-// tool call it finished: durable inside a turn, not only between turns.
+// that a turn survives a crashed worker and does not repeat a model call or
+// a tool call whose result was recorded: durable inside a turn, not only
+// between turns. The one call that can run twice is the one in flight when
+// its worker died (see Journal).
 //
 // The turn's workflow (TurnWorkflow) runs morph's own engine, unchanged,
 // inside workflow code: everything the engine does that reaches outside
@@ -61,6 +63,17 @@
 // the client retries, heartbeats, and is taken sooner. A call's own failure is its answer,
 // returned non-retryable; Temporal runs a call again only when its attempt
 // timed out, its worker lost (retryPolicy: three attempts at most).
+//
+// A worker records each call's result in the queue's result journal
+// (Journal, [temporal] journal_dir) before it tells Temporal: a worker
+// that dies after the call returned and before Temporal recorded it
+// leaves the activity to another attempt, which answers the record
+// without calling. A call is made again only when its worker dies after
+// the call started and before its result is in the journal (the call
+// itself and the record's write, milliseconds), or when the next worker
+// does not share the journal; its tool then gets the same call ID
+// (engine.CallID: the workflow, run and activity IDs), by which it can
+// do its effects once.
 //
 // Payloads (a session's history, a large tool output) go into Temporal's
 // history unless a PayloadCodec (DataConverter, the config's payload_dir)

@@ -47,8 +47,10 @@ func newWorkerCmd(stderr io.Writer) *cobra.Command {
 		Long: `Serve the task queue of the config's [temporal] table (host_port, namespace,
 task_queue): run the model calls, tool calls and hooks of durable turns (morph run
 --temporal) with the config's model and plugins, as morph run would. Run several,
-on one machine or many, with the same config: a turn whose worker dies goes on in
-another, repeating nothing it finished. SIGINT or SIGTERM stops the worker.`,
+on one machine or many, with the same config and a shared [temporal] journal_dir:
+a turn whose worker dies goes on in another, which answers each call whose result
+is in the journal without making it again (only the call in flight at the death
+runs again, with the same call ID). SIGINT or SIGTERM stops the worker.`,
 		Example: `  morph worker --config morph.toml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
