@@ -40,7 +40,7 @@ func NewActivities(ctx context.Context, cfg *config.Config, logger *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	j, err := openJournal(cfg)
+	j, err := openJournal(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
