@@ -116,6 +116,8 @@ func callTool(input []byte) ([]byte, error) {
 	if in.Params == nil {
 		in.Params = map[string]any{}
 	}
+	callID = in.CallID
+	defer func() { callID = "" }()
 	out, err := fn(in.Params)
 	if err != nil {
 		return nil, err

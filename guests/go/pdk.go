@@ -217,6 +217,19 @@ func Tool(name, description, schemaJSON string, fn func(params map[string]any) (
 	reg.toolFns[name] = fn
 }
 
+// CallID is the ID of the tool call being served (ToolCallInput's
+// call_id), "" outside one or from a host before it. It is opaque, no
+// other call's, and the same when the host makes the call again (on
+// Temporal, a worker that died while the tool ran, its result never
+// recorded): a tool whose call has effects outside it (an append, a
+// message sent) can keep the IDs it served and answer a repeated one as
+// it did the first time.
+func CallID() string { return callID }
+
+// callID is CallID's answer, set for the length of a tool's call (a guest
+// serves one call at a time).
+var callID string
+
 // Capabilities declares what the plugin asks of the host (CapLog,
 // CapConfig, CapHTTP, CapFS, CapEnv). Without a call to Capabilities the
 // manifest lists log and config, since any hook may call Log or Config; a

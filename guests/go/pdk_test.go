@@ -236,6 +236,25 @@ func TestTools(t *testing.T) {
 	}
 }
 
+// A tool reads its call's ID (call_id) with CallID, for the length of its
+// call only.
+func TestToolCallID(t *testing.T) {
+	x := fresh(t)
+	Plugin("p", "")
+	Tool("id", "", "", func(map[string]any) (string, error) { return "id=" + CallID(), nil })
+	out, isErr := run(t, x, abi.ExportCallTool, `{"tool":"id","params":{},"call_id":"w/r/7"}`)
+	if isErr || out != `{"output":"id=w/r/7"}` {
+		t.Fatalf("with call_id = %q, %v", out, isErr)
+	}
+	if CallID() != "" {
+		t.Errorf("CallID after the call: %q", CallID())
+	}
+	out, isErr = run(t, x, abi.ExportCallTool, `{"tool":"id","params":{}}`)
+	if isErr || out != `{"output":"id="}` {
+		t.Fatalf("without call_id = %q, %v", out, isErr)
+	}
+}
+
 func TestPanicsBecomeGuestErrors(t *testing.T) {
 	x := fresh(t)
 	Plugin("p", "")
