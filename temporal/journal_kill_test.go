@@ -275,3 +275,26 @@ func TestJournalKills(t *testing.T) {
 		})
 	}
 }
+
+// A result the journal cannot record (here, over journal_max_kb) fails
+// its call, not retried, with the journal's error: the turn ends naming
+// the key, and the model is not called again (its second reply would end
+// the turn with a final).
+func TestJournalRefusesLoudly(t *testing.T) {
+	c := dev(t)
+	long := strings.Repeat("x", 2<<10)
+	path := appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":"`+long+`"}}`, `{"type":"final","final":{"thought":"t","output":1}}`),
+		"\n[temporal]\njournal_max_kb = 1\n")
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := runOnWorker(t, c, cfg, "say it long")
+	if res.Final != nil || !strings.Contains(res.Error, "result journal") || !strings.Contains(res.Error, "journal_max_kb") ||
+		res.Metrics.LLMRounds != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if recs := files(t, journalDir(cfg)); len(recs) != 0 { // Setup is not journaled, the model call's record refused
+		t.Errorf("journal files %v, want none", recs)
+	}
+}
