@@ -28,14 +28,20 @@ type callStats struct {
 	// made again); repeatedTurns the turns they belong to; extra the
 	// answers beyond each key's first.
 	repeatedKeys, repeatedTurns, extra int
-	// remade is, for each call lost in flight (aborted: its worker died)
-	// and made again, the time from the abort to its next arrival.
+	// finalsAnswered counts the turns whose last call (the final) the
+	// model answered: the workflow's view, whatever its client saw.
+	finalsAnswered int
+	// remade is, for each call lost with its worker and made again, the
+	// time from its abort (in flight) or its answer (not yet recorded) to
+	// its next arrival.
 	remade []time.Duration
 }
 
-// modelCalls sums the events of the turns whose id starts with prefix.
-func modelCalls(events []callEvent, prefix string) callStats {
+// modelCalls sums the events of the turns whose id starts with prefix;
+// steps is the turns' tool calls (the final is the call after them).
+func modelCalls(events []callEvent, prefix string, steps int) callStats {
 	var s callStats
+	finals := map[string]bool{}
 	byKey := map[string][]callEvent{}
 	for _, ev := range events {
 		if !strings.HasPrefix(ev.Turn, prefix) {
@@ -47,21 +53,26 @@ func modelCalls(events []callEvent, prefix string) callStats {
 			s.arrived++
 		case eventAnswered:
 			s.answered++
+			if ev.Step == steps {
+				finals[ev.Turn] = true
+			}
 		case eventAborted:
 			s.aborted++
 		}
 	}
+	s.finalsAnswered = len(finals)
 	turns := map[string]bool{}
 	for _, evs := range byKey {
 		answers := 0
 		for i, ev := range evs {
-			switch ev.Event {
-			case eventAnswered:
+			if ev.Event == eventArrived {
+				continue
+			}
+			if ev.Event == eventAnswered {
 				answers++
-			case eventAborted:
-				if j := slices.IndexFunc(evs[i+1:], func(e callEvent) bool { return e.Event == eventArrived }); j >= 0 {
-					s.remade = append(s.remade, evs[i+1+j].Time.Sub(ev.Time))
-				}
+			}
+			if j := slices.IndexFunc(evs[i+1:], func(e callEvent) bool { return e.Event == eventArrived }); j >= 0 {
+				s.remade = append(s.remade, evs[i+1+j].Time.Sub(ev.Time))
 			}
 		}
 		if answers > 1 {
@@ -155,7 +166,7 @@ func (h *harness) report(phases []*phaseReport) string {
 	ledgers := map[*phaseReport]ledgerStats{}
 	var ledgerErr error
 	for _, p := range phases {
-		stats[p] = modelCalls(events, p.name+"-")
+		stats[p] = modelCalls(events, p.name+"-", h.o.steps)
 		var finals []string
 		for _, t := range p.turns {
 			if t.final {
@@ -179,6 +190,7 @@ func (h *harness) report(phases []*phaseReport) string {
 		}
 		return fmt.Sprintf("%d of %d (%d failed, %d still running at the bound)", finals, len(p.turns), failed, cut)
 	})
+	row("turns whose final the model answered (the workflows' view)", func(p *phaseReport) string { return fmt.Sprint(stats[p].finalsAnswered) })
 	row("turn time of the finals, p50 / p90 / max", func(p *phaseReport) string {
 		var ds []time.Duration
 		for _, t := range p.turns {
@@ -202,7 +214,7 @@ func (h *harness) report(phases []*phaseReport) string {
 		return fmt.Sprintf("%d / %d, %d / %d", l.lines, l.repeated, l.extra, l.missing)
 	})
 	row("worker kills (SIGKILL)", func(p *phaseReport) string { return fmt.Sprint(len(p.workerKills)) })
-	row("a call lost in flight, made again after: p50 / p90 / max (calls)", func(p *phaseReport) string { return spread(stats[p].remade) })
+	row("a call lost with its worker (in flight, or answered and not recorded), made again after: p50 / p90 / max (calls)", func(p *phaseReport) string { return spread(stats[p].remade) })
 	row("server kills: down for; first model call after it answered again", func(p *phaseReport) string {
 		var parts []string
 		for _, k := range p.serverKills {
