@@ -45,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
+.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
 
 all: build
 
@@ -122,6 +122,23 @@ demo: build examples
 demo-temporal: build examples
 	@scripts/demo-temporal.sh
 
+# chaos tests durable turns under faults, as an operator would
+# (temporal/cmd/morph-chaos): a dev server with a database file, two
+# workers, a model server that logs every call, the ledger tool; the
+# sessions' turns undisturbed, then under worker kills (SIGKILL every
+# ~CHAOS_KILL_EVERY) and dev server kills; a report of the finals, the
+# repeated calls and ledger lines, turn and recovery times. Each phase is
+# bounded by CHAOS_DURATION. Not part of test: it takes minutes.
+CHAOS_SESSIONS ?= 50
+CHAOS_DURATION ?= 10m
+CHAOS_KILL_EVERY ?= 6s
+CHAOS_SERVER_KILLS ?= 2
+CHAOS_FLAGS ?=
+chaos: build guests/testdata/ledger.wasm tools-temporal
+	cd temporal && $(GO) run ./cmd/morph-chaos -morph ../$(BIN)/morph -ledger ../guests/testdata/ledger.wasm \
+		-temporal-cli "$(TEMPORAL_CLI)" -sessions $(CHAOS_SESSIONS) -duration $(CHAOS_DURATION) \
+		-kill-every $(CHAOS_KILL_EVERY) -server-kills $(CHAOS_SERVER_KILLS) $(CHAOS_FLAGS)
+
 fixtures: $(FIXTURES)
 
 examples: $(EXAMPLES)
@@ -140,6 +157,10 @@ guests/testdata/%.wasm: guests/testdata/%.wat | tools-wabt
 
 guests/testdata/cap_go.wasm: $(wildcard guests/testdata/cap_go/*.go guests/go/*.go abi/*.go) guests/testdata/cap_go/go.mod guests/go/go.mod
 	cd guests/testdata/cap_go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o ../cap_go.wasm .
+
+# make chaos's tool: appends a line to the ledger file it is granted.
+guests/testdata/ledger.wasm: $(wildcard guests/testdata/ledger/*.go guests/go/*.go abi/*.go) guests/testdata/ledger/go.mod guests/go/go.mod
+	cd guests/testdata/ledger && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o ../ledger.wasm .
 
 # Each fuzz target for a bounded number of executions (a few seconds each
 # here); a crasher lands in the package's testdata/fuzz/ and, committed,

@@ -124,10 +124,10 @@ func writeFileQuick(path string, data []byte) error { return writeFile(path, dat
 
 func writeFile(path string, data []byte, durable bool) (err error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	f, err := os.CreateTemp(dir, tempPattern(path))
 	if errors.Is(err, fs.ErrNotExist) { // the first file of a directory: make it
 		if err = os.MkdirAll(dir, 0o755); err == nil {
-			f, err = os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+			f, err = os.CreateTemp(dir, tempPattern(path))
 		}
 	}
 	if err != nil {
@@ -155,4 +155,34 @@ func writeFile(path string, data []byte, durable bool) (err error) {
 		d.Close()
 	}
 	return nil
+}
+
+// tempPattern is the os.CreateTemp pattern of writeFile's temporary file
+// for path: hidden, beside it.
+func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp*" }
+
+// orphanTemp matches the names tempPattern makes (os.CreateTemp puts a
+// decimal number at the '*'), and nothing else a run directory holds.
+var orphanTemp = regexp.MustCompile(`^\..+\.tmp[0-9]+$`)
+
+// removeOrphanTemps removes writeFile's temporary files under dir, which
+// only a process killed between creating and renaming one leaves: the
+// caller holds dir's lock, so no writer is running. It returns the paths
+// removed, and the first error met.
+func removeOrphanTemps(dir string) ([]string, error) {
+	var removed []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() || !orphanTemp.MatchString(d.Name()) {
+			return nil
+		}
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		removed = append(removed, path)
+		return nil
+	})
+	return removed, err
 }

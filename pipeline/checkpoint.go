@@ -126,3 +126,10 @@ func LoadManifest(dir string) (*Manifest, error) {
 	}
 	return &m, nil
 }
+
+// endResult is the Result of the run that ended with cp (success or fail),
+// in dir.
+func (cp *Checkpoint) endResult(dir string) *Result {
+	return &Result{RunID: cp.RunID, RunDir: dir, State: cp.State, FailedNode: cp.FailedNode, FailureReason: cp.FailureReason,
+		Path: cp.Completed, Nodes: cp.Nodes, Usage: cp.Usage, Duration: cp.Elapsed, Context: cp.Context, Over: true}
+}

@@ -126,15 +126,10 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 // holds a run already (the manager stage runs again after its run stopped),
 // resumes it, or takes its end when it is over.
 func runCycle(ctx context.Context, child *Runner, g *Graph, cfg RunConfig) (*Result, error) {
-	cp, err := LoadCheckpoint(cfg.RunDir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	if _, err := LoadCheckpoint(cfg.RunDir); errors.Is(err, fs.ErrNotExist) {
 		return child.Run(ctx, g, cfg)
-	case err != nil:
+	} else if err != nil {
 		return nil, err
-	case cp.State == RunSuccess || cp.State == RunFail:
-		return &Result{RunID: cp.RunID, RunDir: cfg.RunDir, State: cp.State, FailedNode: cp.FailedNode, FailureReason: cp.FailureReason,
-			Path: cp.Completed, Nodes: cp.Nodes, Usage: cp.Usage, Duration: cp.Elapsed, Context: cp.Context}, nil
 	}
 	cfg.Goal = "" // the cycle's own, from its manifest
 	return child.Resume(ctx, g, cfg)

@@ -160,7 +160,10 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 // be the pipeline it ran (the checkpoint's source hash is compared with
 // cfg.Source's unless cfg.Force). A node that was running when the run
 // stopped runs again: its effects inside the node are not durable across
-// a crash.
+// a crash. A run that is over (success or fail) does not run again: its
+// Result is the one its checkpoint keeps, with Over set. Temporary files
+// that a process killed mid-write left in the run directory are removed
+// (and logged) first.
 func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, error) {
 	// The lock of a directory that holds a run (LoadCheckpoint says what
 	// is wrong with one that does not).
@@ -175,16 +178,24 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 	if err != nil {
 		return nil, err
 	}
+	// Under the lock no process writes here: a temporary file is one a
+	// process killed between creating and renaming it left behind.
+	removed, err := removeOrphanTemps(cfg.RunDir)
+	for _, path := range removed {
+		r.logger().Warn("removed a temporary file a stopped run left", "path", safetext.Escape(path))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: removing the temporary files a stopped run left: %w", cfg.RunDir, err)
+	}
+	if cp.State == RunSuccess || cp.State == RunFail {
+		return cp.endResult(cfg.RunDir), nil
+	}
 	man, err := LoadManifest(cfg.RunDir)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Source != nil && cp.GraphHash != "" && sourceHash(cfg.Source) != cp.GraphHash && !cfg.Force {
 		return nil, fmt.Errorf("%s: the pipeline source differs from the one the run started with (resume with the run's %s, or force it)", cfg.RunDir, SourceFile)
-	}
-	switch cp.State {
-	case RunSuccess, RunFail:
-		return nil, fmt.Errorf("%s: the run is over (%s); start a new one", cfg.RunDir, cp.State)
 	}
 	goal := cfg.Goal
 	if goal == "" {

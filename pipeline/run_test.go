@@ -1,8 +1,13 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -671,4 +676,98 @@ func TestRunDirectoryIsLocked(t *testing.T) {
 	if res, err := (&Runner{Interviewer: iv}).Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); err != nil || res.State != RunSuccess {
 		t.Fatalf("the resume: %v %+v", err, res)
 	}
+}
+
+// TestResumeRemovesOrphanTemps: the temporary files writeFile names, which
+// a process killed mid-write leaves, are removed by the next resume (and
+// logged); files of other names stay.
+func TestResumeRemovesOrphanTemps(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; a; b; done [shape=Msquare]; start -> a -> b -> done }`
+	r, _, _ := scriptedRunner(nil)
+	r.Limits.MaxTokens = 5
+	dir := filepath.Join(t.TempDir(), "run")
+	if res, err := r.Run(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)}); err != nil || res.State != RunBudget {
+		t.Fatalf("%v %+v", err, res)
+	}
+	var orphans []string
+	for _, path := range []string{filepath.Join(dir, "artifacts", "a.output"), filepath.Join(dir, CheckpointFile), filepath.Join(dir, "a", "response.md")} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.CreateTemp(filepath.Dir(path), tempPattern(path)) // as writeFile names them
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		orphans = append(orphans, f.Name())
+	}
+	kept := []string{filepath.Join(dir, "artifacts", "notes.tmp1"), filepath.Join(dir, "artifacts", ".a.output.tmpx"), filepath.Join(dir, "a", "x.tmp12")}
+	for _, path := range kept {
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logged bytes.Buffer
+	r.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	r.Limits.MaxTokens = 0
+	res, err := r.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
+	if err != nil || res.State != RunSuccess {
+		t.Fatalf("%v %+v", err, res)
+	}
+	for _, path := range orphans {
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want it removed", path, err)
+		}
+		if !strings.Contains(logged.String(), path) {
+			t.Errorf("the log does not name %s:\n%s", path, logged.String())
+		}
+	}
+	for _, path := range kept {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s, not the runner's: %v", path, err)
+		}
+	}
+}
+
+// TestResumeOfAnEndedRun: a run that is over runs nothing again; Resume
+// returns the Result it ended with, from its checkpoint.
+func TestResumeOfAnEndedRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seq  map[string][]StageStatus
+	}{
+		{"success", nil},
+		{"fail", map[string][]StageStatus{"b": {StatusFail}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := `digraph p { start [shape=Mdiamond]; a; b; done [shape=Msquare]; start -> a -> b -> done }`
+			r, h, _ := scriptedRunner(tc.seq)
+			dir := filepath.Join(t.TempDir(), "run")
+			want, err := r.Run(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
+			if err != nil || want.State != tc.name {
+				t.Fatalf("%v %+v", err, want)
+			}
+			calls := maps.Clone(h.calls)
+			got, err := r.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Over || want.Over {
+				t.Errorf("Over: resumed %v, ran %v", got.Over, want.Over)
+			}
+			got.Over = false
+			if a, b := mustJSON(t, got), mustJSON(t, want); a != b || !reflect.DeepEqual(h.calls, calls) {
+				t.Errorf("resumed %s\nran     %s\ncalls %v, before %v", a, b, h.calls, calls)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -271,6 +271,9 @@ type Result struct {
 	NextNode string `json:"next_node,omitempty"`
 	// Context is the run's final context.
 	Context map[string]any `json:"-"`
+	// Over says the run had ended before the Resume that returned this:
+	// nothing ran, the Result is the one its checkpoint keeps.
+	Over bool `json:"-"`
 }
 
 // usedTokens is what the run has spent so far (stages of parallel branches

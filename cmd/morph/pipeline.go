@@ -18,6 +18,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/pipeline"
 )
 
@@ -166,7 +167,9 @@ one under [pipeline] runs_dir). --resume RUN_DIR continues a run that was
 interrupted (Ctrl-C saves a checkpoint) or ran out of budget, from the node
 its checkpoint names; FILE.dot may then be left out (the run's copy,
 pipeline.dot, is used). A stage that was running when the run stopped runs
-again.
+again; the temporary files a killed run left are removed. A run that is
+over runs nothing: its summary prints again, with the exit code it ended
+with.
 
 Human gates ask on the terminal; --yes approves each with its default
 choice, else its first.
@@ -326,6 +329,9 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if f.resume != "" {
 		runCfg.RunDir = f.resume
 		res, err = r.Resume(ctx, g, runCfg)
+		if err == nil && res.Over {
+			fmt.Fprintf(stderr, "morph: the run in %s is over (%s): nothing ran; its summary as it ended follows\n", safetext.Escape(runCfg.RunDir), res.State)
+		}
 	} else {
 		runCfg.RunDir = f.runDir
 		if runCfg.RunDir == "" {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,9 +121,11 @@ func TestPipelineBudgetAndResume(t *testing.T) {
 	if r.TotalTokens <= s.TotalTokens {
 		t.Errorf("tokens %d after resume, %d before: the usage before the stop was lost", r.TotalTokens, s.TotalTokens)
 	}
-	code, _, stderr = morph(t, "", "pipeline", "resume", "--config", cfg, s.RunDir) // as run --resume
-	if code != exitRunFailed || !strings.Contains(stderr, "the run is over") {
-		t.Errorf("resuming a finished run: exit %d: %s", code, stderr)
+	// Resumed again, the run that is over prints the summary it ended with
+	// and exits as it did (as run --resume).
+	code, again, stderr := morph(t, "", "pipeline", "resume", "--config", cfg, s.RunDir)
+	if code != 0 || again != stdout || !strings.Contains(stderr, "is over (success): nothing ran") {
+		t.Errorf("resuming a finished run: exit %d: %s\n%s\nwant the summary\n%s", code, stderr, again, stdout)
 	}
 	code, _, stderr = morph(t, "", "pipeline", "run", "--temporal", "--config", cfg, "--resume", s.RunDir, examples+"plan-implement-verify.dot")
 	if code != exitUsage || !strings.Contains(stderr, "morph pipeline resume --temporal WORKFLOW_ID") {
@@ -235,9 +239,31 @@ func TestPipelineCrashResume(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(runDir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// What a kill between a temporary file's creation and its rename leaves
+	// (named as the runner names them), beside files of other names.
+	orphans := []string{filepath.Join(runDir, "artifacts", ".wait.output.tmp2045811657"), filepath.Join(runDir, ".checkpoint.json.tmp17")}
+	others := []string{filepath.Join(runDir, "artifacts", "wait.output.tmp1"), filepath.Join(runDir, ".checkpoint.json.tmp")}
+	for _, f := range append(orphans, others...) {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("part"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	code, stdout, stderr := morph(t, "", "pipeline", "run", "--config", cfg, "--resume", runDir)
 	if code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	for _, f := range orphans {
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(stderr, f) {
+			t.Errorf("%s: %v, want it removed and logged:\n%s", f, err, stderr)
+		}
+	}
+	for _, f := range others {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s is not the runner's: %v", f, err)
+		}
 	}
 	var s pipelineSummary
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
@@ -248,6 +274,38 @@ func TestPipelineCrashResume(t *testing.T) {
 	}
 	if strings.Contains(stderr, "stage a ") || s.Nodes["a"].Visits != 1 || s.Nodes["wait"].Visits != 1 {
 		t.Errorf("after the crash: a visited %d, wait %d times:\n%s", s.Nodes["a"].Visits, s.Nodes["wait"].Visits, stderr)
+	}
+}
+
+// TestPipelineResumeOfAFailedRun: "morph pipeline resume" of a run that
+// failed runs nothing, prints the summary the run printed and exits 1 as
+// the run did.
+func TestPipelineResumeOfAFailedRun(t *testing.T) {
+	dir := t.TempDir()
+	dot := filepath.Join(dir, "p.dot")
+	src := `digraph p {
+  start [shape=Mdiamond]
+  a [prompt="first"]
+  check [shape=parallelogram, tool_command="echo ran >> \"$MORPH_RUN_DIR/ran\"; exit 3"]
+  done [shape=Msquare]
+  start -> a -> check -> done
+}`
+	if err := os.WriteFile(dot, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := setup(t, []string{finalReply}, "[pipeline]\nallow_shell = true\n")
+	runDir := filepath.Join(dir, "run")
+	code, first, stderr := morph(t, "", "pipeline", "run", "--config", cfg, "--run-dir", runDir, dot)
+	var s pipelineSummary
+	if err := json.Unmarshal([]byte(first), &s); err != nil || code != exitRunFailed || s.Status != pipeline.RunFail {
+		t.Fatalf("run: exit %d, %v: %s\n%s", code, err, first, stderr)
+	}
+	code, again, stderr := morph(t, "", "pipeline", "resume", "--config", cfg, runDir)
+	if code != exitRunFailed || again != first || !strings.Contains(stderr, "is over (fail): nothing ran") || !strings.Contains(stderr, "pipeline failed at check") {
+		t.Errorf("resume: exit %d: %s\n%s\nwant the summary\n%s", code, stderr, again, first)
+	}
+	if b, err := os.ReadFile(filepath.Join(runDir, "ran")); err != nil || string(b) != "ran\n" {
+		t.Errorf("the failing stage ran %q (%v), want once", b, err)
 	}
 }
 
