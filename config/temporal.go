@@ -51,6 +51,30 @@ type Temporal struct {
 	// PayloadMaxKB is the largest payload read back from PayloadDir
 	// (default 262144, 256 MiB): a larger blob is refused, not read.
 	PayloadMaxKB int `toml:"payload_max_kb"`
+
+	// HeartbeatInterval is how often a worker tells Temporal that an
+	// activity it runs is alive (default 1s); HeartbeatTimeout how long
+	// Temporal waits for one before it gives the activity to another
+	// worker (default 4s): a lost worker's call is taken up after it.
+	// Shorter, and a loaded worker whose heartbeat is late has its call,
+	// perhaps a paid model call, made again by another worker. Every
+	// activity that may run longer than HeartbeatTimeout heartbeats.
+	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
+	HeartbeatTimeout  time.Duration `toml:"heartbeat_timeout"`
+	// StickyTimeout is how long a workflow's next step waits for the
+	// worker that ran its last one (which has the workflow in memory)
+	// before any worker takes it, replaying its history (default 2s, at
+	// least 1s): what a worker lost between two steps costs.
+	StickyTimeout time.Duration `toml:"sticky_timeout"`
+
+	// AnswerMaxKB caps a human gate's answer (its signal, choice and
+	// text) that a pipeline's workflow accepts (default 64): a larger one
+	// is refused, not delivered nor kept in the workflow's state.
+	AnswerMaxKB int `toml:"answer_max_kb"`
+	// TurnMaxKB caps the task of a durable turn (default 1024): a larger
+	// one is refused before it reaches Temporal, and a session's workflow
+	// rejects a turn update carrying one.
+	TurnMaxKB int `toml:"turn_max_kb"`
 }
 
 // Defaults of the [temporal] table.
@@ -64,6 +88,11 @@ const (
 	DefaultSessionIdleTimeout  = 24 * time.Hour
 	DefaultPayloadThresholdKB  = 64
 	DefaultPayloadMaxKB        = 256 << 10
+	DefaultHeartbeatInterval   = time.Second
+	DefaultHeartbeatTimeout    = 4 * time.Second
+	DefaultStickyTimeout       = 2 * time.Second
+	DefaultAnswerMaxKB         = 64
+	DefaultTurnMaxKB           = 1024
 )
 
 // WithDefaults is t with its empty keys set to their defaults.
@@ -92,6 +121,21 @@ func (t Temporal) WithDefaults() Temporal {
 	if t.PayloadMaxKB == 0 {
 		t.PayloadMaxKB = DefaultPayloadMaxKB
 	}
+	if t.HeartbeatInterval == 0 {
+		t.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if t.StickyTimeout == 0 {
+		t.StickyTimeout = DefaultStickyTimeout
+	}
+	if t.AnswerMaxKB == 0 {
+		t.AnswerMaxKB = DefaultAnswerMaxKB
+	}
+	if t.TurnMaxKB == 0 {
+		t.TurnMaxKB = DefaultTurnMaxKB
+	}
 	return t
 }
 
@@ -115,16 +159,38 @@ func (v *validator) temporal() {
 	v.limit(toml.Key{"temporal", "session_max_history_kb"}, t.SessionMaxHistoryKB)
 	v.limit(toml.Key{"temporal", "payload_threshold_kb"}, t.PayloadThresholdKB)
 	v.limit(toml.Key{"temporal", "payload_max_kb"}, t.PayloadMaxKB)
-	if v.md.IsDefined("temporal", "session_idle_timeout") {
-		switch {
-		case v.md.Type("temporal", "session_idle_timeout") != "String":
-			v.fail(toml.Key{"temporal", "session_idle_timeout"}, nil, "want a duration string such as \"24h\", got %s",
-				strings.ToLower(v.md.Type("temporal", "session_idle_timeout")))
-		case t.SessionIdleTimeout <= 0:
-			v.fail(toml.Key{"temporal", "session_idle_timeout"}, nil, "must be positive, got %s", t.SessionIdleTimeout)
+	v.limit(toml.Key{"temporal", "answer_max_kb"}, t.AnswerMaxKB)
+	v.limit(toml.Key{"temporal", "turn_max_kb"}, t.TurnMaxKB)
+	v.duration("session_idle_timeout", t.SessionIdleTimeout, 0)
+	v.duration("heartbeat_interval", t.HeartbeatInterval, 0)
+	v.duration("heartbeat_timeout", t.HeartbeatTimeout, 0)
+	v.duration("sticky_timeout", t.StickyTimeout, time.Second) // Temporal counts it in seconds
+	if d := t.WithDefaults(); d.HeartbeatInterval > 0 && d.HeartbeatTimeout > 0 && d.HeartbeatTimeout < 2*d.HeartbeatInterval {
+		key := "heartbeat_timeout"
+		if !v.md.IsDefined("temporal", key) {
+			key = "heartbeat_interval"
 		}
+		v.fail(toml.Key{"temporal", key}, nil, "heartbeat_timeout (%s) must be at least twice heartbeat_interval (%s): a heartbeat a little late would lose the call",
+			d.HeartbeatTimeout, d.HeartbeatInterval)
 	}
 	if t.PayloadDir != "" && !filepath.IsAbs(t.PayloadDir) {
 		t.PayloadDir = filepath.Join(filepath.Dir(v.c.File), t.PayloadDir)
+	}
+}
+
+// duration checks the [temporal] duration key name, set to d: a string
+// such as "4s", at least least (positive when least is 0).
+func (v *validator) duration(name string, d, least time.Duration) {
+	if !v.md.IsDefined("temporal", name) {
+		return
+	}
+	key := toml.Key{"temporal", name}
+	switch {
+	case v.md.Type("temporal", name) != "String":
+		v.fail(key, nil, "want a duration string such as \"4s\", got %s", strings.ToLower(v.md.Type("temporal", name)))
+	case least == 0 && d <= 0:
+		v.fail(key, nil, "must be positive, got %s", d)
+	case d < least:
+		v.fail(key, nil, "must be at least %s, got %s", least, d)
 	}
 }

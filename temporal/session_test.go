@@ -32,23 +32,29 @@ import (
 // (continued as new) from the first, in order.
 func sessionEvents(t testing.TB, c client.Client, id string) (runs int, events []*historypb.HistoryEvent) {
 	t.Helper()
-	ctx := context.Background()
 	for runID := ""; ; runs++ {
-		var run []*historypb.HistoryEvent
-		it := c.GetWorkflowHistory(ctx, SessionWorkflowID(id), runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			run = append(run, ev)
-		}
+		run := workflowEvents(t, c, SessionWorkflowID(id), runID)
 		events = append(run, events...)
 		runID = run[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		if runID == "" {
 			return runs + 1, events
 		}
 	}
+}
+
+// workflowEvents are the events of one run of workflow id.
+func workflowEvents(t testing.TB, c client.Client, id, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	var events []*historypb.HistoryEvent
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	return events
 }
 
 // activityCalls counts the activities events schedule, by type, a

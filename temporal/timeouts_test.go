@@ -3,13 +3,8 @@ package temporal
 import (
 	"context"
 	"maps"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/morphhost/morph/config"
 )
@@ -68,24 +63,6 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 	ActivityTimeout = 5 * time.Second
 	want.Chat, want.Tools["calc"], want.Stages["wasm:verify"] = ActivityTimeout, ActivityTimeout, ActivityTimeout
 	check(want)
-}
-
-// A model call heartbeats while it runs: at once, and every quarter of
-// chatHeartbeat.
-func TestChatHeartbeats(t *testing.T) {
-	a := newActivities(t, finalConfig(t))
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(quiet)
-	env := suite.NewTestActivityEnvironment()
-	var beats atomic.Int32
-	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
-	env.RegisterActivity(a)
-	if _, err := env.ExecuteActivity(a.Chat, ChatRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	if beats.Load() == 0 {
-		t.Error("the model call recorded no heartbeat")
-	}
 }
 
 // panicky is an embedding host's tool that panics after its effect.

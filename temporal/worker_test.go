@@ -1,0 +1,129 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/morphhost/morph/llm"
+)
+
+// retryable says whether Temporal would run an activity again after err:
+// nil for no failure.
+func retryable(err error) *bool {
+	if err == nil {
+		return nil
+	}
+	var appErr *temporal.ApplicationError
+	r := !errors.As(err, &appErr) || !appErr.NonRetryable()
+	return &r
+}
+
+// A failure is the call's answer (non-retryable) while the attempt's
+// context lives, its deadline errors included (the model client's own
+// timeout); once the attempt's context has ended (its timeout, a cancel
+// after a missed heartbeat, a stopping worker), it is a lost attempt,
+// retried, whatever the call returned.
+func TestLostAttemptIsRetried(t *testing.T) {
+	live := context.Background()
+	timedOut, cancel := context.WithDeadline(live, time.Now().Add(-time.Second))
+	defer cancel()
+	stopping, stop := context.WithCancelCause(live)
+	stop(errors.New("worker is shutting down"))
+	ownDeadline := fmt.Errorf("chat stopped after 1 attempt: %w", context.DeadlineExceeded)
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		err   error
+		retry *bool
+	}{
+		{"no failure", live, nil, nil},
+		{"the client's own timeout", live, nonRetryable("model call", ownDeadline), new(bool)},
+		{"a tool's failure", live, nonRetryable("tool call", errors.New("no such file")), new(bool)},
+		{"the attempt timed out", timedOut, nonRetryable("model call", ownDeadline), ptr(true)},
+		{"the worker stops", stopping, nonRetryable("model call", context.Canceled), ptr(true)},
+		{"the worker stops, a plain error", stopping, errors.New("read: connection reset"), ptr(true)},
+	} {
+		err := lostAttempt(c.ctx, c.err)
+		if got := retryable(err); (got == nil) != (c.retry == nil) || got != nil && *got != *c.retry {
+			t.Errorf("%s: %v: retryable %v, want %v", c.name, err, deref(got), deref(c.retry))
+		}
+		var appErr *temporal.ApplicationError
+		if c.retry != nil && *c.retry && (!errors.As(err, &appErr) || appErr.Type() != AttemptLost || !errors.Is(err, context.Cause(c.ctx))) {
+			t.Errorf("%s: %v: want an %s failure caused by %v", c.name, err, AttemptLost, context.Cause(c.ctx))
+		}
+	}
+}
+
+func ptr(b bool) *bool { return &b }
+
+func deref(b *bool) string {
+	if b == nil {
+		return "(no failure)"
+	}
+	return fmt.Sprint(*b)
+}
+
+// timingOut is a model client whose own deadline on a call has passed.
+type timingOut struct{}
+
+func (timingOut) Chat(context.Context, llm.Request) (llm.Result, error) {
+	return llm.Result{}, fmt.Errorf("chat stopped after 1 attempt: %w", context.DeadlineExceeded)
+}
+
+// activityEnv is an activity environment with a worker's attempts
+// (heartbeats every 10 ms) and a's activities, counting heartbeats.
+func activityEnv(a *Activities, beats *atomic.Int32) *testsuite.TestActivityEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(quiet)
+	env := suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&attempts{every: 10 * time.Millisecond}}})
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	env.RegisterActivity(a)
+	return env
+}
+
+// Every activity heartbeats while it runs (a model call, a tool call:
+// neither does by itself), and a model call that the client's own
+// deadline ended, on a worker whose attempt lives, is the call's answer.
+func TestActivitiesHeartbeat(t *testing.T) {
+	a := newActivities(t, finalConfig(t))
+	for _, c := range []struct {
+		name string
+		run  func(*testsuite.TestActivityEnvironment) (converter.EncodedValue, error)
+	}{
+		{"Chat", func(env *testsuite.TestActivityEnvironment) (converter.EncodedValue, error) {
+			return env.ExecuteActivity(a.Chat, ChatRequest{})
+		}},
+		{"CallTool", func(env *testsuite.TestActivityEnvironment) (converter.EncodedValue, error) {
+			return env.ExecuteActivity(a.CallTool, ToolCall{Tool: "calc", Params: map[string]any{"expression": "1+1"}})
+		}},
+	} {
+		var beats atomic.Int32
+		if _, err := c.run(activityEnv(a, &beats)); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if beats.Load() == 0 {
+			t.Errorf("%s recorded no heartbeat", c.name)
+		}
+	}
+
+	a.client = timingOut{}
+	var beats atomic.Int32
+	_, err := activityEnv(a, &beats).ExecuteActivity(a.Chat, ChatRequest{})
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || !appErr.NonRetryable() || !strings.Contains(appErr.Message(), "chat stopped after 1 attempt") {
+		t.Errorf("the client's own timeout: %v; want the call's answer, non-retryable", err)
+	}
+}
