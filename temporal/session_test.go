@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -331,5 +332,45 @@ func BenchmarkSessionHistory(b *testing.B) {
 				b.ReportMetric(float64(blobs), "store-B")
 			}
 		})
+	}
+}
+
+// A turn whose task is larger than the session's MaxTaskBytes is refused
+// with a *TooLargeError naming the key to raise, by StartTurn before it
+// reaches Temporal, and by the workflow's validator for a client that
+// sends it anyway: the history keeps nothing of it, and the session goes on.
+func TestTurnTooLargeIsRefused(t *testing.T) {
+	c := dev(t)
+	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"done","output":1}}`,
+		`{"type":"final","final":{"thought":"done","output":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, cfg)
+	id := "large-" + t.Name()
+	limits := SessionLimits{MaxTaskBytes: 1 << 10}
+	if res := sessionTurn(t, c, queue, id, limits, "one"); res.Final == nil {
+		t.Fatalf("turn one: %+v", res)
+	}
+	ctx := context.Background()
+	big := strings.Repeat("x", 200<<10)
+	_, err = StartTurn(ctx, c, queue, id, limits, SessionTurn{Task: big})
+	var tl *TooLargeError
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Size != len(big) || tl.Key != "temporal.turn_max_kb" {
+		t.Errorf("StartTurn of a %d-byte task: %v; want a TooLargeError", len(big), err)
+	}
+	_, err = c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: SessionWorkflowID(id), UpdateName: UpdateTurn,
+		Args: []any{SessionTurn{Task: big}}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err == nil || !strings.Contains(err.Error(), "temporal.turn_max_kb") {
+		t.Errorf("the update of a %d-byte task: %v; want the validator's refusal", len(big), err)
+	}
+	if res := sessionTurn(t, c, queue, id, limits, "two"); res.Final == nil || fmt.Sprint(res.Final.Output) != "2" {
+		t.Fatalf("turn two: %+v", res)
+	}
+	_, events := sessionEvents(t, c, id)
+	for _, ev := range events {
+		if n := proto.Size(ev); n > 100<<10 {
+			t.Errorf("event %d (%s) is %d bytes: the refused task is in the history", ev.EventId, ev.EventType, n)
+		}
 	}
 }

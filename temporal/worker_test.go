@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -125,5 +126,68 @@ func TestActivitiesHeartbeat(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || !appErr.NonRetryable() || !strings.Contains(appErr.Message(), "chat stopped after 1 attempt") {
 		t.Errorf("the client's own timeout: %v; want the call's answer, non-retryable", err)
+	}
+}
+
+// blocking is an embedding host's tool whose first call waits for its
+// context's end, and whose later calls answer at once.
+type blocking struct {
+	calls   *atomic.Int32
+	started chan struct{}
+}
+
+func (blocking) Name() string            { return "wait" }
+func (blocking) Description() string     { return "Waits." }
+func (blocking) ParameterSchema() string { return `{"type":"object"}` }
+func (b blocking) Execute(ctx context.Context, _ map[string]any) (string, error) {
+	if b.calls.Add(1) == 1 {
+		close(b.started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	return "done", nil
+}
+
+// A worker stopped while a tool call runs cancels the call's context: the
+// attempt is lost, not answered, and another worker makes the call again,
+// whose answer is the turn's observation (with each failure final, the
+// turn read "context canceled").
+func TestWorkerStopRetriesTheCall(t *testing.T) {
+	c := dev(t)
+	var calls atomic.Int32
+	tool := blocking{calls: &calls, started: make(chan struct{})}
+	queue := "q-" + t.Name()
+	start := func() worker.Worker {
+		a := newActivities(t, loadConfig(t, "",
+			`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"wait","tool_params":{}}}`,
+			`{"type":"final","final":{"thought":"done","output":1}}`))
+		a.rt.Engine.Registry().Register(tool)
+		w := NewWorker(c, queue, a)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return w
+	}
+	first := start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tool.started:
+	case <-ctx.Done():
+		t.Fatal("the tool was never called")
+	}
+	start()
+	first.Stop()
+	var res TurnResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Final == nil || len(res.Steps) != 2 || res.Steps[0].Observation != "done" || calls.Load() != 2 {
+		t.Errorf("steps %+v, %d tool calls; want the observation of the second call, done", res.Steps, calls.Load())
 	}
 }
