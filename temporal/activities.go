@@ -13,6 +13,7 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
 	"github.com/morphhost/morph/llm/scripted"
 )
@@ -138,8 +139,10 @@ func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*
 
 // nonRetryable marks err as an answer, not a lost worker: Temporal does not
 // run the activity again for it (unless its attempt was lost meanwhile:
-// lostAttempt). Its message is err's, which the workflow
-// hands the engine as the local call would have failed.
+// lostAttempt). Its message is err's, which the workflow hands the engine
+// as the local call would have failed, cut to failureMessage bytes: a
+// failure's message is kept in the workflow's history as it is, not
+// moved to the payload store.
 func nonRetryable(what string, err error) error {
 	if err == nil {
 		return nil
@@ -148,5 +151,5 @@ func nonRetryable(what string, err error) error {
 	if errors.As(err, &appErr) {
 		return err
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), what, nil)
+	return temporal.NewNonRetryableApplicationError(safetext.Truncate(err.Error(), failureMessage), what, nil)
 }

@@ -183,6 +183,7 @@ func TestLargeTaskHistoryIsSmall(t *testing.T) {
 				largest, largestType = len(b), ev.EventType.String()
 			}
 		}
+		t.Logf("the %s's history is %d bytes of JSON, its largest event %s %d bytes", name, size, largestType, largest)
 		if size > 16<<10 {
 			t.Errorf("the %s's history is %d bytes of JSON, its largest event %s %d bytes; want under 16 KiB", name, size, largestType, largest)
 		}

@@ -359,8 +359,11 @@ func TestTurnTooLargeIsRefused(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Size != len(big) || tl.Key != "temporal.turn_max_kb" {
 		t.Errorf("StartTurn of a %d-byte task: %v; want a TooLargeError", len(big), err)
 	}
-	_, err = c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: SessionWorkflowID(id), UpdateName: UpdateTurn,
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: SessionWorkflowID(id), UpdateName: UpdateTurn,
 		Args: []any{SessionTurn{Task: big}}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err == nil { // the rejection is the update's outcome
+		err = h.Get(ctx, nil)
+	}
 	if err == nil || !strings.Contains(err.Error(), "temporal.turn_max_kb") {
 		t.Errorf("the update of a %d-byte task: %v; want the validator's refusal", len(big), err)
 	}

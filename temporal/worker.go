@@ -8,6 +8,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // NewWorker is a worker of taskQueue that runs TurnWorkflow,
@@ -81,5 +83,11 @@ func lostAttempt(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
 	}
-	return temporal.NewApplicationErrorWithCause("the activity's attempt ended before its call did: "+err.Error(), AttemptLost, context.Cause(ctx))
+	return temporal.NewApplicationErrorWithCause("the activity's attempt ended before its call did: "+safetext.Truncate(err.Error(), failureMessage),
+		AttemptLost, context.Cause(ctx))
 }
+
+// failureMessage is the most of an error's text an activity's failure
+// carries (safetext.Truncate): the failure is in the workflow's history as
+// it is, and a model server's or a plugin's error could be any size.
+const failureMessage = 4 << 10

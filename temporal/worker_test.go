@@ -35,7 +35,8 @@ func retryable(err error) *bool {
 // context lives, its deadline errors included (the model client's own
 // timeout); once the attempt's context has ended (its timeout, a cancel
 // after a missed heartbeat, a stopping worker), it is a lost attempt,
-// retried, whatever the call returned.
+// retried, whatever the call returned. Either failure's message, kept in
+// the history as it is, is at most failureMessage bytes and a note.
 func TestLostAttemptIsRetried(t *testing.T) {
 	live := context.Background()
 	timedOut, cancel := context.WithDeadline(live, time.Now().Add(-time.Second))
@@ -55,12 +56,17 @@ func TestLostAttemptIsRetried(t *testing.T) {
 		{"the attempt timed out", timedOut, nonRetryable("model call", ownDeadline), ptr(true)},
 		{"the worker stops", stopping, nonRetryable("model call", context.Canceled), ptr(true)},
 		{"the worker stops, a plain error", stopping, errors.New("read: connection reset"), ptr(true)},
+		{"a huge error", live, nonRetryable("model call", errors.New(strings.Repeat("x", 100<<10))), new(bool)},
+		{"a huge error, the worker stops", stopping, errors.New(strings.Repeat("x", 100<<10)), ptr(true)},
 	} {
 		err := lostAttempt(c.ctx, c.err)
 		if got := retryable(err); (got == nil) != (c.retry == nil) || got != nil && *got != *c.retry {
 			t.Errorf("%s: %v: retryable %v, want %v", c.name, err, deref(got), deref(c.retry))
 		}
 		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && len(appErr.Message()) > failureMessage+200 {
+			t.Errorf("%s: the failure's message is %d bytes, more than %d and its note", c.name, len(appErr.Message()), failureMessage)
+		}
 		if c.retry != nil && *c.retry && (!errors.As(err, &appErr) || appErr.Type() != AttemptLost || !errors.Is(err, context.Cause(c.ctx))) {
 			t.Errorf("%s: %v: want an %s failure caused by %v", c.name, err, AttemptLost, context.Cause(c.ctx))
 		}
