@@ -53,12 +53,14 @@ type Temporal struct {
 	PayloadMaxKB int `toml:"payload_max_kb"`
 
 	// HeartbeatInterval is how often a worker tells Temporal that an
-	// activity it runs is alive (default 1s); HeartbeatTimeout how long
-	// Temporal waits for one before it gives the activity to another
-	// worker (default 4s): a lost worker's call is taken up after it.
-	// Shorter, and a loaded worker whose heartbeat is late has its call,
-	// perhaps a paid model call, made again by another worker. Every
-	// activity that may run longer than HeartbeatTimeout heartbeats.
+	// activity it runs is alive (default 2s), and how long each heartbeat
+	// may take to reach Temporal before the SDK gives the attempt up;
+	// HeartbeatTimeout how long Temporal waits for one before it gives the
+	// activity to another worker (default 4s, at least twice the
+	// interval): a lost worker's call is taken up after it. Shorter, and a
+	// loaded worker whose heartbeat is late has its call, perhaps a paid
+	// model call, made again by another worker. Every activity that may
+	// run longer than HeartbeatTimeout heartbeats.
 	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
 	HeartbeatTimeout  time.Duration `toml:"heartbeat_timeout"`
 	// StickyTimeout is how long a workflow's next step waits for the
@@ -88,7 +90,7 @@ const (
 	DefaultSessionIdleTimeout  = 24 * time.Hour
 	DefaultPayloadThresholdKB  = 64
 	DefaultPayloadMaxKB        = 256 << 10
-	DefaultHeartbeatInterval   = time.Second
+	DefaultHeartbeatInterval   = 2 * time.Second
 	DefaultHeartbeatTimeout    = 4 * time.Second
 	DefaultStickyTimeout       = 2 * time.Second
 	DefaultAnswerMaxKB         = 64

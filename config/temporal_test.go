@@ -18,7 +18,7 @@ func TestTemporalTable(t *testing.T) {
 	}
 	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph",
 		SessionMaxTurns: 100, SessionMaxHistoryKB: 4096, SessionIdleTimeout: 24 * time.Hour, PayloadThresholdKB: 64, PayloadMaxKB: 256 << 10,
-		HeartbeatInterval: time.Second, HeartbeatTimeout: 4 * time.Second, StickyTimeout: 2 * time.Second, AnswerMaxKB: 64, TurnMaxKB: 1024}) {
+		HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 4 * time.Second, StickyTimeout: 2 * time.Second, AnswerMaxKB: 64, TurnMaxKB: 1024}) {
 		t.Errorf("defaults %+v", got)
 	}
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\n"
@@ -34,7 +34,7 @@ func TestTemporalTable(t *testing.T) {
 		{`session_idle_timeout = "-1h"`, "temporal.session_idle_timeout", "must be positive"},
 		{`heartbeat_interval = 1`, "temporal.heartbeat_interval", "want a duration string"},
 		{`heartbeat_interval = "0s"`, "temporal.heartbeat_interval", "must be positive"},
-		{`heartbeat_timeout = "1500ms"`, "temporal.heartbeat_timeout", "at least twice heartbeat_interval (1s)"},
+		{`heartbeat_timeout = "3s"`, "temporal.heartbeat_timeout", "at least twice heartbeat_interval (2s)"},
 		{`heartbeat_interval = "3s"`, "temporal.heartbeat_interval", "heartbeat_timeout (4s) must be at least twice"},
 		{`sticky_timeout = "500ms"`, "temporal.sticky_timeout", "must be at least 1s"},
 		{`answer_max_kb = 0`, "temporal.answer_max_kb", "must be from 1"},

@@ -58,22 +58,23 @@
 // client's attempts and waits; at most ActivityTimeout, which is also the
 // timeout of a call nothing bounds. Every activity that may run longer
 // than the [temporal] heartbeat_timeout (4 s) heartbeats every
-// heartbeat_interval (1 s) while it runs, so that a lost worker's call is
+// heartbeat_interval (2 s) while it runs, so that a lost worker's call is
 // taken by another after heartbeat_timeout (TestWorkerKilledMidTurn,
-// TestWorkerKilledInHook), and a workflow's next step waits sticky_timeout
-// (2 s) for the worker that ran its last one before another takes it. A
-// call's own failure is its answer, returned non-retryable; Temporal runs
-// a call again only when its attempt was lost: a missed heartbeat, its
-// timeout passed (a starved worker's), its worker stopping; whatever the
-// call returned after its attempt's context ended is not its answer
-// (lostAttempt: TestLostAttemptIsRetried, TestWorkerStopRetriesTheCall),
-// and a model client's own deadline on a call, its attempt live, is
-// (TestActivitiesHeartbeat). retryPolicy allows three attempts.
+// TestWorkerKilledInHook, TestStoppedWorkersCallIsTakenUp), and a
+// workflow's next step waits sticky_timeout (2 s) for the worker that ran
+// its last one before another takes it. A call's own failure is its
+// answer, returned non-retryable; Temporal runs a call again only when its
+// attempt was lost: a missed heartbeat, its timeout passed (a starved
+// worker's), its worker stopping; whatever the call returned after its
+// attempt's context ended is not its answer (lostAttempt:
+// TestLostAttemptIsRetried), and a model client's own deadline on a call,
+// its attempt live, is (TestActivitiesHeartbeat). retryPolicy allows three
+// attempts.
 //
 // A session's turn update whose task is larger than turn_max_kb is
 // rejected by its validator (nothing of it enters the history), and a
-// human gate's answer larger than answer_max_kb is refused and logged,
-// not delivered nor kept in the workflow's state (TestTurnTooLargeIsRefused,
+// human gate's answer larger than answer_max_kb is refused and logged, not
+// delivered nor kept in the workflow's state (TestTurnTooLargeIsRefused,
 // TestPipelineMatchesLocalRunOnTwoWorkers). A workflow numbers its model
 // calls (ChatRequest.Call, carried across continue-as-new), and a scripted
 // model answers the reply of that number, so that its replies come in the

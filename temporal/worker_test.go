@@ -154,11 +154,12 @@ func (b blocking) Execute(ctx context.Context, _ map[string]any) (string, error)
 	return "done", nil
 }
 
-// A worker stopped while a tool call runs cancels the call's context: the
-// attempt is lost, not answered, and another worker makes the call again,
-// whose answer is the turn's observation (with each failure final, the
-// turn read "context canceled").
-func TestWorkerStopRetriesTheCall(t *testing.T) {
+// A worker stopped while a tool call of the embedding host's runs, a call
+// nothing bounds (its timeout is ActivityTimeout, 10 minutes): the call's
+// heartbeats stop, and another worker makes it again after the heartbeat
+// timeout, seconds; its answer is the turn's observation, not the first
+// attempt's "context canceled".
+func TestStoppedWorkersCallIsTakenUp(t *testing.T) {
 	c := dev(t)
 	var calls atomic.Int32
 	tool := blocking{calls: &calls, started: make(chan struct{})}
