@@ -15,11 +15,12 @@ var ErrTooLarge = errors.New("too large")
 // refuses for its size: it names what, its size, the cap and the
 // [temporal] key that sets it.
 type TooLargeError struct {
-	What      string // "a turn's task", "the answer to gate <node>"
+	What      string // "a turn's task", "an answer to a human gate"
 	Size, Max int    // in bytes
 	Key       string // "temporal.turn_max_kb", ...
 }
 
+// Error says what was refused, its size and the cap, and names the key.
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is %d bytes, more than %d: refused (raise %s to allow it)", e.What, e.Size, e.Max, e.Key)
 }
