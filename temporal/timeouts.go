@@ -112,25 +112,30 @@ func withHeartbeat(ctx workflow.Context, s Setup) workflow.Context {
 	return workflow.WithHeartbeatTimeout(ctx, s.Timeouts.Heartbeat)
 }
 
-// heartbeat records heartbeats of ctx's activity, at once and then every
-// interval, until the function it returns is called.
+// heartbeat records heartbeats of ctx's activity every interval, from one
+// interval after it is called until the function it returns is called,
+// which waits for a heartbeat being sent. An attempt shorter than every
+// sends none, and no heartbeat is cut short: the SDK logs a heartbeat
+// whose context was canceled as a failure, and takes a heartbeat that
+// failed for the attempt's loss.
 func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	stopped, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			activity.RecordHeartbeat(ctx)
 			select {
 			case <-tick.C:
+				activity.RecordHeartbeat(ctx)
+			case <-stopped:
+				return
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() { close(stopped); <-done }
 }
 
 // callBounder is a model client that says how long a call of it runs

@@ -89,6 +89,25 @@ func (timingOut) Chat(context.Context, llm.Request) (llm.Result, error) {
 	return llm.Result{}, fmt.Errorf("chat stopped after 1 attempt: %w", context.DeadlineExceeded)
 }
 
+// slowModel is a model client that answers a final after 100 ms.
+type slowModel struct{}
+
+func (slowModel) Chat(context.Context, llm.Request) (llm.Result, error) {
+	time.Sleep(100 * time.Millisecond)
+	return llm.Result{Text: `{"type":"final","final":{"thought":"t","output":1}}`}, nil
+}
+
+// slowTool is an embedding host's tool that answers after 100 ms.
+type slowTool struct{}
+
+func (slowTool) Name() string            { return "slow" }
+func (slowTool) Description() string     { return "Takes its time." }
+func (slowTool) ParameterSchema() string { return `{"type":"object"}` }
+func (slowTool) Execute(context.Context, map[string]any) (string, error) {
+	time.Sleep(100 * time.Millisecond)
+	return "done", nil
+}
+
 // activityEnv is an activity environment with a worker's attempts
 // (heartbeats every 10 ms) and a's activities, counting heartbeats.
 func activityEnv(a *Activities, beats *atomic.Int32) *testsuite.TestActivityEnvironment {
@@ -106,6 +125,8 @@ func activityEnv(a *Activities, beats *atomic.Int32) *testsuite.TestActivityEnvi
 // deadline ended, on a worker whose attempt lives, is the call's answer.
 func TestActivitiesHeartbeat(t *testing.T) {
 	a := newActivities(t, finalConfig(t))
+	a.client = slowModel{}
+	a.rt.Engine.Registry().Register(slowTool{})
 	for _, c := range []struct {
 		name string
 		run  func(*testsuite.TestActivityEnvironment) (converter.EncodedValue, error)
@@ -114,7 +135,7 @@ func TestActivitiesHeartbeat(t *testing.T) {
 			return env.ExecuteActivity(a.Chat, ChatRequest{})
 		}},
 		{"CallTool", func(env *testsuite.TestActivityEnvironment) (converter.EncodedValue, error) {
-			return env.ExecuteActivity(a.CallTool, ToolCall{Tool: "calc", Params: map[string]any{"expression": "1+1"}})
+			return env.ExecuteActivity(a.CallTool, ToolCall{Tool: "slow"})
 		}},
 	} {
 		var beats atomic.Int32
@@ -122,7 +143,7 @@ func TestActivitiesHeartbeat(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if beats.Load() == 0 {
-			t.Errorf("%s recorded no heartbeat", c.name)
+			t.Errorf("%s, 100 ms long, recorded no heartbeat", c.name)
 		}
 	}
 
