@@ -16,6 +16,7 @@ import (
 // the host's 100 ms); verify's stage handler by the default 2 s; calc by
 // the built-in tools' bound; the model call by the client's 2 s timeout,
 // twice, and a wait of up to 60 s between. ActivityTimeout caps them all.
+// The heartbeat timeout is the worker's heartbeat_timeout.
 func TestSetupTimeouts(t *testing.T) {
 	cfg, err := config.Load(appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`), `
 [[plugins]]
@@ -31,6 +32,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 		t.Fatal(err)
 	}
 	cfg.LLM.Provider, cfg.LLM.Model, cfg.LLM.BaseURL, cfg.LLM.APIKeyEnv = config.ProviderOpenAI, "m", "http://127.0.0.1:1/v1", ""
+	cfg.Temporal.HeartbeatTimeout = 6 * time.Second
 	cfg.LLM.Timeout, cfg.LLM.MaxRetries = 2*time.Second, new(int)
 	*cfg.LLM.MaxRetries = 1
 	ctx := context.Background()
@@ -38,7 +40,8 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 
 	hook := 750*time.Millisecond + activityMargin
 	want := Timeouts{
-		Chat: 2*2*time.Second + time.Minute + activityMargin,
+		Heartbeat: 6 * time.Second,
+		Chat:      2*2*time.Second + time.Minute + activityMargin,
 		Hooks: map[string]time.Duration{"build_prompt": hook, "build_params": hook, "on_tool_success": hook,
 			"fallback_final": hook},
 		Middleware: map[string]time.Duration{"go-hooks": 350*time.Millisecond + activityMargin},
@@ -52,7 +55,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 			t.Fatal(err)
 		}
 		got := s.Timeouts
-		if got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
+		if got.Heartbeat != want.Heartbeat || got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
 			!maps.Equal(got.Tools, want.Tools) || !maps.Equal(got.Stages, want.Stages) {
 			t.Errorf("ActivityTimeout %s: timeouts\n%+v\nwant\n%+v", ActivityTimeout, got, want)
 		}
