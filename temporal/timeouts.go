@@ -19,8 +19,9 @@ import (
 // Timeouts) gets that bound, but never more than ActivityTimeout; one
 // whose call has none (a model client that states none, a tool or hook
 // of the embedding host) gets ActivityTimeout. Past its timeout, Temporal
-// gives the activity to another worker: a worker that died is seen no
-// sooner. The workers read it when they answer Setup, so that the
+// gives the activity to another worker; a worker that died is seen sooner,
+// after the heartbeat timeout, by an activity whose timeout is longer (see
+// Timeouts). The workers read it when they answer Setup, so that the
 // workflow's history holds the values used; the workers of a queue
 // should agree on it, as on their configuration.
 var ActivityTimeout = 10 * time.Minute
