@@ -59,17 +59,17 @@
 // timeout of a call nothing bounds. Every activity that may run longer
 // than the [temporal] heartbeat_timeout (4 s) heartbeats every
 // heartbeat_interval (2 s) while it runs, so that a lost worker's call is
-// taken by another after heartbeat_timeout (TestWorkerKilledMidTurn,
-// TestWorkerKilledInHook, TestStoppedWorkersCallIsTakenUp), and a
-// workflow's next step waits sticky_timeout (2 s) for the worker that ran
-// its last one before another takes it. A call's own failure is its
-// answer, returned non-retryable; Temporal runs a call again only when its
-// attempt was lost: a missed heartbeat, its timeout passed (a starved
-// worker's), its worker stopping; whatever the call returned after its
-// attempt's context ended is not its answer (lostAttempt:
-// TestLostAttemptIsRetried), and a model client's own deadline on a call,
-// its attempt live, is (TestActivitiesHeartbeat). retryPolicy allows three
-// attempts.
+// taken by another after heartbeat_timeout
+// (TestKilledWorkerSeenByHeartbeat, TestWorkerKilledInHook,
+// TestStoppedWorkersCallIsTakenUp), and a workflow's next step waits
+// sticky_timeout (2 s) for the worker that ran its last one before another
+// takes it. A call's own failure is its answer, returned non-retryable;
+// Temporal runs a call again only when its attempt was lost: a missed
+// heartbeat, its timeout passed (a starved worker's), its worker stopping;
+// whatever the call returned after its attempt's context ended is not its
+// answer (lostAttempt: TestLostAttemptIsRetried), and a model client's own
+// deadline on a call, its attempt live, is (TestActivitiesHeartbeat).
+// retryPolicy allows three attempts.
 //
 // A session's turn update whose task is larger than turn_max_kb is
 // rejected by its validator (nothing of it enters the history), and a

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -217,5 +219,32 @@ func TestStoppedWorkersCallIsTakenUp(t *testing.T) {
 	}
 	if res.Final == nil || len(res.Steps) != 2 || res.Steps[0].Observation != "done" || calls.Load() != 2 {
 		t.Errorf("steps %+v, %d tool calls; want the observation of the second call, done", res.Steps, calls.Load())
+	}
+}
+
+// A worker killed with SIGKILL while a model call waits for the model,
+// the call's timeout a minute (the client's): Temporal sees the worker
+// lost by its missed heartbeats, not by the call's timeout, and another
+// worker makes the call again (its attempt 2, after a heartbeat timeout)
+// and finishes the turn, repeating nothing that finished.
+func TestKilledWorkerSeenByHeartbeat(t *testing.T) {
+	c := dev(t)
+	model := newModelServer(t, killReplies...)
+	model.hold = true
+	w := newWorkers(t, model, "")
+	res, run, took := w.killMidTurn(c, "6*7?", secondModelCall(model))
+	t.Logf("the second worker ended the turn %s after the kill", took.Round(10*time.Millisecond))
+	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	nothingRepeated(t, model, w)
+	var retried *historypb.ActivityTaskStartedEventAttributes
+	for _, ev := range workflowEvents(t, c, run.GetID(), run.GetRunID()) {
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+			retried = a
+		}
+	}
+	if tf := retried.GetLastFailure().GetTimeoutFailureInfo(); retried.GetAttempt() != 2 || tf.GetTimeoutType() != enumspb.TIMEOUT_TYPE_HEARTBEAT {
+		t.Errorf("the call's retry: attempt %d after %v; want attempt 2 after a heartbeat timeout", retried.GetAttempt(), retried.GetLastFailure())
 	}
 }
