@@ -51,23 +51,22 @@ type PipelineInput struct {
 	ContinueAfter int
 	// Continued counts the runs before this one (continue-as-new).
 	Continued int
-	// ModelCalls counts the model calls of the runs before this one
-	// (ChatRequest.Call).
-	ModelCalls int
 	// MaxAnswerBytes caps a human gate's answer (AnswerMaxBytes; 0: the
 	// default): a larger one is refused, logged and not kept.
 	MaxAnswerBytes int
 }
 
 // PipelineState is what a resume needs of a run directory: the
-// checkpoint, the manifest and the full-fidelity threads. The workflow's
-// run directory is scratch on its worker; this is how a run moves on to
-// the next run of the workflow (continue-as-new) or to a new workflow
-// (morph pipeline resume --temporal).
+// checkpoint, the manifest and the full-fidelity threads; and the model
+// calls the run made (ChatRequest.Call goes on from there). The
+// workflow's run directory is scratch on its worker; this is how a run
+// moves on to the next run of the workflow (continue-as-new) or to a new
+// workflow (morph pipeline resume --temporal).
 type PipelineState struct {
 	Checkpoint *pipeline.Checkpoint
 	Manifest   *pipeline.Manifest
 	Threads    map[string]json.RawMessage
+	ModelCalls int
 }
 
 // PipelineResult is how a pipeline's workflow ended: the run's result and
@@ -151,7 +150,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	}); err != nil {
 		return PipelineResult{}, err
 	}
-	checkpoints, continuing, calls := 0, false, in.ModelCalls
+	checkpoints, continuing, calls := 0, false, 0
+	if in.Resume != nil {
+		calls = in.Resume.ModelCalls
+	}
 	r := pipelineRunner(ctx, setup, in, exec, gates, &calls, func(ev pipeline.Event) {
 		if ev.Kind == pipeline.EventAgent {
 			if ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
@@ -191,9 +193,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	if err != nil {
 		return PipelineResult{}, err
 	}
+	state.ModelCalls = calls
 	if continuing && res.State == pipeline.RunCanceled {
 		next := in
-		next.Resume, next.Continued, next.ModelCalls = state, in.Continued+1, calls
+		next.Resume, next.Continued = state, in.Continued+1
 		return PipelineResult{}, workflow.NewContinueAsNewError(ctx, PipelineWorkflow, next)
 	}
 	res.RunDir = "" // scratch, gone
