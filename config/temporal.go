@@ -75,6 +75,31 @@ type Temporal struct {
 	// written, unless every worker is down meanwhile. Each worker removes
 	// older records when it starts and every hour.
 	JournalRetention time.Duration `toml:"journal_retention"`
+	// HeartbeatInterval is how often a worker tells Temporal that an
+	// activity it runs is alive (default 2s), and how long each heartbeat
+	// may take to reach Temporal before the SDK gives the attempt up;
+	// HeartbeatTimeout how long Temporal waits for one before it gives the
+	// activity to another worker (default 4s, at least twice the
+	// interval): a lost worker's call is taken up after it. Shorter, and a
+	// loaded worker whose heartbeat is late has its call, perhaps a paid
+	// model call, made again by another worker. Every activity that may
+	// run longer than HeartbeatTimeout heartbeats.
+	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
+	HeartbeatTimeout  time.Duration `toml:"heartbeat_timeout"`
+	// StickyTimeout is how long a workflow's next step waits for the
+	// worker that ran its last one (which has the workflow in memory)
+	// before any worker takes it, replaying its history (default 2s, at
+	// least 1s): what a worker lost between two steps costs.
+	StickyTimeout time.Duration `toml:"sticky_timeout"`
+
+	// AnswerMaxKB caps a human gate's answer (its signal, choice and
+	// text) that a pipeline's workflow accepts (default 64): a larger one
+	// is refused, not delivered nor kept in the workflow's state.
+	AnswerMaxKB int `toml:"answer_max_kb"`
+	// TurnMaxKB caps the task of a durable turn (default 1024): a larger
+	// one is refused before it reaches Temporal, and a session's workflow
+	// rejects a turn update carrying one.
+	TurnMaxKB int `toml:"turn_max_kb"`
 }
 
 // Defaults of the [temporal] table.
@@ -90,6 +115,11 @@ const (
 	DefaultPayloadMaxKB        = 256 << 10
 	DefaultJournalMaxKB        = 64 << 10
 	DefaultJournalRetention    = 7 * 24 * time.Hour
+	DefaultHeartbeatInterval   = 2 * time.Second
+	DefaultHeartbeatTimeout    = 4 * time.Second
+	DefaultStickyTimeout       = 2 * time.Second
+	DefaultAnswerMaxKB         = 64
+	DefaultTurnMaxKB           = 1024
 )
 
 // WithDefaults is t with its empty keys set to their defaults.
@@ -124,6 +154,21 @@ func (t Temporal) WithDefaults() Temporal {
 	if t.JournalRetention == 0 {
 		t.JournalRetention = DefaultJournalRetention
 	}
+	if t.HeartbeatInterval == 0 {
+		t.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if t.HeartbeatTimeout == 0 {
+		t.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if t.StickyTimeout == 0 {
+		t.StickyTimeout = DefaultStickyTimeout
+	}
+	if t.AnswerMaxKB == 0 {
+		t.AnswerMaxKB = DefaultAnswerMaxKB
+	}
+	if t.TurnMaxKB == 0 {
+		t.TurnMaxKB = DefaultTurnMaxKB
+	}
 	return t
 }
 
@@ -148,8 +193,21 @@ func (v *validator) temporal() {
 	v.limit(toml.Key{"temporal", "payload_threshold_kb"}, t.PayloadThresholdKB)
 	v.limit(toml.Key{"temporal", "payload_max_kb"}, t.PayloadMaxKB)
 	v.limit(toml.Key{"temporal", "journal_max_kb"}, t.JournalMaxKB)
-	v.duration(toml.Key{"temporal", "session_idle_timeout"}, t.SessionIdleTimeout, "24h")
-	v.duration(toml.Key{"temporal", "journal_retention"}, t.JournalRetention, "168h")
+	v.limit(toml.Key{"temporal", "answer_max_kb"}, t.AnswerMaxKB)
+	v.limit(toml.Key{"temporal", "turn_max_kb"}, t.TurnMaxKB)
+	v.duration("session_idle_timeout", t.SessionIdleTimeout, 0)
+	v.duration("journal_retention", t.JournalRetention, 0)
+	v.duration("heartbeat_interval", t.HeartbeatInterval, 0)
+	v.duration("heartbeat_timeout", t.HeartbeatTimeout, 0)
+	v.duration("sticky_timeout", t.StickyTimeout, time.Second) // Temporal counts it in seconds
+	if d := t.WithDefaults(); d.HeartbeatInterval > 0 && d.HeartbeatTimeout > 0 && d.HeartbeatTimeout < 2*d.HeartbeatInterval {
+		key := "heartbeat_timeout"
+		if !v.md.IsDefined("temporal", key) {
+			key = "heartbeat_interval"
+		}
+		v.fail(toml.Key{"temporal", key}, nil, "heartbeat_timeout (%s) must be at least twice heartbeat_interval (%s): a heartbeat a little late would lose the call",
+			d.HeartbeatTimeout, d.HeartbeatInterval)
+	}
 	for _, dir := range []*string{&t.PayloadDir, &t.JournalDir} {
 		if *dir != "" && !filepath.IsAbs(*dir) {
 			*dir = filepath.Join(filepath.Dir(v.c.File), *dir)
@@ -163,16 +221,19 @@ func (v *validator) temporal() {
 	}
 }
 
-// duration checks the duration key, which must be a positive duration
-// string (such as example) when it is set.
-func (v *validator) duration(key toml.Key, d time.Duration, example string) {
-	if !v.md.IsDefined(key...) {
+// duration checks the [temporal] duration key name, set to d: a string
+// such as "4s", at least least (positive when least is 0).
+func (v *validator) duration(name string, d, least time.Duration) {
+	if !v.md.IsDefined("temporal", name) {
 		return
 	}
+	key := toml.Key{"temporal", name}
 	switch {
-	case v.md.Type(key...) != "String":
-		v.fail(key, nil, "want a duration string such as %q, got %s", example, strings.ToLower(v.md.Type(key...)))
-	case d <= 0:
+	case v.md.Type("temporal", name) != "String":
+		v.fail(key, nil, "want a duration string such as \"4s\", got %s", strings.ToLower(v.md.Type("temporal", name)))
+	case least == 0 && d <= 0:
 		v.fail(key, nil, "must be positive, got %s", d)
+	case d < least:
+		v.fail(key, nil, "must be at least %s, got %s", least, d)
 	}
 }

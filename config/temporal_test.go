@@ -18,7 +18,8 @@ func TestTemporalTable(t *testing.T) {
 	}
 	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph",
 		SessionMaxTurns: 100, SessionMaxHistoryKB: 4096, SessionIdleTimeout: 24 * time.Hour, PayloadThresholdKB: 64, PayloadMaxKB: 256 << 10,
-		JournalMaxKB: 64 << 10, JournalRetention: 7 * 24 * time.Hour}) {
+		JournalMaxKB: 64 << 10, JournalRetention: 7 * 24 * time.Hour,
+		HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 4 * time.Second, StickyTimeout: 2 * time.Second, AnswerMaxKB: 64, TurnMaxKB: 1024}) {
 		t.Errorf("defaults %+v", got)
 	}
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\n"
@@ -37,6 +38,13 @@ func TestTemporalTable(t *testing.T) {
 		{`journal_retention = "0s"`, "temporal.journal_retention", "must be positive"},
 		{"payload_dir = \"blobs\"\njournal_dir = \"blobs\"", "temporal.journal_dir", "is or holds payload_dir"},
 		{"payload_dir = \"data/blobs\"\njournal_dir = \"data\"", "temporal.journal_dir", "is or holds payload_dir"},
+		{`heartbeat_interval = 1`, "temporal.heartbeat_interval", "want a duration string"},
+		{`heartbeat_interval = "0s"`, "temporal.heartbeat_interval", "must be positive"},
+		{`heartbeat_timeout = "3s"`, "temporal.heartbeat_timeout", "at least twice heartbeat_interval (2s)"},
+		{`heartbeat_interval = "3s"`, "temporal.heartbeat_interval", "heartbeat_timeout (4s) must be at least twice"},
+		{`sticky_timeout = "500ms"`, "temporal.sticky_timeout", "must be at least 1s"},
+		{`answer_max_kb = 0`, "temporal.answer_max_kb", "must be from 1"},
+		{`turn_max_kb = -5`, "temporal.turn_max_kb", "must be from 1"},
 	} {
 		ce, err := loadErr(t, head+c.line+"\n")
 		if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) {

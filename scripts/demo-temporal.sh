@@ -2,8 +2,10 @@
 # demo-temporal.sh runs `make demo`'s first and third jobs durably: a
 # Temporal dev server on 127.0.0.1 (the CLI scripts/temporal.sh builds and
 # caches), two `morph worker`s on the repository's morph.toml and `morph run
-# --temporal` on the offline scripted model, then a worker of the pipeline
-# example's config and `morph pipeline run --temporal`. Everything it starts is stopped on exit;
+# --temporal` on the offline scripted model, then two workers of the
+# pipeline example's config and `morph pipeline run --temporal`: the
+# scripted model answers each of a workflow's model calls by its number in
+# the workflow, whichever worker makes it. Everything it starts is stopped on exit;
 # the logs are kept in a temporary directory it names. Run it through
 # `make demo-temporal`, which builds bin/ first.
 set -euo pipefail
@@ -49,12 +51,13 @@ done
 
 echo "== morph run --temporal: the turn's model calls, tool call and hooks are activities on the workers =="
 bin/morph run --temporal --config morph.toml "What is 17.5% of 2,340 plus the square root of 1,764?"
-echo "== a pipeline: the workers of its own config (the same task queue: first stop the others) =="
+echo "== a pipeline: two workers of its own config (the same task queue: first stop the others) =="
 kill "${pids[1]}" "${pids[2]}"
 wait "${pids[1]}" "${pids[2]}" 2>/dev/null || true
-# One worker: a scripted model's place in its replies is per worker.
-bin/morph worker --config examples/pipelines/plan-implement-verify.toml >"$work/worker-pipeline.log" 2>&1 &
-pids+=($!)
+for i in 1 2; do
+	bin/morph worker --config examples/pipelines/plan-implement-verify.toml >"$work/worker-pipeline-$i.log" 2>&1 &
+	pids+=($!)
+done
 bin/morph pipeline run --temporal --config examples/pipelines/plan-implement-verify.toml \
 	examples/pipelines/plan-implement-verify.dot
 

@@ -13,16 +13,20 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
+	"github.com/morphhost/morph/llm/scripted"
 )
 
 // Activities are what a worker does for TurnWorkflow: the model calls, tool
 // calls and engine hooks of the engine it would run locally, loaded from
-// morph.toml. Their failures are non-retryable application errors: the
-// model client has already retried by its own rules, and a tool's or a
-// hook's failure is an answer the engine handles (an observation, a
-// fallback); Temporal retries an activity only when its worker is lost,
-// which its timeout tells (see Timeouts).
+// morph.toml. A call's own failure is a non-retryable application error:
+// the model client has already retried by its own rules, and a tool's or
+// a hook's failure is an answer the engine handles (an observation, a
+// fallback). Temporal retries an activity only when its attempt was lost:
+// its worker gone (a missed heartbeat, its timeout) or stopping, or
+// starved past its timeout (lostAttempt, which the worker's attempts
+// apply to every activity, with its heartbeats).
 type Activities struct {
 	cfg     *config.Config
 	rt      *config.Runtime
@@ -81,10 +85,11 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 	return s, nil
 }
 
-// Chat is one model call, heartbeating while it runs (see chatHeartbeat).
+// Chat is one model call. A scripted model answers the reply the
+// workflow's count of its calls names, not its own next one: the calls of
+// a workflow run on several workers.
 func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, error) {
-	defer heartbeat(ctx, chatHeartbeat/4)()
-	res, err := a.client.Chat(ctx, llm.Request{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+	res, err := a.client.Chat(scripted.WithReplyIndex(ctx, req.Call), llm.Request{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
 		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
 	return res, nonRetryable("model call", err)
 }
@@ -113,6 +118,9 @@ func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResul
 		res.Output, err = tool.Execute(ctx, call.Params)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return ToolResult{}, err // the attempt's end, not the tool's answer: retried (lostAttempt)
+		}
 		res.Error = err.Error()
 	}
 	return res, nil
@@ -142,8 +150,11 @@ func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*
 }
 
 // nonRetryable marks err as an answer, not a lost worker: Temporal does not
-// run the activity again for it. Its message is err's, which the workflow
-// hands the engine as the local call would have failed.
+// run the activity again for it (unless its attempt was lost meanwhile:
+// lostAttempt). Its message is err's, which the workflow hands the engine
+// as the local call would have failed, cut to failureMessage bytes: a
+// failure's message is kept in the workflow's history as it is, not
+// moved to the payload store.
 func nonRetryable(what string, err error) error {
 	if err == nil {
 		return nil
@@ -152,5 +163,5 @@ func nonRetryable(what string, err error) error {
 	if errors.As(err, &appErr) {
 		return err
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), what, nil)
+	return temporal.NewNonRetryableApplicationError(safetext.Truncate(err.Error(), failureMessage), what, nil)
 }

@@ -58,11 +58,30 @@
 // worker, plus a second: a plugin's deadlines for its hooks, tools and
 // stage handler, the engine's deadline on a middleware hook, the model
 // client's attempts and waits; at most ActivityTimeout, which is also the
-// timeout of a call nothing bounds. It is how long a lost worker holds a
-// call before another worker takes it; a model call, minutes long when
-// the client retries, heartbeats, and is taken sooner. A call's own failure is its answer,
-// returned non-retryable; Temporal runs a call again only when its attempt
-// timed out, its worker lost (retryPolicy: three attempts at most).
+// timeout of a call nothing bounds. Every activity that may run longer
+// than the [temporal] heartbeat_timeout (4 s) heartbeats every
+// heartbeat_interval (2 s) while it runs, so that a lost worker's call is
+// taken by another after heartbeat_timeout
+// (TestKilledWorkerSeenByHeartbeat, TestWorkerKilledInHook,
+// TestStoppedWorkersCallIsTakenUp), and a workflow's next step waits
+// sticky_timeout (2 s) for the worker that ran its last one before another
+// takes it. A call's own failure is its answer, returned non-retryable;
+// Temporal runs a call again only when its attempt was lost: a missed
+// heartbeat, its timeout passed (a starved worker's), its worker stopping;
+// whatever the call returned after its attempt's context ended is not its
+// answer (lostAttempt: TestLostAttemptIsRetried), and a model client's own
+// deadline on a call, its attempt live, is (TestActivitiesHeartbeat).
+// retryPolicy allows three attempts.
+//
+// A session's turn update whose task is larger than turn_max_kb is
+// rejected by its validator (nothing of it enters the history), and a
+// human gate's answer larger than answer_max_kb is refused and logged, not
+// delivered nor kept in the workflow's state (TestTurnTooLargeIsRefused,
+// TestPipelineMatchesLocalRunOnTwoWorkers). A workflow numbers its model
+// calls (ChatRequest.Call, carried across continue-as-new), and a scripted
+// model answers the reply of that number, so that its replies come in the
+// script's order whichever worker makes each call
+// (TestScriptedModelOnTwoWorkers).
 //
 // A worker records each call's result in the queue's result journal
 // (Journal, [temporal] journal_dir) before it tells Temporal: a worker

@@ -60,7 +60,8 @@ func testWorker(path string) int {
 	if err != nil {
 		return fail(err)
 	}
-	w := newWorker(c, cfg.Temporal.TaskQueue, a, worker.Options{StickyScheduleToStartTimeout: time.Second})
+	a.cfg.Temporal.StickyTimeout = time.Second
+	w := NewWorker(c, cfg.Temporal.TaskQueue, a)
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		return fail(err)
 	}

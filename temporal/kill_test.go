@@ -20,6 +20,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/pipeline"
 )
@@ -280,7 +281,7 @@ func TestWorkerKilledInHook(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	if took > 30*time.Second {
-		t.Errorf("the turn ended %s after the kill; want seconds (the hook's timeout is 1.75 s, the sticky queue's 5 s)", took)
+		t.Errorf("the turn ended %s after the kill; want seconds (the hook's timeout is 1.75 s, the sticky queue's 2 s)", took)
 	}
 	if completed, aborted := model.calls(); completed != 2 || aborted != 0 {
 		t.Errorf("%d model calls answered, %d aborted; want 2 and 0 (none repeated)", completed, aborted)
@@ -309,10 +310,13 @@ func TestWorkerKilledInHook(t *testing.T) {
 	if attempt != 2 {
 		t.Errorf("the hook's activity started at attempt %d, want 2 (the killed worker's timed out)", attempt)
 	}
-	// The model client's timeout (60 s, no retries) and its heartbeat, the
-	// hook's three deadlines, calc's bound; each and a second.
-	want := map[string][2]time.Duration{"Setup": {setupTimeout}, "Chat": {61 * time.Second, chatHeartbeat},
-		"OnToolSuccess": {1750 * time.Millisecond}, "CallTool": {builtinToolBound + activityMargin}}
+	// The model client's timeout (60 s, no retries), the hook's three
+	// deadlines, calc's bound; each and a second; and the heartbeat timeout
+	// of each that is longer than it (Setup's is asked before the worker
+	// tells it).
+	hb := config.DefaultHeartbeatTimeout
+	want := map[string][2]time.Duration{"Setup": {setupTimeout}, "Chat": {61 * time.Second, hb},
+		"OnToolSuccess": {1750 * time.Millisecond}, "CallTool": {builtinToolBound + activityMargin, hb}}
 	if !maps.Equal(timeouts, want) {
 		t.Errorf("activity timeouts (start to close, heartbeat) %v, want %v", timeouts, want)
 	}

@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/morphhost/morph/config"
@@ -132,6 +134,58 @@ func TestSessionPayloadsInStore(t *testing.T) {
 	for _, ev := range events {
 		if n := proto.Size(ev); n > 8<<10 {
 			t.Errorf("event %d (%s) is %d bytes", ev.EventId, ev.EventType, n)
+		}
+	}
+}
+
+// A 120 KiB task, as a session's turn and as a turn of its own, on a
+// worker and a client with payload_dir at its default threshold: what the
+// workflows' Temporal histories keep of it is a reference, their whole
+// history under 16 KiB of JSON (as `temporal workflow show --output json`
+// prints it) where the task alone is 120 KiB.
+func TestLargeTaskHistoryIsSmall(t *testing.T) {
+	dir := t.TempDir()
+	path := appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"done","output":1}}`),
+		fmt.Sprintf("\n[temporal]\npayload_dir = %q\n", dir))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewClientFromExisting(dev(t), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := startWorker(t, c, cfg)
+	task := strings.Repeat("a large task ", 120<<10/13)
+	id := "large-" + t.Name()
+	if res := sessionTurn(t, c, queue, id, SessionLimits{}, task); res.Final == nil {
+		t.Fatalf("session turn: %+v", res)
+	}
+	ctx := context.Background()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res TurnResult
+	if err := run.Get(ctx, &res); err != nil || res.Final == nil {
+		t.Fatalf("turn: %+v, %v", res, err)
+	}
+	_, session := sessionEvents(t, dev(t), id)
+	for name, events := range map[string][]*historypb.HistoryEvent{"session": session, "turn": workflowEvents(t, dev(t), run.GetID(), run.GetRunID())} {
+		size, largest, largestType := 0, 0, ""
+		for _, ev := range events {
+			b, err := protojson.Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if size += len(b); len(b) > largest {
+				largest, largestType = len(b), ev.EventType.String()
+			}
+		}
+		t.Logf("the %s's history is %d bytes of JSON, its largest event %s %d bytes", name, size, largestType, largest)
+		if size > 16<<10 {
+			t.Errorf("the %s's history is %d bytes of JSON, its largest event %s %d bytes; want under 16 KiB", name, size, largestType, largest)
 		}
 	}
 }

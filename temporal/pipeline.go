@@ -51,17 +51,22 @@ type PipelineInput struct {
 	ContinueAfter int
 	// Continued counts the runs before this one (continue-as-new).
 	Continued int
+	// MaxAnswerBytes caps a human gate's answer (AnswerMaxBytes; 0: the
+	// default): a larger one is refused, logged and not kept.
+	MaxAnswerBytes int
 }
 
 // PipelineState is what a resume needs of a run directory: the
-// checkpoint, the manifest and the full-fidelity threads. The workflow's
-// run directory is scratch on its worker; this is how a run moves on to
-// the next run of the workflow (continue-as-new) or to a new workflow
-// (morph pipeline resume --temporal).
+// checkpoint, the manifest and the full-fidelity threads; and the model
+// calls the run made (ChatRequest.Call goes on from there). The
+// workflow's run directory is scratch on its worker; this is how a run
+// moves on to the next run of the workflow (continue-as-new) or to a new
+// workflow (morph pipeline resume --temporal).
 type PipelineState struct {
 	Checkpoint *pipeline.Checkpoint
 	Manifest   *pipeline.Manifest
 	Threads    map[string]json.RawMessage
+	ModelCalls int
 }
 
 // PipelineResult is how a pipeline's workflow ended: the run's result and
@@ -113,6 +118,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	if err != nil {
 		return PipelineResult{}, err
 	}
+	ctx = withHeartbeat(ctx, setup)
 	g, err := pipeline.ParseDOTNamed(in.DotFile, in.Source)
 	if err != nil {
 		return PipelineResult{Error: err.Error()}, nil
@@ -135,7 +141,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 		c.Done().Receive(c, nil)
 		cancel()
 	})
-	gates := newGates(ctx)
+	gates := newGates(ctx, in.MaxAnswerBytes)
 	progress := PipelineProgress{Run: in.Continued}
 	if err := workflow.SetQueryHandler(ctx, QueryPipelineProgress, func() (PipelineProgress, error) {
 		p := progress
@@ -144,8 +150,11 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	}); err != nil {
 		return PipelineResult{}, err
 	}
-	checkpoints, continuing := 0, false
-	r := pipelineRunner(ctx, setup, in, exec, gates, func(ev pipeline.Event) {
+	checkpoints, continuing, calls := 0, false, 0
+	if in.Resume != nil {
+		calls = in.Resume.ModelCalls
+	}
+	r := pipelineRunner(ctx, setup, in, exec, gates, &calls, func(ev pipeline.Event) {
 		if ev.Kind == pipeline.EventAgent {
 			if ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
 				return
@@ -184,6 +193,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	if err != nil {
 		return PipelineResult{}, err
 	}
+	state.ModelCalls = calls
 	if continuing && res.State == pipeline.RunCanceled {
 		next := in
 		next.Resume, next.Continued = state, in.Continued+1
@@ -195,9 +205,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 
 // pipelineRunner is the runner of a pipeline's workflow: the workers'
 // engine, tools and stage handlers as activities, the workflow's executor,
-// its gates for human gates, and the durable rule.
-func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, onEvent func(pipeline.Event)) *pipeline.Runner {
-	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, nil), Options: in.Options.engine()}
+// its gates for human gates, and the durable rule; calls counts its model
+// calls.
+func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, onEvent func(pipeline.Event)) *pipeline.Runner {
+	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, nil), Options: in.Options.engine()}
 	handlers := pipeline.DefaultHandlerRegistry()
 	for _, typ := range setup.StageHandlers {
 		handlers.Register(stageStub{ctx: ctx, typ: typ, timeout: setup.Timeouts.Stages[typ]})
@@ -306,11 +317,13 @@ var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.
 
 // gates is the human gates' Interviewer of a pipeline's workflow: a
 // question waits for a SignalAnswer naming its node and one of its
-// choices. A signal for no waiting gate, or naming no choice of its
-// gate's, is logged and dropped: the gate goes on waiting, as the console
-// asks again; its timeout (human.timeout) takes the default as locally.
+// choices. A signal larger than max bytes, for no waiting gate, or naming
+// no choice of its gate's, is logged (escaped) and dropped: the gate goes
+// on waiting, as the console asks again; its timeout (human.timeout)
+// takes the default as locally.
 type gates struct {
 	ctx     workflow.Context
+	max     int
 	waiting []*gate // in the order asked
 	asked   int
 }
@@ -322,9 +335,10 @@ type gate struct {
 	answers workflow.Channel
 }
 
-// newGates serves SignalAnswer for the gates of ctx's workflow.
-func newGates(ctx workflow.Context) *gates {
-	g := &gates{ctx: ctx}
+// newGates serves SignalAnswer for the gates of ctx's workflow, each
+// answer at most max bytes.
+func newGates(ctx workflow.Context, max int) *gates {
+	g := &gates{ctx: ctx, max: max}
 	signals := workflow.GetSignalChannel(ctx, SignalAnswer)
 	workflow.Go(ctx, func(c workflow.Context) {
 		for {
@@ -341,6 +355,10 @@ func newGates(ctx workflow.Context) *gates {
 // deliver gives a its gate, or logs why it cannot.
 func (g *gates) deliver(a AnswerSignal) {
 	log := workflow.GetLogger(g.ctx)
+	if err := checkAnswer(a, g.max); err != nil {
+		log.Warn("answer refused", "node", safetext.Line(a.Node, 100), "error", err)
+		return
+	}
 	for _, w := range g.waiting {
 		if w.q.NodeID != a.Node {
 			continue
@@ -420,7 +438,9 @@ func (a *Activities) HandleStage(ctx context.Context, c StageCall) (StageResult,
 	for _, h := range a.rt.StageHandlers() {
 		if h.Type() == c.Type {
 			out, err := h.Call(ctx, c.Input)
-			if err != nil {
+			if err != nil && ctx.Err() != nil {
+				return StageResult{}, err // the attempt's end, not the stage's: retried (lostAttempt)
+			} else if err != nil {
 				return StageResult{Error: err.Error()}, nil
 			}
 			return StageResult{Outcome: out}, nil

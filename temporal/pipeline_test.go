@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -160,8 +161,9 @@ func waitQuestion(t *testing.T, c client.Client, run client.WorkflowRun) (Pipeli
 // run's result, through two workers: the first runs it up to the human
 // gate and stops; the second, with nothing cached, replays the history
 // (the agent, the tools, the branches) and goes on. The gate is answered
-// by a signal, after two it refuses (an unknown node, an unknown choice):
-// it keeps waiting, then routes as the answer says.
+// by a signal, after three it refuses (an unknown node, an unknown choice,
+// an answer larger than answer_max_kb): it keeps waiting, then routes as
+// the answer says, its text the last answer's.
 func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	c := dev(t)
 	queue := "q-" + t.Name()
@@ -191,7 +193,11 @@ func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	worker.PurgeStickyWorkflowCache()
 	startWorkerOn(t, c, loadConfig(t, "", planReplies...), queue)
 	ctx := context.Background()
-	for _, a := range []AnswerSignal{{Node: "nowhere", Choice: "S"}, {Node: "gate", Choice: "maybe"}, {Node: "gate", Choice: "S", Text: "ship it"}} {
+	tooLarge := AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("x", AnswerMaxBytes(config.Temporal{}))}
+	if err := CheckAnswer(config.Temporal{}, tooLarge); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("CheckAnswer of a %d-byte answer: %v; want ErrTooLarge", len(tooLarge.Text), err)
+	}
+	for _, a := range []AnswerSignal{{Node: "nowhere", Choice: "S"}, {Node: "gate", Choice: "maybe"}, tooLarge, {Node: "gate", Choice: "S", Text: "ship it"}} {
 		if err := c.SignalWorkflow(ctx, run.GetID(), "", SignalAnswer, a); err != nil {
 			t.Fatal(err)
 		}

@@ -41,24 +41,28 @@ type SessionState struct {
 	History     []llm.Message
 	Quarantines []engine.Quarantine
 	Turns       int
+	ModelCalls  int // the model calls of its turns (ChatRequest.Call)
 	Limits      SessionLimits
 }
 
 // SessionLimits bound one run of a session's workflow: after MaxTurns
 // turns, or once its Temporal history passes MaxHistoryBytes (or Temporal
 // suggests it), it continues as new between turns; after IdleTimeout
-// without a turn it ends.
+// without a turn it ends. It refuses a turn whose task is larger than
+// MaxTaskBytes (CheckTask).
 type SessionLimits struct {
 	MaxTurns        int
 	MaxHistoryBytes int
 	IdleTimeout     time.Duration
+	MaxTaskBytes    int
 }
 
 // LimitsOf are the session limits of a [temporal] table, its defaults
 // applied.
 func LimitsOf(t config.Temporal) SessionLimits {
 	t = t.WithDefaults()
-	return SessionLimits{MaxTurns: t.SessionMaxTurns, MaxHistoryBytes: t.SessionMaxHistoryKB << 10, IdleTimeout: t.SessionIdleTimeout}
+	return SessionLimits{MaxTurns: t.SessionMaxTurns, MaxHistoryBytes: t.SessionMaxHistoryKB << 10, IdleTimeout: t.SessionIdleTimeout,
+		MaxTaskBytes: t.TurnMaxKB << 10}
 }
 
 // withDefaults is l with each limit that is not positive at the [temporal]
@@ -73,6 +77,9 @@ func (l SessionLimits) withDefaults() SessionLimits {
 	}
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = d.IdleTimeout
+	}
+	if l.MaxTaskBytes <= 0 {
+		l.MaxTaskBytes = d.MaxTaskBytes
 	}
 	return l
 }
@@ -112,12 +119,18 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 		if turn.Task == "" {
 			return errors.New("a turn needs a task")
 		}
+		// refused before it is kept: a rejected update leaves no event in
+		// the history
+		if err := in.Limits.CheckTask(turn.Task); err != nil {
+			workflow.GetLogger(ctx).Warn("turn refused", "error", err)
+			return err
+		}
 		return nil
 	}})
 	if err != nil {
 		return in, err
 	}
-	s, err := newTurns(ctx, in.SessionID, in.History, in.Turns)
+	s, err := newTurns(ctx, in.SessionID, in.History, in.Turns, in.ModelCalls)
 	if err != nil {
 		return in, err
 	}
@@ -132,7 +145,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 	}
 	state := func() SessionState {
 		return SessionState{SessionID: in.SessionID, History: s.session.History(), Quarantines: s.engine.Quarantines(),
-			Turns: s.session.Turns(), Limits: in.Limits}
+			Turns: s.session.Turns(), ModelCalls: s.calls, Limits: in.Limits}
 	}
 	if err := workflow.SetQueryHandler(ctx, QuerySession, func() (SessionState, error) { return state(), nil }); err != nil {
 		return in, err
@@ -174,10 +187,15 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 // StartTurn asks session id's workflow on taskQueue for a turn, starting
 // the workflow, with limits, when it is not running (update-with-start; a
 // running workflow keeps the limits it has), and returns once a worker has
-// accepted the turn: the handle's Get waits for its TurnResult. A session
+// accepted the turn: the handle's Get waits for its TurnResult. A task
+// larger than limits.MaxTaskBytes is refused (a *TooLargeError) before it
+// reaches Temporal, as the workflow's validator would. A session
 // whose workflow ended idle goes on from the state it ended with: the idle
 // end gives back the workers' and Temporal's resources, not the session.
 func StartTurn(ctx context.Context, c client.Client, taskQueue, id string, limits SessionLimits, turn SessionTurn) (client.WorkflowUpdateHandle, error) {
+	if err := limits.CheckTask(turn.Task); err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
 	in, err := endedState(ctx, c, id)
 	if err != nil {
 		return nil, err

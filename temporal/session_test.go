@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -32,23 +33,29 @@ import (
 // (continued as new) from the first, in order.
 func sessionEvents(t testing.TB, c client.Client, id string) (runs int, events []*historypb.HistoryEvent) {
 	t.Helper()
-	ctx := context.Background()
 	for runID := ""; ; runs++ {
-		var run []*historypb.HistoryEvent
-		it := c.GetWorkflowHistory(ctx, SessionWorkflowID(id), runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			run = append(run, ev)
-		}
+		run := workflowEvents(t, c, SessionWorkflowID(id), runID)
 		events = append(run, events...)
 		runID = run[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		if runID == "" {
 			return runs + 1, events
 		}
 	}
+}
+
+// workflowEvents are the events of one run of workflow id.
+func workflowEvents(t testing.TB, c client.Client, id, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	var events []*historypb.HistoryEvent
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	return events
 }
 
 // activityCalls counts the activities events schedule, by type, a
@@ -325,5 +332,48 @@ func BenchmarkSessionHistory(b *testing.B) {
 				b.ReportMetric(float64(blobs), "store-B")
 			}
 		})
+	}
+}
+
+// A turn whose task is larger than the session's MaxTaskBytes is refused
+// with a *TooLargeError naming the key to raise, by StartTurn before it
+// reaches Temporal, and by the workflow's validator for a client that
+// sends it anyway: the history keeps nothing of it, and the session goes on.
+func TestTurnTooLargeIsRefused(t *testing.T) {
+	c := dev(t)
+	cfg, err := config.Load(writeConfig(t, `{"type":"final","final":{"thought":"done","output":1}}`,
+		`{"type":"final","final":{"thought":"done","output":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, cfg)
+	id := "large-" + t.Name()
+	limits := SessionLimits{MaxTaskBytes: 1 << 10}
+	if res := sessionTurn(t, c, queue, id, limits, "one"); res.Final == nil {
+		t.Fatalf("turn one: %+v", res)
+	}
+	ctx := context.Background()
+	big := strings.Repeat("x", 200<<10)
+	_, err = StartTurn(ctx, c, queue, id, limits, SessionTurn{Task: big})
+	var tl *TooLargeError
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Size != len(big) || tl.Key != "temporal.turn_max_kb" {
+		t.Errorf("StartTurn of a %d-byte task: %v; want a TooLargeError", len(big), err)
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: SessionWorkflowID(id), UpdateName: UpdateTurn,
+		Args: []any{SessionTurn{Task: big}}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err == nil { // the rejection is the update's outcome
+		err = h.Get(ctx, nil)
+	}
+	if err == nil || !strings.Contains(err.Error(), "temporal.turn_max_kb") {
+		t.Errorf("the update of a %d-byte task: %v; want the validator's refusal", len(big), err)
+	}
+	if res := sessionTurn(t, c, queue, id, limits, "two"); res.Final == nil || fmt.Sprint(res.Final.Output) != "2" {
+		t.Fatalf("turn two: %+v", res)
+	}
+	_, events := sessionEvents(t, c, id)
+	for _, ev := range events {
+		if n := proto.Size(ev); n > 100<<10 {
+			t.Errorf("event %d (%s) is %d bytes: the refused task is in the history", ev.EventId, ev.EventType, n)
+		}
 	}
 }

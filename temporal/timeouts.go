@@ -19,8 +19,9 @@ import (
 // Timeouts) gets that bound, but never more than ActivityTimeout; one
 // whose call has none (a model client that states none, a tool or hook
 // of the embedding host) gets ActivityTimeout. Past its timeout, Temporal
-// gives the activity to another worker: a worker that died is seen no
-// sooner. The workers read it when they answer Setup, so that the
+// gives the activity to another worker; a worker that died is seen sooner,
+// after the heartbeat timeout, by an activity whose timeout is longer (see
+// Timeouts). The workers read it when they answer Setup, so that the
 // workflow's history holds the values used; the workers of a queue
 // should agree on it, as on their configuration.
 var ActivityTimeout = 10 * time.Minute
@@ -30,8 +31,7 @@ var ActivityTimeout = 10 * time.Minute
 // ActivityTimeout:
 //   - a model call (Chat): the model client's bound, its retries and
 //     their waits included (openai.Client.CallBound), so that Temporal
-//     never gives up on a call the client is still retrying; its worker
-//     heartbeats meanwhile (chatHeartbeat);
+//     never gives up on a call the client is still retrying;
 //   - an engine hook, a WebAssembly tool or stage handler: its plugin's
 //     bound on one call (host.Details.CallBound, three of its timeouts:
 //     a fresh instance, the call, a description of changed tools). One
@@ -41,11 +41,18 @@ var ActivityTimeout = 10 * time.Minute
 //     little);
 //   - a built-in tool: builtinToolBound.
 //
+// Every activity whose timeout is longer than Heartbeat (the worker's
+// [temporal] heartbeat_timeout) has Heartbeat as its heartbeat timeout:
+// its worker heartbeats while it runs (attempts), so that a lost worker's
+// call is taken up by another after Heartbeat rather than after the
+// call's timeout, minutes for a model call.
+//
 // The worker computes them in Setup and the workflow reads them from its
 // result, so that a replay schedules its activities as the first run did.
 // A call absent from them (a tool a plugin added since) gets
 // ActivityTimeout.
 type Timeouts struct {
+	Heartbeat  time.Duration
 	Chat       time.Duration
 	Hooks      map[string]time.Duration // engine hooks, by abi name
 	Middleware map[string]time.Duration // by middleware ID
@@ -73,53 +80,63 @@ const (
 	// one before was lost: more in a row is no longer a lost worker but a
 	// call that kills its worker, or an outage, and the call fails.
 	maxAttempts = 3
-	// chatHeartbeat is the Chat activity's heartbeat timeout: a model call
-	// runs for minutes when the client retries (7 by default), and its
-	// worker heartbeats while it runs, so that a worker lost in it is seen
-	// after this rather than after the call's timeout. Shorter, and a
-	// worker whose heartbeats are late (a loaded worker, a slow link to
-	// Temporal) would have its call, paid for, made again by another.
-	chatHeartbeat = 20 * time.Second
 )
 
 // retryPolicy is the engine's rules on Temporal: a call's own failure is
 // its answer, which the engine handles (every activity returns it
 // non-retryable, see nonRetryable), so Temporal runs a call again only
-// when an attempt timed out, its worker lost, at most maxAttempts in all.
+// when an attempt was lost (timed out, its heartbeat missed, its worker
+// stopping: lostAttempt), at most maxAttempts in all.
 // The retry comes almost at once: the timeout has waited already.
 var retryPolicy = temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: maxAttempts}
 
 // withTimeout is ctx with the options of one activity call: its
 // StartToCloseTimeout d (ActivityTimeout when d is not positive: a call
 // Timeouts does not know, or a Setup answered by a worker from before
-// Timeouts) and retryPolicy; ctx's other options (a heartbeat timeout)
-// stay.
+// Timeouts), retryPolicy, and ctx's heartbeat timeout (withHeartbeat) only
+// if d is longer: a shorter call's own timeout sees its worker lost as
+// soon.
 func withTimeout(ctx workflow.Context, d time.Duration) workflow.Context {
 	if d <= 0 {
 		d = ActivityTimeout
 	}
+	if workflow.GetActivityOptions(ctx).HeartbeatTimeout >= d {
+		ctx = workflow.WithHeartbeatTimeout(ctx, 0)
+	}
 	return workflow.WithRetryPolicy(workflow.WithStartToCloseTimeout(ctx, d), retryPolicy)
 }
 
-// heartbeat records heartbeats of ctx's activity, at once and then every
-// interval, until the function it returns is called.
+// withHeartbeat is the workflow context ctx, whose activities are those of
+// a worker that answered s, with s's heartbeat timeout: every context of
+// the workflow's engine and runner derives from it.
+func withHeartbeat(ctx workflow.Context, s Setup) workflow.Context {
+	return workflow.WithHeartbeatTimeout(ctx, s.Timeouts.Heartbeat)
+}
+
+// heartbeat records heartbeats of ctx's activity every interval, from one
+// interval after it is called until the function it returns is called,
+// which waits for a heartbeat being sent. An attempt shorter than every
+// sends none, and no heartbeat is cut short: the SDK logs a heartbeat
+// whose context was canceled as a failure, and takes a heartbeat that
+// failed for the attempt's loss.
 func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	stopped, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			activity.RecordHeartbeat(ctx)
 			select {
 			case <-tick.C:
+				activity.RecordHeartbeat(ctx)
+			case <-stopped:
+				return
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() { close(stopped); <-done }
 }
 
 // callBounder is a model client that says how long a call of it runs
@@ -138,7 +155,7 @@ func (a *Activities) timeouts(hooks []string) Timeouts {
 			plugins[p.Name] = d.CallBound
 		}
 	}
-	t := Timeouts{Hooks: map[string]time.Duration{}, Middleware: map[string]time.Duration{}, Tools: map[string]time.Duration{},
+	t := Timeouts{Heartbeat: a.cfg.Temporal.WithDefaults().HeartbeatTimeout, Hooks: map[string]time.Duration{}, Middleware: map[string]time.Duration{}, Tools: map[string]time.Duration{},
 		Stages: map[string]time.Duration{}}
 	var chat time.Duration // the scripted client's: none
 	if c, ok := a.client.(callBounder); ok {

@@ -3,13 +3,8 @@ package temporal
 import (
 	"context"
 	"maps"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/morphhost/morph/config"
 )
@@ -21,6 +16,7 @@ import (
 // the host's 100 ms); verify's stage handler by the default 2 s; calc by
 // the built-in tools' bound; the model call by the client's 2 s timeout,
 // twice, and a wait of up to 60 s between. ActivityTimeout caps them all.
+// The heartbeat timeout is the worker's heartbeat_timeout.
 func TestSetupTimeouts(t *testing.T) {
 	cfg, err := config.Load(appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`), `
 [[plugins]]
@@ -36,6 +32,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 		t.Fatal(err)
 	}
 	cfg.LLM.Provider, cfg.LLM.Model, cfg.LLM.BaseURL, cfg.LLM.APIKeyEnv = config.ProviderOpenAI, "m", "http://127.0.0.1:1/v1", ""
+	cfg.Temporal.HeartbeatTimeout = 6 * time.Second
 	cfg.LLM.Timeout, cfg.LLM.MaxRetries = 2*time.Second, new(int)
 	*cfg.LLM.MaxRetries = 1
 	ctx := context.Background()
@@ -43,7 +40,8 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 
 	hook := 750*time.Millisecond + activityMargin
 	want := Timeouts{
-		Chat: 2*2*time.Second + time.Minute + activityMargin,
+		Heartbeat: 6 * time.Second,
+		Chat:      2*2*time.Second + time.Minute + activityMargin,
 		Hooks: map[string]time.Duration{"build_prompt": hook, "build_params": hook, "on_tool_success": hook,
 			"fallback_final": hook},
 		Middleware: map[string]time.Duration{"go-hooks": 350*time.Millisecond + activityMargin},
@@ -57,7 +55,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 			t.Fatal(err)
 		}
 		got := s.Timeouts
-		if got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
+		if got.Heartbeat != want.Heartbeat || got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
 			!maps.Equal(got.Tools, want.Tools) || !maps.Equal(got.Stages, want.Stages) {
 			t.Errorf("ActivityTimeout %s: timeouts\n%+v\nwant\n%+v", ActivityTimeout, got, want)
 		}
@@ -68,24 +66,6 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 	ActivityTimeout = 5 * time.Second
 	want.Chat, want.Tools["calc"], want.Stages["wasm:verify"] = ActivityTimeout, ActivityTimeout, ActivityTimeout
 	check(want)
-}
-
-// A model call heartbeats while it runs: at once, and every quarter of
-// chatHeartbeat.
-func TestChatHeartbeats(t *testing.T) {
-	a := newActivities(t, finalConfig(t))
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(quiet)
-	env := suite.NewTestActivityEnvironment()
-	var beats atomic.Int32
-	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
-	env.RegisterActivity(a)
-	if _, err := env.ExecuteActivity(a.Chat, ChatRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	if beats.Load() == 0 {
-		t.Error("the model call recorded no heartbeat")
-	}
 }
 
 // panicky is an embedding host's tool that panics after its effect.

@@ -59,13 +59,19 @@ type Setup struct {
 	Timeouts Timeouts
 }
 
-// ChatRequest is llm.Request without its streaming callback.
+// ChatRequest is llm.Request without its streaming callback, and the
+// call's number.
 type ChatRequest struct {
 	Model          string
 	Messages       []llm.Message
 	ForceJSON      bool
 	Parameters     map[string]any
 	ResponseSchema *llm.JSONSchema
+	// Call counts the workflow's model calls before this one (a session's
+	// and a pipeline's across their continues-as-new), the same on every
+	// attempt and replay: a scripted model answers its reply Call
+	// (scripted.WithReplyIndex), whichever worker makes the call.
+	Call int
 }
 
 // ToolCall is one call of a tool.

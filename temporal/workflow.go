@@ -25,7 +25,7 @@ var acts *Activities
 // TurnWorkflow runs one turn of a session: morph's engine, in workflow
 // code, with every model call, tool call and engine hook an activity.
 func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
-	s, err := newTurns(ctx, in.SessionID, in.History, 0)
+	s, err := newTurns(ctx, in.SessionID, in.History, 0, 0)
 	if err != nil {
 		return TurnResult{}, err
 	}
@@ -42,17 +42,19 @@ type turns struct {
 	engine   *engine.Engine
 	session  *engine.Session
 	progress []Progress // the steps of the turn running, or of the last
+	calls    int        // the session's model calls so far (ChatRequest.Call)
 }
 
 // newTurns builds the workflow's engine and resumes the session id on it,
-// with the history and the number of turns it had.
-func newTurns(ctx workflow.Context, id string, history []llm.Message, done int) (*turns, error) {
+// with the history, the number of turns it had and of model calls it made.
+func newTurns(ctx workflow.Context, id string, history []llm.Message, done, calls int) (*turns, error) {
 	setup, err := workerSetup(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t := &turns{}
-	t.engine = newWorkflowEngine(ctx, setup, func(ev engine.Event) {
+	ctx = withHeartbeat(ctx, setup)
+	t := &turns{calls: calls}
+	t.engine = newWorkflowEngine(ctx, setup, &t.calls, func(ev engine.Event) {
 		if ev.Kind == engine.EventStep {
 			t.progress = append(t.progress, Progress{Step: ev.Step, Action: ev.Action, Usage: ev.Usage})
 		}
@@ -83,8 +85,9 @@ func workerSetup(ctx workflow.Context) (Setup, error) {
 
 // newWorkflowEngine is an engine whose model, tools and hooks are
 // activities of ctx (or of the workflow context a call's Go context
-// carries, see scope), deciding by the workflow's clock.
-func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)) *engine.Engine {
+// carries, see scope), deciding by the workflow's clock; calls counts its
+// model calls.
+func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, onEvent func(engine.Event)) *engine.Engine {
 	reg := engine.NewRegistry()
 	for _, spec := range s.Tools {
 		reg.Register(&toolStub{ctx: ctx, spec: spec, timeout: s.Timeouts.Tools[spec.Name]})
@@ -117,7 +120,7 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, onEvent func(engine.Event)
 			opts = append(opts, engine.WithFallbackFinalHook(h))
 		}
 	}
-	return engine.New(chatStub{ctx, s.Timeouts.Chat}, reg, opts...)
+	return engine.New(chatStub{ctx, s.Timeouts.Chat, calls}, reg, opts...)
 }
 
 // call runs one activity, with its timeout (see withTimeout), and decodes
@@ -133,16 +136,20 @@ func call(ctx workflow.Context, timeout time.Duration, activity any, out any, ar
 	return err
 }
 
-// chatStub is the engine's model: the Chat activity.
+// chatStub is the engine's model: the Chat activity, each numbered by
+// the workflow's count of its model calls (ChatRequest.Call).
 type chatStub struct {
 	ctx     workflow.Context
 	timeout time.Duration
+	calls   *int
 }
 
 func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error) {
 	var res llm.Result
-	err := call(workflow.WithHeartbeatTimeout(scope(gctx, c.ctx), chatHeartbeat), c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
-		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema})
+	n := *c.calls
+	*c.calls++
+	err := call(scope(gctx, c.ctx), c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema, Call: n})
 	return res, err
 }
 

@@ -38,6 +38,16 @@
 // none. Chat checks ctx between pieces and returns ctx.Err() if it ends
 // mid-reply; the reply counts as used.
 //
+// # Callers that number their calls
+//
+// A caller whose calls of one conversation run on several processes, each
+// with a client of its own (a durable workflow's model calls, each on
+// whichever worker takes it, perhaps twice when a worker is lost), cannot
+// rely on a client's place in the script: it numbers its calls itself and
+// passes the number in the call's context (WithReplyIndex), and Chat
+// answers that reply of the script, without moving the client's place.
+// Every other call takes the next reply, as above.
+//
 // # Options
 //
 // New takes functional options: WithModel, WithPricing and WithSource.
@@ -178,7 +188,18 @@ func (c *Client) Requests() []llm.Request {
 	return out
 }
 
-// Chat returns the next reply of the script. It returns ctx.Err() without
+// replyIndexKey is the context key of WithReplyIndex.
+type replyIndexKey struct{}
+
+// WithReplyIndex is ctx for a call that Chat answers with the script's
+// reply i (from 0), rather than the next: a caller that numbers its calls
+// (see the package doc).
+func WithReplyIndex(ctx context.Context, i int) context.Context {
+	return context.WithValue(ctx, replyIndexKey{}, i)
+}
+
+// Chat returns the next reply of the script, or the one WithReplyIndex
+// gave ctx. It returns ctx.Err() without
 // using a reply when ctx is done, and an *ExhaustedError (errors.Is
 // ErrExhausted) once every reply has been used. With req.Stream set it first
 // passes the reply to req.Stream in pieces (see the package doc), without
@@ -187,7 +208,8 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 	if err := ctx.Err(); err != nil {
 		return llm.Result{}, err
 	}
-	res, err := c.take(req)
+	at, numbered := ctx.Value(replyIndexKey{}).(int)
+	res, err := c.take(req, at, numbered)
 	if err != nil || req.Stream == nil {
 		return res, err
 	}
@@ -200,16 +222,21 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 	return res, nil
 }
 
-// take records req and uses the next reply.
-func (c *Client) take(req llm.Request) (llm.Result, error) {
+// take records req and uses the next reply, or reply at when numbered.
+func (c *Client) take(req llm.Request, at int, numbered bool) (llm.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.requests = append(c.requests, copyRequest(req))
-	if c.next >= len(c.replies) {
+	if !numbered {
+		at = c.next
+	}
+	if at < 0 || at >= len(c.replies) {
 		return llm.Result{}, &ExhaustedError{Source: c.source, Replies: len(c.replies)}
 	}
-	r := c.replies[c.next]
-	c.next++
+	r := c.replies[at]
+	if !numbered {
+		c.next++
+	}
 
 	u := llm.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens}
 	if u.InputTokens <= 0 {

@@ -390,3 +390,31 @@ func TestStreamExhaustedSendsNothing(t *testing.T) {
 		t.Fatalf("err %v, pieces %q; want ErrExhausted and none", err, got)
 	}
 }
+
+// A call numbered with WithReplyIndex gets that reply, as often as it is
+// asked (a call made again on another process), and leaves the client's
+// place alone; past the script, it is exhausted.
+func TestNumberedCalls(t *testing.T) {
+	ctx := context.Background()
+	c := scripted.New(scripted.Texts("a", "b", "c"))
+	for _, want := range []struct {
+		at   int
+		text string
+	}{{1, "b"}, {1, "b"}, {0, "a"}, {2, "c"}} {
+		res, err := c.Chat(scripted.WithReplyIndex(ctx, want.at), req("x"))
+		if err != nil || res.Text != want.text {
+			t.Fatalf("reply %d: %q, %v; want %q", want.at, res.Text, err, want.text)
+		}
+	}
+	if c.Remaining() != 3 {
+		t.Errorf("Remaining %d after numbered calls, want 3: they do not move the client's place", c.Remaining())
+	}
+	if res, err := c.Chat(ctx, req("x")); err != nil || res.Text != "a" {
+		t.Errorf("the next unnumbered call: %q, %v; want the first reply", res.Text, err)
+	}
+	for _, at := range []int{3, -1} {
+		if _, err := c.Chat(scripted.WithReplyIndex(ctx, at), req("x")); !errors.Is(err, scripted.ErrExhausted) {
+			t.Errorf("reply %d of 3: err %v, want ErrExhausted", at, err)
+		}
+	}
+}

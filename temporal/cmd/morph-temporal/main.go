@@ -153,6 +153,9 @@ func runCmd() *cobra.Command {
 					return c.QueryWorkflow(ctx, h.WorkflowID(), h.RunID(), temporal.QueryTurnProgress, h.UpdateID())
 				})
 			}
+			if err := temporal.LimitsOf(cfg.Temporal).CheckTask(args[0]); err != nil {
+				return err
+			}
 			wr, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, temporal.TurnWorkflow, temporal.TurnInput{Task: args[0], Options: ropts})
 			if err != nil {
 				return err

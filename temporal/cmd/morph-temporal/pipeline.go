@@ -19,6 +19,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/internal/durable"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/pipeline"
 	"github.com/morphhost/morph/temporal"
 )
@@ -108,7 +109,7 @@ func pipelineResumeCmd() *cobra.Command {
 				return fmt.Errorf("workflow %s: %w", id, err)
 			}
 			if desc.WorkflowExecutionInfo.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				return followPipeline(ctx, c, c.GetWorkflow(ctx, id, ""))
+				return followPipeline(ctx, c, cfg, c.GetWorkflow(ctx, id, ""))
 			}
 			var ended temporal.PipelineResult
 			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &ended); err != nil {
@@ -171,16 +172,18 @@ func pipelineInput(ctx context.Context, c client.Client, t config.Temporal, id s
 
 // startPipeline starts in's workflow on cfg's task queue and follows it.
 func startPipeline(ctx context.Context, c client.Client, cfg *config.Config, in temporal.PipelineInput) error {
+	in.MaxAnswerBytes = temporal.AnswerMaxBytes(cfg.Temporal)
 	wr, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: cfg.Temporal.WithDefaults().TaskQueue}, temporal.PipelineWorkflow, in)
 	if err != nil {
 		return err
 	}
-	return followPipeline(ctx, c, wr)
+	return followPipeline(ctx, c, cfg, wr)
 }
 
 // followPipeline writes wr's events and questions as they come, signals
-// the answers read on standard input, and writes its result.
-func followPipeline(ctx context.Context, c client.Client, wr client.WorkflowRun) error {
+// the answers read on standard input (refusing one larger than cfg's
+// answer_max_kb, as the workflow would), and writes its result.
+func followPipeline(ctx context.Context, c client.Client, cfg *config.Config, wr client.WorkflowRun) error {
 	var mu sync.Mutex // the lines, written by the poll and the answers' errors
 	out := json.NewEncoder(os.Stdout)
 	write := func(l durable.PipelineLine) {
@@ -198,8 +201,12 @@ func followPipeline(ctx context.Context, c client.Client, wr client.WorkflowRun)
 				fmt.Fprintf(os.Stderr, "morph-temporal: an answer is a JSON object {\"Node\":...,\"Choice\":...}: %v\n", err)
 				continue
 			}
+			if err := temporal.CheckAnswer(cfg.Temporal, a); err != nil {
+				fmt.Fprintf(os.Stderr, "morph-temporal: answering %s: %v\n", safetext.Line(a.Node, 100), err)
+				continue
+			}
 			if err := c.SignalWorkflow(ctx, id, "", temporal.SignalAnswer, a); err != nil {
-				fmt.Fprintf(os.Stderr, "morph-temporal: answering %s: %v\n", a.Node, err)
+				fmt.Fprintf(os.Stderr, "morph-temporal: answering %s: %v\n", safetext.Line(a.Node, 100), err)
 			}
 		}
 	}()
