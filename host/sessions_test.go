@@ -280,3 +280,26 @@ func TestSessionExpiryIsLoud(t *testing.T) {
 		t.Fatalf("warnings %+v, want one naming the plugin, the session and the reason", warnings)
 	}
 }
+
+// A session whose instance was discarded after a fault goes on, on a fresh
+// instance, told so (reason "discarded"), and counted.
+func TestSessionDiscardIsLoud(t *testing.T) {
+	p, _, _ := counterSessions(t, Limits{})
+	ctx := sessionContexts(t, 1)[0]
+	if got, err := beforeRun(ctx, p); err != nil || got != "calls: 1" {
+		t.Fatalf("%q, %v", got, err)
+	}
+	// What CallFunc does with an instance a call left poisoned.
+	inst, told, kind, _, err := p.acquire(ctx, p.shards.local())
+	if kind != nil || told != "" {
+		t.Fatalf("acquire: %v %v, told %q", kind, err, told)
+	}
+	p.slots.give(p.shards.local())
+	p.retire(inst, true)
+	if got, err := beforeRun(ctx, p); err != nil || got != "calls: 1001" {
+		t.Fatalf("after the discard: %q, %v; want a fresh instance told it replaces a lost one", got, err)
+	}
+	if st := p.Stats(); st.Replaced != 1 {
+		t.Fatalf("stats %+v, want the replacement counted", st)
+	}
+}
