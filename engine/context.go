@@ -193,8 +193,9 @@ func (e *Engine) newRun(ctx context.Context, rc *Context, opts RunOptions) *run 
 // plugin (its name, in Event.Plugin): how code that serves a hook or a tool
 // (package host, for a plugin whose session lost its instance) tells the
 // run's observers of something they must hear of. The engine logs it as it
-// logs its own warnings. It returns false, and does nothing, when ctx
-// belongs to no run: the caller logs it itself.
+// logs its own warnings. Call it while the hook or tool runs, on its
+// goroutine, as the engine's own events are emitted. It returns false, and
+// does nothing, when ctx belongs to no run: the caller logs it itself.
 func Warn(ctx context.Context, plugin, message string) bool {
 	r, _ := ctx.Value(runContextKey{}).(*run)
 	if r == nil {
