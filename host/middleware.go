@@ -14,8 +14,9 @@ import (
 // *engine.Funcs named after the plugin, wanting the session history when
 // its manifest asks for it, with a function for each middleware hook the
 // plugin implements and has enabled (Config.Hooks). It returns nil when
-// there is none. It is only part of a plugin (see Options); Loader.Extender
-// and Plugin.Extender give an engine all of it.
+// there is none, outside session isolation. It is only part of a plugin
+// (see Options); Loader.Extender and Plugin.Extender give an engine all of
+// it.
 //
 // Each function is one call of the hook's export on a pooled instance, with
 // the plugin's limits. A failure is returned as the host's typed *Error
