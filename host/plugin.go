@@ -401,8 +401,9 @@ func (p *Plugin) Isolation() string { return p.mode }
 
 // Close calls morph_destroy (when the module exports it) once on each idle
 // instance, at once and each within the plugin's timeout and ctx (a failing
-// destroy is logged, and the close goes on); then it ends the calls in
-// flight (at their next deadline check: they fail with ErrClosed) and the
+// destroy is logged, and the close goes on), and lets those of ended or
+// expired sessions' instances already under way finish within ctx too;
+// then it ends the calls in flight (at their next deadline check: they fail with ErrClosed) and the
 // idle-session evictions, waits for them, and closes the plugin's runtime
 // and grants. Later calls fail with ErrClosed.
 //
@@ -431,8 +432,18 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 	if destroy {
 		p.destroy(ctx, idle)
 	}
+	// The instances of the sessions that ended or expired just before (the
+	// last run's, at a CLI's exit) are in their morph_destroy: as the idle
+	// ones, they get until ctx is done. No eviction starts once closed is
+	// set, so the wait ends.
+	evicted := make(chan struct{})
+	go func() { p.evicting.Wait(); close(evicted) }()
+	select {
+	case <-evicted:
+	case <-ctx.Done():
+	}
 	p.stop()
-	p.evicting.Wait()
+	<-evicted
 	idle = append(idle, p.unevicted...) // evict wrote it before Done: no lock needed
 	if err := p.drain(ctx); err != nil {
 		go func() {
