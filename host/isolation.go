@@ -76,7 +76,7 @@ func (*sessionsFull) Error() string { return "sessions full" }
 // is, for a session whose state was lost, why: the call tells the instance
 // first (tell).
 func (p *Plugin) acquire(ctx context.Context, sh *shard) (inst *instance, told string, kind error, msg string, err error) {
-	var deadline time.Time
+	var since, deadline time.Time // of the wait for a place
 	for {
 		if kind, msg, err = p.takeSlot(ctx, sh); kind != nil {
 			return nil, "", kind, msg, err
@@ -91,9 +91,9 @@ func (p *Plugin) acquire(ctx context.Context, sh *shard) (inst *instance, told s
 			return nil, "", p.classify(ctx, err), "instantiate", err
 		}
 		if deadline.IsZero() {
-			deadline = p.sessionWait(ctx)
+			since, deadline = time.Now(), p.sessionWait(ctx)
 		}
-		if kind, msg, err = p.awaitVacancy(ctx, full.vacancy, deadline); kind != nil {
+		if kind, msg, err = p.awaitVacancy(ctx, full.vacancy, since, deadline); kind != nil {
 			return nil, "", kind, msg, err
 		}
 	}
@@ -111,9 +111,10 @@ func (p *Plugin) sessionWait(ctx context.Context) time.Time {
 	return deadline
 }
 
-// awaitVacancy waits for vacancy until deadline; past it, the new session
-// is refused (ErrSessionLimit, counted), naming the setting to raise.
-func (p *Plugin) awaitVacancy(ctx context.Context, vacancy chan struct{}, deadline time.Time) (kind error, msg string, err error) {
+// awaitVacancy waits for vacancy until deadline; past it, the new session,
+// waiting since then, is refused (ErrSessionLimit, counted), naming the
+// setting to raise.
+func (p *Plugin) awaitVacancy(ctx context.Context, vacancy chan struct{}, since, deadline time.Time) (kind error, msg string, err error) {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
@@ -127,8 +128,8 @@ func (p *Plugin) awaitVacancy(ctx context.Context, vacancy chan struct{}, deadli
 	}
 	p.stats.refused.Add(1)
 	return ErrSessionLimit, fmt.Sprintf("%d sessions open, the plugin's max_sessions; the new session waited %s for one to end or expire "+
-		"(session_wait, session_idle %s): raise max_sessions in the plugin's [[plugins]] entry, or close sessions as they end",
-		p.limits.MaxSessions, p.limits.SessionWait, p.limits.SessionIdle), nil
+		"(session_wait %s, session_idle %s): raise max_sessions in the plugin's [[plugins]] entry, or close sessions as they end",
+		p.limits.MaxSessions, time.Since(since).Round(time.Millisecond), p.limits.SessionWait, p.limits.SessionIdle), nil
 }
 
 // get takes the most recently idle instance of ctx's key, or instantiates
