@@ -140,3 +140,31 @@ type AfterRunInput struct {
 	Usage     Usage  `json:"usage"`
 	Steps     int    `json:"steps"`
 }
+
+// ExportInstanceReplaced is an optional export, not listed in the manifest
+// (SPEC section 10.6), of a plugin in session isolation: InstanceReplaced ->
+// empty. The host calls it on a fresh instance before the first call it
+// makes there for a session whose earlier instance is gone while the
+// session went on, so that the plugin knows its state of the session was
+// lost (a counter restarted, a buffer emptied) rather than finding out by
+// surprise. A plugin without it is not told; the host still warns and
+// counts (SPEC section 10.6). A host that predates it never calls it.
+const ExportInstanceReplaced = "morph_instance_replaced"
+
+// InstanceReplaced is the input of morph_instance_replaced.
+type InstanceReplaced struct {
+	SessionID string `json:"session_id"`
+	// Reason is why the session's earlier instance is gone: ReplacedIdle or
+	// ReplacedDiscarded.
+	Reason string `json:"reason"`
+}
+
+// Reasons of InstanceReplaced.Reason.
+const (
+	// ReplacedIdle: the session made no call for the plugin's session_idle,
+	// and its instance was released; then it called again.
+	ReplacedIdle = "idle_expired"
+	// ReplacedDiscarded: the session's instance was discarded after a trap,
+	// a timeout or bad output (section 6).
+	ReplacedDiscarded = "discarded"
+)

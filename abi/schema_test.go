@@ -80,6 +80,7 @@ var schemaTable = []struct {
 	{"http_response.json", reflect.TypeFor[HTTPResponse]()},
 	{"stage_input.json", reflect.TypeFor[StageInput]()},
 	{"stage_outcome.json", reflect.TypeFor[StageOutcome]()},
+	{"instance_replaced.json", reflect.TypeFor[InstanceReplaced]()},
 }
 
 // notRequired lists the fields ("Type.json_name") that have no omitempty but
@@ -1294,6 +1295,7 @@ func TestSchemaGoSamples(t *testing.T) {
 		StageOutcome{Status: StageFail, PreferredLabel: "fix", SuggestedNextIDs: []string{"implement"},
 			ContextUpdates: map[string]any{"verify.passed": false, "verify.tries": 2}, Notes: "n", FailureReason: "no marker"},
 		StageOutcome{Status: StageSkipped},
+		InstanceReplaced{SessionID: "s1", Reason: ReplacedIdle},
 	}
 	covered := map[string]bool{}
 	for i, s := range samples {
@@ -1428,6 +1430,7 @@ func TestSchemaEnums(t *testing.T) {
 		{"after_run_input.json#/properties/status", "Status"},
 		{"plan.json#/$defs/plan_step/oneOf/1/properties/status", "Step"},
 		{"stage_outcome.json#/properties/status", "Stage"},
+		{"instance_replaced.json#/properties/reason", "Replaced"},
 	}
 	for _, c := range cases {
 		n, err := ss.lookup(c.ref)

@@ -111,6 +111,9 @@ func TestPluginGrantErrors(t *testing.T) {
 		// Not grants, but the same check of a duration set to zero.
 		{scripted, `timeout = "0s"`, "timeout", "must be positive"},
 		{scripted, `quarantine_for = "0s"`, "quarantine_for", "must be positive"},
+		{scripted, `session_idle = "0s"`, "session_idle", "must be positive"},
+		{scripted, `session_wait = "-1s"`, "session_wait", "must be positive"},
+		{scripted, `max_sessions = -1`, "max_sessions", "must be from 0 to 2147483647, got -1"},
 	}
 	for _, c := range cases {
 		t.Run(c.key+" "+c.line, func(t *testing.T) {

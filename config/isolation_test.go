@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/host"
@@ -57,5 +58,23 @@ func TestPluginSnapshot(t *testing.T) {
 		if got := c.Plugins[0].HostConfig().NoSnapshot; got != off {
 			t.Errorf("%q: NoSnapshot %v, want %v", line, got, off)
 		}
+	}
+}
+
+// [[plugins]] session_idle, max_sessions and session_wait: passed to the
+// host's limits, unset ones zero (the host's defaults).
+func TestPluginSessionKeys(t *testing.T) {
+	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", "counter.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"ctr\"\npath = " + strconv.Quote(wasm) + "\n"
+	keys := "session_idle = \"1h\"\nmax_sessions = 50000\nsession_wait = \"2s\"\n"
+	c, err := config.Load(filepath.Join(write(t, map[string]string{"replies.json": replies, "morph.toml": head + keys}), "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Plugins[0].HostConfig().Limits; l.SessionIdle != time.Hour || l.MaxSessions != 50000 || l.SessionWait != 2*time.Second {
+		t.Fatalf("limits %+v", l)
 	}
 }

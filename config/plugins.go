@@ -82,11 +82,23 @@ type PluginEntry struct {
 
 	// Isolation is which calls may share an instance, and so the guest's
 	// state: "pooled" (any call reuses an idle instance), "session" (each
-	// session has instances of its own, evicted after 10 minutes idle or
-	// beyond 256 idle sessions, calling morph_destroy) or "call" (a fresh
-	// instance per call, without morph_destroy). Default: "session" for a
-	// plugin with an enabled middleware hook, "pooled" otherwise.
+	// session has instances of its own until it ends or has made no call
+	// for session_idle, then released with morph_destroy) or "call" (a
+	// fresh instance per call, without morph_destroy). Default: "session"
+	// for a plugin with an enabled middleware hook, "pooled" otherwise.
 	Isolation string `toml:"isolation"`
+	// SessionIdle, in session isolation, is how long a session may make no
+	// call into the plugin before its instances are released (default
+	// 10m); a session that calls later runs on a fresh instance, told so.
+	SessionIdle time.Duration `toml:"session_idle"`
+	// MaxSessions, in session isolation, caps the sessions open at once
+	// (default 10000): past it a new session waits for session_wait, then
+	// its calls fail naming this key; no open session loses its instance.
+	MaxSessions int `toml:"max_sessions"`
+	// SessionWait, in session isolation, is how long a new session waits
+	// for a place when max_sessions are open (default 10s, shortened by a
+	// middleware hook's own deadline).
+	SessionWait time.Duration `toml:"session_wait"`
 
 	// Snapshot, true when absent, starts new instances of a native ABI
 	// plugin from an image of the first one after its initialization
@@ -316,12 +328,14 @@ func (v *validator) plugins() {
 		if p.Isolation != "" && !slices.Contains(host.IsolationModes(), p.Isolation) {
 			v.fail(key("isolation"), nil, "plugin %q: unknown isolation %q (isolation: %s)", p.Name, p.Isolation, strings.Join(host.IsolationModes(), ", "))
 		}
-		if v.pluginDefined(i, "quarantine_for") && p.QuarantineFor <= 0 {
-			v.fail(key("quarantine_for"), nil, "plugin %q: must be positive", p.Name)
+		for field, d := range map[string]time.Duration{"quarantine_for": p.QuarantineFor, "session_idle": p.SessionIdle, "session_wait": p.SessionWait} {
+			if v.pluginDefined(i, field) && d <= 0 {
+				v.fail(key(field), nil, "plugin %q: must be positive", p.Name)
+			}
 		}
 		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances,
 			"quarantine_after": p.QuarantineAfter, "http_max_response_kb": p.HTTPMaxResponseKB, "max_log_kb": p.MaxLogKB,
-			"max_error_kb": p.MaxErrorKB, "max_json_depth": p.MaxJSONDepth, "max_stack_kb": p.MaxStackKB} {
+			"max_error_kb": p.MaxErrorKB, "max_json_depth": p.MaxJSONDepth, "max_stack_kb": p.MaxStackKB, "max_sessions": p.MaxSessions} {
 			top := highest(field)
 			if field == "max_stack_kb" {
 				top = host.StackLimitCeiling >> 10
@@ -573,6 +587,9 @@ func (p PluginEntry) HostConfig() host.Config {
 			MaxErrorBytes:  p.MaxErrorKB << 10,
 			MaxJSONDepth:   p.MaxJSONDepth,
 			MaxStackBytes:  p.MaxStackKB << 10,
+			SessionIdle:    p.SessionIdle,
+			MaxSessions:    p.MaxSessions,
+			SessionWait:    p.SessionWait,
 		},
 	}
 }

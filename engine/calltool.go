@@ -32,7 +32,7 @@ func (e *Engine) CallTool(ctx context.Context, sessionID, name string, params ma
 	}
 	defer e.end()
 	rc := &Context{Task: "tool " + name, SessionID: sessionID, Turn: 1, Metrics: Metrics{StartTime: time.Now()}}
-	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
+	r := e.newRun(ctx, rc, opts)
 	if err := r.checkMode(); err != nil {
 		return "", err
 	}

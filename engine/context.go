@@ -139,7 +139,7 @@ const (
 	StopBadParams   = "parameters_error" // the model parameters were rejected before the first call
 	StopBadOptions  = "options_error"    // RunOptions.Tools names a tool the engine does not have, or RunOptions.Mode no mode
 	StopMiddleware  = "middleware_error" // a fail-closed before_run hook failed
-	StopInit        = "init_error"       // the engine could not be initialized, or is closed
+	StopInit        = "init_error"       // the engine could not be initialized, or is closed (or the session is)
 )
 
 // Context is the state of one run. The engine owns it while the run is in
@@ -175,10 +175,32 @@ type runContextKey struct{}
 // RunContext returns the run Context that ctx belongs to, or nil. The engine
 // attaches it to the context it passes to hooks and tools.
 func RunContext(ctx context.Context) *Context {
-	rc, _ := ctx.Value(runContextKey{}).(*Context)
-	return rc
+	if r, _ := ctx.Value(runContextKey{}).(*run); r != nil {
+		return r.Context
+	}
+	return nil
 }
 
-func withRunContext(ctx context.Context, rc *Context) context.Context {
-	return context.WithValue(ctx, runContextKey{}, rc)
+// newRun is a run of e with context rc, whose ctx carries it (RunContext,
+// Warn).
+func (e *Engine) newRun(ctx context.Context, rc *Context, opts RunOptions) *run {
+	r := &run{Context: rc, e: e, opts: withDefaults(opts)}
+	r.ctx = context.WithValue(ctx, runContextKey{}, r)
+	return r
+}
+
+// Warn reports message as an EventWarning of the run ctx belongs to, from
+// plugin (its name, in Event.Plugin): how code that serves a hook or a tool
+// (package host, for a plugin whose session lost its instance) tells the
+// run's observers of something they must hear of. The engine logs it as it
+// logs its own warnings. Call it while the hook or tool runs, on its
+// goroutine, as the engine's own events are emitted. It returns false, and
+// does nothing, when ctx belongs to no run: the caller logs it itself.
+func Warn(ctx context.Context, plugin, message string) bool {
+	r, _ := ctx.Value(runContextKey{}).(*run)
+	if r == nil {
+		return false
+	}
+	r.e.emit(ctx, r, Event{Kind: EventWarning, Plugin: plugin, Message: message})
+	return true
 }

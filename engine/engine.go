@@ -97,6 +97,7 @@ func (e *Engine) Tools() []abi.ToolSpec { return e.reg.Specs() }
 // run is the state of one Run that is not part of the public Context.
 type run struct {
 	*Context
+	e       *Engine
 	ctx     context.Context
 	opts    RunOptions
 	params  map[string]any
@@ -109,9 +110,12 @@ type run struct {
 // is returned in every case, with the steps taken so far. Errors: ctx.Err()
 // when the context ends the run, a model call that failed (after the
 // client's retries), base parameters the client rejects (before the first call),
-// or a *MiddlewareError from a fail-closed before_run hook.
+// or a *MiddlewareError from a fail-closed before_run hook. The session
+// is closed when the turn ends (Session.Close).
 func (e *Engine) Run(ctx context.Context, task string, opts RunOptions) (*Final, *Context, error) {
-	return e.NewSession("").RunTurn(ctx, task, opts)
+	s := e.NewSession("")
+	defer s.Close(context.WithoutCancel(ctx))
+	return s.RunTurn(ctx, task, opts)
 }
 
 // turn runs one turn up to its final, after history.

@@ -89,6 +89,7 @@ func Example_sessions() {
 	e := engine.New(client, reg, engine.WithMiddleware(audit{}),
 		engine.WithMiddleware(guard{}, engine.MiddlewareConfig{Policy: engine.FailClosed}))
 	s := e.NewSession("user-42")
+	defer s.Close(ctx) // the plugins that keep something per session let go of it
 	final, rc, err := s.RunTurn(ctx, "first question", engine.RunOptions{})
 	_, _, _ = final, rc, err
 }

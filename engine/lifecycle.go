@@ -497,6 +497,21 @@ func (e *Engine) begin(ctx context.Context) error {
 	return nil
 }
 
+// join counts a session's end (Session.Close) in as begin counts a run,
+// but only on an engine that is initialized: it never initializes one,
+// and false means there is nothing to tell.
+func (e *Engine) join() bool {
+	e.life.mu.Lock()
+	defer e.life.mu.Unlock()
+	if e.life.state != StateInitialized && e.life.state != StateRunning {
+		return false
+	}
+	e.life.state = StateRunning
+	e.life.running++
+	e.life.active.Add(1)
+	return true
+}
+
 // refused ends a turn begin refused (err): its middleware hear of it as of
 // any turn's end, never while Close is releasing them.
 func (e *Engine) refused(r *run, err error) {

@@ -64,6 +64,16 @@ type AfterToolCallHook interface {
 	AfterToolCall(ctx context.Context, in abi.AfterToolCallInput) (abi.AfterToolCallOutput, error)
 }
 
+// SessionEndHook is told that a session ended (Session.Close): a
+// middleware that keeps something per session releases it (package host
+// releases the session's instances of a plugin in session isolation,
+// calling their morph_destroy). It is told once per session, whether or not
+// the middleware is in quarantine, and should return promptly: Close waits
+// for it.
+type SessionEndHook interface {
+	OnSessionEnd(ctx context.Context, sessionID string) error
+}
+
 // HistoryWanter is implemented by middleware that wants the session history
 // in its payloads. Others get none, so their cost does not grow with the
 // conversation.
@@ -115,6 +125,9 @@ type Funcs struct {
 	AfterRun       func(ctx context.Context, in abi.AfterRunInput) error
 	BeforeToolCall func(ctx context.Context, in abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error)
 	AfterToolCall  func(ctx context.Context, in abi.AfterToolCallInput) (abi.AfterToolCallOutput, error)
+	// SessionEnd is SessionEndHook's: not a hook of the ABI, and not in
+	// Status's hooks, but what its host does when a session ends.
+	SessionEnd func(ctx context.Context, sessionID string) error
 }
 
 // Name returns f.ID.
@@ -153,6 +166,9 @@ func funcsOf(m Middleware) *Funcs {
 	}
 	if h, ok := m.(AfterToolCallHook); ok {
 		f.AfterToolCall = h.AfterToolCall
+	}
+	if h, ok := m.(SessionEndHook); ok {
+		f.SessionEnd = h.OnSessionEnd
 	}
 	return f
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -16,13 +18,21 @@ import (
 // Session is a conversation with the agent: each turn sees the inputs and
 // final answers of the turns before it. Turns of one session run one at a
 // time; sessions are independent and may run concurrently.
+//
+// A session ends with Close, which tells the middleware that keep
+// something per session (a WebAssembly plugin in session isolation keeps
+// an instance for it) to release it.
 type Session struct {
 	e       *Engine
 	id      string
 	mu      sync.Mutex
 	turn    int
 	history []llm.Message
+	closed  bool
 }
+
+// ErrSessionClosed is returned by RunTurn on a session that Close ended.
+var ErrSessionClosed = errors.New("engine: session closed")
 
 // NewSession starts a session. An empty id gets a random one.
 func (e *Engine) NewSession(id string) *Session {
@@ -75,13 +85,19 @@ func (s *Session) History() []llm.Message {
 // the path: a turn the engine refuses (its initialization failed, or it is
 // closed) ends with status error too. On a closed engine the middleware
 // have been released: a plugin's hooks then fail, isolated as any fault.
+//
+// On a closed session it returns ErrSessionClosed, without starting a turn
+// (no middleware hears of it).
 func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*Final, *Context, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, &Context{Task: input, SessionID: s.id, Turn: s.turn, StopReason: StopInit}, ErrSessionClosed
+	}
 	s.turn++
 	e := s.e
 	rc := &Context{Task: input, SessionID: s.id, Turn: s.turn, Metrics: Metrics{StartTime: time.Now()}}
-	r := &run{Context: rc, ctx: withRunContext(ctx, rc), opts: withDefaults(opts)}
+	r := e.newRun(ctx, rc, opts)
 	if err := e.begin(ctx); err != nil {
 		rc.StopReason = StopInit
 		e.refused(r, err)
@@ -96,6 +112,40 @@ func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*
 		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: string(rc.RawFinalAnswer)})
 	}
 	return final, rc, err
+}
+
+// Close ends the session: every middleware that keeps something per
+// session (SessionEndHook) is told, so that it lets go of it now, not when
+// it expires: a WebAssembly plugin in session isolation releases the
+// session's instances, calling their morph_destroy (package host). It
+// waits for a turn in progress. An engine that never initialized, or that
+// is closed, holds nothing of the session, and tells no one. Later turns
+// fail with ErrSessionClosed; a second Close does nothing. The errors are
+// the middleware's, joined; each is also logged.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	e := s.e
+	if !e.join() {
+		return nil
+	}
+	defer e.end()
+	var errs []error
+	for _, m := range e.chain() {
+		if m.f.SessionEnd == nil {
+			continue
+		}
+		if err := recovered(ctx, func(ctx context.Context) error { return m.f.SessionEnd(ctx, s.id) }); err != nil {
+			err = fmt.Errorf("middleware %q session end: %w", m.f.ID, err)
+			e.log.WarnContext(ctx, "middleware failed to end a session", "session", s.id, "plugin", m.f.ID, "error", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // endTurn tells the middleware how the turn ended. It runs even when the

@@ -56,9 +56,11 @@ func invokeChecked[Out any](ctx context.Context, p *Plugin, export string, in an
 // (before_tool_call, after_tool_call, ...: see Middleware), its tools
 // (Tools) and its stage handler, and the engine reports hooks set through
 // it as the host's (engine.SourceHost), not the plugin's. An engine given
-// only Options and Tools silently skips a plugin's guard. To embed a
-// plugin, pass engine.WithExtenders(Loader.Extender(...)) or
-// Plugin.Extender, which give the engine everything.
+// only Options and Tools silently skips a plugin's guard, and, in session
+// isolation, never ends the plugin's sessions (their instances wait for
+// session_idle). To embed a plugin, pass
+// engine.WithExtenders(Loader.Extender(...)) or Plugin.Extender, which give
+// the engine everything.
 func (p *Plugin) Options() []engine.Option {
 	var opts []engine.Option
 	for _, h := range p.hooks {

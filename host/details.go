@@ -35,6 +35,10 @@ type Details struct {
 	// the engine's Status asks for them each time (Refresh), and an
 	// operator sees what sessions hold before the machine runs short.
 	Memory *MemoryStatus `json:"memory,omitempty"`
+	// Sessions, in session isolation, are the plugin's open sessions, its
+	// limit, and the sessions replaced or refused (Plugin.Sessions), read
+	// with Memory.
+	Sessions *SessionStatus `json:"sessions,omitempty"`
 
 	plugin *Plugin // whose Memory Refresh reads
 
@@ -45,7 +49,7 @@ type Details struct {
 }
 
 // Refresh implements engine.DetailsRefresher: a copy of the details with
-// the plugin's memory now. It reads the page tables of the plugin's idle
+// the plugin's memory and sessions now. It reads the page tables of the plugin's idle
 // instances (see Plugin.Memory for the cost) and is safe while calls run.
 // Details made by other code than a plugin's extension have no plugin to
 // ask, and are answered as they are.
@@ -56,5 +60,8 @@ func (d *Details) Refresh() any {
 	now := *d
 	m := d.plugin.Memory()
 	now.Memory = &m
+	if ss, ok := d.plugin.Sessions(); ok {
+		now.Sessions = &ss
+	}
 	return &now
 }

@@ -30,7 +30,8 @@
 //     internal/native and internal/extism).
 //   - The call path shared by both loaders: the instance type and
 //     Plugin.CallFunc (plugin.go); the free lists of the isolation modes,
-//     sessions and eviction (isolation.go).
+//     the sessions that own their instances, their admission (max_sessions)
+//     and expiry (isolation.go, idle.go).
 //   - The engine adapters: hooks and tools (adapt.go), session middleware
 //     (middleware.go); the pipeline's: a plugin's handle_stage as a
 //     pipeline.Handler, and the handlers of an engine's plugins (stage.go).

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/morphhost/morph/host/internal/guest"
@@ -43,6 +44,12 @@ var (
 	// allowed hosts), where the guest gets the message as an error result.
 	ErrNotGranted = sandbox.ErrNotGranted
 )
+
+// ErrSessionLimit: a new session's call found the plugin's
+// Limits.MaxSessions sessions open (session isolation) and none ended or
+// expired within Limits.SessionWait. The message names the setting to
+// raise (max_sessions); no open session lost its instance.
+var ErrSessionLimit = errors.New("session limit reached")
 
 // Failures of an HTTP request a guest made, told apart with errors.Is on
 // the error of the plugin's HTTP grant (package sandbox); the guest gets

@@ -662,19 +662,20 @@ func raced() bool {
 
 // Class 6 across sessions: a guest that grows its memory to the cap in every
 // session holds, at most, the cap in each instance the plugin keeps, and the
-// plugin keeps at most Limits.MaxSessions idle ones (plus MaxInstances
-// running): that product bounds both its resident memory and the address
-// space it reserves, which Plugin.Memory reports.
+// plugin keeps instances for at most Limits.MaxSessions open sessions (plus
+// MaxInstances running), refusing more sessions (ErrSessionLimit) rather
+// than taking an open one's instance: that product bounds both its resident
+// memory and the address space it reserves, which Plugin.Memory reports.
 func TestMemoryGrowthBoundedAcrossSessions(t *testing.T) {
 	const mib, sessions, kept = 4, 12, 3
 	attack := forever(append(append([]byte{0x41, 1, 0x40, 0, 0x22, 2, 0x41, 0x7F, 0x46, 0x0D, 1},
 		0x20, 2, 0x41, 0x10, 0x74, 0x41, 1), append(i32const(1<<16), 0xFC, 11, 0)...)) // as TestMemoryGrowthBounded's
 	g := guestModule{locals: []byte{1, 1, 0x7F}, attack: append([]byte{0x02, 0x40}, append(attack, 0x0B)...)}
 	p := load(t, newLoader(t), Config{Name: "grower", Wasm: g.wasm(), Isolation: IsolationSession,
-		Limits: Limits{MemoryMiB: mib, MaxSessions: kept, Timeout: 10 * time.Second}})
+		Limits: Limits{MemoryMiB: mib, MaxSessions: kept, SessionWait: time.Millisecond, Timeout: 10 * time.Second}})
 	for i, ctx := range sessionContexts(t, sessions) {
-		if _, err := p.Call(ctx, abi.ExportBuildPrompt, jsonPayload(100)); err != nil {
-			t.Fatalf("session %d: %v", i, err)
+		if _, err := p.Call(ctx, abi.ExportBuildPrompt, jsonPayload(100)); i < kept && err != nil || i >= kept && !errors.Is(err, ErrSessionLimit) {
+			t.Fatalf("session %d: %v; want the first %d admitted and the others refused", i, err, kept)
 		}
 	}
 	p.evicting.Wait()

@@ -1,129 +1,154 @@
 package host
 
-// idleList is a plugin's idle instances, indexed so that each operation a call
-// makes on it is O(1) whatever the number of live sessions (BENCHMARKS.md,
-// Sessions: a linear scan of 10,000 idle instances was 43% of the CPU): one
-// list in the order the instances came back, which eviction takes from its
-// front, and one list per key, whose back is the key's most recently idle
-// instance. Both lists are intrusive (the links are on the instance), so
-// that neither a get nor a put allocates or shifts a slice. The spares
-// (describe's instance) are also listed apart, for the first call that finds
-// no instance of its own key. The key "" (session mode's calls outside a
-// run) has its list outside the map: a call, which empties and refills it
-// in turn, then costs no map operation and no allocation (they made a
-// call to a small guest half again as slow). Pooled mode keeps its idle
-// instances apart (see shards): here is at most describe's, from before the
-// mode was known. p.mu guards it.
+import "time"
+
+// idleList is a plugin's kept instances, by the session they belong to (see
+// isolation.go), indexed so that each operation a call makes on it is O(1)
+// whatever the number of open sessions (BENCHMARKS.md, Sessions: a linear
+// scan of 10,000 idle instances was 43% of the CPU): a map of the open
+// sessions by key, each with its idle instances, and one list of the
+// sessions with no call in flight, least recently active first, which
+// expiry takes from the front. The list is intrusive (the links are on the
+// session), so that neither a get nor a put allocates. The spares
+// (describe's instance) are listed apart, for the first call of a session
+// that has no instance of its own. The session "" (calls outside a run, and
+// describe) is kept outside the map: it is no session an operator opened,
+// and is never counted against Limits.MaxSessions. Pooled mode keeps its
+// idle instances apart (see shards): here is at most describe's, from
+// before the mode was known. p.mu guards it.
 type idleList struct {
-	order  chain             // every idle instance, oldest first
-	blank  chain             // idle instances of the key ""
-	keys   map[string]*chain // idle instances of the other keys, none empty
-	spares []*instance       // idle spares, also in order and keys: a few at most
-	n      int               // idle instances
+	order  sessionChain        // sessions with no call in flight, least recently active first
+	keys   map[string]*session // the open sessions but ""
+	blank  *session            // the session ""
+	spares []*instance         // idle spares, also in blank.idle: a few at most
+	n      int                 // idle instances
+	last   *instance           // the instance last given back, while it is idle (IdleMemory)
 }
 
-// The links of an instance: its place in idleList.order, and in its key's list.
-const (
-	inOrder = iota
-	inKey
-)
-
-// link is an instance's place in one chain.
-type link struct{ prev, next *instance }
-
-// chain is an intrusive doubly-linked list of instances through their
-// links[at].
-type chain struct {
-	head, tail *instance
-	at         int
+// session is what a plugin keeps of one session: its idle instances and its
+// calls in flight. It is open from its first call until it ends
+// (Plugin.EndSession) or expires (no call for Limits.SessionIdle); while
+// open, its instances are its own.
+type session struct {
+	key        string
+	idle       []*instance // its idle instances, the most recently idle last: one, unless its calls ran at once
+	busy       int         // its calls in flight
+	since      time.Time   // when busy last fell to 0
+	prev, next *session    // its place in idleList.order, while busy is 0
+	listed     bool        // in idleList.order
+	// told is why the session's state was lost (abi.Replaced*), while its
+	// next fresh instance has not yet been told (morph_instance_replaced).
+	told  string
+	ended bool // ended with calls in flight: their instances are released as they end
 }
 
-// push makes inst the chain's tail.
-func (c *chain) push(inst *instance) {
-	l := &inst.links[c.at]
-	l.prev, l.next = c.tail, nil
+// sessionChain is an intrusive doubly-linked list of sessions.
+type sessionChain struct{ head, tail *session }
+
+// push makes s the chain's tail.
+func (c *sessionChain) push(s *session) {
+	s.prev, s.next, s.listed = c.tail, nil, true
 	if c.tail != nil {
-		c.tail.links[c.at].next = inst
+		c.tail.next = s
 	} else {
-		c.head = inst
+		c.head = s
 	}
-	c.tail = inst
+	c.tail = s
 }
 
-// remove unlinks inst, which is on the chain.
-func (c *chain) remove(inst *instance) {
-	l := &inst.links[c.at]
-	if l.prev != nil {
-		l.prev.links[c.at].next = l.next
+// remove unlinks s, which is on the chain.
+func (c *sessionChain) remove(s *session) {
+	if s.prev != nil {
+		s.prev.next = s.next
 	} else {
-		c.head = l.next
+		c.head = s.next
 	}
-	if l.next != nil {
-		l.next.links[c.at].prev = l.prev
+	if s.next != nil {
+		s.next.prev = s.prev
 	} else {
-		c.tail = l.prev
+		c.tail = s.prev
 	}
-	*l = link{}
+	s.prev, s.next, s.listed = nil, nil, false
 }
 
 // newIdle is an empty idleList.
 func newIdle() idleList {
-	return idleList{order: chain{at: inOrder}, blank: chain{at: inKey}, keys: map[string]*chain{}}
+	return idleList{keys: map[string]*session{}, blank: &session{}}
 }
 
-// sessions is the number of keys with idle instances.
-func (d *idleList) sessions() int {
-	if d.blank.head != nil {
-		return len(d.keys) + 1
-	}
-	return len(d.keys)
-}
+// open is the number of open sessions, "" aside.
+func (d *idleList) open() int { return len(d.keys) }
 
-// of is the list of key, nil if none of its instances is idle.
-func (d *idleList) of(key string) *chain {
+// of is the open session of key, nil if none.
+func (d *idleList) of(key string) *session {
 	if key == "" {
-		return &d.blank
+		return d.blank
 	}
 	return d.keys[key]
 }
 
-// add makes inst the most recently idle instance, of its key and of all.
-func (d *idleList) add(inst *instance) {
-	d.n++
-	d.order.push(inst)
-	c := d.of(inst.key)
-	if c == nil {
-		c = &chain{at: inKey}
-		d.keys[inst.key] = c
+// opening opens the session of key, which is not open.
+func (d *idleList) opening(key string) *session {
+	s := &session{key: key}
+	d.keys[key] = s
+	return s
+}
+
+// begin counts a call of s in.
+func (d *idleList) begin(s *session) {
+	if s.busy++; s.listed {
+		d.order.remove(s)
 	}
-	c.push(inst)
+}
+
+// finish counts a call of s out, at now.
+func (d *idleList) finish(s *session, now time.Time) {
+	if s.busy--; s.busy == 0 && !s.ended {
+		s.since = now
+		d.order.push(s)
+	}
+}
+
+// add makes inst the most recently idle instance of s.
+func (d *idleList) add(s *session, inst *instance) {
+	d.n++
+	inst.ses = s
+	s.idle = append(s.idle, inst)
 	if inst.spare {
 		d.spares = append(d.spares, inst)
 	}
+	d.last = inst
 }
 
-// take removes inst from every list it is on.
+// take removes inst, which is idle, from the lists.
 func (d *idleList) take(inst *instance) {
 	d.n--
-	d.order.remove(inst)
-	c := d.of(inst.key)
-	if c.remove(inst); c.head == nil && inst.key != "" {
-		delete(d.keys, inst.key)
-	}
+	inst.ses.idle = cut(inst.ses.idle, inst)
 	if inst.spare {
-		i := len(d.spares) - 1
-		for d.spares[i] != inst {
-			i--
-		}
-		d.spares = append(d.spares[:i], d.spares[i+1:]...)
+		d.spares = cut(d.spares, inst)
+	}
+	if d.last == inst {
+		d.last = nil
 	}
 }
 
-// find is the most recently idle instance of key, else the most recent
+// cut removes inst from list, searching from its end, where the instance a
+// call takes almost always is.
+func cut(list []*instance, inst *instance) []*instance {
+	i := len(list) - 1
+	for list[i] != inst {
+		i--
+	}
+	copy(list[i:], list[i+1:])
+	list[len(list)-1] = nil
+	return list[:len(list)-1]
+}
+
+// find is the most recently idle instance of s, else the most recent
 // spare, else nil; it stays idle until take.
-func (d *idleList) find(key string) *instance {
-	if c := d.of(key); c != nil && c.tail != nil {
-		return c.tail
+func (d *idleList) find(s *session) *instance {
+	if n := len(s.idle); n > 0 {
+		return s.idle[n-1]
 	}
 	if n := len(d.spares); n > 0 {
 		return d.spares[n-1]
@@ -131,9 +156,26 @@ func (d *idleList) find(key string) *instance {
 	return nil
 }
 
+// end closes s (the session "" only empties) and returns its idle
+// instances, taken.
+func (d *idleList) end(s *session) []*instance {
+	if s.listed {
+		d.order.remove(s)
+	}
+	if s != d.blank {
+		delete(d.keys, s.key)
+	}
+	out := make([]*instance, len(s.idle))
+	copy(out, s.idle)
+	for _, inst := range out {
+		d.take(inst)
+	}
+	return out
+}
+
 // markSpares makes every idle instance a spare.
 func (d *idleList) markSpares() {
-	for inst := d.order.head; inst != nil; inst = inst.links[inOrder].next {
+	for _, inst := range d.all() {
 		if !inst.spare {
 			inst.spare = true
 			d.spares = append(d.spares, inst)
@@ -141,11 +183,63 @@ func (d *idleList) markSpares() {
 	}
 }
 
-// all is the idle instances, oldest first, in a new slice.
+// all is the idle instances, in a new slice.
 func (d *idleList) all() []*instance {
 	out := make([]*instance, 0, d.n)
-	for inst := d.order.head; inst != nil; inst = inst.links[inOrder].next {
-		out = append(out, inst)
+	out = append(out, d.blank.idle...)
+	for _, s := range d.keys {
+		out = append(out, s.idle...)
 	}
 	return out
+}
+
+// lostSessions are the sessions that expired while they had state, the
+// most recent ones up to a cap (Limits.MaxSessions): a later call of one is
+// a session that went on after it lost its instance, which is told
+// (morph_instance_replaced). A session that ends is forgotten. p.mu guards
+// it.
+type lostSessions struct {
+	reason map[string]lostEntry
+	ring   []lostKey // in the order they were lost, a ring from next
+	next   int
+	seq    uint64
+}
+
+type lostEntry struct {
+	reason string
+	seq    uint64
+}
+
+type lostKey struct {
+	key string
+	seq uint64
+}
+
+// add remembers key, lost for reason, forgetting the oldest beyond max.
+func (l *lostSessions) add(key, reason string, max int) {
+	if l.reason == nil {
+		l.reason = map[string]lostEntry{}
+	}
+	l.seq++
+	l.reason[key] = lostEntry{reason, l.seq}
+	if len(l.ring) < max {
+		l.ring = append(l.ring, lostKey{key, l.seq})
+		return
+	}
+	old := l.ring[l.next]
+	if e, ok := l.reason[old.key]; ok && e.seq == old.seq { // not since taken, nor lost again
+		delete(l.reason, old.key)
+	}
+	l.ring[l.next] = lostKey{key, l.seq}
+	l.next = (l.next + 1) % len(l.ring)
+}
+
+// take forgets key and returns why it was lost, "" if it was not.
+func (l *lostSessions) take(key string) string {
+	e, ok := l.reason[key]
+	if !ok {
+		return ""
+	}
+	delete(l.reason, key)
+	return e.reason
 }

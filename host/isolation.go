@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -18,15 +20,22 @@ import (
 // its key from p.free, or instantiates one, and gives it back there (in
 // pooled mode, which has one key, to its core's shard: see shards). The
 // mode only chooses the key (poolKey): "" for pooled, the session id for
-// session; in call mode no instance is kept. p.free keeps the order the
-// instances came back in, so in session mode trim evicts from its front:
-// the instances idle for Limits.SessionIdle, then the longest idle until no
-// more than Limits.MaxSessions keys have idle instances. A session's
-// lookup is by its key, in constant time however many sessions are idle
-// (see idleList). The instance describe ran on at load is a spare, which
-// holds no session's state: the first call that finds no instance of its
-// own key takes it (so a one-session run instantiates once, as in pooled
-// mode).
+// session; in call mode no instance is kept.
+//
+// In session mode an instance belongs to its session (see idleList) from
+// the session's first call until the session ends (EndSession, which
+// engine.Session.Close calls through the plugin's middleware) or has been
+// idle, no call in flight, for Limits.SessionIdle (trim, from the front of
+// the sessions' idle order). Nothing else takes it: Limits.MaxSessions is
+// admission control, which makes a new session wait up to
+// Limits.SessionWait for an open one to end or expire, then refuses it with
+// ErrSessionLimit (acquire). A session that goes on after its instance
+// went (it expired, or its instance was discarded after a fault) runs on a
+// fresh instance, which it is told of (tell). A session's lookup is by its
+// key, in constant time however many sessions are open. The instance
+// describe ran on at load is a spare, which holds no session's state: the
+// first call that finds no instance of its own session takes it (so a
+// one-session run instantiates once, as in pooled mode).
 
 // defaultIsolation is the mode of a plugin that configures none: per session
 // when it has an enabled middleware hook (middleware may keep state about
@@ -54,33 +63,125 @@ func (p *Plugin) poolKey(ctx context.Context) (key string, reuse bool) {
 	return "", true
 }
 
+// sessionsFull is get's answer for a new session while MaxSessions are
+// open: vacancy is closed when one of them ends or expires.
+type sessionsFull struct{ vacancy chan struct{} }
+
+func (*sessionsFull) Error() string { return "sessions full" }
+
+// acquire takes an instance slot and an instance for a call on ctx from the
+// core of shard sh, waiting, for a new session while the plugin's
+// MaxSessions sessions are open, until one ends or expires (see
+// sessionWait); or it says why not (as takeSlot), with nothing held. told
+// is, for a session whose state was lost, why: the call tells the instance
+// first (tell).
+func (p *Plugin) acquire(ctx context.Context, sh *shard) (inst *instance, told string, kind error, msg string, err error) {
+	var since, deadline time.Time // of the wait for a place
+	for {
+		if kind, msg, err = p.takeSlot(ctx, sh); kind != nil {
+			return nil, "", kind, msg, err
+		}
+		inst, told, err = p.get(ctx, sh)
+		if err == nil {
+			return inst, told, nil, "", nil
+		}
+		p.slots.give(sh)
+		full, ok := err.(*sessionsFull)
+		if !ok {
+			return nil, "", p.classify(ctx, err), "instantiate", err
+		}
+		if deadline.IsZero() {
+			since, deadline = time.Now(), p.sessionWait(ctx)
+		}
+		if kind, msg, err = p.awaitVacancy(ctx, full.vacancy, since, deadline); kind != nil {
+			return nil, "", kind, msg, err
+		}
+	}
+}
+
+// sessionWait is how long a new session may wait for a place: up to
+// Limits.SessionWait, and no later than leaves the call its timeout before
+// its caller's deadline (a middleware hook's is the plugin's timeout and a
+// margin), so that the caller hears of the limit, not of its own deadline.
+func (p *Plugin) sessionWait(ctx context.Context) time.Time {
+	deadline := time.Now().Add(p.limits.SessionWait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-p.limits.Timeout).Before(deadline) {
+		deadline = d.Add(-p.limits.Timeout)
+	}
+	return deadline
+}
+
+// awaitVacancy waits for vacancy until deadline; past it, the new session,
+// waiting since then, is refused (ErrSessionLimit, counted), naming the
+// setting to raise.
+func (p *Plugin) awaitVacancy(ctx context.Context, vacancy chan struct{}, since, deadline time.Time) (kind error, msg string, err error) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-vacancy:
+		return nil, "", nil
+	case <-ctx.Done():
+		return contextKind(ctx.Err()), "waiting for a session place", ctx.Err()
+	case <-p.closing.Done():
+		return ErrClosed, "", nil
+	case <-timer.C:
+	}
+	p.stats.refused.Add(1)
+	return ErrSessionLimit, fmt.Sprintf("%d sessions open, the plugin's max_sessions; the new session waited %s for one to end or expire "+
+		"(session_wait %s, session_idle %s): raise max_sessions in the plugin's [[plugins]] entry, or close sessions as they end",
+		p.limits.MaxSessions, time.Since(since).Round(time.Millisecond), p.limits.SessionWait, p.limits.SessionIdle), nil
+}
+
 // get takes the most recently idle instance of ctx's key, or instantiates
 // one; sh is the calling core's shard (the one its slot came from), where
-// pooled mode looks first.
-func (p *Plugin) get(ctx context.Context, sh *shard) (*instance, error) {
+// pooled mode looks first. In session mode it opens the session if it is
+// new, or answers *sessionsFull.
+func (p *Plugin) get(ctx context.Context, sh *shard) (inst *instance, told string, err error) {
 	key, reuse := p.poolKey(ctx)
 	var home *shard // pooled mode's: where the instance goes back
 	if p.mode == IsolationPooled {
 		home = sh
 		if inst, closed := home.pop(); closed {
-			return nil, ErrClosed
+			return nil, "", ErrClosed
 		} else if inst != nil {
-			return inst, nil
+			return inst, "", nil
 		}
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, ErrClosed
+		return nil, "", ErrClosed
 	}
 	evicted := p.trim()
-	var inst *instance
-	if reuse {
-		inst = p.free.find(key)
+	var ses *session // the session the instance serves: none in pooled and call modes
+	switch {
+	case home != nil:
+		inst = p.free.find(p.free.blank) // describe's spare
+	case reuse:
+		if ses = p.free.of(key); ses == nil {
+			if p.free.open() >= p.limits.MaxSessions {
+				if p.vacancy == nil {
+					p.vacancy = make(chan struct{})
+				}
+				full := &sessionsFull{p.vacancy}
+				p.mu.Unlock()
+				p.evict(evicted)
+				return nil, "", full
+			}
+			ses = p.free.opening(key)
+			ses.told = p.lost.take(key)
+		}
+		p.free.begin(ses)
+		inst = p.free.find(ses)
 	}
 	if inst != nil {
+		if inst.ses != ses && ses != nil { // a spare: fresh to the session
+			told, ses.told = ses.told, ""
+		}
 		p.free.take(inst)
-		inst.key, inst.spare = key, false
+		inst.spare = false
+	} else if ses != nil {
+		told, ses.told = ses.told, ""
 	}
 	p.mu.Unlock()
 	p.evict(evicted)
@@ -88,14 +189,21 @@ func (p *Plugin) get(ctx context.Context, sh *shard) (*instance, error) {
 		inst = p.shards.steal()
 	}
 	if inst == nil {
-		var err error
 		if inst, err = p.instantiate(ctx); err != nil {
-			return nil, err
+			if ses != nil {
+				p.mu.Lock()
+				if told != "" { // still to be told
+					ses.told = told
+				}
+				p.finish(ses)
+				p.mu.Unlock()
+			}
+			return nil, "", err
 		}
-		inst.key, inst.reuse = key, reuse
+		inst.reuse = reuse
 	}
-	inst.home = home
-	return inst, nil
+	inst.ses, inst.home = ses, home
+	return inst, told, nil
 }
 
 // spares marks the idle instances, those describe ran on, as spares.
@@ -105,8 +213,9 @@ func (p *Plugin) spares() {
 	p.free.markSpares()
 }
 
-// put gives inst back to the free list of its key, or closes it, without
-// morph_destroy, in call mode and after Close.
+// put gives inst back to the free list of its session, or closes it,
+// without morph_destroy, in call mode and after Close; an instance whose
+// session ended during its call is released (with morph_destroy).
 func (p *Plugin) put(inst *instance) {
 	if inst.home != nil {
 		if !inst.home.push(inst) {
@@ -120,34 +229,102 @@ func (p *Plugin) put(inst *instance) {
 		inst.close()
 		return
 	}
-	p.free.add(inst)
 	var evicted []*instance
-	// The idle clock serves session mode's eviction (and describe's
+	ses := inst.ses // never nil: reuse outside pooled mode is a session's, "" included
+	if ses.ended {
+		evicted = []*instance{inst}
+		p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
+	} else {
+		p.free.add(ses, inst)
+	}
+	// The idle clock serves session mode's expiry (and describe's
 	// instance, before the mode is known): a clock read costs 50-100 ns
 	// here, a sixth of a small call.
-	if p.mode != IsolationPooled {
-		inst.since = p.now()
-		evicted = p.trim()
-		p.schedule()
-	}
+	p.finish(ses)
+	evicted = append(evicted, p.trim()...)
 	p.mu.Unlock()
 	p.evict(evicted)
 }
 
-// trim removes, in session mode, the idle instances due for eviction and
-// returns them for evict; p.mu is held and the plugin is open.
+// retire closes inst, which a call took and does not give back (it failed
+// and may be poisoned, or CallDestroy destroyed it), and counts the call
+// out of its session; lost says the session's state went with it, which
+// the session's next fresh instance is told.
+func (p *Plugin) retire(inst *instance, lost bool) {
+	inst.close()
+	ses := inst.ses
+	if ses == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	if lost && len(ses.idle) == 0 && ses.key != "" {
+		ses.told = abi.ReplacedDiscarded
+	}
+	p.finish(ses)
+}
+
+// finish counts a call of ses out, and arms the expiry timer; p.mu is held
+// and the plugin is open.
+func (p *Plugin) finish(ses *session) {
+	p.free.finish(ses, p.now())
+	p.schedule()
+}
+
+// EndSession releases the instances of the session id, calling their
+// morph_destroy (in the background, as expiry does): the session ended.
+// An instance in a call is released when the call ends. It is what the
+// plugin's middleware does on engine.Session.Close (Plugin.Middleware); a
+// host that runs sessions without the engine calls it itself. A later call
+// of id opens a new session. It does nothing outside session isolation.
+func (p *Plugin) EndSession(id string) {
+	if p.mode != IsolationSession || id == "" {
+		return
+	}
+	p.mu.Lock()
+	ses := p.free.of(id)
+	if p.closed || ses == nil {
+		p.lost.take(id)
+		p.mu.Unlock()
+		return
+	}
+	out := p.free.end(ses)
+	ses.ended = true
+	p.vacate()
+	if len(out) > 0 {
+		p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
+	}
+	p.mu.Unlock()
+	p.evict(out)
+}
+
+// vacate wakes the new sessions waiting for a place; p.mu is held.
+func (p *Plugin) vacate() {
+	if p.vacancy != nil {
+		close(p.vacancy)
+		p.vacancy = nil
+	}
+}
+
+// trim ends, in session mode, the sessions idle for Limits.SessionIdle,
+// remembering them as lost (see lostSessions), and returns their instances
+// for evict; p.mu is held and the plugin is open. Sessions with a call in
+// flight are not in the order it walks.
 func (p *Plugin) trim() []*instance {
 	if p.mode != IsolationSession {
 		return nil
 	}
 	now := p.now()
 	var out []*instance
-	for inst := p.free.order.head; inst != nil; inst = p.free.order.head {
-		if now.Sub(inst.since) < p.limits.SessionIdle && p.free.sessions() <= p.limits.MaxSessions {
-			break
+	for ses := p.free.order.head; ses != nil && now.Sub(ses.since) >= p.limits.SessionIdle; ses = p.free.order.head {
+		out = append(out, p.free.end(ses)...)
+		if ses.key != "" {
+			p.lost.add(ses.key, abi.ReplacedIdle, p.limits.MaxSessions)
+			p.vacate()
 		}
-		p.free.take(inst)
-		out = append(out, inst)
 	}
 	if len(out) > 0 {
 		p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
@@ -155,9 +332,42 @@ func (p *Plugin) trim() []*instance {
 	return out
 }
 
-// evict calls morph_destroy on the instances trim removed and closes them,
-// in the background, each holding an instance slot while its destroy runs
-// and it closes (see Close); the plugin's closing cancels it.
+// tell tells inst, a fresh instance of session key, that the session's
+// state was lost, and why: loudly (a warning, as an event of the run when
+// ctx is one's, and counted in SessionStatus.Replaced) and, when the module
+// exports it, through morph_instance_replaced, before the call it was
+// taken for. A failure of that export that leaves the instance healthy
+// (the guest reported an error) is logged and the call goes on; any other
+// is the call's failure.
+func (p *Plugin) tell(ctx context.Context, inst *instance, key, reason string) (kind error, msg string, err error) {
+	p.stats.replaced.Add(1)
+	warning := fmt.Sprintf("plugin %q: session %q runs on a fresh instance: the one that held the plugin's state of the session is gone (%s)",
+		p.name, key, reason)
+	if !engine.Warn(ctx, p.name, warning) {
+		p.log.WarnContext(ctx, warning, "session", key, "reason", reason)
+	}
+	if !p.module.Exports(abi.ExportInstanceReplaced) {
+		return nil, "", nil
+	}
+	in, _ := json.Marshal(abi.InstanceReplaced{SessionID: key, Reason: reason}) // two strings: it cannot fail
+	p.shards.local().calls.Add(1)
+	_, kind, msg, err = inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportInstanceReplaced, in, p.limits.MaxOutputBytes)
+	if kind == nil {
+		return nil, "", nil
+	}
+	p.stats.faults.Add(1)
+	if kind == ErrGuest {
+		p.log.WarnContext(ctx, "the plugin failed to take note of its session's fresh instance; the call goes on",
+			"session", key, "err", p.failure(abi.ExportInstanceReplaced, kind, msg, err))
+		return nil, "", nil
+	}
+	return kind, abi.ExportInstanceReplaced + ": " + msg, err
+}
+
+// evict calls morph_destroy on the instances trim or EndSession removed
+// and closes them, in the background, each holding an instance slot while
+// its destroy runs and it closes (see Close); the plugin's closing cancels
+// it.
 func (p *Plugin) evict(insts []*instance) {
 	if len(insts) == 0 {
 		return
@@ -179,8 +389,8 @@ func (p *Plugin) evict(insts []*instance) {
 	}()
 }
 
-// schedule arms a timer for the expiry of the longest idle instance, so
-// that idle sessions are evicted even when no call comes; p.mu is held.
+// schedule arms a timer for the expiry of the longest idle session, so
+// that idle sessions expire even when no call comes; p.mu is held.
 func (p *Plugin) schedule() {
 	oldest := p.free.order.head
 	if p.mode != IsolationSession || p.sweeper != nil || oldest == nil {

@@ -238,7 +238,7 @@ func runLoad(t *testing.T) (heapLoaded uint64) {
 		hostStats[name] = st
 		idle := p.Memory().Instances
 		p.mu.Lock()
-		keys := p.free.sessions()
+		keys := p.free.open()
 		p.mu.Unlock()
 		if st.Instantiated-st.Discarded != uint64(idle) {
 			t.Errorf("%s: %+v with %d idle instances: instances unaccounted for", name, st, idle)

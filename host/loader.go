@@ -33,8 +33,22 @@ type Limits struct {
 	MaxErrorBytes  int           // longest text of a failure's message or cause (a trap's stack, a guest's error)
 	MaxJSONDepth   int           // deepest nesting of arrays and objects the host decodes from the guest
 	MaxStackBytes  int           // an instance's call stack, outside its memory, as estimated (see StackLimitError); native loader only
-	SessionIdle    time.Duration // IsolationSession: a session's idle instances are evicted after this
-	MaxSessions    int           // IsolationSession: sessions with idle instances kept; beyond, the least recently used is evicted
+	// SessionIdle (IsolationSession) is how long a session may make no call
+	// into the plugin before it expires: its instances are released (with
+	// morph_destroy), and if it calls again it runs on a fresh instance,
+	// loudly (Stats.Replaced, SPEC.md 10.6). Until then, and until the
+	// session ends (engine.Session.Close, Plugin.EndSession), its instances
+	// are its own.
+	SessionIdle time.Duration
+	// MaxSessions (IsolationSession) bounds the sessions open at once, as
+	// admission control: a new session past it waits up to SessionWait for
+	// one to end or expire, then its call fails with ErrSessionLimit. An
+	// open session's instance is never taken to admit another.
+	MaxSessions int
+	// SessionWait (IsolationSession) is how long a new session waits for a
+	// place when MaxSessions are open; the caller's deadline shortens it
+	// (see Plugin.acquire).
+	SessionWait time.Duration
 }
 
 // Defaults for zero Limits fields.
@@ -49,7 +63,14 @@ const (
 	DefaultMaxJSONDepth   = abi.MaxDepth
 	DefaultMaxStackBytes  = 16 << 20
 	DefaultSessionIdle    = 10 * time.Minute
-	DefaultMaxSessions    = 256
+	// DefaultMaxSessions lets 10,000 sessions be open at once: what a
+	// small guest's session costs (BENCHMARKS.md, Sessions: some 100-200
+	// KiB resident for the WAT and Rust guests, 5 MiB for standard Go's)
+	// makes it 1-2 GiB for most plugins, and each instance reserves its
+	// memory cap of address space, not memory (package memory). Lower it
+	// for a plugin whose sessions are large.
+	DefaultMaxSessions = 10_000
+	DefaultSessionWait = 10 * time.Second
 )
 
 // StackLimitCeiling is the largest Limits.MaxStackBytes: the budget is a
@@ -89,6 +110,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSessions <= 0 {
 		l.MaxSessions = DefaultMaxSessions
+	}
+	if l.SessionWait <= 0 {
+		l.SessionWait = DefaultSessionWait
 	}
 	return l
 }
@@ -153,11 +177,18 @@ const (
 	IsolationPooled = "pooled"
 	// IsolationSession: each session (engine.RunContext(ctx).SessionID; calls
 	// outside a run, such as describe, share the session "") has instances of
-	// its own, never used by another session. A session's idle instances are
-	// evicted after Limits.SessionIdle, and the least recently used session's
-	// when more than Limits.MaxSessions have idle instances; eviction calls
-	// morph_destroy, when exported, as Close does. The instance describe ran
-	// on at load, which holds no session's state, serves the first session.
+	// its own, never used by another session, which belong to it until it
+	// ends (engine.Session.Close, Plugin.EndSession) or has made no call for
+	// Limits.SessionIdle; then they are released, calling morph_destroy when
+	// exported, as Close does. At any concurrency no open session's instance
+	// is taken: Limits.MaxSessions refuses new sessions instead (see
+	// ErrSessionLimit). A session that calls again after its instance went
+	// (expired, or discarded after a fault) runs on a fresh one, loudly: a
+	// warning (an engine warning event within a run), Stats.Replaced, and
+	// morph_instance_replaced on the fresh instance when exported (SPEC.md
+	// 10.6). TestSessionsOwnTheirInstances and the other TestSession* tests
+	// hold it to this. The instance describe ran on at load, which holds no
+	// session's state, serves the first session.
 	IsolationSession = "session"
 	// IsolationCall: each call runs on a fresh instance, closed after the
 	// call without morph_destroy (a guest cannot keep state across calls).

@@ -14,8 +14,9 @@ import (
 // *engine.Funcs named after the plugin, wanting the session history when
 // its manifest asks for it, with a function for each middleware hook the
 // plugin implements and has enabled (Config.Hooks). It returns nil when
-// there is none. It is only part of a plugin (see Options); Loader.Extender
-// and Plugin.Extender give an engine all of it.
+// there is none, outside session isolation. It is only part of a plugin
+// (see Options); Loader.Extender and Plugin.Extender give an engine all of
+// it.
 //
 // Each function is one call of the hook's export on a pooled instance, with
 // the plugin's limits. A failure is returned as the host's typed *Error
@@ -24,6 +25,11 @@ import (
 // middleware's policy), so a failing plugin never ends a session. Observing
 // hooks ignore the guest's output; a mutating hook's empty output is its
 // zero payload, which changes nothing.
+//
+// In session isolation it also ends sessions: engine.Session.Close calls
+// its SessionEnd, which releases the session's instances (EndSession). A
+// plugin in session isolation without middleware hooks (a build_prompt
+// plugin configured so) returns a middleware with that alone.
 func (p *Plugin) Middleware() engine.Middleware {
 	f := &engine.Funcs{ID: p.name, History: p.manifest.History, Bounded: true}
 	n := 0
@@ -54,7 +60,12 @@ func (p *Plugin) Middleware() engine.Middleware {
 			n-- // a middleware hook of abi this host does not wire yet
 		}
 	}
-	if n == 0 {
+	if p.mode == IsolationSession {
+		f.SessionEnd = func(_ context.Context, id string) error {
+			p.EndSession(id)
+			return nil
+		}
+	} else if n == 0 {
 		return nil
 	}
 	return f

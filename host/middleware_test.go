@@ -202,7 +202,7 @@ func TestCloseDestroysIdleInstances(t *testing.T) {
 	// Three instances in the pool, and a fourth one busy at Close.
 	var insts []*instance
 	for range 4 {
-		inst, err := p.get(ctx, p.shards.local())
+		inst, _, err := p.get(ctx, p.shards.local())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,7 +55,9 @@ type Plugin struct {
 
 	mu      sync.Mutex
 	now     func() time.Time // the clock of idle sessions; tests replace it
-	free    idleList         // idle instances, by key and in the order they came back
+	free    idleList         // idle instances, by session (see isolation.go)
+	lost    lostSessions     // sessions that expired, whose next call is told
+	vacancy chan struct{}    // closed when an open session ends or expires, for the new ones waiting (nil: none waits)
 	sweeper *time.Timer      // the next idle-session sweep, when one is due
 	closed  bool
 }
@@ -67,12 +69,10 @@ type instance struct {
 	arena *memory.Arena
 	state *guest.CallState // what its host functions know of its calls
 
-	key   string    // the free list it belongs to (see poolKey)
-	spare bool      // has run only describe: any key may take it
-	reuse bool      // false: closed after its call (IsolationCall)
-	since time.Time // when it last came back idle
-	home  *shard    // pooled mode: the idle stack it goes back to (see shards)
-	links [2]link   // its places in p.free while idle (see idleList)
+	ses   *session // the session it belongs to (see isolation.go): nil in pooled and call modes
+	spare bool     // has run only describe: any session may take it
+	reuse bool     // false: closed after its call (IsolationCall)
+	home  *shard   // pooled mode: the idle stack it goes back to (see shards)
 }
 
 // close closes the guest and unmaps its memories: it must be the last use
@@ -225,17 +225,50 @@ type Stats struct {
 	Faults       uint64 // calls that failed, guest-reported errors and refusals included
 	Instantiated uint64 // instances created
 	Discarded    uint64 // instances thrown away after a trap, timeout or bad output
+	// Replaced counts, in session isolation, the sessions that went on
+	// after their instance was gone (expired after Limits.SessionIdle, or
+	// discarded after a fault) and were given a fresh one, each told so
+	// (SPEC.md 10.6).
+	Replaced uint64
+	// Refused counts, in session isolation, the new sessions refused with
+	// ErrSessionLimit: Limits.MaxSessions were open for all of
+	// Limits.SessionWait.
+	Refused uint64
 }
 
 // stats are the counters but calls, which are counted on the calling
 // core's shard, so that cores do not share the counter every call adds to
 // (see shards).
-type stats struct{ faults, instantiated, discarded atomic.Uint64 }
+type stats struct{ faults, instantiated, discarded, replaced, refused atomic.Uint64 }
 
 // Stats returns the plugin's counters.
 func (p *Plugin) Stats() Stats {
 	return Stats{Calls: p.shards.calls(), Faults: p.stats.faults.Load(),
-		Instantiated: p.stats.instantiated.Load(), Discarded: p.stats.discarded.Load()}
+		Instantiated: p.stats.instantiated.Load(), Discarded: p.stats.discarded.Load(),
+		Replaced: p.stats.replaced.Load(), Refused: p.stats.refused.Load()}
+}
+
+// SessionStatus is what a plugin in session isolation holds for its
+// sessions, and how its promise to them held: its JSON is a plugin's
+// "sessions" in `morph plugin status --json`.
+type SessionStatus struct {
+	Open     int    `json:"open"`     // sessions open now: each owns its instances until it ends or expires
+	Max      int    `json:"max"`      // Limits.MaxSessions (max_sessions): past it, new sessions wait, then are refused
+	Replaced uint64 `json:"replaced"` // Stats.Replaced: sessions that lost their instance and went on, on a fresh one
+	Refused  uint64 `json:"refused"`  // Stats.Refused: new sessions refused at Max
+}
+
+// Sessions reports the plugin's sessions; ok is false outside session
+// isolation, where instances belong to no session.
+func (p *Plugin) Sessions() (st SessionStatus, ok bool) {
+	if p.mode != IsolationSession {
+		return st, false
+	}
+	p.mu.Lock()
+	st.Open = p.free.open()
+	p.mu.Unlock()
+	st.Max, st.Replaced, st.Refused = p.limits.MaxSessions, p.stats.replaced.Load(), p.stats.refused.Load()
+	return st, true
 }
 
 // Name is the plugin's name in logs and errors.
@@ -269,7 +302,7 @@ func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if last := p.free.order.tail; last != nil {
+	if last := p.free.last; last != nil {
 		return last.g.MemoryBytes(), true
 	}
 	return 0, false
@@ -302,7 +335,7 @@ type MemoryStatus struct {
 func (p *Plugin) Memory() MemoryStatus {
 	p.mu.Lock()
 	arenas := make([]*memory.Arena, 0, p.free.n)
-	for inst := p.free.order.head; inst != nil; inst = inst.links[inOrder].next {
+	for _, inst := range p.free.all() {
 		arenas = append(arenas, inst.arena)
 	}
 	p.mu.Unlock()
@@ -333,26 +366,21 @@ func (p *Plugin) Memory() MemoryStatus {
 // that Close waits for it.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
 	sh := p.shards.local()
-	kind, msg, err := p.takeSlot(ctx, sh)
+	start := time.Now()
+	inst, _, kind, msg, err := p.acquire(ctx, sh)
 	if kind != nil {
 		p.stats.faults.Add(1)
 		return nil, 0, p.failure(abi.ExportDestroy, kind, msg, err)
 	}
 	defer p.slots.give(sh)
-	start := time.Now()
-	inst, err := p.get(ctx, sh)
-	if err != nil {
-		kind, msg = p.classify(ctx, err), "instantiate"
-	} else {
-		var view []byte
-		view, kind, msg, err = inst.g.Call(ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
-		if kind == nil || kind == ErrGuest {
-			memoryBytes = inst.g.MemoryBytes()
-		}
-		output = slices.Clone(view)
-		inst.close()
-		sh.calls.Add(1)
+	var view []byte
+	view, kind, msg, err = inst.g.Call(ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+	if kind == nil || kind == ErrGuest {
+		memoryBytes = inst.g.MemoryBytes()
 	}
+	output = slices.Clone(view)
+	p.retire(inst, false)
+	sh.calls.Add(1)
 	if kind == ErrTrap {
 		kind = p.classify(ctx, err)
 	}
@@ -373,8 +401,9 @@ func (p *Plugin) Isolation() string { return p.mode }
 
 // Close calls morph_destroy (when the module exports it) once on each idle
 // instance, at once and each within the plugin's timeout and ctx (a failing
-// destroy is logged, and the close goes on); then it ends the calls in
-// flight (at their next deadline check: they fail with ErrClosed) and the
+// destroy is logged, and the close goes on), and lets those of ended or
+// expired sessions' instances already under way finish within ctx too;
+// then it ends the calls in flight (at their next deadline check: they fail with ErrClosed) and the
 // idle-session evictions, waits for them, and closes the plugin's runtime
 // and grants. Later calls fail with ErrClosed.
 //
@@ -403,8 +432,18 @@ func (p *Plugin) shut(ctx context.Context, destroy bool) error {
 	if destroy {
 		p.destroy(ctx, idle)
 	}
+	// The instances of the sessions that ended or expired just before (the
+	// last run's, at a CLI's exit) are in their morph_destroy: as the idle
+	// ones, they get until ctx is done. No eviction starts once closed is
+	// set, so the wait ends.
+	evicted := make(chan struct{})
+	go func() { p.evicting.Wait(); close(evicted) }()
+	select {
+	case <-evicted:
+	case <-ctx.Done():
+	}
 	p.stop()
-	p.evicting.Wait()
+	<-evicted
 	idle = append(idle, p.unevicted...) // evict wrote it before Done: no lock needed
 	if err := p.drain(ctx); err != nil {
 		go func() {
@@ -487,21 +526,21 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	if len(input) > p.limits.MaxInputBytes {
 		return fail(ErrInputTooLarge, fmt.Sprintf("%d bytes, limit %d", len(input), p.limits.MaxInputBytes), nil)
 	}
-	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
-	// short call would run to its end on a context already done.
-	if kind, msg, err := p.takeSlot(ctx, sh); kind != nil {
+	inst, told, kind, msg, err := p.acquire(ctx, sh)
+	if kind != nil {
 		return fail(kind, msg, err)
 	}
 	defer p.slots.give(sh)
-
-	inst, err := p.get(ctx, sh)
-	if err != nil {
-		return fail(p.classify(ctx, err), "instantiate", err)
+	if told != "" {
+		kind, msg, err = p.tell(ctx, inst, inst.ses.key, told)
 	}
-	view, kind, msg, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), export, input, p.limits.MaxOutputBytes)
 	if kind == nil {
-		if err = read(view); err != nil {
-			kind, msg = ErrBadOutput, guest.Truncate(view, 200)
+		var view []byte
+		view, kind, msg, err = inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), export, input, p.limits.MaxOutputBytes)
+		if kind == nil {
+			if err = read(view); err != nil {
+				kind, msg = ErrBadOutput, guest.Truncate(view, 200)
+			}
 		}
 	}
 	switch kind {
@@ -515,7 +554,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 		fallthrough
 	default: // possibly poisoned: a fresh instance serves the next call
 		p.stats.discarded.Add(1)
-		inst.close()
+		p.retire(inst, true)
 		p.resetTools(ctx)
 	}
 	if kind != nil {

@@ -66,11 +66,16 @@ func TestRustHooksManifest(t *testing.T) {
 	if len(p.Hooks()) != len(allHooks) || len(p.Options()) != 4 {
 		t.Fatalf("enabled hooks %v, %d engine options", p.Hooks(), len(p.Options()))
 	}
-	// Every middleware hook of the ABI's table is wired (Middleware's switch).
+	// Every middleware hook of the ABI's table is wired (Middleware's switch),
+	// and, the plugin being in session isolation, its sessions' end (which is
+	// no hook of the ABI's).
 	f := funcs(t, p)
+	if f.SessionEnd == nil || p.Isolation() != IsolationSession {
+		t.Fatalf("middleware %+v in isolation %q: want SessionEnd set", f, p.Isolation())
+	}
 	fv, set := reflect.ValueOf(f).Elem(), 0
 	for i := range fv.NumField() {
-		if fv.Field(i).Kind() == reflect.Func && !fv.Field(i).IsNil() {
+		if fv.Type().Field(i).Name != "SessionEnd" && fv.Field(i).Kind() == reflect.Func && !fv.Field(i).IsNil() {
 			set++
 		}
 	}

@@ -239,7 +239,7 @@ func BenchmarkSessionLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 		before := residentBytes(b)
-		open := concurrently(b, workers, sessions, func(i int) []context.Context { return []context.Context{ctxs[i], ctxs[i]} }, p, export, in)
+		open := concurrently(b, workers, sessions, func(i int) []context.Context { return []context.Context{ctxs[i], ctxs[i]} }, p, export, in, nil)
 		after := residentBytes(b)
 		start := time.Now()
 		mem := p.Memory() // what the engine's Status pays for the plugin (Details.Memory)
@@ -249,7 +249,7 @@ func BenchmarkSessionLoad(b *testing.B) {
 		}
 		warm := concurrently(b, workers, sessions, func(i int) []context.Context {
 			return []context.Context{ctxs[(i*7919)%sessions], ctxs[(i*104729+1)%sessions]} // two live sessions, spread over all
-		}, p, export, in)
+		}, p, export, in, nil)
 		b.ReportMetric(float64(after-before)/(1<<20), "RSS-MiB")
 		b.ReportMetric(float64(after-before)/sessions/1024, "KiB/session")
 		b.ReportMetric(float64(mem.Resident)/sessions/1024, "linear-KiB/session")
@@ -263,8 +263,10 @@ func BenchmarkSessionLoad(b *testing.B) {
 
 // concurrently runs, on workers goroutines, export with in on each context
 // calls(i) gives for i in [0, n), and answers the calls per second; it
-// fails b with the first error a call returns.
-func concurrently(b *testing.B, workers, n int, calls func(int) []context.Context, p *Plugin, export string, in []byte) float64 {
+// fails b with the first error a call returns, or check (if not nil)
+// returns for a call's output.
+func concurrently(b *testing.B, workers, n int, calls func(int) []context.Context, p *Plugin, export string, in []byte,
+	check func(ctx context.Context, out []byte) error) float64 {
 	next := make(chan int)
 	errs := make(chan error, workers)
 	start := time.Now()
@@ -274,7 +276,10 @@ func concurrently(b *testing.B, workers, n int, calls func(int) []context.Contex
 			for i := range next { // after a failure, drained without calls
 				for _, ctx := range calls(i) {
 					if first == nil {
-						_, first = p.Call(ctx, export, in)
+						var out []byte
+						if out, first = p.Call(ctx, export, in); first == nil && check != nil {
+							first = check(ctx, out)
+						}
 					}
 				}
 			}
@@ -293,4 +298,61 @@ func concurrently(b *testing.B, workers, n int, calls func(int) []context.Contex
 		}
 	}
 	return float64(total) / time.Since(start).Seconds()
+}
+
+// BenchmarkSessionsOwnTheirInstances is issue 24's promise at 10,000
+// sessions: mw_counter.wat in session isolation at its default limits,
+// 10,000 sessions open at once, each making a before_run call in each of
+// three rounds, the rounds in different orders, on 64 goroutines; every
+// call must answer its own session's count (1, then 2, then 3), or the
+// benchmark fails. Reported: the resident memory the open sessions added
+// (residentBytes before the first round and after it) per session, and the
+// calls per second of the first round (each on a new instance) and of the
+// later ones (each on its session's idle instance). Closing the sessions
+// (EndSession) must release every instance. Run it with -benchtime 1x.
+func BenchmarkSessionsOwnTheirInstances(b *testing.B) {
+	const sessions, workers = 10_000, 64
+	ctxs := sessionContexts(b, sessions)
+	path := fixture(b, "mw_counter")
+	in, err := json.Marshal(abi.BeforeRunInput{SessionID: "s", Turn: 1, SystemPrompt: "p"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		p, err := newLoader(b).Load(context.Background(), Config{Path: path})
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := residentBytes(b)
+		var rates [3]float64
+		for round, step := range []int{1, 7919, 104729} { // coprime with 10,000: every session once a round, in another order
+			want := fmt.Sprintf(`{"system_prompt":"calls: %d"}`, round+1)
+			rates[round] = concurrently(b, workers, sessions, func(i int) []context.Context { return []context.Context{ctxs[i*step%sessions]} },
+				p, abi.ExportBeforeRun, in, func(ctx context.Context, out []byte) error {
+					if string(out) != want {
+						return fmt.Errorf("session %s: %s, want %s", engine.RunContext(ctx).SessionID, out, want)
+					}
+					return nil
+				})
+			if round == 0 {
+				after := residentBytes(b)
+				b.ReportMetric(float64(after-before)/(1<<20), "RSS-MiB")
+				b.ReportMetric(float64(after-before)/sessions/1024, "KiB/session")
+			}
+		}
+		st := p.Stats()
+		if ss, _ := p.Sessions(); st.Instantiated != sessions || st.Replaced != 0 || st.Refused != 0 || st.Discarded != 0 || ss.Open != sessions {
+			b.Fatalf("stats %+v, sessions %+v: want one instance per open session, none replaced, refused or discarded", st, ss)
+		}
+		for _, ctx := range ctxs {
+			p.EndSession(engine.RunContext(ctx).SessionID)
+		}
+		p.evicting.Wait()
+		if ss, _ := p.Sessions(); ss.Open != 0 || p.Memory().Instances != 0 {
+			b.Fatalf("after ending every session: %+v, %d idle instances", ss, p.Memory().Instances)
+		}
+		b.ReportMetric(rates[0], "new-calls/s")
+		b.ReportMetric((rates[1]+rates[2])/2, "warm-calls/s")
+		p.Close(context.Background())
+	}
 }

@@ -38,7 +38,7 @@ func TestTinyGoHooksFlatMemory(t *testing.T) {
 	in := jsonPayload(1 << 10)
 	const calls, warm = 2000, 100
 	memSize := func() uint32 {
-		inst, err := p.get(ctx, p.shards.local())
+		inst, _, err := p.get(ctx, p.shards.local())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,6 +35,22 @@ type EngineBackend struct {
 	sessions map[string]*engine.Session
 }
 
+// Close ends the full-fidelity threads' sessions (engine.Session.Close), so
+// that the plugins that keep something per session let go of it now: call
+// it when the run ends, before the engine closes. A resumed run continues
+// the threads from their saved history in new sessions.
+func (b *EngineBackend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	sessions := b.sessions
+	b.sessions = nil
+	b.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		errs = append(errs, s.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
 // RunAgent runs one agent: a turn of the thread's session under fidelity
 // full, else a fresh run whose task opens with the preamble.
 func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*AgentRunResult, error) {

@@ -115,3 +115,41 @@ func TestEngineBackendTools(t *testing.T) {
 		t.Error("input that breaks the schema was run")
 	}
 }
+
+// endedSessions is a middleware that keeps the ids of the sessions it is
+// told ended.
+type endedSessions struct{ ids []string }
+
+func (*endedSessions) Name() string { return "ended" }
+
+func (m *endedSessions) OnSessionEnd(_ context.Context, id string) error {
+	m.ids = append(m.ids, id)
+	return nil
+}
+
+// Close ends the threads' sessions, so that their plugins release what
+// they keep of them; the runs of other fidelities closed their own.
+func TestEngineBackendCloseEndsThreads(t *testing.T) {
+	final := `{"type":"final","final":{"thought":"t","output":"x"}}`
+	mw := &endedSessions{}
+	b := &EngineBackend{Engine: engine.New(scripted.New(scripted.Texts(final, final, final)), engine.NewRegistry(), engine.WithMiddleware(mw))}
+	ctx := context.Background()
+	for _, cfg := range []AgentRunConfig{
+		{NodeID: "a", Prompt: "first", FidelityMode: FidelityFull, ThreadID: "th"},
+		{NodeID: "b", Prompt: "second", FidelityMode: FidelityFull, ThreadID: "th"},
+		{NodeID: "c", Prompt: "third", FidelityMode: FidelityCompact},
+	} {
+		if _, err := b.RunAgent(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(mw.ids) != 1 || mw.ids[0] == "pipeline-th" {
+		t.Fatalf("before Close: %v ended; want the compact run's session alone", mw.ids)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(mw.ids) != 2 || mw.ids[1] != "pipeline-th" {
+		t.Fatalf("after Close: %v ended; want the thread's session too", mw.ids)
+	}
+}

@@ -41,6 +41,7 @@ check     ./host/internal/wasmbin       ^BenchmarkCheck$                        
 isolation ./host                        ^BenchmarkIsolation$                         0.5s
 sessions  ./host                        ^BenchmarkSessions$                          0.3s
 sessionload ./host                      ^BenchmarkSessionLoad$                       1x
+sessionown ./host                       ^BenchmarkSessionsOwnTheirInstances$         1x
 instance  ./host                        ^BenchmarkNewInstance$                       0.3s
 parallel  ./host                        ^BenchmarkCallParallel$                      0.3s  -test.cpu=1,2
 history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s

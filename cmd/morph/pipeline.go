@@ -285,7 +285,7 @@ func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.
 	}
 	r := &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, AllowShell: cfg.Pipeline.AllowShell,
 		Limits: cfg.Pipeline.Limits(), Logger: logger}
-	return cfg, r, multiCloser{rt, endpoints}, nil
+	return cfg, r, multiCloser{backend, rt, endpoints}, nil // the threads' sessions end before their engine
 }
 
 func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -215,6 +215,10 @@ func printStatus(w io.Writer, st engine.Status) {
 		if wasm && d.Memory != nil {
 			fmt.Fprintf(w, "  memory: %s\n", memoryStatus(*d.Memory))
 		}
+		if wasm && d.Sessions != nil {
+			fmt.Fprintf(w, "  sessions: %d open of %d (max_sessions), %d replaced, %d refused\n",
+				d.Sessions.Open, d.Sessions.Max, d.Sessions.Replaced, d.Sessions.Refused)
+		}
 		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d, p50 %s, p99 %s\n", p.Calls, p.Faults, p.Quarantines, p.P50, p.P99)
 	}
 	for _, s := range st.Skipped {

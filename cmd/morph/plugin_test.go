@@ -129,6 +129,30 @@ func TestPluginStatus(t *testing.T) {
 	}
 }
 
+// A plugin in session isolation reports its sessions: how many are open,
+// its limit (max_sessions), and how many were replaced or refused, in text
+// and in JSON.
+func TestPluginStatusSessions(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"ctr\"\npath = \""+
+		fixture(t, "mw_counter")+"\"\nmax_sessions = 7\n")
+	code, stdout, stderr := morph(t, "", "plugin", "status", "--config", cfg)
+	if code != 0 || !strings.Contains(stdout, "  sessions: 0 open of 7 (max_sessions), 0 replaced, 0 refused\n") {
+		t.Fatalf("exit %d, status:\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = morph(t, "", "plugin", "status", "--json", "--config", cfg)
+	var st struct {
+		Plugins []struct {
+			Details struct{ Sessions *host.SessionStatus }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil || len(st.Plugins) != 1 {
+		t.Fatalf("exit %d, err %v: %s%s", code, err, stdout, stderr)
+	}
+	if ss := st.Plugins[0].Details.Sessions; ss == nil || *ss != (host.SessionStatus{Max: 7}) {
+		t.Fatalf("sessions %+v:\n%s", ss, stdout)
+	}
+}
+
 // An init warning (here: a hook replaced) is printed once, by the status;
 // before the fix the engine's log printed it too.
 func TestPluginStatusWarnsOnce(t *testing.T) {

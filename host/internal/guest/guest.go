@@ -150,7 +150,7 @@ func ExportKind(exports []wasmbin.Export, name string) (kind string, ok bool) {
 // checks in its own calling convention. The hooks' come from abi.Hooks, so
 // that a hook added there is checked too.
 func CallExports() []string {
-	out := []string{abi.ExportDescribe, abi.ExportCallTool, abi.ExportDestroy}
+	out := []string{abi.ExportDescribe, abi.ExportCallTool, abi.ExportDestroy, abi.ExportInstanceReplaced}
 	for _, h := range abi.Hooks {
 		out = append(out, h.Export)
 	}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/morphhost/morph/abi"
+)
+
+// sessionEnds is a middleware that keeps the ids of the sessions it is told
+// ended, and warns (Warn) from its on_turn_start.
+type sessionEnds struct {
+	mu    sync.Mutex
+	ended []string
+	warn  bool
+}
+
+func (*sessionEnds) Name() string { return "ends" }
+
+func (m *sessionEnds) OnSessionEnd(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ended = append(m.ended, id)
+	return nil
+}
+
+func (m *sessionEnds) OnTurnStart(ctx context.Context, _ abi.TurnStart) error {
+	if m.warn && !Warn(ctx, "ends", "the host noticed something") {
+		return errors.New("Warn found no run")
+	}
+	return nil
+}
+
+func (m *sessionEnds) got() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.ended)
+}
+
+// Close tells each SessionEndHook middleware once, whether or not the
+// middleware is otherwise in use; a closed session runs no turn; Run closes
+// the session it makes.
+func TestSessionClose(t *testing.T) {
+	ctx := context.Background()
+	mw := &sessionEnds{}
+	e := New(script(finalReply("a"), finalReply("b")), nil, WithMiddleware(mw))
+	s := e.NewSession("s1")
+	if err := s.Close(ctx); err != nil || len(mw.got()) != 0 {
+		t.Fatalf("Close before the engine initialized: %v, told %v; want no one told (nothing holds the session)", err, mw.got())
+	}
+	s = e.NewSession("s2")
+	if _, _, err := s.RunTurn(ctx, "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil || !slices.Equal(mw.got(), []string{"s2"}) {
+		t.Fatalf("Close: %v, told %v", err, mw.got())
+	}
+	if err := s.Close(ctx); err != nil || len(mw.got()) != 1 {
+		t.Fatalf("a second Close: %v, told %v; want nothing more", err, mw.got())
+	}
+	if final, rc, err := s.RunTurn(ctx, "t", RunOptions{}); !errors.Is(err, ErrSessionClosed) || final != nil || rc == nil || rc.SessionID != "s2" {
+		t.Fatalf("a turn of a closed session: %v, %v, %v", final, rc, err)
+	}
+	_, rc, err := e.Run(ctx, "t", RunOptions{})
+	if err != nil || !slices.Equal(mw.got(), []string{"s2", rc.SessionID}) {
+		t.Fatalf("Run: %v, told %v; want its session (%s) closed", err, mw.got(), rc.SessionID)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.NewSession("s3").Close(ctx); err != nil || len(mw.got()) != 2 {
+		t.Fatalf("Close on a closed engine: %v, told %v; want no one told", err, mw.got())
+	}
+}
+
+// Warn, from a hook, is a warning event of the hook's run, naming the
+// plugin and the session; outside a run it reports false.
+func TestWarn(t *testing.T) {
+	var events []Event
+	e := New(script(finalReply("a")), nil, WithMiddleware(&sessionEnds{warn: true}), WithEventHandler(func(ev Event) {
+		if ev.Kind == EventWarning {
+			events = append(events, ev)
+		}
+	}))
+	if _, _, err := e.NewSession("s1").RunTurn(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Plugin != "ends" || events[0].SessionID != "s1" || events[0].Message != "the host noticed something" {
+		t.Fatalf("warnings %+v", events)
+	}
+	if Warn(context.Background(), "ends", "x") {
+		t.Fatal("Warn outside a run reported an event")
+	}
+}
