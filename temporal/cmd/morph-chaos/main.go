@@ -52,7 +52,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "bound of each phase: turns still running then are killed and counted unfinished")
 	flag.DurationVar(&o.killEvery, "kill-every", 6*time.Second, "mean interval between worker kills (SIGKILL) in the chaos phase; 0 for none")
 	flag.IntVar(&o.serverKills, "server-kills", 2, "dev server kills (SIGKILL) in the chaos phase, at random points of its first -server-window")
-	flag.DurationVar(&o.serverWindow, "server-window", 90*time.Second, "the server kills fall in this much of the chaos phase's start")
+	flag.DurationVar(&o.serverWindow, "server-window", 15*time.Second, "the server kills fall in this much of the chaos phase's start (a kill due after the phase's turns ended is not made)")
 	flag.DurationVar(&o.latency, "latency", time.Second, "how long the model server takes to answer each call")
 	flag.StringVar(&o.morph, "morph", "bin/morph", "the morph binary (morph-temporal beside it)")
 	flag.StringVar(&o.temporalCLI, "temporal-cli", os.Getenv("MORPH_TEMPORAL"), "the Temporal CLI (scripts/temporal.sh --print-path)")
@@ -226,7 +226,7 @@ func (h *harness) phase(ctx context.Context, name string, chaos bool) *phaseRepo
 			results[i] = h.turn(ctx, id)
 		}()
 	}
-	rep := &phaseReport{name: name, start: start}
+	rep := &phaseReport{name: name, chaos: chaos, start: start}
 	if chaos {
 		kctx, stopKills := context.WithCancel(ctx)
 		var kills sync.WaitGroup
@@ -275,8 +275,12 @@ func (h *harness) killWorkers(ctx context.Context) []time.Time {
 			return kills
 		case <-time.After(wait):
 		}
-		if h.slots[h.rnd.IntN(len(h.slots))].kill() == nil {
+		slot := h.rnd.IntN(len(h.slots))
+		if h.slots[slot].kill() == nil {
 			kills = append(kills, time.Now())
+			// When and which: a call made again is judged against its
+			// worker's kill (worker-N.log).
+			fmt.Fprintf(os.Stderr, "morph-chaos: %s killed worker-%d\n", kills[len(kills)-1].Format(time.RFC3339Nano), slot+1)
 		}
 	}
 }
