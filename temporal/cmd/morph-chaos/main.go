@@ -35,6 +35,12 @@ import (
 // maxSessions bounds -sessions: each turn is two processes.
 const maxSessions = 1000
 
+// serverQuiet is the start of the chaos phase in which the server is not
+// killed: each turn's client dials it as it starts, and one that finds it
+// down fails at once, before its workflow exists (the harness tries the
+// turns' durability, not the clients' first dial).
+const serverQuiet = 5 * time.Second
+
 type options struct {
 	sessions, workers, steps, serverKills int
 	duration, killEvery, serverWindow     time.Duration
@@ -52,7 +58,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "bound of each phase: turns still running then are killed and counted unfinished")
 	flag.DurationVar(&o.killEvery, "kill-every", 6*time.Second, "mean interval between worker kills (SIGKILL) in the chaos phase; 0 for none")
 	flag.IntVar(&o.serverKills, "server-kills", 2, "dev server kills (SIGKILL) in the chaos phase, at random points of its first -server-window")
-	flag.DurationVar(&o.serverWindow, "server-window", 90*time.Second, "the server kills fall in this much of the chaos phase's start")
+	flag.DurationVar(&o.serverWindow, "server-window", 20*time.Second, "the server kills fall in this much of the chaos phase's start, after its first 5 s (a kill due after the phase's turns ended is not made)")
 	flag.DurationVar(&o.latency, "latency", time.Second, "how long the model server takes to answer each call")
 	flag.StringVar(&o.morph, "morph", "bin/morph", "the morph binary (morph-temporal beside it)")
 	flag.StringVar(&o.temporalCLI, "temporal-cli", os.Getenv("MORPH_TEMPORAL"), "the Temporal CLI (scripts/temporal.sh --print-path)")
@@ -77,8 +83,8 @@ func (o *options) check() error {
 		return fmt.Errorf("-workers %d: want 1 to 16", o.workers)
 	case o.steps < 0 || o.steps > 50:
 		return fmt.Errorf("-steps %d: want 0 to 50", o.steps)
-	case o.duration <= 0 || o.killEvery < 0 || o.serverKills < 0 || o.serverWindow <= 0 || o.latency < 0:
-		return errors.New("-duration and -server-window must be positive; -kill-every, -server-kills and -latency not negative")
+	case o.duration <= 0 || o.killEvery < 0 || o.serverKills < 0 || o.serverWindow <= serverQuiet || o.latency < 0:
+		return fmt.Errorf("-duration must be positive, -server-window more than %s; -kill-every, -server-kills and -latency not negative", serverQuiet)
 	case o.temporalCLI == "":
 		return errors.New("no Temporal CLI: give -temporal-cli or $MORPH_TEMPORAL (scripts/temporal.sh --print-path)")
 	}
@@ -226,7 +232,7 @@ func (h *harness) phase(ctx context.Context, name string, chaos bool) *phaseRepo
 			results[i] = h.turn(ctx, id)
 		}()
 	}
-	rep := &phaseReport{name: name, start: start}
+	rep := &phaseReport{name: name, chaos: chaos, start: start}
 	if chaos {
 		kctx, stopKills := context.WithCancel(ctx)
 		var kills sync.WaitGroup
@@ -275,8 +281,12 @@ func (h *harness) killWorkers(ctx context.Context) []time.Time {
 			return kills
 		case <-time.After(wait):
 		}
-		if h.slots[h.rnd.IntN(len(h.slots))].kill() == nil {
+		slot := h.rnd.IntN(len(h.slots))
+		if h.slots[slot].kill() == nil {
 			kills = append(kills, time.Now())
+			// When and which: a call made again is judged against its
+			// worker's kill (worker-N.log).
+			fmt.Fprintf(os.Stderr, "morph-chaos: %s killed worker-%d\n", kills[len(kills)-1].Format(time.RFC3339Nano), slot+1)
 		}
 	}
 }
@@ -289,14 +299,14 @@ type serverKill struct {
 }
 
 // killServer kills the dev server with SIGKILL serverKills times, at
-// random points of the phase's first serverWindow, and starts it again on
-// its database after 1 to 3 s.
+// random points of the phase's first serverWindow after serverQuiet, and
+// starts it again on its database after 1 to 3 s.
 func (h *harness) killServer(ctx context.Context) []serverKill {
 	var kills []serverKill
 	start := time.Now()
 	at := make([]time.Duration, h.o.serverKills)
 	for i := range at {
-		at[i] = time.Duration(h.rnd.Float64() * float64(h.o.serverWindow))
+		at[i] = serverQuiet + time.Duration(h.rnd.Float64()*float64(h.o.serverWindow-serverQuiet))
 	}
 	sortDurations(at)
 	for _, d := range at {

@@ -13,6 +13,7 @@ import (
 // phaseReport is what a phase measured.
 type phaseReport struct {
 	name        string
+	chaos       bool // it killed workers and the server
 	start       time.Time
 	wall        time.Duration
 	turns       []turnResult
@@ -231,8 +232,11 @@ func (h *harness) report(phases []*phaseReport) string {
 			}
 			parts = append(parts, fmt.Sprintf("%s; %s", secs(k.up.Sub(k.killed)), first))
 		}
-		if len(parts) == 0 {
+		if !p.chaos || h.o.serverKills == 0 {
 			return "-"
+		}
+		if len(parts) < h.o.serverKills {
+			parts = append(parts, fmt.Sprintf("%d of %d not made: the turns ended first", h.o.serverKills-len(parts), h.o.serverKills))
 		}
 		return strings.Join(parts, "<br>")
 	})
