@@ -106,6 +106,9 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, onEvent func(e
 		engine.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), // the workers log what they do
 		engine.WithMaxObservationBytes(s.MaxObservationBytes), engine.WithMaxJSONDepth(s.MaxJSONDepth), engine.WithImages(s.Images),
 		engine.WithEventHandler(onEvent),
+		// the run's ID, not a random nonce: a replay runs as the first run
+		// (the tools' call IDs are their activities', see Journal)
+		engine.WithCallIDNonce(func() string { return workflow.GetInfo(ctx).WorkflowExecution.RunID }),
 	}
 	if s.Identity != "" {
 		opts = append(opts, engine.WithIdentity(s.Identity))
