@@ -178,15 +178,16 @@ func (j *Journal) prune(ctx context.Context, retention time.Duration, log *slog.
 }
 
 // openJournal opens cfg's journal, a DirStore in journalDir, creating
-// the directory now so that a worker that cannot write there does not
+// the directory now (0700: the records are the calls' results, for the
+// workers' user alone) so that a worker that cannot write there does not
 // start, and logs where it is: the workers of a queue must share it.
 func openJournal(cfg *config.Config, log *slog.Logger) (*Journal, error) {
 	dir := journalDir(cfg)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %w ([temporal] journal_dir: a directory every worker of the queue shares)", ErrJournal, err)
 	}
 	log.Info("result journal: every worker of the task queue must share its directory ([temporal] journal_dir)", "dir", dir)
-	return &Journal{Store: DirStore{Dir: dir}, Max: int64(cfg.Temporal.WithDefaults().JournalMaxKB) << 10}, nil
+	return &Journal{Store: DirStore{Dir: dir, Private: true}, Max: int64(cfg.Temporal.WithDefaults().JournalMaxKB) << 10}, nil
 }
 
 // journalDir is cfg's [temporal] journal_dir, or its default: "journal"

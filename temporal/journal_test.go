@@ -18,7 +18,7 @@ import (
 // a record.
 func testJournal(t *testing.T, max int64) (*Journal, string) {
 	dir := filepath.Join(t.TempDir(), "journal")
-	return &Journal{Store: DirStore{Dir: dir}, Max: max}, dir
+	return &Journal{Store: DirStore{Dir: dir, Private: true}, Max: max}, dir
 }
 
 // files are the paths of the files under dir, relative to it.
@@ -73,6 +73,15 @@ func TestJournalRecords(t *testing.T) {
 	for _, f := range got {
 		if !name.MatchString(filepath.ToSlash(f)) {
 			t.Errorf("file %q in the journal: want <2 hex>/<SHA-256> only", f)
+		}
+		// the records are the calls' results: the workers' user's alone
+		file, err1 := os.Stat(filepath.Join(dir, f))
+		sub, err2 := os.Stat(filepath.Dir(filepath.Join(dir, f)))
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		if file.Mode().Perm() != 0o600 || sub.Mode().Perm() != 0o700 {
+			t.Errorf("record %q: modes %v in %v, want 0600 in 0700", f, file.Mode(), sub.Mode())
 		}
 	}
 	if len(got) != len(calls) {
