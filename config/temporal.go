@@ -100,7 +100,9 @@ type Temporal struct {
 
 	// AnswerMaxKB caps a human gate's answer (its signal, choice and
 	// text) that a pipeline's workflow accepts (default 64): a larger one
-	// is refused, not delivered nor kept in the workflow's state.
+	// is refused, not delivered nor kept in the workflow's state; the
+	// signal itself stays in the workflow's Temporal history, as every
+	// signal does (`morph pipeline run --temporal` refuses to send one).
 	AnswerMaxKB int `toml:"answer_max_kb"`
 	// TurnMaxKB caps the task of a durable turn (default 1024): a larger
 	// one is refused before it reaches Temporal, and a session's workflow

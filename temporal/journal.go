@@ -29,10 +29,14 @@ import (
 // to be run again, the call with it. So each worker records the result of
 // every call (a model call, a tool call, a hook call: every activity but
 // Setup) in the journal before it reports it, and an attempt of a call
-// whose result is recorded answers the record without calling. The one
-// call that still runs twice is the one in flight when its worker died,
-// whose result nobody has: its tool gets the call's ID (engine.CallID,
-// the same on every attempt) to do its effects once.
+// whose result (or own failure) is recorded answers the record without
+// calling. A call still runs twice when Temporal gave up on an attempt
+// (its worker died, its heartbeat was late past heartbeat_timeout on a
+// live but starved worker, its timeout passed, its worker was stopping)
+// while the call ran and before its result was recorded; the attempt given
+// up on may still be running beside the next. Its tool gets the call's ID
+// (engine.CallID, the same on every attempt) to do its effects once,
+// atomically (an O_EXCL file, a unique key).
 //
 // A call is an activity of a workflow's run (Call): its ID is the same on
 // each attempt, and no other activity of the run has it. A workflow
