@@ -149,9 +149,12 @@ type ToolCallInput struct {
 	Params map[string]any `json:"params"`
 	// CallID names this call of the tool (engine.CallID): the same on
 	// each attempt of the call where the host makes it again (a durable
-	// worker lost in the middle of it), no other call's. A tool whose call
-	// has effects outside it can do them once per ID. Opaque; absent from
-	// hosts before it.
+	// host whose Temporal gave up on an attempt while it ran: its worker
+	// died, starved past its heartbeat timeout, timed out or stopped), no
+	// other call's. Attempts of one ID may run at once, so a tool whose
+	// call has effects outside it does them once per ID atomically (an
+	// O_EXCL file, a unique key), not by a check and then an append.
+	// Opaque; absent from hosts before it.
 	CallID string `json:"call_id,omitempty"`
 }
 

@@ -63,17 +63,23 @@ type Temporal struct {
 	// file's directory. Default: "journal" in PayloadDir when that is
 	// set, else ".morph/journal" beside the config file, which the workers
 	// of one machine loading the same file share. It may not be, or hold,
-	// PayloadDir: old records are removed from it (JournalRetention).
+	// PayloadDir, nor be in it but as its "journal" directory (the
+	// default), which no payload blob uses: old records are removed from
+	// it (JournalRetention), and a payload's blob is kept as long as the
+	// history that names it.
 	JournalDir string `toml:"journal_dir"`
 	// JournalMaxKB is the largest record of the journal (default 65536,
 	// 64 MiB): a call whose result is larger fails, loudly, rather than
 	// going unrecorded; a record larger is refused, not read.
 	JournalMaxKB int `toml:"journal_max_kb"`
-	// JournalRetention is how long a record is kept (default 168h, a
-	// week): it is needed until Temporal has recorded its call's
-	// completion, which is at most its attempts' timeouts after it is
-	// written, unless every worker is down meanwhile. Each worker removes
-	// older records when it starts and every hour.
+	// JournalRetention is how long a record is kept (default 24h): it is
+	// needed until Temporal has recorded its call's completion, which is
+	// at most the call's attempts' timeouts and their backoff after it is
+	// written (ten attempts of at most the workers' activity timeout, 10
+	// minutes by default: under two hours), unless no worker of the queue
+	// runs meanwhile; a call whose record is removed before then (an outage
+	// of every worker longer than the retention) is made again. Each
+	// worker removes older records when it starts and every hour.
 	JournalRetention time.Duration `toml:"journal_retention"`
 	// HeartbeatInterval is how often a worker tells Temporal that an
 	// activity it runs is alive (default 2s), and how long each heartbeat
@@ -94,7 +100,9 @@ type Temporal struct {
 
 	// AnswerMaxKB caps a human gate's answer (its signal, choice and
 	// text) that a pipeline's workflow accepts (default 64): a larger one
-	// is refused, not delivered nor kept in the workflow's state.
+	// is refused, not delivered nor kept in the workflow's state; the
+	// signal itself stays in the workflow's Temporal history, as every
+	// signal does (`morph pipeline run --temporal` refuses to send one).
 	AnswerMaxKB int `toml:"answer_max_kb"`
 	// TurnMaxKB caps the task of a durable turn (default 1024): a larger
 	// one is refused before it reaches Temporal, and a session's workflow
@@ -114,7 +122,7 @@ const (
 	DefaultPayloadThresholdKB  = 64
 	DefaultPayloadMaxKB        = 256 << 10
 	DefaultJournalMaxKB        = 64 << 10
-	DefaultJournalRetention    = 7 * 24 * time.Hour
+	DefaultJournalRetention    = 24 * time.Hour
 	DefaultHeartbeatInterval   = 2 * time.Second
 	DefaultHeartbeatTimeout    = 4 * time.Second
 	DefaultStickyTimeout       = 2 * time.Second
@@ -217,6 +225,9 @@ func (v *validator) temporal() {
 		if rel, err := filepath.Rel(t.JournalDir, t.PayloadDir); err == nil && (rel == "." || filepath.IsLocal(rel)) {
 			v.fail(toml.Key{"temporal", "journal_dir"}, nil, "%q is or holds payload_dir %q, whose blobs the journal's cleaning would remove: "+
 				"give the journal a directory of its own (by default, \"journal\" in payload_dir)", t.JournalDir, t.PayloadDir)
+		} else if rel, err := filepath.Rel(t.PayloadDir, t.JournalDir); err == nil && filepath.IsLocal(rel) && rel != "journal" {
+			v.fail(toml.Key{"temporal", "journal_dir"}, nil, "%q is inside payload_dir %q, where it could hold payload blobs that the journal's cleaning would remove: "+
+				"inside payload_dir, the journal's directory is \"journal\" (the default); else give it a directory outside", t.JournalDir, t.PayloadDir)
 		}
 	}
 }

@@ -18,7 +18,7 @@ func TestTemporalTable(t *testing.T) {
 	}
 	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph",
 		SessionMaxTurns: 100, SessionMaxHistoryKB: 4096, SessionIdleTimeout: 24 * time.Hour, PayloadThresholdKB: 64, PayloadMaxKB: 256 << 10,
-		JournalMaxKB: 64 << 10, JournalRetention: 7 * 24 * time.Hour,
+		JournalMaxKB: 64 << 10, JournalRetention: 24 * time.Hour,
 		HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 4 * time.Second, StickyTimeout: 2 * time.Second, AnswerMaxKB: 64, TurnMaxKB: 1024}) {
 		t.Errorf("defaults %+v", got)
 	}
@@ -38,6 +38,7 @@ func TestTemporalTable(t *testing.T) {
 		{`journal_retention = "0s"`, "temporal.journal_retention", "must be positive"},
 		{"payload_dir = \"blobs\"\njournal_dir = \"blobs\"", "temporal.journal_dir", "is or holds payload_dir"},
 		{"payload_dir = \"data/blobs\"\njournal_dir = \"data\"", "temporal.journal_dir", "is or holds payload_dir"},
+		{"payload_dir = \"blobs\"\njournal_dir = \"blobs/ab\"", "temporal.journal_dir", "is inside payload_dir"},
 		{`heartbeat_interval = 1`, "temporal.heartbeat_interval", "want a duration string"},
 		{`heartbeat_interval = "0s"`, "temporal.heartbeat_interval", "must be positive"},
 		{`heartbeat_timeout = "3s"`, "temporal.heartbeat_timeout", "at least twice heartbeat_interval (2s)"},
@@ -54,10 +55,11 @@ func TestTemporalTable(t *testing.T) {
 }
 
 // [temporal] payload_dir and journal_dir are resolved against the config
-// file's directory; the journal may be in the payloads' directory.
+// file's directory; the journal may be in the payloads' directory, as its
+// "journal" directory.
 func TestTemporalPayloadDir(t *testing.T) {
 	dir := write(t, map[string]string{"replies.json": replies,
-		"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\npayload_dir = \"blobs\"\njournal_dir = \"blobs/j\"\n"})
+		"morph.toml": "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[temporal]\npayload_dir = \"blobs\"\njournal_dir = \"blobs/journal\"\n"})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +67,7 @@ func TestTemporalPayloadDir(t *testing.T) {
 	if want := filepath.Join(dir, "blobs"); cfg.Temporal.PayloadDir != want {
 		t.Errorf("payload_dir %q, want %q", cfg.Temporal.PayloadDir, want)
 	}
-	if want := filepath.Join(dir, "blobs", "j"); cfg.Temporal.JournalDir != want {
+	if want := filepath.Join(dir, "blobs", "journal"); cfg.Temporal.JournalDir != want {
 		t.Errorf("journal_dir %q, want %q", cfg.Temporal.JournalDir, want)
 	}
 }

@@ -19,14 +19,21 @@ func WithCallID(ctx context.Context, id string) context.Context {
 
 // CallID is the ID of the tool call whose context ctx is, or "" outside
 // one. It names one call of a tool: the same on each attempt of that call
-// where the host retries it (package temporal: a worker lost in the
-// middle of the call, its result never recorded), and no other call's, so
-// that a tool whose call has effects outside it (an append, a payment, a
-// message sent) can do them once per ID. The ID is opaque: compare it, do
-// not parse it.
+// where the host makes it again, and no other call's, so that a tool whose
+// call has effects outside it (an append, a payment, a message sent) can
+// do them once per ID. Package temporal makes a call again when Temporal
+// gave up on an attempt while the call ran and before its result was in
+// the result journal: its worker died, its heartbeat came later than
+// heartbeat_timeout (a live but starved worker), its timeout passed, its
+// worker was stopping. The attempt given up on may still be running, so
+// two attempts of one ID may run at once: dedupe atomically (create a
+// file named by the ID with O_EXCL, insert under a unique key), not by a
+// check and then an append. The ID is opaque: compare it, do not parse
+// it.
 //
-// In a turn the engine runs, it is the session's ID, a random number of
-// the turn, the turn's number, the step's and the call's within the step
+// In a turn the engine runs, it is the session's ID, a nonce of the run
+// (random, or a durable executor's: WithCallIDNonce), the turn's number,
+// the step's and the call's within the step
 // ("<session>/<nonce>/<turn>/<step>/<call>"): the nonce keeps it unique
 // when a session's turns are numbered from 1 again (a host that resumes a
 // session by its ID, a pipeline run resumed). Engine.CallTool's is the
@@ -36,14 +43,29 @@ func CallID(ctx context.Context) string {
 	return id
 }
 
+// WithCallIDNonce sets where a run's call IDs get their nonce (CallID):
+// by default a random number, which a durable executor replaying a run
+// replaces with one of its own, drawn deterministically, so that the
+// replay runs as the first run did (package temporal: its tools are
+// activities, whose IDs are the activities'). nil sets nothing.
+func WithCallIDNonce(nonce func() string) Option {
+	if nonce == nil {
+		return nop
+	}
+	return func(e *Engine) { e.nonce = nonce }
+}
+
+// randomNonce is a run's nonce by default: 10 random characters.
+func randomNonce() string { return rand.Text()[:10] }
+
 // callID is the ID of the call-th tool call of step in r, unless r's
 // context has one.
-func (r *run) callID(step, call int) string {
+func (e *Engine) callID(r *run, step, call int) string {
 	if id := CallID(r.ctx); id != "" {
 		return id
 	}
 	if r.nonce == "" {
-		r.nonce = rand.Text()[:10]
+		r.nonce = e.nonce()
 	}
 	return fmt.Sprintf("%s/%s/%d/%d/%d", r.SessionID, r.nonce, r.Turn, step, call)
 }

@@ -61,3 +61,16 @@ func TestCallID(t *testing.T) {
 		t.Errorf("CallTool's IDs %q, want the caller's, then one of its own", got)
 	}
 }
+
+// A durable executor's nonce (WithCallIDNonce) is the call IDs', so that a
+// replay of the run gives its calls the IDs the first run did.
+func TestCallIDNonce(t *testing.T) {
+	tool := &idTool{}
+	e := New(script(toolCall("id", "{}"), finalReply("done")), registry(tool), WithCallIDNonce(func() string { return "run-7" }))
+	if _, _, err := e.NewSession("s1").RunTurn(context.Background(), "go", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(tool.ids) != 1 || tool.ids[0] != "s1/run-7/1/1/1" {
+		t.Errorf("call IDs %q, want s1/run-7/1/1/1", tool.ids)
+	}
+}

@@ -52,6 +52,7 @@ type Engine struct {
 	hooks      *mw              // WithHooks; New puts it first in middleware
 	middleware []*mw            // WithMiddleware, in order
 	now        func() time.Time // the quarantine clock; tests replace it
+	nonce      func() string    // of a run's call IDs (WithCallIDNonce)
 	plugins    []Extender       // WithExtenders, loaded by Initialize
 	builtins   []Tool           // WithBuiltinTools
 	life       lifecycle
@@ -71,7 +72,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now,
+	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now, nonce: randomNonce,
 		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth, svc: services{byName: map[string]service{}}}
 	e.conf.put(modeKey, sourceEngine)
 	for _, o := range opts {
@@ -554,7 +555,7 @@ func (e *Engine) execute(r *run, step int, tool Tool, input map[string]any, vali
 	}
 	var out string
 	var images []abi.Image
-	ctx := WithCallID(r.ctx, r.callID(step, 1)) // one tool call a step
+	ctx := WithCallID(r.ctx, e.callID(r, step, 1)) // one tool call a step
 	err := callHook("tool "+tool.Name(), func() (err error) {
 		if it, ok := tool.(ImageTool); ok {
 			out, images, err = it.ExecuteImages(ctx, input)

@@ -158,12 +158,18 @@ func writeFile(path string, data []byte, durable bool) (err error) {
 }
 
 // tempPattern is the os.CreateTemp pattern of writeFile's temporary file
-// for path: hidden, beside it.
-func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp*" }
+// for path: hidden, beside it, marked as the runner's by tempInfix.
+func tempPattern(path string) string { return "." + filepath.Base(path) + tempInfix + "*" }
+
+// tempInfix marks writeFile's temporary files: a stage may write files of
+// its own in the run directory, a ".x.tmp1" of its own included, and a
+// resume removes only the runner's. (Runs before it named them ".tmp";
+// such an orphan is left, as a stage's file could be.)
+const tempInfix = ".morph-tmp"
 
 // orphanTemp matches the names tempPattern makes (os.CreateTemp puts a
 // decimal number at the '*'), and nothing else a run directory holds.
-var orphanTemp = regexp.MustCompile(`^\..+\.tmp[0-9]+$`)
+var orphanTemp = regexp.MustCompile(`^\..+` + regexp.QuoteMeta(tempInfix) + `[0-9]+$`)
 
 // removeOrphanTemps removes writeFile's temporary files under dir, which
 // only a process killed between creating and renaming one leaves: the

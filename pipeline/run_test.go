@@ -680,7 +680,7 @@ func TestRunDirectoryIsLocked(t *testing.T) {
 
 // TestResumeRemovesOrphanTemps: the temporary files writeFile names, which
 // a process killed mid-write leaves, are removed by the next resume (and
-// logged); files of other names stay.
+// logged); files of other names stay, a stage's hidden ".x.tmp1" too.
 func TestResumeRemovesOrphanTemps(t *testing.T) {
 	src := `digraph p { start [shape=Mdiamond]; a; b; done [shape=Msquare]; start -> a -> b -> done }`
 	r, _, _ := scriptedRunner(nil)
@@ -701,7 +701,8 @@ func TestResumeRemovesOrphanTemps(t *testing.T) {
 		f.Close()
 		orphans = append(orphans, f.Name())
 	}
-	kept := []string{filepath.Join(dir, "artifacts", "notes.tmp1"), filepath.Join(dir, "artifacts", ".a.output.tmpx"), filepath.Join(dir, "a", "x.tmp12")}
+	kept := []string{filepath.Join(dir, "artifacts", "notes.tmp1"), filepath.Join(dir, "artifacts", ".a.output.tmpx"), filepath.Join(dir, "a", "x.tmp12"),
+		filepath.Join(dir, "a", ".draft.tmp123"), filepath.Join(dir, "artifacts", ".a.output.morph-tmpx")} // a stage's own, hidden and numbered
 	for _, path := range kept {
 		if err := os.WriteFile(path, nil, 0o644); err != nil {
 			t.Fatal(err)

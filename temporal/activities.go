@@ -96,10 +96,12 @@ func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, err
 
 // CallTool runs one tool, as the engine would after its middleware; the
 // tool's failure is in the result. A tool of the embedding host's that
-// panics fails too, and its panic is logged: Temporal would otherwise run
-// the activity again, and the tool with it, repeating what it did before
-// panicking.
-func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResult, _ error) {
+// panics fails too, as it would locally, and its panic is logged
+// (escaped), by the rule of every activity's panic (recovered): while the
+// attempt lives, the panic is the call's answer (Temporal would otherwise
+// run the activity again, and the tool with it, repeating what it did
+// before panicking); once it has ended, the attempt was lost.
+func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResult, err error) {
 	tool, ok := a.rt.Engine.Registry().Get(call.Tool)
 	if !ok {
 		return ToolResult{}, nonRetryable("tool call", fmt.Errorf("this worker has no tool %q: workers must load the same configuration", call.Tool))
@@ -107,11 +109,13 @@ func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResul
 	a.log.InfoContext(ctx, "tool called", "tool", call.Tool)
 	defer func() {
 		if p := recover(); p != nil {
-			a.log.ErrorContext(ctx, "tool panicked", "tool", call.Tool, "panic", p, "stack", string(debug.Stack()))
-			res = ToolResult{Error: fmt.Sprintf("tool %s panicked: %v", call.Tool, p)}
+			a.log.ErrorContext(ctx, "tool panicked", "tool", call.Tool, "panic", safetext.Escape(fmt.Sprint(p)), "stack", safetext.Escape(string(debug.Stack())))
+			res, err = ToolResult{Error: fmt.Sprintf("tool %s panicked: %v", call.Tool, p)}, nil
+			if ctx.Err() != nil {
+				res, err = ToolResult{}, errors.New(res.Error) // retried (lostAttempt)
+			}
 		}
 	}()
-	var err error
 	if it, ok := tool.(engine.ImageTool); ok {
 		res.Output, res.Images, err = it.ExecuteImages(ctx, call.Params)
 	} else {

@@ -1,8 +1,9 @@
 // Package temporal runs morph's agent sessions as Temporal workflows, so
 // that a turn survives a crashed worker and does not repeat a model call or
 // a tool call whose result was recorded: durable inside a turn, not only
-// between turns. The one call that can run twice is the one in flight when
-// its worker died (see Journal).
+// between turns. A call runs twice only when Temporal gave up on an
+// attempt while the call ran, before its result was recorded (see
+// Journal).
 //
 // The turn's workflow (TurnWorkflow) runs morph's own engine, unchanged,
 // inside workflow code: everything the engine does that reaches outside
@@ -71,12 +72,16 @@
 // whatever the call returned after its attempt's context ended is not its
 // answer (lostAttempt: TestLostAttemptIsRetried), and a model client's own
 // deadline on a call, its attempt live, is (TestActivitiesHeartbeat).
-// retryPolicy allows three attempts.
+// retryPolicy allows ten attempts (lostAttempts); a call whose attempts
+// are all lost, or that the result journal fails, is no answer: its turn
+// or pipeline run ends with a *CallError naming the activity
+// (TestUnansweredCallEndsTheTurn).
 //
 // A session's turn update whose task is larger than turn_max_kb is
 // rejected by its validator (nothing of it enters the history), and a
 // human gate's answer larger than answer_max_kb is refused and logged, not
-// delivered nor kept in the workflow's state (TestTurnTooLargeIsRefused,
+// delivered nor kept in the workflow's state, though its signal stays in
+// the workflow's history as Temporal records it (TestTurnTooLargeIsRefused,
 // TestPipelineMatchesLocalRunOnTwoWorkers). A workflow numbers its model
 // calls (ChatRequest.Call, carried across continue-as-new), and a scripted
 // model answers the reply of that number, so that its replies come in the
@@ -87,12 +92,17 @@
 // (Journal, [temporal] journal_dir) before it tells Temporal: a worker
 // that dies after the call returned and before Temporal recorded it
 // leaves the activity to another attempt, which answers the record
-// without calling. A call is made again only when its worker dies after
-// the call started and before its result is in the journal (the call
-// itself and the record's write, milliseconds), or when the next worker
-// does not share the journal; its tool then gets the same call ID
-// (engine.CallID: the workflow, run and activity IDs), by which it can
-// do its effects once.
+// without calling; a call's own failure, a panic included, is recorded
+// and answered alike. A call is made again when Temporal gave up on an
+// attempt (its worker died, its heartbeat came later than
+// heartbeat_timeout from a live but starved worker, its timeout passed,
+// its worker was stopping) while the call ran and before its result was
+// in the journal, or when the next worker does not share the journal.
+// The attempt given up on may still run, so attempts of one call may run
+// at once: its tool gets the same call ID on each (engine.CallID: the
+// workflow, run and activity IDs), by which it does its effects once,
+// atomically (an O_EXCL file, a unique key; not a check and then an
+// append).
 //
 // Payloads (a session's history, a large tool output) go into Temporal's
 // history unless a PayloadCodec (DataConverter, the config's payload_dir)

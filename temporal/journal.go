@@ -16,9 +16,11 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Journal is the result journal of a task queue's workers. Temporal
@@ -27,10 +29,14 @@ import (
 // to be run again, the call with it. So each worker records the result of
 // every call (a model call, a tool call, a hook call: every activity but
 // Setup) in the journal before it reports it, and an attempt of a call
-// whose result is recorded answers the record without calling. The one
-// call that still runs twice is the one in flight when its worker died,
-// whose result nobody has: its tool gets the call's ID (engine.CallID,
-// the same on every attempt) to do its effects once.
+// whose result (or own failure) is recorded answers the record without
+// calling. A call still runs twice when Temporal gave up on an attempt
+// (its worker died, its heartbeat was late past heartbeat_timeout on a
+// live but starved worker, its timeout passed, its worker was stopping)
+// while the call ran and before its result was recorded; the attempt given
+// up on may still be running beside the next. Its tool gets the call's ID
+// (engine.CallID, the same on every attempt) to do its effects once,
+// atomically (an O_EXCL file, a unique key).
 //
 // A call is an activity of a workflow's run (Call): its ID is the same on
 // each attempt, and no other activity of the run has it. A workflow
@@ -73,33 +79,62 @@ func (c Call) key() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// record is a call's record in the store.
+// record is a call's record in the store: its result, or its own failure
+// (Failure), which a call answers as surely as a result.
 type record struct {
-	Call   Call
-	Result json.RawMessage
+	Call    Call
+	Result  json.RawMessage
+	Failure *Failure `json:",omitempty"`
 }
 
-// Lookup returns the result recorded for c, if one is.
-func (j *Journal) Lookup(c Call) (json.RawMessage, bool, error) {
+// Failure is a call's own failure as the journal records it: the
+// non-retryable temporal.ApplicationError's message and type, which an
+// attempt that finds it answers again (err).
+type Failure struct {
+	Message string
+	Type    string
+}
+
+// err is f as the activity's failure: non-retryable, as it was.
+func (f *Failure) err() error {
+	return temporal.NewNonRetryableApplicationError(f.Message, f.Type, nil)
+}
+
+// Lookup returns the record of c, if one is.
+func (j *Journal) Lookup(c Call) (record, bool, error) {
 	data, err := j.Store.Get(c.key(), j.Max)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+		return record{}, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: call %s (%s): %w ([temporal] journal_max_kb bounds a record)", ErrJournal, c.ID(), c.Type, err)
+		return record{}, false, fmt.Errorf("%w: call %s (%s): %w ([temporal] journal_max_kb bounds a record)", ErrJournal, c.ID(), c.Type, err)
 	}
 	var r record
 	if err := json.Unmarshal(data, &r); err != nil || r.Call != c {
-		return nil, false, fmt.Errorf("%w %s: the record %s of call %s (%s) is corrupt or another call's: remove it, and the call is made again",
+		// Whether the call was made is unknown: removing the record would
+		// make it (again, perhaps), so that is the operator's call.
+		return record{}, false, fmt.Errorf("%w %s: the record %s of call %s (%s) is corrupt or another call's, so whether the call was made is unknown; "+
+			"the call fails rather than risk making it twice",
 			ErrJournal, j.Store, c.key(), c.ID(), c.Type)
 	}
-	return r.Result, true, nil
+	return r, true, nil
 }
 
 // Record records result as c's, unless the record would be larger than
 // j.Max.
 func (j *Journal) Record(c Call, result json.RawMessage) error {
-	data, err := json.Marshal(record{Call: c, Result: result})
+	return j.put(record{Call: c, Result: result})
+}
+
+// RecordFailure records f as c's own failure.
+func (j *Journal) RecordFailure(c Call, f Failure) error {
+	return j.put(record{Call: c, Failure: &f})
+}
+
+// put stores r, unless it would be larger than j.Max.
+func (j *Journal) put(r record) error {
+	c := r.Call
+	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("%w: call %s (%s): %w", ErrJournal, c.ID(), c.Type, err)
 	}
@@ -147,15 +182,16 @@ func (j *Journal) prune(ctx context.Context, retention time.Duration, log *slog.
 }
 
 // openJournal opens cfg's journal, a DirStore in journalDir, creating
-// the directory now so that a worker that cannot write there does not
+// the directory now (0700: the records are the calls' results, for the
+// workers' user alone) so that a worker that cannot write there does not
 // start, and logs where it is: the workers of a queue must share it.
 func openJournal(cfg *config.Config, log *slog.Logger) (*Journal, error) {
 	dir := journalDir(cfg)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %w ([temporal] journal_dir: a directory every worker of the queue shares)", ErrJournal, err)
 	}
 	log.Info("result journal: every worker of the task queue must share its directory ([temporal] journal_dir)", "dir", dir)
-	return &Journal{Store: DirStore{Dir: dir}, Max: int64(cfg.Temporal.WithDefaults().JournalMaxKB) << 10}, nil
+	return &Journal{Store: DirStore{Dir: dir, Private: true}, Max: int64(cfg.Temporal.WithDefaults().JournalMaxKB) << 10}, nil
 }
 
 // journalDir is cfg's [temporal] journal_dir, or its default: "journal"
@@ -223,10 +259,24 @@ type journalActivity struct {
 	log *slog.Logger
 }
 
+// journalFailure is the type (temporal.ApplicationError's Type) of the
+// failure of a call the journal failed (ErrJournal): the call may have
+// been made, and its result is not recorded, so it is neither retried nor
+// an answer (the workflow ends the turn with a *CallError).
+const journalFailure = "ResultJournal"
+
+// journalFailed says whether err is a failure the journal made.
+func journalFailed(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == journalFailure
+}
+
 // ExecuteActivity answers the activity's record, if it has one; else it
 // runs the activity, with its call's ID for the tools, and records its
-// result before answering it. A journal that fails fails the call, not
-// retried: running it again might repeat what it did.
+// result, or its own failure (a non-retryable one, a panic included),
+// before answering it. A failure of an attempt whose context has ended is
+// no answer (lostAttempt), and is not recorded. A journal that fails
+// fails the call, not retried: running it again might repeat what it did.
 func (i *journalActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	info := activity.GetInfo(ctx)
 	typ, ok := journaled[info.ActivityType.Name]
@@ -236,34 +286,51 @@ func (i *journalActivity) ExecuteActivity(ctx context.Context, in *interceptor.E
 	c := Call{Namespace: info.WorkflowNamespace, Workflow: info.WorkflowExecution.ID, Run: info.WorkflowExecution.RunID,
 		Activity: info.ActivityID, Type: info.ActivityType.Name}
 	at(ctx, "before")
-	raw, found, err := i.j.Lookup(c)
+	rec, found, err := i.j.Lookup(c)
 	if err != nil {
-		return nil, nonRetryable("journal", err)
+		return nil, i.failed(ctx, c, err)
 	}
 	if found {
 		i.log.InfoContext(ctx, "result journal: answered the recorded result, not calling again", "call", c.ID(), "activity", c.Type, "attempt", info.Attempt)
+		if rec.Failure != nil {
+			return nil, rec.Failure.err()
+		}
 		if typ == nil {
 			return nil, nil
 		}
 		v := reflect.New(typ)
-		if err := json.Unmarshal(raw, v.Interface()); err != nil {
-			return nil, nonRetryable("journal", fmt.Errorf("%w: the record of call %s (%s) is not its result: %w", ErrJournal, c.ID(), c.Type, err))
+		if err := json.Unmarshal(rec.Result, v.Interface()); err != nil {
+			return nil, i.failed(ctx, c, fmt.Errorf("%w: the record of call %s (%s) is not its result: %w", ErrJournal, c.ID(), c.Type, err))
 		}
 		return v.Elem().Interface(), nil
 	}
-	res, err := i.Next.ExecuteActivity(engine.WithCallID(ctx, c.ID()), in)
-	if err != nil {
-		return res, err
-	}
-	at(ctx, "called")
-	raw, err = json.Marshal(res)
-	if err == nil {
-		err = i.j.Record(c, raw)
-	}
-	if err != nil {
-		i.log.ErrorContext(ctx, "result journal: the call's result is not recorded, so the call fails", "call", c.ID(), "activity", c.Type, "err", err)
-		return nil, nonRetryable("journal", err)
+	res, callErr := recovered(ctx, i.log, func() (any, error) { return i.Next.ExecuteActivity(engine.WithCallID(ctx, c.ID()), in) })
+	var appErr *temporal.ApplicationError
+	switch {
+	case callErr == nil:
+		at(ctx, "called")
+		raw, err := json.Marshal(res)
+		if err == nil {
+			err = i.j.Record(c, raw)
+		}
+		if err != nil {
+			return nil, i.failed(ctx, c, err)
+		}
+	case ctx.Err() == nil && errors.As(callErr, &appErr) && appErr.NonRetryable():
+		at(ctx, "called")
+		if err := i.j.RecordFailure(c, Failure{Message: appErr.Message(), Type: appErr.Type()}); err != nil {
+			return nil, i.failed(ctx, c, err)
+		}
+	default:
+		return res, callErr // a lost attempt's (lostAttempt): no answer to record
 	}
 	at(ctx, "recorded")
-	return res, nil
+	return res, callErr
+}
+
+// failed logs err, the journal's failure of call c, and returns it as the
+// activity's failure (journalFailure).
+func (i *journalActivity) failed(ctx context.Context, c Call, err error) error {
+	i.log.ErrorContext(ctx, "result journal: the call fails, neither made again nor answered", "call", c.ID(), "activity", c.Type, "err", err)
+	return temporal.NewNonRetryableApplicationError(safetext.Truncate(err.Error(), failureMessage), journalFailure, nil)
 }

@@ -3,15 +3,19 @@ package temporal
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,16 +42,18 @@ const (
 
 // testWorker is the main of the tests' worker: a worker of the config
 // file's task queue, with the ledger tool besides the config's, an
-// activity timeout of 3 s and a sticky queue's of 1 s (so that a killed
-// worker's calls and workflow tasks go to another soon), which kills
-// itself with SIGKILL where $MORPH_TEST_KILL says (killAt).
+// activity timeout of 30 s (far above what any attempt takes on a loaded
+// machine: a killed worker's calls are taken up by their heartbeat
+// timeout, set by the config) and a sticky queue's of 1 s (so that its
+// workflow tasks go to another soon), which kills itself with SIGKILL
+// where $MORPH_TEST_KILL says (killAt).
 func testWorker(path string) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "test worker:", err); return 2 }
 	cfg, err := config.Load(path)
 	if err != nil {
 		return fail(err)
 	}
-	ActivityTimeout = 3 * time.Second
+	ActivityTimeout = 30 * time.Second
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	a, err := NewActivities(ctx, cfg, logger)
@@ -80,10 +86,12 @@ func killAt(point string) {
 	select {}
 }
 
-// ledgerTool appends its entry to the ledger in its directory, with its
-// call's ID, once per ID: a call whose ID the ledger has answers as the
-// first did, as a tool with effects outside it should. Each execution
-// appends the ID to the attempts file too.
+// ledgerTool makes its entry in the ledger in its directory, with its
+// call's ID, once per ID, as the docs advise a tool with effects outside
+// it: atomically, a file per ID created with O_EXCL (two attempts of one
+// call may run at once, so a check of the ledger and then an append would
+// not do), and a call whose ID has its entry answers as the first did.
+// Each execution appends the ID to the attempts file too.
 type ledgerTool struct{ dir string }
 
 func (ledgerTool) Name() string        { return "ledger" }
@@ -100,20 +108,45 @@ func (l ledgerTool) Execute(ctx context.Context, params map[string]any) (string,
 	if err := appendLine(filepath.Join(l.dir, "attempts"), id); err != nil {
 		return "", err
 	}
-	lines, err := readLines(filepath.Join(l.dir, "ledger"))
+	sum := sha256.Sum256([]byte(id))
+	f, err := os.OpenFile(filepath.Join(l.dir, "ledger-"+hex.EncodeToString(sum[:])), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return "recorded " + entry, nil // the call's entry, made by an attempt before
+	}
 	if err != nil {
 		return "", err
 	}
-	for _, line := range lines {
-		if seen, done, _ := strings.Cut(line, "\t"); seen == id {
-			return "recorded " + done, nil
-		}
+	_, err = f.WriteString(id + "\t" + entry + "\n")
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := appendLine(filepath.Join(l.dir, "ledger"), id+"\t"+entry); err != nil {
+	if err := errors.Join(err, f.Close()); err != nil {
 		return "", err
 	}
 	killAt("CallTool:during")
 	return "recorded " + entry, nil
+}
+
+// ledgerEntries are the ledger's entries in dir ("<call ID>\t<entry>"),
+// in the order of their entries.
+func ledgerEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "ledger-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range paths {
+		lines, err := readLines(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, lines...)
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		return strings.Compare(a[strings.LastIndex(a, "\t"):], b[strings.LastIndex(b, "\t"):])
+	})
+	return out
 }
 
 // appendLine appends line to the file at path, synced.
@@ -207,7 +240,8 @@ func TestJournalKills(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "morph.toml")
 			queue := fmt.Sprintf("journal-%s-%d", strings.Replace(kill, ":", "-", 1), time.Now().UnixNano())
 			os.WriteFile(cfg, []byte(fmt.Sprintf("[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = %q\napi_key_env = \"\"\nmax_retries = 0\n\n"+
-				"[tools]\nbuiltin = []\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n",
+				"[tools]\nbuiltin = []\n\n[discovery]\nproject = false\nuser = false\n\n[temporal]\nhost_port = %q\ntask_queue = %q\n"+
+				"heartbeat_interval = \"1s\"\nheartbeat_timeout = \"4s\"\n",
 				model.URL+"/v1", srv.FrontendHostPort(), queue)), 0o644)
 			var logs testenv.Buffer
 			start := func(kill string) *exec.Cmd {
@@ -258,7 +292,7 @@ func TestJournalKills(t *testing.T) {
 			if answers != wantAnswers {
 				t.Errorf("model calls answered, by tool results in the conversation: %s, want %s\n%s", answers, wantAnswers, logs.String())
 			}
-			entries, _ := readLines(filepath.Join(ledger, "ledger"))
+			entries := ledgerEntries(t, ledger)
 			attempts, _ := readLines(filepath.Join(ledger, "attempts"))
 			if len(entries) != 2 || !strings.HasSuffix(entries[0], "\ta") || !strings.HasSuffix(entries[1], "\tb") || entries[0][:len(entries[0])-2] == entries[1][:len(entries[1])-2] {
 				t.Errorf("ledger %q, want a and b, once each, with IDs of their own", entries)
@@ -290,10 +324,29 @@ func TestJournalRefusesLoudly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _ := runOnWorker(t, c, cfg, "say it long")
-	if res.Final != nil || !strings.Contains(res.Error, "result journal") || !strings.Contains(res.Error, "journal_max_kb") ||
-		res.Metrics.LLMRounds != 0 {
+	res, run := runOnWorker(t, c, cfg, "say it long")
+	if res.Final != nil || !strings.Contains(res.Error, "call Chat has no answer: the result journal failed it") ||
+		!strings.Contains(res.Error, "journal_max_kb") || res.Metrics.LLMRounds != 0 {
 		t.Fatalf("result %+v", res)
+	}
+	// The scripted model is numbered by the workflow, so a second attempt
+	// would answer the same long reply: the history tells it, one attempt
+	// of Chat, failed non-retryable by the journal.
+	chat, attempts, failed := int64(0), []int32{}, false
+	for _, ev := range workflowEvents(t, c, run.GetID(), run.GetRunID()) {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "Chat" {
+			chat = ev.GetEventId()
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetScheduledEventId() == chat {
+			attempts = append(attempts, a.GetAttempt())
+		}
+		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil && a.GetScheduledEventId() == chat {
+			info := a.GetFailure().GetApplicationFailureInfo()
+			failed = info.GetNonRetryable() && info.GetType() == journalFailure
+		}
+	}
+	if chat == 0 || fmt.Sprint(attempts) != "[1]" || !failed {
+		t.Errorf("Chat scheduled at event %d, started at attempts %v, failed non-retryable by the journal %v; want one attempt, so failed", chat, attempts, failed)
 	}
 	if recs := files(t, journalDir(cfg)); len(recs) != 0 { // Setup is not journaled, the model call's record refused
 		t.Errorf("journal files %v, want none", recs)

@@ -18,7 +18,7 @@ import (
 // a record.
 func testJournal(t *testing.T, max int64) (*Journal, string) {
 	dir := filepath.Join(t.TempDir(), "journal")
-	return &Journal{Store: DirStore{Dir: dir}, Max: max}, dir
+	return &Journal{Store: DirStore{Dir: dir, Private: true}, Max: max}, dir
 }
 
 // files are the paths of the files under dir, relative to it.
@@ -63,9 +63,9 @@ func TestJournalRecords(t *testing.T) {
 		}
 	}
 	for i, c := range calls {
-		res, found, err := j.Lookup(c)
-		if !found || err != nil || string(res) != fmt.Sprintf(`{"n":%d}`, i) {
-			t.Errorf("%v: %s, %v, %v", c, res, found, err)
+		rec, found, err := j.Lookup(c)
+		if !found || err != nil || string(rec.Result) != fmt.Sprintf(`{"n":%d}`, i) || rec.Failure != nil {
+			t.Errorf("%v: %+v, %v, %v", c, rec, found, err)
 		}
 	}
 	got := files(t, dir)
@@ -73,6 +73,15 @@ func TestJournalRecords(t *testing.T) {
 	for _, f := range got {
 		if !name.MatchString(filepath.ToSlash(f)) {
 			t.Errorf("file %q in the journal: want <2 hex>/<SHA-256> only", f)
+		}
+		// the records are the calls' results: the workers' user's alone
+		file, err1 := os.Stat(filepath.Join(dir, f))
+		sub, err2 := os.Stat(filepath.Dir(filepath.Join(dir, f)))
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		if file.Mode().Perm() != 0o600 || sub.Mode().Perm() != 0o700 {
+			t.Errorf("record %q: modes %v in %v, want 0600 in 0700", f, file.Mode(), sub.Mode())
 		}
 	}
 	if len(got) != len(calls) {
@@ -83,8 +92,8 @@ func TestJournalRecords(t *testing.T) {
 	if err := j.Record(calls[0], json.RawMessage(`{"n":"again"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if res, _, _ := j.Lookup(calls[0]); string(res) != `{"n":0}` {
-		t.Errorf("recorded again: %s, want the first record", res)
+	if rec, _, _ := j.Lookup(calls[0]); string(rec.Result) != `{"n":0}` {
+		t.Errorf("recorded again: %s, want the first record", rec.Result)
 	}
 }
 
@@ -163,10 +172,10 @@ func TestJournalAtomic(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	res, found, err := j.Lookup(c)
+	rec, found, err := j.Lookup(c)
 	var out ToolResult
-	if !found || err != nil || json.Unmarshal(res, &out) != nil || len(out.Output) != 100_000 || strings.Count(out.Output, out.Output[:1]) != 100_000 {
-		t.Fatalf("after racing writers: found %v, %v, %d bytes", found, err, len(res))
+	if !found || err != nil || json.Unmarshal(rec.Result, &out) != nil || len(out.Output) != 100_000 || strings.Count(out.Output, out.Output[:1]) != 100_000 {
+		t.Fatalf("after racing writers: found %v, %v, %d bytes", found, err, len(rec.Result))
 	}
 	if f := files(t, dir); len(f) != 2 { // the record and the crashed write's
 		t.Errorf("files %v", f)

@@ -69,7 +69,7 @@ func hookOf[I, O any](name string, get func(*engine.Funcs) func(context.Context,
 					return out, err
 				}
 				var raw json.RawMessage
-				if err := call(scope(gctx, ctx), timeout, middlewareActivity, &raw, MiddlewareCall{ID: id, Hook: name, Input: input}); err != nil {
+				if err := call(gctx, ctx, timeout, middlewareActivity, &raw, MiddlewareCall{ID: id, Hook: name, Input: input}); err != nil {
 					return out, err
 				}
 				return out, json.Unmarshal(raw, &out)

@@ -51,7 +51,20 @@ var payloadKey = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // DirStore is a PayloadStore in a directory (created on the first Put),
 // each blob at <first two hex digits>/<key>. No read or write leaves it: a
 // key is a SHA-256, and a symbolic link out of it is not followed.
-type DirStore struct{ Dir string }
+// Private makes its files 0600 and its directories 0700, for the workers'
+// user alone (the result journal's); otherwise they are 0644 and 0755.
+type DirStore struct {
+	Dir     string
+	Private bool
+}
+
+// modes are the permissions of d's files and directories.
+func (d DirStore) modes() (file, dir os.FileMode) {
+	if d.Private {
+		return 0o600, 0o700
+	}
+	return 0o644, 0o755
+}
 
 func (d DirStore) String() string { return "directory " + d.Dir }
 
@@ -71,7 +84,8 @@ func (d DirStore) Put(key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(d.Dir, 0o755); err != nil {
+	fileMode, dirMode := d.modes()
+	if err := os.MkdirAll(d.Dir, dirMode); err != nil {
 		return fmt.Errorf("%w %s: %w", ErrPayload, d, err)
 	}
 	root, err := os.OpenRoot(d.Dir)
@@ -83,9 +97,9 @@ func (d DirStore) Put(key string, data []byte) error {
 		return nil // content-addressed: the same bytes
 	}
 	tmp := name + tmpInfix + rand.Text()
-	err = root.MkdirAll(path.Dir(name), 0o755)
+	err = root.MkdirAll(path.Dir(name), dirMode)
 	if err == nil {
-		err = writeSynced(root, tmp, data)
+		err = writeSynced(root, tmp, data, fileMode)
 	}
 	if err == nil {
 		err = root.Rename(tmp, name)
@@ -104,9 +118,10 @@ func (d DirStore) Put(key string, data []byte) error {
 // removes it.
 const tmpInfix = ".tmp-"
 
-// writeSynced writes data to the new file name in root and syncs it.
-func writeSynced(root *os.Root, name string, data []byte) error {
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// writeSynced writes data to the new file name in root, of mode, and
+// syncs it.
+func writeSynced(root *os.Root, name string, data []byte, mode os.FileMode) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}

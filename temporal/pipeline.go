@@ -71,7 +71,8 @@ type PipelineState struct {
 
 // PipelineResult is how a pipeline's workflow ended: the run's result and
 // its state (the final context is the checkpoint's); or, for a pipeline
-// that does not validate, its diagnostics and Error.
+// that does not validate, its diagnostics and Error; for a run a call
+// without an answer ended (a *CallError), Error.
 type PipelineResult struct {
 	Result      *pipeline.Result
 	State       *PipelineState
@@ -137,6 +138,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	runCtx, _ := workflow.NewDisconnectedContext(ctx)
 	gctx, cancel := exec.WithCancel(withWorkflow(context.Background(), runCtx))
 	defer cancel()
+	gctx, abort := withAbort(gctx, func(error) { cancel() }) // a call without an answer ends the run
 	workflow.Go(ctx, func(c workflow.Context) {
 		c.Done().Receive(c, nil)
 		cancel()
@@ -184,7 +186,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 		res, err = r.Run(gctx, g, cfg)
 	}
 	var ve *pipeline.ValidationError
-	if errors.As(err, &ve) {
+	if abort.err != nil {
+		return PipelineResult{Error: abort.err.Error()}, nil
+	} else if errors.As(err, &ve) {
 		return PipelineResult{Diagnostics: ve.Diagnostics, Error: err.Error()}, nil
 	} else if err != nil {
 		return PipelineResult{Error: err.Error()}, nil
@@ -462,7 +466,7 @@ func (s stageStub) Type() string { return s.typ }
 
 func (s stageStub) Execute(gctx context.Context, node *pipeline.Node, pctx *pipeline.Context, _ *pipeline.ArtifactStore) (*pipeline.Outcome, error) {
 	var res StageResult
-	err := call(scope(gctx, s.ctx), s.timeout, acts.HandleStage, &res, StageCall{Type: s.typ, Input: host.StageInput(gctx, node, pctx)})
+	err := call(gctx, s.ctx, s.timeout, acts.HandleStage, &res, StageCall{Type: s.typ, Input: host.StageInput(gctx, node, pctx)})
 	if err == nil && res.Error != "" {
 		err = errors.New(res.Error)
 	}

@@ -76,19 +76,30 @@ const (
 	// setupTimeout is the Setup activity's: it describes the worker's
 	// engine, loaded already, in milliseconds.
 	setupTimeout = 10 * time.Second
-	// maxAttempts is how many workers may take one call, each after the
-	// one before was lost: more in a row is no longer a lost worker but a
-	// call that kills its worker, or an outage, and the call fails.
-	maxAttempts = 3
+	// lostAttempts is how many attempts one call may have, each after the
+	// one before was lost (its worker died or stopped, its heartbeat or
+	// its timeout passed): more in a row is no longer a lost worker but a
+	// call that kills its worker, or an outage, and the call fails with a
+	// *CallError, which ends its turn. An attempt of a call whose result
+	// (or own failure) is journaled answers the record without calling, so
+	// the attempts after a loss cost a journal read; ten ride out a few
+	// workers killed in a row, or a starved one, for about half a minute
+	// of backoff in all.
+	lostAttempts = 10
 )
 
 // retryPolicy is the engine's rules on Temporal: a call's own failure is
 // its answer, which the engine handles (every activity returns it
 // non-retryable, see nonRetryable), so Temporal runs a call again only
 // when an attempt was lost (timed out, its heartbeat missed, its worker
-// stopping: lostAttempt), at most maxAttempts in all.
-// The retry comes almost at once: the timeout has waited already.
-var retryPolicy = temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: maxAttempts}
+// stopping: lostAttempt), at most lostAttempts in all. The first retry
+// comes almost at once (the timeout has waited already), the next ones
+// at most retryBackoff apart, so that a queue without a worker for a
+// while is not given up on at once.
+var retryPolicy = temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: retryBackoff, MaximumAttempts: lostAttempts}
+
+// retryBackoff is the longest wait between two attempts of a call.
+const retryBackoff = 10 * time.Second
 
 // withTimeout is ctx with the options of one activity call: its
 // StartToCloseTimeout d (ActivityTimeout when d is not positive: a call

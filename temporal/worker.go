@@ -2,8 +2,12 @@ package temporal
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -27,7 +31,7 @@ func NewWorker(c client.Client, taskQueue string, a *Activities) worker.Worker {
 		StickyScheduleToStartTimeout:     t.StickyTimeout,
 		DefaultHeartbeatThrottleInterval: t.HeartbeatInterval,
 		MaxHeartbeatThrottleInterval:     t.HeartbeatInterval,
-		Interceptors: []interceptor.WorkerInterceptor{&attempts{every: t.HeartbeatInterval},
+		Interceptors: []interceptor.WorkerInterceptor{&attempts{every: t.HeartbeatInterval, log: a.log},
 			&journalInterceptor{j: a.journal, log: a.log}},
 	})
 	w.RegisterWorkflow(TurnWorkflow)
@@ -40,28 +44,50 @@ func NewWorker(c client.Client, taskQueue string, a *Activities) worker.Worker {
 // attempts is what a worker does around each activity attempt: it
 // heartbeats every every while the attempt runs, so that a lost worker is
 // seen after the heartbeat timeout, and it tells a lost attempt from the
-// call's own failure (lostAttempt).
+// call's own failure (lostAttempt), and a panic from either (recovered).
 type attempts struct {
 	interceptor.WorkerInterceptorBase
 	every time.Duration
+	log   *slog.Logger
 }
 
 // InterceptActivity wraps each activity attempt.
 func (a *attempts) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &attempt{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, every: a.every}
+	return &attempt{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, every: a.every, log: a.log}
 }
 
 // attempt is one activity attempt (see attempts).
 type attempt struct {
 	interceptor.ActivityInboundInterceptorBase
 	every time.Duration
+	log   *slog.Logger
 }
 
 // ExecuteActivity runs the attempt, heartbeating.
 func (a *attempt) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	defer heartbeat(ctx, a.every)()
-	out, err := a.Next.ExecuteActivity(ctx, in)
+	out, err := recovered(ctx, a.log, func() (any, error) { return a.Next.ExecuteActivity(ctx, in) })
 	return out, lostAttempt(ctx, err)
+}
+
+// recovered runs fn, an activity's attempt or the call in it, and turns
+// its panic into a failure, its stack logged (escaped): the call's own
+// failure, not retried, while the attempt's context ctx lives (the SDK's
+// default, a retryable PanicError, would make the call again); a lost
+// attempt once ctx has ended (what panicked then may be the end itself).
+// The journal records the former (journalActivity), as any failure of
+// the call's own.
+func recovered(ctx context.Context, log *slog.Logger, fn func() (any, error)) (out any, err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		name := activity.GetInfo(ctx).ActivityType.Name
+		log.ErrorContext(ctx, "activity panicked", "activity", name, "panic", safetext.Escape(fmt.Sprint(p)), "stack", safetext.Escape(string(debug.Stack())))
+		out, err = nil, lostAttempt(ctx, nonRetryable("panic", fmt.Errorf("%s panicked: %v", name, p)))
+	}()
+	return fn()
 }
 
 // AttemptLost is the type (temporal.ApplicationError's Type) of the
@@ -81,8 +107,11 @@ const AttemptLost = "AttemptLost"
 // activity's context, not err: a model client's own deadline on a call
 // (context.DeadlineExceeded in err while ctx is live) is the call's
 // answer.
+//
+// A failure of the result journal is left as it is, non-retryable: the
+// call may have been made, and its result is not recorded (journalFailed).
 func lostAttempt(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil {
+	if err == nil || ctx.Err() == nil || journalFailed(err) {
 		return err
 	}
 	return temporal.NewApplicationErrorWithCause("the activity's attempt ended before its call did: "+safetext.Truncate(err.Error(), failureMessage),

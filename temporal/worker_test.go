@@ -37,7 +37,8 @@ func retryable(err error) *bool {
 // context lives, its deadline errors included (the model client's own
 // timeout); once the attempt's context has ended (its timeout, a cancel
 // after a missed heartbeat, a stopping worker), it is a lost attempt,
-// retried, whatever the call returned. Either failure's message, kept in
+// retried, whatever the call returned, but for the journal's failure (the
+// call may have been made, its result not recorded). Either failure's message, kept in
 // the history as it is, is at most failureMessage bytes and a note.
 func TestLostAttemptIsRetried(t *testing.T) {
 	live := context.Background()
@@ -60,6 +61,7 @@ func TestLostAttemptIsRetried(t *testing.T) {
 		{"the worker stops, a plain error", stopping, errors.New("read: connection reset"), ptr(true)},
 		{"a huge error", live, nonRetryable("model call", errors.New(strings.Repeat("x", 100<<10))), new(bool)},
 		{"a huge error, the worker stops", stopping, errors.New(strings.Repeat("x", 100<<10)), ptr(true)},
+		{"the journal failed, then the worker stops", stopping, temporal.NewNonRetryableApplicationError("result journal: disk full", journalFailure, nil), new(bool)},
 	} {
 		err := lostAttempt(c.ctx, c.err)
 		if got := retryable(err); (got == nil) != (c.retry == nil) || got != nil && *got != *c.retry {

@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -69,8 +70,16 @@ func newTurns(ctx workflow.Context, id string, history []llm.Message, done, call
 // run runs one turn of the session on task.
 func (t *turns) run(task string, opts RunOptions) TurnResult {
 	t.progress = nil
-	final, rc, err := t.session.RunTurn(context.Background(), task, opts.engine())
+	gctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	gctx, abort := withAbort(gctx, cancel)
+	final, rc, err := t.session.RunTurn(gctx, task, opts.engine())
 	res := TurnResult{Final: final, Steps: rc.Steps, Metrics: rc.Metrics, StopReason: rc.StopReason, SystemPrompt: rc.SystemPrompt, RawFinal: rc.RawFinalAnswer}
+	if abort.err != nil {
+		// a call without an answer ends the turn, whatever the engine made
+		// of it
+		res.Final, res.RawFinal, err = nil, nil, abort.err
+	}
 	if err != nil {
 		res.Error = err.Error()
 	}
@@ -80,7 +89,7 @@ func (t *turns) run(task string, opts RunOptions) TurnResult {
 // workerSetup is what a worker's Setup answers.
 func workerSetup(ctx workflow.Context) (Setup, error) {
 	var s Setup
-	return s, call(ctx, setupTimeout, acts.Setup, &s)
+	return s, call(context.Background(), ctx, setupTimeout, acts.Setup, &s)
 }
 
 // newWorkflowEngine is an engine whose model, tools and hooks are
@@ -97,6 +106,9 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, onEvent func(e
 		engine.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), // the workers log what they do
 		engine.WithMaxObservationBytes(s.MaxObservationBytes), engine.WithMaxJSONDepth(s.MaxJSONDepth), engine.WithImages(s.Images),
 		engine.WithEventHandler(onEvent),
+		// the run's ID, not a random nonce: a replay runs as the first run
+		// (the tools' call IDs are their activities', see Journal)
+		engine.WithCallIDNonce(func() string { return workflow.GetInfo(ctx).WorkflowExecution.RunID }),
 	}
 	if s.Identity != "" {
 		opts = append(opts, engine.WithIdentity(s.Identity))
@@ -123,17 +135,105 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, onEvent func(e
 	return engine.New(chatStub{ctx, s.Timeouts.Chat, calls}, reg, opts...)
 }
 
-// call runs one activity, with its timeout (see withTimeout), and decodes
+// call runs one activity of the workflow context gctx's code runs in
+// (else def; see scope), with its timeout (see withTimeout), and decodes
 // its result into out, or returns its failure as the local call would
-// have failed: with its message.
-func call(ctx workflow.Context, timeout time.Duration, activity any, out any, args ...any) error {
-	ctx = withTimeout(ctx, timeout)
+// have failed: with its message. A call with no answer (unanswered) is a
+// *CallError, which also aborts gctx's turn or run (withAbort): once one
+// call of it has failed so, the calls after it fail with the same error
+// without running, so that no tool, hook or model takes that failure for
+// an answer and goes on.
+func call(gctx context.Context, def workflow.Context, timeout time.Duration, activity any, out any, args ...any) error {
+	a, _ := gctx.Value(abortKey{}).(*aborter)
+	if a != nil && a.err != nil {
+		return a.err
+	}
+	ctx := withTimeout(scope(gctx, def), timeout)
 	err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, out)
+	if ce := unanswered(err); ce != nil {
+		if a != nil {
+			a.abort(ce)
+		}
+		return ce
+	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		return errors.New(appErr.Message())
 	}
 	return err
+}
+
+// CallError is the failure of a call that has no answer: Temporal gave
+// up on every attempt it allowed (each lost: its worker died or stopped,
+// its heartbeat or its timeout passed; see retryPolicy), or the result
+// journal failed it (Journal; see journalFailure). Neither is the call's
+// own failure, so the workflow hands it to no engine as a tool's
+// observation, a hook's fallback or a failed model call: the turn (or the
+// pipeline run) ends with it, its TurnResult.Error (PipelineResult.Error)
+// naming the activity and why.
+type CallError struct {
+	Activity string // the activity's type: Chat, CallTool, Middleware, HandleStage, ...
+	Journal  bool   // the result journal failed it, rather than every attempt lost
+	Err      error  // the activity's last failure
+}
+
+func (e *CallError) Error() string {
+	why := fmt.Sprintf("every attempt was lost (%d at most, see [temporal] heartbeat_timeout and the worker's logs)", lostAttempts)
+	if e.Journal {
+		why = "the result journal failed it, and it is not made again (see the worker's logs and [temporal] journal_dir)"
+	}
+	return fmt.Sprintf("call %s has no answer: %s: %v", e.Activity, why, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// unanswered is err, an activity's failure, as a *CallError when it is
+// no answer: the last of its lost attempts (a timeout, AttemptLost) or
+// the journal's (journalFailure); else nil.
+func unanswered(err error) *CallError {
+	var actErr *temporal.ActivityError
+	if !errors.As(err, &actErr) {
+		return nil
+	}
+	ce := &CallError{Activity: actErr.ActivityType().GetName(), Err: err}
+	var timeout *temporal.TimeoutError
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &timeout):
+	case errors.As(err, &appErr) && appErr.Type() == AttemptLost:
+	case errors.As(err, &appErr) && appErr.Type() == journalFailure:
+		ce.Journal = true
+	default:
+		return nil
+	}
+	return ce
+}
+
+// abortKey is the context key of a turn's or a pipeline run's aborter.
+type abortKey struct{}
+
+// aborter holds the first *CallError of a turn or a pipeline run (call),
+// and ends the run's Go context with it.
+type aborter struct {
+	err    error
+	cancel func(cause error)
+}
+
+// withAbort is gctx, a turn's or a run's context, with an aborter that
+// calls cancel at the run's first *CallError. It is a value, not a
+// context's end, so that it holds in the contexts without cancel that the
+// engine derives (its on_final and after_run hooks).
+func withAbort(gctx context.Context, cancel func(cause error)) (context.Context, *aborter) {
+	a := &aborter{cancel: cancel}
+	return context.WithValue(gctx, abortKey{}, a), a
+}
+
+// abort records err, unless an error is already, and ends the run.
+func (a *aborter) abort(err error) {
+	if a.err == nil {
+		a.err = err
+		a.cancel(err)
+	}
 }
 
 // chatStub is the engine's model: the Chat activity, each numbered by
@@ -148,7 +248,7 @@ func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error
 	var res llm.Result
 	n := *c.calls
 	*c.calls++
-	err := call(scope(gctx, c.ctx), c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
+	err := call(gctx, c.ctx, c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
 		Parameters: req.Parameters, ResponseSchema: req.ResponseSchema, Call: n})
 	return res, err
 }
@@ -171,7 +271,7 @@ func (t *toolStub) Execute(ctx context.Context, params map[string]any) (string, 
 
 func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (string, []abi.Image, error) {
 	var res ToolResult
-	if err := call(scope(gctx, t.ctx), t.timeout, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
+	if err := call(gctx, t.ctx, t.timeout, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
 		return "", nil, err
 	}
 	if res.Error != "" {
@@ -189,19 +289,19 @@ type hookStub struct {
 
 func (h hookStub) BuildPrompt(gctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
 	var out abi.PromptOutput
-	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in)
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in)
 }
 
 func (h hookStub) BuildParams(gctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
 	var out abi.ParamsOutput
-	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in)
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in)
 }
 
 func (h hookStub) OnToolSuccess(gctx context.Context, in abi.ToolSuccessInput) error {
-	return call(scope(gctx, h.ctx), h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in)
+	return call(gctx, h.ctx, h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in)
 }
 
 func (h hookStub) FallbackFinal(gctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
 	var out *abi.Final
-	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in)
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in)
 }

@@ -241,8 +241,8 @@ func TestPipelineCrashResume(t *testing.T) {
 	}
 	// What a kill between a temporary file's creation and its rename leaves
 	// (named as the runner names them), beside files of other names.
-	orphans := []string{filepath.Join(runDir, "artifacts", ".wait.output.tmp2045811657"), filepath.Join(runDir, ".checkpoint.json.tmp17")}
-	others := []string{filepath.Join(runDir, "artifacts", "wait.output.tmp1"), filepath.Join(runDir, ".checkpoint.json.tmp")}
+	orphans := []string{filepath.Join(runDir, "artifacts", ".wait.output.morph-tmp2045811657"), filepath.Join(runDir, ".checkpoint.json.morph-tmp17")}
+	others := []string{filepath.Join(runDir, "artifacts", "wait.output.tmp1"), filepath.Join(runDir, ".checkpoint.json.tmp"), filepath.Join(runDir, ".notes.tmp3")}
 	for _, f := range append(orphans, others...) {
 		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,63 @@
+package temporal
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/llm"
+)
+
+// A tool call with no answer (every attempt lost, or the result journal
+// failing it) ends the turn with a *CallError naming the activity, rather
+// than reaching the model as the tool's observation, which would have it
+// call the tool again under a new call ID: the model is called once, and
+// the lost call is tried lostAttempts times, the journaled one once.
+func TestUnansweredCallEndsTheTurn(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		fail     error
+		attempts int
+		journal  bool
+	}{
+		{"every attempt lost", temporal.NewApplicationError("the activity's attempt ended before its call did", AttemptLost), lostAttempts, false},
+		{"the journal fails", temporal.NewNonRetryableApplicationError("result journal: disk full", journalFailure, nil), 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			env.RegisterWorkflow(TurnWorkflow)
+			env.RegisterActivity(&Activities{})
+			env.OnActivity(acts.Setup, mock.Anything).Return(Setup{Tools: []abi.ToolSpec{{Name: "ledger", Description: "Appends.",
+				Parameters: []byte(`{"type":"object"}`)}}}, nil)
+			chats, tools := 0, 0
+			env.OnActivity(acts.Chat, mock.Anything, mock.Anything).Return(func(context.Context, ChatRequest) (llm.Result, error) {
+				chats++
+				return llm.Result{Text: `{"type":"tool_call","tool_call":{"thought":"t","tool_name":"ledger","tool_params":{}}}`}, nil
+			})
+			env.OnActivity(acts.CallTool, mock.Anything, mock.Anything).Return(func(context.Context, ToolCall) (ToolResult, error) {
+				tools++
+				return ToolResult{}, c.fail
+			})
+			env.ExecuteWorkflow(TurnWorkflow, TurnInput{SessionID: "s", Task: "append"})
+			var res TurnResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Final != nil || !strings.Contains(res.Error, "call CallTool has no answer") {
+				t.Errorf("turn ended with final %v, error %q: want the CallTool activity's *CallError", res.Final, res.Error)
+			}
+			if c.journal != strings.Contains(res.Error, "result journal failed it") {
+				t.Errorf("error %q: journal failure %v", res.Error, c.journal)
+			}
+			if chats != 1 || tools != c.attempts {
+				t.Errorf("%d model calls and %d tool attempts, want 1 and %d", chats, tools, c.attempts)
+			}
+		})
+	}
+}
