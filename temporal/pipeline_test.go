@@ -364,10 +364,11 @@ func answerEvents(t *testing.T, c client.Client, run client.WorkflowRun) (update
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch typ := ev.GetEventType(); {
-		case typ == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			signals++
-		case strings.Contains(typ.String(), "UPDATE"):
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_REJECTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
 			updates++
 		}
 	}
