@@ -80,7 +80,9 @@
 // typed refusal, the workflow logs it escaped (TestTurnTooLargeIsRefused,
 // TestGateAnswerRefusedLeavesNoHistory). The deprecated answer signal,
 // still taken for the workflows started before the update, is checked the
-// same way but stays in the history whole (TestGateAnswerSignal). A workflow numbers its model
+// same way but stays in the history whole (TestGateAnswerSignal); a
+// history of the version before the update replays on this one
+// (TestGateAnswerSignalHistoryReplays). A workflow numbers its model
 // calls (ChatRequest.Call, carried across continue-as-new), and a scripted
 // model answers the reply of that number, so that its replies come in the
 // script's order whichever worker makes each call

@@ -447,3 +447,16 @@ func TestGateAnswerSignal(t *testing.T) {
 		t.Errorf("the history has %d update and %d signal events; want the 3 signals", updates, signals)
 	}
 }
+
+// A workflow started before the answer update, its gate answered by
+// signals (one over its 1 KB cap, one for no gate, the good one), replays
+// on this version without a nondeterminism error: the history
+// (testdata/gate-signal-history.json) was written by the version before
+// the update, running gatePipeline as TestGateAnswerSignal does.
+func TestGateAnswerSignalHistoryReplays(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(PipelineWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/gate-signal-history.json"); err != nil {
+		t.Fatal(err)
+	}
+}
