@@ -98,11 +98,10 @@ type Temporal struct {
 	// least 1s): what a worker lost between two steps costs.
 	StickyTimeout time.Duration `toml:"sticky_timeout"`
 
-	// AnswerMaxKB caps a human gate's answer (its signal, choice and
+	// AnswerMaxKB caps a human gate's answer (its node, choice and
 	// text) that a pipeline's workflow accepts (default 64): a larger one
-	// is refused, not delivered nor kept in the workflow's state; the
-	// signal itself stays in the workflow's Temporal history, as every
-	// signal does (`morph pipeline run --temporal` refuses to send one).
+	// is refused to its sender by the answer update's validator, so that
+	// nothing of it enters the workflow's history or state.
 	AnswerMaxKB int `toml:"answer_max_kb"`
 	// TurnMaxKB caps the task of a durable turn (default 1024): a larger
 	// one is refused before it reaches Temporal, and a session's workflow

@@ -75,7 +75,7 @@ func TestCLIRunOnTemporal(t *testing.T) {
 
 // `morph pipeline run --temporal` prints the progress lines and the
 // summary of the same run without it, its gate asked on the console and
-// the answer signalled; `morph pipeline resume --temporal` of the ended
+// the answer sent; `morph pipeline resume --temporal` of the ended
 // workflow says it is over.
 func TestCLIPipelineOnTemporal(t *testing.T) {
 	srv, err := devServer()
@@ -166,11 +166,13 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 	}
 
 	// morph-temporal's protocol: the workflow's id, the events, the
-	// question; killed there, the workflow waits on, and resume --temporal
-	// attaches to it, asks the gate and follows it to its end.
+	// question; an answer the workflow refuses is written on its stderr;
+	// killed there, the workflow waits on, and resume --temporal attaches
+	// to it, asks the gate and follows it to its end.
 	mt := exec.Command(bin(t, "morph-temporal"), "pipeline", "run", "--config", cfg, dot)
-	mt.Stderr = &logs
-	answers, _ := mt.StdinPipe() // open, never written
+	var refusals testenv.Buffer
+	mt.Stderr = &refusals
+	answers, _ := mt.StdinPipe()
 	defer answers.Close()
 	out, _ := mt.StdoutPipe()
 	if err := mt.Start(); err != nil {
@@ -189,11 +191,17 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 			first = line
 		}
 	}
-	mt.Process.Kill()
-	mt.Wait()
 	if first.Workflow == "" || line.Question == nil || line.Question.NodeID != "gate" {
 		t.Fatalf("morph-temporal pipeline run wrote %+v first, %+v last", first, line)
 	}
+	fmt.Fprintln(answers, `{"Node":"gate","Choice":"maybe"}`)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(refusals.String(), ErrNoChoice.Error()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("morph-temporal did not write the refusal of an answer naming no choice: %q", refusals.String())
+		}
+	}
+	mt.Process.Kill()
+	mt.Wait()
 	attached, _ := run(0, "resume", "--temporal", "--config", cfg, first.Workflow)
 	if j(attached) != j(local) {
 		t.Errorf("morph pipeline resume --temporal of a running workflow:\n%s\nmorph pipeline run:\n%s", j(attached), j(local))

@@ -28,7 +28,7 @@
 // A DOT pipeline's workflow (PipelineWorkflow) runs morph's pipeline runner
 // the same way, on the workflow's engine, with the workflow's time,
 // timers and coroutines through the runner's executor seam
-// (pipeline.Executor); its human gates wait for a signal, its progress is
+// (pipeline.Executor); its human gates wait for an update, its progress is
 // a query, and a long run continues as new at a checkpoint.
 //
 // Session middleware runs in the workflow's engine too, each hook an
@@ -78,11 +78,15 @@
 // (TestUnansweredCallEndsTheTurn).
 //
 // A session's turn update whose task is larger than turn_max_kb is
-// rejected by its validator (nothing of it enters the history), and a
-// human gate's answer larger than answer_max_kb is refused and logged, not
-// delivered nor kept in the workflow's state, though its signal stays in
-// the workflow's history as Temporal records it (TestTurnTooLargeIsRefused,
-// TestPipelineMatchesLocalRunOnTwoWorkers). A workflow numbers its model
+// rejected by its validator (nothing of it enters the history), and so is
+// a human gate's answer update larger than answer_max_kb, for no gate
+// waiting at its node, or naming none of its choices: the sender gets the
+// typed refusal, the workflow logs it escaped (TestTurnTooLargeIsRefused,
+// TestGateAnswerRefusedLeavesNoHistory). The deprecated answer signal,
+// still taken for the workflows started before the update, is checked the
+// same way but stays in the history whole (TestGateAnswerSignal); a
+// history of the version before the update replays on this one
+// (TestGateAnswerSignalHistoryReplays). A workflow numbers its model
 // calls (ChatRequest.Call, carried across continue-as-new), and a scripted
 // model answers the reply of that number, so that its replies come in the
 // script's order whichever worker makes each call

@@ -53,7 +53,3 @@ func checkAnswer(a AnswerSignal, max int) error {
 	}
 	return nil
 }
-
-// CheckAnswer refuses an answer larger than t's answer_max_kb, before it is
-// signaled: the workflow would refuse it.
-func CheckAnswer(t config.Temporal, a AnswerSignal) error { return checkAnswer(a, AnswerMaxBytes(t)) }

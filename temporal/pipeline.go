@@ -28,7 +28,21 @@ const (
 	// QueryPipelineProgress answers a pipeline's progress
 	// (PipelineProgress).
 	QueryPipelineProgress = "pipeline_progress"
-	// SignalAnswer answers a human gate (AnswerSignal).
+	// UpdateAnswer answers a human gate (AnswerSignal; AnswerGate sends
+	// it): it completes once the gate took the answer. Its validator
+	// refuses an answer larger than the workflow's MaxAnswerBytes (a
+	// *TooLargeError), for no gate waiting at its node (ErrNoGate), naming
+	// none of the gate's choices (ErrNoChoice), or for a gate answered
+	// already (ErrAnswered): a refused update leaves no event in the
+	// workflow's history.
+	UpdateAnswer = "gate_answer"
+	// SignalAnswer answers a human gate as UpdateAnswer does, but its
+	// sender is told nothing, and Temporal records a signal in the history
+	// whole, whatever its size, before the workflow can refuse it.
+	//
+	// Deprecated: send UpdateAnswer (AnswerGate). Workflows still take the
+	// signal (the same checks, a refusal only logged) so that those
+	// started before the update, waiting on it, replay and go on.
 	SignalAnswer = "answer"
 )
 
@@ -109,7 +123,7 @@ type AnswerSignal = durable.Answer
 // every model call, tool call and hook call of its stages is an activity,
 // and so is each call of a WebAssembly stage handler (HandleStage). Its
 // time, timeouts and parallel branches are the workflow's (executor); a
-// human gate waits for SignalAnswer; QueryPipelineProgress tells its
+// human gate waits for UpdateAnswer; QueryPipelineProgress tells its
 // progress. Its run directory is scratch, on the worker, removed at the
 // end: the durable record is the workflow's history. When Temporal
 // suggests it (or after in.ContinueAfter checkpoints), the workflow stops
@@ -143,7 +157,13 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 		c.Done().Receive(c, nil)
 		cancel()
 	})
-	gates := newGates(ctx, in.MaxAnswerBytes)
+	gates, err := newGates(ctx, in.MaxAnswerBytes)
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	// The answers' updates answer before the workflow ends (they do once
+	// their gates took them), not cut off by its end.
+	defer workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	progress := PipelineProgress{Run: in.Continued}
 	if err := workflow.SetQueryHandler(ctx, QueryPipelineProgress, func() (PipelineProgress, error) {
 		p := progress
@@ -320,11 +340,14 @@ var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.
 }}
 
 // gates is the human gates' Interviewer of a pipeline's workflow: a
-// question waits for a SignalAnswer naming its node and one of its
-// choices. A signal larger than max bytes, for no waiting gate, or naming
-// no choice of its gate's, is logged (escaped) and dropped: the gate goes
-// on waiting, as the console asks again; its timeout (human.timeout)
-// takes the default as locally.
+// question waits for an UpdateAnswer naming its node and one of its
+// choices. The update's validator refuses an answer larger than max bytes,
+// for no gate waiting, naming none of its gate's choices, or for a gate
+// answered already: the refusal is logged (escaped) and goes back to the
+// sender, and the rejected update leaves nothing in the history; the gate
+// goes on waiting, as the console asks again. Its timeout (human.timeout)
+// takes the default as locally. A SignalAnswer (deprecated) is checked the
+// same way, its refusal only logged.
 type gates struct {
 	ctx     workflow.Context
 	max     int
@@ -334,15 +357,40 @@ type gates struct {
 
 // gate is a question waiting.
 type gate struct {
-	q       pipeline.Question
-	seq     int
-	answers workflow.Channel
+	q      pipeline.Question
+	seq    int
+	answer *AnswerSignal // the answer it was given
+	took   bool          // Ask returned the answer
+	done   bool          // Ask returned
 }
 
-// newGates serves SignalAnswer for the gates of ctx's workflow, each
-// answer at most max bytes.
-func newGates(ctx workflow.Context, max int) *gates {
+// newGates serves UpdateAnswer and SignalAnswer for the gates of ctx's
+// workflow, each answer at most max bytes.
+func newGates(ctx workflow.Context, max int) (*gates, error) {
 	g := &gates{ctx: ctx, max: max}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAnswer, func(ctx workflow.Context, a AnswerSignal) error {
+		w, err := g.take(a) // refused here only when the gate stopped waiting since the validator ran
+		if err != nil {
+			return err
+		}
+		if err := workflow.Await(ctx, func() bool { return w.done }); err != nil {
+			return err
+		}
+		if !w.took { // its timeout ended it at the same time
+			return g.refuse(a, ErrNoGate)
+		}
+		return nil
+	}, workflow.UpdateHandlerOptions{Validator: func(a AnswerSignal) error {
+		if _, err := g.check(a); err != nil {
+			return g.refuse(a, err)
+		}
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	// The signal, for the workflows started before the update (their
+	// histories replay with it), and for senders that still signal.
 	signals := workflow.GetSignalChannel(ctx, SignalAnswer)
 	workflow.Go(ctx, func(c workflow.Context) {
 		for {
@@ -350,33 +398,48 @@ func newGates(ctx workflow.Context, max int) *gates {
 			if !signals.Receive(c, &a) { // a payload that does not decode is logged by the SDK and skipped
 				return
 			}
-			g.deliver(a)
+			g.take(a)
 		}
 	})
-	return g
+	return g, nil
 }
 
-// deliver gives a its gate, or logs why it cannot.
-func (g *gates) deliver(a AnswerSignal) {
-	log := workflow.GetLogger(g.ctx)
+// check finds the gate waiting for a, or says why a is refused: a
+// *TooLargeError, ErrNoGate, ErrNoChoice or ErrAnswered.
+func (g *gates) check(a AnswerSignal) (*gate, error) {
 	if err := checkAnswer(a, g.max); err != nil {
-		log.Warn("answer refused", "node", safetext.Line(a.Node, 100), "error", err)
-		return
+		return nil, err
 	}
 	for _, w := range g.waiting {
 		if w.q.NodeID != a.Node {
 			continue
 		}
 		if _, ok := w.q.Match(a.Choice); !ok {
-			log.Warn("answer refused: it names none of the gate's choices", "node", w.q.NodeID, "choice", safetext.Line(a.Choice, 100))
-			return
+			return nil, ErrNoChoice
 		}
-		if !w.answers.SendAsync(a) {
-			log.Warn("answer refused: the gate has an answer already", "node", a.Node)
+		if w.answer != nil {
+			return nil, ErrAnswered
 		}
-		return
+		return w, nil
 	}
-	log.Warn("answer refused: no human gate waits at that node", "node", safetext.Line(a.Node, 100))
+	return nil, ErrNoGate
+}
+
+// take gives a its gate, or logs why it cannot and returns the refusal.
+func (g *gates) take(a AnswerSignal) (*gate, error) {
+	w, err := g.check(a)
+	if err != nil {
+		return nil, g.refuse(a, err)
+	}
+	w.answer = &a
+	return w, nil
+}
+
+// refuse logs why a is refused, its node and choice escaped, and returns
+// the refusal as its sender gets it (answerFailure).
+func (g *gates) refuse(a AnswerSignal, err error) error {
+	workflow.GetLogger(g.ctx).Warn("answer refused", "node", safetext.Line(a.Node, 100), "choice", safetext.Line(a.Choice, 100), "error", err)
+	return answerFailure(err)
 }
 
 // questions are the questions waiting.
@@ -398,9 +461,10 @@ func (g *gates) Ask(gctx context.Context, q pipeline.Question) (pipeline.Answer,
 		}
 	}
 	g.asked++
-	me := &gate{q: q, seq: g.asked, answers: workflow.NewBufferedChannel(w, 1)}
+	me := &gate{q: q, seq: g.asked}
 	g.waiting = append(g.waiting, me)
 	defer func() {
+		me.done = true
 		for i, o := range g.waiting {
 			if o == me {
 				g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
@@ -408,18 +472,15 @@ func (g *gates) Ask(gctx context.Context, q pipeline.Question) (pipeline.Answer,
 			}
 		}
 	}()
-	var a AnswerSignal
-	answered := false
-	sel := workflow.NewSelector(w)
-	sel.AddReceive(me.answers, func(c workflow.ReceiveChannel, _ bool) { answered = c.ReceiveAsync(&a) })
-	sel.AddReceive(w.Done(), func(workflow.ReceiveChannel, bool) {})
-	sel.Select(w)
-	if !answered {
-		if err := context.Cause(gctx); err != nil {
-			return pipeline.Answer{}, err
+	// An answer that came with the gate's timeout is taken.
+	if err := workflow.Await(w, func() bool { return me.answer != nil }); err != nil && me.answer == nil {
+		if cause := context.Cause(gctx); cause != nil {
+			return pipeline.Answer{}, cause
 		}
-		return pipeline.Answer{}, w.Err()
+		return pipeline.Answer{}, err
 	}
+	me.took = true
+	a := me.answer
 	return pipeline.Answer{Choice: a.Choice, Text: a.Text}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -161,9 +162,9 @@ func waitQuestion(t *testing.T, c client.Client, run client.WorkflowRun) (Pipeli
 // run's result, through two workers: the first runs it up to the human
 // gate and stops; the second, with nothing cached, replays the history
 // (the agent, the tools, the branches) and goes on. The gate is answered
-// by a signal, after three it refuses (an unknown node, an unknown choice,
-// an answer larger than answer_max_kb): it keeps waiting, then routes as
-// the answer says, its text the last answer's.
+// by an update (which the second worker validates after its replay), after
+// one it refuses (an unknown choice): it keeps waiting, then routes as the
+// answer says, its text the answer's.
 func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	c := dev(t)
 	queue := "q-" + t.Name()
@@ -193,14 +194,11 @@ func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	worker.PurgeStickyWorkflowCache()
 	startWorkerOn(t, c, loadConfig(t, "", planReplies...), queue)
 	ctx := context.Background()
-	tooLarge := AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("x", AnswerMaxBytes(config.Temporal{}))}
-	if err := CheckAnswer(config.Temporal{}, tooLarge); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("CheckAnswer of a %d-byte answer: %v; want ErrTooLarge", len(tooLarge.Text), err)
+	if err := AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "maybe"}); !errors.Is(err, ErrNoChoice) {
+		t.Errorf("an answer naming no choice: %v; want ErrNoChoice", err)
 	}
-	for _, a := range []AnswerSignal{{Node: "nowhere", Choice: "S"}, {Node: "gate", Choice: "maybe"}, tooLarge, {Node: "gate", Choice: "S", Text: "ship it"}} {
-		if err := c.SignalWorkflow(ctx, run.GetID(), "", SignalAnswer, a); err != nil {
-			t.Fatal(err)
-		}
+	if err := AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "S", Text: "ship it"}); err != nil {
+		t.Fatal(err)
 	}
 	got := pipelineResult(t, run)
 	samePipelineAsLocal(t, got, want)
@@ -339,5 +337,126 @@ func TestPipelineParallelBranchesShareAThread(t *testing.T) {
 	samePipelineAsLocal(t, got, want)
 	if len(got.State.Threads["shared"]) == 0 {
 		t.Errorf("the thread is not in the state: %v", got.State.Threads)
+	}
+}
+
+// gatePipeline waits at a human gate, then runs the branch answered.
+const gatePipeline = `digraph gated {
+  start [shape=Mdiamond]
+  gate  [shape=hexagon, prompt="Ship?"]
+  ship  [shape=parallelogram, tool=calc, tool_input="{\"expression\": \"1+1\"}"]
+  redo  [shape=parallelogram, tool=calc, tool_input="{\"expression\": \"2+2\"}"]
+  done  [shape=Msquare]
+  start -> gate
+  gate -> ship [label="[S] Ship"]
+  gate -> redo [label="[R] Redo"]
+  ship -> done
+  redo -> done
+}`
+
+// answerEvents counts the events of run's history that hold answers: its
+// updates' and its signals'.
+func answerEvents(t *testing.T, c client.Client, run client.WorkflowRun) (updates, signals int) {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			signals++
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_REJECTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+			updates++
+		}
+	}
+	return updates, signals
+}
+
+// A gate's answer is an update whose validator refuses, to the sender
+// with its typed error, an answer larger than the workflow's cap, one for
+// no gate waiting at its node, and one naming none of the gate's choices:
+// none of them leaves an event in the history. An answer larger than the
+// sender's own cap is refused before it is sent. A good answer returns
+// once the gate took it, and routes.
+func TestGateAnswerRefusedLeavesNoHistory(t *testing.T) {
+	c := dev(t)
+	queue := startWorker(t, c, loadConfig(t, "", planReplies...))
+	run := startPipeline(t, c, queue, gatePipeline, PipelineInput{MaxAnswerBytes: 1 << 10})
+	if _, q := waitQuestion(t, c, run); q.NodeID != "gate" {
+		t.Fatalf("question %+v", q)
+	}
+	ctx := context.Background()
+	var tl *TooLargeError
+	// 2 KB: under the sender's cap (the default 64 KB), over the workflow's
+	err := AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("x", 2<<10)})
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Max != 1<<10 || tl.Key != "temporal.answer_max_kb" {
+		t.Errorf("an answer over the workflow's cap: %v; want its TooLargeError naming temporal.answer_max_kb", err)
+	}
+	err = AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("x", 100<<10)})
+	if !errors.As(err, &tl) || tl.Max != AnswerMaxBytes(config.Temporal{}) {
+		t.Errorf("an answer over the sender's cap: %v; want the sender's TooLargeError", err)
+	}
+	for _, bad := range []struct {
+		a    AnswerSignal
+		want error
+	}{{AnswerSignal{Node: "nowhere\x1b[2J", Choice: "S"}, ErrNoGate}, {AnswerSignal{Node: "gate", Choice: "maybe"}, ErrNoChoice}} {
+		if err := AnswerGate(ctx, c, run.GetID(), 0, bad.a); !errors.Is(err, bad.want) || strings.Contains(err.Error(), "\x1b") {
+			t.Errorf("answer %q: %v; want %v, the node escaped", bad.a, err, bad.want)
+		}
+	}
+	if updates, signals := answerEvents(t, c, run); updates+signals != 0 {
+		t.Errorf("the refused answers left %d update and %d signal events in the history; want none", updates, signals)
+	}
+
+	if err := AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "R", Text: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	got := pipelineResult(t, run)
+	if got.Result == nil || !slices.Contains(got.Result.Path, "redo") || slices.Contains(got.Result.Path, "ship") ||
+		got.State.Checkpoint.Context["human.text"] != "again" {
+		t.Fatalf("the answered run: %+v", got.Result)
+	}
+	if updates, signals := answerEvents(t, c, run); updates == 0 || signals != 0 {
+		t.Errorf("the history has %d update and %d signal events; want the answer's update", updates, signals)
+	}
+}
+
+// The deprecated answer signal, which workflows started before the update
+// wait on, is still taken with the same checks: one over the cap and one
+// for no gate are dropped (though Temporal keeps them in the history), and
+// a good one routes.
+func TestGateAnswerSignal(t *testing.T) {
+	c := dev(t)
+	queue := startWorker(t, c, loadConfig(t, "", planReplies...))
+	run := startPipeline(t, c, queue, gatePipeline, PipelineInput{MaxAnswerBytes: 1 << 10})
+	waitQuestion(t, c, run)
+	ctx := context.Background()
+	for _, a := range []AnswerSignal{{Node: "gate", Choice: "R", Text: strings.Repeat("x", 2<<10)}, {Node: "nowhere", Choice: "R"}, {Node: "gate", Choice: "S"}} {
+		if err := c.SignalWorkflow(ctx, run.GetID(), "", SignalAnswer, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := pipelineResult(t, run)
+	if got.Result == nil || !slices.Contains(got.Result.Path, "ship") || slices.Contains(got.Result.Path, "redo") {
+		t.Fatalf("the signalled run: %+v", got.Result)
+	}
+	if updates, signals := answerEvents(t, c, run); updates != 0 || signals != 3 {
+		t.Errorf("the history has %d update and %d signal events; want the 3 signals", updates, signals)
+	}
+}
+
+// A workflow started before the answer update, its gate answered by
+// signals (one over its 1 KB cap, one for no gate, the good one), replays
+// on this version without a nondeterminism error: the history
+// (testdata/gate-signal-history.json) was written by the version before
+// the update, running gatePipeline as TestGateAnswerSignal does.
+func TestGateAnswerSignalHistoryReplays(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(PipelineWorkflow)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/gate-signal-history.json"); err != nil {
+		t.Fatal(err)
 	}
 }

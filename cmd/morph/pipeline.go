@@ -176,7 +176,8 @@ choice, else its first.
 
 --temporal runs it on Temporal ([temporal] in the config; see "morph
 worker"): durable, every model call, tool call and hook call an activity
-of the workers, the gates answered from here by signal; the progress and
+of the workers, the gates answered from here (a workflow update, refused
+with the reason when the workflow does not take it); the progress and
 the summary print as here. Interrupted, the run goes on in Temporal:
 "morph pipeline resume --temporal WORKFLOW_ID" follows it again.
 

@@ -19,7 +19,8 @@ import (
 // morph-temporal: `pipeline run FILE.dot`, or `pipeline resume ID` when
 // f.resume is a workflow id. It prints as a local run does (the progress
 // lines on stderr, the summary on stdout) and asks the gates on the
-// console (or approves them, --yes), signalling the answers.
+// console (or approves them, --yes), morph-temporal sending the answers
+// (temporal.AnswerGate).
 func runPipelineTemporal(ctx context.Context, f pipelineRunFlags, file string, stdin io.Reader, stdout, stderr io.Writer) error {
 	bin, err := findTemporal()
 	if err != nil {

@@ -53,7 +53,7 @@ type PipelineLine struct {
 
 // Answer answers the question of the human gate at Node: Choice names one
 // of its choices (its key, label or target). `morph-temporal pipeline`
-// reads them on standard input, one a line, and signals them to the
+// reads them on standard input, one a line, and sends them to the
 // workflow.
 type Answer struct {
 	Node   string

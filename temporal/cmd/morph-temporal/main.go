@@ -12,8 +12,9 @@
 // pipeline's workflow (temporal.PipelineWorkflow) and write
 // internal/durable's PipelineLine: {"Workflow": id}, then {"Event": ...} and
 // {"Question": ...} as they come, then {"Result": ...}; they read answers to
-// the questions on standard input, one durable.Answer a line, and signal
-// them to the workflow.
+// the questions on standard input, one durable.Answer a line, and send
+// them to the workflow (temporal.AnswerGate), writing its refusals on
+// standard error.
 package main
 
 import (

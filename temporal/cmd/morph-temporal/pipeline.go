@@ -19,7 +19,6 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/internal/durable"
-	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/pipeline"
 	"github.com/morphhost/morph/temporal"
 )
@@ -180,9 +179,11 @@ func startPipeline(ctx context.Context, c client.Client, cfg *config.Config, in 
 	return followPipeline(ctx, c, cfg, wr)
 }
 
-// followPipeline writes wr's events and questions as they come, signals
-// the answers read on standard input (refusing one larger than cfg's
-// answer_max_kb, as the workflow would), and writes its result.
+// followPipeline writes wr's events and questions as they come, sends the
+// answers read on standard input (AnswerGate: one larger than cfg's
+// answer_max_kb is refused before it is sent, as the workflow would; the
+// workflow's refusals are written on standard error), and writes its
+// result.
 func followPipeline(ctx context.Context, c client.Client, cfg *config.Config, wr client.WorkflowRun) error {
 	var mu sync.Mutex // the lines, written by the poll and the answers' errors
 	out := json.NewEncoder(os.Stdout)
@@ -201,12 +202,8 @@ func followPipeline(ctx context.Context, c client.Client, cfg *config.Config, wr
 				fmt.Fprintf(os.Stderr, "morph-temporal: an answer is a JSON object {\"Node\":...,\"Choice\":...}: %v\n", err)
 				continue
 			}
-			if err := temporal.CheckAnswer(cfg.Temporal, a); err != nil {
-				fmt.Fprintf(os.Stderr, "morph-temporal: answering %s: %v\n", safetext.Line(a.Node, 100), err)
-				continue
-			}
-			if err := c.SignalWorkflow(ctx, id, "", temporal.SignalAnswer, a); err != nil {
-				fmt.Fprintf(os.Stderr, "morph-temporal: answering %s: %v\n", safetext.Line(a.Node, 100), err)
+			if err := temporal.AnswerGate(ctx, c, id, temporal.AnswerMaxBytes(cfg.Temporal), a); err != nil {
+				fmt.Fprintf(os.Stderr, "morph-temporal: %v\n", err)
 			}
 		}
 	}()
