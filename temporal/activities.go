@@ -94,12 +94,13 @@ func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, err
 	return res, nonRetryable("model call", err)
 }
 
-// CallTool runs one tool, as the engine would after its middleware; the
-// tool's failure is in the result. A tool of the embedding host's that
+// CallTool runs one tool, as the engine would after its middleware, as a
+// call of call's session; the tool's failure is in the result. A tool of the embedding host's that
 // panics fails too, and its panic is logged: Temporal would otherwise run
 // the activity again, and the tool with it, repeating what it did before
 // panicking.
 func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResult, _ error) {
+	ctx = call.Session.context(ctx)
 	tool, ok := a.rt.Engine.Registry().Get(call.Tool)
 	if !ok {
 		return ToolResult{}, nonRetryable("tool call", fmt.Errorf("this worker has no tool %q: workers must load the same configuration", call.Tool))
