@@ -67,3 +67,45 @@ func TestSessionIsolationOnWorker(t *testing.T) {
 		t.Errorf("the worker's plugin status: %+v; want %d sessions open, none replaced", st, len(ids))
 	}
 }
+
+// A session whose turns move to a worker that has no instance of it (the
+// worker that served its first turn stopped, another took its place): the
+// new worker's plugin is told its state of the session is not here
+// (morph_instance_replaced, reason moved: mw_counter's count jumps by 1000),
+// and the worker counts the session as replaced, as a local host counts a
+// session that lost its instance; the next turn goes on on that instance.
+// The workflow knows the session made calls of the middleware because it
+// numbers them, across its continues-as-new (MaxTurns 1: one a turn).
+func TestSessionMovedToAnotherWorker(t *testing.T) {
+	c := dev(t)
+	cfg := counterConfig(t, 3)
+	queue := "q-" + t.Name()
+	id := fmt.Sprint("moved-", time.Now().UnixNano())
+	limits := SessionLimits{MaxTurns: 1}
+	first := newActivities(t, cfg)
+	w := NewWorker(c, queue, first)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if res := sessionTurn(t, c, queue, id, limits, "one"); res.SystemPrompt != "calls: 1" {
+		t.Fatalf("turn one: the middleware answered %q, want \"calls: 1\"", res.SystemPrompt)
+	}
+	w.Stop()
+	second := newActivities(t, cfg)
+	w = NewWorker(c, queue, second)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	for i, want := range []string{"calls: 1001", "calls: 1002"} {
+		if res := sessionTurn(t, c, queue, id, limits, fmt.Sprint("turn ", i+2)); res.SystemPrompt != want {
+			t.Errorf("turn %d, on the second worker: the middleware answered %q, want %q (told once that the session moved)", i+2, res.SystemPrompt, want)
+		}
+	}
+	if st := counterSessions(t, second); st.Replaced != 1 || st.Open != 1 {
+		t.Errorf("the second worker's plugin status: %+v; want the session open and counted replaced once", st)
+	}
+	if st := counterSessions(t, first); st.Replaced != 0 {
+		t.Errorf("the first worker's plugin status: %+v; want none replaced", st)
+	}
+}
