@@ -127,26 +127,28 @@ func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResul
 	return res, nil
 }
 
-// BuildPrompt runs the build_prompt hook.
-func (a *Activities) BuildPrompt(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
-	out, err := a.rt.Engine.EngineHooks().Prompt.BuildPrompt(ctx, in)
+// BuildPrompt runs the build_prompt hook, as a call of session s (as the
+// other engine hooks: a call recorded before the session was passed
+// serves as no session's).
+func (a *Activities) BuildPrompt(ctx context.Context, in abi.PromptInput, s CallSession) (abi.PromptOutput, error) {
+	out, err := a.rt.Engine.EngineHooks().Prompt.BuildPrompt(s.context(ctx), in)
 	return out, nonRetryable(abi.HookBuildPrompt, err)
 }
 
-// BuildParams runs the build_params hook.
-func (a *Activities) BuildParams(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-	out, err := a.rt.Engine.EngineHooks().Params.BuildParams(ctx, in)
+// BuildParams runs the build_params hook, as a call of session s.
+func (a *Activities) BuildParams(ctx context.Context, in abi.ParamsInput, s CallSession) (abi.ParamsOutput, error) {
+	out, err := a.rt.Engine.EngineHooks().Params.BuildParams(s.context(ctx), in)
 	return out, nonRetryable(abi.HookBuildParams, err)
 }
 
-// OnToolSuccess runs the on_tool_success hook.
-func (a *Activities) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error {
-	return nonRetryable(abi.HookOnToolSuccess, a.rt.Engine.EngineHooks().Success.OnToolSuccess(ctx, in))
+// OnToolSuccess runs the on_tool_success hook, as a call of session s.
+func (a *Activities) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput, s CallSession) error {
+	return nonRetryable(abi.HookOnToolSuccess, a.rt.Engine.EngineHooks().Success.OnToolSuccess(s.context(ctx), in))
 }
 
-// FallbackFinal runs the fallback_final hook.
-func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
-	out, err := a.rt.Engine.EngineHooks().Fallback.FallbackFinal(ctx, in)
+// FallbackFinal runs the fallback_final hook, as a call of session s.
+func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput, s CallSession) (*abi.Final, error) {
+	out, err := a.rt.Engine.EngineHooks().Fallback.FallbackFinal(s.context(ctx), in)
 	return out, nonRetryable(abi.HookFallbackFinal, err)
 }
 

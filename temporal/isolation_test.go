@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,17 +11,19 @@ import (
 )
 
 // counterConfig is a morph.toml of the scripted model (a final per turn,
-// turns of them) with mw_counter.wasm, a session-isolated middleware whose
+// turns of them) with the plugin "counter" of guests/testdata/<fixture>.wasm
+// and the settings extra: mw_counter, a session-isolated middleware whose
 // before_run answers "calls: N", N counting its instance's calls (1000
-// more once it was told it replaces a lost one).
-func counterConfig(t *testing.T, turns int) *config.Config {
+// more once it was told it replaces a lost one), or counter, whose
+// build_prompt does.
+func counterConfig(t *testing.T, turns int, fixture, extra string) *config.Config {
 	t.Helper()
 	var replies []string
 	for i := range turns {
 		replies = append(replies, fmt.Sprintf(`{"type":"final","final":{"thought":"done","output":%d}}`, i))
 	}
 	cfg, err := config.Load(appendConfig(t, writeConfig(t, replies...),
-		"\n[[plugins]]\nname = \"counter\"\npath = \""+plugin(t, "guests/testdata/mw_counter.wasm")+"\"\n"))
+		"\n[[plugins]]\nname = \"counter\"\npath = \""+plugin(t, "guests/testdata/"+fixture+".wasm")+"\"\n"+extra))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,15 +43,24 @@ func counterSessions(t *testing.T, a *Activities) host.SessionStatus {
 	return host.SessionStatus{}
 }
 
-// Two durable sessions with a session-isolated middleware, their turns
+// Two durable sessions with a session-isolated plugin, their turns
 // interleaved on one worker: each session's turns run on an instance of
 // its own, which counts 1, 2, 3 for it alone, as on a local engine; no
-// session is told it was replaced.
+// session is told it was replaced. The plugin is a middleware (mw_counter,
+// served in the Middleware activity), or an engine hook (counter's
+// build_prompt, in the BuildPrompt activity).
 func TestSessionIsolationOnWorker(t *testing.T) {
+	for _, fixture := range []string{"mw_counter", "counter"} {
+		t.Run(fixture, func(t *testing.T) { sessionsApartOnWorker(t, fixture) })
+	}
+}
+
+// sessionsApartOnWorker is TestSessionIsolationOnWorker of a fixture.
+func sessionsApartOnWorker(t *testing.T, fixture string) {
 	c := dev(t)
 	const turns = 3
-	a := newActivities(t, counterConfig(t, 2*turns))
-	queue := "q-" + t.Name()
+	a := newActivities(t, counterConfig(t, 2*turns, fixture, "isolation = \"session\"\n"))
+	queue := "q-" + strings.ReplaceAll(t.Name(), "/", "-")
 	w := NewWorker(c, queue, a)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -59,7 +71,7 @@ func TestSessionIsolationOnWorker(t *testing.T) {
 		for _, id := range ids {
 			res := sessionTurn(t, c, queue, id, SessionLimits{}, fmt.Sprint("turn ", turn))
 			if want := fmt.Sprint("calls: ", turn); res.SystemPrompt != want {
-				t.Errorf("session %s, turn %d: the middleware answered %q, want %q (its own instance)", id, turn, res.SystemPrompt, want)
+				t.Errorf("session %s, turn %d: the plugin answered %q, want %q (its own instance)", id, turn, res.SystemPrompt, want)
 			}
 		}
 	}
@@ -78,7 +90,7 @@ func TestSessionIsolationOnWorker(t *testing.T) {
 // numbers them, across its continues-as-new (MaxTurns 1: one a turn).
 func TestSessionMovedToAnotherWorker(t *testing.T) {
 	c := dev(t)
-	cfg := counterConfig(t, 3)
+	cfg := counterConfig(t, 3, "mw_counter", "")
 	queue := "q-" + t.Name()
 	id := fmt.Sprint("moved-", time.Now().UnixNano())
 	limits := SessionLimits{MaxTurns: 1}

@@ -110,7 +110,7 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessio
 	for _, m := range s.Middleware {
 		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m, s.Timeouts.Middleware[m.ID], mwCalls), m.Config))
 	}
-	h := hookStub{ctx, s.Timeouts.Hooks}
+	h := hookStub{ctx, s.Timeouts.Hooks, mwCalls}
 	for _, name := range s.Hooks {
 		switch name {
 		case abi.HookBuildPrompt:
@@ -186,27 +186,28 @@ func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (s
 }
 
 // hookStub is the workers' engine hooks: an activity each, with its
-// timeout by the hook's abi name.
+// timeout by the hook's abi name, for the call's session.
 type hookStub struct {
 	ctx      workflow.Context
 	timeouts map[string]time.Duration
+	calls    sessionCalls
 }
 
 func (h hookStub) BuildPrompt(gctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
 	var out abi.PromptOutput
-	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in)
+	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in, h.calls.of(gctx, ""))
 }
 
 func (h hookStub) BuildParams(gctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
 	var out abi.ParamsOutput
-	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in)
+	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in, h.calls.of(gctx, ""))
 }
 
 func (h hookStub) OnToolSuccess(gctx context.Context, in abi.ToolSuccessInput) error {
-	return call(scope(gctx, h.ctx), h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in)
+	return call(scope(gctx, h.ctx), h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in, h.calls.of(gctx, ""))
 }
 
 func (h hookStub) FallbackFinal(gctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
 	var out *abi.Final
-	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in)
+	return out, call(scope(gctx, h.ctx), h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in, h.calls.of(gctx, ""))
 }
