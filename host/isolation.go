@@ -75,7 +75,10 @@ type sessionCallsKey struct{}
 // session made calls of it (on another worker, or before this one
 // restarted), knows the plugin's state of the session is not here: the
 // call runs on a fresh instance, which is told, loudly, as a session that
-// lost its instance is (abi.ReplacedMoved).
+// lost its instance is (abi.ReplacedMoved). So does a session that has
+// instances here whose count is past what the calls served here account
+// for (it went on elsewhere, then came back): those instances are stale,
+// and released.
 func WithSessionCalls(ctx context.Context, calls map[string]int) context.Context {
 	return context.WithValue(ctx, sessionCallsKey{}, calls)
 }
@@ -181,7 +184,19 @@ func (p *Plugin) get(ctx context.Context, sh *shard) (inst *instance, told strin
 	case home != nil:
 		inst = p.free.find(p.free.blank) // describe's spare
 	case reuse:
-		if ses = p.free.of(key); ses == nil {
+		earlier := earlierCalls(ctx, p.name)
+		ses = p.free.of(key)
+		moved := ses != nil && key != "" && earlier > ses.expect
+		if moved { // its calls went on in another process: what it holds here is stale
+			stale := p.free.end(ses)
+			if len(stale) > 0 && len(evicted) == 0 {
+				p.evicting.Add(1) // one batch with trim's: before Close waits
+			}
+			evicted = append(evicted, stale...)
+			ses.ended = true
+			ses = nil
+		}
+		if ses == nil {
 			if p.free.open() >= p.limits.MaxSessions {
 				if p.vacancy == nil {
 					p.vacancy = make(chan struct{})
@@ -192,10 +207,11 @@ func (p *Plugin) get(ctx context.Context, sh *shard) (inst *instance, told strin
 				return nil, "", full
 			}
 			ses = p.free.opening(key)
-			if ses.told = p.lost.take(key); ses.told == "" && earlierCalls(ctx, p.name) > 0 {
+			if ses.told = p.lost.take(key); ses.told == "" && (moved || earlier > 0) {
 				ses.told = abi.ReplacedMoved
 			}
 		}
+		ses.expect = max(ses.expect, earlier+1)
 		p.free.begin(ses)
 		inst = p.free.find(ses)
 	}

@@ -49,14 +49,16 @@
 //     workflow's decisions depends on them. A plugin in session isolation
 //     keeps sessions apart on a worker as locally: each middleware hook,
 //     engine hook and tool call carries its session (CallSession), which
-//     the worker serves it as (TestSessionIsolationOnWorker). Its instances are the
-//     worker's: a session served by another worker next runs there on a
+//     the worker serves it as (TestSessionIsolationOnWorker). Its
+//     instances are the worker's: a session served by another worker next
+//     runs there on a
 //     fresh instance, which is told (reason moved), warned of and counted,
 //     the workflow numbering the session's middleware calls
-//     (SessionState.MiddlewareCalls; TestSessionMovedToAnotherWorker). Not
-//     detected: earlier calls that were only tool calls or engine hooks
-//     (the workflow numbers middleware calls), and a session back on a
-//     worker that still holds an older instance of it. A hook that traps or outruns its
+//     (SessionState.MiddlewareCalls; TestSessionMovedToAnotherWorker), as
+//     is one back on a worker that holds an older instance of it, which
+//     missed the calls served elsewhere (it is released). Not detected:
+//     earlier calls that were only tool calls or engine hooks (the
+//     workflow numbers middleware calls). A hook that traps or outruns its
 //     plugin's deadline fails its activity, and the workflow's engine
 //     applies the rule it applies locally: an engine hook's fallback (the
 //     default prompt, ...), a middleware's policy and quarantine.

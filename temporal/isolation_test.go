@@ -87,10 +87,13 @@ func sessionsApartOnWorker(t *testing.T, fixture string) {
 // and the worker counts the session as replaced, as a local host counts a
 // session that lost its instance; the next turn goes on on that instance.
 // The workflow knows the session made calls of the middleware because it
-// numbers them, across its continues-as-new (MaxTurns 1: one a turn).
+// numbers them, across its continues-as-new (MaxTurns 1: one a turn). When
+// the session comes back to the first worker, still running, the instance
+// there missed the turns served elsewhere: it is released, and the turn
+// runs on a fresh one, told so too.
 func TestSessionMovedToAnotherWorker(t *testing.T) {
 	c := dev(t)
-	cfg := counterConfig(t, 3, "mw_counter", "")
+	cfg := counterConfig(t, 4, "mw_counter", "")
 	queue := "q-" + t.Name()
 	id := fmt.Sprint("moved-", time.Now().UnixNano())
 	limits := SessionLimits{MaxTurns: 1}
@@ -119,5 +122,17 @@ func TestSessionMovedToAnotherWorker(t *testing.T) {
 	}
 	if st := counterSessions(t, first); st.Replaced != 0 {
 		t.Errorf("the first worker's plugin status: %+v; want none replaced", st)
+	}
+	w.Stop()
+	w = NewWorker(c, queue, first)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	if res := sessionTurn(t, c, queue, id, limits, "back"); res.SystemPrompt != "calls: 1001" {
+		t.Errorf("turn 4, back on the first worker: the middleware answered %q, want \"calls: 1001\" (a fresh instance, told)", res.SystemPrompt)
+	}
+	if st := counterSessions(t, first); st.Replaced != 1 || st.Open != 1 {
+		t.Errorf("the first worker's plugin status: %+v; want the session open and counted replaced once", st)
 	}
 }
