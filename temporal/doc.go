@@ -51,9 +51,8 @@
 //     engine hook and tool call carries its session (CallSession), which
 //     the worker serves it as (TestSessionIsolationOnWorker). Its
 //     instances are the worker's: a session served by another worker next
-//     runs there on a
-//     fresh instance, which is told (reason moved), warned of and counted,
-//     the workflow numbering the session's middleware calls
+//     runs there on a fresh instance, which is told (reason moved), warned
+//     of and counted, the workflow numbering the session's middleware calls
 //     (SessionState.MiddlewareCalls; TestSessionMovedToAnotherWorker), as
 //     is one back on a worker that holds an older instance of it, which
 //     missed the calls served elsewhere (it is released). Not detected:
