@@ -154,8 +154,8 @@ const ExportInstanceReplaced = "morph_instance_replaced"
 // InstanceReplaced is the input of morph_instance_replaced.
 type InstanceReplaced struct {
 	SessionID string `json:"session_id"`
-	// Reason is why the session's earlier instance is gone: ReplacedIdle or
-	// ReplacedDiscarded.
+	// Reason is why the session's earlier instance is gone: ReplacedIdle,
+	// ReplacedDiscarded or ReplacedMoved.
 	Reason string `json:"reason"`
 }
 
@@ -167,4 +167,9 @@ const (
 	// ReplacedDiscarded: the session's instance was discarded after a trap,
 	// a timeout or bad output (section 6).
 	ReplacedDiscarded = "discarded"
+	// ReplacedMoved: the session's earlier calls of the plugin were served
+	// by another process (a Temporal worker that served its earlier turns,
+	// or this worker before it restarted), whose instance this host does
+	// not have.
+	ReplacedMoved = "moved"
 )

@@ -181,6 +181,17 @@ func RunContext(ctx context.Context) *Context {
 	return nil
 }
 
+// WithSession is ctx as the context of a call made for turn of session
+// id, for a host that serves a run's hooks and tools outside the run (a
+// Temporal worker serving a workflow's engine): RunContext(ctx) answers a
+// Context with SessionID and Turn set and nothing else of the run, so that
+// what keys state by session (a plugin in session isolation) serves the
+// call as that session's. Warn on it returns false: there is no run to
+// report to, and the caller logs.
+func WithSession(ctx context.Context, id string, turn int) context.Context {
+	return context.WithValue(ctx, runContextKey{}, &run{Context: &Context{SessionID: id, Turn: turn}})
+}
+
 // newRun is a run of e with context rc, whose ctx carries it (RunContext,
 // Warn).
 func (e *Engine) newRun(ctx context.Context, rc *Context, opts RunOptions) *run {
@@ -195,10 +206,11 @@ func (e *Engine) newRun(ctx context.Context, rc *Context, opts RunOptions) *run 
 // run's observers of something they must hear of. The engine logs it as it
 // logs its own warnings. Call it while the hook or tool runs, on its
 // goroutine, as the engine's own events are emitted. It returns false, and
-// does nothing, when ctx belongs to no run: the caller logs it itself.
+// does nothing, when ctx belongs to no run (or is WithSession's): the
+// caller logs it itself.
 func Warn(ctx context.Context, plugin, message string) bool {
 	r, _ := ctx.Value(runContextKey{}).(*run)
-	if r == nil {
+	if r == nil || r.e == nil { // no run, or WithSession's
 		return false
 	}
 	r.e.emit(ctx, r, Event{Kind: EventWarning, Plugin: plugin, Message: message})

@@ -95,3 +95,17 @@ func TestWarn(t *testing.T) {
 		t.Fatal("Warn outside a run reported an event")
 	}
 }
+
+// WithSession makes a context a host outside the run serves the run's
+// calls on: RunContext answers the session and turn, nothing else of a
+// run, and Warn, having no run to report to, leaves it to the caller.
+func TestWithSession(t *testing.T) {
+	ctx := WithSession(context.Background(), "s1", 3)
+	rc := RunContext(ctx)
+	if rc == nil || rc.SessionID != "s1" || rc.Turn != 3 || rc.Task != "" {
+		t.Fatalf("RunContext %+v; want session s1, turn 3", rc)
+	}
+	if Warn(ctx, "p", "m") {
+		t.Error("Warn on WithSession's context reported to a run")
+	}
+}

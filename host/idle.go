@@ -40,6 +40,10 @@ type session struct {
 	// next fresh instance has not yet been told (morph_instance_replaced).
 	told  string
 	ended bool // ended with calls in flight: their instances are released as they end
+	// expect is, for a session whose calls carry counts
+	// (WithSessionCalls), the most its next call's count can be if no call
+	// of it was served elsewhere since: one past the last count served here.
+	expect int
 }
 
 // sessionChain is an intrusive doubly-linked list of sessions.

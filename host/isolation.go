@@ -30,8 +30,9 @@ import (
 // admission control, which makes a new session wait up to
 // Limits.SessionWait for an open one to end or expire, then refuses it with
 // ErrSessionLimit (acquire). A session that goes on after its instance
-// went (it expired, or its instance was discarded after a fault) runs on a
-// fresh instance, which it is told of (tell). A session's lookup is by its
+// went (it expired, or its instance was discarded after a fault, or its
+// calls were made in another process: WithSessionCalls) runs on a fresh
+// instance, which it is told of (tell). A session's lookup is by its
 // key, in constant time however many sessions are open. The instance
 // describe ran on at load is a spare, which holds no session's state: the
 // first call that finds no instance of its own session takes it (so a
@@ -61,6 +62,31 @@ func (p *Plugin) poolKey(ctx context.Context) (key string, reuse bool) {
 		}
 	}
 	return "", true
+}
+
+// sessionCallsKey is the context key of WithSessionCalls's counts.
+type sessionCallsKey struct{}
+
+// WithSessionCalls is ctx carrying how many calls the session of ctx
+// (engine.RunContext, engine.WithSession) made of each plugin, by name,
+// before this call: what a host that serves one session's calls in
+// several processes (package temporal's workers) counts, so that a plugin
+// in session isolation that has no instance of the session, though the
+// session made calls of it (on another worker, or before this one
+// restarted), knows the plugin's state of the session is not here: the
+// call runs on a fresh instance, which is told, loudly, as a session that
+// lost its instance is (abi.ReplacedMoved). So does a session that has
+// instances here whose count is past what the calls served here account
+// for (it went on elsewhere, then came back): those instances are stale,
+// and released.
+func WithSessionCalls(ctx context.Context, calls map[string]int) context.Context {
+	return context.WithValue(ctx, sessionCallsKey{}, calls)
+}
+
+// earlierCalls is the count WithSessionCalls gave ctx for plugin.
+func earlierCalls(ctx context.Context, plugin string) int {
+	calls, _ := ctx.Value(sessionCallsKey{}).(map[string]int)
+	return calls[plugin]
 }
 
 // sessionsFull is get's answer for a new session while MaxSessions are
@@ -158,7 +184,19 @@ func (p *Plugin) get(ctx context.Context, sh *shard) (inst *instance, told strin
 	case home != nil:
 		inst = p.free.find(p.free.blank) // describe's spare
 	case reuse:
-		if ses = p.free.of(key); ses == nil {
+		earlier := earlierCalls(ctx, p.name)
+		ses = p.free.of(key)
+		moved := ses != nil && key != "" && earlier > ses.expect
+		if moved { // its calls went on in another process: what it holds here is stale
+			stale := p.free.end(ses)
+			if len(stale) > 0 && len(evicted) == 0 {
+				p.evicting.Add(1) // one batch with trim's: before Close waits
+			}
+			evicted = append(evicted, stale...)
+			ses.ended = true
+			ses = nil
+		}
+		if ses == nil {
 			if p.free.open() >= p.limits.MaxSessions {
 				if p.vacancy == nil {
 					p.vacancy = make(chan struct{})
@@ -169,8 +207,11 @@ func (p *Plugin) get(ctx context.Context, sh *shard) (inst *instance, told strin
 				return nil, "", full
 			}
 			ses = p.free.opening(key)
-			ses.told = p.lost.take(key)
+			if ses.told = p.lost.take(key); ses.told == "" && (moved || earlier > 0) {
+				ses.told = abi.ReplacedMoved
+			}
 		}
+		ses.expect = max(ses.expect, earlier+1)
 		p.free.begin(ses)
 		inst = p.free.find(ses)
 	}

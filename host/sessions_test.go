@@ -303,3 +303,42 @@ func TestSessionDiscardIsLoud(t *testing.T) {
 		t.Fatalf("stats %+v, want the replacement counted", st)
 	}
 }
+
+// A session that made calls of the plugin in another process (a Temporal
+// worker's, WithSessionCalls counting them) and has no instance here runs
+// on a fresh one, told so once (abi.ReplacedMoved: mw_counter's count jumps
+// by 1000), warned of and counted; a session whose earlier calls were of
+// another plugin, or one served here already, is not told. A session that
+// comes back with more calls than were served here went on elsewhere: its
+// instance here is stale, released (morph_destroy), and the call runs on a
+// fresh one, told.
+func TestSessionMovedIsTold(t *testing.T) {
+	p, _, logs := counterSessions(t, Limits{})
+	ctx := context.Background()
+	of := func(id string, calls map[string]int) context.Context {
+		return WithSessionCalls(engine.WithSession(ctx, id, 2), calls)
+	}
+	for i, c := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{of("other", map[string]int{"another-plugin": 3}), "calls: 1"},
+		{of("moved", map[string]int{p.Name(): 2}), "calls: 1001"},
+		{of("moved", map[string]int{p.Name(): 3}), "calls: 1002"},
+		{of("other", map[string]int{p.Name(): 1, "another-plugin": 3}), "calls: 2"},
+		{of("moved", map[string]int{p.Name(): 4}), "calls: 1003"}, // the next call: nothing served elsewhere
+		{of("moved", map[string]int{p.Name(): 6}), "calls: 1001"}, // calls 4 and 5 were served elsewhere
+		{of("moved", map[string]int{p.Name(): 7}), "calls: 1002"},
+	} {
+		if got, err := beforeRun(c.ctx, p); err != nil || got != c.want {
+			t.Errorf("call %d: %q, %v; want %q", i+1, got, err, c.want)
+		}
+	}
+	if st := sessionsOf(t, p); st.Replaced != 2 || st.Open != 2 {
+		t.Errorf("sessions %+v; want 2 open, 2 replaced", st)
+	}
+	if n := strings.Count(logs.String(), `reason=moved`); n != 2 {
+		t.Errorf("%d warnings of a moved session, want 2:\n%s", n, logs.String())
+	}
+	waitFor(t, "the stale instance's morph_destroy", func() bool { return strings.Count(logs.String(), destroyedLine) == 1 })
+}

@@ -94,14 +94,15 @@ func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, err
 	return res, nonRetryable("model call", err)
 }
 
-// CallTool runs one tool, as the engine would after its middleware; the
-// tool's failure is in the result. A tool of the embedding host's that
+// CallTool runs one tool, as the engine would after its middleware, as a
+// call of call's session; the tool's failure is in the result. A tool of the embedding host's that
 // panics fails too, as it would locally, and its panic is logged
 // (escaped), by the rule of every activity's panic (recovered): while the
 // attempt lives, the panic is the call's answer (Temporal would otherwise
 // run the activity again, and the tool with it, repeating what it did
 // before panicking); once it has ended, the attempt was lost.
 func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResult, err error) {
+	ctx = call.Session.context(ctx)
 	tool, ok := a.rt.Engine.Registry().Get(call.Tool)
 	if !ok {
 		return ToolResult{}, nonRetryable("tool call", fmt.Errorf("this worker has no tool %q: workers must load the same configuration", call.Tool))
@@ -130,26 +131,28 @@ func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResul
 	return res, nil
 }
 
-// BuildPrompt runs the build_prompt hook.
-func (a *Activities) BuildPrompt(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
-	out, err := a.rt.Engine.EngineHooks().Prompt.BuildPrompt(ctx, in)
+// BuildPrompt runs the build_prompt hook, as a call of session s (as the
+// other engine hooks: a call recorded before the session was passed
+// serves as no session's).
+func (a *Activities) BuildPrompt(ctx context.Context, in abi.PromptInput, s CallSession) (abi.PromptOutput, error) {
+	out, err := a.rt.Engine.EngineHooks().Prompt.BuildPrompt(s.context(ctx), in)
 	return out, nonRetryable(abi.HookBuildPrompt, err)
 }
 
-// BuildParams runs the build_params hook.
-func (a *Activities) BuildParams(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-	out, err := a.rt.Engine.EngineHooks().Params.BuildParams(ctx, in)
+// BuildParams runs the build_params hook, as a call of session s.
+func (a *Activities) BuildParams(ctx context.Context, in abi.ParamsInput, s CallSession) (abi.ParamsOutput, error) {
+	out, err := a.rt.Engine.EngineHooks().Params.BuildParams(s.context(ctx), in)
 	return out, nonRetryable(abi.HookBuildParams, err)
 }
 
-// OnToolSuccess runs the on_tool_success hook.
-func (a *Activities) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error {
-	return nonRetryable(abi.HookOnToolSuccess, a.rt.Engine.EngineHooks().Success.OnToolSuccess(ctx, in))
+// OnToolSuccess runs the on_tool_success hook, as a call of session s.
+func (a *Activities) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput, s CallSession) error {
+	return nonRetryable(abi.HookOnToolSuccess, a.rt.Engine.EngineHooks().Success.OnToolSuccess(s.context(ctx), in))
 }
 
-// FallbackFinal runs the fallback_final hook.
-func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
-	out, err := a.rt.Engine.EngineHooks().Fallback.FallbackFinal(ctx, in)
+// FallbackFinal runs the fallback_final hook, as a call of session s.
+func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput, s CallSession) (*abi.Final, error) {
+	out, err := a.rt.Engine.EngineHooks().Fallback.FallbackFinal(s.context(ctx), in)
 	return out, nonRetryable(abi.HookFallbackFinal, err)
 }
 

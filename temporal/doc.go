@@ -47,9 +47,18 @@
 //     is discarded, as locally) and compiled modules, and the host's own
 //     counters of calls and faults per plugin. A worker that restarts
 //     starts them afresh, as a local morph that restarts does; none of the
-//     workflow's decisions depends on them, but a plugin that remembers in
-//     its own memory remembers per worker: a turn another worker serves
-//     starts with a fresh instance. A hook that traps or outruns its
+//     workflow's decisions depends on them. A plugin in session isolation
+//     keeps sessions apart on a worker as locally: each middleware hook,
+//     engine hook and tool call carries its session (CallSession), which
+//     the worker serves it as (TestSessionIsolationOnWorker). Its
+//     instances are the worker's: a session served by another worker next
+//     runs there on a fresh instance, which is told (reason moved), warned
+//     of and counted, the workflow numbering the session's middleware calls
+//     (SessionState.MiddlewareCalls; TestSessionMovedToAnotherWorker), as
+//     is one back on a worker that holds an older instance of it, which
+//     missed the calls served elsewhere (it is released). Not detected:
+//     earlier calls that were only tool calls or engine hooks (the
+//     workflow numbers middleware calls). A hook that traps or outruns its
 //     plugin's deadline fails its activity, and the workflow's engine
 //     applies the rule it applies locally: an engine hook's fallback (the
 //     default prompt, ...), a middleware's policy and quarantine.

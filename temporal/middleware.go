@@ -29,6 +29,9 @@ type MiddlewareCall struct {
 	ID    string
 	Hook  string
 	Input json.RawMessage
+	// Session is the session the call is made for, which the worker serves
+	// it as (a call recorded before it was added serves as no session's).
+	Session CallSession
 }
 
 // middlewareActivity names Activities.Middleware, which mwHooks cannot
@@ -40,7 +43,7 @@ const middlewareActivity = "Middleware"
 type mwHook struct {
 	has   func(f *engine.Funcs) bool
 	serve func(ctx context.Context, f *engine.Funcs, input json.RawMessage) (json.RawMessage, error)
-	stub  func(ctx workflow.Context, f *engine.Funcs, timeout time.Duration)
+	stub  func(ctx workflow.Context, f *engine.Funcs, timeout time.Duration, calls sessionCalls)
 }
 
 // hookOf makes the mwHook of a hook of payloads I and O, reached through
@@ -60,7 +63,7 @@ func hookOf[I, O any](name string, get func(*engine.Funcs) func(context.Context,
 			}
 			return json.Marshal(out)
 		},
-		stub: func(ctx workflow.Context, f *engine.Funcs, timeout time.Duration) {
+		stub: func(ctx workflow.Context, f *engine.Funcs, timeout time.Duration, calls sessionCalls) {
 			id := f.ID
 			set(f, func(gctx context.Context, in I) (O, error) {
 				var out O
@@ -69,7 +72,8 @@ func hookOf[I, O any](name string, get func(*engine.Funcs) func(context.Context,
 					return out, err
 				}
 				var raw json.RawMessage
-				if err := call(gctx, ctx, timeout, middlewareActivity, &raw, MiddlewareCall{ID: id, Hook: name, Input: input}); err != nil {
+				c := MiddlewareCall{ID: id, Hook: name, Input: input, Session: calls.of(gctx, id)}
+				if err := call(gctx, ctx, timeout, middlewareActivity, &raw, c); err != nil {
 					return out, err
 				}
 				return out, json.Unmarshal(raw, &out)
@@ -145,17 +149,19 @@ func middlewareSpecs(e *engine.Engine) []MiddlewareSpec {
 
 // stubMiddleware is s as the workflow's engine runs it: each hook an
 // activity of that timeout, called on the run's goroutine (Bounded: the
-// activity has its deadline).
-func stubMiddleware(ctx workflow.Context, s MiddlewareSpec, timeout time.Duration) *engine.Funcs {
+// activity has its deadline), for its session, numbered in calls.
+func stubMiddleware(ctx workflow.Context, s MiddlewareSpec, timeout time.Duration, calls sessionCalls) *engine.Funcs {
 	f := &engine.Funcs{ID: s.ID, History: s.History, Bounded: true}
 	for _, name := range s.Hooks {
-		mwHooks[name].stub(ctx, f, timeout)
+		mwHooks[name].stub(ctx, f, timeout, calls)
 	}
 	return f
 }
 
-// Middleware runs one middleware hook of the worker's engine.
+// Middleware runs one middleware hook of the worker's engine, as a call
+// of c's session.
 func (a *Activities) Middleware(ctx context.Context, c MiddlewareCall) (json.RawMessage, error) {
+	ctx = c.Session.context(ctx)
 	h, ok := mwHooks[c.Hook]
 	for _, m := range a.rt.Engine.Middleware() {
 		if m.Funcs.ID == c.ID && ok && h.has(m.Funcs) {

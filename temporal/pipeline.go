@@ -232,7 +232,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 // its gates for human gates, and the durable rule; calls counts its model
 // calls.
 func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, onEvent func(pipeline.Event)) *pipeline.Runner {
-	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, nil), Options: in.Options.engine()}
+	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, sessionCalls{}, nil), Options: in.Options.engine()}
 	handlers := pipeline.DefaultHandlerRegistry()
 	for _, typ := range setup.StageHandlers {
 		handlers.Register(stageStub{ctx: ctx, typ: typ, timeout: setup.Timeouts.Stages[typ]})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -42,7 +43,10 @@ type SessionState struct {
 	Quarantines []engine.Quarantine
 	Turns       int
 	ModelCalls  int // the model calls of its turns (ChatRequest.Call)
-	Limits      SessionLimits
+	// MiddlewareCalls are the calls of its turns of each middleware, by
+	// name (CallSession.Calls).
+	MiddlewareCalls map[string]int `json:",omitempty"`
+	Limits          SessionLimits
 }
 
 // SessionLimits bound one run of a session's workflow: after MaxTurns
@@ -130,7 +134,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 	if err != nil {
 		return in, err
 	}
-	s, err := newTurns(ctx, in.SessionID, in.History, in.Turns, in.ModelCalls)
+	s, err := newTurns(ctx, in.SessionID, in.History, in.Turns, in.ModelCalls, in.MiddlewareCalls)
 	if err != nil {
 		return in, err
 	}
@@ -145,7 +149,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 	}
 	state := func() SessionState {
 		return SessionState{SessionID: in.SessionID, History: s.session.History(), Quarantines: s.engine.Quarantines(),
-			Turns: s.session.Turns(), ModelCalls: s.calls, Limits: in.Limits}
+			Turns: s.session.Turns(), ModelCalls: s.calls, MiddlewareCalls: maps.Clone(s.mwCalls[in.SessionID]), Limits: in.Limits}
 	}
 	if err := workflow.SetQueryHandler(ctx, QuerySession, func() (SessionState, error) { return state(), nil }); err != nil {
 		return in, err

@@ -78,6 +78,9 @@ type ChatRequest struct {
 type ToolCall struct {
 	Tool   string
 	Params map[string]any
+	// Session is the session the call is made for, which the worker serves
+	// it as.
+	Session CallSession
 }
 
 // ToolResult is a tool's answer: its output and images, or its error's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -26,7 +27,7 @@ var acts *Activities
 // TurnWorkflow runs one turn of a session: morph's engine, in workflow
 // code, with every model call, tool call and engine hook an activity.
 func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
-	s, err := newTurns(ctx, in.SessionID, in.History, 0, 0)
+	s, err := newTurns(ctx, in.SessionID, in.History, 0, 0, nil)
 	if err != nil {
 		return TurnResult{}, err
 	}
@@ -44,18 +45,20 @@ type turns struct {
 	session  *engine.Session
 	progress []Progress // the steps of the turn running, or of the last
 	calls    int        // the session's model calls so far (ChatRequest.Call)
+	mwCalls  sessionCalls
 }
 
 // newTurns builds the workflow's engine and resumes the session id on it,
-// with the history, the number of turns it had and of model calls it made.
-func newTurns(ctx workflow.Context, id string, history []llm.Message, done, calls int) (*turns, error) {
+// with the history, the number of turns it had and of model calls it made,
+// and its middleware calls by middleware (SessionState.MiddlewareCalls).
+func newTurns(ctx workflow.Context, id string, history []llm.Message, done, calls int, mwCalls map[string]int) (*turns, error) {
 	setup, err := workerSetup(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ctx = withHeartbeat(ctx, setup)
-	t := &turns{calls: calls}
-	t.engine = newWorkflowEngine(ctx, setup, &t.calls, func(ev engine.Event) {
+	t := &turns{calls: calls, mwCalls: sessionCalls{id: maps.Clone(mwCalls)}}
+	t.engine = newWorkflowEngine(ctx, setup, &t.calls, t.mwCalls, func(ev engine.Event) {
 		if ev.Kind == engine.EventStep {
 			t.progress = append(t.progress, Progress{Step: ev.Step, Action: ev.Action, Usage: ev.Usage})
 		}
@@ -95,11 +98,11 @@ func workerSetup(ctx workflow.Context) (Setup, error) {
 // newWorkflowEngine is an engine whose model, tools and hooks are
 // activities of ctx (or of the workflow context a call's Go context
 // carries, see scope), deciding by the workflow's clock; calls counts its
-// model calls.
-func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, onEvent func(engine.Event)) *engine.Engine {
+// model calls, mwCalls its middleware calls by session.
+func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessionCalls, onEvent func(engine.Event)) *engine.Engine {
 	reg := engine.NewRegistry()
 	for _, spec := range s.Tools {
-		reg.Register(&toolStub{ctx: ctx, spec: spec, timeout: s.Timeouts.Tools[spec.Name]})
+		reg.Register(&toolStub{ctx: ctx, spec: spec, timeout: s.Timeouts.Tools[spec.Name], calls: mwCalls})
 	}
 	opts := []engine.Option{
 		engine.WithClock(func() time.Time { return workflow.Now(ctx) }),
@@ -117,9 +120,9 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, onEvent func(e
 		opts = append(opts, engine.WithRules(s.Rules...))
 	}
 	for _, m := range s.Middleware {
-		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m, s.Timeouts.Middleware[m.ID]), m.Config))
+		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m, s.Timeouts.Middleware[m.ID], mwCalls), m.Config))
 	}
-	h := hookStub{ctx, s.Timeouts.Hooks}
+	h := hookStub{ctx, s.Timeouts.Hooks, mwCalls}
 	for _, name := range s.Hooks {
 		switch name {
 		case abi.HookBuildPrompt:
@@ -253,11 +256,13 @@ func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error
 	return res, err
 }
 
-// toolStub is a worker's tool: the CallTool activity.
+// toolStub is a worker's tool: the CallTool activity, for the call's
+// session.
 type toolStub struct {
 	ctx     workflow.Context
 	spec    abi.ToolSpec
 	timeout time.Duration
+	calls   sessionCalls
 }
 
 func (t *toolStub) Name() string            { return t.spec.Name }
@@ -271,7 +276,7 @@ func (t *toolStub) Execute(ctx context.Context, params map[string]any) (string, 
 
 func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (string, []abi.Image, error) {
 	var res ToolResult
-	if err := call(gctx, t.ctx, t.timeout, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params}); err != nil {
+	if err := call(gctx, t.ctx, t.timeout, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params, Session: t.calls.of(gctx, "")}); err != nil {
 		return "", nil, err
 	}
 	if res.Error != "" {
@@ -281,27 +286,28 @@ func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (s
 }
 
 // hookStub is the workers' engine hooks: an activity each, with its
-// timeout by the hook's abi name.
+// timeout by the hook's abi name, for the call's session.
 type hookStub struct {
 	ctx      workflow.Context
 	timeouts map[string]time.Duration
+	calls    sessionCalls
 }
 
 func (h hookStub) BuildPrompt(gctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
 	var out abi.PromptOutput
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in)
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in, h.calls.of(gctx, ""))
 }
 
 func (h hookStub) BuildParams(gctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
 	var out abi.ParamsOutput
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in)
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in, h.calls.of(gctx, ""))
 }
 
 func (h hookStub) OnToolSuccess(gctx context.Context, in abi.ToolSuccessInput) error {
-	return call(gctx, h.ctx, h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in)
+	return call(gctx, h.ctx, h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in, h.calls.of(gctx, ""))
 }
 
 func (h hookStub) FallbackFinal(gctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
 	var out *abi.Final
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in)
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in, h.calls.of(gctx, ""))
 }
