@@ -95,12 +95,13 @@ func (a *Activities) Chat(ctx context.Context, req ChatRequest) (llm.Result, err
 }
 
 // CallTool runs one tool, as the engine would after its middleware, as a
-// call of call's session; the tool's failure is in the result. A tool of the embedding host's that
-// panics fails too, as it would locally, and its panic is logged
-// (escaped), by the rule of every activity's panic (recovered): while the
-// attempt lives, the panic is the call's answer (Temporal would otherwise
-// run the activity again, and the tool with it, repeating what it did
-// before panicking); once it has ended, the attempt was lost.
+// call of call's session; the tool's failure is in the result. A tool of
+// the embedding host's that panics fails too, as it would locally, and its
+// panic is logged (escaped), by the rule of every activity's panic
+// (recovered): while the attempt lives, the panic is the call's answer
+// (Temporal would otherwise run the activity again, and the tool with it,
+// repeating what it did before panicking); once it has ended, the attempt
+// was lost.
 func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResult, err error) {
 	ctx = call.Session.context(ctx)
 	tool, ok := a.rt.Engine.Registry().Get(call.Tool)
