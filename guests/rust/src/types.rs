@@ -293,6 +293,12 @@ pub struct ToolCallInput {
     /// Its params, validated against its schema by the host.
     #[serde(deserialize_with = "nullable")]
     pub params: Object,
+    /// The call's ID, the same on every attempt a host makes of this call
+    /// (a durable worker that died mid-call, SPEC.md): a tool whose effect
+    /// must happen once records the IDs it served, atomically, and answers
+    /// a repeated one as before. Empty from a host that sends none.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub call_id: String,
 }
 
 /// The output of `morph_call_tool`.
@@ -715,4 +721,30 @@ pub struct HttpResponse {
     /// The whole body as text; never truncated (a body over the host's limit
     /// is an error instead).
     pub body: String,
+}
+
+/// The input of `morph_instance_replaced`, an optional export of a plugin in
+/// session isolation: the instance this call runs on is fresh, and the
+/// session it now serves had state on an earlier instance that is gone
+/// (SPEC.md). The output is empty.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InstanceReplaced {
+    /// The session's ID.
+    pub session_id: String,
+    /// Why its earlier instance is gone: one of [`replaced_reason`].
+    pub reason: String,
+}
+
+/// The values of [`InstanceReplaced::reason`].
+pub mod replaced_reason {
+    /// The session made no call for the plugin's `session_idle`; its
+    /// instance was released, then it called again.
+    pub const IDLE_EXPIRED: &str = "idle_expired";
+    /// The session's instance was discarded after a trap, a timeout or bad
+    /// output.
+    pub const DISCARDED: &str = "discarded";
+    /// The session's earlier calls were served by another process (another
+    /// Temporal worker, or this worker before it restarted).
+    pub const MOVED: &str = "moved";
 }

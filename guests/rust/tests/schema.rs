@@ -48,6 +48,7 @@ fn roundtrip(file: &str, v: &Value) -> Result<Value, String> {
         "fallback_input.json" => FallbackInput,
         "http_request.json" => HttpRequest,
         "http_response.json" => HttpResponse,
+        "instance_replaced.json" => InstanceReplaced,
         "final.json" => Final,
         "manifest.json" => Manifest,
         "message.json" => Message,
@@ -171,7 +172,11 @@ fn full_samples() -> Vec<(&'static str, Value)> {
                 requires: Some(vec!["guard".into()]),
             }),
         ),
-        ("tool_call_input.json", v(ToolCallInput { tool: "w".into(), params: params.clone() })),
+        ("tool_call_input.json", v(ToolCallInput { tool: "w".into(), params: params.clone(), call_id: "s/n/1/1/1".into() })),
+        (
+            "instance_replaced.json",
+            v(InstanceReplaced { session_id: "s".into(), reason: replaced_reason::MOVED.into() }),
+        ),
         (
             "tool_call_output.json",
             v(ToolCallOutput {
@@ -318,6 +323,7 @@ fn zero_samples() -> Vec<(&'static str, Value)> {
         ("fallback_input.json", z::<FallbackInput>()),
         ("manifest.json", z::<Manifest>()),
         ("tool_call_input.json", z::<ToolCallInput>()),
+        ("instance_replaced.json", z::<InstanceReplaced>()),
         ("tool_call_output.json", z::<ToolCallOutput>()),
         ("message.json", z::<Message>()),
         ("turn_start.json", z::<TurnStart>()),
