@@ -68,6 +68,15 @@ func dispatch(export string, input []byte) ([]byte, error) {
 			reg.onDestroy()
 		}
 		return nil, nil // empty output, registered or not: the host closes either way
+	case abi.ExportInstanceReplaced:
+		var in abi.InstanceReplaced
+		if err := json.Unmarshal(input, &in); err != nil {
+			return nil, fmt.Errorf("%s: %w", export, err)
+		}
+		if reg.onReplaced != nil {
+			reg.onReplaced(in)
+		}
+		return nil, nil
 	}
 	return nil, fmt.Errorf("%s: not an export of ABI v1 this plugin serves", export)
 }

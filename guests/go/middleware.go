@@ -68,6 +68,24 @@ func OnDestroy(fn func()) {
 	}
 }
 
+// OnInstanceReplaced registers fn to run, through morph_instance_replaced,
+// on a fresh instance of a plugin in session isolation before it serves a
+// session whose earlier instance is gone (its session_idle passed, it was
+// discarded after a fault, or it was served by another process): what the
+// instance kept of the session is not here, and fn is the chance to say
+// so or start over. It is no hook of the manifest. A panic in fn is
+// reported to the host, which logs it.
+func OnInstanceReplaced(fn func(abi.InstanceReplaced)) {
+	switch {
+	case fn == nil:
+		reg.fail("pdk.OnInstanceReplaced: nil function")
+	case reg.onReplaced != nil:
+		reg.fail("pdk.OnInstanceReplaced: registered twice")
+	default:
+		reg.onReplaced = fn
+	}
+}
+
 // WantHistory asks the host for the session history in the middleware
 // payloads (the manifest's history). Without it they carry none, so the
 // plugin's cost does not grow with the conversation.

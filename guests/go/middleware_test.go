@@ -173,6 +173,30 @@ func TestDestroy(t *testing.T) {
 	}
 }
 
+func TestInstanceReplaced(t *testing.T) {
+	x := fresh(t)
+	Plugin("r", "")
+	// Not registered: empty output, no error.
+	if out, isErr := run(t, x, abi.ExportInstanceReplaced, `{"session_id":"s0","reason":"discarded"}`); isErr || out != "" {
+		t.Fatalf("instance_replaced without OnInstanceReplaced = %q, %v", out, isErr)
+	}
+	var got []abi.InstanceReplaced
+	OnInstanceReplaced(func(in abi.InstanceReplaced) { got = append(got, in) })
+	if out, isErr := run(t, x, abi.ExportInstanceReplaced, `{"session_id":"s1","reason":"moved"}`); isErr || out != "" {
+		t.Fatalf("instance_replaced = %q, %v", out, isErr)
+	}
+	if len(got) != 1 || got[0] != (abi.InstanceReplaced{SessionID: "s1", Reason: abi.ReplacedMoved}) {
+		t.Fatalf("told %+v", got)
+	}
+	if out, isErr := run(t, x, abi.ExportInstanceReplaced, `{"session_id":`); !isErr || !strings.Contains(out, "morph_instance_replaced") {
+		t.Fatalf("bad input = %q, %v", out, isErr)
+	}
+	// No hook: the manifest does not list it.
+	if out, _ := run(t, x, abi.ExportDescribe, ""); !strings.Contains(out, `"hooks":[]`) {
+		t.Fatalf("manifest %s", out)
+	}
+}
+
 func TestMiddlewareRegistrationMistakes(t *testing.T) {
 	cases := map[string]struct {
 		register func()
@@ -183,6 +207,7 @@ func TestMiddlewareRegistrationMistakes(t *testing.T) {
 		"duplicate":     {func() { registerMiddleware(new([]string)); OnFinal(func(abi.TurnFinal) error { return nil }) }, "hook on_final registered twice"},
 		"nil destroy":   {func() { Plugin("p", ""); OnDestroy(nil) }, "pdk.OnDestroy: nil function"},
 		"destroy twice": {func() { Plugin("p", ""); OnDestroy(func() {}); OnDestroy(func() {}) }, "pdk.OnDestroy: registered twice"},
+		"nil replaced":  {func() { Plugin("p", ""); OnInstanceReplaced(nil) }, "pdk.OnInstanceReplaced: nil function"},
 		"nil after_run": {func() { Plugin("p", ""); AfterRun(nil) }, "hook after_run registered with a nil function"},
 		"dup before_run": {func() {
 			registerMiddleware(new([]string))

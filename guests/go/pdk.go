@@ -94,10 +94,11 @@ const DefaultSchema = `{"type":"object"}`
 type registry struct {
 	name, version string
 
-	handlers  map[string]handler // registered hooks, by hook name (abi.Hook*)
-	onDestroy func()             // run by morph_destroy
-	history   bool               // WantHistory: the manifest's history
-	requires  []string           // Requires: the manifest's requires
+	handlers   map[string]handler         // registered hooks, by hook name (abi.Hook*)
+	onDestroy  func()                     // run by morph_destroy
+	onReplaced func(abi.InstanceReplaced) // run by morph_instance_replaced
+	history    bool                       // WantHistory: the manifest's history
+	requires   []string                   // Requires: the manifest's requires
 
 	tools   []abi.ToolSpec
 	toolFns map[string]func(map[string]any) (string, error)

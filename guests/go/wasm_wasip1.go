@@ -86,6 +86,11 @@ func morphHandleStage(ptr, size uint32) uint64 { return mem.call(abi.ExportHandl
 //go:wasmexport morph_destroy
 func morphDestroy(ptr, size uint32) uint64 { return mem.call(abi.ExportDestroy, ptr, size) }
 
+//go:wasmexport morph_instance_replaced
+func morphInstanceReplaced(ptr, size uint32) uint64 {
+	return mem.call(abi.ExportInstanceReplaced, ptr, size)
+}
+
 // The host functions of morph:host/v1.
 
 //go:wasmimport morph:host/v1 log
