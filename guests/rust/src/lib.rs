@@ -100,6 +100,11 @@
 //! - `requires: ["other-plugin"]`: plugins whose middleware runs first;
 //! - `destroy: f` with `fn f()`: exports `morph_destroy`, called once per
 //!   idle instance when the host closes the plugin.
+//! - `instance_replaced: f` with `fn f(types::InstanceReplaced)` (feature
+//!   `serde`): exports `morph_instance_replaced`, called on a fresh instance
+//!   of a plugin in session isolation before it serves a session whose
+//!   earlier instance is gone (SPEC.md 10.6): what it kept of the session is
+//!   not there.
 //!
 //! Registration mistakes (no name, a tool twice, a schema that is not a
 //! JSON object) make `morph_describe` fail with a message naming them, so the
@@ -287,6 +292,15 @@ macro_rules! __plugin {
         }
         $crate::__plugin!(@munch [$($meta)*] [$($tools)*] ; $($rest)*);
     };
+    (@munch [$($meta:tt)*] [$($tools:tt)*] ; instance_replaced : $f:expr , $($rest:tt)*) => {
+        #[no_mangle]
+        pub extern "C" fn morph_instance_replaced(ptr: u32, len: u32) -> u64 {
+            $crate::exchange::export("morph_instance_replaced", ptr, len, |input| {
+                $crate::registry::instance_replaced(input, $f)
+            })
+        }
+        $crate::__plugin!(@munch [$($meta)*] [$($tools)*] ; $($rest)*);
+    };
     (@munch [$($meta:tt)*] [$($tools:tt)*] ; $hook:ident : raw $f:expr , $($rest:tt)*) => {
         $crate::__hook_export!($hook, raw, $f);
         $crate::__plugin!(@munch [$($meta)* (hook $hook)] [$($tools)*] ; $($rest)*);
@@ -298,7 +312,7 @@ macro_rules! __plugin {
     (@munch [$($meta:tt)*] [$($tools:tt)*] ; $($bad:tt)*) => {
         ::std::compile_error!(::std::concat!(
             "morph_pdk::plugin!: expected `key: value,` (keys: name, version, capabilities, history, requires, ",
-            "tools, destroy, and the hooks), at: ", ::std::stringify!($($bad)*)
+            "tools, destroy, instance_replaced, and the hooks), at: ", ::std::stringify!($($bad)*)
         ));
     };
 

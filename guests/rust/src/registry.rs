@@ -248,6 +248,14 @@ pub fn destroy<F: FnOnce()>(f: F) -> RawResult {
     Ok(Vec::new())
 }
 
+/// Runs the `instance_replaced` function of `morph_instance_replaced` on
+/// its decoded input; its output is empty.
+#[cfg(feature = "serde")]
+pub fn instance_replaced<F: FnOnce(crate::types::InstanceReplaced)>(input: &[u8], f: F) -> RawResult {
+    f(crate::typed::decode("morph_instance_replaced", input)?);
+    Ok(Vec::new())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,14 @@ fn on_destroy() {
     DESTROYED.with(|d| d.set(d.get() + 1));
 }
 
+thread_local! {
+    static REPLACED: std::cell::RefCell<Vec<InstanceReplaced>> = std::cell::RefCell::new(Vec::new());
+}
+
+fn on_replaced(r: InstanceReplaced) {
+    REPLACED.with(|v| v.borrow_mut().push(r));
+}
+
 morph_pdk::plugin! {
     name: "typed",
     version: "1.2.3",
@@ -143,6 +151,7 @@ morph_pdk::plugin! {
         { name: "echo", description: "Echoes its params.", schema: r#"{"type":"object"}"#, run: raw raw_echo },
     ],
     destroy: on_destroy,
+    instance_replaced: on_replaced,
 }
 
 fn json_call(export: testing::Export, input: Value) -> Result<Value, String> {
@@ -303,6 +312,17 @@ fn no_buffer_outlives_its_call() {
     // An input the host did not get from morph_alloc.
     let (ptr, len, is_err) = morph_pdk::exchange::unpack(morph_build_prompt(4096, 10));
     assert!(is_err && ptr != 0 && len > 0);
+}
+
+#[test]
+fn instance_replaced() {
+    assert_eq!(call(morph_instance_replaced, br#"{"session_id":"s1","reason":"moved"}"#).unwrap(), b"");
+    let got = REPLACED.with(|v| v.borrow().clone());
+    assert_eq!(got, vec![InstanceReplaced { session_id: "s1".into(), reason: replaced_reason::MOVED.into() }]);
+    assert!(call(morph_instance_replaced, br#"{"session_id":"#).is_err());
+    // No hook: the manifest does not list it.
+    let manifest = String::from_utf8(call(morph_describe, b"").unwrap()).unwrap();
+    assert!(!manifest.contains("instance_replaced"), "{manifest}");
 }
 
 #[test]
