@@ -172,7 +172,10 @@ fn full_samples() -> Vec<(&'static str, Value)> {
                 requires: Some(vec!["guard".into()]),
             }),
         ),
-        ("tool_call_input.json", v(ToolCallInput { tool: "w".into(), params: params.clone(), call_id: "s/n/1/1/1".into() })),
+        (
+            "tool_call_input.json",
+            v(ToolCallInput { tool: "w".into(), params: params.clone(), call_id: "s/n/1/1/1".into() }),
+        ),
         (
             "instance_replaced.json",
             v(InstanceReplaced { session_id: "s".into(), reason: replaced_reason::MOVED.into() }),
