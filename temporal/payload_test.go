@@ -105,16 +105,7 @@ func TestSessionPayloadsInStore(t *testing.T) {
 	path := appendConfig(t, writeConfig(t,
 		`{"type":"final","final":{"thought":"done","output":1}}`, `{"type":"final","final":{"thought":"done","output":2}}`),
 		fmt.Sprintf("\n[temporal]\npayload_dir = %q\npayload_threshold_kb = 4\n", dir))
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewClientFromExisting(dev(t), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	queue := startWorker(t, c, cfg)
+	c, queue := storeWorker(t, path)
 	id := "payloads-" + t.Name()
 	task := strings.Repeat("a long task ", 2<<10) // 24 KiB
 	for range 2 {
@@ -147,16 +138,7 @@ func TestLargeTaskHistoryIsSmall(t *testing.T) {
 	dir := t.TempDir()
 	path := appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"done","output":1}}`),
 		fmt.Sprintf("\n[temporal]\npayload_dir = %q\n", dir))
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewClientFromExisting(dev(t), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	queue := startWorker(t, c, cfg)
+	c, queue := storeWorker(t, path)
 	task := strings.Repeat("a large task ", 120<<10/13)
 	id := "large-" + t.Name()
 	if res := sessionTurn(t, c, queue, id, SessionLimits{}, task); res.Final == nil {
@@ -188,4 +170,22 @@ func TestLargeTaskHistoryIsSmall(t *testing.T) {
 			t.Errorf("the %s's history is %d bytes of JSON, its largest event %s %d bytes; want under 16 KiB", name, size, largestType, largest)
 		}
 	}
+}
+
+// storeWorker loads the config at path, whose payload_dir the client's and
+// the worker's data converters share, and returns a client with that
+// converter (closed at the test's end) and the queue of a worker started on
+// the config.
+func storeWorker(t *testing.T, path string) (client.Client, string) {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewClientFromExisting(dev(t), client.Options{DataConverter: DataConverter(cfg.Temporal), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, startWorker(t, c, cfg)
 }
