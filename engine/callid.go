@@ -32,7 +32,7 @@ func WithCallID(ctx context.Context, id string) context.Context {
 // it.
 //
 // In a turn the engine runs, it is the session's ID, a nonce of the run
-// (random, or a durable executor's: WithCallIDNonce), the turn's number,
+// (random, or a durable executor's: WithNonce), the turn's number,
 // the step's and the call's within the step
 // ("<session>/<nonce>/<turn>/<step>/<call>"): the nonce keeps it unique
 // when a session's turns are numbered from 1 again (a host that resumes a
@@ -43,20 +43,25 @@ func CallID(ctx context.Context) string {
 	return id
 }
 
-// WithCallIDNonce sets where a run's call IDs get their nonce (CallID):
-// by default a random number, which a durable executor replaying a run
-// replaces with one of its own, drawn deterministically, so that the
-// replay runs as the first run did (package temporal: its tools are
-// activities, whose IDs are the activities'). nil sets nothing.
-func WithCallIDNonce(nonce func() string) Option {
+// WithNonce sets where the engine draws the unique parts of the IDs it
+// makes: the ID of a session started without one (NewSession) and a
+// run's call-ID nonce (CallID). By default they are random, which a
+// durable executor replaying a run replaces with values of its own, drawn
+// deterministically, so that the replay runs as the first run did
+// (package temporal: its sessions' calls reach plugins in session
+// isolation under the same session, and its tools are activities whose
+// IDs are the activities'). Each call must return a value not returned
+// before by the engine's source. nil sets nothing.
+func WithNonce(nonce func() string) Option {
 	if nonce == nil {
 		return nop
 	}
 	return func(e *Engine) { e.nonce = nonce }
 }
 
-// randomNonce is a run's nonce by default: 10 random characters.
-func randomNonce() string { return rand.Text()[:10] }
+// randomNonce is the engine's nonce by default: 16 random characters
+// (80 bits).
+func randomNonce() string { return rand.Text()[:16] }
 
 // callID is the ID of the call-th tool call of step in r, unless r's
 // context has one.

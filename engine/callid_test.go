@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -62,15 +63,32 @@ func TestCallID(t *testing.T) {
 	}
 }
 
-// A durable executor's nonce (WithCallIDNonce) is the call IDs', so that a
-// replay of the run gives its calls the IDs the first run did.
-func TestCallIDNonce(t *testing.T) {
+// A durable executor's nonce (WithNonce) is the call IDs', so that a
+// replay of the run gives its calls the IDs the first run did, and the ID
+// of a session started without one: a replay's plugins in session
+// isolation see the session the first run's did.
+func TestNonce(t *testing.T) {
 	tool := &idTool{}
-	e := New(script(toolCall("id", "{}"), finalReply("done")), registry(tool), WithCallIDNonce(func() string { return "run-7" }))
+	e := New(script(toolCall("id", "{}"), finalReply("done")), registry(tool), WithNonce(func() string { return "run-7" }))
 	if _, _, err := e.NewSession("s1").RunTurn(context.Background(), "go", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(tool.ids) != 1 || tool.ids[0] != "s1/run-7/1/1/1" {
 		t.Errorf("call IDs %q, want s1/run-7/1/1/1", tool.ids)
+	}
+}
+
+func TestNonceNamesSessions(t *testing.T) {
+	n := 0
+	e := New(script(finalReply("done")), registry(), WithNonce(func() string { n++; return fmt.Sprint("run-7.", n) }))
+	if a, b := e.NewSession("").ID(), e.NewSession("").ID(); a != "run-7.1" || b != "run-7.2" {
+		t.Errorf("sessions started without an ID: %q and %q, want run-7.1 and run-7.2 (the nonce's)", a, b)
+	}
+	if id := e.NewSession("mine").ID(); id != "mine" {
+		t.Errorf("a session given its ID: %q", id)
+	}
+	random := New(script(finalReply("done")), registry())
+	if a, b := random.NewSession("").ID(), random.NewSession("").ID(); a == b || len(a) != 16 {
+		t.Errorf("random session IDs %q and %q: want two different, of 16 characters", a, b)
 	}
 }

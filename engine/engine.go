@@ -52,7 +52,7 @@ type Engine struct {
 	hooks      *mw              // WithHooks; New puts it first in middleware
 	middleware []*mw            // WithMiddleware, in order
 	now        func() time.Time // the quarantine clock; tests replace it
-	nonce      func() string    // of a run's call IDs (WithCallIDNonce)
+	nonce      func() string    // of new sessions' IDs and runs' call IDs (WithNonce)
 	plugins    []Extender       // WithExtenders, loaded by Initialize
 	builtins   []Tool           // WithBuiltinTools
 	life       lifecycle

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,12 +32,11 @@ type Session struct {
 // ErrSessionClosed is returned by RunTurn on a session that Close ended.
 var ErrSessionClosed = errors.New("engine: session closed")
 
-// NewSession starts a session. An empty id gets a random one.
+// NewSession starts a session. An empty id gets a fresh one, random unless
+// the engine has a nonce source (WithNonce).
 func (e *Engine) NewSession(id string) *Session {
 	if id == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
+		id = e.nonce()
 	}
 	return &Session{e: e, id: id}
 }

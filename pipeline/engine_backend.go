@@ -131,12 +131,10 @@ func (b *EngineBackend) session(eng *engine.Engine, cfg AgentRunConfig) *engine.
 	}
 	s := b.sessions[cfg.ThreadID]
 	if s == nil {
-		id := "pipeline-" + cfg.ThreadID
-		if hist := loadThread(cfg); hist != nil {
-			s = eng.ResumeSession(id, hist)
-		} else {
-			s = eng.NewSession(id)
-		}
+		// a fresh ID, not one of the thread's name: the runs of one engine
+		// (the pipeline workflows of a Temporal worker, an embedder's runs)
+		// have threads of the same names, whose sessions must be apart
+		s = eng.ResumeSession("", loadThread(cfg))
 		b.sessions[cfg.ThreadID] = s
 	}
 	return s

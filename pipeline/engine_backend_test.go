@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/builtin"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/llm"
@@ -117,8 +118,11 @@ func TestEngineBackendTools(t *testing.T) {
 }
 
 // endedSessions is a middleware that keeps the ids of the sessions it is
-// told ended.
-type endedSessions struct{ ids []string }
+// told ended, and of the sessions whose turns started, by task.
+type endedSessions struct {
+	ids     []string
+	started map[string]string
+}
 
 func (*endedSessions) Name() string { return "ended" }
 
@@ -127,29 +131,45 @@ func (m *endedSessions) OnSessionEnd(_ context.Context, id string) error {
 	return nil
 }
 
+func (m *endedSessions) OnTurnStart(_ context.Context, ev abi.TurnStart) error {
+	m.started[ev.Input] = ev.SessionID
+	return nil
+}
+
 // Close ends the threads' sessions, so that their plugins release what
-// they keep of them; the runs of other fidelities closed their own.
+// they keep of them; the runs of other fidelities closed their own. Two
+// runs on one engine (the pipeline workflows of a worker) whose threads
+// have one name have sessions apart.
 func TestEngineBackendCloseEndsThreads(t *testing.T) {
 	final := `{"type":"final","final":{"thought":"t","output":"x"}}`
-	mw := &endedSessions{}
-	b := &EngineBackend{Engine: engine.New(scripted.New(scripted.Texts(final, final, final)), engine.NewRegistry(), engine.WithMiddleware(mw))}
+	mw := &endedSessions{started: map[string]string{}}
+	eng := engine.New(scripted.New(scripted.Texts(final, final, final, final)), engine.NewRegistry(), engine.WithMiddleware(mw))
+	b, other := &EngineBackend{Engine: eng}, &EngineBackend{Engine: eng}
 	ctx := context.Background()
-	for _, cfg := range []AgentRunConfig{
-		{NodeID: "a", Prompt: "first", FidelityMode: FidelityFull, ThreadID: "th"},
-		{NodeID: "b", Prompt: "second", FidelityMode: FidelityFull, ThreadID: "th"},
-		{NodeID: "c", Prompt: "third", FidelityMode: FidelityCompact},
+	for _, run := range []struct {
+		b   *EngineBackend
+		cfg AgentRunConfig
+	}{
+		{b, AgentRunConfig{NodeID: "a", Prompt: "first", FidelityMode: FidelityFull, ThreadID: "th"}},
+		{b, AgentRunConfig{NodeID: "b", Prompt: "second", FidelityMode: FidelityFull, ThreadID: "th"}},
+		{b, AgentRunConfig{NodeID: "c", Prompt: "third", FidelityMode: FidelityCompact}},
+		{other, AgentRunConfig{NodeID: "a", Prompt: "other run", FidelityMode: FidelityFull, ThreadID: "th"}},
 	} {
-		if _, err := b.RunAgent(ctx, cfg); err != nil {
+		if _, err := run.b.RunAgent(ctx, run.cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(mw.ids) != 1 || mw.ids[0] == "pipeline-th" {
-		t.Fatalf("before Close: %v ended; want the compact run's session alone", mw.ids)
+	thread, third := mw.started["first"], mw.started["third"]
+	if mw.started["second"] != thread || mw.started["other run"] == thread {
+		t.Fatalf("sessions by turn: %v; want the thread's turns in one session, the other run's thread in another", mw.started)
+	}
+	if len(mw.ids) != 1 || mw.ids[0] != third {
+		t.Fatalf("before Close: %v ended; want the compact run's session alone (%s)", mw.ids, third)
 	}
 	if err := b.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(mw.ids) != 2 || mw.ids[1] != "pipeline-th" {
-		t.Fatalf("after Close: %v ended; want the thread's session too", mw.ids)
+	if len(mw.ids) != 2 || mw.ids[1] != thread {
+		t.Fatalf("after Close: %v ended; want the thread's session %s too, not the other run's", mw.ids, thread)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/morphhost/morph/abi"
@@ -33,6 +34,10 @@ type Activities struct {
 	client  llm.Client
 	log     *slog.Logger
 	journal *Journal
+	// tc and queue are the Temporal client and task queue of the worker
+	// (NewWorker), which Workers asks.
+	tc    client.Client
+	queue string
 	// stopPrune ends the journal's cleaning (Journal.prune).
 	stopPrune context.CancelFunc
 }
@@ -78,6 +83,10 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 	}
 	slices.Sort(s.Hooks)
 	s.Timeouts = a.timeouts(s.Hooks)
+	s.ToolPlugins, s.HookPlugins = a.plugins(s.Hooks)
+	for _, m := range e.Middleware() {
+		s.EndsSessions = s.EndsSessions || m.Funcs.SessionEnd != nil
+	}
 	s.Middleware = middlewareSpecs(e)
 	for _, h := range a.rt.StageHandlers() {
 		s.StageHandlers = append(s.StageHandlers, h.Type())

@@ -176,7 +176,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	if in.Resume != nil {
 		calls = in.Resume.ModelCalls
 	}
-	r := pipelineRunner(ctx, setup, in, exec, gates, &calls, func(ev pipeline.Event) {
+	r, backend := pipelineRunner(ctx, setup, in, exec, gates, &calls, func(ev pipeline.Event) {
 		if ev.Kind == pipeline.EventAgent {
 			if ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
 				return
@@ -205,6 +205,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	} else {
 		res, err = r.Run(gctx, g, cfg)
 	}
+	// the full-fidelity threads' sessions end with the run, on the workers
+	// too (sessionend.go); continued as new, the threads go on in new ones
+	_ = backend.Close(context.Background()) // endSessions logs what did not end
 	var ve *pipeline.ValidationError
 	if abort.err != nil {
 		return PipelineResult{Error: abort.err.Error()}, nil
@@ -230,8 +233,8 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 // pipelineRunner is the runner of a pipeline's workflow: the workers'
 // engine, tools and stage handlers as activities, the workflow's executor,
 // its gates for human gates, and the durable rule; calls counts its model
-// calls.
-func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, onEvent func(pipeline.Event)) *pipeline.Runner {
+// calls. Close the backend it returns when the run ends.
+func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, onEvent func(pipeline.Event)) (*pipeline.Runner, *pipeline.EngineBackend) {
 	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, sessionCalls{}, nil), Options: in.Options.engine()}
 	handlers := pipeline.DefaultHandlerRegistry()
 	for _, typ := range setup.StageHandlers {
@@ -244,7 +247,7 @@ func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec ex
 	jitter := rand.New(rand.NewPCG(h.Sum64(), 0))
 	return &pipeline.Runner{Handlers: handlers, Backend: &threadTurns{CodergenBackend: backend, ctx: ctx}, Tools: backend, Interviewer: gates,
 		Limits: in.Limits, OnEvent: onEvent, Logger: slog.New(slog.DiscardHandler), Clock: exec, Rand: jitter.Float64,
-		Rules: []pipeline.Rule{durableRule}}
+		Rules: []pipeline.Rule{durableRule}}, backend
 }
 
 // threadTurns has the agent runs of one full-fidelity thread take turns in

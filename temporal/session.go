@@ -43,8 +43,9 @@ type SessionState struct {
 	Quarantines []engine.Quarantine
 	Turns       int
 	ModelCalls  int // the model calls of its turns (ChatRequest.Call)
-	// MiddlewareCalls are the calls of its turns of each middleware, by
-	// name (CallSession.Calls).
+	// MiddlewareCalls are the calls of its turns of each plugin, by name
+	// (sessionCalls): of its middleware, tools and engine hooks. (The name
+	// is from when it counted middleware alone; histories keep it.)
 	MiddlewareCalls map[string]int `json:",omitempty"`
 	Limits          SessionLimits
 }

@@ -16,8 +16,8 @@ import (
 type CallSession struct {
 	ID   string // engine.Context.SessionID
 	Turn int    // engine.Context.Turn
-	// Calls are the middleware calls the session made before this one, by
-	// middleware (plugin) name, as the workflow numbers them: a worker whose
+	// Calls are the calls of plugins the session made before this one, by
+	// plugin name, as the workflow numbers them (sessionCalls): a worker whose
 	// plugin has no instance of the session though the session made calls
 	// of it tells the plugin so (host.WithSessionCalls, abi.ReplacedMoved).
 	Calls map[string]int `json:",omitempty"`
@@ -32,25 +32,28 @@ func (s CallSession) context(ctx context.Context) context.Context {
 	return host.WithSessionCalls(engine.WithSession(ctx, s.ID, s.Turn), s.Calls)
 }
 
-// sessionCalls number, in workflow code, the middleware calls of a
-// workflow's engine by session and middleware: the same on every replay,
-// and carried across a session's continues-as-new (SessionState).
+// sessionCalls number, in workflow code, the calls of plugins by a
+// workflow's engine, by session and plugin (a middleware's ID is its
+// plugin's name; a tool's and an engine hook's plugin is Setup's
+// ToolPlugins and HookPlugins): the same on every replay, and carried
+// across a session's continues-as-new (SessionState).
 type sessionCalls map[string]map[string]int
 
 // of is the session of a call on gctx, a hook's or tool's context in the
-// workflow's engine; count adds the call, a call of middleware mw, to the
-// session's numbers (after the session as the call carries it).
-func (s sessionCalls) of(gctx context.Context, mw string) CallSession {
+// workflow's engine; it counts the call, a call of plugin ("" for none of
+// a plugin's: the host's tool or hook), in the session's numbers (after
+// the session as the call carries it).
+func (s sessionCalls) of(gctx context.Context, plugin string) CallSession {
 	rc := engine.RunContext(gctx)
 	if rc == nil || rc.SessionID == "" {
 		return CallSession{}
 	}
 	cs := CallSession{ID: rc.SessionID, Turn: rc.Turn, Calls: maps.Clone(s[rc.SessionID])}
-	if mw != "" {
+	if plugin != "" {
 		if s[rc.SessionID] == nil {
 			s[rc.SessionID] = map[string]int{}
 		}
-		s[rc.SessionID][mw]++
+		s[rc.SessionID][plugin]++
 	}
 	return cs
 }

@@ -173,19 +173,18 @@ func (a *Activities) timeouts(hooks []string) Timeouts {
 		chat = c.CallBound()
 	}
 	t.Chat = bounded(chat)
-	owners := e.EngineHooks().Owners
+	tools, owners := a.plugins(hooks)
 	for _, hook := range hooks {
 		t.Hooks[hook] = bounded(plugins[owners[hook]]) // the host's: none
 	}
 	for _, m := range e.Middleware() {
 		t.Middleware[m.Funcs.ID] = bounded(m.Config.Timeout)
 	}
-	reg := e.Registry()
-	for _, name := range reg.Names() {
+	for _, name := range e.Registry().Names() {
 		var d time.Duration // the host's: none
-		if src, _ := reg.Source(name); src == engine.SourceBuiltin {
+		if src, _ := e.Registry().Source(name); src == engine.SourceBuiltin {
 			d = builtinToolBound
-		} else if plugin, ok := strings.CutPrefix(src, engine.PluginSource("")); ok {
+		} else if plugin, ok := tools[name]; ok {
 			d = plugins[plugin]
 		}
 		t.Tools[name] = bounded(d)
@@ -203,4 +202,27 @@ func bounded(d time.Duration) time.Duration {
 		return ActivityTimeout
 	}
 	return min(d+activityMargin, ActivityTimeout)
+}
+
+// plugins are the plugins that serve a's engine's tools, by tool name,
+// and the engine hooks hooks, by hook: Setup's ToolPlugins and
+// HookPlugins. The host's tools and hooks, and the built-in tools, are in
+// neither.
+func (a *Activities) plugins(hooks []string) (tools, hookPlugins map[string]string) {
+	e := a.rt.Engine
+	tools, hookPlugins = map[string]string{}, map[string]string{}
+	reg := e.Registry()
+	for _, name := range reg.Names() {
+		src, _ := reg.Source(name)
+		if plugin, ok := strings.CutPrefix(src, engine.PluginSource("")); ok {
+			tools[name] = plugin
+		}
+	}
+	owners := e.EngineHooks().Owners
+	for _, hook := range hooks {
+		if owners[hook] != "" {
+			hookPlugins[hook] = owners[hook]
+		}
+	}
+	return tools, hookPlugins
 }

@@ -57,6 +57,17 @@ type Setup struct {
 	// Timeouts are the activities' timeouts, as the worker's limits bound
 	// their calls.
 	Timeouts Timeouts
+	// ToolPlugins and HookPlugins name the plugin that serves each tool
+	// (by name) and engine hook (by abi name), as the workflow numbers a
+	// session's calls of each plugin (CallSession.Calls); the host's tools
+	// and hooks have none.
+	ToolPlugins map[string]string `json:",omitempty"`
+	HookPlugins map[string]string `json:",omitempty"`
+	// EndsSessions says the worker's engine has middleware that keeps
+	// something per session (engine.SessionEndHook: a plugin in session
+	// isolation): the workflow's engine ends its sessions on the workers
+	// (sessionEnder).
+	EndsSessions bool `json:",omitempty"`
 }
 
 // ChatRequest is llm.Request without its streaming callback, and the

@@ -24,10 +24,15 @@ import (
 // timeout), its failures are classified by attempts, its results go
 // through a's result journal (journalInterceptor, inside attempts, so that
 // the heartbeats go on while a record is written), and a workflow's next
-// step waits sticky_timeout for this worker before another takes it.
+// step waits sticky_timeout for this worker before another takes it. It
+// also serves a task queue of its own, where workflows send it the end of
+// their sessions (EndSession; see sessionend.go).
 func NewWorker(c client.Client, taskQueue string, a *Activities) worker.Worker {
 	t := a.cfg.Temporal.WithDefaults()
+	a.tc, a.queue = c, taskQueue
+	id := workerIdentity()
 	w := worker.New(c, taskQueue, worker.Options{
+		Identity:                         id,
 		StickyScheduleToStartTimeout:     t.StickyTimeout,
 		DefaultHeartbeatThrottleInterval: t.HeartbeatInterval,
 		MaxHeartbeatThrottleInterval:     t.HeartbeatInterval,
@@ -38,7 +43,10 @@ func NewWorker(c client.Client, taskQueue string, a *Activities) worker.Worker {
 	w.RegisterWorkflow(SessionWorkflow)
 	w.RegisterWorkflow(PipelineWorkflow)
 	w.RegisterActivity(a)
-	return w
+	q, _ := workerQueue(taskQueue, id)
+	own := worker.New(c, q, worker.Options{Identity: id, DisableWorkflowWorker: true})
+	own.RegisterActivityWithOptions(a.EndSession, activity.RegisterOptions{Name: "EndSession"})
+	return &queueWorker{Worker: w, own: own}
 }
 
 // attempts is what a worker does around each activity attempt: it

@@ -25,7 +25,10 @@ const QueryProgress = "progress"
 var acts *Activities
 
 // TurnWorkflow runs one turn of a session: morph's engine, in workflow
-// code, with every model call, tool call and engine hook an activity.
+// code, with every model call, tool call and engine hook an activity. A
+// turn without a session ID is a session of its own, which ends with it
+// (on the workers too: sessionend.go); one of a session whose history the
+// caller keeps leaves it open for the next.
 func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
 	s, err := newTurns(ctx, in.SessionID, in.History, 0, 0, nil)
 	if err != nil {
@@ -34,7 +37,11 @@ func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() ([]Progress, error) { return s.progress, nil }); err != nil {
 		return TurnResult{}, err
 	}
-	return s.run(in.Task, in.Options), nil
+	res := s.run(in.Task, in.Options)
+	if in.SessionID == "" {
+		_ = s.session.Close(context.Background()) // endSessions logs what did not end
+	}
+	return res, nil
 }
 
 // turns runs the turns of a session in workflow code, one at a time, on
@@ -102,16 +109,22 @@ func workerSetup(ctx workflow.Context) (Setup, error) {
 func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessionCalls, onEvent func(engine.Event)) *engine.Engine {
 	reg := engine.NewRegistry()
 	for _, spec := range s.Tools {
-		reg.Register(&toolStub{ctx: ctx, spec: spec, timeout: s.Timeouts.Tools[spec.Name], calls: mwCalls})
+		reg.Register(&toolStub{ctx: ctx, spec: spec, timeout: s.Timeouts.Tools[spec.Name], calls: mwCalls, plugin: s.ToolPlugins[spec.Name]})
 	}
+	nonces := 0
 	opts := []engine.Option{
 		engine.WithClock(func() time.Time { return workflow.Now(ctx) }),
 		engine.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), // the workers log what they do
 		engine.WithMaxObservationBytes(s.MaxObservationBytes), engine.WithMaxJSONDepth(s.MaxJSONDepth), engine.WithImages(s.Images),
 		engine.WithEventHandler(onEvent),
-		// the run's ID, not a random nonce: a replay runs as the first run
-		// (the tools' call IDs are their activities', see Journal)
-		engine.WithCallIDNonce(func() string { return workflow.GetInfo(ctx).WorkflowExecution.RunID }),
+		// the run's ID and a count, not random nonces: a replay runs as the
+		// first run, its sessions' calls reaching the workers' plugins under
+		// the same sessions (the tools' call IDs are their activities', see
+		// Journal)
+		engine.WithNonce(func() string {
+			nonces++
+			return fmt.Sprintf("%s.%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, nonces)
+		}),
 	}
 	if s.Identity != "" {
 		opts = append(opts, engine.WithIdentity(s.Identity))
@@ -122,7 +135,10 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessio
 	for _, m := range s.Middleware {
 		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m, s.Timeouts.Middleware[m.ID], mwCalls), m.Config))
 	}
-	h := hookStub{ctx, s.Timeouts.Hooks, mwCalls}
+	if s.EndsSessions {
+		opts = append(opts, sessionEnder(ctx))
+	}
+	h := hookStub{ctx, s.Timeouts.Hooks, mwCalls, s.HookPlugins}
 	for _, name := range s.Hooks {
 		switch name {
 		case abi.HookBuildPrompt:
@@ -263,6 +279,7 @@ type toolStub struct {
 	spec    abi.ToolSpec
 	timeout time.Duration
 	calls   sessionCalls
+	plugin  string // the plugin whose tool it is: none for the host's
 }
 
 func (t *toolStub) Name() string            { return t.spec.Name }
@@ -276,7 +293,7 @@ func (t *toolStub) Execute(ctx context.Context, params map[string]any) (string, 
 
 func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (string, []abi.Image, error) {
 	var res ToolResult
-	if err := call(gctx, t.ctx, t.timeout, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params, Session: t.calls.of(gctx, "")}); err != nil {
+	if err := call(gctx, t.ctx, t.timeout, acts.CallTool, &res, ToolCall{Tool: t.spec.Name, Params: params, Session: t.calls.of(gctx, t.plugin)}); err != nil {
 		return "", nil, err
 	}
 	if res.Error != "" {
@@ -291,23 +308,24 @@ type hookStub struct {
 	ctx      workflow.Context
 	timeouts map[string]time.Duration
 	calls    sessionCalls
+	plugins  map[string]string // by the hook's abi name: Setup.HookPlugins
 }
 
 func (h hookStub) BuildPrompt(gctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
 	var out abi.PromptOutput
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in, h.calls.of(gctx, ""))
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in, h.calls.of(gctx, h.plugins[abi.HookBuildPrompt]))
 }
 
 func (h hookStub) BuildParams(gctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
 	var out abi.ParamsOutput
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in, h.calls.of(gctx, ""))
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in, h.calls.of(gctx, h.plugins[abi.HookBuildParams]))
 }
 
 func (h hookStub) OnToolSuccess(gctx context.Context, in abi.ToolSuccessInput) error {
-	return call(gctx, h.ctx, h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in, h.calls.of(gctx, ""))
+	return call(gctx, h.ctx, h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in, h.calls.of(gctx, h.plugins[abi.HookOnToolSuccess]))
 }
 
 func (h hookStub) FallbackFinal(gctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
 	var out *abi.Final
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in, h.calls.of(gctx, ""))
+	return out, call(gctx, h.ctx, h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in, h.calls.of(gctx, h.plugins[abi.HookFallbackFinal]))
 }
