@@ -1,13 +1,17 @@
 package temporal
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/pipeline"
 )
 
 // counterConfig is a morph.toml of the scripted model (a final per turn,
@@ -83,27 +87,40 @@ func sessionsApartOnWorker(t *testing.T, fixture string) {
 // A session whose turns move to a worker that has no instance of it (the
 // worker that served its first turn stopped, another took its place): the
 // new worker's plugin is told its state of the session is not here
-// (morph_instance_replaced, reason moved: mw_counter's count jumps by 1000),
-// and the worker counts the session as replaced, as a local host counts a
-// session that lost its instance; the next turn goes on on that instance.
-// The workflow knows the session made calls of the middleware because it
-// numbers them, across its continues-as-new (MaxTurns 1: one a turn). When
-// the session comes back to the first worker, still running, the instance
-// there missed the turns served elsewhere: it is released, and the turn
-// runs on a fresh one, told so too.
+// (morph_instance_replaced, reason moved: mw_counter's count jumps by 1000;
+// counter, which does not export it, starts again at 1), and the worker
+// counts the session as replaced, as a local host counts a session that
+// lost its instance; the next turn goes on on that instance. The workflow
+// knows the session made calls of the plugin because it numbers them, its
+// middleware hooks (mw_counter) and its engine hooks (counter's
+// build_prompt) alike, across its continues-as-new (MaxTurns 1: one a
+// turn). When the session comes back to the first worker, still running,
+// the instance there missed the turns served elsewhere: it is released,
+// and the turn runs on a fresh one, told so too.
 func TestSessionMovedToAnotherWorker(t *testing.T) {
+	for _, c := range []struct {
+		fixture, extra string
+		told           int // what being told adds to the count
+	}{{"mw_counter", "", 1000}, {"counter", "isolation = \"session\"\n", 0}} {
+		t.Run(c.fixture, func(t *testing.T) { sessionMoves(t, c.fixture, c.extra, c.told) })
+	}
+}
+
+// sessionMoves is TestSessionMovedToAnotherWorker of a fixture.
+func sessionMoves(t *testing.T, fixture, extra string, told int) {
 	c := dev(t)
-	cfg := counterConfig(t, 4, "mw_counter", "")
-	queue := "q-" + t.Name()
+	cfg := counterConfig(t, 4, fixture, extra)
+	queue := "q-" + strings.ReplaceAll(t.Name(), "/", "-")
 	id := fmt.Sprint("moved-", time.Now().UnixNano())
 	limits := SessionLimits{MaxTurns: 1}
+	calls := func(n int) string { return fmt.Sprint("calls: ", n) }
 	first := newActivities(t, cfg)
 	w := NewWorker(c, queue, first)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if res := sessionTurn(t, c, queue, id, limits, "one"); res.SystemPrompt != "calls: 1" {
-		t.Fatalf("turn one: the middleware answered %q, want \"calls: 1\"", res.SystemPrompt)
+	if res := sessionTurn(t, c, queue, id, limits, "one"); res.SystemPrompt != calls(1) {
+		t.Fatalf("turn one: the plugin answered %q, want %q", res.SystemPrompt, calls(1))
 	}
 	w.Stop()
 	second := newActivities(t, cfg)
@@ -112,9 +129,9 @@ func TestSessionMovedToAnotherWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	for i, want := range []string{"calls: 1001", "calls: 1002"} {
+	for i, want := range []string{calls(told + 1), calls(told + 2)} {
 		if res := sessionTurn(t, c, queue, id, limits, fmt.Sprint("turn ", i+2)); res.SystemPrompt != want {
-			t.Errorf("turn %d, on the second worker: the middleware answered %q, want %q (told once that the session moved)", i+2, res.SystemPrompt, want)
+			t.Errorf("turn %d, on the second worker: the plugin answered %q, want %q (a fresh instance, told once that the session moved)", i+2, res.SystemPrompt, want)
 		}
 	}
 	if st := counterSessions(t, second); st.Replaced != 1 || st.Open != 1 {
@@ -129,10 +146,60 @@ func TestSessionMovedToAnotherWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	if res := sessionTurn(t, c, queue, id, limits, "back"); res.SystemPrompt != "calls: 1001" {
-		t.Errorf("turn 4, back on the first worker: the middleware answered %q, want \"calls: 1001\" (a fresh instance, told)", res.SystemPrompt)
+	if res := sessionTurn(t, c, queue, id, limits, "back"); res.SystemPrompt != calls(told+1) {
+		t.Errorf("turn 4, back on the first worker: the plugin answered %q, want %q (a fresh instance, told)", res.SystemPrompt, calls(told+1))
 	}
 	if st := counterSessions(t, first); st.Replaced != 1 || st.Open != 1 {
 		t.Errorf("the first worker's plugin status: %+v; want the session open and counted replaced once", st)
+	}
+}
+
+// A session that ends in a workflow (a turn without a session ID, a
+// pipeline run's full-fidelity thread) ends on the workers too: neither of
+// two workers keeps an instance of it, as a local engine's Session.Close
+// releases its instances, rather than holding them for session_idle and
+// counting them against max_sessions.
+func TestSessionEndReachesWorkers(t *testing.T) {
+	c := dev(t)
+	cfg := counterConfig(t, 5, "mw_counter", "")
+	queue := "q-" + t.Name()
+	workers := []*Activities{newActivities(t, cfg), newActivities(t, cfg)}
+	for _, a := range workers {
+		w := NewWorker(c, queue, a)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 3 {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{Task: fmt.Sprint("turn ", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res TurnResult
+		if err := run.Get(ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.SystemPrompt != "calls: 1" { // each turn its own session, on an instance of its own
+			t.Fatalf("turn %d: the middleware answered %q, want \"calls: 1\"", i, res.SystemPrompt)
+		}
+	}
+	// a pipeline whose two stages are turns of one full-fidelity thread
+	src := `digraph ends {
+	  start [shape=Mdiamond]
+	  a     [prompt="one", fidelity="full", thread_id="th"]
+	  b     [prompt="two", fidelity="full", thread_id="th"]
+	  done  [shape=Msquare]
+	  start -> a -> b -> done
+	}`
+	if got := pipelineResult(t, startPipeline(t, c, queue, src, PipelineInput{})); got.Result == nil || got.Result.State != pipeline.RunSuccess {
+		t.Fatalf("the pipeline: %+v", got)
+	}
+	for i, a := range workers {
+		if st := counterSessions(t, a); st.Open != 0 || st.Replaced != 0 {
+			t.Errorf("worker %d's plugin status after the turns and the pipeline ended: %+v; want no session open, none replaced", i, st)
+		}
 	}
 }
