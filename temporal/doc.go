@@ -53,12 +53,13 @@
 //     the worker serves it as (TestSessionIsolationOnWorker). Its
 //     instances are the worker's: a session served by another worker next
 //     runs there on a fresh instance, which is told (reason moved), warned
-//     of and counted, the workflow numbering the session's middleware calls
+//     of and counted, the workflow numbering the session's calls of each
+//     plugin, middleware, engine hooks and tools alike
 //     (SessionState.MiddlewareCalls; TestSessionMovedToAnotherWorker), as
 //     is one back on a worker that holds an older instance of it, which
-//     missed the calls served elsewhere (it is released). Not detected:
-//     earlier calls that were only tool calls or engine hooks (the
-//     workflow numbers middleware calls). A hook that traps or outruns its
+//     missed the calls served elsewhere (it is released). A session that
+//     ends in a workflow ends on every worker (sessionend.go;
+//     TestSessionEndReachesWorkers). A hook that traps or outruns its
 //     plugin's deadline fails its activity, and the workflow's engine
 //     applies the rule it applies locally: an engine hook's fallback (the
 //     default prompt, ...), a middleware's policy and quarantine.
