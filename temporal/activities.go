@@ -84,9 +84,6 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 	slices.Sort(s.Hooks)
 	s.Timeouts = a.timeouts(s.Hooks)
 	s.ToolPlugins, s.HookPlugins = a.plugins(s.Hooks)
-	for _, m := range e.Middleware() {
-		s.EndsSessions = s.EndsSessions || m.Funcs.SessionEnd != nil
-	}
 	s.Middleware = middlewareSpecs(e)
 	for _, h := range a.rt.StageHandlers() {
 		s.StageHandlers = append(s.StageHandlers, h.Type())

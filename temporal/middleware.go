@@ -21,6 +21,10 @@ type MiddlewareSpec struct {
 	History bool
 	Hooks   []string // the middleware hooks it implements (abi names)
 	Config  engine.MiddlewareConfig
+	// EndsSessions says it keeps something per session
+	// (engine.SessionEndHook: a plugin in session isolation), which the
+	// workers release when a session ends (sessionend.go).
+	EndsSessions bool `json:",omitempty"`
 }
 
 // MiddlewareCall is one call of a middleware hook: its input and output
@@ -136,7 +140,7 @@ var mwHooks = map[string]mwHook{
 func middlewareSpecs(e *engine.Engine) []MiddlewareSpec {
 	var out []MiddlewareSpec
 	for _, m := range e.Middleware() {
-		s := MiddlewareSpec{ID: m.Funcs.ID, History: m.Funcs.History, Config: m.Config}
+		s := MiddlewareSpec{ID: m.Funcs.ID, History: m.Funcs.History, Config: m.Config, EndsSessions: m.Funcs.SessionEnd != nil}
 		for _, name := range abi.HookNames(abi.Middleware) {
 			if mwHooks[name].has(m.Funcs) {
 				s.Hooks = append(s.Hooks, name)
@@ -149,11 +153,17 @@ func middlewareSpecs(e *engine.Engine) []MiddlewareSpec {
 
 // stubMiddleware is s as the workflow's engine runs it: each hook an
 // activity of that timeout, called on the run's goroutine (Bounded: the
-// activity has its deadline), for its session, numbered in calls.
-func stubMiddleware(ctx workflow.Context, s MiddlewareSpec, timeout time.Duration, calls sessionCalls) *engine.Funcs {
+// activity has its deadline), for its session, numbered in calls. With
+// endSessions, its session end is a session's end on every worker
+// (endSessions): the workflow gives it to one middleware of those that
+// keep something per session, and each worker's end reaches them all.
+func stubMiddleware(ctx workflow.Context, s MiddlewareSpec, timeout time.Duration, calls sessionCalls, ends bool) *engine.Funcs {
 	f := &engine.Funcs{ID: s.ID, History: s.History, Bounded: true}
 	for _, name := range s.Hooks {
 		mwHooks[name].stub(ctx, f, timeout, calls)
+	}
+	if ends {
+		f.SessionEnd = endSessions(ctx)
 	}
 	return f
 }

@@ -14,8 +14,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/morphhost/morph/engine"
 )
 
 // A session's end reaches every worker of its task queue. A worker's
@@ -32,9 +30,6 @@ import (
 // session_idle, and count against its plugins' max_sessions meanwhile.
 
 const (
-	// sessionEndID is the ID of the workflow engine's middleware that ends
-	// sessions on the workers (endSessions).
-	sessionEndID = "morph.temporal.session-end"
 	// sessionEndVersion marks, in a workflow's history, the code that ends
 	// sessions on the workers: a workflow that started before it replays
 	// without (workflow.GetVersion).
@@ -103,9 +98,9 @@ func (a *Activities) EndSession(ctx context.Context, id string) error {
 	return nonRetryable("end session", a.rt.Engine.ResumeSession(id, nil).Close(ctx))
 }
 
-// endSessions is the SessionEnd of the workflow engine's middleware
-// sessionEndID: it ends the session on every worker (see the top of this
-// file), in ctx's workflow, or in the one the call's Go context carries
+// endSessions is the SessionEnd of one of the workflow engine's
+// middleware (stubMiddleware): it ends the session on every worker (see
+// the top of this file), in ctx's workflow, or in the one the call's Go context carries
 // (scope). It runs in a disconnected workflow context: a session ends as
 // its stage or turn does, canceled or not. A worker that did not take or
 // finish its EndSession is logged, not failed: its instances expire.
@@ -135,13 +130,6 @@ func endSessions(ctx workflow.Context) func(context.Context, string) error {
 		}
 		return errors.Join(errs...)
 	}
-}
-
-// sessionEnder is the workflow engine's middleware that ends its sessions
-// on the workers (endSessions), for a worker whose engine keeps something
-// per session (Setup.EndsSessions).
-func sessionEnder(ctx workflow.Context) engine.Option {
-	return engine.WithMiddleware(&engine.Funcs{ID: sessionEndID, Bounded: true, SessionEnd: endSessions(ctx)})
 }
 
 // queueWorker is a worker of a task queue and of its own queue

@@ -63,11 +63,6 @@ type Setup struct {
 	// and hooks have none.
 	ToolPlugins map[string]string `json:",omitempty"`
 	HookPlugins map[string]string `json:",omitempty"`
-	// EndsSessions says the worker's engine has middleware that keeps
-	// something per session (engine.SessionEndHook: a plugin in session
-	// isolation): the workflow's engine ends its sessions on the workers
-	// (sessionEnder).
-	EndsSessions bool `json:",omitempty"`
 }
 
 // ChatRequest is llm.Request without its streaming callback, and the

@@ -132,11 +132,10 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessio
 	if len(s.Rules) > 0 {
 		opts = append(opts, engine.WithRules(s.Rules...))
 	}
+	ends := true // the first middleware that keeps something per session ends sessions on the workers
 	for _, m := range s.Middleware {
-		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m, s.Timeouts.Middleware[m.ID], mwCalls), m.Config))
-	}
-	if s.EndsSessions {
-		opts = append(opts, sessionEnder(ctx))
+		opts = append(opts, engine.WithMiddleware(stubMiddleware(ctx, m, s.Timeouts.Middleware[m.ID], mwCalls, ends && m.EndsSessions), m.Config))
+		ends = ends && !m.EndsSessions
 	}
 	h := hookStub{ctx, s.Timeouts.Hooks, mwCalls, s.HookPlugins}
 	for _, name := range s.Hooks {
