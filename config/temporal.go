@@ -22,6 +22,14 @@ type Temporal struct {
 	// TaskQueue is the queue workers poll and runs are started on (default
 	// "morph"): the workers of one queue must load the same configuration.
 	TaskQueue string `toml:"task_queue"`
+	// DialTimeout is how long `morph worker`, `morph run --temporal` and
+	// `morph pipeline run|resume --temporal` try to reach the Temporal
+	// service when they start, backing off between attempts, before they
+	// give up naming HostPort and the last error (default 30s): a worker
+	// started with, or a little before, its server waits for it rather
+	// than failing at once. An answer that refuses the connection (a bad
+	// API key) is not tried again.
+	DialTimeout time.Duration `toml:"dial_timeout"`
 
 	// SessionMaxTurns is how many turns a session's workflow (`morph run
 	// --temporal --session`) runs before it continues as new, carrying
@@ -125,6 +133,7 @@ const (
 	DefaultTemporalHostPort  = "127.0.0.1:7233"
 	DefaultTemporalNamespace = "default"
 	DefaultTemporalTaskQueue = "morph"
+	DefaultDialTimeout       = 30 * time.Second
 
 	DefaultSessionMaxTurns     = 100
 	DefaultSessionMaxHistoryKB = 4096
@@ -151,6 +160,9 @@ func (t Temporal) WithDefaults() Temporal {
 	}
 	if t.TaskQueue == "" {
 		t.TaskQueue = DefaultTemporalTaskQueue
+	}
+	if t.DialTimeout == 0 {
+		t.DialTimeout = DefaultDialTimeout
 	}
 	if t.SessionMaxTurns == 0 {
 		t.SessionMaxTurns = DefaultSessionMaxTurns
@@ -218,6 +230,7 @@ func (v *validator) temporal() {
 	v.limit(toml.Key{"temporal", "answer_max_kb"}, t.AnswerMaxKB)
 	v.limit(toml.Key{"temporal", "turn_max_kb"}, t.TurnMaxKB)
 	v.limit(toml.Key{"temporal", "lost_attempts"}, t.LostAttempts)
+	v.duration("dial_timeout", t.DialTimeout, 0)
 	v.duration("session_idle_timeout", t.SessionIdleTimeout, 0)
 	v.duration("journal_retention", t.JournalRetention, 0)
 	v.duration("heartbeat_interval", t.HeartbeatInterval, 0)

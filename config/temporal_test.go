@@ -17,7 +17,7 @@ func TestTemporalTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph",
+	if got := cfg.Temporal.WithDefaults(); got != (config.Temporal{HostPort: "127.0.0.1:7233", Namespace: "default", TaskQueue: "morph", DialTimeout: 30 * time.Second,
 		SessionMaxTurns: 100, SessionMaxHistoryKB: 4096, SessionIdleTimeout: 24 * time.Hour, PayloadThresholdKB: 64, PayloadMaxKB: 256 << 10,
 		JournalMaxKB: 64 << 10, JournalRetention: 24 * time.Hour,
 		HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 4 * time.Second, LostAttempts: 10, StickyTimeout: 2 * time.Second, AnswerMaxKB: 64, TurnMaxKB: 1024}) {
@@ -36,6 +36,8 @@ func TestTemporalTable(t *testing.T) {
 		{`host_port = "localhost"`, "temporal.host_port", `want "host:port"`},
 		{`namespace = "a b"`, "temporal.namespace", "want letters, digits"},
 		{`task_queue = "-x"`, "temporal.task_queue", "want letters, digits"},
+		{`dial_timeout = 30`, "temporal.dial_timeout", "want a duration string"},
+		{`dial_timeout = "0s"`, "temporal.dial_timeout", "must be positive"},
 		{`session_max_turns = 0`, "temporal.session_max_turns", "must be from 1"},
 		{`session_max_history_kb = -1`, "temporal.session_max_history_kb", "must be from 1"},
 		{`payload_threshold_kb = 0`, "temporal.payload_threshold_kb", "must be from 1"},
