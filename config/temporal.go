@@ -22,6 +22,14 @@ type Temporal struct {
 	// TaskQueue is the queue workers poll and runs are started on (default
 	// "morph"): the workers of one queue must load the same configuration.
 	TaskQueue string `toml:"task_queue"`
+	// DialTimeout is how long `morph worker`, `morph run --temporal` and
+	// `morph pipeline run|resume --temporal` try to reach the Temporal
+	// service when they start, backing off between attempts, before they
+	// give up naming HostPort and the last error (default 30s): a worker
+	// started with, or a little before, its server waits for it rather
+	// than failing at once. An answer that refuses the connection (a bad
+	// API key) is not tried again.
+	DialTimeout time.Duration `toml:"dial_timeout"`
 
 	// SessionMaxTurns is how many turns a session's workflow (`morph run
 	// --temporal --session`) runs before it continues as new, carrying
@@ -75,8 +83,9 @@ type Temporal struct {
 	// JournalRetention is how long a record is kept (default 24h): it is
 	// needed until Temporal has recorded its call's completion, which is
 	// at most the call's attempts' timeouts and their backoff after it is
-	// written (ten attempts of at most the workers' activity timeout, 10
-	// minutes by default: under two hours), unless no worker of the queue
+	// written (LostAttempts attempts of at most the workers' activity
+	// timeout, ten of 10 minutes by default: under two hours), unless no
+	// worker of the queue
 	// runs meanwhile; a call whose record is removed before then (an outage
 	// of every worker longer than the retention) is made again. Each
 	// worker removes older records when it starts and every hour.
@@ -92,6 +101,16 @@ type Temporal struct {
 	// run longer than HeartbeatTimeout heartbeats.
 	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
 	HeartbeatTimeout  time.Duration `toml:"heartbeat_timeout"`
+	// LostAttempts is how many attempts one activity call may have, each
+	// after the one before was lost (its worker died or stopped, its
+	// heartbeat or its timeout passed), before the call fails with no
+	// answer and ends its turn or pipeline run (default 10): more lost in
+	// a row is no longer a lost worker but a call that kills its worker,
+	// or an outage. An attempt of a call whose result is journaled only
+	// reads its record, so the attempts cost little; ten ride out a few
+	// workers killed in a row, or a starved one. The workers answer it in
+	// Setup, so the workflow's history holds the value its calls used.
+	LostAttempts int `toml:"lost_attempts"`
 	// StickyTimeout is how long a workflow's next step waits for the
 	// worker that ran its last one (which has the workflow in memory)
 	// before any worker takes it, replaying its history (default 2s, at
@@ -114,6 +133,7 @@ const (
 	DefaultTemporalHostPort  = "127.0.0.1:7233"
 	DefaultTemporalNamespace = "default"
 	DefaultTemporalTaskQueue = "morph"
+	DefaultDialTimeout       = 30 * time.Second
 
 	DefaultSessionMaxTurns     = 100
 	DefaultSessionMaxHistoryKB = 4096
@@ -124,6 +144,7 @@ const (
 	DefaultJournalRetention    = 24 * time.Hour
 	DefaultHeartbeatInterval   = 2 * time.Second
 	DefaultHeartbeatTimeout    = 4 * time.Second
+	DefaultLostAttempts        = 10
 	DefaultStickyTimeout       = 2 * time.Second
 	DefaultAnswerMaxKB         = 64
 	DefaultTurnMaxKB           = 1024
@@ -139,6 +160,9 @@ func (t Temporal) WithDefaults() Temporal {
 	}
 	if t.TaskQueue == "" {
 		t.TaskQueue = DefaultTemporalTaskQueue
+	}
+	if t.DialTimeout == 0 {
+		t.DialTimeout = DefaultDialTimeout
 	}
 	if t.SessionMaxTurns == 0 {
 		t.SessionMaxTurns = DefaultSessionMaxTurns
@@ -166,6 +190,9 @@ func (t Temporal) WithDefaults() Temporal {
 	}
 	if t.HeartbeatTimeout == 0 {
 		t.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if t.LostAttempts == 0 {
+		t.LostAttempts = DefaultLostAttempts
 	}
 	if t.StickyTimeout == 0 {
 		t.StickyTimeout = DefaultStickyTimeout
@@ -202,6 +229,8 @@ func (v *validator) temporal() {
 	v.limit(toml.Key{"temporal", "journal_max_kb"}, t.JournalMaxKB)
 	v.limit(toml.Key{"temporal", "answer_max_kb"}, t.AnswerMaxKB)
 	v.limit(toml.Key{"temporal", "turn_max_kb"}, t.TurnMaxKB)
+	v.limit(toml.Key{"temporal", "lost_attempts"}, t.LostAttempts)
+	v.duration("dial_timeout", t.DialTimeout, 0)
 	v.duration("session_idle_timeout", t.SessionIdleTimeout, 0)
 	v.duration("journal_retention", t.JournalRetention, 0)
 	v.duration("heartbeat_interval", t.HeartbeatInterval, 0)

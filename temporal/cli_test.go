@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,5 +206,101 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 	attached, _ := run(0, "resume", "--temporal", "--config", cfg, first.Workflow)
 	if j(attached) != j(local) {
 		t.Errorf("morph pipeline resume --temporal of a running workflow:\n%s\nmorph pipeline run:\n%s", j(attached), j(local))
+	}
+}
+
+// freeAddr is a port of 127.0.0.1 where nothing listens, "host:port".
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// `morph worker` and `morph run --temporal` started before their Temporal
+// service wait for it, up to [temporal] dial_timeout, rather than fail at
+// once: both start on a port where nothing listens and say they are
+// trying again; a dev server then starts on that port, and the run ends
+// with the model's answer, served by the worker.
+func TestCLIWaitsForTemporal(t *testing.T) {
+	addr := freeAddr(t)
+	replies := []string{
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`,
+	}
+	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\nhost_port = %q\ndial_timeout = \"2m\"\n", addr))
+
+	morph := bin(t, "morph")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var logs, stdout, stderr testenv.Buffer
+	worker := exec.CommandContext(ctx, morph, "worker", "--config", cfg)
+	worker.Stdout, worker.Stderr = &logs, &logs
+	run := exec.CommandContext(ctx, morph, "run", "--temporal", "--config", cfg, "what is 6*7?")
+	run.Stdout, run.Stderr = &stdout, &stderr
+	for _, cmd := range []*exec.Cmd{worker, run} {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
+	waiting := fmt.Sprintf("morph-temporal: Temporal at %s does not answer", addr)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), waiting) || !strings.Contains(stderr.String(), waiting); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not both waiting for Temporal:\nworker:\n%s\nrun:\n%s", logs.String(), stderr.String())
+		}
+	}
+
+	srv, err := startDevServer(addr)
+	needDevServer(t, err)
+	t.Cleanup(func() { srv.Stop() })
+	if err := run.Wait(); err != nil {
+		t.Fatalf("morph run --temporal: %v\n%s\nworker:\n%s", err, stderr.String(), logs.String())
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil || out["output"] != 42.0 {
+		t.Errorf("morph run --temporal wrote %s (%v), want the output 42", stdout.String(), err)
+	}
+}
+
+// With nothing at its [temporal] host_port, `morph worker`, `morph run
+// --temporal` and `morph pipeline run --temporal` each try to reach it
+// for dial_timeout (1s, not the default 30s), then fail naming the
+// address, the key and the last attempt's error.
+func TestCLIGivesUpOnTemporal(t *testing.T) {
+	addr := freeAddr(t)
+	cfg := appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`),
+		fmt.Sprintf("\n[temporal]\nhost_port = %q\ndial_timeout = \"1s\"\n", addr))
+	dot := filepath.Join(t.TempDir(), "durable.dot")
+	if err := os.WriteFile(dot, []byte(durablePipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	morph := bin(t, "morph")
+	for _, args := range [][]string{
+		{"worker", "--config", cfg},
+		{"run", "--temporal", "--config", cfg, "what is 6*7?"},
+		{"pipeline", "run", "--temporal", "--config", cfg, dot},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(morph, args...)
+		cmd.Stderr = &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		if err == nil {
+			t.Errorf("morph %v succeeded with no Temporal at %s", args, addr)
+		}
+		if took < time.Second || took > 20*time.Second {
+			t.Errorf("morph %v gave up after %s: want dial_timeout, 1s, and a little", args, took)
+		}
+		for _, want := range []string{"Temporal at " + addr + " did not answer within 1s ([temporal] dial_timeout;", "connection refused",
+			"Temporal at " + addr + " does not answer"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("morph %v: no %q in its error:\n%s", args, want, stderr.String())
+			}
+		}
 	}
 }

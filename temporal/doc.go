@@ -82,10 +82,11 @@
 // whatever the call returned after its attempt's context ended is not its
 // answer (lostAttempt: TestLostAttemptIsRetried), and a model client's own
 // deadline on a call, its attempt live, is (TestActivitiesHeartbeat).
-// retryPolicy allows ten attempts (lostAttempts); a call whose attempts
-// are all lost, or that the result journal fails, is no answer: its turn
-// or pipeline run ends with a *CallError naming the activity
-// (TestUnansweredCallEndsTheTurn).
+// retryPolicy allows the worker's [temporal] lost_attempts attempts (ten
+// by default); a call whose attempts are all lost, or that the result
+// journal fails, is no answer: its turn or pipeline run ends with a
+// *CallError naming the activity and, when its attempts were lost, how
+// many it had (TestUnansweredCallEndsTheTurn).
 //
 // A session's turn update whose task is larger than turn_max_kb is
 // rejected by its validator (nothing of it enters the history), and so is

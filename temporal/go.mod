@@ -3,6 +3,7 @@ module github.com/morphhost/morph/temporal
 go 1.26.0
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/morphhost/morph v0.0.0
 	github.com/morphhost/morph/abi v0.0.0
 	github.com/spf13/cobra v1.10.2
@@ -15,7 +16,6 @@ require (
 
 require (
 	github.com/BurntSushi/toml v1.6.0 // indirect
-	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/dylibso/observe-sdk/go v0.0.0-20240819160327-2d926c5d788a // indirect
 	github.com/extism/go-sdk v1.7.1 // indirect

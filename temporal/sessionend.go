@@ -111,7 +111,7 @@ func endSessions(ctx workflow.Context) func(context.Context, string) error {
 			return nil
 		}
 		var queues []string
-		lctx := workflow.WithActivityOptions(wctx, workflow.ActivityOptions{StartToCloseTimeout: setupTimeout, RetryPolicy: &retryPolicy})
+		lctx := withTimeout(wctx, setupTimeout)
 		if err := workflow.ExecuteActivity(lctx, acts.Workers).Get(lctx, &queues); err != nil {
 			return fmt.Errorf("session %s did not end on the workers, whose instances of it expire after session_idle: %w", id, err)
 		}

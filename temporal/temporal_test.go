@@ -37,18 +37,24 @@ func temporalCLI() (string, error) {
 // package's tests, started once.
 var devServer = sync.OnceValues(func() (*testsuite.DevServer, error) {
 	devServerUsed.Store(true)
+	return startDevServer("")
+})
+
+// startDevServer starts a Temporal dev server on hostPort (a free port of
+// 127.0.0.1 when empty), which its caller stops.
+func startDevServer(hostPort string) (*testsuite.DevServer, error) {
 	bin, err := temporalCLI()
 	if err != nil {
 		return nil, errNoCLI
 	}
 	return testsuite.StartDevServer(context.Background(), testsuite.DevServerOptions{
 		ExistingPath:  bin,
-		ClientOptions: &client.Options{Logger: quiet},
+		ClientOptions: &client.Options{HostPort: hostPort, Logger: quiet},
 		LogLevel:      "error",
 		ExtraArgs:     []string{"--dynamic-config-value", "system.enableActivityEagerExecution=true"},
 		Stdout:        io.Discard, Stderr: io.Discard,
 	})
-})
+}
 
 // quiet is the logger of the tests' Temporal clients: their workflows'
 // and workers' debug lines would drown the tests' output.
@@ -61,13 +67,21 @@ var errNoCLI = errors.New("the Temporal CLI is not built: run `make tools-tempor
 func dev(t testing.TB) client.Client {
 	t.Helper()
 	s, err := devServer()
+	needDevServer(t, err)
+	return s.Client()
+}
+
+// needDevServer ends t when err, a dev server's start's, is not nil: it
+// skips t when the Temporal CLI is not built, except under make test
+// ($MORPH_TEMPORAL) and CI, where it fails, as on any other error.
+func needDevServer(t testing.TB, err error) {
+	t.Helper()
 	switch {
 	case errors.Is(err, errNoCLI) && os.Getenv("CI") == "" && os.Getenv("MORPH_TEMPORAL") == "":
 		t.Skip(err)
 	case err != nil:
 		t.Fatalf("Temporal dev server: %v", err)
 	}
-	return s.Client()
 }
 
 // devServerUsed and buildBinUsed say whether a test started the dev

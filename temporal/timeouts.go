@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/pipeline"
@@ -58,6 +59,11 @@ type Timeouts struct {
 	Middleware map[string]time.Duration // by middleware ID
 	Tools      map[string]time.Duration // by tool name
 	Stages     map[string]time.Duration // stage handlers, by type
+	// LostAttempts is the worker's [temporal] lost_attempts: how many
+	// attempts each call may have, each after the one before was lost
+	// (retryPolicy). Zero, from a worker older than it, is
+	// config.DefaultLostAttempts, what such a worker's workflows used.
+	LostAttempts int
 }
 
 const (
@@ -76,27 +82,29 @@ const (
 	// setupTimeout is the Setup activity's: it describes the worker's
 	// engine, loaded already, in milliseconds.
 	setupTimeout = 10 * time.Second
-	// lostAttempts is how many attempts one call may have, each after the
-	// one before was lost (its worker died or stopped, its heartbeat or
-	// its timeout passed): more in a row is no longer a lost worker but a
-	// call that kills its worker, or an outage, and the call fails with a
-	// *CallError, which ends its turn. An attempt of a call whose result
-	// (or own failure) is journaled answers the record without calling, so
-	// the attempts after a loss cost a journal read; ten ride out a few
-	// workers killed in a row, or a starved one, for about half a minute
-	// of backoff in all.
-	lostAttempts = 10
 )
 
 // retryPolicy is the engine's rules on Temporal: a call's own failure is
 // its answer, which the engine handles (every activity returns it
 // non-retryable, see nonRetryable), so Temporal runs a call again only
 // when an attempt was lost (timed out, its heartbeat missed, its worker
-// stopping: lostAttempt), at most lostAttempts in all. The first retry
-// comes almost at once (the timeout has waited already), the next ones
-// at most retryBackoff apart, so that a queue without a worker for a
-// while is not given up on at once.
-var retryPolicy = temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: retryBackoff, MaximumAttempts: lostAttempts}
+// stopping: lostAttempt), at most attempts in all ([temporal]
+// lost_attempts; config.DefaultLostAttempts when attempts is not
+// positive). More lost in a row is no longer a lost worker but a call
+// that kills its worker, or an outage, and the call fails with a
+// *CallError, which ends its turn. An attempt of a call whose result (or
+// own failure) is journaled answers the record without calling, so the
+// attempts after a loss cost a journal read. The first retry comes almost
+// at once (the timeout has waited already), the next ones at most
+// retryBackoff apart, so that a queue without a worker for a while is not
+// given up on at once: the default ten ride out a few workers killed in
+// a row, or a starved one, for about half a minute of backoff in all.
+func retryPolicy(attempts int) temporal.RetryPolicy {
+	if attempts <= 0 {
+		attempts = config.DefaultLostAttempts
+	}
+	return temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: retryBackoff, MaximumAttempts: int32(attempts)}
+}
 
 // retryBackoff is the longest wait between two attempts of a call.
 const retryBackoff = 10 * time.Second
@@ -104,24 +112,30 @@ const retryBackoff = 10 * time.Second
 // withTimeout is ctx with the options of one activity call: its
 // StartToCloseTimeout d (ActivityTimeout when d is not positive: a call
 // Timeouts does not know, or a Setup answered by a worker from before
-// Timeouts), retryPolicy, and ctx's heartbeat timeout (withHeartbeat) only
-// if d is longer: a shorter call's own timeout sees its worker lost as
-// soon.
+// Timeouts), ctx's retry policy (withHeartbeat's; the default retryPolicy
+// before the worker's Setup is known, for Setup itself), and ctx's
+// heartbeat timeout only if d is longer: a shorter call's own timeout
+// sees its worker lost as soon.
 func withTimeout(ctx workflow.Context, d time.Duration) workflow.Context {
 	if d <= 0 {
 		d = ActivityTimeout
 	}
-	if workflow.GetActivityOptions(ctx).HeartbeatTimeout >= d {
+	opts := workflow.GetActivityOptions(ctx)
+	if opts.HeartbeatTimeout >= d {
 		ctx = workflow.WithHeartbeatTimeout(ctx, 0)
 	}
-	return workflow.WithRetryPolicy(workflow.WithStartToCloseTimeout(ctx, d), retryPolicy)
+	if opts.RetryPolicy == nil {
+		ctx = workflow.WithRetryPolicy(ctx, retryPolicy(0))
+	}
+	return workflow.WithStartToCloseTimeout(ctx, d)
 }
 
 // withHeartbeat is the workflow context ctx, whose activities are those of
-// a worker that answered s, with s's heartbeat timeout: every context of
-// the workflow's engine and runner derives from it.
+// a worker that answered s, with s's heartbeat timeout and retry policy
+// (its lost_attempts): every context of the workflow's engine and runner
+// derives from it.
 func withHeartbeat(ctx workflow.Context, s Setup) workflow.Context {
-	return workflow.WithHeartbeatTimeout(ctx, s.Timeouts.Heartbeat)
+	return workflow.WithRetryPolicy(workflow.WithHeartbeatTimeout(ctx, s.Timeouts.Heartbeat), retryPolicy(s.Timeouts.LostAttempts))
 }
 
 // heartbeat records heartbeats of ctx's activity every interval, from one
@@ -166,7 +180,8 @@ func (a *Activities) timeouts(hooks []string) Timeouts {
 			plugins[p.Name] = d.CallBound
 		}
 	}
-	t := Timeouts{Heartbeat: a.cfg.Temporal.WithDefaults().HeartbeatTimeout, Hooks: map[string]time.Duration{}, Middleware: map[string]time.Duration{}, Tools: map[string]time.Duration{},
+	tc := a.cfg.Temporal.WithDefaults()
+	t := Timeouts{Heartbeat: tc.HeartbeatTimeout, LostAttempts: tc.LostAttempts, Hooks: map[string]time.Duration{}, Middleware: map[string]time.Duration{}, Tools: map[string]time.Duration{},
 		Stages: map[string]time.Duration{}}
 	var chat time.Duration // the scripted client's: none
 	if c, ok := a.client.(callBounder); ok {

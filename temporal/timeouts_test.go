@@ -16,7 +16,8 @@ import (
 // the host's 100 ms); verify's stage handler by the default 2 s; calc by
 // the built-in tools' bound; the model call by the client's 2 s timeout,
 // twice, and a wait of up to 60 s between. ActivityTimeout caps them all.
-// The heartbeat timeout is the worker's heartbeat_timeout.
+// The heartbeat timeout is the worker's heartbeat_timeout, and the
+// attempts of a lost call its lost_attempts.
 func TestSetupTimeouts(t *testing.T) {
 	cfg, err := config.Load(appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`), `
 [[plugins]]
@@ -32,7 +33,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 		t.Fatal(err)
 	}
 	cfg.LLM.Provider, cfg.LLM.Model, cfg.LLM.BaseURL, cfg.LLM.APIKeyEnv = config.ProviderOpenAI, "m", "http://127.0.0.1:1/v1", ""
-	cfg.Temporal.HeartbeatTimeout = 6 * time.Second
+	cfg.Temporal.HeartbeatTimeout, cfg.Temporal.LostAttempts = 6*time.Second, 4
 	cfg.LLM.Timeout, cfg.LLM.MaxRetries = 2*time.Second, new(int)
 	*cfg.LLM.MaxRetries = 1
 	ctx := context.Background()
@@ -40,8 +41,9 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 
 	hook := 750*time.Millisecond + activityMargin
 	want := Timeouts{
-		Heartbeat: 6 * time.Second,
-		Chat:      2*2*time.Second + time.Minute + activityMargin,
+		Heartbeat:    6 * time.Second,
+		LostAttempts: 4,
+		Chat:         2*2*time.Second + time.Minute + activityMargin,
 		Hooks: map[string]time.Duration{"build_prompt": hook, "build_params": hook, "on_tool_success": hook,
 			"fallback_final": hook},
 		Middleware: map[string]time.Duration{"go-hooks": 350*time.Millisecond + activityMargin},
@@ -55,7 +57,7 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 			t.Fatal(err)
 		}
 		got := s.Timeouts
-		if got.Heartbeat != want.Heartbeat || got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
+		if got.Heartbeat != want.Heartbeat || got.LostAttempts != want.LostAttempts || got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
 			!maps.Equal(got.Tools, want.Tools) || !maps.Equal(got.Stages, want.Stages) {
 			t.Errorf("ActivityTimeout %s: timeouts\n%+v\nwant\n%+v", ActivityTimeout, got, want)
 		}

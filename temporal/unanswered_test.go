@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -17,24 +19,41 @@ import (
 // failing it) ends the turn with a *CallError naming the activity, rather
 // than reaching the model as the tool's observation, which would have it
 // call the tool again under a new call ID: the model is called once, and
-// the lost call is tried lostAttempts times, the journaled one once.
+// the lost call is tried as many times as the worker's [temporal]
+// lost_attempts allows (the default when its Setup does not say, as a
+// worker from before the key answers), the journaled one once. The error
+// states the attempts allowed and the key.
 func TestUnansweredCallEndsTheTurn(t *testing.T) {
+	lost := temporal.NewApplicationError("the activity's attempt ended before its call did", AttemptLost)
 	for _, c := range []struct {
 		name     string
 		fail     error
+		config   string // the worker's [temporal] table, whose Setup's Timeouts the workflow gets; none: a Setup without Timeouts
 		attempts int
 		journal  bool
 	}{
-		{"every attempt lost", temporal.NewApplicationError("the activity's attempt ended before its call did", AttemptLost), lostAttempts, false},
-		{"the journal fails", temporal.NewNonRetryableApplicationError("result journal: disk full", journalFailure, nil), 1, true},
+		{"every attempt lost, an old worker's Setup", lost, "", config.DefaultLostAttempts, false},
+		{"every attempt lost, lost_attempts = 3", lost, "lost_attempts = 3\n", 3, false},
+		{"the journal fails", temporal.NewNonRetryableApplicationError("result journal: disk full", journalFailure, nil), "", 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			setup := Setup{Tools: []abi.ToolSpec{{Name: "ledger", Description: "Appends.", Parameters: []byte(`{"type":"object"}`)}}}
+			if c.config != "" {
+				cfg, err := config.Load(appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`), "\n[temporal]\n"+c.config))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := newActivities(t, cfg).Setup(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				setup.Timeouts = s.Timeouts
+			}
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterWorkflow(TurnWorkflow)
 			env.RegisterActivity(&Activities{})
-			env.OnActivity(acts.Setup, mock.Anything).Return(Setup{Tools: []abi.ToolSpec{{Name: "ledger", Description: "Appends.",
-				Parameters: []byte(`{"type":"object"}`)}}}, nil)
+			env.OnActivity(acts.Setup, mock.Anything).Return(setup, nil)
 			chats, tools := 0, 0
 			env.OnActivity(acts.Chat, mock.Anything, mock.Anything).Return(func(context.Context, ChatRequest) (llm.Result, error) {
 				chats++
@@ -54,6 +73,9 @@ func TestUnansweredCallEndsTheTurn(t *testing.T) {
 			}
 			if c.journal != strings.Contains(res.Error, "result journal failed it") {
 				t.Errorf("error %q: journal failure %v", res.Error, c.journal)
+			}
+			if want := fmt.Sprintf("every attempt was lost (%d at most: [temporal] lost_attempts;", c.attempts); !c.journal && !strings.Contains(res.Error, want) {
+				t.Errorf("error %q: want %q", res.Error, want)
 			}
 			if chats != 1 || tools != c.attempts {
 				t.Errorf("%d model calls and %d tool attempts, want 1 and %d", chats, tools, c.attempts)

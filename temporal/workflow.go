@@ -169,6 +169,7 @@ func call(gctx context.Context, def workflow.Context, timeout time.Duration, act
 	ctx := withTimeout(scope(gctx, def), timeout)
 	err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, out)
 	if ce := unanswered(err); ce != nil {
+		ce.Attempts = int(workflow.GetActivityOptions(ctx).RetryPolicy.MaximumAttempts)
 		if a != nil {
 			a.abort(ce)
 		}
@@ -192,11 +193,12 @@ func call(gctx context.Context, def workflow.Context, timeout time.Duration, act
 type CallError struct {
 	Activity string // the activity's type: Chat, CallTool, Middleware, HandleStage, ...
 	Journal  bool   // the result journal failed it, rather than every attempt lost
+	Attempts int    // the attempts Temporal allowed the call (the worker's [temporal] lost_attempts)
 	Err      error  // the activity's last failure
 }
 
 func (e *CallError) Error() string {
-	why := fmt.Sprintf("every attempt was lost (%d at most, see [temporal] heartbeat_timeout and the worker's logs)", lostAttempts)
+	why := fmt.Sprintf("every attempt was lost (%d at most: [temporal] lost_attempts; see heartbeat_timeout and the worker's logs)", e.Attempts)
 	if e.Journal {
 		why = "the result journal failed it, and it is not made again (see the worker's logs and [temporal] journal_dir)"
 	}

@@ -15,6 +15,9 @@
 // the questions on standard input, one durable.Answer a line, and send
 // them to the workflow (temporal.AnswerGate), writing its refusals on
 // standard error.
+//
+// Each waits for a Temporal service that does not answer yet, up to
+// [temporal] dial_timeout (dial).
 package main
 
 import (
@@ -27,10 +30,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/converter"
@@ -59,7 +65,15 @@ func main() {
 // reaches a cluster with TLS or an API key as the temporal CLI does, and
 // the key stays out of morph.toml; [temporal] host_port and namespace, when
 // set, win over them.
-func dial(t config.Temporal, logger *slog.Logger) (client.Client, error) {
+//
+// A service that does not answer (down, starting, restarting: unreachable)
+// is tried again, backing off (dialBackoff), until [temporal] dial_timeout
+// has passed since the first attempt, so that a worker or a run started
+// with its server, or while it restarts, waits for it; a notice on
+// standard error says so once. A refusal (a bad API key) is not tried
+// again. Either error names the address and the keys to change, and the
+// last attempt's error.
+func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.Client, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, fmt.Errorf("Temporal client settings (the TEMPORAL_* environment, TEMPORAL_CONFIG_FILE): %w", err)
@@ -70,11 +84,56 @@ func dial(t config.Temporal, logger *slog.Logger) (client.Client, error) {
 	if dc := temporal.DataConverter(t); dc != nil {
 		opts.DataConverter = dc
 	}
-	c, err := client.Dial(opts)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace, or TEMPORAL_ADDRESS): %w", opts.HostPort, opts.Namespace, err)
+	timeout := t.WithDefaults().DialTimeout
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last, refused error
+	var told sync.Once
+	c, err := backoff.Retry(dctx, func() (client.Client, error) {
+		c, err := client.DialContext(dctx, opts)
+		switch {
+		case err == nil:
+		case dctx.Err() != nil: // dial_timeout's end (or ctx's) cut the attempt short: it says nothing new
+			last = cmp.Or(last, err)
+		case !unreachable(err):
+			refused = err
+			return nil, backoff.Permanent(err)
+		default:
+			last = err
+		}
+		return c, err
+	}, backoff.WithBackOff(dialBackoff()), backoff.WithMaxElapsedTime(0), // dctx bounds the attempts
+		backoff.WithNotify(func(err error, _ time.Duration) {
+			told.Do(func() {
+				fmt.Fprintf(os.Stderr, "morph-temporal: Temporal at %s does not answer (%v); trying again for up to %s ([temporal] dial_timeout)\n", opts.HostPort, err, timeout)
+			})
+		}))
+	switch {
+	case err == nil:
+		return c, nil
+	case refused != nil:
+		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace, or TEMPORAL_ADDRESS): %w", opts.HostPort, opts.Namespace, refused)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, context.Cause(ctx))
 	}
-	return c, nil
+	return nil, fmt.Errorf("Temporal at %s did not answer within %s ([temporal] dial_timeout; is it running there? else set [temporal] host_port or TEMPORAL_ADDRESS): %w",
+		opts.HostPort, timeout, last)
+}
+
+// dialBackoff is the waits between attempts to reach Temporal: a tenth of
+// a second, doubling to at most two seconds (each give or take half), so
+// that a server that comes up is found within about two seconds.
+func dialBackoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: 2 * time.Second}
+}
+
+// unreachable says whether err, a failed dial, is Temporal not answering
+// (down, starting, the network between), which a later attempt may not
+// meet, rather than its refusal (a bad API key), which it would.
+func unreachable(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.As(err, &unavailable) || errors.As(err, &deadline)
 }
 
 func workerCmd() *cobra.Command {
@@ -98,7 +157,7 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			defer a.Close(context.WithoutCancel(cmd.Context()))
-			c, err := dial(cfg.Temporal, logger)
+			c, err := dial(cmd.Context(), cfg.Temporal, logger)
 			if err != nil {
 				return err
 			}
@@ -137,7 +196,7 @@ func runCmd() *cobra.Command {
 			if maxSteps > 0 {
 				cfg.Agent.MaxSteps = maxSteps
 			}
-			c, err := dial(cfg.Temporal, logger)
+			c, err := dial(cmd.Context(), cfg.Temporal, logger)
 			if err != nil {
 				return err
 			}

@@ -66,7 +66,7 @@ func pipelineRunCmd() *cobra.Command {
 		Short: "Start a pipeline on the [temporal] task queue and report it as JSON lines; answer its gates on standard input",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, c, err := dialConfig(f.config)
+			cfg, c, err := dialConfig(cmd.Context(), f.config)
 			if err != nil {
 				return err
 			}
@@ -97,7 +97,7 @@ func pipelineResumeCmd() *cobra.Command {
 		Short: "Follow a pipeline's workflow to its end, or start a new one from the checkpoint of one that stopped (canceled, out of budget)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, c, err := dialConfig(f.config)
+			cfg, c, err := dialConfig(cmd.Context(), f.config)
 			if err != nil {
 				return err
 			}
@@ -134,12 +134,12 @@ func pipelineResumeCmd() *cobra.Command {
 }
 
 // dialConfig loads the config and connects to its [temporal] service.
-func dialConfig(path string) (*config.Config, client.Client, error) {
+func dialConfig(ctx context.Context, path string) (*config.Config, client.Client, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := dial(cfg.Temporal, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := dial(ctx, cfg.Temporal, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return cfg, c, err
 }
 
