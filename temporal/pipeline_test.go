@@ -424,6 +424,32 @@ func TestGateAnswerRefusedLeavesNoHistory(t *testing.T) {
 	}
 }
 
+// The gate_answer validator's cap is on the answer's node, choice and text
+// together, in bytes (not runes, not its JSON): an answer of exactly
+// answer_max_kb is taken, one byte more is refused with a TooLargeError
+// naming the key; a cap of 0 is answer_max_kb's default. (AnswerGate
+// checks the same before sending.)
+func TestGateAnswerCapBoundary(t *testing.T) {
+	for _, max := range []int{1 << 10, 0} {
+		g := &gates{max: max, waiting: []*gate{{q: pipeline.Question{NodeID: "gate", Choices: []pipeline.Choice{{Key: "S", To: "ship"}}}}}}
+		limit := max
+		if max == 0 {
+			limit = config.DefaultAnswerMaxKB << 10
+		}
+		n := limit - len("gate") - len("S")
+		at := AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("é", n/2) + strings.Repeat("x", n%2)} // "é" is 2 bytes
+		if w, err := g.check(at); w == nil || err != nil {
+			t.Errorf("cap %d: an answer of %d bytes: %v; want it taken", max, limit, err)
+		}
+		over := at
+		over.Text += "x"
+		var tl *TooLargeError
+		if _, err := g.check(over); !errors.As(err, &tl) || tl.Size != limit+1 || tl.Max != limit || tl.Key != "temporal.answer_max_kb" {
+			t.Errorf("cap %d: an answer of %d bytes: %v; want a TooLargeError of %d bytes, more than %d, naming temporal.answer_max_kb", max, limit+1, err, limit+1, limit)
+		}
+	}
+}
+
 // The deprecated answer signal, which workflows started before the update
 // wait on, is still taken with the same checks: one over the cap and one
 // for no gate are dropped (though Temporal keeps them in the history), and

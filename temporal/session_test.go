@@ -377,3 +377,23 @@ func TestTurnTooLargeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A turn's task may be exactly turn_max_kb bytes; one byte more is
+// refused with a TooLargeError naming the key; a cap of 0 is turn_max_kb's
+// default.
+func TestTurnTaskCapBoundary(t *testing.T) {
+	for _, max := range []int{1 << 10, 0} {
+		limit := max
+		if max == 0 {
+			limit = config.DefaultTurnMaxKB << 10
+		}
+		limits := SessionLimits{MaxTaskBytes: max}
+		if err := limits.CheckTask(strings.Repeat("x", limit)); err != nil {
+			t.Errorf("cap %d: a task of %d bytes: %v; want it taken", max, limit, err)
+		}
+		var tl *TooLargeError
+		if err := limits.CheckTask(strings.Repeat("x", limit+1)); !errors.As(err, &tl) || tl.Size != limit+1 || tl.Max != limit || tl.Key != "temporal.turn_max_kb" {
+			t.Errorf("cap %d: a task of %d bytes: %v; want a TooLargeError naming temporal.turn_max_kb", max, limit+1, err)
+		}
+	}
+}
