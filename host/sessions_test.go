@@ -250,10 +250,7 @@ func TestSessionExpiryIsLoud(t *testing.T) {
 			mu.Unlock()
 		}
 	}))
-	clock := &fakeClock{t: time.Now()}
-	p.mu.Lock()
-	p.now = clock.now
-	p.mu.Unlock()
+	clock := installClock(p)
 	a := e.NewSession("a")
 	turn(t, a)
 	clock.add(59 * time.Second)
