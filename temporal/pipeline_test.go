@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -67,11 +65,7 @@ func loadConfig(t *testing.T, extra string, replies ...string) *config.Config {
 func runLocalPipeline(t *testing.T, cfg *config.Config, src string, iv pipeline.Interviewer) *pipeline.Result {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := cfg.Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	rt := openLocal(t, cfg)
 	backend := &pipeline.EngineBackend{Engine: rt.Engine, Options: cfg.RunOptions()}
 	handlers := pipeline.DefaultHandlerRegistry()
 	for _, h := range rt.StageHandlers() {
