@@ -83,10 +83,15 @@ func WithSessionCalls(ctx context.Context, calls map[string]int) context.Context
 	return context.WithValue(ctx, sessionCallsKey{}, calls)
 }
 
-// earlierCalls is the count WithSessionCalls gave ctx for plugin.
+// earlierCalls is the count WithSessionCalls gave ctx for plugin. The
+// counts come from outside the process (a workflow's input), so they are
+// clamped: a negative one is none, and the largest is math.MaxInt-1, so
+// that one past it (session.expect) does not wrap to a negative, which
+// would make every later call of the session "moved" and release its
+// instance each time.
 func earlierCalls(ctx context.Context, plugin string) int {
 	calls, _ := ctx.Value(sessionCallsKey{}).(map[string]int)
-	return calls[plugin]
+	return min(max(calls[plugin], 0), math.MaxInt-1)
 }
 
 // sessionsFull is get's answer for a new session while MaxSessions are

@@ -98,13 +98,19 @@ func (c *fakeClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// installClock gives p a fakeClock, at the present, and returns it.
+func installClock(p *Plugin) *fakeClock {
+	clock := &fakeClock{t: time.Now()}
+	p.mu.Lock()
+	p.now = clock.now
+	p.mu.Unlock()
+	return clock
+}
+
 func TestIsolationSessionEviction(t *testing.T) {
 	t.Run("idle ttl", func(t *testing.T) {
 		p, e := counterEngine(t, Config{Isolation: IsolationSession, Limits: Limits{SessionIdle: time.Minute}})
-		clock := &fakeClock{t: time.Now()}
-		p.mu.Lock()
-		p.now = clock.now
-		p.mu.Unlock()
+		clock := installClock(p)
 		a := e.NewSession("a")
 		turn(t, a)
 		clock.add(59 * time.Second)

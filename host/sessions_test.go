@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,10 +250,7 @@ func TestSessionExpiryIsLoud(t *testing.T) {
 			mu.Unlock()
 		}
 	}))
-	clock := &fakeClock{t: time.Now()}
-	p.mu.Lock()
-	p.now = clock.now
-	p.mu.Unlock()
+	clock := installClock(p)
 	a := e.NewSession("a")
 	turn(t, a)
 	clock.add(59 * time.Second)
@@ -341,4 +339,44 @@ func TestSessionMovedIsTold(t *testing.T) {
 		t.Errorf("%d warnings of a moved session, want 2:\n%s", n, logs.String())
 	}
 	waitFor(t, "the stale instance's morph_destroy", func() bool { return strings.Count(logs.String(), destroyedLine) == 1 })
+}
+
+// The counts WithSessionCalls carries come from outside the process (a
+// Temporal workflow's input, CallSession.Calls), so they may be forged: a
+// nil map, a negative count, math.MaxInt (one past it must not overflow),
+// math.MinInt, 100,000 counts of plugins that do not exist. None panics;
+// the session they come with is told at most once that it moved (the first
+// count past what was served here), keeps its instance after, and no other
+// session loses its instance.
+func TestSessionForgedCalls(t *testing.T) {
+	p, _, _ := counterSessions(t, Limits{})
+	ctx := context.Background()
+	of := func(id string, calls map[string]int) context.Context {
+		return WithSessionCalls(engine.WithSession(ctx, id, 2), calls)
+	}
+	many := make(map[string]int, 100_000)
+	for i := range 100_000 {
+		many[fmt.Sprintf("plugin-%d", i)] = math.MaxInt - i
+	}
+	for i, c := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{of("victim", nil), "calls: 1"},
+		{of("forged", nil), "calls: 1"},
+		{of("forged", map[string]int{p.Name(): -5}), "calls: 2"},
+		{of("forged", many), "calls: 3"},
+		{of("forged", map[string]int{p.Name(): math.MaxInt}), "calls: 1001"}, // moved: the count is past the 3 served here
+		{of("forged", map[string]int{p.Name(): math.MaxInt}), "calls: 1002"}, // the same count again: not moved
+		{of("forged", map[string]int{p.Name(): math.MinInt}), "calls: 1003"},
+		{of("forged", map[string]int{p.Name(): math.MaxInt - 1}), "calls: 1004"},
+		{of("victim", map[string]int{"another-plugin": math.MaxInt}), "calls: 2"},
+	} {
+		if got, err := beforeRun(c.ctx, p); err != nil || got != c.want {
+			t.Errorf("call %d: %q, %v; want %q", i+1, got, err, c.want)
+		}
+	}
+	if st := sessionsOf(t, p); st.Replaced != 1 || st.Open != 2 {
+		t.Errorf("sessions %+v; want 2 open, 1 replaced", st)
+	}
 }

@@ -2,14 +2,11 @@ package temporal
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
 )
 
@@ -41,37 +38,25 @@ func TestHooksAndMiddlewareMatchLocalRun(t *testing.T) {
 		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"1+1"}}}`,
 		`{"type":"final","final":{"thought":"done","output":42}}`,
 	}
-	write := func() string {
-		return appendConfig(t, writeConfig(t, replies...), `
+	extra := `
 [[plugins]]
 name = "trap"
-path = "`+plugin(t, "guests/testdata/trap.wasm")+`"
+path = "` + plugin(t, "guests/testdata/trap.wasm") + `"
 
 [[plugins]]
 name = "go-hooks"
-path = "`+plugin(t, "examples/go-hooks/go-hooks.wasm")+`"
+path = "` + plugin(t, "examples/go-hooks/go-hooks.wasm") + `"
 [plugins.config]
 deny_tools = "nothing"
 
 [[plugins]]
 name = "mw-trap"
-path = "`+plugin(t, "guests/testdata/mw_trap.wasm")+`"
+path = "` + plugin(t, "guests/testdata/mw_trap.wasm") + `"
 quarantine_after = 1
-`)
-	}
+`
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg, err := config.Load(write())
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := cfg.Open(ctx, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close(ctx)
 	var localWarnings []string
-	want, wantRC, err := local.Engine.Run(ctx, "what is 6*7?", engine.RunOptions{OnEvent: func(ev engine.Event) {
+	want, wantRC, err := openLocal(t, loadConfig(t, extra, replies...)).Engine.Run(ctx, "what is 6*7?", engine.RunOptions{OnEvent: func(ev engine.Event) {
 		if ev.Kind == engine.EventWarning || ev.Kind == engine.EventQuarantine {
 			localWarnings = append(localWarnings, ev.Message)
 		}
@@ -80,11 +65,7 @@ quarantine_after = 1
 		t.Fatal(err)
 	}
 
-	cfg2, err := config.Load(write())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := runOnWorker(t, c, cfg2, "what is 6*7?")
+	got, _ := runOnWorker(t, c, loadConfig(t, extra, replies...), "what is 6*7?")
 	sameAsLocal(t, got, want, wantRC)
 	if !strings.Contains(wantRC.SystemPrompt, "House style") || !strings.Contains(wantRC.Steps[1].Observation, "[redacted]") {
 		t.Errorf("the local run did not use go-hooks: prompt\n%s\nsteps %+v", wantRC.SystemPrompt, wantRC.Steps)

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -227,6 +229,123 @@ func BenchmarkJournal(b *testing.B) {
 		}
 		if err := j.Record(c, result); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// recordPath is c's record in j's directory dir.
+func recordPath(dir string, c Call) string { return filepath.Join(dir, c.key()[:2], c.key()) }
+
+// Whoever can write the journal's directory (a shared volume) cannot make
+// a worker read a record larger than the cap: a sparse file of 4 GiB at a
+// record's path is refused (ErrJournal naming journal_max_kb and the
+// record), unread: the lookup allocates far less than the file.
+func TestJournalHugeRecord(t *testing.T) {
+	j, dir := testJournal(t, 1<<20)
+	c := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "1", Type: "Chat"}
+	os.MkdirAll(filepath.Dir(recordPath(dir, c)), 0o700)
+	f, err := os.Create(recordPath(dir, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(f.Truncate(4<<30), f.Close()); err != nil {
+		t.Skipf("no sparse file of 4 GiB here: %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, found, err := j.Lookup(c)
+	runtime.ReadMemStats(&after)
+	if found || !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), "journal_max_kb") || !strings.Contains(err.Error(), c.key()) {
+		t.Fatalf("a 4 GiB record: found %v, %v", found, err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("the lookup allocated %d bytes for a record it refused", n)
+	}
+}
+
+// Whoever can write the journal's directory cannot make a worker read
+// outside it, nor hang it: a record that is a symbolic link out of the
+// directory (to another journal's valid record, to /dev/zero), a FIFO no
+// one writes, a directory, or a record in a shard directory that is a
+// link out, is refused (ErrJournal naming the record), promptly, never
+// taken for a missing record, and the record outside is neither read nor
+// answered.
+func TestJournalHostileRecord(t *testing.T) {
+	c := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "1", Type: "CallTool"}
+	// A valid record of c, in a journal the attacker's links point to.
+	outside, outDir := testJournal(t, 1<<20)
+	if err := outside.Record(c, json.RawMessage(`{"Output":"forged"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for name, plant := range map[string]func(record string) error{
+		"a link to a record outside": func(r string) error { return os.Symlink(recordPath(outDir, c), r) },
+		"a link to /dev/zero":        func(r string) error { return os.Symlink("/dev/zero", r) },
+		"a FIFO":                     func(r string) error { return syscall.Mkfifo(r, 0o600) },
+		"a link to a FIFO outside":   func(r string) error { return errors.Join(syscall.Mkfifo(r+".fifo", 0o600), os.Symlink(r+".fifo", r)) },
+		"a directory":                func(r string) error { return os.Mkdir(r, 0o700) },
+		"a shard that links outside": func(r string) error {
+			os.Remove(filepath.Dir(r))
+			return os.Symlink(filepath.Dir(recordPath(outDir, c)), filepath.Dir(r))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j, dir := testJournal(t, 1<<20)
+			os.MkdirAll(filepath.Dir(recordPath(dir, c)), 0o700)
+			if err := plant(recordPath(dir, c)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, found, err := j.Lookup(c)
+				if found {
+					err = fmt.Errorf("found a record: %v", err)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), c.key()) || strings.Contains(err.Error(), "forged") {
+					t.Errorf("lookup: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the lookup hangs")
+			}
+		})
+	}
+}
+
+// Prune removes nothing outside the journal's directory: a shard that is a
+// link to a directory outside is not walked into (the link, old, goes; the
+// files it points to stay), nor is a record that is a link (the link goes,
+// not its target).
+func TestJournalPruneStaysInside(t *testing.T) {
+	_, dir := testJournal(t, 1<<20)
+	outside := t.TempDir()
+	victims := []string{filepath.Join(outside, "shard", "0123"), filepath.Join(outside, "file")}
+	os.Mkdir(filepath.Join(outside, "shard"), 0o700)
+	for _, v := range victims {
+		if err := os.WriteFile(v, []byte("keep"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "ab"), 0o700)
+	links := []string{filepath.Join(dir, "cd"), filepath.Join(dir, "ab", strings.Repeat("a", 64))}
+	if err := errors.Join(os.Symlink(filepath.Join(outside, "shard"), links[0]), os.Symlink(victims[1], links[1])); err != nil {
+		t.Fatal(err)
+	}
+	// Everything is older than an hour from now: a walk into the link
+	// would remove what it finds.
+	if _, err := (DirStore{Dir: dir}).Prune(time.Now().Add(time.Hour)); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	for _, v := range victims {
+		if _, err := os.Stat(v); err != nil {
+			t.Errorf("prune removed %s, outside the journal: %v", v, err)
+		}
+	}
+	for _, l := range links {
+		if _, err := os.Lstat(l); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the old link %s stays: %v", l, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"syscall"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -190,7 +191,10 @@ func (d DirStore) Get(key string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w %s: %w", ErrPayload, d, err)
 	}
 	defer root.Close()
-	f, err := root.Open(name)
+	// Whoever can write the directory (a shared volume) may put a FIFO at
+	// a blob's path, whose open would wait for a writer forever: open
+	// without waiting, and read only a regular file, no larger than max.
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w %s: blob %s is missing (does every worker and client share the directory?): %w", ErrPayload, d, key, err)
@@ -198,11 +202,21 @@ func (d DirStore) Get(key string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w %s: blob %s: %w", ErrPayload, d, key, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w %s: reading blob %s: %w", ErrPayload, d, key, err)
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file but %v, refused unread", info.Mode().Type())
 	}
-	if int64(len(data)) > max {
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: blob %s: %w", ErrPayload, d, key, err)
+	}
+	var data []byte
+	if info.Size() <= max { // else refused unread
+		// it may have grown since its Stat
+		if data, err = io.ReadAll(io.LimitReader(f, max+1)); err != nil {
+			return nil, fmt.Errorf("%w %s: reading blob %s: %w", ErrPayload, d, key, err)
+		}
+	}
+	if info.Size() > max || int64(len(data)) > max {
 		return nil, fmt.Errorf("%w %s: blob %s is larger than %d bytes, the most read", ErrPayload, d, key, max)
 	}
 	return data, nil

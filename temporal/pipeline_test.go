@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -67,11 +65,7 @@ func loadConfig(t *testing.T, extra string, replies ...string) *config.Config {
 func runLocalPipeline(t *testing.T, cfg *config.Config, src string, iv pipeline.Interviewer) *pipeline.Result {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := cfg.Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	rt := openLocal(t, cfg)
 	backend := &pipeline.EngineBackend{Engine: rt.Engine, Options: cfg.RunOptions()}
 	handlers := pipeline.DefaultHandlerRegistry()
 	for _, h := range rt.StageHandlers() {
@@ -421,6 +415,32 @@ func TestGateAnswerRefusedLeavesNoHistory(t *testing.T) {
 	}
 	if updates, signals := answerEvents(t, c, run); updates == 0 || signals != 0 {
 		t.Errorf("the history has %d update and %d signal events; want the answer's update", updates, signals)
+	}
+}
+
+// The gate_answer validator's cap is on the answer's node, choice and text
+// together, in bytes (not runes, not its JSON): an answer of exactly
+// answer_max_kb is taken, one byte more is refused with a TooLargeError
+// naming the key; a cap of 0 is answer_max_kb's default. (AnswerGate
+// checks the same before sending.)
+func TestGateAnswerCapBoundary(t *testing.T) {
+	for _, max := range []int{1 << 10, 0} {
+		g := &gates{max: max, waiting: []*gate{{q: pipeline.Question{NodeID: "gate", Choices: []pipeline.Choice{{Key: "S", To: "ship"}}}}}}
+		limit := max
+		if max == 0 {
+			limit = config.DefaultAnswerMaxKB << 10
+		}
+		n := limit - len("gate") - len("S")
+		at := AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("é", n/2) + strings.Repeat("x", n%2)} // "é" is 2 bytes
+		if w, err := g.check(at); w == nil || err != nil {
+			t.Errorf("cap %d: an answer of %d bytes: %v; want it taken", max, limit, err)
+		}
+		over := at
+		over.Text += "x"
+		var tl *TooLargeError
+		if _, err := g.check(over); !errors.As(err, &tl) || tl.Size != limit+1 || tl.Max != limit || tl.Key != "temporal.answer_max_kb" {
+			t.Errorf("cap %d: an answer of %d bytes: %v; want a TooLargeError of %d bytes, more than %d, naming temporal.answer_max_kb", max, limit+1, err, limit+1, limit)
+		}
 	}
 }
 

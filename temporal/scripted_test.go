@@ -2,8 +2,6 @@ package temporal
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -22,25 +20,9 @@ import (
 // turn with the first reply).
 func TestScriptedModelOnTwoWorkers(t *testing.T) {
 	c := dev(t)
-	path := writeConfig(t,
-		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
-		`{"type":"final","final":{"thought":"done","output":42}}`,
-		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"42+1"}}}`,
-		`{"type":"final","final":{"thought":"done","output":43}}`)
-	load := func() *config.Config {
-		cfg, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
+	load := func() *config.Config { return loadConfig(t, "", calcTurns...) }
 	ctx := context.Background()
-	local, err := load().Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close(ctx)
-	sess := local.Engine.NewSession("s")
+	sess := openLocal(t, load()).Engine.NewSession("s")
 
 	queue, id := "q-"+t.Name(), "two-"+time.Now().Format("150405.000000")
 	first := startWorkerOn(t, c, load(), queue)

@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,6 +95,15 @@ func sessionTurn(t testing.TB, c client.Client, queue, id string, limits Session
 	return res
 }
 
+// calcTurns are the model's replies in two turns of a session: 6*7 by
+// calc, answered 42, then 42+1, answered 43.
+var calcTurns = []string{
+	`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+	`{"type":"final","final":{"thought":"done","output":42}}`,
+	`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"42+1"}}}`,
+	`{"type":"final","final":{"thought":"done","output":43}}`,
+}
+
 // A session of three turns on Temporal, continued as new after its second
 // (session_max_turns = 2), ends as the same session run locally: each
 // turn's steps, prompt and final, and the session's history. mw-trap's
@@ -106,17 +114,13 @@ func sessionTurn(t testing.TB, c client.Client, queue, id string, limits Session
 // turn: the turn falls back to the default prompt, as locally.
 func TestSessionMatchesLocalSession(t *testing.T) {
 	c := dev(t)
-	replies := []string{
-		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
-		`{"type":"final","final":{"thought":"done","output":42}}`,
-		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"42+1"}}}`,
-		`{"type":"final","final":{"thought":"done","output":43}}`,
+	replies := slices.Concat(calcTurns, []string{
 		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"43-1"}}}`,
 		`{"type":"final","final":{"thought":"done","output":"bye"}}`,
-	}
+	})
 	tasks := []string{"what is 6*7?", "and plus one?", "and back?"}
 	load := func() *config.Config {
-		cfg, err := config.Load(appendConfig(t, writeConfig(t, replies...), `
+		return loadConfig(t, `
 [[plugins]]
 name = "mw-trap"
 path = "`+plugin(t, "guests/testdata/mw_trap.wasm")+`"
@@ -127,19 +131,10 @@ quarantine_for = "10m"
 name = "loop"
 path = "`+plugin(t, "guests/testdata/loop.wasm")+`"
 timeout = "100ms"
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+`, replies...)
 	}
 	ctx := context.Background()
-	local, err := load().Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close(ctx)
-	sess := local.Engine.NewSession("s")
+	sess := openLocal(t, load()).Engine.NewSession("s")
 
 	queue := startWorker(t, c, load())
 	id := "match-" + time.Now().Format("150405.000000")
@@ -374,6 +369,26 @@ func TestTurnTooLargeIsRefused(t *testing.T) {
 	for _, ev := range events {
 		if n := proto.Size(ev); n > 100<<10 {
 			t.Errorf("event %d (%s) is %d bytes: the refused task is in the history", ev.EventId, ev.EventType, n)
+		}
+	}
+}
+
+// A turn's task may be exactly turn_max_kb bytes; one byte more is
+// refused with a TooLargeError naming the key; a cap of 0 is turn_max_kb's
+// default.
+func TestTurnTaskCapBoundary(t *testing.T) {
+	for _, max := range []int{1 << 10, 0} {
+		limit := max
+		if max == 0 {
+			limit = config.DefaultTurnMaxKB << 10
+		}
+		limits := SessionLimits{MaxTaskBytes: max}
+		if err := limits.CheckTask(strings.Repeat("x", limit)); err != nil {
+			t.Errorf("cap %d: a task of %d bytes: %v; want it taken", max, limit, err)
+		}
+		var tl *TooLargeError
+		if err := limits.CheckTask(strings.Repeat("x", limit+1)); !errors.As(err, &tl) || tl.Size != limit+1 || tl.Max != limit || tl.Key != "temporal.turn_max_kb" {
+			t.Errorf("cap %d: a task of %d bytes: %v; want a TooLargeError naming temporal.turn_max_kb", max, limit+1, err)
 		}
 	}
 }

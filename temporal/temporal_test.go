@@ -145,6 +145,20 @@ func startWorker(t testing.TB, c client.Client, cfg *config.Config) string {
 	return queue
 }
 
+// openLocal opens cfg's runtime in the test's process, as morph run
+// does, closed at the test's end: the local run a durable one is compared
+// with.
+func openLocal(t testing.TB, cfg *config.Config) *config.Runtime {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := cfg.Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	return rt
+}
+
 // newActivities are a worker's activities with cfg, closed at the test's
 // end.
 func newActivities(t testing.TB, cfg *config.Config) *Activities {
@@ -214,25 +228,12 @@ func TestTurnMatchesLocalRun(t *testing.T) {
 		`{"type":"final","final":{"thought":"done","output":42}}`,
 	}
 	ctx := context.Background()
-	load := func() *config.Config {
-		cfg, err := config.Load(writeConfig(t, replies...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	local, err := load().Open(ctx, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close(ctx)
-	want, wantRC, err := local.Engine.Run(ctx, "what is 6*7?", engine.RunOptions{})
+	want, wantRC, err := openLocal(t, loadConfig(t, "", replies...)).Engine.Run(ctx, "what is 6*7?", engine.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	got, run := runOnWorker(t, c, load(), "what is 6*7?")
+	got, run := runOnWorker(t, c, loadConfig(t, "", replies...), "what is 6*7?")
 	sameAsLocal(t, got, want, wantRC)
 	var progress []Progress
 	q, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), QueryProgress)
