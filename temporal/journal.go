@@ -107,7 +107,11 @@ func (j *Journal) Lookup(c Call) (record, bool, error) {
 		return record{}, false, nil
 	}
 	if err != nil {
-		return record{}, false, fmt.Errorf("%w: call %s (%s): %w ([temporal] journal_max_kb bounds a record)", ErrJournal, c.ID(), c.Type, err)
+		hint := ""
+		if errors.Is(err, errBlobTooLarge) {
+			hint = " ([temporal] journal_max_kb bounds a record)"
+		}
+		return record{}, false, fmt.Errorf("%w: call %s (%s): %w%s", ErrJournal, c.ID(), c.Type, err, hint)
 	}
 	var r record
 	if err := json.Unmarshal(data, &r); err != nil || r.Call != c {

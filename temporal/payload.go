@@ -180,6 +180,9 @@ func (d DirStore) Prune(before time.Time) (int, error) {
 	return removed, nil
 }
 
+// errBlobTooLarge is in Get's failure for a blob larger than it reads.
+var errBlobTooLarge = errors.New("larger")
+
 // Get reads key's blob, if it is no larger than max.
 func (d DirStore) Get(key string, max int64) ([]byte, error) {
 	name, err := d.name(key)
@@ -217,7 +220,7 @@ func (d DirStore) Get(key string, max int64) ([]byte, error) {
 		}
 	}
 	if info.Size() > max || int64(len(data)) > max {
-		return nil, fmt.Errorf("%w %s: blob %s is larger than %d bytes, the most read", ErrPayload, d, key, max)
+		return nil, fmt.Errorf("%w %s: blob %s is %w than %d bytes, the most read", ErrPayload, d, key, errBlobTooLarge, max)
 	}
 	return data, nil
 }
