@@ -203,3 +203,60 @@ func TestSessionEndReachesWorkers(t *testing.T) {
 		}
 	}
 }
+
+// Many sessions move at once: 50 sessions, each with a turn on a worker
+// that then stops, take their next turns at the same moment on another
+// worker; every one is told it moved (its count jumps by 1000) on an
+// instance of its own, and the worker counts each replaced once.
+func TestManySessionsMoved(t *testing.T) {
+	const sessions = 50
+	c := dev(t)
+	cfg := counterConfig(t, 2, "mw_counter", "")
+	queue := "q-" + t.Name()
+	prefix := fmt.Sprint("many-", time.Now().UnixNano(), "-")
+	turns := func(task, want string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		errs := make(chan error, sessions)
+		for i := range sessions {
+			go func() {
+				id := fmt.Sprint(prefix, i)
+				h, err := StartTurn(ctx, c, queue, id, SessionLimits{}, SessionTurn{Task: task})
+				var res TurnResult
+				if err == nil {
+					err = h.Get(ctx, &res)
+				}
+				if err == nil && res.SystemPrompt != want {
+					err = fmt.Errorf("the middleware answered %q, want %q", res.SystemPrompt, want)
+				}
+				if err != nil {
+					err = fmt.Errorf("session %s, %s: %w", id, task, err)
+				}
+				errs <- err
+			}()
+		}
+		for range sessions {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	first := newActivities(t, cfg)
+	w := NewWorker(c, queue, first)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	turns("one", "calls: 1")
+	w.Stop()
+	second := newActivities(t, cfg)
+	w = NewWorker(c, queue, second)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	turns("two", "calls: 1001")
+	if st := counterSessions(t, second); st.Replaced != sessions || st.Open != sessions {
+		t.Errorf("the second worker's plugin status: %+v; want %d sessions open, each counted replaced once", st, sessions)
+	}
+}
