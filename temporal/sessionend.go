@@ -73,10 +73,17 @@ func workerQueue(taskQueue, id string) (string, bool) {
 // Workers are the task queues of their own (workerQueue) of the workers
 // that polled the worker's task queue for activities in the last
 // pollerFresh, sorted.
+//
+// A failure to ask Temporal is retried (the service may be restarting);
+// a worker not made by NewWorker (an embedder's, registering a) cannot
+// ask, and says so.
 func (a *Activities) Workers(ctx context.Context) ([]string, error) {
+	if a.tc == nil {
+		return nil, nonRetryable("workers", errors.New("this worker was not made by temporal.NewWorker, and serves no queue of its own"))
+	}
 	resp, err := a.tc.DescribeTaskQueue(ctx, a.queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 	if err != nil {
-		return nil, nonRetryable("workers", fmt.Errorf("describe task queue %s: %w", a.queue, err))
+		return nil, fmt.Errorf("describe task queue %s: %w", a.queue, err)
 	}
 	var out []string
 	for _, p := range resp.GetPollers() {
