@@ -94,6 +94,8 @@ var notRequired = map[string]string{
 var nullable = map[string]string{
 	"Manifest.hooks":             "a Go guest's nil Hooks (no omitempty) encodes as null, which the host reads as no hooks: a plugin that only serves tools",
 	"ParamsOutput.parameters":    "a Go guest's nil Parameters (no omitempty) encodes as null, which the host reads as no override",
+	"BeforeRunOutput.tools":      "SPEC.md section 10.1: absent or null leaves the tools unchanged; a guest whose serializer writes an unset list as null (serde's Option without skip_serializing_if) sends it",
+	"BeforeToolCallOutput.input": "SPEC.md section 10.1: absent or null leaves the params unchanged; a guest whose serializer writes an unset map as null sends it",
 	"AfterToolCallOutput.output": "Output is a *string so that absent (unchanged) differs from \"\" (rewritten to empty); null decodes to the same nil pointer as absent, so a guest may send it to mean unchanged",
 }
 
