@@ -5,178 +5,210 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"io/fs"
 	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/abi/schema"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
-// The output checks: the schemas of abi/schema/, in Go.
+// An answer is checked against its schema of abi/schema/ (package
+// abi/schema embeds them), with the library the engine checks tool params
+// with; the schemas are compiled once, on the first check. What no schema
+// can say is checked in Go after it (see semanticChecks).
 
-// field is what a schema says of one property: whether it is required and
-// the JSON types it may have (none listed: any).
-type field struct {
-	name     string
-	required bool
-	types    []string
+// compiledSchemas are the schemas of abi/schema/ by file name.
+var compiledSchemas = sync.OnceValues(compileSchemas)
+
+// embeddedOnly is the compiler's loader: every schema file is added to the
+// compiler, so a $ref to anything else is a fault of the schemas, not a
+// document to fetch.
+type embeddedOnly struct{}
+
+func (embeddedOnly) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is not a schema of abi/schema/", url)
 }
 
-// checkPayload checks out against an object schema of fields: out must be a
-// JSON object (or, with emptyOK, no bytes at all: the zero payload), with
-// every required field and every listed field of an allowed type. Field
-// names are exact: encoding/json would match them case-insensitively.
-// Unknown fields are allowed (SPEC.md section 7).
-func checkPayload(typ string, out []byte, emptyOK bool, fields ...field) (map[string]json.RawMessage, error) {
-	if len(bytes.TrimSpace(out)) == 0 {
-		if emptyOK {
-			return map[string]json.RawMessage{}, nil
-		}
-		return nil, fmt.Errorf("empty output: the export must answer a %s object", typ)
-	}
-	var obj map[string]json.RawMessage
-	if t := jsonType(out); t != "object" {
-		return nil, fmt.Errorf("a JSON %s, not a %s object", t, typ)
-	}
-	if err := json.Unmarshal(out, &obj); err != nil {
-		return nil, fmt.Errorf("not a %s: %v", typ, err)
-	}
-	var errs []string
-	for _, f := range fields {
-		raw, ok := obj[f.name]
-		if !ok {
-			if f.required {
-				errs = append(errs, fmt.Sprintf("%s lacks the required field %q", typ, f.name))
-			}
-			continue
-		}
-		if t := jsonType(raw); len(f.types) > 0 && !slices.Contains(f.types, t) &&
-			!(t == "number" && slices.Contains(f.types, "integer")) {
-			errs = append(errs, fmt.Sprintf("%s.%s is a JSON %s, want %s", typ, f.name, t, strings.Join(f.types, " or ")))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "; "))
-	}
-	return obj, nil
-}
-
-// checkPromptOutput: prompt_output.json; system_prompt is required and not blank.
-func checkPromptOutput(out []byte) error {
-	obj, err := checkPayload("PromptOutput", out, false, field{"system_prompt", true, []string{"string"}})
+func compileSchemas() (map[string]*jsonschema.Schema, error) {
+	names, err := fs.Glob(schema.FS, "*.json")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var s string
-	if json.Unmarshal(obj["system_prompt"], &s); strings.TrimSpace(s) == "" {
-		return errors.New("PromptOutput.system_prompt is blank: morph would use its default prompt")
-	}
-	return nil
-}
-
-// checkParamsOutput: params_output.json; the zero payload is no override.
-func checkParamsOutput(out []byte) error {
-	_, err := checkPayload("ParamsOutput", out, true, field{"parameters", false, []string{"object", "null"}})
-	return err
-}
-
-// checkFinal: final.json and plan.json.
-func checkFinal(out []byte) error {
-	obj, err := checkPayload("Final", out, false,
-		field{"thought", true, []string{"string"}}, field{"output", true, nil}, field{"plan", false, []string{"object"}})
-	if err != nil {
-		return err
-	}
-	raw, ok := obj["plan"]
-	if !ok {
-		return nil
-	}
-	plan, err := checkPayload("Plan", raw, false,
-		field{"thought", false, []string{"string"}}, field{"summary", false, []string{"string"}},
-		field{"steps", true, []string{"array"}}, field{"risks", false, []string{"array"}},
-		field{"questions", false, []string{"array"}}, field{"completion", false, []string{"string"}})
-	if err != nil {
-		return fmt.Errorf("Final.plan: %v", err)
-	}
-	var steps []json.RawMessage
-	if err := json.Unmarshal(plan["steps"], &steps); err != nil {
-		return fmt.Errorf("Final.plan.steps: %v", err)
-	}
-	for i, st := range steps {
-		if jsonType(st) == "string" {
-			continue
-		}
-		step, err := checkPayload("PlanStep", st, false, field{"step", true, []string{"string"}}, field{"status", false, []string{"string"}})
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(embeddedOnly{})
+	for _, name := range names {
+		b, err := fs.ReadFile(schema.FS, name)
 		if err != nil {
-			return fmt.Errorf("Final.plan.steps[%d]: %v (a step is a string or an object)", i, err)
+			return nil, err
 		}
-		if raw, ok := step["status"]; ok {
-			var status string
-			json.Unmarshal(raw, &status)
-			if status != abi.StepPending && status != abi.StepInProgress && status != abi.StepCompleted {
-				return fmt.Errorf("Final.plan.steps[%d].status is %q, want %s, %s or %s", i, status, abi.StepPending, abi.StepInProgress, abi.StepCompleted)
-			}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("abi/schema/%s: %w", name, err)
+		}
+		if err := c.AddResource(schema.Base+name, doc); err != nil {
+			return nil, fmt.Errorf("abi/schema/%s: %w", name, err)
 		}
 	}
-	return nil
+	out := make(map[string]*jsonschema.Schema, len(names))
+	for _, name := range names {
+		if out[name], err = c.Compile(schema.Base + name); err != nil {
+			return nil, fmt.Errorf("abi/schema/%s: %w", name, err)
+		}
+	}
+	return out, nil
 }
 
-// checkToolCallOutput: tool_call_output.json; output is required.
-func checkToolCallOutput(out []byte) error {
-	_, err := checkPayload("ToolCallOutput", out, false, field{"output", true, []string{"string"}})
-	return err
-}
-
-// checkBeforeRunOutput: before_run_output.json; tools may also be null
-// (unchanged), as SPEC.md section 10.1 says.
-func checkBeforeRunOutput(out []byte) error {
-	obj, err := checkPayload("BeforeRunOutput", out, true,
-		field{"system_prompt", false, []string{"string"}}, field{"tools", false, []string{"array", "null"}})
+// checkAnswer checks out, what export answered, against the schema file.
+// An empty output is the zero payload, checked as {}: it conforms where
+// the schema requires nothing (SPEC.md section 4).
+func checkAnswer(file string, out []byte) error {
+	schemas, err := compiledSchemas()
 	if err != nil {
 		return err
 	}
-	var tools []string
-	if raw, ok := obj["tools"]; ok {
-		if err := json.Unmarshal(raw, &tools); err != nil {
-			return fmt.Errorf("BeforeRunOutput.tools is not a list of strings: %v", err)
-		}
+	sch, ok := schemas[file]
+	if !ok {
+		return fmt.Errorf("abi/schema/%s: no such schema", file)
 	}
-	return nil
+	empty := len(bytes.TrimSpace(out)) == 0
+	if empty {
+		out = []byte("{}")
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
+	if err != nil {
+		return fmt.Errorf("not JSON: %s", safetext.Line(err.Error(), 200))
+	}
+	var ve *jsonschema.ValidationError
+	switch err := sch.Validate(inst); {
+	case err == nil:
+		return nil
+	case !errors.As(err, &ve):
+		return err
+	case empty:
+		return fmt.Errorf("empty output, the zero payload {}, does not satisfy %s: %s", file, describeViolations(ve))
+	default:
+		return fmt.Errorf("does not satisfy %s: %s", file, describeViolations(ve))
+	}
 }
 
-// checkBeforeToolCallOutput: before_tool_call_output.json; input may also be
-// null (unchanged). A denial conforms, with a note.
-func checkBeforeToolCallOutput(out []byte) (string, error) {
-	obj, err := checkPayload("BeforeToolCallOutput", out, true,
-		field{"input", false, []string{"object", "null"}}, field{"deny", false, []string{"boolean"}}, field{"reason", false, []string{"string"}})
-	if err != nil {
-		return "", err
+// Bounds of describeViolations: an answer can break its schema at
+// thousands of places.
+const (
+	maxViolations      = 10
+	maxViolationLength = 300
+)
+
+// describeViolations flattens a validation error to its leaves, one
+// "at <JSON pointer>: <reason> (<schema file>#<keyword>)" each, the first
+// maxViolations of them. The pointer and the reason quote the guest's
+// bytes, so both are escaped.
+func describeViolations(ve *jsonschema.ValidationError) string {
+	p := message.NewPrinter(language.English)
+	var parts []string
+	more := 0
+	var walk func(*jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) > 0 {
+			for _, c := range branchCauses(v) {
+				walk(c)
+			}
+			return
+		}
+		if len(parts) == maxViolations {
+			more++
+			return
+		}
+		text := v.ErrorKind.LocalizedString(p)
+		if _, ok := v.ErrorKind.(*kind.Pattern); ok { // the library's text quotes the whole value, and the pattern
+			text = "does not match the pattern"
+		}
+		where := "the top level"
+		if len(v.InstanceLocation) > 0 {
+			where = jsonPointer(v.InstanceLocation)
+		}
+		keyword := strings.TrimPrefix(v.SchemaURL, schema.Base)
+		if kw := v.ErrorKind.KeywordPath(); len(kw) > 0 {
+			keyword = strings.TrimSuffix(keyword, "/") + "/" + jsonPointer(kw)[1:]
+		}
+		msg := fmt.Sprintf("at %s: %s (%s)", where, text, keyword)
+		parts = append(parts, safetext.Line(msg, maxViolationLength))
 	}
-	var deny bool
-	var reason string
-	json.Unmarshal(obj["deny"], &deny)
-	json.Unmarshal(obj["reason"], &reason)
-	if deny {
-		return fmt.Sprintf("denies the sample call (reason %q)", reason), nil
+	walk(ve)
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// branchCauses are v's causes, less, under a oneOf or anyOf, the branches
+// that only failed for the value's JSON type when another branch went
+// further: of a plan step {"step": "a", "status": "done"}, the status, not
+// that the step is no string.
+func branchCauses(v *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	switch v.ErrorKind.(type) {
+	case *kind.OneOf, *kind.AnyOf:
+	default:
+		return v.Causes
+	}
+	var kept []*jsonschema.ValidationError
+	for _, c := range v.Causes {
+		if _, wrongType := c.ErrorKind.(*kind.Type); !wrongType {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == 0 {
+		return v.Causes
+	}
+	return kept
+}
+
+// jsonPointer is the RFC 6901 pointer of tokens.
+func jsonPointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(pointerEscaper.Replace(t))
+	}
+	return b.String()
+}
+
+// semanticChecks are what an answer must be beyond its schema, by hook,
+// checked once the schema is satisfied, and the notes a conforming answer
+// is worth. A schema cannot say them: the host's own rules on a stage
+// outcome count bytes (JSON Schema's lengths count characters), reject
+// control and format characters, and reserve context keys by prefix;
+// and a note is a remark on a valid answer, not a constraint.
+var semanticChecks = map[string]func(out []byte) (note string, err error){
+	abi.HookBeforeToolCall: denialNote,
+	abi.HookHandleStage:    checkStageOutcome,
+}
+
+// denialNote: a before_tool_call denial conforms, with a note.
+func denialNote(out []byte) (string, error) {
+	var o abi.BeforeToolCallOutput
+	if len(bytes.TrimSpace(out)) > 0 {
+		if err := json.Unmarshal(out, &o); err != nil {
+			return "", err
+		}
+	}
+	if o.Deny {
+		return fmt.Sprintf("denies the sample call (reason %q)", o.Reason), nil
 	}
 	return "", nil
 }
 
-// checkAfterToolCallOutput: after_tool_call_output.json.
-func checkAfterToolCallOutput(out []byte) error {
-	_, err := checkPayload("AfterToolCallOutput", out, true, field{"output", false, []string{"string", "null"}})
-	return err
-}
-
-// checkStageOutcome: stage_outcome.json, and the rules of SPEC.md section
-// 11.2 the host applies (abi.StageOutcome.Check). A failed stage conforms,
-// with a note: a handler that checks something may well fail the sample.
+// checkStageOutcome: the rules of SPEC.md section 11.2 the host applies
+// (abi.StageOutcome.Check). A failed stage conforms, with a note: a
+// handler that checks something may well fail the sample.
 func checkStageOutcome(out []byte) (string, error) {
-	if _, err := checkPayload("StageOutcome", out, false,
-		field{"status", true, []string{"string"}}, field{"preferred_label", false, []string{"string"}},
-		field{"suggested_next_ids", false, []string{"array"}}, field{"context_updates", false, []string{"object"}},
-		field{"notes", false, []string{"string"}}, field{"failure_reason", false, []string{"string"}}); err != nil {
-		return "", err
-	}
 	var o abi.StageOutcome
 	if err := json.Unmarshal(out, &o); err != nil {
 		return "", fmt.Errorf("StageOutcome: %v", err)
@@ -189,7 +221,3 @@ func checkStageOutcome(out []byte) (string, error) {
 	}
 	return "", nil
 }
-
-// checkEmptyOutput: observing hooks and on_tool_success answer nothing, or
-// JSON the host ignores; the host's decode has checked it is JSON.
-func checkEmptyOutput([]byte) error { return nil }

@@ -137,9 +137,19 @@ func (c *conformer) call(call Call, input []byte, pc payloadCheck, guestNote str
 		call.Output = clip(out, 1024)
 	}
 	var note string
-	if err == nil {
+	badAnswer := func(err error) error {
+		return &host.Error{Plugin: p.Name(), Export: call.Export, Kind: host.ErrBadOutput, Msg: call.Kind + " " + call.Name + ": " + err.Error()}
+	}
+	switch {
+	case err == nil:
 		if note, err = pc.check(out); err != nil {
-			err = &host.Error{Plugin: p.Name(), Export: call.Export, Kind: host.ErrBadOutput, Msg: err.Error()}
+			err = badAnswer(err)
+		}
+	case errors.Is(err, host.ErrBadOutput) && pc.answer != nil && json.Valid(out):
+		// The host could not decode the answer: its schema tells where it
+		// goes wrong, when it can.
+		if serr := pc.checkSchema(out); serr != nil {
+			err = badAnswer(serr)
 		}
 	}
 	switch {

@@ -4,17 +4,13 @@
 // fixtures, and checks every answer against the ABI's payload schemas. It
 // uses only host's public API, as any host embedding morph's loader could.
 //
-// The schemas of abi/schema/ live in another Go module (abi), so this package
-// cannot embed them, and the CLI must work away from the source tree. The
-// answers are instead checked in Go against what those schemas say: each
-// output's JSON type, its required fields, the type of every field the
-// schema defines, and the few extra constraints the schemas carry (a
-// non-blank system_prompt, the plan step statuses). abi's own tests
-// (abi/schema_test.go) keep the schema files and the Go types of package abi
-// in step field by field, so checking against the types is checking against
-// the schemas. Tool params, on the other hand, are checked against each
-// tool's own JSON Schema exactly as the engine does (engine.Registry, with
-// santhosh-tekuri/jsonschema).
+// Every answer is checked against its payload's JSON Schema of
+// abi/schema/, embedded by package abi/schema (so the CLI needs no source
+// tree), with santhosh-tekuri/jsonschema; a failure names the schema
+// keyword and the JSON pointer of the value that breaks it. What a schema
+// cannot say (the host's byte-counted rules on a stage outcome) is checked
+// in Go after it. Tool params are checked against each tool's own JSON
+// Schema exactly as the engine does (engine.Registry).
 package conform
 
 import (
@@ -127,7 +123,7 @@ var ErrInvalidFixture = errors.New("invalid fixture")
 // from a directory.
 //
 // Verdicts: a call conforms when it answers the export's payload, as the
-// schemas of abi/schema/ define it (see the checks in this file). A trap, a
+// schemas of abi/schema/ define it and as the host checks it. A trap, a
 // timeout, output that is not the payload or too large, and a guest-reported
 // error from a hook are failures. A tool may reject its input with a
 // guest-reported error (SPEC.md section 4): that conforms, with a note. A

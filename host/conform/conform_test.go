@@ -152,8 +152,9 @@ func TestConformWATFixtures(t *testing.T) {
 		t.Errorf("minimal's output %q", out)
 	}
 	rep = conform(t, l, host.Config{Path: fixture(t, "echo")}, nil)
-	if msg := rep.Calls[0].Error; !strings.Contains(msg, `PromptOutput lacks the required field "system_prompt"`) {
-		t.Errorf("echo's failure: %s", msg)
+	if msg, want := rep.Calls[0].Error, `plugin "echo" export morph_build_prompt: plugin output invalid: hook build_prompt: does not satisfy prompt_output.json: `+
+		`at the top level: missing property 'system_prompt' (prompt_output.json#/required)`; msg != want {
+		t.Errorf("echo's failure:\n got %s\nwant %s", msg, want)
 	}
 	// After a fault the next call runs on a fresh instance.
 	rep = conform(t, l, host.Config{Path: fixture(t, "mw_trap")}, nil)
@@ -213,6 +214,48 @@ func TestConformHookFixtures(t *testing.T) {
 	}
 	if rep.Conforms || rep.Failed != 3 || rep.Passed != 2 {
 		t.Errorf("counts: failed %d, passed %d", rep.Failed, rep.Passed)
+	}
+}
+
+// An answer that breaks its schema fails naming the plugin, the hook, the
+// schema keyword and the JSON pointer, whether the host's own decode took
+// it (and kept the instance) or refused it (and retired the instance). echo
+// answers its input: each fixture is a PromptInput with a system_prompt.
+func TestConformAnswerAgainstSchema(t *testing.T) {
+	rep := conform(t, newLoader(t), host.Config{Path: fixture(t, "echo")}, map[string][]json.RawMessage{
+		"build_prompt-blank":  raws(`{"task":"t","tools":[],"default_prompt":"p","system_prompt":"\u00a0 "}`),
+		"build_prompt-number": raws(`{"task":"t","tools":[],"default_prompt":"p","system_prompt":3}`),
+		"build_prompt-ok":     raws(`{"task":"t","tools":[],"default_prompt":"p","system_prompt":"Be brief."}`),
+	})
+	want := []string{
+		"build_prompt hook sample fail bad_output",
+		"build_prompt hook build_prompt-blank fail bad_output",
+		"build_prompt hook build_prompt-number fail bad_output",
+		"build_prompt hook build_prompt-ok ok",
+	}
+	if got := rows(rep); !slices.Equal(got, want) {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	const where = `plugin "echo" export morph_build_prompt: plugin output invalid: hook build_prompt: does not satisfy prompt_output.json: `
+	for i, msg := range []string{
+		where + "at /system_prompt: does not match the pattern (prompt_output.json#/properties/system_prompt/pattern)",
+		// The host's decode refused it: the schema says where.
+		where + "at /system_prompt: got number, want string (prompt_output.json#/properties/system_prompt/type)",
+	} {
+		c := rep.Calls[i+1]
+		if c.Error != msg {
+			t.Errorf("%s:\n got %s\nwant %s", c.Input, c.Error, msg)
+		}
+		if !errors.Is(c.Err, host.ErrBadOutput) {
+			t.Errorf("%s: %v is not host.ErrBadOutput", c.Input, c.Err)
+		}
+	}
+	// Only the answer the host could not decode retired its instance.
+	if !rep.Calls[3].NewInstance {
+		t.Error("the call after an answer the host could not decode ran on the old instance")
+	}
+	if rep.Calls[2].NewInstance || rep.Discarded != 1 {
+		t.Errorf("new instance before the undecodable answer %v, discarded %d, want false, 1", rep.Calls[2].NewInstance, rep.Discarded)
 	}
 }
 

@@ -2,43 +2,66 @@ package conform
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/abi/schema"
 )
 
-// hookOrder is the order of the rows: the engine hooks, the middleware in
-// the order a turn calls them, then the pipeline stage handler.
-var hookOrder = []string{
-	abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal,
-	abi.HookOnTurnStart, abi.HookBeforeRun, abi.HookOnAction, abi.HookBeforeToolCall,
-	abi.HookAfterToolCall, abi.HookOnObservation, abi.HookOnFinal, abi.HookAfterRun,
-	abi.HookHandleStage,
-}
-
 // declaredHooks splits the manifest's hooks into those this host calls, in
-// hookOrder, and those it does not know, in the manifest's order.
+// the order of abi.Hooks (the SPEC's: the engine hooks, the session
+// middleware, the pipeline stage handler), and those it does not know, in
+// the manifest's order.
 func declaredHooks(declared []string) (known, unknown []string) {
-	for _, h := range hookOrder {
-		if slices.Contains(declared, h) {
-			known = append(known, h)
+	for _, h := range abi.Hooks {
+		if slices.Contains(declared, h.Name) {
+			known = append(known, h.Name)
 		}
 	}
 	for _, h := range declared {
-		if _, ok := conformHooks[h]; !ok && !slices.Contains(unknown, h) {
+		if _, ok := abi.HookByName(h); !ok && !slices.Contains(unknown, h) {
 			unknown = append(unknown, h)
 		}
 	}
 	return known, unknown
 }
 
-// payloadCheck describes a hook's payloads for the runner.
+// payloadCheck describes an export's payloads for the runner.
 type payloadCheck struct {
 	input  func() any // a new input value, to check a fixture's shape
 	output func() any // a new output value: the host's own decode (a failure is host.ErrBadOutput and retires the instance)
-	// check applies the output schema; note is for a conforming answer worth a remark.
-	check func(out []byte) (note string, err error)
+	// answer is the payload type answered, whose schema of abi/schema/ the
+	// answer must satisfy; nil when the export answers nothing (any JSON,
+	// which the host ignores).
+	answer reflect.Type
+	// semantic checks what the schema cannot say, once it is satisfied;
+	// note is for a conforming answer worth a remark. Nil: nothing more.
+	semantic func(out []byte) (note string, err error)
+}
+
+// check checks an answer against the schema of its type, then semantic.
+func (pc payloadCheck) check(out []byte) (note string, err error) {
+	if pc.answer == nil {
+		return "", nil
+	}
+	if err := pc.checkSchema(out); err != nil {
+		return "", err
+	}
+	if pc.semantic == nil {
+		return "", nil
+	}
+	return pc.semantic(out)
+}
+
+// checkSchema checks an answer against the schema of its type only.
+func (pc payloadCheck) checkSchema(out []byte) error {
+	file, ok := schema.File(pc.answer)
+	if !ok {
+		return fmt.Errorf("abi/schema/ has no schema for %s", pc.answer)
+	}
+	return checkAnswer(file, out)
 }
 
 // hookExport is the export of a hook of conformHooks.
@@ -52,34 +75,19 @@ func newOf[T any]() func() any { return func() any { return new(T) } }
 // newOfType is newOf of a reflect.Type.
 func newOfType(t reflect.Type) func() any { return func() any { return reflect.New(t).Interface() } }
 
-// answerChecks are the checks of the answers of the hooks that answer
-// something (abi.Hook.Mutates); the others must answer nothing.
-var answerChecks = map[string]func(out []byte) (note string, err error){
-	abi.HookBuildPrompt:    noNote(checkPromptOutput),
-	abi.HookBuildParams:    noNote(checkParamsOutput),
-	abi.HookFallbackFinal:  noNote(checkFinal),
-	abi.HookBeforeRun:      noNote(checkBeforeRunOutput),
-	abi.HookBeforeToolCall: checkBeforeToolCallOutput,
-	abi.HookAfterToolCall:  noNote(checkAfterToolCallOutput),
-	abi.HookHandleStage:    checkStageOutcome,
-}
-
-// conformHooks is every hook this host calls, with its payloads: those of
-// abi.Hooks, and the checks above.
+// conformHooks is every hook this host calls, with its payloads, from
+// abi.Hooks, and the semantic checks of those that answer something.
 var conformHooks = func() map[string]payloadCheck {
 	m := map[string]payloadCheck{}
 	for _, h := range abi.Hooks {
-		pc := payloadCheck{input: newOfType(h.Input), output: newOf[json.RawMessage](), check: noNote(checkEmptyOutput)}
-		if h.Mutates {
-			pc.output, pc.check = newOfType(h.Output), answerChecks[h.Name]
+		pc := payloadCheck{input: newOfType(h.Input), output: newOf[json.RawMessage]()}
+		if h.Output != nil {
+			pc.output, pc.answer, pc.semantic = newOfType(h.Output), h.Output, semanticChecks[h.Name]
 		}
 		m[h.Name] = pc
 	}
 	return m
 }()
 
-var toolPayloads = payloadCheck{newOf[abi.ToolCallInput](), newOf[abi.ToolCallOutput](), noNote(checkToolCallOutput)}
-
-func noNote(f func([]byte) error) func([]byte) (string, error) {
-	return func(b []byte) (string, error) { return "", f(b) }
-}
+var toolPayloads = payloadCheck{input: newOf[abi.ToolCallInput](), output: newOf[abi.ToolCallOutput](),
+	answer: reflect.TypeFor[abi.ToolCallOutput]()}

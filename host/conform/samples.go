@@ -2,6 +2,7 @@ package conform
 
 import (
 	"encoding/json"
+	"reflect"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
@@ -13,12 +14,27 @@ const (
 	sampleTask    = "Count the words of the first sentence: the quick brown fox jumps over the lazy dog."
 )
 
-// hookSamples is the built-in input of every hook, the examples of
-// abi/SPEC.md as abi values. The tools are the plugin's own (SPEC.md's
-// word_count when it has none), the prompt input's default prompt is the
-// engine's for them, and the middleware inputs carry a two-message history
-// when the manifest asks for one, as the engine would send.
+// hookSamples is the built-in input of every hook of abi.Hooks: the
+// sample of its input type (see sampleInputs).
 func hookSamples(m abi.Manifest) map[string]any {
+	byType := map[reflect.Type]any{}
+	for _, v := range sampleInputs(m) {
+		byType[reflect.TypeOf(v)] = v
+	}
+	out := make(map[string]any, len(abi.Hooks))
+	for _, h := range abi.Hooks {
+		out[h.Name] = byType[h.Input]
+	}
+	return out
+}
+
+// sampleInputs are the built-in input payloads, one of each hook's input
+// type, the examples of abi/SPEC.md as abi values. The tools are the
+// plugin's own (SPEC.md's word_count when it has none), the prompt input's
+// default prompt is the engine's for them, and the middleware inputs carry
+// a two-message history when the manifest asks for one, as the engine
+// would send. A new hook's input type needs one here.
+func sampleInputs(m abi.Manifest) []any {
 	tools := m.Tools
 	if len(tools) == 0 {
 		tools = []abi.ToolSpec{{Name: "word_count", Description: "Counts words",
@@ -42,28 +58,28 @@ func hookSamples(m abi.Manifest) map[string]any {
 			params = p
 		}
 	}
-	return map[string]any{
-		abi.HookBuildPrompt: abi.PromptInput{Task: sampleTask, Tools: tools,
+	return []any{
+		abi.PromptInput{Task: sampleTask, Tools: tools,
 			DefaultPrompt: engine.DefaultPrompt(engine.DefaultIdentity, engine.DefaultRules, tools)},
-		abi.HookBuildParams: abi.ParamsInput{Task: sampleTask, Options: abi.RunOptions{Model: "gpt-4o-mini", MaxSteps: 15, ParseRetries: 2,
+		abi.ParamsInput{Task: sampleTask, Options: abi.RunOptions{Model: "gpt-4o-mini", MaxSteps: 15, ParseRetries: 2,
 			Parameters: map[string]any{"temperature": 0.2}}},
-		abi.HookOnToolSuccess: abi.ToolSuccessInput{Tool: names[0], Step: 3, Params: params, Observation: "4"},
-		abi.HookFallbackFinal: abi.FallbackInput{Task: sampleTask,
+		abi.ToolSuccessInput{Tool: names[0], Step: 3, Params: params, Observation: "4"},
+		abi.FallbackInput{Task: sampleTask,
 			Reason: "reached max steps (15); the forced conclusion did not parse: invalid character 'H' looking for beginning of value",
 			Steps:  15, Usage: abi.Usage{InputTokens: 1200, OutputTokens: 300, TotalTokens: 1500, Cost: 0.0042}},
-		abi.HookOnTurnStart: abi.TurnStart{SessionID: sampleSession, Turn: 2, Input: "And the second sentence?", History: history},
-		abi.HookBeforeRun: abi.BeforeRunInput{SessionID: sampleSession, Turn: 2, SystemPrompt: engine.DefaultPrompt(engine.DefaultIdentity, engine.DefaultRules, tools),
+		abi.TurnStart{SessionID: sampleSession, Turn: 2, Input: "And the second sentence?", History: history},
+		abi.BeforeRunInput{SessionID: sampleSession, Turn: 2, SystemPrompt: engine.DefaultPrompt(engine.DefaultIdentity, engine.DefaultRules, tools),
 			Tools: names, Model: "gpt-4o-mini"},
-		abi.HookOnAction: abi.Action{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Thought: "Count them with the tool.",
+		abi.Action{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Thought: "Count them with the tool.",
 			Input: params, History: history},
-		abi.HookBeforeToolCall: abi.BeforeToolCallInput{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Input: params},
-		abi.HookAfterToolCall:  abi.AfterToolCallInput{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Input: params, Output: "4"},
-		abi.HookOnObservation: abi.Observation{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Observation: "4",
+		abi.BeforeToolCallInput{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Input: params},
+		abi.AfterToolCallInput{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Input: params, Output: "4"},
+		abi.Observation{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Observation: "4",
 			History: history},
-		abi.HookOnFinal: abi.TurnFinal{SessionID: sampleSession, Turn: 2, Step: 2, Final: string(finalText), Status: abi.StatusFinal,
+		abi.TurnFinal{SessionID: sampleSession, Turn: 2, Step: 2, Final: string(finalText), Status: abi.StatusFinal,
 			StepUsage: abi.Usage{InputTokens: 900, OutputTokens: 40, TotalTokens: 940, Cost: 0.0003}, TurnUsage: usage},
-		abi.HookAfterRun: abi.AfterRunInput{SessionID: sampleSession, Turn: 2, Final: &final, Status: abi.StatusFinal, Usage: usage, Steps: 2},
-		abi.HookHandleStage: abi.StageInput{NodeID: "verify", Attrs: map[string]string{"type": "wasm:" + m.Name, "label": "Verify"},
+		abi.AfterRunInput{SessionID: sampleSession, Turn: 2, Final: &final, Status: abi.StatusFinal, Usage: usage, Steps: 2},
+		abi.StageInput{NodeID: "verify", Attrs: map[string]string{"type": "wasm:" + m.Name, "label": "Verify"},
 			Goal: sampleTask, Context: map[string]any{"graph.goal": sampleTask, "outcome": abi.StageSuccess, "last_stage": "count",
 				"last_response": string(finalText)},
 			Previous: &abi.StageOutcome{Status: abi.StageSuccess, Notes: "counted"}},
