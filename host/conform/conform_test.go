@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -154,8 +152,9 @@ func TestConformWATFixtures(t *testing.T) {
 		t.Errorf("minimal's output %q", out)
 	}
 	rep = conform(t, l, host.Config{Path: fixture(t, "echo")}, nil)
-	if msg := rep.Calls[0].Error; !strings.Contains(msg, `PromptOutput lacks the required field "system_prompt"`) {
-		t.Errorf("echo's failure: %s", msg)
+	if msg, want := rep.Calls[0].Error, `plugin "echo" export morph_build_prompt: plugin output invalid: hook build_prompt: does not satisfy prompt_output.json: `+
+		`at the top level: missing property 'system_prompt' (prompt_output.json#/required)`; msg != want {
+		t.Errorf("echo's failure:\n got %s\nwant %s", msg, want)
 	}
 	// After a fault the next call runs on a fresh instance.
 	rep = conform(t, l, host.Config{Path: fixture(t, "mw_trap")}, nil)
@@ -215,6 +214,48 @@ func TestConformHookFixtures(t *testing.T) {
 	}
 	if rep.Conforms || rep.Failed != 3 || rep.Passed != 2 {
 		t.Errorf("counts: failed %d, passed %d", rep.Failed, rep.Passed)
+	}
+}
+
+// An answer that breaks its schema fails naming the plugin, the hook, the
+// schema keyword and the JSON pointer, whether the host's own decode took
+// it (and kept the instance) or refused it (and retired the instance). echo
+// answers its input: each fixture is a PromptInput with a system_prompt.
+func TestConformAnswerAgainstSchema(t *testing.T) {
+	rep := conform(t, newLoader(t), host.Config{Path: fixture(t, "echo")}, map[string][]json.RawMessage{
+		"build_prompt-blank":  raws(`{"task":"t","tools":[],"default_prompt":"p","system_prompt":"\u00a0 "}`),
+		"build_prompt-number": raws(`{"task":"t","tools":[],"default_prompt":"p","system_prompt":3}`),
+		"build_prompt-ok":     raws(`{"task":"t","tools":[],"default_prompt":"p","system_prompt":"Be brief."}`),
+	})
+	want := []string{
+		"build_prompt hook sample fail bad_output",
+		"build_prompt hook build_prompt-blank fail bad_output",
+		"build_prompt hook build_prompt-number fail bad_output",
+		"build_prompt hook build_prompt-ok ok",
+	}
+	if got := rows(rep); !slices.Equal(got, want) {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	const where = `plugin "echo" export morph_build_prompt: plugin output invalid: hook build_prompt: does not satisfy prompt_output.json: `
+	for i, msg := range []string{
+		where + "at /system_prompt: does not match the pattern (prompt_output.json#/properties/system_prompt/pattern)",
+		// The host's decode refused it: the schema says where.
+		where + "at /system_prompt: got number, want string (prompt_output.json#/properties/system_prompt/type)",
+	} {
+		c := rep.Calls[i+1]
+		if c.Error != msg {
+			t.Errorf("%s:\n got %s\nwant %s", c.Input, c.Error, msg)
+		}
+		if !errors.Is(c.Err, host.ErrBadOutput) {
+			t.Errorf("%s: %v is not host.ErrBadOutput", c.Input, c.Err)
+		}
+	}
+	// Only the answer the host could not decode retired its instance.
+	if !rep.Calls[3].NewInstance {
+		t.Error("the call after an answer the host could not decode ran on the old instance")
+	}
+	if rep.Calls[2].NewInstance || rep.Discarded != 1 {
+		t.Errorf("new instance before the undecodable answer %v, discarded %d, want false, 1", rep.Calls[2].NewInstance, rep.Discarded)
 	}
 }
 
@@ -353,146 +394,6 @@ func TestConformToolsNotCalled(t *testing.T) {
 	}
 }
 
-func TestSampleParams(t *testing.T) {
-	cases := []struct{ schema, want string }{
-		{``, `{}`},
-		{`true`, `{}`},
-		{`{}`, `{}`},
-		{`{"type":"object","additionalProperties":false}`, `{}`},
-		{`{"type":"object","properties":{"text":{"type":"string"},"opt":{"type":"integer"}},"required":["text"]}`, `{"text":"sample"}`},
-		{`{"properties":{"a":{}},"required":["a"]}`, `{"a":"sample"}`},
-		{`{"type":"object","required":["i","n","b","x","l","e","c","d","ex"],"properties":{
-			"i":{"type":"integer","minimum":5},"n":{"type":"number","maximum":0.5},"b":{"type":"boolean"},"x":{"type":["null","string"]},
-			"l":{"type":"array","items":{"type":"integer","exclusiveMinimum":1.5},"minItems":2},"e":{"enum":["red","green"]},
-			"c":{"const":42},"d":{"type":"string","default":"dflt"},"ex":{"type":"string","examples":["exa"]}}}`,
-			`{"b":true,"c":42,"d":"dflt","e":"red","ex":"exa","i":5,"l":[3,3],"n":0.5,"x":"sample"}`},
-		{`{"type":"object","required":["long","short","mail","when","url"],"properties":{
-			"long":{"type":"string","minLength":10},"short":{"type":"string","maxLength":3},"mail":{"type":"string","format":"email"},
-			"when":{"type":"string","format":"date-time"},"url":{"type":"string","format":"uri"}}}`,
-			`{"long":"samplessss","mail":"sample@example.com","short":"sam","url":"https://example.com/sample","when":"2025-01-02T03:04:05Z"}`},
-		{`{"type":"object","required":["p"],"properties":{"p":{"$ref":"#/$defs/point"}},
-			"$defs":{"point":{"type":"object","required":["x","y"],"properties":{"x":{"type":"number"},"y":{"type":"number"}}}}}`,
-			`{"p":{"x":1,"y":1}}`},
-		{`{"type":"object","required":["v"],"properties":{"v":{"anyOf":[{"type":"integer"},{"type":"string"}]}}}`, `{"v":1}`},
-		{`{"allOf":[{"type":"object","required":["a"],"properties":{"a":{"type":"boolean"}}},{"required":["b"]}]}`, `{"a":true,"b":"sample"}`},
-		{`{"minProperties":3,"properties":{"z":{"type":"integer"},"a":{"type":"boolean"}},"additionalProperties":{"type":"integer","minimum":7}}`,
-			`{"a":true,"sample_1":7,"z":1}`},
-		{`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","minimum":1e308}}}`, `{"n":1e+308}`},
-	}
-	for _, c := range cases {
-		got, err := SampleParams(json.RawMessage(c.schema))
-		if err != nil {
-			t.Errorf("%s: %v", c.schema, err)
-			continue
-		}
-		b, _ := json.Marshal(got)
-		if string(b) != c.want {
-			t.Errorf("%s:\n got %s\nwant %s", c.schema, b, c.want)
-		}
-		if c.schema == "" || c.schema == "true" {
-			continue
-		}
-		reg := engine.NewRegistry()
-		reg.Register(fakeTool{"t", c.schema})
-		if err := reg.Validate("t", got); err != nil {
-			t.Errorf("%s: the sample %s does not satisfy it: %v", c.schema, b, err)
-		}
-	}
-	for schema, want := range map[string]string{
-		`[1]`:                   "not a JSON object",
-		`{"type":"string"}`:     "describes a JSON string, not an object",
-		`{"$ref":"other.json"}`: "only references within the schema",
-		`{"$ref":"#"}`:          "nests deeper than 16 levels",
-		`{"type":`:              "not JSON",
-	} {
-		if _, err := SampleParams(json.RawMessage(schema)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %v, want %q", schema, err, want)
-		}
-	}
-}
-
-// A tool's schema is the plugin's: whatever it asks for, the sampler
-// answers quickly with a sample or an ErrUnsampleable error naming the
-// keyword, where it is and the bound, and never panics.
-func TestConformSampleBounds(t *testing.T) {
-	prop := func(s string) string { return `{"type":"object","required":["p"],"properties":{"p":` + s + `}}` }
-	// levels of fan required properties, each a $ref to the next level, down to leaf
-	fanOut := func(levels, fan int, leaf string) string {
-		defs := make([]string, 0, levels+1)
-		for i := range levels {
-			props := make([]string, fan)
-			names := make([]string, fan)
-			for j := range fan {
-				names[j] = fmt.Sprintf(`"p%d"`, j)
-				props[j] = fmt.Sprintf(`"p%d":{"$ref":"#/$defs/l%d"}`, j, i+1)
-			}
-			defs = append(defs, fmt.Sprintf(`"l%d":{"type":"object","required":[%s],"properties":{%s}}`, i, strings.Join(names, ","), strings.Join(props, ",")))
-		}
-		defs = append(defs, fmt.Sprintf(`"l%d":%s`, levels, leaf))
-		return `{"$ref":"#/$defs/l0","$defs":{` + strings.Join(defs, ",") + `}}`
-	}
-	many := func(n int, f func(i int) string) string {
-		parts := make([]string, n)
-		for i := range parts {
-			parts[i] = f(i)
-		}
-		return strings.Join(parts, ",")
-	}
-	longName := strings.Repeat("n", 100_000)
-	bigConst := `{"const":"` + strings.Repeat("c", 100_000) + `"}`
-	cases := []struct{ name, schema, want string }{
-		{"minLength 9e18", prop(`{"type":"string","minLength":9e18}`), "minLength 9e+18: the sample would be larger than 65536 bytes (at #/properties/p)"},
-		{"minLength 1e308", prop(`{"type":"string","minLength":1e308}`), "minLength 1e+308: the sample"},
-		{"minLength 1e5", prop(`{"type":"string","minLength":100000}`), "minLength 100000: the sample"},
-		{"minItems 1e10", prop(`{"type":"array","minItems":1e10}`), "minItems 1e+10: the sample would be larger than 65536 bytes (at #/properties/p)"},
-		{"minItems of big items", prop(`{"type":"array","minItems":5000,"items":{"type":"string","minLength":100}}`), "larger than 65536 bytes (at #/properties/p/items)"},
-		{"minProperties 1e9", `{"type":"object","minProperties":1e9}`, "minProperties 1e+09: the sample would be larger than 65536 bytes (at #)"},
-		{"fan-out", fanOut(4, 16, `{"type":"integer"}`), "larger than 65536 bytes (at #/$defs/l"},
-		{"fan-out of a const", fanOut(6, 16, `{"const":"`+strings.Repeat("x", 256)+`"}`), "larger than 65536 bytes (at #/$defs/l6/const)"},
-		{"$ref cycle", `{"type":"object","required":["a","b"],"properties":{"a":{"$ref":"#"},"b":{"$ref":"#"}}}`, "nests deeper than 16 levels"},
-		{"long required list", `{"type":"object","required":[` + many(20_000, func(i int) string { return fmt.Sprintf(`"r%d"`, i) }) + `]}`, "larger than 65536 bytes (at #)"},
-		{"huge const", prop(bigConst), "larger than 65536 bytes (at #/properties/p/const)"},
-		{"huge enum value", prop(`{"enum":["` + strings.Repeat("e", 100_000) + `","b"]}`), "larger than 65536 bytes (at #/properties/p/enum/0)"},
-		{"huge default", prop(`{"type":"string","default":"` + strings.Repeat("d", 100_000) + `"}`), "(at #/properties/p/default)"},
-		{"long property name", `{"type":"object","required":["` + longName + `"]}`, "larger than 65536 bytes (at #)"},
-		{"nested 100 deep", strings.Repeat(`{"type":"object","required":["p"],"properties":{"p":`, 50) + `{}` + strings.Repeat(`}}`, 50), "nested more than 64 levels"},
-		{"deep $ref name", fanOut(1, 1, prop(prop(`{"type":"string","minLength":1e9}`))), "(at #/$defs/l1/properties/p/properties/p)"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := SampleParams(json.RawMessage(c.schema))
-			if !errors.Is(err, ErrUnsampleable) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("sample %.200v, error %.300v; want ErrUnsampleable saying %q", got, err, c.want)
-			}
-			if len(err.Error()) > 500 {
-				t.Errorf("the error is %d bytes long", len(err.Error()))
-			}
-		})
-	}
-	// Out-of-range numbers give a sample, or one the validation rejects, but no panic.
-	for _, schema := range []string{
-		prop(`{"type":"string","maxLength":1e308}`), prop(`{"type":"string","maxLength":-1e308}`), prop(`{"type":"string","minLength":-1e308}`),
-		prop(`{"type":"integer","exclusiveMaximum":-1e308}`), prop(`{"type":"integer","maximum":1e308,"minimum":1e308}`),
-		prop(`{"type":"array","minItems":-1e308}`), `{"type":"object","minProperties":-1}`,
-		prop(`{"type":"string","pattern":"^(a|aa)+$","minLength":3}`),
-	} {
-		if _, err := SampleParams(json.RawMessage(schema)); err != nil {
-			t.Errorf("%s: %v", schema, err)
-		}
-	}
-
-	// Each visit of a wide allOf copies its 20,000 properties: the clock
-	// stops the sampler long before the size would.
-	wide := `{"allOf":[{"properties":{` + many(20_000, func(i int) string { return fmt.Sprintf(`"w%d":{}`, i) }) + `}}]}`
-	mid := `{"type":"object","required":[` + many(90, func(i int) string { return fmt.Sprintf(`"m%d"`, i) }) + `],"properties":{` +
-		many(90, func(i int) string { return fmt.Sprintf(`"m%d":{"$ref":"#/$defs/wide"}`, i) }) + `}}`
-	slow := `{"type":"object","required":[` + many(90, func(i int) string { return fmt.Sprintf(`"a%d"`, i) }) + `],"properties":{` +
-		many(90, func(i int) string { return fmt.Sprintf(`"a%d":{"$ref":"#/$defs/mid"}`, i) }) + `},"$defs":{"wide":` + wide + `,"mid":` + mid + `}}`
-	if _, err := SampleParams(json.RawMessage(slow)); !errors.Is(err, ErrUnsampleable) || !strings.Contains(err.Error(), "took longer than 500ms") {
-		t.Fatalf("a slow schema: %v", err)
-	}
-}
-
 // A plugin whose tools' schemas attack the sampler: Run reports each
 // tool: refused by the engine (counts beyond an int32 are no schema), skipped
 // with a note naming it and the sampler's bound, or called.
@@ -526,155 +427,4 @@ func TestConformSchemaBomb(t *testing.T) {
 			t.Errorf("%s: %s %q, want a skip saying %q", c.Name, c.Status, c.Note, w)
 		}
 	}
-}
-
-// The output checks against the schemas of abi/schema/.
-func TestConformOutputChecks(t *testing.T) {
-	cases := []struct {
-		hook, out, err string // err "": conforms
-	}{
-		{abi.HookBuildPrompt, `{"system_prompt":"Be brief.","added_later":1}`, ""},
-		{abi.HookBuildPrompt, ``, "empty output: the export must answer a PromptOutput object"},
-		{abi.HookBuildPrompt, `null`, "a JSON null, not a PromptOutput object"},
-		{abi.HookBuildPrompt, `{"system_prompt":" \n"}`, "system_prompt is blank"},
-		{abi.HookBuildPrompt, `{"System_Prompt":"x"}`, `lacks the required field "system_prompt"`},
-		{abi.HookBuildPrompt, `{"system_prompt":null}`, "PromptOutput.system_prompt is a JSON null, want string"},
-		{abi.HookBuildParams, ``, ""},
-		{abi.HookBuildParams, `{}`, ""},
-		{abi.HookBuildParams, `{"parameters":null}`, ""},
-		{abi.HookBuildParams, `{"parameters":{"temperature":0.1}}`, ""},
-		{abi.HookBuildParams, `{"parameters":[1]}`, "ParamsOutput.parameters is a JSON array, want object or null"},
-		{abi.HookFallbackFinal, `{"thought":"t","output":null}`, ""},
-		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"steps":["a",{"step":"b","status":"in_progress"},{"step":"c"}]}}`, ""},
-		{abi.HookFallbackFinal, `{"thought":"t"}`, `Final lacks the required field "output"`},
-		{abi.HookFallbackFinal, ``, "empty output"},
-		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"summary":"s"}}`, `Plan lacks the required field "steps"`},
-		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"steps":[{"step":"a","status":"done"}]}}`, `steps[0].status is "done"`},
-		{abi.HookFallbackFinal, `{"thought":"t","output":1,"plan":{"steps":[3]}}`, "steps[0]: a JSON number, not a PlanStep object"},
-		{abi.HookBeforeRun, ``, ""},
-		{abi.HookBeforeRun, `{"tools":null}`, ""},
-		{abi.HookBeforeRun, `{"system_prompt":"p","tools":["a"]}`, ""},
-		{abi.HookBeforeRun, `{"tools":"a"}`, "BeforeRunOutput.tools is a JSON string"},
-		{abi.HookBeforeRun, `{"tools":[1]}`, "not a list of strings"},
-		{abi.HookBeforeToolCall, `{}`, ""},
-		{abi.HookBeforeToolCall, `{"input":{"text":"a"}}`, ""},
-		{abi.HookBeforeToolCall, `{"deny":"yes"}`, "BeforeToolCallOutput.deny is a JSON string, want boolean"},
-		{abi.HookAfterToolCall, `{"output":""}`, ""},
-		{abi.HookAfterToolCall, `{"output":null}`, ""},
-		{abi.HookAfterToolCall, `{"output":3}`, "AfterToolCallOutput.output is a JSON number"},
-		{abi.HookOnFinal, ``, ""},
-		{abi.HookOnFinal, `{"anything":1}`, ""},
-		{abi.HookHandleStage, `{"status":"success","context_updates":{"v.passed":true},"later":1}`, ""},
-		{abi.HookHandleStage, ``, "empty output: the export must answer a StageOutcome object"},
-		{abi.HookHandleStage, `{"status":"ok"}`, `StageOutcome.status "ok": want one of success, fail`},
-		{abi.HookHandleStage, `{"status":"success","suggested_next_ids":"a"}`, "StageOutcome.suggested_next_ids is a JSON string, want array"},
-		{abi.HookHandleStage, `{"status":"success","context_updates":{"outcome":"fail"}}`, `StageOutcome.context_updates: key "outcome" is the pipeline runner's`},
-		{"tool", `{"output":"3"}`, ""},
-		{"tool", ``, "empty output: the export must answer a ToolCallOutput object"},
-		{"tool", `{}`, `ToolCallOutput lacks the required field "output"`},
-		{"tool", `{"output":3}`, "ToolCallOutput.output is a JSON number, want string"},
-	}
-	for _, c := range cases {
-		pc := toolPayloads
-		if c.hook != "tool" {
-			pc = conformHooks[c.hook]
-		}
-		_, err := pc.check([]byte(c.out))
-		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("%s %s: error %v, want %q", c.hook, c.out, err, c.err)
-		}
-	}
-	note, err := conformHooks[abi.HookBeforeToolCall].check([]byte(`{"deny":true,"reason":"no"}`))
-	if err != nil || note != `denies the sample call (reason "no")` {
-		t.Errorf("a denial: %q, %v", note, err)
-	}
-	note, err = conformHooks[abi.HookHandleStage].check([]byte(`{"status":"fail","failure_reason":"no marker"}`))
-	if err != nil || note != `fails the sample stage (reason "no marker")` {
-		t.Errorf("a failed stage: %q, %v", note, err)
-	}
-	// Every hook this host calls has its payloads here, and a sample.
-	samples := hookSamples(abi.Manifest{History: true})
-	for _, h := range hookOrder {
-		pc, ok := conformHooks[h]
-		if !ok || samples[h] == nil {
-			t.Fatalf("hook %s has no payload check or no sample", h)
-		}
-		raw, _ := json.Marshal(samples[h])
-		if err := decodeObject(raw, pc.input()); err != nil || reflect.TypeOf(pc.input()).Elem() != reflect.TypeOf(samples[h]) {
-			t.Errorf("%s: sample %T does not decode as its input %T: %v", h, samples[h], pc.input(), err)
-		}
-	}
-	for _, h := range abi.Hooks {
-		if !slices.Contains(hookOrder, h.Name) {
-			t.Errorf("hook %s is missing from hookOrder", h.Name)
-		}
-		if h.Mutates != (answerChecks[h.Name] != nil) {
-			t.Errorf("hook %s: mutates %v, but an answer check %v", h.Name, h.Mutates, answerChecks[h.Name] != nil)
-		}
-	}
-	known, unknown := declaredHooks([]string{"on_final", "later_hook", abi.HookBuildPrompt, abi.HookBuildPrompt})
-	if !slices.Equal(known, []string{abi.HookBuildPrompt, abi.HookOnFinal}) || !slices.Equal(unknown, []string{"later_hook"}) {
-		t.Errorf("declaredHooks: known %v, unknown %v", known, unknown)
-	}
-	if len(hookOrder) != len(conformHooks) {
-		t.Errorf("hookOrder has %d hooks, conformHooks %d", len(hookOrder), len(conformHooks))
-	}
-}
-
-func TestReadFixtures(t *testing.T) {
-	dir := t.TempDir()
-	for name, body := range map[string]string{
-		"build_prompt.json":    `{"task":"t","tools":[],"default_prompt":"p"}`,
-		"word_count-long.json": "\n{\"params\":{\"text\":\"a\"}}\n",
-		"notes.txt":            "not a fixture",
-		"sub.json/inner.json":  `{}`,
-		"on_final-x.json.bak":  `{`,
-	} {
-		path := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := ReadFixtures(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string][]json.RawMessage{
-		"build_prompt":    raws(`{"task":"t","tools":[],"default_prompt":"p"}`),
-		"word_count-long": raws(`{"params":{"text":"a"}}`),
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("fixtures %q, want %q", got, want)
-	}
-	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"task":`), 0o644)
-	if _, err := ReadFixtures(dir); err == nil || !strings.Contains(err.Error(), "bad.json is not JSON") {
-		t.Fatalf("a bad fixture: %v", err)
-	}
-	if _, err := ReadFixtures(filepath.Join(dir, "absent")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a missing directory: %v", err)
-	}
-}
-
-// SampleParams never panics and never returns a sample beyond its bound,
-// whatever the schema.
-func FuzzSampleParams(f *testing.F) {
-	for _, seed := range []string{
-		`{"type":"object","required":["s"],"properties":{"s":{"type":"string","minLength":9e18,"maxLength":1e308}}}`,
-		`{"type":"object","required":["a"],"properties":{"a":{"type":"array","minItems":3,"items":{"$ref":"#"}}}}`,
-		`{"allOf":[{"$ref":"#/$defs/x"}],"$defs":{"x":{"required":["y"],"minProperties":2}}}`,
-		`{"type":["null","object"],"required":["i"],"properties":{"i":{"type":"integer","exclusiveMinimum":1e308}}}`,
-		`{"anyOf":[{"const":{"k":[1,2,3]}}]}`,
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, schema []byte) {
-		v, err := SampleParams(schema)
-		if err != nil {
-			return
-		}
-		if b, _ := json.Marshal(v); len(b) > 2*maxSampleBytes {
-			t.Fatalf("a sample of %d bytes", len(b))
-		}
-	})
 }
