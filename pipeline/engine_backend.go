@@ -33,6 +33,7 @@ type EngineBackend struct {
 
 	mu       sync.Mutex
 	sessions map[string]*engine.Session
+	order    []*engine.Session // sessions, in the order they began: Close's
 }
 
 // Close ends the full-fidelity threads' sessions (engine.Session.Close), so
@@ -41,8 +42,10 @@ type EngineBackend struct {
 // the threads from their saved history in new sessions.
 func (b *EngineBackend) Close(ctx context.Context) error {
 	b.mu.Lock()
-	sessions := b.sessions
-	b.sessions = nil
+	// in the order they began, not the map's: in a Temporal workflow each
+	// end schedules activities, which a replay must schedule alike
+	sessions := b.order
+	b.sessions, b.order = nil, nil
 	b.mu.Unlock()
 	var errs []error
 	for _, s := range sessions {
@@ -135,6 +138,7 @@ func (b *EngineBackend) session(eng *engine.Engine, cfg AgentRunConfig) *engine.
 		// (the pipeline workflows of a Temporal worker, an embedder's runs)
 		// have threads of the same names, whose sessions must be apart
 		s = eng.ResumeSession("", loadThread(cfg))
+		b.order = append(b.order, s)
 		b.sessions[cfg.ThreadID] = s
 	}
 	return s
