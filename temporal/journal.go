@@ -100,6 +100,9 @@ func (f *Failure) err() error {
 	return temporal.NewNonRetryableApplicationError(f.Message, f.Type, nil)
 }
 
+// errRecordMismatch is in Lookup's failure for a record that is not c's.
+var errRecordMismatch = errors.New("corrupt or another call's")
+
 // Lookup returns the record of c, if one is.
 func (j *Journal) Lookup(c Call) (record, bool, error) {
 	data, err := j.Store.Get(c.key(), j.Max)
@@ -117,9 +120,9 @@ func (j *Journal) Lookup(c Call) (record, bool, error) {
 	if err := json.Unmarshal(data, &r); err != nil || r.Call != c {
 		// Whether the call was made is unknown: removing the record would
 		// make it (again, perhaps), so that is the operator's call.
-		return record{}, false, fmt.Errorf("%w %s: the record %s of call %s (%s) is corrupt or another call's, so whether the call was made is unknown; "+
+		return record{}, false, fmt.Errorf("%w %s: the record %s of call %s (%s) is %w, so whether the call was made is unknown; "+
 			"the call fails rather than risk making it twice",
-			ErrJournal, j.Store, c.key(), c.ID(), c.Type)
+			ErrJournal, j.Store, c.key(), c.ID(), c.Type, errRecordMismatch)
 	}
 	return r, true, nil
 }
@@ -291,6 +294,13 @@ func (i *journalActivity) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Activity: info.ActivityID, Type: info.ActivityType.Name}
 	at(ctx, "before")
 	rec, found, err := i.j.Lookup(c)
+	if err != nil && !errors.Is(err, errBlobTooLarge) && !errors.Is(err, errNotRegular) && !errors.Is(err, errRecordMismatch) {
+		// the journal could not be read (an I/O error of a shared volume):
+		// no call was made, so the attempt is retried, as a lost one; if
+		// every attempt fails so, the call has no answer (CallError)
+		i.log.WarnContext(ctx, "result journal: not read; the attempt is retried", "call", c.ID(), "activity", c.Type, "attempt", info.Attempt, "err", err)
+		return nil, temporal.NewApplicationErrorWithCause(safetext.Truncate(err.Error(), failureMessage), journalFailure, nil)
+	}
 	if err != nil {
 		return nil, i.failed(ctx, c, err)
 	}

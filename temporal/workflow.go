@@ -162,10 +162,10 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessio
 // without running, so that no tool, hook or model takes that failure for
 // an answer and goes on.
 func call(gctx context.Context, def workflow.Context, timeout time.Duration, activity any, out any, args ...any) error {
-	a, _ := gctx.Value(abortKey{}).(*aborter)
-	if a != nil && a.err != nil {
-		return a.err
+	if err := aborted(gctx); err != nil {
+		return err
 	}
+	a, _ := gctx.Value(abortKey{}).(*aborter)
 	ctx := withTimeout(scope(gctx, def), timeout)
 	err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, out)
 	if ce := unanswered(err); ce != nil {
@@ -248,6 +248,16 @@ func withAbort(gctx context.Context, cancel func(cause error)) (context.Context,
 	return context.WithValue(gctx, abortKey{}, a), a
 }
 
+// aborted is the *CallError that aborted gctx's turn or run, if one did:
+// no call is made after it (call), nor counted (the session's and the
+// model's numbers count calls made).
+func aborted(gctx context.Context) error {
+	if a, _ := gctx.Value(abortKey{}).(*aborter); a != nil && a.err != nil {
+		return a.err
+	}
+	return nil
+}
+
 // abort records err, unless an error is already, and ends the run.
 func (a *aborter) abort(err error) {
 	if a.err == nil {
@@ -266,6 +276,9 @@ type chatStub struct {
 
 func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error) {
 	var res llm.Result
+	if err := aborted(gctx); err != nil {
+		return res, err
+	}
 	n := *c.calls
 	*c.calls++
 	err := call(gctx, c.ctx, c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,
