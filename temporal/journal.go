@@ -28,7 +28,8 @@ import (
 // dies after the call returned and before that report leaves the activity
 // to be run again, the call with it. So each worker records the result of
 // every call (a model call, a tool call, a hook call: every activity but
-// Setup) in the journal before it reports it, and an attempt of a call
+// Setup and a session end's, Workers and EndSession, which answer the
+// workers' state, not a call's) in the journal before it reports it, and an attempt of a call
 // whose result (or own failure) is recorded answers the record without
 // calling. A call still runs twice when Temporal gave up on an attempt
 // (its worker died, its heartbeat was late past heartbeat_timeout on a
@@ -222,7 +223,7 @@ var journaled = func() map[string]reflect.Type {
 	t := reflect.TypeFor[*Activities]()
 	for i := range t.NumMethod() {
 		m := t.Method(i)
-		if m.Name == "Setup" || m.Name == "Close" {
+		if m.Name == "Setup" || m.Name == "Close" || m.Name == "Workers" || m.Name == "EndSession" {
 			continue
 		}
 		out[m.Name] = nil

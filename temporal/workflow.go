@@ -28,7 +28,11 @@ var acts *Activities
 // code, with every model call, tool call and engine hook an activity. A
 // turn without a session ID is a session of its own, which ends with it
 // (on the workers too: sessionend.go); one of a session whose history the
-// caller keeps leaves it open for the next.
+// caller keeps leaves it open for the next. Such a caller-kept session's
+// calls of plugins are numbered from 0 in each turn, so a session moved
+// to another worker between two of its turns is not told (reason moved):
+// a session whose plugins keep state belongs in SessionWorkflow
+// (StartTurn), which numbers them across its turns.
 func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
 	s, err := newTurns(ctx, in.SessionID, in.History, 0, 0, nil)
 	if err != nil {
@@ -57,7 +61,7 @@ type turns struct {
 
 // newTurns builds the workflow's engine and resumes the session id on it,
 // with the history, the number of turns it had and of model calls it made,
-// and its middleware calls by middleware (SessionState.MiddlewareCalls).
+// and its calls of plugins by plugin (SessionState.MiddlewareCalls).
 func newTurns(ctx workflow.Context, id string, history []llm.Message, done, calls int, mwCalls map[string]int) (*turns, error) {
 	setup, err := workerSetup(ctx)
 	if err != nil {
@@ -105,7 +109,7 @@ func workerSetup(ctx workflow.Context) (Setup, error) {
 // newWorkflowEngine is an engine whose model, tools and hooks are
 // activities of ctx (or of the workflow context a call's Go context
 // carries, see scope), deciding by the workflow's clock; calls counts its
-// model calls, mwCalls its middleware calls by session.
+// model calls, mwCalls its calls of plugins by session (sessionCalls).
 func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessionCalls, onEvent func(engine.Event)) *engine.Engine {
 	reg := engine.NewRegistry()
 	for _, spec := range s.Tools {
