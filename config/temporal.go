@@ -85,10 +85,10 @@ type Temporal struct {
 	// at most the call's attempts' timeouts and their backoff after it is
 	// written (LostAttempts attempts of at most the workers' activity
 	// timeout, ten of 10 minutes by default: under two hours), unless no
-	// worker of the queue
-	// runs meanwhile; a call whose record is removed before then (an outage
-	// of every worker longer than the retention) is made again. Each
-	// worker removes older records when it starts and every hour.
+	// worker of the queue runs meanwhile; a call whose record is removed
+	// before then (an outage of every worker longer than the retention) is
+	// made again. At least 1h. Each worker removes older records when it
+	// starts and every hour.
 	JournalRetention time.Duration `toml:"journal_retention"`
 	// HeartbeatInterval is how often a worker tells Temporal that an
 	// activity it runs is alive (default 2s), and how long each heartbeat
@@ -127,6 +127,9 @@ type Temporal struct {
 	// rejects a turn update carrying one.
 	TurnMaxKB int `toml:"turn_max_kb"`
 }
+
+// minJournalRetention is the least journal_retention taken.
+const minJournalRetention = time.Hour
 
 // Defaults of the [temporal] table.
 const (
@@ -232,7 +235,10 @@ func (v *validator) temporal() {
 	v.limit(toml.Key{"temporal", "lost_attempts"}, t.LostAttempts)
 	v.duration("dial_timeout", t.DialTimeout, 0)
 	v.duration("session_idle_timeout", t.SessionIdleTimeout, 0)
-	v.duration("journal_retention", t.JournalRetention, 0)
+	// a record is needed until Temporal has recorded its call, which
+	// takes an attempt's timeout at least: one shorter than an hour would
+	// have a worker that restarts prune the record a retry needs
+	v.duration("journal_retention", t.JournalRetention, minJournalRetention)
 	v.duration("heartbeat_interval", t.HeartbeatInterval, 0)
 	v.duration("heartbeat_timeout", t.HeartbeatTimeout, 0)
 	v.duration("sticky_timeout", t.StickyTimeout, time.Second) // Temporal counts it in seconds

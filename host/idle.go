@@ -219,8 +219,9 @@ type lostKey struct {
 	seq uint64
 }
 
-// add remembers key, lost for reason, forgetting the oldest beyond max.
-func (l *lostSessions) add(key, reason string, max int) {
+// add remembers key, lost for reason, forgetting the oldest beyond max,
+// whose key it returns (forgot), unless it was taken or lost again since.
+func (l *lostSessions) add(key, reason string, max int) (forgot string, ok bool) {
 	if l.reason == nil {
 		l.reason = map[string]lostEntry{}
 	}
@@ -228,14 +229,16 @@ func (l *lostSessions) add(key, reason string, max int) {
 	l.reason[key] = lostEntry{reason, l.seq}
 	if len(l.ring) < max {
 		l.ring = append(l.ring, lostKey{key, l.seq})
-		return
+		return "", false
 	}
 	old := l.ring[l.next]
-	if e, ok := l.reason[old.key]; ok && e.seq == old.seq { // not since taken, nor lost again
+	if e, found := l.reason[old.key]; found && e.seq == old.seq { // not since taken, nor lost again
 		delete(l.reason, old.key)
+		forgot, ok = old.key, true
 	}
 	l.ring[l.next] = lostKey{key, l.seq}
 	l.next = (l.next + 1) % len(l.ring)
+	return forgot, ok
 }
 
 // take forgets key and returns why it was lost, "" if it was not.

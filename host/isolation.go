@@ -94,6 +94,30 @@ func earlierCalls(ctx context.Context, plugin string) int {
 	return min(max(calls[plugin], 0), math.MaxInt-1)
 }
 
+// noteCall counts the call of the session ctx carries, whose earlier
+// calls' count WithSessionCalls gave, in the session's instances here,
+// before anything can refuse it (an input over max_input_bytes, no free
+// instance in time): the process that counted it (a Temporal workflow)
+// counted it when it made it, so a call refused here must not leave the
+// session's next call looking moved (see get). A session whose calls went
+// on elsewhere (a count past what is expected here) is left for get to
+// find. Without counts in ctx (a local engine's calls) it does nothing.
+func (p *Plugin) noteCall(ctx context.Context) {
+	if p.mode != IsolationSession || ctx.Value(sessionCallsKey{}) == nil {
+		return
+	}
+	key, reuse := p.poolKey(ctx)
+	if !reuse || key == "" {
+		return
+	}
+	earlier := earlierCalls(ctx, p.name)
+	p.mu.Lock()
+	if ses := p.free.of(key); ses != nil && earlier <= ses.expect {
+		ses.expect = max(ses.expect, earlier+1)
+	}
+	p.mu.Unlock()
+}
+
 // sessionsFull is get's answer for a new session while MaxSessions are
 // open: vacancy is closed when one of them ends or expires.
 type sessionsFull struct{ vacancy chan struct{} }
@@ -368,7 +392,13 @@ func (p *Plugin) trim() []*instance {
 	for ses := p.free.order.head; ses != nil && now.Sub(ses.since) >= p.limits.SessionIdle; ses = p.free.order.head {
 		out = append(out, p.free.end(ses)...)
 		if ses.key != "" {
-			p.lost.add(ses.key, abi.ReplacedIdle, p.limits.MaxSessions)
+			if forgot, ok := p.lost.add(ses.key, abi.ReplacedIdle, p.limits.MaxSessions); ok {
+				// bounded memory, loudly: that session, if it ever calls
+				// again, runs on a fresh instance untold
+				p.stats.forgotten.Add(1)
+				p.log.Warn("plugin forgot an expired session, past max_sessions expired since: if it calls again, its fresh instance is not told its state is gone",
+					"session", forgot, "max_sessions", p.limits.MaxSessions)
+			}
 			p.vacate()
 		}
 	}

@@ -234,18 +234,24 @@ type Stats struct {
 	// ErrSessionLimit: Limits.MaxSessions were open for all of
 	// Limits.SessionWait.
 	Refused uint64
+	// Forgotten counts, in session isolation, the expired sessions the
+	// plugin no longer remembers as expired: it remembers the last
+	// Limits.MaxSessions, so that its memory is bounded; one of the others
+	// that calls again runs on a fresh instance that is not told (each is
+	// logged as it is forgotten).
+	Forgotten uint64
 }
 
 // stats are the counters but calls, which are counted on the calling
 // core's shard, so that cores do not share the counter every call adds to
 // (see shards).
-type stats struct{ faults, instantiated, discarded, replaced, refused atomic.Uint64 }
+type stats struct{ faults, instantiated, discarded, replaced, refused, forgotten atomic.Uint64 }
 
 // Stats returns the plugin's counters.
 func (p *Plugin) Stats() Stats {
 	return Stats{Calls: p.shards.calls(), Faults: p.stats.faults.Load(),
 		Instantiated: p.stats.instantiated.Load(), Discarded: p.stats.discarded.Load(),
-		Replaced: p.stats.replaced.Load(), Refused: p.stats.refused.Load()}
+		Replaced: p.stats.replaced.Load(), Refused: p.stats.refused.Load(), Forgotten: p.stats.forgotten.Load()}
 }
 
 // SessionStatus is what a plugin in session isolation holds for its
@@ -256,6 +262,9 @@ type SessionStatus struct {
 	Max      int    `json:"max"`      // Limits.MaxSessions (max_sessions): past it, new sessions wait, then are refused
 	Replaced uint64 `json:"replaced"` // Stats.Replaced: sessions that lost their instance and went on, on a fresh one
 	Refused  uint64 `json:"refused"`  // Stats.Refused: new sessions refused at Max
+	// Forgotten is Stats.Forgotten: expired sessions no longer remembered,
+	// which would come back untold.
+	Forgotten uint64 `json:"forgotten"`
 }
 
 // Sessions reports the plugin's sessions; ok is false outside session
@@ -267,7 +276,7 @@ func (p *Plugin) Sessions() (st SessionStatus, ok bool) {
 	p.mu.Lock()
 	st.Open = p.free.open()
 	p.mu.Unlock()
-	st.Max, st.Replaced, st.Refused = p.limits.MaxSessions, p.stats.replaced.Load(), p.stats.refused.Load()
+	st.Max, st.Replaced, st.Refused, st.Forgotten = p.limits.MaxSessions, p.stats.replaced.Load(), p.stats.refused.Load(), p.stats.forgotten.Load()
 	return st, true
 }
 
@@ -523,6 +532,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 		p.stats.faults.Add(1)
 		return p.failure(export, kind, msg, err)
 	}
+	p.noteCall(ctx)
 	if len(input) > p.limits.MaxInputBytes {
 		return fail(ErrInputTooLarge, fmt.Sprintf("%d bytes, limit %d", len(input), p.limits.MaxInputBytes), nil)
 	}

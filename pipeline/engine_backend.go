@@ -30,19 +30,29 @@ type EngineBackend struct {
 	// llm_provider or base_url than the configuration's; nil, such nodes
 	// fail saying so.
 	ForEndpoint func(ctx context.Context, provider, baseURL string) (*engine.Engine, error)
+	// SessionID names a full-fidelity thread's session; nil, each run's
+	// threads get fresh sessions. A durable executor that continues a run
+	// in a new process (package temporal's continue-as-new) names them so
+	// that the thread goes on in the same session, its plugins' instances
+	// with it.
+	SessionID func(threadID string) string
 
 	mu       sync.Mutex
 	sessions map[string]*engine.Session
+	order    []*engine.Session // sessions, in the order they began: Close's
 }
 
 // Close ends the full-fidelity threads' sessions (engine.Session.Close), so
 // that the plugins that keep something per session let go of it now: call
-// it when the run ends, before the engine closes. A resumed run continues
-// the threads from their saved history in new sessions.
+// it when the run ends, before the engine closes (not when it stops to go
+// on elsewhere: SessionID). A resumed run continues the threads from their
+// saved history, in new sessions unless SessionID names them.
 func (b *EngineBackend) Close(ctx context.Context) error {
 	b.mu.Lock()
-	sessions := b.sessions
-	b.sessions = nil
+	// in the order they began, not the map's: in a Temporal workflow each
+	// end schedules activities, which a replay must schedule alike
+	sessions := b.order
+	b.sessions, b.order = nil, nil
 	b.mu.Unlock()
 	var errs []error
 	for _, s := range sessions {
@@ -134,7 +144,12 @@ func (b *EngineBackend) session(eng *engine.Engine, cfg AgentRunConfig) *engine.
 		// a fresh ID, not one of the thread's name: the runs of one engine
 		// (the pipeline workflows of a Temporal worker, an embedder's runs)
 		// have threads of the same names, whose sessions must be apart
-		s = eng.ResumeSession("", loadThread(cfg))
+		id := ""
+		if b.SessionID != nil {
+			id = b.SessionID(cfg.ThreadID)
+		}
+		s = eng.ResumeSession(id, loadThread(cfg))
+		b.order = append(b.order, s)
 		b.sessions[cfg.ThreadID] = s
 	}
 	return s

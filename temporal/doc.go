@@ -79,8 +79,10 @@
 // takes it. A call's own failure is its answer, returned non-retryable;
 // Temporal runs a call again only when its attempt was lost: a missed
 // heartbeat, its timeout passed (a starved worker's), its worker stopping;
-// whatever the call returned after its attempt's context ended is not its
-// answer (lostAttempt: TestLostAttemptIsRetried), and a model client's own
+// a failure the call returned after its attempt's context ended is not its
+// answer (lostAttempt: TestLostAttemptIsRetried), while a result it
+// returned then is journaled and answered by the next attempt; a model
+// client's own
 // deadline on a call, its attempt live, is (TestActivitiesHeartbeat).
 // retryPolicy allows the worker's [temporal] lost_attempts attempts (ten
 // by default); a call whose attempts are all lost, or that the result

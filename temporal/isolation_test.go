@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/pipeline"
 )
 
@@ -258,5 +260,48 @@ func TestManySessionsMoved(t *testing.T) {
 	turns("two", "calls: 1001")
 	if st := counterSessions(t, second); st.Replaced != sessions || st.Open != sessions {
 		t.Errorf("the second worker's plugin status: %+v; want %d sessions open, each counted replaced once", st, sessions)
+	}
+}
+
+// A pipeline's full-fidelity thread goes on in its session across the
+// workflow's continues-as-new (its session named by the workflow, its
+// counts carried in the state): the worker's instance of it serves both
+// stages and is destroyed once, when the run ends, not once a run.
+func TestPipelineThreadAcrossContinueAsNew(t *testing.T) {
+	c := dev(t)
+	ctx := context.Background()
+	logs := &testenv.Buffer{}
+	a, err := NewActivities(ctx, counterConfig(t, 2, "mw_counter", ""), slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(ctx) })
+	queue := "q-" + t.Name()
+	w := NewWorker(c, queue, a)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	src := `digraph thread {
+	  start [shape=Mdiamond]
+	  a     [prompt="one", fidelity="full", thread_id="th"]
+	  b     [prompt="two", fidelity="full", thread_id="th"]
+	  done  [shape=Msquare]
+	  start -> a -> b -> done
+	}`
+	run := startPipeline(t, c, queue, src, PipelineInput{ContinueAfter: 2})
+	if got := pipelineResult(t, run); got.Result == nil || got.Result.State != pipeline.RunSuccess {
+		t.Fatalf("the pipeline: %+v", got)
+	}
+	q, err := c.QueryWorkflow(ctx, run.GetID(), "", QueryPipelineProgress)
+	var p PipelineProgress
+	if err != nil || q.Get(&p) != nil || p.Run == 0 {
+		t.Fatalf("the run did not continue as new (run %d, %v): the test tries nothing", p.Run, err)
+	}
+	if n := strings.Count(logs.String(), "mw_counter: instance destroyed"); n != 1 {
+		t.Errorf("%d instances of the plugin destroyed, want 1: the thread's, at the run's end\n%s", n, logs.String())
+	}
+	if st := counterSessions(t, a); st.Open != 0 || st.Replaced != 0 {
+		t.Errorf("the worker's plugin status: %+v; want no session open, none replaced", st)
 	}
 }

@@ -28,7 +28,8 @@ import (
 // dies after the call returned and before that report leaves the activity
 // to be run again, the call with it. So each worker records the result of
 // every call (a model call, a tool call, a hook call: every activity but
-// Setup) in the journal before it reports it, and an attempt of a call
+// Setup and a session end's, Workers and EndSession, which answer the
+// workers' state, not a call's) in the journal before it reports it, and an attempt of a call
 // whose result (or own failure) is recorded answers the record without
 // calling. A call still runs twice when Temporal gave up on an attempt
 // (its worker died, its heartbeat was late past heartbeat_timeout on a
@@ -100,6 +101,9 @@ func (f *Failure) err() error {
 	return temporal.NewNonRetryableApplicationError(f.Message, f.Type, nil)
 }
 
+// errRecordMismatch is in Lookup's failure for a record that is not c's.
+var errRecordMismatch = errors.New("corrupt or another call's")
+
 // Lookup returns the record of c, if one is.
 func (j *Journal) Lookup(c Call) (record, bool, error) {
 	data, err := j.Store.Get(c.key(), j.Max)
@@ -117,9 +121,9 @@ func (j *Journal) Lookup(c Call) (record, bool, error) {
 	if err := json.Unmarshal(data, &r); err != nil || r.Call != c {
 		// Whether the call was made is unknown: removing the record would
 		// make it (again, perhaps), so that is the operator's call.
-		return record{}, false, fmt.Errorf("%w %s: the record %s of call %s (%s) is corrupt or another call's, so whether the call was made is unknown; "+
+		return record{}, false, fmt.Errorf("%w %s: the record %s of call %s (%s) is %w, so whether the call was made is unknown; "+
 			"the call fails rather than risk making it twice",
-			ErrJournal, j.Store, c.key(), c.ID(), c.Type)
+			ErrJournal, j.Store, c.key(), c.ID(), c.Type, errRecordMismatch)
 	}
 	return r, true, nil
 }
@@ -219,7 +223,7 @@ var journaled = func() map[string]reflect.Type {
 	t := reflect.TypeFor[*Activities]()
 	for i := range t.NumMethod() {
 		m := t.Method(i)
-		if m.Name == "Setup" || m.Name == "Close" {
+		if m.Name == "Setup" || m.Name == "Close" || m.Name == "Workers" || m.Name == "EndSession" {
 			continue
 		}
 		out[m.Name] = nil
@@ -291,6 +295,13 @@ func (i *journalActivity) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Activity: info.ActivityID, Type: info.ActivityType.Name}
 	at(ctx, "before")
 	rec, found, err := i.j.Lookup(c)
+	if err != nil && !errors.Is(err, errBlobTooLarge) && !errors.Is(err, errNotRegular) && !errors.Is(err, errRecordMismatch) {
+		// the journal could not be read (an I/O error of a shared volume):
+		// no call was made, so the attempt is retried, as a lost one; if
+		// every attempt fails so, the call has no answer (CallError)
+		i.log.WarnContext(ctx, "result journal: not read; the attempt is retried", "call", c.ID(), "activity", c.Type, "attempt", info.Attempt, "err", err)
+		return nil, temporal.NewApplicationErrorWithCause(safetext.Truncate(err.Error(), failureMessage), journalFailure, nil)
+	}
 	if err != nil {
 		return nil, i.failed(ctx, c, err)
 	}

@@ -3,8 +3,10 @@ package temporal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +74,66 @@ func TestJournalRecordsFailures(t *testing.T) {
 			err := env.GetWorkflowError()
 			if err == nil || !strings.HasSuffix(err.Error(), c.msg) || calls != 1 {
 				t.Errorf("%v after %d calls: want the failure %q after one", err, calls, c.msg)
+			}
+		})
+	}
+}
+
+// flakyStore is a journal store whose reads fail with an I/O error
+// (a shared volume's) the first failures times.
+type flakyStore struct {
+	PayloadStore
+	failures int
+	reads    int
+}
+
+func (s *flakyStore) Get(key string, max int64) ([]byte, error) {
+	if s.reads++; s.reads <= s.failures {
+		return nil, fmt.Errorf("%w %s: blob %s: %w", ErrPayload, s, key, syscall.EIO)
+	}
+	return s.PayloadStore.Get(key, max)
+}
+
+// A journal that cannot be read before the call (an I/O error) fails the
+// attempt, not the call: no call was made, so the attempt is retried, and
+// the call made once the journal reads again; a journal that never reads
+// leaves the call without an answer (a *CallError of the journal's) after
+// its attempts, never the tool's observation.
+func TestJournalUnreadIsRetried(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		failures int
+		calls    int
+		want     string
+	}{{"once", 1, 1, "appended"}, {"always", 1 << 30, 0, "no answer: journal true, 3 attempts"}} {
+		t.Run(c.name, func(t *testing.T) {
+			j, _ := testJournal(t, 1<<20)
+			j.Store = &flakyStore{PayloadStore: j.Store, failures: c.failures}
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			log := slog.New(slog.DiscardHandler)
+			env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{
+				&attempts{every: time.Hour, log: log}, &journalInterceptor{j: j, log: log}}})
+			calls := 0
+			env.RegisterActivityWithOptions(func(context.Context, ToolCall) (ToolResult, error) {
+				calls++
+				return ToolResult{Output: "appended"}, nil
+			}, activity.RegisterOptions{Name: "CallTool"})
+			env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
+				var res ToolResult
+				err := call(context.Background(), workflow.WithRetryPolicy(ctx, retryPolicy(3)), time.Minute, "CallTool", &res, ToolCall{Tool: "ledger"})
+				if ce := (*CallError)(nil); errors.As(err, &ce) {
+					return fmt.Sprintf("no answer: journal %v, %d attempts", ce.Journal, ce.Attempts), nil
+				}
+				return res.Output, err
+			}, workflow.RegisterOptions{Name: "tool"})
+			env.ExecuteWorkflow("tool")
+			var got string
+			if err := env.GetWorkflowResult(&got); err != nil {
+				t.Fatal(err)
+			}
+			if calls != c.calls || got != c.want {
+				t.Errorf("%d calls, %q; want %d, %q", calls, got, c.calls, c.want)
 			}
 		})
 	}

@@ -163,7 +163,7 @@ func stubMiddleware(ctx workflow.Context, s MiddlewareSpec, timeout time.Duratio
 		mwHooks[name].stub(ctx, f, timeout, calls)
 	}
 	if ends {
-		f.SessionEnd = endSessions(ctx)
+		f.SessionEnd = endSessions(ctx, calls)
 	}
 	return f
 }

@@ -180,8 +180,14 @@ func (d DirStore) Prune(before time.Time) (int, error) {
 	return removed, nil
 }
 
-// errBlobTooLarge is in Get's failure for a blob larger than it reads.
-var errBlobTooLarge = errors.New("larger")
+// errBlobTooLarge is in Get's failure for a blob larger than it reads,
+// errNotRegular for one that is not a regular file: what is at the blob's
+// path is unusable, whereas its other failures (an I/O error of a shared
+// volume) may pass.
+var (
+	errBlobTooLarge = errors.New("larger")
+	errNotRegular   = errors.New("not a regular file")
+)
 
 // Get reads key's blob, if it is no larger than max.
 func (d DirStore) Get(key string, max int64) ([]byte, error) {
@@ -207,7 +213,7 @@ func (d DirStore) Get(key string, max int64) ([]byte, error) {
 	defer f.Close()
 	info, err := f.Stat()
 	if err == nil && !info.Mode().IsRegular() {
-		err = fmt.Errorf("not a regular file but %v, refused unread", info.Mode().Type())
+		err = fmt.Errorf("%w but %v, refused unread", errNotRegular, info.Mode().Type())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: blob %s: %w", ErrPayload, d, key, err)

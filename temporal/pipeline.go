@@ -81,6 +81,9 @@ type PipelineState struct {
 	Manifest   *pipeline.Manifest
 	Threads    map[string]json.RawMessage
 	ModelCalls int
+	// PluginCalls are the threads' sessions' calls of each plugin
+	// (sessionCalls), which go on in the same sessions in the next run.
+	PluginCalls map[string]map[string]int `json:",omitempty"`
 }
 
 // PipelineResult is how a pipeline's workflow ended: the run's result and
@@ -172,11 +175,14 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	}); err != nil {
 		return PipelineResult{}, err
 	}
-	checkpoints, continuing, calls := 0, false, 0
+	checkpoints, continuing, calls, pluginCalls := 0, false, 0, sessionCalls{}
 	if in.Resume != nil {
 		calls = in.Resume.ModelCalls
+		if in.Resume.PluginCalls != nil {
+			pluginCalls = in.Resume.PluginCalls
+		}
 	}
-	r, backend := pipelineRunner(ctx, setup, in, exec, gates, &calls, func(ev pipeline.Event) {
+	r, backend := pipelineRunner(ctx, setup, in, exec, gates, &calls, pluginCalls, func(ev pipeline.Event) {
 		if ev.Kind == pipeline.EventAgent {
 			if ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
 				return
@@ -205,9 +211,12 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 	} else {
 		res, err = r.Run(gctx, g, cfg)
 	}
-	// the full-fidelity threads' sessions end with the run, on the workers
-	// too (sessionend.go); continued as new, the threads go on in new ones
-	_ = backend.Close(context.Background()) // endSessions logs what did not end
+	continues := continuing && err == nil && abort.err == nil && res.State == pipeline.RunCanceled
+	if !continues {
+		// the full-fidelity threads' sessions end with the run, on the
+		// workers too (sessionend.go); continued as new, they go on
+		_ = backend.Close(context.Background()) // endSessions logs what did not end
+	}
 	var ve *pipeline.ValidationError
 	if abort.err != nil {
 		return PipelineResult{Error: abort.err.Error()}, nil
@@ -221,7 +230,8 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 		return PipelineResult{}, err
 	}
 	state.ModelCalls = calls
-	if continuing && res.State == pipeline.RunCanceled {
+	if continues {
+		state.PluginCalls = pluginCalls
 		next := in
 		next.Resume, next.Continued = state, in.Continued+1
 		return PipelineResult{}, workflow.NewContinueAsNewError(ctx, PipelineWorkflow, next)
@@ -233,9 +243,12 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 // pipelineRunner is the runner of a pipeline's workflow: the workers'
 // engine, tools and stage handlers as activities, the workflow's executor,
 // its gates for human gates, and the durable rule; calls counts its model
-// calls. Close the backend it returns when the run ends.
-func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, onEvent func(pipeline.Event)) (*pipeline.Runner, *pipeline.EngineBackend) {
-	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, sessionCalls{}, nil), Options: in.Options.engine()}
+// calls, pluginCalls its sessions' calls of plugins. Its full-fidelity
+// threads' sessions are named by the workflow's ID, so that they go on
+// across continues-as-new. Close the backend it returns when the run ends.
+func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, pluginCalls sessionCalls, onEvent func(pipeline.Event)) (*pipeline.Runner, *pipeline.EngineBackend) {
+	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, pluginCalls, nil), Options: in.Options.engine(),
+		SessionID: func(thread string) string { return workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + thread }}
 	handlers := pipeline.DefaultHandlerRegistry()
 	for _, typ := range setup.StageHandlers {
 		handlers.Register(stageStub{ctx: ctx, typ: typ, timeout: setup.Timeouts.Stages[typ]})

@@ -45,7 +45,7 @@ type sessionCalls map[string]map[string]int
 // the session as the call carries it).
 func (s sessionCalls) of(gctx context.Context, plugin string) CallSession {
 	rc := engine.RunContext(gctx)
-	if rc == nil || rc.SessionID == "" {
+	if rc == nil || rc.SessionID == "" || aborted(gctx) != nil { // no call is made after an abort: none counted
 		return CallSession{}
 	}
 	cs := CallSession{ID: rc.SessionID, Turn: rc.Turn, Calls: maps.Clone(s[rc.SessionID])}

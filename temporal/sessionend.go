@@ -107,19 +107,28 @@ func (a *Activities) EndSession(ctx context.Context, id string) error {
 
 // endSessions is the SessionEnd of one of the workflow engine's
 // middleware (stubMiddleware): it ends the session on every worker (see
-// the top of this file), in ctx's workflow, or in the one the call's Go context carries
-// (scope). It runs in a disconnected workflow context: a session ends as
-// its stage or turn does, canceled or not. A worker that did not take or
-// finish its EndSession is logged, not failed: its instances expire.
-func endSessions(ctx workflow.Context) func(context.Context, string) error {
+// the top of this file), in ctx's workflow, or in the one the call's Go
+// context carries (scope), unless the session called no plugin (calls
+// counts its calls): no worker holds anything of it then. The session's
+// counts go with it, so that a long run's ended sessions do not pile up
+// in the workflow's state. It runs in a disconnected workflow context: a
+// session ends as its stage or turn does, canceled or not. A failure is
+// logged, not the session's: its instances expire.
+func endSessions(ctx workflow.Context, calls sessionCalls) func(context.Context, string) error {
 	return func(gctx context.Context, id string) error {
+		if len(calls[id]) == 0 {
+			return nil
+		}
+		delete(calls, id)
 		wctx, _ := workflow.NewDisconnectedContext(scope(gctx, ctx))
 		if workflow.GetVersion(wctx, sessionEndVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			return nil
 		}
+		log := workflow.GetLogger(wctx)
 		var queues []string
 		lctx := withTimeout(wctx, setupTimeout)
 		if err := workflow.ExecuteActivity(lctx, acts.Workers).Get(lctx, &queues); err != nil {
+			log.Warn("a session did not end on the workers: their instances of it expire after session_idle", "session", id, "error", err)
 			return fmt.Errorf("session %s did not end on the workers, whose instances of it expire after session_idle: %w", id, err)
 		}
 		futures := make([]workflow.Future, len(queues))
@@ -131,7 +140,7 @@ func endSessions(ctx workflow.Context) func(context.Context, string) error {
 		var errs []error
 		for i, f := range futures {
 			if err := f.Get(wctx, nil); err != nil {
-				workflow.GetLogger(wctx).Warn("a worker did not end a session: its instances of it expire after session_idle", "session", id, "queue", queues[i], "error", err)
+				log.Warn("a worker did not end a session: its instances of it expire after session_idle", "session", id, "queue", queues[i], "error", err)
 				errs = append(errs, fmt.Errorf("worker queue %s: %w", queues[i], err))
 			}
 		}

@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -81,5 +83,27 @@ func TestUnansweredCallEndsTheTurn(t *testing.T) {
 				t.Errorf("%d model calls and %d tool attempts, want 1 and %d", chats, tools, c.attempts)
 			}
 		})
+	}
+}
+
+// Once a call has no answer and aborts its turn, the calls the engine
+// still asks for (on_final, after_run) are not made, nor counted: the
+// session's numbers of its plugins' calls and of its model calls count
+// the calls made, so that the session's next call, on the worker that
+// served it, is not taken for moved.
+func TestNoCountAfterAbort(t *testing.T) {
+	calls := sessionCalls{}
+	gctx, abort := withAbort(engine.WithSession(context.Background(), "s", 1), func(error) {})
+	if cs := calls.of(gctx, "p"); cs.ID != "s" {
+		t.Fatalf("a call before the abort: %+v", cs)
+	}
+	lost := &CallError{Activity: "CallTool", Err: errors.New("lost")}
+	abort.abort(lost)
+	if cs := calls.of(gctx, "p"); cs.ID != "" || calls["s"]["p"] != 1 {
+		t.Errorf("a call after the abort: %+v, counts %v; want none made, one counted", cs, calls)
+	}
+	n := 3
+	if _, err := (chatStub{calls: &n}).Chat(gctx, llm.Request{}); !errors.Is(err, lost) || n != 3 {
+		t.Errorf("a model call after the abort: %v, count %d; want the abort's error, the count 3", err, n)
 	}
 }

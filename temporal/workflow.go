@@ -28,7 +28,11 @@ var acts *Activities
 // code, with every model call, tool call and engine hook an activity. A
 // turn without a session ID is a session of its own, which ends with it
 // (on the workers too: sessionend.go); one of a session whose history the
-// caller keeps leaves it open for the next.
+// caller keeps leaves it open for the next. Such a caller-kept session's
+// calls of plugins are numbered from 0 in each turn, so a session moved
+// to another worker between two of its turns is not told (reason moved):
+// a session whose plugins keep state belongs in SessionWorkflow
+// (StartTurn), which numbers them across its turns.
 func TurnWorkflow(ctx workflow.Context, in TurnInput) (TurnResult, error) {
 	s, err := newTurns(ctx, in.SessionID, in.History, 0, 0, nil)
 	if err != nil {
@@ -57,7 +61,7 @@ type turns struct {
 
 // newTurns builds the workflow's engine and resumes the session id on it,
 // with the history, the number of turns it had and of model calls it made,
-// and its middleware calls by middleware (SessionState.MiddlewareCalls).
+// and its calls of plugins by plugin (SessionState.MiddlewareCalls).
 func newTurns(ctx workflow.Context, id string, history []llm.Message, done, calls int, mwCalls map[string]int) (*turns, error) {
 	setup, err := workerSetup(ctx)
 	if err != nil {
@@ -105,7 +109,7 @@ func workerSetup(ctx workflow.Context) (Setup, error) {
 // newWorkflowEngine is an engine whose model, tools and hooks are
 // activities of ctx (or of the workflow context a call's Go context
 // carries, see scope), deciding by the workflow's clock; calls counts its
-// model calls, mwCalls its middleware calls by session.
+// model calls, mwCalls its calls of plugins by session (sessionCalls).
 func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessionCalls, onEvent func(engine.Event)) *engine.Engine {
 	reg := engine.NewRegistry()
 	for _, spec := range s.Tools {
@@ -162,10 +166,10 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessio
 // without running, so that no tool, hook or model takes that failure for
 // an answer and goes on.
 func call(gctx context.Context, def workflow.Context, timeout time.Duration, activity any, out any, args ...any) error {
-	a, _ := gctx.Value(abortKey{}).(*aborter)
-	if a != nil && a.err != nil {
-		return a.err
+	if err := aborted(gctx); err != nil {
+		return err
 	}
+	a, _ := gctx.Value(abortKey{}).(*aborter)
 	ctx := withTimeout(scope(gctx, def), timeout)
 	err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, out)
 	if ce := unanswered(err); ce != nil {
@@ -248,6 +252,16 @@ func withAbort(gctx context.Context, cancel func(cause error)) (context.Context,
 	return context.WithValue(gctx, abortKey{}, a), a
 }
 
+// aborted is the *CallError that aborted gctx's turn or run, if one did:
+// no call is made after it (call), nor counted (the session's and the
+// model's numbers count calls made).
+func aborted(gctx context.Context) error {
+	if a, _ := gctx.Value(abortKey{}).(*aborter); a != nil && a.err != nil {
+		return a.err
+	}
+	return nil
+}
+
 // abort records err, unless an error is already, and ends the run.
 func (a *aborter) abort(err error) {
 	if a.err == nil {
@@ -266,6 +280,9 @@ type chatStub struct {
 
 func (c chatStub) Chat(gctx context.Context, req llm.Request) (llm.Result, error) {
 	var res llm.Result
+	if err := aborted(gctx); err != nil {
+		return res, err
+	}
 	n := *c.calls
 	*c.calls++
 	err := call(gctx, c.ctx, c.timeout, acts.Chat, &res, ChatRequest{Model: req.Model, Messages: req.Messages, ForceJSON: req.ForceJSON,

@@ -216,8 +216,12 @@ func printStatus(w io.Writer, st engine.Status) {
 			fmt.Fprintf(w, "  memory: %s\n", memoryStatus(*d.Memory))
 		}
 		if wasm && d.Sessions != nil {
-			fmt.Fprintf(w, "  sessions: %d open of %d (max_sessions), %d replaced, %d refused\n",
-				d.Sessions.Open, d.Sessions.Max, d.Sessions.Replaced, d.Sessions.Refused)
+			forgotten := ""
+			if n := d.Sessions.Forgotten; n > 0 {
+				forgotten = fmt.Sprintf(", %d forgotten (expired, and past max_sessions expired since: would come back untold)", n)
+			}
+			fmt.Fprintf(w, "  sessions: %d open of %d (max_sessions), %d replaced, %d refused%s\n",
+				d.Sessions.Open, d.Sessions.Max, d.Sessions.Replaced, d.Sessions.Refused, forgotten)
 		}
 		fmt.Fprintf(w, "  calls %d, faults %d, quarantines %d, p50 %s, p99 %s\n", p.Calls, p.Faults, p.Quarantines, p.P50, p.P99)
 	}
