@@ -42,6 +42,38 @@ func TestHookTable(t *testing.T) {
 	}
 }
 
+// Exports holds each hook's export once, as the hook's row says, and the
+// exports that are no hook with kinds of their own.
+func TestExportTable(t *testing.T) {
+	seen := map[string]Export{}
+	for _, e := range Exports {
+		if _, dup := seen[e.Name]; dup {
+			t.Errorf("%s: a second row", e.Name)
+		}
+		seen[e.Name] = e
+		if e.Hook == "" && e.Kind != Tool && e.Kind != Lifecycle {
+			t.Errorf("%s: no hook, but of kind %s", e.Name, e.Kind)
+		}
+	}
+	for _, h := range Hooks {
+		e := seen[h.Export]
+		if e.Hook != h.Name || e.Kind != h.Kind || e.Input != h.Input || e.Output != h.Output {
+			t.Errorf("hook %s: export row %+v", h.Name, e)
+		}
+		if h.Doc == "" {
+			t.Errorf("hook %s: no Doc, which the PDKs' documentation is made from", h.Name)
+		}
+	}
+	for _, name := range []string{ExportDescribe, ExportCallTool, ExportDestroy, ExportInstanceReplaced} {
+		if e, ok := seen[name]; !ok || e.Hook != "" {
+			t.Errorf("%s: row %+v, %v; want a row of no hook", name, e, ok)
+		}
+	}
+	if got, want := len(Exports), len(Hooks)+4; got != want {
+		t.Errorf("%d exports, want %d: the hooks' and four others", got, want)
+	}
+}
+
 func outputName(h Hook) string {
 	if h.Output == nil {
 		return ""
