@@ -58,6 +58,8 @@ type Hook struct {
 	Doc string
 }
 
+//go:generate go run ./internal/gen -root ..
+
 // Hooks is the one table of ABI v1's hooks, in the order the SPEC and the
 // manifest list them: the engine hooks, the session middleware, then the
 // pipeline stage handler. The host's exports, the engine's hook names, the
@@ -96,23 +98,25 @@ var Hooks = []Hook{
 		Doc:   "a turn ended, on whichever path (its status says which); it is called exactly once per turn."},
 	{Name: HookBeforeRun, Export: ExportBeforeRun, Kind: Middleware, Mutates: true,
 		Input: reflect.TypeOf(BeforeRunInput{}), Output: reflect.TypeOf(BeforeRunOutput{}),
-		Doc: "called before a turn's first model call: its output may replace the system prompt " +
+		Doc: "called before a turn's first model call; its output may replace the system prompt " +
 			"(empty: unchanged) and narrow the tools to a subset (absent: unchanged)."},
 	{Name: HookAfterRun, Export: ExportAfterRun, Kind: Middleware,
 		Input: reflect.TypeOf(AfterRunInput{}),
 		Doc:   "how a turn ended, after on_final."},
 	{Name: HookBeforeToolCall, Export: ExportBeforeToolCall, Kind: Middleware, Mutates: true,
 		Input: reflect.TypeOf(BeforeToolCallInput{}), Output: reflect.TypeOf(BeforeToolCallOutput{}),
-		Doc: "called before a tool runs: its output may rewrite the input (absent: unchanged) " +
+		Doc: "called before a tool runs; its output may rewrite the input (absent: unchanged) " +
 			"or deny the call (deny, with the reason the model sees as the observation)."},
 	{Name: HookAfterToolCall, Export: ExportAfterToolCall, Kind: Middleware, Mutates: true,
 		Input: reflect.TypeOf(AfterToolCallInput{}), Output: reflect.TypeOf(AfterToolCallOutput{}),
-		Doc: "called after a tool returned (or failed, is_error): its output may rewrite what the model sees " +
+		Doc: "called after a tool returned (or failed, is_error); its output may rewrite what the model sees " +
 			"(absent output: unchanged), to redact a secret, say."},
 	{Name: HookHandleStage, Export: ExportHandleStage, Kind: StageHandler, Mutates: true,
 		Input: reflect.TypeOf(StageInput{}), Output: reflect.TypeOf(StageOutcome{}),
 		Doc: "it runs the stages of morph's pipelines whose node's type is \"wasm:<plugin>\" (SPEC section 11), " +
-			"and answers the stage's outcome, whose status is required."},
+			"and answers the stage's outcome, whose status is required. The host checks the outcome " +
+			"(the section's rules: bounded names, counts and sizes, no context key the pipeline runner owns) " +
+			"and fails the stage on one that breaks a rule, as it does on an error or a panic."},
 }
 
 // Export describes one guest export of ABI v1 of the shape
