@@ -2,7 +2,8 @@
 // abi.Exports), so that a hook added to the table reaches both PDKs by
 // running it, not by hand: the Go PDK's //go:wasmexport stubs and hook
 // registration functions, and the Rust PDK's hook list, plugin! macro arms,
-// typed hook functions and documented hook table.
+// typed hook functions and documented hook table; and, once, a skeleton of
+// the JSON Schema of a payload type that has none (schema.go).
 //
 // go generate in abi runs it (see abi/table.go); its test fails when a
 // committed file differs from what it writes. Usage:
@@ -29,6 +30,14 @@ func main() {
 	root := flag.String("root", "..", "the repository's root, which holds abi/ and guests/")
 	flag.Parse()
 	if err := write(*root); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	wrote, err := skeletons(filepath.Join(*root, "abi", "schema"))
+	for _, path := range wrote {
+		fmt.Fprintf(os.Stderr, "gen: wrote the skeleton %s: fill in its %sdescriptions, and pair it with its type in abi's schema tests\n", path, todo)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
