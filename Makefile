@@ -245,7 +245,7 @@ examples/go-hooks/go-hooks-tinygo.wasm: $(wildcard examples/go-hooks/*.go guests
 
 rust: $(RUST_EXAMPLE)
 
-$(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs examples/rust-hooks/src/*.rs) guests/rust/Cargo.toml examples/rust-hooks/Cargo.toml examples/rust-hooks/.cargo/config.toml | tools-rust
+$(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs guests/rust/src/*.md examples/rust-hooks/src/*.rs) guests/rust/Cargo.toml examples/rust-hooks/Cargo.toml examples/rust-hooks/.cargo/config.toml | tools-rust
 	cd examples/rust-hooks && $(CARGO) build --release --target wasm32-unknown-unknown
 	mkdir -p $(@D) && cp $(CARGO_TARGET_DIR)/wasm32-unknown-unknown/release/rust_hooks.wasm $@
 
