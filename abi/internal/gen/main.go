@@ -35,7 +35,7 @@ func main() {
 	}
 	wrote, err := skeletons(filepath.Join(*root, "abi", "schema"))
 	for _, path := range wrote {
-		fmt.Fprintf(os.Stderr, "gen: wrote the skeleton %s: fill in its %sdescriptions, and pair it with its type in abi's schema tests\n", path, todo)
+		fmt.Fprintf(os.Stderr, "gen: wrote the skeleton %s: replace its %q descriptions, and pair it with its type in abi's schema tests\n", path, todo)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
