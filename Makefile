@@ -45,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench
+.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
 
 all: build
 
@@ -71,6 +71,13 @@ test: fmt-check vet tools-wabt tools-rust
 
 # Every module the tests load, built.
 guests: fixtures examples extism-guests tinygo-examples rust
+
+# generate writes the PDKs' per-hook code from abi's hook table
+# (abi/internal/gen: the Go PDK's exports and hook functions, the Rust
+# PDK's hook list, macro arms and typed hooks); abi's tests fail when a
+# committed file differs from what it writes.
+generate:
+	cd abi && $(GO) generate ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -238,7 +245,7 @@ examples/go-hooks/go-hooks-tinygo.wasm: $(wildcard examples/go-hooks/*.go guests
 
 rust: $(RUST_EXAMPLE)
 
-$(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs examples/rust-hooks/src/*.rs) guests/rust/Cargo.toml examples/rust-hooks/Cargo.toml examples/rust-hooks/.cargo/config.toml | tools-rust
+$(RUST_EXAMPLE): $(wildcard guests/rust/src/*.rs guests/rust/src/*.md examples/rust-hooks/src/*.rs) guests/rust/Cargo.toml examples/rust-hooks/Cargo.toml examples/rust-hooks/.cargo/config.toml | tools-rust
 	cd examples/rust-hooks && $(CARGO) build --release --target wasm32-unknown-unknown
 	mkdir -p $(@D) && cp $(CARGO_TARGET_DIR)/wasm32-unknown-unknown/release/rust_hooks.wasm $@
 

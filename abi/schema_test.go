@@ -814,7 +814,8 @@ type declaredStruct struct {
 // notOnTheWire are the exported struct types that describe the ABI to Go
 // code and never travel between host and guest, with why.
 var notOnTheWire = map[string]string{
-	"Hook": "a row of the hook table (Hooks)",
+	"Hook":   "a row of the hook table (Hooks)",
+	"Export": "a row of the export table (Exports)",
 }
 
 // packageStructs are the exported struct types declared in the package's

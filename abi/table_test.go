@@ -1,12 +1,6 @@
 package abi
 
-import (
-	"fmt"
-	"os"
-	"regexp"
-	"strings"
-	"testing"
-)
+import "testing"
 
 // The hook table is consistent: unique names and exports, exports named
 // after their hooks, observing hooks answering nothing, and every payload a
@@ -42,52 +36,41 @@ func TestHookTable(t *testing.T) {
 	}
 }
 
+// Exports holds each hook's export once, as the hook's row says, and the
+// exports that are no hook with kinds of their own.
+func TestExportTable(t *testing.T) {
+	seen := map[string]Export{}
+	for _, e := range Exports {
+		if _, dup := seen[e.Name]; dup {
+			t.Errorf("%s: a second row", e.Name)
+		}
+		seen[e.Name] = e
+		if e.Hook == "" && e.Kind != Tool && e.Kind != Lifecycle {
+			t.Errorf("%s: no hook, but of kind %s", e.Name, e.Kind)
+		}
+	}
+	for _, h := range Hooks {
+		e := seen[h.Export]
+		if e.Hook != h.Name || e.Kind != h.Kind || e.Input != h.Input || e.Output != h.Output {
+			t.Errorf("hook %s: export row %+v", h.Name, e)
+		}
+		if h.Doc == "" {
+			t.Errorf("hook %s: no Doc, which the PDKs' documentation is made from", h.Name)
+		}
+	}
+	for _, name := range []string{ExportDescribe, ExportCallTool, ExportDestroy, ExportInstanceReplaced} {
+		if e, ok := seen[name]; !ok || e.Hook != "" {
+			t.Errorf("%s: row %+v, %v; want a row of no hook", name, e, ok)
+		}
+	}
+	if got, want := len(Exports), len(Hooks)+4; got != want {
+		t.Errorf("%d exports, want %d: the hooks' and four others", got, want)
+	}
+}
+
 func outputName(h Hook) string {
 	if h.Output == nil {
 		return ""
 	}
 	return h.Output.Name()
-}
-
-// The Rust PDK offers exactly the table's hooks: its plugin! macro has an
-// arm per hook exporting the table's export, and its documented table gives
-// each the table's payload types, kind and observing or mutating nature.
-func TestRustPDKFollowsTheHookTable(t *testing.T) {
-	src, err := os.ReadFile("../guests/rust/src/lib.rs")
-	if err != nil {
-		t.Fatalf("%v: the Rust PDK is checked from its source in this repository", err)
-	}
-	text := string(src)
-	arms := regexp.MustCompile(`\((\w+), \$kind:ident, \$f:expr\) => \{\s*\$crate::__hook_fn!\((\w+), (\w+),`).FindAllStringSubmatch(text, -1)
-	docRows := regexp.MustCompile("(?m)^//! \\| `(\\w+)` \\| `fn\\((\\w+)\\)(?: -> (\\w+))?` \\| ([^|]+) \\|$").FindAllStringSubmatch(text, -1)
-	gotArms, gotDocs := map[string]string{}, map[string]string{}
-	for _, a := range arms {
-		if a[1] != a[3] {
-			t.Errorf("macro arm %s names the hook %s", a[1], a[3])
-		}
-		gotArms[a[1]] = a[2]
-	}
-	for _, r := range docRows {
-		gotDocs[r[1]] = fmt.Sprintf("%s -> %s | %s", r[2], r[3], strings.TrimSpace(r[4]))
-	}
-	for _, h := range Hooks {
-		if gotArms[h.Name] != h.Export {
-			t.Errorf("plugin! macro: hook %s exports %q, want %s", h.Name, gotArms[h.Name], h.Export)
-		}
-		nature := h.Kind.String()
-		switch {
-		case h.Kind == Middleware && h.Mutates:
-			nature += ", mutating"
-		case !h.Mutates:
-			nature += ", observing"
-		}
-		if want := fmt.Sprintf("%s -> %s | %s", h.Input.Name(), outputName(h), nature); gotDocs[h.Name] != want {
-			t.Errorf("lib.rs hooks table: %s is %q, want %q", h.Name, gotDocs[h.Name], want)
-		}
-		delete(gotArms, h.Name)
-		delete(gotDocs, h.Name)
-	}
-	if len(gotArms) > 0 || len(gotDocs) > 0 {
-		t.Errorf("the Rust PDK has hooks the table does not: macro %v, docs %v", gotArms, gotDocs)
-	}
 }

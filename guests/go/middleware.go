@@ -2,54 +2,17 @@ package pdk
 
 import "github.com/morphhost/morph/abi"
 
-// Session middleware (ABI v1, additive). The host calls these hooks of every
-// plugin that registers them, in order with the other middleware, during a
-// session's turns. Observing hooks (OnTurnStart, OnAction, OnObservation,
-// OnFinal, AfterRun) answer nothing; an error they return is logged by the
-// host and changes nothing. Mutating hooks (BeforeRun, BeforeToolCall,
-// AfterToolCall) answer an output whose zero value changes nothing. The host
-// isolates every failure: an error, a panic, a trap or a timeout never ends
-// the session; what it means for the session (skip the hook, or deny the
-// call) is the host's policy for the plugin.
-
-// OnTurnStart registers the on_turn_start hook: a turn's input was recorded.
-func OnTurnStart(fn func(abi.TurnStart) error) { observe(abi.HookOnTurnStart, fn) }
-
-// OnAction registers the on_action hook: the model asked for a tool, which
-// has not run yet.
-func OnAction(fn func(abi.Action) error) { observe(abi.HookOnAction, fn) }
-
-// OnObservation registers the on_observation hook: a tool's result was
-// written back to the conversation.
-func OnObservation(fn func(abi.Observation) error) { observe(abi.HookOnObservation, fn) }
-
-// OnFinal registers the on_final hook: a turn ended, on whichever path (its
-// Status says which); it is called exactly once per turn.
-func OnFinal(fn func(abi.TurnFinal) error) { observe(abi.HookOnFinal, fn) }
-
-// BeforeRun registers the before_run hook, called before a turn's first
-// model call: its output may replace the system prompt (empty: unchanged)
-// and narrow the tools to a subset (nil: unchanged).
-func BeforeRun(fn func(abi.BeforeRunInput) (abi.BeforeRunOutput, error)) {
-	register(abi.HookBeforeRun, fn)
-}
-
-// AfterRun registers the after_run hook: how a turn ended, after on_final.
-func AfterRun(fn func(abi.AfterRunInput) error) { observe(abi.HookAfterRun, fn) }
-
-// BeforeToolCall registers the before_tool_call hook, called before a tool
-// runs: its output may rewrite the input (nil: unchanged) or deny the call
-// (Deny, with the Reason the model sees as the observation).
-func BeforeToolCall(fn func(abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error)) {
-	register(abi.HookBeforeToolCall, fn)
-}
-
-// AfterToolCall registers the after_tool_call hook, called after a tool
-// returned (or failed, IsError): its output may rewrite what the model sees
-// (nil Output: unchanged), to redact a secret, say.
-func AfterToolCall(fn func(abi.AfterToolCallInput) (abi.AfterToolCallOutput, error)) {
-	register(abi.HookAfterToolCall, fn)
-}
+// Session middleware (ABI v1, additive). The host calls the middleware hooks
+// (registered by the functions of hooks_gen.go) of every plugin that
+// registers them, in order with the other middleware, during a session's
+// turns. Observing hooks (OnTurnStart, OnAction, ...) answer nothing; an
+// error they return is logged by the host and changes nothing. Mutating
+// hooks (BeforeRun, BeforeToolCall, ...) answer an output whose zero value
+// changes nothing. The host isolates every failure: an error, a panic, a
+// trap or a timeout never ends the session; what it means for the session
+// (skip the hook, or deny the call) is the host's policy for the plugin.
+//
+// The lifecycle below is no hook of the manifest.
 
 // OnDestroy registers fn to run when the host closes the plugin: once on
 // each idle instance, through morph_destroy, before the instance is

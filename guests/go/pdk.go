@@ -129,34 +129,6 @@ func Plugin(name, version string) {
 	reg.name, reg.version = name, version
 }
 
-// BuildPrompt registers the build_prompt hook: it receives the task, the
-// tools and the engine's default prompt, and returns the run's system prompt.
-// An empty system prompt counts as a failure and the engine uses its default.
-func BuildPrompt(fn func(abi.PromptInput) (abi.PromptOutput, error)) {
-	register(abi.HookBuildPrompt, fn)
-}
-
-// BuildParams registers the build_params hook: the returned parameters
-// override the run's base model parameters key by key, for every model
-// request of the run.
-func BuildParams(fn func(abi.ParamsInput) (abi.ParamsOutput, error)) {
-	register(abi.HookBuildParams, fn)
-}
-
-// OnToolSuccess registers the on_tool_success hook, called after every tool
-// call that was found and returned no error. An error it returns is logged by
-// the host; the tool's result stands.
-func OnToolSuccess(fn func(abi.ToolSuccessInput) error) {
-	observe(abi.HookOnToolSuccess, fn)
-}
-
-// FallbackFinal registers the fallback_final hook, which gives the run's final
-// answer when the model failed to conclude. If it fails, the engine uses its
-// default final.
-func FallbackFinal(fn func(abi.FallbackInput) (abi.Final, error)) {
-	register(abi.HookFallbackFinal, fn)
-}
-
 // register records fn as the hook name's handler, or the registration
 // mistake (nil fn, a second registration).
 func register[In, Out any](name string, fn func(In) (Out, error)) {

@@ -47,21 +47,7 @@
 //!
 //! # Hooks
 //!
-//! | key of `plugin!` | function (typed, `serde` feature) | kind |
-//! |---|---|---|
-//! | `build_prompt` | `fn(PromptInput) -> PromptOutput` | engine hook |
-//! | `build_params` | `fn(ParamsInput) -> ParamsOutput` | engine hook |
-//! | `on_tool_success` | `fn(ToolSuccessInput)` | engine hook, observing |
-//! | `fallback_final` | `fn(FallbackInput) -> Final` | engine hook |
-//! | `on_turn_start` | `fn(TurnStart)` | middleware, observing |
-//! | `on_action` | `fn(Action)` | middleware, observing |
-//! | `on_observation` | `fn(Observation)` | middleware, observing |
-//! | `on_final` | `fn(TurnFinal)` | middleware, observing |
-//! | `before_run` | `fn(BeforeRunInput) -> BeforeRunOutput` | middleware, mutating |
-//! | `after_run` | `fn(AfterRunInput)` | middleware, observing |
-//! | `before_tool_call` | `fn(BeforeToolCallInput) -> BeforeToolCallOutput` | middleware, mutating |
-//! | `after_tool_call` | `fn(AfterToolCallInput) -> AfterToolCallOutput` | middleware, mutating |
-//! | `handle_stage` | `fn(StageInput) -> StageOutcome` | stage handler |
+#![doc = include_str!("hooks.md")]
 //!
 //! Each function may return its output `T` or `Result<T, E>` for any `E:
 //! Display` ([`IntoHookResult`]); an error becomes a guest-reported error,
@@ -144,6 +130,8 @@
 #![warn(missing_docs)]
 
 pub mod exchange;
+// The hook list and plugin!'s arm per hook, generated from abi.Hooks.
+mod hooks;
 pub mod host;
 pub mod json;
 pub mod registry;
@@ -374,61 +362,6 @@ macro_rules! __plugin {
     };
     (@tool_fn { name : $n:expr , description : $d:expr , schema : $s:expr , run : $f:expr $(,)? }) => {
         $crate::registry::Tool { name: $n, run: &|params: &str| $crate::__typed_tool!($n, $f, params) }
-    };
-}
-
-/// One hook's export, by the hook's name.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __hook_export {
-    (build_prompt, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_build_prompt, build_prompt, $kind, $f);
-    };
-    (build_params, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_build_params, build_params, $kind, $f);
-    };
-    (on_tool_success, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_on_tool_success, on_tool_success, $kind, $f);
-    };
-    (fallback_final, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_fallback_final, fallback_final, $kind, $f);
-    };
-    (on_turn_start, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_on_turn_start, on_turn_start, $kind, $f);
-    };
-    (on_action, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_on_action, on_action, $kind, $f);
-    };
-    (on_observation, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_on_observation, on_observation, $kind, $f);
-    };
-    (on_final, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_on_final, on_final, $kind, $f);
-    };
-    (before_run, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_before_run, before_run, $kind, $f);
-    };
-    (after_run, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_after_run, after_run, $kind, $f);
-    };
-    (before_tool_call, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_before_tool_call, before_tool_call, $kind, $f);
-    };
-    (after_tool_call, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_after_tool_call, after_tool_call, $kind, $f);
-    };
-    (handle_stage, $kind:ident, $f:expr) => {
-        $crate::__hook_fn!(morph_handle_stage, handle_stage, $kind, $f);
-    };
-    ($other:ident, $kind:ident, $f:expr) => {
-        ::std::compile_error!(::std::concat!(
-            "morph_pdk::plugin!: `",
-            ::std::stringify!($other),
-            "` is not a hook of ABI v1 (hooks: build_prompt, ",
-            "build_params, on_tool_success, fallback_final, on_turn_start, on_action, on_observation, on_final, ",
-            "before_run, after_run, before_tool_call, after_tool_call, handle_stage; other keys: name, version, capabilities, ",
-            "history, requires, tools, destroy)"
-        ));
     };
 }
 

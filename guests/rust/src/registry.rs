@@ -7,24 +7,7 @@ use std::fmt::Display;
 use crate::exchange::RawResult;
 use crate::json;
 
-/// The hooks of ABI v1 with their exports, in the order the manifest lists
-/// them: the engine hooks, the session middleware, then the pipeline stage
-/// handler (SPEC sections 3, 10 and 11).
-pub const HOOKS: [(&str, &str); 13] = [
-    ("build_prompt", "morph_build_prompt"),
-    ("build_params", "morph_build_params"),
-    ("on_tool_success", "morph_on_tool_success"),
-    ("fallback_final", "morph_fallback_final"),
-    ("on_turn_start", "morph_on_turn_start"),
-    ("on_action", "morph_on_action"),
-    ("on_observation", "morph_on_observation"),
-    ("on_final", "morph_on_final"),
-    ("before_run", "morph_before_run"),
-    ("after_run", "morph_after_run"),
-    ("before_tool_call", "morph_before_tool_call"),
-    ("after_tool_call", "morph_after_tool_call"),
-    ("handle_stage", "morph_handle_stage"),
-];
+pub use crate::hooks::HOOKS;
 
 /// The ABI version of the manifest.
 pub const ABI_VERSION: u32 = 1;

@@ -37,18 +37,6 @@ macro_rules! into_hook_result {
     )*};
 }
 
-into_hook_result!(
-    (),
-    String,
-    PromptOutput,
-    ParamsOutput,
-    Final,
-    BeforeRunOutput,
-    BeforeToolCallOutput,
-    AfterToolCallOutput,
-    StageOutcome
-);
-
 /// Decodes a hook's input: empty input is the zero payload; unknown fields
 /// are ignored.
 pub fn decode<T: DeserializeOwned + Default>(hook: &str, input: &[u8]) -> Result<T, String> {
@@ -79,51 +67,8 @@ where
     Ok(Vec::new()) // observing hooks answer empty output
 }
 
-macro_rules! typed_hooks {
-    ($($(#[$doc:meta])* $kind:ident $hook:ident($in:ty) -> $out:ty;)*) => {$(
-        $(#[$doc])*
-        pub fn $hook<F, R>(f: F, input: &[u8]) -> RawResult
-        where
-            F: FnOnce($in) -> R,
-            R: IntoHookResult<$out>,
-        {
-            typed_hooks!(@call $kind, $in, $out, stringify!($hook), f, input)
-        }
-    )*};
-    (@call mutate, $in:ty, $out:ty, $name:expr, $f:expr, $input:expr) => {
-        mutate::<$in, $out, R, F>($name, $f, $input)
-    };
-    (@call observe, $in:ty, $out:ty, $name:expr, $f:expr, $input:expr) => { observe::<$in, R, F>($name, $f, $input) };
-}
-
-typed_hooks! {
-    /// `build_prompt`: `fn(PromptInput) -> PromptOutput` (or `Result<PromptOutput, E>`).
-    mutate build_prompt(PromptInput) -> PromptOutput;
-    /// `build_params`: `fn(ParamsInput) -> ParamsOutput`.
-    mutate build_params(ParamsInput) -> ParamsOutput;
-    /// `on_tool_success`: `fn(ToolSuccessInput)`, observing.
-    observe on_tool_success(ToolSuccessInput) -> ();
-    /// `fallback_final`: `fn(FallbackInput) -> Final`.
-    mutate fallback_final(FallbackInput) -> Final;
-    /// `on_turn_start`: `fn(TurnStart)`, observing.
-    observe on_turn_start(TurnStart) -> ();
-    /// `on_action`: `fn(Action)`, observing.
-    observe on_action(Action) -> ();
-    /// `on_observation`: `fn(Observation)`, observing.
-    observe on_observation(Observation) -> ();
-    /// `on_final`: `fn(TurnFinal)`, observing.
-    observe on_final(TurnFinal) -> ();
-    /// `before_run`: `fn(BeforeRunInput) -> BeforeRunOutput`.
-    mutate before_run(BeforeRunInput) -> BeforeRunOutput;
-    /// `after_run`: `fn(AfterRunInput)`, observing.
-    observe after_run(AfterRunInput) -> ();
-    /// `before_tool_call`: `fn(BeforeToolCallInput) -> BeforeToolCallOutput`.
-    mutate before_tool_call(BeforeToolCallInput) -> BeforeToolCallOutput;
-    /// `after_tool_call`: `fn(AfterToolCallInput) -> AfterToolCallOutput`.
-    mutate after_tool_call(AfterToolCallInput) -> AfterToolCallOutput;
-    /// `handle_stage`: `fn(StageInput) -> StageOutcome`, a pipeline stage.
-    mutate handle_stage(StageInput) -> StageOutcome;
-}
+// A function per hook, generated from abi.Hooks: build_prompt, ...
+include!("typed_hooks.rs");
 
 /// Runs a typed tool: its params object decoded into `P` (an
 /// [`Object`] for any params, or a struct of your own with serde's
