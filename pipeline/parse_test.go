@@ -479,10 +479,13 @@ func TestParseDOTHostile(t *testing.T) {
 			}
 			// At the default limits the parser may allocate about 85 MB
 			// for gonum's 500,000 tokens, 40 MB for its own token table and
-			// 100 MB for a million attribute values; these bounds leave room
-			// for -race on a busy machine and are far below what quadratic
-			// work or a copy of a large value per node would take.
-			if limit := 10 * time.Second; took > limit {
+			// 100 MB for a million attribute values; the allocation bound
+			// leaves room for that and is far below what a copy of a large
+			// value per node would take. The time bound is a hang guard,
+			// not a speed test (BenchmarkParse1000 is): quadratic work on
+			// these inputs takes hours; their linear parse seconds, 11 s
+			// under -race on a loaded 2-core machine.
+			if limit := 2 * time.Minute; took > limit {
 				t.Errorf("took %v; want under %v", took, limit)
 			}
 			if alloc, limit := after.TotalAlloc-before.TotalAlloc, uint64(8*len(tt.src)+256*mib); alloc > limit {
