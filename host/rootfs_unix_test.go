@@ -22,11 +22,9 @@ func TestGrantedPipeRefused(t *testing.T) {
 	}
 	p := load(t, l, Config{Name: "pipes", Path: wasm, Limits: Limits{Timeout: time.Second},
 		Grants: Grants{Paths: []PathGrant{{Host: dir, Guest: "/data"}}}})
-	start := time.Now()
+	// refused, not timed out: a blocked open would end at the deadline
+	// with ErrTimeout, not this error
 	deniedTool(t, p, "read", map[string]any{"path": "/data/pipe"}, "Operation not permitted")
-	if took := time.Since(start); took > 500*time.Millisecond {
-		t.Fatalf("the refusal took %v", took)
-	}
 	if !strings.Contains(logs.String(), "neither regular nor a directory") {
 		t.Fatalf("the refusal was not logged:\n%s", logs.String())
 	}
