@@ -209,7 +209,8 @@ func runCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return report(ctx, h.WorkflowID(), h.Get, func() (converter.EncodedValue, error) {
+				wait := func(ctx context.Context, res any) error { return temporal.WaitTurn(ctx, h, res.(*temporal.TurnResult)) }
+				return report(ctx, h.WorkflowID(), wait, func() (converter.EncodedValue, error) {
 					return c.QueryWorkflow(ctx, h.WorkflowID(), h.RunID(), temporal.QueryTurnProgress, h.UpdateID())
 				})
 			}
