@@ -1,0 +1,161 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/morphhost/morph/config"
+)
+
+// faults fails the first pollFails polls of an update's outcome (poll),
+// as one long poll that ends without the outcome does (the SDK makes it a
+// WorkflowUpdateServiceTimeoutOrCanceledError), and, a client interceptor,
+// the first startFails
+// update-with-starts, after sending them, with a deadline, as a busy
+// worker that accepts the update after the RPC's deadline does.
+type faults struct {
+	interceptor.ClientInterceptorBase
+	pollFails, startFails int32
+	polls, starts         atomic.Int32
+	updateIDs             chan string // of each update-with-start sent
+}
+
+func (f *faults) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &faultsOut{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, f: f}
+}
+
+type faultsOut struct {
+	interceptor.ClientOutboundInterceptorBase
+	f *faults
+}
+
+// poll is a gRPC interceptor that fails the first pollFails polls of an
+// update's outcome with a deadline, before sending them: the SDK's
+// interceptors do not expose PollWorkflowUpdate's input.
+func (f *faults) poll(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if method == workflowservice.WorkflowService_PollWorkflowExecutionUpdate_FullMethodName && f.polls.Add(1) <= f.pollFails {
+		return status.Error(codes.DeadlineExceeded, "injected: the long poll's deadline")
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (o *faultsOut) UpdateWithStartWorkflow(ctx context.Context, in *interceptor.ClientUpdateWithStartWorkflowInput) (client.WorkflowUpdateHandle, error) {
+	o.f.updateIDs <- in.UpdateOptions.UpdateID
+	h, err := o.Next.UpdateWithStartWorkflow(ctx, in)
+	if err == nil && o.f.starts.Add(1) <= o.f.startFails {
+		return nil, fmt.Errorf("failed workflow update: %w", serviceerror.NewDeadlineExceeded("injected: context deadline exceeded"))
+	}
+	return h, err
+}
+
+// faultyClient is a client of the dev server whose requests f fails.
+func faultyClient(t *testing.T, f *faults) client.Client {
+	t.Helper()
+	dev(t)
+	srv, _ := devServer()
+	f.updateIDs = make(chan string, 16)
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: quiet, Interceptors: []interceptor.ClientInterceptor{f},
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(f.poll)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// A wait for a turn's result whose long poll ends without it (the SDK's
+// WorkflowUpdateServiceTimeoutOrCanceledError, the caller's context alive)
+// polls again: WaitTurn answers the turn's result.
+func TestWaitTurnPollsAgain(t *testing.T) {
+	f := &faults{pollFails: 2}
+	c := faultyClient(t, f)
+	cfg, err := config.Load(writeConfig(t, calcTurns[:2]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := StartTurn(ctx, c, queue, "poll-"+t.Name(), SessionLimits{}, SessionTurn{Task: "what is 6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res TurnResult
+	if err := WaitTurn(ctx, h, &res); err != nil {
+		t.Fatalf("WaitTurn after %d polls: %v", f.polls.Load(), err)
+	}
+	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
+		t.Errorf("turn result %+v, want the output 42", res)
+	}
+	if n := f.polls.Load(); n != 3 {
+		t.Errorf("%d polls of the update, want 3 (two failed)", n)
+	}
+	// the caller's own end is not waited past
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	f.polls.Store(0)
+	var timeout *client.WorkflowUpdateServiceTimeoutOrCanceledError
+	if err := WaitTurn(gone, h, &res); !errors.As(err, &timeout) || f.polls.Load() != 1 {
+		t.Errorf("WaitTurn with its context ended: %v after %d polls; want the first poll's error", err, f.polls.Load())
+	}
+}
+
+// An update-with-start of a turn that Temporal admitted, but whose answer
+// the client did not get (a deadline: a busy worker accepts it late), is
+// sent again with the same update ID, and Temporal answers it with the
+// update already admitted: the turn runs once, and its result arrives.
+func TestStartTurnRetriedRunsOnce(t *testing.T) {
+	f := &faults{startFails: 1}
+	c := faultyClient(t, f)
+	cfg, err := config.Load(writeConfig(t, calcTurns...)) // enough replies for a second run of the turn, were there one
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := "retry-" + t.Name()
+	h, err := StartTurn(ctx, c, queue, id, SessionLimits{}, SessionTurn{Task: "what is 6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res TurnResult
+	if err := WaitTurn(ctx, h, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
+		t.Errorf("turn result %+v, want the output 42", res)
+	}
+	first, second := <-f.updateIDs, <-f.updateIDs
+	if n := f.starts.Load(); n != 2 || first != second || first != h.UpdateID() || first == "" {
+		t.Errorf("%d update-with-starts, of updates %q and %q (the handle's %q); want 2 of one", n, first, second, h.UpdateID())
+	}
+	q, err := c.QueryWorkflow(ctx, SessionWorkflowID(id), "", QuerySession)
+	var state SessionState
+	if err != nil || q.Get(&state) != nil {
+		t.Fatal(err)
+	}
+	if state.Turns != 1 || state.ModelCalls != 2 {
+		t.Errorf("the session ran %d turns, %d model calls; want the turn once: 1 turn, 2 calls", state.Turns, state.ModelCalls)
+	}
+	// a turn's own update ID is kept
+	h, err = StartTurn(ctx, c, queue, id, SessionLimits{}, SessionTurn{Task: "and plus one?", UpdateID: "mine-" + t.Name()})
+	if err != nil || h.UpdateID() != "mine-"+t.Name() {
+		t.Fatalf("StartTurn with an update ID: %v, update %q", err, h.UpdateID())
+	}
+	if err := WaitTurn(ctx, h, &res); err != nil || res.Final == nil || fmt.Sprint(res.Final.Output) != "43" {
+		t.Errorf("the second turn: %+v, %v; want the output 43", res, err)
+	}
+}
