@@ -36,7 +36,9 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -94,7 +96,7 @@ func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.C
 	c, err := backoff.Retry(dctx, func() (client.Client, error) {
 		c, err := client.DialContext(dctx, opts)
 		if err == nil {
-			if err = namespaceFound(dctx, c, opts.Namespace); err != nil {
+			if err = namespaceFound(dctx, c, opts.Namespace, t.WithDefaults().TaskQueue); err != nil {
 				c.Close()
 			}
 		}
@@ -142,12 +144,16 @@ func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.C
 
 // namespaceFound checks that c's service has namespace ns: a server just
 // started registers its namespaces a little after it answers, and a
-// client's first request would fail with NamespaceNotFound. Only that
-// error counts (or the service not answering): another refusal of the
-// description (a key allowed the namespace's workflows but not its
-// description) leaves the namespace to the client's requests to check.
-func namespaceFound(ctx context.Context, c client.Client, ns string) error {
-	_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+// client's first request would fail with NamespaceNotFound. It asks as
+// those requests do, through the frontend's cache of namespaces, by
+// describing taskQueue (read-only, and of the namespace's workflows'
+// permissions): DescribeNamespace reads the store and finds a namespace
+// the cache does not know yet. Only NamespaceNotFound counts (or the
+// service not answering): another refusal leaves the namespace to the
+// client's requests to check.
+func namespaceFound(ctx context.Context, c client.Client, ns, taskQueue string) error {
+	_, err := c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: ns,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: taskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW})
 	var notFound *serviceerror.NamespaceNotFound
 	if err != nil && (errors.As(err, &notFound) || unreachable(err)) {
 		return err
