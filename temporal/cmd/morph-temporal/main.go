@@ -16,8 +16,8 @@
 // them to the workflow (temporal.AnswerGate), writing its refusals on
 // standard error.
 //
-// Each waits for a Temporal service that does not answer yet, up to
-// [temporal] dial_timeout (dial).
+// Each waits for a Temporal service that does not answer yet, or does not
+// have its namespace yet, up to [temporal] dial_timeout (dial).
 package main
 
 import (
