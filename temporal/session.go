@@ -212,16 +212,15 @@ func SessionWorkflow(ctx workflow.Context, in SessionState) (SessionState, error
 // backing off (clientBackoff), for as long as ctx lives, with the same
 // update ID (turn.UpdateID, or one made once for the call): Temporal
 // answers a retry of an update its workflow's run has admitted already
-// with that update, so that the turn runs once. One case is left: if the
-// first request's update was admitted, and its turn ran and the workflow
-// continued as new (past session_max_turns or its history's size) or ended
-// idle, all before the retry reached Temporal, the new run does not know
-// the update ID and runs the turn a second time. That takes a turn to be
-// accepted and run to its end within the backoff after its request failed,
-// and to be the last of its run (one turn in session_max_turns, 100 by
-// default; session_idle_timeout is a day): rare, and a turn is a task the
-// user asked for, which at worst is answered twice, the session's history
-// showing both.
+// with that update, so that the turn runs once. A run that has ended since
+// (continued as new past session_max_turns or its history's size, or
+// ended idle) does not take the retry: before each retry, StartTurn looks
+// for the update in the run that ended last (ranBefore) and, found there,
+// answers it. One case is left: the first request's update admitted, its
+// turn run to its end and its run ended, all between that look and the
+// retry reaching Temporal (milliseconds), or two runs ending since the
+// first request (two turns or more run within one backoff); the retry then
+// starts the turn again, and the session's history shows it twice.
 func StartTurn(ctx context.Context, c client.Client, taskQueue, id string, limits SessionLimits, turn SessionTurn) (client.WorkflowUpdateHandle, error) {
 	if err := limits.CheckTask(turn.Task); err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
@@ -229,7 +228,14 @@ func StartTurn(ctx context.Context, c client.Client, taskQueue, id string, limit
 	if turn.UpdateID == "" {
 		turn.UpdateID = "turn-" + rand.Text()
 	}
+	retry := false
 	h, err := retryTransient(ctx, func() (client.WorkflowUpdateHandle, error) {
+		if retry {
+			if h, err := ranBefore(ctx, c, SessionWorkflowID(id), turn.UpdateID); h != nil || err != nil {
+				return h, err
+			}
+		}
+		retry = true
 		in, err := endedState(ctx, c, id)
 		if err != nil {
 			return nil, err
@@ -312,6 +318,52 @@ func transient(ctx context.Context, err error) bool {
 		return true
 	}
 	return false
+}
+
+// ranBeforeWait bounds ranBefore's question to a run that ended, which
+// answers at once; one that does not has not completed the update.
+const ranBeforeWait = 10 * time.Second
+
+// ranBefore is a handle of update updateID of workflow id if the run of
+// it that ended last has it (the current run if it ended, else the run it
+// continues), or nil: a retry of StartTurn whose first request's turn ran
+// there and then its run ended. (The current run, running, dedupes the
+// retry itself.) Asking the ended run for the update's outcome does not
+// wait: it has the update completed or not at all (ranBeforeWait).
+func ranBefore(ctx context.Context, c client.Client, id, updateID string) (client.WorkflowUpdateHandle, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	run := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		events := c.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		if !events.HasNext() {
+			return nil, nil
+		}
+		first, err := events.Next()
+		if err != nil {
+			return nil, err
+		}
+		if run = first.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); run == "" {
+			return nil, nil
+		}
+	}
+	h := c.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{WorkflowID: id, RunID: run, UpdateID: updateID})
+	pctx, cancel := context.WithTimeout(ctx, ranBeforeWait)
+	defer cancel()
+	var svc serviceerror.ServiceError
+	switch err := h.Get(pctx, nil); {
+	case errors.As(err, &notFound), pctx.Err() != nil && ctx.Err() == nil: // not there, or not completed there: not run
+		return nil, nil
+	case errors.As(err, &svc) || transient(ctx, err):
+		return nil, err // asking failed; the outcome itself is not a ServiceError
+	}
+	return h, nil
 }
 
 // endedState is the state session id's workflow ended idle with, or none
