@@ -30,6 +30,9 @@ type faults struct {
 	pollFails, startFails int32
 	polls, starts         atomic.Int32
 	updateIDs             chan string // of each update-with-start sent
+	// lost, when set, is called with the handle of an update-with-start
+	// before its failure is injected
+	lost func(context.Context, client.WorkflowUpdateHandle)
 }
 
 func (f *faults) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
@@ -55,6 +58,9 @@ func (o *faultsOut) UpdateWithStartWorkflow(ctx context.Context, in *interceptor
 	o.f.updateIDs <- in.UpdateOptions.UpdateID
 	h, err := o.Next.UpdateWithStartWorkflow(ctx, in)
 	if err == nil && o.f.starts.Add(1) <= o.f.startFails {
+		if o.f.lost != nil {
+			o.f.lost(ctx, h)
+		}
 		return nil, fmt.Errorf("failed workflow update: %w", serviceerror.NewDeadlineExceeded("injected: context deadline exceeded"))
 	}
 	return h, err
@@ -142,12 +148,7 @@ func TestStartTurnRetriedRunsOnce(t *testing.T) {
 	if n := f.starts.Load(); n != 2 || first != second || first != h.UpdateID() || first == "" {
 		t.Errorf("%d update-with-starts, of updates %q and %q (the handle's %q); want 2 of one", n, first, second, h.UpdateID())
 	}
-	q, err := c.QueryWorkflow(ctx, SessionWorkflowID(id), "", QuerySession)
-	var state SessionState
-	if err != nil || q.Get(&state) != nil {
-		t.Fatal(err)
-	}
-	if state.Turns != 1 || state.ModelCalls != 2 {
+	if state := sessionState(ctx, t, c, id); state.Turns != 1 || state.ModelCalls != 2 {
 		t.Errorf("the session ran %d turns, %d model calls; want the turn once: 1 turn, 2 calls", state.Turns, state.ModelCalls)
 	}
 	// a turn's own update ID is kept
@@ -157,5 +158,73 @@ func TestStartTurnRetriedRunsOnce(t *testing.T) {
 	}
 	if err := WaitTurn(ctx, h, &res); err != nil || res.Final == nil || fmt.Sprint(res.Final.Output) != "43" {
 		t.Errorf("the second turn: %+v, %v; want the output 43", res, err)
+	}
+}
+
+// A retried update-with-start whose first request's turn ran, and whose
+// run then continued as new (session_max_turns = 1), all before the retry,
+// finds the turn in the run that ended and answers its result: the new
+// run, which does not know the update, does not run the turn again.
+func TestStartTurnRetriedAfterItsRunEnded(t *testing.T) {
+	f := &faults{startFails: 1}
+	c := faultyClient(t, f)
+	f.lost = func(ctx context.Context, h client.WorkflowUpdateHandle) {
+		if err := WaitTurn(ctx, h, &TurnResult{}); err != nil || h.RunID() == "" {
+			t.Errorf("the lost turn of run %q: %v", h.RunID(), err)
+			return
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID(), "")
+			if err == nil && desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != h.RunID() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("run %s did not continue as new: %v", h.RunID(), err)
+				return
+			}
+		}
+	}
+	cfg, err := config.Load(writeConfig(t, calcTurns...)) // enough replies for a second run of the turn, were there one
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := "ended-" + t.Name()
+	h, err := StartTurn(ctx, c, queue, id, SessionLimits{MaxTurns: 1}, SessionTurn{Task: "what is 6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res TurnResult
+	if err := WaitTurn(ctx, h, &res); err != nil || res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
+		t.Errorf("turn result %+v, %v; want the output 42", res, err)
+	}
+	if n, first := f.starts.Load(), <-f.updateIDs; n != 1 || first != h.UpdateID() {
+		t.Errorf("%d update-with-starts, of update %q (the handle's %q); want the lost one alone", n, first, h.UpdateID())
+	}
+	if state := sessionState(ctx, t, c, id); state.Turns != 1 || state.ModelCalls != 2 {
+		t.Errorf("the session ran %d turns, %d model calls; want the turn once: 1 turn, 2 calls", state.Turns, state.ModelCalls)
+	}
+}
+
+// sessionState is session id's state as its workflow's current run
+// answers it, once that run has started (a run just continued as new
+// knows no query before its first workflow task).
+func sessionState(ctx context.Context, t *testing.T, c client.Client, id string) SessionState {
+	t.Helper()
+	for {
+		q, err := c.QueryWorkflow(ctx, SessionWorkflowID(id), "", QuerySession)
+		var state SessionState
+		if err == nil {
+			err = q.Get(&state)
+		}
+		if err == nil {
+			return state
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("session %s's state: %v", id, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
