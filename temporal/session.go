@@ -269,6 +269,14 @@ func WaitTurn(ctx context.Context, h client.WorkflowUpdateHandle, res *TurnResul
 	return nil
 }
 
+// WaitRun waits for the result of workflow run into valuePtr, as WaitTurn
+// for a turn's: a long poll of its history that fails for a busy service
+// (one RPC's deadline) polls again while ctx lives.
+func WaitRun(ctx context.Context, run client.WorkflowRun, valuePtr any) error {
+	_, err := retryTransient(ctx, func() (struct{}, error) { return struct{}{}, run.Get(ctx, valuePtr) })
+	return err
+}
+
 // retryTransient calls op until it succeeds, fails for good (not
 // transient), or ctx ends, backing off between attempts (clientBackoff).
 // Ended by ctx, it returns op's last error with ctx's cause.

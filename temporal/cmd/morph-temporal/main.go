@@ -262,7 +262,8 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return report(ctx, wr.GetID(), wr.Get, func() (converter.EncodedValue, error) {
+			wait := func(ctx context.Context, res any) error { return temporal.WaitRun(ctx, wr, res) }
+			return report(ctx, wr.GetID(), wait, func() (converter.EncodedValue, error) {
 				return c.QueryWorkflow(ctx, wr.GetID(), wr.GetRunID(), temporal.QueryProgress)
 			})
 		},
