@@ -19,17 +19,18 @@ import (
 	"github.com/morphhost/morph/config"
 )
 
-// faults fails the first pollFails polls of an update's outcome (poll),
-// as one long poll that ends without the outcome does (the SDK makes it a
+// faults fails the first pollFails polls of an update's outcome and the
+// first historyFails long polls of a workflow's history (poll), as one
+// long poll that ends without an answer does (the SDK makes the first a
 // WorkflowUpdateServiceTimeoutOrCanceledError), and, a client interceptor,
 // the first startFails
 // update-with-starts, after sending them, with a deadline, as a busy
 // worker that accepts the update after the RPC's deadline does.
 type faults struct {
 	interceptor.ClientInterceptorBase
-	pollFails, startFails int32
-	polls, starts         atomic.Int32
-	updateIDs             chan string // of each update-with-start sent
+	pollFails, startFails, historyFails int32
+	polls, starts, histories            atomic.Int32
+	updateIDs                           chan string // of each update-with-start sent
 	// lost, when set, is called with the handle of an update-with-start
 	// before its failure is injected
 	lost func(context.Context, client.WorkflowUpdateHandle)
@@ -45,10 +46,14 @@ type faultsOut struct {
 }
 
 // poll is a gRPC interceptor that fails the first pollFails polls of an
-// update's outcome with a deadline, before sending them: the SDK's
-// interceptors do not expose PollWorkflowUpdate's input.
+// update's outcome and historyFails long polls of a history with a
+// deadline, before sending them: the SDK's interceptors do not expose
+// PollWorkflowUpdate's input.
 func (f *faults) poll(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if method == workflowservice.WorkflowService_PollWorkflowExecutionUpdate_FullMethodName && f.polls.Add(1) <= f.pollFails {
+		return status.Error(codes.DeadlineExceeded, "injected: the long poll's deadline")
+	}
+	if r, ok := req.(*workflowservice.GetWorkflowExecutionHistoryRequest); ok && r.GetWaitNewEvent() && f.histories.Add(1) <= f.historyFails {
 		return status.Error(codes.DeadlineExceeded, "injected: the long poll's deadline")
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
@@ -115,6 +120,34 @@ func TestWaitTurnPollsAgain(t *testing.T) {
 	var timeout *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	if err := WaitTurn(gone, h, &res); !errors.As(err, &timeout) || f.polls.Load() != 1 {
 		t.Errorf("WaitTurn with its context ended: %v after %d polls; want the first poll's error", err, f.polls.Load())
+	}
+}
+
+// A wait for a workflow's result whose long poll of its history fails
+// with a deadline (the SDK's retries leave DeadlineExceeded to the caller)
+// polls again: WaitRun answers the result.
+func TestWaitRunPollsAgain(t *testing.T) {
+	f := &faults{historyFails: 1}
+	c := faultyClient(t, f)
+	cfg, err := config.Load(writeConfig(t, calcTurns[:2]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: startWorker(t, c, cfg)}, TurnWorkflow, TurnInput{SessionID: "s", Task: "what is 6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res TurnResult
+	if err := WaitRun(ctx, run, &res); err != nil {
+		t.Fatalf("WaitRun after %d long polls: %v", f.histories.Load(), err)
+	}
+	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
+		t.Errorf("turn result %+v, want the output 42", res)
+	}
+	if n := f.histories.Load(); n < 2 {
+		t.Errorf("%d long polls of the history, want the failed one and more", n)
 	}
 }
 
