@@ -264,7 +264,7 @@ func WaitTurn(ctx context.Context, h client.WorkflowUpdateHandle, res *TurnResul
 	// the update's reference only), so polling again is calling it again.
 	_, err := retryTransient(ctx, func() (struct{}, error) { return struct{}{}, h.Get(ctx, res) })
 	if err != nil {
-		return fmt.Errorf("the turn of update %s of workflow %s: %w", h.UpdateID(), h.WorkflowID(), err)
+		return fmt.Errorf("the turn of update %s: %w", h.UpdateID(), err)
 	}
 	return nil
 }
@@ -329,7 +329,8 @@ func transient(ctx context.Context, err error) bool {
 }
 
 // ranBeforeWait bounds ranBefore's question to a run that ended, which
-// answers at once; one that does not has not completed the update.
+// answers at once; one that does not has not completed the update (or the
+// service is too slow to say, and the retry goes ahead).
 const ranBeforeWait = 10 * time.Second
 
 // ranBefore is a handle of update updateID of workflow id if the run of
