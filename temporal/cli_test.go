@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/morphhost/morph/internal/durable"
 	"github.com/morphhost/morph/internal/testenv"
 )
@@ -302,5 +305,72 @@ func TestCLIGivesUpOnTemporal(t *testing.T) {
 				t.Errorf("morph %v: no %q in its error:\n%s", args, want, stderr.String())
 			}
 		}
+	}
+}
+
+// `morph worker` and `morph run --temporal` whose [temporal] namespace the
+// service does not have yet (a server just started registers its own a
+// little after it answers) wait for it, up to dial_timeout, saying so; the
+// namespace then registered, the run ends with the model's answer.
+func TestCLIWaitsForNamespace(t *testing.T) {
+	c := dev(t)
+	srv, _ := devServer()
+	ns := fmt.Sprint("ns-", time.Now().UnixNano())
+	replies := []string{
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`,
+	}
+	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\nhost_port = %q\nnamespace = %q\ndial_timeout = \"2m\"\n", srv.FrontendHostPort(), ns))
+
+	morph := bin(t, "morph")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var logs, stdout, stderr testenv.Buffer
+	worker := exec.CommandContext(ctx, morph, "worker", "--config", cfg)
+	worker.Stdout, worker.Stderr = &logs, &logs
+	run := exec.CommandContext(ctx, morph, "run", "--temporal", "--config", cfg, "what is 6*7?")
+	run.Stdout, run.Stderr = &stdout, &stderr
+	for _, cmd := range []*exec.Cmd{worker, run} {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
+	waiting := fmt.Sprintf("morph-temporal: Temporal at %s has no namespace %s yet", srv.FrontendHostPort(), ns)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), waiting) || !strings.Contains(stderr.String(), waiting); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not both waiting for the namespace:\nworker:\n%s\nrun:\n%s", logs.String(), stderr.String())
+		}
+	}
+	if _, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
+		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Wait(); err != nil {
+		t.Fatalf("morph run --temporal: %v\n%s\nworker:\n%s", err, stderr.String(), logs.String())
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil || out["output"] != 42.0 {
+		t.Errorf("morph run --temporal wrote %s (%v), want the output 42", stdout.String(), err)
+	}
+}
+
+// `morph run --temporal` with a [temporal] namespace its service never
+// has gives up after dial_timeout (1s), naming the address, the namespace
+// and the keys to change.
+func TestCLIGivesUpOnNamespace(t *testing.T) {
+	dev(t)
+	srv, _ := devServer()
+	cfg := appendConfig(t, writeConfig(t, `{"type":"final","final":{"thought":"t","output":1}}`),
+		fmt.Sprintf("\n[temporal]\nhost_port = %q\nnamespace = \"no-such-namespace\"\ndial_timeout = \"1s\"\n", srv.FrontendHostPort()))
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin(t, "morph"), "run", "--temporal", "--config", cfg, "what is 6*7?")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Errorf("morph run --temporal succeeded in a namespace %s does not have", srv.FrontendHostPort())
+	}
+	want := fmt.Sprintf("Temporal at %s has no namespace no-such-namespace after 1s ([temporal] dial_timeout; set [temporal] namespace", srv.FrontendHostPort())
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("no %q in its error:\n%s", want, stderr.String())
 	}
 }

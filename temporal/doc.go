@@ -17,8 +17,9 @@
 //
 // A session of several turns is one workflow (SessionWorkflow, its ID
 // SessionWorkflowID of the session's): each turn an update (UpdateTurn,
-// sent by StartTurn), run one at a time by the same engine TurnWorkflow
-// runs, whose session keeps the history. Past SessionLimits (turns, the
+// sent by StartTurn, its result waited for by WaitTurn, both retrying
+// what a busy service fails for a while), run one at a time by the same
+// engine TurnWorkflow runs, whose session keeps the history. Past SessionLimits (turns, the
 // size of its Temporal history, or when Temporal suggests it) it continues
 // as new between turns, once the turns already asked for have run,
 // carrying the history and its middleware's quarantines (SessionState);

@@ -89,7 +89,7 @@ func sessionTurn(t testing.TB, c client.Client, queue, id string, limits Session
 		t.Fatal(err)
 	}
 	var res TurnResult
-	if err := h.Get(ctx, &res); err != nil {
+	if err := WaitTurn(ctx, h, &res); err != nil {
 		t.Fatal(err)
 	}
 	return res

@@ -16,8 +16,8 @@
 // them to the workflow (temporal.AnswerGate), writing its refusals on
 // standard error.
 //
-// Each waits for a Temporal service that does not answer yet, up to
-// [temporal] dial_timeout (dial).
+// Each waits for a Temporal service that does not answer yet, or does not
+// have its namespace yet, up to [temporal] dial_timeout (dial).
 package main
 
 import (
@@ -36,7 +36,10 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/converter"
@@ -70,9 +73,10 @@ func main() {
 // is tried again, backing off (dialBackoff), until [temporal] dial_timeout
 // has passed since the first attempt, so that a worker or a run started
 // with its server, or while it restarts, waits for it; a notice on
-// standard error says so once. A refusal (a bad API key) is not tried
-// again. Either error names the address and the keys to change, and the
-// last attempt's error.
+// standard error says so once. So is a service without the namespace
+// (namespaceFound): a server just started has not registered it yet. A
+// refusal (a bad API key) is not tried again. Each error names the
+// address and the keys to change, and the last attempt's error.
 func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.Client, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
@@ -87,24 +91,39 @@ func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.C
 	timeout := t.WithDefaults().DialTimeout
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last, refused error
-	var told sync.Once
+	var last, refused, missing error
+	var toldDown, toldMissing sync.Once
 	c, err := backoff.Retry(dctx, func() (client.Client, error) {
 		c, err := client.DialContext(dctx, opts)
+		if err == nil {
+			if err = namespaceFound(dctx, c, opts.Namespace, t.WithDefaults().TaskQueue); err != nil {
+				c.Close()
+			}
+		}
+		var notFound *serviceerror.NamespaceNotFound
 		switch {
 		case err == nil:
 		case dctx.Err() != nil: // dial_timeout's end (or ctx's) cut the attempt short: it says nothing new
 			last = cmp.Or(last, err)
+		case errors.As(err, &notFound):
+			missing = err
 		case !unreachable(err):
 			refused = err
 			return nil, backoff.Permanent(err)
 		default:
-			last = err
+			last, missing = err, nil
 		}
 		return c, err
 	}, backoff.WithBackOff(dialBackoff()), backoff.WithMaxElapsedTime(0), // dctx bounds the attempts
 		backoff.WithNotify(func(err error, _ time.Duration) {
-			told.Do(func() {
+			var notFound *serviceerror.NamespaceNotFound
+			if errors.As(err, &notFound) {
+				toldMissing.Do(func() {
+					fmt.Fprintf(os.Stderr, "morph-temporal: Temporal at %s has no namespace %s yet; trying again for up to %s ([temporal] dial_timeout)\n", opts.HostPort, opts.Namespace, timeout)
+				})
+				return
+			}
+			toldDown.Do(func() {
 				fmt.Fprintf(os.Stderr, "morph-temporal: Temporal at %s does not answer (%v); trying again for up to %s ([temporal] dial_timeout)\n", opts.HostPort, err, timeout)
 			})
 		}))
@@ -115,9 +134,31 @@ func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.C
 		return nil, fmt.Errorf("connecting to Temporal at %s (namespace %s; [temporal] host_port, namespace, or TEMPORAL_ADDRESS): %w", opts.HostPort, opts.Namespace, refused)
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, context.Cause(ctx))
+	case missing != nil:
+		return nil, fmt.Errorf("Temporal at %s has no namespace %s after %s ([temporal] dial_timeout; set [temporal] namespace or TEMPORAL_NAMESPACE to one it has, or create it: temporal operator namespace create): %w",
+			opts.HostPort, opts.Namespace, timeout, missing)
 	}
 	return nil, fmt.Errorf("Temporal at %s did not answer within %s ([temporal] dial_timeout; is it running there? else set [temporal] host_port or TEMPORAL_ADDRESS): %w",
 		opts.HostPort, timeout, last)
+}
+
+// namespaceFound checks that c's service has namespace ns: a server just
+// started registers its namespaces a little after it answers, and a
+// client's first request would fail with NamespaceNotFound. It asks as
+// those requests do, through the frontend's cache of namespaces, by
+// describing taskQueue (read-only, and of the namespace's workflows'
+// permissions): DescribeNamespace reads the store and finds a namespace
+// the cache does not know yet. Only NamespaceNotFound counts (or the
+// service not answering): another refusal leaves the namespace to the
+// client's requests to check.
+func namespaceFound(ctx context.Context, c client.Client, ns, taskQueue string) error {
+	_, err := c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: ns,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: taskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW})
+	var notFound *serviceerror.NamespaceNotFound
+	if err != nil && (errors.As(err, &notFound) || unreachable(err)) {
+		return err
+	}
+	return nil
 }
 
 // dialBackoff is the waits between attempts to reach Temporal: a tenth of
@@ -209,7 +250,8 @@ func runCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return report(ctx, h.WorkflowID(), h.Get, func() (converter.EncodedValue, error) {
+				wait := func(ctx context.Context, res any) error { return temporal.WaitTurn(ctx, h, res.(*temporal.TurnResult)) }
+				return report(ctx, h.WorkflowID(), wait, func() (converter.EncodedValue, error) {
 					return c.QueryWorkflow(ctx, h.WorkflowID(), h.RunID(), temporal.QueryTurnProgress, h.UpdateID())
 				})
 			}
@@ -220,7 +262,8 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return report(ctx, wr.GetID(), wr.Get, func() (converter.EncodedValue, error) {
+			wait := func(ctx context.Context, res any) error { return temporal.WaitRun(ctx, wr, res) }
+			return report(ctx, wr.GetID(), wait, func() (converter.EncodedValue, error) {
 				return c.QueryWorkflow(ctx, wr.GetID(), wr.GetRunID(), temporal.QueryProgress)
 			})
 		},

@@ -229,7 +229,7 @@ func followPipeline(ctx context.Context, c client.Client, cfg *config.Config, wr
 		}
 	}
 	// wr.Get follows the runs the workflow continues as.
-	return follow(ctx, func(ctx context.Context) error { return wr.Get(ctx, &res) }, report, func(err error) error {
+	return follow(ctx, func(ctx context.Context) error { return temporal.WaitRun(ctx, wr, &res) }, report, func(err error) error {
 		if err != nil {
 			return fmt.Errorf("workflow %s: %w", id, err)
 		}
