@@ -320,7 +320,7 @@ const RuleDurable = "durable"
 // manager loop reads its child's DOT file and keeps its runs on a disk;
 // a node's own model endpoint (llm_provider, base_url) is one the workers
 // have no client for.
-var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.Graph, _ pipeline.ValidateOptions) []pipeline.Diagnostic {
+var durableRule = pipeline.NewRule(RuleDurable, func(g *pipeline.Graph, _ pipeline.ValidateOptions) []pipeline.Diagnostic {
 	var out []pipeline.Diagnostic
 	refuse := func(n *pipeline.Node, fix, format string, args ...any) {
 		out = append(out, pipeline.Diagnostic{Rule: RuleDurable, Severity: pipeline.SeverityError, NodeID: n.ID, Line: n.Line,
@@ -340,7 +340,7 @@ var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.
 		}
 	}
 	return out
-}}
+})
 
 // gates is the human gates' Interviewer of a pipeline's workflow: a
 // question waits for an UpdateAnswer naming its node and one of its
@@ -534,5 +534,5 @@ func (s stageStub) Execute(gctx context.Context, node *pipeline.Node, pctx *pipe
 	if err == nil && res.Error != "" {
 		err = errors.New(res.Error)
 	}
-	return host.StageOutcome(strings.TrimPrefix(s.typ, pipeline.TypeWasmPrefix), node, res.Outcome, err), nil
+	return host.PipelineOutcome(strings.TrimPrefix(s.typ, pipeline.TypeWasmPrefix), node, res.Outcome, err), nil
 }
