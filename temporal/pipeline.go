@@ -233,7 +233,11 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 // pipelineRunner is the runner of a pipeline's workflow: the workers'
 // engine, tools and stage handlers as activities, the workflow's executor,
 // its gates for human gates, and the durable rule; calls counts its model
-// calls. Close the backend it returns when the run ends.
+// calls. Close the backend it returns when the run ends. It is
+// config.OpenPipeline's runner in workflow code: the same limits (the
+// client's, from [pipeline]) and handler registry, but the stage handlers,
+// tools and model calls are activity stubs, the clock and the jitter the
+// workflow's, and no node may name an endpoint or a shell command.
 func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, onEvent func(pipeline.Event)) (*pipeline.Runner, *pipeline.EngineBackend) {
 	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, sessionCalls{}, nil), Options: in.Options.engine()}
 	handlers := pipeline.DefaultHandlerRegistry()
