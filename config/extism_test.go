@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // fixtureWasm is the absolute path of a fixture of guests/testdata (make fixtures).
@@ -21,10 +21,7 @@ func fixtureWasm(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(wasm); err != nil {
-		t.Fatalf("run `make fixtures`: %v", err)
-	}
-	return wasm
+	return testenv.Built(t, wasm, "fixtures")
 }
 
 // [[plugins.tools]], [plugins.hook_exports] and [plugins.modules] reach the

@@ -79,8 +79,9 @@ path = ` + strconv.Quote(capWasm(t)) + `
 // Every mistake in a grant key names the file, the line, the key and the
 // plugin, and says what to do; the model's API key cannot be granted.
 func TestPluginGrantErrors(t *testing.T) {
+	wasm := capWasm(t) // here, not in a subtest: a missing fixture fails this test
 	head := func(llm string) string {
-		return llm + "\n[[plugins]]\nname = \"cap\"\npath = " + strconv.Quote(capWasm(t)) + "\n"
+		return llm + "\n[[plugins]]\nname = \"cap\"\npath = " + strconv.Quote(wasm) + "\n"
 	}
 	scripted := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\""
 	cases := []struct {

@@ -13,10 +13,7 @@ import (
 
 // [[plugins]] isolation: validated at Load, passed to the host as is.
 func TestPluginIsolation(t *testing.T) {
-	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", "counter.wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wasm := fixtureWasm(t, "counter")
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"ctr\"\npath = " + strconv.Quote(wasm) + "\n"
 	files := func(isolation string) map[string]string {
 		return map[string]string{"replies.json": replies, "morph.toml": head + isolation}
@@ -45,10 +42,7 @@ func TestPluginIsolation(t *testing.T) {
 
 // [[plugins]] snapshot: on unless set to false.
 func TestPluginSnapshot(t *testing.T) {
-	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", "counter.wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wasm := fixtureWasm(t, "counter")
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"ctr\"\npath = " + strconv.Quote(wasm) + "\n"
 	for line, off := range map[string]bool{"": false, "snapshot = true\n": false, "snapshot = false\n": true} {
 		c, err := config.Load(filepath.Join(write(t, map[string]string{"replies.json": replies, "morph.toml": head + line}), "morph.toml"))
@@ -64,10 +58,7 @@ func TestPluginSnapshot(t *testing.T) {
 // [[plugins]] session_idle, max_sessions and session_wait: passed to the
 // host's limits, unset ones zero (the host's defaults).
 func TestPluginSessionKeys(t *testing.T) {
-	wasm, err := filepath.Abs(filepath.Join("..", "guests", "testdata", "counter.wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wasm := fixtureWasm(t, "counter")
 	head := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[[plugins]]\nname = \"ctr\"\npath = " + strconv.Quote(wasm) + "\n"
 	keys := "session_idle = \"1h\"\nmax_sessions = 50000\nsession_wait = \"2s\"\n"
 	c, err := config.Load(filepath.Join(write(t, map[string]string{"replies.json": replies, "morph.toml": head + keys}), "morph.toml"))

@@ -207,9 +207,6 @@ func IsolationModes() []string { return []string{IsolationPooled, IsolationSessi
 // altogether, so that table.grow past it fails in the guest.
 type ModuleLimits = wasmbin.Limits
 
-// DefaultModuleLimits are the limits of zero ModuleLimits fields.
-func DefaultModuleLimits() ModuleLimits { return wasmbin.DefaultLimits() }
-
 // Loader compiles and loads plugins. One Loader serves a process; its
 // compilation cache is shared by every plugin it loads.
 type Loader struct {

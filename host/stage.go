@@ -48,10 +48,10 @@ func (h *StageHandler) Call(ctx context.Context, in abi.StageInput) (abi.StageOu
 }
 
 // Execute runs the stage: the input is StageInput's, the outcome
-// StageOutcome's.
+// PipelineOutcome's.
 func (h *StageHandler) Execute(ctx context.Context, node *pipeline.Node, pctx *pipeline.Context, _ *pipeline.ArtifactStore) (*pipeline.Outcome, error) {
 	out, err := h.Call(ctx, StageInput(ctx, node, pctx))
-	return StageOutcome(h.p.name, node, out, err), nil
+	return PipelineOutcome(h.p.name, node, out, err), nil
 }
 
 // StageInput is what a stage handler is given for node: its id and
@@ -70,13 +70,13 @@ func StageInput(ctx context.Context, node *pipeline.Node, pctx *pipeline.Context
 	return in
 }
 
-// StageOutcome is the stage's outcome from what plugin's Call returned for
-// node. A failed call (err) is a FAIL outcome, never an error or a panic,
-// whose reason names the node and says why (timed out, trapped, bad
-// output: err's text, the guest's words in it escaped and cut). The
-// guest's own notes and failure reason are passed on escaped
-// (safetext.Escape): they are shown to people.
-func StageOutcome(plugin string, node *pipeline.Node, out abi.StageOutcome, err error) *pipeline.Outcome {
+// PipelineOutcome is the pipeline's outcome of node's stage from what
+// plugin's Call returned for it. A failed call (err) is a FAIL outcome,
+// never an error or a panic, whose reason names the node and says why
+// (timed out, trapped, bad output: err's text, the guest's words in it
+// escaped and cut). The guest's own notes and failure reason are passed on
+// escaped (safetext.Escape): they are shown to people.
+func PipelineOutcome(plugin string, node *pipeline.Node, out abi.StageOutcome, err error) *pipeline.Outcome {
 	if err != nil {
 		return pipeline.Fail("node %q: %v", node.ID, err)
 	}

@@ -49,9 +49,9 @@ func benchRunner(b *testing.B, dir string) {
 	const n = 50
 	src := chainSource(n)
 	reg := DefaultHandlerRegistry()
-	reg.Register(HandlerFunc{Name: TypeCodergen, Fn: func(context.Context, *Node, *Context, *ArtifactStore) (*Outcome, error) {
+	reg.Register(NewHandler(TypeCodergen, func(context.Context, *Node, *Context, *ArtifactStore) (*Outcome, error) {
 		return &Outcome{Status: StatusSuccess, ContextUpdates: map[string]any{KeyLastStage: "x"}}, nil
-	}})
+	}))
 	r := &Runner{Handlers: reg}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -16,18 +16,23 @@ type Handler interface {
 	Execute(ctx context.Context, node *Node, pctx *Context, store *ArtifactStore) (*Outcome, error)
 }
 
-// HandlerFunc makes a Handler of a type name and a function.
-type HandlerFunc struct {
-	Name string
-	Fn   func(ctx context.Context, node *Node, pctx *Context, store *ArtifactStore) (*Outcome, error)
+// NewHandler returns a Handler of type typ whose Execute calls execute.
+// (A Handler has a type name besides its function, so there is no func
+// type to convert a function to, as net/http's HandlerFunc.)
+func NewHandler(typ string, execute func(ctx context.Context, node *Node, pctx *Context, store *ArtifactStore) (*Outcome, error)) Handler {
+	return funcHandler{typ, execute}
 }
 
-// Type returns Name.
-func (h HandlerFunc) Type() string { return h.Name }
+// funcHandler is NewHandler's Handler.
+type funcHandler struct {
+	typ     string
+	execute func(ctx context.Context, node *Node, pctx *Context, store *ArtifactStore) (*Outcome, error)
+}
 
-// Execute calls Fn.
-func (h HandlerFunc) Execute(ctx context.Context, node *Node, pctx *Context, store *ArtifactStore) (*Outcome, error) {
-	return h.Fn(ctx, node, pctx, store)
+func (h funcHandler) Type() string { return h.typ }
+
+func (h funcHandler) Execute(ctx context.Context, node *Node, pctx *Context, store *ArtifactStore) (*Outcome, error) {
+	return h.execute(ctx, node, pctx, store)
 }
 
 // HandlerRegistry maps handler types to handlers. It is safe for

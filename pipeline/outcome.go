@@ -3,19 +3,22 @@ package pipeline
 import (
 	"fmt"
 	"strings"
+
+	"github.com/morphhost/morph/abi"
 )
 
 // StageStatus is how a stage ended. The strings are lowercase everywhere:
 // in outcomes, checkpoints, conditions and the JSON summary.
 type StageStatus string
 
-// Stage statuses.
+// Stage statuses: the ABI's (abi.StageSuccess...), which a WebAssembly stage
+// handler answers, typed.
 const (
-	StatusSuccess        StageStatus = "success"
-	StatusFail           StageStatus = "fail"
-	StatusPartialSuccess StageStatus = "partial_success"
-	StatusRetry          StageStatus = "retry"
-	StatusSkipped        StageStatus = "skipped"
+	StatusSuccess        StageStatus = abi.StageSuccess
+	StatusFail           StageStatus = abi.StageFail
+	StatusPartialSuccess StageStatus = abi.StagePartialSuccess
+	StatusRetry          StageStatus = abi.StageRetry
+	StatusSkipped        StageStatus = abi.StageSkipped
 )
 
 // ParseStatus reads a status case-insensitively ("SUCCESS", "Fail"); "ok"

@@ -45,16 +45,6 @@ func (b *fakeBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*AgentR
 		Usage: Usage{TotalTokens: b.tokens, CostUSD: float64(b.tokens) / 1e6}}, nil
 }
 
-func (b *fakeBackend) nodes() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var ids []string
-	for _, c := range b.calls {
-		ids = append(ids, c.NodeID)
-	}
-	return ids
-}
-
 // fakeClock records sleeps and does not wait.
 type fakeClock struct {
 	mu     sync.Mutex

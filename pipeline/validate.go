@@ -58,18 +58,23 @@ type Rule interface {
 	Check(g *Graph, opts ValidateOptions) []Diagnostic
 }
 
-// RuleFunc makes a Rule of a name and a function. Diagnostics it returns
-// without a Rule get RuleName from Validate.
-type RuleFunc struct {
-	RuleName string
-	Fn       func(g *Graph, opts ValidateOptions) []Diagnostic
+// NewRule returns a Rule named name whose Check calls check. Diagnostics
+// check returns without a Rule get name from Validate. (A Rule has a name
+// besides its function, so there is no func type to convert a function
+// to, as net/http's HandlerFunc.)
+func NewRule(name string, check func(g *Graph, opts ValidateOptions) []Diagnostic) Rule {
+	return funcRule{name, check}
 }
 
-// Name returns RuleName.
-func (r RuleFunc) Name() string { return r.RuleName }
+// funcRule is NewRule's Rule.
+type funcRule struct {
+	name  string
+	check func(g *Graph, opts ValidateOptions) []Diagnostic
+}
 
-// Check calls Fn.
-func (r RuleFunc) Check(g *Graph, opts ValidateOptions) []Diagnostic { return r.Fn(g, opts) }
+func (r funcRule) Name() string { return r.name }
+
+func (r funcRule) Check(g *Graph, opts ValidateOptions) []Diagnostic { return r.check(g, opts) }
 
 // Names of the built-in rules.
 const (
@@ -105,28 +110,28 @@ const (
 // a large generated graph stays fast.
 func DefaultRules() []Rule {
 	return []Rule{
-		RuleFunc{RuleStartNode, checkStartNode},
-		RuleFunc{RuleTerminalNode, checkTerminalNode},
-		RuleFunc{RuleReachability, checkReachability},
-		RuleFunc{RuleEdgeTargetExists, checkEdgeTargets},
-		RuleFunc{RuleStartNoIncoming, checkStartNoIncoming},
-		RuleFunc{RuleExitNoOutgoing, checkExitNoOutgoing},
-		RuleFunc{RuleConditionSyntax, checkConditionSyntax},
-		RuleFunc{RuleStylesheetSyntax, checkStylesheetSyntax},
-		RuleFunc{RuleTypeKnown, checkTypeKnown},
-		RuleFunc{RuleFidelityValid, checkFidelity},
-		RuleFunc{RuleRetryTarget, checkRetryTargets},
-		RuleFunc{RuleGoalGateRetry, checkGoalGateRetry},
-		RuleFunc{RulePromptOnLLM, checkPromptOnLLM},
-		RuleFunc{RuleAttrValue, checkAttrValues},
-		RuleFunc{RuleShellDisabled, checkShellDisabled},
-		RuleFunc{RuleToolNodeConfig, checkToolNodeConfig},
-		RuleFunc{RuleToolKnown, checkToolKnown},
-		RuleFunc{RuleHandlerPlugin, checkHandlerPlugin},
-		RuleFunc{RuleParallelFanIn, checkParallelFanIn},
-		RuleFunc{RuleUnknownAttribute, checkUnknownAttributes},
-		RuleFunc{RuleUnknownShape, checkUnknownShapes},
-		RuleFunc{RuleHumanDefault, checkHumanDefaultChoice},
+		NewRule(RuleStartNode, checkStartNode),
+		NewRule(RuleTerminalNode, checkTerminalNode),
+		NewRule(RuleReachability, checkReachability),
+		NewRule(RuleEdgeTargetExists, checkEdgeTargets),
+		NewRule(RuleStartNoIncoming, checkStartNoIncoming),
+		NewRule(RuleExitNoOutgoing, checkExitNoOutgoing),
+		NewRule(RuleConditionSyntax, checkConditionSyntax),
+		NewRule(RuleStylesheetSyntax, checkStylesheetSyntax),
+		NewRule(RuleTypeKnown, checkTypeKnown),
+		NewRule(RuleFidelityValid, checkFidelity),
+		NewRule(RuleRetryTarget, checkRetryTargets),
+		NewRule(RuleGoalGateRetry, checkGoalGateRetry),
+		NewRule(RulePromptOnLLM, checkPromptOnLLM),
+		NewRule(RuleAttrValue, checkAttrValues),
+		NewRule(RuleShellDisabled, checkShellDisabled),
+		NewRule(RuleToolNodeConfig, checkToolNodeConfig),
+		NewRule(RuleToolKnown, checkToolKnown),
+		NewRule(RuleHandlerPlugin, checkHandlerPlugin),
+		NewRule(RuleParallelFanIn, checkParallelFanIn),
+		NewRule(RuleUnknownAttribute, checkUnknownAttributes),
+		NewRule(RuleUnknownShape, checkUnknownShapes),
+		NewRule(RuleHumanDefault, checkHumanDefaultChoice),
 	}
 }
 

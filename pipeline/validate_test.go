@@ -420,12 +420,12 @@ func TestValidateOrderAndHostRules(t *testing.T) {
 		vEdge("odd", "exit", "condition", "outcome=="), // line 8: an error
 		vEdge("exit", "work"),                          // line 9: an error
 	)
-	host := RuleFunc{RuleName: "house_style", Fn: func(g *Graph, _ ValidateOptions) []Diagnostic {
+	host := NewRule("house_style", func(g *Graph, _ ValidateOptions) []Diagnostic {
 		return []Diagnostic{
 			{Severity: SeverityInfo, Message: "info first in the list", Line: 1},
 			{Message: "no severity: an error", Line: 7, Fix: "f"},
 		}
-	}}
+	})
 	ds := Validate(g, ValidateOptions{}, host)
 	var got []string
 	for _, d := range ds {
@@ -673,7 +673,7 @@ func TestValidateNewRulesFromDOT(t *testing.T) {
 // type_known does not list a registry's wasm types as types to write.
 func TestValidatePluginsAndToolsGiven(t *testing.T) {
 	reg := DefaultHandlerRegistry()
-	reg.Register(HandlerFunc{Name: TypeWasmPrefix + "verify"})
+	reg.Register(NewHandler(TypeWasmPrefix+"verify", nil))
 	var asked []string
 	opts := ValidateOptions{
 		KnownTypes: reg.Types(),

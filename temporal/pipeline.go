@@ -246,6 +246,11 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) (PipelineResult, e
 // calls, pluginCalls its sessions' calls of plugins. Its full-fidelity
 // threads' sessions are named by the workflow's ID, so that they go on
 // across continues-as-new. Close the backend it returns when the run ends.
+// It is config.OpenPipeline's runner in workflow code: the same limits
+// (the client's, from [pipeline]) and handler registry, but the stage
+// handlers, tools and model calls are activity stubs, the clock and the
+// jitter the workflow's, and no node may name an endpoint or a shell
+// command.
 func pipelineRunner(ctx workflow.Context, setup Setup, in PipelineInput, exec executor, gates *gates, calls *int, pluginCalls sessionCalls, onEvent func(pipeline.Event)) (*pipeline.Runner, *pipeline.EngineBackend) {
 	backend := &pipeline.EngineBackend{Engine: newWorkflowEngine(ctx, setup, calls, pluginCalls, nil), Options: in.Options.engine(),
 		SessionID: func(thread string) string { return workflow.GetInfo(ctx).WorkflowExecution.ID + "/" + thread }}
@@ -333,7 +338,7 @@ const RuleDurable = "durable"
 // manager loop reads its child's DOT file and keeps its runs on a disk;
 // a node's own model endpoint (llm_provider, base_url) is one the workers
 // have no client for.
-var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.Graph, _ pipeline.ValidateOptions) []pipeline.Diagnostic {
+var durableRule = pipeline.NewRule(RuleDurable, func(g *pipeline.Graph, _ pipeline.ValidateOptions) []pipeline.Diagnostic {
 	var out []pipeline.Diagnostic
 	refuse := func(n *pipeline.Node, fix, format string, args ...any) {
 		out = append(out, pipeline.Diagnostic{Rule: RuleDurable, Severity: pipeline.SeverityError, NodeID: n.ID, Line: n.Line,
@@ -353,7 +358,7 @@ var durableRule = pipeline.RuleFunc{RuleName: RuleDurable, Fn: func(g *pipeline.
 		}
 	}
 	return out
-}}
+})
 
 // gates is the human gates' Interviewer of a pipeline's workflow: a
 // question waits for an UpdateAnswer naming its node and one of its
@@ -547,5 +552,5 @@ func (s stageStub) Execute(gctx context.Context, node *pipeline.Node, pctx *pipe
 	if err == nil && res.Error != "" {
 		err = errors.New(res.Error)
 	}
-	return host.StageOutcome(strings.TrimPrefix(s.typ, pipeline.TypeWasmPrefix), node, res.Outcome, err), nil
+	return host.PipelineOutcome(strings.TrimPrefix(s.typ, pipeline.TypeWasmPrefix), node, res.Outcome, err), nil
 }

@@ -1,19 +1,36 @@
-// Command morph runs morph agents from a config file.
+// Command morph runs morph agents and pipelines from a config file
+// (morph.toml), and inspects, checks and scaffolds their WebAssembly plugins.
+// Its commands, each described by `morph COMMAND --help`:
 //
 //	morph run [--config morph.toml] [--model M] [--max-steps N] [-v] [task | --task T]
+//	morph worker                         serve the [temporal] task queue (durable turns)
 //	morph version
+//	morph plugin inspect FILE.wasm       the manifest, exports, imports, hooks and tools
+//	morph plugin check FILE.wasm         conformance to ABI v1 (exit 1 when not)
+//	morph plugin test FILE.wasm          every hook and tool called with sample inputs
+//	morph plugin new go|tinygo|rust NAME a plugin scaffold
+//	morph plugin status                  the config's plugins as the engine loaded them
+//	morph pipeline validate FILE.dot     a pipeline's diagnostics
+//	morph pipeline run FILE.dot          a pipeline run (--temporal: a durable one)
+//	morph pipeline resume RUN_DIR | --temporal WORKFLOW_ID
+//	morph pipeline render FILE.dot|RUN_DIR  an SVG drawing (by morph-render)
+//	morph completion SHELL               a shell completion script
 //
 // "morph run" takes the task from its arguments, from --task, or else from
 // standard input. It prints the final answer as JSON on standard output
-// and one progress line per step on standard error.
+// and one progress line per step on standard error. The command is thin:
+// config builds the engine (Config.Open) and the pipeline runner
+// (Config.OpenPipeline), package temporal the durable runs.
 //
 // SIGINT or SIGTERM cancels what morph is doing: the run, or the shutdown
 // after it (the plugins' morph_destroy hooks). A second signal ends the
 // process at once.
 //
 // Exit codes: 0 success, 1 the run failed (a model call failed, the context
-// was canceled), 2 a usage or configuration error (bad flags, a bad config
-// file, no task).
+// was canceled; a plugin does not conform), 2 a usage or configuration
+// error (bad flags, a bad config file, no task), 3 the run ended on the
+// fallback final (morph run) or stopped and can be resumed (morph pipeline
+// run and resume).
 package main
 
 import (

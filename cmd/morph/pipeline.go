@@ -79,12 +79,12 @@ that cannot be read or parsed.`,
 			r := &pipeline.Runner{}
 			if cfgPath != "" {
 				logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-				_, opened, closer, err := openRunner(cmd.Context(), cfgPath, logger)
+				_, p, err := openRunner(cmd.Context(), cfgPath, logger)
 				if err != nil {
 					return err
 				}
-				defer closeRuntime(cmd.Context(), closer, defaultShutdownTimeout, false, stderr)
-				r = opened
+				defer closeRuntime(cmd.Context(), p, defaultShutdownTimeout, false, stderr)
+				r = p.Runner
 			}
 			diags, err := r.Prepare(g)
 			var ve *pipeline.ValidationError
@@ -261,32 +261,23 @@ func pipelineFlags(fl *pflag.FlagSet, f *pipelineRunFlags) {
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
 }
 
-// openRunner loads the config and opens its engine (the model, tools and
-// plugins), and returns a Runner with what the config gives: the agent
-// backend and tools on that engine, the plugins' stage handlers, [pipeline]
-// allow_shell and limits. The closer releases the engines.
-func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.Config, *pipeline.Runner, multiCloser, error) {
+// openRunner loads the config and opens its pipeline runtime
+// (config.OpenPipeline), telling a bad config (exitUsage) from a failure to
+// open it.
+func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.Config, *config.PipelineRuntime, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
-		return nil, nil, nil, &exitError{exitUsage, err}
+		return nil, nil, &exitError{exitUsage, err}
 	}
-	rt, err := cfg.Open(ctx, logger)
+	p, err := cfg.OpenPipeline(ctx, logger)
 	if err != nil {
 		code := exitRunFailed
 		if errors.Is(err, config.ErrConfig) {
 			code = exitUsage
 		}
-		return nil, nil, nil, &exitError{code, err}
+		return nil, nil, &exitError{code, err}
 	}
-	endpoints := &endpointEngines{cfg: cfg, logger: logger}
-	backend := &pipeline.EngineBackend{Engine: rt.Engine, Options: cfg.RunOptions(), ForEndpoint: endpoints.get}
-	handlers := pipeline.DefaultHandlerRegistry()
-	for _, h := range rt.StageHandlers() {
-		handlers.Register(h)
-	}
-	r := &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, AllowShell: cfg.Pipeline.AllowShell,
-		Limits: cfg.Pipeline.Limits(), Logger: logger}
-	return cfg, r, multiCloser{backend, rt, endpoints}, nil // the threads' sessions end before their engine
+	return cfg, p, nil
 }
 
 func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -302,12 +293,13 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if err != nil {
 		return err
 	}
-	cfg, r, closer, err := openRunner(ctx, f.config, logger)
+	cfg, p, err := openRunner(ctx, f.config, logger)
 	if err != nil {
 		return err
 	}
 	interrupted := false
-	defer func() { closeRuntime(ctx, closer, f.shutdownTimeout, interrupted, stderr) }()
+	defer func() { closeRuntime(ctx, p, f.shutdownTimeout, interrupted, stderr) }()
+	r := p.Runner
 
 	lim := r.Limits
 	if f.maxTokens > 0 {
@@ -489,63 +481,3 @@ func summarize(res *pipeline.Result) pipelineSummary {
 
 // roundCost drops the noise summing float costs leaves below a nano-dollar.
 func roundCost(c float64) float64 { return math.Round(c*1e9) / 1e9 }
-
-// endpointEngines opens an engine per other model endpoint that nodes name
-// (llm_provider, base_url), with the config's plugins, once each.
-type endpointEngines struct {
-	cfg    *config.Config
-	logger *slog.Logger
-	mu     sync.Mutex
-	open   map[string]*config.Runtime
-}
-
-func (e *endpointEngines) get(ctx context.Context, provider, baseURL string) (*engine.Engine, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if baseURL != "" && !e.cfg.AllowsEndpoint(baseURL) {
-		return nil, fmt.Errorf("base_url %q is not an endpoint morph.toml allows: the model's API key would be sent to it; list it in [pipeline] endpoints to allow it", baseURL)
-	}
-	key := provider + "\x00" + baseURL
-	if rt := e.open[key]; rt != nil {
-		return rt.Engine, nil
-	}
-	c := *e.cfg
-	if provider != "" {
-		c.LLM.Provider = provider
-	}
-	if baseURL != "" {
-		c.LLM.BaseURL = baseURL
-	}
-	rt, err := c.Open(ctx, e.logger)
-	if err != nil {
-		return nil, fmt.Errorf("the model endpoint (llm_provider %q, base_url %q): %w", provider, baseURL, err)
-	}
-	if e.open == nil {
-		e.open = map[string]*config.Runtime{}
-	}
-	e.open[key] = rt
-	return rt.Engine, nil
-}
-
-// Close closes the engines opened.
-func (e *endpointEngines) Close(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var errs []error
-	for _, rt := range e.open {
-		errs = append(errs, rt.Close(ctx))
-	}
-	return errors.Join(errs...)
-}
-
-// multiCloser closes each in turn.
-type multiCloser []interface{ Close(context.Context) error }
-
-// Close closes all, joining their errors.
-func (m multiCloser) Close(ctx context.Context) error {
-	var errs []error
-	for _, c := range m {
-		errs = append(errs, c.Close(ctx))
-	}
-	return errors.Join(errs...)
-}

@@ -34,7 +34,7 @@ func runExample(t *testing.T, name, stdin string, flags ...string) (int, pipelin
 }
 
 func TestPipelineRunExamples(t *testing.T) {
-	testenv.Built(t, examples+"verify/verify.wasm", "make examples")
+	testenv.Built(t, examples+"verify/verify.wasm", "examples")
 	for _, tc := range []struct {
 		name  string
 		flags []string

@@ -28,6 +28,12 @@ func TestPluginNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if os.Getenv("CARGO_TARGET_DIR") == "" {
+		// The Makefile's default (a plain go test after `make guests`):
+		// the Rust scaffold's build finds serde and the PDK compiled there
+		// instead of compiling them cold, for minutes, in its own target/.
+		t.Setenv("CARGO_TARGET_DIR", filepath.Join(repo, "target"))
+	}
 	for _, lang := range scaffoldLangs {
 		t.Run(lang, func(t *testing.T) {
 			makeBin := testenv.Tool(t, "make", "build")

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 const (
@@ -271,6 +273,7 @@ func TestVersion(t *testing.T) {
 // The repository's own demo runs, gives the documented answer, and shows the
 // go-hooks plugin's prompt section and parameters (built by `make examples`).
 func TestDemoConfig(t *testing.T) {
+	testenv.Built(t, "../../examples/go-hooks/go-hooks.wasm", "examples")
 	code, stdout, stderr := morph(t, "", "run", "--config", "../../morph.toml", "--show-prompt", "What is 17.5% of 2,340 plus the square root of 1,764?")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
@@ -290,6 +293,7 @@ func TestDemoConfig(t *testing.T) {
 // The second half of the demo ends with the plugin's fallback final and its
 // count of tool successes, printed, and exits 3 (exitFallback), not 0.
 func TestDemoFallback(t *testing.T) {
+	testenv.Built(t, "../../examples/go-hooks/go-hooks.wasm", "examples")
 	code, stdout, stderr := morph(t, "", "run", "--config", "../../demo/fallback.toml", "count")
 	if code != exitFallback || !strings.Contains(stderr, "morph: the run ended on the fallback final") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
@@ -304,10 +308,7 @@ func TestDemoFallback(t *testing.T) {
 // A plugin tool taking a built-in's name is used, and the run says so on
 // standard error without -v.
 func TestPluginToolShadowsBuiltinWarns(t *testing.T) {
-	wasm, err := filepath.Abs(filepath.Join("..", "..", "guests", "testdata", "shadow_calc.wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wasm := fixture(t, "shadow_calc")
 	cfg := setup(t, []string{calcReply, finalReply}, "[wasm]\ncache_dir = \"off\"\n[discovery]\nproject = false\nuser = false\n\n[[plugins]]\nname = \"shadow\"\npath = \""+wasm+"\"\n")
 	code, _, stderr := morph(t, "", "run", "--config", cfg, "task")
 	if code != 0 {

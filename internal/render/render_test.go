@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -490,17 +489,6 @@ func assertStillDraws(t *testing.T) {
 	if doc := parseSVG(t, svg); doc.nodes["ok1"].fill != "#a6e3a1" || doc.nodes["ok2"].text != "ok2" {
 		t.Fatalf("the next render drew %+v", doc.nodes)
 	}
-}
-
-// denseGraph is a random digraph, which dot lays out slowly.
-func denseGraph(nodes, edges int) []byte {
-	r := rand.New(rand.NewPCG(1, 2))
-	var b strings.Builder
-	b.WriteString("digraph {")
-	for range edges {
-		fmt.Fprintf(&b, "n%d -> n%d;", r.IntN(nodes), r.IntN(nodes))
-	}
-	return []byte(b.String() + "}")
 }
 
 // TestSVGEscapesTerminalControls: a label's C1 control or bidi override

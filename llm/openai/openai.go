@@ -176,6 +176,11 @@ type Client struct {
 	extraBody  map[string]any
 	jsonMode   string
 	logger     *slog.Logger
+	// now and wait are the client's clock: time.Now, and sleep between
+	// attempts (returning early with ctx's error); tests replace both with a
+	// clock that records the waits and moves on without taking them.
+	now  func() time.Time
+	wait func(ctx context.Context, d time.Duration) error
 }
 
 var (
@@ -224,6 +229,8 @@ func New(cfg Config) (*Client, error) {
 		extraBody:  maps.Clone(cfg.ExtraBody),
 		jsonMode:   jsonMode,
 		logger:     cfg.Logger,
+		now:        time.Now,
+		wait:       sleep,
 	}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
@@ -326,7 +333,7 @@ func (c *Client) CallBound() time.Duration {
 // (errors.Is(err, ctx.Err()) still holds when ctx ended the stream). A
 // stream that ends without the model's finish_reason is treated as cut off.
 func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
-	start := time.Now()
+	start := c.now()
 	creq, extra, err := c.buildRequest(req)
 	if err != nil {
 		return llm.Result{}, err
@@ -370,11 +377,11 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 		if status != 0 {
 			reason = fmt.Sprintf("HTTP %d; backing off", status)
 		}
-		if ra, ok := retryAfter(status, info.header, time.Now()); ok {
+		if ra, ok := retryAfter(status, info.header, c.now()); ok {
 			wait = ra
 			reason = fmt.Sprintf("HTTP %d; waiting as the server's Retry-After asks", status)
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.now()) <= wait {
 			return llm.Result{}, fmt.Errorf("openai: chat failed after %s; the next retry (in %s) would pass the context deadline: %w",
 				plural(attempt, "attempt"), wait.Round(time.Millisecond), err)
 		}
@@ -388,13 +395,21 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 			slog.String("error", err.Error()),
 		)
 
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return llm.Result{}, stopped(ctx.Err(), attempt, err)
+		if werr := c.wait(ctx, wait); werr != nil {
+			return llm.Result{}, stopped(werr, attempt, err)
 		}
+	}
+}
+
+// sleep waits d, or until ctx ends, and then returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -621,7 +636,7 @@ func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, res
 	res := llm.Result{
 		Text:     resp.Choices[0].Message.Content,
 		Usage:    u,
-		Duration: time.Since(start),
+		Duration: c.now().Sub(start),
 
 		UsageEstimated: estimated,
 		FinishReason:   string(resp.Choices[0].FinishReason),

@@ -91,6 +91,28 @@ func (s *fakeServer) client(t *testing.T, mut func(*Config)) *Client {
 	return c
 }
 
+// fakeClock stands in for a client's clock (fakeTime): it records each wait
+// between attempts and moves its time on by it without waiting, so a test
+// of the retry schedule reads the schedule exactly and runs at once. Chat
+// reads the clock and waits on its caller's goroutine: the test reads
+// waits after Chat returns, without locking.
+type fakeClock struct {
+	now   time.Time
+	waits []time.Duration
+}
+
+// fakeTime gives c a fakeClock.
+func fakeTime(c *Client) *fakeClock {
+	f := &fakeClock{now: time.Now()}
+	c.now = func() time.Time { return f.now }
+	c.wait = func(ctx context.Context, d time.Duration) error {
+		f.waits = append(f.waits, d)
+		f.now = f.now.Add(d)
+		return ctx.Err()
+	}
+	return f
+}
+
 func writeReply(w http.ResponseWriter, model, text string, in, out int) {
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,
@@ -419,9 +441,14 @@ func TestRetryOn500ThenSuccess(t *testing.T) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 		cfg.RetryBaseDelay = 20 * time.Millisecond
 	})
+	clock := fakeTime(c)
 	res, err := c.Chat(context.Background(), llm.Request{Messages: userMsg("hi")})
 	if err != nil {
 		t.Fatalf("Chat: %v", err)
+	}
+	// The first backoff: the base delay, randomized by half either way.
+	if len(clock.waits) != 1 || clock.waits[0] < 10*time.Millisecond || clock.waits[0] > 30*time.Millisecond {
+		t.Errorf("waited %v between attempts, want one wait of 20ms ± 50%%", clock.waits)
 	}
 	if res.Text != "recovered" || res.Usage.TotalTokens != 7 {
 		t.Errorf("result = %+v", res)
@@ -433,9 +460,9 @@ func TestRetryOn500ThenSuccess(t *testing.T) {
 	if a, b := s.request(0).body, s.request(1).body; !bytes.Equal(a, b) {
 		t.Errorf("retry body differs:\n%s\n%s", a, b)
 	}
-	// Backoff of 20ms ±50% happened and is counted in Duration.
-	if res.Duration < 10*time.Millisecond {
-		t.Errorf("Duration = %v, want it to include the backoff wait", res.Duration)
+	// The wait is counted in Duration (the fake clock moves only by it).
+	if len(clock.waits) == 1 && res.Duration != clock.waits[0] {
+		t.Errorf("Duration = %v, want the backoff wait %v", res.Duration, clock.waits[0])
 	}
 
 	var rec map[string]any
@@ -460,12 +487,12 @@ func TestRetryAfterHonoured(t *testing.T) {
 		writeReply(w, "test-model", "ok", 1, 1)
 	})
 	c := s.client(t, nil) // backoff alone would wait ~1ms
-	start := time.Now()
+	clock := fakeTime(c)
 	if _, err := c.Chat(context.Background(), llm.Request{Messages: userMsg("hi")}); err != nil {
 		t.Fatalf("Chat: %v", err)
 	}
-	if elapsed := time.Since(start); elapsed < 950*time.Millisecond {
-		t.Errorf("retried after %v, want >= 1s as Retry-After asked", elapsed)
+	if want := []time.Duration{time.Second}; !slices.Equal(clock.waits, want) {
+		t.Errorf("waited %v between attempts, want %v as Retry-After asked", clock.waits, want)
 	}
 	if n := s.count(); n != 2 {
 		t.Errorf("server saw %d requests, want 2", n)
@@ -622,19 +649,20 @@ func TestStringErrorKeepsStatus(t *testing.T) {
 }
 
 func TestCancelDuringBackoffReturnsPromptly(t *testing.T) {
-	first := make(chan struct{})
-	var once sync.Once
 	s := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusInternalServerError, "boom")
-		once.Do(func() { close(first) })
 	})
 	c := s.client(t, func(cfg *Config) { cfg.RetryBaseDelay = 10 * time.Second })
+	waiting := make(chan struct{})
+	c.wait = func(ctx context.Context, d time.Duration) error {
+		close(waiting) // Chat is in the backoff wait: the real one, which ctx ends
+		return sleep(ctx, d)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-first
-		time.Sleep(50 * time.Millisecond) // let Chat enter the backoff wait
+		<-waiting
 		cancel()
 	}()
 	start := time.Now()
@@ -683,12 +711,12 @@ func TestRetryAfterBeyondDeadlineGivesUpAtOnce(t *testing.T) {
 		writeError(w, http.StatusTooManyRequests, "slow down")
 	})
 	c := s.client(t, nil)
+	clock := fakeTime(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	start := time.Now()
 	_, err := c.Chat(ctx, llm.Request{Messages: userMsg("hi")})
-	if elapsed := time.Since(start); elapsed > time.Second {
-		t.Errorf("waited %v for a retry that could not happen in time", elapsed)
+	if len(clock.waits) > 0 {
+		t.Errorf("waited %v for a retry that could not happen in time", clock.waits)
 	}
 	var apiErr *goopenai.APIError
 	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != http.StatusTooManyRequests {

@@ -231,14 +231,14 @@ func TestStream500BeforeStreamingRetried(t *testing.T) {
 		}
 	})
 	c := s.client(t, nil)
+	clock := fakeTime(c)
 	col := &collector{}
-	start := time.Now()
 	res, err := c.Chat(context.Background(), llm.Request{Messages: userMsg("hi"), Stream: col.stream})
 	if err != nil {
 		t.Fatalf("Chat: %v", err)
 	}
-	if elapsed := time.Since(start); elapsed < 140*time.Millisecond {
-		t.Errorf("returned after %v; the 429's Retry-After-Ms of 150ms was not honoured", elapsed)
+	if len(clock.waits) != 2 || clock.waits[1] != 150*time.Millisecond {
+		t.Errorf("waited %v between attempts; the 429's Retry-After-Ms of 150ms was not honoured", clock.waits)
 	}
 	if res.Text != "recovered" || !slices.Equal(col.deltas, []string{"re", "covered"}) {
 		t.Errorf("Text = %q, deltas = %q", res.Text, col.deltas)

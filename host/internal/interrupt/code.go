@@ -364,14 +364,6 @@ func (w *rewriter) function(r *wasmbin.Reader, out []byte) ([]byte, error) {
 	return out, nil
 }
 
-// isCall tells the opcodes that enter another function: call,
-// call_indirect, return_call, return_call_indirect, call_ref, return_call_ref.
-func isCall(op byte) bool { return op >= opCall && op <= opReturnCallRef }
-
-// isIndirect tells the calls whose target is a value: call_indirect,
-// return_call_indirect, call_ref, return_call_ref.
-func isIndirect(op byte) bool { return isCall(op) && op != opCall && op != opReturnCall }
-
 // constExpr rewrites a constant expression (global and table initialisers, element offsets and items): the
 // same instructions, with no checkpoint, up to the first end (a constant expression has no block).
 func (w *rewriter) constExpr(r *wasmbin.Reader, out []byte) ([]byte, error) {
