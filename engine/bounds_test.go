@@ -86,9 +86,9 @@ func TestEventTextIsBounded(t *testing.T) {
 	sentinel := errors.New("sentinel")
 	var events []Event
 	e := New(script(finalReply("ok")), nil, collectEvents(&events), WithMaxObservationBytes(1000),
-		WithPromptBuilderHook(PromptBuilderFunc(func(context.Context, abi.PromptInput) (abi.PromptOutput, error) {
-			return abi.PromptOutput{}, errors.Join(sentinel, errors.New(strings.Repeat("\x1b[2J", 1<<18)))
-		})))
+		WithHook(abi.HookBuildPrompt, func(context.Context, any) (any, error) {
+			return nil, errors.Join(sentinel, errors.New(strings.Repeat("\x1b[2J", 1<<18)))
+		}))
 	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestJSONDepthSetting(t *testing.T) {
 	}
 	deep, _ := json.Marshal(nested)
 	reply := `{"type":"final","final":{"output":` + string(deep) + `}}`
-	builder := WithParamsBuilder(func(abi.RunOptions) map[string]any { return map[string]any{"deep": nested} })
+	builder := WithParamsBuilder(func(RunOptions) map[string]any { return map[string]any{"deep": nested} })
 	for _, c := range []struct {
 		opts []Option
 		ok   bool
@@ -202,7 +202,7 @@ func TestJSONDepthSetting(t *testing.T) {
 			t.Errorf("%d options: stop %s, parameters %v, warnings %q; want the reply and the parameters kept: %v",
 				len(c.opts), rc.StopReason, m.reqs[0].Parameters, warnings(events), c.ok)
 		}
-		hook := WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: nested} })
+		hook := WithFallbackFinal(func() *Final { return &Final{Output: nested} })
 		final, _, err = New(script("no json", "no json"), nil, append(c.opts, hook)...).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
 		if err != nil || (final.Output != DefaultFinalOutput) != c.ok {
 			t.Errorf("%d options: fallback final %.40v, want it kept: %v", len(c.opts), final.Output, c.ok)

@@ -1,13 +1,14 @@
 // Package engine is morph's agent loop: a JSON tool-calling protocol against a
 // chat model (see ParseResponse), a tool registry with schema validation, and
 // hook points that embedding hosts or WebAssembly plugins fill in. It knows
-// nothing of WebAssembly: package host adapts modules to the hook interfaces.
+// nothing of WebAssembly: package host adapts modules to the middleware
+// interfaces and to engine hooks (HookFunc).
 //
 // # Precedence
 //
 // Where the host and plugins both supply something of one name, the
 // host's explicit choice wins: a tool the host registered, an engine hook
-// it set (WithPromptBuilder, WithParamsBuilderHook, ...), a service it
+// it set (WithPromptBuilder, WithHook, ...), a service it
 // offered (WithService) or a config key it declared (WithConfigKeys) is
 // used over a plugin's; a later plugin's over an earlier plugin's; and a plugin's tool
 // over a built-in one (WithBuiltinTools). Each time Status.Warnings says
@@ -44,7 +45,7 @@ var ErrUnknownTool = errors.New("engine: unknown tool")
 type Engine struct {
 	client     llm.Client
 	reg        *Registry
-	hook       engineHooks // the four engine hooks (prompt, params, tool success, fallback)
+	hookFuncs  map[string]HookFunc // the engine hooks set, by abi name (WithHook)
 	identity   string
 	rules      []string
 	onEvent    func(Event)
@@ -73,7 +74,7 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 		reg = NewRegistry()
 	}
 	e := &Engine{client: client, reg: reg, identity: DefaultIdentity, rules: DefaultRules, log: slog.Default(), now: time.Now, nonce: randomNonce,
-		hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth, svc: services{byName: map[string]service{}}}
+		hookFuncs: map[string]HookFunc{}, hookOwner: map[string]string{}, maxObs: DefaultMaxObservationBytes, maxDepth: abi.MaxDepth, svc: services{byName: map[string]service{}}}
 	e.conf.put(modeKey, sourceEngine)
 	for _, o := range opts {
 		o(e)
@@ -363,12 +364,10 @@ func (e *Engine) forceConclusion(r *run, why string) (*Final, *Context, error) {
 func (e *Engine) fallback(r *run, why string) (*Final, *Context, error) {
 	var final *abi.Final
 	var raw json.RawMessage
-	if e.hook.fallback != nil {
+	if e.hookFuncs[abi.HookFallbackFinal] != nil {
 		in := abi.FallbackInput{Task: r.Task, Reason: why, Steps: len(r.Steps), Usage: r.Metrics.Usage()}
-		err := e.engineHook(r, abi.HookFallbackFinal, in.Steps, func() (err error) {
-			final, err = e.hook.fallback.FallbackFinal(r.ctx, in)
-			return err
-		})
+		var err error
+		final, err = callEngineHook[abi.Final](e, r, abi.HookFallbackFinal, in.Steps, in)
 		if err == nil && final == nil {
 			err = errors.New("fallback_final hook returned no final")
 		}
@@ -509,9 +508,9 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string,
 	if err != nil {
 		return out, nil, capped(err.Error()), truncated
 	}
-	if e.hook.success != nil {
+	if e.hookFuncs[abi.HookOnToolSuccess] != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
-		if err := e.engineHook(r, abi.HookOnToolSuccess, step, func() error { return e.hook.success.OnToolSuccess(r.ctx, in) }); err != nil {
+		if _, err := callEngineHook[struct{}](e, r, abi.HookOnToolSuccess, step, in); err != nil {
 			e.hookFailed(r, abi.HookOnToolSuccess, step, err, "")
 		}
 	}

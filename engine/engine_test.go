@@ -184,8 +184,8 @@ func TestParamsBuiltOnceAndSentEveryRequest(t *testing.T) {
 	// Three identical calls force a conclusion, whose request must carry the params too.
 	m := script(toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), finalReply("forced"))
 	builds := 0
-	var seen abi.RunOptions
-	e := New(m, registry(echoTool()), WithParamsBuilder(func(o abi.RunOptions) map[string]any {
+	var seen RunOptions
+	e := New(m, registry(echoTool()), WithParamsBuilder(func(o RunOptions) map[string]any {
 		builds++
 		seen = o
 		return map[string]any{"temperature": 0.1, "seed": 7}
@@ -353,9 +353,9 @@ func TestFallbackFinal(t *testing.T) {
 		})
 		t.Run(name+" with hook", func(t *testing.T) {
 			called := 0
-			e := New(forced(last), nil, WithFallbackFinal(func() *abi.Final {
+			e := New(forced(last), nil, WithFallbackFinal(func() *Final {
 				called++
-				return &abi.Final{Thought: "fb", Output: "from hook"}
+				return &Final{Thought: "fb", Output: "from hook"}
 			}))
 			final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1})
 			if err != nil || called != 1 || final.Output != "from hook" {
@@ -372,9 +372,9 @@ func TestFallbackFinal(t *testing.T) {
 // answers the same final every time does not get a run's plan written into
 // it (nor a concurrent run's), and cannot change a run's result after.
 func TestFallbackAnswerIsCopied(t *testing.T) {
-	kept := &abi.Final{Output: map[string]any{"n": 1.0}}
+	kept := &Final{Output: map[string]any{"n": 1.0}}
 	m := script(`{"type":"plan","plan":{"steps":["a"]}}`, "junk")
-	final, rc, err := New(m, nil, WithFallbackFinal(func() *abi.Final { return kept })).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
+	final, rc, err := New(m, nil, WithFallbackFinal(func() *Final { return kept })).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
 	if err != nil || rc.StopReason != StopFallback || final.Plan == nil {
 		t.Fatalf("err %v stop %s final %+v: want the fallback with the run's plan", err, rc.StopReason, final)
 	}
@@ -460,20 +460,14 @@ func TestRunUsageAndCost(t *testing.T) {
 	}
 }
 
-// Context-aware hooks that fail must not end the run.
+// Hooks that fail must not end the run.
 func TestFailingHooks(t *testing.T) {
 	errHook := errors.New("hook trapped")
 	failing := []Option{
-		WithPromptBuilderHook(PromptBuilderFunc(func(context.Context, abi.PromptInput) (abi.PromptOutput, error) {
-			return abi.PromptOutput{}, errHook
-		})),
-		WithParamsBuilderHook(ParamsBuilderFunc(func(context.Context, abi.ParamsInput) (abi.ParamsOutput, error) {
-			panic("params builder bug")
-		})),
-		WithToolSuccessHook(ToolSuccessFunc(func(context.Context, abi.ToolSuccessInput) error { return errHook })),
-		WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*abi.Final, error) {
-			return nil, context.DeadlineExceeded
-		})),
+		WithHook(abi.HookBuildPrompt, func(context.Context, any) (any, error) { return nil, errHook }),
+		WithHook(abi.HookBuildParams, func(context.Context, any) (any, error) { panic("params builder bug") }),
+		WithHook(abi.HookOnToolSuccess, func(context.Context, any) (any, error) { return nil, errHook }),
+		WithHook(abi.HookFallbackFinal, func(context.Context, any) (any, error) { return nil, context.DeadlineExceeded }),
 	}
 	m := script(toolCall("echo", `{"text":"a"}`), "garbage")
 	var events []Event
@@ -543,34 +537,36 @@ func TestNilHookOptionsSetNothing(t *testing.T) {
 		t.Errorf("status hooks %v, want none", hooks)
 	}
 
-	set := New(script("junk"), nil, WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "set"} }), WithFallbackFinal(nil), WithFallbackFinalHook(nil))
+	set := New(script("junk"), nil, WithFallbackFinal(func() *Final { return &Final{Output: "set"} }), WithFallbackFinal(nil), WithHook(abi.HookFallbackFinal, nil))
 	if final, _, err := set.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1}); err != nil || final.Output != "set" {
 		t.Fatalf("final %+v err %v, want the hook set before the nil", final, err)
 	}
 }
 
-func TestContextAwareHooksReceivePayloads(t *testing.T) {
+// Hooks bound by the table (WithHook) are called with their rows' input
+// payloads.
+func TestHookFuncsReceivePayloads(t *testing.T) {
 	m := script(toolCall("echo", `{"text":"a"}`), "junk")
 	var promptIn abi.PromptInput
 	var success abi.ToolSuccessInput
 	var fb abi.FallbackInput
 	e := New(m, registry(echoTool()),
-		WithPromptBuilderHook(PromptBuilderFunc(func(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
-			promptIn = in
-			return abi.PromptOutput{SystemPrompt: "custom: " + in.Task}, nil
-		})),
-		WithParamsBuilderHook(ParamsBuilderFunc(func(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-			in.Options.Parameters["mutated"] = true // must not leak into the caller's map
-			return abi.ParamsOutput{Parameters: map[string]any{"temperature": 0.0}}, nil
-		})),
-		WithToolSuccessHook(ToolSuccessFunc(func(_ context.Context, in abi.ToolSuccessInput) error {
-			success = in
-			return nil
-		})),
-		WithFallbackFinalHook(FallbackFinalFunc(func(_ context.Context, in abi.FallbackInput) (*abi.Final, error) {
-			fb = in
+		WithHook(abi.HookBuildPrompt, func(_ context.Context, in any) (any, error) {
+			promptIn = in.(abi.PromptInput)
+			return &abi.PromptOutput{SystemPrompt: "custom: " + promptIn.Task}, nil
+		}),
+		WithHook(abi.HookBuildParams, func(_ context.Context, in any) (any, error) {
+			in.(abi.ParamsInput).Options.Parameters["mutated"] = true // must not leak into the caller's map
+			return &abi.ParamsOutput{Parameters: map[string]any{"temperature": 0.0}}, nil
+		}),
+		WithHook(abi.HookOnToolSuccess, func(_ context.Context, in any) (any, error) {
+			success = in.(abi.ToolSuccessInput)
+			return nil, nil
+		}),
+		WithHook(abi.HookFallbackFinal, func(_ context.Context, in any) (any, error) {
+			fb = in.(abi.FallbackInput)
 			return &abi.Final{Output: "fb"}, nil
-		})))
+		}))
 	base := map[string]any{"top_p": 1.0}
 	final, rc, err := e.Run(context.Background(), "task X", RunOptions{MaxSteps: 1, Parameters: base})
 	if err != nil || final.Output != "fb" {

@@ -36,9 +36,9 @@ func Example_embedding() {
 	reg.Register(myTool{}) // Name, Description, ParameterSchema (JSON Schema), Execute
 	e := engine.New(client, reg,
 		engine.WithPromptBuilder(func(reg *engine.Registry, task string) string { return "..." }),
-		engine.WithParamsBuilder(func(o abi.RunOptions) map[string]any { return map[string]any{"temperature": 0.1} }),
+		engine.WithParamsBuilder(func(o engine.RunOptions) map[string]any { return map[string]any{"temperature": 0.1} }),
 		engine.WithOnToolSuccess(func(rc *engine.Context, tool string) { /* ... */ }),
-		engine.WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "no answer"} }),
+		engine.WithFallbackFinal(func() *engine.Final { return &engine.Final{Output: "no answer"} }),
 	)
 	defer e.Close(ctx)
 	final, rc, err := e.Run(ctx, "task", engine.RunOptions{MaxSteps: 10})

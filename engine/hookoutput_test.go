@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,10 +29,7 @@ func (checkingModel) CheckParameters(p map[string]any) error {
 
 // paramsPlugin is a plugin whose build_params hook answers out.
 func paramsPlugin(out map[string]any) *fakePlugin {
-	return &fakePlugin{name: "tuner", ext: Extension{Options: []Option{WithParamsBuilderHook(ParamsBuilderFunc(
-		func(context.Context, abi.ParamsInput) (abi.ParamsOutput, error) {
-			return abi.ParamsOutput{Parameters: out}, nil
-		}))}}}
+	return &fakePlugin{name: "tuner", ext: Extension{Options: []Option{WithParamsBuilder(func(RunOptions) map[string]any { return out })}}}
 }
 
 // A params builder answering a key the client rejects no longer ends the
@@ -152,9 +150,7 @@ func TestBeforeRunOutputIsChecked(t *testing.T) {
 func TestUnusableFallbackFinalIsReplaced(t *testing.T) {
 	var events []Event
 	m := script("no json", "no json", "no json", "no json")
-	hook := WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*abi.Final, error) {
-		return &abi.Final{Output: math.NaN()}, nil
-	}))
+	hook := WithFallbackFinal(func() *Final { return &Final{Output: math.NaN()} })
 	final, rc, err := New(m, nil, hook, collectEvents(&events)).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
 	if err != nil || rc.StopReason != StopFallback || final.Output != DefaultFinalOutput {
 		t.Fatalf("err %v stop %s final %+v", err, rc.StopReason, final)
@@ -223,3 +219,53 @@ type countingSchema struct {
 }
 
 func (c *countingSchema) ParameterSchema() string { c.n.Add(1); return c.Tool.ParameterSchema() }
+
+// A hook bound by the table that answers another payload than its hook's
+// fails as any failing hook does: the default is used, with a warning
+// naming the types, and the hook's event says it failed.
+func TestHookAnswerOfAnotherTypeFails(t *testing.T) {
+	var events []Event
+	m := script(finalReply("x"))
+	wrong := WithHook(abi.HookBuildPrompt, func(context.Context, any) (any, error) {
+		return &abi.ParamsOutput{}, nil // build_params' answer, not build_prompt's
+	})
+	e := New(m, nil, wrong, collectEvents(&events))
+	_, rc, err := e.Run(context.Background(), "t", RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := DefaultPrompt(DefaultIdentity, DefaultRules, nil); rc.SystemPrompt != want {
+		t.Errorf("system prompt %q, want the default", rc.SystemPrompt)
+	}
+	var outcome string
+	var warned error
+	for _, ev := range events {
+		switch {
+		case ev.Kind == EventHook && ev.Hook == abi.HookBuildPrompt:
+			outcome = ev.Outcome
+		case ev.Kind == EventWarning && ev.Hook == abi.HookBuildPrompt:
+			warned = ev.Err
+		}
+	}
+	if outcome != OutcomeError {
+		t.Errorf("build_prompt hook event outcome %q, want %q", outcome, OutcomeError)
+	}
+	if want := "answered a *abi.ParamsOutput, not a *abi.PromptOutput"; warned == nil || !strings.Contains(warned.Error(), want) {
+		t.Errorf("build_prompt warning's error %v, want one saying %q", warned, want)
+	}
+}
+
+// WithHook takes the engine hooks only: a middleware's name, or one that is
+// no hook's, is the caller's bug, refused at once.
+func TestWithHookRefusesOtherNames(t *testing.T) {
+	for _, name := range []string{abi.HookBeforeToolCall, "build_promt"} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), strconv.Quote(name)) {
+					t.Errorf("WithHook(%q): recovered %v, want a panic naming it", name, r)
+				}
+			}()
+			WithHook(name, func(context.Context, any) (any, error) { return nil, nil })
+		}()
+	}
+}

@@ -11,58 +11,44 @@ import (
 	"github.com/morphhost/morph/abi"
 )
 
-// The four engine hook points. Each takes a context (which carries the
-// deadline and the run, see RunContext) and a wire payload from package abi,
-// and may fail: a hook backed by a WebAssembly module can trap or time out.
-// The engine never lets a failing hook end a run:
-//   - PromptBuilder fails: the default system prompt is used, with a warning event.
-//   - ParamsBuilder fails, or returns parameters the client rejects: the
+// The engine hooks are the rows of abi.Hooks of kind abi.EngineHook
+// (build_prompt, build_params, on_tool_success, fallback_final). An engine
+// holds at most one function per hook (HookFunc), by the hook's name; they
+// do not chain. Each is called with a context (which carries the deadline
+// and the run, see RunContext) and its row's input payload, and may fail: a
+// hook backed by a WebAssembly module can trap or time out. The engine
+// never lets a failing hook end a run:
+//   - build_prompt fails, or answers an empty prompt: the default system
+//     prompt is used, with a warning event.
+//   - build_params fails, or answers parameters the client rejects: the
 //     run's base Parameters are used, with a warning event.
-//   - ToolSuccessHook fails: a warning event; the tool's result stands.
-//   - FallbackFinalizer fails, answers nil, or answers a final that cannot
-//     be encoded as JSON or nests deeper than WithMaxJSONDepth: the default
+//   - on_tool_success fails: a warning event; the tool's result stands.
+//   - fallback_final fails, answers nil, or answers a final that cannot be
+//     encoded as JSON or nests deeper than WithMaxJSONDepth: the default
 //     final (Output DefaultFinalOutput), with a warning event.
-// A panic in a hook counts as its failure.
+// An answer of another type than the hook's, or a panic, counts as its
+// failure.
 
-// PromptBuilder builds the run's system prompt.
-type PromptBuilder interface {
-	BuildPrompt(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error)
-}
+// HookFunc is one engine hook as a host binds a plugin's (package host's
+// WebAssembly plugins, package temporal's activities): called with its
+// hook's input payload, the row's Input of abi.Hooks (abi.PromptInput for
+// build_prompt, ...), it answers a pointer to the row's Output payload
+// (*abi.PromptOutput, *abi.ParamsOutput, *abi.Final), or nil: for a hook
+// that answers nothing (on_tool_success), or one that had nothing to say
+// (read as an empty prompt, no parameters, no final). An embedding host
+// sets the hooks with WithPromptBuilder, WithParamsBuilder,
+// WithOnToolSuccess and WithFallbackFinal; WithHook is for a host that
+// binds hooks by the table.
+type HookFunc func(ctx context.Context, in any) (any, error)
 
-// ParamsBuilder builds the model parameters sent with every request of a run.
-type ParamsBuilder interface {
-	BuildParams(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error)
-}
-
-// ToolSuccessHook is told of every tool call that was found and returned no error.
-type ToolSuccessHook interface {
-	OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error
-}
-
-// FallbackFinalizer gives the final answer when the forced conclusion
-// fails. It answers the wire's final, as a plugin's fallback_final does;
-// the engine makes its own Final of it.
-type FallbackFinalizer interface {
-	FallbackFinal(ctx context.Context, in abi.FallbackInput) (*abi.Final, error)
-}
-
-// engineHooks are an engine's four hooks; a nil field is unset.
-type engineHooks struct {
-	prompt   PromptBuilder
-	params   ParamsBuilder
-	success  ToolSuccessHook
-	fallback FallbackFinalizer
-}
+// engineHookNames name the engine hooks, in the table's order.
+var engineHookNames = abi.HookNames(abi.EngineHook)
 
 // EngineHooks are the engine hooks an engine uses, after precedence (the
-// host's over a plugin's, a later plugin's over an earlier one's); nil
-// where none is set. One implementation serves each hook: they do not
-// chain.
+// host's over a plugin's, a later plugin's over an earlier one's).
 type EngineHooks struct {
-	Prompt   PromptBuilder
-	Params   ParamsBuilder
-	Success  ToolSuccessHook
-	Fallback FallbackFinalizer
+	// Funcs are the hooks set, by their abi name; an unset hook is absent.
+	Funcs map[string]HookFunc
 	// Owners name the plugin that set each hook, by its abi name; a hook
 	// the host set, or none did, is absent. A host that runs a hook on
 	// another engine's behalf bounds the call by its plugin's deadline
@@ -74,102 +60,29 @@ type EngineHooks struct {
 // a host that runs them on another engine's behalf (package temporal's
 // workers, for the engine of a workflow, whose hooks are activities).
 func (e *Engine) EngineHooks() EngineHooks {
-	return EngineHooks{Prompt: e.hook.prompt, Params: e.hook.params, Success: e.hook.success, Fallback: e.hook.fallback,
-		Owners: maps.Clone(e.hookOwner)}
-}
-
-// engineHookNames name the engine hooks, in the order of engineHooks.set.
-var engineHookNames = [4]string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal}
-
-// set says which hooks are set, in engineHookNames' order.
-func (h *engineHooks) set() [4]bool {
-	return [4]bool{h.prompt != nil, h.params != nil, h.success != nil, h.fallback != nil}
-}
-
-// take sets the hooks of o that which says, in engineHookNames' order.
-func (h *engineHooks) take(o engineHooks, which [4]bool) {
-	if which[0] {
-		h.prompt = o.prompt
-	}
-	if which[1] {
-		h.params = o.params
-	}
-	if which[2] {
-		h.success = o.success
-	}
-	if which[3] {
-		h.fallback = o.fallback
-	}
-}
-
-// PromptBuilderFunc adapts a function to PromptBuilder.
-type PromptBuilderFunc func(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error)
-
-// BuildPrompt calls f.
-func (f PromptBuilderFunc) BuildPrompt(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
-	return f(ctx, in)
-}
-
-// ParamsBuilderFunc adapts a function to ParamsBuilder.
-type ParamsBuilderFunc func(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error)
-
-// BuildParams calls f.
-func (f ParamsBuilderFunc) BuildParams(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-	return f(ctx, in)
-}
-
-// ToolSuccessFunc adapts a function to ToolSuccessHook.
-type ToolSuccessFunc func(ctx context.Context, in abi.ToolSuccessInput) error
-
-// OnToolSuccess calls f.
-func (f ToolSuccessFunc) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput) error {
-	return f(ctx, in)
-}
-
-// FallbackFinalFunc adapts a function to FallbackFinalizer.
-type FallbackFinalFunc func(ctx context.Context, in abi.FallbackInput) (*abi.Final, error)
-
-// FallbackFinal calls f.
-func (f FallbackFinalFunc) FallbackFinal(ctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
-	return f(ctx, in)
+	return EngineHooks{Funcs: maps.Clone(e.hookFuncs), Owners: maps.Clone(e.hookOwner)}
 }
 
 // Option configures an Engine. Of the options that set an engine hook
-// (WithPromptBuilder, WithPromptBuilderHook, ...), the last given for a
-// hook wins; set by the host, the hook is used over any plugin's (see
-// Precedence in the package doc).
+// (WithPromptBuilder, ..., WithHook), the last given for a hook wins; set
+// by the host, the hook is used over any plugin's (see Precedence in the
+// package doc).
 type Option func(*Engine)
 
-// WithPromptBuilderHook sets the prompt builder; nil sets nothing.
-func WithPromptBuilderHook(h PromptBuilder) Option {
-	if h == nil {
+// WithHook sets the engine hook of that name (one of
+// abi.HookNames(abi.EngineHook)) to fn; a nil fn sets nothing. It is how a
+// host binds a plugin's hooks by walking abi.Hooks; an embedding host's
+// own hooks read better through WithPromptBuilder and the other three.
+// WithHook panics on a name that is not an engine hook's: the names are
+// the abi package's constants, so such a name is a bug in the caller.
+func WithHook(name string, fn HookFunc) Option {
+	if h, ok := abi.HookByName(name); !ok || h.Kind != abi.EngineHook {
+		panic(fmt.Sprintf("engine.WithHook: %q is not an engine hook (want one of %q)", name, engineHookNames))
+	}
+	if fn == nil {
 		return nop
 	}
-	return func(e *Engine) { e.hook.prompt = h }
-}
-
-// WithParamsBuilderHook sets the params builder; nil sets nothing.
-func WithParamsBuilderHook(h ParamsBuilder) Option {
-	if h == nil {
-		return nop
-	}
-	return func(e *Engine) { e.hook.params = h }
-}
-
-// WithToolSuccessHook sets the tool-success hook; nil sets nothing.
-func WithToolSuccessHook(h ToolSuccessHook) Option {
-	if h == nil {
-		return nop
-	}
-	return func(e *Engine) { e.hook.success = h }
-}
-
-// WithFallbackFinalHook sets the fallback finalizer; nil sets nothing.
-func WithFallbackFinalHook(h FallbackFinalizer) Option {
-	if h == nil {
-		return nop
-	}
-	return func(e *Engine) { e.hook.fallback = h }
+	return func(e *Engine) { e.hookFuncs[name] = fn }
 }
 
 // nop is what a hook option given nil returns: an option list built from
@@ -177,52 +90,89 @@ func WithFallbackFinalHook(h FallbackFinalizer) Option {
 // nor clear one an earlier option set.
 func nop(*Engine) {}
 
-// WithPromptBuilder sets a prompt builder that cannot fail; fn receives the
-// engine's registry and the task. A nil fn sets nothing.
+// payload is a hook's input as its type, or an error naming the hook when
+// a caller passed another.
+func payload[In any](hook string, in any) (In, error) {
+	v, ok := in.(In)
+	if !ok {
+		return v, fmt.Errorf("%s hook called with a %T, not a %T", hook, in, v)
+	}
+	return v, nil
+}
+
+// WithPromptBuilder sets the prompt builder: fn receives the engine's
+// registry and the task, and answers the run's system prompt (an empty one
+// means the default). A nil fn sets nothing.
 func WithPromptBuilder(fn func(reg *Registry, task string) string) Option {
 	if fn == nil {
 		return nop
 	}
 	return func(e *Engine) {
 		reg := e.reg
-		e.hook.prompt = PromptBuilderFunc(func(_ context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
-			return abi.PromptOutput{SystemPrompt: fn(reg, in.Task)}, nil
-		})
+		e.hookFuncs[abi.HookBuildPrompt] = func(_ context.Context, in any) (any, error) {
+			p, err := payload[abi.PromptInput](abi.HookBuildPrompt, in)
+			if err != nil {
+				return nil, err
+			}
+			return &abi.PromptOutput{SystemPrompt: fn(reg, p.Task)}, nil
+		}
 	}
 }
 
-// WithParamsBuilder sets a params builder that cannot fail; fn receives
-// the run's options as any params builder does. A nil fn sets nothing.
-func WithParamsBuilder(fn func(opts abi.RunOptions) map[string]any) Option {
+// WithParamsBuilder sets the params builder: fn receives the run's options
+// as a plugin's params builder is told them (Model, MaxSteps,
+// ParseRetries, TokenBudget and a copy of Parameters; not the run's
+// Identity, Tools, Mode or OnEvent) and answers model parameters merged
+// over the run's Parameters, key by key. A nil fn sets nothing.
+func WithParamsBuilder(fn func(opts RunOptions) map[string]any) Option {
 	if fn == nil {
 		return nop
 	}
-	return WithParamsBuilderHook(ParamsBuilderFunc(func(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-		return abi.ParamsOutput{Parameters: fn(in.Options)}, nil
-	}))
+	return WithHook(abi.HookBuildParams, func(_ context.Context, in any) (any, error) {
+		p, err := payload[abi.ParamsInput](abi.HookBuildParams, in)
+		if err != nil {
+			return nil, err
+		}
+		return &abi.ParamsOutput{Parameters: fn(optionsOf(p.Options))}, nil
+	})
 }
 
-// WithOnToolSuccess sets a tool-success hook that receives the run Context.
-// A nil fn sets nothing.
+// WithOnToolSuccess sets the tool-success hook: fn is called with the run's
+// Context and the tool's name after every tool call that was found and
+// returned no error. A nil fn sets nothing.
 func WithOnToolSuccess(fn func(rc *Context, toolName string)) Option {
 	if fn == nil {
 		return nop
 	}
-	return WithToolSuccessHook(ToolSuccessFunc(func(ctx context.Context, in abi.ToolSuccessInput) error {
-		fn(RunContext(ctx), in.Tool)
-		return nil
-	}))
+	return WithHook(abi.HookOnToolSuccess, func(ctx context.Context, in any) (any, error) {
+		p, err := payload[abi.ToolSuccessInput](abi.HookOnToolSuccess, in)
+		if err != nil {
+			return nil, err
+		}
+		fn(RunContext(ctx), p.Tool)
+		return nil, nil
+	})
 }
 
-// WithFallbackFinal sets a fallback finalizer that cannot fail; fn answers
-// the wire's final, as any fallback finalizer does. A nil fn sets nothing.
-func WithFallbackFinal(fn func() *abi.Final) Option {
+// WithFallbackFinal sets the fallback finalizer: fn gives the final answer
+// when the run ends without one (its forced conclusion failed); nil means
+// the default final. A nil fn sets nothing.
+func WithFallbackFinal(fn func() *Final) Option {
 	if fn == nil {
 		return nop
 	}
-	return WithFallbackFinalHook(FallbackFinalFunc(func(context.Context, abi.FallbackInput) (*abi.Final, error) {
-		return fn(), nil
-	}))
+	return WithHook(abi.HookFallbackFinal, func(_ context.Context, in any) (any, error) {
+		if _, err := payload[abi.FallbackInput](abi.HookFallbackFinal, in); err != nil {
+			return nil, err
+		}
+		f := fn()
+		if f == nil {
+			return nil, nil
+		}
+		// Not f.wire(), whose deep copy would recurse without end on a
+		// cyclic Output: the engine's depth check refuses it first.
+		return &abi.Final{Thought: f.Thought, Output: f.Output, Plan: f.Plan.wire()}, nil
+	})
 }
 
 // WithIdentity sets the first paragraph of the default system prompt.
@@ -303,12 +253,26 @@ func callHook(name string, fn func() error) (err error) {
 	return fn()
 }
 
-// engineHook calls one of the four engine hooks: isolated as callHook does,
-// timed, and reported as an EventHook naming the plugin that set it and
-// the step (0 for the hooks before the first).
-func (e *Engine) engineHook(r *run, hook string, step int, fn func() error) error {
+// callEngineHook calls the engine hook of that name, which is set, with
+// in: isolated as callHook does, timed, and reported as an EventHook naming
+// the plugin that set it and the step (0 for the hooks before the first).
+// Out is the hook's output payload (struct{} for one that answers
+// nothing); an answer that is neither nil nor an *Out is the hook's
+// failure.
+func callEngineHook[Out any](e *Engine, r *run, hook string, step int, in any) (*Out, error) {
+	var out *Out
 	start := time.Now()
-	err := callHook(hook, fn)
+	err := callHook(hook, func() error {
+		ans, err := e.hookFuncs[hook](r.ctx, in)
+		if err != nil || ans == nil {
+			return err
+		}
+		var ok bool
+		if out, ok = ans.(*Out); !ok {
+			return fmt.Errorf("%s hook answered a %T, not a %T", hook, ans, out)
+		}
+		return nil
+	})
 	outcome := OutcomeOK
 	switch {
 	case errors.Is(err, errPanic):
@@ -319,7 +283,10 @@ func (e *Engine) engineHook(r *run, hook string, step int, fn func() error) erro
 		outcome = OutcomeError
 	}
 	e.emit(r.ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // hookFailed warns that an engine hook failed, naming the plugin that set

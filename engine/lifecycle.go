@@ -405,28 +405,24 @@ func (e *Engine) initWarning(ctx context.Context, msg string) {
 // plugin's over an earlier plugin's (see Precedence in the package doc);
 // either way a warning names both.
 func (e *Engine) applyHooks(ctx context.Context, plugin string, opts []Option) []string {
-	scratch := New(e.client, e.reg, opts...) // the hooks only: a plugin's option sets nothing else of e's
-	offered := scratch.hook
-	had := e.hook.set()
+	offered := New(e.client, e.reg, opts...).hookFuncs // the hooks only: a plugin's option sets nothing else of e's
 	var names []string
-	var use [4]bool
-	for i, set := range offered.set() {
-		if !set {
+	for _, hook := range engineHookNames {
+		fn := offered[hook]
+		if fn == nil {
 			continue
 		}
-		hook := engineHookNames[i]
 		names = append(names, hook)
 		switch prev, byPlugin := e.hookOwner[hook]; {
-		case had[i] && !byPlugin:
+		case e.hookFuncs[hook] != nil && !byPlugin:
 			e.initWarning(ctx, fmt.Sprintf("the %s hook of plugin %q is not used: the host's is", hook, plugin))
 			continue
 		case byPlugin:
 			e.initWarning(ctx, fmt.Sprintf("the %s hook of plugin %q replaces plugin %q's", hook, plugin, prev))
 		}
-		use[i] = true
+		e.hookFuncs[hook] = fn
 		e.hookOwner[hook] = plugin
 	}
-	e.hook.take(offered, use)
 	return names
 }
 

@@ -71,7 +71,7 @@ func TestInitializeConcurrentAndIdempotent(t *testing.T) {
 // Run before Initialize initializes exactly as Initialize would, and an
 // initialization failure comes back from Run as a typed error.
 func TestRunInitializesImplicitly(t *testing.T) {
-	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "plugin fallback"} })}}}
+	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { return &Final{Output: "plugin fallback"} })}}}
 	e := New(script("junk"), nil, WithExtenders(p))
 	final, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
 	if err != nil || final.Output != "plugin fallback" || e.State() != StateInitialized || p.opens.Load() != 1 {
@@ -232,7 +232,7 @@ func TestHookPrecedence(t *testing.T) {
 		return WithPromptBuilder(func(*Registry, string) string { return text })
 	}
 	fallback := func(out string) Option {
-		return WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: out} })
+		return WithFallbackFinal(func() *Final { return &Final{Output: out} })
 	}
 	p1 := &fakePlugin{name: "p1", ext: Extension{Options: []Option{prompt("p1's prompt"), fallback("p1")}}}
 	p2 := &fakePlugin{name: "p2", ext: Extension{Options: []Option{fallback("p2")}}}
@@ -306,7 +306,7 @@ func TestPluginErrorNamesThePluginOnce(t *testing.T) {
 
 func TestStatusCountsHooksAndFaults(t *testing.T) {
 	flaky := &Funcs{ID: "flaky", Action: func(context.Context, abi.Action) error { return errors.New("x") }}
-	p := &fakePlugin{name: "flaky", ext: Extension{Version: "2.0", Middleware: flaky, Options: []Option{WithFallbackFinal(func() *abi.Final { return nil })}}}
+	p := &fakePlugin{name: "flaky", ext: Extension{Version: "2.0", Middleware: flaky, Options: []Option{WithFallbackFinal(func() *Final { return nil })}}}
 	e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(echoTool()), WithExtenders(p))
 	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
@@ -338,9 +338,9 @@ func TestDuplicatePluginNamesFirstWins(t *testing.T) {
 
 // Every engine hook call is timed and reported under the plugin that set it.
 func TestEngineHookEvents(t *testing.T) {
-	p := &fakePlugin{name: "fb", ext: Extension{Options: []Option{WithFallbackFinal(func() *abi.Final { panic("bug") })}}}
+	p := &fakePlugin{name: "fb", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { panic("bug") })}}}
 	var hooks []string
-	e := New(script("junk"), nil, WithExtenders(p), WithParamsBuilder(func(abi.RunOptions) map[string]any { return nil }),
+	e := New(script("junk"), nil, WithExtenders(p), WithParamsBuilder(func(RunOptions) map[string]any { return nil }),
 		WithEventHandler(func(ev Event) {
 			if ev.Kind == EventHook {
 				hooks = append(hooks, ev.Hook+"/"+ev.Plugin+"/"+ev.Outcome)
@@ -397,7 +397,7 @@ func TestToolNamesAndDescriptionsChecked(t *testing.T) {
 func TestStatusDuringInitialize(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{
 		Middleware: &Funcs{ID: "p", Action: func(context.Context, abi.Action) error { return nil }},
-		Options:    []Option{WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "x"} })}}}
+		Options:    []Option{WithFallbackFinal(func() *Final { return &Final{Output: "x"} })}}}
 	e := New(script(), nil, WithExtenders(p))
 	started, stop, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
@@ -472,7 +472,7 @@ func TestStatusNamesFailedPlugins(t *testing.T) {
 func TestStatusReportsWhatAPluginAdded(t *testing.T) {
 	p := slowPlugin{&fakePlugin{name: "p", ext: Extension{Version: "1", Tools: []Tool{&testTool{name: "ptool"}},
 		Services: map[string]any{"store": 1}, ConfigKeys: []ConfigKey{{Name: "depth", Type: ConfigInt}},
-		Options: []Option{WithFallbackFinal(func() *abi.Final { return nil })}}}, 5 * time.Millisecond}
+		Options: []Option{WithFallbackFinal(func() *Final { return nil })}}}, 5 * time.Millisecond}
 	e := New(script(), nil, WithExtenders(p))
 	if err := e.Initialize(context.Background()); err != nil {
 		t.Fatal(err)

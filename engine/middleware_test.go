@@ -146,7 +146,7 @@ func TestHookEventsCarryTheStep(t *testing.T) {
 	}
 	clear(got)
 	m = script(plan, "junk")
-	e = New(m, nil, WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "fb"} }), onEvent)
+	e = New(m, nil, WithFallbackFinal(func() *Final { return &Final{Output: "fb"} }), onEvent)
 	if _, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1}); err != nil || got["hook host/fallback_final"] != 1 {
 		t.Fatalf("err %v, events %v: want fallback_final at step 1", err, got)
 	}

@@ -60,15 +60,11 @@ func (e *Engine) systemPrompt(r *run, task string) string {
 	}
 	identity := cmp.Or(r.opts.Identity, e.identity)
 	in.DefaultPrompt = DefaultPrompt(identity, e.rules, in.Tools)
-	if e.hook.prompt == nil || r.opts.Identity != "" {
+	if e.hookFuncs[abi.HookBuildPrompt] == nil || r.opts.Identity != "" {
 		return in.DefaultPrompt
 	}
-	var out abi.PromptOutput
-	err := e.engineHook(r, abi.HookBuildPrompt, 0, func() (err error) {
-		out, err = e.hook.prompt.BuildPrompt(r.ctx, in)
-		return err
-	})
-	if err == nil && strings.TrimSpace(out.SystemPrompt) == "" {
+	out, err := callEngineHook[abi.PromptOutput](e, r, abi.HookBuildPrompt, 0, in)
+	if err == nil && (out == nil || strings.TrimSpace(out.SystemPrompt) == "") {
 		err = fmt.Errorf("build_prompt hook returned an empty system prompt")
 	}
 	if err != nil {
@@ -103,20 +99,19 @@ func (e *Engine) parameters(r *run, task string) (map[string]any, error) {
 // buildParams merges the params builder's output over base; built is
 // false when there is no builder or it failed (base is returned).
 func (e *Engine) buildParams(r *run, task string, base map[string]any) (params map[string]any, built bool) {
-	if e.hook.params == nil {
+	if e.hookFuncs[abi.HookBuildParams] == nil {
 		return base, false
 	}
 	in := abi.ParamsInput{Task: task, Options: r.opts.wire()} // a deep copy: the hook must not alter the caller's parameters
-	var out abi.ParamsOutput
-	err := e.engineHook(r, abi.HookBuildParams, 0, func() (err error) {
-		out, err = e.hook.params.BuildParams(r.ctx, in)
-		return err
-	})
+	out, err := callEngineHook[abi.ParamsOutput](e, r, abi.HookBuildParams, 0, in)
 	if err != nil {
 		e.hookFailed(r, abi.HookBuildParams, 0, err, "using the base parameters")
 		return base, false
 	}
 	params = maps.Clone(base)
+	if out == nil {
+		return params, true
+	}
 	if params == nil && len(out.Parameters) > 0 {
 		params = make(map[string]any, len(out.Parameters))
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/morphhost/morph/abi"
 )
 
 // counter is a service a test shares between plugins.
@@ -91,7 +89,7 @@ func TestBadServicesFailInitialize(t *testing.T) {
 // offered or an identity set through them would take the host's place.
 func TestPluginOptionsSetOnlyHooks(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithService("stolen", 1), WithIdentity("pwned"),
-		WithFallbackFinal(func() *abi.Final { return &abi.Final{Output: "p's fallback"} })}}}
+		WithFallbackFinal(func() *Final { return &Final{Output: "p's fallback"} })}}}
 	e := New(script("junk"), nil, WithExtenders(p))
 	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
 	if err != nil || final.Output != "p's fallback" || !strings.HasPrefix(rc.SystemPrompt, DefaultIdentity) {

@@ -96,10 +96,8 @@ func (e *Engine) Status() Status {
 		st.Failed = append(st.Failed, f)
 	}
 	st.Warnings = append(st.Warnings, e.life.warnings...)
-	for i, set := range e.hook.set() {
-		if set {
-			st.Hooks[engineHookNames[i]] = 1
-		}
+	for hook := range e.hookFuncs {
+		st.Hooks[hook] = 1
 	}
 	chain := e.chain()
 	e.life.mu.Unlock()

@@ -16,6 +16,13 @@ func (o RunOptions) wire() abi.RunOptions {
 	return abi.RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Parameters: cloneParams(o.Parameters)}
 }
 
+// optionsOf are the options a params builder was told, as the engine's
+// own: what RunOptions.wire keeps of them. Parameters are o's, the copy
+// wire made for the call.
+func optionsOf(o abi.RunOptions) RunOptions {
+	return RunOptions{Model: o.Model, MaxSteps: o.MaxSteps, ParseRetries: o.ParseRetries, TokenBudget: o.TokenBudget, Parameters: o.Parameters}
+}
+
 // wire is the final as middleware are told it; nil stays nil.
 func (f *Final) wire() *abi.Final {
 	if f == nil {

@@ -42,11 +42,12 @@ func TestRunOptionsWireCarriesEveryField(t *testing.T) {
 // A params builder is told a deep copy of the run's parameters: changing
 // it, nested values included, does not change what the caller passed.
 func TestParamsBuilderCannotChangeTheBase(t *testing.T) {
-	vandal := WithParamsBuilderHook(ParamsBuilderFunc(func(_ context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-		in.Options.Parameters["seed"] = 99
-		in.Options.Parameters["response_format"].(map[string]any)["type"] = "text"
-		return abi.ParamsOutput{}, nil
-	}))
+	vandal := WithHook(abi.HookBuildParams, func(_ context.Context, in any) (any, error) {
+		opts := in.(abi.ParamsInput).Options
+		opts.Parameters["seed"] = 99
+		opts.Parameters["response_format"].(map[string]any)["type"] = "text"
+		return nil, nil
+	})
 	format := map[string]any{"type": "json_object"}
 	base := map[string]any{"seed": 3, "response_format": format}
 	if _, _, err := New(script(finalReply("x")), nil, vandal).Run(context.Background(), "t", RunOptions{Parameters: base}); err != nil {

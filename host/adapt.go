@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -30,22 +31,32 @@ func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out
 // an output that does not decode does.
 func invokeChecked[Out any](ctx context.Context, p *Plugin, export string, in any, check func(*Out) error) (Out, error) {
 	var out Out
+	var checkOut func() error
+	if check != nil {
+		checkOut = func() error { return check(&out) }
+	}
+	return out, invokeInto(ctx, p, export, in, &out, checkOut)
+}
+
+// invokeInto is invokeChecked for a payload whose type is known at run
+// time (an engine hook's, by its row of abi.Hooks): it decodes into out, a
+// pointer, then runs check when not nil.
+func invokeInto(ctx context.Context, p *Plugin, export string, in, out any, check func() error) error {
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return out, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
+		return fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
 	}
-	err = p.CallFunc(ctx, export, raw, func(view []byte) error {
+	return p.CallFunc(ctx, export, raw, func(view []byte) error {
 		if len(view) > 0 {
-			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &out); err != nil {
+			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, out); err != nil {
 				return err
 			}
 		}
 		if check == nil {
 			return nil
 		}
-		return check(&out)
+		return check()
 	})
-	return out, err
 }
 
 // Options returns the engine options for the engine hooks (build_prompt,
@@ -63,36 +74,29 @@ func invokeChecked[Out any](ctx context.Context, p *Plugin, export string, in an
 // the engine everything.
 func (p *Plugin) Options() []engine.Option {
 	var opts []engine.Option
-	for _, h := range p.hooks {
-		switch h {
-		case abi.HookBuildPrompt:
-			opts = append(opts, engine.WithPromptBuilderHook(engine.PromptBuilderFunc(
-				func(ctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
-					return invoke[abi.PromptOutput](ctx, p, abi.ExportBuildPrompt, in)
-				})))
-		case abi.HookBuildParams:
-			opts = append(opts, engine.WithParamsBuilderHook(engine.ParamsBuilderFunc(
-				func(ctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-					return invoke[abi.ParamsOutput](ctx, p, abi.ExportBuildParams, in)
-				})))
-		case abi.HookOnToolSuccess:
-			opts = append(opts, engine.WithToolSuccessHook(engine.ToolSuccessFunc(
-				func(ctx context.Context, in abi.ToolSuccessInput) error {
-					_, err := invoke[json.RawMessage](ctx, p, abi.ExportOnToolSuccess, in)
-					return err
-				})))
-		case abi.HookFallbackFinal:
-			opts = append(opts, engine.WithFallbackFinalHook(engine.FallbackFinalFunc(
-				func(ctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
-					f, err := invoke[*abi.Final](ctx, p, abi.ExportFallbackFinal, in)
-					if err == nil && f == nil {
-						err = &Error{Plugin: p.name, Export: abi.ExportFallbackFinal, Kind: ErrBadOutput, Msg: "empty final"}
-					}
-					return f, err
-				})))
+	for _, h := range abi.Hooks {
+		if h.Kind == abi.EngineHook && slices.Contains(p.hooks, h.Name) {
+			opts = append(opts, engine.WithHook(h.Name, p.engineHook(h)))
 		}
 	}
 	return opts
+}
+
+// engineHook is p's engine hook h as the engine calls it: the guest's
+// answer decoded into h's output payload, nil when it answers nothing (an
+// empty output or null, which the engine reads as no answer).
+func (p *Plugin) engineHook(h abi.Hook) engine.HookFunc {
+	return func(ctx context.Context, in any) (any, error) {
+		if h.Output == nil {
+			_, err := invoke[json.RawMessage](ctx, p, h.Export, in)
+			return nil, err
+		}
+		out := reflect.New(reflect.PointerTo(h.Output)) // a **Output, whose *Output stays nil on null
+		if err := invokeInto(ctx, p, h.Export, in, out.Interface(), nil); err != nil {
+			return nil, err
+		}
+		return out.Elem().Interface(), nil
+	}
 }
 
 // Tools returns the plugin's tools as engine tools; the engine validates

@@ -182,10 +182,10 @@ func TestIsolationConfig(t *testing.T) {
 func BenchmarkIsolation(b *testing.B) {
 	// A context as the engine passes to hooks: it carries the run's session.
 	var runCtx context.Context
-	capture := engine.WithPromptBuilderHook(engine.PromptBuilderFunc(func(ctx context.Context, _ abi.PromptInput) (abi.PromptOutput, error) {
+	capture := engine.WithHook(abi.HookBuildPrompt, func(ctx context.Context, _ any) (any, error) {
 		runCtx = ctx
-		return abi.PromptOutput{SystemPrompt: "x"}, nil
-	}))
+		return &abi.PromptOutput{SystemPrompt: "x"}, nil
+	})
 	if _, _, err := engine.New(finalModel{}, nil, capture).NewSession("bench").RunTurn(context.Background(), "t", engine.RunOptions{}); err != nil || engine.RunContext(runCtx) == nil {
 		b.Fatalf("no run context: %v", err)
 	}

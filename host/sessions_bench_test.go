@@ -48,10 +48,10 @@ func turnStart(n int) []byte {
 // instances.
 func sessionContexts(tb testing.TB, n int) []context.Context {
 	var ctxs []context.Context
-	capture := engine.WithPromptBuilderHook(engine.PromptBuilderFunc(func(ctx context.Context, _ abi.PromptInput) (abi.PromptOutput, error) {
+	capture := engine.WithHook(abi.HookBuildPrompt, func(ctx context.Context, _ any) (any, error) {
 		ctxs = append(ctxs, ctx)
-		return abi.PromptOutput{SystemPrompt: "x"}, nil
-	}))
+		return &abi.PromptOutput{SystemPrompt: "x"}, nil
+	})
 	e := engine.New(finalModel{}, nil, capture)
 	for i := range n {
 		if _, _, err := e.NewSession("s"+strconv.Itoa(i)).RunTurn(context.Background(), "t", engine.RunOptions{}); err != nil {

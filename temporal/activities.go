@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 
@@ -74,14 +75,7 @@ func (a *Activities) Setup(context.Context) (Setup, error) {
 	e := a.rt.Engine
 	s := Setup{Tools: e.Tools(), Identity: a.cfg.Agent.Identity, Rules: a.cfg.Agent.Rules,
 		MaxObservationBytes: a.cfg.Agent.MaxObservationKB << 10, MaxJSONDepth: a.cfg.Agent.MaxJSONDepth, Images: a.cfg.LLM.Images}
-	h := e.EngineHooks()
-	for name, set := range map[string]bool{abi.HookBuildPrompt: h.Prompt != nil, abi.HookBuildParams: h.Params != nil,
-		abi.HookOnToolSuccess: h.Success != nil, abi.HookFallbackFinal: h.Fallback != nil} {
-		if set {
-			s.Hooks = append(s.Hooks, name)
-		}
-	}
-	slices.Sort(s.Hooks)
+	s.Hooks = slices.Sorted(maps.Keys(e.EngineHooks().Funcs))
 	s.Timeouts = a.timeouts(s.Hooks)
 	s.ToolPlugins, s.HookPlugins = a.plugins(s.Hooks)
 	s.Middleware = middlewareSpecs(e)
@@ -140,27 +134,39 @@ func (a *Activities) CallTool(ctx context.Context, call ToolCall) (res ToolResul
 
 // BuildPrompt runs the build_prompt hook, as a call of session s (as the
 // other engine hooks: a call recorded before the session was passed
-// serves as no session's).
-func (a *Activities) BuildPrompt(ctx context.Context, in abi.PromptInput, s CallSession) (abi.PromptOutput, error) {
-	out, err := a.rt.Engine.EngineHooks().Prompt.BuildPrompt(s.context(ctx), in)
-	return out, nonRetryable(abi.HookBuildPrompt, err)
+// serves as no session's). It answers an *abi.PromptOutput.
+func (a *Activities) BuildPrompt(ctx context.Context, in abi.PromptInput, s CallSession) (any, error) {
+	return a.engineHook(ctx, abi.HookBuildPrompt, in, s)
 }
 
-// BuildParams runs the build_params hook, as a call of session s.
-func (a *Activities) BuildParams(ctx context.Context, in abi.ParamsInput, s CallSession) (abi.ParamsOutput, error) {
-	out, err := a.rt.Engine.EngineHooks().Params.BuildParams(s.context(ctx), in)
-	return out, nonRetryable(abi.HookBuildParams, err)
+// BuildParams runs the build_params hook, as a call of session s. It
+// answers an *abi.ParamsOutput.
+func (a *Activities) BuildParams(ctx context.Context, in abi.ParamsInput, s CallSession) (any, error) {
+	return a.engineHook(ctx, abi.HookBuildParams, in, s)
 }
 
 // OnToolSuccess runs the on_tool_success hook, as a call of session s.
 func (a *Activities) OnToolSuccess(ctx context.Context, in abi.ToolSuccessInput, s CallSession) error {
-	return nonRetryable(abi.HookOnToolSuccess, a.rt.Engine.EngineHooks().Success.OnToolSuccess(s.context(ctx), in))
+	_, err := a.engineHook(ctx, abi.HookOnToolSuccess, in, s)
+	return err
 }
 
-// FallbackFinal runs the fallback_final hook, as a call of session s.
-func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput, s CallSession) (*abi.Final, error) {
-	out, err := a.rt.Engine.EngineHooks().Fallback.FallbackFinal(s.context(ctx), in)
-	return out, nonRetryable(abi.HookFallbackFinal, err)
+// FallbackFinal runs the fallback_final hook, as a call of session s. It
+// answers an *abi.Final.
+func (a *Activities) FallbackFinal(ctx context.Context, in abi.FallbackInput, s CallSession) (any, error) {
+	return a.engineHook(ctx, abi.HookFallbackFinal, in, s)
+}
+
+// engineHook runs the engine's hook of that name with in, as a call of
+// session s; its answer is the hook's (HookFunc), encoded as the activity's
+// result.
+func (a *Activities) engineHook(ctx context.Context, hook string, in any, s CallSession) (any, error) {
+	fn := a.rt.Engine.EngineHooks().Funcs[hook]
+	if fn == nil {
+		return nil, nonRetryable(hook, fmt.Errorf("this worker has no %s hook: workers must load the same configuration", hook))
+	}
+	out, err := fn(s.context(ctx), in)
+	return out, nonRetryable(hook, err)
 }
 
 // nonRetryable marks err as an answer, not a lost worker: Temporal does not

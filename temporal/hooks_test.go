@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 )
 
@@ -72,5 +74,26 @@ quarantine_after = 1
 	}
 	if !strings.Contains(strings.Join(localWarnings, "\n"), "quarantine") {
 		t.Errorf("local warnings: %q", localWarnings)
+	}
+}
+
+// Every engine hook of abi.Hooks has an activity that runs it on a worker
+// (hookActivities), taking the hook's input payload: a hook added to the
+// table without one would fail only when a workflow first called it.
+func TestHookActivitiesCoverEngineHooks(t *testing.T) {
+	names := abi.HookNames(abi.EngineHook)
+	for _, name := range names {
+		act, ok := hookActivities[name]
+		if !ok {
+			t.Errorf("engine hook %s has no activity", name)
+			continue
+		}
+		row, _ := abi.HookByName(name)
+		if in := reflect.TypeOf(act).In(1); in != row.Input {
+			t.Errorf("engine hook %s's activity takes a %v, want the hook's %v", name, in, row.Input)
+		}
+	}
+	if len(hookActivities) != len(names) {
+		t.Errorf("%d hook activities, want one per engine hook (%d)", len(hookActivities), len(names))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -143,16 +144,11 @@ func newWorkflowEngine(ctx workflow.Context, s Setup, calls *int, mwCalls sessio
 	}
 	h := hookStub{ctx, s.Timeouts.Hooks, mwCalls, s.HookPlugins}
 	for _, name := range s.Hooks {
-		switch name {
-		case abi.HookBuildPrompt:
-			opts = append(opts, engine.WithPromptBuilderHook(h))
-		case abi.HookBuildParams:
-			opts = append(opts, engine.WithParamsBuilderHook(h))
-		case abi.HookOnToolSuccess:
-			opts = append(opts, engine.WithToolSuccessHook(h))
-		case abi.HookFallbackFinal:
-			opts = append(opts, engine.WithFallbackFinalHook(h))
+		row, ok := abi.HookByName(name)
+		if !ok || row.Kind != abi.EngineHook {
+			continue // not this build's engine hook: Activities.Setup lists only those
 		}
+		opts = append(opts, engine.WithHook(name, h.hook(row)))
 	}
 	return engine.New(chatStub{ctx, s.Timeouts.Chat, calls}, reg, opts...)
 }
@@ -320,8 +316,9 @@ func (t *toolStub) ExecuteImages(gctx context.Context, params map[string]any) (s
 	return res.Output, res.Images, nil
 }
 
-// hookStub is the workers' engine hooks: an activity each, with its
-// timeout by the hook's abi name, for the call's session.
+// hookStub is the workers' engine hooks: an activity each
+// (hookActivities), with its timeout by the hook's abi name, for the
+// call's session.
 type hookStub struct {
 	ctx      workflow.Context
 	timeouts map[string]time.Duration
@@ -329,21 +326,28 @@ type hookStub struct {
 	plugins  map[string]string // by the hook's abi name: Setup.HookPlugins
 }
 
-func (h hookStub) BuildPrompt(gctx context.Context, in abi.PromptInput) (abi.PromptOutput, error) {
-	var out abi.PromptOutput
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildPrompt], acts.BuildPrompt, &out, in, h.calls.of(gctx, h.plugins[abi.HookBuildPrompt]))
+// hookActivities are the activities that run the engine hooks on a
+// worker, by the hook's abi name.
+var hookActivities = map[string]any{
+	abi.HookBuildPrompt:   acts.BuildPrompt,
+	abi.HookBuildParams:   acts.BuildParams,
+	abi.HookOnToolSuccess: acts.OnToolSuccess,
+	abi.HookFallbackFinal: acts.FallbackFinal,
 }
 
-func (h hookStub) BuildParams(gctx context.Context, in abi.ParamsInput) (abi.ParamsOutput, error) {
-	var out abi.ParamsOutput
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookBuildParams], acts.BuildParams, &out, in, h.calls.of(gctx, h.plugins[abi.HookBuildParams]))
-}
-
-func (h hookStub) OnToolSuccess(gctx context.Context, in abi.ToolSuccessInput) error {
-	return call(gctx, h.ctx, h.timeouts[abi.HookOnToolSuccess], acts.OnToolSuccess, nil, in, h.calls.of(gctx, h.plugins[abi.HookOnToolSuccess]))
-}
-
-func (h hookStub) FallbackFinal(gctx context.Context, in abi.FallbackInput) (*abi.Final, error) {
-	var out *abi.Final
-	return out, call(gctx, h.ctx, h.timeouts[abi.HookFallbackFinal], acts.FallbackFinal, &out, in, h.calls.of(gctx, h.plugins[abi.HookFallbackFinal]))
+// hook is the engine hook row as the workflow's engine calls it: its
+// activity, whose answer decodes into the row's output payload (nil for a
+// hook that answers nothing, or a worker's answer of null).
+func (h hookStub) hook(row abi.Hook) engine.HookFunc {
+	return func(gctx context.Context, in any) (any, error) {
+		session := h.calls.of(gctx, h.plugins[row.Name])
+		if row.Output == nil {
+			return nil, call(gctx, h.ctx, h.timeouts[row.Name], hookActivities[row.Name], nil, in, session)
+		}
+		out := reflect.New(reflect.PointerTo(row.Output)) // a **Output, whose *Output stays nil on null
+		if err := call(gctx, h.ctx, h.timeouts[row.Name], hookActivities[row.Name], out.Interface(), in, session); err != nil {
+			return nil, err
+		}
+		return out.Elem().Interface(), nil
+	}
 }
