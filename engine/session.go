@@ -195,13 +195,18 @@ func turnStatus(stop string) string {
 // middleware, with the history only when it asks for it. Failures are
 // isolated by call; observing hooks cannot fail a turn.
 func notify[T any](e *Engine, ctx context.Context, r *run, hook string, step int, pick func(*Funcs) func(context.Context, T) error, payload func(history bool) T) {
+	enc := r.event()
 	for _, m := range e.chain() {
 		fn := pick(m.f)
 		if fn == nil {
 			continue
 		}
 		ev := payload(m.f.History)
-		e.call(ctx, r, m, hook, step, func(ctx context.Context) error { return fn(ctx, ev) })
+		shared := &enc[0]
+		if m.f.History {
+			shared = &enc[1]
+		}
+		e.call(ctx, r, m, hook, step, shared, func(ctx context.Context) error { return fn(ctx, ev) })
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // invoke is the typed call every adapter uses: JSON in, JSON out. An output
 // that is not the export's payload is ErrBadOutput; an empty output decodes
 // as the zero payload.
-func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out, error) {
+func invoke[Out, In any](ctx context.Context, p *Plugin, export string, in In) (Out, error) {
 	return invokeChecked[Out](ctx, p, export, in, nil)
 }
 
@@ -28,9 +28,9 @@ func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out
 // output (the zero payload included) as part of the call: an output check
 // refuses is ErrBadOutput, counted as a fault, and retires the instance, as
 // an output that does not decode does.
-func invokeChecked[Out any](ctx context.Context, p *Plugin, export string, in any, check func(*Out) error) (Out, error) {
+func invokeChecked[Out, In any](ctx context.Context, p *Plugin, export string, in In, check func(*Out) error) (Out, error) {
 	var out Out
-	raw, err := json.Marshal(in)
+	raw, err := payloadJSON(ctx, func() ([]byte, error) { return json.Marshal(in) }) // in is boxed only if encoded
 	if err != nil {
 		return out, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
 	}

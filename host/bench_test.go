@@ -358,3 +358,53 @@ func BenchmarkCallParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMiddlewareTurn is what the engine costs per middleware hook call:
+// one session turn (the model answers a final at once) with 0, 1 and 16
+// WAT middleware plugins (guests/testdata/mw_observe.wat, on_turn_start and
+// on_final, answering nothing: two hook calls per plugin a turn, all call
+// path), and "bare", the hook's own call (Plugin.Call of on_turn_start on
+// the session's warm instance, with the turn's payload encoded once). The
+// engine's overhead per hook call is (turn/16 - turn/0) / 32 - bare.
+func BenchmarkMiddlewareTurn(b *testing.B) {
+	ctx := context.Background()
+	l := newLoader(b)
+	for _, n := range []int{0, 1, 16} {
+		var opts []engine.Option
+		for i := range n {
+			opts = append(opts, engine.WithExtenders(l.Extender(Config{Path: fixture(b, "mw_observe"), Name: fmt.Sprintf("mw%d", i)}, engine.MiddlewareConfig{})))
+		}
+		e := engine.New(finalOnly{}, nil, opts...)
+		if err := e.Initialize(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { e.Close(ctx) })
+		b.Run(fmt.Sprintf("plugins=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := e.ResumeSession("bench", nil).RunTurn(ctx, "q", engine.RunOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, s := range e.MiddlewareStats() {
+				if s.Faults > 0 || s.Calls == 0 {
+					b.Fatalf("%s: %d calls, %d faults", s.Name, s.Calls, s.Faults)
+				}
+			}
+		})
+	}
+	b.Run("bare", func(b *testing.B) {
+		p := load(b, l, Config{Path: fixture(b, "mw_observe")})
+		in, err := json.Marshal(abi.TurnStart{SessionID: "bench", Turn: 1, Input: "q"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sctx := engine.WithSession(ctx, "bench", 1)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := p.Call(sctx, abi.MiddlewareExports[abi.HookOnTurnStart], in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
