@@ -115,13 +115,14 @@ func (e *Engine) Middleware() []MiddlewareInfo {
 // (New puts the hooks value first once, so runs need not).
 func (e *Engine) chain() []*mw { return e.middleware }
 
-// call runs one hook of m in isolation: quarantine check, deadline, panic
-// recovery, accounting, quarantine on repeated faults, and a timing event.
-// step is the step the hook's payload names, for the events. ran is false
-// when the hook was skipped for quarantine. payload is the event's shared
-// encoding of the hook's payload for a Bounded middleware (BoundedCall), or
-// nil.
-func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, step int, payload *encoded, fn func(ctx context.Context) error) (ran bool, err error) {
+// callMiddleware runs fn(ctx, arg), one hook of m, in isolation: quarantine
+// check, deadline, panic recovery, accounting, quarantine on repeated
+// faults, and a timing event. step is the step the hook's payload names,
+// for the events. ran is false when the hook was skipped for quarantine.
+// payload is the event's shared encoding of arg for a Bounded middleware
+// (BoundedCall), or nil. The hook and its argument come apart, not as one
+// closure, so that a Bounded call allocates none.
+func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook string, step int, payload *encoded, fn func(context.Context, T) error, arg T) (ran bool, err error) {
 	if !m.admit(e, r, hook, step) {
 		e.emit(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
 		return false, nil
@@ -136,9 +137,10 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, step int,
 		// the run's context cost more than a small guest's call, and the
 		// hook returns by its deadline on its own. The deadline goes down as
 		// a value instead (BoundedCall), on a context the run reuses.
-		err = recovered(r.bounded(ctx, deadline, payload), fn)
+		err = recovered(r.bounded(ctx, deadline, payload), fn, arg)
 	} else {
-		err = e.watched(ctx, m, deadline, fn)
+		a := arg // captured by the watchdog's goroutine: on the heap, on this path only
+		err = e.watched(ctx, m, deadline, func(ctx context.Context) error { return recovered(ctx, fn, a) })
 	}
 	end := time.Now()
 	d := end.Sub(start)
@@ -166,7 +168,7 @@ func (e *Engine) watched(ctx context.Context, m *mw, deadline time.Time, fn func
 	hctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	done := make(chan error, 1) // buffered: an abandoned hook can still finish
-	go func() { done <- recovered(hctx, fn) }()
+	go func() { done <- fn(hctx) }()
 	select {
 	case err := <-done:
 		return err
@@ -259,14 +261,14 @@ func (c *BoundedCall) PayloadJSON(encode func() ([]byte, error)) ([]byte, error)
 // error names which.
 var errPanic = errors.New("panicked")
 
-// recovered runs fn, turning a panic into its error.
-func recovered(ctx context.Context, fn func(context.Context) error) (err error) {
+// recovered runs fn(ctx, arg), turning a panic into its error.
+func recovered[T any](ctx context.Context, fn func(context.Context, T) error, arg T) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", errPanic, p)
 		}
 	}()
-	return fn(ctx)
+	return fn(ctx, arg)
 }
 
 // errQuarantined is a fail-closed middleware's failure while it is in

@@ -169,10 +169,10 @@ func (e *Engine) beforeRun(r *run) error {
 		}
 		in := abi.BeforeRunInput{SessionID: r.SessionID, Turn: r.Turn, SystemPrompt: r.SystemPrompt, Tools: r.toolNames(e), Model: r.opts.Model}
 		var out abi.BeforeRunOutput
-		ran, err := e.call(r.ctx, r, m, abi.HookBeforeRun, 0, enc, func(ctx context.Context) (err error) {
+		ran, err := callMiddleware(e, r.ctx, r, m, abi.HookBeforeRun, 0, enc, func(ctx context.Context, in abi.BeforeRunInput) (err error) {
 			out, err = m.f.BeforeRun(ctx, in)
 			return err
-		})
+		}, in)
 		if !ran && m.cfg.Policy == FailClosed { // a quarantined gate stays shut
 			err = errQuarantined
 		}
@@ -607,10 +607,10 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 		}
 		in := abi.BeforeToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input)}
 		var out abi.BeforeToolCallOutput
-		ran, err := e.call(r.ctx, r, m, abi.HookBeforeToolCall, step, enc, func(ctx context.Context) (err error) {
+		ran, err := callMiddleware(e, r.ctx, r, m, abi.HookBeforeToolCall, step, enc, func(ctx context.Context, in abi.BeforeToolCallInput) (err error) {
 			out, err = m.f.BeforeToolCall(ctx, in)
 			return err
-		})
+		}, in)
 		if !ran && m.cfg.Policy == FailClosed { // a quarantined guard denies
 			err = errQuarantined
 		}
@@ -650,10 +650,10 @@ func (e *Engine) afterToolCall(r *run, step int, tool string, input map[string]a
 		}
 		in := abi.AfterToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input), Output: output, IsError: isErr}
 		var out abi.AfterToolCallOutput
-		if _, err := e.call(r.ctx, r, m, abi.HookAfterToolCall, step, enc, func(ctx context.Context) (err error) {
+		if _, err := callMiddleware(e, r.ctx, r, m, abi.HookAfterToolCall, step, enc, func(ctx context.Context, in abi.AfterToolCallInput) (err error) {
 			out, err = m.f.AfterToolCall(ctx, in)
 			return err
-		}); err == nil && out.Output != nil {
+		}, in); err == nil && out.Output != nil {
 			output, *enc = *out.Output, encoded{}
 		}
 	}

@@ -136,7 +136,7 @@ func (s *Session) Close(ctx context.Context) error {
 		if m.f.SessionEnd == nil {
 			continue
 		}
-		if err := recovered(ctx, func(ctx context.Context) error { return m.f.SessionEnd(ctx, s.id) }); err != nil {
+		if err := recovered(ctx, m.f.SessionEnd, s.id); err != nil {
 			err = fmt.Errorf("middleware %q session end: %w", m.f.ID, err)
 			e.log.WarnContext(ctx, "middleware failed to end a session", "session", s.id, "plugin", m.f.ID, "error", err)
 			errs = append(errs, err)
@@ -206,7 +206,7 @@ func notify[T any](e *Engine, ctx context.Context, r *run, hook string, step int
 		if m.f.History {
 			shared = &enc[1]
 		}
-		e.call(ctx, r, m, hook, step, shared, func(ctx context.Context) error { return fn(ctx, ev) })
+		callMiddleware(e, ctx, r, m, hook, step, shared, fn, ev)
 	}
 }
 

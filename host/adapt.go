@@ -34,16 +34,24 @@ func invokeChecked[Out, In any](ctx context.Context, p *Plugin, export string, i
 	if err != nil {
 		return out, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
 	}
+	// out is decoded into, and checked, through copies of it made where
+	// they are needed, which go to the heap: out itself stays on the stack,
+	// and an observing hook's empty answer allocates nothing.
 	err = p.CallFunc(ctx, export, raw, func(view []byte) error {
 		if len(view) > 0 {
-			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &out); err != nil {
+			v := new(Out)
+			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, v); err != nil {
 				return err
 			}
+			out = *v
 		}
 		if check == nil {
 			return nil
 		}
-		return check(&out)
+		v := out
+		err := check(&v)
+		out = v
+		return err
 	})
 	return out, err
 }
