@@ -119,8 +119,8 @@ func (e *Engine) chain() []*mw { return e.middleware }
 // check, deadline, panic recovery, accounting, quarantine on repeated
 // faults, and a timing event. step is the step the hook's payload names,
 // for the events. ran is false when the hook was skipped for quarantine.
-// payload is the event's shared encoding of arg for a Bounded middleware
-// (BoundedCall), or nil. The hook and its argument come apart, not as one
+// payload is the event's shared encoding of arg, for a Bounded middleware
+// (BoundedCall). The hook and its argument come apart, not as one
 // closure, so that a Bounded call allocates none.
 func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook string, step int, payload *encoded, fn func(context.Context, T) error, arg T) (ran bool, err error) {
 	if !m.admit(e, r, hook, step) {
@@ -184,7 +184,7 @@ func (e *Engine) watched(ctx context.Context, m *mw, deadline time.Time, fn func
 // for every middleware the event goes to. It is valid during the call only.
 type BoundedCall struct {
 	deadline time.Time
-	payload  *encoded // the event's; nil: not shared
+	payload  *encoded // the event's
 }
 
 // encoded is an event's payload as JSON, encoded by the first Bounded
@@ -248,9 +248,6 @@ func (c *BoundedCall) Deadline() time.Time { return c.deadline }
 // middleware of the event that asks, the same bytes for the others given
 // the same payload. The bytes are shared: the caller must not change them.
 func (c *BoundedCall) PayloadJSON(encode func() ([]byte, error)) ([]byte, error) {
-	if c.payload == nil {
-		return encode()
-	}
 	if !c.payload.done {
 		c.payload.raw, c.payload.err = encode()
 		c.payload.done = true
