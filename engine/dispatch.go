@@ -115,30 +115,36 @@ func (e *Engine) Middleware() []MiddlewareInfo {
 // (New puts the hooks value first once, so runs need not).
 func (e *Engine) chain() []*mw { return e.middleware }
 
-// call runs one hook of m in isolation: quarantine check, deadline, panic
-// recovery, accounting, quarantine on repeated faults, and a timing event.
-// step is the step the hook's payload names, for the events. ran is false
-// when the hook was skipped for quarantine.
-func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, step int, fn func(ctx context.Context) error) (ran bool, err error) {
+// callMiddleware runs fn(ctx, arg), one hook of m, in isolation: quarantine
+// check, deadline, panic recovery, accounting, quarantine on repeated
+// faults, and a timing event. step is the step the hook's payload names,
+// for the events. ran is false when the hook was skipped for quarantine.
+// payload is the event's shared encoding of arg, for a Bounded middleware
+// (BoundedCall). The hook and its argument come apart, not as one
+// closure, so that a Bounded call allocates none.
+func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook string, step int, payload *encoded, fn func(context.Context, T) error, arg T) (ran bool, err error) {
 	if !m.admit(e, r, hook, step) {
 		e.emit(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
 		return false, nil
 	}
-	hctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-	defer cancel()
+	// One clock read starts the call (its deadline and its duration) and
+	// one of the monotonic clock alone (time.Since) ends it (its duration,
+	// and its event's Elapsed): on a small guest a read of both clocks
+	// (time.Now) is a tenth of the call.
 	start := time.Now()
+	deadline := start.Add(m.cfg.Timeout)
 	if m.f.Bounded {
-		err = recovered(hctx, fn)
+		// No context.WithTimeout: its timer, its channel and its link into
+		// the run's context cost more than a small guest's call, and the
+		// hook returns by its deadline on its own. The deadline goes down as
+		// a value instead (BoundedCall), on a context the run reuses.
+		err = recovered(r.bounded(ctx, deadline, payload), fn, arg)
 	} else {
-		done := make(chan error, 1) // buffered: an abandoned hook can still finish
-		go func() { done <- recovered(hctx, fn) }()
-		select {
-		case err = <-done:
-		case <-hctx.Done():
-			err = fmt.Errorf("%w after %s", ErrHookTimeout, m.cfg.Timeout)
-		}
+		a := arg // captured by the watchdog's goroutine: on the heap, on this path only
+		err = e.watched(ctx, m, deadline, func(ctx context.Context) error { return recovered(ctx, fn, a) })
 	}
 	d := time.Since(start)
+	end := start.Add(d)
 	outcome := OutcomeOK
 	switch {
 	case err == nil:
@@ -152,23 +158,115 @@ func (e *Engine) call(ctx context.Context, r *run, m *mw, hook string, step int,
 	if err != nil {
 		err = fmt.Errorf("middleware %q %s: %w", m.f.ID, hook, err)
 	}
-	e.emit(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err})
+	e.emitAt(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err}, end)
 	m.record(e, ctx, r, hook, step, d, err)
 	return true, err
+}
+
+// watched runs a hook that may ignore its context on a goroutine of its
+// own, abandoning it at deadline.
+func (e *Engine) watched(ctx context.Context, m *mw, deadline time.Time, fn func(ctx context.Context) error) error {
+	hctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	done := make(chan error, 1) // buffered: an abandoned hook can still finish
+	go func() { done <- fn(hctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-hctx.Done():
+		return fmt.Errorf("%w after %s", ErrHookTimeout, m.cfg.Timeout)
+	}
+}
+
+// BoundedCall is a Bounded middleware's hook call as the engine makes it,
+// which the hook finds in its context (BoundedCallOf): the call's deadline,
+// which the engine arms no timer for, and its payload's JSON, encoded once
+// for every middleware the event goes to. It is valid during the call only.
+type BoundedCall struct {
+	deadline time.Time
+	payload  *encoded // the event's
+}
+
+// encoded is an event's payload as JSON, encoded by the first Bounded
+// middleware that asks for it; the engine resets it when the payload
+// changes (a mutating hook's rewrite).
+type encoded struct {
+	raw  []byte
+	err  error
+	done bool
+}
+
+// boundedCallKey is the context key of a *BoundedCall.
+type boundedCallKey struct{}
+
+// boundedCalls is a run's context for its Bounded hook calls: the
+// caller's, carrying the run's one BoundedCall. The run keeps it from call
+// to call, so a call allocates nothing for it, and a plugin's instance is
+// handed the same context each time (package host then reuses its own call
+// state). It is a context.WithValue, not a type of its own, so that values
+// are looked up by the context package's own walk, which passes a
+// context.WithoutCancel (endTurn's) without allocating.
+type boundedCalls struct {
+	parent, ctx context.Context
+	call        BoundedCall
+}
+
+// bounded readies the run's BoundedCall for a call ending at deadline and
+// returns its context over parent. Hooks run one at a time on the run's
+// goroutine, and a Bounded hook returns before the next is called, so the
+// one BoundedCall serves them all in turn.
+func (r *run) bounded(parent context.Context, deadline time.Time, payload *encoded) context.Context {
+	b := &r.bounds
+	if b.ctx == nil || b.parent != parent { // the run's context, or endTurn's detached one
+		b.parent, b.ctx = parent, context.WithValue(parent, boundedCallKey{}, &b.call)
+	}
+	b.call = BoundedCall{deadline: deadline, payload: payload}
+	return b.ctx
+}
+
+// event readies the run's shared payload encodings for a new event and
+// returns them: without the history and with it.
+func (r *run) event() *[2]encoded {
+	r.encoded = [2]encoded{}
+	return &r.encoded
+}
+
+// BoundedCallOf is the Bounded middleware hook call ctx was given for, or
+// nil outside one.
+func BoundedCallOf(ctx context.Context) *BoundedCall {
+	c, _ := ctx.Value(boundedCallKey{}).(*BoundedCall)
+	return c
+}
+
+// Deadline is when the call must have returned: its start and the
+// middleware's MiddlewareConfig.Timeout. The hook's context does not end at
+// it (its own deadline is the run's): the hook enforces it.
+func (c *BoundedCall) Deadline() time.Time { return c.deadline }
+
+// PayloadJSON returns the payload the hook was given as JSON: what encode
+// returns (encoding/json's encoding of the payload) for the first Bounded
+// middleware of the event that asks, the same bytes for the others given
+// the same payload. The bytes are shared: the caller must not change them.
+func (c *BoundedCall) PayloadJSON(encode func() ([]byte, error)) ([]byte, error) {
+	if !c.payload.done {
+		c.payload.raw, c.payload.err = encode()
+		c.payload.done = true
+	}
+	return c.payload.raw, c.payload.err
 }
 
 // errPanic is a hook's, a middleware's or a tool's panic, recovered; the
 // error names which.
 var errPanic = errors.New("panicked")
 
-// recovered runs fn, turning a panic into its error.
-func recovered(ctx context.Context, fn func(context.Context) error) (err error) {
+// recovered runs fn(ctx, arg), turning a panic into its error.
+func recovered[T any](ctx context.Context, fn func(context.Context, T) error, arg T) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", errPanic, p)
 		}
 	}()
-	return fn(ctx)
+	return fn(ctx, arg)
 }
 
 // errQuarantined is a fail-closed middleware's failure while it is in

@@ -105,6 +105,8 @@ type run struct {
 	params  map[string]any
 	allowed map[string]bool // tools the run offers (RunOptions.Tools, then before_run hooks); nil: every registered tool
 	nonce   string          // of the run's tool call IDs (callID), drawn at its first call
+	bounds  boundedCalls    // its Bounded middleware calls' context (run.bounded)
+	encoded [2]encoded      // the current event's payload, without the history and with it (run.event)
 }
 
 // Run runs the agent on task until it gives a final answer: one turn of a
@@ -161,16 +163,17 @@ func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 // unless a hook replaced it.
 func (e *Engine) beforeRun(r *run) error {
 	replaced, narrowed := false, false
+	enc := &r.event()[0] // of the input, until a hook changes the prompt or the tools
 	for _, m := range e.chain() {
 		if m.f.BeforeRun == nil {
 			continue
 		}
 		in := abi.BeforeRunInput{SessionID: r.SessionID, Turn: r.Turn, SystemPrompt: r.SystemPrompt, Tools: r.toolNames(e), Model: r.opts.Model}
 		var out abi.BeforeRunOutput
-		ran, err := e.call(r.ctx, r, m, abi.HookBeforeRun, 0, func(ctx context.Context) (err error) {
+		ran, err := callMiddleware(e, r.ctx, r, m, abi.HookBeforeRun, 0, enc, func(ctx context.Context, in abi.BeforeRunInput) (err error) {
 			out, err = m.f.BeforeRun(ctx, in)
 			return err
-		})
+		}, in)
 		if !ran && m.cfg.Policy == FailClosed { // a quarantined gate stays shut
 			err = errQuarantined
 		}
@@ -194,10 +197,12 @@ func (e *Engine) beforeRun(r *run) error {
 					Message: fmt.Sprintf("middleware %q kept tools that are not offered, ignored: %s", m.f.ID, strings.Join(unknown, ", "))})
 			}
 			r.allowed, narrowed = allowed, true
+			*enc = encoded{}
 		}
 		switch {
 		case strings.TrimSpace(out.SystemPrompt) != "":
 			r.SystemPrompt, replaced = out.SystemPrompt, true
+			*enc = encoded{}
 		case out.SystemPrompt != "":
 			e.emit(r.ctx, r, Event{Kind: EventWarning, Plugin: m.f.ID, Hook: abi.HookBeforeRun,
 				Message: fmt.Sprintf("middleware %q returned a blank system prompt; keeping the prompt as it was", m.f.ID)})
@@ -594,16 +599,17 @@ func (v *validation) of(reg *Registry, tool string, input map[string]any) error 
 // invalid is dropped: the model then hears of its own mistake.)
 func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]any) (map[string]any, validation, string) {
 	var valid validation // of input
+	enc := &r.event()[0] // of the input, until a hook rewrites it
 	for _, m := range e.chain() {
 		if m.f.BeforeToolCall == nil {
 			continue
 		}
 		in := abi.BeforeToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input)}
 		var out abi.BeforeToolCallOutput
-		ran, err := e.call(r.ctx, r, m, abi.HookBeforeToolCall, step, func(ctx context.Context) (err error) {
+		ran, err := callMiddleware(e, r.ctx, r, m, abi.HookBeforeToolCall, step, enc, func(ctx context.Context, in abi.BeforeToolCallInput) (err error) {
 			out, err = m.f.BeforeToolCall(ctx, in)
 			return err
-		})
+		}, in)
 		if !ran && m.cfg.Policy == FailClosed { // a quarantined guard denies
 			err = errQuarantined
 		}
@@ -621,7 +627,7 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 			verr := e.reg.Validate(tool, out.Input)
 			switch {
 			case verr == nil:
-				input, valid = out.Input, validation{done: true}
+				input, valid, *enc = out.Input, validation{done: true}, encoded{}
 			case valid.of(e.reg, tool, input) != nil: // invalid before the rewrite too
 			case m.cfg.Policy == FailClosed:
 				return nil, valid, fmt.Sprintf("the guard %q rewrote the input into one the tool's schema rejects: %v", m.f.ID, verr)
@@ -636,17 +642,18 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 
 // afterToolCall runs the after_tool_call chain over a tool's output.
 func (e *Engine) afterToolCall(r *run, step int, tool string, input map[string]any, output string, isErr bool) string {
+	enc := &r.event()[0] // of the input, until a hook rewrites the output
 	for _, m := range e.chain() {
 		if m.f.AfterToolCall == nil {
 			continue
 		}
 		in := abi.AfterToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input), Output: output, IsError: isErr}
 		var out abi.AfterToolCallOutput
-		if _, err := e.call(r.ctx, r, m, abi.HookAfterToolCall, step, func(ctx context.Context) (err error) {
+		if _, err := callMiddleware(e, r.ctx, r, m, abi.HookAfterToolCall, step, enc, func(ctx context.Context, in abi.AfterToolCallInput) (err error) {
 			out, err = m.f.AfterToolCall(ctx, in)
 			return err
-		}); err == nil && out.Output != nil {
-			output = *out.Output
+		}, in); err == nil && out.Output != nil {
+			output, *enc = *out.Output, encoded{}
 		}
 	}
 	return output

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/morphhost/morph/internal/safetext"
@@ -83,21 +84,27 @@ func (e *Engine) bounded(err error) error {
 // handler and then the run's, its message and error text cut to the
 // observation limit, and its action (a step's, the tool name the model
 // wrote) to maxNameBytes.
-func (e *Engine) emit(ctx context.Context, r *run, ev Event) {
+func (e *Engine) emit(ctx context.Context, r *run, ev Event) { e.emitAt(ctx, r, ev, time.Now()) }
+
+// emitAt is emit of an event that happened at now, a clock reading the
+// caller has already made.
+func (e *Engine) emitAt(ctx context.Context, r *run, ev Event, now time.Time) {
 	rc := r.Context
 	ev.SessionID, ev.Turn = rc.SessionID, rc.Turn
 	ev.Message = safetext.Truncate(ev.Message, e.maxObs)
 	ev.Action = cutName(ev.Action)
 	ev.Err = e.bounded(ev.Err)
 	ev.Total = rc.Metrics.Usage()
-	ev.Elapsed = time.Since(rc.Metrics.StartTime)
+	ev.Elapsed = now.Sub(rc.Metrics.StartTime)
 	switch {
 	case ev.Kind == EventWarning || ev.Kind == EventQuarantine || ev.Kind == EventRelease:
 		e.log.WarnContext(ctx, ev.Message, "session", ev.SessionID, "turn", ev.Turn, "step", ev.Step, "plugin", ev.Plugin, "error", ev.Err)
 	case ev.Kind == EventHook && ev.Err != nil:
 		e.log.WarnContext(ctx, "middleware hook failed", "plugin", ev.Plugin, "hook", ev.Hook, "step", ev.Step, "outcome", ev.Outcome, "error", ev.Err)
 	case ev.Kind == EventHook:
-		e.log.DebugContext(ctx, "middleware hook", "plugin", ev.Plugin, "hook", ev.Hook, "step", ev.Step, "duration", ev.Duration)
+		if e.log.Enabled(ctx, slog.LevelDebug) { // asked first: the arguments would allocate on every hook call
+			e.log.DebugContext(ctx, "middleware hook", "plugin", ev.Plugin, "hook", ev.Hook, "step", ev.Step, "duration", ev.Duration)
+		}
 	default:
 		e.log.DebugContext(ctx, "morph event", "kind", ev.Kind, "step", ev.Step, "action", ev.Action,
 			"tokens", ev.Usage.Total(), "cost", ev.Usage.Cost)

@@ -98,7 +98,8 @@ const (
 type MiddlewareConfig struct {
 	Policy Policy
 	// Timeout bounds each hook call (default 2s). A native hook that ignores
-	// its context is abandoned at the deadline, left to finish on its own.
+	// its context is abandoned at the deadline, left to finish on its own; a
+	// Bounded one is given the deadline to keep (BoundedCall).
 	Timeout time.Duration
 	// QuarantineAfter consecutive faults disable the middleware (default 5).
 	QuarantineAfter int
@@ -113,9 +114,12 @@ type MiddlewareConfig struct {
 type Funcs struct {
 	ID      string // the middleware's name
 	History bool   // WantsHistory
-	// Bounded says the hooks return by their context's deadline on their own
+	// Bounded says the hooks return by their call's deadline on their own
 	// (a WebAssembly plugin's host enforces it), so the engine calls them on
-	// the run's goroutine instead of a watchdog goroutine of their own.
+	// the run's goroutine instead of a watchdog goroutine of their own, and
+	// arms no timer: the deadline is BoundedCallOf(ctx).Deadline(), not the
+	// context's, which ends with the run. BoundedCall also has the payload's
+	// JSON, encoded once for all the middleware of an event.
 	Bounded        bool
 	TurnStart      func(ctx context.Context, ev abi.TurnStart) error
 	Action         func(ctx context.Context, ev abi.Action) error

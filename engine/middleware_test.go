@@ -610,3 +610,103 @@ func TestRestoreQuarantines(t *testing.T) {
 		t.Fatalf("after the quarantine: calls %d, outcomes %v", calls, got)
 	}
 }
+
+// A Bounded middleware's hook gets its deadline and the event's shared
+// payload encoding through BoundedCall, and no timer of the engine's: its
+// context is the run's. The encoding is made once per event for the
+// middleware that share a payload (one encoding without the history, one
+// with it), and again after a mutating hook changed the payload. A native
+// middleware gets a context that ends at its deadline, and no BoundedCall.
+func TestBoundedCallSharesPayloadAndDeadline(t *testing.T) {
+	const timeout = time.Hour
+	type seen struct {
+		id       string
+		encoded  bool   // its encode ran
+		raw      string // what PayloadJSON answered
+		deadline time.Time
+		ctxHas   bool // ctx.Deadline's ok
+	}
+	var calls []seen
+	// payload records a call of a Bounded hook; its encoding is the
+	// middleware's name and the payload, so that the test sees whose ran.
+	payload := func(ctx context.Context, id string, in any) {
+		s := seen{id: id}
+		_, s.ctxHas = ctx.Deadline()
+		c := BoundedCallOf(ctx)
+		if c == nil {
+			calls = append(calls, s)
+			return
+		}
+		s.deadline = c.Deadline()
+		raw, err := c.PayloadJSON(func() ([]byte, error) {
+			s.encoded = true
+			return fmt.Appendf(nil, "%s %v", id, in), nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		s.raw = string(raw)
+		calls = append(calls, s)
+	}
+	bounded := func(id string, history bool, rewrite string) *Funcs {
+		return &Funcs{ID: id, Bounded: true, History: history,
+			TurnStart: func(ctx context.Context, ev abi.TurnStart) error {
+				payload(ctx, id, len(ev.History))
+				return nil
+			},
+			BeforeToolCall: func(ctx context.Context, in abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
+				payload(ctx, id, in.Input["text"])
+				if rewrite != "" {
+					return abi.BeforeToolCallOutput{Input: map[string]any{"text": rewrite}}, nil
+				}
+				return abi.BeforeToolCallOutput{}, nil
+			}}
+	}
+	native := &Funcs{ID: "native", TurnStart: func(ctx context.Context, _ abi.TurnStart) error {
+		payload(ctx, "native", nil)
+		return nil
+	}}
+	cfg := MiddlewareConfig{Timeout: timeout}
+	e := New(script(toolCall("echo", `{"text":"hi"}`), finalReply("done")), registry(echoTool()),
+		WithMiddleware(bounded("a", false, ""), cfg), WithMiddleware(native, cfg), WithMiddleware(bounded("b", false, "HI"), cfg),
+		WithMiddleware(bounded("c", true, ""), cfg), WithMiddleware(bounded("d", false, ""), cfg))
+	before := time.Now()
+	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	type want struct {
+		id      string
+		encoded bool
+		raw     string
+	}
+	wants := []want{
+		// on_turn_start: a encodes, the native one gets nothing, b shares
+		// a's bytes, c (history) encodes its own, d shares a's.
+		{"a", true, "a 0"}, {"native", false, ""}, {"b", false, "a 0"}, {"c", true, "c 0"}, {"d", false, "a 0"},
+		// before_tool_call: a encodes, b shares it and rewrites the
+		// input, so c encodes the new payload and d shares c's.
+		{"a", true, "a hi"}, {"b", false, "a hi"}, {"c", true, "c HI"}, {"d", false, "c HI"},
+	}
+	if len(calls) != len(wants) {
+		t.Fatalf("%d calls, want %d: %+v", len(calls), len(wants), calls)
+	}
+	for i, w := range wants {
+		c := calls[i]
+		if c.id != w.id || c.encoded != w.encoded || c.raw != w.raw {
+			t.Errorf("call %d: %s encoded %v, payload %q; want %s encoded %v, payload %q", i, c.id, c.encoded, c.raw, w.id, w.encoded, w.raw)
+		}
+		if c.id == "native" {
+			if !c.ctxHas {
+				t.Errorf("call %d: the native middleware's context has no deadline", i)
+			}
+			continue
+		}
+		if c.ctxHas {
+			t.Errorf("call %d: %s's context has a deadline; want the run's, which has none", i, c.id)
+		}
+		if c.deadline.Before(before.Add(timeout)) || c.deadline.After(after.Add(timeout)) {
+			t.Errorf("call %d: %s's deadline %v, want its start and %s, within [%v, %v]", i, c.id, c.deadline, timeout, before.Add(timeout), after.Add(timeout))
+		}
+	}
+}

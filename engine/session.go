@@ -136,7 +136,7 @@ func (s *Session) Close(ctx context.Context) error {
 		if m.f.SessionEnd == nil {
 			continue
 		}
-		if err := recovered(ctx, func(ctx context.Context) error { return m.f.SessionEnd(ctx, s.id) }); err != nil {
+		if err := recovered(ctx, m.f.SessionEnd, s.id); err != nil {
 			err = fmt.Errorf("middleware %q session end: %w", m.f.ID, err)
 			e.log.WarnContext(ctx, "middleware failed to end a session", "session", s.id, "plugin", m.f.ID, "error", err)
 			errs = append(errs, err)
@@ -195,13 +195,18 @@ func turnStatus(stop string) string {
 // middleware, with the history only when it asks for it. Failures are
 // isolated by call; observing hooks cannot fail a turn.
 func notify[T any](e *Engine, ctx context.Context, r *run, hook string, step int, pick func(*Funcs) func(context.Context, T) error, payload func(history bool) T) {
+	enc := r.event()
 	for _, m := range e.chain() {
 		fn := pick(m.f)
 		if fn == nil {
 			continue
 		}
 		ev := payload(m.f.History)
-		e.call(ctx, r, m, hook, step, func(ctx context.Context) error { return fn(ctx, ev) })
+		shared := &enc[0]
+		if m.f.History {
+			shared = &enc[1]
+		}
+		callMiddleware(e, ctx, r, m, hook, step, shared, fn, ev)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // invoke is the typed call every adapter uses: JSON in, JSON out. An output
 // that is not the export's payload is ErrBadOutput; an empty output decodes
 // as the zero payload.
-func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out, error) {
+func invoke[Out, In any](ctx context.Context, p *Plugin, export string, in In) (Out, error) {
 	return invokeChecked[Out](ctx, p, export, in, nil)
 }
 
@@ -29,22 +29,41 @@ func invoke[Out any](ctx context.Context, p *Plugin, export string, in any) (Out
 // output (the zero payload included) as part of the call: an output check
 // refuses is ErrBadOutput, counted as a fault, and retires the instance, as
 // an output that does not decode does.
-func invokeChecked[Out any](ctx context.Context, p *Plugin, export string, in any, check func(*Out) error) (Out, error) {
+func invokeChecked[Out, In any](ctx context.Context, p *Plugin, export string, in In, check func(*Out) error) (Out, error) {
 	var out Out
-	var checkOut func() error
-	if check != nil {
-		checkOut = func() error { return check(&out) }
+	raw, err := encodeInput(ctx, p, export, in)
+	if err != nil {
+		return out, err
 	}
-	return out, invokeInto(ctx, p, export, in, &out, checkOut)
+	// out is decoded into, and checked, through copies of it made where
+	// they are needed, which go to the heap: out itself stays on the stack,
+	// and an observing hook's empty answer allocates nothing.
+	err = p.CallFunc(ctx, export, raw, func(view []byte) error {
+		if len(view) > 0 {
+			v := new(Out)
+			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, v); err != nil {
+				return err
+			}
+			out = *v
+		}
+		if check == nil {
+			return nil
+		}
+		v := out
+		err := check(&v)
+		out = v
+		return err
+	})
+	return out, err
 }
 
 // invokeInto is invokeChecked for a payload whose type is known at run
 // time (an engine hook's, by its row of abi.Hooks): it decodes into out, a
 // pointer, then runs check when not nil.
 func invokeInto(ctx context.Context, p *Plugin, export string, in, out any, check func() error) error {
-	raw, err := json.Marshal(in)
+	raw, err := encodeInput(ctx, p, export, in)
 	if err != nil {
-		return fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
+		return err
 	}
 	return p.CallFunc(ctx, export, raw, func(view []byte) error {
 		if len(view) > 0 {
@@ -57,6 +76,16 @@ func invokeInto(ctx context.Context, p *Plugin, export string, in, out any, chec
 		}
 		return check()
 	})
+}
+
+// encodeInput is in as JSON: the event's encoding, shared by every plugin
+// the engine calls for it (payloadJSON), else its own.
+func encodeInput[In any](ctx context.Context, p *Plugin, export string, in In) ([]byte, error) {
+	raw, err := payloadJSON(ctx, func() ([]byte, error) { return json.Marshal(in) }) // in is boxed only if encoded
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
+	}
+	return raw, nil
 }
 
 // Options returns the engine options for the engine hooks (build_prompt,

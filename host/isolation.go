@@ -146,6 +146,9 @@ func (p *Plugin) acquire(ctx context.Context, sh *shard) (inst *instance, told s
 			return nil, "", p.classify(ctx, err), "instantiate", err
 		}
 		if deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = withHookDeadline(ctx) // a wait keeps a middleware hook's deadline
+			defer cancel()
 			since, deadline = time.Now(), p.sessionWait(ctx)
 		}
 		if kind, msg, err = p.awaitVacancy(ctx, full.vacancy, since, deadline); kind != nil {
@@ -427,7 +430,7 @@ func (p *Plugin) tell(ctx context.Context, inst *instance, key, reason string) (
 	}
 	in, _ := json.Marshal(abi.InstanceReplaced{SessionID: key, Reason: reason}) // two strings: it cannot fail
 	p.shards.local().calls.Add(1)
-	_, kind, msg, err = inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportInstanceReplaced, in, p.limits.MaxOutputBytes)
+	_, kind, msg, err = inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportInstanceReplaced, in, p.limits.MaxOutputBytes)
 	if kind == nil {
 		return nil, "", nil
 	}
@@ -523,6 +526,8 @@ func (s *slots) take(ctx context.Context, sh *shard, closing <-chan struct{}) (e
 			return nil
 		}
 	}
+	ctx, cancel := withHookDeadline(ctx)
+	defer cancel()
 	w := make(chan struct{})
 	s.waiters = append(s.waiters, w)
 	s.handOut()

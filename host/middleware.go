@@ -87,6 +87,39 @@ func mutator[In, Out any](p *Plugin, export string) func(context.Context, In) (O
 	}
 }
 
+// payloadJSON is a hook's payload as JSON, encoded by encode: within a
+// middleware hook call, the event's encoding, made once for every plugin
+// the event goes to (engine.BoundedCall).
+func payloadJSON(ctx context.Context, encode func() ([]byte, error)) ([]byte, error) {
+	if c := engine.BoundedCallOf(ctx); c != nil {
+		return c.PayloadJSON(encode)
+	}
+	return encode()
+}
+
+// callDeadline is when a guest call starting at now must end: after the
+// plugin's timeout, or sooner at the deadline of the middleware hook call
+// ctx belongs to, which the engine arms no timer for
+// (engine.BoundedCall): the guest's own deadline check keeps it.
+func (p *Plugin) callDeadline(ctx context.Context, now time.Time) time.Time {
+	d := now.Add(p.limits.Timeout)
+	if c := engine.BoundedCallOf(ctx); c != nil && c.Deadline().Before(d) {
+		return c.Deadline()
+	}
+	return d
+}
+
+// withHookDeadline is ctx ending at the deadline of the middleware hook
+// call it belongs to, if any, for a call that must wait (for an instance
+// slot, a session place): the engine gives the deadline as a value, and a
+// timer costs little beside a wait.
+func withHookDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c := engine.BoundedCallOf(ctx); c != nil {
+		return context.WithDeadline(ctx, c.Deadline())
+	}
+	return ctx, func() {}
+}
+
 // destroy calls morph_destroy, when the module exports it, on each of the
 // idle instances, at once and each with the plugin's timeout. A failure is
 // logged under the plugin's name and counted; it does not stop the others.

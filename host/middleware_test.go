@@ -289,3 +289,37 @@ func TestMiddlewareLoadChecks(t *testing.T) {
 		t.Fatalf("Middleware() = %#v, want nil", mw)
 	}
 }
+
+// A middleware hook's deadline is the engine's MiddlewareConfig.Timeout
+// when that is shorter than the plugin's own timeout: the engine arms no
+// timer for a plugin's hook (engine.BoundedCall), so the host must keep it.
+func TestEngineDeadlineBoundsHook(t *testing.T) {
+	const engineTimeout, pluginTimeout = 50 * time.Millisecond, time.Minute
+	l := newLoader(t)
+	var hooks []engine.Event
+	e := engine.New(finalOnly{}, nil,
+		engine.WithExtenders(l.Extender(Config{Path: fixture(t, "mw_spin"), Limits: Limits{Timeout: pluginTimeout}},
+			engine.MiddlewareConfig{Timeout: engineTimeout})),
+		engine.WithEventHandler(func(ev engine.Event) {
+			if ev.Kind == engine.EventHook {
+				hooks = append(hooks, ev)
+			}
+		}))
+	defer e.Close(context.Background())
+	if _, _, err := e.Run(context.Background(), "q", engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(hooks) != 1 {
+		t.Fatalf("%d hook events, want 1 (on_turn_start): %+v", len(hooks), hooks)
+	}
+	ev := hooks[0]
+	if ev.Outcome != engine.OutcomeTimeout {
+		t.Errorf("outcome %q, want %q", ev.Outcome, engine.OutcomeTimeout)
+	}
+	if !errors.Is(ev.Err, ErrTimeout) {
+		t.Errorf("error %v; want the host's ErrTimeout", ev.Err)
+	}
+	if ev.Duration >= pluginTimeout/2 { // generous: the engine's 50 ms, not the plugin's minute
+		t.Errorf("the hook ran %s: the engine's %s deadline did not stop it", ev.Duration, engineTimeout)
+	}
+}

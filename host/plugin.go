@@ -546,7 +546,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 	}
 	if kind == nil {
 		var view []byte
-		view, kind, msg, err = inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), export, input, p.limits.MaxOutputBytes)
+		view, kind, msg, err = inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), export, input, p.limits.MaxOutputBytes)
 		if kind == nil {
 			if err = read(view); err != nil {
 				kind, msg = ErrBadOutput, guest.Truncate(view, 200)
@@ -611,7 +611,7 @@ func contextKind(err error) error {
 // it out of its own time), its memories reserved outside Go's heap (package
 // memory: growth then costs nothing and closing gives the memory back).
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
-	deadline := time.Now().Add(p.limits.Timeout)
+	deadline := p.callDeadline(ctx, time.Now())
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	state := p.newCallState()

@@ -236,7 +236,7 @@ func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 		}
 		return
 	}
-	view, kind, msg, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
+	view, kind, msg, err := inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
 	var m abi.Manifest
 	if kind == nil {
 		if derr := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &m); derr != nil {

@@ -45,6 +45,7 @@ sessionown ./host                       ^BenchmarkSessionsOwnTheirInstances$    
 instance  ./host                        ^BenchmarkNewInstance$                       0.3s
 parallel  ./host                        ^BenchmarkCallParallel$                      0.3s  -test.cpu=1,2
 history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s
+mwturn    ./host                        ^BenchmarkMiddlewareTurn$                    0.3s
 extism    ./host                        ^BenchmarkExtismCall$                        0.3s
 schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
 pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
