@@ -17,10 +17,13 @@ import (
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/sandbox/sandboxtest"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // capLoader is shared by the capability tests, so the standard Go guest
-// compiles once; its log is captured.
+// compiles once: through testenv.CompileCache, since a cache in memory
+// alone drops the compiled module when the test that loaded it closes its
+// plugin, and the next test compiled it again. Its log is captured.
 var capLoader struct {
 	once sync.Once
 	l    *Loader
@@ -32,7 +35,7 @@ func capGo(t *testing.T) (*Loader, *syncBuffer, string) {
 	t.Helper()
 	capLoader.once.Do(func() {
 		capLoader.logs = &syncBuffer{}
-		capLoader.l, capLoader.err = NewLoader(LoaderOptions{CacheDir: "off",
+		capLoader.l, capLoader.err = NewLoader(LoaderOptions{CacheDir: testenv.CompileCache(),
 			Logger: slog.New(slog.NewTextHandler(capLoader.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	})
 	if capLoader.err != nil {

@@ -292,9 +292,10 @@ var verifyLoader = struct {
 }{}
 
 // sharedVerifyLoader is one loader for the tests of the example, whose
-// standard Go module takes a second or more to compile.
+// standard Go module takes a second or more to compile: through
+// testenv.CompileCache, as capLoader's, so that it compiles once.
 func sharedVerifyLoader(t testing.TB) *Loader {
-	verifyLoader.once.Do(func() { verifyLoader.l, verifyLoader.err = NewLoader(LoaderOptions{CacheDir: "off"}) })
+	verifyLoader.once.Do(func() { verifyLoader.l, verifyLoader.err = NewLoader(LoaderOptions{CacheDir: testenv.CompileCache()}) })
 	if verifyLoader.err != nil {
 		t.Fatal(verifyLoader.err)
 	}

@@ -37,14 +37,17 @@ func TestPluginNew(t *testing.T) {
 	for _, lang := range scaffoldLangs {
 		t.Run(lang, func(t *testing.T) {
 			makeBin := testenv.Tool(t, "make", "build")
-			var makeArgs []string
+			var makeArgs, testArgs []string
 			switch lang {
 			case "go":
 				testenv.Tool(t, "go", "build")
 			case "tinygo":
 				testenv.TinyGo(t, "the tinygo scaffold of morph plugin new")
 				testenv.Tool(t, "go", "build")
-				makeArgs = append(makeArgs, "TINYGO="+tinyGo(t, repo))
+				// TinyGo's cache is the user's, where `make tinygo-examples`
+				// compiled its runtime and compiler-rt, as go's caches are
+				// (testenv.Main): in the test's new home it built them again.
+				makeArgs = append(makeArgs, "TINYGO="+tinyGo(t, repo), "XDG_CACHE_HOME="+testenv.UserCacheDir())
 			case "rust":
 				testenv.Tool(t, "/usr/bin/cargo", "tools-rust")
 				testenv.Tool(t, "/usr/bin/rustc", "tools-rust")
@@ -63,6 +66,10 @@ func TestPluginNew(t *testing.T) {
 				if err := os.Symlink(shared, filepath.Join(dir, "target")); err != nil {
 					t.Fatal(err)
 				}
+				// Its tests on the host's target in the Makefile's directory
+				// for those (rust-test's), where the PDK's own tests compile
+				// serde and its derive macros for the host.
+				testArgs = append(testArgs, "CARGO_TARGET_DIR="+filepath.Join(shared, "host-tests"))
 			}
 
 			mk := func(target ...string) time.Duration {
@@ -76,7 +83,7 @@ func TestPluginNew(t *testing.T) {
 				return time.Since(begin)
 			}
 			built := mk()
-			tested := mk("test")
+			tested := mk(append(testArgs, "test")...)
 
 			begin := time.Now()
 			code, stdout, stderr := morph(t, "", "run", "--show-prompt", "--config", filepath.Join(dir, "morph.toml"),

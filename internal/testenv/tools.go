@@ -89,6 +89,11 @@ func cacheHome() string {
 	return filepath.Join(os.Getenv("HOME"), ".cache")
 }
 
+// UserCacheDir is the user's cache directory as the Makefile and scripts
+// see it ($XDG_CACHE_HOME, else ~/.cache), not the temporary one Main set:
+// for a test that runs a tool whose cache there a make target filled.
+func UserCacheDir() string { return cacheHome() }
+
 // MockLLM is the path of the mock-llm program (@dwmkerr/mock-llm, an
 // OpenAI-compatible mock server installed from npm): MockLLMEnv's value,
 // else where `make tools-mock-llm` installs it. When the program or node
