@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/memory"
@@ -38,14 +39,16 @@ func extismGuestWasm(t testing.TB, name string) string {
 
 // extismLoader is the loader every test of a Go Extism guest shares, with
 // the log its plugins write to (at debug level): a standard Go guest takes
-// about a second to compile, over ten under -race, and the shared in-memory
-// compilation cache makes that once per module and test process.
+// about a second to compile, over ten under -race. The run's compilation
+// cache (testenv.CompileCache, a directory under make test) makes that once
+// per module and run: the in-memory cache of CacheDir "off" drops a module
+// when the last plugin of it closes, and the next test compiled it again.
 var extismLoader = sync.OnceValues(func() (*Loader, *syncBuffer) {
 	logs := &syncBuffer{}
-	l, err := NewLoader(LoaderOptions{CacheDir: "off",
+	l, err := NewLoader(LoaderOptions{CacheDir: testenv.CompileCache(),
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
-		panic(err) // "off" opens no directory
+		panic(err)
 	}
 	return l, logs
 })
