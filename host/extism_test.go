@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/morphhost/morph/abi"
-	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/memory"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // The Extism loader (package internal/extism) with real Extism-PDK plugins built from
