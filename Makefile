@@ -203,8 +203,9 @@ fuzz-wasm:
 	$(call fuzzrun,FuzzDecodeOutput,host,$(FUZZTIME))
 	$(call fuzzrun,FuzzHostileModule,host,$(FUZZHOSTILE),-fuzzminimizetime 20x)
 
+# host's FuzzLoad comes last: fuzz-wasm builds host's fuzzing test binary
+# first, and two go commands building it at once would each do all of it.
 fuzz-short:
-	$(call fuzzrun,FuzzLoad,host,$(FUZZTIME))
 	$(call fuzzrun,FuzzExtismBinary,host/internal/extism,$(FUZZTIME))
 	$(call fuzzrun,FuzzInstrument,host/internal/interrupt,$(FUZZTIME))
 	$(call fuzzrun,FuzzLoad,config,$(FUZZTIME))
@@ -212,6 +213,7 @@ fuzz-short:
 	$(call fuzzrun,FuzzParseDOT,pipeline,$(FUZZTIME))
 	$(call fuzzrun,FuzzParseCondition,pipeline,$(FUZZTIME))
 	$(call fuzzrun,FuzzParseStylesheet,pipeline,$(FUZZTIME))
+	$(call fuzzrun,FuzzLoad,host,$(FUZZTIME))
 
 # Extism test plugins (guests/extism, written with github.com/extism/go-pdk):
 # standard Go wasip1 reactors, one per directory, for host/extism_test.go.
