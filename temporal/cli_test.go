@@ -230,42 +230,61 @@ func freeAddr(t *testing.T) string {
 // with the model's answer, served by the worker.
 func TestCLIWaitsForTemporal(t *testing.T) {
 	addr := freeAddr(t)
+	clients := startWaiting(t, fmt.Sprintf("host_port = %q\n", addr), fmt.Sprintf("morph-temporal: Temporal at %s does not answer", addr))
+	srv, err := startDevServer(addr)
+	needDevServer(t, err)
+	t.Cleanup(func() { srv.Stop() })
+	clients.answer42(t)
+}
+
+// waitingClients are a `morph worker` and a `morph run --temporal "what is
+// 6*7?"` (the model asks calc, then answers 42) started before their
+// Temporal service can serve them, both waiting.
+type waitingClients struct {
+	run                  *exec.Cmd
+	logs, stdout, stderr *testenv.Buffer
+}
+
+// startWaiting starts waitingClients with the [temporal] keys temporal
+// (dial_timeout 2 minutes) and waits until both have said waiting.
+func startWaiting(t *testing.T, temporal, waiting string) *waitingClients {
+	t.Helper()
 	replies := []string{
 		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
 		`{"type":"final","final":{"thought":"done","output":42}}`,
 	}
-	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\nhost_port = %q\ndial_timeout = \"2m\"\n", addr))
-
+	cfg := appendConfig(t, writeConfig(t, replies...), "\n[temporal]\ndial_timeout = \"2m\"\n"+temporal)
 	morph := bin(t, "morph")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var logs, stdout, stderr testenv.Buffer
+	t.Cleanup(cancel)
+	c := &waitingClients{logs: &testenv.Buffer{}, stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}}
 	worker := exec.CommandContext(ctx, morph, "worker", "--config", cfg)
-	worker.Stdout, worker.Stderr = &logs, &logs
-	run := exec.CommandContext(ctx, morph, "run", "--temporal", "--config", cfg, "what is 6*7?")
-	run.Stdout, run.Stderr = &stdout, &stderr
-	for _, cmd := range []*exec.Cmd{worker, run} {
+	worker.Stdout, worker.Stderr = c.logs, c.logs
+	c.run = exec.CommandContext(ctx, morph, "run", "--temporal", "--config", cfg, "what is 6*7?")
+	c.run.Stdout, c.run.Stderr = c.stdout, c.stderr
+	for _, cmd := range []*exec.Cmd{worker, c.run} {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
-	waiting := fmt.Sprintf("morph-temporal: Temporal at %s does not answer", addr)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), waiting) || !strings.Contains(stderr.String(), waiting); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.logs.String(), waiting) || !strings.Contains(c.stderr.String(), waiting); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("not both waiting for Temporal:\nworker:\n%s\nrun:\n%s", logs.String(), stderr.String())
+			t.Fatalf("not both waiting (%q):\nworker:\n%s\nrun:\n%s", waiting, c.logs.String(), c.stderr.String())
 		}
 	}
+	return c
+}
 
-	srv, err := startDevServer(addr)
-	needDevServer(t, err)
-	t.Cleanup(func() { srv.Stop() })
-	if err := run.Wait(); err != nil {
-		t.Fatalf("morph run --temporal: %v\n%s\nworker:\n%s", err, stderr.String(), logs.String())
+// answer42 waits for the run's end: its output must be 42.
+func (c *waitingClients) answer42(t *testing.T) {
+	t.Helper()
+	if err := c.run.Wait(); err != nil {
+		t.Fatalf("morph run --temporal: %v\n%s\nworker:\n%s", err, c.stderr.String(), c.logs.String())
 	}
 	var out map[string]any
-	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil || out["output"] != 42.0 {
-		t.Errorf("morph run --temporal wrote %s (%v), want the output 42", stdout.String(), err)
+	if err := json.Unmarshal([]byte(c.stdout.String()), &out); err != nil || out["output"] != 42.0 {
+		t.Errorf("morph run --temporal wrote %s (%v), want the output 42", c.stdout.String(), err)
 	}
 }
 
@@ -316,43 +335,13 @@ func TestCLIWaitsForNamespace(t *testing.T) {
 	c := dev(t)
 	srv, _ := devServer()
 	ns := fmt.Sprint("ns-", time.Now().UnixNano())
-	replies := []string{
-		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
-		`{"type":"final","final":{"thought":"done","output":42}}`,
-	}
-	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\nhost_port = %q\nnamespace = %q\ndial_timeout = \"2m\"\n", srv.FrontendHostPort(), ns))
-
-	morph := bin(t, "morph")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var logs, stdout, stderr testenv.Buffer
-	worker := exec.CommandContext(ctx, morph, "worker", "--config", cfg)
-	worker.Stdout, worker.Stderr = &logs, &logs
-	run := exec.CommandContext(ctx, morph, "run", "--temporal", "--config", cfg, "what is 6*7?")
-	run.Stdout, run.Stderr = &stdout, &stderr
-	for _, cmd := range []*exec.Cmd{worker, run} {
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { worker.Process.Kill(); worker.Wait() })
-	waiting := fmt.Sprintf("morph-temporal: Temporal at %s has no namespace %s yet", srv.FrontendHostPort(), ns)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), waiting) || !strings.Contains(stderr.String(), waiting); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not both waiting for the namespace:\nworker:\n%s\nrun:\n%s", logs.String(), stderr.String())
-		}
-	}
-	if _, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
+	clients := startWaiting(t, fmt.Sprintf("host_port = %q\nnamespace = %q\n", srv.FrontendHostPort(), ns),
+		fmt.Sprintf("morph-temporal: Temporal at %s has no namespace %s yet", srv.FrontendHostPort(), ns))
+	if _, err := c.WorkflowService().RegisterNamespace(context.Background(), &workflowservice.RegisterNamespaceRequest{Namespace: ns,
 		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := run.Wait(); err != nil {
-		t.Fatalf("morph run --temporal: %v\n%s\nworker:\n%s", err, stderr.String(), logs.String())
-	}
-	var out map[string]any
-	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil || out["output"] != 42.0 {
-		t.Errorf("morph run --temporal wrote %s (%v), want the output 42", stdout.String(), err)
-	}
+	clients.answer42(t)
 }
 
 // `morph run --temporal` with a [temporal] namespace its service never

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/host"
@@ -67,11 +68,7 @@ func sessionsApartOnWorker(t *testing.T, fixture string) {
 	const turns = 3
 	a := newActivities(t, counterConfig(t, 2*turns, fixture, "isolation = \"session\"\n"))
 	queue := "q-" + strings.ReplaceAll(t.Name(), "/", "-")
-	w := NewWorker(c, queue, a)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startOn(t, c, queue, a)
 	ids := []string{fmt.Sprint("iso-a-", time.Now().UnixNano()), fmt.Sprint("iso-b-", time.Now().UnixNano())}
 	for turn := 1; turn <= turns; turn++ {
 		for _, id := range ids {
@@ -117,20 +114,13 @@ func sessionMoves(t *testing.T, fixture, extra string, told int) {
 	limits := SessionLimits{MaxTurns: 1}
 	calls := func(n int) string { return fmt.Sprint("calls: ", n) }
 	first := newActivities(t, cfg)
-	w := NewWorker(c, queue, first)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w := startOn(t, c, queue, first)
 	if res := sessionTurn(t, c, queue, id, limits, "one"); res.SystemPrompt != calls(1) {
 		t.Fatalf("turn one: the plugin answered %q, want %q", res.SystemPrompt, calls(1))
 	}
 	w.Stop()
 	second := newActivities(t, cfg)
-	w = NewWorker(c, queue, second)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w = startOn(t, c, queue, second)
 	for i, want := range []string{calls(told + 1), calls(told + 2)} {
 		if res := sessionTurn(t, c, queue, id, limits, fmt.Sprint("turn ", i+2)); res.SystemPrompt != want {
 			t.Errorf("turn %d, on the second worker: the plugin answered %q, want %q (a fresh instance, told once that the session moved)", i+2, res.SystemPrompt, want)
@@ -143,17 +133,25 @@ func sessionMoves(t *testing.T, fixture, extra string, told int) {
 		t.Errorf("the first worker's plugin status: %+v; want none replaced", st)
 	}
 	w.Stop()
-	w = NewWorker(c, queue, first)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startOn(t, c, queue, first)
 	if res := sessionTurn(t, c, queue, id, limits, "back"); res.SystemPrompt != calls(told+1) {
 		t.Errorf("turn 4, back on the first worker: the plugin answered %q, want %q (a fresh instance, told)", res.SystemPrompt, calls(told+1))
 	}
 	if st := counterSessions(t, first); st.Replaced != 1 || st.Open != 1 {
 		t.Errorf("the first worker's plugin status: %+v; want the session open and counted replaced once", st)
 	}
+}
+
+// startOn starts a worker of queue with a's activities, stopped at the
+// test's end if it is not before (Stop twice does nothing more).
+func startOn(t *testing.T, c client.Client, queue string, a *Activities) worker.Worker {
+	t.Helper()
+	w := NewWorker(c, queue, a)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
 }
 
 // A session that ends in a workflow (a turn without a session ID, a
@@ -167,11 +165,7 @@ func TestSessionEndReachesWorkers(t *testing.T) {
 	queue := "q-" + t.Name()
 	workers := []*Activities{newActivities(t, cfg), newActivities(t, cfg)}
 	for _, a := range workers {
-		w := NewWorker(c, queue, a)
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+		startOn(t, c, queue, a)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -244,19 +238,11 @@ func TestManySessionsMoved(t *testing.T) {
 			}
 		}
 	}
-	first := newActivities(t, cfg)
-	w := NewWorker(c, queue, first)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w := startOn(t, c, queue, newActivities(t, cfg))
 	turns("one", "calls: 1")
 	w.Stop()
 	second := newActivities(t, cfg)
-	w = NewWorker(c, queue, second)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startOn(t, c, queue, second)
 	turns("two", "calls: 1001")
 	if st := counterSessions(t, second); st.Replaced != sessions || st.Open != sessions {
 		t.Errorf("the second worker's plugin status: %+v; want %d sessions open, each counted replaced once", st, sessions)
@@ -277,11 +263,7 @@ func TestPipelineThreadAcrossContinueAsNew(t *testing.T) {
 	}
 	t.Cleanup(func() { a.Close(ctx) })
 	queue := "q-" + t.Name()
-	w := NewWorker(c, queue, a)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startOn(t, c, queue, a)
 	src := `digraph thread {
 	  start [shape=Mdiamond]
 	  a     [prompt="one", fidelity="full", thread_id="th"]
