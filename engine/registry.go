@@ -13,12 +13,10 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/internal/safetext"
+	"github.com/morphhost/morph/internal/schemaerr"
 )
 
 // Tool is something the model can call. ParameterSchema returns the JSON
@@ -291,7 +289,7 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 	if err := sch.schema.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("%w for tool %s: %s", ErrInvalidParams, quoteName(name), describeViolations(ve))
+			return fmt.Errorf("%w for tool %s: %s", ErrInvalidParams, quoteName(name), schemaerr.Describe(ve, ""))
 		}
 		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
@@ -315,44 +313,4 @@ func schemaText(t Tool) string {
 		return s
 	}
 	return anyObject
-}
-
-// Bounds of describeViolations: a schema's messages can quote its enums
-// and patterns, and one call can break it at thousands of places.
-const (
-	maxViolations      = 10
-	maxViolationLength = 300
-)
-
-// describeViolations flattens a validation error tree to its leaves, one
-// "at '/path': reason" each, which is what a model needs to fix its call:
-// the first maxViolations of them, each cut to maxViolationLength bytes.
-func describeViolations(ve *jsonschema.ValidationError) string {
-	p := message.NewPrinter(language.English)
-	var parts []string
-	more := 0
-	var walk func(*jsonschema.ValidationError)
-	walk = func(v *jsonschema.ValidationError) {
-		if len(v.Causes) == 0 {
-			if len(parts) == maxViolations {
-				more++
-				return
-			}
-			text := v.ErrorKind.LocalizedString(p)
-			if f, ok := v.ErrorKind.(*kind.Format); ok { // the library's text quotes the whole value before the reason
-				text = fmt.Sprintf("not a valid %s: %v", f.Want, f.Err)
-			}
-			msg := fmt.Sprintf("at '/%s': %s", strings.Join(v.InstanceLocation, "/"), text)
-			parts = append(parts, safetext.Truncate(msg, maxViolationLength))
-			return
-		}
-		for _, c := range v.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	if more > 0 {
-		parts = append(parts, fmt.Sprintf("and %d more", more))
-	}
-	return strings.Join(parts, "; ")
 }

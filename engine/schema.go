@@ -16,6 +16,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/internal/safetext"
+	"github.com/morphhost/morph/internal/schemaerr"
 )
 
 // Defaults of SchemaLimits.
@@ -150,7 +151,7 @@ func compileSchema(name, text string, l SchemaLimits) (*toolSchema, error) {
 		return nil, fail("the pattern %s at %s: %s", quoteName(rerr.Regex), quoteName(strings.TrimPrefix(rerr.URL, schemaURL)),
 			safetext.Line(rerr.Err.Error(), 300))
 	case errors.As(err, &merr) && errors.As(merr.Err, &verr):
-		return nil, fail("it breaks the rules of JSON Schema: %s", safetext.Line(describeViolations(verr), 1000))
+		return nil, fail("it breaks the rules of JSON Schema: %s", safetext.Line(schemaerr.Describe(verr, ""), 1000))
 	case err != nil:
 		return nil, fail("%s", safetext.Line(err.Error(), 500))
 	}

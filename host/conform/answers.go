@@ -6,17 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/abi/schema"
 	"github.com/morphhost/morph/internal/safetext"
+	"github.com/morphhost/morph/internal/schemaerr"
 )
 
 // An answer is checked against its schema of abi/schema/ (package
@@ -93,91 +90,10 @@ func checkAnswer(file string, out []byte) error {
 	case !errors.As(err, &ve):
 		return err
 	case empty:
-		return fmt.Errorf("empty output, the zero payload {}, does not satisfy %s: %s", file, describeViolations(ve))
+		return fmt.Errorf("empty output, the zero payload {}, does not satisfy %s: %s", file, schemaerr.Describe(ve, schema.Base))
 	default:
-		return fmt.Errorf("does not satisfy %s: %s", file, describeViolations(ve))
+		return fmt.Errorf("does not satisfy %s: %s", file, schemaerr.Describe(ve, schema.Base))
 	}
-}
-
-// Bounds of describeViolations: an answer can break its schema at
-// thousands of places.
-const (
-	maxViolations      = 10
-	maxViolationLength = 300
-)
-
-// describeViolations flattens a validation error to its leaves, one
-// "at <JSON pointer>: <reason> (<schema file>#<keyword>)" each, the first
-// maxViolations of them. The pointer and the reason quote the guest's
-// bytes, so both are escaped.
-func describeViolations(ve *jsonschema.ValidationError) string {
-	p := message.NewPrinter(language.English)
-	var parts []string
-	more := 0
-	var walk func(*jsonschema.ValidationError)
-	walk = func(v *jsonschema.ValidationError) {
-		if len(v.Causes) > 0 {
-			for _, c := range branchCauses(v) {
-				walk(c)
-			}
-			return
-		}
-		if len(parts) == maxViolations {
-			more++
-			return
-		}
-		text := v.ErrorKind.LocalizedString(p)
-		if _, ok := v.ErrorKind.(*kind.Pattern); ok { // the library's text quotes the whole value, and the pattern
-			text = "does not match the pattern"
-		}
-		where := "the top level"
-		if len(v.InstanceLocation) > 0 {
-			where = jsonPointer(v.InstanceLocation)
-		}
-		keyword := strings.TrimPrefix(v.SchemaURL, schema.Base)
-		if kw := v.ErrorKind.KeywordPath(); len(kw) > 0 {
-			keyword = strings.TrimSuffix(keyword, "/") + "/" + jsonPointer(kw)[1:]
-		}
-		msg := fmt.Sprintf("at %s: %s (%s)", where, text, keyword)
-		parts = append(parts, safetext.Line(msg, maxViolationLength))
-	}
-	walk(ve)
-	if more > 0 {
-		parts = append(parts, fmt.Sprintf("and %d more", more))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// branchCauses are v's causes, less, under a oneOf or anyOf, the branches
-// that only failed for the value's JSON type when another branch went
-// further: of a plan step {"step": "a", "status": "done"}, the status, not
-// that the step is no string.
-func branchCauses(v *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	switch v.ErrorKind.(type) {
-	case *kind.OneOf, *kind.AnyOf:
-	default:
-		return v.Causes
-	}
-	var kept []*jsonschema.ValidationError
-	for _, c := range v.Causes {
-		if _, wrongType := c.ErrorKind.(*kind.Type); !wrongType {
-			kept = append(kept, c)
-		}
-	}
-	if len(kept) == 0 {
-		return v.Causes
-	}
-	return kept
-}
-
-// jsonPointer is the RFC 6901 pointer of tokens.
-func jsonPointer(tokens []string) string {
-	var b strings.Builder
-	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(pointerEscaper.Replace(t))
-	}
-	return b.String()
 }
 
 // semanticChecks are what an answer must be beyond its schema, by hook,

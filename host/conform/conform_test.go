@@ -407,7 +407,7 @@ func TestConformSchemaBomb(t *testing.T) {
 		"fan_out":     "the sample would be larger than 65536 bytes (at #/$defs/l6/const)",
 		"ref_loop":    "nests deeper than 16 levels",
 		"huge_int":    "",
-		"bad_pattern": "does not match pattern",
+		"bad_pattern": "does not match the pattern",
 	}
 	if len(rep.Calls) != len(refused)+len(skipped) || rep.Conforms {
 		t.Fatalf("calls:\n%s", strings.Join(rows(rep), "\n"))
