@@ -68,6 +68,9 @@ func TestHostilePluginOutput(t *testing.T) {
 		`capabilities: log, net\x1b[2J\u009b\nFORGED capability line (requested;`)
 
 	code, stdout, stderr = morph(t, "", "plugin", "check", "--cache-dir", "off", text)
+	if code != 0 {
+		t.Errorf("plugin check exited %d", code)
+	}
 	assertSafe(t, "check", stdout+stderr)
 	assertHas(t, "check", stdout, "ok: "+shownName+" "+shownVersion+", ABI v1, hooks [build_prompt], 2 tools")
 
@@ -139,6 +142,9 @@ func TestHostilePluginOutput(t *testing.T) {
 	}
 
 	code, stdout, stderr = morph(t, "", "plugin", "status", "--config", config(runWasm))
+	if code != 0 {
+		t.Errorf("plugin status exited %d", code)
+	}
 	assertSafe(t, "status", stdout+stderr)
 	assertHas(t, "status", stdout, "plugin hostile "+shownVersion+" (", `  tools: fetch, lookup_2J_RLO`+"\n",
 		`net\x1b[2J\u009b FORGED capability line (requested, NOT granted)`)
