@@ -1,21 +1,14 @@
 package config
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
-	"math"
 	"os"
-	"path"
 	"path/filepath"
-	"reflect"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -204,80 +197,6 @@ func (d Discovery) Directories() []string {
 	return dirs
 }
 
-// Wasm is the [wasm] table.
-type Wasm struct {
-	// CacheDir holds compiled modules across runs; empty means the user
-	// cache directory, "off" compiles in memory only.
-	CacheDir string `toml:"cache_dir"`
-	// Limits is the [wasm.limits] table: what any module may declare.
-	Limits ModuleLimits `toml:"limits"`
-}
-
-// ModuleLimits is the [wasm.limits] table: what a module may declare before
-// morph compiles it (see host.ModuleLimits: a module over one is refused,
-// naming the key to raise). Absent keys take the host's defaults, far
-// above what real guests declare; raise one only for a module you trust.
-type ModuleLimits struct {
-	ModuleMB        int   `toml:"module_mb"`        // the module file (64)
-	CodeMB          int   `toml:"code_mb"`          // all function bodies (16)
-	FunctionKB      int   `toml:"function_kb"`      // one function body (2048)
-	Functions       int   `toml:"functions"`        // imported and defined (200000)
-	FunctionLocals  int   `toml:"function_locals"`  // locals of one function (50000)
-	TotalLocals     int   `toml:"total_locals"`     // locals of all functions (4000000)
-	NestingDepth    int   `toml:"nesting_depth"`    // blocks open at once in one function (2000)
-	NestingCost     int64 `toml:"nesting_cost"`     // the sum of the functions' nesting depths squared (100000000)
-	Types           int   `toml:"types"`            // (100000)
-	TypeArity       int   `toml:"type_arity"`       // parameters or results of one type (1000)
-	Imports         int   `toml:"imports"`          // (10000)
-	Exports         int   `toml:"exports"`          // (100000)
-	Globals         int   `toml:"globals"`          // (100000)
-	Tables          int   `toml:"tables"`           // (100)
-	TableEntries    int   `toml:"table_entries"`    // all tables' entries, initial and grown (1048576)
-	ElementSegments int   `toml:"element_segments"` // (100000)
-	ElementItems    int   `toml:"element_items"`    // (1048576)
-	DataSegments    int   `toml:"data_segments"`    // (100000)
-	Tags            int   `toml:"tags"`             // (10000)
-	CustomSections  int   `toml:"custom_sections"`  // (1000)
-	Names           int   `toml:"names"`            // entries of the name section (1048576)
-	NameKB          int   `toml:"name_kb"`          // one name (64)
-}
-
-// Host is the limits for package host; zero fields take its defaults.
-func (m ModuleLimits) Host() host.ModuleLimits {
-	u := func(n int) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
-	return host.ModuleLimits{
-		ModuleBytes: m.ModuleMB << 20, CodeBytes: m.CodeMB << 20, FunctionBytes: u(m.FunctionKB << 10),
-		Functions: u(m.Functions), FunctionLocals: u(m.FunctionLocals), TotalLocals: uint64(max(m.TotalLocals, 0)),
-		NestingDepth: u(m.NestingDepth), NestingCost: uint64(max(m.NestingCost, 0)), Types: u(m.Types),
-		TypeArity: u(m.TypeArity), Imports: u(m.Imports), Exports: u(m.Exports), Globals: u(m.Globals),
-		Tables: u(m.Tables), TableEntries: u(m.TableEntries), ElementSegments: u(m.ElementSegments),
-		ElementItems: u(m.ElementItems), DataSegments: u(m.DataSegments), Tags: u(m.Tags),
-		CustomSections: u(m.CustomSections), Names: u(m.Names), NameBytes: u(m.NameKB << 10),
-	}
-}
-
-// moduleLimits checks that each [wasm.limits] key set is from 1 to what
-// its setting can hold.
-func (v *validator) moduleLimits() {
-	rv := reflect.ValueOf(v.c.Wasm.Limits)
-	for i := range rv.NumField() {
-		name := rv.Type().Field(i).Tag.Get("toml")
-		key := toml.Key{"wasm", "limits", name}
-		top := int64(math.MaxUint32)
-		switch {
-		case strings.HasSuffix(name, "_mb"):
-			top = maxMemoryMB
-		case strings.HasSuffix(name, "_kb"):
-			top = maxKB
-		case name == "nesting_cost":
-			top = math.MaxInt64
-		}
-		if n := rv.Field(i).Int(); v.md.IsDefined(key...) && (n < 1 || n > top) {
-			v.fail(key, nil, "must be from 1 to %d, got %d (leave it out for the default)", top, n)
-		}
-	}
-}
-
 // isSHA256 reports whether s is 64 hex digits.
 func isSHA256(s string) bool {
 	return len(s) == 64 && strings.Trim(strings.ToLower(s), "0123456789abcdef") == ""
@@ -405,99 +324,6 @@ func (p PluginEntry) exportTool(t ExportToolEntry) (host.ExportTool, error) {
 	return ht, host.CheckExportTool(ht)
 }
 
-// grants checks a plugin's grant keys, and resolves its allowed_paths.
-func (v *validator) grants(i int, p *PluginEntry, key func(string) toml.Key) {
-	guests := map[string]string{}
-	for j, s := range p.AllowedPaths {
-		g, err := parsePathGrant(s, filepath.Dir(v.c.File))
-		if err == nil {
-			err = checkDir(g.Host)
-		}
-		if err != nil {
-			v.fail(key("allowed_paths"), err, "plugin %q: %q: %v", p.Name, s, err)
-			continue
-		}
-		if prev, dup := guests[g.Guest]; dup {
-			v.fail(key("allowed_paths"), nil, "plugin %q: %q and %q both mount at %s; give one another guest directory (HOST_DIR:GUEST_DIR)", p.Name, prev, s, g.Guest)
-			continue
-		}
-		guests[g.Guest] = s
-		p.AllowedPaths[j] = g.Host + ":" + g.Guest
-		if g.Writable {
-			p.AllowedPaths[j] += ":rw"
-		}
-	}
-	for _, h := range p.AllowedHosts {
-		if err := host.CheckAllowedHost(h); err != nil {
-			v.fail(key("allowed_hosts"), err, "plugin %q: %v", p.Name, err)
-		}
-	}
-	for _, name := range p.Env {
-		switch {
-		case host.CheckEnvName(name) != nil:
-			v.fail(key("env"), nil, "plugin %q: %v", p.Name, host.CheckEnvName(name))
-		case name == v.c.LLM.APIKeyEnv:
-			v.fail(key("env"), nil, "plugin %q: %s holds the model's API key (llm.api_key_env), which no plugin may see; remove it from env", p.Name, name)
-		case strings.HasPrefix(name, temporalEnvPrefix):
-			v.fail(key("env"), nil, "plugin %q: %s is one of Temporal's client settings (%s*), which hold its API key, TLS key and headers; no plugin may see them: remove it from env", p.Name, name, temporalEnvPrefix)
-		}
-	}
-	if v.pluginDefined(i, "http_timeout") && p.HTTPTimeout <= 0 {
-		v.fail(key("http_timeout"), nil, "plugin %q: must be positive", p.Name)
-	}
-	if p.HTTPMaxRedirects != nil && *p.HTTPMaxRedirects < 0 {
-		v.fail(key("http_max_redirects"), nil, "plugin %q: must not be negative, got %d (0 means no redirects)", p.Name, *p.HTTPMaxRedirects)
-	}
-	if p.Ungranted != "" && !slices.Contains(host.UngrantedPolicies(), p.Ungranted) {
-		v.fail(key("ungranted"), nil, "plugin %q: unknown policy %q (ungranted: %s)", p.Name, p.Ungranted, strings.Join(host.UngrantedPolicies(), ", "))
-	}
-}
-
-// parsePathGrant reads an allowed_paths entry, "HOST_DIR[:GUEST_DIR][:ro|:rw]",
-// resolving a relative HOST_DIR against base (the config file's directory).
-func parsePathGrant(s, base string) (host.PathGrant, error) {
-	parts := strings.Split(s, ":")
-	var g host.PathGrant
-	switch last := parts[len(parts)-1]; {
-	case len(parts) > 1 && last == "rw":
-		g.Writable, parts = true, parts[:len(parts)-1]
-	case len(parts) > 1 && last == "ro":
-		parts = parts[:len(parts)-1]
-	}
-	if len(parts) > 2 || parts[0] == "" {
-		return g, errors.New(`want "HOST_DIR", "HOST_DIR:GUEST_DIR", and ":rw" at the end for a writable one`)
-	}
-	g.Host = parts[0]
-	if !filepath.IsAbs(g.Host) {
-		g.Host = filepath.Join(base, g.Host)
-	}
-	abs, err := filepath.Abs(g.Host)
-	if err != nil {
-		return g, err
-	}
-	g.Host, g.Guest = abs, filepath.ToSlash(abs)
-	if len(parts) == 2 {
-		g.Guest = parts[1]
-	}
-	if !strings.HasPrefix(g.Guest, "/") {
-		return g, fmt.Errorf("the guest directory %q must be absolute (start with /)", g.Guest)
-	}
-	g.Guest = path.Clean(g.Guest)
-	return g, nil
-}
-
-// checkDir reports whether dir is a directory.
-func checkDir(dir string) error {
-	info, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w (a relative directory is resolved against the config file's directory)", err)
-	case !info.IsDir():
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	return nil
-}
-
 // pluginDefined reports whether the i-th [[plugins]] entry sets field.
 // toml's MetaData.IsDefined cannot index an array of tables; its Keys list
 // the keys in file order, each entry starting with the key "plugins".
@@ -538,29 +364,6 @@ func (p PluginEntry) MiddlewareConfig() engine.MiddlewareConfig {
 		c.Policy = engine.FailClosed
 	}
 	return c
-}
-
-// Grants are the plugin's grant keys for package host. An allowed_paths
-// entry that does not parse (in a Plugin not checked by Load) is passed on
-// without a guest directory, which fails the plugin's load, naming it.
-func (p PluginEntry) Grants() host.Grants {
-	var paths []host.PathGrant
-	for _, s := range p.AllowedPaths {
-		g, err := parsePathGrant(s, ".")
-		if err != nil {
-			g = host.PathGrant{Host: s}
-		}
-		paths = append(paths, g)
-	}
-	g := host.Grants{Paths: paths, Hosts: p.AllowedHosts, Env: p.Env, HTTPTimeout: p.HTTPTimeout,
-		HTTPMaxResponseBytes: p.HTTPMaxResponseKB << 10, Ungranted: p.Ungranted}
-	if p.HTTPMaxRedirects != nil {
-		g.HTTPMaxRedirects = *p.HTTPMaxRedirects
-		if g.HTTPMaxRedirects == 0 {
-			g.HTTPMaxRedirects = -1 // host: negative is none, zero the default
-		}
-	}
-	return g
 }
 
 // HostConfig is the plugin's load settings for package host.
@@ -614,25 +417,6 @@ func (p PluginEntry) linkedModules() []host.LinkedModule {
 	return out
 }
 
-// temporalEnvPrefix begins the names of Temporal's client settings, which a
-// worker reads (`morph worker`): no plugin may be granted one.
-const temporalEnvPrefix = "TEMPORAL_"
-
-// temporalSecretEnv are the secrets among them.
-var temporalSecretEnv = []string{"TEMPORAL_API_KEY", "TEMPORAL_TLS_CLIENT_KEY_DATA", "TEMPORAL_CODEC_AUTH"}
-
-// SecretEnv names the environment variables no plugin may be granted, for
-// host.LoaderOptions: the model API key's (llm.api_key_env) and Temporal's
-// secrets (a config refuses every TEMPORAL_ variable already; this keeps a
-// host that builds its own grants from the config's loader to the rule).
-func (c *Config) SecretEnv() []string {
-	out := slices.Clone(temporalSecretEnv)
-	if c.LLM.APIKeyEnv != "" {
-		out = append(out, c.LLM.APIKeyEnv)
-	}
-	return out
-}
-
 // PluginFor is the [[plugins]] entry whose module is the file at path, so
 // that a tool looking at a module (morph plugin inspect --config) sees it
 // with the name, limits and grants the config gives it.
@@ -652,137 +436,4 @@ func (c *Config) PluginFor(path string) (PluginEntry, error) {
 		entries = []string{"none"}
 	}
 	return PluginEntry{}, c.errorAt(toml.Key{"plugins"}, nil, fmt.Sprintf("no [[plugins]] entry has the path %s (entries: %s)", path, strings.Join(entries, ", ")))
-}
-
-// Runtime is what Open builds from a config: an initialized engine, which
-// owns the plugins, and the loader they share.
-type Runtime struct {
-	Engine *engine.Engine
-	loader *host.Loader
-	loaded func() engine.Status // the Status once initialized: see Plugins
-}
-
-// Close closes the engine (each plugin's destroy hook runs once) and the
-// compilation cache.
-func (r *Runtime) Close(ctx context.Context) error {
-	return errors.Join(r.Engine.Close(ctx), r.loader.Close(ctx))
-}
-
-// Open builds the client and the registry of built-in tools, and an engine
-// with EngineOptions, the [[plugins]], then opts (an event handler, plugins
-// of the embedding host, ...), then the plugins found in the discovery
-// directories; and initializes it. A plugin that cannot be loaded, or
-// whose tool schema is invalid, is an *Error at its own [[plugins]] entry,
-// naming it and its file or tool, which also matches the engine's ErrInit
-// and the host's error kind (host.ErrABIMismatch, ...); any failure to
-// initialize comes wrapped in an *InitError.
-func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.Option) (*Runtime, error) {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	client, err := c.Client(logger)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := c.Registry()
-	if err != nil {
-		return nil, err
-	}
-	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger, SecretEnv: c.SecretEnv(),
-		ModuleLimits: c.Wasm.Limits.Host()})
-	if err != nil {
-		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
-	}
-	var configured []engine.Extender
-	for _, p := range c.Plugins {
-		configured = append(configured, loader.Extender(p.HostConfig(), p.MiddlewareConfig()))
-	}
-	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...))
-	all = append(all, opts...)
-	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
-	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
-	rt.loaded = sync.OnceValue(rt.Engine.Status)
-	if err := rt.Engine.Initialize(ctx); err != nil {
-		st := rt.Engine.Status()
-		rt.Close(ctx)
-		return nil, &InitError{Status: st, Err: c.initError(err)}
-	}
-	return rt, nil
-}
-
-// InitError is Open's error when the engine could not be initialized. It
-// reads as the located problems it wraps, and carries the engine's Status
-// at the failure, so that a command can still report the plugins that
-// failed (with their load times) and those skipped.
-type InitError struct {
-	Status engine.Status
-	Err    error
-}
-
-// Error is the located problems' text, unchanged.
-func (e *InitError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the located problems: an *Error, or several joined.
-func (e *InitError) Unwrap() error { return e.Err }
-
-// initError locates the problems of a failed initialization: a plugin's at
-// its own [[plugins]] entry; the others (a discovered plugin's, a plugin's
-// of the embedding host, a dependency cycle) at the file. Several problems
-// come joined, one a line.
-func (c *Config) initError(err error) error {
-	var ie *engine.InitError
-	if !errors.As(err, &ie) || len(ie.Errs) == 0 {
-		return &Error{File: c.File, Msg: err.Error(), Err: err}
-	}
-	errs := make([]error, len(ie.Errs))
-	for i, e := range ie.Errs {
-		var key toml.Key
-		var pe *engine.PluginError
-		if errors.As(e, &pe) {
-			if j := slices.IndexFunc(c.Plugins, func(p PluginEntry) bool { return p.Name == pe.Plugin }); j >= 0 {
-				key = toml.Key{"plugins", strconv.Itoa(j)}
-			}
-		}
-		errs[i] = c.errorAt(key, e, e.Error())
-	}
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return errors.Join(errs...)
-}
-
-// discover lists the *.wasm files of dirs as plugins, in directory order
-// then by name. A directory that does not exist is not an error.
-func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Extender {
-	var found []engine.Extender
-	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
-		if err != nil {
-			continue
-		}
-		slices.Sort(files)
-		for _, f := range files {
-			logger.Debug("plugin discovered", "file", f)
-			found = append(found, l.Extender(host.Config{Path: f}, engine.MiddlewareConfig{}))
-		}
-	}
-	return found
-}
-
-// Plugins are the engine's loaded plugins as Status told of them the first
-// time it was asked, once initialized: which plugins there are and their
-// details do not change after, while their calls, memory and tools do (ask
-// Status for those). It is for code that asks often (a worker, at every
-// workflow and every stage call), where Status reads every plugin's memory
-// (tens of milliseconds with 10,000 live sessions).
-func (r *Runtime) Plugins() []engine.PluginStatus {
-	return r.loaded().Plugins
-}
-
-// StageHandlers are the pipeline stage handlers of the engine's loaded
-// plugins (those exporting morph_handle_stage), for a pipeline.Runner's
-// handler registry: each handles nodes of type "wasm:<plugin>". They are
-// found once (see Plugins).
-func (r *Runtime) StageHandlers() []*host.StageHandler {
-	return host.StageHandlers(r.loaded())
 }
