@@ -291,7 +291,7 @@ func (i *journalActivity) ExecuteActivity(ctx context.Context, in *interceptor.E
 	if !ok {
 		return i.Next.ExecuteActivity(ctx, in)
 	}
-	c := Call{Namespace: info.WorkflowNamespace, Workflow: info.WorkflowExecution.ID, Run: info.WorkflowExecution.RunID,
+	c := Call{Namespace: info.Namespace, Workflow: info.WorkflowExecution.ID, Run: info.WorkflowExecution.RunID,
 		Activity: info.ActivityID, Type: info.ActivityType.Name}
 	at(ctx, "before")
 	rec, found, err := i.j.Lookup(c)
