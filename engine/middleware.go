@@ -119,7 +119,9 @@ type Funcs struct {
 	// the run's goroutine instead of a watchdog goroutine of their own, and
 	// arms no timer: the deadline is BoundedCallOf(ctx).Deadline(), not the
 	// context's, which ends with the run. BoundedCall also has the payload's
-	// JSON, encoded once for all the middleware of an event.
+	// JSON, encoded once for all the middleware of an event: a Bounded hook
+	// that hands its payload on to a plugin's hook with its ctx (a wrapper)
+	// must hand it on unchanged, or pass a context without BoundedCall.
 	Bounded        bool
 	TurnStart      func(ctx context.Context, ev abi.TurnStart) error
 	Action         func(ctx context.Context, ev abi.Action) error

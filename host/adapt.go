@@ -30,15 +30,27 @@ func invoke[Out, In any](ctx context.Context, p *Plugin, export string, in In) (
 // refuses is ErrBadOutput, counted as a fault, and retires the instance, as
 // an output that does not decode does.
 func invokeChecked[Out, In any](ctx context.Context, p *Plugin, export string, in In, check func(*Out) error) (Out, error) {
+	return invokeEncoded(ctx, p, export, func() ([]byte, error) { return json.Marshal(in) }, check) // in is boxed only if encoded
+}
+
+// invokeEvent is invoke for a middleware hook's export, whose input is the
+// event's payload as the engine gave it: its encoding is the event's,
+// shared by every plugin the event goes to (payloadJSON). Only the hook
+// adapters call it: any other call made within a hook's context (a tool
+// an embedder's middleware runs) sends its own input.
+func invokeEvent[Out, In any](ctx context.Context, p *Plugin, export string, in In) (Out, error) {
+	return invokeEncoded[Out](ctx, p, export, func() ([]byte, error) {
+		return payloadJSON(ctx, func() ([]byte, error) { return json.Marshal(in) })
+	}, nil)
+}
+
+// invokeEncoded is invokeChecked of the input encode encodes.
+func invokeEncoded[Out any](ctx context.Context, p *Plugin, export string, encode func() ([]byte, error), check func(*Out) error) (Out, error) {
 	var out Out
-	raw, err := encodeInput(ctx, p, export, in)
-	if err != nil {
-		return out, err
-	}
 	// out is decoded into, and checked, through copies of it made where
 	// they are needed, which go to the heap: out itself stays on the stack,
 	// and an observing hook's empty answer allocates nothing.
-	err = p.CallFunc(ctx, export, raw, func(view []byte) error {
+	err := callEncoded(ctx, p, export, encode, func(view []byte) error {
 		if len(view) > 0 {
 			v := new(Out)
 			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, v); err != nil {
@@ -57,35 +69,14 @@ func invokeChecked[Out, In any](ctx context.Context, p *Plugin, export string, i
 	return out, err
 }
 
-// invokeInto is invokeChecked for a payload whose type is known at run
-// time (an engine hook's, by its row of abi.Hooks): it decodes into out, a
-// pointer, then runs check when not nil.
-func invokeInto(ctx context.Context, p *Plugin, export string, in, out any, check func() error) error {
-	raw, err := encodeInput(ctx, p, export, in)
+// callEncoded calls export with the input encode encodes, and hands the
+// output to read (see CallFunc): a read that fails is ErrBadOutput.
+func callEncoded(ctx context.Context, p *Plugin, export string, encode func() ([]byte, error), read func(view []byte) error) error {
+	raw, err := encode()
 	if err != nil {
-		return err
+		return fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
 	}
-	return p.CallFunc(ctx, export, raw, func(view []byte) error {
-		if len(view) > 0 {
-			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, out); err != nil {
-				return err
-			}
-		}
-		if check == nil {
-			return nil
-		}
-		return check()
-	})
-}
-
-// encodeInput is in as JSON: the event's encoding, shared by every plugin
-// the engine calls for it (payloadJSON), else its own.
-func encodeInput[In any](ctx context.Context, p *Plugin, export string, in In) ([]byte, error) {
-	raw, err := payloadJSON(ctx, func() ([]byte, error) { return json.Marshal(in) }) // in is boxed only if encoded
-	if err != nil {
-		return nil, fmt.Errorf("plugin %q export %s: marshal input: %w", p.name, export, err)
-	}
-	return raw, nil
+	return p.CallFunc(ctx, export, raw, read)
 }
 
 // Options returns the engine options for the engine hooks (build_prompt,
@@ -113,7 +104,10 @@ func (p *Plugin) Options() []engine.Option {
 
 // engineHook is p's engine hook h as the engine calls it: the guest's
 // answer decoded into h's output payload, nil when it answers nothing (an
-// empty output or null, which the engine reads as no answer).
+// empty output or null, which the engine reads as no answer), but for
+// fallback_final, which must answer a final (SPEC.md section 4): its empty
+// answer is ErrBadOutput, a fault that retires the instance, as conform
+// says.
 func (p *Plugin) engineHook(h abi.Hook) engine.HookFunc {
 	return func(ctx context.Context, in any) (any, error) {
 		if h.Output == nil {
@@ -121,7 +115,18 @@ func (p *Plugin) engineHook(h abi.Hook) engine.HookFunc {
 			return nil, err
 		}
 		out := reflect.New(reflect.PointerTo(h.Output)) // a **Output, whose *Output stays nil on null
-		if err := invokeInto(ctx, p, h.Export, in, out.Interface(), nil); err != nil {
+		err := callEncoded(ctx, p, h.Export, func() ([]byte, error) { return json.Marshal(in) }, func(view []byte) error {
+			if len(view) > 0 {
+				if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, out.Interface()); err != nil {
+					return err
+				}
+			}
+			if h.Name == abi.HookFallbackFinal && out.Elem().IsNil() {
+				return errors.New("empty final: fallback_final must answer one")
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, err
 		}
 		return out.Elem().Interface(), nil

@@ -75,7 +75,7 @@ func (p *Plugin) Middleware() engine.Middleware {
 // (it must still be JSON: anything else is ErrBadOutput).
 func observer[In any](p *Plugin, export string) func(context.Context, In) error {
 	return func(ctx context.Context, in In) error {
-		_, err := invoke[json.RawMessage](ctx, p, export, in)
+		_, err := invokeEvent[json.RawMessage](ctx, p, export, in)
 		return err
 	}
 }
@@ -83,7 +83,7 @@ func observer[In any](p *Plugin, export string) func(context.Context, In) error 
 // mutator calls a mutating hook's export; an empty output is the zero Out.
 func mutator[In, Out any](p *Plugin, export string) func(context.Context, In) (Out, error) {
 	return func(ctx context.Context, in In) (Out, error) {
-		return invoke[Out](ctx, p, export, in)
+		return invokeEvent[Out](ctx, p, export, in)
 	}
 }
 

@@ -176,3 +176,15 @@ func TestAnswerSchemasCompile(t *testing.T) {
 		t.Error("the schemas are compiled again")
 	}
 }
+
+// An answer the host refuses (nested deeper than abi.MaxDepth: the host's
+// adapters decode with guest.DecodeJSON, ErrBadOutput) must not conform.
+func TestConformRefusesTooDeepAnswer(t *testing.T) {
+	deep := `{"input":{"a":` + strings.Repeat(`[`, abi.MaxDepth+5) + strings.Repeat(`]`, abi.MaxDepth+5) + `}}`
+	if err := abi.CheckDepth([]byte(deep), abi.MaxDepth); err == nil {
+		t.Fatal("the host would accept it: the test is wrong")
+	}
+	if _, err := conformHooks[abi.HookBeforeToolCall].check([]byte(deep)); err == nil {
+		t.Error("conform accepts a before_tool_call answer the host refuses as ErrBadOutput")
+	}
+}

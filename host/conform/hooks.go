@@ -42,7 +42,13 @@ type payloadCheck struct {
 }
 
 // check checks an answer against the schema of its type, then semantic.
+// An answer nested deeper than the host decodes (abi.MaxDepth, the
+// default of every plugin's max JSON depth) is refused first: the host's
+// adapters take it for a bad output, whatever its schema says.
 func (pc payloadCheck) check(out []byte) (note string, err error) {
+	if err := abi.CheckDepth(out, abi.MaxDepth); err != nil {
+		return "", fmt.Errorf("the host does not decode it: %w", err)
+	}
 	if pc.answer == nil {
 		return "", nil
 	}
