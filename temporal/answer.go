@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 
@@ -77,15 +78,23 @@ func answerRefusal(err error) error {
 // workflow refuses one larger than its own cap (a *TooLargeError), for no
 // gate waiting (ErrNoGate), naming none of the gate's choices
 // (ErrNoChoice), or for a gate answered already (ErrAnswered), leaving
-// nothing of it in its history.
+// nothing of it in its history. A failure of a busy service (an RPC's
+// deadline, unavailable) is retried while ctx lives, with the same update
+// ID, which the workflow dedupes.
 func AnswerGate(ctx context.Context, c client.Client, id string, maxBytes int, a AnswerSignal) error {
 	err := checkAnswer(a, maxBytes)
 	if err == nil {
+		// one update ID for every attempt: a request that reached the
+		// workflow and whose reply was lost (a busy service) is deduped by
+		// it when sent again, not refused as a gate answered already
+		updateID := "answer-" + rand.Text()
 		var h client.WorkflowUpdateHandle
-		h, err = c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateAnswer, Args: []any{a},
-			WaitForStage: client.WorkflowUpdateStageCompleted})
+		h, err = retryTransient(ctx, func() (client.WorkflowUpdateHandle, error) {
+			return c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateID: updateID, UpdateName: UpdateAnswer, Args: []any{a},
+				WaitForStage: client.WorkflowUpdateStageCompleted})
+		})
 		if err == nil {
-			err = h.Get(ctx, nil)
+			_, err = retryTransient(ctx, func() (struct{}, error) { return struct{}{}, h.Get(ctx, nil) })
 		}
 	}
 	if err != nil {

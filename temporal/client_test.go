@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,7 +31,11 @@ type faults struct {
 	interceptor.ClientInterceptorBase
 	pollFails, startFails, historyFails int32
 	polls, starts, histories            atomic.Int32
-	updateIDs                           chan string // of each update-with-start sent
+	// answerLost answers to a gate are sent, then reported failed with a
+	// deadline, as a reply lost by a busy service; answers counts them all
+	answerLost int32
+	answers    atomic.Int32
+	updateIDs  chan string // of each update-with-start sent
 	// lost, when set, is called with the handle of an update-with-start
 	// before its failure is injected
 	lost func(context.Context, client.WorkflowUpdateHandle)
@@ -55,6 +60,13 @@ func (f *faults) poll(ctx context.Context, method string, req, reply any, cc *gr
 	}
 	if r, ok := req.(*workflowservice.GetWorkflowExecutionHistoryRequest); ok && r.GetWaitNewEvent() && f.histories.Add(1) <= f.historyFails {
 		return status.Error(codes.DeadlineExceeded, "injected: the long poll's deadline")
+	}
+	if r, ok := req.(*workflowservice.UpdateWorkflowExecutionRequest); ok && r.GetRequest().GetInput().GetName() == UpdateAnswer {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if f.answers.Add(1) <= f.answerLost {
+			return status.Error(codes.DeadlineExceeded, "injected: the reply's deadline")
+		}
+		return err
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
@@ -259,5 +271,32 @@ func sessionState(ctx context.Context, t *testing.T, c client.Client, id string)
 			t.Fatalf("session %s's state: %v", id, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// An answer to a human gate whose request reached the workflow, and whose
+// reply was lost (a deadline on a busy service), is sent again with the
+// same update ID: the workflow dedupes it, so the gate takes the answer
+// once and the sender hears it did, not that the gate was answered
+// already.
+func TestAnswerGateRetriedOnce(t *testing.T) {
+	f := &faults{answerLost: 1}
+	c := faultyClient(t, f)
+	queue := startWorker(t, c, loadConfig(t, "", planReplies...))
+	run := startPipeline(t, c, queue, gatePipeline, PipelineInput{})
+	if _, q := waitQuestion(t, c, run); q.NodeID != "gate" {
+		t.Fatalf("question %+v", q)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "R", Text: "again"}); err != nil {
+		t.Fatalf("AnswerGate after %d sends: %v", f.answers.Load(), err)
+	}
+	if n := f.answers.Load(); n < 2 {
+		t.Errorf("the answer was sent %d times; want the lost one and its retry", n)
+	}
+	got := pipelineResult(t, run)
+	if got.Result == nil || !slices.Contains(got.Result.Path, "redo") || got.State.Checkpoint.Context["human.text"] != "again" {
+		t.Fatalf("the answered run: %+v", got.Result)
 	}
 }
