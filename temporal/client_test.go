@@ -83,6 +83,26 @@ func (o *faultsOut) UpdateWithStartWorkflow(ctx context.Context, in *interceptor
 	return h, err
 }
 
+// calcQueue starts a worker of c whose scripted model answers replies
+// (calcTurns: a turn asks calc for 6*7, then answers 42), and returns its
+// queue.
+func calcQueue(t *testing.T, c client.Client, replies []string) string {
+	t.Helper()
+	cfg, err := config.Load(writeConfig(t, replies...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startWorker(t, c, cfg)
+}
+
+// want42 fails t unless res is a calc turn's answer, 42.
+func want42(t *testing.T, res TurnResult) {
+	t.Helper()
+	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
+		t.Errorf("turn result %+v, want the output 42", res)
+	}
+}
+
 // faultyClient is a client of the dev server whose requests f fails.
 func faultyClient(t *testing.T, f *faults) client.Client {
 	t.Helper()
@@ -104,11 +124,7 @@ func faultyClient(t *testing.T, f *faults) client.Client {
 func TestWaitTurnPollsAgain(t *testing.T) {
 	f := &faults{pollFails: 2}
 	c := faultyClient(t, f)
-	cfg, err := config.Load(writeConfig(t, calcTurns[:2]...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := startWorker(t, c, cfg)
+	queue := calcQueue(t, c, calcTurns[:2])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, err := StartTurn(ctx, c, queue, "poll-"+t.Name(), SessionLimits{}, SessionTurn{Task: "what is 6*7?"})
@@ -119,9 +135,7 @@ func TestWaitTurnPollsAgain(t *testing.T) {
 	if err := WaitTurn(ctx, h, &res); err != nil {
 		t.Fatalf("WaitTurn after %d polls: %v", f.polls.Load(), err)
 	}
-	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
-		t.Errorf("turn result %+v, want the output 42", res)
-	}
+	want42(t, res)
 	if n := f.polls.Load(); n != 3 {
 		t.Errorf("%d polls of the update, want 3 (two failed)", n)
 	}
@@ -141,13 +155,10 @@ func TestWaitTurnPollsAgain(t *testing.T) {
 func TestWaitRunPollsAgain(t *testing.T) {
 	f := &faults{historyFails: 1}
 	c := faultyClient(t, f)
-	cfg, err := config.Load(writeConfig(t, calcTurns[:2]...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	queue := calcQueue(t, c, calcTurns[:2])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: startWorker(t, c, cfg)}, TurnWorkflow, TurnInput{SessionID: "s", Task: "what is 6*7?"})
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{SessionID: "s", Task: "what is 6*7?"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,9 +166,7 @@ func TestWaitRunPollsAgain(t *testing.T) {
 	if err := WaitRun(ctx, run, &res); err != nil {
 		t.Fatalf("WaitRun after %d long polls: %v", f.histories.Load(), err)
 	}
-	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
-		t.Errorf("turn result %+v, want the output 42", res)
-	}
+	want42(t, res)
 	if n := f.histories.Load(); n < 2 {
 		t.Errorf("%d long polls of the history, want the failed one and more", n)
 	}
@@ -170,11 +179,7 @@ func TestWaitRunPollsAgain(t *testing.T) {
 func TestStartTurnRetriedRunsOnce(t *testing.T) {
 	f := &faults{startFails: 1}
 	c := faultyClient(t, f)
-	cfg, err := config.Load(writeConfig(t, calcTurns...)) // enough replies for a second run of the turn, were there one
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := startWorker(t, c, cfg)
+	queue := calcQueue(t, c, calcTurns) // enough replies for a second run of the turn, were there one
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := "retry-" + t.Name()
@@ -186,9 +191,7 @@ func TestStartTurnRetriedRunsOnce(t *testing.T) {
 	if err := WaitTurn(ctx, h, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
-		t.Errorf("turn result %+v, want the output 42", res)
-	}
+	want42(t, res)
 	first, second := <-f.updateIDs, <-f.updateIDs
 	if n := f.starts.Load(); n != 2 || first != second || first != h.UpdateID() || first == "" {
 		t.Errorf("%d update-with-starts, of updates %q and %q (the handle's %q); want 2 of one", n, first, second, h.UpdateID())
@@ -229,11 +232,7 @@ func TestStartTurnRetriedAfterItsRunEnded(t *testing.T) {
 			}
 		}
 	}
-	cfg, err := config.Load(writeConfig(t, calcTurns...)) // enough replies for a second run of the turn, were there one
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := startWorker(t, c, cfg)
+	queue := calcQueue(t, c, calcTurns) // enough replies for a second run of the turn, were there one
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := "ended-" + t.Name()
@@ -242,9 +241,10 @@ func TestStartTurnRetriedAfterItsRunEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res TurnResult
-	if err := WaitTurn(ctx, h, &res); err != nil || res.Final == nil || fmt.Sprint(res.Final.Output) != "42" {
-		t.Errorf("turn result %+v, %v; want the output 42", res, err)
+	if err := WaitTurn(ctx, h, &res); err != nil {
+		t.Fatal(err)
 	}
+	want42(t, res)
 	if n, first := f.starts.Load(), <-f.updateIDs; n != 1 || first != h.UpdateID() {
 		t.Errorf("%d update-with-starts, of update %q (the handle's %q); want the lost one alone", n, first, h.UpdateID())
 	}
