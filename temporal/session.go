@@ -284,7 +284,7 @@ func retryTransient[T any](ctx context.Context, op func() (T, error)) (T, error)
 	var last error
 	v, err := backoff.Retry(ctx, func() (T, error) {
 		v, err := op()
-		if err != nil && !transient(ctx, err) {
+		if err != nil && !Transient(ctx, err) {
 			return v, backoff.Permanent(err)
 		}
 		last = err
@@ -304,12 +304,12 @@ func clientBackoff() *backoff.ExponentialBackOff {
 	return &backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: 5 * time.Second}
 }
 
-// transient says whether err, a failed request to Temporal while ctx
-// lives, is the service or a worker being busy or slow (one RPC's
+// Transient says whether err, a failed request to Temporal while ctx
+// lives, is the service unreachable, or it or a worker busy or slow (one RPC's
 // deadline, the SDK's update timeout-or-canceled, unavailable, resource
 // exhausted), which a later attempt may not meet. With ctx ended, nothing
 // is: the caller gave up.
-func transient(ctx context.Context, err error) bool {
+func Transient(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -369,7 +369,7 @@ func ranBefore(ctx context.Context, c client.Client, id, updateID string) (clien
 	switch err := h.Get(pctx, nil); {
 	case errors.As(err, &notFound), pctx.Err() != nil && ctx.Err() == nil: // not there, or not completed there: not run
 		return nil, nil
-	case errors.As(err, &svc) || transient(ctx, err):
+	case errors.As(err, &svc) || Transient(ctx, err):
 		return nil, err // asking failed; the outcome itself is not a ServiceError
 	}
 	return h, nil

@@ -107,7 +107,7 @@ func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.C
 			last = cmp.Or(last, err)
 		case errors.As(err, &notFound):
 			missing = err
-		case !unreachable(err):
+		case !temporal.Transient(dctx, err):
 			refused = err
 			return nil, backoff.Permanent(err)
 		default:
@@ -155,7 +155,7 @@ func namespaceFound(ctx context.Context, c client.Client, ns, taskQueue string) 
 	_, err := c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: ns,
 		TaskQueue: &taskqueuepb.TaskQueue{Name: taskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW})
 	var notFound *serviceerror.NamespaceNotFound
-	if err != nil && (errors.As(err, &notFound) || unreachable(err)) {
+	if err != nil && (errors.As(err, &notFound) || temporal.Transient(ctx, err)) {
 		return err
 	}
 	return nil
@@ -166,15 +166,6 @@ func namespaceFound(ctx context.Context, c client.Client, ns, taskQueue string) 
 // that a server that comes up is found within about two seconds.
 func dialBackoff() *backoff.ExponentialBackOff {
 	return &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: 2 * time.Second}
-}
-
-// unreachable says whether err, a failed dial, is Temporal not answering
-// (down, starting, the network between), which a later attempt may not
-// meet, rather than its refusal (a bad API key), which it would.
-func unreachable(err error) bool {
-	var unavailable *serviceerror.Unavailable
-	var deadline *serviceerror.DeadlineExceeded
-	return errors.As(err, &unavailable) || errors.As(err, &deadline)
 }
 
 func workerCmd() *cobra.Command {
