@@ -154,7 +154,7 @@ func startOn(t *testing.T, c client.Client, queue string, a *Activities) worker.
 	return w
 }
 
-// A session that ends in a workflow (a turn without a session ID, a
+// A session that ends in a workflow (30 turns without a session ID at once, a
 // pipeline run's full-fidelity thread) ends on the workers too: neither of
 // two workers keeps an instance of it, as a local engine's Session.Close
 // releases its instances, rather than holding them for session_idle and
@@ -167,19 +167,30 @@ func TestSessionEndReachesWorkers(t *testing.T) {
 	for _, a := range workers {
 		startOn(t, c, queue, a)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for i := range 3 {
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{Task: fmt.Sprint("turn ", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res TurnResult
-		if err := run.Get(ctx, &res); err != nil {
-			t.Fatal(err)
-		}
-		if res.SystemPrompt != "calls: 1" { // each turn its own session, on an instance of its own
-			t.Fatalf("turn %d: the middleware answered %q, want \"calls: 1\"", i, res.SystemPrompt)
+	// 30 turns at once, spread over both workers
+	const turns = 30
+	errs := make(chan error, turns)
+	for i := range turns {
+		go func() {
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, TurnWorkflow, TurnInput{Task: fmt.Sprint("turn ", i)})
+			var res TurnResult
+			if err == nil {
+				err = run.Get(ctx, &res)
+			}
+			if err == nil && res.SystemPrompt != "calls: 1" { // each turn its own session, on an instance of its own
+				err = fmt.Errorf("the middleware answered %q, want \"calls: 1\"", res.SystemPrompt)
+			}
+			if err != nil {
+				err = fmt.Errorf("turn %d: %w", i, err)
+			}
+			errs <- err
+		}()
+	}
+	for range turns {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 	// a pipeline whose two stages are turns of one full-fidelity thread
