@@ -269,7 +269,7 @@ func TestJournalHugeRecord(t *testing.T) {
 // one writes, a directory, or a record in a shard directory that is a
 // link out, is refused (ErrJournal naming the record), promptly, never
 // taken for a missing record, and the record outside is neither read nor
-// answered.
+// answered; and a result is not taken for recorded over it.
 func TestJournalHostileRecord(t *testing.T) {
 	c := Call{Namespace: "default", Workflow: "w", Run: "r", Activity: "1", Type: "CallTool"}
 	// A valid record of c, in a journal the attacker's links point to.
@@ -309,6 +309,11 @@ func TestJournalHostileRecord(t *testing.T) {
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("the lookup hangs")
+			}
+			// nor is a result taken for recorded over it: the call fails
+			// loudly now, not its next attempt
+			if err := j.Record(c, json.RawMessage(`{"Output":"mine"}`)); !errors.Is(err, ErrJournal) {
+				t.Errorf("a record over it: %v; want ErrJournal", err)
 			}
 		})
 	}

@@ -94,8 +94,11 @@ func (d DirStore) Put(key string, data []byte) error {
 		return fmt.Errorf("%w %s: %w", ErrPayload, d, err)
 	}
 	defer root.Close()
-	if _, err := root.Stat(name); err == nil {
-		return nil // content-addressed: the same bytes
+	if info, err := root.Lstat(name); err == nil {
+		if !info.Mode().IsRegular() { // put there by another than a store (a shared volume's other writers)
+			return fmt.Errorf("%w %s: blob %s: %w but %v, left as it is", ErrPayload, d, key, errNotRegular, info.Mode().Type())
+		}
+		return nil // stored already: the first data stays
 	}
 	tmp := name + tmpInfix + rand.Text()
 	err = root.MkdirAll(path.Dir(name), dirMode)
