@@ -119,10 +119,9 @@ func (e *Engine) chain() []*mw { return e.middleware }
 // check, deadline, panic recovery, accounting, quarantine on repeated
 // faults, and a timing event. step is the step the hook's payload names,
 // for the events. ran is false when the hook was skipped for quarantine.
-// payload is the event's shared encoding of arg, for a Bounded middleware
-// (BoundedCall). The hook and its argument come apart, not as one
-// closure, so that a Bounded call allocates none.
-func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook string, step int, payload *encoded, fn func(context.Context, T) error, arg T) (ran bool, err error) {
+// The hook and its argument come apart, not as one closure, so that a
+// Bounded call allocates none.
+func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook string, step int, fn func(context.Context, T) error, arg T) (ran bool, err error) {
 	if !m.admit(e, r, hook, step) {
 		e.emit(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Outcome: OutcomeQuarantined})
 		return false, nil
@@ -138,7 +137,7 @@ func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook s
 		// the run's context cost more than a small guest's call, and the
 		// hook returns by its deadline on its own. The deadline goes down as
 		// a value instead (BoundedCall), on a context the run reuses.
-		err = recovered(r.bounded(ctx, deadline, payload), fn, arg)
+		err = recovered(r.bounded(ctx, deadline), fn, arg)
 	} else {
 		a := arg // captured by the watchdog's goroutine: on the heap, on this path only
 		err = e.watched(ctx, m, deadline, func(ctx context.Context) error { return recovered(ctx, fn, a) })
@@ -180,15 +179,13 @@ func (e *Engine) watched(ctx context.Context, m *mw, deadline time.Time, fn func
 
 // BoundedCall is a Bounded middleware's hook call as the engine makes it,
 // which the hook finds in its context (BoundedCallOf): the call's deadline,
-// which the engine arms no timer for, and its payload's JSON, encoded once
-// for every middleware the event goes to. It is valid during the call only.
+// which the engine arms no timer for. It is valid during the call only.
 type BoundedCall struct {
 	deadline time.Time
-	payload  *encoded // the event's
 }
 
-// encoded is an event's payload as JSON, encoded by the first Bounded
-// middleware that asks for it; the engine resets it when the payload
+// encoded is an event's payload as JSON, encoded for the first JSON hook
+// the event goes to (encodeOnce); the engine resets it when the payload
 // changes (a mutating hook's rewrite).
 type encoded struct {
 	raw  []byte
@@ -215,12 +212,12 @@ type boundedCalls struct {
 // returns its context over parent. Hooks run one at a time on the run's
 // goroutine, and a Bounded hook returns before the next is called, so the
 // one BoundedCall serves them all in turn.
-func (r *run) bounded(parent context.Context, deadline time.Time, payload *encoded) context.Context {
+func (r *run) bounded(parent context.Context, deadline time.Time) context.Context {
 	b := &r.bounds
 	if b.ctx == nil || b.parent != parent { // the run's context, or endTurn's detached one
 		b.parent, b.ctx = parent, context.WithValue(parent, boundedCallKey{}, &b.call)
 	}
-	b.call = BoundedCall{deadline: deadline, payload: payload}
+	b.call = BoundedCall{deadline: deadline}
 	return b.ctx
 }
 
@@ -242,18 +239,6 @@ func BoundedCallOf(ctx context.Context) *BoundedCall {
 // middleware's MiddlewareConfig.Timeout. The hook's context does not end at
 // it (its own deadline is the run's): the hook enforces it.
 func (c *BoundedCall) Deadline() time.Time { return c.deadline }
-
-// PayloadJSON returns the payload the hook was given as JSON: what encode
-// returns (encoding/json's encoding of the payload) for the first Bounded
-// middleware of the event that asks, the same bytes for the others given
-// the same payload. The bytes are shared: the caller must not change them.
-func (c *BoundedCall) PayloadJSON(encode func() ([]byte, error)) ([]byte, error) {
-	if !c.payload.done {
-		c.payload.raw, c.payload.err = encode()
-		c.payload.done = true
-	}
-	return c.payload.raw, c.payload.err
-}
 
 // errPanic is a hook's, a middleware's or a tool's panic, recovered; the
 // error names which.

@@ -137,14 +137,13 @@ func (e *Engine) turn(r *run, history []llm.Message) (*Final, *Context, error) {
 		return e.fail(r, StopBadOptions, err)
 	}
 	r.Messages = append(history, llm.Message{Role: llm.RoleUser, Content: r.Task})
-	notify(e, r.ctx, r, abi.HookOnTurnStart, 0, func(f *Funcs) func(context.Context, abi.TurnStart) error { return f.TurnStart },
-		func(withHistory bool) abi.TurnStart {
-			ev := abi.TurnStart{SessionID: r.SessionID, Turn: r.Turn, Input: r.Task}
-			if withHistory {
-				ev.History = historySnapshot(history)
-			}
-			return ev
-		})
+	notify(e, r.ctx, r, turnStartHook, 0, true, func(withHistory bool) abi.TurnStart {
+		ev := abi.TurnStart{SessionID: r.SessionID, Turn: r.Turn, Input: r.Task}
+		if withHistory {
+			ev.History = historySnapshot(history)
+		}
+		return ev
+	})
 	r.SystemPrompt = e.systemPrompt(r, r.Task)
 	if err := e.beforeRun(r); err != nil {
 		return e.fail(r, StopMiddleware, err)
@@ -165,15 +164,11 @@ func (e *Engine) beforeRun(r *run) error {
 	replaced, narrowed := false, false
 	enc := &r.event()[0] // of the input, until a hook changes the prompt or the tools
 	for _, m := range e.chain() {
-		if m.f.BeforeRun == nil {
+		if !beforeRunHook.has(m.f) {
 			continue
 		}
 		in := abi.BeforeRunInput{SessionID: r.SessionID, Turn: r.Turn, SystemPrompt: r.SystemPrompt, Tools: r.toolNames(e), Model: r.opts.Model}
-		var out abi.BeforeRunOutput
-		ran, err := callMiddleware(e, r.ctx, r, m, abi.HookBeforeRun, 0, enc, func(ctx context.Context, in abi.BeforeRunInput) (err error) {
-			out, err = m.f.BeforeRun(ctx, in)
-			return err
-		}, in)
+		out, ran, err := beforeRunHook.call(e, r, m, 0, enc, in)
 		if !ran && m.cfg.Policy == FailClosed { // a quarantined gate stays shut
 			err = errQuarantined
 		}
@@ -301,27 +296,25 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 		case TypeToolCall:
 			call := resp.ToolCall
 			st.Action, st.Thought, st.ActionInput = call.ToolName, call.Thought, call.ToolParams
-			notify(e, r.ctx, r, abi.HookOnAction, step, func(f *Funcs) func(context.Context, abi.Action) error { return f.Action },
-				func(withHistory bool) abi.Action {
-					ev := abi.Action{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Thought: call.Thought, Input: cloneParams(call.ToolParams)}
-					if withHistory {
-						ev.History = historySnapshot(r.Messages)
-					}
-					return ev
-				})
+			notify(e, r.ctx, r, actionHook, step, true, func(withHistory bool) abi.Action {
+				ev := abi.Action{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Thought: call.Thought, Input: cloneParams(call.ToolParams)}
+				if withHistory {
+					ev.History = historySnapshot(r.Messages)
+				}
+				return ev
+			})
 			var images []abi.Image
 			st.Observation, images, st.Error, st.Truncated = e.callTool(r, step, call)
 			r.Metrics.ToolCalls++
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Images: images,
 				Content: fmt.Sprintf("Tool Result (%s):\n%s", cutName(call.ToolName), st.Observation)})
-			notify(e, r.ctx, r, abi.HookOnObservation, step, func(f *Funcs) func(context.Context, abi.Observation) error { return f.Observation },
-				func(withHistory bool) abi.Observation {
-					ev := abi.Observation{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Observation: st.Observation, IsError: st.Error != ""}
-					if withHistory {
-						ev.History = historySnapshot(r.Messages)
-					}
-					return ev
-				})
+			notify(e, r.ctx, r, observationHook, step, true, func(withHistory bool) abi.Observation {
+				ev := abi.Observation{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Observation: st.Observation, IsError: st.Error != ""}
+				if withHistory {
+					ev.History = historySnapshot(r.Messages)
+				}
+				return ev
+			})
 			e.record(r, st, started)
 			key := callKey(call)
 			if key == lastCall {
@@ -601,15 +594,11 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 	var valid validation // of input
 	enc := &r.event()[0] // of the input, until a hook rewrites it
 	for _, m := range e.chain() {
-		if m.f.BeforeToolCall == nil {
+		if !beforeToolCallHook.has(m.f) {
 			continue
 		}
 		in := abi.BeforeToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input)}
-		var out abi.BeforeToolCallOutput
-		ran, err := callMiddleware(e, r.ctx, r, m, abi.HookBeforeToolCall, step, enc, func(ctx context.Context, in abi.BeforeToolCallInput) (err error) {
-			out, err = m.f.BeforeToolCall(ctx, in)
-			return err
-		}, in)
+		out, ran, err := beforeToolCallHook.call(e, r, m, step, enc, in)
 		if !ran && m.cfg.Policy == FailClosed { // a quarantined guard denies
 			err = errQuarantined
 		}
@@ -644,15 +633,11 @@ func (e *Engine) beforeToolCall(r *run, step int, tool string, input map[string]
 func (e *Engine) afterToolCall(r *run, step int, tool string, input map[string]any, output string, isErr bool) string {
 	enc := &r.event()[0] // of the input, until a hook rewrites the output
 	for _, m := range e.chain() {
-		if m.f.AfterToolCall == nil {
+		if !afterToolCallHook.has(m.f) {
 			continue
 		}
 		in := abi.AfterToolCallInput{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: tool, Input: cloneParams(input), Output: output, IsError: isErr}
-		var out abi.AfterToolCallOutput
-		if _, err := callMiddleware(e, r.ctx, r, m, abi.HookAfterToolCall, step, enc, func(ctx context.Context, in abi.AfterToolCallInput) (err error) {
-			out, err = m.f.AfterToolCall(ctx, in)
-			return err
-		}, in); err == nil && out.Output != nil {
+		if out, _, err := afterToolCallHook.call(e, r, m, step, enc, in); err == nil && out.Output != nil {
 			output, *enc = *out.Output, encoded{}
 		}
 	}

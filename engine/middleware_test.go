@@ -553,7 +553,7 @@ func TestFuncsCoverTheHookTable(t *testing.T) {
 			return abi.AfterToolCallOutput{}, nil
 		},
 	}
-	got, want := f.hookNames(), abi.HookNames(abi.Middleware)
+	got, want := f.Hooks(), abi.HookNames(abi.Middleware)
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
@@ -611,59 +611,51 @@ func TestRestoreQuarantines(t *testing.T) {
 	}
 }
 
-// A Bounded middleware's hook gets its deadline and the event's shared
-// payload encoding through BoundedCall, and no timer of the engine's: its
-// context is the run's. The encoding is made once per event for the
-// middleware that share a payload (one encoding without the history, one
-// with it), and again after a mutating hook changed the payload. A native
-// middleware gets a context that ends at its deadline, and no BoundedCall.
+// A Bounded middleware's hook gets its deadline through BoundedCall, and
+// no timer of the engine's: its context is the run's. A JSON hook's
+// payload is encoded once per event for the middleware that share it (one
+// encoding without the history, one with it, for an event that carries
+// the history; one for all for an event that does not), and again after a
+// mutating hook changed the payload. A native middleware gets a context
+// that ends at its deadline, and no BoundedCall.
 func TestBoundedCallSharesPayloadAndDeadline(t *testing.T) {
 	const timeout = time.Hour
 	type seen struct {
-		id       string
-		encoded  bool   // its encode ran
-		raw      string // what PayloadJSON answered
+		id, hook string
+		payload  string
+		at       *byte // the payload's first byte: equal for a shared encoding
 		deadline time.Time
 		ctxHas   bool // ctx.Deadline's ok
 	}
 	var calls []seen
-	// payload records a call of a Bounded hook; its encoding is the
-	// middleware's name and the payload, so that the test sees whose ran.
-	payload := func(ctx context.Context, id string, in any) {
-		s := seen{id: id}
+	record := func(ctx context.Context, id, hook string, payload []byte) {
+		s := seen{id: id, hook: hook, payload: string(payload)}
+		if len(payload) > 0 {
+			s.at = &payload[0]
+		}
 		_, s.ctxHas = ctx.Deadline()
-		c := BoundedCallOf(ctx)
-		if c == nil {
-			calls = append(calls, s)
-			return
+		if c := BoundedCallOf(ctx); c != nil {
+			s.deadline = c.Deadline()
 		}
-		s.deadline = c.Deadline()
-		raw, err := c.PayloadJSON(func() ([]byte, error) {
-			s.encoded = true
-			return fmt.Appendf(nil, "%s %v", id, in), nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		s.raw = string(raw)
 		calls = append(calls, s)
 	}
 	bounded := func(id string, history bool, rewrite string) *Funcs {
-		return &Funcs{ID: id, Bounded: true, History: history,
-			TurnStart: func(ctx context.Context, ev abi.TurnStart) error {
-				payload(ctx, id, len(ev.History))
-				return nil
-			},
-			BeforeToolCall: func(ctx context.Context, in abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
-				payload(ctx, id, in.Input["text"])
-				if rewrite != "" {
-					return abi.BeforeToolCallOutput{Input: map[string]any{"text": rewrite}}, nil
+		f := &Funcs{ID: id, Bounded: true, History: history}
+		for _, hook := range []string{abi.HookOnTurnStart, abi.HookBeforeToolCall, abi.HookOnFinal} {
+			if err := f.SetJSON(hook, func(ctx context.Context, payload []byte, answer any) error {
+				record(ctx, id, hook, payload)
+				if out, ok := answer.(*abi.BeforeToolCallOutput); ok && rewrite != "" {
+					out.Input = map[string]any{"text": rewrite}
 				}
-				return abi.BeforeToolCallOutput{}, nil
-			}}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return f
 	}
 	native := &Funcs{ID: "native", TurnStart: func(ctx context.Context, _ abi.TurnStart) error {
-		payload(ctx, "native", nil)
+		record(ctx, "native", abi.HookOnTurnStart, nil)
 		return nil
 	}}
 	cfg := MiddlewareConfig{Timeout: timeout}
@@ -675,32 +667,49 @@ func TestBoundedCallSharesPayloadAndDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := time.Now()
+	// sharesWith[i] is the call whose encoding call i must share (itself
+	// for a fresh one); -1 for the native middleware's.
 	type want struct {
-		id      string
-		encoded bool
-		raw     string
+		id, hook   string
+		sharesWith int
+		text       string // in the payload
 	}
 	wants := []want{
-		// on_turn_start: a encodes, the native one gets nothing, b shares
-		// a's bytes, c (history) encodes its own, d shares a's.
-		{"a", true, "a 0"}, {"native", false, ""}, {"b", false, "a 0"}, {"c", true, "c 0"}, {"d", false, "a 0"},
-		// before_tool_call: a encodes, b shares it and rewrites the
-		// input, so c encodes the new payload and d shares c's.
-		{"a", true, "a hi"}, {"b", false, "a hi"}, {"c", true, "c HI"}, {"d", false, "c HI"},
+		// on_turn_start: a's encoding, shared by b and d; c (history) its own.
+		{"a", abi.HookOnTurnStart, 0, `"input":"t"`}, {"native", abi.HookOnTurnStart, -1, ""},
+		{"b", abi.HookOnTurnStart, 0, `"input":"t"`}, {"c", abi.HookOnTurnStart, 3, `"input":"t"`}, {"d", abi.HookOnTurnStart, 0, `"input":"t"`},
+		// before_tool_call: a's, shared by b, which rewrites the input; so
+		// c's is a new encoding of the new payload, shared by d.
+		{"a", abi.HookBeforeToolCall, 5, `"text":"hi"`}, {"b", abi.HookBeforeToolCall, 5, `"text":"hi"`},
+		{"c", abi.HookBeforeToolCall, 7, `"text":"HI"`}, {"d", abi.HookBeforeToolCall, 7, `"text":"HI"`},
+		// on_final carries no history: one encoding for all four.
+		{"a", abi.HookOnFinal, 9, `"status":"final"`}, {"b", abi.HookOnFinal, 9, `"status":"final"`},
+		{"c", abi.HookOnFinal, 9, `"status":"final"`}, {"d", abi.HookOnFinal, 9, `"status":"final"`},
 	}
 	if len(calls) != len(wants) {
 		t.Fatalf("%d calls, want %d: %+v", len(calls), len(wants), calls)
 	}
 	for i, w := range wants {
 		c := calls[i]
-		if c.id != w.id || c.encoded != w.encoded || c.raw != w.raw {
-			t.Errorf("call %d: %s encoded %v, payload %q; want %s encoded %v, payload %q", i, c.id, c.encoded, c.raw, w.id, w.encoded, w.raw)
+		if c.id != w.id || c.hook != w.hook {
+			t.Fatalf("call %d is %s %s, want %s %s", i, c.id, c.hook, w.id, w.hook)
+		}
+		if !strings.Contains(c.payload, w.text) {
+			t.Errorf("call %d (%s %s): payload %s, want it to contain %s", i, c.id, c.hook, c.payload, w.text)
 		}
 		if c.id == "native" {
 			if !c.ctxHas {
 				t.Errorf("call %d: the native middleware's context has no deadline", i)
 			}
 			continue
+		}
+		if shared := calls[w.sharesWith].at; c.at != shared {
+			t.Errorf("call %d (%s %s): its payload is not call %d's encoding", i, c.id, c.hook, w.sharesWith)
+		}
+		for j := range i {
+			if j != w.sharesWith && wants[j].sharesWith == j && calls[j].at == c.at {
+				t.Errorf("call %d (%s %s) shares call %d's encoding; want a fresh one", i, c.id, c.hook, j)
+			}
 		}
 		if c.ctxHas {
 			t.Errorf("call %d: %s's context has a deadline; want the run's, which has none", i, c.id)

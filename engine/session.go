@@ -164,16 +164,14 @@ func (e *Engine) endTurn(r *run, final *Final, err error) {
 	if final != nil {
 		ev.Final = string(r.RawFinalAnswer)
 	}
-	notify(e, ctx, r, abi.HookOnFinal, ev.Step, func(f *Funcs) func(context.Context, abi.TurnFinal) error { return f.Final },
-		func(bool) abi.TurnFinal { return ev })
+	notify(e, ctx, r, finalHook, ev.Step, false, func(bool) abi.TurnFinal { return ev })
 	after := abi.AfterRunInput{SessionID: r.SessionID, Turn: r.Turn, Status: status, Error: errText,
 		Usage: r.Metrics.Usage(), Steps: len(r.Steps)}
-	notify(e, ctx, r, abi.HookAfterRun, after.Steps, func(f *Funcs) func(context.Context, abi.AfterRunInput) error { return f.AfterRun },
-		func(bool) abi.AfterRunInput {
-			c := after
-			c.Final = final.wire() // a copy for each: a native middleware cannot change the caller's final
-			return c
-		})
+	notify(e, ctx, r, afterRunHook, after.Steps, false, func(bool) abi.AfterRunInput {
+		c := after
+		c.Final = final.wire() // a copy for each: a native middleware cannot change the caller's final
+		return c
+	})
 }
 
 func turnStatus(stop string) string {
@@ -188,26 +186,6 @@ func turnStatus(stop string) string {
 		return abi.StatusCanceled
 	}
 	return abi.StatusError
-}
-
-// notify calls an observing hook on every middleware that implements it.
-// step is the step the payload names; payload builds the event for one
-// middleware, with the history only when it asks for it. Failures are
-// isolated by call; observing hooks cannot fail a turn.
-func notify[T any](e *Engine, ctx context.Context, r *run, hook string, step int, pick func(*Funcs) func(context.Context, T) error, payload func(history bool) T) {
-	enc := r.event()
-	for _, m := range e.chain() {
-		fn := pick(m.f)
-		if fn == nil {
-			continue
-		}
-		ev := payload(m.f.History)
-		shared := &enc[0]
-		if m.f.History {
-			shared = &enc[1]
-		}
-		callMiddleware(e, ctx, r, m, hook, step, shared, fn, ev)
-	}
 }
 
 // historySnapshot is the conversation so far without the system prompt, as

@@ -107,7 +107,7 @@ func (e *Engine) Status() Status {
 		st.Tools = append(st.Tools, ToolStatus{Name: t.Name(), Source: src, Mutates: mutates(t)})
 	}
 	for _, m := range chain {
-		for _, h := range m.f.hookNames() {
+		for _, h := range m.f.Hooks() {
 			st.Hooks[h]++
 		}
 	}
@@ -124,7 +124,7 @@ func (e *Engine) Status() Status {
 			Requires: lp.ext.Requires, Details: details, State: "active", LoadTime: lp.loadTime}
 		ps.Hooks = append([]string(nil), lp.hooks...)
 		if lp.mw != nil {
-			ps.Hooks = append(ps.Hooks, lp.mw.f.hookNames()...)
+			ps.Hooks = append(ps.Hooks, lp.mw.f.Hooks()...)
 			s := stats[lp.mw.f.ID]
 			ps.Calls, ps.Faults, ps.Quarantines, ps.P50, ps.P99 = s.Calls, s.Faults, s.Quarantines, s.P50, s.P99
 			if s.Quarantined {

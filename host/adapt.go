@@ -30,27 +30,11 @@ func invoke[Out, In any](ctx context.Context, p *Plugin, export string, in In) (
 // refuses is ErrBadOutput, counted as a fault, and retires the instance, as
 // an output that does not decode does.
 func invokeChecked[Out, In any](ctx context.Context, p *Plugin, export string, in In, check func(*Out) error) (Out, error) {
-	return invokeEncoded(ctx, p, export, func() ([]byte, error) { return json.Marshal(in) }, check) // in is boxed only if encoded
-}
-
-// invokeEvent is invoke for a middleware hook's export, whose input is the
-// event's payload as the engine gave it: its encoding is the event's,
-// shared by every plugin the event goes to (payloadJSON). Only the hook
-// adapters call it: any other call made within a hook's context (a tool
-// an embedder's middleware runs) sends its own input.
-func invokeEvent[Out, In any](ctx context.Context, p *Plugin, export string, in In) (Out, error) {
-	return invokeEncoded[Out](ctx, p, export, func() ([]byte, error) {
-		return payloadJSON(ctx, func() ([]byte, error) { return json.Marshal(in) })
-	}, nil)
-}
-
-// invokeEncoded is invokeChecked of the input encode encodes.
-func invokeEncoded[Out any](ctx context.Context, p *Plugin, export string, encode func() ([]byte, error), check func(*Out) error) (Out, error) {
 	var out Out
 	// out is decoded into, and checked, through copies of it made where
 	// they are needed, which go to the heap: out itself stays on the stack,
 	// and an observing hook's empty answer allocates nothing.
-	err := callEncoded(ctx, p, export, encode, func(view []byte) error {
+	err := callEncoded(ctx, p, export, func() ([]byte, error) { return json.Marshal(in) }, func(view []byte) error {
 		if len(view) > 0 {
 			v := new(Out)
 			if err := guest.DecodeJSON(view, p.limits.MaxJSONDepth, v); err != nil {

@@ -2,49 +2,12 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
 )
-
-// A plugin call made inside a Bounded middleware hook's context, but for
-// something else (here a plugin's tool), must be sent its own input, not
-// the event's shared encoding (engine.BoundedCall).
-func TestToolInBoundedHookGetsItsOwnInput(t *testing.T) {
-	l := newLoader(t)
-	p := load(t, l, Config{Path: fixture(t, "echo_tool")})
-	tools := p.Tools()
-	if len(tools) != 1 {
-		t.Fatalf("%d tools", len(tools))
-	}
-	var sent string
-	policy := &engine.Funcs{ID: "policy", Bounded: true,
-		TurnStart: func(ctx context.Context, ev abi.TurnStart) error {
-			// as a Bounded middleware before it in the chain would: the
-			// event's encoding is made
-			if _, err := engine.BoundedCallOf(ctx).PayloadJSON(func() ([]byte, error) { return json.Marshal(ev) }); err != nil {
-				return err
-			}
-			_, err := tools[0].Execute(ctx, map[string]any{"text": "hi"})
-			if err != nil {
-				sent = err.Error() // echo_tool fails with the input it was sent
-			}
-			return nil
-		}}
-	e := engine.New(finalOnly{}, nil, engine.WithMiddleware(policy, engine.MiddlewareConfig{Timeout: time.Minute}))
-	defer e.Close(context.Background())
-	if _, _, err := e.Run(context.Background(), "the task", engine.RunOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(sent, `"tool":"echo_input"`) {
-		t.Fatalf("the tool was sent %s; want its ToolCallInput", sent)
-	}
-}
 
 // SPEC section 4: morph_fallback_final must answer a payload; an empty
 // output is the plugin's bad output (a fault), as it was before the hooks

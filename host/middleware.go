@@ -8,23 +8,26 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 )
 
 // Middleware returns the plugin as session middleware for the engine: an
 // *engine.Funcs named after the plugin, wanting the session history when
-// its manifest asks for it, with a function for each middleware hook the
-// plugin implements and has enabled (Config.Hooks). It returns nil when
-// there is none, outside session isolation. It is only part of a plugin
-// (see Options); Loader.Extender and Plugin.Extender give an engine all of
-// it.
+// its manifest asks for it, with a JSON hook (engine.JSONHook) for each
+// middleware hook the plugin implements and has enabled (Config.Hooks). It
+// returns nil when there is none, outside session isolation. It is only
+// part of a plugin (see Options); Loader.Extender and Plugin.Extender give
+// an engine all of it.
 //
-// Each function is one call of the hook's export on a pooled instance, with
-// the plugin's limits. A failure is returned as the host's typed *Error
-// (ErrTimeout, ErrTrap, ErrGuest, ErrBadOutput, ...: see errors.Is), never a
-// panic; the engine isolates it (it logs and counts it, and applies the
-// middleware's policy), so a failing plugin never ends a session. Observing
-// hooks ignore the guest's output; a mutating hook's empty output is its
-// zero payload, which changes nothing.
+// Each hook is one call of the hook's export on a pooled instance, with
+// the plugin's limits, of the payload the engine encoded once for every
+// plugin of the event. A failure is returned as the host's typed *Error
+// (ErrTimeout, ErrTrap, ErrGuest, ErrBadOutput, ...: see errors.Is), never
+// a panic; the engine isolates it (it logs and counts it, and applies the
+// middleware's policy), so a failing plugin never ends a session. An
+// observing hook's answer is ignored (it must still be JSON: anything else
+// is ErrBadOutput); a mutating hook's empty answer is its zero payload,
+// which changes nothing.
 //
 // In session isolation it also ends sessions: engine.Session.Close calls
 // its SessionEnd, which releases the session's instances (EndSession). A
@@ -38,27 +41,13 @@ func (p *Plugin) Middleware() engine.Middleware {
 		if !ok {
 			continue
 		}
-		n++
-		switch h {
-		case abi.HookOnTurnStart:
-			f.TurnStart = observer[abi.TurnStart](p, export)
-		case abi.HookOnAction:
-			f.Action = observer[abi.Action](p, export)
-		case abi.HookOnObservation:
-			f.Observation = observer[abi.Observation](p, export)
-		case abi.HookOnFinal:
-			f.Final = observer[abi.TurnFinal](p, export)
-		case abi.HookBeforeRun:
-			f.BeforeRun = mutator[abi.BeforeRunInput, abi.BeforeRunOutput](p, export)
-		case abi.HookAfterRun:
-			f.AfterRun = observer[abi.AfterRunInput](p, export)
-		case abi.HookBeforeToolCall:
-			f.BeforeToolCall = mutator[abi.BeforeToolCallInput, abi.BeforeToolCallOutput](p, export)
-		case abi.HookAfterToolCall:
-			f.AfterToolCall = mutator[abi.AfterToolCallInput, abi.AfterToolCallOutput](p, export)
-		default:
-			n-- // a middleware hook of abi this host does not wire yet
+		if err := f.SetJSON(h, p.jsonHook(export)); err != nil {
+			// abi has a middleware hook this engine does not call yet: the
+			// plugin's implementation of it is never called.
+			p.log.Warn("plugin implements a middleware hook the engine does not call", "plugin", p.name, "hook", h, "err", err)
+			continue
 		}
+		n++
 	}
 	if p.mode == IsolationSession {
 		f.SessionEnd = func(_ context.Context, id string) error {
@@ -71,30 +60,21 @@ func (p *Plugin) Middleware() engine.Middleware {
 	return f
 }
 
-// observer calls an observing hook's export; its output, if any, is ignored
-// (it must still be JSON: anything else is ErrBadOutput).
-func observer[In any](p *Plugin, export string) func(context.Context, In) error {
-	return func(ctx context.Context, in In) error {
-		_, err := invokeEvent[json.RawMessage](ctx, p, export, in)
-		return err
+// jsonHook calls a middleware hook's export with the engine's encoding of
+// its payload, decoding its answer into the engine's answer (checking an
+// observing hook's is JSON: answer nil).
+func (p *Plugin) jsonHook(export string) engine.JSONHook {
+	return func(ctx context.Context, payload []byte, answer any) error {
+		return p.CallFunc(ctx, export, payload, func(view []byte) error {
+			if len(view) == 0 {
+				return nil
+			}
+			if answer == nil {
+				return guest.DecodeJSON(view, p.limits.MaxJSONDepth, new(json.RawMessage))
+			}
+			return guest.DecodeJSON(view, p.limits.MaxJSONDepth, answer)
+		})
 	}
-}
-
-// mutator calls a mutating hook's export; an empty output is the zero Out.
-func mutator[In, Out any](p *Plugin, export string) func(context.Context, In) (Out, error) {
-	return func(ctx context.Context, in In) (Out, error) {
-		return invokeEvent[Out](ctx, p, export, in)
-	}
-}
-
-// payloadJSON is a hook's payload as JSON, encoded by encode: within a
-// middleware hook call, the event's encoding, made once for every plugin
-// the event goes to (engine.BoundedCall).
-func payloadJSON(ctx context.Context, encode func() ([]byte, error)) ([]byte, error) {
-	if c := engine.BoundedCallOf(ctx); c != nil {
-		return c.PayloadJSON(encode)
-	}
-	return encode()
 }
 
 // callDeadline is when a guest call starting at now must end: after the

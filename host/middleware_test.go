@@ -24,7 +24,7 @@ func funcs(t *testing.T, p *Plugin) *engine.Funcs {
 	if f.Name() != p.Name() {
 		t.Fatalf("middleware name %q, plugin %q", f.Name(), p.Name())
 	}
-	return f
+	return f.Typed()
 }
 
 // linesWith returns the log lines that contain every one of parts.
