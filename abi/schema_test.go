@@ -14,6 +14,8 @@ package abi
 // included.
 
 import (
+	"github.com/morphhost/morph/abi/schema"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -43,44 +45,44 @@ const (
 )
 
 // schemaTable pairs every payload type with its schema: a file of schemaDir,
-// optionally with a JSON pointer fragment into it.
-var schemaTable = []struct {
-	ref string
-	typ reflect.Type
-}{
-	{"manifest.json", reflect.TypeFor[Manifest]()},
+// optionally with a JSON pointer fragment into it. The payloads of the
+// exports (Exports: the hooks', the tools', the lifecycle's) are paired by
+// their schema's file name (schema.File); the types they nest are listed.
+var schemaTable = append(exportSchemas(), []schemaEntry{
 	{"tool_spec.json", reflect.TypeFor[ToolSpec]()},
 	{"usage.json", reflect.TypeFor[Usage]()},
 	{"run_options.json", reflect.TypeFor[RunOptions]()},
-	{"final.json", reflect.TypeFor[Final]()},
 	{"plan.json", reflect.TypeFor[Plan]()},
 	{"plan.json#/$defs/plan_step", reflect.TypeFor[PlanStep]()},
-	{"prompt_input.json", reflect.TypeFor[PromptInput]()},
-	{"prompt_output.json", reflect.TypeFor[PromptOutput]()},
-	{"params_input.json", reflect.TypeFor[ParamsInput]()},
-	{"params_output.json", reflect.TypeFor[ParamsOutput]()},
-	{"tool_success_input.json", reflect.TypeFor[ToolSuccessInput]()},
-	{"fallback_input.json", reflect.TypeFor[FallbackInput]()},
-	{"tool_call_input.json", reflect.TypeFor[ToolCallInput]()},
-	{"tool_call_output.json", reflect.TypeFor[ToolCallOutput]()},
 	{"tool_call_output.json#/$defs/image", reflect.TypeFor[Image]()},
 	{"message.json", reflect.TypeFor[Message]()},
-	{"turn_start.json", reflect.TypeFor[TurnStart]()},
-	{"action.json", reflect.TypeFor[Action]()},
-	{"observation.json", reflect.TypeFor[Observation]()},
-	{"turn_final.json", reflect.TypeFor[TurnFinal]()},
-	{"before_run_input.json", reflect.TypeFor[BeforeRunInput]()},
-	{"before_run_output.json", reflect.TypeFor[BeforeRunOutput]()},
-	{"before_tool_call_input.json", reflect.TypeFor[BeforeToolCallInput]()},
-	{"before_tool_call_output.json", reflect.TypeFor[BeforeToolCallOutput]()},
-	{"after_tool_call_input.json", reflect.TypeFor[AfterToolCallInput]()},
-	{"after_tool_call_output.json", reflect.TypeFor[AfterToolCallOutput]()},
-	{"after_run_input.json", reflect.TypeFor[AfterRunInput]()},
 	{"http_request.json", reflect.TypeFor[HTTPRequest]()},
 	{"http_response.json", reflect.TypeFor[HTTPResponse]()},
-	{"stage_input.json", reflect.TypeFor[StageInput]()},
-	{"stage_outcome.json", reflect.TypeFor[StageOutcome]()},
-	{"instance_replaced.json", reflect.TypeFor[InstanceReplaced]()},
+}...)
+
+type schemaEntry struct {
+	ref string
+	typ reflect.Type
+}
+
+// exportSchemas pairs the input and output types of Exports with their
+// schema files, by name (schema.File), once each; a type without its file
+// is listed with the file it should have, which TestSchemaCoverage reports
+// missing.
+func exportSchemas() []schemaEntry {
+	var out []schemaEntry
+	seen := map[reflect.Type]bool{}
+	for _, e := range Exports {
+		for _, t := range []reflect.Type{e.Input, e.Output} {
+			if t == nil || seen[t] {
+				continue
+			}
+			seen[t] = true
+			name, _ := schema.File(t)
+			out = append(out, schemaEntry{name, t})
+		}
+	}
+	return out
 }
 
 // notRequired lists the fields ("Type.json_name") that have no omitempty but
@@ -885,7 +887,9 @@ func errorMethodOf(fn *ast.FuncDecl) (string, bool) {
 }
 
 // TestStdlibOnly checks the package doc's promise: package abi, tests
-// included, imports only the standard library.
+// included, imports only the standard library (the tests also import
+// abi/schema, the schemas' package of this module, itself standard library
+// only).
 func TestStdlibOnly(t *testing.T) {
 	files, _ := filepath.Glob("*.go")
 	fset := token.NewFileSet()
@@ -897,7 +901,7 @@ func TestStdlibOnly(t *testing.T) {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			first, _, _ := strings.Cut(path, "/")
-			if strings.Contains(first, ".") {
+			if strings.Contains(first, ".") && !(strings.HasSuffix(name, "_test.go") && path == "github.com/morphhost/morph/abi/schema") {
 				t.Errorf("%s: imports %q; package abi may import only the standard library", fset.Position(imp.Pos()), path)
 			}
 		}
@@ -1310,9 +1314,28 @@ func TestSchemaGoSamples(t *testing.T) {
 		}
 		checkSample(t, ss, name, fmt.Sprintf("Go sample %d (%s)", i, name), raw)
 	}
+	// A schema's own examples are samples too: a type may have those alone.
+	for _, e := range schemaTable {
+		file, frag, _ := strings.Cut(e.ref, "#")
+		if frag != "" {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(schemaDir, file))
+		if err != nil {
+			continue // TestSchemaCoverage reports it
+		}
+		var doc struct{ Examples []json.RawMessage }
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatalf("abi/%s/%s: %v", schemaDir, file, err)
+		}
+		for i, ex := range doc.Examples {
+			covered[e.typ.Name()] = true
+			checkSample(t, ss, e.typ.Name(), fmt.Sprintf("abi/%s/%s example %d", schemaDir, file, i), ex)
+		}
+	}
 	for _, e := range schemaTable {
 		if !covered[e.typ.Name()] {
-			t.Errorf("TestSchemaGoSamples has no sample of %s", e.typ.Name())
+			t.Errorf("%s has no sample: add one to TestSchemaGoSamples or an \"examples\" entry to abi/%s/%s", e.typ.Name(), schemaDir, e.ref)
 		}
 	}
 }

@@ -30,16 +30,14 @@ const Base = "https://morph.dev/abi/v1/"
 // File is the name of the schema file of a payload type of package abi:
 // the type's name in snake_case, with ".json" ("PromptOutput":
 // "prompt_output.json", "HTTPRequest": "http_request.json"); ok is false
-// when FS has no such file.
+// when FS has no such file (name is then the file the type should have).
 func File(t reflect.Type) (name string, ok bool) {
 	if t == nil {
 		return "", false
 	}
 	name = snake(t.Name()) + ".json"
-	if _, err := fs.Stat(FS, name); err != nil {
-		return "", false
-	}
-	return name, true
+	_, err := fs.Stat(FS, name)
+	return name, err == nil
 }
 
 // snake is an identifier in snake_case: an underscore before each upper

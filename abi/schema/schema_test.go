@@ -37,9 +37,13 @@ func TestFile(t *testing.T) {
 			t.Errorf("File(%s) = %q, %v; want %q, true", typ, got, ok, want)
 		}
 	}
-	for _, typ := range []reflect.Type{nil, reflect.TypeFor[abi.Hook](), reflect.TypeFor[int]()} {
-		if got, ok := File(typ); got != "" || ok {
-			t.Errorf("File(%v) = %q, %v; want no file", typ, got, ok)
+	for typ, want := range map[reflect.Type]string{nil: "", reflect.TypeFor[abi.Hook](): "hook.json", reflect.TypeFor[int](): "int.json"} {
+		got, ok := File(typ)
+		if ok {
+			t.Errorf("File(%v) found %q; want no file", typ, got)
+		}
+		if got != want {
+			t.Errorf("File(%v) = %q; want the name it would have, %q", typ, got, want)
 		}
 	}
 }

@@ -145,8 +145,14 @@ func TestConformHooksFromTable(t *testing.T) {
 	if len(samples) != len(abi.Hooks) {
 		t.Errorf("%d samples for %d hooks", len(samples), len(abi.Hooks))
 	}
-	if n := len(sampleInputs(abi.Manifest{})); n != len(abi.Hooks) {
-		t.Errorf("%d sample inputs for %d hooks: one each, none unused", n, len(abi.Hooks))
+	inputs := map[reflect.Type]bool{}
+	for _, h := range abi.Hooks {
+		inputs[h.Input] = true
+	}
+	for _, v := range sampleInputs(abi.Manifest{}) {
+		if !inputs[reflect.TypeOf(v)] {
+			t.Errorf("sample input %T is no hook's input: unused", v)
+		}
 	}
 	known, unknown := declaredHooks([]string{"on_final", "later_hook", abi.HookBuildPrompt, abi.HookBuildPrompt})
 	if want := []string{abi.HookBuildPrompt, abi.HookOnFinal}; !reflect.DeepEqual(known, want) {
@@ -186,5 +192,20 @@ func TestConformRefusesTooDeepAnswer(t *testing.T) {
 	}
 	if _, err := conformHooks[abi.HookBeforeToolCall].check([]byte(deep)); err == nil {
 		t.Error("conform accepts a before_tool_call answer the host refuses as ErrBadOutput")
+	}
+}
+
+// A hook input without a built-in sample takes its schema's first example.
+func TestSchemaExampleSample(t *testing.T) {
+	v, ok := schemaExample(reflect.TypeFor[abi.InstanceReplaced]())
+	if !ok {
+		t.Fatal("no example of instance_replaced.json")
+	}
+	want := abi.InstanceReplaced{SessionID: "s-7f3a", Reason: abi.ReplacedMoved}
+	if v != want {
+		t.Errorf("example %#v, want %#v", v, want)
+	}
+	if _, ok := schemaExample(reflect.TypeFor[abi.Usage]()); ok {
+		t.Error("an example of usage.json, which has none")
 	}
 }

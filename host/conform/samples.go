@@ -2,9 +2,11 @@ package conform
 
 import (
 	"encoding/json"
+	"io/fs"
 	"reflect"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/abi/schema"
 	"github.com/morphhost/morph/engine"
 )
 
@@ -15,7 +17,9 @@ const (
 )
 
 // hookSamples is the built-in input of every hook of abi.Hooks: the
-// sample of its input type (see sampleInputs).
+// sample of its input type (see sampleInputs), or else the first example
+// of its input's schema (abi/schema/), so that a new hook needs no code
+// here; a hook with neither has none, which the runner reports.
 func hookSamples(m abi.Manifest) map[string]any {
 	byType := map[reflect.Type]any{}
 	for _, v := range sampleInputs(m) {
@@ -23,9 +27,34 @@ func hookSamples(m abi.Manifest) map[string]any {
 	}
 	out := make(map[string]any, len(abi.Hooks))
 	for _, h := range abi.Hooks {
-		out[h.Name] = byType[h.Input]
+		if v, ok := byType[h.Input]; ok {
+			out[h.Name] = v
+		} else if v, ok := schemaExample(h.Input); ok {
+			out[h.Name] = v
+		}
 	}
 	return out
+}
+
+// schemaExample is the first of the examples of t's schema, as a t.
+func schemaExample(t reflect.Type) (any, bool) {
+	file, ok := schema.File(t)
+	if !ok {
+		return nil, false
+	}
+	raw, err := fs.ReadFile(schema.FS, file)
+	if err != nil {
+		return nil, false
+	}
+	var doc struct{ Examples []json.RawMessage }
+	if json.Unmarshal(raw, &doc) != nil || len(doc.Examples) == 0 {
+		return nil, false
+	}
+	v := reflect.New(t)
+	if json.Unmarshal(doc.Examples[0], v.Interface()) != nil {
+		return nil, false // abi's schema tests check every example decodes
+	}
+	return v.Elem().Interface(), true
 }
 
 // sampleInputs are the built-in input payloads, one of each hook's input
@@ -33,7 +62,8 @@ func hookSamples(m abi.Manifest) map[string]any {
 // plugin's own (SPEC.md's word_count when it has none), the prompt input's
 // default prompt is the engine's for them, and the middleware inputs carry
 // a two-message history when the manifest asks for one, as the engine
-// would send. A new hook's input type needs one here.
+// would send. A new hook's input type may have one here, or an example in
+// its schema (hookSamples).
 func sampleInputs(m abi.Manifest) []any {
 	tools := m.Tools
 	if len(tools) == 0 {
