@@ -7,22 +7,36 @@ import (
 	"testing"
 )
 
-// Adding the stage handler leaves the engine's and the middleware's hook
-// lists as they were: the engine and the host derive their wiring from them.
+// Every hook has one kind: the engine hooks and the stage handler are
+// these, and the middleware hooks are the rest of the table, in its order
+// (the engine and the host derive their wiring from these lists, and a
+// new middleware hook needs no edit here).
 func TestHookNamesByKind(t *testing.T) {
 	engine := []string{HookBuildPrompt, HookBuildParams, HookOnToolSuccess, HookFallbackFinal}
-	middleware := []string{HookOnTurnStart, HookOnAction, HookOnObservation, HookOnFinal, HookBeforeRun, HookAfterRun,
-		HookBeforeToolCall, HookAfterToolCall}
+	stage := []string{HookHandleStage}
+	var middleware []string
+	for _, h := range Hooks {
+		if !slices.Contains(engine, h.Name) && !slices.Contains(stage, h.Name) {
+			middleware = append(middleware, h.Name)
+		}
+	}
 	for _, c := range []struct {
 		kind HookKind
 		want []string
-	}{{EngineHook, engine}, {Middleware, middleware}, {StageHandler, []string{HookHandleStage}}} {
+	}{{EngineHook, engine}, {Middleware, middleware}, {StageHandler, stage}} {
 		if got := HookNames(c.kind); !slices.Equal(got, c.want) {
 			t.Errorf("HookNames(%s) = %v, want %v", c.kind, got, c.want)
 		}
 	}
-	if h, ok := HookByName(HookHandleStage); !ok || h.Export != ExportHandleStage || h.Kind.String() != "stage handler" {
-		t.Errorf("HookByName(%q) = %+v, %v", HookHandleStage, h, ok)
+	h, ok := HookByName(HookHandleStage)
+	if !ok {
+		t.Fatalf("HookByName(%q): not found", HookHandleStage)
+	}
+	if h.Export != ExportHandleStage {
+		t.Errorf("HookByName(%q).Export = %q, want %q", HookHandleStage, h.Export, ExportHandleStage)
+	}
+	if got := h.Kind.String(); got != "stage handler" {
+		t.Errorf("HookByName(%q).Kind = %q, want \"stage handler\"", HookHandleStage, got)
 	}
 }
 
