@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -534,30 +535,32 @@ func TestQuarantineIgnoresLateReports(t *testing.T) {
 	}
 }
 
-// Every middleware hook of the ABI's table is one the engine calls: a Funcs
-// with every function set implements them all, and nothing else.
+// Every middleware hook of the ABI's table is one the engine calls, with a
+// field of Funcs of its own: a Funcs given every one as a JSON hook
+// implements them all and nothing else, and its typed copy has as many
+// hook fields set.
 func TestFuncsCoverTheHookTable(t *testing.T) {
-	f := &Funcs{
-		TurnStart:   func(context.Context, abi.TurnStart) error { return nil },
-		Action:      func(context.Context, abi.Action) error { return nil },
-		Observation: func(context.Context, abi.Observation) error { return nil },
-		Final:       func(context.Context, abi.TurnFinal) error { return nil },
-		BeforeRun: func(context.Context, abi.BeforeRunInput) (abi.BeforeRunOutput, error) {
-			return abi.BeforeRunOutput{}, nil
-		},
-		AfterRun: func(context.Context, abi.AfterRunInput) error { return nil },
-		BeforeToolCall: func(context.Context, abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error) {
-			return abi.BeforeToolCallOutput{}, nil
-		},
-		AfterToolCall: func(context.Context, abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
-			return abi.AfterToolCallOutput{}, nil
-		},
+	want := abi.HookNames(abi.Middleware)
+	f := &Funcs{}
+	for _, name := range want {
+		if err := f.SetJSON(name, func(context.Context, []byte, any) error { return nil }); err != nil {
+			t.Errorf("SetJSON(%s): %v", name, err)
+		}
 	}
-	got, want := f.Hooks(), abi.HookNames(abi.Middleware)
+	got := f.Hooks()
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("the engine calls %v, the ABI's table has %v", got, want)
+	}
+	typed, set := reflect.ValueOf(f.Typed()).Elem(), 0
+	for i := range typed.NumField() {
+		if fv := typed.Field(i); fv.Kind() == reflect.Func && !fv.IsNil() {
+			set++
+		}
+	}
+	if set != len(want) {
+		t.Errorf("Typed() sets %d hook fields, want one for each of the %d hooks", set, len(want))
 	}
 }
 
