@@ -1491,7 +1491,7 @@ func TestSpecListsExports(t *testing.T) {
 			t.Errorf("SPEC.md: the exports table of §3 has no row for %s (%s)", export, name)
 		}
 	}
-	for _, m := range []map[string]string{HookExports, MiddlewareExports} {
+	for _, m := range []map[string]string{EngineHookExports, MiddlewareExports} {
 		for hook, export := range m {
 			if export != "morph_"+hook {
 				t.Errorf("hook %s has export %s, want morph_%s", hook, export, hook)

@@ -43,15 +43,14 @@ func (k HookKind) String() string {
 
 // Hook describes one hook of ABI v1.
 type Hook struct {
-	Name   string   // as in Manifest.Hooks and morph.toml
-	Export string   // the guest's export of it
-	Kind   HookKind //
-	// Mutates: its answer can change what the engine or the pipeline does
-	// (a prompt, a rewritten tool call, a stage's outcome); otherwise it
-	// observes, and answers nothing.
-	Mutates bool
-	Input   reflect.Type // the payload it is called with
-	Output  reflect.Type // the payload it answers; nil when it answers nothing
+	Name   string       // as in Manifest.Hooks and morph.toml
+	Export string       // the guest's export of it
+	Kind   HookKind     //
+	Input  reflect.Type // the payload it is called with
+	// Output is the payload it answers, with which it can change what the
+	// engine or the pipeline does (a prompt, a rewritten tool call, a
+	// stage's outcome); nil when it observes, and answers nothing.
+	Output reflect.Type
 	// Doc says, to a plugin's author, when the hook is called and what its
 	// answer may change: the PDKs' documentation of the hook is made from
 	// it (abi/internal/gen), after "registers the <name> hook".
@@ -68,11 +67,11 @@ type Hook struct {
 // abi/internal/gen): adding a hook is a row here, its payload types and
 // their schemas, and the regenerated PDK files.
 var Hooks = []Hook{
-	{Name: HookBuildPrompt, Export: ExportBuildPrompt, Kind: EngineHook, Mutates: true,
+	{Name: HookBuildPrompt, Export: ExportBuildPrompt, Kind: EngineHook,
 		Input: reflect.TypeOf(PromptInput{}), Output: reflect.TypeOf(PromptOutput{}),
 		Doc: "it receives the task, the tools and the engine's default prompt, and returns the run's system prompt. " +
 			"An empty system prompt counts as a failure and the engine uses its default."},
-	{Name: HookBuildParams, Export: ExportBuildParams, Kind: EngineHook, Mutates: true,
+	{Name: HookBuildParams, Export: ExportBuildParams, Kind: EngineHook,
 		Input: reflect.TypeOf(ParamsInput{}), Output: reflect.TypeOf(ParamsOutput{}),
 		Doc: "the returned parameters override the run's base model parameters key by key, " +
 			"for every model request of the run."},
@@ -80,7 +79,7 @@ var Hooks = []Hook{
 		Input: reflect.TypeOf(ToolSuccessInput{}),
 		Doc: "called after every tool call that was found and returned no error. " +
 			"An error it returns is logged by the host; the tool's result stands."},
-	{Name: HookFallbackFinal, Export: ExportFallbackFinal, Kind: EngineHook, Mutates: true,
+	{Name: HookFallbackFinal, Export: ExportFallbackFinal, Kind: EngineHook,
 		Input: reflect.TypeOf(FallbackInput{}), Output: reflect.TypeOf(Final{}),
 		Doc: "it gives the run's final answer when the model failed to conclude. " +
 			"If it fails, the engine uses its default final."},
@@ -96,22 +95,22 @@ var Hooks = []Hook{
 	{Name: HookOnFinal, Export: ExportOnFinal, Kind: Middleware,
 		Input: reflect.TypeOf(TurnFinal{}),
 		Doc:   "a turn ended, on whichever path (its status says which); it is called exactly once per turn."},
-	{Name: HookBeforeRun, Export: ExportBeforeRun, Kind: Middleware, Mutates: true,
+	{Name: HookBeforeRun, Export: ExportBeforeRun, Kind: Middleware,
 		Input: reflect.TypeOf(BeforeRunInput{}), Output: reflect.TypeOf(BeforeRunOutput{}),
 		Doc: "called before a turn's first model call; its output may replace the system prompt " +
 			"(empty: unchanged) and narrow the tools to a subset (absent: unchanged)."},
 	{Name: HookAfterRun, Export: ExportAfterRun, Kind: Middleware,
 		Input: reflect.TypeOf(AfterRunInput{}),
 		Doc:   "how a turn ended, after on_final."},
-	{Name: HookBeforeToolCall, Export: ExportBeforeToolCall, Kind: Middleware, Mutates: true,
+	{Name: HookBeforeToolCall, Export: ExportBeforeToolCall, Kind: Middleware,
 		Input: reflect.TypeOf(BeforeToolCallInput{}), Output: reflect.TypeOf(BeforeToolCallOutput{}),
 		Doc: "called before a tool runs; its output may rewrite the input (absent: unchanged) " +
 			"or deny the call (deny, with the reason the model sees as the observation)."},
-	{Name: HookAfterToolCall, Export: ExportAfterToolCall, Kind: Middleware, Mutates: true,
+	{Name: HookAfterToolCall, Export: ExportAfterToolCall, Kind: Middleware,
 		Input: reflect.TypeOf(AfterToolCallInput{}), Output: reflect.TypeOf(AfterToolCallOutput{}),
 		Doc: "called after a tool returned (or failed, is_error); its output may rewrite what the model sees " +
 			"(absent output: unchanged), to redact a secret, say."},
-	{Name: HookHandleStage, Export: ExportHandleStage, Kind: StageHandler, Mutates: true,
+	{Name: HookHandleStage, Export: ExportHandleStage, Kind: StageHandler,
 		Input: reflect.TypeOf(StageInput{}), Output: reflect.TypeOf(StageOutcome{}),
 		Doc: "it runs the stages of morph's pipelines whose node's type is \"wasm:<plugin>\" (SPEC section 11), " +
 			"and answers the stage's outcome, whose status is required. The host checks the outcome " +

@@ -83,8 +83,8 @@ const (
 	HookFallbackFinal = "fallback_final"
 )
 
-// HookExports maps each engine hook's name to its export (from Hooks).
-var HookExports = exportsOf(EngineHook)
+// EngineHookExports maps each engine hook's name to its export (from Hooks).
+var EngineHookExports = exportsOf(EngineHook)
 
 // ErrorFlag marks a packed result whose bytes are a guest-reported error
 // message (UTF-8 text) rather than the export's JSON output.

@@ -44,12 +44,6 @@ func (e *MiddlewareError) Error() string {
 // Unwrap returns the hook's error.
 func (e *MiddlewareError) Unwrap() error { return e.Err }
 
-// WithHooks sets the engine's single hooks value, called before every
-// WithMiddleware value. cfg, if given, sets how it is run.
-func WithHooks(m Middleware, cfg ...MiddlewareConfig) Option {
-	return func(e *Engine) { e.hooks = newMW(m, cfg) }
-}
-
 // WithMiddleware appends m to the middleware chain. cfg, if given, sets
 // how it is run.
 func WithMiddleware(m Middleware, cfg ...MiddlewareConfig) Option {
@@ -111,8 +105,7 @@ func (e *Engine) Middleware() []MiddlewareInfo {
 	return out
 }
 
-// chain is the middleware in call order: the hooks value, then the rest
-// (New puts the hooks value first once, so runs need not).
+// chain is the middleware in call order.
 func (e *Engine) chain() []*mw { return e.middleware }
 
 // callMiddleware runs fn(ctx, arg), one hook of m, in isolation: quarantine

@@ -50,7 +50,6 @@ type Engine struct {
 	rules      []string
 	onEvent    func(Event)
 	log        *slog.Logger
-	hooks      *mw              // WithHooks; New puts it first in middleware
 	middleware []*mw            // WithMiddleware, in order
 	now        func() time.Time // the quarantine clock; tests replace it
 	nonce      func() string    // of new sessions' IDs and runs' call IDs (WithNonce)
@@ -78,9 +77,6 @@ func New(client llm.Client, reg *Registry, opts ...Option) *Engine {
 	e.conf.put(modeKey, sourceEngine)
 	for _, o := range opts {
 		o(e)
-	}
-	if e.hooks != nil {
-		e.middleware = append([]*mw{e.hooks}, e.middleware...)
 	}
 	return e
 }

@@ -7,8 +7,8 @@ import (
 
 // Middleware is session middleware: a named value that implements any
 // subset of the *Hook interfaces below. The engine calls the hooks of every
-// middleware in order (the WithHooks value first, then WithMiddleware
-// values as given) and isolates each: an error, a panic or a timeout in one
+// middleware in order (WithMiddleware values as given, then plugins'
+// middleware in load order) and isolates each: an error, a panic or a timeout in one
 // never interrupts the session; it is logged with the middleware's name,
 // counted, and handled by the middleware's Policy.
 //

@@ -80,7 +80,7 @@ func TestMiddlewareEventOrderAndPayloads(t *testing.T) {
 	h, a, b := &recorder{name: "h", log: &log}, &recorder{name: "a", log: &log, history: true}, &recorder{name: "b", log: &log}
 	m := script(toolCall("echo", `{"text":"hi"}`), finalReply("done"))
 	tool := echoTool()
-	e := New(m, registry(tool), WithMiddleware(a), WithHooks(h), WithMiddleware(b))
+	e := New(m, registry(tool), WithMiddleware(h), WithMiddleware(a), WithMiddleware(b))
 	final, rc, err := e.Run(context.Background(), "task", RunOptions{})
 	if err != nil || final.Output != "done" {
 		t.Fatalf("err %v final %+v", err, final)

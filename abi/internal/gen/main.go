@@ -101,7 +101,7 @@ func camel(name string) string {
 // mutating middleware and every observing hook, which it is.
 func nature(h abi.Hook) string {
 	switch {
-	case !h.Mutates:
+	case h.Output == nil:
 		return h.Kind.String() + ", observing"
 	case h.Kind == abi.Middleware:
 		return h.Kind.String() + ", mutating"
