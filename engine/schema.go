@@ -25,7 +25,8 @@ const (
 // value or one of its members, or 32 bytes of a string or member name read
 // by a keyword, or 32 bytes times one instruction of a regular expression,
 // or, for "format": "regex" (which schemas of drafts before 2019-09
-// assert), 32 steps for each byte of a string parsed as a pattern. A schema that may check a single value against more subschemas than
+// assert), 32 steps for each byte of a string parsed as a pattern. A
+// schema that may check a single value against more subschemas than
 // MaxSteps (allOf, anyOf, oneOf and $ref multiply: a chain of a few KB
 // makes millions) is refused when it is compiled; a call whose parameters
 // would take more steps is refused before validation, with an error the

@@ -19,13 +19,10 @@
 // setting, a schema that is too large or deep, refers outside itself,
 // holds an unbounded number or pattern, or may check one value against
 // more subschemas than Limits.MaxSteps; it bounds, depth by depth, what
-// checking a value costs. Schema.Validate then refuses (StepsError), before
-// validating, a value whose bound exceeds the limit. One step is one
-// subschema checked against one value or one of its members, or 32 bytes
-// of a string or member name read by a keyword, or 32 bytes times one
-// instruction of a regular expression, or 32 steps for each byte of a
-// string that "format": "regex" parses as a pattern; 500,000 steps take
-// about a third of a second.
+// checking a value costs. Schema.Validate then refuses (StepsError),
+// before validating, a value whose bound exceeds the limit. What a step is
+// engine.SchemaLimits documents for operators; bytesPerStep and
+// regexpStepsPerByte set it here.
 //
 // Package engine sets the limits (engine.SchemaLimits, with their
 // defaults) and names the tool in each error.
@@ -77,6 +74,7 @@ type StepsError struct {
 	Limit int64 // Limits.MaxSteps
 }
 
+// Error says how many steps checking would take, and what to do.
 func (e *StepsError) Error() string {
 	return fmt.Sprintf("checking them against its schema would take %s steps, more than the limit of %d; send smaller parameters",
 		formatCount(e.Steps), e.Limit)
