@@ -247,7 +247,7 @@ func (e *Engine) initialize(ctx context.Context) error {
 		ext, err := p.Open(ctx)
 		took[p.Name()] = time.Since(start)
 		if err == nil && ext == nil {
-			err = errors.New("Open returned no extension")
+			err = errors.New("its Open returned no extension")
 		}
 		if err != nil {
 			fail.add(&PluginError{Plugin: p.Name(), Err: err})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/internal/testenv"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -172,7 +173,7 @@ func TestParseResponseBraceFloodIsLinear(t *testing.T) {
 		"x" + strings.Repeat(`{"a":"}`, 30_000),
 	} {
 		var err error
-		within(t, "parsing a brace flood", func() { _, err = ParseResponse(llm.Result{Text: text}) })
+		testenv.Within(t, "parsing a brace flood", func() { _, err = ParseResponse(llm.Result{Text: text}) })
 		if !errors.Is(err, ErrNoJSON) {
 			t.Errorf("error %v, want ErrNoJSON", err)
 		}

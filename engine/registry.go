@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine/internal/schemacost"
 	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/internal/schemaerr"
 )
@@ -61,7 +61,7 @@ type registered struct {
 	source string // SourceHost, SourceBuiltin, or "plugin:<name>"
 	limits SchemaLimits
 	once   sync.Once // schemas compile on first use: registering stays cheap and infallible
-	schema *toolSchema
+	schema *schemacost.Schema
 	err    error
 }
 
@@ -192,7 +192,7 @@ const maxNameBytes = 160
 func cutName(name string) string { return safetext.Truncate(name, maxNameBytes) }
 
 // quoteName is name cut as cutName does, then quoted as %q does.
-func quoteName(name string) string { return strconv.Quote(cutName(name)) }
+func quoteName(name string) string { return safetext.Quote(name, maxNameBytes) }
 
 // Source returns where the tool called name came from.
 func (r *Registry) Source(name string) (string, bool) {
@@ -282,11 +282,7 @@ func (r *Registry) Validate(name string, params map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("%w for tool %s: %v", ErrInvalidParams, quoteName(name), err)
 	}
-	if n := sch.cost.steps(inst); n > sch.limit {
-		return fmt.Errorf("%w for tool %s: checking them against its schema would take %s steps, more than the limit of %d; send smaller parameters",
-			ErrInvalidParams, quoteName(name), formatCount(n), sch.limit)
-	}
-	if err := sch.schema.Validate(inst); err != nil {
+	if err := sch.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("%w for tool %s: %s", ErrInvalidParams, quoteName(name), schemaerr.Describe(ve, ""))
@@ -303,7 +299,7 @@ func (r *Registry) entry(name string) (*registered, bool) {
 	return e, ok
 }
 
-func (e *registered) compiled() (*toolSchema, error) {
+func (e *registered) compiled() (*schemacost.Schema, error) {
 	e.once.Do(func() { e.schema, e.err = compileSchema(e.tool.Name(), schemaText(e.tool), e.limits) })
 	return e.schema, e.err
 }

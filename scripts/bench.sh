@@ -47,7 +47,7 @@ parallel  ./host                        ^BenchmarkCallParallel$                 
 history   ./host                        ^BenchmarkMiddlewareHistory$                 0.5s
 mwturn    ./host                        ^BenchmarkMiddlewareTurn$                    0.3s
 extism    ./host                        ^BenchmarkExtismCall$                        0.3s
-schema    ./engine                      ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
+schema    ./engine/internal/schemacost  ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
 pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
 stage     ./host                        ^BenchmarkStage$                             0.3s
 temporal  ./temporal                    ^BenchmarkTurn$                              5x

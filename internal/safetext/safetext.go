@@ -29,6 +29,11 @@ func Escape(s string) string { return escape(s, false) }
 // included, then cut as Truncate does (max <= 0: not cut).
 func Line(s string, max int) string { return Truncate(escape(s, true), max) }
 
+// Quote returns s cut as Truncate does, then quoted as %q does (every
+// non-printing character and invalid byte escaped): a name or URL a guest wrote, for an
+// error message.
+func Quote(s string, max int) string { return strconv.Quote(Truncate(s, max)) }
+
 // Truncate cuts s to max bytes on a character boundary, and adds a note of
 // how much was left out ("... (N more bytes)"), so the result can exceed
 // max by the note's length; s of at most max bytes (or max <= 0) is

@@ -60,4 +60,7 @@ func TestLineCuts(t *testing.T) {
 	if got := Truncate("short", 10); got != "short" {
 		t.Fatalf("Truncate = %q", got)
 	}
+	if got := Quote("\x1b[2J\u202e and more", 7); got != `"\x1b[2J\u202e... (9 more bytes)"` { // cut, then quoted
+		t.Fatalf("Quote = %s", got)
+	}
 }

@@ -1,6 +1,7 @@
 // Package testenv holds what morph's tests need of their environment: the
-// policy for missing tools and builds (tools.go), and keeping a package's
-// tests from the developer's own files:
+// policy for missing tools and builds (tools.go), a bound on calls that
+// could hang (Within), and keeping a package's tests from the developer's
+// own files:
 // morph reads plugins from ~/.morph/plugins and caches compiled modules in
 // the user cache directory, so a test binary run in a developer's account
 // would load their plugins into every engine it builds (and fail on them)
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 )
 
 // homeVars are the variables that locate a user's home, configuration,
@@ -115,4 +117,19 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Within runs fn and fails the test if it takes longer than 30 seconds, a
+// bound no correct implementation comes near: for the calls an attack
+// would hang (a schema that takes days to check, a reference to a FIFO),
+// so that the test names what hung rather than the test binary timing out.
+func Within(t testing.TB, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not return within 30s", what)
+	}
 }

@@ -751,7 +751,8 @@ func (info *attemptInfo) where(status int) string {
 // hides two things Chat needs: response headers on errors (for Retry-After)
 // and parameters whose explicit zero value (temperature 0) its omitempty
 // tags drop, which would silently switch the server to its default; it also
-// adds Config.ExtraBody, fields go-openai has no place for.
+// adds Config.ExtraBody, fields go-openai has no place for, and max_tokens,
+// whose go-openai field is deprecated.
 type doer struct {
 	hc *http.Client
 }

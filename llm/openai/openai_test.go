@@ -293,6 +293,27 @@ func TestExplicitZerosAndDefaults(t *testing.T) {
 	}
 }
 
+// max_tokens and max_completion_tokens are each sent under their own name,
+// whatever the model: a local server reads only max_tokens, and an OpenAI
+// reasoning model only max_completion_tokens, so neither is translated, and
+// the server, not go-openai's list of model names, refuses the one it does
+// not take (go-openai refused max_tokens for "o3-mini" before sending it).
+func TestTokenLimitKeysSentAsWritten(t *testing.T) {
+	for _, model := range []string{"llama-3.1-8b-instruct", "o3-mini"} {
+		for _, key := range []string{"max_tokens", "max_completion_tokens"} {
+			s := newServer(t, ok("fine"))
+			c := s.client(t, func(cfg *Config) { cfg.Model = model })
+			if _, err := c.Chat(context.Background(), llm.Request{Messages: userMsg("hi"), Parameters: map[string]any{key: int64(300)}}); err != nil {
+				t.Fatalf("%s with %s: %v", model, key, err)
+			}
+			want := decode(t, []byte(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}],"stream":false,"`+key+`":300}`))
+			if got := decode(t, s.request(0).body); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s with %s: body = %s\nwant %v", model, key, s.request(0).body, want)
+			}
+		}
+	}
+}
+
 func TestUnknownParameterRejectedBeforeSending(t *testing.T) {
 	s := newServer(t, ok("never"))
 	c := s.client(t, nil)

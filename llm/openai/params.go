@@ -65,8 +65,9 @@ func (e *ParametersError) Unwrap() []error {
 }
 
 // target is what a parameter writes into: the go-openai request, plus fields
-// that go-openai would drop (omitempty on an explicit zero, such as
-// temperature 0) and that the HTTP layer therefore splices into the body.
+// the HTTP layer splices into the body: those go-openai would drop
+// (omitempty on an explicit zero, such as temperature 0), and max_tokens,
+// whose go-openai field is deprecated (see maxTokens).
 type target struct {
 	req   *goopenai.ChatCompletionRequest
 	extra map[string]any
@@ -81,7 +82,7 @@ var parameters = map[string]setter{
 	"top_p":                 zeroKept("top_p", floatIn(0, 1), func(t *target, x float32) { t.req.TopP = x }),
 	"presence_penalty":      zeroKept("presence_penalty", floatIn(math.Inf(-1), math.Inf(1)), func(t *target, x float32) { t.req.PresencePenalty = x }),
 	"frequency_penalty":     zeroKept("frequency_penalty", floatIn(math.Inf(-1), math.Inf(1)), func(t *target, x float32) { t.req.FrequencyPenalty = x }),
-	"max_tokens":            convert(intIn(1, math.MaxInt), func(t *target, n int) { t.req.MaxTokens = n }),
+	"max_tokens":            convert(intIn(1, math.MaxInt), maxTokens),
 	"max_completion_tokens": convert(intIn(1, math.MaxInt), func(t *target, n int) { t.req.MaxCompletionTokens = n }),
 	"n":                     convert(intIn(1, math.MaxInt), func(t *target, n int) { t.req.N = n }),
 	"seed":                  convert(intIn(math.MinInt, math.MaxInt), func(t *target, n int) { t.req.Seed = &n }),
@@ -122,6 +123,20 @@ var parameters = map[string]setter{
 		return err
 	},
 }
+
+// maxTokens sends max_tokens as written, and never as max_completion_tokens:
+// the two are separate parameters, each sent under its own name. OpenAI
+// reads either for most models but only max_completion_tokens for its
+// reasoning models (o1, o3, o4, gpt-5), which answer max_tokens with an
+// HTTP 400 that names the other key; servers that implement the older API,
+// as many local ones do, read only max_tokens and would ignore
+// max_completion_tokens without a word, leaving the reply unbounded.
+// Translating one into the other would break one kind of server or the
+// other, so the operator's key is the one sent. go-openai's MaxTokens field,
+// deprecated for that reason, is not used: the number goes into the body
+// directly, so go-openai's own check of reasoning models does not refuse
+// it before the server can say which key it wants.
+func maxTokens(t *target, n int) { t.extra["max_tokens"] = n }
 
 // refused are keys a caller might reasonably try that this client
 // deliberately does not send, with the reason to show instead of a bare
