@@ -21,8 +21,15 @@ func TestHookNamesByKind(t *testing.T) {
 			t.Errorf("HookNames(%s) = %v, want %v", c.kind, got, c.want)
 		}
 	}
-	if h, ok := HookByName(HookHandleStage); !ok || h.Export != ExportHandleStage || h.Kind.String() != "stage handler" {
-		t.Errorf("HookByName(%q) = %+v, %v", HookHandleStage, h, ok)
+	h, ok := HookByName(HookHandleStage)
+	if !ok {
+		t.Fatalf("HookByName(%q) found no hook", HookHandleStage)
+	}
+	if h.Export != ExportHandleStage {
+		t.Errorf("HookByName(%q).Export = %q, want %q", HookHandleStage, h.Export, ExportHandleStage)
+	}
+	if got := h.Kind.String(); got != "stage handler" {
+		t.Errorf("HookByName(%q).Kind = %q, want %q", HookHandleStage, got, "stage handler")
 	}
 }
 
