@@ -31,8 +31,17 @@ func TestCheckDepth(t *testing.T) {
 	for _, c := range cases {
 		err := CheckDepth([]byte(c.doc), c.limit)
 		var de *DepthError
-		if (err != nil) != c.err || (err != nil && (!errors.As(err, &de) || de.Limit != c.limit)) {
+		if (err != nil) != c.err {
 			t.Errorf("CheckDepth(%.40q, %d) = %v, want error %v", c.doc, c.limit, err, c.err)
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.As(err, &de) {
+			t.Errorf("CheckDepth(%.40q, %d) = %v (%T), want a *DepthError", c.doc, c.limit, err, err)
+		} else if de.Limit != c.limit {
+			t.Errorf("CheckDepth(%.40q, %d): DepthError.Limit = %d, want %d", c.doc, c.limit, de.Limit, c.limit)
 		}
 	}
 	err := CheckDepth([]byte(`[[[`), 2)

@@ -39,8 +39,17 @@ func TestExportTable(t *testing.T) {
 	}
 	for _, h := range Hooks {
 		e := seen[h.Export]
-		if e.Hook != h.Name || e.Kind != h.Kind || e.Input != h.Input || e.Output != h.Output {
-			t.Errorf("hook %s: export row %+v", h.Name, e)
+		if e.Hook != h.Name {
+			t.Errorf("hook %s: export row %s has Hook %q", h.Name, h.Export, e.Hook)
+		}
+		if e.Kind != h.Kind {
+			t.Errorf("hook %s: export row %s has Kind %s, want %s", h.Name, h.Export, e.Kind, h.Kind)
+		}
+		if e.Input != h.Input {
+			t.Errorf("hook %s: export row %s has Input %v, want %v", h.Name, h.Export, e.Input, h.Input)
+		}
+		if e.Output != h.Output {
+			t.Errorf("hook %s: export row %s has Output %v, want %v", h.Name, h.Export, e.Output, h.Output)
 		}
 		if h.Doc == "" {
 			t.Errorf("hook %s: no Doc, which the PDKs' documentation is made from", h.Name)

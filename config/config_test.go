@@ -101,8 +101,20 @@ builtin = ["calc"]
 	}
 
 	ro := cfg.RunOptions()
-	if ro.Model != "scripted-test" || ro.MaxSteps != 7 || ro.ParseRetries != -1 || ro.TokenBudget != 5000 || ro.Parameters["temperature"] != 0.2 {
-		t.Errorf("RunOptions = %+v", ro)
+	if ro.Model != "scripted-test" {
+		t.Errorf("RunOptions.Model = %q, want %q", ro.Model, "scripted-test")
+	}
+	if ro.MaxSteps != 7 {
+		t.Errorf("RunOptions.MaxSteps = %d, want 7", ro.MaxSteps)
+	}
+	if ro.ParseRetries != -1 {
+		t.Errorf("RunOptions.ParseRetries = %d, want -1", ro.ParseRetries)
+	}
+	if ro.TokenBudget != 5000 {
+		t.Errorf("RunOptions.TokenBudget = %d, want 5000", ro.TokenBudget)
+	}
+	if ro.Parameters["temperature"] != 0.2 {
+		t.Errorf("RunOptions.Parameters[temperature] = %v, want 0.2", ro.Parameters["temperature"])
 	}
 	ro.Parameters["temperature"] = 1.0
 	if cfg.LLM.Parameters["temperature"] != 0.2 {
@@ -142,8 +154,14 @@ builtin = ["calc"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if final.Output != "ok" || rc.Metrics.TotalCost == 0 || !strings.HasPrefix(rc.SystemPrompt, "You are a test.") {
-		t.Errorf("final %+v, metrics %+v", final, rc.Metrics)
+	if final.Output != "ok" {
+		t.Errorf("final.Output = %q, want %q", final.Output, "ok")
+	}
+	if rc.Metrics.TotalCost == 0 {
+		t.Errorf("Metrics.TotalCost = 0, want the priced run's cost (metrics %+v)", rc.Metrics)
+	}
+	if !strings.HasPrefix(rc.SystemPrompt, "You are a test.") {
+		t.Errorf("SystemPrompt = %q, want it to start with %q", rc.SystemPrompt, "You are a test.")
 	}
 }
 
@@ -189,8 +207,14 @@ func TestOpenAILoadsWithoutTheKey(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, config.ErrConfig) {
 		t.Fatalf("Client without the variable: err = %v, want a *config.Error", err)
 	}
-	if ce.Key != "llm.api_key_env" || ce.Line != 6 || !strings.Contains(ce.Msg, "MORPH_TEST_API_KEY is not set") {
-		t.Fatalf("error %q: want it at llm.api_key_env, line 6, naming MORPH_TEST_API_KEY", err)
+	if ce.Key != "llm.api_key_env" {
+		t.Errorf("Key = %q, want %q", ce.Key, "llm.api_key_env")
+	}
+	if ce.Line != 6 {
+		t.Errorf("Line = %d, want 6", ce.Line)
+	}
+	if !strings.Contains(ce.Msg, "MORPH_TEST_API_KEY is not set") {
+		t.Errorf("Msg = %q, want it to say %q", ce.Msg, "MORPH_TEST_API_KEY is not set")
 	}
 
 	t.Setenv("MORPH_TEST_API_KEY", "sk-test-secret")

@@ -48,8 +48,17 @@ path = "configured.wasm"
 	}
 	defer rt.Close(context.Background())
 	st := rt.Engine.Status()
-	if len(st.Plugins) != 2 || st.Plugins[0].Name != "min" || st.Plugins[0].Source != "configured.wasm" || st.Plugins[1].Name != "echo" {
-		t.Fatalf("plugins %+v", st.Plugins)
+	if len(st.Plugins) != 2 {
+		t.Fatalf("len(Plugins) = %d, want 2 (%+v)", len(st.Plugins), st.Plugins)
+	}
+	if st.Plugins[0].Name != "min" {
+		t.Errorf("Plugins[0].Name = %q, want %q", st.Plugins[0].Name, "min")
+	}
+	if st.Plugins[0].Source != "configured.wasm" {
+		t.Errorf("Plugins[0].Source = %q, want %q", st.Plugins[0].Source, "configured.wasm")
+	}
+	if st.Plugins[1].Name != "echo" {
+		t.Errorf("Plugins[1].Name = %q, want %q", st.Plugins[1].Name, "echo")
 	}
 	if len(st.Skipped) != 1 || st.Skipped[0].Name != "min" {
 		t.Fatalf("skipped %+v", st.Skipped)

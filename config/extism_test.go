@@ -99,9 +99,17 @@ func TestExtismPluginKeyErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.key, func(t *testing.T) {
 			ce, err := loadErr(t, head+c.lines+"\n")
-			named := !strings.Contains(c.key, ".0.") || strings.Contains(err.Error(), `plugin "x"`)
-			if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) || !named {
-				t.Errorf("key %q line %d: %v; want key %s and %q", ce.Key, ce.Line, err, c.key, c.want)
+			if ce.Key != c.key {
+				t.Errorf("Key = %q, want %q (%v)", ce.Key, c.key, err)
+			}
+			if ce.Line == 0 {
+				t.Errorf("Line = 0, want the line of %s (%v)", c.key, err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not say %q", err, c.want)
+			}
+			if strings.Contains(c.key, ".0.") && !strings.Contains(err.Error(), `plugin "x"`) {
+				t.Errorf("error %q does not name plugin \"x\"", err)
 			}
 		})
 	}

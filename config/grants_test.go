@@ -119,8 +119,14 @@ func TestPluginGrantErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.key+" "+c.line, func(t *testing.T) {
 			ce, err := loadErr(t, head(c.llm)+c.line+"\n")
-			if ce.Key != "plugins.0."+c.key || ce.Line == 0 || !strings.HasSuffix(ce.File, "morph.toml") {
-				t.Errorf("key %q line %d file %q, want plugins.0.%s located in morph.toml (%v)", ce.Key, ce.Line, ce.File, c.key, err)
+			if ce.Key != "plugins.0."+c.key {
+				t.Errorf("Key = %q, want plugins.0.%s (%v)", ce.Key, c.key, err)
+			}
+			if ce.Line == 0 {
+				t.Errorf("Line = 0, want the line of plugins.0.%s (%v)", c.key, err)
+			}
+			if !strings.HasSuffix(ce.File, "morph.toml") {
+				t.Errorf("File = %q, want it to end in morph.toml", ce.File)
 			}
 			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `plugin "cap"`) {
 				t.Errorf("error %q does not name the plugin and say %q", err, c.want)
@@ -203,8 +209,18 @@ max_stack_kb = 512
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Plugins[0].HostConfig().Limits; l.MaxLogBytes != 8<<10 || l.MaxErrorBytes != 2<<10 || l.MaxJSONDepth != 16 || l.MaxStackBytes != 512<<10 {
-		t.Fatalf("limits %+v", l)
+	l := c.Plugins[0].HostConfig().Limits
+	if l.MaxLogBytes != 8<<10 {
+		t.Errorf("MaxLogBytes = %d, want %d", l.MaxLogBytes, 8<<10)
+	}
+	if l.MaxErrorBytes != 2<<10 {
+		t.Errorf("MaxErrorBytes = %d, want %d", l.MaxErrorBytes, 2<<10)
+	}
+	if l.MaxJSONDepth != 16 {
+		t.Errorf("MaxJSONDepth = %d, want 16", l.MaxJSONDepth)
+	}
+	if l.MaxStackBytes != 512<<10 {
+		t.Errorf("MaxStackBytes = %d, want %d", l.MaxStackBytes, 512<<10)
 	}
 	if ml := c.Wasm.Limits.Host(); ml.Functions != 2 || ml.FunctionLocals != 0 {
 		t.Fatalf("module limits %+v: want functions only, the rest to the host's defaults", ml)

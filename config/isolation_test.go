@@ -65,7 +65,14 @@ func TestPluginSessionKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Plugins[0].HostConfig().Limits; l.SessionIdle != time.Hour || l.MaxSessions != 50000 || l.SessionWait != 2*time.Second {
-		t.Fatalf("limits %+v", l)
+	l := c.Plugins[0].HostConfig().Limits
+	if l.SessionIdle != time.Hour {
+		t.Errorf("SessionIdle = %v, want 1h", l.SessionIdle)
+	}
+	if l.MaxSessions != 50000 {
+		t.Errorf("MaxSessions = %d, want 50000", l.MaxSessions)
+	}
+	if l.SessionWait != 2*time.Second {
+		t.Errorf("SessionWait = %v, want 2s", l.SessionWait)
 	}
 }

@@ -62,8 +62,14 @@ func TestTemporalTable(t *testing.T) {
 		{`turn_max_kb = -5`, "temporal.turn_max_kb", "must be from 1"},
 	} {
 		ce, err := loadErr(t, head+c.line+"\n")
-		if ce.Key != c.key || ce.Line == 0 || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: key %q line %d: %v", c.line, ce.Key, ce.Line, err)
+		if ce.Key != c.key {
+			t.Errorf("%s: Key = %q, want %q (%v)", c.line, ce.Key, c.key, err)
+		}
+		if ce.Line == 0 {
+			t.Errorf("%s: Line = 0, want the line of %s (%v)", c.line, c.key, err)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %q does not say %q", c.line, err, c.want)
 		}
 	}
 }

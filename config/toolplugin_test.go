@@ -140,8 +140,20 @@ func TestOpenBlamesTheSchemasPlugin(t *testing.T) {
 
 	_, err = openTwoPlugins(t, ok, `{"type":"object","properties":{"q":{"$ref":"file:///etc/passwd"}}}`, "")
 	var ce *config.Error
-	if !errors.As(err, &ce) || ce.Key != "plugins.1" || ce.Line != 14 || !errors.Is(err, engine.ErrInit) || !errors.Is(err, engine.ErrInvalidSchema) {
-		t.Fatalf("err %v (key %q line %d), want plugins.1 at line 14", err, ce.Key, ce.Line)
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a *config.Error", err)
+	}
+	if ce.Key != "plugins.1" {
+		t.Errorf("Key = %q, want %q", ce.Key, "plugins.1")
+	}
+	if ce.Line != 14 {
+		t.Errorf("Line = %d, want 14", ce.Line)
+	}
+	if !errors.Is(err, engine.ErrInit) {
+		t.Errorf("err = %v, want it to match engine.ErrInit", err)
+	}
+	if !errors.Is(err, engine.ErrInvalidSchema) {
+		t.Errorf("err = %v, want it to match engine.ErrInvalidSchema", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, `plugin "second": invalid tool parameter schema of tool "lookup"`) || !strings.Contains(msg, "file:///etc/passwd") {
 		t.Fatalf("message %q", msg)
@@ -165,8 +177,14 @@ func TestOpenSchemaLimits(t *testing.T) {
 	}
 	_, err := openTwoPlugins(t, schema, `{}`, "[tools]\nmax_schema_kb = 1\n")
 	var ce *config.Error
-	if !errors.As(err, &ce) || ce.Key != "plugins.0" || !strings.Contains(err.Error(), "tools.max_schema_kb") {
-		t.Fatalf("err %v", err)
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a *config.Error", err)
+	}
+	if ce.Key != "plugins.0" {
+		t.Errorf("Key = %q, want %q", ce.Key, "plugins.0")
+	}
+	if !strings.Contains(err.Error(), "tools.max_schema_kb") {
+		t.Errorf("error %q does not name tools.max_schema_kb", err)
 	}
 }
 
@@ -202,7 +220,13 @@ func TestObservationLimitSetting(t *testing.T) {
 	reg := engine.NewRegistry()
 	reg.Register(bigTool{})
 	_, rc, err := engine.New(&twoReplies{}, reg, cfg.EngineOptions()...).Run(context.Background(), "t", cfg.RunOptions())
-	if err != nil || !rc.Steps[0].Truncated || len(rc.Steps[0].Observation) > 2<<10+100 {
-		t.Fatalf("err %v, observation of %d bytes", err, len(rc.Steps[0].Observation))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !rc.Steps[0].Truncated {
+		t.Errorf("Steps[0].Truncated = false, want true (observation of %d bytes)", len(rc.Steps[0].Observation))
+	}
+	if n := len(rc.Steps[0].Observation); n > 2<<10+100 {
+		t.Errorf("len(Steps[0].Observation) = %d, want at most %d", n, 2<<10+100)
 	}
 }

@@ -31,8 +31,12 @@ func sameGraph(t *testing.T, got, want *Graph) {
 		t.Fatalf("%d edges, want %d", len(got.Edges), len(want.Edges))
 	}
 	for i, e := range got.Edges {
-		if w := want.Edges[i]; e.From != w.From || e.To != w.To || !reflect.DeepEqual(e.Attrs, w.Attrs) {
-			t.Errorf("edge %d: %s->%s %q, want %s->%s %q", i, e.From, e.To, e.Attrs, w.From, w.To, w.Attrs)
+		w := want.Edges[i]
+		if e.From != w.From || e.To != w.To {
+			t.Errorf("edge %d: %s->%s, want %s->%s", i, e.From, e.To, w.From, w.To)
+		}
+		if !reflect.DeepEqual(e.Attrs, w.Attrs) {
+			t.Errorf("edge %d (%s->%s): attributes %q, want %q", i, e.From, e.To, e.Attrs, w.Attrs)
 		}
 	}
 }

@@ -154,8 +154,15 @@ func TestSelectEdgeSuggestedIDs(t *testing.T) {
 	}
 	for _, c := range cases {
 		e := SelectEdge(g.Node("n"), &Outcome{Status: StatusSuccess, SuggestedNextIDs: c.ids}, nil, g)
-		if e == nil || e.To != c.want || (c.lbl != "" && e.Label() != c.lbl) {
-			t.Errorf("suggested %q: got %v, want %s %q", c.ids, e, c.want, c.lbl)
+		if e == nil {
+			t.Errorf("suggested %q: no edge, want the one to %s", c.ids, c.want)
+			continue
+		}
+		if e.To != c.want {
+			t.Errorf("suggested %q: edge to %s, want %s", c.ids, e.To, c.want)
+		}
+		if c.lbl != "" && e.Label() != c.lbl {
+			t.Errorf("suggested %q: edge labelled %q, want %q", c.ids, e.Label(), c.lbl)
 		}
 	}
 }

@@ -74,8 +74,14 @@ func TestEngineBackendFidelity(t *testing.T) {
 	for _, m := range hist {
 		joined = append(joined, m.Content)
 	}
-	if s := strings.Join(joined, "|"); !strings.Contains(s, "first") || !strings.Contains(s, "second") || strings.Contains(s, "third") {
-		t.Errorf("thread th's history: %q", s)
+	s := strings.Join(joined, "|")
+	for _, want := range []string{"first", "second"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("thread th's history %q lacks %q", s, want)
+		}
+	}
+	if strings.Contains(s, "third") {
+		t.Errorf("thread th's history %q holds %q, from a run outside the thread", s, "third")
 	}
 	// A thread kept in the run directory is resumed by a new backend.
 	dir := t.TempDir()

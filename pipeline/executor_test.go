@@ -89,8 +89,17 @@ func TestExecutorSeam(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RunID != "wf-1" || man.RunID != "wf-1" || !man.StartedAt.Equal(e.now) || !cp.SavedAt.Equal(e.now) {
-		t.Errorf("run id %s, manifest %+v, checkpoint saved %s; want wf-1 and %s", res.RunID, man, cp.SavedAt, e.now)
+	if res.RunID != "wf-1" {
+		t.Errorf("result RunID = %q, want wf-1", res.RunID)
+	}
+	if man.RunID != "wf-1" {
+		t.Errorf("manifest RunID = %q, want wf-1", man.RunID)
+	}
+	if !man.StartedAt.Equal(e.now) {
+		t.Errorf("manifest StartedAt = %s, want the executor's clock, %s", man.StartedAt, e.now)
+	}
+	if !cp.SavedAt.Equal(e.now) {
+		t.Errorf("checkpoint SavedAt = %s, want the executor's clock, %s", cp.SavedAt, e.now)
 	}
 	if fmt.Sprint(res.Context["human.choice"]) != "go" {
 		t.Errorf("gate: %v", res.Context["human.choice"])

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,8 +68,10 @@ func TestParallelFanOutIn(t *testing.T) {
 	if want := []string{"start", "fan", "join", "done"}; strings.Join(res.Path, ",") != strings.Join(want, ",") {
 		t.Errorf("path %v", res.Path)
 	}
-	if tools.calls["a"] != 1 || tools.calls["b"] != 1 || tools.calls["b2"] != 1 {
-		t.Errorf("calls %v", tools.calls)
+	for _, tool := range []string{"a", "b", "b2"} {
+		if n := tools.calls[tool]; n != 1 {
+			t.Errorf("tool %s called %d times, want once (calls %v)", tool, n, tools.calls)
+		}
 	}
 	results, ok := res.Context[KeyParallelResults].(map[string]any)
 	if !ok || len(results) != 2 {
@@ -131,8 +134,18 @@ func TestHumanGate(t *testing.T) {
 			t.Fatalf("path %v", res.Path)
 		}
 		asked := q.Asked()
-		if len(asked) != 1 || asked[0].Text != "Ship it?" || len(asked[0].Choices) != 2 || asked[0].Choices[0].Key != "Y" || asked[0].Choices[1].Key != "N" {
-			t.Errorf("question %+v", asked)
+		if len(asked) != 1 {
+			t.Fatalf("%d questions asked, want 1: %+v", len(asked), asked)
+		}
+		if asked[0].Text != "Ship it?" {
+			t.Errorf("question Text = %q, want %q", asked[0].Text, "Ship it?")
+		}
+		var keys []string
+		for _, c := range asked[0].Choices {
+			keys = append(keys, c.Key)
+		}
+		if want := []string{"Y", "N"}; !slices.Equal(keys, want) {
+			t.Errorf("question's choice keys = %q, want %q", keys, want)
 		}
 		if res.Context["human.choice"] != "N) No" {
 			t.Errorf("human.choice %v", res.Context["human.choice"])
@@ -150,8 +163,14 @@ func TestHumanGate(t *testing.T) {
 		r, _, _ := scriptedRunner(nil)
 		r.Interviewer = NewQueueInterviewer()
 		res := runGraph(t, r, fmt.Sprintf(src, "10ms", `, max_retries=1`))
-		if res.State != RunFail || res.FailedNode != "gate" || res.Nodes["gate"].Attempts != 2 {
-			t.Fatalf("got %s at %s, %+v", res.State, res.FailedNode, res.Nodes["gate"])
+		if res.State != RunFail {
+			t.Fatalf("State = %q, want %q", res.State, RunFail)
+		}
+		if res.FailedNode != "gate" {
+			t.Errorf("FailedNode = %q, want gate", res.FailedNode)
+		}
+		if n := res.Nodes["gate"].Attempts; n != 2 {
+			t.Errorf("gate's Attempts = %d, want 2 (%+v)", n, res.Nodes["gate"])
 		}
 	})
 	t.Run("auto approve", func(t *testing.T) {
@@ -188,8 +207,10 @@ func TestToolNode(t *testing.T) {
 	if err := json.Unmarshal([]byte(o.ContextUpdates[KeyToolOutput].(string)), &got); err != nil {
 		t.Fatalf("output %v: %v", o.ContextUpdates[KeyToolOutput], err)
 	}
-	if got["id"] != `x", "id": "injected` || got["goal"] != `say "hi"` || got["n"] != 3.0 {
-		t.Errorf("input as the tool saw it: %v", got)
+	for k, want := range map[string]any{"id": `x", "id": "injected`, "goal": `say "hi"`, "n": 3.0} {
+		if got[k] != want {
+			t.Errorf("input as the tool saw it: %s = %#v, want %#v", k, got[k], want)
+		}
 	}
 
 	o = execNode(t, &ToolHandler{}, &Node{ID: "t", Attrs: map[string]string{"tool": "nope"}}, pctx, &Runner{Tools: &fakeTools{}})
@@ -219,17 +240,33 @@ func TestShellCommand(t *testing.T) {
 	pctx.Set(KeyGoal, "the goal")
 	on := &Runner{AllowShell: true, Limits: Limits{MaxToolOutputBytes: 64}}
 	o = execNode(t, &ToolHandler{}, cmd(`echo "$MORPH_GOAL|$MORPH_TEST_SECRET|"`), pctx, on)
-	if o.Status != StatusSuccess || o.ContextUpdates[KeyToolOutput] != "the goal||\n" {
-		t.Fatalf("env: %+v", o)
+	if o.Status != StatusSuccess {
+		t.Fatalf("env: Status = %q, want %q (%+v)", o.Status, StatusSuccess, o)
+	}
+	if got := o.ContextUpdates[KeyToolOutput]; got != "the goal||\n" {
+		t.Errorf("env: output %q, want the goal and no secret", got)
 	}
 	o = execNode(t, &ToolHandler{}, cmd(`yes | head -c 100000`), pctx, on)
-	if out := o.ContextUpdates[KeyToolOutput].(string); o.Status != StatusSuccess || len(out) > 200 || !strings.Contains(out, "more bytes") {
-		t.Fatalf("output cap: %d bytes %q", len(out), out)
+	if o.Status != StatusSuccess {
+		t.Fatalf("output cap: Status = %q, want %q (%+v)", o.Status, StatusSuccess, o)
+	}
+	out := o.ContextUpdates[KeyToolOutput].(string)
+	if len(out) > 200 {
+		t.Errorf("output cap: %d bytes of output, want at most 200", len(out))
+	}
+	if !strings.Contains(out, "more bytes") {
+		t.Errorf("output cap: output %q does not say how many more bytes there were", out)
 	}
 	start := time.Now()
 	o = execNode(t, &ToolHandler{}, cmd(`sleep 30 & sleep 30`, "timeout", "100ms"), pctx, on)
-	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "timed out") || time.Since(start) > 5*time.Second {
-		t.Fatalf("timeout: %+v after %s", o, time.Since(start))
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("timeout: the stage took %s, want it ended soon after its 100ms", took)
+	}
+	if o.Status != StatusFail {
+		t.Errorf("timeout: Status = %q, want %q", o.Status, StatusFail)
+	}
+	if !strings.Contains(o.FailureReason, "timed out") {
+		t.Errorf("timeout: FailureReason = %q, want it to say %q", o.FailureReason, "timed out")
 	}
 	// A child left in the background neither fails the stage nor outlives it.
 	o = execNode(t, &ToolHandler{}, cmd(`(sleep 12345 &) ; echo done`), pctx, on)
@@ -242,8 +279,13 @@ func TestShellCommand(t *testing.T) {
 		t.Errorf("the background child outlived its stage: pid %s", out)
 	}
 	o = execNode(t, &ToolHandler{}, cmd(`echo bad >&2; exit 3`), pctx, on)
-	if o.Status != StatusFail || !strings.Contains(o.FailureReason, "status 3") || !strings.Contains(o.FailureReason, "bad") {
-		t.Fatalf("exit status: %+v", o)
+	if o.Status != StatusFail {
+		t.Errorf("exit status: Status = %q, want %q", o.Status, StatusFail)
+	}
+	for _, want := range []string{"status 3", "bad"} {
+		if !strings.Contains(o.FailureReason, want) {
+			t.Errorf("exit status: FailureReason = %q, want it to say %q", o.FailureReason, want)
+		}
 	}
 }
 
@@ -263,8 +305,14 @@ func TestManagerLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != RunSuccess || h.calls["work"] != 2 || res.Context["boss.cycles"] != 2.0 {
-		t.Fatalf("got %s, work ran %d times, cycles %v: %s", res.State, h.calls["work"], res.Context["boss.cycles"], res.FailureReason)
+	if res.State != RunSuccess {
+		t.Fatalf("State = %q, want %q: %s", res.State, RunSuccess, res.FailureReason)
+	}
+	if n := h.calls["work"]; n != 2 {
+		t.Errorf("work ran %d times, want 2", n)
+	}
+	if got := res.Context["boss.cycles"]; got != 2.0 {
+		t.Errorf("boss.cycles = %#v, want 2.0", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "run", "boss", "cycle-2", CheckpointFile)); err != nil {
 		t.Errorf("child run directory: %v", err)

@@ -53,8 +53,14 @@ func FuzzParseDOT(f *testing.F) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %T %v is not a *ParseError", err, err)
 			}
-			if pe.File != "f.dot" || pe.Line < 0 || pe.Line > lines || pe.Msg == "" {
-				t.Fatalf("bad ParseError %+v for a source of %d lines", pe, lines)
+			if pe.File != "f.dot" {
+				t.Fatalf("ParseError %+v: File = %q, want f.dot", pe, pe.File)
+			}
+			if pe.Line < 0 || pe.Line > lines {
+				t.Fatalf("ParseError %+v: Line = %d, want 0 to %d (the source's lines)", pe, pe.Line, lines)
+			}
+			if pe.Msg == "" {
+				t.Fatalf("ParseError %+v: no Msg", pe)
 			}
 			return
 		}

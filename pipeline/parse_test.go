@@ -323,8 +323,14 @@ func TestParseDOTErrors(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("%T %v; want a *ParseError", err, err)
 			}
-			if pe.File != "p.dot" || pe.Line != tt.line || !strings.Contains(pe.Msg, tt.msg) {
-				t.Errorf("got %s:%d: %s\nwant p.dot:%d: ...%s...", pe.File, pe.Line, pe.Msg, tt.line, tt.msg)
+			if pe.File != "p.dot" {
+				t.Errorf("File = %q, want p.dot", pe.File)
+			}
+			if pe.Line != tt.line {
+				t.Errorf("Line = %d, want %d (%s)", pe.Line, tt.line, pe.Msg)
+			}
+			if !strings.Contains(pe.Msg, tt.msg) {
+				t.Errorf("Msg = %q, want it to say %q", pe.Msg, tt.msg)
 			}
 		})
 	}
@@ -339,8 +345,15 @@ func TestParseDOTLimitsInclusive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := g.Node("a"); a == nil || a.Attrs["x"] != "\n\n\n\n" || a.Attrs["y"] != "abcd" {
-		t.Errorf("got %s", dumpDOTGraph(g))
+	a := g.Node("a")
+	if a == nil {
+		t.Fatalf("no node a in %s", dumpDOTGraph(g))
+	}
+	if a.Attrs["x"] != "\n\n\n\n" {
+		t.Errorf("a's x = %q, want %q", a.Attrs["x"], "\n\n\n\n")
+	}
+	if a.Attrs["y"] != "abcd" {
+		t.Errorf("a's y = %q, want %q", a.Attrs["y"], "abcd")
 	}
 }
 
@@ -362,8 +375,17 @@ func TestParseErrorFormat(t *testing.T) {
 		t.Errorf("ParseDOT error %q, want %q", got, want)
 	}
 	g, err := ParseDOTNamed("x.dot", []byte("digraph N { a }"))
-	if err != nil || g.File != "x.dot" || g.Name != "N" || g.Where(g.Nodes[0].Line) != "x.dot:1" {
-		t.Errorf("ParseDOTNamed: %v, %+v", err, g)
+	if err != nil {
+		t.Fatalf("ParseDOTNamed: %v", err)
+	}
+	if g.File != "x.dot" {
+		t.Errorf("ParseDOTNamed: File = %q, want x.dot", g.File)
+	}
+	if g.Name != "N" {
+		t.Errorf("ParseDOTNamed: Name = %q, want N", g.Name)
+	}
+	if got := g.Where(g.Nodes[0].Line); got != "x.dot:1" {
+		t.Errorf("ParseDOTNamed: Where(a's line) = %q, want x.dot:1", got)
 	}
 }
 
@@ -377,8 +399,16 @@ func TestParseDOTFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.File != path || g.Name != "P" || len(g.Edges) != 1 || g.Edges[0].Line != 2 {
-		t.Errorf("got %s", dumpDOTGraph(g))
+	if g.File != path {
+		t.Errorf("File = %q, want %q", g.File, path)
+	}
+	if g.Name != "P" {
+		t.Errorf("Name = %q, want P", g.Name)
+	}
+	if len(g.Edges) != 1 {
+		t.Errorf("%d edges, want 1: %s", len(g.Edges), dumpDOTGraph(g))
+	} else if g.Edges[0].Line != 2 {
+		t.Errorf("the edge's Line = %d, want 2", g.Edges[0].Line)
 	}
 
 	if _, err := ParseDOTFile(filepath.Join(dir, "missing.dot")); !errors.Is(err, fs.ErrNotExist) {
@@ -391,8 +421,15 @@ func TestParseDOTFile(t *testing.T) {
 	}
 	_, err = ParseDOTFile(big)
 	var pe *ParseError
-	if !errors.As(err, &pe) || pe.File != big || !strings.Contains(pe.Msg, fmt.Sprintf("source is %d bytes", DefaultMaxDOTBytes+1)) {
-		t.Errorf("too-large file: %v; want a ParseError after reading MaxBytes+1 bytes", err)
+	if !errors.As(err, &pe) {
+		t.Fatalf("too-large file: %v; want a *ParseError", err)
+	}
+	if pe.File != big {
+		t.Errorf("too-large file: File = %q, want %q", pe.File, big)
+	}
+	// The source is read to MaxBytes+1 bytes, no further.
+	if want := fmt.Sprintf("source is %d bytes", DefaultMaxDOTBytes+1); !strings.Contains(pe.Msg, want) {
+		t.Errorf("too-large file: Msg = %q, want it to say %q", pe.Msg, want)
 	}
 }
 
@@ -539,8 +576,14 @@ func BenchmarkParse1000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		g, err := ParseDOT(src)
-		if err != nil || len(g.Nodes) != 1000 || len(g.Edges) != 999 {
-			b.Fatalf("%v: %d nodes, %d edges", err, len(g.Nodes), len(g.Edges))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(g.Nodes) != 1000 {
+			b.Fatalf("%d nodes, want 1000", len(g.Nodes))
+		}
+		if len(g.Edges) != 999 {
+			b.Fatalf("%d edges, want 999", len(g.Edges))
 		}
 	}
 }

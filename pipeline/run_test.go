@@ -173,8 +173,13 @@ func TestConditionalHandler(t *testing.T) {
 	})
 	t.Run("no backend", func(t *testing.T) {
 		o := execNode(t, &ConditionalHandler{}, node(map[string]string{"prompt": "check"}), NewContext(), nil)
-		if o.Status != StatusFail || !strings.Contains(o.FailureReason, "backend") || !strings.Contains(o.FailureReason, "--config") {
-			t.Errorf("got %+v", o)
+		if o.Status != StatusFail {
+			t.Errorf("Status = %q, want %q", o.Status, StatusFail)
+		}
+		for _, want := range []string{"backend", "--config"} {
+			if !strings.Contains(o.FailureReason, want) {
+				t.Errorf("FailureReason = %q, want it to say %q", o.FailureReason, want)
+			}
 		}
 	})
 	t.Run("backend error", func(t *testing.T) {
@@ -199,8 +204,18 @@ func TestConditionalHandler(t *testing.T) {
 		pctx.Set("base_url", "http://ctx/v1")
 		pctx.Set("system_prompt", "from context")
 		execNode(t, &ConditionalHandler{Backend: b, BaseURL: "http://handler/v1"}, node(map[string]string{"prompt": "check"}), pctx, nil)
-		if c := b.calls[0]; c.MaxTurns != DefaultDiamondMaxTurns || c.BaseURL != "http://ctx/v1" || c.SystemPrompt != "from context" || c.FidelityMode != FidelityCompact {
-			t.Errorf("config %+v", c)
+		c := b.calls[0]
+		if c.MaxTurns != DefaultDiamondMaxTurns {
+			t.Errorf("MaxTurns = %d, want %d", c.MaxTurns, DefaultDiamondMaxTurns)
+		}
+		if c.BaseURL != "http://ctx/v1" {
+			t.Errorf("BaseURL = %q, want the context's, http://ctx/v1", c.BaseURL)
+		}
+		if c.SystemPrompt != "from context" {
+			t.Errorf("SystemPrompt = %q, want the context's, %q", c.SystemPrompt, "from context")
+		}
+		if c.FidelityMode != FidelityCompact {
+			t.Errorf("FidelityMode = %q, want %q", c.FidelityMode, FidelityCompact)
 		}
 	})
 }
@@ -323,8 +338,14 @@ func TestFailNeverFallsThrough(t *testing.T) {
 	src := `digraph p { start [shape=Mdiamond]; a; done [shape=Msquare]; start -> a -> done }`
 	r, _, _ := scriptedRunner(map[string][]StageStatus{"a": {StatusFail}})
 	res := runGraph(t, r, src)
-	if res.State != RunFail || res.FailedNode != "a" || !strings.Contains(res.FailureReason, "a broke") {
-		t.Fatalf("got %s at %s: %s", res.State, res.FailedNode, res.FailureReason)
+	if res.State != RunFail {
+		t.Fatalf("State = %q, want %q", res.State, RunFail)
+	}
+	if res.FailedNode != "a" {
+		t.Errorf("FailedNode = %q, want a", res.FailedNode)
+	}
+	if !strings.Contains(res.FailureReason, "a broke") {
+		t.Errorf("FailureReason = %q, want it to say %q", res.FailureReason, "a broke")
 	}
 	// With a retry target, a FAIL goes there.
 	src = `digraph p { start [shape=Mdiamond]; a [retry_target=fix]; fix; done [shape=Msquare]; start -> a -> done; fix -> a }`
@@ -350,8 +371,14 @@ func TestGoalGates(t *testing.T) {
 		  start -> a; a -> done [condition="outcome=success"]; a -> gate [condition="outcome=fail"]; gate -> done }`
 		r, _, _ := scriptedRunner(nil)
 		res := runGraph(t, r, src)
-		if res.State != RunFail || res.FailedNode != "gate" || !strings.Contains(res.FailureReason, "never ran") {
-			t.Fatalf("got %s %s: %s", res.State, res.FailedNode, res.FailureReason)
+		if res.State != RunFail {
+			t.Fatalf("State = %q, want %q", res.State, RunFail)
+		}
+		if res.FailedNode != "gate" {
+			t.Errorf("FailedNode = %q, want gate", res.FailedNode)
+		}
+		if !strings.Contains(res.FailureReason, "never ran") {
+			t.Errorf("FailureReason = %q, want it to say %q", res.FailureReason, "never ran")
 		}
 	})
 	t.Run("capped", func(t *testing.T) {
@@ -360,8 +387,14 @@ func TestGoalGates(t *testing.T) {
 		r, h, _ := scriptedRunner(map[string][]StageStatus{"a": {StatusFail}})
 		r.Limits.MaxGoalGateRetries = 2
 		res := runGraph(t, r, src)
-		if res.State != RunFail || h.calls["a"] != 3 || !strings.Contains(res.FailureReason, "after 2 retries") {
-			t.Fatalf("got %s, %d calls: %s", res.State, h.calls["a"], res.FailureReason)
+		if res.State != RunFail {
+			t.Fatalf("State = %q, want %q", res.State, RunFail)
+		}
+		if n := h.calls["a"]; n != 3 {
+			t.Errorf("a ran %d times, want 3", n)
+		}
+		if !strings.Contains(res.FailureReason, "after 2 retries") {
+			t.Errorf("FailureReason = %q, want it to say %q", res.FailureReason, "after 2 retries")
 		}
 	})
 }
@@ -371,8 +404,14 @@ func TestMaxNodeVisits(t *testing.T) {
 	  start -> a; a -> a [condition="outcome=success"]; a -> done [condition="outcome=fail"] }`
 	r, h, _ := scriptedRunner(nil)
 	res := runGraph(t, r, src)
-	if res.State != RunFail || h.calls["a"] != 3 || !strings.Contains(res.FailureReason, "max_node_visits=3") {
-		t.Fatalf("got %s, %d calls: %s", res.State, h.calls["a"], res.FailureReason)
+	if res.State != RunFail {
+		t.Fatalf("State = %q, want %q", res.State, RunFail)
+	}
+	if n := h.calls["a"]; n != 3 {
+		t.Errorf("a ran %d times, want 3", n)
+	}
+	if !strings.Contains(res.FailureReason, "max_node_visits=3") {
+		t.Errorf("FailureReason = %q, want it to say %q", res.FailureReason, "max_node_visits=3")
 	}
 }
 
@@ -386,16 +425,30 @@ func TestBudgetStopsAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != RunBudget || res.NextNode != "c" || h.calls["c"] != 0 {
-		t.Fatalf("got %s next %q: %s", res.State, res.NextNode, res.FailureReason)
+	if res.State != RunBudget {
+		t.Fatalf("State = %q, want %q: %s", res.State, RunBudget, res.FailureReason)
+	}
+	if res.NextNode != "c" {
+		t.Fatalf("NextNode = %q, want c", res.NextNode)
+	}
+	if n := h.calls["c"]; n != 0 {
+		t.Fatalf("c ran %d times before the budget stopped the run, want 0", n)
 	}
 	r.Limits.MaxTokens = 0
 	res, err = r.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: dir, Source: []byte(src)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != RunSuccess || h.calls["a"] != 1 || h.calls["c"] != 1 || res.Usage.TotalTokens != 30 {
-		t.Fatalf("resumed: %s, calls %v, tokens %d", res.State, h.calls, res.Usage.TotalTokens)
+	if res.State != RunSuccess {
+		t.Fatalf("resumed: State = %q, want %q: %s", res.State, RunSuccess, res.FailureReason)
+	}
+	for _, node := range []string{"a", "c"} {
+		if n := h.calls[node]; n != 1 {
+			t.Errorf("resumed: %s ran %d times in all, want once", node, n)
+		}
+	}
+	if res.Usage.TotalTokens != 30 {
+		t.Errorf("resumed: Usage.TotalTokens = %d, want 30", res.Usage.TotalTokens)
 	}
 }
 
@@ -514,8 +567,13 @@ func TestEventsCarryNodeID(t *testing.T) {
 			t.Errorf("%s without a run id", ev.Kind)
 		}
 	}
-	if kinds[EventPipelineStarted] != 1 || kinds[EventPipelineCompleted] != 1 || kinds[EventStageStarted] != 3 || kinds[EventStageCompleted] != 3 || kinds[EventCheckpointSaved] < 3 {
-		t.Errorf("events %v", kinds)
+	for kind, want := range map[EventKind]int{EventPipelineStarted: 1, EventPipelineCompleted: 1, EventStageStarted: 3, EventStageCompleted: 3} {
+		if kinds[kind] != want {
+			t.Errorf("%d %s events, want %d (events %v)", kinds[kind], kind, want, kinds)
+		}
+	}
+	if n := kinds[EventCheckpointSaved]; n < 3 {
+		t.Errorf("%d %s events, want at least 3", n, EventCheckpointSaved)
 	}
 }
 
@@ -558,8 +616,14 @@ func TestWallTimeEndsAStage(t *testing.T) {
 	r := &Runner{Interviewer: NewQueueInterviewer(), Limits: Limits{MaxWallTime: 100 * time.Millisecond}}
 	start := time.Now()
 	res := runGraph(t, r, src)
-	if res.State != RunBudget || res.NextNode != "gate" || time.Since(start) > 5*time.Second {
-		t.Fatalf("got %s next %q after %s: %s", res.State, res.NextNode, time.Since(start), res.FailureReason)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the run took %s, want it stopped soon after its 100ms budget", took)
+	}
+	if res.State != RunBudget {
+		t.Errorf("State = %q, want %q: %s", res.State, RunBudget, res.FailureReason)
+	}
+	if res.NextNode != "gate" {
+		t.Errorf("NextNode = %q, want gate", res.NextNode)
 	}
 }
 

@@ -83,8 +83,17 @@ func TestParseStylesheet(t *testing.T) {
 	}
 	for i, r := range s.Rules {
 		w := want[i]
-		if r.Selector != w.Selector || r.Specificity != w.Specificity || r.Line != w.Line || !equalMaps(r.Properties, w.Properties) {
-			t.Errorf("rule %d = %+v, want %+v", i, r, w)
+		if r.Selector != w.Selector {
+			t.Errorf("rule %d: Selector = %q, want %q", i, r.Selector, w.Selector)
+		}
+		if r.Specificity != w.Specificity {
+			t.Errorf("rule %d (%s): Specificity = %d, want %d", i, r.Selector, r.Specificity, w.Specificity)
+		}
+		if r.Line != w.Line {
+			t.Errorf("rule %d (%s): Line = %d, want %d", i, r.Selector, r.Line, w.Line)
+		}
+		if !equalMaps(r.Properties, w.Properties) {
+			t.Errorf("rule %d (%s): Properties = %v, want %v", i, r.Selector, r.Properties, w.Properties)
 		}
 	}
 	if s, err := ParseStylesheet("  /* nothing */ "); err != nil || len(s.Rules) != 0 {
@@ -206,8 +215,14 @@ func TestApplyTransformsStylesheetError(t *testing.T) {
 	ds := Validate(g, ValidateOptions{})
 	got := withRule(ds, RuleStylesheetSyntax)
 	want := `graph attribute model_stylesheet: line 3, column 3: unknown property "temperature"`
-	if len(got) != 1 || got[0].Severity != SeverityError || !strings.HasPrefix(got[0].Message, want) {
-		t.Fatalf("stylesheet_syntax: %+v, want one error starting %q", got, want)
+	if len(got) != 1 {
+		t.Fatalf("%d stylesheet_syntax diagnostics %+v, want 1", len(got), got)
+	}
+	if got[0].Severity != SeverityError {
+		t.Errorf("stylesheet_syntax: Severity = %v, want %v", got[0].Severity, SeverityError)
+	}
+	if !strings.HasPrefix(got[0].Message, want) {
+		t.Errorf("stylesheet_syntax: Message = %q, want it to start %q", got[0].Message, want)
 	}
 	if !HasErrors(ds) {
 		t.Error("HasErrors is false: the runner would run the graph")

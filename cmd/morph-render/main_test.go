@@ -31,13 +31,22 @@ func TestRun(t *testing.T) {
 				t.Fatalf("exit %d, want %d; stderr %q", code, tt.code, stderr.String())
 			}
 			if code == 0 {
-				if !strings.HasPrefix(stdout.String(), tt.want) || stderr.Len() != 0 {
-					t.Errorf("stdout %.100q, stderr %q; want stdout %q...", stdout.String(), stderr.String(), tt.want)
+				if !strings.HasPrefix(stdout.String(), tt.want) {
+					t.Errorf("stdout %.100q, want it to start with %q", stdout.String(), tt.want)
+				}
+				if stderr.Len() != 0 {
+					t.Errorf("stderr %q, want none", stderr.String())
 				}
 				return
 			}
-			if stdout.Len() != 0 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), tt.want) {
-				t.Errorf("stdout %.100q, stderr %q; want one line with %q", stdout.String(), stderr.String(), tt.want)
+			if stdout.Len() != 0 {
+				t.Errorf("stdout %.100q, want none", stdout.String())
+			}
+			if n := strings.Count(stderr.String(), "\n"); n != 1 {
+				t.Errorf("stderr %q has %d lines, want one", stderr.String(), n)
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("stderr %q does not say %q", stderr.String(), tt.want)
 			}
 		})
 	}

@@ -13,8 +13,12 @@ func TestPluginCapabilities(t *testing.T) {
 	wasm := fixture(t, "cap_http") // requests http
 	cache := t.TempDir()
 	code, stdout, stderr := morph(t, "", "plugin", "inspect", "--cache-dir", cache, wasm)
-	if code != 0 || !strings.Contains(stdout, "capabilities: http (requested; --config compares them with the plugin's grants)") || stderr != "" {
-		t.Fatalf("inspect without config: exit %d\n%s%s", code, stdout, stderr)
+	if code != 0 {
+		t.Fatalf("inspect without config: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
+	assertHas(t, "inspect without config", stdout, "capabilities: http (requested; --config compares them with the plugin's grants)")
+	if stderr != "" {
+		t.Errorf("inspect without config: stderr %q, want none", stderr)
 	}
 
 	entry := func(policy string) string {
@@ -34,21 +38,24 @@ func TestPluginCapabilities(t *testing.T) {
 
 	strict := setup(t, []string{finalReply}, entry("error"))
 	code, stdout, _ = morph(t, "", "plugin", "inspect", "--cache-dir", cache, "--config", strict, wasm)
-	if code != 1 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "problem:") || !strings.Contains(stdout, "capability not granted") {
-		t.Fatalf("inspect under ungranted = error: exit %d\n%s", code, stdout)
+	if code != 1 {
+		t.Fatalf("inspect under ungranted = error: exit %d, want 1\n%s", code, stdout)
 	}
+	assertHas(t, "inspect under ungranted = error", stdout, want, "problem:", "capability not granted")
 	code, _, stderr = morph(t, "", "plugin", "status", "--config", strict)
-	if code != 2 || !strings.Contains(stderr, `plugin "cap": capability not granted`) || !strings.Contains(stderr, "allowed_hosts") {
-		t.Fatalf("status under ungranted = error: exit %d\n%s", code, stderr)
+	if code != 2 {
+		t.Fatalf("status under ungranted = error: exit %d, want 2\n%s", code, stderr)
 	}
+	assertHas(t, "status under ungranted = error", stderr, `plugin "cap": capability not granted`, "allowed_hosts")
 
 	other := filepath.Join(t.TempDir(), "other.wasm")
 	b, _ := os.ReadFile(fixture(t, "minimal"))
 	os.WriteFile(other, b, 0o644)
 	code, _, stderr = morph(t, "", "plugin", "inspect", "--cache-dir", cache, "--config", cfg, other)
-	if code != 2 || !strings.Contains(stderr, "no [[plugins]] entry has the path") || !strings.Contains(stderr, "cap (") {
-		t.Fatalf("inspect --config of a module the config does not name: exit %d\n%s", code, stderr)
+	if code != 2 {
+		t.Fatalf("inspect --config of a module the config does not name: exit %d, want 2\n%s", code, stderr)
 	}
+	assertHas(t, "inspect --config of a module the config does not name", stderr, "no [[plugins]] entry has the path", "cap (")
 }
 
 // An Extism module that imports extism:host/env http_request requests http
@@ -83,9 +90,12 @@ func TestPluginInspectFailsOnProblems(t *testing.T) {
 	for _, fx := range []string{"nomarker", "wrongversion"} {
 		for _, args := range [][]string{{"plugin", "inspect"}, {"plugin", "inspect", "--json"}} {
 			code, stdout, stderr := morph(t, "", append(args, "--cache-dir", "off", fixture(t, fx))...)
-			if code != 1 || !strings.Contains(stdout, "problem") || !strings.Contains(stderr, "does not load: 1 problem in the report") {
-				t.Errorf("%s %v: exit %d\n%s\nstderr: %s", fx, args, code, stdout, stderr)
+			what := fx + " " + strings.Join(args, " ")
+			if code != 1 {
+				t.Errorf("%s: exit %d, want 1\n%s\nstderr: %s", what, code, stdout, stderr)
 			}
+			assertHas(t, what+": stdout", stdout, "problem")
+			assertHas(t, what+": stderr", stderr, "does not load: 1 problem in the report")
 		}
 	}
 	notWasm := filepath.Join(t.TempDir(), "notes.wasm")
@@ -102,9 +112,13 @@ func TestPluginInspectSuggestsLines(t *testing.T) {
 	wasm := fixture(t, "extism_nohooks") // exports count_vowels, () -> i32
 	code, stdout, _ := morph(t, "", "plugin", "inspect", "--cache-dir", "off", wasm)
 	i := strings.Index(stdout, "morph.toml lines that would serve its exports")
-	if code != 1 || i < 0 || !strings.Contains(stdout, "problem:") {
-		t.Fatalf("inspect: exit %d\n%s", code, stdout)
+	if code != 1 {
+		t.Fatalf("inspect: exit %d, want 1\n%s", code, stdout)
 	}
+	if i < 0 {
+		t.Fatalf("inspect suggests no morph.toml lines:\n%s", stdout)
+	}
+	assertHas(t, "inspect", stdout, "problem:")
 	var lines []string
 	for _, l := range strings.Split(stdout[i:], "\n")[1:] {
 		lines = append(lines, strings.TrimPrefix(l, "  "))

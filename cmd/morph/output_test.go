@@ -99,8 +99,17 @@ func TestHostilePluginOutput(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("%s --json: %v\n%s", args[0], err, stdout)
 		}
-		if m := rep.Manifest; m.Name != hostileName || m.Version != hostileVersion || len(m.Tools) != 2 || m.Tools[0].Name != hostileTool {
-			t.Errorf("%s --json decodes to %+q", args[0], m)
+		m := rep.Manifest
+		if m.Name != hostileName {
+			t.Errorf("%s --json: name %+q, want %+q", args[0], m.Name, hostileName)
+		}
+		if m.Version != hostileVersion {
+			t.Errorf("%s --json: version %+q, want %+q", args[0], m.Version, hostileVersion)
+		}
+		if len(m.Tools) != 2 {
+			t.Errorf("%s --json: %d tools %+q, want 2", args[0], len(m.Tools), m.Tools)
+		} else if m.Tools[0].Name != hostileTool {
+			t.Errorf("%s --json: the first tool's name %+q, want %+q", args[0], m.Tools[0].Name, hostileTool)
 		}
 	}
 
@@ -137,8 +146,15 @@ func TestHostilePluginOutput(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, stdout)
 	}
 	wantOut, wantThought := "done \u009b2J \u202e \u0085 \u2028", "\u2066ok\x1b[2J"
-	if res.Output != wantOut || res.Thought != wantThought || res.Final.Output != wantOut || res.Final.Thought != wantThought {
-		t.Errorf("run's result decodes to %+q", res)
+	for _, c := range []struct{ field, got, want string }{
+		{"output", res.Output, wantOut},
+		{"thought", res.Thought, wantThought},
+		{"final.output", res.Final.Output, wantOut},
+		{"final.thought", res.Final.Thought, wantThought},
+	} {
+		if c.got != c.want {
+			t.Errorf("run's %s decodes to %+q, want %+q", c.field, c.got, c.want)
+		}
 	}
 
 	code, stdout, stderr = morph(t, "", "plugin", "status", "--config", config(runWasm))
@@ -184,8 +200,14 @@ func TestWriteJSON(t *testing.T) {
 	var raw, wantRaw any
 	json.Unmarshal(got.Raw, &raw)
 	json.Unmarshal(in.Raw, &wantRaw) // a byte that is not UTF-8 decodes as U+FFFD either way
-	if got.S != in.S || !reflect.DeepEqual(got.M, in.M) || !reflect.DeepEqual(raw, wantRaw) {
-		t.Errorf("decodes to %+q, want %+q", got, in)
+	if got.S != in.S {
+		t.Errorf("s decodes to %+q, want %+q", got.S, in.S)
+	}
+	if !reflect.DeepEqual(got.M, in.M) {
+		t.Errorf("m decodes to %+q, want %+q", got.M, in.M)
+	}
+	if !reflect.DeepEqual(raw, wantRaw) {
+		t.Errorf("raw decodes to %+q, want %+q", raw, wantRaw)
 	}
 }
 

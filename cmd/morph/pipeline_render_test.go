@@ -52,6 +52,36 @@ func runDir(t *testing.T) string {
 	return dir
 }
 
+// assertWrote checks a render that wrote its SVG to out: exit 0, nothing
+// on stdout, and on stderr the one line that names out.
+func assertWrote(t *testing.T, code int, stdout, stderr, out string) {
+	t.Helper()
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitOK, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q, want none", stdout)
+	}
+	if want := "morph: wrote " + out + "\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
+// assertFailure checks what a failed command printed: nothing on stdout,
+// and on stderr a message of morph's own ("morph: ...") that says want.
+func assertFailure(t *testing.T, stdout, stderr, want string) {
+	t.Helper()
+	if stdout != "" {
+		t.Errorf("stdout %q, want none", stdout)
+	}
+	if !strings.HasPrefix(stderr, "morph: ") {
+		t.Errorf("stderr %q does not start with \"morph: \"", stderr)
+	}
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q does not say %q", stderr, want)
+	}
+}
+
 // assertNode fails t unless svg draws node id with fill, and with the
 // next node's blue outline when next.
 func assertNode(t *testing.T, svg, id, fill string, next bool) {
@@ -75,9 +105,7 @@ func TestPipelineRenderRunDir(t *testing.T) {
 	dir := runDir(t)
 	code, stdout, stderr := morph(t, "", "pipeline", "render", dir)
 	out := filepath.Join(dir, "pipeline.svg")
-	if code != exitOK || stdout != "" || stderr != "morph: wrote "+out+"\n" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
+	assertWrote(t, code, stdout, stderr, out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +127,14 @@ func TestPipelineRenderToStdout(t *testing.T) {
 	useMorphRender(t)
 	dir := runDir(t)
 	code, stdout, stderr := morph(t, "", "pipeline", "render", "-o", "-", "--timeout", "10s", dir)
-	if code != exitOK || stderr != "" || !strings.HasPrefix(stdout, "<?xml") {
-		t.Fatalf("exit %d, stderr %q, stdout %.100q", code, stderr, stdout)
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitOK, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("stderr %q, want none", stderr)
+	}
+	if !strings.HasPrefix(stdout, "<?xml") {
+		t.Fatalf("stdout %.100q, want an SVG document", stdout)
 	}
 	assertNode(t, stdout, "review", "#f28b82", false)
 	if _, err := os.Stat(filepath.Join(dir, "pipeline.svg")); err == nil {
@@ -204,9 +238,10 @@ func TestPipelineRenderErrors(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := morph(t, "", append([]string{"pipeline", "render"}, tt.args...)...)
-			if code != tt.code || stdout != "" || !strings.HasPrefix(stderr, "morph: ") || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d (want %d), stdout %q, stderr %q (want %q)", code, tt.code, stdout, stderr, tt.want)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tt.code, stderr)
 			}
+			assertFailure(t, stdout, stderr, tt.want)
 		})
 	}
 	if _, err := os.Stat(filepath.Join(dir, "bad.svg")); err == nil {
@@ -237,8 +272,14 @@ func TestPipelineRenderNoMorphRender(t *testing.T) {
 			t.Setenv(renderproc.EnvVar, tt.env)
 			t.Setenv("PATH", t.TempDir())
 			code, stdout, stderr := morph(t, "", "pipeline", "render", dot)
-			if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, "morph: morph-render not found") {
-				t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want none", stdout)
+			}
+			if want := "morph: morph-render not found"; !strings.HasPrefix(stderr, want) {
+				t.Errorf("stderr %q does not start with %q", stderr, want)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(stderr, w) {
@@ -280,9 +321,7 @@ func TestPipelineRenderExamples(t *testing.T) {
 		t.Run(filepath.Base(dot), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out.svg") // not beside the example
 			code, stdout, stderr := morph(t, "", "pipeline", "render", "-o", out, dot)
-			if code != exitOK || stdout != "" || stderr != "morph: wrote "+out+"\n" {
-				t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
-			}
+			assertWrote(t, code, stdout, stderr, out)
 			b, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
@@ -298,9 +337,7 @@ func TestPipelineRenderExamples(t *testing.T) {
 		}
 		code, stdout, stderr := morph(t, "", "pipeline", "render", s.RunDir)
 		out := filepath.Join(s.RunDir, "pipeline.svg")
-		if code != exitOK || stdout != "" || stderr != "morph: wrote "+out+"\n" {
-			t.Fatalf("render: exit %d, stdout %q, stderr %q", code, stdout, stderr)
-		}
+		assertWrote(t, code, stdout, stderr, out)
 		b, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)

@@ -100,8 +100,9 @@ func TestPipelineRenderRenderer(t *testing.T) {
 				}
 				return
 			}
-			if stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "morph: ") || !strings.Contains(stderr, tt.want) {
-				t.Errorf("stdout %q, stderr %q; want one line with %q", stdout, stderr, tt.want)
+			assertFailure(t, stdout, stderr, tt.want)
+			if n := strings.Count(stderr, "\n"); n != 1 {
+				t.Errorf("stderr %q has %d lines, want one", stderr, n)
 			}
 		})
 	}

@@ -52,8 +52,14 @@ func TestPipelineRunExamples(t *testing.T) {
 			if got := strings.Join(s.Path, ","); got != tc.path {
 				t.Errorf("path %s, want %s", got, tc.path)
 			}
-			if s.TotalTokens == 0 || s.CostUSD == 0 || s.Nodes["implement"].Status == "" && s.Nodes["draft"].Status == "" {
-				t.Errorf("summary %+v", s)
+			if s.TotalTokens == 0 {
+				t.Errorf("total_tokens = 0, want the run's (summary %+v)", s)
+			}
+			if s.CostUSD == 0 {
+				t.Errorf("cost_usd = 0, want the run's (summary %+v)", s)
+			}
+			if s.Nodes["implement"].Status == "" && s.Nodes["draft"].Status == "" {
+				t.Errorf("the summary has no status for implement or draft: %+v", s.Nodes)
 			}
 			// One progress line per stage run.
 			if n := strings.Count(stderr, "\nstage "); n != len(s.Path)+countBranches(s) {
@@ -98,8 +104,14 @@ func TestPipelineHumanGateOnConsole(t *testing.T) {
 
 func TestPipelineBudgetAndResume(t *testing.T) {
 	code, s, stderr := runExample(t, "plan-implement-verify", "", "--max-tokens", "300")
-	if code != exitStopped || s.Status != pipeline.RunBudget || s.NextNode != "implement" {
-		t.Fatalf("exit %d, status %s, next %q: %s", code, s.Status, s.NextNode, stderr)
+	if code != exitStopped {
+		t.Fatalf("exit %d, want %d: %s", code, exitStopped, stderr)
+	}
+	if s.Status != pipeline.RunBudget {
+		t.Fatalf("status %s, want %s: %s", s.Status, pipeline.RunBudget, stderr)
+	}
+	if s.NextNode != "implement" {
+		t.Fatalf("next node %q, want implement", s.NextNode)
 	}
 	if !strings.Contains(stderr, "--resume "+s.RunDir) {
 		t.Errorf("no resume hint: %s", stderr)
@@ -124,9 +136,13 @@ func TestPipelineBudgetAndResume(t *testing.T) {
 	// Resumed again, the run that is over prints the summary it ended with
 	// and exits as it did (as run --resume).
 	code, again, stderr := morph(t, "", "pipeline", "resume", "--config", cfg, s.RunDir)
-	if code != 0 || again != stdout || !strings.Contains(stderr, "is over (success): nothing ran") {
-		t.Errorf("resuming a finished run: exit %d: %s\n%s\nwant the summary\n%s", code, stderr, again, stdout)
+	if code != 0 {
+		t.Errorf("resuming a finished run: exit %d, want 0: %s", code, stderr)
 	}
+	if again != stdout {
+		t.Errorf("resuming a finished run printed\n%s\nwant the summary\n%s", again, stdout)
+	}
+	assertHas(t, "resuming a finished run: stderr", stderr, "is over (success): nothing ran")
 	code, _, stderr = morph(t, "", "pipeline", "run", "--temporal", "--config", cfg, "--resume", s.RunDir, examples+"plan-implement-verify.dot")
 	if code != exitUsage || !strings.Contains(stderr, "morph pipeline resume --temporal WORKFLOW_ID") {
 		t.Errorf("run --temporal --resume: exit %d: %s", code, stderr)
@@ -156,9 +172,13 @@ func skipReplies(t *testing.T, path string, n int) []string {
 
 func TestPipelineValidate(t *testing.T) {
 	code, stdout, stderr := morph(t, "", "pipeline", "validate", examples+"plan-implement-verify.dot")
-	if code != 0 || stdout != "" || !strings.Contains(stderr, "0 error(s), 0 warning(s)") {
-		t.Errorf("a valid pipeline: exit %d, %q, %q", code, stdout, stderr)
+	if code != 0 {
+		t.Errorf("a valid pipeline: exit %d, want 0: %s", code, stderr)
 	}
+	if stdout != "" {
+		t.Errorf("a valid pipeline: stdout %q, want none", stdout)
+	}
+	assertHas(t, "a valid pipeline: stderr", stderr, "0 error(s), 0 warning(s)")
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.dot")
 	src := "digraph p {\n  start [shape=Mdiamond]\n  build [shape=parallelogram, tool_command=\"make\"]\n  done [shape=Msquare]\n  start -> build -> done\n  lost\n}\n"
@@ -176,8 +196,13 @@ func TestPipelineValidate(t *testing.T) {
 	}
 	code, stdout, _ = morph(t, "", "pipeline", "validate", "--json", bad)
 	var ds []pipeline.Diagnostic
-	if err := json.Unmarshal([]byte(stdout), &ds); err != nil || code != exitUsage || len(ds) < 2 {
-		t.Errorf("--json: exit %d, %v, %s", code, err, stdout)
+	if code != exitUsage {
+		t.Errorf("--json: exit %d, want %d", code, exitUsage)
+	}
+	if err := json.Unmarshal([]byte(stdout), &ds); err != nil {
+		t.Errorf("--json: %v\n%s", err, stdout)
+	} else if len(ds) < 2 {
+		t.Errorf("--json: %d diagnostics, want at least 2: %s", len(ds), stdout)
 	}
 	// allow_shell in the config clears the shell error.
 	cfg := setup(t, []string{finalReply}, "[pipeline]\nallow_shell = true\n")
@@ -187,9 +212,13 @@ func TestPipelineValidate(t *testing.T) {
 	}
 	// A run refuses a pipeline with an ERROR, before any stage.
 	code, stdout, stderr = morph(t, "", "pipeline", "run", "--config", cfg, "--run-dir", filepath.Join(dir, "run"), bad)
-	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "does not validate") {
-		t.Errorf("run of an invalid pipeline: exit %d: %s", code, stderr)
+	if code != exitUsage {
+		t.Errorf("run of an invalid pipeline: exit %d, want %d: %s", code, exitUsage, stderr)
 	}
+	if stdout != "" {
+		t.Errorf("run of an invalid pipeline: stdout %q, want none", stdout)
+	}
+	assertHas(t, "run of an invalid pipeline: stderr", stderr, "does not validate")
 	code, _, stderr = morph(t, "", "pipeline", "validate", filepath.Join(dir, "missing.dot"))
 	if code != exitUsage || !strings.Contains(stderr, "missing.dot") {
 		t.Errorf("missing file: exit %d: %s", code, stderr)
@@ -272,8 +301,13 @@ func TestPipelineCrashResume(t *testing.T) {
 	if got := strings.Join(s.Path, ","); got != "start,a,wait,b,done" {
 		t.Errorf("path %s", got)
 	}
-	if strings.Contains(stderr, "stage a ") || s.Nodes["a"].Visits != 1 || s.Nodes["wait"].Visits != 1 {
-		t.Errorf("after the crash: a visited %d, wait %d times:\n%s", s.Nodes["a"].Visits, s.Nodes["wait"].Visits, stderr)
+	if strings.Contains(stderr, "stage a ") {
+		t.Errorf("after the crash, stage a ran again:\n%s", stderr)
+	}
+	for _, node := range []string{"a", "wait"} {
+		if n := s.Nodes[node].Visits; n != 1 {
+			t.Errorf("after the crash: %s visited %d times, want once", node, n)
+		}
 	}
 }
 
@@ -297,13 +331,23 @@ func TestPipelineResumeOfAFailedRun(t *testing.T) {
 	runDir := filepath.Join(dir, "run")
 	code, first, stderr := morph(t, "", "pipeline", "run", "--config", cfg, "--run-dir", runDir, dot)
 	var s pipelineSummary
-	if err := json.Unmarshal([]byte(first), &s); err != nil || code != exitRunFailed || s.Status != pipeline.RunFail {
-		t.Fatalf("run: exit %d, %v: %s\n%s", code, err, first, stderr)
+	if code != exitRunFailed {
+		t.Fatalf("run: exit %d, want %d: %s", code, exitRunFailed, stderr)
+	}
+	if err := json.Unmarshal([]byte(first), &s); err != nil {
+		t.Fatalf("run: %v\n%s", err, first)
+	}
+	if s.Status != pipeline.RunFail {
+		t.Fatalf("run: status %s, want %s", s.Status, pipeline.RunFail)
 	}
 	code, again, stderr := morph(t, "", "pipeline", "resume", "--config", cfg, runDir)
-	if code != exitRunFailed || again != first || !strings.Contains(stderr, "is over (fail): nothing ran") || !strings.Contains(stderr, "pipeline failed at check") {
-		t.Errorf("resume: exit %d: %s\n%s\nwant the summary\n%s", code, stderr, again, first)
+	if code != exitRunFailed {
+		t.Errorf("resume: exit %d, want %d: %s", code, exitRunFailed, stderr)
 	}
+	if again != first {
+		t.Errorf("resume printed\n%s\nwant the summary\n%s", again, first)
+	}
+	assertHas(t, "resume: stderr", stderr, "is over (fail): nothing ran", "pipeline failed at check")
 	if b, err := os.ReadFile(filepath.Join(runDir, "ran")); err != nil || string(b) != "ran\n" {
 		t.Errorf("the failing stage ran %q (%v), want once", b, err)
 	}
@@ -320,7 +364,8 @@ func TestPipelineEndpointNotAllowed(t *testing.T) {
 	}
 	cfg := setup(t, []string{finalReply}, "")
 	code, _, stderr := morph(t, "", "pipeline", "run", "--config", cfg, "--run-dir", filepath.Join(dir, "run"), dot)
-	if code != exitRunFailed || !strings.Contains(stderr, "not an endpoint morph.toml allows") || !strings.Contains(stderr, "[pipeline] endpoints") {
-		t.Fatalf("exit %d: %s", code, stderr)
+	if code != exitRunFailed {
+		t.Fatalf("exit %d, want %d: %s", code, exitRunFailed, stderr)
 	}
+	assertHas(t, "stderr", stderr, "not an endpoint morph.toml allows", "[pipeline] endpoints")
 }

@@ -10,13 +10,20 @@ import (
 // wazero, or Extism's go-sdk for a module that imports extism:host/env.
 func TestPluginLoaderShown(t *testing.T) {
 	code, stdout, stderr := morph(t, "", "plugin", "inspect", "--cache-dir", "off", fixture(t, "extism_echo"))
-	if code != 0 || !strings.Contains(stdout, "loader:   extism\n") || !strings.Contains(stdout, "plugin:   extism_echo 1, ABI v1") {
-		t.Fatalf("inspect exit %d:\n%s%s", code, stdout, stderr)
+	if code != 0 {
+		t.Fatalf("inspect: exit %d, want 0:\n%s%s", code, stdout, stderr)
 	}
+	assertHas(t, "inspect", stdout, "loader:   extism\n", "plugin:   extism_echo 1, ABI v1")
 	code, stdout, _ = morph(t, "", "plugin", "inspect", "--json", "--cache-dir", "off", fixture(t, "minimal"))
 	var rep struct{ Loader string }
-	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || rep.Loader != "morph-abi-v1" {
-		t.Fatalf("inspect --json exit %d: %s", code, stdout)
+	if code != 0 {
+		t.Fatalf("inspect --json: exit %d, want 0: %s", code, stdout)
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("inspect --json: %v\n%s", err, stdout)
+	}
+	if rep.Loader != "morph-abi-v1" {
+		t.Errorf("inspect --json: loader %q, want morph-abi-v1", rep.Loader)
 	}
 	code, stdout, _ = morph(t, "", "plugin", "check", "--cache-dir", "off", fixture(t, "extism_echo"))
 	if code != 0 || !strings.HasSuffix(stdout, ", loader extism\n") {
@@ -26,7 +33,8 @@ func TestPluginLoaderShown(t *testing.T) {
 		"[[plugins]]\nname = \"min\"\npath = \""+fixture(t, "minimal")+"\"\n\n"+
 		"[[plugins]]\nname = \"echo\"\npath = \""+fixture(t, "extism_echo")+"\"\nhooks = [\"build_params\"]\n")
 	code, stdout, stderr = morph(t, "", "plugin", "status", "--config", cfg)
-	if code != 0 || !strings.Contains(stdout, "ABI v1, loader morph-abi-v1): active") || !strings.Contains(stdout, "ABI v1, loader extism): active") {
-		t.Fatalf("status exit %d:\n%s%s", code, stdout, stderr)
+	if code != 0 {
+		t.Fatalf("status: exit %d, want 0:\n%s%s", code, stdout, stderr)
 	}
+	assertHas(t, "status", stdout, "ABI v1, loader morph-abi-v1): active", "ABI v1, loader extism): active")
 }

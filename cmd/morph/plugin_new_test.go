@@ -100,8 +100,14 @@ func TestPluginNew(t *testing.T) {
 			if !strings.Contains(out.SystemPrompt, "## From the "+name+" plugin\n") || !strings.Contains(out.SystemPrompt, "- word_count: Counts the words") {
 				t.Errorf("system prompt:\n%s", out.SystemPrompt)
 			}
-			if out.StopReason != "final" || out.Metrics.ToolCalls != 1 || out.Output != "The text has 9 words (counted by word_count)." {
-				t.Errorf("stop %q, tool calls %d, output %v", out.StopReason, out.Metrics.ToolCalls, out.Output)
+			if out.StopReason != "final" {
+				t.Errorf("stop_reason %q, want final", out.StopReason)
+			}
+			if out.Metrics.ToolCalls != 1 {
+				t.Errorf("tool_calls %d, want 1", out.Metrics.ToolCalls)
+			}
+			if want := "The text has 9 words (counted by word_count)."; out.Output != want {
+				t.Errorf("output %v, want %q", out.Output, want)
 			}
 			t.Logf("%s: generate %v, build %v, test %v, run %v; total %v",
 				lang, generated.Round(time.Millisecond), built.Round(time.Millisecond), tested.Round(time.Millisecond),
@@ -180,18 +186,29 @@ func TestPluginNewFindsCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(MorphSrcEnv, "")
-	if root, how, err := findMorphSrc(""); err != nil || root != repo || how != "the source tree morph was built from" {
-		t.Errorf("default: %q, %q, %v; want %q", root, how, err, repo)
-	}
+	checkMorphSrc(t, "default", "", repo, "the source tree morph was built from")
 	t.Setenv(MorphSrcEnv, filepath.Join("..", ".."))
-	if root, how, err := findMorphSrc(""); err != nil || root != repo || how != "$"+MorphSrcEnv {
-		t.Errorf("$%s: %q, %q, %v", MorphSrcEnv, root, how, err)
-	}
+	checkMorphSrc(t, "$"+MorphSrcEnv, "", repo, "$"+MorphSrcEnv)
 	t.Setenv(MorphSrcEnv, t.TempDir())
 	if _, _, err := findMorphSrc(""); err == nil || !strings.Contains(err.Error(), "is not a morph checkout") {
 		t.Errorf("$%s not a checkout: %v", MorphSrcEnv, err)
 	}
-	if root, how, err := findMorphSrc(repo); err != nil || root != repo || how != "--pdk" {
-		t.Errorf("--pdk: %q, %q, %v", root, how, err)
+	checkMorphSrc(t, "--pdk", repo, repo, "--pdk")
+}
+
+// checkMorphSrc checks that findMorphSrc(pdk) finds root, in the way how;
+// what names the case.
+func checkMorphSrc(t *testing.T, what, pdk, root, how string) {
+	t.Helper()
+	gotRoot, gotHow, err := findMorphSrc(pdk)
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	if gotRoot != root {
+		t.Errorf("%s: root %q, want %q", what, gotRoot, root)
+	}
+	if gotHow != how {
+		t.Errorf("%s: found as %q, want %q", what, gotHow, how)
 	}
 }

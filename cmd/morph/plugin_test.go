@@ -39,8 +39,14 @@ func TestPluginInspectAndCheck(t *testing.T) {
 	var rep struct {
 		Manifest struct{ Name string } `json:"manifest"`
 	}
-	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || rep.Manifest.Name != "min" {
-		t.Fatalf("inspect --json exit %d: %s", code, stdout)
+	if code != 0 {
+		t.Fatalf("inspect --json: exit %d, want 0: %s", code, stdout)
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("inspect --json: %v\n%s", err, stdout)
+	}
+	if rep.Manifest.Name != "min" {
+		t.Errorf("inspect --json: manifest name %q, want min", rep.Manifest.Name)
 	}
 
 	code, stdout, _ = morph(t, "", "plugin", "check", "--cache-dir", "off", fixture(t, "minimal"))
@@ -76,9 +82,10 @@ func TestRunWithBadPlugin(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := setup(t, []string{finalReply}, "\n[wasm]\ncache_dir = \"off\"\n\n[[plugins]]\nname = \"badplug\"\n"+c.entry+"\n")
 			code, _, stderr := morph(t, "", "run", "--config", cfg, "task")
-			if code != 2 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "badplug") {
-				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 naming badplug and %q", code, stderr, c.want)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
 			}
+			assertHas(t, "stderr", stderr, c.want, "badplug")
 		})
 	}
 }
@@ -117,11 +124,30 @@ func TestPluginStatus(t *testing.T) {
 			Details struct{ Memory *host.MemoryStatus }
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil || len(st.Plugins) != 1 {
-		t.Fatalf("exit %d, err %v: %s%s", code, err, stdout, stderr)
+	if code != 0 {
+		t.Fatalf("status --json: exit %d, want 0: %s", code, stderr)
 	}
-	if m := st.Plugins[0].Details.Memory; m == nil || m.Instances != 1 || m.Reserved != 64<<20 || m.Resident == 0 || m.Resident > m.Reserved || m.Image != 4<<10 {
-		t.Fatalf("memory %+v: want 1 idle instance, resident > 0 of 64 MiB reserved, a 4 KiB image (minimal's data page):\n%s", m, stdout)
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	if len(st.Plugins) != 1 {
+		t.Fatalf("status --json: %d plugins, want 1:\n%s", len(st.Plugins), stdout)
+	}
+	m := st.Plugins[0].Details.Memory
+	if m == nil {
+		t.Fatalf("status --json: no memory in the plugin's details:\n%s", stdout)
+	}
+	if m.Instances != 1 {
+		t.Errorf("memory: %d idle instances, want 1", m.Instances)
+	}
+	if m.Reserved != 64<<20 {
+		t.Errorf("memory: %d bytes reserved, want 64 MiB", m.Reserved)
+	}
+	if m.Resident == 0 || m.Resident > m.Reserved {
+		t.Errorf("memory: %d bytes resident, want more than 0 and at most the %d reserved", m.Resident, m.Reserved)
+	}
+	if m.Image != 4<<10 {
+		t.Errorf("memory: a %d-byte image, want 4 KiB (minimal's data page)", m.Image)
 	}
 	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
 	if code != 0 || !strings.HasPrefix(stderr, "morph: 1 plugin (min 1), 1 tool, hooks: build_prompt\n") {
@@ -145,8 +171,14 @@ func TestPluginStatusSessions(t *testing.T) {
 			Details struct{ Sessions *host.SessionStatus }
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil || len(st.Plugins) != 1 {
-		t.Fatalf("exit %d, err %v: %s%s", code, err, stdout, stderr)
+	if code != 0 {
+		t.Fatalf("status --json: exit %d, want 0: %s", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	if len(st.Plugins) != 1 {
+		t.Fatalf("status --json: %d plugins, want 1:\n%s", len(st.Plugins), stdout)
 	}
 	if ss := st.Plugins[0].Details.Sessions; ss == nil || *ss != (host.SessionStatus{Max: 7}) {
 		t.Fatalf("sessions %+v:\n%s", ss, stdout)

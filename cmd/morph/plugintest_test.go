@@ -50,20 +50,58 @@ func TestPluginTestConforming(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	header := regexp.MustCompile(`^plugin min 1 \(.*minimal\.wasm\), ABI v1: loaded in \S+, memory 1 page \(64 KiB\)$`)
 	row := regexp.MustCompile(`^build_prompt +hook +sample +ok +\S+s +1 page \(64 KiB\)$`)
-	if len(lines) != 4 || !header.MatchString(lines[0]) || !strings.HasPrefix(lines[1], "NAME ") ||
-		strings.Join(strings.Fields(lines[1]), " ") != "NAME KIND INPUT RESULT TIME MEMORY" ||
-		!row.MatchString(lines[2]) || lines[3] != "ok: min conforms: 1 call passed" {
-		t.Fatalf("output:\n%s", stdout)
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(lines), stdout)
+	}
+	if !header.MatchString(lines[0]) {
+		t.Errorf("header %q, want it to match %s", lines[0], header)
+	}
+	if !strings.HasPrefix(lines[1], "NAME ") {
+		t.Errorf("column heads %q do not start the line", lines[1])
+	}
+	if got, want := strings.Join(strings.Fields(lines[1]), " "), "NAME KIND INPUT RESULT TIME MEMORY"; got != want {
+		t.Errorf("column heads %q, want %q", got, want)
+	}
+	if !row.MatchString(lines[2]) {
+		t.Errorf("row %q, want it to match %s", lines[2], row)
+	}
+	if want := "ok: min conforms: 1 call passed"; lines[3] != want {
+		t.Errorf("last line %q, want %q", lines[3], want)
 	}
 
 	code, stdout, _ = morph(t, "", "plugin", "test", "--json", "--cache-dir", "off", fixture(t, "minimal"))
 	rep := decodeConform(t, stdout)
-	if code != 0 || !rep.Conforms || rep.Plugin != "min" || len(rep.Calls) != 1 {
-		t.Fatalf("exit %d, report %+v", code, rep)
+	if code != 0 {
+		t.Fatalf("--json: exit %d, want 0; report %+v", code, rep)
 	}
-	if c := rep.Calls[0]; c.Name != "build_prompt" || c.Kind != "hook" || c.Status != "ok" || c.Output != `{"system_prompt":"Be brief."}` ||
-		c.DurationNS <= 0 || c.MemoryBytes != 65536 || c.MemoryPages != 1 {
-		t.Fatalf("call %+v", c)
+	if !rep.Conforms {
+		t.Errorf("--json: conforms false, want true; report %+v", rep)
+	}
+	if rep.Plugin != "min" {
+		t.Errorf("--json: plugin %q, want min", rep.Plugin)
+	}
+	if len(rep.Calls) != 1 {
+		t.Fatalf("--json: %d calls, want 1: %+v", len(rep.Calls), rep.Calls)
+	}
+	c := rep.Calls[0]
+	for _, f := range []struct{ field, got, want string }{
+		{"name", c.Name, "build_prompt"},
+		{"kind", c.Kind, "hook"},
+		{"status", c.Status, "ok"},
+		{"output", c.Output, `{"system_prompt":"Be brief."}`},
+	} {
+		if f.got != f.want {
+			t.Errorf("call's %s %q, want %q", f.field, f.got, f.want)
+		}
+	}
+	if c.DurationNS <= 0 {
+		t.Errorf("call's duration_ns %d, want more than 0", c.DurationNS)
+	}
+	if c.MemoryBytes != 65536 {
+		t.Errorf("call's memory_bytes %d, want 65536", c.MemoryBytes)
+	}
+	if c.MemoryPages != 1 {
+		t.Errorf("call's memory_pages %d, want 1", c.MemoryPages)
 	}
 }
 
@@ -86,8 +124,17 @@ func TestPluginTestFailing(t *testing.T) {
 		got = append(got, c.Name+" "+c.Status+" "+c.ErrorKind)
 	}
 	want := "on_action fail trap|before_tool_call fail guest|after_tool_call ok |destroy fail trap"
-	if code != 1 || rep.Conforms || rep.Failed != 3 || strings.Join(got, "|") != want {
-		t.Fatalf("exit %d, calls %q, want %q", code, got, want)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; calls %q", code, got)
+	}
+	if rep.Conforms {
+		t.Error("conforms true, want false")
+	}
+	if rep.Failed != 3 {
+		t.Errorf("failed %d, want 3", rep.Failed)
+	}
+	if g := strings.Join(got, "|"); g != want {
+		t.Errorf("calls %q, want %q", g, want)
 	}
 
 	// A deadline of our own: the spinning guest times out.
@@ -98,13 +145,20 @@ func TestPluginTestFailing(t *testing.T) {
 
 	// A module that does not load fails (exit 1) with the reason.
 	code, stdout, stderr = morph(t, "", "plugin", "test", "--cache-dir", "off", fixture(t, "wrongversion"))
-	if code != 1 || !strings.Contains(stdout, "does not load") || !strings.Contains(stderr, "found morph_abi_v2") {
-		t.Fatalf("wrongversion: exit %d\n%s\n%s", code, stdout, stderr)
+	if code != 1 {
+		t.Fatalf("wrongversion: exit %d, want 1\n%s\n%s", code, stdout, stderr)
 	}
+	assertHas(t, "wrongversion: stdout", stdout, "does not load")
+	assertHas(t, "wrongversion: stderr", stderr, "found morph_abi_v2")
 	code, stdout, _ = morph(t, "", "plugin", "test", "--json", "--cache-dir", "off", fixture(t, "wrongversion"))
-	if rep := decodeConform(t, stdout); code != 1 || rep.Conforms || !strings.Contains(rep.LoadError, "found morph_abi_v2") {
-		t.Fatalf("wrongversion --json: exit %d, %+v", code, rep)
+	rep = decodeConform(t, stdout)
+	if code != 1 {
+		t.Errorf("wrongversion --json: exit %d, want 1", code)
 	}
+	if rep.Conforms {
+		t.Error("wrongversion --json: conforms true, want false")
+	}
+	assertHas(t, "wrongversion --json: load_error", rep.LoadError, "found morph_abi_v2")
 }
 
 func TestPluginTestUsage(t *testing.T) {
@@ -132,8 +186,12 @@ func TestPluginTestUsage(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := morph(t, "", append([]string{"plugin", "test", "--cache-dir", "off"}, c.args...)...)
-			if code != 2 || !strings.Contains(stderr, c.want) || stdout != "" {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, c.want)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %q", code, stderr)
+			}
+			assertHas(t, "stderr", stderr, c.want)
+			if stdout != "" {
+				t.Errorf("stdout %q, want none", stdout)
 			}
 		})
 	}
@@ -174,9 +232,16 @@ func TestPluginTestFixtures(t *testing.T) {
 		}
 	}
 	want := "build_prompt hook build_prompt-bad invalid_fixture|build_promt fixture build_promt invalid_fixture"
-	if code != 1 || rep.Passed != 3 || strings.Join(failed, "|") != want || !strings.Contains(stderr, "2 of 5 entries failed") {
-		t.Fatalf("exit %d, failed %q (want %q), stderr %q", code, failed, want, stderr)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %q", code, stderr)
 	}
+	if rep.Passed != 3 {
+		t.Errorf("passed %d, want 3", rep.Passed)
+	}
+	if got := strings.Join(failed, "|"); got != want {
+		t.Errorf("failed %q, want %q", got, want)
+	}
+	assertHas(t, "stderr", stderr, "2 of 5 entries failed")
 }
 
 // The Go example, with a config value: every hook conforms, json_query
@@ -206,8 +271,14 @@ func TestPluginTestGoHooks(t *testing.T) {
 			t.Errorf("%s %s: %s %s", c.Name, c.Input, c.Status, c.Error)
 		}
 	}
-	if !rep.Conforms || notes != 1 || len(rep.Calls) != 13 {
-		t.Fatalf("conforms %v, %d notes, %d calls", rep.Conforms, notes, len(rep.Calls))
+	if !rep.Conforms {
+		t.Error("conforms false, want true")
+	}
+	if notes != 1 {
+		t.Errorf("%d notes, want 1", notes)
+	}
+	if len(rep.Calls) != 13 {
+		t.Errorf("%d calls, want 13", len(rep.Calls))
 	}
 }
 
@@ -231,9 +302,13 @@ func TestPluginTestConfig(t *testing.T) {
 	} {
 		code, stdout, stderr := morph(t, "", append(append([]string{"plugin", "test", "--json", "--cache-dir", cache}, c.args...), fixture(t, "snoop"))...)
 		rep := decodeConform(t, stdout)
-		if code != 0 || len(rep.Calls) == 0 || !strings.Contains(rep.Calls[0].Output, c.want) {
-			t.Fatalf("%v: exit %d, calls %+v, want the output %q\n%s", c.args, code, rep.Calls, c.want, stderr)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, want 0\n%s", c.args, code, stderr)
 		}
+		if len(rep.Calls) == 0 {
+			t.Fatalf("%v: no calls", c.args)
+		}
+		assertHas(t, strings.Join(c.args, " ")+": the first call's output", rep.Calls[0].Output, c.want)
 	}
 
 	flaky := entry("mw_flaky", "[plugins.config]\nfault_percent = \"100\"\n")

@@ -115,21 +115,49 @@ func TestRun(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	out := decode(t, stdout)
-	if out.Output != 451.5 || out.Thought != "calc says 451.5" || out.StopReason != "final" {
-		t.Errorf("output %v thought %q stop %q", out.Output, out.Thought, out.StopReason)
+	if out.Output != 451.5 {
+		t.Errorf("output %v, want 451.5", out.Output)
+	}
+	if out.Thought != "calc says 451.5" {
+		t.Errorf("thought %q, want %q", out.Thought, "calc says 451.5")
+	}
+	if out.StopReason != "final" {
+		t.Errorf("stop_reason %q, want final", out.StopReason)
 	}
 	if !strings.Contains(string(out.Final), `"working"`) {
 		t.Errorf("final %s lacks the domain field", out.Final)
 	}
-	if out.Plan == nil || len(out.Plan.Steps) != 1 || out.Plan.Steps[0].Status != "completed" {
-		t.Errorf("plan %+v", out.Plan)
+	switch {
+	case out.Plan == nil:
+		t.Error("no plan")
+	case len(out.Plan.Steps) != 1:
+		t.Errorf("plan of %d steps %+v, want 1", len(out.Plan.Steps), out.Plan.Steps)
+	case out.Plan.Steps[0].Status != "completed":
+		t.Errorf("plan step's status %q, want completed", out.Plan.Steps[0].Status)
 	}
 	m := out.Metrics
-	if m.LLMRounds != 3 || m.ToolCalls != 1 || m.ParseRetries != 0 || m.ElapsedMS == nil {
-		t.Errorf("metrics %+v", m)
+	for _, c := range []struct {
+		field     string
+		got, want int
+	}{{"llm_rounds", m.LLMRounds, 3}, {"tool_calls", m.ToolCalls, 1}, {"parse_retries", m.ParseRetries, 0}} {
+		if c.got != c.want {
+			t.Errorf("%s %d, want %d", c.field, c.got, c.want)
+		}
 	}
-	if m.InputTokens <= 0 || m.OutputTokens <= 0 || m.TotalTokens != m.InputTokens+m.OutputTokens || m.CostUSD <= 0 {
-		t.Errorf("metrics %+v: want tokens and cost", m)
+	if m.ElapsedMS == nil {
+		t.Error("no elapsed_ms")
+	}
+	if m.InputTokens <= 0 {
+		t.Errorf("input_tokens %d, want more than 0", m.InputTokens)
+	}
+	if m.OutputTokens <= 0 {
+		t.Errorf("output_tokens %d, want more than 0", m.OutputTokens)
+	}
+	if m.TotalTokens != m.InputTokens+m.OutputTokens {
+		t.Errorf("total_tokens %d, want input + output, %d", m.TotalTokens, m.InputTokens+m.OutputTokens)
+	}
+	if m.CostUSD <= 0 {
+		t.Errorf("cost_usd %v, want more than 0", m.CostUSD)
 	}
 
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
@@ -190,8 +218,14 @@ func TestOverrides(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	out := decode(t, stdout)
-	if out.StopReason != "fallback" || out.Output != "insufficient_evidence" || out.Metrics.LLMRounds != 2 {
-		t.Errorf("stop %q output %v rounds %d", out.StopReason, out.Output, out.Metrics.LLMRounds)
+	if out.StopReason != "fallback" {
+		t.Errorf("stop_reason %q, want fallback", out.StopReason)
+	}
+	if out.Output != "insufficient_evidence" {
+		t.Errorf("output %v, want insufficient_evidence", out.Output)
+	}
+	if out.Metrics.LLMRounds != 2 {
+		t.Errorf("llm_rounds %d, want 2", out.Metrics.LLMRounds)
 	}
 	if !strings.Contains(stderr, "warning: forcing a conclusion: reached max steps (1)") ||
 		!strings.Contains(stderr, "warning: using the fallback final") {
@@ -265,9 +299,13 @@ func TestScriptRunsOutMidRun(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, stdout, _ := morph(t, "", "version")
-	if code != 0 || !strings.HasPrefix(stdout, "morph dev ") || !strings.Contains(stdout, runtime.Version()) {
-		t.Fatalf("exit %d, stdout %q", code, stdout)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
 	}
+	if !strings.HasPrefix(stdout, "morph dev ") {
+		t.Errorf("stdout %q does not start with %q", stdout, "morph dev ")
+	}
+	assertHas(t, "stdout", stdout, runtime.Version())
 }
 
 // The repository's own demo runs, gives the documented answer, and shows the
@@ -279,14 +317,26 @@ func TestDemoConfig(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	out := decode(t, stdout)
-	if out.Output != 451.5 || out.Metrics.TotalTokens == 0 || out.Metrics.CostUSD == 0 || out.Metrics.ToolCalls != 1 {
-		t.Fatalf("demo result: %s", stdout)
+	if out.Output != 451.5 {
+		t.Errorf("output %v, want 451.5", out.Output)
+	}
+	if out.Metrics.TotalTokens == 0 {
+		t.Error("total_tokens 0, want the run's")
+	}
+	if out.Metrics.CostUSD == 0 {
+		t.Error("cost_usd 0, want the run's")
+	}
+	if out.Metrics.ToolCalls != 1 {
+		t.Errorf("tool_calls %d, want 1", out.Metrics.ToolCalls)
 	}
 	if !strings.Contains(string(out.Final), `"working"`) {
 		t.Errorf("final %s lacks the domain field", out.Final)
 	}
-	if !strings.Contains(out.SystemPrompt, "## House style (from go-hooks plugin)") || out.Parameters["temperature"] != 0.2 || out.Parameters["max_tokens"] != float64(512) {
-		t.Errorf("the plugin's prompt or parameters are missing: parameters %v, prompt:\n%s", out.Parameters, out.SystemPrompt)
+	assertHas(t, "system prompt", out.SystemPrompt, "## House style (from go-hooks plugin)")
+	for k, want := range map[string]any{"temperature": 0.2, "max_tokens": float64(512)} {
+		if got := out.Parameters[k]; got != want {
+			t.Errorf("parameter %s = %v, want the plugin's %v", k, got, want)
+		}
 	}
 }
 
@@ -314,9 +364,7 @@ func TestPluginToolShadowsBuiltinWarns(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, "warning: ") || !strings.Contains(stderr, `"calc"`) || !strings.Contains(stderr, "shadow") {
-		t.Fatalf("no warning naming the tool and the plugin:\n%s", stderr)
-	}
+	assertHas(t, "a warning naming the tool and the plugin", stderr, "warning: ", `"calc"`, "shadow")
 }
 
 // A run whose model never gives a usable reply ends on the default fallback

@@ -63,8 +63,14 @@ func TestRustHooksCLI(t *testing.T) {
 	if want := map[string]any{"temperature": 0.3, "max_tokens": float64(400)}; !reflect.DeepEqual(out.Parameters, want) {
 		t.Errorf("parameters %v, want %v", out.Parameters, want)
 	}
-	if out.StopReason != "final" || out.Metrics.LLMRounds != 6 || out.Metrics.ToolCalls != 4 {
-		t.Errorf("stop %q, metrics %+v", out.StopReason, out.Metrics)
+	if out.StopReason != "final" {
+		t.Errorf("stop_reason %q, want final", out.StopReason)
+	}
+	if out.Metrics.LLMRounds != 6 {
+		t.Errorf("llm_rounds %d, want 6", out.Metrics.LLMRounds)
+	}
+	if out.Metrics.ToolCalls != 4 {
+		t.Errorf("tool_calls %d, want 4", out.Metrics.ToolCalls)
 	}
 
 	// The status line names the plugin and its hooks; the denied calc call
@@ -163,8 +169,14 @@ func TestRustHooksConfigRun(t *testing.T) {
 	}
 	defer rt.Close(ctx)
 	final, rc, err := rt.Engine.Run(ctx, rustHooksTask, cfg.RunOptions())
-	if err != nil || final == nil || rc.StopReason != engine.StopFinal {
-		t.Fatalf("run: %v, stop %q", err, rc.StopReason)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if final == nil {
+		t.Fatalf("run: no final answer (stop %q)", rc.StopReason)
+	}
+	if rc.StopReason != engine.StopFinal {
+		t.Fatalf("run: stop %q, want %q", rc.StopReason, engine.StopFinal)
 	}
 
 	var got []string
@@ -213,7 +225,11 @@ func TestRustHooksPluginCheck(t *testing.T) {
 	rustHooksConfig(t)
 	wasm := filepath.Join("..", "..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm")
 	code, stdout, stderr := morph(t, "", "plugin", "check", "--cache-dir", "off", wasm)
-	if code != 0 || !strings.HasPrefix(stdout, "ok: rust-hooks 0.1.0, ABI v1, hooks [") || !strings.Contains(stdout, "2 tools") {
-		t.Fatalf("check exit %d: %s%s", code, stdout, stderr)
+	if code != 0 {
+		t.Fatalf("check: exit %d, want 0: %s%s", code, stdout, stderr)
 	}
+	if want := "ok: rust-hooks 0.1.0, ABI v1, hooks ["; !strings.HasPrefix(stdout, want) {
+		t.Errorf("check: stdout %q does not start with %q", stdout, want)
+	}
+	assertHas(t, "check", stdout, "2 tools")
 }

@@ -75,16 +75,30 @@ func TestHooksNatively(t *testing.T) {
 		t.Fatalf("buildPrompt = %q, %v", out.SystemPrompt, err)
 	}
 	params, err := buildParams(abi.ParamsInput{})
-	if err != nil || params.Parameters["temperature"] != 0.2 || params.Parameters["max_tokens"] != 512 {
-		t.Fatalf("buildParams = %v, %v", params.Parameters, err)
+	if err != nil {
+		t.Fatalf("buildParams: %v", err)
+	}
+	if got := params.Parameters["temperature"]; got != 0.2 {
+		t.Errorf("buildParams: temperature = %v, want 0.2", got)
+	}
+	if got := params.Parameters["max_tokens"]; got != 512 {
+		t.Errorf("buildParams: max_tokens = %v (%T), want 512", got, got)
 	}
 	successes = map[string]int{}
 	_ = onToolSuccess(abi.ToolSuccessInput{Tool: "word_count"})
 	_ = onToolSuccess(abi.ToolSuccessInput{Tool: "word_count"})
 	_ = onToolSuccess(abi.ToolSuccessInput{Tool: "json_query"})
 	final, err := fallbackFinal(abi.FallbackInput{Reason: "why", Steps: 7})
-	o, _ := final.Output.(map[string]any)
-	if err != nil || o["status"] != "incomplete" || o["reason"] != "why" || o["steps"] != 7 || o["tool_successes"] != 3 {
-		t.Fatalf("fallbackFinal = %+v, %v", final, err)
+	if err != nil {
+		t.Fatalf("fallbackFinal: %v", err)
+	}
+	o, ok := final.Output.(map[string]any)
+	if !ok {
+		t.Fatalf("fallbackFinal: Output = %#v, want a map", final.Output)
+	}
+	for k, want := range map[string]any{"status": "incomplete", "reason": "why", "steps": 7, "tool_successes": 3} {
+		if o[k] != want {
+			t.Errorf("fallbackFinal: Output[%s] = %#v, want %#v", k, o[k], want)
+		}
 	}
 }

@@ -40,8 +40,14 @@ func TestRedactToolOutput(t *testing.T) {
 		t.Fatalf("clean output = %+v, %v; want unchanged (nil)", out, err)
 	}
 	out, err = redactToolOutput(abi.AfterToolCallInput{Tool: "t", Output: "error: sk-0123456789abcdefXYZ rejected", IsError: true})
-	if err != nil || out.Output == nil || *out.Output != "error: [redacted] rejected" {
-		t.Fatalf("redacted = %+v, %v", out, err)
+	if err != nil {
+		t.Fatalf("redactToolOutput: %v", err)
+	}
+	if out.Output == nil {
+		t.Fatal("redacted output = nil, want the output with the key redacted")
+	}
+	if want := "error: [redacted] rejected"; *out.Output != want {
+		t.Errorf("redacted output = %q, want %q", *out.Output, want)
 	}
 }
 
@@ -92,8 +98,14 @@ func TestGuardReadsConfig(t *testing.T) {
 		return "", false
 	}
 	out, err := guardToolCall(abi.BeforeToolCallInput{Tool: "json_query"})
-	if err != nil || !out.Deny || !strings.Contains(out.Reason, "tool json_query is denied") {
-		t.Fatalf("guard = %+v, %v", out, err)
+	if err != nil {
+		t.Fatalf("guardToolCall(json_query): %v", err)
+	}
+	if !out.Deny {
+		t.Errorf("guardToolCall(json_query): Deny = false, want true")
+	}
+	if !strings.Contains(out.Reason, "tool json_query is denied") {
+		t.Errorf("guardToolCall(json_query): Reason = %q, want it to say %q", out.Reason, "tool json_query is denied")
 	}
 	out, err = guardToolCall(abi.BeforeToolCallInput{Tool: "word_count"})
 	if err != nil || out.Deny {

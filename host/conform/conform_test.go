@@ -31,6 +31,18 @@ func conform(t *testing.T, l *host.Loader, cfg host.Config, fixtures map[string]
 	return rep
 }
 
+// checkLoadError checks that rep, of the module named what, does not
+// conform, for a load error that says want.
+func checkLoadError(t *testing.T, what string, rep *Report, want string) {
+	t.Helper()
+	if rep.Conforms {
+		t.Errorf("%s: Conforms = true, want false", what)
+	}
+	if !strings.Contains(rep.LoadError, want) {
+		t.Errorf("%s: LoadError = %q, want it to say %q", what, rep.LoadError, want)
+	}
+}
+
 // fixture returns the path of a guests/testdata module built by `make fixtures`.
 func fixture(t testing.TB, name string) string {
 	t.Helper()
@@ -124,25 +136,61 @@ func TestConformWATFixtures(t *testing.T) {
 				} else {
 					failed++
 					var he *host.Error
-					if !errors.Is(call.Err, want) || !errors.As(call.Err, &he) || he.Export != call.Export || call.Error != call.Err.Error() {
-						t.Errorf("%s: error %v (%T), want a *host.Error of kind %v for %s", call.Name, call.Err, call.Err, want, call.Export)
+					if !errors.Is(call.Err, want) {
+						t.Errorf("%s: error %v, want one of kind %v", call.Name, call.Err, want)
+					}
+					if !errors.As(call.Err, &he) {
+						t.Errorf("%s: error %v (%T), want a *host.Error", call.Name, call.Err, call.Err)
+					} else if he.Export != call.Export {
+						t.Errorf("%s: the error's Export = %q, want the call's, %q", call.Name, he.Export, call.Export)
+					}
+					if call.Err != nil && call.Error != call.Err.Error() {
+						t.Errorf("%s: Error = %q, want the error's text, %q", call.Name, call.Error, call.Err)
 					}
 				}
 				// A fault discards the instance (no memory to report), except a
 				// guest-reported error, which keeps it.
 				kept := call.Err == nil || errors.Is(call.Err, host.ErrGuest) || errors.Is(call.Err, host.ErrBadOutput) && c.fixture == "echo"
-				if kept && (call.MemoryBytes != 65536 || call.MemoryPages != 1) || !kept && call.MemoryBytes != 0 {
-					t.Errorf("%s: memory %d bytes, %d pages (kept %v)", call.Name, call.MemoryBytes, call.MemoryPages, kept)
+				switch {
+				case !kept:
+					if call.MemoryBytes != 0 {
+						t.Errorf("%s: MemoryBytes = %d of a discarded instance, want 0", call.Name, call.MemoryBytes)
+					}
+				case call.MemoryBytes != 65536:
+					t.Errorf("%s: MemoryBytes = %d, want 65536", call.Name, call.MemoryBytes)
+				case call.MemoryPages != 1:
+					t.Errorf("%s: MemoryPages = %d, want 1", call.Name, call.MemoryPages)
 				}
 				if call.Duration <= 0 {
 					t.Errorf("%s: duration %v", call.Name, call.Duration)
 				}
 			}
-			if rep.Failed != failed || rep.Passed != len(rep.Calls)-failed || rep.Conforms != (failed == 0) || rep.Skipped != 0 {
-				t.Errorf("counts: failed %d passed %d skipped %d conforms %v", rep.Failed, rep.Passed, rep.Skipped, rep.Conforms)
+			if rep.Failed != failed {
+				t.Errorf("Failed = %d, want %d", rep.Failed, failed)
 			}
-			if rep.Plugin == "" || rep.Manifest == nil || rep.MemoryBytes != 65536 || rep.LoadTime <= 0 || rep.Instances < 1 {
-				t.Errorf("report %+v", rep)
+			if want := len(rep.Calls) - failed; rep.Passed != want {
+				t.Errorf("Passed = %d, want %d", rep.Passed, want)
+			}
+			if rep.Conforms != (failed == 0) {
+				t.Errorf("Conforms = %v with %d failed", rep.Conforms, failed)
+			}
+			if rep.Skipped != 0 {
+				t.Errorf("Skipped = %d, want 0", rep.Skipped)
+			}
+			if rep.Plugin == "" {
+				t.Error("no Plugin name in the report")
+			}
+			if rep.Manifest == nil {
+				t.Error("no Manifest in the report")
+			}
+			if rep.MemoryBytes != 65536 {
+				t.Errorf("MemoryBytes = %d, want 65536", rep.MemoryBytes)
+			}
+			if rep.LoadTime <= 0 {
+				t.Errorf("LoadTime = %v, want more than 0", rep.LoadTime)
+			}
+			if rep.Instances < 1 {
+				t.Errorf("Instances = %d, want at least 1", rep.Instances)
 			}
 		})
 	}
@@ -158,8 +206,18 @@ func TestConformWATFixtures(t *testing.T) {
 	}
 	// After a fault the next call runs on a fresh instance.
 	rep = conform(t, l, host.Config{Path: fixture(t, "mw_trap")}, nil)
-	if c := rep.Calls; c[0].NewInstance || !c[1].NewInstance || c[2].NewInstance || rep.Discarded != 1 || rep.Instances != 2 {
-		t.Errorf("new instances %v %v %v, discarded %d, instances %d", c[0].NewInstance, c[1].NewInstance, c[2].NewInstance, rep.Discarded, rep.Instances)
+	var fresh []bool
+	for _, c := range rep.Calls[:3] {
+		fresh = append(fresh, c.NewInstance)
+	}
+	if want := []bool{false, true, false}; !slices.Equal(fresh, want) {
+		t.Errorf("the first calls' NewInstance = %v, want %v", fresh, want)
+	}
+	if rep.Discarded != 1 {
+		t.Errorf("Discarded = %d, want 1", rep.Discarded)
+	}
+	if rep.Instances != 2 {
+		t.Errorf("Instances = %d, want 2", rep.Instances)
 	}
 }
 
@@ -167,13 +225,18 @@ func TestConformLoadAndReadErrors(t *testing.T) {
 	l := newLoader(t)
 	ctx := context.Background()
 	rep, err := Run(ctx, l, host.Config{Path: fixture(t, "wrongversion")}, nil)
-	if err != nil || rep.Conforms || !strings.Contains(rep.LoadError, "found morph_abi_v2") || len(rep.Calls) != 0 {
-		t.Fatalf("wrongversion: %+v, %v", rep, err)
+	if err != nil {
+		t.Fatalf("wrongversion: %v", err)
+	}
+	checkLoadError(t, "wrongversion", rep, "found morph_abi_v2")
+	if len(rep.Calls) != 0 {
+		t.Errorf("wrongversion: %d calls, want none", len(rep.Calls))
 	}
 	rep, err = Run(ctx, l, host.Config{Path: fixture(t, "missingexport")}, nil)
-	if err != nil || rep.Conforms || !strings.Contains(rep.LoadError, "does not export morph_build_prompt") {
-		t.Fatalf("missingexport: %+v, %v", rep, err)
+	if err != nil {
+		t.Fatalf("missingexport: %v", err)
 	}
+	checkLoadError(t, "missingexport", rep, "does not export morph_build_prompt")
 	if _, err := Run(ctx, l, host.Config{Path: filepath.Join(t.TempDir(), "absent.wasm")}, nil); !errors.Is(err, host.ErrLoad) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing file: %v", err)
 	}
@@ -208,12 +271,24 @@ func TestConformHookFixtures(t *testing.T) {
 		if msg == "" {
 			continue
 		}
-		if !errors.Is(c.Err, ErrInvalidFixture) || !strings.Contains(c.Error, msg) || c.Duration != 0 {
-			t.Errorf("%s %s: %v, want %q", c.Name, c.Input, c.Err, msg)
+		if !errors.Is(c.Err, ErrInvalidFixture) {
+			t.Errorf("%s %s: error %v, want ErrInvalidFixture", c.Name, c.Input, c.Err)
+		}
+		if !strings.Contains(c.Error, msg) {
+			t.Errorf("%s %s: Error = %q, want it to say %q", c.Name, c.Input, c.Error, msg)
+		}
+		if c.Duration != 0 {
+			t.Errorf("%s %s: Duration = %v, want 0 (an invalid fixture is not called)", c.Name, c.Input, c.Duration)
 		}
 	}
-	if rep.Conforms || rep.Failed != 3 || rep.Passed != 2 {
-		t.Errorf("counts: failed %d, passed %d", rep.Failed, rep.Passed)
+	if rep.Conforms {
+		t.Error("Conforms = true with invalid fixtures")
+	}
+	if rep.Failed != 3 {
+		t.Errorf("Failed = %d, want 3", rep.Failed)
+	}
+	if rep.Passed != 2 {
+		t.Errorf("Passed = %d, want 2", rep.Passed)
 	}
 }
 
@@ -266,8 +341,20 @@ func TestConformGoHooks(t *testing.T) {
 	l := newLoader(t)
 	path := goHooksWasm(t)
 	rep := conform(t, l, host.Config{Path: path}, nil)
-	if !rep.Conforms || rep.Failed != 0 || rep.Noted != 1 || rep.Discarded != 0 || rep.Instances != 1 {
+	if !rep.Conforms {
 		t.Fatalf("go-hooks does not conform: %+v\n%s", rep, strings.Join(rows(rep), "\n"))
+	}
+	if rep.Failed != 0 {
+		t.Errorf("Failed = %d, want 0", rep.Failed)
+	}
+	if rep.Noted != 1 {
+		t.Errorf("Noted = %d, want 1 (json_query's sample)", rep.Noted)
+	}
+	if rep.Discarded != 0 {
+		t.Errorf("Discarded = %d, want 0", rep.Discarded)
+	}
+	if rep.Instances != 1 {
+		t.Errorf("Instances = %d, want 1", rep.Instances)
 	}
 	var hooks []string
 	for _, c := range rep.Calls {
@@ -339,8 +426,13 @@ func TestConformGoHooks(t *testing.T) {
 	for _, c := range rep.Calls {
 		switch c.Input {
 		case "word_count-missing":
-			if !errors.Is(c.Err, ErrInvalidFixture) || !strings.Contains(c.Error, "the engine would never send it") || !strings.Contains(c.Error, "text") {
-				t.Errorf("word_count-missing: %v", c.Err)
+			if !errors.Is(c.Err, ErrInvalidFixture) {
+				t.Errorf("word_count-missing: error %v, want ErrInvalidFixture", c.Err)
+			}
+			for _, want := range []string{"the engine would never send it", "text"} {
+				if !strings.Contains(c.Error, want) {
+					t.Errorf("word_count-missing: Error = %q, want it to say %q", c.Error, want)
+				}
 			}
 		case "word_count-othertool":
 			if !strings.Contains(c.Error, `names the tool "json_query", but its key is for "word_count"`) {

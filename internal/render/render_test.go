@@ -175,8 +175,17 @@ func TestSVGWithoutARunDrawsTheGraphAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := parseSVG(t, svg)
-	if len(doc.nodes) != 2 || doc.nodes["a"].fill != "gold" || doc.nodes["b"].fill != "none" || doc.nodes["b"].tooltip != "" {
-		t.Errorf("nodes %+v, want a gold, b unfilled, no tooltips, no legend", doc.nodes)
+	if len(doc.nodes) != 2 {
+		t.Errorf("%d nodes %+v, want a and b", len(doc.nodes), doc.nodes)
+	}
+	if got := doc.nodes["a"].fill; got != "gold" {
+		t.Errorf("a's fill = %q, want gold", got)
+	}
+	if got := doc.nodes["b"].fill; got != "none" {
+		t.Errorf("b's fill = %q, want none", got)
+	}
+	if got := doc.nodes["b"].tooltip; got != "" {
+		t.Errorf("b's tooltip = %q, want none", got)
 	}
 }
 
@@ -187,8 +196,15 @@ func TestSVGNextWithoutStatuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := parseSVG(t, svg)
-	if got := doc.nodes["start"]; got.fill != colourNotRun || got.stroke != colourNext || got.tooltip != "not run (next)" {
-		t.Errorf("start: %+v", got)
+	start := doc.nodes["start"]
+	if start.fill != colourNotRun {
+		t.Errorf("start's fill = %q, want %q", start.fill, colourNotRun)
+	}
+	if start.stroke != colourNext {
+		t.Errorf("start's stroke = %q, want %q", start.stroke, colourNext)
+	}
+	if start.tooltip != "not run (next)" {
+		t.Errorf("start's tooltip = %q, want %q", start.tooltip, "not run (next)")
 	}
 	if got, want := doc.legend(), []string{"not run", "next"}; !slices.Equal(got, want) {
 		t.Errorf("legend %q, want %q", got, want)
@@ -307,8 +323,15 @@ func TestCheckSVG(t *testing.T) {
 		{`<?xml-stylesheet href="x"?>`, "processing instruction <?xml-stylesheet?>"},
 	} {
 		err := checkSVG([]byte(head + tt.body + `</svg>`))
-		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-			t.Errorf("%s: got %v, want %q", tt.body, err, tt.want)
+		switch {
+		case tt.want == "":
+			if err != nil {
+				t.Errorf("%s: error %v, want none", tt.body, err)
+			}
+		case err == nil:
+			t.Errorf("%s: no error, want one saying %q", tt.body, tt.want)
+		case !strings.Contains(err.Error(), tt.want):
+			t.Errorf("%s: error %q does not say %q", tt.body, err, tt.want)
 		}
 	}
 }
@@ -406,7 +429,10 @@ func TestSVGUsesDot(t *testing.T) {
 		t.Fatal(err)
 	}
 	xs := regexp.MustCompile(`<ellipse [^>]*cx="([^"]+)"`).FindAllStringSubmatch(string(svg), -1)
-	if len(xs) != 3 || xs[0][1] != xs[1][1] || xs[1][1] != xs[2][1] {
+	if len(xs) != 3 {
+		t.Fatalf("%d nodes drawn (%q), want 3", len(xs), xs)
+	}
+	if xs[0][1] != xs[1][1] || xs[1][1] != xs[2][1] {
 		t.Errorf("the nodes' x: %q, want one column", xs)
 	}
 }

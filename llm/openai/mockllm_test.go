@@ -93,9 +93,18 @@ func TestMockLLM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Text != final || res.FinishReason != "stop" || !res.UsageEstimated || res.Usage != wantUsage {
-				t.Errorf("streamed %v: text %q finish %q usage %+v estimated %v; want %q stop %+v estimated",
-					req.Stream != nil, res.Text, res.FinishReason, res.Usage, res.UsageEstimated, final, wantUsage)
+			streamed := req.Stream != nil
+			if res.Text != final {
+				t.Errorf("streamed %v: Text = %q, want %q", streamed, res.Text, final)
+			}
+			if res.FinishReason != "stop" {
+				t.Errorf("streamed %v: FinishReason = %q, want %q", streamed, res.FinishReason, "stop")
+			}
+			if !res.UsageEstimated {
+				t.Errorf("streamed %v: UsageEstimated = false, want true", streamed)
+			}
+			if res.Usage != wantUsage {
+				t.Errorf("streamed %v: Usage = %+v, want %+v", streamed, res.Usage, wantUsage)
 			}
 		}
 		// The server's pieces are 8 characters (mockllm's streaming config).

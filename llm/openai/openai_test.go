@@ -468,8 +468,10 @@ func TestRetryOn500ThenSuccess(t *testing.T) {
 		t.Fatalf("Chat: %v", err)
 	}
 	// The first backoff: the base delay, randomized by half either way.
-	if len(clock.waits) != 1 || clock.waits[0] < 10*time.Millisecond || clock.waits[0] > 30*time.Millisecond {
-		t.Errorf("waited %v between attempts, want one wait of 20ms ± 50%%", clock.waits)
+	if len(clock.waits) != 1 {
+		t.Errorf("waited %v between attempts, want one wait", clock.waits)
+	} else if w := clock.waits[0]; w < 10*time.Millisecond || w > 30*time.Millisecond {
+		t.Errorf("waited %v between attempts, want 20ms ± 50%%", w)
 	}
 	if res.Text != "recovered" || res.Usage.TotalTokens != 7 {
 		t.Errorf("result = %+v", res)
@@ -490,8 +492,13 @@ func TestRetryOn500ThenSuccess(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(logs.String())), &rec); err != nil {
 		t.Fatalf("want exactly one JSON log record, got %q: %v", logs.String(), err)
 	}
-	if rec["level"] != "WARN" || rec["attempt"] != 1.0 || rec["status"] != 500.0 || rec["wait"] == nil {
-		t.Errorf("retry log = %v", rec)
+	for k, want := range map[string]any{"level": "WARN", "attempt": 1.0, "status": 500.0} {
+		if rec[k] != want {
+			t.Errorf("retry log %s = %v, want %v (%v)", k, rec[k], want, rec)
+		}
+	}
+	if rec["wait"] == nil {
+		t.Errorf("retry log has no wait (%v)", rec)
 	}
 	if strings.Contains(logs.String(), testKey) {
 		t.Error("API key appears in the log")
@@ -664,8 +671,13 @@ func TestStringErrorKeepsStatus(t *testing.T) {
 		fmt.Fprint(w, `{"error":"model \"m\" not found"}`)
 	})
 	_, err := s.client(t, nil).Chat(context.Background(), llm.Request{Messages: userMsg("hi")})
-	if err == nil || !strings.Contains(err.Error(), "answered with HTTP 404") || !strings.Contains(err.Error(), "ending in /v1") {
-		t.Errorf("404 with a string error: %v; want the URL hint", err)
+	if err == nil {
+		t.Fatal("404 with a string error: no error")
+	}
+	for _, want := range []string{"answered with HTTP 404", "ending in /v1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("404 with a string error: %q does not say %q", err, want)
+		}
 	}
 }
 
@@ -923,8 +935,14 @@ func TestRetryAfterParsing(t *testing.T) {
 func checkPricedUsage(t *testing.T, res llm.Result) {
 	t.Helper()
 	u := res.Usage
-	if u.InputTokens != 1000 || u.OutputTokens != 500 || u.TotalTokens != 1500 {
-		t.Errorf("usage = %+v", u)
+	if u.InputTokens != 1000 {
+		t.Errorf("Usage.InputTokens = %d, want 1000", u.InputTokens)
+	}
+	if u.OutputTokens != 500 {
+		t.Errorf("Usage.OutputTokens = %d, want 500", u.OutputTokens)
+	}
+	if u.TotalTokens != 1500 {
+		t.Errorf("Usage.TotalTokens = %d, want 1500", u.TotalTokens)
 	}
 	if math.Abs(u.Cost-0.006) > 1e-12 {
 		t.Errorf("cost = %v, want 0.006", u.Cost)

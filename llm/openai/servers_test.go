@@ -144,8 +144,14 @@ func TestMissingUsageEstimated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.UsageEstimated || res.Usage.InputTokens != 1 || res.Usage.OutputTokens != 1 {
-		t.Errorf("reported usage: %+v estimated %v; want 1+1, not estimated", res.Usage, res.UsageEstimated)
+	if res.UsageEstimated {
+		t.Errorf("reported usage: UsageEstimated = true, want false")
+	}
+	if res.Usage.InputTokens != 1 {
+		t.Errorf("reported usage: InputTokens = %d, want 1", res.Usage.InputTokens)
+	}
+	if res.Usage.OutputTokens != 1 {
+		t.Errorf("reported usage: OutputTokens = %d, want 1", res.Usage.OutputTokens)
 	}
 }
 

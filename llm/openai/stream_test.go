@@ -213,8 +213,14 @@ func TestStreamWithoutUsageChunk(t *testing.T) {
 	}
 	// Estimated: "hi" is 1 token, "no usage" 2, at about four characters a token.
 	want := llm.Usage{InputTokens: 1, OutputTokens: 2, TotalTokens: 3, Cost: 3e-6}
-	if res.Text != "no usage" || res.Usage != want || !res.UsageEstimated {
-		t.Errorf("result = %q %+v estimated %v, want the text and estimated usage %+v", res.Text, res.Usage, res.UsageEstimated, want)
+	if res.Text != "no usage" {
+		t.Errorf("Text = %q, want %q", res.Text, "no usage")
+	}
+	if res.Usage != want {
+		t.Errorf("Usage = %+v, want %+v", res.Usage, want)
+	}
+	if !res.UsageEstimated {
+		t.Errorf("UsageEstimated = false, want true")
 	}
 }
 

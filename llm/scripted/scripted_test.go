@@ -61,8 +61,14 @@ func TestEstimatesAreAtLeastOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Usage.InputTokens != 1 || res.Usage.OutputTokens != 1 || res.Usage.Cost != 0 {
-		t.Fatalf("usage %+v, want 1 input, 1 output, no cost", res.Usage)
+	if res.Usage.InputTokens != 1 {
+		t.Errorf("Usage.InputTokens = %d, want 1", res.Usage.InputTokens)
+	}
+	if res.Usage.OutputTokens != 1 {
+		t.Errorf("Usage.OutputTokens = %d, want 1", res.Usage.OutputTokens)
+	}
+	if res.Usage.Cost != 0 {
+		t.Errorf("Usage.Cost = %v, want 0", res.Usage.Cost)
 	}
 }
 
@@ -87,8 +93,14 @@ func TestExhausted(t *testing.T) {
 		t.Fatalf("err = %v, want ErrExhausted", err)
 	}
 	var ee *scripted.ExhaustedError
-	if !errors.As(err, &ee) || ee.Replies != 1 || ee.Source != "demo/replies.json" {
-		t.Fatalf("err = %#v, want *ExhaustedError{demo/replies.json, 1}", err)
+	if !errors.As(err, &ee) {
+		t.Fatalf("err = %#v, want an *ExhaustedError", err)
+	}
+	if ee.Replies != 1 {
+		t.Errorf("ExhaustedError.Replies = %d, want 1", ee.Replies)
+	}
+	if ee.Source != "demo/replies.json" {
+		t.Errorf("ExhaustedError.Source = %q, want %q", ee.Source, "demo/replies.json")
 	}
 	for _, want := range []string{"ran out after 1 replies", "demo/replies.json"} {
 		if !strings.Contains(err.Error(), want) {
@@ -200,13 +212,25 @@ func TestLoad(t *testing.T) {
 		if res.Text != want {
 			t.Errorf("reply %d = %q, want %q", i, res.Text, want)
 		}
-		if i == 0 && (res.Usage.TotalTokens != 120 || res.Usage.Cost != (100*2.5+20*10)/1e6) {
-			t.Errorf("reply 0 usage %+v", res.Usage)
+		if i != 0 {
+			continue
+		}
+		if res.Usage.TotalTokens != 120 {
+			t.Errorf("reply 0: Usage.TotalTokens = %d, want 120", res.Usage.TotalTokens)
+		}
+		if want := (100*2.5 + 20*10) / 1e6; res.Usage.Cost != want {
+			t.Errorf("reply 0: Usage.Cost = %v, want %v", res.Usage.Cost, want)
 		}
 	}
 	_, err = c.Chat(context.Background(), req("q"))
-	if !errors.Is(err, scripted.ErrExhausted) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "after 3 replies") {
-		t.Fatalf("err = %v, want ErrExhausted naming %s and 3 replies", err, path)
+	if !errors.Is(err, scripted.ErrExhausted) {
+		t.Fatalf("err = %v, want ErrExhausted", err)
+	}
+	if !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q does not name %s", err, path)
+	}
+	if !strings.Contains(err.Error(), "after 3 replies") {
+		t.Errorf("error %q does not say %q", err, "after 3 replies")
 	}
 }
 

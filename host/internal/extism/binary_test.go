@@ -73,15 +73,28 @@ func FuzzExtismBinary(f *testing.F) {
 		}
 		out := renameImports(wasm, m, extismEnv, extismMorphEnv, extismOverridden)
 		back, err := parseWasm(out, true)
-		if err != nil || len(back.imports) != len(m.imports) || len(back.exports) != len(m.exports) {
-			t.Fatalf("renamed module reads back as %v (%v), from %v", back, err, m)
+		if err != nil {
+			t.Fatalf("renamed module does not read back: %v (from %v)", err, m)
+		}
+		if len(back.imports) != len(m.imports) {
+			t.Fatalf("renamed module reads back with %d imports, want %d (%v, from %v)", len(back.imports), len(m.imports), back, m)
+		}
+		if len(back.exports) != len(m.exports) {
+			t.Fatalf("renamed module reads back with %d exports, want %d (%v, from %v)", len(back.exports), len(m.exports), back, m)
 		}
 		for i, imp := range m.imports {
 			if imp.Kind == wasmbin.KindFunction && imp.Module == extismEnv && extismOverridden[imp.Name] {
 				imp.Module = extismMorphEnv
 			}
-			if got := back.imports[i]; got.Module != imp.Module || got.Name != imp.Name || !got.fn.Equal(imp.fn) {
-				t.Fatalf("import %d reads back as %s.%s %s, want %s.%s %s", i, got.Module, got.Name, signature(got.fn), imp.Module, imp.Name, signature(imp.fn))
+			got := back.imports[i]
+			if got.Module != imp.Module {
+				t.Fatalf("import %d (%s) reads back from module %q, want %q", i, imp.Name, got.Module, imp.Module)
+			}
+			if got.Name != imp.Name {
+				t.Fatalf("import %d reads back named %q, want %q", i, got.Name, imp.Name)
+			}
+			if !got.fn.Equal(imp.fn) {
+				t.Fatalf("import %d (%s.%s) reads back as %s, want %s", i, imp.Module, imp.Name, signature(got.fn), signature(imp.fn))
 			}
 		}
 	})

@@ -375,7 +375,14 @@ func TestNames(t *testing.T) {
 		}
 		same = g == w || g == plus
 	}
-	if len(wantFuncs) < 10 || !strings.Contains(strings.Join(wantFuncs, ""), "(local $i i32)") || !same {
+	// The fixture has what the comparison is about: functions, one of them with locals.
+	if len(wantFuncs) < 10 {
+		t.Errorf("%d named functions in the fixture, want at least 10", len(wantFuncs))
+	}
+	if !strings.Contains(strings.Join(wantFuncs, ""), "(local $i i32)") {
+		t.Errorf("no function of the fixture has the local $i: %q", wantFuncs)
+	}
+	if !same {
 		t.Errorf("function headers:\n got  %q\n want %q", gotFuncs, wantFuncs)
 	}
 }
@@ -645,8 +652,14 @@ func TestErrors(t *testing.T) {
 			if !errors.As(err, &e) || !errors.Is(err, tc.kind) {
 				t.Fatalf("Instrument = %d bytes, %v; want an *Error of kind %v", len(out), err, tc.kind)
 			}
-			if e.Section != tc.section || e.Offset != tc.offset || !strings.Contains(e.Msg, tc.msg) {
-				t.Errorf("error %q: section %q offset %d, want %q, %d and a message with %q", err, e.Section, e.Offset, tc.section, tc.offset, tc.msg)
+			if e.Section != tc.section {
+				t.Errorf("error %q: Section = %q, want %q", err, e.Section, tc.section)
+			}
+			if e.Offset != tc.offset {
+				t.Errorf("error %q: Offset = %d, want %d", err, e.Offset, tc.offset)
+			}
+			if !strings.Contains(e.Msg, tc.msg) {
+				t.Errorf("error %q: Msg = %q, want it to say %q", err, e.Msg, tc.msg)
 			}
 		})
 	}
@@ -667,8 +680,11 @@ func TestErrors(t *testing.T) {
 	for _, budget := range []uint32{0, interrupt.MaxBudget + 1} {
 		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
 			_, err := interrupt.Instrument(module(), budget, hostStack)
-			if err == nil || errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
-				t.Errorf("err = %v, want an argument error", err)
+			if err == nil {
+				t.Fatal("no error, want an argument error")
+			}
+			if errors.Is(err, wasmbin.ErrMalformed) || errors.Is(err, interrupt.ErrUnsupported) {
+				t.Errorf("err = %v, a module's fault; want an argument error", err)
 			}
 		})
 	}

@@ -25,9 +25,13 @@ func TestMappedMemory(t *testing.T) {
 	buf := mem.Reallocate(wasmPage)
 	buf[0], buf[wasmPage-1] = 1, 2
 	grown := mem.Reallocate(16 * wasmPage)
-	if unsafe.SliceData(grown) != unsafe.SliceData(buf) || grown[0] != 1 || grown[wasmPage-1] != 2 || len(grown) != 16*wasmPage {
-		t.Fatalf("growing moved or lost the memory")
+	if len(grown) != 16*wasmPage {
+		t.Fatalf("grown to %d bytes, want %d", len(grown), 16*wasmPage)
 	}
+	if unsafe.SliceData(grown) != unsafe.SliceData(buf) {
+		t.Fatalf("growing moved the memory")
+	}
+	checkBytes(t, "grown memory", grown, map[int]byte{0: 1, wasmPage - 1: 2})
 	if mem.Reallocate(max+1) != nil {
 		t.Fatalf("grew past its maximum")
 	}
@@ -104,7 +108,16 @@ func TestTrimZeros(t *testing.T) {
 	if u := a.Usage(); u.Resident != 2*uint64(page) {
 		t.Fatalf("usage %+v, want the 2 pages with data resident", u)
 	}
-	if buf[0] != 1 || buf[3*page-1] != 3 || buf[page] != 0 {
-		t.Fatalf("trimming changed the memory")
+	checkBytes(t, "trimmed memory", buf, map[int]byte{0: 1, page: 0, 3*page - 1: 3})
+}
+
+// checkBytes fails t at each offset of buf that does not hold its byte of
+// want; what names the memory.
+func checkBytes(t *testing.T, what string, buf []byte, want map[int]byte) {
+	t.Helper()
+	for off, b := range want {
+		if buf[off] != b {
+			t.Fatalf("%s: byte %d = %d, want %d", what, off, buf[off], b)
+		}
 	}
 }

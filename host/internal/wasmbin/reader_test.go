@@ -14,8 +14,16 @@ import (
 func TestS32(t *testing.T) {
 	for _, v := range []int32{0, 1, -1, 63, 64, -64, -65, 1 << 20, math.MaxInt32, math.MinInt32} {
 		r := wasmbin.NewReader(wasmbin.AppendS32(nil, v), "test")
-		if got, err := r.S32(); err != nil || got != v || r.Remaining() != 0 {
-			t.Errorf("S32 of %d's encoding: %d, %v, %d bytes left", v, got, err, r.Remaining())
+		got, err := r.S32()
+		if err != nil {
+			t.Errorf("S32 of %d's encoding: %v", v, err)
+			continue
+		}
+		if got != v {
+			t.Errorf("S32 of %d's encoding = %d", v, got)
+		}
+		if n := r.Remaining(); n != 0 {
+			t.Errorf("S32 of %d's encoding left %d bytes, want none", v, n)
 		}
 	}
 	good := map[string]int32{

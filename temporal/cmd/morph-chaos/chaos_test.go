@@ -69,9 +69,12 @@ func TestModelServerRepliesFromTheConversation(t *testing.T) {
 	chat(t, s.url, "system", "tools", "user", turnTask("calm-001"))
 
 	st := modelCalls(s.events(), "chaos-", 2)
-	if st.arrived != 4 || st.answered != 4 || st.repeatedKeys != 1 || st.extra != 1 || st.repeatedTurns != 1 || st.finalsAnswered != 1 {
-		t.Errorf("stats %+v, want 4 calls of chaos-007, one of them answered twice", st)
-	}
+	// 4 calls of chaos-007, one of them answered twice.
+	checkCounts(t, []count{
+		{"arrived", st.arrived, 4}, {"answered", st.answered, 4},
+		{"repeatedKeys", st.repeatedKeys, 1}, {"extra", st.extra, 1},
+		{"repeatedTurns", st.repeatedTurns, 1}, {"finalsAnswered", st.finalsAnswered, 1},
+	})
 	if n := strings.Count(log.String(), "\n"); n != 10 {
 		t.Errorf("%d log lines for 5 calls, want an arrival and an answer each:\n%s", n, log.String())
 	}
@@ -94,8 +97,26 @@ func TestModelCallsLostAndMadeAgain(t *testing.T) {
 		{Time: at(3), Event: eventAborted, Key: "k2", Turn: "calm-001"},
 	}
 	st := modelCalls(evs, "chaos-", 2)
-	if st.aborted != 1 || st.repeatedKeys != 1 || st.extra != 1 || !slices.Equal(st.remade, []time.Duration{20 * time.Second, 18 * time.Second}) {
-		t.Errorf("stats %+v", st)
+	checkCounts(t, []count{{"aborted", st.aborted, 1}, {"repeatedKeys", st.repeatedKeys, 1}, {"extra", st.extra, 1}})
+	if want := []time.Duration{20 * time.Second, 18 * time.Second}; !slices.Equal(st.remade, want) {
+		t.Errorf("remade = %v, want %v", st.remade, want)
+	}
+}
+
+// count is one counter of callStats a test checks: its name, value and
+// the value wanted.
+type count struct {
+	name      string
+	got, want int
+}
+
+// checkCounts reports each count whose value is not the one wanted.
+func checkCounts(t *testing.T, cs []count) {
+	t.Helper()
+	for _, c := range cs {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
 	}
 }
 
@@ -116,8 +137,13 @@ func TestPercentile(t *testing.T) {
 	for i := 10; i >= 1; i-- {
 		ds = append(ds, time.Duration(i)*time.Second)
 	}
-	if p50, p90, p100 := percentile(ds, 50), percentile(ds, 90), percentile(ds, 100); p50 != 5*time.Second || p90 != 9*time.Second || p100 != 10*time.Second {
-		t.Errorf("p50 %s p90 %s max %s", p50, p90, p100)
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 5 * time.Second}, {90, 9 * time.Second}, {100, 10 * time.Second}} {
+		if got := percentile(ds, c.p); got != c.want {
+			t.Errorf("percentile(ds, %v) = %s, want %s", c.p, got, c.want)
+		}
 	}
 	if percentile(nil, 50) != 0 {
 		t.Error("no durations")
