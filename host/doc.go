@@ -20,7 +20,8 @@
 //     the typed errors (errors.go); Inspect's Report
 //     (inspect.go); Loader.Extender and Plugin.Extender, a
 //     module as an engine.Extender: the way to embed a whole plugin
-//     (extender.go); Grants (grants.go, over internal/sandbox);
+//     (extender.go); Grants (grants.go, converted at load for
+//     internal/sandbox, which enforces them);
 //     StackLimitError (errors.go, internal/native's).
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
 //     (name, detect, load), which Load and Inspect consult (registry.go).

@@ -111,7 +111,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	if p.ext, err = l.extismParts(named); err != nil {
 		return fail(ErrLoad, err)
 	}
-	if p.sandbox, err = sandbox.New(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
+	if p.sandbox, err = sandbox.New(cfg.Grants.sandbox(), l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
 		return fail(ErrLoad, err)
 	}
 	ml := loaderOf(src.wasm, cfg)
