@@ -236,16 +236,16 @@ func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 		}
 		return
 	}
-	view, kind, msg, err := inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
+	view, err := inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
 	var m abi.Manifest
-	if kind == nil {
+	if err == nil {
 		if derr := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &m); derr != nil {
-			kind, err = ErrBadOutput, derr
+			err = guest.Fail(ErrBadOutput, "", derr)
 		}
 	}
-	if kind != nil {
+	if err != nil {
 		p.log.WarnContext(ctx, "the plugin's tools changed, but describing them failed; the old list stays",
-			"err", p.failure(abi.ExportDescribe, kind, msg, err))
+			"err", p.failure(abi.ExportDescribe, err))
 		return
 	}
 	p.watch.mu.Lock()
