@@ -227,6 +227,11 @@ type toolWatch struct {
 // the plugin's tools changed, and gives the engine the new list. The caller
 // holds inst, so nothing else runs on it meanwhile. Failures are logged:
 // the old list stays.
+//
+// The description has the plugin's timeout of its own (Details.CallBound
+// counts it apart from the call's), not the deadline of the middleware
+// hook call ctx may belong to (callDeadline): the call that said the tools
+// changed may have used that up, and the change would be lost.
 func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 	if p.mode != IsolationPooled || p.limits.MaxInstances != 1 {
 		if !p.watch.warned.Swap(true) {
@@ -236,7 +241,7 @@ func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 		}
 		return
 	}
-	view, err := inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
+	view, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
 	var m abi.Manifest
 	if err == nil {
 		if derr := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &m); derr != nil {
@@ -245,7 +250,7 @@ func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 	}
 	if err != nil {
 		p.log.WarnContext(ctx, "the plugin's tools changed, but describing them failed; the old list stays",
-			"err", p.failure(abi.ExportDescribe, err))
+			"err", p.failure(abi.ExportDescribe, p.classified(ctx, err)))
 		return
 	}
 	p.watch.mu.Lock()
