@@ -48,7 +48,8 @@
 //     heap, and what they really hold (Plugin.Memory).
 //   - internal/guest: what the host and the loaders share: the Module and
 //     Instance a loader gives the host, the Env the host gives a loader,
-//     the kinds of failure (which host re-exports as its Err* values), and
+//     the kinds of failure (which host re-exports as its Err* values) and a
+//     call's failure (CallError), and
 //     what a host function knows of the call it serves (CallState: its
 //     deadline, its log budget, the bounds on WASI's own functions).
 //   - internal/native: the native loader, ABI v1 directly on wazero: export
