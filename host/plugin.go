@@ -375,14 +375,15 @@ func (p *Plugin) Memory() MemoryStatus {
 // that Close waits for it.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
 	sh := p.shards.local()
-	start := time.Now()
 	inst, _, err := p.acquire(ctx, sh)
 	if err != nil {
 		p.stats.faults.Add(1)
 		return nil, 0, p.failure(abi.ExportDestroy, err)
 	}
 	defer p.slots.give(sh)
-	view, err := inst.g.Call(ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+	// The timeout starts now: acquire may have waited for a slot, or
+	// instantiated, for longer.
+	view, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
 	if kind := guest.KindOf(err); kind == nil || kind == ErrGuest {
 		memoryBytes = inst.g.MemoryBytes()
 	}
