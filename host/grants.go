@@ -1,6 +1,8 @@
 package host
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/morphhost/morph/host/internal/sandbox"
@@ -85,7 +87,26 @@ func (g PathGrant) String() string { return sandbox.PathGrant(g).String() }
 // CapabilityError lists capabilities a plugin's manifest requests and its
 // grants do not give. A load with Grants.Ungranted = UngrantedError fails
 // with it, inside an *Error of kind ErrNotGranted.
-type CapabilityError = sandbox.CapabilityError
+type CapabilityError struct {
+	// Capabilities are the names the manifest requests (abi.Capability*,
+	// or names this host does not know) that the grants do not give.
+	Capabilities []string
+}
+
+// Error names each capability with the morph.toml key that grants it, and
+// the way out (ungranted = "warn"), so the operator knows what to change.
+func (e *CapabilityError) Error() string {
+	parts := make([]string, len(e.Capabilities))
+	for i, c := range e.Capabilities {
+		if key := sandbox.Setting(c); key != "" {
+			parts[i] = fmt.Sprintf("%s (set %s)", c, key)
+		} else {
+			parts[i] = fmt.Sprintf("%s (unknown to this host: it cannot be granted)", c)
+		}
+	}
+	return "the manifest requests capabilities not granted: " + strings.Join(parts, ", ") +
+		`; grant them in the plugin's [[plugins]] entry of morph.toml, or set ungranted = "warn" to load the plugin anyway`
+}
 
 // Defaults of zero Grants limits: 10 s per request, 1 MiB of response
 // body, 5 redirects.
