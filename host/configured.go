@@ -227,6 +227,11 @@ type toolWatch struct {
 // the plugin's tools changed, and gives the engine the new list. The caller
 // holds inst, so nothing else runs on it meanwhile. Failures are logged:
 // the old list stays.
+//
+// The description has the plugin's timeout of its own (Details.CallBound
+// counts it apart from the call's), not the deadline of the middleware
+// hook call ctx may belong to (callDeadline): the call that said the tools
+// changed may have used that up, and the change would be lost.
 func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 	if p.mode != IsolationPooled || p.limits.MaxInstances != 1 {
 		if !p.watch.warned.Swap(true) {
@@ -236,16 +241,16 @@ func (p *Plugin) refreshTools(ctx context.Context, inst *instance) {
 		}
 		return
 	}
-	view, kind, msg, err := inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
+	view, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDescribe, nil, p.limits.MaxOutputBytes)
 	var m abi.Manifest
-	if kind == nil {
+	if err == nil {
 		if derr := guest.DecodeJSON(view, p.limits.MaxJSONDepth, &m); derr != nil {
-			kind, err = ErrBadOutput, derr
+			err = guest.Fail(ErrBadOutput, "", derr)
 		}
 	}
-	if kind != nil {
+	if err != nil {
 		p.log.WarnContext(ctx, "the plugin's tools changed, but describing them failed; the old list stays",
-			"err", p.failure(abi.ExportDescribe, kind, msg, err))
+			"err", p.failure(abi.ExportDescribe, p.classified(ctx, err)))
 		return
 	}
 	p.watch.mu.Lock()

@@ -348,3 +348,45 @@ func TestToolChangeNeedsOnePooledInstance(t *testing.T) {
 		}
 	}
 }
+
+// The description that follows a call which said the plugin's tools
+// changed has a timeout of its own (Details.CallBound counts it apart from
+// the call's): inside a Bounded middleware hook whose deadline the call
+// used up, the engine still gets the new list, not a warning that the
+// description timed out and the old list stays.
+func TestToolRefreshAfterHookDeadline(t *testing.T) {
+	l, logs := extismLoader()
+	cfg := mcpv2Config(t, func(context.Context, *HostCall, []uint64) error { return nil })
+	cfg.Name = "wild-refresh"
+	p := load(t, l, cfg)
+	var lists [][]engine.Tool
+	p.extension(engine.MiddlewareConfig{}).WatchTools(func(_ context.Context, tools []engine.Tool) error {
+		lists = append(lists, tools)
+		return nil
+	})
+	policy := &engine.Funcs{ID: "policy", Bounded: true,
+		TurnStart: func(ctx context.Context, _ abi.TurnStart) error {
+			// as a tool call this hook made would have, had it run to the
+			// hook's deadline and said the plugin's tools changed
+			for deadline := engine.BoundedCallOf(ctx).Deadline(); time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			sh := p.shards.local()
+			inst, _, err := p.acquire(ctx, sh)
+			if err != nil {
+				return err
+			}
+			defer p.slots.give(sh)
+			p.refreshTools(ctx, inst)
+			p.put(inst)
+			return nil
+		}}
+	e := engine.New(finalOnly{}, nil, engine.WithMiddleware(policy, engine.MiddlewareConfig{Timeout: time.Millisecond}))
+	defer e.Close(context.Background())
+	if _, _, err := e.Run(context.Background(), "the task", engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(lists) != 1 || len(lists[0]) != 7 {
+		t.Fatalf("the engine got %d tool lists, want the 7 tools once; log:\n%s", len(lists), linesWith(logs.String(), "plugin=wild-refresh"))
+	}
+}

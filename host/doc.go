@@ -20,7 +20,8 @@
 //     the typed errors (errors.go); Inspect's Report
 //     (inspect.go); Loader.Extender and Plugin.Extender, a
 //     module as an engine.Extender: the way to embed a whole plugin
-//     (extender.go); Grants (grants.go, over internal/sandbox);
+//     (extender.go); Grants (grants.go, converted at load for
+//     internal/sandbox, which enforces them);
 //     StackLimitError (errors.go, internal/native's).
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
 //     (name, detect, load), which Load and Inspect consult (registry.go).
@@ -47,7 +48,8 @@
 //     heap, and what they really hold (Plugin.Memory).
 //   - internal/guest: what the host and the loaders share: the Module and
 //     Instance a loader gives the host, the Env the host gives a loader,
-//     the kinds of failure (which host re-exports as its Err* values), and
+//     the kinds of failure (which host re-exports as its Err* values) and a
+//     call's failure (CallError), and
 //     what a host function knows of the call it serves (CallState: its
 //     deadline, its log budget, the bounds on WASI's own functions).
 //   - internal/native: the native loader, ABI v1 directly on wazero: export

@@ -14,6 +14,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 )
 
 // One path serves every isolation mode: a call takes an idle instance of
@@ -130,20 +131,20 @@ func (*sessionsFull) Error() string { return "sessions full" }
 // sessionWait); or it says why not (as takeSlot), with nothing held. told
 // is, for a session whose state was lost, why: the call tells the instance
 // first (tell).
-func (p *Plugin) acquire(ctx context.Context, sh *shard) (inst *instance, told string, kind error, msg string, err error) {
+func (p *Plugin) acquire(ctx context.Context, sh *shard) (inst *instance, told string, err error) {
 	var since, deadline time.Time // of the wait for a place
 	for {
-		if kind, msg, err = p.takeSlot(ctx, sh); kind != nil {
-			return nil, "", kind, msg, err
+		if err = p.takeSlot(ctx, sh); err != nil {
+			return nil, "", err
 		}
 		inst, told, err = p.get(ctx, sh)
 		if err == nil {
-			return inst, told, nil, "", nil
+			return inst, told, nil
 		}
 		p.slots.give(sh)
 		full, ok := err.(*sessionsFull)
 		if !ok {
-			return nil, "", p.classify(ctx, err), "instantiate", err
+			return nil, "", guest.Fail(p.classify(ctx, err), "instantiate", err)
 		}
 		if deadline.IsZero() {
 			var cancel context.CancelFunc
@@ -151,8 +152,8 @@ func (p *Plugin) acquire(ctx context.Context, sh *shard) (inst *instance, told s
 			defer cancel()
 			since, deadline = time.Now(), p.sessionWait(ctx)
 		}
-		if kind, msg, err = p.awaitVacancy(ctx, full.vacancy, since, deadline); kind != nil {
-			return nil, "", kind, msg, err
+		if err = p.awaitVacancy(ctx, full.vacancy, since, deadline); err != nil {
+			return nil, "", err
 		}
 	}
 }
@@ -172,22 +173,22 @@ func (p *Plugin) sessionWait(ctx context.Context) time.Time {
 // awaitVacancy waits for vacancy until deadline; past it, the new session,
 // waiting since then, is refused (ErrSessionLimit, counted), naming the
 // setting to raise.
-func (p *Plugin) awaitVacancy(ctx context.Context, vacancy chan struct{}, since, deadline time.Time) (kind error, msg string, err error) {
+func (p *Plugin) awaitVacancy(ctx context.Context, vacancy chan struct{}, since, deadline time.Time) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case <-vacancy:
-		return nil, "", nil
+		return nil
 	case <-ctx.Done():
-		return contextKind(ctx.Err()), "waiting for a session place", ctx.Err()
+		return guest.Fail(contextKind(ctx.Err()), "waiting for a session place", ctx.Err())
 	case <-p.closing.Done():
-		return ErrClosed, "", nil
+		return guest.Fail(ErrClosed, "", nil)
 	case <-timer.C:
 	}
 	p.stats.refused.Add(1)
-	return ErrSessionLimit, fmt.Sprintf("%d sessions open, the plugin's max_sessions; the new session waited %s for one to end or expire "+
+	return guest.Fail(ErrSessionLimit, fmt.Sprintf("%d sessions open, the plugin's max_sessions; the new session waited %s for one to end or expire "+
 		"(session_wait %s, session_idle %s): raise max_sessions in the plugin's [[plugins]] entry, or close sessions as they end",
-		p.limits.MaxSessions, time.Since(since).Round(time.Millisecond), p.limits.SessionWait, p.limits.SessionIdle), nil
+		p.limits.MaxSessions, time.Since(since).Round(time.Millisecond), p.limits.SessionWait, p.limits.SessionIdle), nil)
 }
 
 // get takes the most recently idle instance of ctx's key, or instantiates
@@ -418,7 +419,7 @@ func (p *Plugin) trim() []*instance {
 // taken for. A failure of that export that leaves the instance healthy
 // (the guest reported an error) is logged and the call goes on; any other
 // is the call's failure.
-func (p *Plugin) tell(ctx context.Context, inst *instance, key, reason string) (kind error, msg string, err error) {
+func (p *Plugin) tell(ctx context.Context, inst *instance, key, reason string) error {
 	p.stats.replaced.Add(1)
 	warning := fmt.Sprintf("plugin %q: session %q runs on a fresh instance: the one that held the plugin's state of the session is gone (%s)",
 		p.name, key, reason)
@@ -426,21 +427,22 @@ func (p *Plugin) tell(ctx context.Context, inst *instance, key, reason string) (
 		p.log.WarnContext(ctx, warning, "session", key, "reason", reason)
 	}
 	if !p.module.Exports(abi.ExportInstanceReplaced) {
-		return nil, "", nil
+		return nil
 	}
 	in, _ := json.Marshal(abi.InstanceReplaced{SessionID: key, Reason: reason}) // two strings: it cannot fail
 	p.shards.local().calls.Add(1)
-	_, kind, msg, err = inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportInstanceReplaced, in, p.limits.MaxOutputBytes)
-	if kind == nil {
-		return nil, "", nil
+	_, err := inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), abi.ExportInstanceReplaced, in, p.limits.MaxOutputBytes)
+	if err == nil {
+		return nil
 	}
 	p.stats.faults.Add(1)
-	if kind == ErrGuest {
+	ce := guest.AsCallError(err)
+	if ce.Kind == ErrGuest {
 		p.log.WarnContext(ctx, "the plugin failed to take note of its session's fresh instance; the call goes on",
-			"session", key, "err", p.failure(abi.ExportInstanceReplaced, kind, msg, err))
-		return nil, "", nil
+			"session", key, "err", p.failure(abi.ExportInstanceReplaced, err))
+		return nil
 	}
-	return kind, abi.ExportInstanceReplaced + ": " + msg, err
+	return guest.Fail(ce.Kind, abi.ExportInstanceReplaced+": "+ce.Msg, ce.Err)
 }
 
 // evict calls morph_destroy on the instances trim or EndSession removed

@@ -198,14 +198,75 @@ const (
 // IsolationModes are the valid Config.Isolation values.
 func IsolationModes() []string { return []string{IsolationPooled, IsolationSession, IsolationCall} }
 
-// ModuleLimits bound what a module may declare: its size, its functions'
-// locals, bodies and nesting, its counts of types, imports, globals, tables
-// and segments (see the fields). The loader refuses a module over any of
-// them before compiling it, with an error that names the limit, the value
-// and the setting; zero fields take wasmbin's defaults, far above what real
-// guests declare. Tables' maximum sizes are also capped at TableEntries
-// altogether, so that table.grow past it fails in the guest.
-type ModuleLimits = wasmbin.Limits
+// ModuleLimits bound what a module may declare, checked before anything
+// compiles it: wazero's decoder allocates by the counts a module declares
+// (a function declaring 2^32 locals exhausted memory from a 40-byte
+// module), its compiler takes time quadratic in the nesting of blocks, and
+// each instance allocates its tables' initial sizes. The loader refuses a
+// module over any limit with an ErrLoad that names the limit, the value
+// and the morph.toml key of [wasm.limits] to raise. A zero field takes its
+// default, stated with each field: far above what real guests declare (a
+// standard Go guest of 3.5 MB has 2,300 functions, 9,400 locals, a table
+// of 6,400 entries and blocks nested 549 deep) and below what costs a host
+// more than some seconds and some hundreds of MB to compile.
+type ModuleLimits struct {
+	// ModuleBytes caps the module's size (default 64 MiB); a module file
+	// over it is refused before it is read.
+	ModuleBytes int
+	// CodeBytes caps all function bodies together (default 16 MiB).
+	CodeBytes int
+	// FunctionBytes caps one function body (default 2 MiB).
+	FunctionBytes uint32
+	// Functions caps the functions, imported and defined (default 200,000).
+	Functions uint32
+	// FunctionLocals caps the locals one function declares (default 50,000).
+	FunctionLocals uint32
+	// TotalLocals caps the locals all functions declare (default 4,000,000).
+	TotalLocals uint64
+	// NestingDepth caps the blocks, loops, ifs and try_tables open at once
+	// in one function (default 2,000).
+	NestingDepth uint32
+	// NestingCost caps the sum over functions of their nesting depth
+	// squared, the compiler's cost (default 100,000,000).
+	NestingCost uint64
+	// Types caps the function types (default 100,000).
+	Types uint32
+	// TypeArity caps the parameters, or the results, of one function type
+	// (default 1,000).
+	TypeArity uint32
+	// Imports caps the imports (default 10,000).
+	Imports uint32
+	// Exports caps the exports (default 100,000).
+	Exports uint32
+	// Globals caps the globals (default 100,000).
+	Globals uint32
+	// Tables caps the tables, imported and defined (default 100).
+	Tables uint32
+	// TableEntries caps the initial sizes of all tables together (default
+	// 1,048,576); their maximum sizes are capped at it too, so that
+	// table.grow past it fails in the guest.
+	TableEntries uint32
+	// ElementSegments caps the element segments (default 100,000).
+	ElementSegments uint32
+	// ElementItems caps the items of all element segments together
+	// (default 1,048,576).
+	ElementItems uint32
+	// DataSegments caps the data segments (default 100,000).
+	DataSegments uint32
+	// Tags caps the exception tags (default 10,000).
+	Tags uint32
+	// CustomSections caps the custom sections (default 1,000).
+	CustomSections uint32
+	// Names caps the entries of the name section's function and local maps
+	// (default 1,048,576).
+	Names uint32
+	// NameBytes caps the longest name: of an import, an export, a custom
+	// section, a function or a local (default 64 KiB).
+	NameBytes uint32
+}
+
+// wasmbin is m as the module check takes it, with its defaults.
+func (m ModuleLimits) wasmbin() wasmbin.Limits { return wasmbin.Limits(m).WithDefaults() }
 
 // Loader compiles and loads plugins. One Loader serves a process; its
 // compilation cache is shared by every plugin it loads.
@@ -214,9 +275,9 @@ type Loader struct {
 	cacheDir  string // "" when the cache is in memory only
 	log       *slog.Logger
 	secretEnv []string
-	limits    ModuleLimits // with defaults
-	limitsKey string       // names limits in the cache of checked modules
-	pruned    sync.Once    // the cache's rewrites of older versions (pruneRewrites)
+	limits    wasmbin.Limits // with defaults
+	limitsKey string         // names limits in the cache of checked modules
+	pruned    sync.Once      // the cache's rewrites of older versions (pruneRewrites)
 }
 
 // LoaderOptions configure a Loader.
@@ -266,7 +327,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	if dir == "off" {
 		dir = ""
 	}
-	limits := opts.ModuleLimits.WithDefaults()
+	limits := opts.ModuleLimits.wasmbin()
 	key := sha256.Sum256(fmt.Appendf(nil, "%+v", limits))
 	return &Loader{cache: cache, cacheDir: dir, log: log, secretEnv: slices.Clone(opts.SecretEnv),
 		limits: limits, limitsKey: hex.EncodeToString(key[:8])}, nil

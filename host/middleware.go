@@ -112,17 +112,14 @@ func (p *Plugin) destroy(ctx context.Context, idle []*instance) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, kind, msg, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+			_, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
 			p.shards.local().calls.Add(1)
-			if kind == nil {
+			if err == nil {
 				return
-			}
-			if kind == ErrTrap {
-				kind = p.classify(ctx, err)
 			}
 			p.stats.faults.Add(1)
 			p.log.WarnContext(ctx, "plugin destroy failed; closing anyway",
-				"err", p.failure(abi.ExportDestroy, kind, msg, err))
+				"err", p.failure(abi.ExportDestroy, p.classified(ctx, err)))
 		}()
 	}
 	wg.Wait()

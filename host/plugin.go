@@ -111,7 +111,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	if p.ext, err = l.extismParts(named); err != nil {
 		return fail(ErrLoad, err)
 	}
-	if p.sandbox, err = sandbox.New(cfg.Grants, l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
+	if p.sandbox, err = sandbox.New(cfg.Grants.sandbox(), l.secretEnv, func() *slog.Logger { return p.log }); err != nil {
 		return fail(ErrLoad, err)
 	}
 	ml := loaderOf(src.wasm, cfg)
@@ -375,29 +375,26 @@ func (p *Plugin) Memory() MemoryStatus {
 // that Close waits for it.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
 	sh := p.shards.local()
-	start := time.Now()
-	inst, _, kind, msg, err := p.acquire(ctx, sh)
-	if kind != nil {
+	inst, _, err := p.acquire(ctx, sh)
+	if err != nil {
 		p.stats.faults.Add(1)
-		return nil, 0, p.failure(abi.ExportDestroy, kind, msg, err)
+		return nil, 0, p.failure(abi.ExportDestroy, err)
 	}
 	defer p.slots.give(sh)
-	var view []byte
-	view, kind, msg, err = inst.g.Call(ctx, start.Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
-	if kind == nil || kind == ErrGuest {
+	// The timeout starts now: acquire may have waited for a slot, or
+	// instantiated, for longer.
+	view, err := inst.g.Call(ctx, time.Now().Add(p.limits.Timeout), abi.ExportDestroy, nil, p.limits.MaxOutputBytes)
+	if kind := guest.KindOf(err); kind == nil || kind == ErrGuest {
 		memoryBytes = inst.g.MemoryBytes()
 	}
 	output = slices.Clone(view)
 	p.retire(inst, false)
 	sh.calls.Add(1)
-	if kind == ErrTrap {
-		kind = p.classify(ctx, err)
-	}
-	if kind == nil {
+	if err == nil {
 		return output, memoryBytes, nil
 	}
 	p.stats.faults.Add(1)
-	return output, memoryBytes, p.failure(abi.ExportDestroy, kind, msg, err)
+	return output, memoryBytes, p.failure(abi.ExportDestroy, p.classified(ctx, err))
 }
 
 // Loader is the name of the loader the plugin's module went to: LoaderNative
@@ -501,19 +498,19 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 // takeSlot takes an instance slot (see Close) for a call on the core of
 // shard sh, or says why not: ctx done, before or while waiting, or the
 // plugin closing. The caller gives it back with p.slots.give(sh).
-func (p *Plugin) takeSlot(ctx context.Context, sh *shard) (kind error, msg string, err error) {
+func (p *Plugin) takeSlot(ctx context.Context, sh *shard) error {
 	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
-		return contextKind(err), "before the call", err
+		return guest.Fail(contextKind(err), "before the call", err)
 	}
 	switch err := p.slots.take(ctx, sh, p.closing.Done()); {
 	case errors.Is(err, ErrClosed):
-		return ErrClosed, "", nil
+		return guest.Fail(ErrClosed, "", nil)
 	case err != nil:
-		return contextKind(err), "waiting for a free instance", err
+		return guest.Fail(contextKind(err), "waiting for a free instance", err)
 	}
-	return nil, "", nil
+	return nil
 }
 
 // CallFunc is Call handing the output, still in guest memory, to read
@@ -528,56 +525,66 @@ func (p *Plugin) takeSlot(ctx context.Context, sh *shard) (kind error, msg strin
 func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
 	sh := p.shards.local()
 	sh.calls.Add(1)
-	fail := func(kind error, msg string, err error) error {
+	fail := func(err error) error {
 		p.stats.faults.Add(1)
-		return p.failure(export, kind, msg, err)
+		return p.failure(export, err)
 	}
 	p.noteCall(ctx)
 	if len(input) > p.limits.MaxInputBytes {
-		return fail(ErrInputTooLarge, fmt.Sprintf("%d bytes, limit %d", len(input), p.limits.MaxInputBytes), nil)
+		return fail(guest.Fail(ErrInputTooLarge, fmt.Sprintf("%d bytes, limit %d", len(input), p.limits.MaxInputBytes), nil))
 	}
-	inst, told, kind, msg, err := p.acquire(ctx, sh)
-	if kind != nil {
-		return fail(kind, msg, err)
+	inst, told, err := p.acquire(ctx, sh)
+	if err != nil {
+		return fail(err)
 	}
 	defer p.slots.give(sh)
 	if told != "" {
-		kind, msg, err = p.tell(ctx, inst, inst.ses.key, told)
+		err = p.tell(ctx, inst, inst.ses.key, told)
 	}
-	if kind == nil {
+	if err == nil {
 		var view []byte
-		view, kind, msg, err = inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), export, input, p.limits.MaxOutputBytes)
-		if kind == nil {
-			if err = read(view); err != nil {
-				kind, msg = ErrBadOutput, guest.Truncate(view, 200)
+		view, err = inst.g.Call(ctx, p.callDeadline(ctx, time.Now()), export, input, p.limits.MaxOutputBytes)
+		if err == nil {
+			if rerr := read(view); rerr != nil {
+				err = guest.Fail(ErrBadOutput, guest.Truncate(view, 200), rerr)
 			}
 		}
 	}
-	switch kind {
+	switch guest.KindOf(err) {
 	case nil, ErrGuest: // a clean answer, even an error one, leaves the instance healthy
 		if inst.state.TakeToolsChanged() {
 			p.refreshTools(ctx, inst)
 		}
 		p.put(inst)
-	case ErrTrap:
-		kind = p.classify(ctx, err)
-		fallthrough
 	default: // possibly poisoned: a fresh instance serves the next call
+		err = p.classified(ctx, err)
 		p.stats.discarded.Add(1)
 		p.retire(inst, true)
 		p.resetTools(ctx)
 	}
-	if kind != nil {
-		return fail(kind, msg, err)
+	if err != nil {
+		return fail(err)
 	}
 	return nil
 }
 
-// failure is a failure of export, its message and cause cut to the
-// plugin's MaxErrorBytes (they may hold what the guest wrote).
-func (p *Plugin) failure(export string, kind error, msg string, err error) *Error {
-	return &Error{Plugin: p.name, Export: export, Kind: kind, Msg: safetext.Truncate(msg, p.limits.MaxErrorBytes),
-		Err: bound(err, p.limits.MaxErrorBytes)}
+// failure is the *Error of export's failure err (a *guest.CallError), its
+// message and cause cut to the plugin's MaxErrorBytes (they may hold what
+// the guest wrote).
+func (p *Plugin) failure(export string, err error) *Error {
+	ce := guest.AsCallError(err)
+	return &Error{Plugin: p.name, Export: export, Kind: ce.Kind, Msg: safetext.Truncate(ce.Msg, p.limits.MaxErrorBytes),
+		Err: bound(ce.Err, p.limits.MaxErrorBytes)}
+}
+
+// classified is a call's failure err, a trap's kind told by its cause (see
+// classify); any other kind as it is.
+func (p *Plugin) classified(ctx context.Context, err error) error {
+	ce := guest.AsCallError(err)
+	if ce.Kind != ErrTrap {
+		return err
+	}
+	return guest.Fail(p.classify(ctx, ce.Err), ce.Msg, ce.Err)
 }
 
 // classify tells why a call failed: the plugin closing, a deadline (the

@@ -164,3 +164,30 @@ func TestPooledAcrossCores(t *testing.T) {
 		t.Fatalf("a call after Close: %v, want ErrClosed", err)
 	}
 }
+
+// CallDestroy's call has the plugin's timeout from when it has an
+// instance, not from before it waited for one: waiting for the only slot
+// longer than the timeout does not leave it a deadline already passed.
+func TestCallDestroyDeadlineAfterWait(t *testing.T) {
+	const timeout = time.Second
+	g := guestModule{imports: []guestImport{importPollOneoff}}
+	g.destroy = g.sleepFor(time.Millisecond) // a sleep past its call's deadline ends the call
+	p := load(t, newLoader(t), Config{Name: "destroyer", Wasm: g.wasm(), Limits: Limits{MaxInstances: 1, Timeout: timeout}})
+	sh := p.shards.local()
+	if err := p.slots.take(context.Background(), sh, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.CallDestroy(context.Background())
+		done <- err
+	}()
+	for p.slots.waiting.Load() == 0 { // CallDestroy waits for the slot
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(timeout + 100*time.Millisecond)
+	p.slots.give(sh)
+	if err := <-done; err != nil {
+		t.Fatalf("CallDestroy after waiting for an instance: %v", err)
+	}
+}

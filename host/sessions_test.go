@@ -288,9 +288,9 @@ func TestSessionDiscardIsLoud(t *testing.T) {
 		t.Fatalf("%q, %v", got, err)
 	}
 	// What CallFunc does with an instance a call left poisoned.
-	inst, told, kind, _, err := p.acquire(ctx, p.shards.local())
-	if kind != nil || told != "" {
-		t.Fatalf("acquire: %v %v, told %q", kind, err, told)
+	inst, told, err := p.acquire(ctx, p.shards.local())
+	if err != nil || told != "" {
+		t.Fatalf("acquire: %v, told %q", err, told)
 	}
 	p.slots.give(p.shards.local())
 	p.retire(inst, true)

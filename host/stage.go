@@ -110,14 +110,3 @@ func StageHandlers(st engine.Status) []*StageHandler {
 	}
 	return out
 }
-
-// RegisterStageHandlers registers StageHandlers(st) in reg, each replacing
-// any handler of its type, and returns their types.
-func RegisterStageHandlers(reg *pipeline.HandlerRegistry, st engine.Status) []string {
-	var types []string
-	for _, h := range StageHandlers(st) {
-		reg.Register(h)
-		types = append(types, h.Type())
-	}
-	return types
-}

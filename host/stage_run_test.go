@@ -64,8 +64,13 @@ func TestStageInRun(t *testing.T) {
 	}
 	defer e.Close(ctx)
 	reg := pipeline.DefaultHandlerRegistry()
-	if types := RegisterStageHandlers(reg, e.Status()); !slices.Equal(types, []string{"wasm:verify", "wasm:echo"}) {
-		t.Fatalf("registered %v; want the two plugins with an enabled handle_stage", types)
+	var types []string
+	for _, h := range StageHandlers(e.Status()) {
+		reg.Register(h)
+		types = append(types, h.Type())
+	}
+	if !slices.Equal(types, []string{"wasm:verify", "wasm:echo"}) {
+		t.Fatalf("stage handlers %v; want the two plugins with an enabled handle_stage", types)
 	}
 	for _, ps := range e.Status().Plugins { // the status tells the plugins that handle stages
 		if want := ps.Name == "verify" || ps.Name == "echo"; slices.Contains(ps.Hooks, abi.HookHandleStage) != want {

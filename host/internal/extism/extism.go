@@ -478,7 +478,7 @@ func guestOf(ctx context.Context) *instance {
 
 // Call enforces the deadline through the context, as go-sdk's runtime
 // closes a module whose context is done (Extism modules are not instrumented).
-func (g *instance) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, err error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	defer context.AfterFunc(g.m.env.Closing, cancel)() // the plugin's Close ends the call
@@ -486,7 +486,7 @@ func (g *instance) Call(ctx context.Context, deadline time.Time, export string, 
 	switch {
 	case g.m.morph:
 		if !g.m.Exports(export) {
-			return nil, guest.ErrABIMismatch, "the module does not export it", nil
+			return nil, guest.Fail(guest.ErrABIMismatch, "the module does not export it", nil)
 		}
 		return g.invoke(ctx, export, input, maxOut)
 	case export == abi.ExportDescribe:
@@ -497,14 +497,14 @@ func (g *instance) Call(ctx context.Context, deadline time.Time, export string, 
 	if name, ok := g.m.hooks[export]; ok {
 		return g.invoke(ctx, name, input, maxOut)
 	}
-	return nil, guest.ErrABIMismatch, "the module does not serve it", nil
+	return nil, guest.Fail(guest.ErrABIMismatch, "the module does not serve it", nil)
 }
 
 // invoke calls export through go-sdk and returns the output in place in the
 // kernel's memory. The kernel's error, set by the guest, is guest.ErrGuest; a
 // failure of the call itself is guest.ErrTrap, which the plugin tells from a
 // timeout.
-func (g *instance) invoke(ctx context.Context, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) invoke(ctx context.Context, export string, input []byte, maxOut int) (view []byte, err error) {
 	g.out.offset, g.out.length = 0, 0
 	rc, _, err := g.plugin.CallWithContext(context.WithValue(ctx, instanceKey{}, g), export, input)
 	if err != nil {
@@ -513,29 +513,29 @@ func (g *instance) invoke(ctx context.Context, export string, input []byte, maxO
 		// stack: a message with a stack is a trap even if the guest set it.
 		var exit *sys.ExitError
 		if m := g.plugin.GetError(); m != "" && m == err.Error() && !errors.As(err, &exit) && !strings.Contains(m, "wasm stack trace") {
-			return nil, guest.ErrGuest, m, nil
+			return nil, guest.Fail(guest.ErrGuest, m, nil)
 		}
 		if errors.Is(err, sandbox.ErrNotGranted) || errors.Is(err, sandbox.ErrHostNotAllowed) {
-			return nil, sandbox.ErrNotGranted, "", err // a refused http_request (Module.httpRequest)
+			return nil, guest.Fail(sandbox.ErrNotGranted, "", err) // a refused http_request (Module.httpRequest)
 		}
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w: %w", ctx.Err(), err) // go-sdk's "failed to initialize runtime: %v" drops the cause
 		}
-		return nil, guest.ErrTrap, "", err
+		return nil, guest.Fail(guest.ErrTrap, "", err)
 	}
 	if rc != 0 {
-		return nil, guest.ErrGuest, fmt.Sprintf("returned %d without an error message", int32(rc)), nil
+		return nil, guest.Fail(guest.ErrGuest, fmt.Sprintf("returned %d without an error message", int32(rc)), nil)
 	}
 	off, n := g.out.offset, g.out.length
 	if n > uint64(maxOut) {
-		return nil, guest.ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", n, maxOut), nil
+		return nil, guest.Fail(guest.ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", n, maxOut), nil)
 	}
 	if off > math.MaxUint32 {
-		return nil, guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
+		return nil, guest.Fail(guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil)
 	}
 	view, ok := g.plugin.Memory().Read(uint32(off), uint32(n))
 	if !ok {
-		return nil, guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil
+		return nil, guest.Fail(guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil)
 	}
-	return view, nil, "", nil
+	return view, nil
 }

@@ -118,7 +118,7 @@ func (r mcpCallResult) output() abi.ToolCallOutput {
 // describe answers morph_describe for a module that is not morph's: a
 // manifest with the hooks its configuration maps and the tools of its MCP
 // convention and of its configuration.
-func (g *instance) describe(ctx context.Context, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) describe(ctx context.Context, maxOut int) (view []byte, err error) {
 	m := abi.Manifest{Name: g.m.name, ABIVersion: abi.Version, Hooks: []string{}}
 	for _, h := range abi.Hooks {
 		if _, ok := g.m.hooks[h.Export]; ok {
@@ -130,16 +130,16 @@ func (g *instance) describe(ctx context.Context, maxOut int) (view []byte, kind 
 		if mcp.v2 {
 			input, _ = json.Marshal(map[string]any{"context": mcpContext})
 		}
-		if view, kind, msg, err = g.invoke(ctx, mcp.list, input, maxOut); kind != nil {
-			return nil, kind, msg, err
+		if view, err = g.invoke(ctx, mcp.list, input, maxOut); err != nil {
+			return nil, err
 		}
 		var list mcpToolList
 		if err := guest.DecodeJSON(view, g.m.env.Limits.MaxJSONDepth, &list); err != nil {
-			return nil, guest.ErrBadOutput, mcp.list + ": " + guest.Truncate(view, 200), err
+			return nil, guest.Fail(guest.ErrBadOutput, mcp.list+": "+guest.Truncate(view, 200), err)
 		}
 		for _, t := range list.Tools {
 			if t.Name == "" {
-				return nil, guest.ErrBadOutput, mcp.list + " lists a tool without a name", nil
+				return nil, guest.Fail(guest.ErrBadOutput, mcp.list+" lists a tool without a name", nil)
 			}
 			params := t.InputSchema
 			if len(params) == 0 || string(params) == "null" {
@@ -153,25 +153,25 @@ func (g *instance) describe(ctx context.Context, maxOut int) (view []byte, kind 
 	}
 	out, err := json.Marshal(m)
 	if err != nil {
-		return nil, guest.ErrBadOutput, abi.ExportDescribe, err
+		return nil, guest.Fail(guest.ErrBadOutput, abi.ExportDescribe, err)
 	}
-	return out, nil, "", nil
+	return out, nil
 }
 
 // callTool runs morph_call_tool: a configured export tool, or an MCP call.
 // A result with isError is the tool's failure (guest.ErrGuest, which the
 // model sees as the observation).
-func (g *instance) callTool(ctx context.Context, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) callTool(ctx context.Context, input []byte, maxOut int) (view []byte, err error) {
 	var in abi.ToolCallInput
 	if err := json.Unmarshal(input, &in); err != nil {
-		return nil, guest.ErrBadOutput, "tool call input", err
+		return nil, guest.Fail(guest.ErrBadOutput, "tool call input", err)
 	}
 	if t, ok := g.m.tools[in.Tool]; ok {
 		return g.callExport(ctx, t, in.Params, maxOut)
 	}
 	mcp := g.m.mcp
 	if mcp == nil {
-		return nil, guest.ErrGuest, fmt.Sprintf("no tool %q", in.Tool), nil
+		return nil, guest.Fail(guest.ErrGuest, fmt.Sprintf("no tool %q", in.Tool), nil)
 	}
 	params := mcpCallParams{Name: in.Tool, Arguments: in.Params}
 	if params.Arguments == nil {
@@ -183,18 +183,18 @@ func (g *instance) callTool(ctx context.Context, input []byte, maxOut int) (view
 	}
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return nil, guest.ErrBadOutput, "tool call input", err
+		return nil, guest.Fail(guest.ErrBadOutput, "tool call input", err)
 	}
-	if view, kind, msg, err = g.invoke(ctx, mcp.call, raw, maxOut); kind != nil {
-		return nil, kind, msg, err
+	if view, err = g.invoke(ctx, mcp.call, raw, maxOut); err != nil {
+		return nil, err
 	}
 	var res mcpCallResult
 	if err := guest.DecodeJSON(view, g.m.env.Limits.MaxJSONDepth, &res); err != nil {
-		return nil, guest.ErrBadOutput, mcp.call + ": " + guest.Truncate(view, 200), err
+		return nil, guest.Fail(guest.ErrBadOutput, mcp.call+": "+guest.Truncate(view, 200), err)
 	}
 	out := res.output()
 	if res.IsError {
-		return nil, guest.ErrGuest, out.Output, nil
+		return nil, guest.Fail(guest.ErrGuest, out.Output, nil)
 	}
 	return marshalOutput(out)
 }
@@ -202,30 +202,30 @@ func (g *instance) callTool(ctx context.Context, input []byte, maxOut int) (view
 // callExport runs a plain export as the tool t: its input is the arguments'
 // JSON, or the bytes of one string argument; its output, the tool's result
 // when it is UTF-8 text.
-func (g *instance) callExport(ctx context.Context, t guest.ExportTool, params map[string]any, maxOut int) (view []byte, kind error, msg string, err error) {
+func (g *instance) callExport(ctx context.Context, t guest.ExportTool, params map[string]any, maxOut int) (view []byte, err error) {
 	var input []byte
 	if t.Field != "" {
 		s, ok := params[t.Field].(string)
 		if !ok {
-			return nil, guest.ErrGuest, fmt.Sprintf("argument %q must be a string", t.Field), nil
+			return nil, guest.Fail(guest.ErrGuest, fmt.Sprintf("argument %q must be a string", t.Field), nil)
 		}
 		input = []byte(s)
 	} else if input, err = json.Marshal(params); err != nil {
-		return nil, guest.ErrBadOutput, "tool call input", err
+		return nil, guest.Fail(guest.ErrBadOutput, "tool call input", err)
 	}
-	if view, kind, msg, err = g.invoke(ctx, t.Export, input, maxOut); kind != nil {
-		return nil, kind, msg, err
+	if view, err = g.invoke(ctx, t.Export, input, maxOut); err != nil {
+		return nil, err
 	}
 	if !utf8.Valid(view) {
-		return nil, guest.ErrBadOutput, fmt.Sprintf("export %s answered %d bytes that are not UTF-8 text", t.Export, len(view)), nil
+		return nil, guest.Fail(guest.ErrBadOutput, fmt.Sprintf("export %s answered %d bytes that are not UTF-8 text", t.Export, len(view)), nil)
 	}
 	return marshalOutput(abi.ToolCallOutput{Output: string(view)})
 }
 
-func marshalOutput(out abi.ToolCallOutput) (view []byte, kind error, msg string, err error) {
+func marshalOutput(out abi.ToolCallOutput) (view []byte, err error) {
 	b, err := json.Marshal(out)
 	if err != nil {
-		return nil, guest.ErrBadOutput, "tool output", err
+		return nil, guest.Fail(guest.ErrBadOutput, "tool output", err)
 	}
-	return b, nil, "", nil
+	return b, nil
 }

@@ -43,10 +43,10 @@ type Module interface {
 // Instance is one live instance of a module, used by one goroutine at a time.
 type Instance interface {
 	// Call runs export with input and returns its output in place, valid
-	// until the next call; a non-nil kind (one of the Err* kinds) is the
-	// failure, msg and err what the host reports with it. The call ends at
-	// deadline, or when ctx is done, whichever comes first.
-	Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error)
+	// until the next call; a failure is a *CallError (its kind one of the
+	// Err* kinds), and a success a nil error. The call ends at deadline, or
+	// when ctx is done, whichever comes first.
+	Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, err error)
 	// MemoryBytes is the size of the instance's linear memory.
 	MemoryBytes() uint32
 	// Close closes the instance.

@@ -292,7 +292,7 @@ func checkImports(imports []wasmbin.Import) error {
 
 // Call runs one export on this instance and returns its output in place in
 // guest memory, valid until the instance's next call. A non-nil kind is the failure.
-func (in *instance) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, kind error, msg string, err error) {
+func (in *instance) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, err error) {
 	ctx = in.state.Begin(ctx, deadline)
 	fn, ok := in.fns[export]
 	if !ok {
@@ -300,38 +300,38 @@ func (in *instance) Call(ctx context.Context, deadline time.Time, export string,
 		in.fns[export] = fn
 	}
 	if fn == nil {
-		return nil, guest.ErrABIMismatch, "the module does not export it", nil
+		return nil, guest.Fail(guest.ErrABIMismatch, "the module does not export it", nil)
 	}
 	var ptr uint32
 	if len(input) > 0 {
 		in.stack[0] = uint64(len(input))
 		if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
-			return nil, guest.ErrTrap, abi.ExportAlloc, err
+			return nil, guest.Fail(guest.ErrTrap, abi.ExportAlloc, err)
 		}
 		ptr = uint32(in.stack[0])
 		if ptr == 0 {
-			return nil, guest.ErrGuest, fmt.Sprintf("%s could not allocate %d bytes", abi.ExportAlloc, len(input)), nil
+			return nil, guest.Fail(guest.ErrGuest, fmt.Sprintf("%s could not allocate %d bytes", abi.ExportAlloc, len(input)), nil)
 		}
 		if !in.mod.Memory().Write(ptr, input) {
-			return nil, guest.ErrBadOutput, fmt.Sprintf("%s returned %d, outside guest memory", abi.ExportAlloc, ptr), nil
+			return nil, guest.Fail(guest.ErrBadOutput, fmt.Sprintf("%s returned %d, outside guest memory", abi.ExportAlloc, ptr), nil)
 		}
 	}
 	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(input))
 	if err := fn.CallWithStack(ctx, in.stack); err != nil {
-		return nil, guest.ErrTrap, "", err
+		return nil, guest.Fail(guest.ErrTrap, "", err)
 	}
 	rptr, rlen, isErr := abi.Unpack(in.stack[0])
 	if int(rlen) > maxOut {
-		return nil, guest.ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", rlen, maxOut), nil
+		return nil, guest.Fail(guest.ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", rlen, maxOut), nil)
 	}
 	view, ok = in.mod.Memory().Read(rptr, rlen)
 	if !ok {
-		return nil, guest.ErrBadOutput, fmt.Sprintf("result [%d, +%d) is outside guest memory", rptr, rlen), nil
+		return nil, guest.Fail(guest.ErrBadOutput, fmt.Sprintf("result [%d, +%d) is outside guest memory", rptr, rlen), nil)
 	}
 	if isErr {
-		return nil, guest.ErrGuest, string(view), nil
+		return nil, guest.Fail(guest.ErrGuest, string(view), nil)
 	}
-	return view, nil, "", nil
+	return view, nil
 }
 
 // instantiateImports provides the host module, and WASI for guests whose

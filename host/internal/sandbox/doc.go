@@ -15,6 +15,7 @@
 //     guest's request is checked against the allowed hosts, on every
 //     redirect hop and at the dialer.
 //
-// host re-exports Grants, PathGrant and the errors under their own names;
-// this package knows nothing of plugins, loaders or the ABI's calls.
+// host defines its own Grants and PathGrant, documented for its users,
+// and converts them to these at load; it re-exports the errors under their
+// own names. This package knows nothing of plugins, loaders or the ABI's calls.
 package sandbox

@@ -212,28 +212,6 @@ func (p hostPattern) match(host, port string) bool {
 	return host == p.name
 }
 
-// CapabilityError lists capabilities a plugin's manifest requests and its
-// grants do not give. A load with Grants.Ungranted = UngrantedError fails
-// with it, inside an *Error of kind ErrNotGranted.
-type CapabilityError struct {
-	Capabilities []string
-}
-
-// Error names each capability with the morph.toml key that grants it, and
-// the way out (ungranted = "warn"), so the operator knows what to change.
-func (e *CapabilityError) Error() string {
-	parts := make([]string, len(e.Capabilities))
-	for i, c := range e.Capabilities {
-		if key, ok := grantSettings[c]; ok {
-			parts[i] = fmt.Sprintf("%s (set %s)", c, key)
-		} else {
-			parts[i] = fmt.Sprintf("%s (unknown to this host: it cannot be granted)", c)
-		}
-	}
-	return "the manifest requests capabilities not granted: " + strings.Join(parts, ", ") +
-		`; grant them in the plugin's [[plugins]] entry of morph.toml, or set ungranted = "warn" to load the plugin anyway`
-}
-
 // Sandbox is a plugin's Grants made ready for its instances: directories
 // opened, environment values read, the HTTP client built. Every instance
 // of the plugin shares it, in either loader.
