@@ -63,20 +63,13 @@ func callEncoded(ctx context.Context, p *Plugin, export string, encode func() ([
 	return p.CallFunc(ctx, export, raw, read)
 }
 
-// Options returns the engine options for the engine hooks (build_prompt,
+// hookOptions are the engine options for the engine hooks (build_prompt,
 // build_params, on_tool_success, fallback_final) the plugin implements and
-// has enabled; failures follow the engine's rules for failing hooks.
-//
-// Options is only part of a plugin: it leaves out its session middleware
-// (before_tool_call, after_tool_call, ...: see Middleware), its tools
-// (Tools) and its stage handler, and the engine reports hooks set through
-// it as the host's (engine.SourceHost), not the plugin's. An engine given
-// only Options and Tools silently skips a plugin's guard, and, in session
-// isolation, never ends the plugin's sessions (their instances wait for
-// session_idle). To embed a plugin, pass
-// engine.WithExtenders(Loader.Extender(...)) or Plugin.Extender, which give
-// the engine everything.
-func (p *Plugin) Options() []engine.Option {
+// has enabled; failures follow the engine's rules for failing hooks. They
+// are only part of a plugin (extension gives all of it): an engine given
+// them alone would skip the plugin's guard and report its hooks as the
+// host's, which is why they are not exported.
+func (p *Plugin) hookOptions() []engine.Option {
 	var opts []engine.Option
 	for _, h := range abi.Hooks {
 		if h.Kind == abi.EngineHook && slices.Contains(p.hooks, h.Name) {
@@ -117,13 +110,9 @@ func (p *Plugin) engineHook(h abi.Hook) engine.HookFunc {
 	}
 }
 
-// Tools returns the plugin's tools as engine tools; the engine validates
+// engineTools are the plugin's tools as engine tools; the engine validates
 // their params against the declared schema before they reach the guest.
-//
-// Tools is only part of a plugin (see Options): registering them alone
-// leaves out the plugin's hooks and middleware. Use Loader.Extender or
-// Plugin.Extender to embed a whole plugin.
-func (p *Plugin) Tools() []engine.Tool {
+func (p *Plugin) engineTools() []engine.Tool {
 	return p.toolsOf(p.toolSpecs())
 }
 

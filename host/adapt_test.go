@@ -15,7 +15,7 @@ import (
 func TestEmptyFallbackFinalIsBadOutput(t *testing.T) {
 	l := newLoader(t)
 	p := load(t, l, Config{Path: fixture(t, "fb_empty")})
-	e := engine.New(finalOnly{}, nil, p.Options()...)
+	e := engine.New(finalOnly{}, nil, p.hookOptions()...)
 	defer e.Close(context.Background())
 	fn := e.EngineHooks().Funcs[abi.HookFallbackFinal]
 	if fn == nil {

@@ -43,7 +43,7 @@ func TestPlainExportPlugins(t *testing.T) {
 	t.Run("count_vowels", func(t *testing.T) {
 		p := load(t, l, Config{Path: goSDKWasm(t, "count_vowels"), Tools: []ExportTool{
 			{Export: "count_vowels", Description: "Counts vowels.", Input: "field:text"}}})
-		if p.Name() != "count_vowels" || len(p.Tools()) != 1 || p.Tools()[0].ParameterSchema() !=
+		if p.Name() != "count_vowels" || len(p.engineTools()) != 1 || p.engineTools()[0].ParameterSchema() !=
 			`{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"}` {
 			t.Fatalf("name %q, tools %+v", p.Name(), p.Manifest().Tools)
 		}
@@ -340,7 +340,7 @@ func TestToolChangeNeedsOnePooledInstance(t *testing.T) {
 		if out, err := callTool(t, p, "unlock", nil); err != nil || out != "unlocked" {
 			t.Fatalf("%s: %q %v", c.isolation, out, err)
 		}
-		if updates != 0 || len(p.Tools()) != 7 {
+		if updates != 0 || len(p.engineTools()) != 7 {
 			t.Errorf("%s x%d: %d updates, tools %+v", c.isolation, c.instances, updates, p.Manifest().Tools)
 		}
 		if len(linesWith(logs.String(), "plugin=wild-"+c.isolation, "max_instances = 1; ignored")) != 1 {

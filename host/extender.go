@@ -14,9 +14,8 @@ import (
 // Initialize (so a module that cannot load fails initialization, naming it)
 // and closes it, calling its destroy export, at Close. It is the complete
 // way to embed a plugin: the engine gets everything the plugin implements
-// and has enabled, its engine hooks (Plugin.Options), tools (Plugin.Tools),
-// session middleware (Plugin.Middleware, so a before_tool_call guard
-// denies) and stage handler, and its hook events and warnings carry the
+// and has enabled, its engine hooks, tools, session middleware (so a
+// before_tool_call guard denies) and stage handler, and its hook events and warnings carry the
 // plugin's name (engine.Event.Plugin). mw sets how the engine runs its
 // middleware hooks; a zero Timeout becomes the plugin's call timeout plus a
 // margin, so the host's own typed timeout is the one reported.
@@ -56,8 +55,7 @@ func (ep *extender) Open(ctx context.Context) (*engine.Extension, error) {
 // Extender makes a loaded plugin an engine.Extender, for a host that loads
 // (or inspects) the plugin itself before handing it to an engine: like
 // Loader.Extender, it gives the engine everything the plugin implements,
-// its engine hooks (Options), tools (Tools), middleware (Middleware) and
-// stage handler, under the plugin's name, and the engine owns the plugin
+// its engine hooks, tools, middleware and stage handler, under the plugin's name, and the engine owns the plugin
 // from then on (Engine.Close closes it, calling its destroy export). Hand
 // it to one engine only. mw is as for Loader.Extender.
 func (p *Plugin) Extender(mw engine.MiddlewareConfig) engine.Extender {
@@ -91,8 +89,8 @@ func (p *Plugin) extension(mw engine.MiddlewareConfig) *engine.Extension {
 		ABIVersion:       m.ABIVersion,
 		Requires:         m.Requires,
 		Details:          details,
-		Options:          p.Options(),
-		Tools:            p.Tools(),
+		Options:          p.hookOptions(),
+		Tools:            p.engineTools(),
 		MiddlewareConfig: mw,
 		Close:            p.Close,
 		WatchTools: func(update func(context.Context, []engine.Tool) error) {
@@ -101,7 +99,7 @@ func (p *Plugin) extension(mw engine.MiddlewareConfig) *engine.Extension {
 			p.watch.update = update
 		},
 	}
-	if mw := p.Middleware(); mw != nil {
+	if mw := p.middleware(); mw != nil {
 		ext.Middleware = mw
 	}
 	if details.stage != nil {

@@ -206,7 +206,7 @@ func TestExtismIsolationModes(t *testing.T) {
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			p := load(t, l, Config{Path: fixture(t, "extism_echo"), Isolation: c.mode, Hooks: []string{abi.HookBuildPrompt}})
-			expect(t, engine.New(finalModel{}, nil, p.Options()...), c.steps...)
+			expect(t, engine.New(finalModel{}, nil, p.hookOptions()...), c.steps...)
 			if st := p.Stats(); st.Instantiated != c.insts || st.Discarded != 0 {
 				t.Fatalf("stats %+v, want %d instances", st, c.insts)
 			}
@@ -346,7 +346,7 @@ func TestExtismHostileGuests(t *testing.T) {
 				t.Fatalf("the plugin does not serve after the attack: %v", err)
 			}
 			var warned []string
-			opts := append(p.Options(), engine.WithEventHandler(func(ev engine.Event) {
+			opts := append(p.hookOptions(), engine.WithEventHandler(func(ev engine.Event) {
 				if ev.Kind == engine.EventWarning {
 					warned = append(warned, ev.Err.Error())
 				}
@@ -441,7 +441,7 @@ func TestExtismOutOfBounds(t *testing.T) {
 	// success, after_run.
 	reg := engine.NewRegistry()
 	reg.Register(echoTool{})
-	opts := append(p.Options(), engine.WithMiddleware(p.Middleware()))
+	opts := append(p.hookOptions(), engine.WithMiddleware(p.middleware()))
 	m := &scriptModel{replies: []string{
 		`{"type":"tool_call","tool_call":{"tool_name":"echo","tool_params":{}}}`,
 		`{"type":"final","final":{"output":"ok"}}`,

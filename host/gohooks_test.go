@@ -120,12 +120,12 @@ func testGoHooksManifest(t *testing.T, g goHooks) {
 	if !reflect.DeepEqual(m.Capabilities, []string{"log", "config"}) {
 		t.Fatalf("capabilities %v", m.Capabilities)
 	}
-	if got := p.Hooks(); len(got) != len(wantHooks) || len(p.Options()) != 4 {
-		t.Fatalf("enabled hooks %v, %d options", got, len(p.Options()))
+	if got := p.Hooks(); len(got) != len(wantHooks) || len(p.hookOptions()) != 4 {
+		t.Fatalf("enabled hooks %v, %d options", got, len(p.hookOptions()))
 	}
 	var names []string
 	reg := engine.NewRegistry()
-	for _, tool := range p.Tools() {
+	for _, tool := range p.engineTools() {
 		names = append(names, tool.Name())
 		reg.Register(tool)
 		if tool.Description() == "" || !strings.Contains(tool.ParameterSchema(), `"additionalProperties":false`) ||
@@ -147,8 +147,8 @@ func testGoHooksManifest(t *testing.T, g goHooks) {
 	}
 	// Only the configured hooks are enabled.
 	p2 := load(t, g.l, Config{Path: g.path, Hooks: []string{abi.HookFallbackFinal}})
-	if len(p2.Options()) != 1 {
-		t.Fatalf("%d options for one enabled hook", len(p2.Options()))
+	if len(p2.hookOptions()) != 1 {
+		t.Fatalf("%d options for one enabled hook", len(p2.hookOptions()))
 	}
 }
 
@@ -183,11 +183,11 @@ func testGoHooksEngineRun(t *testing.T, g goHooks) {
 	const style = "Answer like a ship's captain."
 	p := load(t, g.l, Config{Path: g.path, Values: map[string]string{"style": style}})
 	reg := engine.NewRegistry()
-	for _, tool := range p.Tools() {
+	for _, tool := range p.engineTools() {
 		reg.Register(tool)
 	}
 	var warnings []string
-	opts := append(p.Options(), engine.WithEventHandler(func(ev engine.Event) {
+	opts := append(p.hookOptions(), engine.WithEventHandler(func(ev engine.Event) {
 		if ev.Kind == engine.EventWarning {
 			warnings = append(warnings, ev.Message)
 		}
@@ -257,7 +257,7 @@ func TestGoHooksTools(t *testing.T) {
 func testGoHooksTools(t *testing.T, g goHooks) {
 	p := load(t, g.l, Config{Path: g.path})
 	tools := map[string]engine.Tool{}
-	for _, tool := range p.Tools() {
+	for _, tool := range p.engineTools() {
 		tools[tool.Name()] = tool
 	}
 	ctx := context.Background()

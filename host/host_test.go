@@ -192,7 +192,7 @@ func TestFaultFixtures(t *testing.T) {
 			}
 			// An agent run with the faulty prompt builder still ends with a final.
 			var warned []string
-			opts := append(p.Options(), engine.WithEventHandler(func(ev engine.Event) {
+			opts := append(p.hookOptions(), engine.WithEventHandler(func(ev engine.Event) {
 				if ev.Kind == engine.EventWarning {
 					warned = append(warned, ev.Message+": "+ev.Err.Error())
 				}

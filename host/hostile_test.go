@@ -58,7 +58,7 @@ func peakRSS(t *testing.T, fn func()) (grew int64, ok bool) {
 // run still ends with its final.
 func runEndsWithFinal(t *testing.T, p *Plugin) {
 	t.Helper()
-	final, _, err := engine.New(finalModel{}, nil, p.Options()...).Run(context.Background(), "t", engine.RunOptions{})
+	final, _, err := engine.New(finalModel{}, nil, p.hookOptions()...).Run(context.Background(), "t", engine.RunOptions{})
 	if err != nil || final == nil || final.Output != "ok" {
 		t.Fatalf("run: final %+v err %v", final, err)
 	}

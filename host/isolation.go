@@ -351,7 +351,7 @@ func (p *Plugin) finish(ses *session) {
 // EndSession releases the instances of the session id, calling their
 // morph_destroy (in the background, as expiry does): the session ended.
 // An instance in a call is released when the call ends. It is what the
-// plugin's middleware does on engine.Session.Close (Plugin.Middleware); a
+// plugin's middleware does on engine.Session.Close; a
 // host that runs sessions without the engine calls it itself. A later call
 // of id opens a new session. It does nothing outside session isolation.
 func (p *Plugin) EndSession(id string) {

@@ -216,7 +216,7 @@ func TestIsolationNoLeak(t *testing.T) {
 				return load(t, newLoader(t), cfg)
 			}
 			leakEngine := func(t *testing.T, cfg Config) *engine.Engine {
-				return engine.New(finalModel{}, nil, leakPlugin(t, cfg).Options()...)
+				return engine.New(finalModel{}, nil, leakPlugin(t, cfg).hookOptions()...)
 			}
 			t.Run("session", func(t *testing.T) {
 				p := leakPlugin(t, Config{Isolation: IsolationSession})

@@ -137,7 +137,7 @@ func runLoad(t *testing.T) (heapLoaded uint64) {
 	for _, r := range loadRoles(path) {
 		p := load(t, l, r.cfg)
 		plugins[r.cfg.Name] = p
-		opts = append(opts, engine.WithMiddleware(p.Middleware(), r.mw))
+		opts = append(opts, engine.WithMiddleware(p.middleware(), r.mw))
 	}
 	e := engine.New(calcThenFinal{}, reg, opts...)
 	if err := e.Initialize(ctx); err != nil {

@@ -11,13 +11,12 @@ import (
 	"github.com/morphhost/morph/host/internal/guest"
 )
 
-// Middleware returns the plugin as session middleware for the engine: an
+// middleware is the plugin as session middleware for the engine: an
 // *engine.Funcs named after the plugin, wanting the session history when
 // its manifest asks for it, with a JSON hook (engine.JSONHook) for each
 // middleware hook the plugin implements and has enabled (Config.Hooks). It
-// returns nil when there is none, outside session isolation. It is only
-// part of a plugin (see Options); Loader.Extender and Plugin.Extender give
-// an engine all of it.
+// is nil when there is none, outside session isolation. It is only part of
+// a plugin (extension gives all of it).
 //
 // Each hook is one call of the hook's export on a pooled instance, with
 // the plugin's limits, of the payload the engine encoded once for every
@@ -33,7 +32,7 @@ import (
 // its SessionEnd, which releases the session's instances (EndSession). A
 // plugin in session isolation without middleware hooks (a build_prompt
 // plugin configured so) returns a middleware with that alone.
-func (p *Plugin) Middleware() engine.Middleware {
+func (p *Plugin) middleware() engine.Middleware {
 	f := &engine.Funcs{ID: p.name, History: p.manifest.History, Bounded: true}
 	n := 0
 	for _, h := range p.hooks {

@@ -16,7 +16,7 @@ import (
 // funcs is p's middleware as the engine dispatches it.
 func funcs(t *testing.T, p *Plugin) *engine.Funcs {
 	t.Helper()
-	mw := p.Middleware()
+	mw := p.middleware()
 	f, ok := mw.(*engine.Funcs)
 	if !ok || f == nil {
 		t.Fatalf("Middleware() = %#v, want an *engine.Funcs", mw)
@@ -56,8 +56,8 @@ func testGoHooksMiddleware(t *testing.T, g goHooks) {
 		f.Observation == nil || f.Final == nil || f.BeforeToolCall == nil || f.AfterToolCall == nil {
 		t.Fatalf("middleware %+v: want the audit hooks, before_tool_call and after_tool_call only", f)
 	}
-	if len(p.Options()) != 4 {
-		t.Fatalf("%d engine options, want the 4 engine hooks", len(p.Options()))
+	if len(p.hookOptions()) != 4 {
+		t.Fatalf("%d engine options, want the 4 engine hooks", len(p.hookOptions()))
 	}
 
 	// The audit log: observing hooks answer nothing, and log one line each.
@@ -131,8 +131,8 @@ func testGoHooksMiddlewareEnabledHooks(t *testing.T, g goHooks) {
 		f.BeforeRun != nil || f.AfterRun != nil || f.BeforeToolCall != nil {
 		t.Fatalf("middleware %+v: want after_tool_call only", f)
 	}
-	if got := p.Hooks(); len(got) != 1 || got[0] != abi.HookAfterToolCall || len(p.Options()) != 0 {
-		t.Fatalf("hooks %v, %d engine options", got, len(p.Options()))
+	if got := p.Hooks(); len(got) != 1 || got[0] != abi.HookAfterToolCall || len(p.hookOptions()) != 0 {
+		t.Fatalf("hooks %v, %d engine options", got, len(p.hookOptions()))
 	}
 	red, err := f.AfterToolCall(context.Background(), abi.AfterToolCallInput{Tool: "t", Output: "ops@corp.io"})
 	if err != nil || red.Output == nil || *red.Output != "[redacted]" {
@@ -140,7 +140,7 @@ func testGoHooksMiddlewareEnabledHooks(t *testing.T, g goHooks) {
 	}
 	// Only engine hooks enabled: no middleware at all.
 	p2 := load(t, g.l, Config{Path: g.path, Hooks: []string{abi.HookBuildPrompt}})
-	if mw := p2.Middleware(); mw != nil {
+	if mw := p2.middleware(); mw != nil {
 		t.Fatalf("Middleware() = %#v, want nil", mw)
 	}
 }
@@ -285,7 +285,7 @@ func TestMiddlewareLoadChecks(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	// No middleware hook: no middleware.
-	if mw := load(t, l, Config{Path: fixture(t, "minimal")}).Middleware(); mw != nil {
+	if mw := load(t, l, Config{Path: fixture(t, "minimal")}).middleware(); mw != nil {
 		t.Fatalf("Middleware() = %#v, want nil", mw)
 	}
 }

@@ -45,8 +45,8 @@ func (s *shell) Execute(context.Context, map[string]any) (string, error) {
 // middleware: a before_tool_call guard denies the call, the tool never runs,
 // and the hook events, of middleware and of engine hooks (build_prompt),
 // carry the plugin's name, not engine.SourceHost.
-// (The old recipe, engine.New(client, reg, p.Options()...) and the tools of
-// p.Tools(), dropped the middleware: the shell tool ran.)
+// (The old recipe, engine.New(client, reg, p.hookOptions()...) and the tools of
+// p.engineTools(), dropped the middleware: the shell tool ran.)
 func TestEmbeddingRecipeEnforcesMiddleware(t *testing.T) {
 	t.Run("Loader.Extender", func(t *testing.T) { testEmbeddingRecipe(t, false) })
 	t.Run("Plugin.Extender", func(t *testing.T) { testEmbeddingRecipe(t, true) })

@@ -63,8 +63,8 @@ func TestRustHooksManifest(t *testing.T) {
 	if !reflect.DeepEqual(m.Capabilities, []string{"log", "config"}) || m.History || m.Requires != nil {
 		t.Fatalf("manifest %+v", m)
 	}
-	if len(p.Hooks()) != len(allHooks) || len(p.Options()) != 4 {
-		t.Fatalf("enabled hooks %v, %d engine options", p.Hooks(), len(p.Options()))
+	if len(p.Hooks()) != len(allHooks) || len(p.hookOptions()) != 4 {
+		t.Fatalf("enabled hooks %v, %d engine options", p.Hooks(), len(p.hookOptions()))
 	}
 	// Every middleware hook of the ABI's table is wired (Middleware's switch),
 	// and, the plugin being in session isolation, its sessions' end (which is
@@ -84,7 +84,7 @@ func TestRustHooksManifest(t *testing.T) {
 	}
 	var names []string
 	reg := engine.NewRegistry()
-	for _, tool := range p.Tools() {
+	for _, tool := range p.engineTools() {
 		names = append(names, tool.Name())
 		reg.Register(tool)
 	}
@@ -158,7 +158,7 @@ func TestRustHooksEngineHooksAndTools(t *testing.T) {
 	}
 
 	tools := map[string]engine.Tool{}
-	for _, tool := range p.Tools() {
+	for _, tool := range p.engineTools() {
 		tools[tool.Name()] = tool
 	}
 	out, err := tools["reverse"].Execute(ctx, map[string]any{"text": "héllo, wörld"})
@@ -278,13 +278,13 @@ func TestRustHooksEngineRun(t *testing.T) {
 	l, logs := rustHooksLoader(t)
 	p := load(t, l, Config{Path: rustHooksWasm(t)})
 	reg := engine.NewRegistry()
-	for _, tool := range p.Tools() {
+	for _, tool := range p.engineTools() {
 		reg.Register(tool)
 	}
 	var mu sync.Mutex
 	called := map[string]int{}
 	var warnings []string
-	opts := append(p.Options(), engine.WithMiddleware(p.Middleware()), engine.WithEventHandler(func(ev engine.Event) {
+	opts := append(p.hookOptions(), engine.WithMiddleware(p.middleware()), engine.WithEventHandler(func(ev engine.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch ev.Kind {

@@ -24,7 +24,7 @@ func TestSnapshot(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			l, logs := newLoggedLoader(t)
 			p := load(t, l, Config{Path: fixture(t, "snapinit"), Isolation: IsolationSession, NoSnapshot: off})
-			e := engine.New(finalModel{}, nil, p.Options()...)
+			e := engine.New(finalModel{}, nil, p.hookOptions()...)
 			// a's second turn sees a's writes (its globals and memory);
 			// b and c start fresh: from the image, which a (the instance
 			// it was taken of) and b wrote over in their own pages only.
@@ -93,7 +93,7 @@ func TestSnapshotRefused(t *testing.T) {
 func TestSnapshotAtTheCap(t *testing.T) {
 	const mib = 4
 	p := load(t, newLoader(t), Config{Path: fixture(t, "snapinit_fill"), Isolation: IsolationSession, Limits: Limits{MemoryMiB: mib}})
-	e := engine.New(finalModel{}, nil, p.Options()...)
+	e := engine.New(finalModel{}, nil, p.hookOptions()...)
 	for _, s := range []string{"a", "b", "c"} {
 		expect(t, e, s, fmt.Sprintf("pages %d", mib*16%10))
 	}

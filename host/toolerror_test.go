@@ -25,7 +25,7 @@ func TestToolErrorText(t *testing.T) {
 	tools := map[string]interface {
 		Execute(context.Context, map[string]any) (string, error)
 	}{}
-	for _, tl := range p.Tools() {
+	for _, tl := range p.engineTools() {
 		tools[tl.Name()] = tl
 	}
 	for _, c := range []struct {
@@ -73,11 +73,11 @@ func TestToolCallID(t *testing.T) {
 	l := newLoader(t)
 	p := load(t, l, Config{Name: "echo_tool", Path: fixture(t, "echo_tool")})
 	var tool engine.Tool
-	for _, tl := range p.Tools() {
+	for _, tl := range p.engineTools() {
 		tool = tl
 	}
 	if tool == nil || tool.Name() != "echo_input" {
-		t.Fatalf("tools %v", p.Tools())
+		t.Fatalf("tools %v", p.engineTools())
 	}
 	ctx := engine.WithCallID(context.Background(), "s1/N/2/3/1")
 	_, err := tool.Execute(ctx, map[string]any{"x": 1})

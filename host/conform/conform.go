@@ -160,7 +160,11 @@ func Run(ctx context.Context, l *host.Loader, cfg host.Config, fixtures map[stri
 	rep.MemoryBytes, _ = p.IdleMemory()
 
 	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry(), samplesUntil: time.Now().Add(maxConformSampleTime)}
-	for _, t := range p.Tools() {
+	ext, err := p.Extender(engine.MiddlewareConfig{}).Open(ctx) // p stays ours: no engine is given it
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ext.Tools {
 		c.reg.RegisterFrom(engine.PluginSource(p.Name()), t)
 	}
 	c.samples = hookSamples(m)
