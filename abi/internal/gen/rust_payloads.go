@@ -63,7 +63,9 @@ var rustKeywords = func() map[string]bool {
 	return m
 }()
 
-// rustPayloads adds guests/rust/src/payloads.rs to files.
+// rustPayloads adds guests/rust/src/payloads.rs to files, and the samples
+// of its types that the crate's schema test checks against their schemas
+// (rustSamples).
 func rustPayloads(files map[string][]byte) error {
 	docs, err := schemaDocs(schema.FS)
 	if err != nil {
@@ -76,12 +78,15 @@ func rustPayloads(files map[string][]byte) error {
 		"// whose imports and helpers (Object, nullable, is_false, PlanStep) they use.\n")
 	used := map[string]bool{}
 	seen := map[reflect.Type]bool{}
+	decls := map[string][]rustDecl{} // by struct
+	var generated []reflect.Type
 	var visit func(t reflect.Type) error
 	visit = func(t reflect.Type) error {
 		if seen[t] || rustHandWritten[t] != "" {
 			return nil
 		}
 		seen[t] = true
+		generated = append(generated, t)
 		doc, ok := docs[t.Name()]
 		if !ok || strings.TrimSpace(doc.description) == "" {
 			return fmt.Errorf("abi.%s has no described JSON Schema in abi/schema (a file, or a $defs entry titled %[1]s): "+
@@ -108,11 +113,12 @@ func rustPayloads(files map[string][]byte) error {
 			if rustEmptyIsAbsent[key] {
 				used[key] = true
 			}
-			line, err := rustField(f, name, strings.Contains(","+opts+",", ",omitempty,"), rustEmptyIsAbsent[key])
+			d, err := rustField(f, name, strings.Contains(","+opts+",", ",omitempty,"), rustEmptyIsAbsent[key])
 			if err != nil {
 				return fmt.Errorf("abi.%s.%s: %w", t.Name(), f.Name, err)
 			}
-			b.WriteString(wrap("    /// ", mdEscape(fd), 100) + line)
+			b.WriteString(wrap("    /// ", mdEscape(fd), 100) + d.String())
+			decls[t.Name()] = append(decls[t.Name()], d)
 			nested = append(nested, structsIn(f.Type)...)
 		}
 		b.WriteString("}\n")
@@ -139,18 +145,35 @@ func rustPayloads(files map[string][]byte) error {
 		}
 	}
 	files["guests/rust/src/payloads.rs"] = b.Bytes()
+	files["guests/rust/tests/schema/payloads.rs"] = rustSamples(generated, decls)
 	return nil
 }
 
-// rustField is the field's declaration, with its serde attribute.
-func rustField(f reflect.StructField, name string, omitempty, emptyIsAbsent bool) (string, error) {
+// rustDecl is a field of a Rust payload struct.
+type rustDecl struct {
+	ident, ty string
+	attrs     []string // of its serde attribute
+}
+
+// String is the field's declaration, with its serde attribute.
+func (d rustDecl) String() string {
+	var b strings.Builder
+	if len(d.attrs) > 0 {
+		fmt.Fprintf(&b, "    #[serde(%s)]\n", strings.Join(d.attrs, ", "))
+	}
+	fmt.Fprintf(&b, "    pub %s: %s,\n", d.ident, d.ty)
+	return b.String()
+}
+
+// rustField is the Rust field of a Go payload type's field.
+func rustField(f reflect.StructField, name string, omitempty, emptyIsAbsent bool) (rustDecl, error) {
 	t, pointer := f.Type, f.Type.Kind() == reflect.Pointer
 	if pointer {
 		t = t.Elem()
 	}
 	ty, err := rustType(t)
 	if err != nil {
-		return "", err
+		return rustDecl{}, err
 	}
 	var attrs []string
 	ident := name
@@ -168,11 +191,11 @@ func rustField(f reflect.StructField, name string, omitempty, emptyIsAbsent bool
 	case emptyIsAbsent && omitempty:
 		empty := map[reflect.Kind]string{reflect.String: "String", reflect.Slice: "Vec"}[t.Kind()]
 		if empty == "" {
-			return "", fmt.Errorf("listed in rustEmptyIsAbsent, but %s has no is_empty the generator knows", ty)
+			return rustDecl{}, fmt.Errorf("listed in rustEmptyIsAbsent, but %s has no is_empty the generator knows", ty)
 		}
 		attrs = append(attrs, fmt.Sprintf(`skip_serializing_if = "%s::is_empty"`, empty))
 	case emptyIsAbsent:
-		return "", fmt.Errorf("listed in rustEmptyIsAbsent without omitempty")
+		return rustDecl{}, fmt.Errorf("listed in rustEmptyIsAbsent without omitempty")
 	case omitempty && t.Kind() == reflect.Bool:
 		attrs = append(attrs, `skip_serializing_if = "is_false"`)
 	case omitempty:
@@ -181,12 +204,7 @@ func rustField(f reflect.StructField, name string, omitempty, emptyIsAbsent bool
 	case collection:
 		attrs = append(attrs, `deserialize_with = "nullable"`)
 	}
-	var b strings.Builder
-	if len(attrs) > 0 {
-		fmt.Fprintf(&b, "    #[serde(%s)]\n", strings.Join(attrs, ", "))
-	}
-	fmt.Fprintf(&b, "    pub %s: %s,\n", ident, ty)
-	return b.String(), nil
+	return rustDecl{ident, ty, attrs}, nil
 }
 
 // rustType is the Rust type of a Go payload type.

@@ -54,12 +54,12 @@ func TestRustFieldRules(t *testing.T) {
 	for i := 0; i < st.NumField(); i++ {
 		f := st.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		got, err := rustField(f, name, opts == "omitempty", false)
+		d, err := rustField(f, name, opts == "omitempty", false)
 		if err != nil {
 			t.Errorf("%s: %v", f.Name, err)
 			continue
 		}
-		if got := strings.Join(strings.Fields(got), " "); got != want[f.Name] {
+		if got := strings.Join(strings.Fields(d.String()), " "); got != want[f.Name] {
 			t.Errorf("%s: got %s, want %s", f.Name, got, want[f.Name])
 		}
 	}
@@ -73,11 +73,11 @@ func TestRustFieldRules(t *testing.T) {
 		{st.Field(7), `#[serde(skip_serializing_if = "Vec::is_empty")] pub risks: Vec<String>,`},
 	} {
 		name, _, _ := strings.Cut(c.field.Tag.Get("json"), ",")
-		got, err := rustField(c.field, name, true, true)
+		d, err := rustField(c.field, name, true, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Join(strings.Fields(got), " "); got != c.want {
+		if got := strings.Join(strings.Fields(d.String()), " "); got != c.want {
 			t.Errorf("%s, empty is absent: got %s, want %s", c.field.Name, got, c.want)
 		}
 	}
@@ -99,8 +99,8 @@ func TestRustFieldRefusesWhatItCannotMap(t *testing.T) {
 	}{{}, {}, {true, true}, {false, true}, {}} {
 		f := st.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if got, err := rustField(f, name, c.omitempty, c.emptyIsAbsent); err == nil {
-			t.Errorf("%s: got %q, want an error", f.Name, got)
+		if d, err := rustField(f, name, c.omitempty, c.emptyIsAbsent); err == nil {
+			t.Errorf("%s: got %q, want an error", f.Name, d)
 		}
 	}
 }
