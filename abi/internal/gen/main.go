@@ -2,7 +2,8 @@
 // abi.Exports), so that a hook added to the table reaches both PDKs by
 // running it, not by hand: the Go PDK's //go:wasmexport stubs and hook
 // registration functions, and the Rust PDK's hook list, plugin! macro arms,
-// typed hook functions and documented hook table; and, once, a skeleton of
+// typed hook functions, documented hook table and payload structs
+// (rust_payloads.go); and, once, a skeleton of
 // the JSON Schema of a payload type that has none (schema.go).
 //
 // go generate in abi runs it (see abi/table.go); its test fails when a
@@ -29,13 +30,14 @@ import (
 func main() {
 	root := flag.String("root", "..", "the repository's root, which holds abi/ and guests/")
 	flag.Parse()
-	if err := write(*root); err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
-	}
+	// The skeletons first: the Rust PDK's payloads take their docs from
+	// the schemas, so a new type's needs one before write.
 	wrote, err := skeletons(filepath.Join(*root, "abi", "schema"))
 	for _, path := range wrote {
 		fmt.Fprintf(os.Stderr, "gen: wrote the skeleton %s: replace its %q descriptions, and pair it with its type in abi's schema tests\n", path, todo)
+	}
+	if err == nil {
+		err = write(*root)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
@@ -83,6 +85,9 @@ func generate() (map[string][]byte, error) {
 	files["guests/rust/src/hooks.rs"] = []byte(rustHooks())
 	files["guests/rust/src/typed_hooks.rs"] = []byte(rustTyped())
 	files["guests/rust/src/hooks.md"] = []byte(rustDocTable())
+	if err := rustPayloads(files); err != nil {
+		return nil, err
+	}
 	return files, nil
 }
 

@@ -7,6 +7,10 @@
 //!   properties and nothing the schema does not know;
 //! - every JSON sample of SPEC.md that matches a schema reads into the Rust
 //!   type, and writes back every field it had, unchanged.
+//!
+//! The samples of the types generated from abi's Go types are generated
+//! with them (schema/payloads.rs, by abi/internal/gen), so a payload type
+//! added in Go is checked here without a sample written by hand.
 #![cfg(feature = "serde")]
 
 use std::collections::BTreeSet;
@@ -26,325 +30,58 @@ fn schema(file: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+// The samples of the payload types generated from abi's Go types.
+include!("schema/payloads.rs");
+
+/// Reads v into T, and writes it back.
+fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Result<Value, String> {
+    serde_json::from_value::<T>(v.clone()).map(|x| serde_json::to_value(x).unwrap()).map_err(|e| e.to_string())
+}
+
 /// Reads v into the Rust type of schema file, and writes it back.
 fn roundtrip(file: &str, v: &Value) -> Result<Value, String> {
-    macro_rules! by_file {
-        ($($f:literal => $t:ty,)*) => {
-            match file {
-                $($f => serde_json::from_value::<$t>(v.clone()).map(|x| serde_json::to_value(x).unwrap()),)*
-                _ => panic!("no Rust type for schema {file}"),
-            }
-        };
+    if let Some(r) = generated_roundtrip(file, v) {
+        return r;
     }
-    by_file! {
-        "action.json" => Action,
-        "after_run_input.json" => AfterRunInput,
-        "after_tool_call_input.json" => AfterToolCallInput,
-        "after_tool_call_output.json" => AfterToolCallOutput,
-        "before_run_input.json" => BeforeRunInput,
-        "before_run_output.json" => BeforeRunOutput,
-        "before_tool_call_input.json" => BeforeToolCallInput,
-        "before_tool_call_output.json" => BeforeToolCallOutput,
-        "fallback_input.json" => FallbackInput,
-        "http_request.json" => HttpRequest,
-        "http_response.json" => HttpResponse,
-        "instance_replaced.json" => InstanceReplaced,
-        "final.json" => Final,
-        "manifest.json" => Manifest,
-        "message.json" => Message,
-        "observation.json" => Observation,
-        "params_input.json" => ParamsInput,
-        "params_output.json" => ParamsOutput,
-        "plan.json" => Plan,
-        "prompt_input.json" => PromptInput,
-        "prompt_output.json" => PromptOutput,
-        "run_options.json" => RunOptions,
-        "stage_input.json" => StageInput,
-        "stage_outcome.json" => StageOutcome,
-        "tool_call_input.json" => ToolCallInput,
-        "tool_call_output.json" => ToolCallOutput,
-        "tool_spec.json" => ToolSpec,
-        "tool_success_input.json" => ToolSuccessInput,
-        "turn_final.json" => TurnFinal,
-        "turn_start.json" => TurnStart,
-        "usage.json" => Usage,
-    }
-    .map_err(|e| e.to_string())
-}
-
-fn obj(v: Value) -> Object {
-    v.as_object().unwrap().clone()
-}
-
-fn usage() -> Usage {
-    Usage { input_tokens: 1700, output_tokens: 95, total_tokens: 1795, cost: 0.0006 }
-}
-
-fn plan() -> Plan {
-    Plan {
-        thought: Some("t".into()),
-        summary: Some("s".into()),
-        steps: vec![PlanStep { step: "look it up".into(), status: "completed".into() }],
-        risks: Some(vec!["r".into()]),
-        questions: Some(vec!["q".into()]),
-        completion: Some("c".into()),
-    }
-}
-
-fn fin() -> Final {
-    Final { thought: "t".into(), output: json!({"n": 2}), plan: Some(plan()) }
-}
-
-fn tool_spec() -> ToolSpec {
-    ToolSpec { name: "word_count".into(), description: "d".into(), parameters: json!({"type": "object"}) }
-}
-
-fn history() -> Option<Vec<Message>> {
-    Some(vec![Message { role: "user".into(), content: "c".into() }])
-}
-
-fn stage_outcome() -> StageOutcome {
-    StageOutcome {
-        status: stage_status::FAIL.into(),
-        preferred_label: Some("fix".into()),
-        suggested_next_ids: Some(vec!["implement".into()]),
-        context_updates: Some(obj(json!({"verify.passed": false}))),
-        notes: Some("n".into()),
-        failure_reason: Some("r".into()),
+    // The types written by hand.
+    match file {
+        "http_request.json" => rt::<HttpRequest>(v),
+        "http_response.json" => rt::<HttpResponse>(v),
+        _ => panic!("no Rust type for schema {file}"),
     }
 }
 
 /// A value of every type with every field set, by schema file.
 fn full_samples() -> Vec<(&'static str, Value)> {
-    fn v<T: serde::Serialize>(x: T) -> Value {
-        serde_json::to_value(x).unwrap()
-    }
-    let params = obj(json!({"text": "a b"}));
-    vec![
-        ("usage.json", v(usage())),
-        ("tool_spec.json", v(tool_spec())),
-        (
-            "run_options.json",
-            v(RunOptions {
-                model: Some("m".into()),
-                max_steps: Some(15),
-                parse_retries: Some(-1),
-                token_budget: Some(1000),
-                parameters: Some(obj(json!({"temperature": 0.2}))),
-            }),
-        ),
-        ("final.json", v(fin())),
-        ("plan.json", v(plan())),
-        (
-            "prompt_input.json",
-            v(PromptInput { task: "t".into(), tools: vec![tool_spec()], default_prompt: "p".into() }),
-        ),
-        ("prompt_output.json", v(PromptOutput { system_prompt: "p".into() })),
-        (
-            "params_input.json",
-            v(ParamsInput {
-                task: "t".into(),
-                options: RunOptions {
-                    model: Some("m".into()),
-                    max_steps: Some(1),
-                    parse_retries: Some(1),
-                    token_budget: Some(1),
-                    parameters: Some(Object::new()),
-                },
-            }),
-        ),
-        ("params_output.json", v(ParamsOutput { parameters: obj(json!({"max_tokens": 800})) })),
-        (
-            "tool_success_input.json",
-            v(ToolSuccessInput { tool: "w".into(), step: 3, params: params.clone(), observation: "5".into() }),
-        ),
-        ("fallback_input.json", v(FallbackInput { task: "t".into(), reason: "r".into(), steps: 15, usage: usage() })),
-        (
-            "manifest.json",
-            v(Manifest {
-                name: "n".into(),
-                version: "1".into(),
-                abi_version: 1,
-                hooks: vec!["build_prompt".into()],
-                tools: Some(vec![tool_spec()]),
-                capabilities: Some(vec!["log".into()]),
-                history: true,
-                requires: Some(vec!["guard".into()]),
-            }),
-        ),
-        (
-            "tool_call_input.json",
-            v(ToolCallInput { tool: "w".into(), params: params.clone(), call_id: "s/n/1/1/1".into() }),
-        ),
-        (
-            "instance_replaced.json",
-            v(InstanceReplaced { session_id: "s".into(), reason: replaced_reason::MOVED.into() }),
-        ),
-        (
-            "tool_call_output.json",
-            v(ToolCallOutput {
-                output: "3".into(),
-                images: vec![Image { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() }],
-            }),
-        ),
-        ("message.json", v(Message { role: "user".into(), content: "c".into() })),
-        ("turn_start.json", v(TurnStart { session_id: "s".into(), turn: 2, input: "i".into(), history: history() })),
-        (
-            "action.json",
-            v(Action {
-                session_id: "s".into(),
-                turn: 2,
-                step: 1,
-                tool: "w".into(),
-                thought: Some("t".into()),
-                input: params.clone(),
-                history: history(),
-            }),
-        ),
-        (
-            "observation.json",
-            v(Observation {
-                session_id: "s".into(),
-                turn: 2,
-                step: 1,
-                tool: "w".into(),
-                observation: "o".into(),
-                is_error: true,
-                history: history(),
-            }),
-        ),
-        (
-            "turn_final.json",
-            v(TurnFinal {
-                session_id: "s".into(),
-                turn: 2,
-                step: 2,
-                r#final: Some("{}".into()),
-                status: "error".into(),
-                error: Some("e".into()),
-                step_usage: usage(),
-                turn_usage: usage(),
-            }),
-        ),
-        (
-            "before_run_input.json",
-            v(BeforeRunInput {
-                session_id: "s".into(),
-                turn: 2,
-                system_prompt: "p".into(),
-                tools: vec!["w".into()],
-                model: Some("m".into()),
-            }),
-        ),
-        ("before_run_output.json", v(BeforeRunOutput { system_prompt: Some("p".into()), tools: Some(vec![]) })),
-        (
-            "before_tool_call_input.json",
-            v(BeforeToolCallInput {
-                session_id: "s".into(),
-                turn: 2,
-                step: 1,
-                tool: "w".into(),
-                input: params.clone(),
-            }),
-        ),
-        (
-            "before_tool_call_output.json",
-            v(BeforeToolCallOutput { input: Some(params.clone()), deny: true, reason: Some("r".into()) }),
-        ),
-        (
-            "after_tool_call_input.json",
-            v(AfterToolCallInput {
-                session_id: "s".into(),
-                turn: 2,
-                step: 1,
-                tool: "w".into(),
-                input: params,
-                output: "o".into(),
-                is_error: true,
-            }),
-        ),
-        ("after_tool_call_output.json", v(AfterToolCallOutput::replace(""))),
-        (
-            "http_request.json",
-            v(HttpRequest {
-                method: Some("POST".into()),
-                url: "https://api.example.com/notes".into(),
-                headers: Some([("Content-Type".to_string(), "application/json".to_string())].into_iter().collect()),
-                body: Some("{}".into()),
-            }),
-        ),
-        (
-            "http_response.json",
-            v(HttpResponse {
-                status: 200,
-                headers: Some([("Content-Type".to_string(), "text/plain".to_string())].into_iter().collect()),
-                body: "ok".into(),
-            }),
-        ),
-        (
-            "stage_input.json",
-            v(StageInput {
-                node_id: "verify".into(),
-                attrs: [("marker".to_string(), "tests pass".to_string())].into_iter().collect(),
-                goal: "g".into(),
-                context: obj(json!({"last_response": "ok"})),
-                previous: Some(stage_outcome()),
-            }),
-        ),
-        ("stage_outcome.json", v(stage_outcome())),
-        (
-            "after_run_input.json",
-            v(AfterRunInput {
-                session_id: "s".into(),
-                turn: 2,
-                r#final: Some(fin()),
-                status: "error".into(),
-                error: Some("e".into()),
-                usage: usage(),
-                steps: 2,
-            }),
-        ),
-    ]
+    let mut out = generated_full_samples();
+    out.push((
+        "http_request.json",
+        serde_json::to_value(HttpRequest {
+            method: Some("POST".into()),
+            url: "https://api.example.com/notes".into(),
+            headers: Some([("Content-Type".to_string(), "application/json".to_string())].into_iter().collect()),
+            body: Some("{}".into()),
+        })
+        .unwrap(),
+    ));
+    out.push((
+        "http_response.json",
+        serde_json::to_value(HttpResponse {
+            status: 200,
+            headers: Some([("Content-Type".to_string(), "text/plain".to_string())].into_iter().collect()),
+            body: "ok".into(),
+        })
+        .unwrap(),
+    ));
+    out
 }
 
 /// The zero value of every type, by schema file.
 fn zero_samples() -> Vec<(&'static str, Value)> {
-    fn z<T: Default + serde::Serialize>() -> Value {
-        serde_json::to_value(T::default()).unwrap()
-    }
-    vec![
-        ("usage.json", z::<Usage>()),
-        ("tool_spec.json", z::<ToolSpec>()),
-        ("run_options.json", z::<RunOptions>()),
-        ("final.json", z::<Final>()),
-        ("plan.json", z::<Plan>()),
-        ("prompt_input.json", z::<PromptInput>()),
-        ("prompt_output.json", z::<PromptOutput>()),
-        ("params_input.json", z::<ParamsInput>()),
-        ("params_output.json", z::<ParamsOutput>()),
-        ("tool_success_input.json", z::<ToolSuccessInput>()),
-        ("fallback_input.json", z::<FallbackInput>()),
-        ("manifest.json", z::<Manifest>()),
-        ("tool_call_input.json", z::<ToolCallInput>()),
-        ("instance_replaced.json", z::<InstanceReplaced>()),
-        ("tool_call_output.json", z::<ToolCallOutput>()),
-        ("message.json", z::<Message>()),
-        ("turn_start.json", z::<TurnStart>()),
-        ("action.json", z::<Action>()),
-        ("observation.json", z::<Observation>()),
-        ("turn_final.json", z::<TurnFinal>()),
-        ("before_run_input.json", z::<BeforeRunInput>()),
-        ("before_run_output.json", z::<BeforeRunOutput>()),
-        ("before_tool_call_input.json", z::<BeforeToolCallInput>()),
-        ("before_tool_call_output.json", z::<BeforeToolCallOutput>()),
-        ("after_tool_call_input.json", z::<AfterToolCallInput>()),
-        ("after_tool_call_output.json", z::<AfterToolCallOutput>()),
-        ("after_run_input.json", z::<AfterRunInput>()),
-        ("http_request.json", z::<HttpRequest>()),
-        ("http_response.json", z::<HttpResponse>()),
-        ("stage_input.json", z::<StageInput>()),
-        ("stage_outcome.json", z::<StageOutcome>()),
-    ]
+    let mut out = generated_zero_samples();
+    out.push(("http_request.json", serde_json::to_value(HttpRequest::default()).unwrap()));
+    out.push(("http_response.json", serde_json::to_value(HttpResponse::default()).unwrap()));
+    out
 }
 
 /// How strictly check compares a value with its schema.
