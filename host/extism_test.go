@@ -30,11 +30,7 @@ import (
 // extismGuestWasm returns the path of guests/extism/extism-<name>.wasm.
 func extismGuestWasm(t testing.TB, name string) string {
 	t.Helper()
-	path := filepath.Join("..", "guests", "extism", "extism-"+name+".wasm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s missing: run `make extism-guests`: %v", path, err)
-	}
-	return path
+	return testenv.Built(t, filepath.Join("..", "guests", "extism", "extism-"+name+".wasm"), "extism-guests")
 }
 
 // extismLoader is the loader every test of a Go Extism guest shares, with

@@ -20,7 +20,7 @@
 // <node>.passed (true or false) and <node>.attempts (how often the node
 // ran, counting this time).
 //
-// Build (from this directory; `make pipeline-examples` from the checkout):
+// Build (from this directory; `make examples` from the checkout):
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o verify.wasm .
 //
