@@ -14,7 +14,7 @@ FIXTURES := $(WAT:.wat=.wasm) $(GO_FIXTURES)
 
 # Nested modules (own go.mod, kept at an old go line for guest toolchains):
 # the root's ./... does not reach them, so vet and unit visit each.
-MODULES := abi guests/go examples/go-hooks examples/pipelines/verify temporal
+MODULES := abi guests/go/pdk examples/go-hooks examples/pipelines/verify temporal
 # The pipeline examples' WebAssembly stage handler (examples/pipelines).
 PIPELINE_EXAMPLES := examples/pipelines/verify/verify.wasm
 EXAMPLES := examples/go-hooks/go-hooks.wasm $(PIPELINE_EXAMPLES)
@@ -88,7 +88,7 @@ vet:
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 	@echo "wasip1 build of abi and the Go PDK"
 	cd abi && GOOS=wasip1 GOARCH=wasm $(GO) build ./...
-	cd guests/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	cd guests/go/pdk && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	cd guests/extism && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
 # -race, except in wazero's optimizing compiler (its frontend, ssa and
@@ -151,22 +151,22 @@ fixtures: $(FIXTURES)
 examples: $(EXAMPLES)
 
 # A standard Go guest: wasip1 reactor (-buildmode=c-shared), exports via //go:wasmexport.
-examples/go-hooks/go-hooks.wasm: $(wildcard examples/go-hooks/*.go guests/go/*.go abi/*.go) examples/go-hooks/go.mod guests/go/go.mod
+examples/go-hooks/go-hooks.wasm: $(wildcard examples/go-hooks/*.go guests/go/pdk/*.go abi/*.go) examples/go-hooks/go.mod guests/go/pdk/go.mod
 	cd examples/go-hooks && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o go-hooks.wasm .
 
 # Pipeline stage handlers (abi/SPEC.md section 11): standard Go wasip1
 # reactors, like go-hooks.wasm, run by pipeline nodes of type wasm:<plugin>.
-examples/pipelines/verify/verify.wasm: $(wildcard examples/pipelines/verify/*.go guests/go/*.go abi/*.go) examples/pipelines/verify/go.mod guests/go/go.mod
+examples/pipelines/verify/verify.wasm: $(wildcard examples/pipelines/verify/*.go guests/go/pdk/*.go abi/*.go) examples/pipelines/verify/go.mod guests/go/pdk/go.mod
 	cd examples/pipelines/verify && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o verify.wasm .
 
 guests/testdata/%.wasm: guests/testdata/%.wat | tools-wabt
 	wat2wasm $< -o $@
 
-guests/testdata/cap_go.wasm: $(wildcard guests/testdata/cap_go/*.go guests/go/*.go abi/*.go) guests/testdata/cap_go/go.mod guests/go/go.mod
+guests/testdata/cap_go.wasm: $(wildcard guests/testdata/cap_go/*.go guests/go/pdk/*.go abi/*.go) guests/testdata/cap_go/go.mod guests/go/pdk/go.mod
 	cd guests/testdata/cap_go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o ../cap_go.wasm .
 
 # make chaos's tool: appends a line to the ledger file it is granted.
-guests/testdata/ledger.wasm: $(wildcard guests/testdata/ledger/*.go guests/go/*.go abi/*.go) guests/testdata/ledger/go.mod guests/go/go.mod
+guests/testdata/ledger.wasm: $(wildcard guests/testdata/ledger/*.go guests/go/pdk/*.go abi/*.go) guests/testdata/ledger/go.mod guests/go/pdk/go.mod
 	cd guests/testdata/ledger && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o ../ledger.wasm .
 
 # Each fuzz target for a bounded number of executions (a few seconds each
@@ -241,7 +241,7 @@ tinygo-examples: $(TINYGO_EXAMPLES)
 
 # The same sources as go-hooks.wasm; -scheduler=none: no asyncify, so memory
 # stays flat across calls (see host/tinygo_test.go).
-examples/go-hooks/go-hooks-tinygo.wasm: $(wildcard examples/go-hooks/*.go guests/go/*.go abi/*.go) examples/go-hooks/go.mod guests/go/go.mod scripts/tinygo.sh
+examples/go-hooks/go-hooks-tinygo.wasm: $(wildcard examples/go-hooks/*.go guests/go/pdk/*.go abi/*.go) examples/go-hooks/go.mod guests/go/pdk/go.mod scripts/tinygo.sh
 	TINYGO=$$(scripts/tinygo.sh) && cd examples/go-hooks && \
 	$$TINYGO build -target wasip1 -buildmode=c-shared -no-debug -scheduler=none -o go-hooks-tinygo.wasm .
 

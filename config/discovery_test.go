@@ -7,16 +7,13 @@ import (
 	"testing"
 
 	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // Plugins in ./.morph/plugins load after [[plugins]]; a name already taken is skipped.
 func TestDiscovery(t *testing.T) {
 	fixture := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("..", "guests", "testdata", name+".wasm"))
-		if err != nil {
-			t.Fatalf("run `make fixtures`: %v", err)
-		}
-		return b
+		return testenv.File(t, filepath.Join("..", "guests", "testdata", name+".wasm"), "fixtures")
 	}
 	minimal, echo := fixture("minimal"), fixture("echo")
 	dir := t.TempDir()

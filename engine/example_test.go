@@ -3,7 +3,7 @@ package engine_test
 // The README's code, section by section ("Embedding"; "Sessions, middleware
 // and the event stream"), compiled with the tests so that it cannot rot:
 // change one, change the other. (The host's recipe for WebAssembly plugins
-// is host's ExampleLoader_Extender; the Go PDK's guard is in guests/go.)
+// is host's ExampleLoader_Extender; the Go PDK's guard is in guests/go/pdk.)
 
 import (
 	"context"

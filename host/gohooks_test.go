@@ -16,7 +16,7 @@ import (
 	"github.com/morphhost/morph/llm"
 )
 
-// The example plugin examples/go-hooks, written with the Go PDK (guests/go),
+// The example plugin examples/go-hooks, written with the Go PDK (guests/go/pdk),
 // through the real host and a real engine run, in both of its builds: by
 // standard Go and by TinyGo 0.34, each a WASI reactor from the same sources.
 // Every go-hooks test runs once per build (forEachGoHooksBuild); what only

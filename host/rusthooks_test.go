@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -25,13 +24,7 @@ import (
 // rustHooksWasm returns the path of the Rust example plugin built by `make rust`.
 func rustHooksWasm(t testing.TB) string {
 	t.Helper()
-	path := filepath.Join("..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s missing: run `make rust` (or, in examples/rust-hooks, "+
-			"RUSTC=/usr/bin/rustc /usr/bin/cargo build --release --target wasm32-unknown-unknown; "+
-			"scripts/rust-toolchain.sh installs the toolchain): %v", path, err)
-	}
-	return path
+	return testenv.Built(t, filepath.Join("..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm"), "rust")
 }
 
 // rustHooksLoader is a loader whose plugins log at debug level to the

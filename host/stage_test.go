@@ -280,9 +280,9 @@ func TestStageOutcomeMapping(t *testing.T) {
 	}
 }
 
-// verifyWasm is the example stage handler built by `make pipeline-examples`.
+// verifyWasm is the example stage handler built by `make examples`.
 func verifyWasm(t testing.TB) string {
-	return testenv.Built(t, filepath.Join("..", "examples", "pipelines", "verify", "verify.wasm"), "pipeline-examples")
+	return testenv.Built(t, filepath.Join("..", "examples", "pipelines", "verify", "verify.wasm"), "examples")
 }
 
 var verifyLoader = struct {

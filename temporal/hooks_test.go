@@ -2,7 +2,6 @@ package temporal
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // plugin is the absolute path of a module of the repository (built by make
@@ -20,10 +20,7 @@ func plugin(t *testing.T, rel string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s: run `make fixtures examples`: %v", rel, err)
-	}
-	return path
+	return testenv.Built(t, path, "fixtures examples")
 }
 
 // WebAssembly hooks and middleware follow the same rules on Temporal as

@@ -21,6 +21,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // temporalCLI is the Temporal CLI scripts/temporal.sh built (make
@@ -77,7 +78,7 @@ func dev(t testing.TB) client.Client {
 func needDevServer(t testing.TB, err error) {
 	t.Helper()
 	switch {
-	case errors.Is(err, errNoCLI) && os.Getenv("CI") == "" && os.Getenv("MORPH_TEMPORAL") == "":
+	case errors.Is(err, errNoCLI) && !testenv.CI() && os.Getenv("MORPH_TEMPORAL") == "":
 		t.Skip(err)
 	case err != nil:
 		t.Fatalf("Temporal dev server: %v", err)

@@ -85,7 +85,7 @@ with a replies file that calls the tool then answers, and a README.
 
 NAME is the module or crate name: [a-z][a-z0-9_-]*.
 
-morph's PDKs (guests/go with abi, guests/rust) are not published, so the
+morph's PDKs (guests/go/pdk with abi, guests/rust) are not published, so the
 scaffold points at a morph checkout: Go with replace lines, Rust with a path
 dependency. The checkout is, first found: --pdk DIR; $MORPH_SRC; the source
 tree this morph binary was built from (when it still exists and the build was
@@ -120,19 +120,19 @@ not -trimpath); the directory above the binary's own (bin/morph in a checkout).`
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "write the scaffold here (default ./NAME; must be missing or empty)")
-	cmd.Flags().StringVar(&pdk, "pdk", "", "the morph checkout whose guests/go, abi and guests/rust the scaffold uses (default $"+MorphSrcEnv+", else the one this binary was built from)")
+	cmd.Flags().StringVar(&pdk, "pdk", "", "the morph checkout whose guests/go/pdk, abi and guests/rust the scaffold uses (default $"+MorphSrcEnv+", else the one this binary was built from)")
 	return cmd
 }
 
 // isMorphSrc reports whether dir is a morph checkout with the guest PDKs.
 func isMorphSrc(dir string) bool {
-	for _, f := range []string{"guests/go/go.mod", "abi/go.mod", "guests/rust/Cargo.toml"} {
+	for _, f := range []string{"guests/go/pdk/go.mod", "abi/go.mod", "guests/rust/Cargo.toml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			return false
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "guests", "go", "go.mod"))
-	return err == nil && bytes.Contains(b, []byte("module github.com/morphhost/morph/guests/go"))
+	b, err := os.ReadFile(filepath.Join(dir, "guests", "go", "pdk", "go.mod"))
+	return err == nil && bytes.Contains(b, []byte("module github.com/morphhost/morph/guests/go/pdk"))
 }
 
 // findMorphSrc returns the morph checkout's absolute root and how it was found.
@@ -143,7 +143,7 @@ func findMorphSrc(flag string) (string, string, error) {
 			return "", "", err
 		}
 		if !isMorphSrc(abs) {
-			return "", "", fmt.Errorf("%s: %s is not a morph checkout (no guests/go, abi and guests/rust)", how, abs)
+			return "", "", fmt.Errorf("%s: %s is not a morph checkout (no guests/go/pdk, abi and guests/rust)", how, abs)
 		}
 		return abs, how, nil
 	}

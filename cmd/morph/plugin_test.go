@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/internal/testenv"
 )
 
 // fixture is the absolute path of a guests/testdata module built by `make fixtures`.
@@ -19,10 +19,7 @@ func fixture(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("fixture missing: run `make fixtures`: %v", err)
-	}
-	return path
+	return testenv.Built(t, path, "fixtures")
 }
 
 func TestPluginInspectAndCheck(t *testing.T) {

@@ -1,5 +1,5 @@
 // Command go-hooks is an example morph plugin written in Go with the PDK
-// (github.com/morphhost/morph/guests/go). It implements all four engine hooks
+// (github.com/morphhost/morph/guests/go/pdk). It implements all four engine hooks
 // and serves two tools:
 //
 //   - build_prompt appends a "House style" section to the engine's default
@@ -44,7 +44,7 @@ import (
 	"strconv"
 
 	"github.com/morphhost/morph/abi"
-	pdk "github.com/morphhost/morph/guests/go"
+	"github.com/morphhost/morph/guests/go/pdk"
 )
 
 // Registration happens in init: a c-shared module never runs main.

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/morphhost/morph/abi"
-	pdk "github.com/morphhost/morph/guests/go"
+	"github.com/morphhost/morph/guests/go/pdk"
 )
 
 // The plugin's session middleware: an audit log, a redaction of tool

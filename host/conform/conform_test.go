@@ -46,21 +46,13 @@ func checkLoadError(t *testing.T, what string, rep *Report, want string) {
 // fixture returns the path of a guests/testdata module built by `make fixtures`.
 func fixture(t testing.TB, name string) string {
 	t.Helper()
-	path := filepath.Join("..", "..", "guests", "testdata", name+".wasm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("fixture %s missing: run `make fixtures` (needs wat2wasm from Debian's wabt): %v", path, err)
-	}
-	return path
+	return testenv.Built(t, filepath.Join("..", "..", "guests", "testdata", name+".wasm"), "fixtures")
 }
 
 // goHooksWasm is the path of the Go example's standard build.
 func goHooksWasm(t testing.TB) string {
 	t.Helper()
-	path := filepath.Join("..", "..", "examples", "go-hooks", "go-hooks.wasm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s missing: run `make examples`: %v", path, err)
-	}
-	return path
+	return testenv.Built(t, filepath.Join("..", "..", "examples", "go-hooks", "go-hooks.wasm"), "examples")
 }
 
 // newLoader is a loader with a cache of its own and a silent log.

@@ -6,15 +6,26 @@
 // once): the Makefile then builds no TinyGo guest, and the tests of TinyGo
 // guests skip, saying so.
 //
-// The exception is mock-llm (MockLLM), a model server from npm rather than
-// a build of ours: `make test` installs it and names it in MockLLMEnv, and
-// then, as under CI=true, a missing one fails; a plain go test on a machine
-// without it skips its tests, naming the make target.
+// A fresh clone's plain go test therefore fails every test of a guest with
+// one line each, "guests/testdata/echo.wasm is not built: run `make
+// fixtures` in the repository root" (Built), rather than skipping them:
+// skipping would make a go test before `make guests` pass while testing no
+// guest, and CI (CI=true) must never pass that way.
+//
+// The exceptions are programs that are not builds of ours, mock-llm
+// (MockLLM, from npm) and the Temporal CLI (the temporal module's tests):
+// `make test` installs them and names them in variables (MockLLMEnv,
+// MORPH_TEMPORAL), and then, as under CI=true (CI), a missing one fails; a
+// plain go test on a machine without them skips their tests, naming the
+// make target.
 
 package testenv
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,14 +47,50 @@ func Tool(t testing.TB, name, target string) string {
 	return path
 }
 
-// Built is path, a file the build makes, or fails t naming the make target
-// that builds it.
+// Built is path, a file the build makes, or fails t in one line naming the
+// file from the repository's root and the make target that builds it.
 func Built(t testing.TB, path, target string) string {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
+	_, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t.Fatalf("%s is not built: run `make %s` in the repository root", fromRoot(path), target)
+	case err != nil:
 		t.Fatalf("%v: run `make %s` in the repository root", err, target)
 	}
 	return path
+}
+
+// rootModule is the go.mod line of the repository's root module.
+const rootModule = "module github.com/morphhost/morph\n"
+
+// fromRoot is path relative to the repository's root, the directory above
+// it whose go.mod is the root module's, as the Makefile names the file;
+// path itself when it is not under the root.
+func fromRoot(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte(rootModule)) {
+			if rel, err := filepath.Rel(dir, abs); err == nil {
+				return filepath.ToSlash(rel)
+			}
+			return path
+		}
+		if filepath.Dir(dir) == dir {
+			return path
+		}
+	}
+}
+
+// CI reports whether the tests run under CI: CI set to a true value
+// (CI=true, as CI services set it). There a missing tool that a plain go
+// test would skip for fails instead.
+func CI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
 }
 
 // File is the content of a file the build makes, or fails t as Built does.
@@ -116,7 +163,7 @@ func MockLLM(t testing.TB) string {
 		return path
 	}
 	msg := fmt.Sprintf("mock-llm: %s: `make tools-mock-llm` installs it", problem)
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); fromMake || ci {
+	if fromMake || CI() {
 		t.Fatal(msg)
 	}
 	t.Skip(msg + " (under make test or CI=true this fails)")

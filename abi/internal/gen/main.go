@@ -73,8 +73,8 @@ func write(root string) error {
 func generate() (map[string][]byte, error) {
 	files := map[string][]byte{}
 	for path, src := range map[string]string{
-		"guests/go/hooks_gen.go":          goHooks(),
-		"guests/go/exports_gen_wasip1.go": goExports(),
+		"guests/go/pdk/hooks_gen.go":          goHooks(),
+		"guests/go/pdk/exports_gen_wasip1.go": goExports(),
 	} {
 		b, err := format.Source([]byte(src))
 		if err != nil {

@@ -1,5 +1,5 @@
 // Command verify is an example pipeline stage handler: a morph plugin,
-// written with the Go PDK (github.com/morphhost/morph/guests/go), whose
+// written with the Go PDK (github.com/morphhost/morph/guests/go/pdk), whose
 // handle_stage hook (abi/SPEC.md section 11) checks what an earlier stage
 // wrote to the run's context, so that a pipeline can loop back to the
 // stage that must try again.
@@ -20,7 +20,7 @@
 // <node>.passed (true or false) and <node>.attempts (how often the node
 // ran, counting this time).
 //
-// Build (from this directory; `make pipeline-examples` from the checkout):
+// Build (from this directory; `make examples` from the checkout):
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o verify.wasm .
 //
@@ -33,7 +33,7 @@ import (
 	"strings"
 
 	"github.com/morphhost/morph/abi"
-	pdk "github.com/morphhost/morph/guests/go"
+	"github.com/morphhost/morph/guests/go/pdk"
 )
 
 // Registration happens in init: a c-shared module never runs main.

@@ -4,10 +4,10 @@ go 1.23
 
 require (
 	github.com/morphhost/morph/abi v0.0.0
-	github.com/morphhost/morph/guests/go v0.0.0
+	github.com/morphhost/morph/guests/go/pdk v0.0.0
 )
 
 replace (
 	github.com/morphhost/morph/abi => ../../../abi
-	github.com/morphhost/morph/guests/go => ../../go
+	github.com/morphhost/morph/guests/go/pdk => ../../go/pdk
 )

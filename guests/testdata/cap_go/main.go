@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/morphhost/morph/abi"
-	pdk "github.com/morphhost/morph/guests/go"
+	"github.com/morphhost/morph/guests/go/pdk"
 )
 
 func str(p map[string]any, key string) string {

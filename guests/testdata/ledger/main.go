@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	pdk "github.com/morphhost/morph/guests/go"
+	"github.com/morphhost/morph/guests/go/pdk"
 )
 
 func init() {

@@ -32,7 +32,7 @@ func realModules(t *testing.T) map[string][]byte {
 		out[filepath.Base(p)] = b
 	}
 	if len(out) == 0 {
-		t.Fatal("no modules built: run `make fixtures examples rust` in the repository root")
+		t.Fatal("no modules built: run `make guests` in the repository root")
 	}
 	return out
 }

@@ -4,7 +4,7 @@ package pdk_test
 
 import (
 	"github.com/morphhost/morph/abi"
-	pdk "github.com/morphhost/morph/guests/go"
+	"github.com/morphhost/morph/guests/go/pdk"
 )
 
 // The README's deny-list guard (section "Sessions, middleware and the event

@@ -17,7 +17,7 @@
 //
 //	import (
 //		"github.com/morphhost/morph/abi"
-//		pdk "github.com/morphhost/morph/guests/go"
+//		"github.com/morphhost/morph/guests/go/pdk"
 //	)
 //
 //	func init() {
