@@ -31,7 +31,7 @@ const (
 // Hooks).
 var MiddlewareExports = exportsOf(Middleware)
 
-// Turn statuses, as in TurnFinal.Status and AfterRunInput.Status.
+// Turn statuses, as in TurnEnd.Status and AfterRunInput.Status.
 const (
 	StatusFinal    = "final"        // the model answered with a final
 	StatusForced   = "forced_final" // the forced conclusion gave the final
@@ -70,8 +70,8 @@ type Observation struct {
 	History     []Message `json:"history,omitempty"`
 }
 
-// TurnFinal: a turn ended, on whichever path; sent exactly once per turn.
-type TurnFinal struct {
+// TurnEnd: a turn ended, on whichever path; sent exactly once per turn.
+type TurnEnd struct {
 	SessionID string `json:"session_id"`
 	Turn      int    `json:"turn"`
 	Step      int    `json:"step"`            // steps taken in the turn

@@ -1272,9 +1272,9 @@ func TestSchemaGoSamples(t *testing.T) {
 		Action{SessionID: "s1", Turn: 1, Step: 2, Tool: "now", Input: map[string]any{}},
 		Observation{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Observation: "2", History: history},
 		Observation{SessionID: "s1", Turn: 1, Step: 2, Tool: "nope", Observation: "error: unknown tool", IsError: true},
-		TurnFinal{SessionID: "s1", Turn: 1, Step: 2, Final: `{"thought":"t","output":2}`, Status: StatusFinal,
+		TurnEnd{SessionID: "s1", Turn: 1, Step: 2, Final: `{"thought":"t","output":2}`, Status: StatusFinal,
 			StepUsage: Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}, TurnUsage: Usage{InputTokens: 30, OutputTokens: 9, TotalTokens: 39, Cost: 0.001}},
-		TurnFinal{SessionID: "s1", Turn: 2, Status: StatusError, Error: "model call failed"},
+		TurnEnd{SessionID: "s1", Turn: 2, Status: StatusError, Error: "model call failed"},
 		BeforeRunInput{SessionID: "s1", Turn: 1, SystemPrompt: "p", Tools: []string{"word_count", "now"}, Model: "m"},
 		BeforeRunInput{SessionID: "s1", Turn: 1, SystemPrompt: "p", Tools: []string{}},
 		BeforeRunOutput{SystemPrompt: "Be brief.", Tools: []string{"word_count"}},
@@ -1362,8 +1362,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"TurnStart", `{"session_id":"s","turn":1,"input":"i","history":[{"role":"user"}]}`, "history message without content"},
 		{"TurnStart", `{"session_id":"s","input":"i"}`, "no turn"},
 		{"Action", `{"session_id":"s","turn":1,"step":1,"tool":"t","input":null}`, "null input"},
-		{"TurnFinal", `{"session_id":"s","turn":1,"step":1,"status":"done","step_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"turn_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0}}`, "unknown status"},
-		{"TurnFinal", `{"session_id":"s","turn":1,"step":1,"status":"final","final":{"thought":"t","output":1},"step_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"turn_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0}}`, "final as an object, not JSON text"},
+		{"TurnEnd", `{"session_id":"s","turn":1,"step":1,"status":"done","step_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"turn_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0}}`, "unknown status"},
+		{"TurnEnd", `{"session_id":"s","turn":1,"step":1,"status":"final","final":{"thought":"t","output":1},"step_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0},"turn_usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,"cost":0}}`, "final as an object, not JSON text"},
 		{"BeforeRunInput", `{"session_id":"s","turn":1,"system_prompt":"p","tools":null}`, "null tools"},
 		{"BeforeRunOutput", `{"tools":"word_count"}`, "tools not a list"},
 		{"BeforeToolCallOutput", `{"deny":"yes"}`, "deny not a boolean"},
@@ -1452,7 +1452,7 @@ func stringConsts(t *testing.T, prefix string) map[string]string {
 func TestSchemaEnums(t *testing.T) {
 	ss := loadSchemas(t)
 	cases := []struct{ ref, prefix string }{
-		{"turn_final.json#/properties/status", "Status"},
+		{"turn_end.json#/properties/status", "Status"},
 		{"after_run_input.json#/properties/status", "Status"},
 		{"plan.json#/$defs/plan_step/oneOf/1/properties/status", "Step"},
 		{"stage_outcome.json#/properties/status", "Stage"},

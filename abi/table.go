@@ -93,7 +93,7 @@ var Hooks = []Hook{
 		Input: reflect.TypeOf(Observation{}),
 		Doc:   "a tool's result was written back to the conversation."},
 	{Name: HookOnFinal, Export: ExportOnFinal, Kind: Middleware,
-		Input: reflect.TypeOf(TurnFinal{}),
+		Input: reflect.TypeOf(TurnEnd{}),
 		Doc:   "a turn ended, on whichever path (its status says which); it is called exactly once per turn."},
 	{Name: HookBeforeRun, Export: ExportBeforeRun, Kind: Middleware,
 		Input: reflect.TypeOf(BeforeRunInput{}), Output: reflect.TypeOf(BeforeRunOutput{}),

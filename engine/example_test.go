@@ -67,7 +67,7 @@ func Example_config() {
 type audit struct{}
 
 func (audit) Name() string { return "audit" }
-func (audit) OnFinal(ctx context.Context, ev abi.TurnFinal) error {
+func (audit) OnFinal(ctx context.Context, ev abi.TurnEnd) error {
 	slog.Info("turn done", "session", ev.SessionID, "turn", ev.Turn, "status", ev.Status, "tokens", ev.TurnUsage.TotalTokens)
 	return nil
 }

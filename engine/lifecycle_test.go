@@ -492,7 +492,7 @@ type finalCloser struct {
 
 func (c *finalCloser) Name() string { return "final-closer" }
 func (c *finalCloser) Close() error { c.closed = true; return nil }
-func (c *finalCloser) OnFinal(context.Context, abi.TurnFinal) error {
+func (c *finalCloser) OnFinal(context.Context, abi.TurnEnd) error {
 	c.seen = append(c.seen, c.closed)
 	return nil
 }

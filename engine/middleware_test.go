@@ -25,7 +25,7 @@ type recorder struct {
 	starts  []abi.TurnStart
 	actions []abi.Action
 	obs     []abi.Observation
-	finals  []abi.TurnFinal
+	finals  []abi.TurnEnd
 	afters  []abi.AfterRunInput
 }
 
@@ -52,7 +52,7 @@ func (r *recorder) OnObservation(_ context.Context, ev abi.Observation) error {
 	r.obs = append(r.obs, ev)
 	return nil
 }
-func (r *recorder) OnFinal(_ context.Context, ev abi.TurnFinal) error {
+func (r *recorder) OnFinal(_ context.Context, ev abi.TurnEnd) error {
 	r.note("final")
 	r.finals = append(r.finals, ev)
 	return nil
@@ -235,7 +235,7 @@ func TestMiddlewareIsolation(t *testing.T) {
 			<-blockForever // ignores its context: the engine must abandon it
 			return abi.BeforeToolCallOutput{}, nil
 		}},
-		{ID: "slow-final", Final: func(ctx context.Context, _ abi.TurnFinal) error { <-ctx.Done(); return ctx.Err() }},
+		{ID: "slow-final", Final: func(ctx context.Context, _ abi.TurnEnd) error { <-ctx.Done(); return ctx.Err() }},
 	}
 	var opts []Option
 	for _, f := range bad {

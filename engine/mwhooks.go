@@ -34,7 +34,7 @@ type ObservationHook interface {
 
 // FinalHook is called exactly once per turn, on every path that ends it.
 type FinalHook interface {
-	OnFinal(ctx context.Context, ev abi.TurnFinal) error
+	OnFinal(ctx context.Context, ev abi.TurnEnd) error
 }
 
 // BeforeRunHook may replace a turn's system prompt and narrow its tools.
@@ -78,7 +78,7 @@ type Funcs struct {
 	TurnStart      func(ctx context.Context, ev abi.TurnStart) error
 	Action         func(ctx context.Context, ev abi.Action) error
 	Observation    func(ctx context.Context, ev abi.Observation) error
-	Final          func(ctx context.Context, ev abi.TurnFinal) error
+	Final          func(ctx context.Context, ev abi.TurnEnd) error
 	BeforeRun      func(ctx context.Context, in abi.BeforeRunInput) (abi.BeforeRunOutput, error)
 	AfterRun       func(ctx context.Context, in abi.AfterRunInput) error
 	BeforeToolCall func(ctx context.Context, in abi.BeforeToolCallInput) (abi.BeforeToolCallOutput, error)
@@ -135,7 +135,7 @@ var (
 	observationHook = observing(abi.HookOnObservation,
 		func(f *Funcs) *func(context.Context, abi.Observation) error { return &f.Observation }, ObservationHook.OnObservation)
 	finalHook = observing(abi.HookOnFinal,
-		func(f *Funcs) *func(context.Context, abi.TurnFinal) error { return &f.Final }, FinalHook.OnFinal)
+		func(f *Funcs) *func(context.Context, abi.TurnEnd) error { return &f.Final }, FinalHook.OnFinal)
 	afterRunHook = observing(abi.HookAfterRun,
 		func(f *Funcs) *func(context.Context, abi.AfterRunInput) error { return &f.AfterRun }, AfterRunHook.AfterRun)
 )

@@ -15,7 +15,7 @@ import (
 // name, naming the hooks there are; Hooks lists JSON and native hooks in
 // the order a turn calls them.
 func TestSetJSONAndHooks(t *testing.T) {
-	f := &Funcs{ID: "m", Final: func(context.Context, abi.TurnFinal) error { return nil }}
+	f := &Funcs{ID: "m", Final: func(context.Context, abi.TurnEnd) error { return nil }}
 	nop := func(context.Context, []byte, any) error { return nil }
 	for _, bad := range []string{abi.HookBuildPrompt, "on_everything", ""} {
 		err := f.SetJSON(bad, nop)

@@ -159,12 +159,12 @@ func (e *Engine) endTurn(r *run, final *Final, err error) {
 	if n := len(r.Steps); n > 0 {
 		last = r.Steps[n-1].Usage
 	}
-	ev := abi.TurnFinal{SessionID: r.SessionID, Turn: r.Turn, Step: len(r.Steps), Status: status, Error: errText,
+	ev := abi.TurnEnd{SessionID: r.SessionID, Turn: r.Turn, Step: len(r.Steps), Status: status, Error: errText,
 		StepUsage: last, TurnUsage: r.Metrics.Usage()}
 	if final != nil {
 		ev.Final = string(r.RawFinalAnswer)
 	}
-	notify(e, ctx, r, finalHook, ev.Step, false, func(bool) abi.TurnFinal { return ev })
+	notify(e, ctx, r, finalHook, ev.Step, false, func(bool) abi.TurnEnd { return ev })
 	after := abi.AfterRunInput{SessionID: r.SessionID, Turn: r.Turn, Status: status, Error: errText,
 		Usage: r.Metrics.Usage(), Steps: len(r.Steps)}
 	notify(e, ctx, r, afterRunHook, after.Steps, false, func(bool) abi.AfterRunInput {

@@ -411,7 +411,7 @@ func BenchmarkMiddlewareTurn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		final, err := json.Marshal(abi.TurnFinal{SessionID: "bench", Turn: 1, Step: 1, Final: `{"output":"ok"}`, Status: abi.StatusFinal})
+		final, err := json.Marshal(abi.TurnEnd{SessionID: "bench", Turn: 1, Step: 1, Final: `{"output":"ok"}`, Status: abi.StatusFinal})
 		if err != nil {
 			b.Fatal(err)
 		}

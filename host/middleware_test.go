@@ -66,7 +66,7 @@ func testGoHooksMiddleware(t *testing.T, g goHooks) {
 		"on_turn_start":  f.TurnStart(ctx, abi.TurnStart{SessionID: "s1", Turn: 1, Input: "count the words, then mail me@example.com"}),
 		"on_action":      f.Action(ctx, abi.Action{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Input: map[string]any{"text": "a b"}}),
 		"on_observation": f.Observation(ctx, abi.Observation{SessionID: "s1", Turn: 1, Step: 1, Tool: "word_count", Observation: "2"}),
-		"on_final":       f.Final(ctx, abi.TurnFinal{SessionID: "s1", Turn: 1, Step: 2, Status: abi.StatusFinal, Final: `{"output":2}`, TurnUsage: usage}),
+		"on_final":       f.Final(ctx, abi.TurnEnd{SessionID: "s1", Turn: 1, Step: 2, Status: abi.StatusFinal, Final: `{"output":2}`, TurnUsage: usage}),
 	} {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

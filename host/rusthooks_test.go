@@ -184,7 +184,7 @@ func TestRustHooksMiddleware(t *testing.T) {
 		"on_turn_start":  f.TurnStart(ctx, abi.TurnStart{SessionID: "s1", Turn: 1, Input: "use sk-abcdefghijklmnop1234 please"}),
 		"on_action":      f.Action(ctx, abi.Action{SessionID: "s1", Turn: 1, Step: 1, Tool: "reverse", Input: map[string]any{"text": "a b"}}),
 		"on_observation": f.Observation(ctx, abi.Observation{SessionID: "s1", Turn: 1, Step: 1, Tool: "reverse", Observation: "b a"}),
-		"on_final":       f.Final(ctx, abi.TurnFinal{SessionID: "s1", Turn: 1, Step: 2, Status: abi.StatusFinal, Final: `{"output":2}`, TurnUsage: usage}),
+		"on_final":       f.Final(ctx, abi.TurnEnd{SessionID: "s1", Turn: 1, Step: 2, Status: abi.StatusFinal, Final: `{"output":2}`, TurnUsage: usage}),
 		"after_run": f.AfterRun(ctx, abi.AfterRunInput{SessionID: "s1", Turn: 1, Status: abi.StatusFinal, Steps: 2, Usage: usage,
 			Final: &abi.Final{Thought: "t", Output: map[string]any{"n": 2}}}),
 	} {

@@ -35,7 +35,7 @@ func auditObservation(ev abi.Observation) error {
 	return nil
 }
 
-func auditFinal(ev abi.TurnFinal) error {
+func auditFinal(ev abi.TurnEnd) error {
 	line := fmt.Sprintf("audit: turn %d final %s after %d steps, %d tokens", ev.Turn, ev.Status, ev.Step, ev.TurnUsage.Total())
 	if ev.Error != "" {
 		line += ": " + clip(ev.Error, 200)

@@ -131,7 +131,7 @@ func TestAuditHelpers(t *testing.T) {
 		auditTurnStart(abi.TurnStart{Turn: 1, Input: "write to a@b.io"}),
 		auditAction(abi.Action{Turn: 1, Tool: "word_count", Input: map[string]any{"text": "x"}}),
 		auditObservation(abi.Observation{Turn: 1, Tool: "word_count", Observation: "1", IsError: true}),
-		auditFinal(abi.TurnFinal{Turn: 1, Status: abi.StatusError, Error: "boom"}),
+		auditFinal(abi.TurnEnd{Turn: 1, Status: abi.StatusError, Error: "boom"}),
 	} {
 		if err != nil {
 			t.Fatal(err)

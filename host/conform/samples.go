@@ -106,7 +106,7 @@ func sampleInputs(m abi.Manifest) []any {
 		abi.AfterToolCallInput{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Input: params, Output: "4"},
 		abi.Observation{SessionID: sampleSession, Turn: 2, Step: 1, Tool: names[0], Observation: "4",
 			History: history},
-		abi.TurnFinal{SessionID: sampleSession, Turn: 2, Step: 2, Final: string(finalText), Status: abi.StatusFinal,
+		abi.TurnEnd{SessionID: sampleSession, Turn: 2, Step: 2, Final: string(finalText), Status: abi.StatusFinal,
 			StepUsage: abi.Usage{InputTokens: 900, OutputTokens: 40, TotalTokens: 940, Cost: 0.0003}, TurnUsage: usage},
 		abi.AfterRunInput{SessionID: sampleSession, Turn: 2, Final: &final, Status: abi.StatusFinal, Usage: usage, Steps: 2},
 		abi.StageInput{NodeID: "verify", Attrs: map[string]string{"type": "wasm:" + m.Name, "label": "Verify"},

@@ -3,7 +3,7 @@
 
 use morph_pdk::types::{
     Action, AfterRunInput, AfterToolCallInput, AfterToolCallOutput, BeforeRunInput, BeforeRunOutput,
-    BeforeToolCallInput, BeforeToolCallOutput, Object, Observation, TurnFinal, TurnStart,
+    BeforeToolCallInput, BeforeToolCallOutput, Object, Observation, TurnEnd, TurnStart,
 };
 
 // The audit log: one `rust-audit: ...` line in the host's log per event.
@@ -37,7 +37,7 @@ pub fn on_observation(ev: Observation) {
 }
 
 /// on_final: how the turn ended.
-pub fn on_final(ev: TurnFinal) {
+pub fn on_final(ev: TurnEnd) {
     let mut line = format!(
         "rust-audit: turn {} final {} after {} steps, {} tokens",
         ev.turn,
@@ -253,7 +253,7 @@ mod tests {
             is_error: true,
             ..Default::default()
         });
-        on_final(TurnFinal {
+        on_final(TurnEnd {
             turn: 1,
             step: 3,
             status: "error".into(),

@@ -67,7 +67,7 @@ func beforeToolCall() int32 {
 
 //go:wasmexport morph_on_final
 func onFinal() int32 {
-	var in abi.TurnFinal
+	var in abi.TurnEnd
 	if err := pdk.InputJSON(&in); err != nil {
 		return reply.Fail(err)
 	}

@@ -47,7 +47,7 @@ func OnObservation(fn func(abi.Observation) error) { observe("on_observation", f
 // OnFinal registers the on_final hook (middleware, observing): a turn ended,
 // on whichever path (its status says which); it is called exactly once per
 // turn.
-func OnFinal(fn func(abi.TurnFinal) error) { observe("on_final", fn) }
+func OnFinal(fn func(abi.TurnEnd) error) { observe("on_final", fn) }
 
 // BeforeRun registers the before_run hook (middleware, mutating): called
 // before a turn's first model call; its output may replace the system prompt

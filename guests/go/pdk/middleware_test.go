@@ -31,7 +31,7 @@ func registerMiddleware(seen *[]string) {
 		*seen = append(*seen, "observation "+in.Observation)
 		return nil
 	})
-	OnFinal(func(in abi.TurnFinal) error {
+	OnFinal(func(in abi.TurnEnd) error {
 		*seen = append(*seen, "final "+in.Status+" "+itoa(in.TurnUsage.TotalTokens))
 		return nil
 	})
@@ -204,7 +204,7 @@ func TestMiddlewareRegistrationMistakes(t *testing.T) {
 	}{
 		"nil observer":  {func() { Plugin("p", ""); OnAction(nil) }, "hook on_action registered with a nil function"},
 		"nil mutator":   {func() { Plugin("p", ""); BeforeToolCall(nil) }, "hook before_tool_call registered with a nil function"},
-		"duplicate":     {func() { registerMiddleware(new([]string)); OnFinal(func(abi.TurnFinal) error { return nil }) }, "hook on_final registered twice"},
+		"duplicate":     {func() { registerMiddleware(new([]string)); OnFinal(func(abi.TurnEnd) error { return nil }) }, "hook on_final registered twice"},
 		"nil destroy":   {func() { Plugin("p", ""); OnDestroy(nil) }, "pdk.OnDestroy: nil function"},
 		"destroy twice": {func() { Plugin("p", ""); OnDestroy(func() {}); OnDestroy(func() {}) }, "pdk.OnDestroy: registered twice"},
 		"nil replaced":  {func() { Plugin("p", ""); OnInstanceReplaced(nil) }, "pdk.OnInstanceReplaced: nil function"},

@@ -252,7 +252,7 @@ pub struct Observation {
 /// once per turn, before after_run. The hook observes; its output is empty.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct TurnFinal {
+pub struct TurnEnd {
     /// The session's ID.
     pub session_id: String,
     /// The turn's number within the session, from 1.

@@ -88,14 +88,14 @@ where
     observe::<Observation, R, F>("on_observation", f, input)
 }
 
-/// `on_final` (middleware, observing): `fn(TurnFinal)`, or one returning `Result<(), E>`: a turn
+/// `on_final` (middleware, observing): `fn(TurnEnd)`, or one returning `Result<(), E>`: a turn
 /// ended, on whichever path (its status says which); it is called exactly once per turn.
 pub fn on_final<F, R>(f: F, input: &[u8]) -> RawResult
 where
-    F: FnOnce(TurnFinal) -> R,
+    F: FnOnce(TurnEnd) -> R,
     R: IntoHookResult<()>,
 {
-    observe::<TurnFinal, R, F>("on_final", f, input)
+    observe::<TurnEnd, R, F>("on_final", f, input)
 }
 
 /// `before_run` (middleware, mutating): `fn(BeforeRunInput) -> BeforeRunOutput`, or one returning

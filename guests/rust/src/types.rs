@@ -107,7 +107,7 @@ impl<'de> Deserialize<'de> for PlanStep {
     }
 }
 
-/// Turn statuses, as in [`TurnFinal::status`] and [`AfterRunInput::status`].
+/// Turn statuses, as in [`TurnEnd::status`] and [`AfterRunInput::status`].
 pub mod status {
     /// The model answered with a final.
     pub const FINAL: &str = "final";
@@ -204,7 +204,7 @@ mod tests {
             serde_json::to_string(&StageOutcome::fail("no marker")).unwrap(),
             r#"{"status":"fail","failure_reason":"no marker"}"#
         );
-        let f: TurnFinal = serde_json::from_str(r#"{"final":"{\"output\":2}","status":"final"}"#).unwrap();
+        let f: TurnEnd = serde_json::from_str(r#"{"final":"{\"output\":2}","status":"final"}"#).unwrap();
         assert_eq!(f.r#final.as_deref(), Some(r#"{"output":2}"#));
     }
 

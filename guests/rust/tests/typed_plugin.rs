@@ -45,7 +45,7 @@ fn on_observation(ev: Observation) {
     morph_pdk::warn!("observation {} error={}", ev.observation, ev.is_error);
 }
 
-fn on_final(ev: TurnFinal) {
+fn on_final(ev: TurnEnd) {
     morph_pdk::error!("final {} {}", ev.status, ev.r#final.unwrap_or_default());
 }
 

@@ -24,7 +24,7 @@ fn generated_roundtrip(file: &str, v: &Value) -> Option<Result<Value, String>> {
         "message.json" => rt::<Message>(v),
         "action.json" => rt::<Action>(v),
         "observation.json" => rt::<Observation>(v),
-        "turn_final.json" => rt::<TurnFinal>(v),
+        "turn_end.json" => rt::<TurnEnd>(v),
         "before_run_input.json" => rt::<BeforeRunInput>(v),
         "before_run_output.json" => rt::<BeforeRunOutput>(v),
         "after_run_input.json" => rt::<AfterRunInput>(v),
@@ -60,7 +60,7 @@ fn generated_zero_samples() -> Vec<(&'static str, Value)> {
         ("message.json", serde_json::to_value(Message::default()).unwrap()),
         ("action.json", serde_json::to_value(Action::default()).unwrap()),
         ("observation.json", serde_json::to_value(Observation::default()).unwrap()),
-        ("turn_final.json", serde_json::to_value(TurnFinal::default()).unwrap()),
+        ("turn_end.json", serde_json::to_value(TurnEnd::default()).unwrap()),
         ("before_run_input.json", serde_json::to_value(BeforeRunInput::default()).unwrap()),
         ("before_run_output.json", serde_json::to_value(BeforeRunOutput::default()).unwrap()),
         ("after_run_input.json", serde_json::to_value(AfterRunInput::default()).unwrap()),
@@ -95,7 +95,7 @@ fn generated_full_samples() -> Vec<(&'static str, Value)> {
         ("message.json", serde_json::to_value(full_message()).unwrap()),
         ("action.json", serde_json::to_value(full_action()).unwrap()),
         ("observation.json", serde_json::to_value(full_observation()).unwrap()),
-        ("turn_final.json", serde_json::to_value(full_turn_final()).unwrap()),
+        ("turn_end.json", serde_json::to_value(full_turn_end()).unwrap()),
         ("before_run_input.json", serde_json::to_value(full_before_run_input()).unwrap()),
         ("before_run_output.json", serde_json::to_value(full_before_run_output()).unwrap()),
         ("after_run_input.json", serde_json::to_value(full_after_run_input()).unwrap()),
@@ -243,8 +243,8 @@ fn full_observation() -> Observation {
     x
 }
 
-fn full_turn_final() -> TurnFinal {
-    let mut x = TurnFinal::default();
+fn full_turn_end() -> TurnEnd {
+    let mut x = TurnEnd::default();
     x.session_id = "s".to_string();
     x.turn = 1;
     x.step = 1;
