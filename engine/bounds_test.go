@@ -50,8 +50,14 @@ func TestObservationsAreCapped(t *testing.T) {
 					if i == 0 && what == "step error" {
 						continue
 					}
-					if len(s) > c.want+100 || !utf8.ValidString(s) || !strings.Contains(s, "more bytes)") {
-						t.Errorf("step %d %s: %d bytes, valid UTF-8 %v: %.80q...", i+1, what, len(s), utf8.ValidString(s), s)
+					if len(s) > c.want+100 {
+						t.Errorf("step %d %s: %d bytes, want at most %d: %.80q...", i+1, what, len(s), c.want+100, s)
+					}
+					if !utf8.ValidString(s) {
+						t.Errorf("step %d %s: not valid UTF-8: %.80q...", i+1, what, s)
+					}
+					if !strings.Contains(s, "more bytes)") {
+						t.Errorf("step %d %s: no %q note: %.80q...", i+1, what, "more bytes)", s)
 					}
 				}
 				if !st.Truncated {
@@ -75,8 +81,14 @@ func TestRewrittenObservationIsCapped(t *testing.T) {
 	}}
 	m := script(toolCall("echo", `{"text":"hi"}`), finalReply("done"))
 	_, rc, err := New(m, registry(echoTool()), WithMiddleware(mw), WithMaxObservationBytes(500)).Run(context.Background(), "t", RunOptions{})
-	if err != nil || len(rc.Steps[0].Observation) > 600 || !rc.Steps[0].Truncated {
-		t.Fatalf("err %v, observation of %d bytes", err, len(rc.Steps[0].Observation))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := len(rc.Steps[0].Observation); n > 600 {
+		t.Errorf("observation of %d bytes, want at most 600", n)
+	}
+	if !rc.Steps[0].Truncated {
+		t.Error("Truncated = false, want true")
 	}
 }
 
@@ -112,8 +124,17 @@ func TestDeepReplyIsCorrected(t *testing.T) {
 	deep := `{"type":"final","final":{"output":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}}`
 	m := script(deep, finalReply("flat"))
 	final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{})
-	if err != nil || final.Output != "flat" || rc.Steps[0].Action != "parse_error" || !strings.Contains(rc.Steps[0].Error, "nested") {
-		t.Fatalf("err %v final %+v steps %+v", err, final, rc.Steps)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if final.Output != "flat" {
+		t.Errorf("final output = %v, want %q", final.Output, "flat")
+	}
+	if rc.Steps[0].Action != "parse_error" {
+		t.Errorf("step 1's Action = %q, want %q", rc.Steps[0].Action, "parse_error")
+	}
+	if !strings.Contains(rc.Steps[0].Error, "nested") {
+		t.Errorf("step 1's Error = %q, want it to say %q", rc.Steps[0].Error, "nested")
 	}
 	if msgs := userMessages(m.last()); !strings.Contains(msgs[len(msgs)-1], "could not be used") {
 		t.Fatalf("no correction: %q", msgs[len(msgs)-1])
@@ -160,8 +181,14 @@ func TestNamesAreCut(t *testing.T) {
 	m := script(call, call, call, "not json")
 	var events []Event
 	_, rc, err := New(m, nil, collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
-	if err != nil || rc.StopReason != StopFallback || len(rc.Steps) != 3 {
-		t.Fatalf("err %v, stop reason %q after %d steps", err, rc.StopReason, len(rc.Steps))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rc.StopReason != StopFallback {
+		t.Errorf("StopReason = %q, want %q", rc.StopReason, StopFallback)
+	}
+	if len(rc.Steps) != 3 {
+		t.Errorf("%d steps, want 3", len(rc.Steps))
 	}
 	for _, msg := range userMessages(m.last())[1:] {
 		if len(msg) > bound && !strings.HasPrefix(msg, ForceConclusionPrompt) {

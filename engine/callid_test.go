@@ -47,10 +47,15 @@ func TestCallID(t *testing.T) {
 	for i, id := range tool.ids {
 		parts := strings.Split(id, "/")
 		turn, step := []string{"1", "2", "1"}[i/2], []string{"1", "2"}[i%2]
-		if len(parts) != 5 || parts[0] != "s1" || parts[2] != turn || parts[3] != step || parts[4] != "1" || seen[id] {
-			t.Errorf("call %d: ID %q, want s1/<nonce>/%s/%s/1, unique", i+1, id, turn, step)
+		if seen[id] {
+			t.Errorf("call %d: ID %q repeats an earlier call's", i+1, id)
 		}
 		seen[id] = true
+		if len(parts) != 5 {
+			t.Errorf("call %d: ID %q, want s1/<nonce>/%s/%s/1", i+1, id, turn, step)
+		} else if want := "s1/" + parts[1] + "/" + turn + "/" + step + "/1"; id != want {
+			t.Errorf("call %d: ID %q, want %q", i+1, id, want)
+		}
 	}
 	if _, err := e.CallTool(WithCallID(ctx, "mine"), "s1", "id", map[string]any{}, RunOptions{}); err != nil {
 		t.Fatal(err)
@@ -58,8 +63,15 @@ func TestCallID(t *testing.T) {
 	if _, err := e.CallTool(ctx, "s1", "id", map[string]any{}, RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := tool.ids[6:]; got[0] != "mine" || !strings.HasPrefix(got[1], "s1/") || seen[got[1]] {
-		t.Errorf("CallTool's IDs %q, want the caller's, then one of its own", got)
+	got := tool.ids[6:]
+	if got[0] != "mine" {
+		t.Errorf("the first CallTool's ID = %q, want the caller's, %q", got[0], "mine")
+	}
+	if !strings.HasPrefix(got[1], "s1/") {
+		t.Errorf("the second CallTool's ID = %q, want one of its own in s1/", got[1])
+	}
+	if seen[got[1]] {
+		t.Errorf("the second CallTool's ID = %q, which a turn's call had", got[1])
 	}
 }
 

@@ -34,8 +34,14 @@ func TestCallToolHonoursMiddleware(t *testing.T) {
 	e := engine.New(scripted.New(nil), reg, engine.WithMiddleware(mw))
 	ctx := context.Background()
 	out, err := e.CallTool(ctx, "s", "calc", map[string]any{"expression": "6 * 7"}, engine.RunOptions{})
-	if err != nil || !strings.HasPrefix(out, "[redacted] ") || !strings.Contains(out, "42") {
-		t.Fatalf("allowed call: %q, %v", out, err)
+	if err != nil {
+		t.Fatalf("allowed call: %v", err)
+	}
+	if !strings.HasPrefix(out, "[redacted] ") {
+		t.Errorf("allowed call: %q, want the middleware's %q first", out, "[redacted] ")
+	}
+	if !strings.Contains(out, "42") {
+		t.Errorf("allowed call: %q, want the tool's 42", out)
 	}
 	_, err = e.CallTool(ctx, "s", "calc", map[string]any{"expression": "6 * 9"}, engine.RunOptions{})
 	var tce *engine.ToolCallError

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,52 @@ func userMessages(req llm.Request) []string {
 	return out
 }
 
+// checkRun fails t unless a run ended without error in a final of output,
+// for stop reason stop.
+func checkRun(t *testing.T, final *Final, rc *Context, err error, output any, stop string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if final.Output != output {
+		t.Errorf("final output = %v, want %v", final.Output, output)
+	}
+	if rc.StopReason != stop {
+		t.Errorf("StopReason = %q, want %q", rc.StopReason, stop)
+	}
+}
+
+// field is a value a test got, by name, and the value it wants.
+type field struct {
+	name      string
+	got, want any
+}
+
+// eq is the field name whose value got should be want; the one type of
+// the two keeps a constant want from taking another type than got's.
+func eq[T comparable](name string, got, want T) field {
+	return field{name, got, want}
+}
+
+// checkFields reports each of fields, of what, whose got is not its want.
+func checkFields(t *testing.T, what string, fields ...field) {
+	t.Helper()
+	for _, f := range fields {
+		if f.got != f.want {
+			t.Errorf("%s: %s = %#v, want %#v", what, f.name, f.got, f.want)
+		}
+	}
+}
+
+// toolNames returns the names of specs, in order.
+func toolNames(specs []abi.ToolSpec) []string {
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
 func collectEvents(events *[]Event) Option {
 	return WithEventHandler(func(ev Event) { *events = append(*events, ev) })
 }
@@ -140,11 +187,23 @@ func TestRunToolThenFinal(t *testing.T) {
 	if string(rc.RawFinalAnswer) != `{"thought":"ok","output":"hi back","sources":["echo"]}` {
 		t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
 	}
-	if tool.calls.Load() != 1 || rc.Metrics.ToolCalls != 1 || rc.Metrics.LLMRounds != 2 {
-		t.Fatalf("tool calls %d, metrics %+v", tool.calls.Load(), rc.Metrics)
+	if n := tool.calls.Load(); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
 	}
-	if len(rc.Steps) != 2 || rc.Steps[0].Action != "echo" || rc.Steps[0].Observation != "echo: hi" {
-		t.Fatalf("steps %+v", rc.Steps)
+	if rc.Metrics.ToolCalls != 1 {
+		t.Errorf("Metrics.ToolCalls = %d, want 1", rc.Metrics.ToolCalls)
+	}
+	if rc.Metrics.LLMRounds != 2 {
+		t.Errorf("Metrics.LLMRounds = %d, want 2", rc.Metrics.LLMRounds)
+	}
+	if len(rc.Steps) != 2 {
+		t.Fatalf("%d steps, want 2: %+v", len(rc.Steps), rc.Steps)
+	}
+	if rc.Steps[0].Action != "echo" {
+		t.Errorf("step 1's Action = %q, want %q", rc.Steps[0].Action, "echo")
+	}
+	if rc.Steps[0].Observation != "echo: hi" {
+		t.Errorf("step 1's Observation = %q, want %q", rc.Steps[0].Observation, "echo: hi")
 	}
 	second := m.reqs[1]
 	if got := userMessages(second); got[len(got)-1] != "Tool Result (echo):\necho: hi" {
@@ -205,8 +264,10 @@ func TestParamsBuiltOnceAndSentEveryRequest(t *testing.T) {
 	}
 	for i, req := range m.reqs {
 		p := req.Parameters
-		if p["temperature"] != 0.1 || p["seed"] != 7 || p["top_p"] != 0.5 {
-			t.Fatalf("request %d params %v: want builder output over base", i, p)
+		for key, want := range map[string]any{"temperature": 0.1, "seed": 7, "top_p": 0.5} {
+			if p[key] != want {
+				t.Errorf("request %d: %s = %v, want the builder's %v over the base's", i, key, p[key], want)
+			}
 		}
 	}
 	if got := userMessages(m.last()); got[len(got)-1] != ForceConclusionPrompt {
@@ -232,9 +293,7 @@ func TestParseRetries(t *testing.T) {
 	t.Run("exhausted retries force a conclusion", func(t *testing.T) {
 		m := script("bad 1", "bad 2", "bad 3", finalReply("concluded"))
 		final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{ParseRetries: 2})
-		if err != nil || final.Output != "concluded" || rc.StopReason != StopForced {
-			t.Fatalf("err %v final %+v stop %s", err, final, rc.StopReason)
-		}
+		checkRun(t, final, rc, err, "concluded", StopForced)
 		if rc.Metrics.ParseRetries != 3 || len(m.reqs) != 4 {
 			t.Fatalf("metrics %+v, %d requests", rc.Metrics, len(m.reqs))
 		}
@@ -294,8 +353,14 @@ func TestRepeatedCallForcesConclusion(t *testing.T) {
 	// Params equal up to key order count as the same call.
 	m := script(toolCall("echo", `{"text":"a","times":1}`), toolCall("echo", `{"times":1,"text":"a"}`), toolCall("echo", `{"text":"a","times":1}`), finalReply("f"))
 	_, rc, err := New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{})
-	if err != nil || rc.StopReason != StopForced || len(rc.Steps) != 3 {
-		t.Fatalf("err %v stop %s steps %d", err, rc.StopReason, len(rc.Steps))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rc.StopReason != StopForced {
+		t.Errorf("StopReason = %q, want %q", rc.StopReason, StopForced)
+	}
+	if len(rc.Steps) != 3 {
+		t.Errorf("%d steps, want 3", len(rc.Steps))
 	}
 	// A different call in between resets the count.
 	m = script(toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"a"}`), toolCall("echo", `{"text":"b"}`), toolCall("echo", `{"text":"a"}`), finalReply("f"))
@@ -315,8 +380,9 @@ func TestMaxStepsAndTokenBudget(t *testing.T) {
 	}
 	m := script(append(plans(3), finalReply("late"))...)
 	final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{MaxSteps: 3})
-	if err != nil || final.Output != "late" || rc.StopReason != StopForced || len(m.reqs) != 4 {
-		t.Fatalf("err %v final %+v stop %s requests %d", err, final, rc.StopReason, len(m.reqs))
+	checkRun(t, final, rc, err, "late", StopForced)
+	if len(m.reqs) != 4 {
+		t.Errorf("%d requests, want 4", len(m.reqs))
 	}
 	if final.Plan == nil || final.Plan.Steps[0].Status != abi.StepCompleted {
 		t.Fatalf("final plan %+v, want the stored plan marked completed", final.Plan)
@@ -324,8 +390,14 @@ func TestMaxStepsAndTokenBudget(t *testing.T) {
 	// Each reply costs 15 tokens: a budget of 20 is exceeded after the second.
 	m = script(append(plans(2), finalReply("budget"))...)
 	final, rc, _ = New(m, nil).Run(context.Background(), "t", RunOptions{TokenBudget: 20})
-	if final.Output != "budget" || len(rc.Steps) != 2 || rc.Metrics.TotalTokens != 45 {
-		t.Fatalf("final %+v steps %d metrics %+v", final, len(rc.Steps), rc.Metrics)
+	if final.Output != "budget" {
+		t.Errorf("final output = %v, want %q", final.Output, "budget")
+	}
+	if len(rc.Steps) != 2 {
+		t.Errorf("%d steps, want 2", len(rc.Steps))
+	}
+	if rc.Metrics.TotalTokens != 45 {
+		t.Errorf("Metrics.TotalTokens = %d, want 45", rc.Metrics.TotalTokens)
 	}
 }
 
@@ -344,9 +416,7 @@ func TestFallbackFinal(t *testing.T) {
 	for name, last := range points {
 		t.Run(name+" without hook", func(t *testing.T) {
 			final, rc, err := New(forced(last), nil).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
-			if err != nil || final.Output != DefaultFinalOutput || rc.StopReason != StopFallback {
-				t.Fatalf("err %v final %+v stop %s", err, final, rc.StopReason)
-			}
+			checkRun(t, final, rc, err, DefaultFinalOutput, StopFallback)
 			if string(rc.RawFinalAnswer) != `{"thought":"","output":"insufficient_evidence"}` {
 				t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
 			}
@@ -358,8 +428,14 @@ func TestFallbackFinal(t *testing.T) {
 				return &Final{Thought: "fb", Output: "from hook"}
 			}))
 			final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1})
-			if err != nil || called != 1 || final.Output != "from hook" {
-				t.Fatalf("err %v called %d final %+v", err, called, final)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if called != 1 {
+				t.Errorf("the hook was called %d times, want 1", called)
+			}
+			if final.Output != "from hook" {
+				t.Errorf("final output = %v, want %q", final.Output, "from hook")
 			}
 			if string(rc.RawFinalAnswer) != `{"thought":"fb","output":"from hook"}` {
 				t.Fatalf("RawFinalAnswer = %s", rc.RawFinalAnswer)
@@ -375,8 +451,14 @@ func TestFallbackAnswerIsCopied(t *testing.T) {
 	kept := &Final{Output: map[string]any{"n": 1.0}}
 	m := script(`{"type":"plan","plan":{"steps":["a"]}}`, "junk")
 	final, rc, err := New(m, nil, WithFallbackFinal(func() *Final { return kept })).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
-	if err != nil || rc.StopReason != StopFallback || final.Plan == nil {
-		t.Fatalf("err %v stop %s final %+v: want the fallback with the run's plan", err, rc.StopReason, final)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rc.StopReason != StopFallback {
+		t.Errorf("StopReason = %q, want %q", rc.StopReason, StopFallback)
+	}
+	if final.Plan == nil {
+		t.Fatalf("final %+v has no Plan, want the fallback with the run's plan", final)
 	}
 	if kept.Plan != nil {
 		t.Fatalf("the hook's final got the run's plan %+v", kept.Plan)
@@ -390,8 +472,14 @@ func TestFallbackAnswerIsCopied(t *testing.T) {
 func TestModelErrorFailsTheRun(t *testing.T) {
 	m := &model{replies: []reply{{err: errors.New("401 unauthorized")}}}
 	final, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{})
-	if final != nil || err == nil || !strings.Contains(err.Error(), "401") || rc.StopReason != StopModelFailed {
-		t.Fatalf("final %+v err %v stop %s", final, err, rc.StopReason)
+	if final != nil {
+		t.Errorf("final = %+v, want none", final)
+	}
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("err = %v, want the model's 401", err)
+	}
+	if rc.StopReason != StopModelFailed {
+		t.Errorf("StopReason = %q, want %q", rc.StopReason, StopModelFailed)
 	}
 }
 
@@ -423,8 +511,11 @@ func TestCancellation(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancellation")
 	}
-	if final != nil || !errors.Is(err, context.Canceled) || err != context.Canceled {
-		t.Fatalf("final %+v err %v, want exactly ctx.Err()", final, err)
+	if final != nil {
+		t.Errorf("final = %+v, want none", final)
+	}
+	if err != context.Canceled {
+		t.Fatalf("err = %v, want exactly ctx.Err(), %v", err, context.Canceled)
 	}
 	if rc.StopReason != StopCanceled {
 		t.Fatalf("stop %s", rc.StopReason)
@@ -444,8 +535,23 @@ func TestAddUsage(t *testing.T) {
 	// No total again after a non-zero running total: still input+output (the reference quirk is not copied).
 	rc.AddUsage(llm.Usage{InputTokens: 1, OutputTokens: 2, Cost: 0.125}, time.Second)
 	m := rc.Metrics
-	if m.InputTokens != 111 || m.OutputTokens != 27 || m.TotalTokens != 120+16+3 || m.TotalCost != 0.875 || m.LLMRounds != 3 || m.LLMTime != 3*time.Second {
-		t.Fatalf("metrics %+v", m)
+	if m.InputTokens != 111 {
+		t.Errorf("InputTokens = %d, want 111", m.InputTokens)
+	}
+	if m.OutputTokens != 27 {
+		t.Errorf("OutputTokens = %d, want 27", m.OutputTokens)
+	}
+	if m.TotalTokens != 120+16+3 {
+		t.Errorf("TotalTokens = %d, want %d", m.TotalTokens, 120+16+3)
+	}
+	if m.TotalCost != 0.875 {
+		t.Errorf("TotalCost = %v, want 0.875", m.TotalCost)
+	}
+	if m.LLMRounds != 3 {
+		t.Errorf("LLMRounds = %d, want 3", m.LLMRounds)
+	}
+	if m.LLMTime != 3*time.Second {
+		t.Errorf("LLMTime = %v, want %v", m.LLMTime, 3*time.Second)
 	}
 }
 
@@ -455,8 +561,14 @@ func TestRunUsageAndCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rc.Metrics.TotalTokens != 30 || rc.Metrics.TotalCost != 0.002 || rc.Steps[0].Usage.Total() != 15 {
-		t.Fatalf("metrics %+v", rc.Metrics)
+	if rc.Metrics.TotalTokens != 30 {
+		t.Errorf("Metrics.TotalTokens = %d, want 30", rc.Metrics.TotalTokens)
+	}
+	if rc.Metrics.TotalCost != 0.002 {
+		t.Errorf("Metrics.TotalCost = %v, want 0.002", rc.Metrics.TotalCost)
+	}
+	if n := rc.Steps[0].Usage.Total(); n != 15 {
+		t.Errorf("step 1's usage totals %d, want 15", n)
 	}
 }
 
@@ -525,8 +637,14 @@ func TestNilHookOptionsSetNothing(t *testing.T) {
 	e := New(m, registry(echoTool()), collectEvents(&events),
 		WithPromptBuilder(nil), WithParamsBuilder(nil), WithOnToolSuccess(nil), WithFallbackFinal(nil))
 	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1})
-	if err != nil || final.Output != DefaultFinalOutput || rc.SystemPrompt != DefaultPrompt(DefaultIdentity, DefaultRules, e.Registry().Specs()) {
-		t.Fatalf("err %v final %+v prompt %q", err, final, rc.SystemPrompt)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if final.Output != DefaultFinalOutput {
+		t.Errorf("final output = %v, want %q", final.Output, DefaultFinalOutput)
+	}
+	if want := DefaultPrompt(DefaultIdentity, DefaultRules, e.Registry().Specs()); rc.SystemPrompt != want {
+		t.Errorf("system prompt:\n%s\nwant the default:\n%s", rc.SystemPrompt, want)
 	}
 	for _, ev := range events {
 		if ev.Kind == EventHook || ev.Hook != "" {
@@ -572,8 +690,14 @@ func TestHookFuncsReceivePayloads(t *testing.T) {
 	if err != nil || final.Output != "fb" {
 		t.Fatalf("err %v final %+v", err, final)
 	}
-	if promptIn.Task != "task X" || len(promptIn.Tools) != 1 || promptIn.Tools[0].Name != "echo" || !strings.Contains(promptIn.DefaultPrompt, DefaultIdentity) {
-		t.Fatalf("prompt input %+v", promptIn)
+	if promptIn.Task != "task X" {
+		t.Errorf("prompt input's Task = %q, want %q", promptIn.Task, "task X")
+	}
+	if len(promptIn.Tools) != 1 || promptIn.Tools[0].Name != "echo" {
+		t.Errorf("prompt input's Tools = %+v, want echo alone", promptIn.Tools)
+	}
+	if !strings.Contains(promptIn.DefaultPrompt, DefaultIdentity) {
+		t.Errorf("prompt input's DefaultPrompt = %q, want it to hold the default identity", promptIn.DefaultPrompt)
 	}
 	if rc.SystemPrompt != "custom: task X" || m.reqs[0].Messages[0].Content != "custom: task X" {
 		t.Fatalf("system prompt %q", rc.SystemPrompt)
@@ -581,11 +705,29 @@ func TestHookFuncsReceivePayloads(t *testing.T) {
 	if _, leaked := base["mutated"]; leaked {
 		t.Fatal("params builder mutated the caller's Parameters")
 	}
-	if success.Tool != "echo" || success.Step != 1 || success.Observation != "echo: a" || success.Params["text"] != "a" {
-		t.Fatalf("success input %+v", success)
+	if success.Tool != "echo" {
+		t.Errorf("success input's Tool = %q, want echo", success.Tool)
 	}
-	if fb.Task != "task X" || fb.Steps != 1 || !strings.Contains(fb.Reason, "did not parse") || fb.Usage.TotalTokens != 30 {
-		t.Fatalf("fallback input %+v", fb)
+	if success.Step != 1 {
+		t.Errorf("success input's Step = %d, want 1", success.Step)
+	}
+	if success.Observation != "echo: a" {
+		t.Errorf("success input's Observation = %q, want %q", success.Observation, "echo: a")
+	}
+	if success.Params["text"] != "a" {
+		t.Errorf("success input's text param = %v, want %q", success.Params["text"], "a")
+	}
+	if fb.Task != "task X" {
+		t.Errorf("fallback input's Task = %q, want %q", fb.Task, "task X")
+	}
+	if fb.Steps != 1 {
+		t.Errorf("fallback input's Steps = %d, want 1", fb.Steps)
+	}
+	if !strings.Contains(fb.Reason, "did not parse") {
+		t.Errorf("fallback input's Reason = %q, want it to say %q", fb.Reason, "did not parse")
+	}
+	if fb.Usage.TotalTokens != 30 {
+		t.Errorf("fallback input's Usage.TotalTokens = %d, want 30", fb.Usage.TotalTokens)
 	}
 }
 
@@ -603,8 +745,14 @@ func TestEventsReportSteps(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != "step:1:echo step:2:final final:2:final" {
 		t.Fatalf("events %s", got)
 	}
-	if events[0].Usage.Total() != 15 || events[0].Total.TotalTokens != 15 || events[1].Total.TotalTokens != 30 {
-		t.Fatalf("event usage %+v / %+v", events[0], events[1])
+	if n := events[0].Usage.Total(); n != 15 {
+		t.Errorf("event 1's usage totals %d, want 15", n)
+	}
+	if n := events[0].Total.TotalTokens; n != 15 {
+		t.Errorf("event 1's running total = %d, want 15", n)
+	}
+	if n := events[1].Total.TotalTokens; n != 30 {
+		t.Errorf("event 2's running total = %d, want 30", n)
 	}
 }
 
@@ -711,21 +859,43 @@ func TestRunOptionsToolsAndIdentity(t *testing.T) {
 	}
 	// The engine is as it was for the next run.
 	m.replies = []reply{{text: finalReply("x")}}
-	if _, rc, err := e.Run(context.Background(), "t", RunOptions{}); err != nil || rc.SystemPrompt != "built" || strings.Join(offered, ",") != "boom,echo" {
-		t.Fatalf("err %v prompt %q offered %v", err, rc.SystemPrompt, offered)
+	if _, rc, err := e.Run(context.Background(), "t", RunOptions{}); err != nil {
+		t.Fatalf("the next run: %v", err)
+	} else if rc.SystemPrompt != "built" {
+		t.Errorf("the next run's system prompt = %q, want the builder's %q", rc.SystemPrompt, "built")
+	}
+	if got := strings.Join(offered, ","); got != "boom,echo" {
+		t.Errorf("the next run's before_run was offered %s, want boom,echo", got)
 	}
 
 	m = script(toolCall("echo", `{"text":"a"}`), finalReply("x"))
 	_, rc, err = New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{Tools: []string{}})
-	if err != nil || !strings.Contains(rc.SystemPrompt, "(none: answer from what you know)") ||
-		rc.Steps[0].Observation != "Error: tool 'echo' is not available in this run. Available tools: none" {
-		t.Fatalf("no tools: err %v steps %+v prompt:\n%s", err, rc.Steps, rc.SystemPrompt)
+	if err != nil {
+		t.Fatalf("no tools: %v", err)
+	}
+	if !strings.Contains(rc.SystemPrompt, "(none: answer from what you know)") {
+		t.Errorf("no tools: the prompt does not say there are none:\n%s", rc.SystemPrompt)
+	}
+	if got, want := rc.Steps[0].Observation, "Error: tool 'echo' is not available in this run. Available tools: none"; got != want {
+		t.Errorf("no tools: observation %q, want %q", got, want)
 	}
 
 	m = script(finalReply("x"))
 	final, rc, err := New(m, registry(echoTool())).Run(context.Background(), "t", RunOptions{Tools: []string{"echo", "nope", "ghost"}})
-	if final != nil || !errors.Is(err, ErrUnknownTool) || !strings.Contains(err.Error(), `"nope", "ghost"`) || rc.StopReason != StopBadOptions || len(m.reqs) != 0 {
-		t.Fatalf("final %+v err %v stop %s requests %d", final, err, rc.StopReason, len(m.reqs))
+	if final != nil {
+		t.Errorf("unknown tools: final = %+v, want none", final)
+	}
+	if !errors.Is(err, ErrUnknownTool) {
+		t.Fatalf("unknown tools: err = %v, want ErrUnknownTool", err)
+	}
+	if !strings.Contains(err.Error(), `"nope", "ghost"`) {
+		t.Errorf("unknown tools: err = %v, want it to name \"nope\", \"ghost\"", err)
+	}
+	if rc.StopReason != StopBadOptions {
+		t.Errorf("unknown tools: StopReason = %q, want %q", rc.StopReason, StopBadOptions)
+	}
+	if len(m.reqs) != 0 {
+		t.Errorf("unknown tools: %d requests, want none", len(m.reqs))
 	}
 }
 
@@ -738,8 +908,13 @@ func TestRegistry(t *testing.T) {
 		t.Fatal("Get a")
 	}
 	err := r.Check()
-	if !errors.Is(err, ErrInvalidSchema) || !strings.Contains(err.Error(), `"bad"`) || !strings.Contains(err.Error(), `"notjson"`) {
-		t.Fatalf("Check = %v", err)
+	if !errors.Is(err, ErrInvalidSchema) {
+		t.Fatalf("Check = %v, want ErrInvalidSchema", err)
+	}
+	for _, name := range []string{`"bad"`, `"notjson"`} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("Check = %v, want it to name %s", err, name)
+		}
 	}
 	if err := r.Validate("a", map[string]any{"anything": 1}); err != nil {
 		t.Fatalf("a tool without a schema accepts any object: %v", err)
@@ -767,8 +942,14 @@ func TestWithStream(t *testing.T) {
 	var got strings.Builder
 	reply := finalReply("streamed")
 	final, _, err := New(streamingModel{script(reply)}, nil, WithStream(func(d string) { got.WriteString(d) })).Run(context.Background(), "t", RunOptions{})
-	if err != nil || final.Output != "streamed" || got.String() != reply {
-		t.Fatalf("final %+v err %v streamed %q", final, err, got.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if final.Output != "streamed" {
+		t.Errorf("final output = %v, want %q", final.Output, "streamed")
+	}
+	if got.String() != reply {
+		t.Errorf("streamed %q, want the reply, %q", got.String(), reply)
 	}
 }
 
@@ -795,18 +976,29 @@ func TestToolsIsASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	tools := e.Tools()
-	if len(tools) != 2 || tools[0].Name != "echo" || tools[1].Name != "ptool" {
-		t.Fatalf("tools %+v", tools)
+	if names := toolNames(tools); !slices.Equal(names, []string{"echo", "ptool"}) {
+		t.Fatalf("tools %q, want echo, ptool", names)
 	}
 	want := string(tools[0].Parameters)
 	tools[0].Name, tools[0].Description = "hijacked", "changed"
 	tools[0].Parameters[0] = 'X'
 	again := e.Tools()
-	if len(again) != 2 || again[0].Name != "echo" || again[0].Description != "test tool echo" || string(again[0].Parameters) != want {
-		t.Fatalf("the engine's tools changed with the snapshot: %+v", again)
+	if names := toolNames(again); !slices.Equal(names, []string{"echo", "ptool"}) {
+		t.Fatalf("the engine's tools changed with the snapshot: %q, want echo, ptool", names)
+	}
+	if again[0].Description != "test tool echo" {
+		t.Errorf("echo's Description changed with the snapshot: %q", again[0].Description)
+	}
+	if string(again[0].Parameters) != want {
+		t.Errorf("echo's Parameters changed with the snapshot: %s, want %s", again[0].Parameters, want)
 	}
 	_, rc, err := e.Run(context.Background(), "t", RunOptions{})
-	if err != nil || !strings.Contains(rc.SystemPrompt, "- echo: test tool echo") || !strings.Contains(rc.SystemPrompt, "- ptool:") {
-		t.Fatalf("err %v prompt %q", err, rc.SystemPrompt)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, line := range []string{"- echo: test tool echo", "- ptool:"} {
+		if !strings.Contains(rc.SystemPrompt, line) {
+			t.Errorf("the prompt lacks %q:\n%s", line, rc.SystemPrompt)
+		}
 	}
 }

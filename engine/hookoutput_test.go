@@ -58,8 +58,14 @@ func TestBadBuiltParamsFallBackToBase(t *testing.T) {
 			var events []Event
 			final, rc, err := New(client, nil, WithExtenders(paramsPlugin(c.out)), collectEvents(&events)).
 				Run(context.Background(), "t", RunOptions{Parameters: map[string]any{"temperature": 0.2}})
-			if err != nil || final == nil || rc.StopReason != StopFinal {
-				t.Fatalf("err %v stop %s", err, rc.StopReason)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if final == nil {
+				t.Error("no final")
+			}
+			if rc.StopReason != StopFinal {
+				t.Errorf("StopReason = %q, want %q", rc.StopReason, StopFinal)
 			}
 			if got := m.last().Parameters; len(got) != 1 || got["temperature"] != 0.2 {
 				t.Fatalf("sent parameters %v, want the base ones", got)
@@ -78,8 +84,14 @@ func TestBadBuiltParamsFallBackToBase(t *testing.T) {
 		m := checkingModel{script(finalReply("ok"))}
 		_, rc, err := New(m, nil, WithExtenders(paramsPlugin(map[string]any{"temperature": 0.5}))).
 			Run(context.Background(), "t", RunOptions{Parameters: map[string]any{"top_k": 3.0}})
-		if err == nil || rc.StopReason != StopBadParams || len(m.reqs) != 0 || !strings.Contains(err.Error(), "top_k") {
-			t.Fatalf("err %v stop %s requests %d", err, rc.StopReason, len(m.reqs))
+		if err == nil || !strings.Contains(err.Error(), "top_k") {
+			t.Errorf("err = %v, want one naming top_k", err)
+		}
+		if rc.StopReason != StopBadParams {
+			t.Errorf("StopReason = %q, want %q", rc.StopReason, StopBadParams)
+		}
+		if len(m.reqs) != 0 {
+			t.Errorf("%d requests, want none", len(m.reqs))
 		}
 	})
 }
@@ -101,19 +113,40 @@ func TestInvalidRewriteIsTheMiddlewares(t *testing.T) {
 		var events []Event
 		_, rc, err := New(script(toolCall("echo", `{"text":"hi"}`), finalReply("x")), registry(tool), WithMiddleware(rewriter(broken)), collectEvents(&events)).
 			Run(context.Background(), "t", RunOptions{})
-		if err != nil || tool.calls.Load() != 1 || rc.Steps[0].Observation != "echo: hi" {
-			t.Fatalf("err %v calls %d observation %q", err, tool.calls.Load(), rc.Steps[0].Observation)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
 		}
-		if w := warnings(events); len(w) != 1 || !strings.Contains(w[0], `"rewriter"`) || !strings.Contains(w[0], `"echo"`) {
-			t.Fatalf("warnings %q", w)
+		if n := tool.calls.Load(); n != 1 {
+			t.Errorf("the tool ran %d times, want 1", n)
+		}
+		if obs := rc.Steps[0].Observation; obs != "echo: hi" {
+			t.Errorf("observation %q, want the model's input's, %q", obs, "echo: hi")
+		}
+		w := warnings(events)
+		if len(w) != 1 {
+			t.Fatalf("warnings %q, want one", w)
+		}
+		for _, name := range []string{`"rewriter"`, `"echo"`} {
+			if !strings.Contains(w[0], name) {
+				t.Errorf("warning %q, want it to name %s", w[0], name)
+			}
 		}
 	})
 	t.Run("fail_closed", func(t *testing.T) {
 		tool := echoTool()
 		_, rc, _ := New(script(toolCall("echo", `{"text":"hi"}`), finalReply("x")), registry(tool),
 			WithMiddleware(rewriter(broken), MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
-		if obs := rc.Steps[0].Observation; tool.calls.Load() != 0 || !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, `"rewriter"`) || !strings.Contains(obs, "'text'") {
-			t.Fatalf("calls %d observation %q", tool.calls.Load(), obs)
+		if n := tool.calls.Load(); n != 0 {
+			t.Errorf("the tool ran %d times, want none", n)
+		}
+		obs := rc.Steps[0].Observation
+		if !strings.HasPrefix(obs, "Tool call denied: ") {
+			t.Errorf("observation %q, want a denial", obs)
+		}
+		for _, part := range []string{`"rewriter"`, "'text'"} {
+			if !strings.Contains(obs, part) {
+				t.Errorf("observation %q, want it to name %s", obs, part)
+			}
 		}
 	})
 	t.Run("an input invalid already gets the model's own error", func(t *testing.T) {
@@ -121,8 +154,18 @@ func TestInvalidRewriteIsTheMiddlewares(t *testing.T) {
 		var events []Event
 		_, rc, _ := New(script(toolCall("echo", `{"times":0}`), finalReply("x")), registry(tool),
 			WithMiddleware(rewriter(broken), MiddlewareConfig{Policy: FailClosed}), collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
-		if obs := rc.Steps[0].Observation; tool.calls.Load() != 0 || !strings.Contains(obs, "/times") || strings.Contains(obs, "rewriter") || len(warnings(events)) != 0 {
-			t.Fatalf("calls %d observation %q warnings %q", tool.calls.Load(), obs, warnings(events))
+		if n := tool.calls.Load(); n != 0 {
+			t.Errorf("the tool ran %d times, want none", n)
+		}
+		obs := rc.Steps[0].Observation
+		if !strings.Contains(obs, "/times") {
+			t.Errorf("observation %q, want the model's input's error at /times", obs)
+		}
+		if strings.Contains(obs, "rewriter") {
+			t.Errorf("observation %q names the middleware, want the model's error alone", obs)
+		}
+		if w := warnings(events); len(w) != 0 {
+			t.Errorf("warnings %q, want none", w)
 		}
 	})
 }
@@ -136,8 +179,17 @@ func TestBeforeRunOutputIsChecked(t *testing.T) {
 	m := script(finalReply("x"))
 	var events []Event
 	_, rc, err := New(m, registry(echoTool(), failTool()), WithMiddleware(f), collectEvents(&events)).Run(context.Background(), "t", RunOptions{})
-	if err != nil || strings.TrimSpace(rc.SystemPrompt) == "" || !strings.Contains(rc.SystemPrompt, "- echo:") || strings.Contains(rc.SystemPrompt, "- boom:") {
-		t.Fatalf("err %v prompt %q", err, rc.SystemPrompt)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if strings.TrimSpace(rc.SystemPrompt) == "" {
+		t.Errorf("system prompt %q, want the default rather than the blank one", rc.SystemPrompt)
+	}
+	if !strings.Contains(rc.SystemPrompt, "- echo:") {
+		t.Errorf("system prompt %q, want it to list echo", rc.SystemPrompt)
+	}
+	if strings.Contains(rc.SystemPrompt, "- boom:") {
+		t.Errorf("system prompt %q lists boom, which before_run left out", rc.SystemPrompt)
 	}
 	w := strings.Join(warnings(events), "\n")
 	if !strings.Contains(w, `"rm_rf"`) || !strings.Contains(w, "blank system prompt") {
@@ -152,9 +204,7 @@ func TestUnusableFallbackFinalIsReplaced(t *testing.T) {
 	m := script("no json", "no json", "no json", "no json")
 	hook := WithFallbackFinal(func() *Final { return &Final{Output: math.NaN()} })
 	final, rc, err := New(m, nil, hook, collectEvents(&events)).Run(context.Background(), "t", RunOptions{MaxSteps: 1})
-	if err != nil || rc.StopReason != StopFallback || final.Output != DefaultFinalOutput {
-		t.Fatalf("err %v stop %s final %+v", err, rc.StopReason, final)
-	}
+	checkRun(t, final, rc, err, DefaultFinalOutput, StopFallback)
 	if _, err := json.Marshal(final); err != nil || !json.Valid(rc.RawFinalAnswer) {
 		t.Fatalf("final not encodable: %v", err)
 	}
@@ -191,8 +241,15 @@ func TestRewriteIsValidatedOnce(t *testing.T) {
 			opts = append(opts, WithMiddleware(f))
 		}
 		_, rc, err := New(script(toolCall("t", `{}`), finalReply("x")), registry(tool), opts...).Run(context.Background(), "t", RunOptions{})
-		if err != nil || rc.Steps[0].Observation != "ok" || n.Load() != 1 {
-			t.Errorf("%s: err %v, observation %q, the input validated %d times, want once", c.name, err, rc.Steps[0].Observation, n.Load())
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if obs := rc.Steps[0].Observation; obs != "ok" {
+			t.Errorf("%s: observation %q, want %q", c.name, obs, "ok")
+		}
+		if n.Load() != 1 {
+			t.Errorf("%s: the input validated %d times, want once", c.name, n.Load())
 		}
 	}
 }

@@ -33,8 +33,13 @@ func TestToolImagesReachTheModel(t *testing.T) {
 		if obs.Content != "Tool Result (chart):\na chart [image 1: image/png]" {
 			t.Errorf("images %v: observation %q", on, obs.Content)
 		}
-		if got := len(obs.Images); on && (got != 1 || obs.Images[0].Data != "iVBORw0KGgo=") || !on && got != 0 {
-			t.Errorf("images %v: the model got %+v", on, obs.Images)
+		switch {
+		case !on && len(obs.Images) != 0:
+			t.Errorf("images off: the model got %d images, want none", len(obs.Images))
+		case on && len(obs.Images) != 1:
+			t.Errorf("images on: the model got %d images, want 1", len(obs.Images))
+		case on && obs.Images[0].Data != "iVBORw0KGgo=":
+			t.Errorf("images on: the image's Data = %q, want the tool's %q", obs.Images[0].Data, "iVBORw0KGgo=")
 		}
 	}
 }

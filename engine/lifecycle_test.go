@@ -74,8 +74,17 @@ func TestRunInitializesImplicitly(t *testing.T) {
 	p := &fakePlugin{name: "p", ext: Extension{Options: []Option{WithFallbackFinal(func() *Final { return &Final{Output: "plugin fallback"} })}}}
 	e := New(script("junk"), nil, WithExtenders(p))
 	final, _, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
-	if err != nil || final.Output != "plugin fallback" || e.State() != StateInitialized || p.opens.Load() != 1 {
-		t.Fatalf("final %+v err %v state %s opens %d", final, err, e.State(), p.opens.Load())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if final.Output != "plugin fallback" {
+		t.Errorf("final output = %v, want the plugin's %q", final.Output, "plugin fallback")
+	}
+	if e.State() != StateInitialized {
+		t.Errorf("State = %s, want %s", e.State(), StateInitialized)
+	}
+	if n := p.opens.Load(); n != 1 {
+		t.Errorf("the plugin opened %d times, want once", n)
 	}
 
 	bad := &fakePlugin{name: "broken", openErr: errors.New("file not found")}
@@ -85,12 +94,30 @@ func TestRunInitializesImplicitly(t *testing.T) {
 	for range 2 { // the same error every time, and no model call
 		final, rc, err := e.Run(context.Background(), "t", RunOptions{})
 		var ie *InitError
-		if final != nil || !errors.Is(err, ErrInit) || !errors.As(err, &ie) || !strings.Contains(err.Error(), `plugin "broken": file not found`) || rc.StopReason != StopInit {
-			t.Fatalf("final %+v err %v", final, err)
+		if final != nil {
+			t.Errorf("final = %+v, want none", final)
+		}
+		if !errors.Is(err, ErrInit) {
+			t.Fatalf("err = %v, want ErrInit", err)
+		}
+		if !errors.As(err, &ie) {
+			t.Errorf("err = %v (%T), want an *InitError", err, err)
+		}
+		if want := `plugin "broken": file not found`; !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to say %q", err, want)
+		}
+		if rc.StopReason != StopInit {
+			t.Errorf("StopReason = %q, want %q", rc.StopReason, StopInit)
 		}
 	}
-	if len(m.reqs) != 0 || good.closes.Load() != 1 || bad.opens.Load() != 1 {
-		t.Fatalf("requests %d, good closed %d times, bad opened %d times", len(m.reqs), good.closes.Load(), bad.opens.Load())
+	if len(m.reqs) != 0 {
+		t.Errorf("%d requests, want none", len(m.reqs))
+	}
+	if n := good.closes.Load(); n != 1 {
+		t.Errorf("good closed %d times, want once", n)
+	}
+	if n := bad.opens.Load(); n != 1 {
+		t.Errorf("bad opened %d times, want once", n)
 	}
 }
 
@@ -150,8 +177,13 @@ func TestCloseDestroysOnceAndRefusesRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if p1.closes.Load() != 1 || p2.closes.Load() != 1 || c.closed.Load() != 1 || e.State() != StateClosed {
-		t.Fatalf("closes %d %d %d, state %s", p1.closes.Load(), p2.closes.Load(), c.closed.Load(), e.State())
+	for name, n := range map[string]int32{"plugin a": p1.closes.Load(), "plugin b": p2.closes.Load(), "the middleware": c.closed.Load()} {
+		if n != 1 {
+			t.Errorf("%s closed %d times, want once", name, n)
+		}
+	}
+	if e.State() != StateClosed {
+		t.Errorf("State = %s, want %s", e.State(), StateClosed)
 	}
 	if _, _, err := e.Run(context.Background(), "t", RunOptions{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("run after close: %v", err)
@@ -209,8 +241,14 @@ func TestToolPrecedence(t *testing.T) {
 			t.Errorf("tool %s from %s, want %s", ts.Name, ts.Source, want[ts.Name])
 		}
 	}
-	if len(st.Tools) != 4 || st.State != "initialized" || strings.Join(st.Plugins[1].Tools, ",") != "both" {
-		t.Fatalf("status %+v", st)
+	if len(st.Tools) != 4 {
+		t.Errorf("%d tools in the status, want 4: %+v", len(st.Tools), st.Tools)
+	}
+	if st.State != "initialized" {
+		t.Errorf("status State = %q, want initialized", st.State)
+	}
+	if got := strings.Join(st.Plugins[1].Tools, ","); got != "both" {
+		t.Errorf("p2's tools %s, want both", got)
 	}
 	// Each replacement is a warning naming both sides, kept for the CLI.
 	want2 := []string{
@@ -243,8 +281,14 @@ func TestHookPrecedence(t *testing.T) {
 		}
 	}))
 	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
-	if err != nil || rc.SystemPrompt != "the host's prompt" || final.Output != "p2" {
-		t.Fatalf("err %v prompt %q final %+v", err, rc.SystemPrompt, final)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rc.SystemPrompt != "the host's prompt" {
+		t.Errorf("system prompt %q, want the host's", rc.SystemPrompt)
+	}
+	if final.Output != "p2" {
+		t.Errorf("final output = %v, want p2's", final.Output)
 	}
 	if got := strings.Join(owners, " "); got != "build_prompt/host fallback_final/p2" {
 		t.Fatalf("hook events %s", got)
@@ -269,8 +313,22 @@ func TestBadToolSchemaNamesItsPlugin(t *testing.T) {
 	err := New(script(), nil, WithExtenders(good, bad)).Initialize(context.Background())
 	var ie *InitError
 	var pe *PluginError
-	if !errors.As(err, &ie) || len(ie.Errs) != 1 || !errors.As(ie.Errs[0], &pe) || pe.Plugin != "bad" || !errors.Is(pe, ErrInvalidSchema) || !errors.Is(pe, ErrInit) {
-		t.Fatalf("err = %v, want one *PluginError of plugin bad", err)
+	if !errors.As(err, &ie) {
+		t.Fatalf("err = %v (%T), want an *InitError", err, err)
+	}
+	if len(ie.Errs) != 1 {
+		t.Fatalf("the InitError holds %d errors, want one: %v", len(ie.Errs), err)
+	}
+	if !errors.As(ie.Errs[0], &pe) {
+		t.Fatalf("the InitError's error %v (%T), want a *PluginError", ie.Errs[0], ie.Errs[0])
+	}
+	if pe.Plugin != "bad" {
+		t.Errorf("the error's Plugin = %q, want bad", pe.Plugin)
+	}
+	for _, kind := range []error{ErrInvalidSchema, ErrInit} {
+		if !errors.Is(pe, kind) {
+			t.Errorf("the plugin's error %v, want one of kind %v", pe, kind)
+		}
 	}
 	if msg := err.Error(); !strings.Contains(msg, `plugin "bad": invalid tool parameter schema of tool "leaky"`) || !strings.Contains(msg, "file:///etc/passwd") {
 		t.Fatalf("message %q", msg)
@@ -313,8 +371,17 @@ func TestStatusCountsHooksAndFaults(t *testing.T) {
 	}
 	st := e.Status()
 	ps := st.Plugins[0]
-	if ps.Calls != 1 || ps.Faults != 1 || ps.State != "active" || strings.Join(ps.Hooks, ",") != "fallback_final,on_action" {
-		t.Fatalf("plugin status %+v", ps)
+	if ps.Calls != 1 {
+		t.Errorf("the plugin's Calls = %d, want 1", ps.Calls)
+	}
+	if ps.Faults != 1 {
+		t.Errorf("the plugin's Faults = %d, want 1", ps.Faults)
+	}
+	if ps.State != "active" {
+		t.Errorf("the plugin's State = %q, want active", ps.State)
+	}
+	if got := strings.Join(ps.Hooks, ","); got != "fallback_final,on_action" {
+		t.Errorf("the plugin's Hooks %s, want fallback_final,on_action", got)
 	}
 	if st.Hooks["on_action"] != 1 || st.Hooks["fallback_final"] != 1 {
 		t.Fatalf("hook counts %v", st.Hooks)
@@ -331,8 +398,18 @@ func TestDuplicatePluginNamesFirstWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := e.Status()
-	if second.opens.Load() != 0 || len(st.Plugins) != 1 || st.Plugins[0].Version != "1" || len(st.Skipped) != 1 || st.Skipped[0].Name != "dup" {
-		t.Fatalf("status %+v", st)
+	if n := second.opens.Load(); n != 0 {
+		t.Errorf("the second dup opened %d times, want never", n)
+	}
+	if len(st.Plugins) != 1 {
+		t.Errorf("%d plugins in the status, want 1: %+v", len(st.Plugins), st.Plugins)
+	} else if st.Plugins[0].Version != "1" {
+		t.Errorf("the plugin's Version = %q, want the first's, 1", st.Plugins[0].Version)
+	}
+	if len(st.Skipped) != 1 {
+		t.Errorf("%d skipped in the status, want 1: %+v", len(st.Skipped), st.Skipped)
+	} else if st.Skipped[0].Name != "dup" {
+		t.Errorf("the skipped plugin's Name = %q, want dup", st.Skipped[0].Name)
 	}
 }
 
@@ -367,6 +444,21 @@ func (t *describedTool) Description() string { return t.desc }
 // forge the lines of a tool list, or whose description would go to the
 // model with every request at any length, fails its plugin's load, naming
 // the plugin and the tool.
+// checkPluginError checks that err, of what, is a *PluginError of plugin
+// that says want.
+func checkPluginError(t *testing.T, what string, err error, plugin, want string) {
+	t.Helper()
+	var pe *PluginError
+	if !errors.As(err, &pe) {
+		t.Errorf("%s: err = %.300v (%T), want a *PluginError", what, err, err)
+	} else if pe.Plugin != plugin {
+		t.Errorf("%s: the error's Plugin = %q, want %q", what, pe.Plugin, plugin)
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: err = %.300v, want it to say %q", what, err, want)
+	}
+}
+
 func TestToolNamesAndDescriptionsChecked(t *testing.T) {
 	for _, c := range []struct {
 		name, desc string
@@ -380,9 +472,10 @@ func TestToolNamesAndDescriptionsChecked(t *testing.T) {
 	} {
 		p := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&describedTool{testTool{name: c.name, schema: `{"type":"object"}`}, c.desc}}}}
 		err := New(script(), nil, WithExtenders(p)).Initialize(context.Background())
-		var pe *PluginError
-		if !errors.As(err, &pe) || pe.Plugin != "p" || !errors.Is(err, ErrInvalidTool) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("tool %.40q: err = %.300v, want ErrInvalidTool naming plugin p and %q", c.name, err, c.want)
+		what := fmt.Sprintf("tool %.40q", c.name)
+		checkPluginError(t, what, err, "p", c.want)
+		if !errors.Is(err, ErrInvalidTool) {
+			t.Errorf("%s: err = %.300v, want ErrInvalidTool", what, err)
 		}
 	}
 	ok := &fakePlugin{name: "p", ext: Extension{Tools: []Tool{&testTool{name: "fetch_v2.search-all", schema: `{"type":"object"}`}}}}
@@ -421,8 +514,14 @@ func TestStatusDuringInitialize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := e.Status(); st.Hooks["fallback_final"] != 1 || st.Hooks["on_action"] != 1 || len(st.Plugins) != 1 {
-		t.Fatalf("status %+v", st)
+	st := e.Status()
+	for _, hook := range []string{"fallback_final", "on_action"} {
+		if st.Hooks[hook] != 1 {
+			t.Errorf("status: %d %s hooks, want 1", st.Hooks[hook], hook)
+		}
+	}
+	if len(st.Plugins) != 1 {
+		t.Errorf("status: %d plugins, want 1", len(st.Plugins))
 	}
 }
 
@@ -448,11 +547,30 @@ func TestStatusNamesFailedPlugins(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	st := e.Status()
-	if st.State != "failed" || e.State() != StateFailed || len(st.Plugins) != 0 || len(st.Skipped) != 1 || len(st.Failed) != 2 {
-		t.Fatalf("status %+v", st)
+	if st.State != "failed" {
+		t.Errorf("status State = %q, want failed", st.State)
 	}
-	if f := st.Failed[0]; f.Name != "bad" || strings.Join(f.Reasons, "|") != "file not found" || f.LoadTime < bad.delay {
-		t.Errorf("failed[0] %+v", f)
+	if e.State() != StateFailed {
+		t.Errorf("State = %s, want %s", e.State(), StateFailed)
+	}
+	if len(st.Plugins) != 0 {
+		t.Errorf("%d plugins in the status, want none", len(st.Plugins))
+	}
+	if len(st.Skipped) != 1 {
+		t.Errorf("%d skipped in the status, want 1", len(st.Skipped))
+	}
+	if len(st.Failed) != 2 {
+		t.Fatalf("%d failed in the status, want 2: %+v", len(st.Failed), st.Failed)
+	}
+	f := st.Failed[0]
+	if f.Name != "bad" {
+		t.Errorf("failed[0].Name = %q, want bad", f.Name)
+	}
+	if got := strings.Join(f.Reasons, "|"); got != "file not found" {
+		t.Errorf("failed[0].Reasons = %s, want file not found", got)
+	}
+	if f.LoadTime < bad.delay {
+		t.Errorf("failed[0].LoadTime = %v, want at least the plugin's delay, %v", f.LoadTime, bad.delay)
 	}
 	want := `config key "k": unknown type "text"|service "s" is nil|requires "ghost", which is not loaded`
 	if f := st.Failed[1]; f.Name != "messy" || strings.Join(f.Reasons, "|") != want {

@@ -98,21 +98,34 @@ func TestMiddlewareEventOrderAndPayloads(t *testing.T) {
 		t.Fatalf("a middleware's change to its payload reached the tool: %q", rc.Steps[0].Observation)
 	}
 	act, obs, fin := b.actions[0], b.obs[0], b.finals[0]
-	if act.SessionID != rc.SessionID || act.Turn != 1 || act.Step != 1 || act.Tool != "echo" || act.Thought != "use echo" || act.History != nil {
-		t.Fatalf("action %+v", act)
+	checkFields(t, "action", eq("SessionID", act.SessionID, rc.SessionID), eq("Turn", act.Turn, 1), eq("Step", act.Step, 1),
+		eq("Tool", act.Tool, "echo"), eq("Thought", act.Thought, "use echo"))
+	if act.History != nil {
+		t.Errorf("action: History = %+v, want none for b, which did not ask", act.History)
 	}
-	if obs.Observation != "echo: hi" || obs.IsError || obs.Step != 1 {
-		t.Fatalf("observation %+v", obs)
+	checkFields(t, "observation", eq("Observation", obs.Observation, "echo: hi"), eq("IsError", obs.IsError, false), eq("Step", obs.Step, 1))
+	checkFields(t, "final", eq("Status", fin.Status, abi.StatusFinal), eq("Step", fin.Step, 2),
+		eq("TurnUsage.TotalTokens", fin.TurnUsage.TotalTokens, 30), eq("StepUsage.TotalTokens", fin.StepUsage.TotalTokens, 15))
+	if !strings.Contains(fin.Final, `"done"`) {
+		t.Errorf("final: Final = %s, want the output \"done\" in it", fin.Final)
 	}
-	if fin.Status != abi.StatusFinal || fin.Step != 2 || fin.TurnUsage.TotalTokens != 30 || fin.StepUsage.TotalTokens != 15 || !strings.Contains(fin.Final, `"done"`) {
-		t.Fatalf("final %+v", fin)
+	after := b.afters[0]
+	if after.Final == nil {
+		t.Errorf("after_run %+v: no Final", after)
+	} else if after.Final.Output != "done" {
+		t.Errorf("after_run: Final.Output = %v, want %q", after.Final.Output, "done")
 	}
-	if b.afters[0].Final == nil || b.afters[0].Final.Output != "done" || b.afters[0].Steps != 2 {
-		t.Fatalf("after_run %+v", b.afters[0])
+	if after.Steps != 2 {
+		t.Errorf("after_run: Steps = %d, want 2", after.Steps)
 	}
 	// Only the middleware that asked gets the history.
-	if len(a.actions[0].History) != 2 || a.actions[0].History[0].Content != "task" || len(a.obs[0].History) != 3 {
-		t.Fatalf("history for a: %+v / %+v", a.actions[0].History, a.obs[0].History)
+	if h := a.actions[0].History; len(h) != 2 {
+		t.Errorf("a's action History has %d messages, want 2: %+v", len(h), h)
+	} else if h[0].Content != "task" {
+		t.Errorf("a's action History starts with %q, want the task", h[0].Content)
+	}
+	if h := a.obs[0].History; len(h) != 3 {
+		t.Errorf("a's observation History has %d messages, want 3: %+v", len(h), h)
 	}
 }
 
@@ -171,9 +184,9 @@ func TestAfterRunCannotChangeTheFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := final.Plan
-	if final.Output.(map[string]any)["n"] != 3.0 || p.Summary != "s" || p.Steps[0].Step != "count" || p.Risks[0] != "r" || p.Questions[0] != "q" || rc.Plan.Summary != "s" {
-		t.Fatalf("final %+v plan %+v", final, p)
-	}
+	checkFields(t, "after a middleware changed its copy", eq("the final's n", final.Output.(map[string]any)["n"], 3.0),
+		eq("Plan.Summary", p.Summary, "s"), eq("Plan.Steps[0].Step", p.Steps[0].Step, "count"), eq("Plan.Risks[0]", p.Risks[0], "r"),
+		eq("Plan.Questions[0]", p.Questions[0], "q"), eq("the run's Plan.Summary", rc.Plan.Summary, "s"))
 }
 
 // Exactly one on_final, and one after_run, per turn on every path that ends it.
@@ -246,9 +259,11 @@ func TestMiddlewareIsolation(t *testing.T) {
 	tool := echoTool()
 	e := New(script(toolCall("echo", `{"text":"a"}`), finalReply("ok")), registry(tool), opts...)
 	final, rc, err := e.Run(context.Background(), "t", RunOptions{})
-	if err != nil || final.Output != "ok" || tool.calls.Load() != 1 || rc.Steps[0].Observation != "echo: a" {
-		t.Fatalf("err %v final %+v calls %d steps %+v", err, final, tool.calls.Load(), rc.Steps)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
 	}
+	checkFields(t, "the run", eq("final output", final.Output, "ok"), eq("tool calls", tool.calls.Load(), 1),
+		eq("step 1's Observation", rc.Steps[0].Observation, "echo: a"))
 	outcomes := map[string]string{}
 	for _, ev := range events {
 		if ev.Kind == EventHook {
@@ -265,8 +280,9 @@ func TestMiddlewareIsolation(t *testing.T) {
 		}
 	}
 	for _, s := range e.MiddlewareStats() {
-		if s.Calls != 1 || s.Faults != 1 || s.P50 <= 0 {
-			t.Errorf("stats %+v", s)
+		checkFields(t, s.Name+"'s stats", eq("Calls", s.Calls, 1), eq("Faults", s.Faults, 1))
+		if s.P50 <= 0 {
+			t.Errorf("%s's stats: P50 = %v, want more than 0", s.Name, s.P50)
 		}
 	}
 }
@@ -280,16 +296,23 @@ func TestFailurePolicies(t *testing.T) {
 	t.Run("fail_open skips the guard", func(t *testing.T) {
 		tool := echoTool()
 		_, rc, _ := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(tool), WithMiddleware(broken(FailOpen))).Run(context.Background(), "t", RunOptions{})
-		if tool.calls.Load() != 1 || rc.Steps[0].Observation != "echo: a" {
-			t.Fatalf("calls %d, observation %q", tool.calls.Load(), rc.Steps[0].Observation)
-		}
+		checkFields(t, "fail_open", eq("tool calls", tool.calls.Load(), 1), eq("step 1's Observation", rc.Steps[0].Observation, "echo: a"))
 	})
 	t.Run("fail_closed denies the call", func(t *testing.T) {
 		tool := echoTool()
 		_, rc, _ := New(script(toolCall("echo", `{"text":"a"}`), finalReply("x")), registry(tool),
 			WithMiddleware(broken(FailClosed), MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
-		if obs := rc.Steps[0].Observation; tool.calls.Load() != 0 || !strings.HasPrefix(obs, "Tool call denied: ") || !strings.Contains(obs, `"guard"`) || !strings.Contains(obs, "rules unavailable") {
-			t.Fatalf("calls %d, observation %q", tool.calls.Load(), obs)
+		if n := tool.calls.Load(); n != 0 {
+			t.Errorf("the tool ran %d times, want none", n)
+		}
+		obs := rc.Steps[0].Observation
+		if !strings.HasPrefix(obs, "Tool call denied: ") {
+			t.Errorf("observation %q, want a denial", obs)
+		}
+		for _, part := range []string{`"guard"`, "rules unavailable"} {
+			if !strings.Contains(obs, part) {
+				t.Errorf("observation %q, want it to say %s", obs, part)
+			}
 		}
 	})
 	t.Run("fail_closed before_run aborts the turn", func(t *testing.T) {
@@ -299,9 +322,14 @@ func TestFailurePolicies(t *testing.T) {
 		m := script(finalReply("x"))
 		final, rc, err := New(m, nil, WithMiddleware(f, MiddlewareConfig{Policy: FailClosed})).Run(context.Background(), "t", RunOptions{})
 		var me *MiddlewareError
-		if final != nil || !errors.As(err, &me) || me.Middleware != "gate" || me.Hook != abi.HookBeforeRun || rc.StopReason != StopMiddleware || len(m.reqs) != 0 {
-			t.Fatalf("final %+v err %v stop %s requests %d", final, err, rc.StopReason, len(m.reqs))
+		if final != nil {
+			t.Errorf("final = %+v, want none", final)
 		}
+		if !errors.As(err, &me) {
+			t.Fatalf("err = %v (%T), want a *MiddlewareError", err, err)
+		}
+		checkFields(t, "the turn's end", eq("the error's Middleware", me.Middleware, "gate"), eq("the error's Hook", me.Hook, abi.HookBeforeRun),
+			eq("StopReason", rc.StopReason, StopMiddleware), eq("requests", len(m.reqs), 0))
 	})
 }
 
@@ -346,9 +374,7 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("events %s (calls %d), want %s", got, calls, want)
 	}
 	s := e.MiddlewareStats()[0]
-	if s.Quarantines != 2 || !s.Quarantined || s.Faults != 4 {
-		t.Fatalf("stats %+v", s)
-	}
+	checkFields(t, "stats", eq("Quarantines", s.Quarantines, 2), eq("Quarantined", s.Quarantined, true), eq("Faults", s.Faults, 4))
 	now = now.Add(90 * time.Second)
 	if !e.MiddlewareStats()[0].Quarantined {
 		t.Fatal("the second quarantine should last twice as long")
@@ -366,8 +392,9 @@ func TestBeforeRunNarrowsAndReplaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(seen.Tools, ",") != "boom,echo" || seen.Model != "m" || !strings.Contains(seen.SystemPrompt, "- boom:") {
-		t.Fatalf("before_run input %+v", seen)
+	checkFields(t, "before_run input", eq("Tools", strings.Join(seen.Tools, ","), "boom,echo"), eq("Model", seen.Model, "m"))
+	if !strings.Contains(seen.SystemPrompt, "- boom:") {
+		t.Errorf("before_run input: SystemPrompt %q, want it to offer boom", seen.SystemPrompt)
 	}
 	if strings.Contains(rc.SystemPrompt, "- boom:") || !strings.Contains(rc.SystemPrompt, "- echo:") {
 		t.Fatalf("the prompt still offers the removed tool:\n%s", rc.SystemPrompt)
@@ -416,9 +443,8 @@ func TestToolCallChains(t *testing.T) {
 	if rc.Steps[0].Observation != "echo: [redacted] (checked)" || secondSaw["text"] != "SECRET" {
 		t.Fatalf("observation %q, second guard saw %v", rc.Steps[0].Observation, secondSaw)
 	}
-	if rc.Steps[1].Observation != "Tool call denied: secrets stay put" || tool.calls.Load() != 1 || len(successes) != 1 {
-		t.Fatalf("denied call: observation %q, tool calls %d, successes %v", rc.Steps[1].Observation, tool.calls.Load(), successes)
-	}
+	checkFields(t, "denied call", eq("step 2's Observation", rc.Steps[1].Observation, "Tool call denied: secrets stay put"),
+		eq("tool calls", tool.calls.Load(), 1), eq("successes", len(successes), 1))
 }
 
 func TestSessionKeepsHistory(t *testing.T) {
@@ -428,16 +454,29 @@ func TestSessionKeepsHistory(t *testing.T) {
 	sess := New(m, nil, WithMiddleware(rec)).NewSession("sess-1")
 	_, rc1, err1 := sess.RunTurn(context.Background(), "first question", RunOptions{})
 	_, rc2, err2 := sess.RunTurn(context.Background(), "second question", RunOptions{})
-	if err1 != nil || err2 != nil || rc1.SessionID != "sess-1" || rc2.Turn != 2 {
-		t.Fatalf("errs %v %v, contexts %+v %+v", err1, err2, rc1, rc2)
+	if err1 != nil {
+		t.Fatalf("turn 1: %v", err1)
 	}
+	if err2 != nil {
+		t.Fatalf("turn 2: %v", err2)
+	}
+	checkFields(t, "the turns", eq("turn 1's SessionID", rc1.SessionID, "sess-1"), eq("turn 2's Turn", rc2.Turn, 2))
 	msgs := m.reqs[1].Messages
-	if len(msgs) != 4 || msgs[1].Content != "first question" || msgs[2].Role != llm.RoleAssistant || !strings.Contains(msgs[2].Content, "first answer") || msgs[3].Content != "second question" {
-		t.Fatalf("second turn's messages %+v", msgs)
+	if len(msgs) != 4 {
+		t.Fatalf("the second turn's %d messages, want 4: %+v", len(msgs), msgs)
 	}
-	if h := rec.starts[1].History; len(h) != 2 || h[0].Content != "first question" || rec.starts[1].Turn != 2 || rec.starts[1].SessionID != "sess-1" {
-		t.Fatalf("turn start %+v", rec.starts[1])
+	checkFields(t, "the second turn's messages", eq("[1].Content", msgs[1].Content, "first question"), eq("[2].Role", msgs[2].Role, llm.RoleAssistant),
+		eq("[3].Content", msgs[3].Content, "second question"))
+	if !strings.Contains(msgs[2].Content, "first answer") {
+		t.Errorf("the second turn's messages: [2].Content = %q, want the first answer", msgs[2].Content)
 	}
+	start := rec.starts[1]
+	if len(start.History) != 2 {
+		t.Errorf("turn 2's start: History has %d messages, want 2: %+v", len(start.History), start.History)
+	} else if start.History[0].Content != "first question" {
+		t.Errorf("turn 2's start: History[0].Content = %q, want the first question", start.History[0].Content)
+	}
+	checkFields(t, "turn 2's start", eq("Turn", start.Turn, 2), eq("SessionID", start.SessionID, "sess-1"))
 	if len(sess.History()) != 4 {
 		t.Fatalf("session history %+v", sess.History())
 	}
@@ -466,16 +505,20 @@ func TestResumeSession(t *testing.T) {
 	if _, rc, err := sess.RunTurn(context.Background(), "now", RunOptions{}); err != nil || rc.SessionID != "kept" {
 		t.Fatalf("err %v rc %+v", err, rc)
 	}
-	if msgs := m.reqs[0].Messages; len(msgs) != 4 || msgs[1].Content != "earlier" || msgs[3].Content != "now" {
-		t.Fatalf("messages %+v", msgs)
+	msgs := m.reqs[0].Messages
+	if len(msgs) != 4 {
+		t.Fatalf("%d messages, want 4: %+v", len(msgs), msgs)
 	}
+	checkFields(t, "messages", eq("[1].Content", msgs[1].Content, "earlier"), eq("[3].Content", msgs[3].Content, "now"))
 	if n := sess.Turns(); n != 1 {
 		t.Errorf("turns %d, want 1", n)
 	}
 	at := New(script(finalReply("x")), nil).ResumeSessionAt("kept", prior, 7)
-	if _, rc, err := at.RunTurn(context.Background(), "now", RunOptions{}); err != nil || rc.Turn != 8 || at.Turns() != 8 {
-		t.Fatalf("err %v turn %d turns %d, want 8", err, rc.Turn, at.Turns())
+	_, rc, err := at.RunTurn(context.Background(), "now", RunOptions{})
+	if err != nil {
+		t.Fatalf("ResumeSessionAt's turn: %v", err)
 	}
+	checkFields(t, "ResumeSessionAt's turn", eq("Turn", rc.Turn, 8), eq("Turns()", at.Turns(), 8))
 }
 
 // Calls already running when a quarantine begins report late: their faults
@@ -523,8 +566,9 @@ func TestQuarantineIgnoresLateReports(t *testing.T) {
 	close(release)
 	wg.Wait()
 	s := e.MiddlewareStats()[0]
-	if len(quarantines) != 1 || s.Quarantines != 1 || s.Faults != sessions {
-		t.Fatalf("%d quarantine events, stats %+v; want one quarantine and %d faults", len(quarantines), s, sessions)
+	checkFields(t, "concurrent faults", eq("Quarantines", s.Quarantines, 1), eq("Faults", s.Faults, sessions))
+	if len(quarantines) != 1 {
+		t.Fatalf("%d quarantine events, want one: %+v", len(quarantines), quarantines)
 	}
 	if !strings.Contains(quarantines[0].Message, "for 1m0s") {
 		t.Fatalf("quarantine %q: the period should not have doubled", quarantines[0].Message)
@@ -584,8 +628,15 @@ func TestRestoreQuarantines(t *testing.T) {
 		t.Fatal(err)
 	}
 	states := first.Quarantines()
-	if len(states) != 1 || states[0].Middleware != "flaky" || states[0].Level != 1 || !states[0].Until.Equal(now.Add(time.Minute)) || calls != 1 {
-		t.Fatalf("states %+v, calls %d", states, calls)
+	if calls != 1 {
+		t.Errorf("the middleware was called %d times, want once", calls)
+	}
+	if len(states) != 1 {
+		t.Fatalf("Quarantines() = %+v, want one", states)
+	}
+	checkFields(t, "the quarantine", eq("Middleware", states[0].Middleware, "flaky"), eq("Level", states[0].Level, 1))
+	if want := now.Add(time.Minute); !states[0].Until.Equal(want) {
+		t.Errorf("the quarantine: Until = %v, want %v", states[0].Until, want)
 	}
 	outcomes := func(events []Event) (out []string) {
 		for _, ev := range events {
@@ -600,8 +651,11 @@ func TestRestoreQuarantines(t *testing.T) {
 	if _, _, err := second.Run(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := outcomes(*events); calls != 1 || len(got) != 1 || got[0] != OutcomeQuarantined {
-		t.Fatalf("after restoring: calls %d, outcomes %v", calls, got)
+	if calls != 1 {
+		t.Errorf("after restoring: the middleware was called %d times in all, want once", calls)
+	}
+	if got := outcomes(*events); !slices.Equal(got, []string{OutcomeQuarantined}) {
+		t.Errorf("after restoring: outcomes %q, want %q", got, OutcomeQuarantined)
 	}
 	now = now.Add(time.Minute) // the quarantine ends by the second engine's clock
 	third, events := build()
@@ -609,8 +663,11 @@ func TestRestoreQuarantines(t *testing.T) {
 	if _, _, err := third.Run(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := outcomes(*events); calls != 2 || len(got) != 1 || got[0] != OutcomeError {
-		t.Fatalf("after the quarantine: calls %d, outcomes %v", calls, got)
+	if calls != 2 {
+		t.Errorf("after the quarantine: the middleware was called %d times in all, want twice", calls)
+	}
+	if got := outcomes(*events); !slices.Equal(got, []string{OutcomeError}) {
+		t.Errorf("after the quarantine: outcomes %q, want %q", got, OutcomeError)
 	}
 }
 

@@ -43,16 +43,20 @@ func TestPlanModeRefusesMutatingTools(t *testing.T) {
 		t.Fatalf("final %+v err %v", final, err)
 	}
 	refused := rc.Steps[0]
-	if !strings.HasPrefix(refused.Observation, "Tool call refused: plan mode: tool 'write' changes things") ||
-		!strings.Contains(refused.Observation, "switched to normal") || refused.Error != refused.Observation {
-		t.Fatalf("step 1 %+v", refused)
+	if want := "Tool call refused: plan mode: tool 'write' changes things"; !strings.HasPrefix(refused.Observation, want) {
+		t.Errorf("step 1's Observation = %q, want it to start %q", refused.Observation, want)
 	}
-	if rc.Steps[1].Observation != "read" || rc.Steps[3].Observation != "written" || write.calls.Load() != 1 {
-		t.Fatalf("steps %+v, write called %d times", rc.Steps, write.calls.Load())
+	if !strings.Contains(refused.Observation, "switched to normal") {
+		t.Errorf("step 1's Observation = %q, want it to say the mode switched to normal", refused.Observation)
 	}
-	if st := e.Status(); st.Mode != ModeNormal || st.Tools[2].Name != "write" || !st.Tools[2].Mutates || st.Tools[1].Mutates {
-		t.Fatalf("status %+v", st)
+	if refused.Error != refused.Observation {
+		t.Errorf("step 1's Error = %q, want its Observation, %q", refused.Error, refused.Observation)
 	}
+	checkFields(t, "the run", eq("step 2's Observation", rc.Steps[1].Observation, "read"), eq("step 4's Observation", rc.Steps[3].Observation, "written"),
+		eq("write's calls", write.calls.Load(), 1))
+	st := e.Status()
+	checkFields(t, "status", eq("Mode", st.Mode, ModeNormal), eq("Tools[2].Name", st.Tools[2].Name, "write"),
+		eq("Tools[2].Mutates", st.Tools[2].Mutates, true), eq("Tools[1].Mutates", st.Tools[1].Mutates, false))
 }
 
 // RunOptions.Mode overrides the engine's mode for one run, either way; a
@@ -74,10 +78,12 @@ func TestRunMode(t *testing.T) {
 	m := script(finalReply("x"))
 	_, rc, err := New(m, nil).Run(context.Background(), "t", RunOptions{Mode: "dry"})
 	var ve *ConfigValueError
-	if !errors.As(err, &ve) || ve.Key != ConfigMode || rc.StopReason != StopBadOptions || len(m.reqs) != 0 ||
-		err.Error() != `engine: config key "mode": want one of "normal", "plan", got "dry" in RunOptions.Mode` {
-		t.Fatalf("err %v stop %s", err, rc.StopReason)
+	if !errors.As(err, &ve) {
+		t.Fatalf("err = %v, want a *ConfigValueError", err)
 	}
+	checkFields(t, "a mode that is none", eq("the error's Key", ve.Key, ConfigMode), eq("StopReason", rc.StopReason, StopBadOptions),
+		eq("requests", len(m.reqs), 0),
+		eq("message", err.Error(), `engine: config key "mode": want one of "normal", "plan", got "dry" in RunOptions.Mode`))
 }
 
 // The mode is a config key of the engine's own: it is set through the

@@ -16,9 +16,11 @@ func TestParseResponseTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Type != TypeToolCall || r.ToolCall.ToolName != "calc" || r.ToolCall.ToolParams["expression"] != "1+1" || r.ToolCall.Thought != "t" {
-			t.Fatalf("got %+v %+v", r, r.ToolCall)
+		if r.Type != TypeToolCall {
+			t.Fatalf("Type = %q, want %q", r.Type, TypeToolCall)
 		}
+		checkFields(t, "tool call", eq("ToolName", r.ToolCall.ToolName, "calc"), eq("expression", r.ToolCall.ToolParams["expression"], "1+1"),
+			eq("Thought", r.ToolCall.Thought, "t"))
 		if r.RawFinalAnswer != nil {
 			t.Fatalf("RawFinalAnswer = %s, want nil for a tool_call", r.RawFinalAnswer)
 		}
@@ -35,9 +37,10 @@ func TestParseResponseTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Type != TypeFinal || r.Final.Thought != "done" || r.Final.Output.(map[string]any)["n"] != float64(42) {
-			t.Fatalf("got %+v", r.Final)
+		if r.Type != TypeFinal {
+			t.Fatalf("Type = %q, want %q", r.Type, TypeFinal)
 		}
+		checkFields(t, "final", eq("Thought", r.Final.Thought, "done"), eq("output's n", r.Final.Output.(map[string]any)["n"], 42.0))
 		if string(r.RawFinalAnswer) != payload {
 			t.Fatalf("RawFinalAnswer = %s, want %s", r.RawFinalAnswer, payload)
 		}
@@ -47,19 +50,28 @@ func TestParseResponseTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Type != TypeFinal || r.Final.Output != "winner" || string(r.RawFinalAnswer) != `{"output":"winner","truth_assessment":"high"}` {
-			t.Fatalf("got %+v raw=%s", r.Final, r.RawFinalAnswer)
+		if r.Type != TypeFinal {
+			t.Fatalf("Type = %q, want %q", r.Type, TypeFinal)
 		}
+		checkFields(t, "final", eq("Output", r.Final.Output, "winner"),
+			eq("RawFinalAnswer", string(r.RawFinalAnswer), `{"output":"winner","truth_assessment":"high"}`))
 		r, err = ParseResponse(llm.Result{Text: `{"type":"final_answer","final_answer":{"output":"x"}}`})
-		if err != nil || r.Type != TypeFinal || r.Final.Output != "x" {
-			t.Fatalf("final_answer type: %v %+v", err, r)
+		if err != nil {
+			t.Fatalf("final_answer type: %v", err)
+		}
+		if r.Type != TypeFinal {
+			t.Fatalf("final_answer type: Type = %q, want %q", r.Type, TypeFinal)
+		}
+		if r.Final.Output != "x" {
+			t.Errorf("final_answer type: Output = %v, want %q", r.Final.Output, "x")
 		}
 	})
 	t.Run("bare final value is the output", func(t *testing.T) {
 		r, err := ParseResponse(llm.Result{Text: `{"type":"final","final":"42"}`})
-		if err != nil || r.Final.Output != "42" || string(r.RawFinalAnswer) != `"42"` {
-			t.Fatalf("err=%v %+v", err, r)
+		if err != nil {
+			t.Fatal(err)
 		}
+		checkFields(t, "final", eq("Output", r.Final.Output, "42"), eq("RawFinalAnswer", string(r.RawFinalAnswer), `"42"`))
 	})
 	t.Run("plan with string and object steps", func(t *testing.T) {
 		r, err := ParseResponse(llm.Result{Text: `{"type":"plan","plan":{"summary":"s","steps":["look",{"step":"compute","status":"in_progress"},{"step":"x"}]}}`})

@@ -60,9 +60,10 @@ func TestServiceAs(t *testing.T) {
 	}
 	_, err = ServiceAs[fmt.Stringer](e, "counter")
 	var te *ServiceTypeError
-	if !errors.As(err, &te) || te.Name != "counter" || te.Want != "fmt.Stringer" || te.Got != "*engine.counter" {
-		t.Fatalf("wrong type: %v", err)
+	if !errors.As(err, &te) {
+		t.Fatalf("wrong type: %v, want a *ServiceTypeError", err)
 	}
+	checkFields(t, "wrong type", eq("Name", te.Name, "counter"), eq("Want", te.Want, "fmt.Stringer"), eq("Got", te.Got, "*engine.counter"))
 	if err.Error() != `engine: service "counter" is a *engine.counter, not a fmt.Stringer` {
 		t.Fatalf("message %q", err)
 	}
@@ -75,9 +76,22 @@ func TestBadServicesFailInitialize(t *testing.T) {
 	err := New(script(), nil, WithExtenders(p)).Initialize(context.Background())
 	var ie *InitError
 	var pe *PluginError
-	if !errors.As(err, &ie) || len(ie.Errs) != 2 || !errors.As(ie.Errs[0], &pe) || pe.Plugin != "p" ||
-		ie.Problems[0] != `plugin "p": service "nothing" is nil` || !strings.Contains(ie.Problems[1], `service name "two words"`) {
-		t.Fatalf("err = %v", err)
+	if !errors.As(err, &ie) {
+		t.Fatalf("err = %v, want an *InitError", err)
+	}
+	if len(ie.Errs) != 2 {
+		t.Fatalf("the InitError holds %d errors, want 2: %v", len(ie.Errs), err)
+	}
+	if !errors.As(ie.Errs[0], &pe) {
+		t.Errorf("the first error %v (%T), want a *PluginError", ie.Errs[0], ie.Errs[0])
+	} else if pe.Plugin != "p" {
+		t.Errorf("the first error's Plugin = %q, want p", pe.Plugin)
+	}
+	if want := `plugin "p": service "nothing" is nil`; ie.Problems[0] != want {
+		t.Errorf("Problems[0] = %q, want %q", ie.Problems[0], want)
+	}
+	if want := `service name "two words"`; !strings.Contains(ie.Problems[1], want) {
+		t.Errorf("Problems[1] = %q, want it to say %q", ie.Problems[1], want)
 	}
 	err = New(script(), nil, WithService("", 1)).Initialize(context.Background())
 	if !errors.Is(err, ErrInit) || !strings.Contains(err.Error(), `host service name ""`) {
@@ -92,8 +106,14 @@ func TestPluginOptionsSetOnlyHooks(t *testing.T) {
 		WithFallbackFinal(func() *Final { return &Final{Output: "p's fallback"} })}}}
 	e := New(script("junk"), nil, WithExtenders(p))
 	final, rc, err := e.Run(context.Background(), "t", RunOptions{MaxSteps: 1, ParseRetries: -1})
-	if err != nil || final.Output != "p's fallback" || !strings.HasPrefix(rc.SystemPrompt, DefaultIdentity) {
-		t.Fatalf("err %v final %+v prompt %.40q", err, final, rc.SystemPrompt)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if final.Output != "p's fallback" {
+		t.Errorf("final output = %v, want the plugin's fallback", final.Output)
+	}
+	if !strings.HasPrefix(rc.SystemPrompt, DefaultIdentity) {
+		t.Errorf("system prompt %.40q..., want the default identity, not the plugin's", rc.SystemPrompt)
 	}
 	if _, ok := e.Service("stolen"); ok {
 		t.Fatal("a plugin's option offered a host service")

@@ -61,10 +61,20 @@ func TestSessionClose(t *testing.T) {
 	if err := s.Close(ctx); err != nil || len(mw.got()) != 1 {
 		t.Fatalf("a second Close: %v, told %v; want nothing more", err, mw.got())
 	}
-	if final, rc, err := s.RunTurn(ctx, "t", RunOptions{}); !errors.Is(err, ErrSessionClosed) || final != nil || rc == nil || rc.SessionID != "s2" {
-		t.Fatalf("a turn of a closed session: %v, %v, %v", final, rc, err)
+	final, rc, err := s.RunTurn(ctx, "t", RunOptions{})
+	if !errors.Is(err, ErrSessionClosed) {
+		t.Errorf("a turn of a closed session: err = %v, want ErrSessionClosed", err)
 	}
-	_, rc, err := e.Run(ctx, "t", RunOptions{})
+	if final != nil {
+		t.Errorf("a turn of a closed session: final = %+v, want none", final)
+	}
+	if rc == nil {
+		t.Fatal("a turn of a closed session: no run context")
+	}
+	if rc.SessionID != "s2" {
+		t.Errorf("a turn of a closed session: SessionID = %q, want s2", rc.SessionID)
+	}
+	_, rc, err = e.Run(ctx, "t", RunOptions{})
 	if err != nil || !slices.Equal(mw.got(), []string{"s2", rc.SessionID}) {
 		t.Fatalf("Run: %v, told %v; want its session (%s) closed", err, mw.got(), rc.SessionID)
 	}
@@ -88,9 +98,11 @@ func TestWarn(t *testing.T) {
 	if _, _, err := e.NewSession("s1").RunTurn(context.Background(), "t", RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 1 || events[0].Plugin != "ends" || events[0].SessionID != "s1" || events[0].Message != "the host noticed something" {
-		t.Fatalf("warnings %+v", events)
+	if len(events) != 1 {
+		t.Fatalf("warnings %+v, want one", events)
 	}
+	checkFields(t, "the warning", eq("Plugin", events[0].Plugin, "ends"), eq("SessionID", events[0].SessionID, "s1"),
+		eq("Message", events[0].Message, "the host noticed something"))
 	if Warn(context.Background(), "ends", "x") {
 		t.Fatal("Warn outside a run reported an event")
 	}
@@ -102,9 +114,10 @@ func TestWarn(t *testing.T) {
 func TestWithSession(t *testing.T) {
 	ctx := WithSession(context.Background(), "s1", 3)
 	rc := RunContext(ctx)
-	if rc == nil || rc.SessionID != "s1" || rc.Turn != 3 || rc.Task != "" {
-		t.Fatalf("RunContext %+v; want session s1, turn 3", rc)
+	if rc == nil {
+		t.Fatal("RunContext = nil, want session s1, turn 3")
 	}
+	checkFields(t, "RunContext", eq("SessionID", rc.SessionID, "s1"), eq("Turn", rc.Turn, 3), eq("Task", rc.Task, ""))
 	if Warn(ctx, "p", "m") {
 		t.Error("Warn on WithSession's context reported to a run")
 	}

@@ -64,8 +64,18 @@ func TestConfigTypes(t *testing.T) {
 	} {
 		err := e.SetConfig(c.key, c.set)
 		var ve *ConfigValueError
-		if !errors.As(err, &ve) || ve.Key != c.key || ve.Want != c.want || ve.Got != c.got {
-			t.Errorf("SetConfig(%s, %#v) = %v, want want %s got %s", c.key, c.set, err, c.want, c.got)
+		if !errors.As(err, &ve) {
+			t.Errorf("SetConfig(%s, %#v) = %v, want a *ConfigValueError", c.key, c.set, err)
+			continue
+		}
+		if ve.Key != c.key {
+			t.Errorf("SetConfig(%s, %#v): Key = %q, want %q", c.key, c.set, ve.Key, c.key)
+		}
+		if ve.Want != c.want {
+			t.Errorf("SetConfig(%s, %#v): Want = %s, want %s", c.key, c.set, ve.Want, c.want)
+		}
+		if ve.Got != c.got {
+			t.Errorf("SetConfig(%s, %#v): Got = %s, want %s", c.key, c.set, ve.Got, c.got)
 		}
 	}
 	if got, _ := e.Config("style"); got != "chatty" {
@@ -82,8 +92,14 @@ func TestUnknownConfigKey(t *testing.T) {
 	e := New(script(), nil, WithConfigKeys(hostKeys...))
 	for _, err := range []error{e.SetConfig("retires", 1), func() error { _, err := e.Config("retires"); return err }()} {
 		var ue *UnknownConfigKeyError
-		if !errors.As(err, &ue) || ue.Key != "retires" || len(ue.Closest) != 1 || ue.Closest[0] != "retries" {
-			t.Fatalf("err = %v", err)
+		if !errors.As(err, &ue) {
+			t.Fatalf("err = %v, want an *UnknownConfigKeyError", err)
+		}
+		if ue.Key != "retires" {
+			t.Errorf("Key = %q, want retires", ue.Key)
+		}
+		if !slices.Equal(ue.Closest, []string{"retries"}) {
+			t.Errorf("Closest = %q, want retries alone", ue.Closest)
 		}
 		if err.Error() != `engine: unknown config key "retires"; the nearest known keys: "retries"` {
 			t.Fatalf("message %q", err)
@@ -91,8 +107,15 @@ func TestUnknownConfigKey(t *testing.T) {
 	}
 	// A key like none of the known ones gets no suggestion.
 	var ue *UnknownConfigKeyError
-	if err := e.SetConfig("foo", 1); !errors.As(err, &ue) || len(ue.Closest) != 0 || err.Error() != `engine: unknown config key "foo"` {
-		t.Fatalf("err = %v", err)
+	err := e.SetConfig("foo", 1)
+	if !errors.As(err, &ue) {
+		t.Fatalf("foo: err = %v, want an *UnknownConfigKeyError", err)
+	}
+	if len(ue.Closest) != 0 {
+		t.Errorf("foo: Closest = %q, want none", ue.Closest)
+	}
+	if want := `engine: unknown config key "foo"`; err.Error() != want {
+		t.Errorf("foo: message %q, want %q", err, want)
 	}
 }
 
@@ -156,13 +179,17 @@ func TestBadConfigKeysFailInitialize(t *testing.T) {
 	} {
 		p := &fakePlugin{name: "p", ext: Extension{ConfigKeys: []ConfigKey{c.key}}}
 		err := New(script(), nil, WithExtenders(p)).Initialize(context.Background())
-		var pe *PluginError
-		if !errors.As(err, &pe) || pe.Plugin != "p" || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err = %v, want a *PluginError of p with %q", c.key, err, c.want)
-		}
+		checkPluginError(t, fmt.Sprintf("%+v", c.key), err, "p", c.want)
 		err = New(script(), nil, WithConfigKeys(c.key)).Initialize(context.Background())
-		if !errors.Is(err, ErrInit) || errors.As(err, &pe) || !strings.Contains(err.Error(), "host "+c.want) {
-			t.Errorf("%+v: err = %v, want the host's %q", c.key, err, c.want)
+		var pe *PluginError
+		if !errors.Is(err, ErrInit) {
+			t.Errorf("%+v, the host's: err = %v, want ErrInit", c.key, err)
+		}
+		if errors.As(err, &pe) {
+			t.Errorf("%+v, the host's: err = %v, a *PluginError of %q; want the host's", c.key, err, pe.Plugin)
+		}
+		if err == nil || !strings.Contains(err.Error(), "host "+c.want) {
+			t.Errorf("%+v, the host's: err = %v, want it to say %q", c.key, err, "host "+c.want)
 		}
 	}
 	twice := &fakePlugin{name: "p", ext: Extension{ConfigKeys: []ConfigKey{{Name: "n", Type: ConfigInt}, {Name: "n", Type: ConfigBool}}}}

@@ -195,8 +195,14 @@ func TestCLIPipelineOnTemporal(t *testing.T) {
 			first = line
 		}
 	}
-	if first.Workflow == "" || line.Question == nil || line.Question.NodeID != "gate" {
-		t.Fatalf("morph-temporal pipeline run wrote %+v first, %+v last", first, line)
+	if first.Workflow == "" {
+		t.Errorf("morph-temporal pipeline run wrote %+v first, want the workflow's line", first)
+	}
+	if line.Question == nil {
+		t.Fatalf("morph-temporal pipeline run wrote %+v last, want a question", line)
+	}
+	if line.Question.NodeID != "gate" {
+		t.Fatalf("morph-temporal pipeline run asked at %q, want gate", line.Question.NodeID)
 	}
 	fmt.Fprintln(answers, `{"Node":"gate","Choice":"maybe"}`)
 	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(refusals.String(), ErrNoChoice.Error()); time.Sleep(20 * time.Millisecond) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,8 +192,17 @@ func TestStartTurnRetriedRunsOnce(t *testing.T) {
 	}
 	want42(t, res)
 	first, second := <-f.updateIDs, <-f.updateIDs
-	if n := f.starts.Load(); n != 2 || first != second || first != h.UpdateID() || first == "" {
-		t.Errorf("%d update-with-starts, of updates %q and %q (the handle's %q); want 2 of one", n, first, second, h.UpdateID())
+	if n := f.starts.Load(); n != 2 {
+		t.Errorf("%d update-with-starts, want 2", n)
+	}
+	if first == "" {
+		t.Errorf("the update-with-start had no update ID")
+	}
+	if second != first {
+		t.Errorf("the retried update-with-start's update ID %q, want the first's, %q", second, first)
+	}
+	if h.UpdateID() != first {
+		t.Errorf("the handle's update ID %q, want the requests', %q", h.UpdateID(), first)
 	}
 	if state := sessionState(ctx, t, c, id); state.Turns != 1 || state.ModelCalls != 2 {
 		t.Errorf("the session ran %d turns, %d model calls; want the turn once: 1 turn, 2 calls", state.Turns, state.ModelCalls)
@@ -204,8 +212,14 @@ func TestStartTurnRetriedRunsOnce(t *testing.T) {
 	if err != nil || h.UpdateID() != "mine-"+t.Name() {
 		t.Fatalf("StartTurn with an update ID: %v, update %q", err, h.UpdateID())
 	}
-	if err := WaitTurn(ctx, h, &res); err != nil || res.Final == nil || fmt.Sprint(res.Final.Output) != "43" {
-		t.Errorf("the second turn: %+v, %v; want the output 43", res, err)
+	if err := WaitTurn(ctx, h, &res); err != nil {
+		t.Fatalf("the second turn: %v", err)
+	}
+	if res.Final == nil {
+		t.Fatalf("the second turn: %+v, want the output 43", res)
+	}
+	if out := fmt.Sprint(res.Final.Output); out != "43" {
+		t.Errorf("the second turn's output %s, want 43", out)
 	}
 }
 
@@ -296,7 +310,6 @@ func TestAnswerGateRetriedOnce(t *testing.T) {
 		t.Errorf("the answer was sent %d times; want the lost one and its retry", n)
 	}
 	got := pipelineResult(t, run)
-	if got.Result == nil || !slices.Contains(got.Result.Path, "redo") || got.State.Checkpoint.Context["human.text"] != "again" {
-		t.Fatalf("the answered run: %+v", got.Result)
-	}
+	checkPath(t, "the answered run", got, "redo")
+	checkHumanText(t, "the answered run", got, "again")
 }

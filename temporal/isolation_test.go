@@ -288,8 +288,14 @@ func TestPipelineThreadAcrossContinueAsNew(t *testing.T) {
 	}
 	q, err := c.QueryWorkflow(ctx, run.GetID(), "", QueryPipelineProgress)
 	var p PipelineProgress
-	if err != nil || q.Get(&p) != nil || p.Run == 0 {
-		t.Fatalf("the run did not continue as new (run %d, %v): the test tries nothing", p.Run, err)
+	if err != nil {
+		t.Fatalf("query progress: %v", err)
+	}
+	if err := q.Get(&p); err != nil {
+		t.Fatalf("progress: %v", err)
+	}
+	if p.Run == 0 {
+		t.Fatalf("the run did not continue as new (run %d): the test tries nothing", p.Run)
 	}
 	if n := strings.Count(logs.String(), "mw_counter: instance destroyed"); n != 1 {
 		t.Errorf("%d instances of the plugin destroyed, want 1: the thread's, at the run's end\n%s", n, logs.String())

@@ -72,8 +72,11 @@ func TestJournalRecordsFailures(t *testing.T) {
 			}, workflow.RegisterOptions{Name: "tool"})
 			env.ExecuteWorkflow("tool")
 			err := env.GetWorkflowError()
-			if err == nil || !strings.HasSuffix(err.Error(), c.msg) || calls != 1 {
-				t.Errorf("%v after %d calls: want the failure %q after one", err, calls, c.msg)
+			if err == nil || !strings.HasSuffix(err.Error(), c.msg) {
+				t.Errorf("workflow error %v, want the failure %q", err, c.msg)
+			}
+			if calls != 1 {
+				t.Errorf("%d calls, want one", calls)
 			}
 		})
 	}

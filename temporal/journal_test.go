@@ -18,6 +18,24 @@ import (
 
 // testJournal is a journal in a directory of the test's, at most max bytes
 // a record.
+// checkRefused checks that a lookup, of what, found no record and failed
+// with ErrJournal saying each of says.
+func checkRefused(t *testing.T, what string, found bool, err error, says ...string) {
+	t.Helper()
+	if found {
+		t.Errorf("%s: found a record, want a refusal", what)
+	}
+	if !errors.Is(err, ErrJournal) {
+		t.Errorf("%s: err = %v, want ErrJournal", what, err)
+		return
+	}
+	for _, s := range says {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%s: err = %v, want it to say %q", what, err, s)
+		}
+	}
+}
+
 func testJournal(t *testing.T, max int64) (*Journal, string) {
 	dir := filepath.Join(t.TempDir(), "journal")
 	return &Journal{Store: DirStore{Dir: dir, Private: true}, Max: max}, dir
@@ -66,8 +84,19 @@ func TestJournalRecords(t *testing.T) {
 	}
 	for i, c := range calls {
 		rec, found, err := j.Lookup(c)
-		if !found || err != nil || string(rec.Result) != fmt.Sprintf(`{"n":%d}`, i) || rec.Failure != nil {
-			t.Errorf("%v: %+v, %v, %v", c, rec, found, err)
+		if err != nil {
+			t.Errorf("%v: %v", c, err)
+			continue
+		}
+		if !found {
+			t.Errorf("%v: not found", c)
+			continue
+		}
+		if want := fmt.Sprintf(`{"n":%d}`, i); string(rec.Result) != want {
+			t.Errorf("%v: Result = %s, want %s", c, rec.Result, want)
+		}
+		if rec.Failure != nil {
+			t.Errorf("%v: Failure = %+v, want none", c, rec.Failure)
 		}
 	}
 	got := files(t, dir)
@@ -116,9 +145,8 @@ func TestJournalCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Max = 20
-	if _, found, err := j.Lookup(c); found || !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), "journal_max_kb") {
-		t.Fatalf("a record over the cap: found %v, %v", found, err)
-	}
+	_, found, err := j.Lookup(c)
+	checkRefused(t, "a record over the cap", found, err, "journal_max_kb")
 }
 
 // A record that is not one (cut short, garbage) or is another call's is
@@ -138,10 +166,8 @@ func TestJournalCorrupt(t *testing.T) {
 	for name, data := range map[string][]byte{"cut short": good[:len(good)/2], "garbage": []byte("\x00\x01"),
 		"another call's": mustRead(t, path(b)), "another type's": []byte(strings.Replace(string(good), `"Chat"`, `"CallTool"`, 1))} {
 		os.WriteFile(path(a), data, 0o644)
-		if _, found, err := j.Lookup(a); found || !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), "corrupt") ||
-			!strings.Contains(err.Error(), a.key()) {
-			t.Errorf("%s: found %v, %v", name, found, err)
-		}
+		_, found, err := j.Lookup(a)
+		checkRefused(t, name, found, err, "corrupt", a.key())
 	}
 }
 
@@ -176,8 +202,20 @@ func TestJournalAtomic(t *testing.T) {
 	wg.Wait()
 	rec, found, err := j.Lookup(c)
 	var out ToolResult
-	if !found || err != nil || json.Unmarshal(rec.Result, &out) != nil || len(out.Output) != 100_000 || strings.Count(out.Output, out.Output[:1]) != 100_000 {
-		t.Fatalf("after racing writers: found %v, %v, %d bytes", found, err, len(rec.Result))
+	if err != nil {
+		t.Fatalf("after racing writers: %v", err)
+	}
+	if !found {
+		t.Fatal("after racing writers: no record")
+	}
+	if err := json.Unmarshal(rec.Result, &out); err != nil {
+		t.Fatalf("after racing writers: the record's result: %v", err)
+	}
+	if len(out.Output) != 100_000 {
+		t.Fatalf("after racing writers: an output of %d bytes, want 100000", len(out.Output))
+	}
+	if n := strings.Count(out.Output, out.Output[:1]); n != 100_000 {
+		t.Errorf("after racing writers: %d of the output's bytes are its first, want all 100000 (one writer's)", n)
 	}
 	if f := files(t, dir); len(f) != 2 { // the record and the crashed write's
 		t.Errorf("files %v", f)
@@ -255,9 +293,7 @@ func TestJournalHugeRecord(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	_, found, err := j.Lookup(c)
 	runtime.ReadMemStats(&after)
-	if found || !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), "journal_max_kb") || !strings.Contains(err.Error(), c.key()) {
-		t.Fatalf("a 4 GiB record: found %v, %v", found, err)
-	}
+	checkRefused(t, "a 4 GiB record", found, err, "journal_max_kb", c.key())
 	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
 		t.Errorf("the lookup allocated %d bytes for a record it refused", n)
 	}
@@ -304,8 +340,11 @@ func TestJournalHostileRecord(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				if !errors.Is(err, ErrJournal) || !strings.Contains(err.Error(), c.key()) || strings.Contains(err.Error(), "forged") || strings.Contains(err.Error(), "journal_max_kb") {
-					t.Errorf("lookup: %v", err)
+				checkRefused(t, "lookup", false, err, c.key())
+				for _, not := range []string{"forged", "journal_max_kb"} {
+					if err != nil && strings.Contains(err.Error(), not) {
+						t.Errorf("lookup: err = %v, which says %q", err, not)
+					}
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("the lookup hangs")

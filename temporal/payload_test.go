@@ -33,16 +33,28 @@ func TestPayloadCodecRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if proto.Size(enc[0]) > 200 || string(enc[0].Metadata[converter.MetadataEncoding]) != claimCheck || !proto.Equal(enc[1], small) {
-		t.Fatalf("encoded %v", enc)
+	if n := proto.Size(enc[0]); n > 200 {
+		t.Errorf("the large payload encoded in %d bytes, want at most 200 (a reference)", n)
+	}
+	if got := string(enc[0].Metadata[converter.MetadataEncoding]); got != claimCheck {
+		t.Errorf("the large payload's encoding %q, want %q", got, claimCheck)
+	}
+	if !proto.Equal(enc[1], small) {
+		t.Errorf("the small payload encoded as %v, want it as it was, %v", enc[1], small)
 	}
 	blobs, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
 	if len(blobs) != 1 {
 		t.Fatalf("blobs %v", blobs)
 	}
 	dec, err := codec.Decode(enc)
-	if err != nil || !proto.Equal(dec[0], big) || !proto.Equal(dec[1], small) {
-		t.Fatalf("decoded %v, %v", dec, err)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if !proto.Equal(dec[0], big) {
+		t.Errorf("the large payload decoded as %v, want it as it was", dec[0])
+	}
+	if !proto.Equal(dec[1], small) {
+		t.Errorf("the small payload decoded as %v, want %v", dec[1], small)
 	}
 	if _, err := codec.Encode([]*commonpb.Payload{big}); err != nil { // stored again: harmless
 		t.Fatal(err)
@@ -90,8 +102,14 @@ func TestPayloadCodecAttacks(t *testing.T) {
 		{"not a reference", `[1,2]`, "a reference that is not one"},
 	} {
 		_, err := codec.Decode([]*commonpb.Payload{ref(c.ref)})
-		if !errors.Is(err, ErrPayload) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), store.String()) {
-			t.Errorf("%s: %v, want an ErrPayload saying %q and naming %s", c.name, err, c.want, store)
+		if !errors.Is(err, ErrPayload) {
+			t.Errorf("%s: %v, want an ErrPayload", c.name, err)
+			continue
+		}
+		for _, says := range []string{c.want, store.String()} {
+			if !strings.Contains(err.Error(), says) {
+				t.Errorf("%s: %v, want it to say %q", c.name, err, says)
+			}
 		}
 	}
 }
@@ -115,8 +133,17 @@ func TestSessionPayloadsInStore(t *testing.T) {
 	}
 	q, err := c.QueryWorkflow(context.Background(), SessionWorkflowID(id), "", QuerySession)
 	var state SessionState
-	if err != nil || q.Get(&state) != nil || len(state.History) != 4 || state.History[2].Content != task {
-		t.Fatalf("history %d messages, %v", len(state.History), err)
+	if err != nil {
+		t.Fatalf("query the session: %v", err)
+	}
+	if err := q.Get(&state); err != nil {
+		t.Fatalf("the session's state: %v", err)
+	}
+	if len(state.History) != 4 {
+		t.Fatalf("history of %d messages, want 4", len(state.History))
+	}
+	if state.History[2].Content != task {
+		t.Errorf("history[2] of %d bytes, want the second task, of %d", len(state.History[2].Content), len(task))
 	}
 	if blobs, _ := filepath.Glob(filepath.Join(dir, "*", "*")); len(blobs) == 0 {
 		t.Errorf("no blob in %s", dir)

@@ -116,19 +116,64 @@ func samePipelineAsLocal(t *testing.T, got PipelineResult, want *pipeline.Result
 		t.Fatalf("no result: %s", j(got))
 	}
 	res := got.Result
-	if res.State != want.State || !slices.Equal(res.Path, want.Path) || res.FailedNode != want.FailedNode ||
-		res.FailureReason != want.FailureReason || res.Usage.TotalTokens != want.Usage.TotalTokens {
-		t.Fatalf("temporal: %s %v %s %q tokens %d\nlocal: %s %v %s %q tokens %d", res.State, res.Path, res.FailedNode, res.FailureReason,
-			res.Usage.TotalTokens, want.State, want.Path, want.FailedNode, want.FailureReason, want.Usage.TotalTokens)
+	checkFields(t, "temporal, against local", eq("State", res.State, want.State),
+		eq("FailedNode", res.FailedNode, want.FailedNode), eq("FailureReason", res.FailureReason, want.FailureReason),
+		eq("Usage.TotalTokens", res.Usage.TotalTokens, want.Usage.TotalTokens))
+	if !slices.Equal(res.Path, want.Path) {
+		t.Fatalf("temporal: Path = %v, want the local %v", res.Path, want.Path)
 	}
 	for id, w := range want.Nodes {
-		if n := res.Nodes[id]; n == nil || n.Status != w.Status || n.Attempts != w.Attempts || n.FailureReason != w.FailureReason {
-			t.Errorf("node %s: %+v, local %+v", id, n, w)
+		n := res.Nodes[id]
+		if n == nil {
+			t.Errorf("node %s: no result, local %+v", id, w)
+			continue
 		}
+		checkFields(t, "node "+id+", against local", eq("Status", n.Status, w.Status), eq("Attempts", n.Attempts, w.Attempts),
+			eq("FailureReason", n.FailureReason, w.FailureReason))
 	}
 	if a, b := j(got.State.Checkpoint.Context), j(want.Context); a != b {
 		t.Errorf("context:\n%s\nlocal:\n%s", a, b)
 	}
+}
+
+// checkPath checks that got, of what, ran through the node through, and
+// through none of avoid.
+func checkPath(t *testing.T, what string, got PipelineResult, through string, avoid ...string) {
+	t.Helper()
+	if got.Result == nil {
+		t.Fatalf("%s: no result: %+v", what, got)
+	}
+	if !slices.Contains(got.Result.Path, through) {
+		t.Errorf("%s: path %v, want it through %s", what, got.Result.Path, through)
+	}
+	for _, node := range avoid {
+		if slices.Contains(got.Result.Path, node) {
+			t.Errorf("%s: path %v, through %s; want it not", what, got.Result.Path, node)
+		}
+	}
+}
+
+// checkHumanText checks that got, of what, ended with the gate's answer's
+// text, text, in its context.
+func checkHumanText(t *testing.T, what string, got PipelineResult, text string) {
+	t.Helper()
+	if got.State == nil {
+		t.Fatalf("%s: no state: %+v", what, got)
+	}
+	if human := got.State.Checkpoint.Context["human.text"]; human != text {
+		t.Errorf("%s: human.text = %v, want %q", what, human, text)
+	}
+}
+
+// tooLarge returns err's *TooLargeError, failing t (naming what) when
+// there is none.
+func tooLarge(t *testing.T, what string, err error) *TooLargeError {
+	t.Helper()
+	var tl *TooLargeError
+	if !errors.As(err, &tl) {
+		t.Errorf("%s: %v, want a TooLargeError", what, err)
+	}
+	return tl
 }
 
 // waitQuestion queries run's progress until a question waits, and
@@ -165,16 +210,20 @@ func TestPipelineMatchesLocalRunOnTwoWorkers(t *testing.T) {
 	iv := pipeline.NewQueueInterviewer()
 	iv.Push(pipeline.Answer{Choice: "S", Text: "ship it"})
 	want := runLocalPipeline(t, loadConfig(t, "", planReplies...), durablePipeline, iv)
-	if want.State != pipeline.RunSuccess || want.Nodes["b2"] == nil || want.Path[len(want.Path)-2] != "gate" {
-		t.Fatalf("the local run: %s %v %s", want.State, want.Path, want.FailureReason)
+	if want.State != pipeline.RunSuccess {
+		t.Fatalf("the local run: %s, want %s: %s", want.State, pipeline.RunSuccess, want.FailureReason)
+	}
+	if want.Nodes["b2"] == nil {
+		t.Fatalf("the local run did not run b2: %v", want.Path)
+	}
+	if len(want.Path) < 2 || want.Path[len(want.Path)-2] != "gate" {
+		t.Fatalf("the local run's path %v, want gate before the end", want.Path)
 	}
 
 	first := startWorkerOn(t, c, loadConfig(t, "", planReplies...), queue)
 	run := startPipeline(t, c, queue, durablePipeline, PipelineInput{})
 	progress, q := waitQuestion(t, c, run)
-	if q.NodeID != "gate" || q.Text != "Ship a?" || len(q.Choices) != 2 {
-		t.Errorf("question %+v", q)
-	}
+	checkFields(t, "the question", eq("NodeID", q.NodeID, "gate"), eq("Text", q.Text, "Ship a?"), eq("choices", len(q.Choices), 2))
 	var kinds []string
 	for _, ev := range progress.Events {
 		if ev.Kind == pipeline.EventStageCompleted {
@@ -264,8 +313,18 @@ func TestPipelineStageHandlers(t *testing.T) {
 		`{"type":"final","final":{"thought":"t","output":"Fixed. Test run: ok, tests pass."}}`,
 	}
 	want := runLocalPipeline(t, loadConfig(t, plugins, replies...), src, nil)
-	if r := want.Nodes["trap"]; want.State != pipeline.RunSuccess || want.Nodes["verify"].Visits != 2 || r == nil || !strings.Contains(r.FailureReason, "trap") {
-		t.Fatalf("the local run: %s %v %+v", want.State, want.Path, want.Nodes["trap"])
+	if want.State != pipeline.RunSuccess {
+		t.Fatalf("the local run: %s, want %s: %s", want.State, pipeline.RunSuccess, want.FailureReason)
+	}
+	if n := want.Nodes["verify"].Visits; n != 2 {
+		t.Fatalf("the local run visited verify %d times, want 2: %v", n, want.Path)
+	}
+	r := want.Nodes["trap"]
+	if r == nil {
+		t.Fatalf("the local run did not run trap: %v", want.Path)
+	}
+	if !strings.Contains(r.FailureReason, "trap") {
+		t.Fatalf("the local run's trap failed for %q, want its trap", r.FailureReason)
 	}
 	queue := startWorker(t, c, loadConfig(t, plugins, replies...))
 	samePipelineAsLocal(t, pipelineResult(t, startPipeline(t, c, queue, src, PipelineInput{})), want)
@@ -296,8 +355,10 @@ func TestPipelineRefusesWhatIsNotDurable(t *testing.T) {
 	}
 	for node, says := range map[string]string{"sh": "runs a shell command (tool_command)", "boss": "supervises a child pipeline",
 		"other": "model endpoint of its own"} {
-		if m := refused[node]; !strings.Contains(m, says) || !strings.Contains(m, "not durable on Temporal yet") || !strings.Contains(m, "without --temporal") {
-			t.Errorf("node %s: %q", node, m)
+		for _, part := range []string{says, "not durable on Temporal yet", "without --temporal"} {
+			if !strings.Contains(refused[node], part) {
+				t.Errorf("node %s: %q, want it to say %q", node, refused[node], part)
+			}
 		}
 	}
 }
@@ -386,8 +447,11 @@ func TestGateAnswerRefusedLeavesNoHistory(t *testing.T) {
 	var tl *TooLargeError
 	// 2 KB: under the sender's cap (the default 64 KB), over the workflow's
 	err := AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("x", 2<<10)})
-	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Max != 1<<10 || tl.Key != "temporal.answer_max_kb" {
-		t.Errorf("an answer over the workflow's cap: %v; want its TooLargeError naming temporal.answer_max_kb", err)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("an answer over the workflow's cap: %v, want ErrTooLarge", err)
+	}
+	if tl := tooLarge(t, "an answer over the workflow's cap", err); tl != nil {
+		checkFields(t, "an answer over the workflow's cap", eq("Max", tl.Max, 1<<10), eq("Key", tl.Key, "temporal.answer_max_kb"))
 	}
 	err = AnswerGate(ctx, c, run.GetID(), 0, AnswerSignal{Node: "gate", Choice: "S", Text: strings.Repeat("x", 100<<10)})
 	if !errors.As(err, &tl) || tl.Max != AnswerMaxBytes(config.Temporal{}) {
@@ -409,10 +473,8 @@ func TestGateAnswerRefusedLeavesNoHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := pipelineResult(t, run)
-	if got.Result == nil || !slices.Contains(got.Result.Path, "redo") || slices.Contains(got.Result.Path, "ship") ||
-		got.State.Checkpoint.Context["human.text"] != "again" {
-		t.Fatalf("the answered run: %+v", got.Result)
-	}
+	checkPath(t, "the answered run", got, "redo", "ship")
+	checkHumanText(t, "the answered run", got, "again")
 	if updates, signals := answerEvents(t, c, run); updates == 0 || signals != 0 {
 		t.Errorf("the history has %d update and %d signal events; want the answer's update", updates, signals)
 	}
@@ -437,9 +499,10 @@ func TestGateAnswerCapBoundary(t *testing.T) {
 		}
 		over := at
 		over.Text += "x"
-		var tl *TooLargeError
-		if _, err := g.check(over); !errors.As(err, &tl) || tl.Size != limit+1 || tl.Max != limit || tl.Key != "temporal.answer_max_kb" {
-			t.Errorf("cap %d: an answer of %d bytes: %v; want a TooLargeError of %d bytes, more than %d, naming temporal.answer_max_kb", max, limit+1, err, limit+1, limit)
+		what := fmt.Sprintf("cap %d: an answer of %d bytes", max, limit+1)
+		_, err := g.check(over)
+		if tl := tooLarge(t, what, err); tl != nil {
+			checkFields(t, what, eq("Size", tl.Size, limit+1), eq("Max", tl.Max, limit), eq("Key", tl.Key, "temporal.answer_max_kb"))
 		}
 	}
 }
@@ -460,9 +523,7 @@ func TestGateAnswerSignal(t *testing.T) {
 		}
 	}
 	got := pipelineResult(t, run)
-	if got.Result == nil || !slices.Contains(got.Result.Path, "ship") || slices.Contains(got.Result.Path, "redo") {
-		t.Fatalf("the signalled run: %+v", got.Result)
-	}
+	checkPath(t, "the signalled run", got, "ship", "redo")
 	if updates, signals := answerEvents(t, c, run); updates != 0 || signals != 3 {
 		t.Errorf("the history has %d update and %d signal events; want the 3 signals", updates, signals)
 	}

@@ -154,13 +154,18 @@ timeout = "100ms"
 	if j(state.History) != j(sess.History()) || state.Turns != 3 {
 		t.Errorf("history %s (%d turns)\nlocal %s", j(state.History), state.Turns, j(sess.History()))
 	}
-	if len(state.Quarantines) != 1 || state.Quarantines[0].Middleware != "mw-trap" || state.Quarantines[0].Until.IsZero() {
-		t.Errorf("quarantines %+v", state.Quarantines)
+	if len(state.Quarantines) != 1 {
+		t.Errorf("quarantines %+v, want one", state.Quarantines)
+	} else {
+		checkFields(t, "the quarantine", eq("Middleware", state.Quarantines[0].Middleware, "mw-trap"))
+		if state.Quarantines[0].Until.IsZero() {
+			t.Errorf("the quarantine has no end: %+v", state.Quarantines[0])
+		}
 	}
 	runs, events := sessionEvents(t, c, id)
-	if calls := activityCalls(t, events); runs != 2 || calls["Middleware on_action"] != 1 || calls["Middleware before_tool_call"] != 0 || calls["BuildPrompt"] != 3 {
-		t.Errorf("%d runs, activities %v; want 2 runs, one on_action call, none of before_tool_call, 3 of build_prompt", runs, calls)
-	}
+	calls := activityCalls(t, events)
+	checkFields(t, "the session's history", eq("runs", runs, 2), eq("on_action calls", calls["Middleware on_action"], 1),
+		eq("before_tool_call calls", calls["Middleware before_tool_call"], 0), eq("build_prompt calls", calls["BuildPrompt"], 3))
 }
 
 // `morph run --temporal --session` continues the session's workflow: the
@@ -255,8 +260,9 @@ func TestSessionTurnsQueueAndIdleEnd(t *testing.T) {
 	if err := c.GetWorkflow(context.Background(), SessionWorkflowID(id), "").Get(context.Background(), &state); err != nil {
 		t.Fatal(err)
 	}
-	if runs, _ := sessionEvents(t, c, id); len(state.History) != 4 || state.Turns != 2 || runs < 2 {
-		t.Errorf("%d runs, %d turns, history %+v", runs, state.Turns, state.History)
+	checkFields(t, "before the idle end", eq("history messages", len(state.History), 4), eq("Turns", state.Turns, 2))
+	if runs, _ := sessionEvents(t, c, id); runs < 2 {
+		t.Errorf("%d runs, want at least 2: the session continued as new", runs)
 	}
 	// A turn after the idle end goes on with the session.
 	if res := sessionTurn(t, c, queue, id, limits, "three"); res.Final == nil {
@@ -265,8 +271,11 @@ func TestSessionTurnsQueueAndIdleEnd(t *testing.T) {
 	if err := c.GetWorkflow(context.Background(), SessionWorkflowID(id), "").Get(context.Background(), &state); err != nil {
 		t.Fatal(err)
 	}
-	if len(state.History) != 6 || state.Turns != 3 || state.History[4].Content != "three" {
-		t.Errorf("after the idle end: %d turns, history %+v", state.Turns, state.History)
+	checkFields(t, "after the idle end", eq("Turns", state.Turns, 3))
+	if len(state.History) != 6 {
+		t.Errorf("after the idle end: history %+v, want 6 messages", state.History)
+	} else if state.History[4].Content != "three" {
+		t.Errorf("after the idle end: history[4] %q, want the third task", state.History[4].Content)
 	}
 }
 
@@ -350,9 +359,12 @@ func TestTurnTooLargeIsRefused(t *testing.T) {
 	ctx := context.Background()
 	big := strings.Repeat("x", 200<<10)
 	_, err = StartTurn(ctx, c, queue, id, limits, SessionTurn{Task: big})
-	var tl *TooLargeError
-	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Size != len(big) || tl.Key != "temporal.turn_max_kb" {
-		t.Errorf("StartTurn of a %d-byte task: %v; want a TooLargeError", len(big), err)
+	what := fmt.Sprintf("StartTurn of a %d-byte task", len(big))
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("%s: %v, want ErrTooLarge", what, err)
+	}
+	if tl := tooLarge(t, what, err); tl != nil {
+		checkFields(t, what, eq("Size", tl.Size, len(big)), eq("Key", tl.Key, "temporal.turn_max_kb"))
 	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: SessionWorkflowID(id), UpdateName: UpdateTurn,
 		Args: []any{SessionTurn{Task: big}}, WaitForStage: client.WorkflowUpdateStageAccepted})
@@ -386,9 +398,9 @@ func TestTurnTaskCapBoundary(t *testing.T) {
 		if err := limits.CheckTask(strings.Repeat("x", limit)); err != nil {
 			t.Errorf("cap %d: a task of %d bytes: %v; want it taken", max, limit, err)
 		}
-		var tl *TooLargeError
-		if err := limits.CheckTask(strings.Repeat("x", limit+1)); !errors.As(err, &tl) || tl.Size != limit+1 || tl.Max != limit || tl.Key != "temporal.turn_max_kb" {
-			t.Errorf("cap %d: a task of %d bytes: %v; want a TooLargeError naming temporal.turn_max_kb", max, limit+1, err)
+		what := fmt.Sprintf("cap %d: a task of %d bytes", max, limit+1)
+		if tl := tooLarge(t, what, limits.CheckTask(strings.Repeat("x", limit+1))); tl != nil {
+			checkFields(t, what, eq("Size", tl.Size, limit+1), eq("Max", tl.Max, limit), eq("Key", tl.Key, "temporal.turn_max_kb"))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -23,6 +24,49 @@ import (
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/internal/testenv"
 )
+
+// field is a value a test got, by name, and the value it wants.
+type field struct {
+	name      string
+	got, want any
+}
+
+// eq is the field name whose value got should be want; the one type of
+// the two keeps a constant want from taking another type than got's.
+func eq[T comparable](name string, got, want T) field {
+	return field{name, got, want}
+}
+
+// checkFields reports each of fields, of what, whose got is not its want.
+func checkFields(t testing.TB, what string, fields ...field) {
+	t.Helper()
+	for _, f := range fields {
+		if f.got != f.want {
+			t.Errorf("%s: %s = %#v, want %#v", what, f.name, f.got, f.want)
+		}
+	}
+}
+
+// checkTurn fails t unless res, of what, ended in a final whose output
+// prints as output, after steps steps, the first of which observed
+// observations.
+func checkTurn(t testing.TB, what string, res TurnResult, output string, steps int, observations ...string) {
+	t.Helper()
+	if res.Final == nil {
+		t.Fatalf("%s: no final: %+v", what, res)
+	}
+	if got := fmt.Sprint(res.Final.Output); got != output {
+		t.Errorf("%s: output %s, want %s", what, got, output)
+	}
+	if len(res.Steps) != steps {
+		t.Fatalf("%s: %d steps, want %d: %+v", what, len(res.Steps), steps, res.Steps)
+	}
+	for i, obs := range observations {
+		if res.Steps[i].Observation != obs {
+			t.Errorf("%s: step %d's observation %q, want %q", what, i+1, res.Steps[i].Observation, obs)
+		}
+	}
+}
 
 // temporalCLI is the Temporal CLI scripts/temporal.sh built (make
 // tools-temporal), or $MORPH_TEMPORAL.
@@ -207,15 +251,18 @@ func runOnWorker(t *testing.T, c client.Client, cfg *config.Config, task string)
 func sameAsLocal(t *testing.T, got TurnResult, want *engine.Final, wantRC *engine.Context) {
 	t.Helper()
 	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
-	if got.Error != "" || j(got.Final) != j(want) || got.StopReason != wantRC.StopReason || got.SystemPrompt != wantRC.SystemPrompt ||
-		got.Metrics.TotalTokens != wantRC.Metrics.TotalTokens || len(got.Steps) != len(wantRC.Steps) {
-		t.Fatalf("temporal: %s\nlocal: final %s stop %s tokens %d steps %d prompt:\n%s", j(got), j(want), wantRC.StopReason,
-			wantRC.Metrics.TotalTokens, len(wantRC.Steps), wantRC.SystemPrompt)
+	if got.Error != "" {
+		t.Errorf("temporal: Error = %q, want none as locally", got.Error)
+	}
+	checkFields(t, "temporal, against local", eq("final", j(got.Final), j(want)), eq("StopReason", got.StopReason, wantRC.StopReason),
+		eq("SystemPrompt", got.SystemPrompt, wantRC.SystemPrompt), eq("Metrics.TotalTokens", got.Metrics.TotalTokens, wantRC.Metrics.TotalTokens))
+	if len(got.Steps) != len(wantRC.Steps) {
+		t.Fatalf("temporal: %d steps, want the local %d:\n%s", len(got.Steps), len(wantRC.Steps), j(got.Steps))
 	}
 	for i, st := range got.Steps {
-		if w := wantRC.Steps[i]; st.Action != w.Action || st.Observation != w.Observation || st.Error != w.Error {
-			t.Errorf("step %d: %+v, local %+v", i+1, st, w)
-		}
+		w := wantRC.Steps[i]
+		checkFields(t, fmt.Sprintf("step %d, against local", i+1), eq("Action", st.Action, w.Action), eq("Observation", st.Observation, w.Observation),
+			eq("Error", st.Error, w.Error))
 	}
 }
 
@@ -238,7 +285,16 @@ func TestTurnMatchesLocalRun(t *testing.T) {
 	sameAsLocal(t, got, want, wantRC)
 	var progress []Progress
 	q, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), QueryProgress)
-	if err != nil || q.Get(&progress) != nil || len(progress) != 3 || progress[0].Action != "calc" {
-		t.Errorf("progress %+v, err %v", progress, err)
+	if err != nil {
+		t.Fatalf("query progress: %v", err)
+	}
+	if err := q.Get(&progress); err != nil {
+		t.Fatalf("progress: %v", err)
+	}
+	if len(progress) != 3 {
+		t.Fatalf("progress %+v, want 3 steps", progress)
+	}
+	if progress[0].Action != "calc" {
+		t.Errorf("progress: step 1's Action = %q, want calc", progress[0].Action)
 	}
 }

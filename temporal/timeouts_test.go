@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -57,9 +58,15 @@ path = "`+plugin(t, "examples/pipelines/verify/verify.wasm")+`"
 			t.Fatal(err)
 		}
 		got := s.Timeouts
-		if got.Heartbeat != want.Heartbeat || got.LostAttempts != want.LostAttempts || got.Chat != want.Chat || !maps.Equal(got.Hooks, want.Hooks) || !maps.Equal(got.Middleware, want.Middleware) ||
-			!maps.Equal(got.Tools, want.Tools) || !maps.Equal(got.Stages, want.Stages) {
-			t.Errorf("ActivityTimeout %s: timeouts\n%+v\nwant\n%+v", ActivityTimeout, got, want)
+		what := fmt.Sprintf("ActivityTimeout %s", ActivityTimeout)
+		checkFields(t, what, eq("Heartbeat", got.Heartbeat, want.Heartbeat), eq("LostAttempts", got.LostAttempts, want.LostAttempts), eq("Chat", got.Chat, want.Chat))
+		for _, m := range []struct {
+			name      string
+			got, want map[string]time.Duration
+		}{{"Hooks", got.Hooks, want.Hooks}, {"Middleware", got.Middleware, want.Middleware}, {"Tools", got.Tools, want.Tools}, {"Stages", got.Stages, want.Stages}} {
+			if !maps.Equal(m.got, m.want) {
+				t.Errorf("%s: %s = %v, want %v", what, m.name, m.got, m.want)
+			}
 		}
 	}
 	check(want)
@@ -89,9 +96,10 @@ func TestCallToolPanicIsAnAnswer(t *testing.T) {
 	tool := &panicky{}
 	a.rt.Engine.Registry().Register(tool)
 	res, err := a.CallTool(ctx, ToolCall{Tool: "boom"})
-	if err != nil || res.Error != "tool boom panicked: boom" || tool.runs != 1 {
-		t.Errorf("result %+v, err %v, %d runs", res, err, tool.runs)
+	if err != nil {
+		t.Fatalf("CallTool: %v", err)
 	}
+	checkFields(t, "a panicking tool", eq("Error", res.Error, "tool boom panicked: boom"), eq("runs", tool.runs, 1))
 }
 
 // finalConfig is a config on the scripted model, whose one reply is a

@@ -64,15 +64,23 @@ func TestLostAttemptIsRetried(t *testing.T) {
 		{"the journal failed, then the worker stops", stopping, temporal.NewNonRetryableApplicationError("result journal: disk full", journalFailure, nil), new(bool)},
 	} {
 		err := lostAttempt(c.ctx, c.err)
-		if got := retryable(err); (got == nil) != (c.retry == nil) || got != nil && *got != *c.retry {
-			t.Errorf("%s: %v: retryable %v, want %v", c.name, err, deref(got), deref(c.retry))
+		if got, want := deref(retryable(err)), deref(c.retry); got != want {
+			t.Errorf("%s: %v: retryable %v, want %v", c.name, err, got, want)
 		}
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && len(appErr.Message()) > failureMessage+200 {
 			t.Errorf("%s: the failure's message is %d bytes, more than %d and its note", c.name, len(appErr.Message()), failureMessage)
 		}
-		if c.retry != nil && *c.retry && (!errors.As(err, &appErr) || appErr.Type() != AttemptLost || !errors.Is(err, context.Cause(c.ctx))) {
-			t.Errorf("%s: %v: want an %s failure caused by %v", c.name, err, AttemptLost, context.Cause(c.ctx))
+		if c.retry == nil || !*c.retry {
+			continue
+		}
+		if !errors.As(err, &appErr) {
+			t.Errorf("%s: %v (%T), want an application error", c.name, err, err)
+		} else if appErr.Type() != AttemptLost {
+			t.Errorf("%s: a failure of type %q, want %s", c.name, appErr.Type(), AttemptLost)
+		}
+		if cause := context.Cause(c.ctx); !errors.Is(err, cause) {
+			t.Errorf("%s: %v, want it caused by %v", c.name, err, cause)
 		}
 	}
 }
@@ -155,8 +163,14 @@ func TestActivitiesHeartbeat(t *testing.T) {
 	var beats atomic.Int32
 	_, err := activityEnv(a, &beats).ExecuteActivity(a.Chat, ChatRequest{})
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || !appErr.NonRetryable() || !strings.Contains(appErr.Message(), "chat stopped after 1 attempt") {
-		t.Errorf("the client's own timeout: %v; want the call's answer, non-retryable", err)
+	if !errors.As(err, &appErr) {
+		t.Fatalf("the client's own timeout: %v (%T), want an application error", err, err)
+	}
+	if !appErr.NonRetryable() {
+		t.Errorf("the client's own timeout: %v, retryable; want it non-retryable", err)
+	}
+	if want := "chat stopped after 1 attempt"; !strings.Contains(appErr.Message(), want) {
+		t.Errorf("the client's own timeout: message %q, want it to say %q", appErr.Message(), want)
 	}
 }
 
@@ -219,8 +233,17 @@ func TestStoppedWorkersCallIsTakenUp(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Final == nil || len(res.Steps) != 2 || res.Steps[0].Observation != "done" || calls.Load() != 2 {
-		t.Errorf("steps %+v, %d tool calls; want the observation of the second call, done", res.Steps, calls.Load())
+	if res.Final == nil {
+		t.Errorf("no final: %+v", res)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d tool calls, want 2", n)
+	}
+	if len(res.Steps) != 2 {
+		t.Fatalf("steps %+v, want 2", res.Steps)
+	}
+	if obs := res.Steps[0].Observation; obs != "done" {
+		t.Errorf("step 1's observation %q, want the second call's, done", obs)
 	}
 }
 
@@ -236,9 +259,7 @@ func TestKilledWorkerSeenByHeartbeat(t *testing.T) {
 	w := newWorkers(t, model, "")
 	res, run, took := w.killMidTurn(c, "6*7?", secondModelCall(model))
 	t.Logf("the second worker ended the turn %s after the kill", took.Round(10*time.Millisecond))
-	if res.Final == nil || fmt.Sprint(res.Final.Output) != "42" || len(res.Steps) != 3 {
-		t.Fatalf("result %+v", res)
-	}
+	checkTurn(t, "the turn", res, "42", 3)
 	nothingRepeated(t, model, w)
 	var retried *historypb.ActivityTaskStartedEventAttributes
 	for _, ev := range workflowEvents(t, c, run.GetID(), run.GetRunID()) {

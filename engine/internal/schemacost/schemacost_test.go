@@ -163,9 +163,17 @@ func TestStepsBoundEachValue(t *testing.T) {
 	}
 	err := validate(t, s, `{"xs":`+jsonList("{}", 10000)+`}`)
 	var serr *StepsError
-	if !errors.As(err, &serr) || serr.Limit != int64(limits.MaxSteps) || serr.Steps <= serr.Limit ||
-		!strings.Contains(err.Error(), "steps, more than the limit of 500000") {
-		t.Fatalf("10000 items: %v, want a *StepsError over the limit", err)
+	if !errors.As(err, &serr) {
+		t.Fatalf("10000 items: %v, want a *StepsError", err)
+	}
+	if serr.Limit != int64(limits.MaxSteps) {
+		t.Errorf("10000 items: Limit = %d, want %d", serr.Limit, limits.MaxSteps)
+	}
+	if serr.Steps <= serr.Limit {
+		t.Errorf("10000 items: Steps = %d, want more than the limit, %d", serr.Steps, serr.Limit)
+	}
+	if want := "steps, more than the limit of 500000"; !strings.Contains(err.Error(), want) {
+		t.Errorf("10000 items: %v, want it to say %q", err, want)
 	}
 }
 
