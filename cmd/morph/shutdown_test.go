@@ -105,15 +105,15 @@ func (p *proc) waitLine(t *testing.T, prefix string) {
 }
 
 // wait waits for the exit, 20s at most (the plugin's destroy spins for
-// 60s), and returns its error and all the output.
-func (p *proc) wait(t *testing.T) (error, string) {
+// 60s), and returns all the output and its error.
+func (p *proc) wait(t *testing.T) (string, error) {
 	t.Helper()
 	select {
 	case err := <-p.done: // after the readers' last line
-		return err, p.output()
+		return p.output(), err
 	case <-time.After(20 * time.Second):
 		t.Fatalf("morph still running 20s later:\n%s", p.output())
-		return nil, ""
+		return "", nil
 	}
 }
 
@@ -139,7 +139,7 @@ func TestShutdown(t *testing.T) {
 		p := startMorph(t, bin, "run", "--config", done, "--shutdown-timeout", "5m", "task")
 		p.waitLine(t, "out: }") // the result is out: the shutdown is under way
 		p.cmd.Process.Signal(syscall.SIGINT)
-		err, out := p.wait(t)
+		out, err := p.wait(t)
 		if err != nil || !strings.Contains(out, "err: morph: warning: shutdown interrupted") {
 			t.Fatalf("exit %v, want 0 with a warning:\n%s", err, out)
 		}
@@ -147,7 +147,7 @@ func TestShutdown(t *testing.T) {
 
 	t.Run("limit", func(t *testing.T) {
 		p := startMorph(t, bin, "run", "--config", done, "--shutdown-timeout", "1s", "task")
-		err, out := p.wait(t)
+		out, err := p.wait(t)
 		if err != nil {
 			t.Fatalf("exit %v, want 0:\n%s", err, out)
 		}
@@ -165,7 +165,7 @@ func TestShutdown(t *testing.T) {
 		case <-time.After(500 * time.Millisecond):
 		}
 		p.cmd.Process.Signal(syscall.SIGINT)
-		err, out := p.wait(t)
+		out, err := p.wait(t)
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
 			t.Fatalf("exit %v, want killed by SIGINT:\n%s", err, out)
