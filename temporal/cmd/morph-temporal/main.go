@@ -80,6 +80,7 @@ func main() {
 func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.Client, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
+		//lint:ignore ST1005 Temporal is a name
 		return nil, fmt.Errorf("Temporal client settings (the TEMPORAL_* environment, TEMPORAL_CONFIG_FILE): %w", err)
 	}
 	def := config.Temporal{HostPort: opts.HostPort, Namespace: opts.Namespace}.WithDefaults()
@@ -135,9 +136,11 @@ func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.C
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, context.Cause(ctx))
 	case missing != nil:
+		//lint:ignore ST1005 Temporal is a name
 		return nil, fmt.Errorf("Temporal at %s has no namespace %s after %s ([temporal] dial_timeout; set [temporal] namespace or TEMPORAL_NAMESPACE to one it has, or create it: temporal operator namespace create): %w",
 			opts.HostPort, opts.Namespace, timeout, missing)
 	}
+	//lint:ignore ST1005 Temporal is a name
 	return nil, fmt.Errorf("Temporal at %s did not answer within %s ([temporal] dial_timeout; is it running there? else set [temporal] host_port or TEMPORAL_ADDRESS): %w",
 		opts.HostPort, timeout, last)
 }
