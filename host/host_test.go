@@ -54,6 +54,40 @@ func load(t testing.TB, l *Loader, cfg Config) *Plugin {
 	return p
 }
 
+// checkFinal checks that a run of the engine, named what, ended without an
+// error in a final answer of output want.
+func checkFinal(t *testing.T, what string, final *engine.Final, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if final == nil {
+		t.Fatalf("%s: no final answer", what)
+	}
+	if final.Output != want {
+		t.Errorf("%s: final output %q, want %q", what, final.Output, want)
+	}
+}
+
+// checkCount checks one of a plugin's counters (Stats, MemoryStatus,
+// SessionsStatus), named name.
+func checkCount[N ~int | ~uint64](t *testing.T, name string, got, want N) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %d, want %d", name, got, want)
+	}
+}
+
+// checkOneInstance checks that all of p's calls ran on one instance, kept
+// after faults faults (guest-reported errors keep it).
+func checkOneInstance(t *testing.T, p *Plugin, faults uint64) {
+	t.Helper()
+	st := p.Stats()
+	checkCount(t, "Faults", st.Faults, faults)
+	checkCount(t, "Discarded", st.Discarded, 0)
+	checkCount(t, "Instantiated", st.Instantiated, 1)
+}
+
 // The minimal plugin of SPEC.md loads, describes itself and builds a prompt.
 func TestMinimalSpecPlugin(t *testing.T) {
 	spec, err := os.ReadFile("../abi/SPEC.md")
