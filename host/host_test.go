@@ -78,6 +78,38 @@ func checkCount[N ~int | ~uint64](t *testing.T, name string, got, want N) {
 	}
 }
 
+// checkErr checks that err, what returned, is of kind and says each of
+// wants.
+func checkErr(t *testing.T, what string, err, kind error, wants ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error, want %v", what, kind)
+	}
+	if !errors.Is(err, kind) {
+		t.Errorf("%s: error %v, want %v", what, err, kind)
+	}
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q, want it to say %q", what, err, want)
+		}
+	}
+}
+
+// checkPluginErr is checkErr for an error that is a *Error of the plugin
+// named plugin, which it returns.
+func checkPluginErr(t *testing.T, what string, err, kind error, plugin string, wants ...string) *Error {
+	t.Helper()
+	checkErr(t, what, err, kind, wants...)
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("%s: error %v (%T), want a *Error", what, err, err)
+	}
+	if pe.Plugin != plugin {
+		t.Errorf("%s: the error's Plugin = %q, want %q", what, pe.Plugin, plugin)
+	}
+	return pe
+}
+
 // checkOneInstance checks that all of p's calls ran on one instance, kept
 // after faults faults (guest-reported errors keep it).
 func checkOneInstance(t *testing.T, p *Plugin, faults uint64) {
