@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,8 +137,14 @@ func TestMinimalSpecPlugin(t *testing.T) {
 	}
 	p := load(t, newLoader(t), Config{Path: fixture(t, "minimal")})
 	m := p.Manifest()
-	if p.Name() != "min" || m.ABIVersion != 1 || len(m.Hooks) != 1 || m.Hooks[0] != abi.HookBuildPrompt {
-		t.Fatalf("manifest %+v", m)
+	if p.Name() != "min" {
+		t.Errorf("Name = %q, want min", p.Name())
+	}
+	if m.ABIVersion != 1 {
+		t.Errorf("manifest ABIVersion = %d, want 1", m.ABIVersion)
+	}
+	if want := []string{abi.HookBuildPrompt}; !slices.Equal(m.Hooks, want) {
+		t.Errorf("manifest Hooks = %q, want %q", m.Hooks, want)
 	}
 	out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{Task: "x"})
 	if err != nil || out.SystemPrompt != "Be brief." {
@@ -170,13 +177,7 @@ func TestLoadErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := l.Load(context.Background(), c.cfg)
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.cfg.Name) {
-				t.Fatalf("err = %v, want %v naming the plugin and %q", err, c.kind, c.want)
-			}
-			var pe *Error
-			if !errors.As(err, &pe) || pe.Plugin != c.cfg.Name {
-				t.Fatalf("not an *Error naming %q: %#v", c.cfg.Name, err)
-			}
+			checkPluginErr(t, "Load", err, c.kind, c.cfg.Name, c.want, c.cfg.Name)
 		})
 	}
 	wasm, _ := os.ReadFile(fixture(t, "minimal"))
@@ -264,11 +265,14 @@ func TestFaultFixtures(t *testing.T) {
 				}
 			}))
 			final, rc, err := engine.New(finalModel{}, nil, opts...).Run(context.Background(), "t", engine.RunOptions{})
-			if err != nil || final == nil || final.Output != "ok" {
-				t.Fatalf("run: final %+v err %v", final, err)
+			checkFinal(t, "run", final, err, "ok")
+			if !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) {
+				t.Errorf("system prompt %q, want the default identity's", rc.SystemPrompt)
 			}
-			if !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) || len(warned) != 1 || !strings.Contains(warned[0], c.fixture) {
-				t.Fatalf("want the default prompt and one warning naming the plugin; warnings %q", warned)
+			if len(warned) != 1 {
+				t.Errorf("warnings %q, want one naming the plugin", warned)
+			} else if !strings.Contains(warned[0], c.fixture) {
+				t.Errorf("the warning %q does not name the plugin %s", warned[0], c.fixture)
 			}
 		})
 	}
@@ -318,8 +322,19 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Problems) != 0 || rep.Manifest == nil || rep.Manifest.Name != "min" || strings.Join(rep.Markers, ",") != abi.MarkerV1 || len(rep.SHA256) != 64 {
-		t.Fatalf("report %+v", rep)
+	if len(rep.Problems) != 0 {
+		t.Errorf("report Problems = %q, want none", rep.Problems)
+	}
+	if rep.Manifest == nil {
+		t.Error("no Manifest in the report")
+	} else if rep.Manifest.Name != "min" {
+		t.Errorf("report Manifest.Name = %q, want min", rep.Manifest.Name)
+	}
+	if got := strings.Join(rep.Markers, ","); got != abi.MarkerV1 {
+		t.Errorf("report Markers = %s, want %s", got, abi.MarkerV1)
+	}
+	if len(rep.SHA256) != 64 {
+		t.Errorf("report SHA256 = %q, want 64 hex digits", rep.SHA256)
 	}
 	var sig string
 	for _, e := range rep.Exports {
@@ -334,8 +349,14 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Manifest != nil || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "found morph_abi_v2") {
-		t.Fatalf("problems %q", rep.Problems)
+	if rep.Manifest != nil {
+		t.Errorf("report Manifest = %+v of a module that does not load, want none", rep.Manifest)
+	}
+	if len(rep.Problems) != 1 {
+		t.Fatalf("report Problems = %q, want one", rep.Problems)
+	}
+	if !strings.Contains(rep.Problems[0], "found morph_abi_v2") {
+		t.Errorf("the report's problem %q, want it to say found morph_abi_v2", rep.Problems[0])
 	}
 }
 
