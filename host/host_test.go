@@ -70,9 +70,9 @@ func checkFinal(t *testing.T, what string, final *engine.Final, err error, want 
 	}
 }
 
-// checkCount checks one of a plugin's counters (Stats, MemoryStatus,
-// SessionsStatus), named name.
-func checkCount[N ~int | ~uint64](t *testing.T, name string, got, want N) {
+// checkCount checks a count, named name: one of a plugin's counters
+// (Stats, MemoryStatus, SessionStatus), say.
+func checkCount[N ~int | ~uint64](t testing.TB, name string, got, want N) {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s = %d, want %d", name, got, want)
