@@ -62,8 +62,15 @@ func TestPlainExportPlugins(t *testing.T) {
 	})
 	t.Run("no Extism import", func(t *testing.T) { // noop.wasm imports nothing: configuration picks the Extism loader
 		p := load(t, l, Config{Path: goSDKWasm(t, "noop"), Tools: []ExportTool{{Export: "run_test"}}})
-		if out, err := callTool(t, p, "run_test", nil); err != nil || out != "" || p.Loader() != LoaderExtism {
-			t.Fatalf("out %q err %v loader %s", out, err, p.Loader())
+		if p.Loader() != LoaderExtism {
+			t.Errorf("Loader = %s, want %s", p.Loader(), LoaderExtism)
+		}
+		out, err := callTool(t, p, "run_test", nil)
+		if err != nil {
+			t.Fatalf("run_test: %v", err)
+		}
+		if out != "" {
+			t.Errorf("run_test = %q, want no output", out)
 		}
 	})
 	t.Run("host function of its own namespace", func(t *testing.T) { // host_memory.wasm imports host.to_upper
@@ -84,9 +91,13 @@ func TestPlainExportPlugins(t *testing.T) {
 	t.Run("host function", func(t *testing.T) {
 		cfg := Config{Path: goSDKWasm(t, "host"), Tools: []ExportTool{{Export: "run_test", Name: "mult"}}}
 		_, err := l.Load(context.Background(), cfg)
-		if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "extism:host/user.mult, a host function neither morph nor the embedding host provides") ||
-			!strings.Contains(err.Error(), "host.Config.HostFunctions") {
-			t.Fatalf("err = %v", err)
+		if !errors.Is(err, ErrLoad) {
+			t.Fatalf("Load: error %v, want ErrLoad", err)
+		}
+		for _, want := range []string{"extism:host/user.mult, a host function neither morph nor the embedding host provides", "host.Config.HostFunctions"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Load: error %q, want it to say %q", err, want)
+			}
 		}
 		i64 := []api.ValueType{api.ValueTypeI64}
 		cfg.HostFunctions = []HostFunction{{Name: "mult", Params: append(i64, i64...), Results: i64,
@@ -182,8 +193,15 @@ func TestMCPv2PluginInARun(t *testing.T) {
 	for _, msg := range m.last.Messages {
 		images = append(images, msg.Images...)
 	}
-	if len(images) != 1 || images[0].MimeType != "image/png" || !strings.HasPrefix(images[0].Data, "iVBORw0KGgo") {
-		t.Errorf("images sent to the model: %+v", images)
+	if len(images) != 1 {
+		t.Errorf("%d images sent to the model, want 1: %+v", len(images), images)
+	} else {
+		if images[0].MimeType != "image/png" {
+			t.Errorf("the image's MimeType = %q, want image/png", images[0].MimeType)
+		}
+		if !strings.HasPrefix(images[0].Data, "iVBORw0KGgo") {
+			t.Errorf("the image's Data = %.20q..., want a PNG's base64 (iVBORw0KGgo...)", images[0].Data)
+		}
 	}
 	if !strings.Contains(logs.String(), "secret unlocked") {
 		t.Errorf("notify_logging_message not logged:\n%s", logs.String())
@@ -214,8 +232,17 @@ func TestToolChangeAfterFault(t *testing.T) {
 	if err != nil || final.Output != "done" {
 		t.Fatalf("final %+v err %v", final, err)
 	}
-	if rc.Steps[0].Observation != "unlocked" || rc.Steps[1].Error == "" || !strings.Contains(rc.Steps[2].Observation+rc.Steps[2].Error, "tool 'secret' not found") {
-		t.Errorf("steps: %+v", rc.Steps)
+	if len(rc.Steps) < 3 {
+		t.Fatalf("%d steps, want at least 3: %+v", len(rc.Steps), rc.Steps)
+	}
+	if got := rc.Steps[0].Observation; got != "unlocked" {
+		t.Errorf("step 1 (unlock) observation %q, want %q", got, "unlocked")
+	}
+	if rc.Steps[1].Error == "" {
+		t.Errorf("step 2 (crash) has no error: %+v", rc.Steps[1])
+	}
+	if got := rc.Steps[2].Observation + rc.Steps[2].Error; !strings.Contains(got, "tool 'secret' not found") {
+		t.Errorf("step 3 (secret) observation and error %q, want %q", got, "tool 'secret' not found")
 	}
 	var names []string
 	for _, tool := range e.Tools() {

@@ -34,8 +34,13 @@ func TestStatusMemory(t *testing.T) {
 		turn(t, e.NewSession("s"+strconv.Itoa(i)))
 	}
 	m := memory()
-	if m.Instances != sessions || m.Resident == 0 || m.Resident > m.Reserved || m.Reserved != sessions*64<<20 {
-		t.Fatalf("memory %+v: want %d idle instances, 64 MiB reserved each, some of it resident", m, sessions)
+	checkCount(t, "Instances (idle, one per session)", m.Instances, sessions)
+	checkCount(t, "Reserved (64 MiB an instance)", m.Reserved, sessions*64<<20)
+	if m.Resident == 0 {
+		t.Errorf("Resident = 0 of %d reserved, want some of it", m.Reserved)
+	}
+	if m.Resident > m.Reserved {
+		t.Errorf("Resident = %d, more than Reserved, %d", m.Resident, m.Reserved)
 	}
 
 	var wg sync.WaitGroup

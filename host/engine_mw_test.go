@@ -67,7 +67,13 @@ func TestWasmMiddlewareInARun(t *testing.T) {
 		t.Fatal("the trapping middleware was never called")
 	}
 	st := e.Status()
-	if len(st.Plugins) != 2 || st.Plugins[1].Faults == 0 || st.Hooks[abi.HookBeforeToolCall] != 2 {
-		t.Fatalf("status %+v", st)
+	if n := st.Hooks[abi.HookBeforeToolCall]; n != 2 {
+		t.Errorf("status: %d plugins hook %s, want 2", n, abi.HookBeforeToolCall)
+	}
+	if len(st.Plugins) != 2 {
+		t.Fatalf("status: %d plugins, want 2: %+v", len(st.Plugins), st.Plugins)
+	}
+	if st.Plugins[1].Faults == 0 {
+		t.Errorf("status: mw_trap's Faults = 0 after it trapped %d times", trapped)
 	}
 }

@@ -58,8 +58,14 @@ func TestExtismLoaderChoice(t *testing.T) {
 		{extismGuestWasm(t, "tools"), LoaderExtism},
 	} {
 		rep, err := l.Inspect(context.Background(), Config{Path: c.path})
-		if err != nil || len(rep.Problems) > 0 || rep.Loader != c.want {
-			t.Fatalf("%s: report loader %q, problems %q, err %v; want %s", c.path, rep.Loader, rep.Problems, err, c.want)
+		if err != nil {
+			t.Fatalf("%s: Inspect: %v", c.path, err)
+		}
+		if len(rep.Problems) > 0 {
+			t.Errorf("%s: report problems %q, want none", c.path, rep.Problems)
+		}
+		if rep.Loader != c.want {
+			t.Errorf("%s: report Loader = %q, want %s", c.path, rep.Loader, c.want)
 		}
 		if p := load(t, l, Config{Path: c.path}); p.Loader() != c.want {
 			t.Fatalf("%s: Plugin.Loader() = %s, want %s", c.path, p.Loader(), c.want)
@@ -146,9 +152,16 @@ func TestExtismPluginsInARun(t *testing.T) {
 	}
 	st := e.Status()
 	loader := func(i int) string { return st.Plugins[i].Details.(*Details).Loader }
-	if len(st.Plugins) != 2 || loader(0) != LoaderExtism || loader(1) != LoaderExtism ||
-		strings.Join(st.Plugins[1].Tools, ",") != "divide,reverse" {
-		t.Fatalf("status %+v", st.Plugins)
+	if len(st.Plugins) != 2 {
+		t.Fatalf("status: %d plugins, want 2: %+v", len(st.Plugins), st.Plugins)
+	}
+	for i := range st.Plugins {
+		if got := loader(i); got != LoaderExtism {
+			t.Errorf("status: plugin %d's Loader = %q, want %s", i, got, LoaderExtism)
+		}
+	}
+	if got := strings.Join(st.Plugins[1].Tools, ","); got != "divide,reverse" {
+		t.Errorf("status: the tools plugin's Tools = %s, want divide,reverse", got)
 	}
 }
 
@@ -159,13 +172,30 @@ func TestExtismToolManifest(t *testing.T) {
 	for name, want := range map[string]string{"": "extism-tools", "my-tools": "my-tools"} {
 		p := load(t, l, Config{Name: name, Path: extismGuestWasm(t, "tools")})
 		m := p.Manifest()
-		if m.Name != want || p.Name() != want || m.ABIVersion != abi.Version || len(m.Hooks) != 0 || len(m.Tools) != 2 {
-			t.Fatalf("configured name %q: manifest %+v", name, m)
+		if m.Name != want {
+			t.Errorf("configured name %q: manifest Name = %q, want %q", name, m.Name, want)
+		}
+		if p.Name() != want {
+			t.Errorf("configured name %q: Plugin.Name() = %q, want %q", name, p.Name(), want)
+		}
+		if m.ABIVersion != abi.Version {
+			t.Errorf("configured name %q: ABIVersion = %d, want %d", name, m.ABIVersion, abi.Version)
+		}
+		if len(m.Hooks) != 0 {
+			t.Errorf("configured name %q: Hooks = %q, want none", name, m.Hooks)
+		}
+		if len(m.Tools) != 2 {
+			t.Fatalf("configured name %q: %d tools, want 2: %+v", name, len(m.Tools), m.Tools)
+		}
+		if m.Tools[1].Name != "divide" {
+			t.Errorf("configured name %q: the second tool is %q, want divide", name, m.Tools[1].Name)
 		}
 		var schema struct{ Required []string }
-		if err := json.Unmarshal(m.Tools[1].Parameters, &schema); err != nil || m.Tools[1].Name != "divide" ||
-			strings.Join(schema.Required, ",") != "a,b" {
-			t.Fatalf("divide's parameters %s (%v)", m.Tools[1].Parameters, err)
+		if err := json.Unmarshal(m.Tools[1].Parameters, &schema); err != nil {
+			t.Fatalf("divide's parameters %s: %v", m.Tools[1].Parameters, err)
+		}
+		if got := strings.Join(schema.Required, ","); got != "a,b" {
+			t.Fatalf("divide's parameters %s require %q, want a,b", m.Tools[1].Parameters, got)
 		}
 	}
 }
@@ -182,9 +212,7 @@ func TestExtismGuestErrors(t *testing.T) {
 	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "returned 7 without an error message") {
 		t.Fatalf("fallback_final: %v", err)
 	}
-	if st := p.Stats(); st.Faults != 2 || st.Discarded != 0 || st.Instantiated != 1 {
-		t.Fatalf("stats %+v: a guest-reported error must keep the instance", st)
-	}
+	checkOneInstance(t, p, 2) // a guest-reported error keeps the instance
 }
 
 // The isolation modes apply to Extism plugins as to native ones: the same
@@ -219,8 +247,11 @@ func TestExtismInputLimit(t *testing.T) {
 	const mib = 4
 	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: mib}})
 	limit := extism.InputCap(mib*16, DefaultMaxOutputBytes)
-	if p.limits.MaxInputBytes != limit || limit <= 0 || limit >= DefaultMaxInputBytes {
-		t.Fatalf("input limit %d, want %d (below the default %d)", p.limits.MaxInputBytes, limit, DefaultMaxInputBytes)
+	if limit <= 0 || limit >= DefaultMaxInputBytes {
+		t.Fatalf("extism.InputCap = %d, want it in (0, %d), below the default", limit, DefaultMaxInputBytes)
+	}
+	if p.limits.MaxInputBytes != limit {
+		t.Fatalf("input limit %d, want %d", p.limits.MaxInputBytes, limit)
 	}
 	input := func(n int) []byte { return append(bytes.Repeat([]byte{'x'}, n-16), "0123456789abcdef"...) }
 	out, err := p.Call(context.Background(), abi.ExportBuildParams, input(limit))
@@ -350,8 +381,9 @@ func TestExtismHostileGuests(t *testing.T) {
 				}
 			}))
 			final, rc, err := engine.New(finalModel{}, nil, opts...).Run(context.Background(), "t", engine.RunOptions{})
-			if err != nil || final == nil || final.Output != "ok" || !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) {
-				t.Fatalf("run: final %+v, err %v", final, err)
+			checkFinal(t, "run", final, err, "ok")
+			if !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) {
+				t.Errorf("system prompt %q, want the default identity's", rc.SystemPrompt)
 			}
 			if len(warned) != 1 || !strings.Contains(warned[0], "extism-probe") {
 				t.Fatalf("want one warning naming the plugin, got %q", warned)
@@ -445,9 +477,7 @@ func TestExtismOutOfBounds(t *testing.T) {
 		`{"type":"final","final":{"output":"ok"}}`,
 	}}
 	final, _, err := engine.New(m, reg, opts...).Run(context.Background(), "t", engine.RunOptions{})
-	if err != nil || final == nil || final.Output != "ok" {
-		t.Fatalf("run: final %+v, err %v", final, err)
-	}
+	checkFinal(t, "run", final, err, "ok")
 }
 
 // echoTool is a native tool that succeeds, so that on_tool_success runs.

@@ -237,9 +237,14 @@ func FuzzHostileModule(f *testing.F) {
 		if took := time.Since(start); took > timeout+time.Second {
 			t.Fatalf("the call took %v, deadline %v: %v", took, timeout, err)
 		}
-		var pe *Error
-		if err != nil && (!errors.As(err, &pe) || len(err.Error()) > 2*DefaultMaxErrorBytes+512) {
-			t.Fatalf("untyped or unbounded failure (%d bytes): %.500v", len(err.Error()), err)
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("untyped failure (%T): %.500v", err, err)
+			}
+			if n := len(err.Error()); n > 2*DefaultMaxErrorBytes+512 {
+				t.Fatalf("unbounded failure: %d bytes, want at most %d: %.500v", n, 2*DefaultMaxErrorBytes+512, err)
+			}
 		}
 		if err := p.Close(context.Background()); err != nil {
 			t.Fatalf("Close: %v", err)

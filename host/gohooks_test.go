@@ -114,8 +114,17 @@ func testGoHooksManifest(t *testing.T, g goHooks) {
 	m := p.Manifest()
 	wantHooks := []string{abi.HookBuildPrompt, abi.HookBuildParams, abi.HookOnToolSuccess, abi.HookFallbackFinal,
 		abi.HookOnTurnStart, abi.HookOnAction, abi.HookOnObservation, abi.HookOnFinal, abi.HookBeforeToolCall, abi.HookAfterToolCall}
-	if p.Name() != "go-hooks" || m.Version != "0.1.0" || m.ABIVersion != abi.Version || !reflect.DeepEqual(m.Hooks, wantHooks) {
-		t.Fatalf("manifest %+v", m)
+	if p.Name() != "go-hooks" {
+		t.Errorf("Name = %q, want go-hooks", p.Name())
+	}
+	if m.Version != "0.1.0" {
+		t.Errorf("manifest Version = %q, want 0.1.0", m.Version)
+	}
+	if m.ABIVersion != abi.Version {
+		t.Errorf("manifest ABIVersion = %d, want %d", m.ABIVersion, abi.Version)
+	}
+	if !reflect.DeepEqual(m.Hooks, wantHooks) {
+		t.Errorf("manifest Hooks = %q, want %q", m.Hooks, wantHooks)
 	}
 	if !reflect.DeepEqual(m.Capabilities, []string{"log", "config"}) {
 		t.Fatalf("capabilities %v", m.Capabilities)
@@ -128,9 +137,13 @@ func testGoHooksManifest(t *testing.T, g goHooks) {
 	for _, tool := range p.engineTools() {
 		names = append(names, tool.Name())
 		reg.Register(tool)
-		if tool.Description() == "" || !strings.Contains(tool.ParameterSchema(), `"additionalProperties":false`) ||
-			!strings.Contains(tool.ParameterSchema(), `"required"`) {
-			t.Fatalf("tool %s: description %q, schema %s", tool.Name(), tool.Description(), tool.ParameterSchema())
+		if tool.Description() == "" {
+			t.Errorf("tool %s has no description", tool.Name())
+		}
+		for _, want := range []string{`"additionalProperties":false`, `"required"`} {
+			if !strings.Contains(tool.ParameterSchema(), want) {
+				t.Errorf("tool %s: schema %s, want it to say %s", tool.Name(), tool.ParameterSchema(), want)
+			}
 		}
 	}
 	if !reflect.DeepEqual(names, []string{"word_count", "json_query"}) {
@@ -202,10 +215,20 @@ func testGoHooksEngineRun(t *testing.T, g goHooks) {
 	// build_prompt: the default prompt plus the plugin's section, with the
 	// style read through config_get.
 	sys := model.reqs[0].Messages[0]
-	if sys.Role != llm.RoleSystem || !strings.HasPrefix(sys.Content, engine.DefaultIdentity) ||
-		!strings.Contains(sys.Content, "- word_count: ") ||
-		!strings.HasSuffix(sys.Content, "\n## House style (from go-hooks plugin)\n- "+style+"\n") || rc.SystemPrompt != sys.Content {
-		t.Fatalf("system prompt:\n%s", sys.Content)
+	if sys.Role != llm.RoleSystem {
+		t.Errorf("the first message's Role = %q, want %q", sys.Role, llm.RoleSystem)
+	}
+	if !strings.HasPrefix(sys.Content, engine.DefaultIdentity) {
+		t.Errorf("system prompt does not start with the default identity:\n%s", sys.Content)
+	}
+	if !strings.Contains(sys.Content, "- word_count: ") {
+		t.Errorf("system prompt does not list word_count:\n%s", sys.Content)
+	}
+	if end := "\n## House style (from go-hooks plugin)\n- " + style + "\n"; !strings.HasSuffix(sys.Content, end) {
+		t.Errorf("system prompt does not end with the plugin's section %q:\n%s", end, sys.Content)
+	}
+	if rc.SystemPrompt != sys.Content {
+		t.Errorf("the run's SystemPrompt %q, want the one sent, %q", rc.SystemPrompt, sys.Content)
 	}
 	// build_params: its keys over the run's base parameters, in every request.
 	want := map[string]any{"temperature": 0.2, "max_tokens": float64(512), "top_p": 0.9}
@@ -215,9 +238,17 @@ func testGoHooksEngineRun(t *testing.T, g goHooks) {
 		}
 	}
 	// The tool ran in the guest and its result is the observation.
-	if len(rc.Steps) == 0 || rc.Steps[0].Action != "word_count" || rc.Steps[0].Error != "" ||
-		rc.Steps[0].Observation != `{"words":5,"lines":2,"chars":25}` {
-		t.Fatalf("first step %+v", rc.Steps)
+	if len(rc.Steps) == 0 {
+		t.Fatal("no steps")
+	}
+	if step := rc.Steps[0]; step.Action != "word_count" {
+		t.Errorf("first step's Action = %q, want word_count", step.Action)
+	}
+	if step := rc.Steps[0]; step.Error != "" {
+		t.Errorf("first step's Error = %q, want none", step.Error)
+	}
+	if step, want := rc.Steps[0], `{"words":5,"lines":2,"chars":25}`; step.Observation != want {
+		t.Errorf("first step's Observation = %q, want %q", step.Observation, want)
 	}
 	if !strings.Contains(model.reqs[1].Messages[len(model.reqs[1].Messages)-1].Content, `{"words":5,"lines":2,"chars":25}`) {
 		t.Fatal("the model did not see the tool result")
@@ -231,10 +262,23 @@ func testGoHooksEngineRun(t *testing.T, g goHooks) {
 		t.Fatalf("stop reason %q, warnings %q", rc.StopReason, warnings)
 	}
 	out, ok := final.Output.(map[string]any)
-	if !ok || out["status"] != "incomplete" || out["tool_successes"] != float64(1) ||
-		!reflect.DeepEqual(out["by_tool"], map[string]any{"word_count": float64(1)}) ||
-		out["steps"] != float64(len(rc.Steps)) || !strings.Contains(out["reason"].(string), "the forced conclusion did not parse") {
-		t.Fatalf("final output %#v", final.Output)
+	if !ok {
+		t.Fatalf("final output %#v, want a JSON object", final.Output)
+	}
+	if out["status"] != "incomplete" {
+		t.Errorf("final output's status = %#v, want incomplete", out["status"])
+	}
+	if out["tool_successes"] != float64(1) {
+		t.Errorf("final output's tool_successes = %#v, want 1", out["tool_successes"])
+	}
+	if want := map[string]any{"word_count": float64(1)}; !reflect.DeepEqual(out["by_tool"], want) {
+		t.Errorf("final output's by_tool = %#v, want %#v", out["by_tool"], want)
+	}
+	if out["steps"] != float64(len(rc.Steps)) {
+		t.Errorf("final output's steps = %#v, want %d", out["steps"], len(rc.Steps))
+	}
+	if reason, _ := out["reason"].(string); !strings.Contains(reason, "the forced conclusion did not parse") {
+		t.Errorf("final output's reason = %#v, want it to say the forced conclusion did not parse", out["reason"])
 	}
 	if !strings.Contains(string(rc.RawFinalAnswer), `"tool_successes":1`) {
 		t.Fatalf("raw final %s", rc.RawFinalAnswer)
@@ -244,9 +288,7 @@ func testGoHooksEngineRun(t *testing.T, g goHooks) {
 			t.Fatalf("a plugin hook failed: %q", warnings)
 		}
 	}
-	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
-		t.Fatalf("stats %+v", st)
-	}
+	checkOneInstance(t, p, 0)
 }
 
 // Both tools, and guest-reported errors that leave the instance in service.
@@ -277,10 +319,7 @@ func testGoHooksTools(t *testing.T, g goHooks) {
 		_, err = tools["json_query"].Execute(ctx, map[string]any{"json": params[0], "path": params[1]})
 		// The text (what the model reads) is the plugin's message; the
 		// detail, the plugin's name included, is in the *Error under it.
-		var pe *Error
-		if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), want) || !errors.As(err, &pe) || pe.Plugin != "go-hooks" {
-			t.Fatalf("json_query %v: err = %v, want ErrGuest containing %q from plugin go-hooks", params, err, want)
-		}
+		checkPluginErr(t, "json_query "+strings.Join(params[:], " "), err, ErrGuest, "go-hooks", want)
 	}
 	expectGuestErrors(t, p, 2, guestErrCase{abi.ExportBuildPrompt, `{"task":`, "invalid input"})
 }
@@ -296,13 +335,10 @@ func expectGuestErrors(t *testing.T, p *Plugin, earlier int, extra ...guestErrCa
 	t.Helper()
 	calls := append([]guestErrCase{{abi.ExportCallTool, `{"tool":"nope","params":{}}`, `unknown tool "nope"`}}, extra...)
 	for _, c := range calls {
-		if _, err := p.Call(context.Background(), c.export, []byte(c.input)); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), c.want) {
-			t.Fatalf("%s %s: err = %v, want ErrGuest containing %q", c.export, c.input, err, c.want)
-		}
+		_, err := p.Call(context.Background(), c.export, []byte(c.input))
+		checkErr(t, c.export+" "+c.input, err, ErrGuest, c.want)
 	}
-	if st := p.Stats(); st.Faults != uint64(earlier+len(calls)) || st.Discarded != 0 || st.Instantiated != 1 {
-		t.Fatalf("stats %+v: guest errors must leave the instance in service", st)
-	}
+	checkOneInstance(t, p, uint64(earlier+len(calls))) // guest errors leave the instance in service
 }
 
 // Config values through config_get, a long one included, and unknown input
@@ -329,8 +365,14 @@ func testGoHooksConfigAndInput(t *testing.T, g goHooks) {
 	// An unusable value: the default, and a warning in the plugin's log.
 	p2 := load(t, g.l, Config{Path: g.path, Values: map[string]string{"max_tokens": "lots"}})
 	params, err = invoke[abi.ParamsOutput](ctx, p2, abi.ExportBuildParams, abi.ParamsInput{Task: "t"})
-	if err != nil || params.Parameters["max_tokens"] != float64(512) || params.Parameters["temperature"] != 0.2 {
-		t.Fatalf("build_params with a bad value = %v, %v", params.Parameters, err)
+	if err != nil {
+		t.Fatalf("build_params with a bad value: %v", err)
+	}
+	if got := params.Parameters["max_tokens"]; got != float64(512) {
+		t.Errorf("build_params with a bad value: max_tokens = %v, want the default, 512", got)
+	}
+	if got := params.Parameters["temperature"]; got != 0.2 {
+		t.Errorf("build_params with a bad value: temperature = %v, want 0.2", got)
 	}
 	if out := g.logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, `config max_tokens=\"lots\" is not a positive integer; using 512`) {
 		t.Fatalf("plugin log:\n%s", out)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +70,22 @@ func deniedTool(t *testing.T, p *Plugin, name string, params map[string]any, wan
 	out, err := callTool(t, p, name, params)
 	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("%s %v = %q, %v; want a guest error containing %q", name, params, out, err, want)
+	}
+}
+
+// checkHTTPResponse checks that out, what answered, is an abi.HTTPResponse
+// of status and body.
+func checkHTTPResponse(t *testing.T, what, out string, status int, body string) {
+	t.Helper()
+	var resp abi.HTTPResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("%s: %q is not an HTTPResponse: %v", what, out, err)
+	}
+	if resp.Status != status {
+		t.Errorf("%s: Status = %d, want %d", what, resp.Status, status)
+	}
+	if resp.Body != body {
+		t.Errorf("%s: Body = %q, want %q", what, resp.Body, body)
 	}
 }
 
@@ -156,8 +174,9 @@ func TestGrantedFilesRawPaths(t *testing.T) {
 	}
 	for _, path := range []string{"../outside/secret", "sub/../../outside/secret", "/etc/passwd", "escape", "abs_escape", "sub/../escape"} {
 		out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(path))
-		if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "errno") || strings.Contains(string(out), "TOPSECRET") {
-			t.Fatalf("open %q = %q, %v; want a WASI error", path, out, err)
+		checkErr(t, "open "+strconv.Quote(path), err, ErrGuest, "errno") // a WASI error
+		if strings.Contains(string(out), "TOPSECRET") {
+			t.Fatalf("open %q = %q: the secret's content", path, out)
 		}
 	}
 }
@@ -195,9 +214,7 @@ func TestGrantedEnvironment(t *testing.T) {
 	defer strict.Close(context.Background())
 	for _, key := range []string{"OPENAI_API_KEY", "MORPH_API_KEY"} {
 		_, err = strict.Load(context.Background(), Config{Name: "greedy", Path: wasm, Grants: Grants{Env: []string{"MORPH_TEST_LANG", key}}})
-		if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "API key") || !strings.Contains(err.Error(), "greedy") {
-			t.Fatalf("granting %s: %v", key, err)
-		}
+		checkErr(t, "granting "+key, err, ErrLoad, key, "API key", "greedy")
 		if strings.Contains(err.Error(), "secret") {
 			t.Fatalf("the error shows the key's value: %v", err)
 		}
@@ -222,10 +239,10 @@ func TestHTTPRequestImport(t *testing.T) {
 
 	p := load(t, l, Config{Name: "http", Path: fixture(t, "cap_http"), Grants: Grants{Hosts: []string{"localhost"}}})
 	out, err := call(p, abi.ExportBuildPrompt, echo)
-	var resp abi.HTTPResponse
-	if err != nil || json.Unmarshal([]byte(out), &resp) != nil || resp.Status != http.StatusCreated || resp.Body != "PUT  b" {
-		t.Fatalf("allowed: %q, %v", out, err)
+	if err != nil {
+		t.Fatalf("allowed: %v", err)
 	}
+	checkHTTPResponse(t, "allowed", out, http.StatusCreated, "PUT  b")
 	for _, c := range []struct{ export, req, want string }{
 		{abi.ExportBuildPrompt, `{"url":"` + f.OtherURL() + `"}`, "host not allowed"},
 		{abi.ExportBuildPrompt, `{"url":"` + f.AllowedURL + `/away"}`, "host not allowed"},
@@ -244,9 +261,15 @@ func TestHTTPRequestImport(t *testing.T) {
 	short := load(t, l, Config{Name: "short", Path: fixture(t, "cap_http"), Limits: Limits{Timeout: 200 * time.Millisecond},
 		Grants: Grants{Hosts: []string{"localhost"}, HTTPTimeout: time.Minute}})
 	start := time.Now()
-	if out, err := call(short, abi.ExportBuildPrompt, `{"url":"`+f.AllowedURL+`/slow"}`); !errors.Is(err, ErrGuest) ||
-		!strings.Contains(err.Error(), "timed out") || time.Since(start) > 4*time.Second {
-		t.Errorf("a request past the call's deadline: %q, %v after %v; want a guest error at the deadline", out, err, time.Since(start))
+	out, err = call(short, abi.ExportBuildPrompt, `{"url":"`+f.AllowedURL+`/slow"}`)
+	took := time.Since(start)
+	if !errors.Is(err, ErrGuest) {
+		t.Errorf("a request past the call's deadline: %q, %v; want a guest error", out, err)
+	} else if !strings.Contains(err.Error(), "timed out") {
+		t.Errorf("a request past the call's deadline: error %q, want it to say timed out", err)
+	}
+	if took > 4*time.Second {
+		t.Errorf("a request past the call's deadline answered after %v, want at the deadline (200ms)", took)
 	}
 	// Closing the plugin cuts a request in flight too: Close does not wait for it.
 	closing := load(t, l, Config{Name: "closing", Path: fixture(t, "cap_http"), Limits: Limits{Timeout: time.Minute},
@@ -276,10 +299,7 @@ func TestHTTPFromGoGuest(t *testing.T) {
 	l, _, wasm := capGo(t)
 	p := load(t, l, Config{Name: "fetcher", Path: wasm, Grants: Grants{Hosts: []string{"localhost"}}})
 	out := mustTool(t, p, "fetch", map[string]any{"url": f.AllowedURL + "/echo", "method": "POST", "headers": map[string]any{"X-Token": "go"}, "body": "hi"})
-	var resp abi.HTTPResponse
-	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Status != http.StatusCreated || resp.Body != "POST go hi" {
-		t.Fatalf("fetch: %s (%v)", out, err)
-	}
+	checkHTTPResponse(t, "fetch", out, http.StatusCreated, "POST go hi")
 	deniedTool(t, p, "fetch", map[string]any{"url": f.OtherURL()}, "host not allowed")
 	deniedTool(t, p, "fetch", map[string]any{"url": f.AllowedURL + "/away"}, "redirect from")
 	if n := f.OtherHits.Load(); n != 0 {
@@ -294,21 +314,31 @@ func TestUngrantedCapabilities(t *testing.T) {
 	ctx := context.Background()
 
 	_, err := l.Load(ctx, Config{Name: "strict", Path: wasm, Grants: Grants{Hosts: []string{"api.example.com"}, Ungranted: UngrantedError}})
-	var pe *Error
+	checkPluginErr(t, "ungranted = error", err, ErrNotGranted, "strict")
 	var ce *CapabilityError
-	if !errors.Is(err, ErrNotGranted) || !errors.As(err, &pe) || pe.Plugin != "strict" || !errors.As(err, &ce) {
-		t.Fatalf("ungranted = error: %v", err)
+	if !errors.As(err, &ce) {
+		t.Fatalf("ungranted = error: %v (%T), want a *CapabilityError", err, err)
 	}
-	if !slices.Equal(ce.Capabilities, []string{abi.CapabilityFS, abi.CapabilityEnv}) ||
-		!strings.Contains(err.Error(), "fs (set allowed_paths), env (set env)") || strings.Contains(err.Error(), "allowed_hosts") {
-		t.Fatalf("the error does not name what is missing and how to grant it: %v", err)
+	if want := []string{abi.CapabilityFS, abi.CapabilityEnv}; !slices.Equal(ce.Capabilities, want) {
+		t.Errorf("the error's Capabilities = %q, want %q", ce.Capabilities, want)
+	}
+	if want := "fs (set allowed_paths), env (set env)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("the error %q does not name what is missing and how to grant it (%q)", err, want)
+	}
+	if strings.Contains(err.Error(), "allowed_hosts") {
+		t.Errorf("the error %q names allowed_hosts, which is granted", err)
 	}
 
 	before := strings.Count(logs.String(), "not granted")
 	p := load(t, l, Config{Name: "lenient", Path: wasm, Grants: Grants{Env: []string{"LANG"}}})
 	text := logs.String()
-	if n := strings.Count(text, "not granted") - before; n != 2 || !strings.Contains(text, "capability=http") || !strings.Contains(text, "grant_with=allowed_hosts") {
-		t.Fatalf("want 2 warnings (http, fs) naming the setting:\n%s", text)
+	if n := strings.Count(text, "not granted") - before; n != 2 {
+		t.Errorf("%d not-granted warnings, want 2 (http, fs):\n%s", n, text)
+	}
+	for _, want := range []string{"capability=http", "grant_with=allowed_hosts"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the warnings do not say %s:\n%s", want, text)
+		}
 	}
 	var got []string
 	for _, c := range p.Capabilities() {
@@ -333,9 +363,21 @@ func TestUngrantedCapabilities(t *testing.T) {
 
 	// Inspect reports under "error" rather than failing, so the report shows.
 	rep, err := l.Inspect(ctx, Config{Path: fixture(t, "cap_http"), Grants: Grants{Ungranted: UngrantedError}})
-	if err != nil || rep.Manifest == nil || len(rep.Capabilities) != 1 || rep.Capabilities[0].String() != "http (requested, NOT granted)" ||
-		len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "capability not granted") {
-		t.Fatalf("inspect: %+v, %v", rep, err)
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if rep.Manifest == nil {
+		t.Error("inspect: no Manifest in the report")
+	}
+	if len(rep.Capabilities) != 1 {
+		t.Errorf("inspect: Capabilities = %q, want one", rep.Capabilities)
+	} else if got, want := rep.Capabilities[0].String(), "http (requested, NOT granted)"; got != want {
+		t.Errorf("inspect: the capability is %q, want %q", got, want)
+	}
+	if len(rep.Problems) != 1 {
+		t.Errorf("inspect: Problems = %q, want one", rep.Problems)
+	} else if !strings.Contains(rep.Problems[0], "capability not granted") {
+		t.Errorf("inspect: the problem is %q, want it to say capability not granted", rep.Problems[0])
 	}
 
 	_, err = l.Load(ctx, Config{Path: wasm, Grants: Grants{Ungranted: "maybe"}})
@@ -362,9 +404,7 @@ func TestBadGrants(t *testing.T) {
 	l := newLoader(t)
 	for _, c := range cases {
 		_, err := l.Load(context.Background(), Config{Name: "bad", Path: fixture(t, "cap_http"), Grants: c.g})
-		if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "bad") {
-			t.Errorf("%+v: %v, want ErrLoad containing %q", c.g, err, c.want)
-		}
+		checkErr(t, fmt.Sprintf("%+v", c.g), err, ErrLoad, c.want, "bad")
 	}
 }
 
@@ -393,16 +433,19 @@ func TestDeniedCapabilitiesInARun(t *testing.T) {
 	e := engine.New(m, nil, engine.WithExtenders(plugin))
 	defer e.Close(context.Background())
 	final, rc, err := e.Run(context.Background(), "probe the sandbox", engine.RunOptions{})
-	if err != nil || final == nil || final.Output != "done" {
-		t.Fatalf("final %+v, err %v", final, err)
-	}
+	checkFinal(t, "run", final, err, "done")
 	if len(rc.Steps) < 5 {
 		t.Fatalf("%d steps", len(rc.Steps))
 	}
 	for i, want := range []string{"error:", "host not allowed: 127.0.0.1", "redirect from", "", "inside"} {
 		obs := rc.Steps[i].Observation
-		if !strings.Contains(obs, want) || strings.Contains(obs, "TOPSECRET") || strings.Contains(obs, "OPENAI_API_KEY") || strings.Contains(obs, "sk-test") {
-			t.Errorf("step %d observation %q, want it to contain %q and no secret", i+1, obs, want)
+		if !strings.Contains(obs, want) {
+			t.Errorf("step %d observation %q, want it to contain %q", i+1, obs, want)
+		}
+		for _, secret := range []string{"TOPSECRET", "OPENAI_API_KEY", "sk-test"} {
+			if strings.Contains(obs, secret) {
+				t.Errorf("step %d observation %q shows the secret %q", i+1, obs, secret)
+			}
 		}
 	}
 	if f.OtherHits.Load() != 0 {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,72 @@ func load(t testing.TB, l *Loader, cfg Config) *Plugin {
 	return p
 }
 
+// checkFinal checks that a run of the engine, named what, ended without an
+// error in a final answer of output want.
+func checkFinal(t *testing.T, what string, final *engine.Final, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if final == nil {
+		t.Fatalf("%s: no final answer", what)
+	}
+	if final.Output != want {
+		t.Errorf("%s: final output %q, want %q", what, final.Output, want)
+	}
+}
+
+// checkCount checks a count, named name: one of a plugin's counters
+// (Stats, MemoryStatus, SessionStatus), say.
+func checkCount[N ~int | ~uint64](t testing.TB, name string, got, want N) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %d, want %d", name, got, want)
+	}
+}
+
+// checkErr checks that err, what returned, is of kind and says each of
+// wants.
+func checkErr(t *testing.T, what string, err, kind error, wants ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error, want %v", what, kind)
+	}
+	if !errors.Is(err, kind) {
+		t.Errorf("%s: error %v, want %v", what, err, kind)
+	}
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q, want it to say %q", what, err, want)
+		}
+	}
+}
+
+// checkPluginErr is checkErr for an error that is a *Error of the plugin
+// named plugin, which it returns.
+func checkPluginErr(t *testing.T, what string, err, kind error, plugin string, wants ...string) *Error {
+	t.Helper()
+	checkErr(t, what, err, kind, wants...)
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("%s: error %v (%T), want a *Error", what, err, err)
+	}
+	if pe.Plugin != plugin {
+		t.Errorf("%s: the error's Plugin = %q, want %q", what, pe.Plugin, plugin)
+	}
+	return pe
+}
+
+// checkOneInstance checks that all of p's calls ran on one instance, kept
+// after faults faults (guest-reported errors keep it).
+func checkOneInstance(t *testing.T, p *Plugin, faults uint64) {
+	t.Helper()
+	st := p.Stats()
+	checkCount(t, "Faults", st.Faults, faults)
+	checkCount(t, "Discarded", st.Discarded, 0)
+	checkCount(t, "Instantiated", st.Instantiated, 1)
+}
+
 // The minimal plugin of SPEC.md loads, describes itself and builds a prompt.
 func TestMinimalSpecPlugin(t *testing.T) {
 	spec, err := os.ReadFile("../abi/SPEC.md")
@@ -70,8 +137,14 @@ func TestMinimalSpecPlugin(t *testing.T) {
 	}
 	p := load(t, newLoader(t), Config{Path: fixture(t, "minimal")})
 	m := p.Manifest()
-	if p.Name() != "min" || m.ABIVersion != 1 || len(m.Hooks) != 1 || m.Hooks[0] != abi.HookBuildPrompt {
-		t.Fatalf("manifest %+v", m)
+	if p.Name() != "min" {
+		t.Errorf("Name = %q, want min", p.Name())
+	}
+	if m.ABIVersion != 1 {
+		t.Errorf("manifest ABIVersion = %d, want 1", m.ABIVersion)
+	}
+	if want := []string{abi.HookBuildPrompt}; !slices.Equal(m.Hooks, want) {
+		t.Errorf("manifest Hooks = %q, want %q", m.Hooks, want)
 	}
 	out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{Task: "x"})
 	if err != nil || out.SystemPrompt != "Be brief." {
@@ -104,13 +177,7 @@ func TestLoadErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := l.Load(context.Background(), c.cfg)
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.cfg.Name) {
-				t.Fatalf("err = %v, want %v naming the plugin and %q", err, c.kind, c.want)
-			}
-			var pe *Error
-			if !errors.As(err, &pe) || pe.Plugin != c.cfg.Name {
-				t.Fatalf("not an *Error naming %q: %#v", c.cfg.Name, err)
-			}
+			checkPluginErr(t, "Load", err, c.kind, c.cfg.Name, c.want, c.cfg.Name)
 		})
 	}
 	wasm, _ := os.ReadFile(fixture(t, "minimal"))
@@ -198,11 +265,14 @@ func TestFaultFixtures(t *testing.T) {
 				}
 			}))
 			final, rc, err := engine.New(finalModel{}, nil, opts...).Run(context.Background(), "t", engine.RunOptions{})
-			if err != nil || final == nil || final.Output != "ok" {
-				t.Fatalf("run: final %+v err %v", final, err)
+			checkFinal(t, "run", final, err, "ok")
+			if !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) {
+				t.Errorf("system prompt %q, want the default identity's", rc.SystemPrompt)
 			}
-			if !strings.HasPrefix(rc.SystemPrompt, engine.DefaultIdentity) || len(warned) != 1 || !strings.Contains(warned[0], c.fixture) {
-				t.Fatalf("want the default prompt and one warning naming the plugin; warnings %q", warned)
+			if len(warned) != 1 {
+				t.Errorf("warnings %q, want one naming the plugin", warned)
+			} else if !strings.Contains(warned[0], c.fixture) {
+				t.Errorf("the warning %q does not name the plugin %s", warned[0], c.fixture)
 			}
 		})
 	}
@@ -252,8 +322,19 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Problems) != 0 || rep.Manifest == nil || rep.Manifest.Name != "min" || strings.Join(rep.Markers, ",") != abi.MarkerV1 || len(rep.SHA256) != 64 {
-		t.Fatalf("report %+v", rep)
+	if len(rep.Problems) != 0 {
+		t.Errorf("report Problems = %q, want none", rep.Problems)
+	}
+	if rep.Manifest == nil {
+		t.Error("no Manifest in the report")
+	} else if rep.Manifest.Name != "min" {
+		t.Errorf("report Manifest.Name = %q, want min", rep.Manifest.Name)
+	}
+	if got := strings.Join(rep.Markers, ","); got != abi.MarkerV1 {
+		t.Errorf("report Markers = %s, want %s", got, abi.MarkerV1)
+	}
+	if len(rep.SHA256) != 64 {
+		t.Errorf("report SHA256 = %q, want 64 hex digits", rep.SHA256)
 	}
 	var sig string
 	for _, e := range rep.Exports {
@@ -268,8 +349,14 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Manifest != nil || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "found morph_abi_v2") {
-		t.Fatalf("problems %q", rep.Problems)
+	if rep.Manifest != nil {
+		t.Errorf("report Manifest = %+v of a module that does not load, want none", rep.Manifest)
+	}
+	if len(rep.Problems) != 1 {
+		t.Fatalf("report Problems = %q, want one", rep.Problems)
+	}
+	if !strings.Contains(rep.Problems[0], "found morph_abi_v2") {
+		t.Errorf("the report's problem %q, want it to say found morph_abi_v2", rep.Problems[0])
 	}
 }
 

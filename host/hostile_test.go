@@ -59,9 +59,7 @@ func peakRSS(t *testing.T, fn func()) (grew int64, ok bool) {
 func runEndsWithFinal(t *testing.T, p *Plugin) {
 	t.Helper()
 	final, _, err := engine.New(finalModel{}, nil, p.hookOptions()...).Run(context.Background(), "t", engine.RunOptions{})
-	if err != nil || final == nil || final.Output != "ok" {
-		t.Fatalf("run: final %+v err %v", final, err)
-	}
+	checkFinal(t, "run", final, err, "ok")
 }
 
 // loaders are the guest's two conventions, by the loader each goes to.
@@ -81,8 +79,17 @@ func TestAssembledGuest(t *testing.T) {
 			wasm := lc.as(guestModule{name: "asm"}).wasm()
 			p := load(t, newLoader(t), Config{Wasm: wasm})
 			out, err := invoke[abi.PromptOutput](context.Background(), p, abi.ExportBuildPrompt, abi.PromptInput{Task: "t"})
-			if err != nil || out.SystemPrompt != "ok" || p.Name() != "asm" || p.Loader() != lc.name {
-				t.Fatalf("build_prompt = %+v, %v (loader %s)", out, err, p.Loader())
+			if p.Name() != "asm" {
+				t.Errorf("Name = %q, want asm", p.Name())
+			}
+			if p.Loader() != lc.name {
+				t.Errorf("Loader = %s, want %s", p.Loader(), lc.name)
+			}
+			if err != nil {
+				t.Fatalf("build_prompt: %v", err)
+			}
+			if out.SystemPrompt != "ok" {
+				t.Errorf("build_prompt's SystemPrompt = %q, want ok", out.SystemPrompt)
 			}
 		})
 	}
@@ -115,10 +122,7 @@ func TestDecodingBombs(t *testing.T) {
 				grew, measured := peakRSS(t, func() {
 					_, err = l.Load(context.Background(), Config{Name: "bomb", Wasm: wasm})
 				})
-				if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "over the limit") || !strings.Contains(err.Error(), c.setting) ||
-					!strings.Contains(err.Error(), `"bomb"`) {
-					t.Fatalf("Load = %v; want ErrLoad naming the plugin, the limit and the setting %s", err, c.setting)
-				}
+				checkErr(t, "Load", err, ErrLoad, "over the limit", c.setting, `"bomb"`)
 				if measured && grew > 64<<20 {
 					t.Fatalf("refusing the module took %d MB", grew>>20)
 				}
@@ -295,8 +299,9 @@ func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 				g.attack = c.code(g)
 				p := load(t, newLoader(t), Config{Name: "heavy", Wasm: g.wasm(), Limits: Limits{Timeout: timeout, MemoryMiB: 128}})
 				took, err := callWithin(p)
-				if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || took > timeout+overrun {
-					t.Fatalf("after %v: %v; want %v saying %q within the %v deadline", took, err, c.kind, c.want, timeout)
+				checkErr(t, "the call", err, c.kind, c.want)
+				if took > timeout+overrun {
+					t.Errorf("the call failed after %v, want within the %v deadline (and %v)", took, timeout, overrun)
 				}
 				runEndsWithFinal(t, p)
 			})
@@ -331,11 +336,20 @@ func TestTrapMessageBounded(t *testing.T) {
 			p := load(t, newLoader(t), Config{Name: "namer", Wasm: g.wasm()})
 			_, err := callWithin(p)
 			var be *boundedErr
-			if !errors.Is(err, ErrTrap) || !errors.As(err, &be) || len(be.err.Error()) < 1<<20 {
-				t.Fatalf("err = %.300v; want a trap whose cause is over 1 MB", err)
+			if !errors.Is(err, ErrTrap) {
+				t.Errorf("err = %.300v; want ErrTrap", err)
 			}
-			if n := len(err.Error()); n > 2*DefaultMaxErrorBytes+200 || strings.Contains(err.Error(), "\x1b") {
-				t.Fatalf("the error is %d bytes (limit %d) or holds a raw escape", n, DefaultMaxErrorBytes)
+			if !errors.As(err, &be) {
+				t.Fatalf("err = %.300v (%T); want one bounding its cause (*boundedErr)", err, err)
+			}
+			if n := len(be.err.Error()); n < 1<<20 {
+				t.Errorf("the trap's cause is %d bytes, want over 1 MB", n)
+			}
+			if n := len(err.Error()); n > 2*DefaultMaxErrorBytes+200 {
+				t.Errorf("the error is %d bytes, want at most %d (twice the limit %d, and 200)", n, 2*DefaultMaxErrorBytes+200, DefaultMaxErrorBytes)
+			}
+			if strings.Contains(err.Error(), "\x1b") {
+				t.Errorf("the error holds a raw escape: %.300q", err)
 			}
 			runEndsWithFinal(t, p)
 		})
@@ -425,8 +439,14 @@ func TestDeepOutputRefused(t *testing.T) {
 			p := load(t, newLoader(t), Config{Name: "deep", Wasm: lc.as(guestModule{reply: deep}).wasm()})
 			_, err := callWithin(p)
 			var de *abi.DepthError
-			if !errors.Is(err, ErrBadOutput) || !errors.As(err, &de) || de.Limit != DefaultMaxJSONDepth {
-				t.Fatalf("err = %.300v; want ErrBadOutput over the depth limit", err)
+			if !errors.Is(err, ErrBadOutput) {
+				t.Errorf("err = %.300v; want ErrBadOutput", err)
+			}
+			if !errors.As(err, &de) {
+				t.Fatalf("err = %.300v (%T); want an *abi.DepthError", err, err)
+			}
+			if de.Limit != DefaultMaxJSONDepth {
+				t.Errorf("the DepthError's Limit = %d, want %d", de.Limit, DefaultMaxJSONDepth)
 			}
 			runEndsWithFinal(t, p)
 		})
@@ -628,9 +648,18 @@ func TestStackBounded(t *testing.T) {
 				for range instances {
 					err := <-errs
 					var se *StackLimitError
-					if !errors.Is(err, ErrTrap) || !errors.As(err, &se) || se.Limit != DefaultMaxStackBytes ||
-						!strings.Contains(err.Error(), "call stack would exceed 16777216 bytes") {
-						t.Errorf("err = %.300v; want ErrTrap at the stack limit", err)
+					if !errors.Is(err, ErrTrap) {
+						t.Errorf("err = %.300v; want ErrTrap", err)
+					}
+					if !errors.As(err, &se) {
+						t.Errorf("err = %.300v (%T); want a *StackLimitError", err, err)
+						continue
+					}
+					if se.Limit != DefaultMaxStackBytes {
+						t.Errorf("the StackLimitError's Limit = %d, want %d", se.Limit, DefaultMaxStackBytes)
+					}
+					if want := "call stack would exceed 16777216 bytes"; !strings.Contains(err.Error(), want) {
+						t.Errorf("err = %.300v; want it to say %q", err, want)
 					}
 				}
 			})
@@ -674,8 +703,12 @@ func TestMemoryGrowthBoundedAcrossSessions(t *testing.T) {
 	p := load(t, newLoader(t), Config{Name: "grower", Wasm: g.wasm(), Isolation: IsolationSession,
 		Limits: Limits{MemoryMiB: mib, MaxSessions: kept, SessionWait: time.Millisecond, Timeout: 10 * time.Second}})
 	for i, ctx := range sessionContexts(t, sessions) {
-		if _, err := p.Call(ctx, abi.ExportBuildPrompt, jsonPayload(100)); i < kept && err != nil || i >= kept && !errors.Is(err, ErrSessionLimit) {
-			t.Fatalf("session %d: %v; want the first %d admitted and the others refused", i, err, kept)
+		_, err := p.Call(ctx, abi.ExportBuildPrompt, jsonPayload(100))
+		if i < kept && err != nil {
+			t.Fatalf("session %d: %v; want the first %d admitted", i, err, kept)
+		}
+		if i >= kept && !errors.Is(err, ErrSessionLimit) {
+			t.Fatalf("session %d: %v; want ErrSessionLimit past the first %d", i, err, kept)
 		}
 	}
 	p.evicting.Wait()
@@ -685,7 +718,10 @@ func TestMemoryGrowthBoundedAcrossSessions(t *testing.T) {
 	}
 	// Each filled its memory but the first pages, which hold the guest's
 	// data: resident is between most of the caps and the caps.
-	if st.Resident > st.Reserved || runtime.GOOS == "linux" && st.Resident < st.Reserved*3/4 {
-		t.Fatalf("memory %+v: resident should be most of the %d MiB reserved", st, st.Reserved>>20)
+	if st.Resident > st.Reserved {
+		t.Errorf("memory %+v: Resident %d, more than Reserved %d", st, st.Resident, st.Reserved)
+	}
+	if runtime.GOOS == "linux" && st.Resident < st.Reserved*3/4 {
+		t.Errorf("memory %+v: Resident %d, want most (3/4) of the %d MiB reserved", st, st.Resident, st.Reserved>>20)
 	}
 }

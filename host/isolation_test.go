@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,9 +123,11 @@ func TestIsolationSessionEviction(t *testing.T) {
 		p.evicting.Wait()
 		// One build_prompt, and morph_destroy on the expired instance; the
 		// session went on after it lost its instance: replaced, loudly.
-		if st := p.Stats(); st.Calls-before.Calls != 2 || st.Faults != 0 || st.Instantiated-before.Instantiated != 1 || st.Replaced != 1 {
-			t.Fatalf("stats before %+v after %+v", before, st)
-		}
+		st := p.Stats()
+		checkCount(t, "Calls made since", st.Calls-before.Calls, 2)
+		checkCount(t, "Faults", st.Faults, 0)
+		checkCount(t, "Instantiated since", st.Instantiated-before.Instantiated, 1)
+		checkCount(t, "Replaced", st.Replaced, 1)
 	})
 	t.Run("idle ttl without calls", func(t *testing.T) {
 		p, e := counterEngine(t, Config{Isolation: IsolationSession, Limits: Limits{SessionIdle: 20 * time.Millisecond}})
@@ -151,10 +151,7 @@ func TestIsolationSessionEviction(t *testing.T) {
 func TestIsolationConfig(t *testing.T) {
 	l := newLoader(t)
 	_, err := l.Load(context.Background(), Config{Name: "ctr", Path: fixture(t, "counter"), Isolation: "shared"})
-	if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "ctr") || !strings.Contains(err.Error(), `isolation "shared"`) ||
-		!strings.Contains(err.Error(), "pooled, session, call") {
-		t.Fatalf("err = %v, want ErrLoad naming the plugin and the allowed values", err)
-	}
+	checkErr(t, "Load", err, ErrLoad, "ctr", `isolation "shared"`, "pooled, session, call")
 	cases := []struct {
 		fixture, isolation, want string
 	}{

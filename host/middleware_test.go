@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,67 @@ func funcs(t *testing.T, p *Plugin) *engine.Funcs {
 		t.Fatalf("middleware name %q, plugin %q", f.Name(), p.Name())
 	}
 	return f.Typed()
+}
+
+// checkHooks checks which of f's middleware hooks are set: each of set and
+// none of unset. It stops the test on a difference, as the test goes on to
+// call the hooks it expects.
+func checkHooks(t *testing.T, f *engine.Funcs, set, unset []string) {
+	t.Helper()
+	has := map[string]bool{
+		abi.HookOnTurnStart: f.TurnStart != nil, abi.HookOnAction: f.Action != nil,
+		abi.HookOnObservation: f.Observation != nil, abi.HookOnFinal: f.Final != nil,
+		abi.HookBeforeRun: f.BeforeRun != nil, abi.HookAfterRun: f.AfterRun != nil,
+		abi.HookBeforeToolCall: f.BeforeToolCall != nil, abi.HookAfterToolCall: f.AfterToolCall != nil,
+	}
+	ok := true
+	for _, h := range set {
+		if !has[h] {
+			t.Errorf("middleware %s does not set %s", f.ID, h)
+			ok = false
+		}
+	}
+	for _, h := range unset {
+		if has[h] {
+			t.Errorf("middleware %s sets %s, want it unset", f.ID, h)
+			ok = false
+		}
+	}
+	if !ok {
+		t.FailNow()
+	}
+}
+
+// checkRedacted checks after_tool_call's answer, named what: no error, and
+// the output rewritten to want.
+func checkRedacted(t *testing.T, what string, got abi.AfterToolCallOutput, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got.Output == nil {
+		t.Errorf("%s: Output unchanged, want %q", what, want)
+	} else if *got.Output != want {
+		t.Errorf("%s: Output = %q, want %q", what, *got.Output, want)
+	}
+}
+
+// checkBeforeToolCall checks before_tool_call's answer, named what: no
+// error, Deny and Reason as given, and no rewritten Input.
+func checkBeforeToolCall(t *testing.T, what string, got abi.BeforeToolCallOutput, err error, deny bool, reason string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got.Deny != deny {
+		t.Errorf("%s: Deny = %v, want %v", what, got.Deny, deny)
+	}
+	if got.Reason != reason {
+		t.Errorf("%s: Reason = %q, want %q", what, got.Reason, reason)
+	}
+	if got.Input != nil {
+		t.Errorf("%s: Input = %v, want none (unchanged)", what, got.Input)
+	}
 }
 
 // linesWith returns the log lines that contain every one of parts.
@@ -52,10 +114,11 @@ func testGoHooksMiddleware(t *testing.T, g goHooks) {
 	p := load(t, g.l, Config{Name: "go-hooks-mw", Path: g.path,
 		Values: map[string]string{"deny_tools": "word_count", "max_json_bytes": "64"}})
 	f := funcs(t, p)
-	if f.History || f.BeforeRun != nil || f.AfterRun != nil || f.TurnStart == nil || f.Action == nil ||
-		f.Observation == nil || f.Final == nil || f.BeforeToolCall == nil || f.AfterToolCall == nil {
-		t.Fatalf("middleware %+v: want the audit hooks, before_tool_call and after_tool_call only", f)
+	if f.History {
+		t.Error("middleware History = true, want false")
 	}
+	checkHooks(t, f, []string{abi.HookOnTurnStart, abi.HookOnAction, abi.HookOnObservation, abi.HookOnFinal, abi.HookBeforeToolCall, abi.HookAfterToolCall},
+		[]string{abi.HookBeforeRun, abi.HookAfterRun})
 	if len(p.hookOptions()) != 4 {
 		t.Fatalf("%d engine options, want the 4 engine hooks", len(p.hookOptions()))
 	}
@@ -87,9 +150,7 @@ func testGoHooksMiddleware(t *testing.T, g goHooks) {
 	// Redaction: the output is rewritten; a clean one is left unchanged (nil).
 	red, err := f.AfterToolCall(ctx, abi.AfterToolCallInput{SessionID: "s1", Turn: 1, Step: 1, Tool: "json_query",
 		Output: "mail me at a.b@example.com, key sk-abcdefghijklmnop1234"})
-	if err != nil || red.Output == nil || *red.Output != "mail me at [redacted], key [redacted]" {
-		t.Fatalf("after_tool_call = %+v, %v", red, err)
-	}
+	checkRedacted(t, "after_tool_call", red, err, "mail me at [redacted], key [redacted]")
 	red, err = f.AfterToolCall(ctx, abi.AfterToolCallInput{Tool: "word_count", Output: `{"words":2}`})
 	if err != nil || red.Output != nil {
 		t.Fatalf("after_tool_call on a clean output = %+v, %v", red, err)
@@ -98,25 +159,25 @@ func testGoHooksMiddleware(t *testing.T, g goHooks) {
 	// The guard: a denied tool, a document over max_json_bytes, and calls
 	// that pass unchanged (nil Input, no denial).
 	deny, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Turn: 1, Step: 1, Tool: "word_count", Input: map[string]any{"text": "a"}})
-	if err != nil || !deny.Deny || deny.Reason != "tool word_count is denied by policy (go-hooks deny_tools)" || deny.Input != nil {
-		t.Fatalf("before_tool_call word_count = %+v, %v", deny, err)
-	}
+	checkBeforeToolCall(t, "before_tool_call word_count", deny, err, true, "tool word_count is denied by policy (go-hooks deny_tools)")
 	deny, err = f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Tool: "json_query", Input: map[string]any{"json": `[` + strings.Repeat(`1,`, 40) + `1]`, "path": "[0]"}})
-	if err != nil || !deny.Deny || deny.Reason != "json_query document is 83 bytes, over the limit of 64 (go-hooks max_json_bytes)" {
-		t.Fatalf("before_tool_call on a large document = %+v, %v", deny, err)
+	if err != nil {
+		t.Fatalf("before_tool_call on a large document: %v", err)
+	}
+	if !deny.Deny {
+		t.Errorf("before_tool_call on a large document = %+v, want it denied", deny)
+	}
+	if want := "json_query document is 83 bytes, over the limit of 64 (go-hooks max_json_bytes)"; deny.Reason != want {
+		t.Errorf("before_tool_call on a large document: Reason = %q, want %q", deny.Reason, want)
 	}
 	for _, in := range []abi.BeforeToolCallInput{
 		{Tool: "json_query", Input: map[string]any{"json": `{"a":1}`, "path": "a"}},
 		{Tool: "calc", Input: map[string]any{"expression": "1+1"}},
 	} {
 		pass, err := f.BeforeToolCall(ctx, in)
-		if err != nil || pass.Deny || pass.Reason != "" || pass.Input != nil {
-			t.Fatalf("before_tool_call %s = %+v, %v; want the zero output", in.Tool, pass, err)
-		}
+		checkBeforeToolCall(t, "before_tool_call "+in.Tool, pass, err, false, "") // the zero output
 	}
-	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
-		t.Fatalf("stats %+v", st)
-	}
+	checkOneInstance(t, p, 0)
 }
 
 // Config.Hooks enables middleware hooks one by one, like engine hooks.
@@ -127,17 +188,16 @@ func TestGoHooksMiddlewareEnabledHooks(t *testing.T) {
 func testGoHooksMiddlewareEnabledHooks(t *testing.T, g goHooks) {
 	p := load(t, g.l, Config{Name: "go-hooks-redact", Path: g.path, Hooks: []string{abi.HookAfterToolCall}})
 	f := funcs(t, p)
-	if f.AfterToolCall == nil || f.TurnStart != nil || f.Action != nil || f.Observation != nil || f.Final != nil ||
-		f.BeforeRun != nil || f.AfterRun != nil || f.BeforeToolCall != nil {
-		t.Fatalf("middleware %+v: want after_tool_call only", f)
+	checkHooks(t, f, []string{abi.HookAfterToolCall}, []string{abi.HookOnTurnStart, abi.HookOnAction, abi.HookOnObservation, abi.HookOnFinal,
+		abi.HookBeforeRun, abi.HookAfterRun, abi.HookBeforeToolCall})
+	if got, want := p.Hooks(), []string{abi.HookAfterToolCall}; !slices.Equal(got, want) {
+		t.Errorf("Hooks = %q, want %q", got, want)
 	}
-	if got := p.Hooks(); len(got) != 1 || got[0] != abi.HookAfterToolCall || len(p.hookOptions()) != 0 {
-		t.Fatalf("hooks %v, %d engine options", got, len(p.hookOptions()))
+	if n := len(p.hookOptions()); n != 0 {
+		t.Errorf("%d engine options, want none", n)
 	}
 	red, err := f.AfterToolCall(context.Background(), abi.AfterToolCallInput{Tool: "t", Output: "ops@corp.io"})
-	if err != nil || red.Output == nil || *red.Output != "[redacted]" {
-		t.Fatalf("after_tool_call = %+v, %v", red, err)
-	}
+	checkRedacted(t, "after_tool_call", red, err, "[redacted]")
 	// Only engine hooks enabled: no middleware at all.
 	p2 := load(t, g.l, Config{Path: g.path, Hooks: []string{abi.HookBuildPrompt}})
 	if mw := p2.middleware(); mw != nil {
@@ -193,9 +253,10 @@ func TestCloseDestroysIdleInstances(t *testing.T) {
 	ctx := context.Background()
 	p := load(t, l, Config{Path: fixture(t, "mw_destroy")})
 	f := funcs(t, p)
-	if f.ID != "mw-destroy" || f.TurnStart == nil || f.Action != nil || f.BeforeToolCall != nil || f.AfterToolCall != nil {
-		t.Fatalf("middleware %+v", f)
+	if f.ID != "mw-destroy" {
+		t.Errorf("middleware ID = %q, want mw-destroy", f.ID)
 	}
+	checkHooks(t, f, []string{abi.HookOnTurnStart}, []string{abi.HookOnAction, abi.HookBeforeToolCall, abi.HookAfterToolCall})
 	if err := f.TurnStart(ctx, abi.TurnStart{SessionID: "s", Turn: 1, Input: "hi"}); err != nil {
 		t.Fatal(err)
 	}
@@ -244,26 +305,26 @@ func TestMiddlewareFaults(t *testing.T) {
 	ctx := context.Background()
 	p := load(t, l, Config{Path: fixture(t, "mw_trap"), Limits: Limits{Timeout: time.Second}})
 	f := funcs(t, p)
-	if f.Action == nil || f.BeforeToolCall == nil || f.AfterToolCall == nil || f.TurnStart != nil || f.BeforeRun != nil {
-		t.Fatalf("middleware %+v", f)
-	}
+	checkHooks(t, f, []string{abi.HookOnAction, abi.HookBeforeToolCall, abi.HookAfterToolCall}, []string{abi.HookOnTurnStart, abi.HookBeforeRun})
 	err := f.Action(ctx, abi.Action{Turn: 1, Step: 1, Tool: "word_count"})
-	var pe *Error
-	if !errors.Is(err, ErrTrap) || !errors.As(err, &pe) || pe.Plugin != "mw-trap" || pe.Export != abi.ExportOnAction ||
-		!strings.Contains(err.Error(), "unreachable") {
-		t.Fatalf("on_action = %v, want ErrTrap naming the plugin and export", err)
+	if pe := checkPluginErr(t, "on_action", err, ErrTrap, "mw-trap", "unreachable"); pe.Export != abi.ExportOnAction {
+		t.Errorf("on_action: the error's Export = %q, want %q", pe.Export, abi.ExportOnAction)
 	}
 	out, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Tool: "word_count"})
-	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "policy store unavailable") || out.Deny || out.Input != nil {
-		t.Fatalf("before_tool_call = %+v, %v, want ErrGuest and the zero output", out, err)
+	checkErr(t, "before_tool_call", err, ErrGuest, "policy store unavailable")
+	if out.Deny {
+		t.Errorf("before_tool_call = %+v, want the zero output (no denial)", out)
+	}
+	if out.Input != nil {
+		t.Errorf("before_tool_call = %+v, want the zero output (no Input)", out)
 	}
 	red, err := f.AfterToolCall(ctx, abi.AfterToolCallInput{Tool: "word_count", Output: "x"})
 	if err != nil || red.Output != nil {
 		t.Fatalf("after_tool_call = %+v, %v, want unchanged", red, err)
 	}
-	if st := p.Stats(); st.Faults != 2 || st.Discarded != 1 {
-		t.Fatalf("stats %+v", st)
-	}
+	st := p.Stats()
+	checkCount(t, "Faults", st.Faults, 2)
+	checkCount(t, "Discarded", st.Discarded, 1)
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("Close with a trapping destroy: %v", err)
 	}

@@ -63,9 +63,13 @@ func TestSlotsBound(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if most.Load() > n || s.kept() != n || len(s.waiters) != 0 || s.waiting.Load() != 0 {
-		t.Fatalf("%d held at most, %d kept, %d waiters; want at most %d held and %[4]d kept, none waiting",
-			most.Load(), s.kept(), len(s.waiters), n)
+	if got := most.Load(); got > n {
+		t.Errorf("%d held at most, want at most %d", got, n)
+	}
+	checkCount(t, "slots kept", s.kept(), n)
+	checkCount(t, "waiters", len(s.waiters), 0)
+	if got := s.waiting.Load(); got != 0 {
+		t.Errorf("waiting = %d, want 0", got)
 	}
 	t.Logf("%d takes gave up waiting", gaveUp.Load())
 }
@@ -147,10 +151,11 @@ func TestPooledAcrossCores(t *testing.T) {
 	<-done
 	st := p.Stats()
 	idle := p.Memory().Instances
-	if st.Calls != callers*calls+1 || st.Instantiated > instances || uint64(idle) != st.Instantiated-st.Discarded {
-		t.Fatalf("stats %+v with %d idle instances; want %d calls (describe's too), at most %d instances, all idle",
-			st, idle, callers*calls+1, instances)
+	checkCount(t, "Calls (describe's too)", st.Calls, callers*calls+1)
+	if st.Instantiated > instances {
+		t.Errorf("Instantiated = %d, want at most %d", st.Instantiated, instances)
 	}
+	checkCount(t, "idle instances (all those not discarded)", uint64(idle), st.Instantiated-st.Discarded)
 	if _, ok := p.IdleMemory(); !ok {
 		t.Fatal("IdleMemory: no idle instance")
 	}

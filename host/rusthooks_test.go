@@ -50,11 +50,26 @@ func TestRustHooksManifest(t *testing.T) {
 	ctx := context.Background()
 	p := load(t, l, Config{Path: rustHooksWasm(t)})
 	m := p.Manifest()
-	if p.Name() != "rust-hooks" || m.Version != "0.1.0" || m.ABIVersion != abi.Version || !reflect.DeepEqual(m.Hooks, allHooks) {
-		t.Fatalf("manifest %+v", m)
+	if p.Name() != "rust-hooks" {
+		t.Errorf("Name = %q, want rust-hooks", p.Name())
 	}
-	if !reflect.DeepEqual(m.Capabilities, []string{"log", "config"}) || m.History || m.Requires != nil {
-		t.Fatalf("manifest %+v", m)
+	if m.Version != "0.1.0" {
+		t.Errorf("manifest Version = %q, want 0.1.0", m.Version)
+	}
+	if m.ABIVersion != abi.Version {
+		t.Errorf("manifest ABIVersion = %d, want %d", m.ABIVersion, abi.Version)
+	}
+	if !reflect.DeepEqual(m.Hooks, allHooks) {
+		t.Errorf("manifest Hooks = %q, want %q", m.Hooks, allHooks)
+	}
+	if want := []string{"log", "config"}; !reflect.DeepEqual(m.Capabilities, want) {
+		t.Errorf("manifest Capabilities = %q, want %q", m.Capabilities, want)
+	}
+	if m.History {
+		t.Error("manifest History = true, want false")
+	}
+	if m.Requires != nil {
+		t.Errorf("manifest Requires = %+v, want none", m.Requires)
 	}
 	if len(p.Hooks()) != len(allHooks) || len(p.hookOptions()) != 4 {
 		t.Fatalf("enabled hooks %v, %d engine options", p.Hooks(), len(p.hookOptions()))
@@ -163,10 +178,8 @@ func TestRustHooksEngineHooksAndTools(t *testing.T) {
 		t.Fatalf("char_stats = %q, %v", out, err)
 	}
 	// Guest-reported errors: the instance stays in service.
-	if _, err := tools["reverse"].Execute(ctx, map[string]any{"text": strings.Repeat("x", 10001)}); !errors.Is(err, ErrGuest) ||
-		!strings.Contains(err.Error(), "the text has 10001 characters; reverse takes at most 10000") {
-		t.Fatalf("reverse of a long text: %v", err)
-	}
+	_, err = tools["reverse"].Execute(ctx, map[string]any{"text": strings.Repeat("x", 10001)})
+	checkErr(t, "reverse of a long text", err, ErrGuest, "the text has 10001 characters; reverse takes at most 10000")
 	expectGuestErrors(t, p, 1,
 		guestErrCase{abi.ExportCallTool, `{"tool":"reverse","params":{"txt":"x"}}`, "reverse: invalid params: missing field `text`"},
 		guestErrCase{abi.ExportBuildPrompt, `{"task":`, "build_prompt: invalid input"})
@@ -206,43 +219,46 @@ func TestRustHooksMiddleware(t *testing.T) {
 
 	// before_run narrows nothing and, without prompt_marker, changes nothing.
 	br, err := f.BeforeRun(ctx, abi.BeforeRunInput{SessionID: "s1", Turn: 1, SystemPrompt: "P", Tools: []string{"calc", "reverse"}})
-	if err != nil || br.SystemPrompt != "" || br.Tools != nil {
-		t.Fatalf("before_run = %+v, %v; want the zero output", br, err)
-	}
+	checkBeforeRun(t, "before_run", br, err, "") // the zero output
 	if n := len(linesWith(logs.String(), "rust-audit: turn 1 before_run, 2 tools offered (calc, reverse), model default")); n != 1 {
 		t.Fatalf("before_run log:\n%s", logs.String())
 	}
 	pm := load(t, l, Config{Name: "rust-marker", Path: rustHooksWasm(t), Values: map[string]string{"prompt_marker": "(audited)"}})
 	br, err = funcs(t, pm).BeforeRun(ctx, abi.BeforeRunInput{Turn: 1, SystemPrompt: "P", Tools: []string{"calc"}})
-	if err != nil || br.SystemPrompt != "P\n(audited)\n" || br.Tools != nil {
-		t.Fatalf("before_run with a marker = %+v, %v", br, err)
-	}
+	checkBeforeRun(t, "before_run with a marker", br, err, "P\n(audited)\n")
 
 	// The guard: the denied tools, and calls that pass unchanged.
 	for _, tool := range []string{"calc", "rm"} {
 		deny, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Turn: 1, Step: 3, Tool: tool, Input: map[string]any{"expression": "1"}})
-		if err != nil || !deny.Deny || deny.Reason != "tool "+tool+" is denied by policy (rust-hooks deny_tools)" || deny.Input != nil {
-			t.Fatalf("before_tool_call %s = %+v, %v", tool, deny, err)
-		}
+		checkBeforeToolCall(t, "before_tool_call "+tool, deny, err, true, "tool "+tool+" is denied by policy (rust-hooks deny_tools)")
 	}
 	pass, err := f.BeforeToolCall(ctx, abi.BeforeToolCallInput{Tool: "reverse", Input: map[string]any{"text": "a"}})
-	if err != nil || pass.Deny || pass.Reason != "" || pass.Input != nil {
-		t.Fatalf("before_tool_call reverse = %+v, %v; want the zero output", pass, err)
-	}
+	checkBeforeToolCall(t, "before_tool_call reverse", pass, err, false, "") // the zero output
 
 	// Redaction: the output is rewritten, failed ones included; a clean one
 	// is left unchanged (nil).
 	red, err := f.AfterToolCall(ctx, abi.AfterToolCallInput{Turn: 1, Step: 2, Tool: "reverse",
 		Output: "error: key sk-proj-abcdefghijklmnop_123 and sk-abcdefghijklmnop1234.", IsError: true})
-	if err != nil || red.Output == nil || *red.Output != "error: key [redacted] and [redacted]." {
-		t.Fatalf("after_tool_call = %+v, %v", red, err)
-	}
+	checkRedacted(t, "after_tool_call", red, err, "error: key [redacted] and [redacted].")
 	red, err = f.AfterToolCall(ctx, abi.AfterToolCallInput{Tool: "reverse", Output: "task-abcdefghijklmnopqrst"})
 	if err != nil || red.Output != nil {
 		t.Fatalf("after_tool_call on a clean output = %+v, %v", red, err)
 	}
-	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
-		t.Fatalf("stats %+v", st)
+	checkOneInstance(t, p, 0)
+}
+
+// checkBeforeRun checks before_run's answer, named what: no error, the
+// system prompt prompt (empty: unchanged) and the tools unchanged.
+func checkBeforeRun(t *testing.T, what string, got abi.BeforeRunOutput, err error, prompt string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got.SystemPrompt != prompt {
+		t.Errorf("%s: SystemPrompt = %q, want %q", what, got.SystemPrompt, prompt)
+	}
+	if got.Tools != nil {
+		t.Errorf("%s: Tools = %q, want none (unchanged)", what, got.Tools)
 	}
 }
 
@@ -304,16 +320,30 @@ func TestRustHooksEngineRun(t *testing.T) {
 			t.Fatalf("request %d parameters %v", i, req.Parameters)
 		}
 	}
-	if len(rc.Steps) == 0 || rc.Steps[0].Action != "reverse" || rc.Steps[0].Observation != "hello!" {
-		t.Fatalf("steps %+v", rc.Steps)
+	if len(rc.Steps) == 0 {
+		t.Fatal("no steps")
+	}
+	if step := rc.Steps[0]; step.Action != "reverse" {
+		t.Errorf("first step's Action = %q, want reverse", step.Action)
+	}
+	if step := rc.Steps[0]; step.Observation != "hello!" {
+		t.Errorf("first step's Observation = %q, want hello!", step.Observation)
 	}
 	if rc.StopReason != engine.StopFallback {
 		t.Fatalf("stop reason %q, warnings %q", rc.StopReason, warnings)
 	}
 	out, ok := final.Output.(map[string]any)
-	if !ok || out["status"] != "incomplete" || out["tool_successes"] != float64(1) ||
-		!reflect.DeepEqual(out["by_tool"], map[string]any{"reverse": float64(1)}) {
-		t.Fatalf("final output %#v", final.Output)
+	if !ok {
+		t.Fatalf("final output %#v, want a JSON object", final.Output)
+	}
+	if out["status"] != "incomplete" {
+		t.Errorf("final output's status = %#v, want incomplete", out["status"])
+	}
+	if out["tool_successes"] != float64(1) {
+		t.Errorf("final output's tool_successes = %#v, want 1", out["tool_successes"])
+	}
+	if want := map[string]any{"reverse": float64(1)}; !reflect.DeepEqual(out["by_tool"], want) {
+		t.Errorf("final output's by_tool = %#v, want %#v", out["by_tool"], want)
 	}
 	for _, h := range allHooks {
 		if called[h] == 0 && h != abi.HookBeforeToolCall && h != abi.HookAfterToolCall {
@@ -331,9 +361,7 @@ func TestRustHooksEngineRun(t *testing.T) {
 	if n := len(linesWith(logs.String(), "rust-audit: turn 1 final fallback after")); n != 1 {
 		t.Errorf("on_final log:\n%s", logs.String())
 	}
-	if st := p.Stats(); st.Faults != 0 || st.Discarded != 0 || st.Instantiated != 1 {
-		t.Fatalf("stats %+v", st)
-	}
+	checkOneInstance(t, p, 0)
 }
 
 // morph_destroy runs on close, once per idle instance, with the state the

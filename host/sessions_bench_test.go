@@ -244,8 +244,12 @@ func BenchmarkSessionLoad(b *testing.B) {
 		start := time.Now()
 		mem := p.Memory() // what the engine's Status pays for the plugin (Details.Memory)
 		status := time.Since(start)
-		if st := p.Stats(); st.Instantiated != sessions || st.Discarded != 0 || mem.Instances != sessions {
-			b.Fatalf("stats %+v, memory %+v: want one instance per session, all idle", st, mem)
+		st := p.Stats()
+		checkCount(b, "Instantiated (one per session)", st.Instantiated, sessions)
+		checkCount(b, "Discarded", st.Discarded, 0)
+		checkCount(b, "idle instances (all)", mem.Instances, sessions)
+		if b.Failed() {
+			b.FailNow()
 		}
 		warm := concurrently(b, workers, sessions, func(i int) []context.Context {
 			return []context.Context{ctxs[(i*7919)%sessions], ctxs[(i*104729+1)%sessions]} // two live sessions, spread over all
@@ -341,8 +345,14 @@ func BenchmarkSessionsOwnTheirInstances(b *testing.B) {
 			}
 		}
 		st := p.Stats()
-		if ss, _ := p.Sessions(); st.Instantiated != sessions || st.Replaced != 0 || st.Refused != 0 || st.Discarded != 0 || ss.Open != sessions {
-			b.Fatalf("stats %+v, sessions %+v: want one instance per open session, none replaced, refused or discarded", st, ss)
+		ss, _ := p.Sessions()
+		checkCount(b, "Instantiated (one per open session)", st.Instantiated, sessions)
+		checkCount(b, "Replaced", st.Replaced, 0)
+		checkCount(b, "Refused", st.Refused, 0)
+		checkCount(b, "Discarded", st.Discarded, 0)
+		checkCount(b, "open sessions", ss.Open, sessions)
+		if b.Failed() {
+			b.FailNow()
 		}
 		for _, ctx := range ctxs {
 			p.EndSession(engine.RunContext(ctx).SessionID)

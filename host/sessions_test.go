@@ -73,9 +73,16 @@ func TestSessionsOwnTheirInstances(t *testing.T) {
 				for k := int(next.Add(1) - 1); k < sessions && failed.Load() < 10; k = int(next.Add(1) - 1) {
 					s := all[k*step%sessions]
 					final, rc, err := s.RunTurn(context.Background(), "t", engine.RunOptions{})
-					if err != nil || final == nil || rc.SystemPrompt != want {
+					switch {
+					case err != nil:
 						failed.Add(1)
-						t.Errorf("turn %d of %s: prompt %q, err %v; want %q", round+1, s.ID(), rc.SystemPrompt, err, want)
+						t.Errorf("turn %d of %s: %v", round+1, s.ID(), err)
+					case final == nil:
+						failed.Add(1)
+						t.Errorf("turn %d of %s: no final answer", round+1, s.ID())
+					case rc.SystemPrompt != want:
+						failed.Add(1)
+						t.Errorf("turn %d of %s: system prompt %q, want %q", round+1, s.ID(), rc.SystemPrompt, want)
 					}
 				}
 			}()
@@ -87,12 +94,12 @@ func TestSessionsOwnTheirInstances(t *testing.T) {
 	}
 	// One instance a session (the first took describe's), none replaced.
 	st := p.Stats()
-	if st.Instantiated != sessions || st.Discarded != 0 || st.Replaced != 0 || st.Refused != 0 {
-		t.Fatalf("stats %+v: want one instance per session, none discarded, replaced or refused", st)
-	}
-	if ss := sessionsOf(t, p); ss.Open != sessions || p.Memory().Instances != sessions {
-		t.Fatalf("%+v, %d idle instances; want %d open sessions, one instance each", ss, p.Memory().Instances, sessions)
-	}
+	checkCount(t, "Instantiated (one per session)", st.Instantiated, sessions)
+	checkCount(t, "Discarded", st.Discarded, 0)
+	checkCount(t, "Replaced", st.Replaced, 0)
+	checkCount(t, "Refused", st.Refused, 0)
+	checkCount(t, "open sessions", sessionsOf(t, p).Open, sessions)
+	checkCount(t, "idle instances (one a session)", p.Memory().Instances, sessions)
 	for _, s := range all {
 		if err := s.Close(context.Background()); err != nil {
 			t.Fatal(err)
@@ -148,13 +155,9 @@ func TestSessionLimitIsAdmission(t *testing.T) {
 		expect(p, 0, "calls: 1")
 		expect(p, 1, "calls: 1")
 		_, err := beforeRun(ctxs[2], p)
-		var pe *Error
-		if !errors.Is(err, ErrSessionLimit) || !errors.As(err, &pe) || pe.Plugin != "mw-counter" || !strings.Contains(err.Error(), "max_sessions") {
-			t.Fatalf("a third session: %v; want ErrSessionLimit naming the plugin and max_sessions", err)
-		}
-		if st := p.Stats(); st.Refused != 1 || sessionsOf(t, p).Refused != 1 {
-			t.Fatalf("stats %+v, want the refusal counted", st)
-		}
+		checkPluginErr(t, "a third session", err, ErrSessionLimit, "mw-counter", "max_sessions")
+		checkCount(t, "Refused", p.Stats().Refused, 1)
+		checkCount(t, "Sessions' Refused", sessionsOf(t, p).Refused, 1)
 		expect(p, 0, "calls: 2") // the open sessions' instances are theirs still
 		expect(p, 1, "calls: 2")
 	})
@@ -189,8 +192,11 @@ func TestSessionLimitIsAdmission(t *testing.T) {
 		}
 		expect(p, 1, "calls: 2")
 		p.evicting.Wait()
-		if st := p.Stats(); st.Refused != 0 || st.Replaced != 0 || len(linesWith(logs.String(), destroyedLine)) != 1 {
-			t.Fatalf("stats %+v, log:\n%s\nwant s0's instance destroyed, nothing refused or replaced", st, logs.String())
+		st := p.Stats()
+		checkCount(t, "Refused", st.Refused, 0)
+		checkCount(t, "Replaced", st.Replaced, 0)
+		if n := len(linesWith(logs.String(), destroyedLine)); n != 1 {
+			t.Errorf("%d instances destroyed, want s0's; log:\n%s", n, logs.String())
 		}
 	})
 }
@@ -213,8 +219,10 @@ func TestSessionEndReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.evicting.Wait()
-	if ss := sessionsOf(t, p); ss.Open != 1 || p.Memory().Instances != 1 || len(linesWith(logs.String(), destroyedLine)) != 1 {
-		t.Fatalf("after closing a: %+v, %d idle instances, log:\n%s\nwant a's instance destroyed", ss, p.Memory().Instances, logs.String())
+	checkCount(t, "after closing a: open sessions", sessionsOf(t, p).Open, 1)
+	checkCount(t, "after closing a: idle instances", p.Memory().Instances, 1)
+	if n := len(linesWith(logs.String(), destroyedLine)); n != 1 {
+		t.Errorf("after closing a: %d instances destroyed, want a's; log:\n%s", n, logs.String())
 	}
 	if _, _, err := a.RunTurn(context.Background(), "t", engine.RunOptions{}); !errors.Is(err, engine.ErrSessionClosed) {
 		t.Fatalf("a turn of a closed session: %v", err)
@@ -230,8 +238,11 @@ func TestSessionEndReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.evicting.Wait()
-	if ss := sessionsOf(t, p); ss.Open != 2 || ss.Replaced != 0 || len(linesWith(logs.String(), destroyedLine)) != 2 {
-		t.Fatalf("after a Run: %+v, log:\n%s\nwant its session closed and its instance destroyed", ss, logs.String())
+	ss := sessionsOf(t, p)
+	checkCount(t, "after a Run: open sessions (its own closed)", ss.Open, 2)
+	checkCount(t, "after a Run: Replaced", ss.Replaced, 0)
+	if n := len(linesWith(logs.String(), destroyedLine)); n != 2 {
+		t.Errorf("after a Run: %d instances destroyed, want a's and the Run's; log:\n%s", n, logs.String())
 	}
 }
 
@@ -265,17 +276,29 @@ func TestSessionExpiryIsLoud(t *testing.T) {
 		t.Fatalf("the turn after: %q, want the fresh instance kept", got)
 	}
 	p.evicting.Wait()
-	if st := p.Stats(); st.Replaced != 1 || sessionsOf(t, p).Replaced != 1 || st.Faults != 0 {
-		t.Fatalf("stats %+v: want one replacement counted", st)
-	}
+	st := p.Stats()
+	checkCount(t, "Replaced", st.Replaced, 1)
+	checkCount(t, "Sessions' Replaced", sessionsOf(t, p).Replaced, 1)
+	checkCount(t, "Faults", st.Faults, 0)
 	if got := len(linesWith(logs.String(), destroyedLine)); got != 1 {
 		t.Fatalf("%d instances destroyed, want the expired one", got)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(warnings) != 1 || warnings[0].Plugin != "mw-counter" || warnings[0].SessionID != "a" ||
-		!strings.Contains(warnings[0].Message, "fresh instance") || !strings.Contains(warnings[0].Message, abi.ReplacedIdle) {
-		t.Fatalf("warnings %+v, want one naming the plugin, the session and the reason", warnings)
+	if len(warnings) != 1 {
+		t.Fatalf("warnings %+v, want one", warnings)
+	}
+	w := warnings[0]
+	if w.Plugin != "mw-counter" {
+		t.Errorf("the warning's Plugin = %q, want mw-counter", w.Plugin)
+	}
+	if w.SessionID != "a" {
+		t.Errorf("the warning's SessionID = %q, want a", w.SessionID)
+	}
+	for _, want := range []string{"fresh instance", abi.ReplacedIdle} {
+		if !strings.Contains(w.Message, want) {
+			t.Errorf("the warning's Message = %q, want it to say %q", w.Message, want)
+		}
 	}
 }
 

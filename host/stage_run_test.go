@@ -93,15 +93,32 @@ func TestStageInRun(t *testing.T) {
 	if res.State != pipeline.RunSuccess || !slices.Equal(res.Path, wantPath) {
 		t.Fatalf("run %s (%s at %s), path %v; want success along %v", res.State, res.FailureReason, res.FailedNode, res.Path, wantPath)
 	}
-	if v := res.Nodes["verify"]; v == nil || v.Visits != 2 || v.Status != pipeline.StatusSuccess {
-		t.Fatalf("verify: %+v", v)
+	v := res.Nodes["verify"]
+	if v == nil {
+		t.Fatal("no verify node in the run's result")
+	}
+	if v.Visits != 2 {
+		t.Errorf("verify: Visits = %d, want 2", v.Visits)
+	}
+	if v.Status != pipeline.StatusSuccess {
+		t.Errorf("verify: Status = %q, want %q", v.Status, pipeline.StatusSuccess)
 	}
 	in, _ := res.Context["input"].(map[string]any)
 	prev, _ := in["previous"].(map[string]any)
 	updates, _ := prev["context_updates"].(map[string]any)
 	runCtx, _ := in["context"].(map[string]any)
-	if in["node_id"] != "echo" || in["goal"] != "Make the failing unit tests pass" || prev["status"] != "success" ||
-		updates["verify.attempts"] != 2.0 || runCtx["verify.passed"] != true {
-		t.Fatalf("the echo stage was given %v", in)
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"node_id", in["node_id"], "echo"},
+		{"goal", in["goal"], "Make the failing unit tests pass"},
+		{"previous.status", prev["status"], "success"},
+		{`previous.context_updates["verify.attempts"]`, updates["verify.attempts"], 2.0},
+		{`context["verify.passed"]`, runCtx["verify.passed"], true},
+	} {
+		if c.got != c.want {
+			t.Errorf("the echo stage was given %s %#v, want %#v", c.what, c.got, c.want)
+		}
 	}
 }

@@ -43,6 +43,42 @@ func stageOf(t *testing.T, l *Loader, g guestModule, limits Limits) (*Plugin, *S
 }
 
 // stageNode is the node the tests run: a verify stage named check.
+// checkOutcome checks a stage's outcome, named what: its Status and
+// PreferredLabel, and the value of each key of updates in its
+// ContextUpdates.
+func checkOutcome(t *testing.T, what string, out *pipeline.Outcome, status pipeline.StageStatus, label string, updates map[string]any) {
+	t.Helper()
+	if out.Status != status {
+		t.Errorf("%s: Status = %q, want %q (failure reason %q)", what, out.Status, status, out.FailureReason)
+	}
+	if out.PreferredLabel != label {
+		t.Errorf("%s: PreferredLabel = %q, want %q", what, out.PreferredLabel, label)
+	}
+	for key, want := range updates {
+		if got := out.ContextUpdates[key]; got != want {
+			t.Errorf("%s: ContextUpdates[%q] = %#v, want %#v", what, key, got, want)
+		}
+	}
+}
+
+// checkFailed checks that a stage, named what, ran to an outcome that is a
+// FAIL whose reason says reason.
+func checkFailed(t *testing.T, what string, out *pipeline.Outcome, err error, reason string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if out == nil {
+		t.Fatalf("%s: no outcome", what)
+	}
+	if out.Status != pipeline.StatusFail {
+		t.Errorf("%s: Status = %q, want %q", what, out.Status, pipeline.StatusFail)
+	}
+	if !strings.Contains(out.FailureReason, reason) {
+		t.Errorf("%s: FailureReason = %q, want it to say %q", what, out.FailureReason, reason)
+	}
+}
+
 func stageNode() *pipeline.Node {
 	return &pipeline.Node{ID: "check", Attrs: map[string]string{"type": "wasm:hostile", "marker": "tests pass"}}
 }
@@ -121,9 +157,7 @@ func TestStageHostile(t *testing.T) {
 				start := time.Now()
 				out, err := h.Execute(context.Background(), stageNode(), stageContext(), nil)
 				took := time.Since(start)
-				if err != nil || out == nil || out.Status != pipeline.StatusFail {
-					t.Fatalf("Execute = %+v, %v; want a FAIL outcome", out, err)
-				}
+				checkFailed(t, "Execute", out, err, "")
 				if took > deadline {
 					t.Errorf("the stage took %v, past its deadline and margin %v", took, deadline)
 				}
@@ -215,9 +249,17 @@ func TestStageInput(t *testing.T) {
 		t.Fatalf("the guest was given\n%v\nwant\n%v", got, want)
 	}
 	out, err = h.Execute(context.Background(), &pipeline.Node{ID: "bare"}, pipeline.NewContext(), nil)
-	if in, _ := out.ContextUpdates["input"].(map[string]any); err != nil || !reflect.DeepEqual(in["attrs"], map[string]any{}) ||
-		!reflect.DeepEqual(in["context"], map[string]any{}) || in["goal"] != "" {
-		t.Fatalf("a node without attributes, an empty context: %v, %v", out.ContextUpdates, err)
+	if err != nil {
+		t.Fatalf("a node without attributes, an empty context: %v", err)
+	}
+	in, _ := out.ContextUpdates["input"].(map[string]any)
+	for _, key := range []string{"attrs", "context"} {
+		if !reflect.DeepEqual(in[key], map[string]any{}) {
+			t.Errorf("a node without attributes, an empty context: the guest was given %s %#v, want an empty object", key, in[key])
+		}
+	}
+	if in["goal"] != "" {
+		t.Errorf("a node without attributes, an empty context: the guest was given goal %#v, want empty", in["goal"])
 	}
 }
 
@@ -243,15 +285,11 @@ func TestStageClosedOrCanceled(t *testing.T) {
 	p, h := stageOf(t, newLoader(t), stageGuest("verify", `{"status":"success"}`), Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if out, err := h.Execute(ctx, stageNode(), stageContext(), nil); err != nil || out.Status != pipeline.StatusFail ||
-		!strings.Contains(out.FailureReason, `node "check": plugin "verify" export morph_handle_stage: plugin call canceled`) {
-		t.Fatalf("a canceled run: %+v, %v", out, err)
-	}
+	out, err := h.Execute(ctx, stageNode(), stageContext(), nil)
+	checkFailed(t, "a canceled run", out, err, `node "check": plugin "verify" export morph_handle_stage: plugin call canceled`)
 	p.Close(context.Background())
-	if out, err := h.Execute(context.Background(), stageNode(), stageContext(), nil); err != nil || out.Status != pipeline.StatusFail ||
-		!strings.Contains(out.FailureReason, "plugin closed") {
-		t.Fatalf("a closed plugin: %+v, %v", out, err)
-	}
+	out, err = h.Execute(context.Background(), stageNode(), stageContext(), nil)
+	checkFailed(t, "a closed plugin", out, err, "plugin closed")
 }
 
 // A guest's valid outcome is the stage's: each status, the routing hints
@@ -309,8 +347,17 @@ func sharedVerifyLoader(t testing.TB) *Loader {
 func TestStageVerifyExample(t *testing.T) {
 	p := load(t, sharedVerifyLoader(t), Config{Path: verifyWasm(t)})
 	h, ok := p.StageHandler()
-	if !ok || h.Type() != "wasm:verify" || !slices.Equal(p.Hooks(), []string{abi.HookHandleStage}) || p.Isolation() != IsolationPooled {
-		t.Fatalf("stage handler %v (%v), hooks %v, isolation %s", h, ok, p.Hooks(), p.Isolation())
+	if !ok {
+		t.Fatal("no stage handler")
+	}
+	if h.Type() != "wasm:verify" {
+		t.Errorf("the stage handler's Type = %q, want wasm:verify", h.Type())
+	}
+	if want := []string{abi.HookHandleStage}; !slices.Equal(p.Hooks(), want) {
+		t.Errorf("Hooks = %q, want %q", p.Hooks(), want)
+	}
+	if p.Isolation() != IsolationPooled {
+		t.Errorf("Isolation = %s, want %s", p.Isolation(), IsolationPooled)
 	}
 	node := &pipeline.Node{ID: "verify", Attrs: map[string]string{"type": "wasm:verify"}}
 	run := func(pctx *pipeline.Context) *pipeline.Outcome {
@@ -325,21 +372,22 @@ func TestStageVerifyExample(t *testing.T) {
 	pctx.Set("implement.output", "Changed the parser. Test run: 12 passed, 2 failed.")
 	pctx.Set(pipeline.KeyLastResponse, "tests pass") // implement.output comes first
 	out := run(pctx)
-	if out.Status != pipeline.StatusFail || out.PreferredLabel != "fix" || out.FailureReason != "implement.output reports 2 failed" ||
-		out.ContextUpdates["verify.passed"] != false || out.ContextUpdates["verify.attempts"] != 1.0 {
-		t.Fatalf("a failing test run: %+v", out)
+	checkOutcome(t, "a failing test run", out, pipeline.StatusFail, "fix", map[string]any{"verify.passed": false, "verify.attempts": 1.0})
+	if want := "implement.output reports 2 failed"; out.FailureReason != want {
+		t.Errorf("a failing test run: FailureReason = %q, want %q", out.FailureReason, want)
 	}
 	pctx.Apply(out.ContextUpdates)
 	pctx.Set("implement.output", "Test run: 14 passed, 0 failed. Tests pass.")
 	out = run(pctx)
-	if out.Status != pipeline.StatusSuccess || out.PreferredLabel != "" || out.ContextUpdates["verify.passed"] != true ||
-		out.ContextUpdates["verify.attempts"] != 2.0 || out.Notes != `attempt 2: checked implement.output for "tests pass"` {
-		t.Fatalf("a passing test run: %+v", out)
+	checkOutcome(t, "a passing test run", out, pipeline.StatusSuccess, "", map[string]any{"verify.passed": true, "verify.attempts": 2.0})
+	if want := `attempt 2: checked implement.output for "tests pass"`; out.Notes != want {
+		t.Errorf("a passing test run: Notes = %q, want %q", out.Notes, want)
 	}
 	node.Attrs = map[string]string{"check": "review", "marker": "LGTM", "fail_label": "revise"}
-	if out := run(stageContext()); out.Status != pipeline.StatusFail || out.PreferredLabel != "revise" ||
-		out.FailureReason != "nothing to verify: the context's review is empty" {
-		t.Fatalf("a missing key: %+v", out)
+	out = run(stageContext())
+	checkOutcome(t, "a missing key", out, pipeline.StatusFail, "revise", nil)
+	if want := "nothing to verify: the context's review is empty"; out.FailureReason != want {
+		t.Errorf("a missing key: FailureReason = %q, want %q", out.FailureReason, want)
 	}
 
 	// A stage call's latency, warm: input of the context above, the

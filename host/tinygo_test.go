@@ -56,8 +56,9 @@ func TestTinyGoHooksFlatMemory(t *testing.T) {
 		}
 	}
 	final := memSize()
-	if st := p.Stats(); st.Instantiated != 1 || st.Discarded != 0 || st.Faults != 0 || st.Calls < calls {
-		t.Fatalf("stats %+v after %d calls: want one instance and no fault", st, calls)
+	checkOneInstance(t, p, 0)
+	if st := p.Stats(); st.Calls < calls {
+		t.Errorf("Calls = %d, want at least the %d made", st.Calls, calls)
 	}
 	const maxMem = 4 << 20
 	if final > afterWarm || final > maxMem {

@@ -38,12 +38,26 @@ func TestToolErrorText(t *testing.T) {
 	} {
 		_, err := tools[c.tool].Execute(context.Background(), map[string]any{})
 		var te *ToolError
-		if !errors.As(err, &te) || err.Error() != c.want || !errors.Is(err, c.kind) || te.Tool != c.tool {
-			t.Fatalf("%s: %#v (%v), want a *ToolError of kind %v reading %q", c.tool, err, err, c.kind, c.want)
+		if !errors.As(err, &te) {
+			t.Fatalf("%s: %#v (%v), want a *ToolError", c.tool, err, err)
+		}
+		if err.Error() != c.want {
+			t.Errorf("%s: error %q, want %q", c.tool, err, c.want)
+		}
+		if !errors.Is(err, c.kind) {
+			t.Errorf("%s: error %v, want one of kind %v", c.tool, err, c.kind)
+		}
+		if te.Tool != c.tool {
+			t.Errorf("%s: the ToolError's Tool = %q, want %q", c.tool, te.Tool, c.tool)
 		}
 		var pe *Error
-		if !errors.As(err, &pe) || !strings.Contains(pe.Error(), c.detail) || !strings.Contains(logs.String(), c.detail) {
-			t.Errorf("%s: the detail %q is lost: %v\nlog:\n%s", c.tool, c.detail, pe, logs)
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: error %v, want an *Error under it", c.tool, err)
+		} else if !strings.Contains(pe.Error(), c.detail) {
+			t.Errorf("%s: the *Error %q lost the detail %q", c.tool, pe, c.detail)
+		}
+		if !strings.Contains(logs.String(), c.detail) {
+			t.Errorf("%s: the log lost the detail %q:\n%s", c.tool, c.detail, logs)
 		}
 	}
 
@@ -81,8 +95,13 @@ func TestToolCallID(t *testing.T) {
 	}
 	ctx := engine.WithCallID(context.Background(), "s1/N/2/3/1")
 	_, err := tool.Execute(ctx, map[string]any{"x": 1})
-	if err == nil || !strings.Contains(err.Error(), `"call_id":"s1/N/2/3/1"`) || !strings.Contains(err.Error(), `"params":{"x":1}`) {
-		t.Fatalf("the tool's input: %v", err)
+	if err == nil {
+		t.Fatal("the tool's input: no error, want one echoing it")
+	}
+	for _, want := range []string{`"call_id":"s1/N/2/3/1"`, `"params":{"x":1}`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the tool's input: %q, want it to say %s", err, want)
+		}
 	}
 	// outside a call: no call_id
 	if _, err := tool.Execute(context.Background(), map[string]any{}); err == nil || strings.Contains(err.Error(), "call_id") {
