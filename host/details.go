@@ -10,7 +10,25 @@ import (
 // requested it and whether the host granted it, with what (hosts,
 // directories, variable names), so that an operator sees a missing grant
 // before a call fails for want of it, and a grant nobody asked for.
-type CapabilityStatus = sandbox.CapabilityStatus
+type CapabilityStatus struct {
+	Name      string   `json:"name"` // abi.Capability*, or a name the host does not know
+	Requested bool     `json:"requested"`
+	Granted   bool     `json:"granted"`
+	Grants    []string `json:"grants,omitempty"` // what is granted, when more than yes or no
+}
+
+// String reads "http (requested, granted: api.example.com)", "fs (requested,
+// NOT granted)" or "env (granted: LANG, not requested)".
+func (c CapabilityStatus) String() string { return sandbox.CapabilityStatus(c).String() }
+
+// capabilityStatuses are the sandbox's statuses as this package's.
+func capabilityStatuses(in []sandbox.CapabilityStatus) []CapabilityStatus {
+	out := make([]CapabilityStatus, len(in))
+	for i, c := range in {
+		out[i] = CapabilityStatus(c)
+	}
+	return out
+}
 
 // Details is what the host reports of a WebAssembly plugin in the engine's
 // Status (engine.PluginStatus.Details): how it is run and what it may

@@ -22,7 +22,7 @@
 //     module as an engine.Extender: the way to embed a whole plugin
 //     (extender.go); Grants (grants.go, converted at load for
 //     internal/sandbox, which enforces them);
-//     StackLimitError (errors.go, internal/native's).
+//     StackLimitError (errors.go, told from internal/native's trap).
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
 //     (name, detect, load), which Load and Inspect consult (registry.go).
 //   - The loaders' rows: the plugin as guest.Env, the native loader's

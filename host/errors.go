@@ -68,9 +68,28 @@ var (
 
 // StackLimitError ends a call whose guest would have taken its call stack
 // past the plugin's Limits.MaxStackBytes (native loader only): the call
-// fails with ErrTrap, wrapping it, and errors.As finds it. It is package
-// native's, which raises it, under this name.
-type StackLimitError = native.StackLimitError
+// fails with ErrTrap, wrapping it, and errors.As finds it.
+type StackLimitError struct {
+	Limit int // the plugin's MaxStackBytes
+	trap  error
+}
+
+// Error names the limit and the setting that raises it, with the guest's
+// stack trace as the runtime reported it.
+func (e *StackLimitError) Error() string { return e.trap.Error() }
+
+// Unwrap returns the trap as the runtime reported it.
+func (e *StackLimitError) Unwrap() error { return e.trap }
+
+// stackLimited is err with the native loader's stack-limit trap in it told
+// as a StackLimitError, the type of this package's API.
+func stackLimited(err error) error {
+	var se *native.StackLimitError
+	if !errors.As(err, &se) {
+		return err
+	}
+	return &StackLimitError{Limit: se.Limit, trap: err}
+}
 
 // Error is a plugin failure. It names the plugin and the export, and
 // matches one of the Err* kinds under errors.Is.

@@ -111,9 +111,9 @@ func (e *CapabilityError) Error() string {
 // Defaults of zero Grants limits: 10 s per request, 1 MiB of response
 // body, 5 redirects.
 const (
-	DefaultHTTPTimeout          = sandbox.DefaultHTTPTimeout
-	DefaultHTTPMaxResponseBytes = sandbox.DefaultHTTPMaxResponseBytes
-	DefaultHTTPMaxRedirects     = sandbox.DefaultHTTPMaxRedirects
+	DefaultHTTPTimeout          = 10 * time.Second
+	DefaultHTTPMaxResponseBytes = 1 << 20
+	DefaultHTTPMaxRedirects     = 5
 )
 
 // Policies of Grants.Ungranted: what a capability the manifest requests and
@@ -121,8 +121,8 @@ const (
 // warning and loads the plugin; UngrantedError fails the load with
 // ErrNotGranted.
 const (
-	UngrantedWarn  = sandbox.UngrantedWarn
-	UngrantedError = sandbox.UngrantedError
+	UngrantedWarn  = "warn"
+	UngrantedError = "error"
 )
 
 // UngrantedPolicies are the valid Grants.Ungranted values, for the config's

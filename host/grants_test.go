@@ -18,6 +18,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/sandbox/sandboxtest"
 	"github.com/morphhost/morph/internal/testenv"
 )
@@ -468,5 +469,25 @@ func TestHTTPRequestNotReentrant(t *testing.T) {
 	_, err := p.Call(context.Background(), abi.ExportBuildPrompt, nil)
 	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "outside guest memory") {
 		t.Fatalf("err %v, want the guest's error result for the outer request", err)
+	}
+}
+
+// The package's stated defaults and policy names are the sandbox's, which
+// applies them.
+func TestGrantConstantsAreTheSandboxs(t *testing.T) {
+	if DefaultHTTPTimeout != sandbox.DefaultHTTPTimeout {
+		t.Errorf("DefaultHTTPTimeout = %v, the sandbox's %v", DefaultHTTPTimeout, sandbox.DefaultHTTPTimeout)
+	}
+	if DefaultHTTPMaxResponseBytes != sandbox.DefaultHTTPMaxResponseBytes {
+		t.Errorf("DefaultHTTPMaxResponseBytes = %d, the sandbox's %d", DefaultHTTPMaxResponseBytes, sandbox.DefaultHTTPMaxResponseBytes)
+	}
+	if DefaultHTTPMaxRedirects != sandbox.DefaultHTTPMaxRedirects {
+		t.Errorf("DefaultHTTPMaxRedirects = %d, the sandbox's %d", DefaultHTTPMaxRedirects, sandbox.DefaultHTTPMaxRedirects)
+	}
+	if UngrantedWarn != sandbox.UngrantedWarn {
+		t.Errorf("UngrantedWarn = %q, the sandbox's %q", UngrantedWarn, sandbox.UngrantedWarn)
+	}
+	if UngrantedError != sandbox.UngrantedError {
+		t.Errorf("UngrantedError = %q, the sandbox's %q", UngrantedError, sandbox.UngrantedError)
 	}
 }

@@ -118,9 +118,9 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Manifest, rep.Hooks, rep.Requests, rep.Capabilities = &m, slices.Clone(p.hooks), slices.Clone(m.Capabilities), p.Capabilities()
 	if rep.Loader == LoaderExtism && importsExtismHTTP(rep.Imports) && !slices.Contains(rep.Requests, abi.CapabilityHTTP) {
 		rep.Requests = append(rep.Requests, abi.CapabilityHTTP)
-		rep.Capabilities = p.sandbox.Capabilities(rep.Requests)
+		rep.Capabilities = capabilityStatuses(p.sandbox.Capabilities(rep.Requests))
 	}
-	if missing := sandbox.NotGranted(p.Capabilities()); strict && len(missing) > 0 {
+	if missing := sandbox.NotGranted(p.sandbox.Capabilities(m.Capabilities)); strict && len(missing) > 0 {
 		rep.Problems = append(rep.Problems, ungrantedError(p.name, missing).Error())
 	}
 	return rep, nil

@@ -191,7 +191,7 @@ func (p *Plugin) describe(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	p.manifest, p.hooks, p.caps = m, enabled, caps
+	p.manifest, p.hooks, p.caps = m, enabled, capabilityStatuses(caps)
 	if p.mode == "" {
 		p.mode = defaultIsolation(enabled)
 	}
@@ -574,7 +574,7 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 func (p *Plugin) failure(export string, err error) *Error {
 	ce := guest.AsCallError(err)
 	return &Error{Plugin: p.name, Export: export, Kind: ce.Kind, Msg: safetext.Truncate(ce.Msg, p.limits.MaxErrorBytes),
-		Err: bound(ce.Err, p.limits.MaxErrorBytes)}
+		Err: bound(stackLimited(ce.Err), p.limits.MaxErrorBytes)}
 }
 
 // classified is a call's failure err, a trap's kind told by its cause (see
