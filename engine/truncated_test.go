@@ -17,8 +17,14 @@ func TestParseResponseNamesMaxTokensWhenCut(t *testing.T) {
 	if !errors.Is(err, llm.ErrTruncated) || !errors.Is(err, ErrNoJSON) {
 		t.Fatalf("err = %v; want it to wrap llm.ErrTruncated and ErrNoJSON", err)
 	}
-	if msg := err.Error(); !strings.HasPrefix(msg, "the reply was cut at max_tokens") || !strings.Contains(msg, "[llm.parameters] max_tokens") {
-		t.Errorf("err = %q; want it to start with the cut and name [llm.parameters] max_tokens", msg)
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "the reply was cut at its token limit") {
+		t.Errorf("err = %q; want it to start with the cut", msg)
+	}
+	for _, key := range []string{"[llm.parameters] max_tokens", "max_completion_tokens"} {
+		if !strings.Contains(msg, key) {
+			t.Errorf("err = %q; want it to name %s", msg, key)
+		}
 	}
 
 	// A reply that was cut but still holds a whole object is used.

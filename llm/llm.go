@@ -96,9 +96,9 @@ func EstimateTokens(chars int) int {
 const FinishLength = "length"
 
 // ErrTruncated marks an unusable reply that the server cut off at its token
-// limit (Result.FinishReason == FinishLength): raising max_tokens is then the
+// limit (Result.FinishReason == FinishLength): raising the limit is then the
 // fix, not a better prompt.
-var ErrTruncated = errors.New("the reply was cut at max_tokens (finish_reason \"length\"): raise [llm.parameters] max_tokens")
+var ErrTruncated = errors.New("the reply was cut at its token limit (finish_reason \"length\"): raise [llm.parameters] max_tokens, or max_completion_tokens if that is the one set")
 
 // Client is a chat model. Chat must honour ctx cancellation promptly.
 type Client interface {

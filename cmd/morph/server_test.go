@@ -211,7 +211,7 @@ func TestCutReplyNamesMaxTokens(t *testing.T) {
 	if n := strings.Count(stderr, "parse error"); n != 3 {
 		t.Errorf("%d parse error steps, want 3:\n%s", n, stderr)
 	}
-	if n := strings.Count(stderr, "error: the reply was cut at max_tokens (finish_reason \"length\"): raise [llm.parameters] max_tokens"); n != 3 {
-		t.Errorf("%d step lines say the reply was cut at max_tokens, want 3:\n%s", n, stderr)
+	if n := strings.Count(stderr, "error: the reply was cut at its token limit (finish_reason \"length\"): raise [llm.parameters] max_tokens, or max_completion_tokens if that is the one set"); n != 3 {
+		t.Errorf("%d step lines say the reply was cut at its token limit, want 3:\n%s", n, stderr)
 	}
 }
