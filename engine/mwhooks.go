@@ -263,15 +263,16 @@ type desc[F any] struct {
 	native func(Middleware) F // m's method of the hook's interface, or nil
 }
 
-// nativeOf is the native of interface H's method m, of payloads I and
-// answer O.
-func nativeOf[H, I, O any](method func(H, context.Context, I) (O, error)) func(Middleware) func(context.Context, I) (O, error) {
-	return func(m Middleware) func(context.Context, I) (O, error) {
+// nativeOf is a descriptor's native: m's method of the hook's interface H,
+// bound by bind, or nil when m does not implement H.
+func nativeOf[H, F any](bind func(H) F) func(Middleware) F {
+	return func(m Middleware) F {
 		h, ok := m.(H)
 		if !ok {
-			return nil
+			var none F
+			return none
 		}
-		return func(ctx context.Context, in I) (O, error) { return method(h, ctx, in) }
+		return bind(h)
 	}
 }
 
@@ -289,13 +290,9 @@ type observingHook[I any] struct {
 
 func observing[I, H any](name string, field func(*Funcs) *func(context.Context, I) error,
 	method func(H, context.Context, I) error) *observingHook[I] {
-	native := func(m Middleware) func(context.Context, I) error {
-		h, ok := m.(H)
-		if !ok {
-			return nil
-		}
+	native := nativeOf(func(h H) func(context.Context, I) error {
 		return func(ctx context.Context, in I) error { return method(h, ctx, in) }
-	}
+	})
 	return &observingHook[I]{desc[func(context.Context, I) error]{hook: name, field: field, native: native}}
 }
 
@@ -329,7 +326,10 @@ type mutatingHook[I, O any] struct {
 
 func mutating[I, O, H any](name string, field func(*Funcs) *func(context.Context, I) (O, error),
 	method func(H, context.Context, I) (O, error)) *mutatingHook[I, O] {
-	return &mutatingHook[I, O]{desc[func(context.Context, I) (O, error)]{hook: name, field: field, native: nativeOf(method)}}
+	native := nativeOf(func(h H) func(context.Context, I) (O, error) {
+		return func(ctx context.Context, in I) (O, error) { return method(h, ctx, in) }
+	})
+	return &mutatingHook[I, O]{desc[func(context.Context, I) (O, error)]{hook: name, field: field, native: native}}
 }
 
 func (h *mutatingHook[I, O]) has(f *Funcs) bool { return f.jsonOf(h.index) != nil || h.typed(f) != nil }
