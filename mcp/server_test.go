@@ -1,0 +1,379 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/internal/testenv"
+	"github.com/morphhost/morph/mcp"
+)
+
+// TestMain keeps the tests to a temporary home and cache directory, and
+// the default logger quiet.
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	testenv.Main(m)
+}
+
+// shared is the runtime the tests share: loading the plugins takes seconds,
+// and each test ends the sessions it opens, so they see the plugins as the
+// one before left them. The process's exit releases it.
+var shared struct {
+	once sync.Once
+	rt   *config.Runtime
+	err  error
+}
+
+// openRuntime is a morph.toml with two plugins opened: "gh", the Go guest
+// examples/go-hooks (native ABI: word_count, json_query) in session
+// isolation, and "ext", the Extism fixture extism_tools_http (tools fail
+// and crash, a trap), beside the built-in tools.
+func openRuntime(t *testing.T) *config.Runtime {
+	t.Helper()
+	gh := absolute(t, testenv.Built(t, filepath.Join("..", "examples", "go-hooks", "go-hooks.wasm"), "examples"))
+	ext := absolute(t, testenv.Built(t, filepath.Join("..", "guests", "testdata", "extism_tools_http.wasm"), "fixtures"))
+	shared.once.Do(func() {
+		dir, err := os.MkdirTemp("", "mcp-test")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		toml := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n" +
+			"[[plugins]]\nname = \"gh\"\npath = " + strconv.Quote(gh) + "\nisolation = \"session\"\n" +
+			"[[plugins]]\nname = \"ext\"\npath = " + strconv.Quote(ext) + "\n"
+		replies := `{"model":"scripted-test","replies":[{"reply":{"type":"final","final":{"thought":"t","output":"ok"}}}]}`
+		for name, content := range map[string]string{"morph.toml": toml, "replies.json": replies} {
+			if shared.err = os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); shared.err != nil {
+				return
+			}
+		}
+		cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+		if err != nil {
+			shared.err = err
+			return
+		}
+		cfg.Wasm.CacheDir = testenv.CompileCache()
+		shared.rt, shared.err = cfg.Open(context.Background(), nil)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.rt
+}
+
+// absolute is path made absolute: the config resolves relative paths
+// against its own directory.
+func absolute(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// newServer serves rt's engine.
+func newServer(t *testing.T, rt *config.Runtime, opts mcp.Options) *mcp.Server {
+	t.Helper()
+	srv, err := mcp.NewServer(context.Background(), rt.Engine, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// connect starts one session of srv over the SDK's in-memory transport and
+// connects the SDK's client to it. done gets Serve's error when the session
+// has ended. At the test's end the client closes, and the session's end is
+// waited for, so that the next test finds no session of this one open.
+func connect(t *testing.T, srv *mcp.Server) (cs *sdk.ClientSession, done <-chan error) {
+	t.Helper()
+	st, ct := sdk.NewInMemoryTransports()
+	served, ended := make(chan error, 1), make(chan struct{})
+	go func() {
+		served <- srv.Serve(context.Background(), st)
+		close(ended)
+	}()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		select {
+		case <-ended:
+		case <-time.After(time.Minute):
+			t.Error("Serve did not return within a minute of the client closing")
+		}
+	})
+	return cs, served
+}
+
+// call calls tool with args, failing t on a protocol error.
+func call(t *testing.T, cs *sdk.ClientSession, tool string, args any) *sdk.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("calling %s: protocol error %v, want a result", tool, err)
+	}
+	return res
+}
+
+// text is a result's text content, joined.
+func text(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// openSessions is how many sessions the plugin called name holds
+// instances for, as `morph plugin status` reports it.
+func openSessions(t *testing.T, eng *engine.Engine, name string) int {
+	t.Helper()
+	for _, p := range eng.Status().Plugins {
+		if p.Name != name {
+			continue
+		}
+		d, ok := p.Details.(*host.Details)
+		if !ok || d.Sessions == nil {
+			t.Fatalf("plugin %s reports no sessions (details %#v)", name, p.Details)
+		}
+		return d.Sessions.Open
+	}
+	t.Fatalf("no plugin %s in the engine's status", name)
+	return 0
+}
+
+// Every tool of the engine is listed, with its schema as the registry has it.
+func TestListTools(t *testing.T) {
+	rt := openRuntime(t)
+	srv := newServer(t, rt, mcp.Options{})
+	cs, _ := connect(t, srv)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]*sdk.Tool{}
+	for _, tl := range res.Tools {
+		listed[tl.Name] = tl
+	}
+	specs := rt.Engine.Registry().Specs()
+	if len(listed) != len(specs) {
+		t.Errorf("listed %d tools, the engine has %d", len(listed), len(specs))
+	}
+	for _, spec := range specs {
+		tl, ok := listed[spec.Name]
+		if !ok {
+			t.Errorf("tool %s is not listed", spec.Name)
+			continue
+		}
+		if tl.Description != spec.Description {
+			t.Errorf("tool %s: description %q, want %q", spec.Name, tl.Description, spec.Description)
+		}
+	}
+	wc, ok := listed["word_count"]
+	if !ok {
+		t.Fatal("word_count (plugin gh) is not listed")
+	}
+	got, err := json.Marshal(wc.InputSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Type     string   `json:"type"`
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(got, &schema); err != nil || schema.Type != "object" || !slices.Equal(schema.Required, []string{"text"}) {
+		t.Errorf("word_count's schema %s (%v), want go-hooks' object schema requiring text", got, err)
+	}
+}
+
+// A call runs the plugin's tool in the engine and answers its output; a
+// trapping tool, invalid params, a name that is no tool and arguments that
+// are not an object are each a failed call, and the session goes on.
+func TestCallTool(t *testing.T) {
+	rt := openRuntime(t)
+	cs, _ := connect(t, newServer(t, rt, mcp.Options{}))
+
+	res := call(t, cs, "word_count", map[string]any{"text": "one two three"})
+	if res.IsError || !strings.Contains(text(res), `"words":3`) {
+		t.Errorf("word_count: isError %v, text %q, want 3 words", res.IsError, text(res))
+	}
+
+	res = call(t, cs, "crash", map[string]any{})
+	if !res.IsError || !strings.Contains(text(res), "plugin trapped") {
+		t.Errorf("crash: isError %v, text %q, want a failed call saying the plugin trapped", res.IsError, text(res))
+	}
+
+	res = call(t, cs, "word_count", map[string]any{"txt": "x"})
+	if !res.IsError || !strings.Contains(text(res), "text") {
+		t.Errorf("word_count without text: isError %v, text %q, want a failed call naming the field", res.IsError, text(res))
+	}
+
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "no_such_tool"})
+	if err == nil || !strings.Contains(err.Error(), "no_such_tool") {
+		t.Errorf("no_such_tool: error %v, want the SDK's unknown-tool error naming it", err)
+	}
+
+	res = call(t, cs, "word_count", []int{1, 2})
+	if !res.IsError || !strings.Contains(text(res), "JSON object") {
+		t.Errorf("arguments [1,2]: isError %v, text %q, want a failed call saying they must be an object", res.IsError, text(res))
+	}
+
+	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	res = call(t, cs, "word_count", json.RawMessage(`{"text":`+deep+`}`))
+	if !res.IsError || !strings.Contains(text(res), "deep") {
+		t.Errorf("arguments 200 deep: isError %v, text %q, want a failed call saying they nest too deep", res.IsError, text(res))
+	}
+
+	res = call(t, cs, "word_count", map[string]any{"text": "still here"})
+	if res.IsError || !strings.Contains(text(res), `"words":2`) {
+		t.Errorf("word_count after the failures: isError %v, text %q, want 2 words", res.IsError, text(res))
+	}
+}
+
+// An MCP session is a morph session: a plugin in session isolation keeps
+// one instance per client session while it lasts, and releases it when the
+// client ends the session.
+func TestSessionIsolation(t *testing.T) {
+	rt := openRuntime(t)
+	srv := newServer(t, rt, mcp.Options{})
+	a, doneA := connect(t, srv)
+	b, doneB := connect(t, srv)
+	for _, cs := range []*sdk.ClientSession{a, b, a} {
+		if res := call(t, cs, "word_count", map[string]any{"text": "x"}); res.IsError {
+			t.Fatalf("word_count: %s", text(res))
+		}
+	}
+	if n := openSessions(t, rt.Engine, "gh"); n != 2 {
+		t.Errorf("%d sessions open in plugin gh after two clients called, want 2", n)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(t, doneA); err != nil {
+		t.Errorf("Serve of the session the client closed: %v, want nil", err)
+	}
+	if n := openSessions(t, rt.Engine, "gh"); n != 1 {
+		t.Errorf("%d sessions open in plugin gh after one client closed, want 1", n)
+	}
+	if _, err := a.CallTool(context.Background(), &sdk.CallToolParams{Name: "word_count", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Error("a call on the closed session succeeded")
+	}
+	if n := openSessions(t, rt.Engine, "gh"); n != 1 {
+		t.Errorf("%d sessions open in plugin gh after a call on the closed session, want 1", n)
+	}
+	b.Close()
+	wait(t, doneB)
+	if n := openSessions(t, rt.Engine, "gh"); n != 0 {
+		t.Errorf("%d sessions open in plugin gh after both clients closed, want 0", n)
+	}
+}
+
+// wait is what Serve returned, failing t when it does not return within a
+// generous bound.
+func wait(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return within a minute of the client closing")
+		return nil
+	}
+}
+
+// A request line over MaxRequestBytes ends that session with an error
+// naming the limit, and releases its instances; the server serves the next.
+func TestMaxRequestBytes(t *testing.T) {
+	rt := openRuntime(t)
+	srv := newServer(t, rt, mcp.Options{MaxRequestBytes: 64 << 10})
+	c1, c2 := net.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.Serve(context.Background(), &sdk.IOTransport{Reader: c1, Writer: c1, MaxLineLength: 64 << 10})
+	}()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: c2, Writer: c2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res := call(t, cs, "word_count", map[string]any{"text": "x"}); res.IsError {
+		t.Fatalf("word_count: %s", text(res))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "word_count", Arguments: map[string]any{"text": strings.Repeat("x", 128<<10)}}); err == nil {
+		t.Error("a 128 KiB request on a 64 KiB limit was answered")
+	}
+	if err := wait(t, done); err == nil || !strings.Contains(err.Error(), "maximum line length") {
+		t.Errorf("Serve: %v, want the error of the line limit", err)
+	}
+	if n := openSessions(t, rt.Engine, "gh"); n != 0 {
+		t.Errorf("%d sessions open in plugin gh after the session ended on its limit, want 0", n)
+	}
+	cs2, _ := connect(t, srv)
+	if res := call(t, cs2, "word_count", map[string]any{"text": "x"}); res.IsError {
+		t.Errorf("word_count in the next session: %s", text(res))
+	}
+}
+
+// A tool whose schema MCP cannot carry is not served, and is reported;
+// one without a type is served as an object schema.
+func TestSchemaNotServable(t *testing.T) {
+	reg := engine.NewRegistry()
+	reg.Register(schemaTool{name: "scalar", schema: `{"type":"string"}`})
+	reg.Register(schemaTool{name: "untyped", schema: `{"properties":{"a":{"type":"integer"}}}`})
+	eng := engine.New(nil, reg)
+	srv, err := mcp.NewServer(context.Background(), eng, mcp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := srv.Skipped()
+	if len(skipped) != 1 || skipped[0].Tool != "scalar" || !errors.Is(skipped[0].Err, mcp.ErrSchema) {
+		t.Errorf("Skipped() = %v, want scalar with ErrSchema", skipped)
+	}
+	if got := srv.Tools(); !slices.Equal(got, []string{"untyped"}) {
+		t.Errorf("Tools() = %v, want [untyped]", got)
+	}
+	cs, _ := connect(t, srv)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(res.Tools) != 1 {
+		t.Fatalf("ListTools: %v, %v; want one tool", res, err)
+	}
+	got, _ := json.Marshal(res.Tools[0].InputSchema)
+	if !strings.Contains(string(got), `"type":"object"`) || !strings.Contains(string(got), `"a":{"type":"integer"}`) {
+		t.Errorf("untyped's schema %s, want its own with type object", got)
+	}
+}
+
+// schemaTool is a tool of a given schema that answers "ok".
+type schemaTool struct{ name, schema string }
+
+func (s schemaTool) Name() string            { return s.name }
+func (s schemaTool) Description() string     { return "a tool with schema " + s.schema }
+func (s schemaTool) ParameterSchema() string { return s.schema }
+func (s schemaTool) Execute(context.Context, map[string]any) (string, error) {
+	return "ok", nil
+}

@@ -1,0 +1,100 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
+)
+
+// ErrSchema marks a tool whose parameter schema MCP cannot carry: its root
+// is not a JSON object of type "object". Such a tool is not served.
+var ErrSchema = errors.New("mcp: tool schema not servable")
+
+// ErrArguments marks a call whose arguments are not a JSON object, or nest
+// deeper than abi.MaxDepth. The call is a tool result with isError.
+var ErrArguments = errors.New("mcp: invalid tool arguments")
+
+// inputSchema is a tool's parameter schema as MCP's inputSchema: the same
+// schema, given "type": "object" when it has no type (morph's registry
+// reads a schema without one as any object; MCP requires the type), and
+// refused when its root is anything but an object schema (the SDK would
+// panic).
+func inputSchema(params json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(params)) == 0 {
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	var root map[string]any
+	if err := json.Unmarshal(params, &root); err != nil || root == nil {
+		return nil, fmt.Errorf("%w: its root is not a JSON object", ErrSchema)
+	}
+	switch t, ok := root["type"]; {
+	case !ok:
+		root["type"] = "object"
+		return json.Marshal(root)
+	case t != "object":
+		return nil, fmt.Errorf(`%w: its root's type is %s, and MCP takes only "object"`, ErrSchema, compact(t))
+	}
+	return params, nil
+}
+
+// compact is v's JSON, for an error message.
+func compact(v any) string {
+	b, _ := json.Marshal(v) // v came from json.Unmarshal
+	return string(b)
+}
+
+// arguments decodes a call's arguments: none (or null) is an empty object,
+// as a model's call without params is. Depth is checked before decoding,
+// so a deeply nested document costs one pass over its bytes.
+func arguments(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return map[string]any{}, nil
+	}
+	if err := abi.CheckDepth(raw, abi.MaxDepth); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrArguments, err)
+	}
+	var params map[string]any
+	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
+		return nil, fmt.Errorf("%w: they must be a JSON object", ErrArguments)
+	}
+	return params, nil
+}
+
+// handler runs the tool called name as a model's call of it runs: with the
+// arguments as its params, in the caller's engine session. Everything the
+// call can come to (the tool's failure, a denial, invalid params, plan
+// mode) is a result, with isError when it failed; only an engine that is
+// closed is a protocol error, since no tool can run at all.
+func (s *Server) handler(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		params, err := arguments(req.Params.Arguments)
+		if err != nil {
+			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
+		}
+		out, err := s.eng.CallTool(ctx, s.sessionID(req.Session), name, params, s.opts.Run)
+		var tce *engine.ToolCallError
+		switch {
+		case err == nil:
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}, nil
+		case errors.As(err, &tce):
+			return failed(tce.Message), nil
+		case errors.Is(err, engine.ErrClosed):
+			return nil, err
+		default:
+			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
+		}
+	}
+}
+
+// failed is a tool result with isError and text.
+func failed(text string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
+}
