@@ -96,7 +96,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		return usageErrorf("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout), newPluginCmd(stdout, stderr), newPipelineCmd(stdin, stdout, stderr),
-		newWorkerCmd(stderr))
+		newWorkerCmd(stderr), newMCPCmd(stdin, stdout, stderr))
 	return root
 }
 

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// morph mcp serve speaks MCP on standard input and output (the SDK's
+// client on the other end), nothing else: the summary goes to standard
+// error; a call runs the config's tool; the client closing standard input
+// ends the command with exit 0.
+func TestMCPServe(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(context.Background(), []string{"mcp", "serve", "--config", cfg}, inR, outW, &stderr)
+		outW.Close()
+	}()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("connecting: %v; stderr:\n%s", err, stderr.String())
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "calc", Arguments: map[string]any{"expression": "409.5 + 42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*sdk.TextContent).Text; res.IsError || got != "451.5" {
+		t.Errorf("calc: isError %v, text %q, want 451.5", res.IsError, got)
+	}
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "calc", Arguments: map[string]any{"expression": "1 +"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError {
+		t.Errorf("calc of a bad expression: %+v, want isError", res)
+	}
+	cs.Close()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("exit %d after the client closed, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("morph mcp serve did not return within a minute of the client closing standard input")
+	}
+	if !strings.Contains(stderr.String(), "morph: serving 1 tools over MCP") {
+		t.Errorf("stderr does not say what is served:\n%s", stderr.String())
+	}
+}
+
+// Bad flags are usage errors, before any config is read.
+func TestMCPServeFlags(t *testing.T) {
+	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--shutdown-timeout", "0s"}, {"stray"}} {
+		code, stdout, stderr := morph(t, "", append([]string{"mcp", "serve", "--config", "/nonexistent/morph.toml"}, args...)...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, args[0]) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d naming %s", args, code, stdout, stderr, exitUsage, args[0])
+		}
+	}
+}
