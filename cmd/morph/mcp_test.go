@@ -3,13 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/morphhost/morph/internal/testenv"
+	"github.com/morphhost/morph/mcp"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader in two
@@ -85,5 +94,51 @@ func TestMCPServeFlags(t *testing.T) {
 		if code != exitUsage || stdout != "" || !strings.Contains(stderr, args[0]) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d naming %s", args, code, stdout, stderr, exitUsage, args[0])
 		}
+	}
+}
+
+// The official TypeScript SDK's client (Node 22, from `make tools-mcp`)
+// drives the built morph binary over stdio: it negotiates the newest
+// protocol morph serves, lists the built-in and the plugin's tools, and
+// calls the plugin's.
+func TestMCPServeTypeScriptClient(t *testing.T) {
+	tools := testenv.MCPTools(t)
+	goHooks, err := filepath.Abs(testenv.Built(t, filepath.Join("..", "..", "examples", "go-hooks", "go-hooks.wasm"), "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := setup(t, []string{finalReply}, "\n[[plugins]]\nname = \"gh\"\npath = "+strconv.Quote(goHooks)+"\nisolation = \"session\"\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(tools, "node_modules", ".bin", "node"), filepath.Join("testdata", "mcp-client.mjs"),
+		"--call", "word_count", "--args", `{"text":"one two three"}`, "stdio", morphBinary(t), "mcp", "serve", "--config", cfg)
+	cmd.Env = append(os.Environ(), "MCP_TOOLS="+tools)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mcp-client.mjs: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var got struct {
+		Server          struct{ Name string }
+		ProtocolVersion string
+		Tools           []string
+		Result          struct {
+			Content []struct{ Type, Text string }
+			IsError bool
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("mcp-client.mjs printed %q: %v", out, err)
+	}
+	if got.Server.Name != "morph" || got.ProtocolVersion != mcp.ProtocolVersions[0] {
+		t.Errorf("server %q, protocol %q; want morph, %s", got.Server.Name, got.ProtocolVersion, mcp.ProtocolVersions[0])
+	}
+	slices.Sort(got.Tools)
+	if want := []string{"calc", "json_query", "word_count"}; !slices.Equal(got.Tools, want) {
+		t.Errorf("tools %v, want %v", got.Tools, want)
+	}
+	if r := got.Result; r.IsError || len(r.Content) != 1 || !strings.Contains(r.Content[0].Text, `"words":3`) {
+		t.Errorf("word_count: %+v, want one text content counting 3 words\nstderr:\n%s", r, stderr.String())
 	}
 }
