@@ -103,15 +103,15 @@ func TestMCPServeFlags(t *testing.T) {
 // calls the plugin's.
 func TestMCPServeTypeScriptClient(t *testing.T) {
 	tools := testenv.MCPTools(t)
-	goHooks, err := filepath.Abs(testenv.Built(t, filepath.Join("..", "..", "examples", "go-hooks", "go-hooks.wasm"), "examples"))
+	rustHooks, err := filepath.Abs(testenv.Built(t, filepath.Join("..", "..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm"), "rust"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := setup(t, []string{finalReply}, "\n[[plugins]]\nname = \"gh\"\npath = "+strconv.Quote(goHooks)+"\nisolation = \"session\"\n")
+	cfg := setup(t, []string{finalReply}, "\n[[plugins]]\nname = \"rh\"\npath = "+strconv.Quote(rustHooks)+"\nisolation = \"session\"\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(tools, "node_modules", ".bin", "node"), filepath.Join("testdata", "mcp-client.mjs"),
-		"--call", "word_count", "--args", `{"text":"one two three"}`, "stdio", morphBinary(t), "mcp", "serve", "--config", cfg)
+		"--call", "reverse", "--args", `{"text":"one two three"}`, "stdio", morphBinary(t), "mcp", "serve", "--config", cfg)
 	cmd.Env = append(os.Environ(), "MCP_TOOLS="+tools)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -135,10 +135,10 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 		t.Errorf("server %q, protocol %q; want morph, %s", got.Server.Name, got.ProtocolVersion, mcp.ProtocolVersions[0])
 	}
 	slices.Sort(got.Tools)
-	if want := []string{"calc", "json_query", "word_count"}; !slices.Equal(got.Tools, want) {
+	if want := []string{"calc", "char_stats", "reverse"}; !slices.Equal(got.Tools, want) {
 		t.Errorf("tools %v, want %v", got.Tools, want)
 	}
-	if r := got.Result; r.IsError || len(r.Content) != 1 || !strings.Contains(r.Content[0].Text, `"words":3`) {
-		t.Errorf("word_count: %+v, want one text content counting 3 words\nstderr:\n%s", r, stderr.String())
+	if r := got.Result; r.IsError || len(r.Content) != 1 || r.Content[0].Text != "eerht owt eno" {
+		t.Errorf("reverse: %+v, want one text content, eerht owt eno\nstderr:\n%s", r, stderr.String())
 	}
 }
