@@ -494,3 +494,23 @@ func TestLargeArguments(t *testing.T) {
 		t.Errorf("the refusal is %d bytes, over the observation cap %d", len(text(res)), engine.DefaultMaxObservationBytes)
 	}
 }
+
+// Options.Run.Tools, the run's tool list, is what is served: the others
+// are neither listed nor callable.
+func TestRunToolsServed(t *testing.T) {
+	srv := newServer(t, openRuntime(t), mcp.Options{Run: engine.RunOptions{Tools: []string{"reverse"}}})
+	if got := srv.Tools(); !slices.Equal(got, []string{"reverse"}) {
+		t.Errorf("Tools() = %v, want [reverse]", got)
+	}
+	cs, _ := connect(t, srv)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(res.Tools) != 1 || res.Tools[0].Name != "reverse" {
+		t.Fatalf("ListTools: %v, %v; want reverse alone", res, err)
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "char_stats", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Error("char_stats, not in the run's tools, was called")
+	}
+	if res := call(t, cs, "reverse", map[string]any{"text": "ab"}); res.IsError || text(res) != "ba" {
+		t.Errorf("reverse: isError %v, text %q, want ba", res.IsError, text(res))
+	}
+}
