@@ -45,8 +45,8 @@ type Options struct {
 	// config's RunOptions): its Mode and Tools hold for MCP clients too.
 	// When Tools is set, only those tools are served.
 	Run engine.RunOptions
-	// MaxRequestBytes bounds one request line on stdio; a longer one ends
-	// the session with an error that says so. Zero is
+	// MaxRequestBytes bounds one request line on stdio (ServeStdio); a
+	// longer one ends the session with a *RequestTooLargeError. Zero is
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int
 	// SessionEndTimeout bounds releasing an ended session's instances.
@@ -138,9 +138,12 @@ func (s *Server) Tools() []string { return slices.Clone(s.served) }
 func (s *Server) Skipped() []Skipped { return slices.Clone(s.skipped) }
 
 // ServeStdio serves one client over r and w (a process's standard input
-// and output) until the client closes r, or ctx ends. See Serve.
+// and output) until the client closes r, or ctx ends. See Serve. A request
+// line longer than Options.MaxRequestBytes ends the session with a
+// *RequestTooLargeError.
 func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
-	return s.Serve(ctx, &sdk.IOTransport{Reader: r, Writer: w, MaxLineLength: s.opts.MaxRequestBytes})
+	// The SDK's own line cap is off: lineLimit's is the same, and typed.
+	return s.Serve(ctx, &sdk.IOTransport{Reader: &lineLimit{ReadCloser: r, limit: s.opts.MaxRequestBytes}, Writer: w, MaxLineLength: -1})
 }
 
 // Serve serves one MCP session over t until the client ends it or ctx

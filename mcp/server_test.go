@@ -310,31 +310,34 @@ func wait(t *testing.T, done <-chan error) error {
 	}
 }
 
-// A request line over MaxRequestBytes ends that session with an error
-// naming the limit, and releases its instances; the server serves the next.
+// A request line over MaxRequestBytes ends that session with a
+// *RequestTooLargeError, and releases its instances; the server serves the
+// next.
 func TestMaxRequestBytes(t *testing.T) {
 	rt := openRuntime(t)
 	srv := newServer(t, rt, mcp.Options{MaxRequestBytes: 64 << 10})
 	c1, c2 := net.Pipe()
 	done := make(chan error, 1)
-	go func() {
-		done <- srv.Serve(context.Background(), &sdk.IOTransport{Reader: c1, Writer: c1, MaxLineLength: 64 << 10})
-	}()
+	go func() { done <- srv.ServeStdio(context.Background(), c1, c1) }()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: c2, Writer: c2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if res := call(t, cs, "reverse", map[string]any{"text": "x"}); res.IsError {
-		t.Fatalf("reverse: %s", text(res))
+	for range 3 { // the limit is per line: three of 60 KiB pass
+		if res := call(t, cs, "char_stats", map[string]any{"text": strings.Repeat("x", 60<<10)}); res.IsError {
+			t.Fatalf("char_stats of a request just under the limit: %.200s", text(res))
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "reverse", Arguments: map[string]any{"text": strings.Repeat("x", 128<<10)}}); err == nil {
-		t.Error("a 128 KiB request on a 64 KiB limit was answered")
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "char_stats", Arguments: map[string]any{"text": strings.Repeat("x", 64<<10)}}); err == nil {
+		t.Error("a request over the 64 KiB limit was answered")
 	}
-	if err := wait(t, done); err == nil || !strings.Contains(err.Error(), "maximum line length") {
-		t.Errorf("Serve: %v, want the error of the line limit", err)
+	err = wait(t, done)
+	var tooLarge *mcp.RequestTooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Limit != 64<<10 || !errors.Is(err, mcp.ErrRequestTooLarge) {
+		t.Errorf("Serve: %v, want a *RequestTooLargeError of limit 65536", err)
 	}
 	if n := openSessions(t, rt.Engine, "rh"); n != 0 {
 		t.Errorf("%d sessions open in plugin rh after the session ended on its limit, want 0", n)

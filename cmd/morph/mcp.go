@@ -98,10 +98,14 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	fmt.Fprintf(stderr, "morph: serving %d tools over MCP on standard input and output\n", len(srv.Tools()))
 	err = srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return nil
+	case errors.Is(err, mcp.ErrRequestTooLarge):
+		return &exitError{exitRunFailed, fmt.Errorf("%w (--max-request-kb %d raises it)", err, f.maxRequestKB)}
+	default:
 		return &exitError{exitRunFailed, err}
 	}
-	return nil
 }
 
 // nopWriteCloser is standard output as the transport's writer: the

@@ -87,6 +87,18 @@ func TestMCPServe(t *testing.T) {
 	}
 }
 
+// A request line over --max-request-kb ends the command, exit 1, with the
+// error saying which flag raises the limit.
+func TestMCPServeRequestTooLarge(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "")
+	line := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"},"pad":"` +
+		strings.Repeat("x", 2<<10) + `"}}` + "\n"
+	code, stdout, stderr := morph(t, line, "mcp", "serve", "--config", cfg, "--max-request-kb", "1")
+	if code != exitRunFailed || stdout != "" || !strings.Contains(stderr, "a request line over 1024 bytes") || !strings.Contains(stderr, "--max-request-kb 1 raises it") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit %d naming the limit and the flag", code, stdout, stderr, exitRunFailed)
+	}
+}
+
 // Bad flags are usage errors, before any config is read.
 func TestMCPServeFlags(t *testing.T) {
 	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--shutdown-timeout", "0s"}, {"stray"}} {
