@@ -25,8 +25,8 @@
 //     panics on an input schema that is not an object: such a tool is not
 //     served, and Server.Skipped says why.
 //   - Arguments are checked for nesting depth before they are decoded, and
-//     a request line longer than Options.MaxRequestBytes ends the session
-//     rather than being buffered.
+//     a stdio request line longer than Options.MaxRequestBytes ends the
+//     session with a *RequestTooLargeError rather than being buffered.
 //
 // Slice 1 of issue 26: stdio, tools, text results. Streamable HTTP, rich
 // content, progress, logging and list changes come next (see RATIONALE.md,

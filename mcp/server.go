@@ -26,11 +26,14 @@ const DefaultMaxRequestBytes = 4 << 20
 // zero.
 const DefaultSessionEndTimeout = 10 * time.Second
 
-// ProtocolVersions are the MCP versions served, newest first. 2026-07-28,
+// protocolVersions are the MCP versions served, newest first. 2026-07-28,
 // which the SDK also speaks, is left out: it is the stateless protocol, with
 // no session for a morph session to be; a client that asks for it (or any
 // other) at initialize is answered with the newest of these.
-var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// ProtocolVersions are the MCP versions served, newest first.
+func ProtocolVersions() []string { return slices.Clone(protocolVersions) }
 
 // Options configure a Server. The zero value serves every tool with the
 // defaults.
@@ -98,7 +101,7 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 		Logger: opts.Logger,
 		// Set, so that a server with no tool still says it serves tools.
 		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
-		SupportedProtocolVersions: slices.Clone(ProtocolVersions),
+		SupportedProtocolVersions: ProtocolVersions(),
 	})
 	for _, spec := range eng.Registry().Specs() {
 		if opts.Run.Tools != nil && !slices.Contains(opts.Run.Tools, spec.Name) {

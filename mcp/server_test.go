@@ -392,7 +392,7 @@ func (s schemaTool) Execute(context.Context, map[string]any) (string, error) {
 // told nothing) gets the newest served, and its session works.
 func TestProtocolVersions(t *testing.T) {
 	srv := newServer(t, openRuntime(t), mcp.Options{})
-	for asked, want := range map[string]string{"2025-11-25": "2025-11-25", "2025-06-18": "2025-06-18", "": mcp.ProtocolVersions[0], "2026-07-28": mcp.ProtocolVersions[0]} {
+	for asked, want := range map[string]string{"2025-11-25": "2025-11-25", "2025-06-18": "2025-06-18", "": mcp.ProtocolVersions()[0], "2026-07-28": mcp.ProtocolVersions()[0]} {
 		st, ct := sdk.NewInMemoryTransports()
 		done := make(chan error, 1)
 		go func() { done <- srv.Serve(context.Background(), st) }()

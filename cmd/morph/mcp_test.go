@@ -143,8 +143,8 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("mcp-client.mjs printed %q: %v", out, err)
 	}
-	if got.Server.Name != "morph" || got.ProtocolVersion != mcp.ProtocolVersions[0] {
-		t.Errorf("server %q, protocol %q; want morph, %s", got.Server.Name, got.ProtocolVersion, mcp.ProtocolVersions[0])
+	if got.Server.Name != "morph" || got.ProtocolVersion != mcp.ProtocolVersions()[0] {
+		t.Errorf("server %q, protocol %q; want morph, %s", got.Server.Name, got.ProtocolVersion, mcp.ProtocolVersions()[0])
 	}
 	slices.Sort(got.Tools)
 	if want := []string{"calc", "char_stats", "reverse"}; !slices.Equal(got.Tools, want) {
