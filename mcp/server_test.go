@@ -42,14 +42,17 @@ var shared struct {
 	err  error
 }
 
-// openRuntime is a morph.toml with two plugins opened: "rh", the Rust guest
-// examples/rust-hooks (native ABI: reverse, char_stats; small, so quick
-// to compile) in session isolation, and "ext", the Extism fixture extism_tools_http (tools fail
-// and crash, a trap), beside the built-in tools.
+// openRuntime is a morph.toml with three plugins opened: "rh", the Rust
+// guest examples/rust-hooks (native ABI: reverse, char_stats; small, so
+// quick to compile) in session isolation; "ext", the Extism fixture
+// extism_tools_http (tools fail and crash, a trap); and "spin", the fixture
+// spin_tool (its tool spins until stopped) in session isolation with a
+// five-minute deadline; beside the built-in tools.
 func openRuntime(t *testing.T) *config.Runtime {
 	t.Helper()
 	rh := absolute(t, testenv.Built(t, filepath.Join("..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm"), "rust"))
 	ext := absolute(t, testenv.Built(t, filepath.Join("..", "guests", "testdata", "extism_tools_http.wasm"), "fixtures"))
+	spin := absolute(t, testenv.Built(t, filepath.Join("..", "guests", "testdata", "spin_tool.wasm"), "fixtures"))
 	shared.once.Do(func() {
 		dir, err := os.MkdirTemp("", "mcp-test")
 		if err != nil {
@@ -58,7 +61,8 @@ func openRuntime(t *testing.T) *config.Runtime {
 		}
 		toml := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n" +
 			"[[plugins]]\nname = \"rh\"\npath = " + strconv.Quote(rh) + "\nisolation = \"session\"\n" +
-			"[[plugins]]\nname = \"ext\"\npath = " + strconv.Quote(ext) + "\n"
+			"[[plugins]]\nname = \"ext\"\npath = " + strconv.Quote(ext) + "\n" +
+			"[[plugins]]\nname = \"spin\"\npath = " + strconv.Quote(spin) + "\nisolation = \"session\"\ntimeout = \"5m\"\n"
 		replies := `{"model":"scripted-test","replies":[{"reply":{"type":"final","final":{"thought":"t","output":"ok"}}}]}`
 		for name, content := range map[string]string{"morph.toml": toml, "replies.json": replies} {
 			if shared.err = os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); shared.err != nil {
@@ -515,5 +519,36 @@ func TestRunToolsServed(t *testing.T) {
 	}
 	if res := call(t, cs, "reverse", map[string]any{"text": "ab"}); res.IsError || text(res) != "ba" {
 		t.Errorf("reverse: isError %v, text %q, want ba", res.IsError, text(res))
+	}
+}
+
+// A call in flight when its client goes away is canceled (the SDK cancels
+// the requests of a connection whose reader ended): the plugin is
+// interrupted long before its five-minute deadline, Serve returns, and the
+// session's instance is released.
+func TestClientGoneMidCall(t *testing.T) {
+	rt := openRuntime(t)
+	srv := newServer(t, rt, mcp.Options{})
+	c1, c2 := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeStdio(context.Background(), c1, c1) }()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: c2, Writer: c2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "spin"}) // its answer never comes
+	for deadline := time.Now().Add(time.Minute); openSessions(t, rt.Engine, "spin") != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the spin call did not start within a minute")
+		}
+	}
+	// The client dies: its end of the connection closes under it (the
+	// client's own Close would wait for the call's answer first).
+	c2.Close()
+	if err := wait(t, done); err != nil {
+		t.Errorf("Serve: %v, want nil (the client's end closed)", err)
+	}
+	if n := openSessions(t, rt.Engine, "spin"); n != 0 {
+		t.Errorf("%d sessions open in plugin spin after its client went away mid-call, want 0", n)
 	}
 }
