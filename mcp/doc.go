@@ -28,7 +28,8 @@
 //     a stdio request line longer than Options.MaxRequestBytes ends the
 //     session with a *RequestTooLargeError rather than being buffered.
 //
-// Slice 1 of issue 26: stdio, tools, text results. Streamable HTTP, rich
-// content, progress, logging and list changes come next (see RATIONALE.md,
-// "MCP: the official Go SDK").
+// Served so far: tools over stdio, their results as text and images (the
+// images a model would get, Engine.CallToolResult). Streamable HTTP,
+// structured and other content, progress, logging and list changes come
+// next (issue 26; RATIONALE.md, "MCP: the official Go SDK").
 package mcp

@@ -1,7 +1,9 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
@@ -94,10 +97,10 @@ func absolute(t *testing.T, path string) string {
 	return abs
 }
 
-// newServer serves rt's engine.
-func newServer(t *testing.T, rt *config.Runtime, opts mcp.Options) *mcp.Server {
+// newServer serves eng.
+func newServer(t *testing.T, eng *engine.Engine, opts mcp.Options) *mcp.Server {
 	t.Helper()
-	srv, err := mcp.NewServer(context.Background(), rt.Engine, opts)
+	srv, err := mcp.NewServer(context.Background(), eng, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +176,7 @@ func openSessions(t *testing.T, eng *engine.Engine, name string) int {
 // Every tool of the engine is listed, with its schema as the registry has it.
 func TestListTools(t *testing.T) {
 	rt := openRuntime(t)
-	srv := newServer(t, rt, mcp.Options{})
+	srv := newServer(t, rt.Engine, mcp.Options{})
 	cs, _ := connect(t, srv)
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -219,7 +222,7 @@ func TestListTools(t *testing.T) {
 // are not an object are each a failed call, and the session goes on.
 func TestCallTool(t *testing.T) {
 	rt := openRuntime(t)
-	cs, _ := connect(t, newServer(t, rt, mcp.Options{}))
+	cs, _ := connect(t, newServer(t, rt.Engine, mcp.Options{}))
 
 	res := call(t, cs, "reverse", map[string]any{"text": "one two three"})
 	if res.IsError || text(res) != "eerht owt eno" {
@@ -268,7 +271,7 @@ func TestCallTool(t *testing.T) {
 // client ends the session.
 func TestSessionIsolation(t *testing.T) {
 	rt := openRuntime(t)
-	srv := newServer(t, rt, mcp.Options{})
+	srv := newServer(t, rt.Engine, mcp.Options{})
 	a, doneA := connect(t, srv)
 	b, doneB := connect(t, srv)
 	for _, cs := range []*sdk.ClientSession{a, b, a} {
@@ -319,7 +322,7 @@ func wait(t *testing.T, done <-chan error) error {
 // next.
 func TestMaxRequestBytes(t *testing.T) {
 	rt := openRuntime(t)
-	srv := newServer(t, rt, mcp.Options{MaxRequestBytes: 64 << 10})
+	srv := newServer(t, rt.Engine, mcp.Options{MaxRequestBytes: 64 << 10})
 	c1, c2 := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeStdio(context.Background(), c1, c1) }()
@@ -395,7 +398,7 @@ func (s schemaTool) Execute(context.Context, map[string]any) (string, error) {
 // for another (the SDK's client asks for the stateless 2026-07-28 when
 // told nothing) gets the newest served, and its session works.
 func TestProtocolVersions(t *testing.T) {
-	srv := newServer(t, openRuntime(t), mcp.Options{})
+	srv := newServer(t, openRuntime(t).Engine, mcp.Options{})
 	for asked, want := range map[string]string{"2025-11-25": "2025-11-25", "2025-06-18": "2025-06-18", "": mcp.ProtocolVersions()[0], "2026-07-28": mcp.ProtocolVersions()[0]} {
 		st, ct := sdk.NewInMemoryTransports()
 		done := make(chan error, 1)
@@ -419,7 +422,7 @@ func TestProtocolVersions(t *testing.T) {
 // its own answer (run with -race: the session table is shared).
 func TestConcurrentSessions(t *testing.T) {
 	rt := openRuntime(t)
-	srv := newServer(t, rt, mcp.Options{})
+	srv := newServer(t, rt.Engine, mcp.Options{})
 	const sessions, calls = 4, 8
 	clients := make([]*sdk.ClientSession, sessions)
 	for i := range clients {
@@ -458,7 +461,7 @@ func TestConcurrentSessions(t *testing.T) {
 // Serve returns the context's error.
 func TestServeCanceled(t *testing.T) {
 	rt := openRuntime(t)
-	srv := newServer(t, rt, mcp.Options{})
+	srv := newServer(t, rt.Engine, mcp.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	st, ct := sdk.NewInMemoryTransports()
 	done := make(chan error, 1)
@@ -484,7 +487,7 @@ func TestServeCanceled(t *testing.T) {
 // long text is counted, an object of 10,000 unknown keys is refused by the
 // schema, a failed call like any other.
 func TestLargeArguments(t *testing.T) {
-	cs, _ := connect(t, newServer(t, openRuntime(t), mcp.Options{}))
+	cs, _ := connect(t, newServer(t, openRuntime(t).Engine, mcp.Options{}))
 	res := call(t, cs, "char_stats", map[string]any{"text": strings.Repeat("w ", 128<<10)})
 	if res.IsError || !strings.Contains(text(res), `"chars":262144,`) {
 		t.Errorf("char_stats of 256 KiB: isError %v, text %.200q", res.IsError, text(res))
@@ -505,7 +508,7 @@ func TestLargeArguments(t *testing.T) {
 // Options.Run.Tools, the run's tool list, is what is served: the others
 // are neither listed nor callable.
 func TestRunToolsServed(t *testing.T) {
-	srv := newServer(t, openRuntime(t), mcp.Options{Run: engine.RunOptions{Tools: []string{"reverse"}}})
+	srv := newServer(t, openRuntime(t).Engine, mcp.Options{Run: engine.RunOptions{Tools: []string{"reverse"}}})
 	if got := srv.Tools(); !slices.Equal(got, []string{"reverse"}) {
 		t.Errorf("Tools() = %v, want [reverse]", got)
 	}
@@ -528,7 +531,7 @@ func TestRunToolsServed(t *testing.T) {
 // session's instance is released.
 func TestClientGoneMidCall(t *testing.T) {
 	rt := openRuntime(t)
-	srv := newServer(t, rt, mcp.Options{})
+	srv := newServer(t, rt.Engine, mcp.Options{})
 	c1, c2 := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeStdio(context.Background(), c1, c1) }()
@@ -550,5 +553,45 @@ func TestClientGoneMidCall(t *testing.T) {
 	}
 	if n := openSessions(t, rt.Engine, "spin"); n != 0 {
 		t.Errorf("%d sessions open in plugin spin after its client went away mid-call, want 0", n)
+	}
+}
+
+// imageTool is a tool answering a caption and one image of data (base64).
+type imageTool struct {
+	schemaTool
+	data string
+}
+
+func (t imageTool) ExecuteImages(context.Context, map[string]any) (string, []abi.Image, error) {
+	return "a chart", []abi.Image{{MimeType: "image/png", Data: t.data}}, nil
+}
+
+// A tool's images are image content, as bytes, when the engine gives them
+// to its model (WithImages), and not otherwise; one whose data is not
+// base64 is left out.
+func TestImages(t *testing.T) {
+	png := []byte("\\x89PNG\\r\\n\\x1a\\n")
+	for _, on := range []bool{true, false} {
+		reg := engine.NewRegistry()
+		reg.Register(imageTool{schemaTool{name: "chart", schema: `{"type":"object"}`}, base64.StdEncoding.EncodeToString(png)})
+		reg.Register(imageTool{schemaTool{name: "bad_chart", schema: `{"type":"object"}`}, "not base64!"})
+		cs, _ := connect(t, newServer(t, engine.New(nil, reg, engine.WithImages(on)), mcp.Options{}))
+		res := call(t, cs, "chart", nil)
+		want := 1
+		if on {
+			want = 2
+		}
+		if res.IsError || len(res.Content) != want || text(res) != "a chart" {
+			t.Fatalf("images %v: chart: isError %v, %d contents, text %q; want %d, a chart", on, res.IsError, len(res.Content), text(res), want)
+		}
+		if on {
+			img, ok := res.Content[1].(*sdk.ImageContent)
+			if !ok || img.MIMEType != "image/png" || !bytes.Equal(img.Data, png) {
+				t.Errorf("chart's image %#v, want the PNG bytes", res.Content[1])
+			}
+		}
+		if res := call(t, cs, "bad_chart", nil); res.IsError || len(res.Content) != 1 || text(res) != "a chart" {
+			t.Errorf("images %v: bad_chart: isError %v, %d contents, text %q; want the text alone", on, res.IsError, len(res.Content), text(res))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,11 +80,11 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		if err != nil {
 			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
-		out, err := s.eng.CallTool(ctx, s.sessionID(req.Session), name, params, s.opts.Run)
+		res, err := s.eng.CallToolResult(ctx, s.sessionID(req.Session), name, params, s.opts.Run)
 		var tce *engine.ToolCallError
 		switch {
 		case err == nil:
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}, nil
+			return s.result(ctx, name, res), nil
 		case errors.As(err, &tce):
 			return failed(tce.Message), nil
 		case errors.Is(err, engine.ErrClosed):
@@ -92,6 +93,24 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
 	}
+}
+
+// result is a call's result as MCP content: the text, then the images
+// (those the model would get: the engine's WithImages decides, as in a
+// run). An image whose data is not base64 is left out, with a warning: the
+// SDK sends raw bytes, and an embedding host's tool may have written
+// anything.
+func (s *Server) result(ctx context.Context, tool string, res engine.ToolResult) *sdk.CallToolResult {
+	content := []sdk.Content{&sdk.TextContent{Text: res.Output}}
+	for i, img := range res.Images {
+		data, err := base64.StdEncoding.DecodeString(img.Data)
+		if err != nil {
+			s.log.WarnContext(ctx, "mcp: tool result image left out: its data is not base64", "tool", tool, "image", i+1, "error", err)
+			continue
+		}
+		content = append(content, &sdk.ImageContent{Data: data, MIMEType: img.MimeType})
+	}
+	return &sdk.CallToolResult{Content: content}
 }
 
 // failed is a tool result with isError and text.
