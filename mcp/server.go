@@ -68,7 +68,7 @@ type Server struct {
 	skipped []Skipped
 
 	mu       sync.Mutex
-	sessions map[*sdk.ServerSession]string // the engine session of each MCP session that made a call
+	sessions map[*sdk.ServerSession]*session
 }
 
 // Skipped is a tool of the engine that is not served, and why.
@@ -96,7 +96,7 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	if opts.SessionEndTimeout <= 0 {
 		opts.SessionEndTimeout = DefaultSessionEndTimeout
 	}
-	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]string{}}
+	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Logger: opts.Logger,
 		// Set, so that a server with no tool still says it serves tools.
@@ -150,8 +150,9 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 }
 
 // Serve serves one MCP session over t until the client ends it or ctx
-// ends, then ends the engine session it was (its calls finish first, and
-// its session-isolated instances are released). A client that closed the
+// ends (which cancels the calls in flight), then ends the engine session
+// it was (its calls finish first, and its session-isolated instances are
+// released). A client that closed the
 // connection is a nil error; ctx's end is ctx.Err().
 func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	ss, err := s.sdk.Connect(ctx, t, nil)
@@ -162,6 +163,7 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	go func() { done <- ss.Wait() }()
 	select {
 	case <-ctx.Done():
+		s.session(ss, false).cancel() // the calls in flight, which Close would wait for
 		ss.Close()
 		<-done
 		err = ctx.Err()

@@ -457,8 +457,10 @@ func TestConcurrentSessions(t *testing.T) {
 	}
 }
 
-// Serve's context ending ends the session (its instances released) and
-// Serve returns the context's error.
+// Serve's context ending (morph mcp serve's signal) ends the session: a call
+// in flight is canceled, its plugin interrupted long before its five-minute
+// deadline, the session's instances are released, and Serve returns the
+// context's error.
 func TestServeCanceled(t *testing.T) {
 	rt := openRuntime(t)
 	srv := newServer(t, rt.Engine, mcp.Options{})
@@ -474,12 +476,20 @@ func TestServeCanceled(t *testing.T) {
 	if res := call(t, cs, "reverse", map[string]any{"text": "x"}); res.IsError {
 		t.Fatalf("reverse: %s", text(res))
 	}
+	go cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "spin"}) // its answer never comes
+	for deadline := time.Now().Add(time.Minute); openSessions(t, rt.Engine, "spin") != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the spin call did not start within a minute")
+		}
+	}
 	cancel()
 	if err := wait(t, done); !errors.Is(err, context.Canceled) {
 		t.Errorf("Serve: %v, want context.Canceled", err)
 	}
-	if n := openSessions(t, rt.Engine, "rh"); n != 0 {
-		t.Errorf("%d sessions open in plugin rh after Serve's context ended, want 0", n)
+	for _, p := range []string{"rh", "spin"} {
+		if n := openSessions(t, rt.Engine, p); n != 0 {
+			t.Errorf("%d sessions open in plugin %s after Serve's context ended, want 0", n, p)
+		}
 	}
 }
 

@@ -6,20 +6,33 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// sessionID is the engine session ss is, made at its first call: a session
-// that never calls has nothing to release.
-func (s *Server) sessionID(ss *sdk.ServerSession) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.sessions[ss]
-	if !ok {
-		id = s.eng.NewSession("").ID()
-		s.sessions[ss] = id
-	}
-	return id
+// session is the morph side of an MCP session: the engine session it is,
+// and a context its calls run under, so that Serve's end stops them. (The
+// SDK runs a stdio session's handlers under a context its Connect's does
+// not cancel, and its Close waits for them.)
+type session struct {
+	id     string
+	called bool // a call ran: the engine session may hold instances
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-// end ends ss's engine session, if a call made one, within
+// session is ss's session, made when first asked for; a call marks it
+// called.
+func (s *Server) session(ss *sdk.ServerSession, call bool) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ses, ok := s.sessions[ss]
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		ses = &session{id: s.eng.NewSession("").ID(), ctx: ctx, cancel: cancel}
+		s.sessions[ss] = ses
+	}
+	ses.called = ses.called || call
+	return ses
+}
+
+// end ends ss's engine session, if a call ran in it, within
 // Options.SessionEndTimeout: the session_end middleware runs (a plugin in
 // session isolation releases the session's instance). Serve calls it once
 // ss.Wait has returned, and the SDK's connection is done only when no
@@ -27,13 +40,17 @@ func (s *Server) sessionID(ss *sdk.ServerSession) string {
 // runs past its end, so none makes an instance after the release.
 func (s *Server) end(ctx context.Context, ss *sdk.ServerSession) error {
 	s.mu.Lock()
-	id, ok := s.sessions[ss]
+	ses, ok := s.sessions[ss]
 	delete(s.sessions, ss)
 	s.mu.Unlock()
 	if !ok {
 		return nil
 	}
+	ses.cancel()
+	if !ses.called {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.SessionEndTimeout)
 	defer cancel()
-	return s.eng.ResumeSession(id, nil).Close(ctx)
+	return s.eng.ResumeSession(ses.id, nil).Close(ctx)
 }

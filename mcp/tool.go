@@ -80,7 +80,11 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		if err != nil {
 			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
-		res, err := s.eng.CallToolResult(ctx, s.sessionID(req.Session), name, params, s.opts.Run)
+		ses := s.session(req.Session, true)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(ses.ctx, cancel)()
+		res, err := s.eng.CallToolResult(ctx, ses.id, name, params, s.opts.Run)
 		var tce *engine.ToolCallError
 		switch {
 		case err == nil:
