@@ -69,12 +69,18 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The engine's warnings are printed below, from its status: it logs
+	// only errors unless -v.
+	engineLogger := logger
+	if !f.verbose {
+		engineLogger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
 	cfg, err := config.Load(f.config)
 	if err != nil {
 		return &exitError{exitUsage, err}
 	}
 	ctx := cmd.Context()
-	rt, err := cfg.Open(ctx, logger, engine.WithLogger(logger))
+	rt, err := cfg.Open(ctx, logger, engine.WithLogger(engineLogger))
 	if err != nil {
 		code := exitRunFailed
 		if errors.Is(err, config.ErrConfig) {
@@ -88,13 +94,11 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	for _, w := range st.Warnings { // a plugin tool taking a built-in's name, ...
 		fmt.Fprintln(stderr, "warning: "+oneLine(w, 500))
 	}
+	// The server logs the tools it does not serve, and why.
 	srv, err := mcp.NewServer(ctx, rt.Engine, mcp.Options{Name: "morph", Version: moduleVersion(), Logger: logger,
 		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10})
 	if err != nil {
 		return &exitError{exitRunFailed, err}
-	}
-	for _, s := range srv.Skipped() {
-		fmt.Fprintf(stderr, "warning: tool %s is not served: %s\n", label(s.Tool), oneLine(s.Err.Error(), 500))
 	}
 	fmt.Fprintf(stderr, "morph: serving %d tools over MCP on standard input and output\n", len(srv.Tools()))
 	err = srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
