@@ -605,3 +605,24 @@ func TestImages(t *testing.T) {
 		}
 	}
 }
+
+// A closed engine can run no tool: a call is a protocol error, the one a
+// handler returns, and the session goes on answering.
+func TestEngineClosed(t *testing.T) {
+	reg := engine.NewRegistry()
+	reg.Register(schemaTool{name: "ok_tool", schema: `{"type":"object"}`})
+	eng := engine.New(nil, reg)
+	cs, _ := connect(t, newServer(t, eng, mcp.Options{}))
+	if res := call(t, cs, "ok_tool", nil); res.IsError || text(res) != "ok" {
+		t.Fatalf("ok_tool: isError %v, text %q", res.IsError, text(res))
+	}
+	if err := eng.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "ok_tool"}); err == nil || !strings.Contains(err.Error(), engine.ErrClosed.Error()) {
+		t.Errorf("ok_tool on a closed engine: error %v, want a protocol error saying %q", err, engine.ErrClosed)
+	}
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Errorf("ListTools after the engine closed: %v", err)
+	}
+}
