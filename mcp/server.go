@@ -103,6 +103,7 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
 		SupportedProtocolVersions: ProtocolVersions(),
 	})
+	s.sdk.AddReceivingMiddleware(s.trackHTTP)
 	for _, spec := range eng.Registry().Specs() {
 		if opts.Run.Tools != nil && !slices.Contains(opts.Run.Tools, spec.Name) {
 			continue

@@ -20,6 +20,12 @@ type session struct {
 // session is ss's session, made when first asked for; a call marks it
 // called.
 func (s *Server) session(ss *sdk.ServerSession, call bool) *session {
+	ses, _ := s.sessionNew(ss, call)
+	return ses
+}
+
+// sessionNew is session, and whether it was made now.
+func (s *Server) sessionNew(ss *sdk.ServerSession, call bool) (*session, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ses, ok := s.sessions[ss]
@@ -29,7 +35,7 @@ func (s *Server) session(ss *sdk.ServerSession, call bool) *session {
 		s.sessions[ss] = ses
 	}
 	ses.called = ses.called || call
-	return ses
+	return ses, !ok
 }
 
 // end ends ss's engine session, if a call ran in it, within

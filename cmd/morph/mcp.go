@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +24,10 @@ type mcpServeFlags struct {
 	maxRequestKB    int
 	verbose         bool
 	shutdownTimeout time.Duration
+	http            string
+	tokenEnv        string
+	allowOrigins    []string
+	sessionIdle     time.Duration
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -30,7 +38,7 @@ func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f mcpServeFlags
 	serve := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve every tool of the config (plugins and built-ins) over MCP on standard input and output",
+		Short: "Serve every tool of the config (plugins and built-ins) over MCP on standard input and output, or HTTP",
 		Long: `Serve every tool of the config (its plugins' and the built-ins) to one MCP client over
 standard input and output, until the client closes standard input or a signal comes.
 Each call runs as a model's call of the tool runs in 'morph run': validated against
@@ -42,7 +50,15 @@ An MCP client's configuration starts it, for example:
   {"command": "morph", "args": ["mcp", "serve", "--config", "/path/to/morph.toml"]}
 
 Standard output carries only the protocol; the summary, warnings and logs go to
-standard error.`,
+standard error.
+
+With --http ADDR it serves any number of clients over Streamable HTTP at
+http://ADDR/ instead, until a signal comes; each HTTP session is a morph session,
+ended when the client deletes it or it is idle for --session-idle. A request
+whose Origin header is not a loopback origin or one of --allow-origin is refused
+(403). An address other than loopback needs a bearer token, read from the
+environment variable --token-env names; when that variable is set, every request
+must carry the token (401 without it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return mcpServe(cmd, f, stdin, stdout, stderr)
@@ -53,6 +69,10 @@ standard error.`,
 		"the longest request line a client may send, in KiB; a longer one ends its session")
 	serve.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log the engine's and the plugins' debug messages on standard error")
 	serve.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
+	serve.Flags().StringVar(&f.http, "http", "", "serve Streamable HTTP on this address (host:port; 127.0.0.1:0 picks a port) instead of standard input and output")
+	serve.Flags().StringVar(&f.tokenEnv, "token-env", "MORPH_MCP_TOKEN", "with --http, the environment variable holding the bearer token clients must send")
+	serve.Flags().StringArrayVar(&f.allowOrigins, "allow-origin", nil, "with --http, an origin (scheme://host[:port]) browsers may call from besides loopback ones; repeatable")
+	serve.Flags().DurationVar(&f.sessionIdle, "session-idle", mcp.DefaultSessionIdle, "with --http, end a session after this long without a request")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -63,6 +83,20 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	if f.shutdownTimeout <= 0 {
 		return usageErrorf("--shutdown-timeout must be positive, not %s", f.shutdownTimeout)
+	}
+	if f.sessionIdle <= 0 {
+		return usageErrorf("--session-idle must be positive, not %s", f.sessionIdle)
+	}
+	var loopback bool
+	if f.http != "" {
+		host, _, err := net.SplitHostPort(f.http)
+		if err != nil {
+			return usageErrorf("--http %s: %v", f.http, err)
+		}
+		// Decided before binding: a name other than localhost may resolve
+		// beyond loopback, and an empty host is every interface.
+		ip := net.ParseIP(host)
+		loopback = host == "localhost" || (ip != nil && ip.IsLoopback())
 	}
 	level := slog.LevelWarn
 	if f.verbose {
@@ -100,6 +134,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
+	if f.http != "" {
+		return mcpServeHTTP(ctx, srv, f, loopback, stderr)
+	}
 	fmt.Fprintf(stderr, "morph: serving %d tools over MCP on standard input and output\n", len(srv.Tools()))
 	err = srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
 	switch {
@@ -118,3 +155,37 @@ type nopWriteCloser struct{ io.Writer }
 
 // Close does nothing.
 func (nopWriteCloser) Close() error { return nil }
+
+// mcpServeHTTP serves srv over Streamable HTTP on f.http until ctx ends.
+func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, loopback bool, stderr io.Writer) error {
+	h, err := srv.Handler(mcp.HTTPOptions{Loopback: loopback, Token: os.Getenv(f.tokenEnv),
+		AllowedOrigins: f.allowOrigins, SessionIdle: f.sessionIdle})
+	if errors.Is(err, mcp.ErrNoToken) {
+		return &exitError{exitUsage, fmt.Errorf("--http %s is not a loopback address: set the bearer token clients must send in $%s (--token-env names another variable): %w", f.http, f.tokenEnv, err)}
+	}
+	if err != nil {
+		return &exitError{exitRunFailed, err}
+	}
+	ln, err := net.Listen("tcp", f.http)
+	if err != nil {
+		return &exitError{exitRunFailed, fmt.Errorf("--http %s: %w", f.http, err)}
+	}
+	defer ln.Close()
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(stderr, "morph: serving %d tools over MCP at http://%s/\n", len(srv.Tools()), ln.Addr())
+	select {
+	case err := <-served:
+		return &exitError{exitRunFailed, fmt.Errorf("serving HTTP: %w", err)}
+	case <-ctx.Done():
+	}
+	// The sessions' streams never go idle: end them, then the listener.
+	srv.CloseSessions()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}

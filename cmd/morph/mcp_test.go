@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,9 +100,85 @@ func TestMCPServeRequestTooLarge(t *testing.T) {
 	}
 }
 
+// With --http, morph mcp serve serves Streamable HTTP on the address
+// (port 0: one the kernel picks, which the summary names) to the SDK's
+// client, until its context ends (a signal): then exit 0. A browser's
+// request from an origin not allowed is refused, one from --allow-origin's
+// is not.
+func TestMCPServeHTTP(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"mcp", "serve", "--config", cfg, "--http", "127.0.0.1:0", "--allow-origin", "https://app.example.com"}, strings.NewReader(""), io.Discard, &stderr)
+	}()
+	var url string
+	deadline := time.Now().Add(time.Minute)
+	for url == "" {
+		if _, rest, ok := strings.Cut(stderr.String(), "over MCP at "); ok {
+			url = strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no address on stderr after a minute:\n%s", stderr.String())
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v; stderr:\n%s", url, err, stderr.String())
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "calc", Arguments: map[string]any{"expression": "409.5 + 42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*sdk.TextContent).Text; res.IsError || got != "451.5" {
+		t.Errorf("calc over HTTP: isError %v, text %q, want 451.5", res.IsError, got)
+	}
+	for origin, want := range map[string]int{"http://evil.example": http.StatusForbidden, "https://app.example.com": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("a ping from Origin %s: status %d, want %d", origin, resp.StatusCode, want)
+		}
+	}
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("exit %d after the signal, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("morph mcp serve --http did not return within a minute of its context ending")
+	}
+	cs.Close()
+}
+
+// An address beyond loopback without the token's variable set is refused
+// before anything is bound, naming the variable.
+func TestMCPServeHTTPNeedsToken(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "")
+	t.Setenv("MORPH_TEST_NO_TOKEN", "")
+	code, _, stderr := morph(t, "", "mcp", "serve", "--config", cfg, "--http", "192.0.2.1:0", "--token-env", "MORPH_TEST_NO_TOKEN")
+	if code != exitUsage || !strings.Contains(stderr, "$MORPH_TEST_NO_TOKEN") || !strings.Contains(stderr, "not a loopback address") {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit %d naming $MORPH_TEST_NO_TOKEN", code, stderr, exitUsage)
+	}
+}
+
 // Bad flags are usage errors, before any config is read.
 func TestMCPServeFlags(t *testing.T) {
-	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--shutdown-timeout", "0s"}, {"stray"}} {
+	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--shutdown-timeout", "0s"}, {"--session-idle", "0s"}, {"--http", "nocolon"}, {"stray"}} {
 		code, stdout, stderr := morph(t, "", append([]string{"mcp", "serve", "--config", "/nonexistent/morph.toml"}, args...)...)
 		if code != exitUsage || stdout != "" || !strings.Contains(stderr, args[0]) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d naming %s", args, code, stdout, stderr, exitUsage, args[0])
