@@ -112,10 +112,20 @@ func loopbackOrigin(origin string) bool {
 // SDK has no hook for a session's end, but ss.Wait returns once its
 // connection is closed and no request is in flight (see end).
 func (s *Server) track(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		go ss.Close() // not here: Close waits for this handler
+		return
+	}
+	s.ending.Add(1) // under mu: never after CloseSessions' Wait began
+	s.mu.Unlock()
 	if _, made := s.sessionNew(ss, false); !made {
+		s.ending.Done()
 		return
 	}
 	go func() {
+		defer s.ending.Done()
 		ss.Wait()
 		if err := s.end(context.Background(), ss); err != nil {
 			s.log.Warn("mcp: releasing an ended session", "session", ss.ID(), "error", err)
@@ -135,10 +145,13 @@ func (s *Server) trackHTTP(next sdk.MethodHandler) sdk.MethodHandler {
 	}
 }
 
-// CloseSessions ends every session (canceling its calls in flight); each
-// one's engine session is ended as it goes. For a server shutting down.
+// CloseSessions ends every session (canceling its calls in flight) and
+// waits until the HTTP sessions' engine sessions are ended: for a server
+// shutting down, before its engine closes. A session initialized after it
+// is ended at once.
 func (s *Server) CloseSessions() {
 	s.mu.Lock()
+	s.closing = true
 	for _, ses := range s.sessions {
 		ses.cancel()
 	}
@@ -146,4 +159,5 @@ func (s *Server) CloseSessions() {
 	for ss := range s.sdk.Sessions() {
 		ss.Close()
 	}
+	s.ending.Wait()
 }

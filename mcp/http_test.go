@@ -225,3 +225,40 @@ func TestHTTPToken(t *testing.T) {
 		t.Errorf("loopback with a token set, none sent: status %d, want 401", got)
 	}
 }
+
+// CloseSessions, a server's shutdown, cancels the calls in flight over
+// HTTP and returns once the sessions' instances are released.
+func TestHTTPCloseSessions(t *testing.T) {
+	rt := openRuntime(t)
+	srv := newServer(t, rt.Engine, mcp.Options{})
+	hs := serveHTTP(t, srv, mcp.HTTPOptions{Loopback: true})
+	cs, err := connectHTTP(t, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	called := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "spin"})
+		called <- err
+	}()
+	waitSessions(t, rt.Engine, "spin", 1) // the call is running
+	closed := make(chan struct{})
+	go func() {
+		srv.CloseSessions()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("CloseSessions did not return within a minute (the plugin's deadline is 5 minutes)")
+	}
+	if n := openSessions(t, rt.Engine, "spin"); n != 0 {
+		t.Errorf("%d sessions open in plugin spin after CloseSessions, want 0", n)
+	}
+	select {
+	case <-called:
+	case <-time.After(time.Minute):
+		t.Error("the call in flight did not end within a minute of CloseSessions")
+	}
+}

@@ -69,6 +69,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*session
+	closing  bool           // CloseSessions was called
+	ending   sync.WaitGroup // the HTTP sessions' ends (track)
 }
 
 // Skipped is a tool of the engine that is not served, and why.
