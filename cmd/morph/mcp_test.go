@@ -191,16 +191,62 @@ func TestMCPServeFlags(t *testing.T) {
 // protocol morph serves, lists the built-in and the plugin's tools, and
 // calls the plugin's.
 func TestMCPServeTypeScriptClient(t *testing.T) {
-	tools := testenv.MCPTools(t)
+	tools, cfg := tsClientSetup(t)
+	tsClient(t, tools, "stdio", morphBinary(t), "mcp", "serve", "--config", cfg)
+}
+
+// The official TypeScript SDK's client does the same over Streamable HTTP
+// (the built binary with --http on a port the kernel picks); an interrupt
+// then ends the server, exit 0.
+func TestMCPServeTypeScriptClientHTTP(t *testing.T) {
+	tools, cfg := tsClientSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	server := exec.CommandContext(ctx, morphBinary(t), "mcp", "serve", "--config", cfg, "--http", "127.0.0.1:0")
+	var stderr syncBuffer
+	server.Stderr = &stderr
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var url string
+	for deadline := time.Now().Add(time.Minute); url == ""; time.Sleep(20 * time.Millisecond) {
+		if _, rest, ok := strings.Cut(stderr.String(), "over MCP at "); ok {
+			url = strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
+		} else if time.Now().After(deadline) {
+			server.Process.Kill()
+			t.Fatalf("no address on stderr after a minute:\n%s", stderr.String())
+		}
+	}
+	tsClient(t, tools, "http", url)
+	if err := server.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := server.Wait(); err != nil {
+		t.Errorf("morph mcp serve --http after an interrupt: %v, want exit 0; stderr:\n%s", err, stderr.String())
+	}
+}
+
+// tsClientSetup is the cached MCP tools' directory and a config with the
+// rust-hooks example in session isolation beside the built-in calc.
+func tsClientSetup(t *testing.T) (tools, cfg string) {
+	t.Helper()
+	tools = testenv.MCPTools(t)
 	rustHooks, err := filepath.Abs(testenv.Built(t, filepath.Join("..", "..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm"), "rust"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := setup(t, []string{finalReply}, "\n[[plugins]]\nname = \"rh\"\npath = "+strconv.Quote(rustHooks)+"\nisolation = \"session\"\n")
+	return tools, setup(t, []string{finalReply}, "\n[[plugins]]\nname = \"rh\"\npath = "+strconv.Quote(rustHooks)+"\nisolation = \"session\"\n")
+}
+
+// tsClient runs testdata/mcp-client.mjs with the transport arguments
+// (stdio COMMAND ARG... or http URL): it must negotiate the newest protocol
+// morph serves, list the built-in and the plugin's tools, and call reverse.
+func tsClient(t *testing.T, tools string, transport ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(tools, "node_modules", ".bin", "node"), filepath.Join("testdata", "mcp-client.mjs"),
-		"--call", "reverse", "--args", `{"text":"one two three"}`, "stdio", morphBinary(t), "mcp", "serve", "--config", cfg)
+	cmd := exec.CommandContext(ctx, filepath.Join(tools, "node_modules", ".bin", "node"), append([]string{filepath.Join("testdata", "mcp-client.mjs"),
+		"--call", "reverse", "--args", `{"text":"one two three"}`}, transport...)...)
 	cmd.Env = append(os.Environ(), "MCP_TOOLS="+tools)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
