@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -43,7 +44,14 @@ type HTTPOptions struct {
 	// SessionIdle ends a session with no request for this long; zero is
 	// DefaultSessionIdle.
 	SessionIdle time.Duration
+	// MaxSessions bounds the HTTP sessions open at once: a request that
+	// would start another is refused with 503 and a JSON-RPC error, and
+	// counted (Server.RefusedSessions). Zero is DefaultMaxSessions.
+	MaxSessions int
 }
+
+// DefaultMaxSessions is HTTPOptions.MaxSessions when zero.
+const DefaultMaxSessions = 256
 
 // Handler serves the Streamable HTTP transport: each MCP session is an
 // engine session, ended (its session-isolated instances released) when
@@ -58,6 +66,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = DefaultSessionIdle
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
 		Logger:              s.log,
 		SessionTimeout:      o.SessionIdle,
@@ -66,7 +77,40 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if o.Token != "" {
 		h = auth.RequireBearerToken(tokenVerifier(o.Token), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	}
-	return originCheck(o, h), nil
+	return originCheck(o, s.sessionCap(o.MaxSessions, h)), nil
+}
+
+// sessionCap refuses, with 503, a request that would start a session
+// (one without a session id) while limit HTTP sessions are open. Requests
+// initializing at once may each pass: the cap holds to within the
+// initializes in flight.
+func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			s.mu.Lock()
+			full := s.httpOpen >= limit
+			if full {
+				s.refused++
+			}
+			s.mu.Unlock()
+			if full {
+				s.log.Warn("mcp: a new HTTP session refused: the sessions open are at max_sessions", "max_sessions", limit, "remote", r.RemoteAddr)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"morph: %d MCP sessions are open, the most it serves (max_sessions); end one, or raise the limit"}}`+"\n", limit)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// RefusedSessions is how many new HTTP sessions were refused for
+// HTTPOptions.MaxSessions.
+func (s *Server) RefusedSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // tokenVerifier accepts token only. The user id makes the SDK refuse a
@@ -124,9 +168,17 @@ func (s *Server) track(ss *sdk.ServerSession) {
 		s.ending.Done()
 		return
 	}
+	s.mu.Lock()
+	s.httpOpen++
+	s.mu.Unlock()
 	go func() {
 		defer s.ending.Done()
 		ss.Wait()
+		defer func() {
+			s.mu.Lock()
+			s.httpOpen--
+			s.mu.Unlock()
+		}()
 		if err := s.end(context.Background(), ss); err != nil {
 			s.log.Warn("mcp: releasing an ended session", "session", ss.ID(), "error", err)
 		}

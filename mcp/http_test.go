@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -110,8 +111,8 @@ func TestHTTPSessionIdle(t *testing.T) {
 }
 
 // post sends a JSON-RPC initialize to url with the given headers, and
-// answers the response's status.
-func post(t *testing.T, url string, header map[string]string) int {
+// answers the response's status and the start of its body.
+func post(t *testing.T, url string, header map[string]string) (int, string) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -128,6 +129,8 @@ func post(t *testing.T, url string, header map[string]string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(resp.Body, head)
 	resp.Body.Close()
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" { // end the session it made
 		del, _ := http.NewRequest(http.MethodDelete, url, nil)
@@ -139,7 +142,7 @@ func post(t *testing.T, url string, header map[string]string) int {
 			resp.Body.Close()
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, string(head[:n])
 }
 
 // A request from an Origin not allowed is refused with 403 (DNS-rebinding
@@ -166,17 +169,17 @@ func TestHTTPOrigin(t *testing.T) {
 		if c.origin != "" {
 			h["Origin"] = c.origin
 		}
-		if got := post(t, hs.URL, h); got != c.want {
+		if got, _ := post(t, hs.URL, h); got != c.want {
 			t.Errorf("Origin %q: status %d, want %d", c.origin, got, c.want)
 		}
 	}
 	// The SDK's own check: a loopback listener refuses a Host that is not.
-	if got := post(t, hs.URL, map[string]string{"Host": "evil.example"}); got != http.StatusForbidden {
+	if got, _ := post(t, hs.URL, map[string]string{"Host": "evil.example"}); got != http.StatusForbidden {
 		t.Errorf("Host evil.example: status %d, want 403", got)
 	}
 	// Without Loopback, loopback origins are not allowed by default.
 	hs2 := serveHTTP(t, srv, mcp.HTTPOptions{Token: "t"})
-	if got := post(t, hs2.URL, map[string]string{"Origin": "http://localhost:6274", "Authorization": "Bearer t"}); got != http.StatusForbidden {
+	if got, _ := post(t, hs2.URL, map[string]string{"Origin": "http://localhost:6274", "Authorization": "Bearer t"}); got != http.StatusForbidden {
 		t.Errorf("not loopback, Origin http://localhost:6274: status %d, want 403", got)
 	}
 }
@@ -201,11 +204,11 @@ func TestHTTPToken(t *testing.T) {
 	}
 	hs := serveHTTP(t, srv, mcp.HTTPOptions{Token: "s3cret"})
 	for _, h := range []map[string]string{{}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}} {
-		if got := post(t, hs.URL, h); got != http.StatusUnauthorized {
+		if got, _ := post(t, hs.URL, h); got != http.StatusUnauthorized {
 			t.Errorf("headers %v: status %d, want 401", h, got)
 		}
 	}
-	if got := post(t, hs.URL, map[string]string{"Authorization": "Bearer s3cret"}); got != http.StatusOK {
+	if got, _ := post(t, hs.URL, map[string]string{"Authorization": "Bearer s3cret"}); got != http.StatusOK {
 		t.Errorf("the right token: status %d, want 200", got)
 	}
 	if _, err := connectHTTP(t, hs.URL, nil); err == nil {
@@ -221,7 +224,7 @@ func TestHTTPToken(t *testing.T) {
 	}
 	// Loopback with a token set still requires it.
 	hs2 := serveHTTP(t, srv, mcp.HTTPOptions{Loopback: true, Token: "s3cret"})
-	if got := post(t, hs2.URL, nil); got != http.StatusUnauthorized {
+	if got, _ := post(t, hs2.URL, nil); got != http.StatusUnauthorized {
 		t.Errorf("loopback with a token set, none sent: status %d, want 401", got)
 	}
 }
@@ -260,5 +263,50 @@ func TestHTTPCloseSessions(t *testing.T) {
 	case <-called:
 	case <-time.After(time.Minute):
 		t.Error("the call in flight did not end within a minute of CloseSessions")
+	}
+}
+
+// Past MaxSessions a new session is refused with 503 and a JSON-RPC error
+// naming the limit, and counted; the sessions open go on, and once one
+// ends a new one is served.
+func TestHTTPMaxSessions(t *testing.T) {
+	rt := openRuntime(t)
+	srv := newServer(t, rt.Engine, mcp.Options{})
+	hs := serveHTTP(t, srv, mcp.HTTPOptions{Loopback: true, MaxSessions: 2})
+	var open []*sdk.ClientSession
+	for range 2 {
+		cs, err := connectHTTP(t, hs.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		open = append(open, cs)
+	}
+	if _, err := connectHTTP(t, hs.URL, nil); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
+		t.Errorf("a third session: %v, want a refusal (503)", err)
+	}
+	refused := srv.RefusedSessions()
+	if got, body := post(t, hs.URL, nil); got != http.StatusServiceUnavailable || !strings.Contains(body, "max_sessions") || !strings.Contains(body, `"jsonrpc":"2.0"`) {
+		t.Errorf("a raw initialize past the cap: status %d, body %q; want 503 with a JSON-RPC error naming max_sessions", got, body)
+	}
+	if n := srv.RefusedSessions(); n != refused+1 {
+		t.Errorf("RefusedSessions %d after one more refusal, want %d", n, refused+1)
+	}
+	if res := call(t, open[0], "reverse", map[string]any{"text": "ab"}); res.IsError || text(res) != "ba" {
+		t.Errorf("a call in an open session at the cap: isError %v, text %q", res.IsError, text(res))
+	}
+	open[0].Close()
+	waitSessions(t, rt.Engine, "rh", 0)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cs, err := connectHTTP(t, hs.URL, nil)
+		if err == nil {
+			cs.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new session a minute after one ended: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

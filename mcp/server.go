@@ -70,6 +70,8 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*session
 	closing  bool           // CloseSessions was called
+	httpOpen int            // HTTP sessions tracked and not yet ended
+	refused  int            // new HTTP sessions refused for MaxSessions
 	ending   sync.WaitGroup // the HTTP sessions' ends (track)
 }
 

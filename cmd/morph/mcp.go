@@ -28,6 +28,7 @@ type mcpServeFlags struct {
 	tokenEnv        string
 	allowOrigins    []string
 	sessionIdle     time.Duration
+	maxSessions     int
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -73,6 +74,7 @@ must carry the token (401 without it).`,
 	serve.Flags().StringVar(&f.tokenEnv, "token-env", "MORPH_MCP_TOKEN", "with --http, the environment variable holding the bearer token clients must send")
 	serve.Flags().StringArrayVar(&f.allowOrigins, "allow-origin", nil, "with --http, an origin (scheme://host[:port]) browsers may call from besides loopback ones; repeatable")
 	serve.Flags().DurationVar(&f.sessionIdle, "session-idle", mcp.DefaultSessionIdle, "with --http, end a session after this long without a request")
+	serve.Flags().IntVar(&f.maxSessions, "max-sessions", mcp.DefaultMaxSessions, "with --http, the most sessions open at once; a client starting another gets 503")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -86,6 +88,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	if f.sessionIdle <= 0 {
 		return usageErrorf("--session-idle must be positive, not %s", f.sessionIdle)
+	}
+	if f.maxSessions <= 0 {
+		return usageErrorf("--max-sessions must be positive, not %d", f.maxSessions)
 	}
 	var loopback bool
 	if f.http != "" {
@@ -159,7 +164,7 @@ func (nopWriteCloser) Close() error { return nil }
 // mcpServeHTTP serves srv over Streamable HTTP on f.http until ctx ends.
 func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, loopback bool, stderr io.Writer) error {
 	h, err := srv.Handler(mcp.HTTPOptions{Loopback: loopback, Token: os.Getenv(f.tokenEnv),
-		AllowedOrigins: f.allowOrigins, SessionIdle: f.sessionIdle})
+		AllowedOrigins: f.allowOrigins, SessionIdle: f.sessionIdle, MaxSessions: f.maxSessions})
 	if errors.Is(err, mcp.ErrNoToken) {
 		return &exitError{exitUsage, fmt.Errorf("--http %s is not a loopback address: set the bearer token clients must send in $%s (--token-env names another variable): %w", f.http, f.tokenEnv, err)}
 	}
