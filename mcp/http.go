@@ -46,7 +46,7 @@ type HTTPOptions struct {
 	SessionIdle time.Duration
 	// MaxSessions bounds the HTTP sessions open at once: a request that
 	// would start another is refused with 503 and a JSON-RPC error, and
-	// counted (Server.RefusedSessions). Zero is DefaultMaxSessions.
+	// counted (Server.Refusals). Zero is DefaultMaxSessions.
 	MaxSessions int
 }
 
@@ -90,7 +90,7 @@ func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 			s.mu.Lock()
 			full := s.httpOpen >= limit
 			if full {
-				s.refused++
+				s.refused.Sessions++
 			}
 			s.mu.Unlock()
 			if full {
@@ -103,14 +103,6 @@ func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// RefusedSessions is how many new HTTP sessions were refused for
-// HTTPOptions.MaxSessions.
-func (s *Server) RefusedSessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refused
 }
 
 // tokenVerifier accepts token only. The user id makes the SDK refuse a

@@ -285,12 +285,12 @@ func TestHTTPMaxSessions(t *testing.T) {
 	if _, err := connectHTTP(t, hs.URL, nil); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
 		t.Errorf("a third session: %v, want a refusal (503)", err)
 	}
-	refused := srv.RefusedSessions()
+	refused := srv.Refusals().Sessions
 	if got, body := post(t, hs.URL, nil); got != http.StatusServiceUnavailable || !strings.Contains(body, "max_sessions") || !strings.Contains(body, `"jsonrpc":"2.0"`) {
 		t.Errorf("a raw initialize past the cap: status %d, body %q; want 503 with a JSON-RPC error naming max_sessions", got, body)
 	}
-	if n := srv.RefusedSessions(); n != refused+1 {
-		t.Errorf("RefusedSessions %d after one more refusal, want %d", n, refused+1)
+	if n := srv.Refusals().Sessions; n != refused+1 {
+		t.Errorf("Refusals().Sessions %d after one more refusal, want %d", n, refused+1)
 	}
 	if res := call(t, open[0], "reverse", map[string]any{"text": "ab"}); res.IsError || text(res) != "ba" {
 		t.Errorf("a call in an open session at the cap: isError %v, text %q", res.IsError, text(res))

@@ -29,6 +29,7 @@ type mcpServeFlags struct {
 	allowOrigins    []string
 	sessionIdle     time.Duration
 	maxSessions     int
+	maxCalls        int
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -67,7 +68,9 @@ must carry the token (401 without it).`,
 	}
 	serve.Flags().StringVar(&f.config, "config", "morph.toml", "the config file")
 	serve.Flags().IntVar(&f.maxRequestKB, "max-request-kb", mcp.DefaultMaxRequestBytes>>10,
-		"the longest request line a client may send, in KiB; a longer one ends its session")
+		"the longest request a client may send, in KiB (a line on standard input, a body over HTTP); a longer one is refused with an error, and the session goes on")
+	serve.Flags().IntVar(&f.maxCalls, "max-calls-per-session", mcp.DefaultMaxCallsPerSession,
+		"the most tool calls a session runs at once; one more is refused at once with an isError result")
 	serve.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log the engine's and the plugins' debug messages on standard error")
 	serve.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
 	serve.Flags().StringVar(&f.http, "http", "", "serve Streamable HTTP on this address (host:port; 127.0.0.1:0 picks a port) instead of standard input and output")
@@ -80,8 +83,11 @@ must carry the token (401 without it).`,
 }
 
 func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	if f.maxRequestKB <= 0 {
-		return usageErrorf("--max-request-kb must be positive, not %d", f.maxRequestKB)
+	if f.maxRequestKB <= 0 || f.maxRequestKB > 1<<20 {
+		return usageErrorf("--max-request-kb must be from 1 to 1048576 (1 GiB), not %d", f.maxRequestKB)
+	}
+	if f.maxCalls <= 0 {
+		return usageErrorf("--max-calls-per-session must be positive, not %d", f.maxCalls)
 	}
 	if f.shutdownTimeout <= 0 {
 		return usageErrorf("--shutdown-timeout must be positive, not %s", f.shutdownTimeout)
@@ -121,11 +127,7 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	ctx := cmd.Context()
 	rt, err := cfg.Open(ctx, logger, engine.WithLogger(engineLogger))
 	if err != nil {
-		code := exitRunFailed
-		if errors.Is(err, config.ErrConfig) {
-			code = exitUsage
-		}
-		return &exitError{code, err}
+		return openFailed(err)
 	}
 	defer func() { closeRuntime(ctx, rt, f.shutdownTimeout, ctx.Err() != nil, stderr) }()
 	st := rt.Engine.Status()
@@ -135,7 +137,7 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	// The server logs the tools it does not serve, and why.
 	srv, err := mcp.NewServer(ctx, rt.Engine, mcp.Options{Name: "morph", Version: moduleVersion(), Logger: logger,
-		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10})
+		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10, MaxCallsPerSession: f.maxCalls})
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
@@ -143,15 +145,10 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 		return mcpServeHTTP(ctx, srv, f, loopback, stderr)
 	}
 	fmt.Fprintf(stderr, "morph: serving %d tools over MCP on standard input and output\n", len(srv.Tools()))
-	err = srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
-	switch {
-	case err == nil || ctx.Err() != nil:
-		return nil
-	case errors.Is(err, mcp.ErrRequestTooLarge):
-		return &exitError{exitRunFailed, fmt.Errorf("%w (--max-request-kb %d raises it)", err, f.maxRequestKB)}
-	default:
+	if err := srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}); err != nil && ctx.Err() == nil {
 		return &exitError{exitRunFailed, err}
 	}
+	return nil
 }
 
 // nopWriteCloser is standard output as the transport's writer: the

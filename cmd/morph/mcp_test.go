@@ -88,15 +88,17 @@ func TestMCPServe(t *testing.T) {
 	}
 }
 
-// A request line over --max-request-kb ends the command, exit 1, with the
-// error saying which flag raises the limit.
+// A request line over --max-request-kb is answered with a JSON-RPC error
+// naming the limit, and warned about on standard error; the server goes
+// on (exit 0 when the client closes standard input).
 func TestMCPServeRequestTooLarge(t *testing.T) {
 	cfg := setup(t, []string{finalReply}, "")
 	line := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"},"pad":"` +
-		strings.Repeat("x", 2<<10) + `"}}` + "\n"
+		strings.Repeat("x", 2<<10) + `"}}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
 	code, stdout, stderr := morph(t, line, "mcp", "serve", "--config", cfg, "--max-request-kb", "1")
-	if code != exitRunFailed || stdout != "" || !strings.Contains(stderr, "a request line over 1024 bytes") || !strings.Contains(stderr, "--max-request-kb 1 raises it") {
-		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit %d naming the limit and the flag", code, stdout, stderr, exitRunFailed)
+	if code != 0 || !strings.Contains(stdout, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"mcp: a request line over 1024 bytes (max_request_kb) was refused"}}`) ||
+		!strings.Contains(stdout, `{"jsonrpc":"2.0","id":2,"result":{}}`) || !strings.Contains(stderr, "a request line over 1024 bytes") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 0, the error to id 1 naming the limit, the ping answered, and a warning", code, stdout, stderr)
 	}
 }
 
@@ -178,7 +180,7 @@ func TestMCPServeHTTPNeedsToken(t *testing.T) {
 
 // Bad flags are usage errors, before any config is read.
 func TestMCPServeFlags(t *testing.T) {
-	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--shutdown-timeout", "0s"}, {"--session-idle", "0s"}, {"--max-sessions", "0"}, {"--http", "nocolon"}, {"stray"}} {
+	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--max-request-kb", "9999999999"}, {"--max-calls-per-session", "0"}, {"--shutdown-timeout", "0s"}, {"--session-idle", "0s"}, {"--max-sessions", "0"}, {"--http", "nocolon"}, {"stray"}} {
 		code, stdout, stderr := morph(t, "", append([]string{"mcp", "serve", "--config", "/nonexistent/morph.toml"}, args...)...)
 		if code != exitUsage || stdout != "" || !strings.Contains(stderr, args[0]) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d naming %s", args, code, stdout, stderr, exitUsage, args[0])
