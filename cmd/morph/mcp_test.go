@@ -89,16 +89,18 @@ func TestMCPServe(t *testing.T) {
 }
 
 // A request line over --max-request-kb is answered with a JSON-RPC error
-// naming the limit, and warned about on standard error; the server goes
-// on (exit 0 when the client closes standard input).
+// naming the limit, and warned about on standard error; exit 0 when the
+// client closes standard input. (That the session goes on past the line
+// is mcp's TestStdioRefusedLines: here the SDK cancels what is in flight
+// at the end of input, so a request after the line may go unanswered.)
 func TestMCPServeRequestTooLarge(t *testing.T) {
 	cfg := setup(t, []string{finalReply}, "")
 	line := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"},"pad":"` +
-		strings.Repeat("x", 2<<10) + `"}}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
+		strings.Repeat("x", 2<<10) + `"}}` + "\n"
 	code, stdout, stderr := morph(t, line, "mcp", "serve", "--config", cfg, "--max-request-kb", "1")
 	if code != 0 || !strings.Contains(stdout, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"mcp: a request line over 1024 bytes (max_request_kb) was refused"}}`) ||
-		!strings.Contains(stdout, `{"jsonrpc":"2.0","id":2,"result":{}}`) || !strings.Contains(stderr, "a request line over 1024 bytes") {
-		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 0, the error to id 1 naming the limit, the ping answered, and a warning", code, stdout, stderr)
+		!strings.Contains(stderr, "a request line over 1024 bytes") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 0, the error to id 1 naming the limit, and a warning", code, stdout, stderr)
 	}
 }
 
