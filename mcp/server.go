@@ -229,7 +229,7 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	go func() { done <- ss.Wait() }()
 	select {
 	case <-ctx.Done():
-		s.session(ss, false).cancel() // the calls in flight, which Close would wait for
+		s.cancelCalls(ss) // the calls in flight, which Close would wait for
 		ss.Close()
 		<-done
 		err = ctx.Err()

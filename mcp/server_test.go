@@ -291,12 +291,6 @@ func TestSessionIsolation(t *testing.T) {
 	if n := openSessions(t, rt.Engine, "rh"); n != 1 {
 		t.Errorf("%d sessions open in plugin rh after one client closed, want 1", n)
 	}
-	if _, err := a.CallTool(context.Background(), &sdk.CallToolParams{Name: "reverse", Arguments: map[string]any{"text": "x"}}); err == nil {
-		t.Error("a call on the closed session succeeded")
-	}
-	if n := openSessions(t, rt.Engine, "rh"); n != 1 {
-		t.Errorf("%d sessions open in plugin rh after a call on the closed session, want 1", n)
-	}
 	b.Close()
 	wait(t, doneB)
 	if n := openSessions(t, rt.Engine, "rh"); n != 0 {
@@ -581,7 +575,7 @@ func (t imageTool) ExecuteImages(context.Context, map[string]any) (string, []abi
 // to its model (WithImages), and not otherwise; one whose data is not
 // base64 is left out.
 func TestImages(t *testing.T) {
-	png := []byte("\\x89PNG\\r\\n\\x1a\\n")
+	png := []byte("\x89PNG\r\n\x1a\n")
 	for _, on := range []bool{true, false} {
 		reg := engine.NewRegistry()
 		reg.Register(imageTool{schemaTool{name: "chart", schema: `{"type":"object"}`}, base64.StdEncoding.EncodeToString(png)})

@@ -53,6 +53,15 @@ func (s *Server) sessionNew(ss *sdk.ServerSession, call bool) (*session, bool) {
 	return ses, !ok
 }
 
+// cancelCalls cancels ss's calls in flight, if it ever called.
+func (s *Server) cancelCalls(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ses, ok := s.sessions[ss]; ok {
+		ses.cancel()
+	}
+}
+
 // end ends ss's engine session, if a call ran in it, within
 // Options.SessionEndTimeout: the session_end middleware runs (a plugin in
 // session isolation releases the session's instance). Serve calls it once

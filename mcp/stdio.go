@@ -53,7 +53,7 @@ type stdioTransport struct {
 	w      io.WriteCloser
 	limit  int
 	stop   <-chan struct{}
-	refuse func(error) // told of every refused line
+	refuse func(error)   // told of every refused line
 	wrote  chan struct{} // closed when the writer is done
 	// pending bounds the requests read and not yet answered: the reader
 	// waits for an answer before it reads past them, so a client that

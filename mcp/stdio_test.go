@@ -230,3 +230,33 @@ func TestMaxCallsPerSession(t *testing.T) {
 		t.Errorf("a call once the running ones ended was refused for the limit: %q", text(res))
 	}
 }
+
+// A client's notifications/cancelled cancels the call: the tool's context
+// ends, long before any deadline.
+func TestClientCancels(t *testing.T) {
+	var running atomic.Int32
+	reg := engine.NewRegistry()
+	reg.Register(blockTool{schemaTool{name: "block", schema: `{"type":"object"}`}, &running})
+	cs, _ := connect(t, newServer(t, engine.New(nil, reg), mcp.Options{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		cs.CallTool(ctx, &sdk.CallToolParams{Name: "block"})
+		close(returned)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for running.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if running.Load() == 0 {
+		t.Fatal("the call never started")
+	}
+	cancel()
+	<-returned
+	for running.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := running.Load(); n != 0 {
+		t.Errorf("the tool still runs 30 s after the client canceled its call (%d running)", n)
+	}
+}

@@ -72,7 +72,7 @@ must carry the token (401 without it).`,
 	serve.Flags().IntVar(&f.maxCalls, "max-calls-per-session", mcp.DefaultMaxCallsPerSession,
 		"the most tool calls a session runs at once; one more is refused at once with an isError result")
 	serve.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log the engine's and the plugins' debug messages on standard error")
-	serve.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
+	serve.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins, and of releasing an ended session's instances")
 	serve.Flags().StringVar(&f.http, "http", "", "serve Streamable HTTP on this address (host:port; 127.0.0.1:0 picks a port) instead of standard input and output")
 	serve.Flags().StringVar(&f.tokenEnv, "token-env", "MORPH_MCP_TOKEN", "with --http, the environment variable holding the bearer token clients must send")
 	serve.Flags().StringArrayVar(&f.allowOrigins, "allow-origin", nil, "with --http, an origin (scheme://host[:port]) browsers may call from besides loopback ones; repeatable")
@@ -137,7 +137,8 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	// The server logs the tools it does not serve, and why.
 	srv, err := mcp.NewServer(ctx, rt.Engine, mcp.Options{Name: "morph", Version: moduleVersion(), Logger: logger,
-		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10, MaxCallsPerSession: f.maxCalls})
+		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10, MaxCallsPerSession: f.maxCalls,
+		SessionEndTimeout: f.shutdownTimeout})
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
