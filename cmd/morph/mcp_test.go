@@ -211,7 +211,7 @@ func TestMCPServeTypeScriptClientHTTP(t *testing.T) {
 
 // startMCPHTTP starts the built morph mcp serve --http on a port the
 // kernel picks, and is its URL; stop interrupts it, which must exit 0.
-func startMCPHTTP(t *testing.T, cfg string) (url string, stop func()) {
+func startMCPHTTP(t testing.TB, cfg string) (url string, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	server := exec.CommandContext(ctx, morphBinary(t), "mcp", "serve", "--config", cfg, "--http", "127.0.0.1:0")
@@ -306,7 +306,7 @@ func inspector(t *testing.T, tools string, target []string, v any, args ...strin
 
 // tsClientSetup is the cached MCP tools' directory and a config with the
 // rust-hooks example in session isolation beside the built-in calc.
-func tsClientSetup(t *testing.T) (tools, cfg string) {
+func tsClientSetup(t testing.TB) (tools, cfg string) {
 	t.Helper()
 	tools = testenv.MCPTools(t)
 	rustHooks, err := filepath.Abs(testenv.Built(t, filepath.Join("..", "..", "examples", "rust-hooks", "target", "wasm32-unknown-unknown", "release", "rust_hooks.wasm"), "rust"))
