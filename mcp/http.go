@@ -81,16 +81,24 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 }
 
 // sessionCap refuses, with 503, a request that would start a session
-// (one without a session id) while limit HTTP sessions are open. Requests
-// initializing at once may each pass: the cap holds to within the
-// initializes in flight.
+// (one without a session id) while limit HTTP sessions are open or being
+// initialized: initializes at once are counted from their start, so the
+// cap is exact (one may count twice while it ends, refusing early, never
+// late).
 func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			s.mu.Lock()
-			full := s.httpOpen >= limit
+			full := s.httpOpen+s.httpStarting >= limit
 			if full {
 				s.refused.Sessions++
+			} else {
+				s.httpStarting++
+				defer func() {
+					s.mu.Lock()
+					s.httpStarting--
+					s.mu.Unlock()
+				}()
 			}
 			s.mu.Unlock()
 			if full {

@@ -79,12 +79,13 @@ type Server struct {
 	served  []string
 	skipped []Skipped
 
-	mu       sync.Mutex
-	sessions map[*sdk.ServerSession]*session
-	closing  bool // CloseSessions was called
-	httpOpen int  // HTTP sessions tracked and not yet ended
-	refused  Refusals
-	ending   sync.WaitGroup // the HTTP sessions' ends (track)
+	mu           sync.Mutex
+	sessions     map[*sdk.ServerSession]*session
+	closing      bool // CloseSessions was called
+	httpOpen     int  // HTTP sessions tracked and not yet ended
+	httpStarting int  // requests that may start an HTTP session, in flight
+	refused      Refusals
+	ending       sync.WaitGroup // the HTTP sessions' ends (track)
 }
 
 // Skipped is a tool of the engine that is not served, and why.
