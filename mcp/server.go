@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -40,6 +41,12 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 
 // ProtocolVersions are the MCP versions served, newest first.
 func ProtocolVersions() []string { return slices.Clone(protocolVersions) }
+
+// portableName is a tool name every client can pass on: models' APIs
+// (OpenAI's, Anthropic's) take [a-zA-Z0-9_-]{1,64}, and clients prefix
+// the server's name (Claude Code: "mcp__morph__", 12 characters; 48 leaves
+// room for a longer server name than morph).
+var portableName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,48}$`)
 
 // Options configure a Server. The zero value serves every tool with the
 // defaults.
@@ -136,6 +143,10 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 			s.skipped = append(s.skipped, Skipped{Tool: spec.Name, Err: err})
 			s.log.WarnContext(ctx, "mcp: tool not served", "tool", spec.Name, "error", err)
 			continue
+		}
+		if !portableName.MatchString(spec.Name) {
+			s.log.WarnContext(ctx, "mcp: a tool name some clients cannot pass to their model: served, but a client may drop it or fail; rename it (or give the plugin a tool prefix) to letters, digits, _ and -, at most 48 characters",
+				"tool", spec.Name)
 		}
 		s.served = append(s.served, spec.Name)
 	}

@@ -621,3 +621,27 @@ func TestEngineClosed(t *testing.T) {
 		t.Errorf("ListTools after the engine closed: %v", err)
 	}
 }
+
+// A tool whose name some clients cannot pass to their model (a dot, over
+// 48 characters) is served, with one warning naming it; a portable name
+// gets none.
+func TestPortableToolNames(t *testing.T) {
+	long := strings.Repeat("n", 49)
+	reg := engine.NewRegistry()
+	for _, name := range []string{"plain_name-1", "plugin.tool", long} {
+		reg.Register(schemaTool{name: name, schema: `{"type":"object"}`})
+	}
+	var logs bytes.Buffer
+	srv, err := mcp.NewServer(context.Background(), engine.New(nil, reg), mcp.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Tools(); len(got) != 3 {
+		t.Errorf("Tools() = %v, want all three served", got)
+	}
+	for name, want := range map[string]int{"tool=plugin.tool": 1, "tool=" + long: 1, "tool=plain_name-1": 0} {
+		if n := strings.Count(logs.String(), name+"\n"); n != want {
+			t.Errorf("%d warnings for %s, want %d; log:\n%s", n, name, want, logs.String())
+		}
+	}
+}
