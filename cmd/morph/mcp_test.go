@@ -97,10 +97,18 @@ func TestMCPServeRequestTooLarge(t *testing.T) {
 	cfg := setup(t, []string{finalReply}, "")
 	line := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"},"pad":"` +
 		strings.Repeat("x", 2<<10) + `"}}` + "\n"
-	code, stdout, stderr := morph(t, line, "mcp", "serve", "--config", cfg, "--max-request-kb", "1")
-	if code != 0 || !strings.Contains(stdout, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"mcp: a request line over 1024 bytes (max_request_kb) was refused"}}`) ||
-		!strings.Contains(stderr, "a request line over 1024 bytes") {
-		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 0, the error to id 1 naming the limit, and a warning", code, stdout, stderr)
+	for _, args := range [][]string{{"--max-request-kb", "1"}, {"--config", setup(t, []string{finalReply}, "[mcp]\nmax_request_kb = 1\n")}} {
+		code, stdout, stderr := morph(t, line, append([]string{"mcp", "serve", "--config", cfg}, args...)...)
+		if code != 0 || !strings.Contains(stdout, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"mcp: a request line over 1024 bytes (max_request_kb) was refused"}}`) ||
+			!strings.Contains(stderr, "a request line over 1024 bytes") {
+			t.Errorf("%v: exit %d, stdout %q, stderr:\n%s\nwant exit 0, the error to id 1 naming the limit, and a warning", args, code, stdout, stderr)
+		}
+	}
+	// The flag overrides [mcp]. (Whether the initialize is answered is a
+	// race with the end of input; that it is not refused is not.)
+	small := setup(t, []string{finalReply}, "[mcp]\nmax_request_kb = 1\n")
+	if code, stdout, stderr := morph(t, line, "mcp", "serve", "--config", small, "--max-request-kb", "8"); code != 0 || strings.Contains(stdout, "error") || strings.Contains(stderr, "refused") {
+		t.Errorf("--max-request-kb 8 over [mcp] max_request_kb = 1: exit %d, stdout %q, stderr:\n%s\nwant the initialize not refused", code, stdout, stderr)
 	}
 }
 
