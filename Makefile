@@ -45,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
+.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-mcp tools-temporal tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
 
 all: build
 
@@ -65,7 +65,7 @@ build:
 # mostly wait on the dev server) and the Rust PDK's; then the fuzzing, whose
 # two sequences keep both cores busy. -Otarget keeps each job's output whole.
 test: fmt-check vet tools-wabt tools-rust
-	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-temporal
+	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-mcp tools-temporal
 	@$(MAKE) --no-print-directory -j3 -Otarget unit rust-test
 	@$(MAKE) --no-print-directory fuzz
 
@@ -109,8 +109,8 @@ unit: unit-root unit-modules
 
 unit-root:
 	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
-	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test $(RACE) -count=1 ./..." && \
-	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) $(GO) test $(RACE) -count=1 ./...
+	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) $(GO) test $(RACE) -count=1 ./..." && \
+	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) $(GO) test $(RACE) -count=1 ./...
 
 unit-modules:
 	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test $(RACE) -count=1 ./...) || exit 1; done
@@ -237,6 +237,17 @@ tools-temporal:
 # tools-temporal): the temporal module's tests fail, not skip, without it.
 TEMPORAL_CLI = $(shell scripts/temporal.sh --print-path 2>/dev/null)
 
+# The MCP ecosystem's own software for the MCP tests (Node 22, the
+# TypeScript SDK, the conformance suite, the Inspector CLI, the reference
+# servers), pinned by scripts/mcp-tools/package-lock.json: installed once
+# into the cache (about 30 s cold, then nothing).
+tools-mcp:
+	@scripts/mcp-tools.sh >/dev/null
+
+# Its directory once installed (expanded when a recipe uses it, after
+# tools-mcp): the MCP tests fail, not skip, when it is set and missing.
+MCP_TOOLS = $(shell scripts/mcp-tools.sh --print-path 2>/dev/null)
+
 tinygo-examples: $(TINYGO_EXAMPLES)
 
 # The same sources as go-hooks.wasm; -scheduler=none: no asyncify, so memory
@@ -268,7 +279,7 @@ tools-rust:
 BENCH ?=
 COUNT ?= 10
 comma := ,
-bench: fixtures examples extism-guests tinygo-examples rust
+bench: fixtures examples extism-guests tinygo-examples rust tools-mcp
 	COUNT=$(COUNT) scripts/bench.sh $(subst $(comma), ,$(BENCH))
 
 # Installs Debian's wabt once; a no-op when wat2wasm is already there.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/morphhost/morph/abi"
 )
 
 // ToolCallError is CallTool's error when the tool did not run or failed:
@@ -27,21 +29,38 @@ func (e *ToolCallError) Error() string { return fmt.Sprintf("tool %s: %s", e.Too
 // whoever calls. The output is capped as an observation is. sessionID names
 // the call in the hooks' payloads.
 func (e *Engine) CallTool(ctx context.Context, sessionID, name string, params map[string]any, opts RunOptions) (string, error) {
+	res, err := e.CallToolResult(ctx, sessionID, name, params, opts)
+	return res.Output, err
+}
+
+// ToolResult is what a tool call gives a caller that shows more than text
+// (an MCP client): the observation, and the images the model would get
+// with it.
+type ToolResult struct {
+	Output string      // the observation, capped as one
+	Images []abi.Image // as the model would get them: none unless WithImages, none after a rewrite
+}
+
+// CallToolResult is CallTool with the images of the result: the ones a
+// model that takes images (WithImages) would get with the observation, so
+// none when after_tool_call middleware rewrote the output, which a
+// redaction cannot see past.
+func (e *Engine) CallToolResult(ctx context.Context, sessionID, name string, params map[string]any, opts RunOptions) (ToolResult, error) {
 	if err := e.begin(ctx); err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
 	defer e.end()
 	rc := &Context{Task: "tool " + name, SessionID: sessionID, Turn: 1, Metrics: Metrics{StartTime: time.Now()}}
 	r := e.newRun(ctx, rc, opts)
 	if err := r.checkMode(); err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
 	if err := r.restrict(e.reg); err != nil {
-		return "", err
+		return ToolResult{}, err
 	}
-	out, _, errText, _ := e.callTool(r, 1, &ToolCall{ToolName: name, ToolParams: params})
+	out, images, errText, _ := e.callTool(r, 1, &ToolCall{ToolName: name, ToolParams: params})
 	if errText != "" {
-		return "", &ToolCallError{Tool: name, Message: out}
+		return ToolResult{}, &ToolCallError{Tool: name, Message: out}
 	}
-	return out, nil
+	return ToolResult{Output: out, Images: images}, nil
 }

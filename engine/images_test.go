@@ -80,3 +80,36 @@ func TestToolImagesDropped(t *testing.T) {
 		}
 	}
 }
+
+// CallToolResult gives its caller the images a model would get: with
+// WithImages, the tool's; without it, or after a middleware rewrote the
+// output, none.
+func TestCallToolResultImages(t *testing.T) {
+	redact := &Funcs{ID: "redact", AfterToolCall: func(_ context.Context, in abi.AfterToolCallInput) (abi.AfterToolCallOutput, error) {
+		s := "[redacted]"
+		return abi.AfterToolCallOutput{Output: &s}, nil
+	}}
+	for _, c := range []struct {
+		name   string
+		opts   []Option
+		images int
+		output string
+	}{
+		{"images on", []Option{WithImages(true)}, 1, "a chart [image 1: image/png]"},
+		{"images off", nil, 0, "a chart [image 1: image/png]"},
+		{"rewritten", []Option{WithImages(true), WithMiddleware(redact)}, 0, "[redacted]"},
+	} {
+		tool := &imageTool{testTool: testTool{name: "chart", schema: `{"type":"object"}`}}
+		e := New(script(), nil, append([]Option{WithBuiltinTools(tool)}, c.opts...)...)
+		res, err := e.CallToolResult(context.Background(), "s", "chart", map[string]any{}, RunOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Output != c.output || len(res.Images) != c.images {
+			t.Errorf("%s: output %q with %d images, want %q with %d", c.name, res.Output, len(res.Images), c.output, c.images)
+		}
+		if c.images > 0 && res.Images[0].Data != "iVBORw0KGgo=" {
+			t.Errorf("%s: image data %q, want the tool's", c.name, res.Images[0].Data)
+		}
+	}
+}

@@ -13,8 +13,9 @@
 // guest, and CI (CI=true) must never pass that way.
 //
 // The exceptions are programs that are not builds of ours, mock-llm
-// (MockLLM, from npm) and the Temporal CLI (the temporal module's tests):
-// `make test` installs them and names them in variables (MockLLMEnv,
+// (MockLLM, from npm), the MCP ecosystem's tools (MCPTools, from npm) and
+// the Temporal CLI (the temporal module's tests): `make test` installs
+// them and names them in variables (MockLLMEnv, MCPToolsEnv,
 // MORPH_TEMPORAL), and then, as under CI=true (CI), a missing one fails; a
 // plain go test on a machine without them skips their tests, naming the
 // make target.
@@ -72,15 +73,25 @@ func fromRoot(path string) string {
 	if err != nil {
 		return path
 	}
-	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+	root, ok := rootAbove(filepath.Dir(abs))
+	if !ok {
+		return path
+	}
+	if rel, err := filepath.Rel(root, abs); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return path
+}
+
+// rootAbove is the repository's root: dir or the nearest directory above
+// it whose go.mod is the root module's.
+func rootAbove(dir string) (string, bool) {
+	for ; ; dir = filepath.Dir(dir) {
 		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte(rootModule)) {
-			if rel, err := filepath.Rel(dir, abs); err == nil {
-				return filepath.ToSlash(rel)
-			}
-			return path
+			return dir, true
 		}
 		if filepath.Dir(dir) == dir {
-			return path
+			return "", false
 		}
 	}
 }
@@ -163,6 +174,47 @@ func MockLLM(t testing.TB) string {
 		return path
 	}
 	msg := fmt.Sprintf("mock-llm: %s: `make tools-mock-llm` installs it", problem)
+	if fromMake || CI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg + " (under make test or CI=true this fails)")
+	return ""
+}
+
+// MCPToolsEnv is the variable `make test` sets to the directory
+// scripts/mcp-tools.sh installed the MCP ecosystem's test tools into (Node
+// 22, the TypeScript SDK, the conformance suite, the reference servers).
+const MCPToolsEnv = "MORPH_MCP_TOOLS"
+
+// MCPTools is that directory: MCPToolsEnv's value, else what
+// `scripts/mcp-tools.sh --print-path` prints (run from the repository's
+// root). When it is not installed it fails t under `make test`
+// (MCPToolsEnv set) or CI=true, and skips t otherwise, naming the make
+// target either way.
+func MCPTools(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(MCPToolsEnv)
+	fromMake := dir != ""
+	if !fromMake {
+		wd, _ := os.Getwd()
+		if root, ok := rootAbove(wd); ok {
+			// The script looks in the user's cache, not the temporary one Main set.
+			cmd := exec.Command(filepath.Join(root, "scripts", "mcp-tools.sh"), "--print-path")
+			cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cacheHome())
+			if out, err := cmd.Output(); err == nil {
+				dir = string(bytes.TrimSpace(out))
+			}
+		}
+	}
+	problem := "not installed"
+	if dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "node")); err != nil {
+			problem = err.Error()
+		} else {
+			return dir
+		}
+	}
+	msg := fmt.Sprintf("MCP test tools: %s: `make tools-mcp` (scripts/mcp-tools.sh) installs them", problem)
 	if fromMake || CI() {
 		t.Fatal(msg)
 	}

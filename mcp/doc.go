@@ -1,0 +1,39 @@
+// Package mcp serves morph's tools to Model Context Protocol clients: every
+// tool an engine has (its plugins' and its built-ins') is an MCP tool with
+// its JSON Schema, and a client's tools/call runs it exactly as a model's
+// call runs inside `morph run` (Engine.CallTool: the run's mode and tool
+// list, the before/after_tool_call middleware, schema validation, the
+// plugin's deadline, memory, grants, isolation and fault policy, the
+// observation cap).
+//
+// The protocol itself is the official Go SDK's
+// (github.com/modelcontextprotocol/go-sdk/mcp, imported as sdk in every
+// file, since its package name is this one's). What is built here, beside
+// it, is what the SDK cannot know:
+//
+//   - An MCP session is a morph session. Each client session gets an engine
+//     session id of its own, so a plugin in session isolation gives it its
+//     own instance; when the MCP session ends (stdio: the client closed
+//     standard input) the engine session is closed, which releases those
+//     instances. The SDK has no session-end hook; Serve owns the session's
+//     life instead.
+//   - A tool failure (a trap, a timeout, a denial, invalid parameters) is a
+//     result with isError and the text the model would have seen, never a
+//     JSON-RPC error: the client's model can read it and react, and the
+//     server goes on answering.
+//   - Schemas are checked before they reach the SDK, whose Server.AddTool
+//     panics on an input schema that is not an object: such a tool is not
+//     served, and Server.Skipped says why.
+//   - Stdio is a transport of morph's, one message per line as the
+//     specification says: a line too long (Options.MaxRequestBytes), not
+//     JSON-RPC, or a batch is answered with a JSON-RPC error and skipped
+//     (counted by Server.Refusals), where the SDK's would end the session;
+//     requests read ahead of their answers are bounded; a client that
+//     stops reading cannot hold Serve past its context.
+//   - Calls a session runs at once are capped (Options.MaxCallsPerSession):
+//     one more is an isError result wrapping ErrTooManyCalls.
+//
+// Served: tools over stdio and Streamable HTTP (Server.Handler), their
+// results as text and images (the images a model would get,
+// Engine.CallToolResult).
+package mcp

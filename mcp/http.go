@@ -1,0 +1,215 @@
+package mcp
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultSessionIdle is how long an HTTP session may go without a request
+// before it is ended (and its instances released) when
+// HTTPOptions.SessionIdle is zero: a client that went away without a
+// DELETE must not hold instances for ever.
+const DefaultSessionIdle = 30 * time.Minute
+
+// ErrNoToken is the refusal to serve HTTP on an address other than
+// loopback without a bearer token: anyone who can reach the address could
+// run the tools.
+var ErrNoToken = errors.New("mcp: serving HTTP beyond loopback needs a bearer token")
+
+// HTTPOptions configure Handler.
+type HTTPOptions struct {
+	// Loopback is whether the listener's address is loopback. Beyond
+	// loopback, Token is required.
+	Loopback bool
+	// Token, when set, is the bearer token every request must carry
+	// (401 without it).
+	Token string
+	// AllowedOrigins are the origins (scheme://host[:port], exactly) a
+	// browser's request may come from besides the loopback ones
+	// (http or https on localhost, 127.0.0.1 or [::1], any port), which are
+	// allowed when Loopback is set. A request with any other Origin header
+	// is refused with 403 (DNS-rebinding protection); one without an Origin
+	// header (not from a browser) is not concerned.
+	AllowedOrigins []string
+	// SessionIdle ends a session with no request for this long; zero is
+	// DefaultSessionIdle.
+	SessionIdle time.Duration
+	// MaxSessions bounds the HTTP sessions open at once: a request that
+	// would start another is refused with 503 and a JSON-RPC error, and
+	// counted (Server.Refusals). Zero is DefaultMaxSessions.
+	MaxSessions int
+}
+
+// DefaultMaxSessions is HTTPOptions.MaxSessions when zero.
+const DefaultMaxSessions = 256
+
+// Handler serves the Streamable HTTP transport: each MCP session is an
+// engine session, ended (its session-isolated instances released) when
+// the client deletes it or it is idle for SessionIdle. Beside the SDK's
+// own checks (a loopback listener refuses a Host that is not loopback),
+// it refuses a request from an Origin not allowed, and one without the
+// bearer token when Token is set.
+func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
+	if !o.Loopback && o.Token == "" {
+		return nil, ErrNoToken
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = DefaultSessionIdle
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
+		Logger:              s.log,
+		SessionTimeout:      o.SessionIdle,
+		MaxRequestBodyBytes: int64(s.opts.MaxRequestBytes),
+	})
+	if o.Token != "" {
+		h = auth.RequireBearerToken(tokenVerifier(o.Token), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	}
+	return originCheck(o, s.sessionCap(o.MaxSessions, h)), nil
+}
+
+// sessionCap refuses, with 503, a request that would start a session
+// (one without a session id) while limit HTTP sessions are open or being
+// initialized: initializes at once are counted from their start, so the
+// cap is exact (one may count twice while it ends, refusing early, never
+// late).
+func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			s.mu.Lock()
+			full := s.httpOpen+s.httpStarting >= limit
+			if full {
+				s.refused.Sessions++
+			} else {
+				s.httpStarting++
+				defer func() {
+					s.mu.Lock()
+					s.httpStarting--
+					s.mu.Unlock()
+				}()
+			}
+			s.mu.Unlock()
+			if full {
+				s.log.Warn("mcp: a new HTTP session refused: the sessions open are at max_sessions", "max_sessions", limit, "remote", r.RemoteAddr)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"morph: %d MCP sessions are open, the most it serves (max_sessions); end one, or raise the limit"}}`+"\n", limit)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tokenVerifier accepts token only. The user id makes the SDK refuse a
+// session's requests that carry another identity.
+func tokenVerifier(token string) auth.TokenVerifier {
+	return func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: "token"}, nil
+	}
+}
+
+// originCheck refuses, with 403, a request whose Origin header is neither
+// in o.AllowedOrigins nor (when o.Loopback) a loopback origin.
+func originCheck(o HTTPOptions, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && !slices.Contains(o.AllowedOrigins, origin) && !(o.Loopback && loopbackOrigin(origin)) {
+			http.Error(w, "Forbidden: origin not allowed (morph mcp serve --allow-origin allows one)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackOrigin is whether origin is http(s) on a loopback host.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// track makes ss, an HTTP session just initialized, a morph session, and
+// ends that when the SDK ends ss (a DELETE, the idle timeout, Close): the
+// SDK has no hook for a session's end, but ss.Wait returns once its
+// connection is closed and no request is in flight (see end).
+func (s *Server) track(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		go ss.Close() // not here: Close waits for this handler
+		return
+	}
+	s.ending.Add(1) // under mu: never after CloseSessions' Wait began
+	s.mu.Unlock()
+	if _, made := s.sessionNew(ss, false); !made {
+		s.ending.Done()
+		return
+	}
+	s.mu.Lock()
+	s.httpOpen++
+	s.mu.Unlock()
+	go func() {
+		defer s.ending.Done()
+		ss.Wait()
+		defer func() {
+			s.mu.Lock()
+			s.httpOpen--
+			s.mu.Unlock()
+		}()
+		if err := s.end(context.Background(), ss); err != nil {
+			s.log.Warn("mcp: releasing an ended session", "session", ss.ID(), "error", err)
+		}
+	}()
+}
+
+// trackHTTP is the receiving middleware that tracks each HTTP session at
+// its initialize (a stdio session, which has no id, is Serve's).
+func (s *Server) trackHTTP(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if ss, ok := req.GetSession().(*sdk.ServerSession); ok && method == "initialize" && err == nil && ss.ID() != "" {
+			s.track(ss)
+		}
+		return res, err
+	}
+}
+
+// CloseSessions ends every session (canceling its calls in flight) and
+// waits until the HTTP sessions' engine sessions are ended: for a server
+// shutting down, before its engine closes. A session initialized after it
+// is ended at once.
+func (s *Server) CloseSessions() {
+	s.mu.Lock()
+	s.closing = true
+	for _, ses := range s.sessions {
+		ses.cancel()
+	}
+	s.mu.Unlock()
+	for ss := range s.sdk.Sessions() {
+		ss.Close()
+	}
+	s.ending.Wait()
+}
