@@ -102,15 +102,22 @@ RACE   := -race $(foreach p,frontend ssa backend/...,-gcflags=$(WAZEVO)/$(p)=-ra
 
 # The root's packages share one compilation cache, new for each run
 # (internal/testenv.CompileCache): a standard Go guest compiles once per run,
-# not once per package that loads it.
+# not once per package that loads it. wazero names its version in the
+# cache's entries, read from the binary's build information, which a library
+# package's test binary lacks ("dev") and cmd/morph's has (go.mod's): the
+# linker sets go.mod's in every one, so that cmd/morph's tests and the
+# library packages' share their compilations of go-hooks.wasm and
+# verify.wasm (15 s each under -race on a loaded machine, 2 s from the cache).
+WAZERO_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/tetratelabs/wazero)
+WAZERO_LDFLAGS = -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=$(WAZERO_VERSION)
 # unit runs the two at once (make -j2 unit): the root's tests and the
 # nested modules'.
 unit: unit-root unit-modules
 
 unit-root:
 	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
-	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) $(GO) test $(RACE) -count=1 ./..." && \
-	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) $(GO) test $(RACE) -count=1 ./...
+	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./..." && \
+	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./...
 
 unit-modules:
 	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test $(RACE) -count=1 ./...) || exit 1; done

@@ -33,7 +33,11 @@ func runExample(t *testing.T, name, stdin string, flags ...string) (int, pipelin
 	return code, s, stderr
 }
 
+// In parallel with the package's other parallel tests: wasm-verify's
+// compilation of verify.wasm, a standard Go guest (the only test here that
+// loads it), is most of its time, and it overlaps TestPluginNew's builds.
 func TestPipelineRunExamples(t *testing.T) {
+	t.Parallel()
 	testenv.Built(t, examples+"verify/verify.wasm", "examples")
 	for _, tc := range []struct {
 		name  string

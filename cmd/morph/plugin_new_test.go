@@ -23,21 +23,32 @@ func pluginNew(t *testing.T, args ...string) (int, string, string) {
 // generate the scaffold, build it and run its test with its own Makefile,
 // then `morph run --config <dir>/morph.toml` replays its scripted replies:
 // the word_count call and the final.
+//
+// The languages run in parallel, beside the package's other parallel tests:
+// each is mostly a toolchain in a process of its own (go, TinyGo's LLVM,
+// cargo, or cargo waiting for rust-test's lock on the shared target
+// directory under make test) and a module compiled in this one, in
+// directories of their own.
 func TestPluginNew(t *testing.T) {
+	t.Parallel()
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if os.Getenv("CARGO_TARGET_DIR") == "" {
-		// The Makefile's default (a plain go test after `make guests`):
-		// the Rust scaffold's build finds serde and the PDK compiled there
-		// instead of compiling them cold, for minutes, in its own target/.
-		t.Setenv("CARGO_TARGET_DIR", filepath.Join(repo, "target"))
+	// make test's one cargo target directory (see the Makefile), else the
+	// Makefile's default (a plain go test after `make guests`): the Rust
+	// scaffold's build finds serde and the PDK compiled there instead of
+	// compiling them cold, for minutes, in its own target/. Given to make,
+	// not set here: a parallel test cannot set the environment.
+	shared := os.Getenv("CARGO_TARGET_DIR")
+	if shared == "" {
+		shared = filepath.Join(repo, "target")
 	}
 	for _, lang := range scaffoldLangs {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			makeBin := testenv.Tool(t, "make", "build")
-			var makeArgs, testArgs []string
+			var makeArgs, buildArgs, testArgs []string
 			switch lang {
 			case "go":
 				testenv.Tool(t, "go", "build")
@@ -59,13 +70,14 @@ func TestPluginNew(t *testing.T) {
 				t.Fatalf("plugin new: exit %d\n%s%s", code, stdout, stderr)
 			}
 			generated := time.Since(start)
-			if shared := os.Getenv("CARGO_TARGET_DIR"); lang == "rust" && shared != "" {
-				// make test's one cargo target directory (see the Makefile), where
-				// the scaffold's build finds serde and the PDK compiled: linked as
-				// the scaffold's target/, where its morph.toml reads the module.
+			if lang == "rust" {
+				// The shared target directory, where the scaffold's build finds
+				// serde and the PDK compiled: linked as the scaffold's target/,
+				// where its morph.toml reads the module.
 				if err := os.Symlink(shared, filepath.Join(dir, "target")); err != nil {
 					t.Fatal(err)
 				}
+				buildArgs = append(buildArgs, "CARGO_TARGET_DIR="+shared)
 				// Its tests on the host's target in the Makefile's directory
 				// for those (rust-test's), where the PDK's own tests compile
 				// serde and its derive macros for the host.
@@ -82,7 +94,7 @@ func TestPluginNew(t *testing.T) {
 				}
 				return time.Since(begin)
 			}
-			built := mk()
+			built := mk(buildArgs...)
 			tested := mk(append(testArgs, "test")...)
 
 			begin := time.Now()

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -24,12 +25,19 @@ import (
 var homeVars = []string{"HOME", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "AppData", "LocalAppData"}
 
 // Main is a TestMain: it points the home and XDG directories at a new
-// temporary directory, runs the tests, removes the directory and exits
-// with the tests' status. The go command's directories, which default to
-// places under the home and cache directories, keep their values, so a
-// test that runs go build keeps the module and build caches.
-func Main(m *testing.M) {
-	if err := isolate(); err != nil {
+// temporary directory, runs setup (what needs the new home), runs the
+// tests, removes the directory and exits with the tests' status. The go
+// command's directories, which default to places under the home and cache
+// directories, keep their values, so a test that runs go build keeps the
+// module and build caches.
+func Main(m *testing.M, setup ...func() error) {
+	err := isolate()
+	for _, f := range setup {
+		if err == nil {
+			err = f()
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		os.Exit(2)
 	}
@@ -66,14 +74,32 @@ const CompileCacheEnv = "MORPH_TEST_CACHE"
 // $MORPH_TEST_CACHE names, so that each module compiles once per run;
 // without it, "off" (in memory).
 //
-// A library package's test binary and a command's name different wazero
-// versions ("dev" and go.mod's), and so different subdirectories of the
-// cache: cmd/morph's tests compile their own copies.
+// wazero names its version in the cache's entries, from the binary's build
+// information: a command's test binary has go.mod's, a library package's
+// none ("dev"), so that their entries would not serve each other. make test
+// sets it, the same in every test binary, with the linker (-X, see the
+// Makefile's unit-root).
 func CompileCache() string {
 	if dir := os.Getenv(CompileCacheEnv); dir != "" {
 		return dir
 	}
 	return "off"
+}
+
+// ShareCompileCache is a Main setup for the tests of a command, which
+// compiles into its default cache directory, dir (host.DefaultCacheDir in
+// the isolated home): when make test names a CompileCache, dir becomes a
+// link to it, so that a standard Go guest the library packages' tests
+// compiled is not compiled again by the command's, nor theirs by these.
+func ShareCompileCache(dir string) error {
+	shared := os.Getenv(CompileCacheEnv)
+	if shared == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	return os.Symlink(shared, dir)
 }
 
 // pinGo sets the go command's directories to the values it uses now; with
