@@ -354,7 +354,15 @@ func (p *Plugin) finish(ses *session) {
 // plugin's middleware does on engine.Session.Close; a
 // host that runs sessions without the engine calls it itself. A later call
 // of id opens a new session. It does nothing outside session isolation.
+// After Loader.Reload it ends the session in every version still open.
 func (p *Plugin) EndSession(id string) {
+	for _, v := range p.root.live() {
+		v.endSession(id)
+	}
+}
+
+// endSession is EndSession in this version.
+func (p *Plugin) endSession(id string) {
 	if p.mode != IsolationSession || id == "" {
 		return
 	}
@@ -610,6 +618,7 @@ type shardState struct {
 	slots  int         // instance slots it keeps (see slots)
 	closed bool        // the plugin closed: push refuses
 	calls  atomic.Uint64
+	users  atomic.Int64 // calls that entered this version on this shard and have not left (see reload.go)
 }
 
 // init makes one shard per P, and gives each P a shard in turn.
