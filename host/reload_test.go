@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -277,4 +278,86 @@ func TestReloadCloseClosesEveryVersion(t *testing.T) {
 	if err := l.Reload(ctx, p, cfg); !errors.Is(err, ErrClosed) {
 		t.Errorf("Reload after Close: %v, want ErrClosed", err)
 	}
+}
+
+// BenchmarkReloadPause measures how long a swap delays calls (issue 26:
+// no call delayed more than 10 ms): four goroutines call a pooled plugin
+// without pause while each iteration reloads it, alternating two modules
+// (ns/op is one reload: check, load, describe, swap). It reports the
+// calls' latency: max-call-us, the slowest call, and p999-call-us. The
+// sub-benchmark steady runs the same callers with no reload (each
+// iteration sleeps 1 ms), for the latency a swap is compared with.
+func BenchmarkReloadPause(b *testing.B) {
+	for _, swap := range []bool{true, false} {
+		name := "steady"
+		if swap {
+			name = "reloading"
+		}
+		b.Run(name, func(b *testing.B) { benchReloadPause(b, swap) })
+	}
+}
+
+func benchReloadPause(b *testing.B, swap bool) {
+	ctx := context.Background()
+	l := newLoader(b)
+	mods := [][]byte{mustRead(b, fixture(b, "reload_a")), mustRead(b, fixture(b, "reload_b"))}
+	p := load(b, l, Config{Name: "reload", Wasm: mods[0]})
+	const callers = 4
+	var (
+		stop      = make(chan struct{})
+		done      = make(chan []time.Duration, callers)
+		failures  = make(chan error, callers)
+		started   = time.Now()
+		unchanged = func(v string) bool { return v == "a" || v == "b" }
+	)
+	for range callers {
+		go func() {
+			var lat []time.Duration
+			for {
+				select {
+				case <-stop:
+					done <- lat
+					return
+				default:
+				}
+				t0 := time.Now()
+				v, err := version(ctx, p)
+				lat = append(lat, time.Since(t0))
+				if err != nil || !unchanged(v) {
+					failures <- fmt.Errorf("call: %q, %v", v, err)
+					done <- lat
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(10 * time.Millisecond) // the callers are calling
+	b.ResetTimer()
+	for i := range b.N {
+		if swap {
+			if err := l.Reload(ctx, p, Config{Name: "reload", Wasm: mods[(i+1)%2]}); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.StopTimer()
+	close(stop)
+	var all []time.Duration
+	for range callers {
+		all = append(all, <-done...)
+	}
+	select {
+	case err := <-failures:
+		b.Fatal(err)
+	default:
+	}
+	slices.Sort(all)
+	if len(all) == 0 {
+		b.Fatal("no call was made")
+	}
+	b.ReportMetric(float64(all[len(all)-1].Microseconds()), "max-call-us")
+	b.ReportMetric(float64(all[len(all)*999/1000].Microseconds()), "p999-call-us")
+	b.ReportMetric(float64(len(all))/time.Since(started).Seconds(), "calls/s")
 }
