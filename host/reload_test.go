@@ -152,7 +152,7 @@ func TestReloadRefusedKeepsTheLoadedVersion(t *testing.T) {
 	}{
 		{"not a module", func() []byte { return []byte("not wasm at all") }, Config{}, ErrLoad, "not a WebAssembly module"},
 		{"abi mismatch", func() []byte { return mustRead(t, fixture(t, "wrongversion")) }, Config{}, ErrABIMismatch, "unsupported ABI"},
-		{"pin mismatch", func() []byte { return mustRead(t, fixture(t, "reload_b")) }, Config{SHA256: hex.EncodeToString(sum[:])}, ErrLoad, "sha256 mismatch"},
+		{"pin mismatch", func() []byte { return mustRead(t, fixture(t, "reload_b")) }, Config{SHA256: hex.EncodeToString(sum[:])}, ErrLoad, "update the pin"},
 		{"other hooks", func() []byte { return mustRead(t, fixture(t, "counter")) }, Config{}, ErrLoad, "enabled hooks"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
