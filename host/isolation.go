@@ -404,13 +404,7 @@ func (p *Plugin) trim() []*instance {
 	for ses := p.free.order.head; ses != nil && now.Sub(ses.since) >= p.limits.SessionIdle; ses = p.free.order.head {
 		out = append(out, p.free.end(ses)...)
 		if ses.key != "" {
-			if forgot, ok := p.lost.add(ses.key, abi.ReplacedIdle, p.limits.MaxSessions); ok {
-				// bounded memory, loudly: that session, if it ever calls
-				// again, runs on a fresh instance untold
-				p.stats.forgotten.Add(1)
-				p.log.Warn("plugin forgot an expired session, past max_sessions expired since: if it calls again, its fresh instance is not told its state is gone",
-					"session", forgot, "max_sessions", p.limits.MaxSessions)
-			}
+			p.remember(ses.key, abi.ReplacedIdle)
 			p.vacate()
 		}
 	}
@@ -418,6 +412,18 @@ func (p *Plugin) trim() []*instance {
 		p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
 	}
 	return out
+}
+
+// remember remembers the session key as lost for reason (see
+// lostSessions): its next call is told; p.mu is held.
+func (p *Plugin) remember(key, reason string) {
+	if forgot, ok := p.lost.add(key, reason, p.limits.MaxSessions); ok {
+		// bounded memory, loudly: that session, if it ever calls
+		// again, runs on a fresh instance untold
+		p.stats.forgotten.Add(1)
+		p.log.Warn("plugin forgot an expired session, past max_sessions expired since: if it calls again, its fresh instance is not told its state is gone",
+			"session", forgot, "max_sessions", p.limits.MaxSessions)
+	}
 }
 
 // tell tells inst, a fresh instance of session key, that the session's

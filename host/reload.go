@@ -287,6 +287,9 @@ func (p *Plugin) retireVersion(v *Plugin) {
 		case <-v.closing.Done():
 		}
 	}
+	if v.mode == IsolationSession {
+		p.current().inherit(v)
+	}
 	v.retiring.done.Store(true)
 	for v.users() != 0 {
 		select {
@@ -312,6 +315,19 @@ func (p *Plugin) retireVersion(v *Plugin) {
 		return
 	}
 	v.log.Info("the plugin's replaced version closed: its calls and sessions ended")
+}
+
+// inherit takes over the sessions the replaced version v remembers as
+// expired (see lostSessions): one that calls again runs here, and its
+// fresh instance is told, as it would have been in v.
+func (p *Plugin) inherit(v *Plugin) {
+	v.mu.Lock()
+	lost := v.lost
+	v.lost = lostSessions{}
+	v.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lost.each(p.remember)
 }
 
 // closeVersions is Close: every version still open, the root's included.

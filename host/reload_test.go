@@ -363,3 +363,23 @@ func benchReloadPause(b *testing.B, swap bool) {
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-call-us")
 	b.ReportMetric(float64(len(all))/time.Since(started).Seconds(), "calls/s")
 }
+
+// A session whose instance expired in the replaced version is told, when
+// it calls again on the new one, as it would have been without the reload.
+func TestReloadExpiredSessionIsTold(t *testing.T) {
+	ctx := context.Background()
+	l := newLoader(t)
+	path := reloadable(t)
+	cfg := Config{Name: "reload", Path: path, Isolation: IsolationSession, Limits: Limits{SessionIdle: 50 * time.Millisecond}}
+	p := load(t, l, cfg)
+	s1 := engine.WithSession(ctx, "s1", 1)
+	checkVersion(t, s1, p, "a")
+	old := p.current()
+	replaceWith(t, path, fixture(t, "reload_b"))
+	if err := l.Reload(ctx, p, cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, p, old) // s1 expired: the old version had no session left
+	checkVersion(t, s1, p, "b")
+	checkCount(t, "Stats().Replaced of the new version", p.Stats().Replaced, 1)
+}
