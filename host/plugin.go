@@ -385,8 +385,10 @@ func (p *Plugin) Memory() MemoryStatus {
 // memoryBytes the instance's linear memory after the call (0 when the call
 // failed other than by a guest-reported error). A failure is an *Error,
 // counted in Stats as a call's. It holds an instance slot as a call does, so
-// that Close waits for it.
+// that Close waits for it. After Loader.Reload it runs on the current
+// version, and is not meant to run during a reload.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
+	p = p.current()
 	sh := p.shards.local()
 	inst, _, err := p.acquire(ctx, sh)
 	if err != nil {
