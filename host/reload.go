@@ -207,6 +207,7 @@ func (l *Loader) Reload(ctx context.Context, p *Plugin, cfg Config) error {
 		return refuse(&Error{Plugin: old.name, Kind: ErrLoad, Msg: path, Err: err})
 	}
 	next.root = root
+	listed := old.toolSpecs() // what the engine has: the manifest's, or the list a change gave
 	next.watch.update = old.takeWatch()
 	old.retiring.left = make(chan struct{}, 1) // before retire, which leave then reads it after
 	olds := []*Plugin{old}
@@ -219,7 +220,7 @@ func (l *Loader) Reload(ctx context.Context, p *Plugin, cfg Config) error {
 	go root.retireVersion(old)
 	l.log.InfoContext(ctx, "plugin reloaded: new calls run on the new module", "plugin", next.name, "path", path,
 		"tools", len(next.manifest.Tools))
-	if !slices.EqualFunc(old.manifest.Tools, next.manifest.Tools, sameTool) {
+	if !slices.EqualFunc(listed, next.manifest.Tools, sameTool) {
 		next.publishTools(ctx)
 	}
 	return nil
