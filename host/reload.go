@@ -24,18 +24,18 @@ import (
 //     isolation a call of a session with instances in an older version
 //     still open goes there (route): a session keeps its instances, and
 //     the plugin's state of it, until it ends or expires.
-//   - The replaced version is retired in the background (retireVersion): once it
-//     has no open session (session isolation), it is marked retired, after
-//     which no call enters it (a call that loaded it just before enters the
-//     newest instead), then waits for the calls that entered it to leave,
-//     and closes, calling morph_destroy on its idle instances as Close
-//     does. Its calls are bounded by its deadlines; its sessions by their
-//     end or Limits.SessionIdle.
+//   - The replaced version is retired in the background (retireVersion):
+//     once it has no open session (session isolation), it is marked
+//     retired, after which no call enters it (a call that loaded it just
+//     before enters the newest instead), then waits for the calls that
+//     entered it to leave, and closes, calling morph_destroy on its idle
+//     instances as Close does. Its calls are bounded by its deadlines; its
+//     sessions by their end or Limits.SessionIdle.
 //
 // A call marks its entry before it reads whether the version is retired,
-// and retireVersion marks the version before it reads the entries (both sequentially
-// consistent atomics): either the call sees the mark and goes elsewhere, or
-// retireVersion sees the call and waits for it.
+// and retireVersion marks the version before it reads the entries (both
+// sequentially consistent atomics): either the call sees the mark and goes
+// elsewhere, or retireVersion sees the call and waits for it.
 
 // versions is a root plugin's record of its versions. mu serializes
 // reloads and Close; cur and old are read by every call without it.
@@ -209,7 +209,7 @@ func (l *Loader) Reload(ctx context.Context, p *Plugin, cfg Config) error {
 	next.root = root
 	listed := old.toolSpecs() // what the engine has: the manifest's, or the list a change gave
 	next.watch.update = old.takeWatch()
-	old.retiring.left = make(chan struct{}, 1) // before retire, which leave then reads it after
+	old.retiring.left = make(chan struct{}, 1) // before retireVersion starts: leave reads it once that marked old
 	olds := []*Plugin{old}
 	if prev := vs.old.Load(); prev != nil {
 		olds = append(slices.Clone(*prev), old)
