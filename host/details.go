@@ -83,3 +83,8 @@ func (d *Details) Refresh() any {
 	}
 	return &now
 }
+
+// Plugin is the plugin the details are of: the one the engine serves, for
+// a host that reloads it (Loader.Reload). Nil for Details made by other
+// code than a plugin's extension.
+func (d *Details) Plugin() *Plugin { return d.plugin }

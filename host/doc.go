@@ -8,6 +8,9 @@
 // one goroutine uses at a time, drawn as the plugin's isolation mode says
 // (Config.Isolation: pooled, per session or per call); an instance that
 // traps or times out is discarded and the next call gets a fresh one.
+// Loader.Reload replaces a plugin's module while it serves: new calls go to
+// the new module, calls in flight and open sessions stay on the old one,
+// which closes once they are gone.
 //
 // A plugin reaches nothing outside its memory but the log and its own config
 // unless its Grants say so (deny by default): directories, environment
@@ -33,6 +36,8 @@
 //     Plugin.CallFunc (plugin.go); the free lists of the isolation modes,
 //     the sessions that own their instances, their admission (max_sessions)
 //     and expiry (isolation.go, idle.go).
+//   - Hot reload: Loader.Reload, a plugin's versions, the routing of its
+//     calls to them and the drain and close of replaced ones (reload.go).
 //   - The engine adapters: hooks and tools (adapt.go), session middleware
 //     (middleware.go); the pipeline's: a plugin's handle_stage as a
 //     pipeline.Handler, and the handlers of an engine's plugins (stage.go).

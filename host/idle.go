@@ -250,3 +250,13 @@ func (l *lostSessions) take(key string) string {
 	delete(l.reason, key)
 	return e.reason
 }
+
+// each calls f on each session remembered, the least recently lost first.
+func (l *lostSessions) each(f func(key, reason string)) {
+	for i := range l.ring {
+		k := l.ring[(l.next+i)%len(l.ring)]
+		if e, found := l.reason[k.key]; found && e.seq == k.seq {
+			f(k.key, e.reason)
+		}
+	}
+}

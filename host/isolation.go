@@ -354,7 +354,15 @@ func (p *Plugin) finish(ses *session) {
 // plugin's middleware does on engine.Session.Close; a
 // host that runs sessions without the engine calls it itself. A later call
 // of id opens a new session. It does nothing outside session isolation.
+// After Loader.Reload it ends the session in every version still open.
 func (p *Plugin) EndSession(id string) {
+	for _, v := range p.root.live() {
+		v.endSession(id)
+	}
+}
+
+// endSession is EndSession in this version.
+func (p *Plugin) endSession(id string) {
 	if p.mode != IsolationSession || id == "" {
 		return
 	}
@@ -396,13 +404,7 @@ func (p *Plugin) trim() []*instance {
 	for ses := p.free.order.head; ses != nil && now.Sub(ses.since) >= p.limits.SessionIdle; ses = p.free.order.head {
 		out = append(out, p.free.end(ses)...)
 		if ses.key != "" {
-			if forgot, ok := p.lost.add(ses.key, abi.ReplacedIdle, p.limits.MaxSessions); ok {
-				// bounded memory, loudly: that session, if it ever calls
-				// again, runs on a fresh instance untold
-				p.stats.forgotten.Add(1)
-				p.log.Warn("plugin forgot an expired session, past max_sessions expired since: if it calls again, its fresh instance is not told its state is gone",
-					"session", forgot, "max_sessions", p.limits.MaxSessions)
-			}
+			p.remember(ses.key, abi.ReplacedIdle)
 			p.vacate()
 		}
 	}
@@ -410,6 +412,18 @@ func (p *Plugin) trim() []*instance {
 		p.evicting.Add(1) // under p.mu with the plugin open: before Close waits
 	}
 	return out
+}
+
+// remember remembers the session key as lost for reason (see
+// lostSessions): its next call is told; p.mu is held.
+func (p *Plugin) remember(key, reason string) {
+	if forgot, ok := p.lost.add(key, reason, p.limits.MaxSessions); ok {
+		// bounded memory, loudly: that session, if it ever calls
+		// again, runs on a fresh instance untold
+		p.stats.forgotten.Add(1)
+		p.log.Warn("plugin forgot an expired session, past max_sessions expired since: if it calls again, its fresh instance is not told its state is gone",
+			"session", forgot, "max_sessions", p.limits.MaxSessions)
+	}
 }
 
 // tell tells inst, a fresh instance of session key, that the session's
@@ -610,6 +624,7 @@ type shardState struct {
 	slots  int         // instance slots it keeps (see slots)
 	closed bool        // the plugin closed: push refuses
 	calls  atomic.Uint64
+	users  atomic.Int64 // calls that entered this version on this shard and have not left (see reload.go)
 }
 
 // init makes one shard per P, and gives each P a shard in turn.

@@ -356,7 +356,7 @@ func (l *Loader) readModule(cfg Config) (*source, error) {
 	src := &source{wasm: wasm, sum: sha256.Sum256(wasm)}
 	if pin := strings.ToLower(strings.TrimSpace(cfg.SHA256)); pin != "" {
 		if got := hex.EncodeToString(src.sum[:]); got != pin {
-			return nil, fmt.Errorf("sha256 mismatch: the module's is %s, the pin is %s", got, pin)
+			return nil, fmt.Errorf("sha256 mismatch: the module's is %s, the pin is %s; if the module is genuine, update the pin (sha256) to its sum", got, pin)
 		}
 	}
 	var err error

@@ -60,6 +60,14 @@ type Plugin struct {
 	vacancy chan struct{}    // closed when an open session ends or expires, for the new ones waiting (nil: none waits)
 	sweeper *time.Timer      // the next idle-session sweep, when one is due
 	closed  bool
+
+	// root is the plugin callers hold: p itself, unless p is a version
+	// Loader.Reload loaded for it; calls go through the root, which routes
+	// them (see reload.go). versions is the root's record of its versions,
+	// and retiring this version's state once a reload replaced it.
+	root     *Plugin
+	versions versions
+	retiring retiring
 }
 
 // instance is a guest with its memories and its place in the plugin's
@@ -105,6 +113,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{name: label, source: source, limits: cfg.Limits.withDefaults(), values: cfg.Values, snapshot: !cfg.NoSnapshot, log: l.log.With("plugin", label),
 		mode: cfg.Isolation, now: time.Now, free: newIdle()}
+	p.root = p
 	p.closing, p.stop = context.WithCancel(context.Background())
 	named := cfg
 	named.Name = label
@@ -249,6 +258,7 @@ type stats struct{ faults, instantiated, discarded, replaced, refused, forgotten
 
 // Stats returns the plugin's counters.
 func (p *Plugin) Stats() Stats {
+	p = p.current()
 	return Stats{Calls: p.shards.calls(), Faults: p.stats.faults.Load(),
 		Instantiated: p.stats.instantiated.Load(), Discarded: p.stats.discarded.Load(),
 		Replaced: p.stats.replaced.Load(), Refused: p.stats.refused.Load(), Forgotten: p.stats.forgotten.Load()}
@@ -270,6 +280,7 @@ type SessionStatus struct {
 // Sessions reports the plugin's sessions; ok is false outside session
 // isolation, where instances belong to no session.
 func (p *Plugin) Sessions() (st SessionStatus, ok bool) {
+	p = p.current()
 	if p.mode != IsolationSession {
 		return st, false
 	}
@@ -284,7 +295,7 @@ func (p *Plugin) Sessions() (st SessionStatus, ok bool) {
 func (p *Plugin) Name() string { return p.name }
 
 // Manifest is what the plugin's describe export returned.
-func (p *Plugin) Manifest() abi.Manifest { return p.manifest }
+func (p *Plugin) Manifest() abi.Manifest { return p.current().manifest }
 
 // Hooks are the enabled hooks, sorted.
 func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
@@ -292,12 +303,12 @@ func (p *Plugin) Hooks() []string { return slices.Clone(p.hooks) }
 // Capabilities compare what the manifest requests with what the plugin's
 // grants give, for morph plugin inspect and status: every capability
 // requested, and every one granted though not requested (least privilege).
-func (p *Plugin) Capabilities() []CapabilityStatus { return slices.Clone(p.caps) }
+func (p *Plugin) Capabilities() []CapabilityStatus { return slices.Clone(p.current().caps) }
 
 // Exports reports whether the plugin's module exports the ABI v1 export
 // name (for an Extism tool plugin, the exports morph serves for it): what a
 // caller checks before an optional export such as morph_destroy.
-func (p *Plugin) Exports(name string) bool { return p.module.Exports(name) }
+func (p *Plugin) Exports(name string) bool { return p.current().module.Exports(name) }
 
 // IdleMemory is the linear memory, in bytes, of the instance last given back
 // to the plugin's free lists (in pooled mode, those of the calling core
@@ -306,6 +317,7 @@ func (p *Plugin) Exports(name string) bool { return p.module.Exports(name) }
 // report (`morph plugin test`, which calls one at a time) show what each
 // call left its instance with.
 func (p *Plugin) IdleMemory() (bytes uint32, ok bool) {
+	p = p.current()
 	if bytes, ok = p.shards.lastMemory(); ok {
 		return bytes, true
 	}
@@ -342,6 +354,7 @@ type MemoryStatus struct {
 // each: 50-70 ms for 10,000 sessions, BENCHMARKS.md), outside the plugin's
 // lock: for status reports, not for every call.
 func (p *Plugin) Memory() MemoryStatus {
+	p = p.current()
 	p.mu.Lock()
 	arenas := make([]*memory.Arena, 0, p.free.n)
 	for _, inst := range p.free.all() {
@@ -372,8 +385,10 @@ func (p *Plugin) Memory() MemoryStatus {
 // memoryBytes the instance's linear memory after the call (0 when the call
 // failed other than by a guest-reported error). A failure is an *Error,
 // counted in Stats as a call's. It holds an instance slot as a call does, so
-// that Close waits for it.
+// that Close waits for it. After Loader.Reload it runs on the current
+// version, and is not meant to run during a reload.
 func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes uint32, err error) {
+	p = p.current()
 	sh := p.shards.local()
 	inst, _, err := p.acquire(ctx, sh)
 	if err != nil {
@@ -399,7 +414,7 @@ func (p *Plugin) CallDestroy(ctx context.Context) (output []byte, memoryBytes ui
 
 // Loader is the name of the loader the plugin's module went to: LoaderNative
 // or LoaderExtism, by its imports.
-func (p *Plugin) Loader() string { return p.loader }
+func (p *Plugin) Loader() string { return p.current().loader }
 
 // Isolation is the plugin's isolation mode: the configured one, or the default
 // for its enabled hooks.
@@ -418,7 +433,11 @@ func (p *Plugin) Isolation() string { return p.mode }
 // in flight do, Close returns ctx's error and the runtime is closed in the
 // background as soon as they have ended, which their deadlines bound. A
 // second Close does nothing and returns nil.
-func (p *Plugin) Close(ctx context.Context) error { return p.shut(ctx, true) }
+//
+// Once Loader.Reload replaced a version of the plugin, Close closes every
+// version still open: the current one, and those whose calls or sessions
+// had not ended yet.
+func (p *Plugin) Close(ctx context.Context) error { return p.closeVersions(ctx) }
 
 // shut is Close; destroy is false for a plugin that failed to load, whose
 // guest is not trusted with morph_destroy.
@@ -522,8 +541,18 @@ func (p *Plugin) takeSlot(ctx context.Context, sh *shard) error {
 //
 // A call during which an MCP plugin said its tools changed ends with the
 // instance describing them again (see toolWatch).
+//
+// Once Loader.Reload replaced the plugin's module, a call runs on the
+// version it routes to (see reload.go): the newest, unless its session
+// still has instances of an older one.
 func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
-	sh := p.shards.local()
+	v, sh := p.root.enter(ctx)
+	defer v.leave(sh)
+	return v.call(ctx, sh, export, input, read)
+}
+
+// call is CallFunc on this version, entered on the shard sh.
+func (p *Plugin) call(ctx context.Context, sh *shard, export string, input []byte, read func(view []byte) error) error {
 	sh.calls.Add(1)
 	fail := func(err error) error {
 		p.stats.faults.Add(1)

@@ -79,12 +79,11 @@ type Options struct {
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
 // Serve may run once per client session, concurrently.
 type Server struct {
-	eng     *engine.Engine
-	opts    Options
-	log     *slog.Logger
-	sdk     *sdk.Server
-	served  []string
-	skipped []Skipped
+	eng   *engine.Engine
+	opts  Options
+	log   *slog.Logger
+	sdk   *sdk.Server
+	tools servedTools // the engine's tools as served (SyncTools)
 
 	mu           sync.Mutex
 	sessions     map[*sdk.ServerSession]*session
@@ -102,8 +101,9 @@ type Skipped struct {
 }
 
 // NewServer initializes eng (loading its plugins, when that has not
-// happened yet) and serves its tools as they are now. A tool whose schema
-// MCP cannot carry is not served: it is logged and listed by Skipped.
+// happened yet) and serves its tools as they are now (see SyncTools). A
+// tool whose schema MCP cannot carry is not served: it is logged and listed
+// by Skipped.
 func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, error) {
 	if err := eng.Initialize(ctx); err != nil {
 		return nil, fmt.Errorf("mcp: initializing the engine: %w", err)
@@ -126,30 +126,13 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Logger: opts.Logger,
-		// Set, so that a server with no tool still says it serves tools.
-		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		// Set, so that a server with no tool still says it serves tools;
+		// the list changes when a plugin is reloaded (SyncTools).
+		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
 		SupportedProtocolVersions: ProtocolVersions(),
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
-	for _, spec := range eng.Registry().Specs() {
-		if opts.Run.Tools != nil && !slices.Contains(opts.Run.Tools, spec.Name) {
-			continue
-		}
-		schema, err := inputSchema(spec.Parameters)
-		if err == nil {
-			err = s.addTool(&sdk.Tool{Name: spec.Name, Description: spec.Description, InputSchema: schema})
-		}
-		if err != nil {
-			s.skipped = append(s.skipped, Skipped{Tool: spec.Name, Err: err})
-			s.log.WarnContext(ctx, "mcp: tool not served", "tool", spec.Name, "error", err)
-			continue
-		}
-		if !portableName.MatchString(spec.Name) {
-			s.log.WarnContext(ctx, "mcp: a tool name some clients cannot pass to their model: served, but a client may drop it or fail; rename it (or give the plugin a tool prefix) to letters, digits, _ and -, at most 48 characters",
-				"tool", spec.Name)
-		}
-		s.served = append(s.served, spec.Name)
-	}
+	s.SyncTools(ctx)
 	return s, nil
 }
 
@@ -167,10 +150,18 @@ func (s *Server) addTool(t *sdk.Tool) (err error) {
 }
 
 // Tools are the names of the tools served, sorted.
-func (s *Server) Tools() []string { return slices.Clone(s.served) }
+func (s *Server) Tools() []string {
+	s.tools.mu.Lock()
+	defer s.tools.mu.Unlock()
+	return slices.Clone(s.tools.names)
+}
 
 // Skipped are the engine's tools that are not served, with why.
-func (s *Server) Skipped() []Skipped { return slices.Clone(s.skipped) }
+func (s *Server) Skipped() []Skipped {
+	s.tools.mu.Lock()
+	defer s.tools.mu.Unlock()
+	return slices.Clone(s.tools.skipped)
+}
 
 // ServeStdio serves one client over r and w (a process's standard input
 // and output, one JSON-RPC message per line) until the client closes r, or

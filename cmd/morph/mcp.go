@@ -30,6 +30,7 @@ type mcpServeFlags struct {
 	sessionIdle     time.Duration
 	maxSessions     int
 	maxCalls        int
+	watch           bool
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -60,7 +61,14 @@ ended when the client deletes it or it is idle for --session-idle. A request
 whose Origin header is not a loopback origin or one of --allow-origin is refused
 (403). An address other than loopback needs a bearer token, read from the
 environment variable --token-env names; when that variable is set, every request
-must carry the token (401 without it).`,
+must carry the token (401 without it).
+
+With --watch it reloads a [[plugins]] entry whose file changes (a rebuild)
+while it serves: the new module is checked as at start (sha256 pin, limits,
+ABI, grants) and, if it passes, serves new calls while calls in flight
+finish on the old one; clients are sent notifications/tools/list_changed.
+A session keeps a session-isolated plugin's old instances until it ends.
+A file that fails the checks is logged and the old module keeps serving.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return mcpServe(cmd, f, stdin, stdout, stderr)
@@ -78,6 +86,7 @@ must carry the token (401 without it).`,
 	serve.Flags().StringArrayVar(&f.allowOrigins, "allow-origin", nil, "with --http, an origin (scheme://host[:port]) browsers may call from besides loopback ones; repeatable")
 	serve.Flags().DurationVar(&f.sessionIdle, "session-idle", mcp.DefaultSessionIdle, "with --http, end a session after this long without a request (overrides [mcp] session_idle)")
 	serve.Flags().IntVar(&f.maxSessions, "max-sessions", mcp.DefaultMaxSessions, "with --http, the most sessions open at once; a client starting another gets 503 (overrides [mcp] max_sessions)")
+	serve.Flags().BoolVar(&f.watch, "watch", false, "reload a plugin whose file changes, for new calls (see above)")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -156,6 +165,13 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
+	if f.watch {
+		stop, err := watchPlugins(ctx, srv, rt, cfg, logger)
+		if err != nil {
+			return &exitError{exitRunFailed, err}
+		}
+		defer stop() // before the runtime closes
+	}
 	if f.http != "" {
 		httpOpts.Loopback, httpOpts.Token, httpOpts.AllowedOrigins = loopback, os.Getenv(f.tokenEnv), f.allowOrigins
 		return mcpServeHTTP(ctx, srv, f, httpOpts, stderr)
@@ -206,4 +222,24 @@ func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, o mcp.H
 		hs.Close()
 	}
 	return nil
+}
+
+// watchPlugins reloads the config's [[plugins]] whose files change, for
+// srv, until ctx ends or stop is called, which waits for a reload under way
+// (--watch).
+func watchPlugins(ctx context.Context, srv *mcp.Server, rt *config.Runtime, cfg *config.Config, logger *slog.Logger) (stop func(), err error) {
+	var targets []mcp.WatchTarget
+	for _, p := range cfg.Plugins {
+		if hp := rt.Plugin(p.Name); hp != nil && p.Path != "" {
+			targets = append(targets, mcp.WatchTarget{Plugin: hp, Config: p.HostConfig()})
+		}
+	}
+	w, err := mcp.NewWatcher(srv, rt.Loader(), targets, mcp.WatchOptions{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }, nil
 }
