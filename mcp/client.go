@@ -284,7 +284,7 @@ type server struct {
 	firstWarnings []string
 
 	mu     sync.Mutex
-	conn   *conn                                        // nil before the start and after close
+	conn   *conn                                      // nil before the start and after close
 	update func(context.Context, []engine.Tool) error // the engine's, from WatchTools
 	closed bool
 
@@ -489,8 +489,8 @@ type conn struct {
 	cmd           *exec.Cmd
 	stdin, stdout *os.File // morph's ends of its pipes
 	stderr        *stderrTail
-	exited chan struct{} // closed once the process is reaped
-	exit   error         // cmd.Wait's, once exited
+	exited        chan struct{} // closed once the process is reaped
+	exit          error         // cmd.Wait's, once exited
 
 	ended  chan struct{} // closed when the session ended
 	mu     sync.Mutex
