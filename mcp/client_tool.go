@@ -180,6 +180,9 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	if c.isDown() {
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: %w", ErrServerDown, c.explain(sdk.ErrConnectionClosed))}
 	}
+	if params == nil {
+		params = map[string]any{} // not null, which servers refuse
+	}
 	callCtx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout)
 	defer cancel()
 	res, err := c.cs.CallTool(callCtx, &sdk.CallToolParams{Name: t.remote, Arguments: params})
