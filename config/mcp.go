@@ -77,7 +77,8 @@ type MCPServerEntry struct {
 	// closed before its process group is killed (default 5s).
 	StopGrace time.Duration `toml:"stop_grace"`
 	// MaxOutputKB caps each result: text, images and structured content
-	// together (default 1024). A message more than 64 KiB over it ends the
+	// together (default 1024): a larger one is an error the model reads.
+	// A message over the larger of it and 4 MiB (plus 64 KiB) ends the
 	// connection.
 	MaxOutputKB int `toml:"max_output_kb"`
 	// MaxTools caps the tools the server may list (default 256).

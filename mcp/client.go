@@ -52,8 +52,8 @@ type ServerConfig struct {
 	// closed, before its process group is killed.
 	StopGrace time.Duration
 	// MaxOutputBytes caps a call's result (text, images and structured
-	// content together); a message on the wire may be 64 KiB larger, and
-	// one past that ends the connection.
+	// content together). A message on the wire may hold more (see
+	// wireLimit); one past that ends the connection.
 	MaxOutputBytes int
 	// MaxTools caps the tools a server may list (pages included).
 	MaxTools int
@@ -106,12 +106,20 @@ func (c ServerConfig) source() string {
 	return "mcp:" + c.Command
 }
 
-// wireMargin is what a message on the wire may hold beyond a result's
-// MaxOutputBytes: the JSON-RPC envelope, escaping, annotations. A result
-// over MaxOutputBytes but within it is refused alone (the connection goes
-// on); one past it ends the connection, which cannot skip a message it
-// did not read.
+// wireMargin is what a message on the wire may hold beyond its content:
+// the JSON-RPC envelope, escaping, annotations.
 const wireMargin = 64 << 10
+
+// minWireBytes is the least content a message on the wire may carry,
+// whatever MaxOutputBytes is: a tools/list page of large schemas is not a
+// result, and a result a little over MaxOutputBytes is better refused
+// alone than by ending the connection.
+const minWireBytes = 4 << 20
+
+// wireLimit is the longest message read from the server: longer ones end
+// the connection, which cannot skip a message it did not read. A result
+// within it but over MaxOutputBytes is refused alone.
+func (c ServerConfig) wireLimit() int { return max(c.MaxOutputBytes, minWireBytes) + wireMargin }
 
 // protocolVersion is the version morph asks servers for: the newest with
 // the initialize handshake (the SDK's default, 2026-07-28, is stateless).
@@ -432,7 +440,7 @@ func (srv *server) close(ctx context.Context) error {
 // dial starts the server (stdio) or reaches it (HTTP) and initializes the
 // session.
 func (srv *server) dial(ctx context.Context) (*conn, error) {
-	c := &conn{srv: srv, limit: srv.cfg.MaxOutputBytes + wireMargin, ended: make(chan struct{})}
+	c := &conn{srv: srv, limit: srv.cfg.wireLimit(), ended: make(chan struct{})}
 	var t sdk.Transport
 	if srv.cfg.URL != "" {
 		t = &sdk.StreamableClientTransport{

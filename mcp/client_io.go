@@ -113,8 +113,8 @@ func (l *limitNote) Read(p []byte) (int, error) {
 // tooLarge is the error of a message of the server's longer than the
 // connection's limit, recorded as the connection's end's cause.
 func (c *conn) tooLarge(what string) error {
-	err := fmt.Errorf("%w: %s over %d bytes (max_output_kb = %d, and %d KiB for the message around it)",
-		ErrOutputTooLarge, what, c.limit, c.srv.cfg.MaxOutputBytes>>10, wireMargin>>10)
+	err := fmt.Errorf("%w: %s over %d bytes (the larger of max_output_kb = %d and %d KiB, and %d KiB for the message around it)",
+		ErrOutputTooLarge, what, c.limit, c.srv.cfg.MaxOutputBytes>>10, minWireBytes>>10, wireMargin>>10)
 	c.broke(err)
 	return err
 }

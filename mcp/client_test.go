@@ -198,17 +198,15 @@ func TestClientServerCrashMidCall(t *testing.T) {
 }
 
 // A server answering 100 MB on one line: refused at the line limit
-// (max_output_kb and the message's margin) with ErrOutputTooLarge, which
-// ends the connection; morph never buffers more.
+// (4 MiB, the least, and the message's margin) with ErrOutputTooLarge,
+// which ends the connection; morph never buffers more.
 func TestClientHugeAnswer(t *testing.T) {
-	cfg := fixtureServer("fx", "ok")
-	cfg.MaxOutputBytes = 64 << 10
-	eng, _, _, err := clientEngine(t, cfg)
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = callRemote(t, eng, "fx.huge", nil)
-	if !errors.Is(err, mcp.ErrOutputTooLarge) || !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "max_output_kb = 64") {
+	if !errors.Is(err, mcp.ErrOutputTooLarge) || !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "over 4259840 bytes") {
 		t.Fatalf("huge: %v, want ErrOutputTooLarge ending the connection, naming max_output_kb", err)
 	}
 }
