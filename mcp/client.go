@@ -203,6 +203,9 @@ type ServerStats struct {
 	// LinesDropped counts lines of its standard error and log messages
 	// not logged, past the rate limit.
 	LinesDropped int64
+	// RequestsDropped counts requests of a stdio server's (ping, ...)
+	// dropped unanswered, past the rate limit.
+	RequestsDropped int64
 }
 
 // Stats tells of each server, in order.
@@ -211,7 +214,8 @@ func (s *Servers) Stats() []ServerStats {
 	for i, srv := range s.servers {
 		c := srv.current()
 		out[i] = ServerStats{Name: srv.cfg.Name, Running: c != nil && !c.isDown(),
-			Notifications: srv.notifications.Load(), LinesDropped: srv.lines.dropped.Load()}
+			Notifications: srv.notifications.Load(), LinesDropped: srv.lines.dropped.Load(),
+			RequestsDropped: srv.requestsDropped.Load()}
 	}
 	return out
 }
@@ -296,11 +300,12 @@ type server struct {
 	update func(context.Context, []engine.Tool) error // the engine's, from WatchTools
 	closed bool
 
-	relist        chan struct{} // a list change to follow (one slot: changes coalesce)
-	stop          chan struct{} // closed by close
-	stopOnce      sync.Once
-	watching      sync.WaitGroup
-	notifications atomic.Int64
+	relist          chan struct{} // a list change to follow (one slot: changes coalesce)
+	stop            chan struct{} // closed by close
+	stopOnce        sync.Once
+	watching        sync.WaitGroup
+	notifications   atomic.Int64
+	requestsDropped atomic.Int64
 }
 
 // startUp connects to the server and reads its tools, all within its

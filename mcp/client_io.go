@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/morphhost/morph/internal/safetext"
@@ -60,7 +63,74 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 	}()
 	c.stdin, c.stdout = inW, outR
 	out := &limitNote{ReadCloser: &lineLimit{ReadCloser: outR, limit: c.limit}, c: c}
-	return &sdk.IOTransport{Reader: out, Writer: inW, MaxLineLength: c.limit + 1}, nil
+	return guard{&sdk.IOTransport{Reader: out, Writer: inW, MaxLineLength: c.limit + 1}, c.srv}, nil
+}
+
+// requestsPerSecond is how many requests of a server's (ping, roots/list,
+// ...) a stdio connection passes to the SDK in a second; the others are
+// dropped, unanswered, and counted.
+const requestsPerSecond = 100
+
+// guard is a stdio server's transport with what the server sends unasked
+// handled before the SDK's connection sees it. The SDK queues incoming
+// notifications and requests for its handlers in a slice it does not
+// bound; here notifications are handled on the reading goroutine (counted,
+// logged through the rate limit, a list change signalled) and never
+// queued, and requests past requestsPerSecond are dropped. (Over HTTP the
+// SDK's connection cannot be wrapped: it relies on an unexported method of
+// its own type. There its handlers, which do the same cheap work, run.)
+type guard struct {
+	sdk.Transport
+	srv *server
+}
+
+// Connect connects and guards the connection.
+func (g guard) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := g.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &guardConn{Connection: conn, srv: g.srv}, nil
+}
+
+// guardConn is a guarded connection.
+type guardConn struct {
+	sdk.Connection
+	srv    *server
+	window time.Time // only Read, which the SDK calls from one goroutine, uses these
+	n      int
+}
+
+// Read returns the next response, or request within the rate; it handles
+// notifications itself.
+func (c *guardConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		switch {
+		case !ok:
+			return msg, nil
+		case req.IsCall():
+			if now := time.Now(); now.Sub(c.window) >= time.Second {
+				c.window, c.n = now, 0
+			}
+			if c.n++; c.n <= requestsPerSecond {
+				return msg, nil
+			}
+			c.srv.requestsDropped.Add(1)
+		case req.Method == "notifications/tools/list_changed":
+			c.srv.listChanged(ctx, nil)
+		case req.Method == "notifications/message":
+			var p sdk.LoggingMessageParams
+			_ = json.Unmarshal(req.Params, &p) // a message that does not decode is logged empty
+			c.srv.logMessage(ctx, &sdk.LoggingMessageRequest{Params: &p})
+		default:
+			c.srv.notifications.Add(1)
+		}
+	}
 }
 
 // closePipes closes morph's ends of a stdio server's pipes, for a session

@@ -245,8 +245,11 @@ func TestClientInvalidJSONRPC(t *testing.T) {
 	}
 }
 
-// A server flooding log notifications: each is counted, at most a few a
-// second are logged (the rest counted), and the call's answer comes.
+// A server flooding log notifications: each is counted as it is read,
+// before the answer behind them (none waits in a queue), at most a few a
+// second are logged (the rest counted), and the call's answer comes. A
+// flood of requests (pings) is answered up to a rate, the rest dropped and
+// counted.
 func TestClientNotificationFlood(t *testing.T) {
 	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
@@ -255,13 +258,17 @@ func TestClientNotificationFlood(t *testing.T) {
 	if out, _, err := callRemote(t, eng, "fx.flood", nil); err != nil || out != "flooded" {
 		t.Fatalf("flood: %q, %v", out, err)
 	}
-	// Notifications are handled beside the answer: wait for the last.
-	eventually(t, "every notification counted", func() bool { return servers.Stats()[0].Notifications == floodCount })
-	if st := servers.Stats()[0]; st.LinesDropped == 0 {
-		t.Errorf("stats %+v: every line logged", st)
+	if st := servers.Stats()[0]; st.Notifications != floodCount || st.LinesDropped == 0 {
+		t.Errorf("stats %+v: want %d notifications, some lines not logged", st, floodCount)
 	}
 	if n := strings.Count(logs.String(), "mcp server log message"); n == 0 || n > floodCount/10 {
 		t.Errorf("%d log messages logged of %d", n, floodCount)
+	}
+	if out, _, err := callRemote(t, eng, "fx.pings", nil); err != nil || out != "pinged" {
+		t.Fatalf("pings: %q, %v", out, err)
+	}
+	if st := servers.Stats()[0]; st.RequestsDropped == 0 || st.RequestsDropped >= floodCount {
+		t.Errorf("stats %+v: want some of %d pings dropped, not all", st, floodCount)
 	}
 }
 

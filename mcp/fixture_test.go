@@ -19,7 +19,7 @@ import (
 const fixtureEnv = "MORPH_MCP_FIXTURE"
 
 // floodCount is how many log notifications the fixture's flood tool sends.
-const floodCount = 5000
+const floodCount = 2000
 
 // init turns the test binary into the fixture when fixtureEnv is set,
 // before TestMain.
@@ -42,7 +42,8 @@ func init() {
 // structured, fail (isError), sleep (never answers; says on standard error
 // when it is cancelled), crash (exits mid-call), huge (a 100 MB answer),
 // big (20,000 bytes of text), garbage (a line that is not JSON-RPC), flood
-// (floodCount log notifications, then the answer), change (tells of a list
+// (floodCount log notifications, then the answer), pings (floodCount
+// ping requests, then the answer), change (tells of a list
 // change: the new list adds "calc", a built-in's name, and "echo2"), fork
 // (starts a grandchild that ignores SIGTERM and answers its pid), env (its
 // environment, a variable a line).
@@ -61,7 +62,7 @@ func fixture(mode string) {
 		return map[string]any{"name": name, "description": "fixture tool " + name,
 			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}
 	}
-	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "bad name"}
+	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "bad name"}
 	changed := false
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -75,7 +76,7 @@ func fixture(mode string) {
 				RequestID any            `json:"requestId"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(in.Bytes(), &req) != nil || mode == "mute" {
+		if json.Unmarshal(in.Bytes(), &req) != nil || mode == "mute" || req.Method == "" { // responses (to pings) are not read
 			continue
 		}
 		switch req.Method {
@@ -130,6 +131,11 @@ func fixture(mode string) {
 					send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "info", "data": fmt.Sprint("flood ", i)}})
 				}
 				result(req.ID, text("flooded"))
+			case "pings":
+				for i := range floodCount {
+					send(map[string]any{"jsonrpc": "2.0", "id": fmt.Sprint("ping-", i), "method": "ping"})
+				}
+				result(req.ID, text("pinged"))
 			case "change":
 				changed = true
 				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
