@@ -3,6 +3,7 @@ package config_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,5 +119,33 @@ func TestMCPServersOpen(t *testing.T) {
 			t.Errorf("warnings %q", w)
 		}
 		rt.Close(context.Background())
+	}
+}
+
+// The README's example of [[mcp_servers]] (section "Using MCP servers")
+// loads, and its servers are what it says.
+func TestMCPServersREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Using MCP servers\n")
+	_, block, ok2 := strings.Cut(section, "```toml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no toml block in the README's section Using MCP servers")
+	}
+	t.Setenv("SEARCH_AUTH", "Bearer x")
+	dir := write(t, map[string]string{"replies.json": replies, "morph.toml": scriptedLLM + block})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cfg.MCPServerConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Prefix != "fs" || got[0].Command != "npx" || got[1].Prefix != "" || got[1].Headers["Authorization"] != "Bearer x" || !got[1].Optional {
+		t.Errorf("servers %+v", got)
 	}
 }
