@@ -87,6 +87,7 @@ func rawHTTPServer(t *testing.T) (url string, unauthorized *atomic.Int64) {
 // JSON answer (which the SDK would read whole) is refused at the body cap
 // with ErrOutputTooLarge, naming the server.
 func TestClientHTTPHeadersAndBodyCap(t *testing.T) {
+	t.Parallel()
 	url, unauthorized := rawHTTPServer(t)
 	cfg := mcp.ServerConfig{Name: "raw", URL: url, Headers: map[string]string{"Authorization": "Bearer tok"}, MaxOutputBytes: 64 << 10}
 	eng, _, _, err := clientEngine(t, cfg)
@@ -140,6 +141,7 @@ func checkEverything(t *testing.T, call func(name string, params map[string]any)
 
 // morph's agent uses server-everything over stdio and Streamable HTTP.
 func TestClientServerEverything(t *testing.T) {
+	t.Parallel()
 	node, script := serverEverything(t)
 	port := startEverythingHTTP(t, node, script)
 	stdio := mcp.ServerConfig{Name: "se", Prefix: "se", Command: node, Args: []string{script, "stdio"}, Timeout: 3 * time.Second,
@@ -212,6 +214,7 @@ func startEverythingHTTP(t *testing.T, node, script string) int {
 // morph's agent uses server-filesystem (stdio) with an allow list: a file
 // inside its root is read; one outside is the server's isError result.
 func TestClientServerFilesystem(t *testing.T) {
+	t.Parallel()
 	tools := testenv.MCPTools(t)
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("hello from fs\n"), 0o644); err != nil {

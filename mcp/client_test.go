@@ -93,6 +93,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // server; text, images, structured content and isError results reach the
 // engine as text, images and a *ToolError.
 func TestClientStdioTools(t *testing.T) {
+	t.Parallel()
 	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
@@ -156,15 +157,16 @@ func TestClientStdioEnvironment(t *testing.T) {
 // server is told (notifications/cancelled: the fixture says so on its
 // standard error, which morph logs), and the server goes on answering.
 func TestClientCallTimeoutCancels(t *testing.T) {
+	t.Parallel()
 	cfg := fixtureServer("fx", "ok")
-	cfg.Timeout = 300 * time.Millisecond
+	cfg.Timeout = 2 * time.Second // the echo after it must answer within it, on a loaded machine too
 	eng, _, logs, err := clientEngine(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = callRemote(t, eng, "fx.sleep", nil)
 	var se *mcp.ServerError
-	if !errors.Is(err, mcp.ErrCallTimeout) || !errors.As(err, &se) || se.Server != "fx" || !strings.Contains(err.Error(), "300ms (timeout)") {
+	if !errors.Is(err, mcp.ErrCallTimeout) || !errors.As(err, &se) || se.Server != "fx" || !strings.Contains(err.Error(), "2s (timeout)") {
 		t.Fatalf("sleep: %v, want ErrCallTimeout naming fx and the timeout", err)
 	}
 	eventually(t, "the server told of the cancellation", func() bool { return strings.Contains(logs.String(), "cancelled request") })
@@ -177,6 +179,7 @@ func TestClientCallTimeoutCancels(t *testing.T) {
 // the server, its exit status and its last standard error, escaped (the
 // fixture writes an escape sequence); its tools fail the same way after.
 func TestClientServerCrashMidCall(t *testing.T) {
+	t.Parallel()
 	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +204,7 @@ func TestClientServerCrashMidCall(t *testing.T) {
 // (4 MiB, the least, and the message's margin) with ErrOutputTooLarge,
 // which ends the connection; morph never buffers more.
 func TestClientHugeAnswer(t *testing.T) {
+	t.Parallel()
 	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +218,7 @@ func TestClientHugeAnswer(t *testing.T) {
 // A result over max_output_kb but within the message's margin is refused
 // alone: the connection goes on.
 func TestClientOutputOverLimit(t *testing.T) {
+	t.Parallel()
 	cfg := fixtureServer("fx", "ok")
 	cfg.MaxOutputBytes = 10000
 	eng, _, _, err := clientEngine(t, cfg)
@@ -232,6 +237,7 @@ func TestClientOutputOverLimit(t *testing.T) {
 // A server that sends what is not JSON-RPC: its connection ends, and its
 // calls say so, naming it.
 func TestClientInvalidJSONRPC(t *testing.T) {
+	t.Parallel()
 	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
@@ -251,6 +257,7 @@ func TestClientInvalidJSONRPC(t *testing.T) {
 // flood of requests (pings) is answered up to a rate, the rest dropped and
 // counted.
 func TestClientNotificationFlood(t *testing.T) {
+	t.Parallel()
 	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
@@ -276,6 +283,7 @@ func TestClientNotificationFlood(t *testing.T) {
 // engine keeps the built-in, with a warning naming the server; its new
 // tool joins.
 func TestClientListChangeCannotShadowBuiltin(t *testing.T) {
+	t.Parallel()
 	cfg := fixtureServer("fx", "ok")
 	cfg.Prefix = ""
 	eng, _, logs, err := clientEngine(t, cfg)
@@ -306,6 +314,7 @@ func TestClientListChangeCannotShadowBuiltin(t *testing.T) {
 // within startup_timeout, with an error naming the server; optional, it is
 // a warning and the engine runs without its tools.
 func TestClientStartupTimeout(t *testing.T) {
+	t.Parallel()
 	cfg := fixtureServer("mute", "mute")
 	cfg.StartupTimeout = 500 * time.Millisecond
 	_, _, _, err := clientEngine(t, cfg)
@@ -329,6 +338,7 @@ func TestClientStartupTimeout(t *testing.T) {
 // Close ends a stdio server's whole process group: a grandchild that
 // ignores SIGTERM is gone too.
 func TestClientCloseKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	cfg := fixtureServer("fx", "ok")
 	cfg.StopGrace = 200 * time.Millisecond
 	eng, servers, _, err := clientEngine(t, cfg)
