@@ -182,13 +182,22 @@ func (s *Servers) Extenders() []engine.Extender {
 	return out
 }
 
-// Close stops every server that is running, also those whose extender the
-// engine never opened or closed (an engine that failed to initialize).
+// Close stops every server that is running, in parallel (each stdio
+// server may take its StopGrace), also those whose extender the engine
+// never opened or closed (an engine that failed to initialize). Each
+// server's Extension.Close calls it: the engine closes its plugins one by
+// one, and servers closed one by one would add up their grace periods.
 func (s *Servers) Close(ctx context.Context) error {
-	var errs []error
-	for _, srv := range s.servers {
-		errs = append(errs, srv.close(ctx))
+	errs := make([]error, len(s.servers))
+	var wg sync.WaitGroup
+	for i, srv := range s.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = srv.close(ctx)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -251,7 +260,7 @@ func (x extender) Open(ctx context.Context) (*engine.Extension, error) {
 		return nil, ctx.Err()
 	}
 	details := &ServerDetails{Transport: srv.cfg.transport()}
-	ext := &engine.Extension{Source: srv.cfg.source(), Details: details, Close: srv.close}
+	ext := &engine.Extension{Source: srv.cfg.source(), Details: details, Close: x.s.Close}
 	if srv.startErr != nil {
 		if !srv.cfg.Optional {
 			return nil, srv.startErr
