@@ -269,7 +269,7 @@ func (x extender) Open(ctx context.Context) (*engine.Extension, error) {
 		ext.Warnings = []string{"optional MCP server not started, its tools left out: " + srv.startErr.Error()}
 		return ext, nil
 	}
-	info := srv.current().cs.InitializeResult()
+	info := srv.info
 	if info.ServerInfo != nil {
 		details.Server, details.Version = info.ServerInfo.Name, info.ServerInfo.Version
 		ext.Version = info.ServerInfo.Version
@@ -301,6 +301,7 @@ type server struct {
 	began         atomic.Bool   // startUp was started
 	ready         chan struct{} // closed when startUp is done
 	startErr      error
+	info          *sdk.InitializeResult // the server's answer to initialize
 	firstTools    []engine.Tool
 	firstWarnings []string
 
@@ -327,6 +328,7 @@ func (srv *server) startUp(ctx context.Context) {
 	if err == nil {
 		var listed []*sdk.Tool
 		if listed, err = c.list(ctx); err == nil {
+			srv.info = c.cs.InitializeResult()
 			srv.firstTools, srv.firstWarnings = srv.tools(listed)
 		} else {
 			c.close(context.Background())
