@@ -279,7 +279,7 @@ tools-rust:
 BENCH ?=
 COUNT ?= 10
 comma := ,
-bench: fixtures examples extism-guests tinygo-examples rust
+bench: fixtures examples extism-guests tinygo-examples rust tools-mcp
 	COUNT=$(COUNT) scripts/bench.sh $(subst $(comma), ,$(BENCH))
 
 # Installs Debian's wabt once; a no-op when wat2wasm is already there.

@@ -116,6 +116,8 @@ type Config struct {
 	// Temporal is the [temporal] table: where durable runs go (morph
 	// worker, morph run --temporal).
 	Temporal Temporal `toml:"temporal"`
+	// MCP is the [mcp] table: the limits of morph mcp serve.
+	MCP MCPServe `toml:"mcp"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -253,6 +255,7 @@ func Load(path string) (*Config, error) {
 	v.agent()
 	v.tools()
 	v.pipeline()
+	v.mcpServe()
 	v.temporal()
 	v.plugins()
 	v.mcpServers()
@@ -493,7 +496,7 @@ func (v *validator) tools() {
 }
 
 // limit checks a limit that, when set, must be from 1 (absent, the
-// engine's default applies) to what its setting can hold: maxKB for a
+// engine's default applies) to what its setting can hold: MaxKB for a
 // *_kb key, math.MaxInt32 for a count.
 func (v *validator) limit(key toml.Key, n int) {
 	if top := highest(key[len(key)-1]); v.md.IsDefined(key...) && (n < 1 || n > top) {
@@ -501,22 +504,23 @@ func (v *validator) limit(key toml.Key, n int) {
 	}
 }
 
-// maxKB is the largest value of a *_kb key: 4 GiB less 1 KiB, more than
-// any cap needs, in bytes within every setting. Larger values, shifted
-// into bytes, overflowed and silently became the default.
-const maxKB = math.MaxUint32 >> 10
+// MaxKB is the largest value of a *_kb key (and of a CLI flag that sets
+// one): 4 GiB less 1 KiB, more than any cap needs, in bytes within every
+// setting. Larger values, shifted into bytes, overflowed and silently
+// became the default.
+const MaxKB = math.MaxUint32 >> 10
 
 // maxDepth is the largest value of a *_depth key: far deeper than real
 // JSON nests, and the engine analyses each tool schema's validation cost
 // level by level down to agent.max_json_depth.
 const maxDepth = 1000
 
-// highest is the largest value of the limit called name: maxKB for a
+// highest is the largest value of the limit called name: MaxKB for a
 // *_kb key, maxDepth for a *_depth key, math.MaxInt32 for a count.
 func highest(name string) int {
 	switch {
 	case strings.HasSuffix(name, "_kb"):
-		return maxKB
+		return MaxKB
 	case strings.HasSuffix(name, "_depth"):
 		return maxDepth
 	}

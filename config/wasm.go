@@ -74,7 +74,7 @@ func (v *validator) moduleLimits() {
 		case strings.HasSuffix(name, "_mb"):
 			top = maxMemoryMB
 		case strings.HasSuffix(name, "_kb"):
-			top = maxKB
+			top = MaxKB
 		case name == "nesting_cost":
 			top = math.MaxInt64
 		}

@@ -1,9 +1,9 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,8 +62,8 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 		close(c.exited)
 	}()
 	c.stdin, c.stdout = inW, outR
-	out := &limitNote{ReadCloser: &lineLimit{ReadCloser: outR, limit: c.limit}, c: c}
-	return guard{&sdk.IOTransport{Reader: out, Writer: inW, MaxLineLength: c.limit + 1}, c.srv}, nil
+	out := &lineCap{ReadCloser: outR, c: c}
+	return guard{&sdk.IOTransport{Reader: out, Writer: inW, MaxLineLength: c.limit + 2}, c.srv}, nil
 }
 
 // requestsPerSecond is how many requests of a server's (ping, roots/list,
@@ -164,18 +164,31 @@ func environ(env map[string]string) []string {
 	return out
 }
 
-// limitNote records a line limit's refusal as its connection's end's
-// cause, in the client's terms: a server's message too large.
-type limitNote struct {
+// lineCap is a stdio server's output, failing once a line runs past the
+// connection's limit, so the SDK's decoder never buffers more of one
+// message; the failure is the connection's end's cause, a typed
+// ErrOutputTooLarge (the SDK's own cap, IOTransport.MaxLineLength, fails
+// with an untyped error).
+type lineCap struct {
 	io.ReadCloser
-	c *conn
+	c    *conn
+	line int // bytes of the current line read so far
 }
 
-// Read reads, noting a line over the limit.
-func (l *limitNote) Read(p []byte) (int, error) {
+// Read reads at most what keeps the current line within the limit and its
+// newline.
+func (l *lineCap) Read(p []byte) (int, error) {
+	if l.line > l.c.limit {
+		return 0, l.c.tooLarge("a message")
+	}
+	if room := l.c.limit + 1 - l.line; len(p) > room {
+		p = p[:room]
+	}
 	n, err := l.ReadCloser.Read(p)
-	if errors.Is(err, ErrRequestTooLarge) {
-		err = l.c.tooLarge("a message")
+	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+		l.line = n - i - 1
+	} else {
+		l.line += n
 	}
 	return n, err
 }

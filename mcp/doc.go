@@ -24,9 +24,14 @@
 //   - Schemas are checked before they reach the SDK, whose Server.AddTool
 //     panics on an input schema that is not an object: such a tool is not
 //     served, and Server.Skipped says why.
-//   - Arguments are checked for nesting depth before they are decoded, and
-//     a stdio request line longer than Options.MaxRequestBytes ends the
-//     session with a *RequestTooLargeError rather than being buffered.
+//   - Stdio is a transport of morph's, one message per line as the
+//     specification says: a line too long (Options.MaxRequestBytes), not
+//     JSON-RPC, or a batch is answered with a JSON-RPC error and skipped
+//     (counted by Server.Refusals), where the SDK's would end the session;
+//     requests read ahead of their answers are bounded; a client that
+//     stops reading cannot hold Serve past its context.
+//   - Calls a session runs at once are capped (Options.MaxCallsPerSession):
+//     one more is an isError result wrapping ErrTooManyCalls.
 //
 // The other side, Servers, makes MCP servers' tools the engine's: each
 // [[mcp_servers]] entry (ServerConfig) is an engine.Extender whose tools
@@ -40,8 +45,7 @@
 // every failure is a *ServerError naming the server (RATIONALE.md, "MCP
 // servers as plugins, prefixed by default, never restarted").
 //
-// Served so far: tools over stdio, their results as text and images (the
-// images a model would get, Engine.CallToolResult). Streamable HTTP,
-// structured and other content, progress, logging and list changes come
-// next (issue 26; RATIONALE.md, "MCP: the official Go SDK").
+// Served: tools over stdio and Streamable HTTP (Server.Handler), their
+// results as text and images (the images a model would get,
+// Engine.CallToolResult).
 package mcp

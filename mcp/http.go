@@ -46,7 +46,7 @@ type HTTPOptions struct {
 	SessionIdle time.Duration
 	// MaxSessions bounds the HTTP sessions open at once: a request that
 	// would start another is refused with 503 and a JSON-RPC error, and
-	// counted (Server.RefusedSessions). Zero is DefaultMaxSessions.
+	// counted (Server.Refusals). Zero is DefaultMaxSessions.
 	MaxSessions int
 }
 
@@ -81,16 +81,24 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 }
 
 // sessionCap refuses, with 503, a request that would start a session
-// (one without a session id) while limit HTTP sessions are open. Requests
-// initializing at once may each pass: the cap holds to within the
-// initializes in flight.
+// (one without a session id) while limit HTTP sessions are open or being
+// initialized: initializes at once are counted from their start, so the
+// cap is exact (one may count twice while it ends, refusing early, never
+// late).
 func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			s.mu.Lock()
-			full := s.httpOpen >= limit
+			full := s.httpOpen+s.httpStarting >= limit
 			if full {
-				s.refused++
+				s.refused.Sessions++
+			} else {
+				s.httpStarting++
+				defer func() {
+					s.mu.Lock()
+					s.httpStarting--
+					s.mu.Unlock()
+				}()
 			}
 			s.mu.Unlock()
 			if full {
@@ -103,14 +111,6 @@ func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// RefusedSessions is how many new HTTP sessions were refused for
-// HTTPOptions.MaxSessions.
-func (s *Server) RefusedSessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refused
 }
 
 // tokenVerifier accepts token only. The user id makes the SDK refuse a

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,12 +287,12 @@ func TestHTTPMaxSessions(t *testing.T) {
 	if _, err := connectHTTP(t, hs.URL, nil); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
 		t.Errorf("a third session: %v, want a refusal (503)", err)
 	}
-	refused := srv.RefusedSessions()
+	refused := srv.Refusals().Sessions
 	if got, body := post(t, hs.URL, nil); got != http.StatusServiceUnavailable || !strings.Contains(body, "max_sessions") || !strings.Contains(body, `"jsonrpc":"2.0"`) {
 		t.Errorf("a raw initialize past the cap: status %d, body %q; want 503 with a JSON-RPC error naming max_sessions", got, body)
 	}
-	if n := srv.RefusedSessions(); n != refused+1 {
-		t.Errorf("RefusedSessions %d after one more refusal, want %d", n, refused+1)
+	if n := srv.Refusals().Sessions; n != refused+1 {
+		t.Errorf("Refusals().Sessions %d after one more refusal, want %d", n, refused+1)
 	}
 	if res := call(t, open[0], "reverse", map[string]any{"text": "ab"}); res.IsError || text(res) != "ba" {
 		t.Errorf("a call in an open session at the cap: isError %v, text %q", res.IsError, text(res))
@@ -309,4 +311,62 @@ func TestHTTPMaxSessions(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A client opening 10,000 sessions (initializes 64 at a time, none ended
+// by the client): exactly MaxSessions are served, every other is refused
+// with 503 and counted. (That an idle session ends, freeing its slot, is
+// TestHTTPSessionIdle and TestHTTPMaxSessions.)
+func TestHTTPTenThousandSessions(t *testing.T) {
+	srv := newServer(t, engine.New(nil, engine.NewRegistry()), mcp.Options{})
+	hs := serveHTTP(t, srv, mcp.HTTPOptions{Loopback: true, MaxSessions: 256, SessionIdle: time.Hour})
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer hc.CloseIdleConnections()
+	const n = 10000
+	var served, refused, other atomic.Int32
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			switch initialize(t, hc, hs.URL) {
+			case http.StatusOK:
+				served.Add(1)
+			case http.StatusServiceUnavailable:
+				refused.Add(1)
+			default:
+				other.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if served.Load() != 256 || refused.Load() != n-256 || other.Load() != 0 {
+		t.Errorf("10,000 initializes: %d served, %d refused, %d other; want 256, %d, 0", served.Load(), refused.Load(), other.Load(), n-256)
+	}
+	if got := srv.Refusals().Sessions; got != n-256 {
+		t.Errorf("Refusals().Sessions = %d, want %d", got, n-256)
+	}
+}
+
+// initialize posts an initialize that starts a session (left open) and is
+// the status.
+func initialize(t *testing.T, hc *http.Client, url string) int {
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }

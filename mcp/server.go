@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -21,6 +22,12 @@ import (
 // could make morph buffer per session.
 const DefaultMaxRequestBytes = 4 << 20
 
+// DefaultMaxCallsPerSession bounds the tool calls one session runs at once
+// when Options.MaxCallsPerSession is zero: more than clients that call
+// tools in parallel use, few enough that sessions cannot queue unbounded
+// work on the plugins' instances.
+const DefaultMaxCallsPerSession = 32
+
 // DefaultSessionEndTimeout bounds the release of an ended session's plugin
 // instances (the session_end middleware) when Options.SessionEndTimeout is
 // zero.
@@ -35,6 +42,12 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 // ProtocolVersions are the MCP versions served, newest first.
 func ProtocolVersions() []string { return slices.Clone(protocolVersions) }
 
+// portableName is a tool name every client can pass on: models' APIs
+// (OpenAI's, Anthropic's) take [a-zA-Z0-9_-]{1,64}, and clients prefix
+// the server's name (Claude Code: "mcp__morph__", 12 characters; 48 leaves
+// room for a longer server name than morph).
+var portableName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,48}$`)
+
 // Options configure a Server. The zero value serves every tool with the
 // defaults.
 type Options struct {
@@ -48,10 +61,16 @@ type Options struct {
 	// config's RunOptions): its Mode and Tools hold for MCP clients too.
 	// When Tools is set, only those tools are served.
 	Run engine.RunOptions
-	// MaxRequestBytes bounds one request line on stdio (ServeStdio); a
-	// longer one ends the session with a *RequestTooLargeError. Zero is
-	// DefaultMaxRequestBytes.
+	// MaxRequestBytes bounds one request: a line on stdio (a longer one
+	// is answered with a JSON-RPC error naming the limit, and skipped), a
+	// body over HTTP (413). Zero is DefaultMaxRequestBytes.
 	MaxRequestBytes int
+	// MaxCallsPerSession bounds the tool calls a session runs at once: one
+	// more is refused at once, a result with isError naming the limit,
+	// counted (Refusals). On stdio, requests read and not yet answered are
+	// bounded to twice this: past it, morph stops reading until an answer
+	// is written. Zero is DefaultMaxCallsPerSession.
+	MaxCallsPerSession int
 	// SessionEndTimeout bounds releasing an ended session's instances.
 	// Zero is DefaultSessionEndTimeout.
 	SessionEndTimeout time.Duration
@@ -67,12 +86,13 @@ type Server struct {
 	served  []string
 	skipped []Skipped
 
-	mu       sync.Mutex
-	sessions map[*sdk.ServerSession]*session
-	closing  bool           // CloseSessions was called
-	httpOpen int            // HTTP sessions tracked and not yet ended
-	refused  int            // new HTTP sessions refused for MaxSessions
-	ending   sync.WaitGroup // the HTTP sessions' ends (track)
+	mu           sync.Mutex
+	sessions     map[*sdk.ServerSession]*session
+	closing      bool // CloseSessions was called
+	httpOpen     int  // HTTP sessions tracked and not yet ended
+	httpStarting int  // requests that may start an HTTP session, in flight
+	refused      Refusals
+	ending       sync.WaitGroup // the HTTP sessions' ends (track)
 }
 
 // Skipped is a tool of the engine that is not served, and why.
@@ -86,7 +106,7 @@ type Skipped struct {
 // MCP cannot carry is not served: it is logged and listed by Skipped.
 func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, error) {
 	if err := eng.Initialize(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mcp: initializing the engine: %w", err)
 	}
 	if opts.Name == "" {
 		opts.Name = "morph"
@@ -96,6 +116,9 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	}
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.MaxCallsPerSession <= 0 {
+		opts.MaxCallsPerSession = DefaultMaxCallsPerSession
 	}
 	if opts.SessionEndTimeout <= 0 {
 		opts.SessionEndTimeout = DefaultSessionEndTimeout
@@ -120,6 +143,10 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 			s.skipped = append(s.skipped, Skipped{Tool: spec.Name, Err: err})
 			s.log.WarnContext(ctx, "mcp: tool not served", "tool", spec.Name, "error", err)
 			continue
+		}
+		if !portableName.MatchString(spec.Name) {
+			s.log.WarnContext(ctx, "mcp: a tool name some clients cannot pass to their model: served, but a client may drop it or fail; rename it (or give the plugin a tool prefix) to letters, digits, _ and -, at most 48 characters",
+				"tool", spec.Name)
 		}
 		s.served = append(s.served, spec.Name)
 	}
@@ -146,12 +173,58 @@ func (s *Server) Tools() []string { return slices.Clone(s.served) }
 func (s *Server) Skipped() []Skipped { return slices.Clone(s.skipped) }
 
 // ServeStdio serves one client over r and w (a process's standard input
-// and output) until the client closes r, or ctx ends. See Serve. A request
-// line longer than Options.MaxRequestBytes ends the session with a
-// *RequestTooLargeError.
+// and output, one JSON-RPC message per line) until the client closes r, or
+// ctx ends. See Serve. A line longer than Options.MaxRequestBytes, not
+// JSON-RPC, or a batch is answered with a JSON-RPC error, counted
+// (Refusals) and logged, and the session goes on. Once ctx has ended, an
+// answer the client does not take is dropped (ErrClientStalled), so that
+// a client that stopped reading cannot hold the server.
 func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
-	// The SDK's own line cap is off: lineLimit's is the same, and typed.
-	return s.Serve(ctx, &sdk.IOTransport{Reader: &lineLimit{ReadCloser: r, limit: s.opts.MaxRequestBytes}, Writer: w, MaxLineLength: -1})
+	stop, cancel := context.WithCancel(ctx) // ends the writer when Serve returns
+	t := &stdioTransport{r: r, w: w, limit: s.opts.MaxRequestBytes, stop: stop.Done(), wrote: make(chan struct{}),
+		pending: 2 * s.opts.MaxCallsPerSession, refuse: s.refuser(ctx)}
+	err := s.Serve(ctx, t)
+	cancel()
+	select { // the last answer is written before the caller (a process) goes
+	case <-t.wrote:
+	case <-ctx.Done():
+	}
+	return err
+}
+
+// Refusals count what the server refused, by limit.
+type Refusals struct {
+	// Sessions is new HTTP sessions refused for HTTPOptions.MaxSessions.
+	Sessions int
+	// Requests is stdio lines refused: over MaxRequestBytes, not
+	// JSON-RPC, or batches.
+	Requests int
+	// Calls is tool calls refused for MaxCallsPerSession.
+	Calls int
+}
+
+// Refusals are the refusals so far.
+func (s *Server) Refusals() Refusals {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// refuser counts a session's refused lines, and logs the first as a
+// warning (the rest at debug level: a client sending nothing else must
+// not flood the log).
+func (s *Server) refuser(ctx context.Context) func(error) {
+	n := 0
+	return func(err error) {
+		s.mu.Lock()
+		s.refused.Requests++
+		s.mu.Unlock()
+		level := slog.LevelDebug
+		if n++; n == 1 {
+			level = slog.LevelWarn
+		}
+		s.log.Log(ctx, level, "mcp: a request refused (the session goes on)", "error", err, "refused_in_session", n)
+	}
 }
 
 // Serve serves one MCP session over t until the client ends it or ctx
@@ -168,7 +241,7 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	go func() { done <- ss.Wait() }()
 	select {
 	case <-ctx.Done():
-		s.session(ss, false).cancel() // the calls in flight, which Close would wait for
+		s.cancelCalls(ss) // the calls in flight, which Close would wait for
 		ss.Close()
 		<-done
 		err = ctx.Err()

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"sync/atomic"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -11,11 +12,25 @@ import (
 // SDK runs a stdio session's handlers under a context its Connect's does
 // not cancel, and its Close waits for them.)
 type session struct {
-	id     string
-	called bool // a call ran: the engine session may hold instances
-	ctx    context.Context
-	cancel context.CancelFunc
+	id          string
+	called      bool // a call ran: the engine session may hold instances
+	ctx         context.Context
+	cancel      context.CancelFunc
+	running     atomic.Int32 // calls in flight
+	refusedCall bool         // a call was refused (logged once); Server.mu
 }
+
+// enter counts a call in, unless limit are running.
+func (ses *session) enter(limit int) bool {
+	if ses.running.Add(1) > int32(limit) {
+		ses.running.Add(-1)
+		return false
+	}
+	return true
+}
+
+// leave counts a call out.
+func (ses *session) leave() { ses.running.Add(-1) }
 
 // session is ss's session, made when first asked for; a call marks it
 // called.
@@ -36,6 +51,15 @@ func (s *Server) sessionNew(ss *sdk.ServerSession, call bool) (*session, bool) {
 	}
 	ses.called = ses.called || call
 	return ses, !ok
+}
+
+// cancelCalls cancels ss's calls in flight, if it ever called.
+func (s *Server) cancelCalls(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ses, ok := s.sessions[ss]; ok {
+		ses.cancel()
+	}
 }
 
 // end ends ss's engine session, if a call ran in it, within

@@ -22,6 +22,11 @@ var ErrSchema = errors.New("mcp: tool schema not servable")
 // deeper than abi.MaxDepth. The call is a tool result with isError.
 var ErrArguments = errors.New("mcp: invalid tool arguments")
 
+// ErrTooManyCalls marks a call refused because its session already ran
+// Options.MaxCallsPerSession calls. The call is a tool result with isError
+// naming the limit.
+var ErrTooManyCalls = errors.New("mcp: too many calls in flight in the session")
+
 // inputSchema is a tool's parameter schema as MCP's inputSchema: the same
 // schema, given "type": "object" when it has no type (morph's registry
 // reads a schema without one as any object; MCP requires the type), and
@@ -76,11 +81,16 @@ func arguments(raw json.RawMessage) (map[string]any, error) {
 // closed is a protocol error, since no tool can run at all.
 func (s *Server) handler(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ses := s.session(req.Session, true)
+		// Before the arguments are decoded: a refused call costs nothing.
+		if !ses.enter(s.opts.MaxCallsPerSession) {
+			return failed(s.refuseCall(ctx, ses, name)), nil
+		}
+		defer ses.leave()
 		params, err := arguments(req.Params.Arguments)
 		if err != nil {
 			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
-		ses := s.session(req.Session, true)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(ses.ctx, cancel)()
@@ -97,6 +107,21 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
 	}
+}
+
+// refuseCall counts a call refused for MaxCallsPerSession, logs the
+// session's first, and is the result's text.
+func (s *Server) refuseCall(ctx context.Context, ses *session, name string) string {
+	s.mu.Lock()
+	s.refused.Calls++
+	first := !ses.refusedCall
+	ses.refusedCall = true
+	s.mu.Unlock()
+	err := fmt.Errorf("%w: %d are running, the most a session runs at once (max_calls_per_session); retry once one has ended", ErrTooManyCalls, s.opts.MaxCallsPerSession)
+	if first {
+		s.log.WarnContext(ctx, "mcp: a call refused", "tool", name, "session", ses.id, "error", err)
+	}
+	return fmt.Sprintf("Error: tool '%s': %v", name, err)
 }
 
 // result is a call's result as MCP content: the text, then the images

@@ -50,6 +50,7 @@ extism    ./host                        ^BenchmarkExtismCall$                   
 schema    ./engine/internal/schemacost  ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
 pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
 stage     ./host                        ^BenchmarkStage$                             0.3s
+mcp       ./cmd/morph                   ^BenchmarkMCPCall$                           300x
 temporal  ./temporal                    ^BenchmarkTurn$                              5x
 load      ./temporal                    ^BenchmarkLoad$                              1x
 G

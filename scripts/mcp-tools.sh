@@ -33,7 +33,17 @@ key=$({ cat "$lock"; echo "go-sdk=$GO_SDK recipe=$RECIPE"; } | sha256sum | cut -
 CACHE=${MCP_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/morph/mcp-tools-$key}
 
 log() { printf 'mcp-tools.sh: %s\n' "$*" >&2; }
-installed() { [[ -x $CACHE/node_modules/.bin/node && -x $CACHE/bin/everything-server && -f $CACHE/.stamp ]]; }
+installed() { [[ -x $CACHE/node_modules/.bin/node && -x $CACHE/bin/everything-server && $(cat "$CACHE/.stamp" 2>/dev/null) == "$key" ]]; }
+# retry runs "$@" up to three times: a registry or proxy hiccup is common
+# and transient; the last failure says so.
+retry() {
+	for i in 1 2 3; do
+		"$@" && return 0
+		((i < 3)) && { log "failed (attempt $i of 3), retrying in $((5 * i)) s: $*"; sleep $((5 * i)); }
+	done
+	log "failed three times: $* (above). A network error is transient: rerun 'make tools-mcp'"
+	return 1
+}
 
 if [[ ${1:-} == --print-path ]]; then
 	installed && { echo "$CACHE"; exit 0; }
@@ -46,18 +56,20 @@ mkdir -p "$(dirname "$CACHE")"
 exec 9>"$CACHE.lock"
 flock 9 # parallel make, two checkouts
 if ! installed; then
+	rm -rf "$CACHE".?????? # an install killed before its rename (under the lock: none runs)
 	log "installing the MCP test tools into $CACHE (about 30 s, once)"
 	tmp=$(mktemp -d "$CACHE.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
 	cp "$here/mcp-tools/package.json" "$lock" "$tmp/"
-	(cd "$tmp" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error >&2)
+	# --ignore-scripts: no package runs code at install (none needs to today).
+	(cd "$tmp" && retry npm ci --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
 	# From the module cache first (go install pkg@version asks the proxy which module holds pkg
 	# even when the module is cached), from the module proxy when that fails.
 	pkgs=("github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$GO_SDK"
 		"github.com/modelcontextprotocol/go-sdk/conformance/everything-client@$GO_SDK")
 	export GOBIN=$tmp/bin GOFLAGS=-mod=mod
 	GOPROXY=file://$(go env GOMODCACHE)/cache/download go install "${pkgs[@]}" 2>/dev/null ||
-		go install "${pkgs[@]}" >&2
+		retry go install "${pkgs[@]}" >&2
 	node=$tmp/node_modules/.bin/node
 	[[ $("$node" --version) == v22.* ]] || { log "expected Node 22, got $("$node" --version)"; exit 1; }
 	got=$("$node" "$tmp/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version)

@@ -29,6 +29,7 @@ type mcpServeFlags struct {
 	allowOrigins    []string
 	sessionIdle     time.Duration
 	maxSessions     int
+	maxCalls        int
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -67,21 +68,26 @@ must carry the token (401 without it).`,
 	}
 	serve.Flags().StringVar(&f.config, "config", "morph.toml", "the config file")
 	serve.Flags().IntVar(&f.maxRequestKB, "max-request-kb", mcp.DefaultMaxRequestBytes>>10,
-		"the longest request line a client may send, in KiB; a longer one ends its session")
+		"the longest request a client may send, in KiB (a line on standard input, a body over HTTP); a longer one is refused with an error, and the session goes on (overrides [mcp] max_request_kb)")
+	serve.Flags().IntVar(&f.maxCalls, "max-calls-per-session", mcp.DefaultMaxCallsPerSession,
+		"the most tool calls a session runs at once; one more is refused at once with an isError result (overrides [mcp] max_calls_per_session)")
 	serve.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log the engine's and the plugins' debug messages on standard error")
-	serve.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
+	serve.Flags().DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins, and of releasing an ended session's instances")
 	serve.Flags().StringVar(&f.http, "http", "", "serve Streamable HTTP on this address (host:port; 127.0.0.1:0 picks a port) instead of standard input and output")
 	serve.Flags().StringVar(&f.tokenEnv, "token-env", "MORPH_MCP_TOKEN", "with --http, the environment variable holding the bearer token clients must send")
 	serve.Flags().StringArrayVar(&f.allowOrigins, "allow-origin", nil, "with --http, an origin (scheme://host[:port]) browsers may call from besides loopback ones; repeatable")
-	serve.Flags().DurationVar(&f.sessionIdle, "session-idle", mcp.DefaultSessionIdle, "with --http, end a session after this long without a request")
-	serve.Flags().IntVar(&f.maxSessions, "max-sessions", mcp.DefaultMaxSessions, "with --http, the most sessions open at once; a client starting another gets 503")
+	serve.Flags().DurationVar(&f.sessionIdle, "session-idle", mcp.DefaultSessionIdle, "with --http, end a session after this long without a request (overrides [mcp] session_idle)")
+	serve.Flags().IntVar(&f.maxSessions, "max-sessions", mcp.DefaultMaxSessions, "with --http, the most sessions open at once; a client starting another gets 503 (overrides [mcp] max_sessions)")
 	cmd.AddCommand(serve)
 	return cmd
 }
 
 func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	if f.maxRequestKB <= 0 {
-		return usageErrorf("--max-request-kb must be positive, not %d", f.maxRequestKB)
+	if f.maxRequestKB <= 0 || f.maxRequestKB > config.MaxKB {
+		return usageErrorf("--max-request-kb must be from 1 to %d, not %d", config.MaxKB, f.maxRequestKB)
+	}
+	if f.maxCalls <= 0 {
+		return usageErrorf("--max-calls-per-session must be positive, not %d", f.maxCalls)
 	}
 	if f.shutdownTimeout <= 0 {
 		return usageErrorf("--shutdown-timeout must be positive, not %s", f.shutdownTimeout)
@@ -121,11 +127,7 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	ctx := cmd.Context()
 	rt, err := cfg.Open(ctx, logger, engine.WithLogger(engineLogger))
 	if err != nil {
-		code := exitRunFailed
-		if errors.Is(err, config.ErrConfig) {
-			code = exitUsage
-		}
-		return &exitError{code, err}
+		return openFailed(err)
 	}
 	defer func() { closeRuntime(ctx, rt, f.shutdownTimeout, ctx.Err() != nil, stderr) }()
 	st := rt.Engine.Status()
@@ -134,24 +136,35 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, "warning: "+oneLine(w, 500))
 	}
 	// The server logs the tools it does not serve, and why.
-	srv, err := mcp.NewServer(ctx, rt.Engine, mcp.Options{Name: "morph", Version: moduleVersion(), Logger: logger,
-		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10})
+	// [mcp] sets the limits; a flag given overrides its key.
+	opts, httpOpts := cfg.MCP.Options(), cfg.MCP.HTTPOptions()
+	flags := cmd.Flags()
+	if flags.Changed("max-request-kb") {
+		opts.MaxRequestBytes = f.maxRequestKB << 10
+	}
+	if flags.Changed("max-calls-per-session") {
+		opts.MaxCallsPerSession = f.maxCalls
+	}
+	if flags.Changed("max-sessions") {
+		httpOpts.MaxSessions = f.maxSessions
+	}
+	if flags.Changed("session-idle") {
+		httpOpts.SessionIdle = f.sessionIdle
+	}
+	opts.Name, opts.Version, opts.Logger, opts.Run, opts.SessionEndTimeout = "morph", moduleVersion(), logger, cfg.RunOptions(), f.shutdownTimeout
+	srv, err := mcp.NewServer(ctx, rt.Engine, opts)
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
 	if f.http != "" {
-		return mcpServeHTTP(ctx, srv, f, loopback, stderr)
+		httpOpts.Loopback, httpOpts.Token, httpOpts.AllowedOrigins = loopback, os.Getenv(f.tokenEnv), f.allowOrigins
+		return mcpServeHTTP(ctx, srv, f, httpOpts, stderr)
 	}
 	fmt.Fprintf(stderr, "morph: serving %d tools over MCP on standard input and output\n", len(srv.Tools()))
-	err = srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout})
-	switch {
-	case err == nil || ctx.Err() != nil:
-		return nil
-	case errors.Is(err, mcp.ErrRequestTooLarge):
-		return &exitError{exitRunFailed, fmt.Errorf("%w (--max-request-kb %d raises it)", err, f.maxRequestKB)}
-	default:
+	if err := srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}); err != nil && ctx.Err() == nil {
 		return &exitError{exitRunFailed, err}
 	}
+	return nil
 }
 
 // nopWriteCloser is standard output as the transport's writer: the
@@ -161,10 +174,10 @@ type nopWriteCloser struct{ io.Writer }
 // Close does nothing.
 func (nopWriteCloser) Close() error { return nil }
 
-// mcpServeHTTP serves srv over Streamable HTTP on f.http until ctx ends.
-func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, loopback bool, stderr io.Writer) error {
-	h, err := srv.Handler(mcp.HTTPOptions{Loopback: loopback, Token: os.Getenv(f.tokenEnv),
-		AllowedOrigins: f.allowOrigins, SessionIdle: f.sessionIdle, MaxSessions: f.maxSessions})
+// mcpServeHTTP serves srv over Streamable HTTP on f.http with o until ctx
+// ends.
+func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, o mcp.HTTPOptions, stderr io.Writer) error {
+	h, err := srv.Handler(o)
 	if errors.Is(err, mcp.ErrNoToken) {
 		return &exitError{exitUsage, fmt.Errorf("--http %s is not a loopback address: set the bearer token clients must send in $%s (--token-env names another variable): %w", f.http, f.tokenEnv, err)}
 	}

@@ -271,11 +271,7 @@ func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.
 	}
 	p, err := cfg.OpenPipeline(ctx, logger)
 	if err != nil {
-		code := exitRunFailed
-		if errors.Is(err, config.ErrConfig) {
-			code = exitUsage
-		}
-		return nil, nil, &exitError{code, err}
+		return nil, nil, openFailed(err)
 	}
 	return cfg, p, nil
 }

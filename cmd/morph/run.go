@@ -62,6 +62,16 @@ func usageErrorf(format string, args ...any) error {
 	return &exitError{exitUsage, fmt.Errorf(format, args...)}
 }
 
+// openFailed is the failure to open a config's runtime: a usage error when
+// the config is at fault (config.ErrConfig), a failed run otherwise (a
+// plugin that does not load, ...).
+func openFailed(err error) error {
+	if errors.Is(err, config.ErrConfig) {
+		return &exitError{exitUsage, err}
+	}
+	return &exitError{exitRunFailed, err}
+}
+
 // run is the whole CLI: it executes args and returns the exit code. Errors
 // are printed on stderr as "morph: <error>", one line each (see errorLines).
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -259,11 +269,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	}
 	rt, err := cfg.Open(ctx, engineLogger, engine.WithEventHandler(progress(stderr)))
 	if err != nil {
-		code := exitRunFailed
-		if errors.Is(err, config.ErrConfig) {
-			code = exitUsage
-		}
-		return &exitError{code, err}
+		return openFailed(err)
 	}
 	// A signal that ended the run does not end the shutdown; one that comes
 	// once the run is over, the result printed or not, does.

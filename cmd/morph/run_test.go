@@ -25,7 +25,7 @@ const (
 
 // setup writes a config using the scripted provider with replies, and
 // returns the config's path. extra is appended to the config.
-func setup(t *testing.T, replies []string, extra string) string {
+func setup(t testing.TB, replies []string, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
 	script := `{"model":"scripted-test","replies":[` + strings.Join(replies, ",") + `]}`

@@ -26,7 +26,7 @@ var (
 
 // goBinary returns a function that builds the command in dir (relative to
 // cmd/morph) as name, once, and returns its path or fails t.
-func goBinary(dir, name string) func(t *testing.T) string {
+func goBinary(dir, name string) func(t testing.TB) string {
 	build := sync.OnceValues(func() (string, error) {
 		tmp, err := os.MkdirTemp(os.Getenv("HOME"), "morph-bin") // testenv.Main removes HOME at the end
 		if err != nil {
@@ -38,7 +38,7 @@ func goBinary(dir, name string) func(t *testing.T) string {
 		}
 		return bin, nil
 	})
-	return func(t *testing.T) string {
+	return func(t testing.TB) string {
 		t.Helper()
 		bin, err := build()
 		if err != nil {

@@ -1,0 +1,45 @@
+package config
+
+import (
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/morphhost/morph/mcp"
+)
+
+// MCPServe is the [mcp] table: the limits of `morph mcp serve`, which its
+// flags override. Zero values take package mcp's defaults.
+type MCPServe struct {
+	// MaxRequestKB bounds one request: a line on standard input, a body
+	// over HTTP (default 4096).
+	MaxRequestKB int `toml:"max_request_kb"`
+	// MaxCallsPerSession bounds the tool calls a session runs at once
+	// (default 32).
+	MaxCallsPerSession int `toml:"max_calls_per_session"`
+	// MaxSessions bounds the HTTP sessions open at once (default 256).
+	MaxSessions int `toml:"max_sessions"`
+	// SessionIdle ends an HTTP session without a request for this long
+	// (default 30m).
+	SessionIdle time.Duration `toml:"session_idle"`
+}
+
+// Options are the server's options the table sets.
+func (m MCPServe) Options() mcp.Options {
+	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession}
+}
+
+// HTTPOptions are the HTTP transport's options the table sets.
+func (m MCPServe) HTTPOptions() mcp.HTTPOptions {
+	return mcp.HTTPOptions{MaxSessions: m.MaxSessions, SessionIdle: m.SessionIdle}
+}
+
+func (v *validator) mcpServe() {
+	m := v.c.MCP
+	v.limit(toml.Key{"mcp", "max_request_kb"}, m.MaxRequestKB)
+	v.limit(toml.Key{"mcp", "max_calls_per_session"}, m.MaxCallsPerSession)
+	v.limit(toml.Key{"mcp", "max_sessions"}, m.MaxSessions)
+	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {
+		v.fail(toml.Key{"mcp", "session_idle"}, nil, "must be positive, got %s (leave it out for the default, 30m)", m.SessionIdle)
+	}
+}

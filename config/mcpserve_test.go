@@ -1,0 +1,47 @@
+package config_test
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/mcp"
+)
+
+// [mcp] sets morph mcp serve's limits; what it leaves out is package
+// mcp's default (zero).
+func TestMCPServeTable(t *testing.T) {
+	dir := write(t, map[string]string{"replies.json": replies, "morph.toml": `[llm]
+provider = "scripted"
+scripted_replies = "replies.json"
+[mcp]
+max_request_kb = 64
+max_calls_per_session = 4
+session_idle = "5m"
+`})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.MCP.Options(); o.MaxRequestBytes != 64<<10 || o.MaxCallsPerSession != 4 {
+		t.Errorf("Options() = %+v, want 64 KiB and 4 calls", o)
+	}
+	if o := cfg.MCP.HTTPOptions(); !reflect.DeepEqual(o, mcp.HTTPOptions{SessionIdle: 5 * time.Minute}) {
+		t.Errorf("HTTPOptions() = %+v, want session_idle 5m and the rest zero", o)
+	}
+}
+
+// A bad [mcp] value is an error naming the key, its line and the range.
+func TestMCPServeTableErrors(t *testing.T) {
+	for key, value := range map[string]string{
+		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "session_idle": `"0s"`,
+	} {
+		ce, err := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[mcp]\n"+key+" = "+value+"\n")
+		if ce.Key != "mcp."+key || ce.Line != 5 || !strings.Contains(err.Error(), "leave it out for the default") {
+			t.Errorf("%s = %s: key %q, line %d: %v", key, value, ce.Key, ce.Line, err)
+		}
+	}
+}
