@@ -489,7 +489,7 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 	c.cs = cs
 	go func() {
 		_ = cs.Wait() // its end's cause is explained when a call meets it
-		close(c.ended)
+		c.down()
 	}()
 	return c, nil
 }
@@ -516,7 +516,8 @@ type conn struct {
 	exited        chan struct{} // closed once the process is reaped
 	exit          error         // cmd.Wait's, once exited
 
-	ended  chan struct{} // closed when the session ended
+	ended  chan struct{} // closed when the session ended (down)
+	once   sync.Once
 	mu     sync.Mutex
 	broken error // a limit the server broke, which ended the connection
 }
@@ -531,6 +532,10 @@ func (c *conn) broke(err error) {
 		c.srv.log.Warn("mcp server broke a limit; its connection ends", "error", err)
 	}
 }
+
+// down marks the session ended: when the SDK's connection is done, or as
+// soon as a call found it gone (the SDK may tell the call first).
+func (c *conn) down() { c.once.Do(func() { close(c.ended) }) }
 
 // isDown reports whether the session has ended.
 func (c *conn) isDown() bool {

@@ -35,7 +35,9 @@ var (
 	// ErrTooManyTools: the server listed more tools than max_tools.
 	ErrTooManyTools = errors.New("mcp: too many tools")
 	// ErrRefused: the server answered a call with a JSON-RPC error (an
-	// unknown tool, invalid arguments) rather than a result.
+	// unknown tool, invalid arguments) rather than a result, or an HTTP
+	// server's request failed in a way the SDK deems transient (a 503, a
+	// network error); the connection goes on.
 	ErrRefused = errors.New("mcp: call refused")
 )
 
@@ -198,8 +200,10 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	case !errors.Is(err, sdk.ErrConnectionClosed) && errors.As(err, &rpcErr) && !c.isDown():
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: tool %s: %s", ErrRefused, safetext.Quote(t.remote, 160), rpcErr.Message)}
 	}
-	srv.log.Warn("mcp server's connection ended; its tools fail until morph starts again", "error", c.explain(err))
-	return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: %w", ErrServerDown, c.explain(err))}
+	c.down()
+	err = c.explain(err)
+	srv.log.Warn("mcp server's connection ended; its tools fail until morph starts again", "error", err)
+	return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: %w", ErrServerDown, err)}
 }
 
 // output is a result as the engine takes it, capped at MaxOutputBytes: its
