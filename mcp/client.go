@@ -457,6 +457,7 @@ func (srv *server) close(ctx context.Context) error {
 // session.
 func (srv *server) dial(ctx context.Context) (*conn, error) {
 	c := &conn{srv: srv, limit: srv.cfg.wireLimit(), ended: make(chan struct{})}
+	c.closing, c.closed = context.WithCancel(context.Background())
 	var t sdk.Transport
 	if srv.cfg.URL != "" {
 		t = &sdk.StreamableClientTransport{
@@ -480,7 +481,15 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { srv.notifications.Add(1) },
 		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { srv.notifications.Add(1) },
 	})
+	// The start's end ends its HTTP requests: on a failed initialize the
+	// SDK closes the session, which waits for the request's write, which
+	// a server that never answers would hold forever.
+	stop := context.AfterFunc(ctx, c.closed)
 	cs, err := client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	if !stop() && err == nil { // the start ended as it succeeded: its requests may be cut
+		cs.Close()
+		err = ctx.Err()
+	}
 	if err != nil {
 		err = c.explain(err)
 		c.close(context.Background())
@@ -515,6 +524,9 @@ type conn struct {
 	stderr        *stderrTail
 	exited        chan struct{} // closed once the process is reaped
 	exit          error         // cmd.Wait's, once exited
+
+	closing context.Context // canceled by close: ends the HTTP requests still open
+	closed  context.CancelFunc
 
 	ended  chan struct{} // closed when the session ended (down)
 	once   sync.Once
@@ -586,6 +598,7 @@ func (c *conn) close(ctx context.Context) error {
 	if c.cs != nil {
 		err = c.cs.Close()
 	}
+	c.closed()
 	if c.cmd == nil {
 		return nil
 	}

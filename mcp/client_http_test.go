@@ -245,3 +245,20 @@ func TestClientServerFilesystem(t *testing.T) {
 		t.Errorf("read_text_file outside: %v, want the server's isError result", err)
 	}
 }
+
+// An HTTP server that never answers: the start fails within
+// startup_timeout with ErrStartup naming the server.
+func TestClientHTTPNeverAnswers(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // read, so the server sees the client hang up
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	cfg := mcp.ServerConfig{Name: "silent", URL: srv.URL + "/mcp", StartupTimeout: 500 * time.Millisecond}
+	_, _, _, err := clientEngine(t, cfg)
+	var se *mcp.ServerError
+	if !errors.Is(err, mcp.ErrStartup) || !errors.As(err, &se) || se.Server != "silent" || !strings.Contains(err.Error(), "startup_timeout") {
+		t.Fatalf("Initialize: %v, want ErrStartup naming silent and startup_timeout", err)
+	}
+}

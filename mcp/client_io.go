@@ -215,20 +215,41 @@ type httpLimit struct {
 
 // RoundTrip sends req with the headers and caps the response's body.
 func (t *httpLimit) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
-		req = req.Clone(req.Context())
-		for k, v := range t.headers {
-			req.Header.Set(k, v)
-		}
+	// The request ends when the connection closes, too: the SDK sends a
+	// call's request under a context of its own, which a call's timeout
+	// does not end, so a server that never answers would hold it open.
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(t.c.closing, cancel)
+	release := func() { stop(); cancel() }
+	req = req.Clone(ctx)
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
+		release()
 		return nil, err
 	}
+	body := &released{ReadCloser: resp.Body, release: release}
+	resp.Body = body
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		resp.Body = &bodyLimit{ReadCloser: resp.Body, left: t.c.limit, c: t.c}
+		resp.Body = &bodyLimit{ReadCloser: body, left: t.c.limit, c: t.c}
 	}
 	return resp, nil
+}
+
+// released is a response body that releases its request's context when
+// closed.
+type released struct {
+	io.ReadCloser
+	release func()
+}
+
+// Close closes the body and releases the context.
+func (r *released) Close() error {
+	err := r.ReadCloser.Close()
+	r.release()
+	return err
 }
 
 // bodyLimit fails a body read past left bytes.
