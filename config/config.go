@@ -104,6 +104,9 @@ type Config struct {
 	Tools Tools `toml:"tools"` // the [tools] table
 	// Plugins are the [[plugins]] entries: WebAssembly modules, in order.
 	Plugins []PluginEntry `toml:"plugins"`
+	// MCPServers are the [[mcp_servers]] entries: MCP servers whose tools
+	// the agent uses.
+	MCPServers []MCPServerEntry `toml:"mcp_servers"`
 	// Wasm is the [wasm] table: settings shared by all plugins.
 	Wasm Wasm `toml:"wasm"`
 	// Discovery is the [discovery] table: plugin directories.
@@ -255,6 +258,7 @@ func Load(path string) (*Config, error) {
 	v.mcpServe()
 	v.temporal()
 	v.plugins()
+	v.mcpServers()
 	v.moduleLimits()
 	// In file order; mistakes that have no line go last.
 	slices.SortStableFunc(v.errs, func(a, b error) int { return lineOf(a) - lineOf(b) })

@@ -325,15 +325,21 @@ func (p PluginEntry) exportTool(t ExportToolEntry) (host.ExportTool, error) {
 }
 
 // pluginDefined reports whether the i-th [[plugins]] entry sets field.
-// toml's MetaData.IsDefined cannot index an array of tables; its Keys list
-// the keys in file order, each entry starting with the key "plugins".
 func (v *validator) pluginDefined(i int, field string) bool {
+	return v.arrayDefined("plugins", i, field)
+}
+
+// arrayDefined reports whether the i-th entry of the array of tables
+// called array sets field. toml's MetaData.IsDefined cannot index an array
+// of tables; its Keys list the keys in file order, each entry starting
+// with the array's key.
+func (v *validator) arrayDefined(array string, i int, field string) bool {
 	n := -1
 	for _, k := range v.md.Keys() {
 		switch {
-		case len(k) == 1 && k[0] == "plugins":
+		case len(k) == 1 && k[0] == array:
 			n++
-		case n == i && len(k) == 2 && k[0] == "plugins" && k[1] == field:
+		case n == i && len(k) == 2 && k[0] == array && k[1] == field:
 			return true
 		}
 	}

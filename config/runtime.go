@@ -13,24 +13,26 @@ import (
 
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/mcp"
 )
 
 // Runtime is what Open builds from a config: an initialized engine, which
 // owns the plugins, and the loader they share.
 type Runtime struct {
-	Engine *engine.Engine
-	loader *host.Loader
-	loaded func() engine.Status // the Status once initialized: see Plugins
+	Engine  *engine.Engine
+	loader  *host.Loader
+	servers *mcp.Servers         // the [[mcp_servers]]
+	loaded  func() engine.Status // the Status once initialized: see Plugins
 }
 
-// Close closes the engine (each plugin's destroy hook runs once) and the
-// compilation cache.
+// Close closes the engine (each plugin's destroy hook runs once), stops
+// the MCP servers and closes the compilation cache.
 func (r *Runtime) Close(ctx context.Context) error {
-	return errors.Join(r.Engine.Close(ctx), r.loader.Close(ctx))
+	return errors.Join(r.Engine.Close(ctx), r.servers.Close(ctx), r.loader.Close(ctx))
 }
 
 // Open builds the client and the registry of built-in tools, and an engine
-// with EngineOptions, the [[plugins]], then opts (an event handler, plugins
+// with EngineOptions, the [[plugins]], the [[mcp_servers]], then opts (an event handler, plugins
 // of the embedding host, ...), then the plugins found in the discovery
 // directories; and initializes it. A plugin that cannot be loaded, or
 // whose tool schema is invalid, is an *Error at its own [[plugins]] entry,
@@ -49,6 +51,10 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	if err != nil {
 		return nil, err
 	}
+	mcpServers, err := c.MCPServerConfigs()
+	if err != nil {
+		return nil, err
+	}
 	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger, SecretEnv: c.SecretEnv(),
 		ModuleLimits: c.Wasm.Limits.Host()})
 	if err != nil {
@@ -58,10 +64,11 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	for _, p := range c.Plugins {
 		configured = append(configured, loader.Extender(p.HostConfig(), p.MiddlewareConfig()))
 	}
-	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...))
+	servers := mcp.NewServers(mcpServers, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool})
+	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))
 	all = append(all, opts...)
 	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
-	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader}
+	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers}
 	rt.loaded = sync.OnceValue(rt.Engine.Status)
 	if err := rt.Engine.Initialize(ctx); err != nil {
 		st := rt.Engine.Status()
@@ -102,6 +109,8 @@ func (c *Config) initError(err error) error {
 		if errors.As(e, &pe) {
 			if j := slices.IndexFunc(c.Plugins, func(p PluginEntry) bool { return p.Name == pe.Plugin }); j >= 0 {
 				key = toml.Key{"plugins", strconv.Itoa(j)}
+			} else if j := slices.IndexFunc(c.MCPServers, func(s MCPServerEntry) bool { return s.Name == pe.Plugin }); j >= 0 {
+				key = toml.Key{"mcp_servers", strconv.Itoa(j)}
 			}
 		}
 		errs[i] = c.errorAt(key, e, e.Error())

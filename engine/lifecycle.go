@@ -153,6 +153,11 @@ type Extension struct {
 	// the plugin drops it. Tool calls see the new list at once; a run's
 	// system prompt, built at its start, lists the tools it had then.
 	WatchTools func(update func(ctx context.Context, tools []Tool) error)
+	// Warnings are what Open found questionable but went on with (an
+	// optional MCP server that did not start, a server's tool left out):
+	// Initialize logs them and adds them to Status.Warnings, which a CLI
+	// shows whatever its log level.
+	Warnings []string
 }
 
 // WithExtenders appends plugins to load at Initialize, in order (their
@@ -305,6 +310,9 @@ func (e *Engine) initialize(ctx context.Context) error {
 		o := ok[i]
 		name := o.p.Name()
 		lp := &loadedPlugin{name: name, ext: o.ext, loadTime: o.took}
+		for _, w := range o.ext.Warnings {
+			e.initWarning(ctx, fmt.Sprintf("plugin %q: %s", name, w))
+		}
 		for j, t := range o.ext.Tools {
 			switch src, taken := e.reg.Source(t.Name()); {
 			case taken && src == SourceHost:

@@ -126,6 +126,16 @@ func (r *Registry) checkTool(t Tool) (*registered, error) {
 	return e, nil
 }
 
+// CheckTool checks t as Initialize checks a plugin's tool, without
+// registering it: its name, its description's length and its schema under
+// the registry's limits. A host that takes tools from an untrusted source
+// (an MCP server's list) leaves out the ones that fail, rather than fail
+// the whole source.
+func (r *Registry) CheckTool(t Tool) error {
+	_, err := r.checkTool(t)
+	return err
+}
+
 // registerChecked adds the tool of e, an entry checkTool returned, from
 // source: with its compiled schema, unless the limits changed since.
 func (r *Registry) registerChecked(source string, e *registered) {

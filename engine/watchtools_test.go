@@ -53,3 +53,29 @@ func TestWatchToolsReplacesOwnToolsOnly(t *testing.T) {
 		t.Errorf("after refused lists: %s", got)
 	}
 }
+
+// An Extension's Warnings reach Status.Warnings, naming the plugin; and
+// Registry.CheckTool refuses what Initialize would (a bad name, a bad
+// schema) without registering anything.
+func TestExtensionWarningsAndCheckTool(t *testing.T) {
+	p := &fakePlugin{name: "srv", ext: Extension{Warnings: []string{"tool x left out"}}}
+	e := New(script(), NewRegistry(), WithExtenders(p))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.Status().Warnings; len(w) != 1 || w[0] != `plugin "srv": tool x left out` {
+		t.Errorf("warnings %q", w)
+	}
+	reg := NewRegistry()
+	for _, bad := range []Tool{&testTool{name: "a b", schema: `{}`}, &testTool{name: "d", schema: `{"type": 3}`}} {
+		if err := reg.CheckTool(bad); err == nil {
+			t.Errorf("CheckTool(%q) passed", bad.Name())
+		}
+	}
+	if err := reg.CheckTool(&testTool{name: "ok.tool", schema: `{"type":"object"}`}); err != nil {
+		t.Error(err)
+	}
+	if n := len(reg.Names()); n != 0 {
+		t.Errorf("CheckTool registered %d tools", n)
+	}
+}

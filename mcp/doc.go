@@ -33,6 +33,18 @@
 //   - Calls a session runs at once are capped (Options.MaxCallsPerSession):
 //     one more is an isError result wrapping ErrTooManyCalls.
 //
+// The other side, Servers, makes MCP servers' tools the engine's: each
+// [[mcp_servers]] entry (ServerConfig) is an engine.Extender whose tools
+// pass the registry's checks and precedence. Built beside the SDK there:
+// stdio servers are started by morph in a process group of their own
+// (killed at close after a grace period) with only their entry's
+// environment, their output read through a line limit and their
+// notifications handled as read (the SDK queues them unbounded); HTTP
+// response bodies are capped (the SDK reads JSON ones whole); calls are
+// bounded by a timeout, results by a size, tools/list by a count; and
+// every failure is a *ServerError naming the server (RATIONALE.md, "MCP
+// servers as plugins, prefixed by default, never restarted").
+//
 // Served: tools over stdio and Streamable HTTP (Server.Handler), their
 // results as text and images (the images a model would get,
 // Engine.CallToolResult).

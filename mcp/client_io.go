@@ -1,0 +1,367 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"mime"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/morphhost/morph/internal/safetext"
+)
+
+// startProcess starts a stdio server in a process group of its own, with
+// the entry's environment only, and returns the transport over its pipes.
+// Its standard output is read through a line limit of c.limit bytes: a
+// longer message ends the connection with ErrOutputTooLarge as the cause
+// (the SDK's own cap would end it too, with an untyped error).
+func (c *conn) startProcess() (sdk.Transport, error) {
+	cfg := c.srv.cfg
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	cmd.Dir = cfg.Dir
+	cmd.Env = environ(cfg.Env)
+	c.stderr = &stderrTail{lines: c.srv.lines}
+	cmd.Stderr = c.stderr
+	cmd.WaitDelay = cfg.StopGrace // a grandchild holding standard error open does not hold Wait
+	inGroup(cmd)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	inR.Close() // the child's ends: its copies stay open in it
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("cannot start %s: %w", safetext.Quote(cfg.Command, 200), err)
+	}
+	c.cmd, c.exited = cmd, make(chan struct{})
+	go func() {
+		c.exit = cmd.Wait()
+		close(c.exited)
+	}()
+	c.stdin, c.stdout = inW, outR
+	out := &lineCap{ReadCloser: outR, c: c}
+	return guard{&sdk.IOTransport{Reader: out, Writer: inW, MaxLineLength: c.limit + 2}, c.srv}, nil
+}
+
+// requestsPerSecond is how many requests of a server's (ping, roots/list,
+// ...) a stdio connection passes to the SDK in a second; the others are
+// dropped, unanswered, and counted.
+const requestsPerSecond = 100
+
+// guard is a stdio server's transport with what the server sends unasked
+// handled before the SDK's connection sees it. The SDK queues incoming
+// notifications and requests for its handlers in a slice it does not
+// bound; here notifications are handled on the reading goroutine (counted,
+// logged through the rate limit, a list change signalled) and never
+// queued, and requests past requestsPerSecond are dropped. (Over HTTP the
+// SDK's connection cannot be wrapped: it relies on an unexported method of
+// its own type. There its handlers, which do the same cheap work, run.)
+type guard struct {
+	sdk.Transport
+	srv *server
+}
+
+// Connect connects and guards the connection.
+func (g guard) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := g.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &guardConn{Connection: conn, srv: g.srv}, nil
+}
+
+// guardConn is a guarded connection.
+type guardConn struct {
+	sdk.Connection
+	srv    *server
+	window time.Time // only Read, which the SDK calls from one goroutine, uses these
+	n      int
+}
+
+// Read returns the next response, or request within the rate; it handles
+// notifications itself.
+func (c *guardConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		switch {
+		case !ok:
+			return msg, nil
+		case req.IsCall():
+			if now := time.Now(); now.Sub(c.window) >= time.Second {
+				c.window, c.n = now, 0
+			}
+			if c.n++; c.n <= requestsPerSecond {
+				return msg, nil
+			}
+			c.srv.requestsDropped.Add(1)
+		case req.Method == "notifications/tools/list_changed":
+			c.srv.listChanged(ctx, nil)
+		case req.Method == "notifications/message":
+			var p sdk.LoggingMessageParams
+			_ = json.Unmarshal(req.Params, &p) // a message that does not decode is logged empty
+			c.srv.logMessage(ctx, &sdk.LoggingMessageRequest{Params: &p})
+		default:
+			c.srv.notifications.Add(1)
+		}
+	}
+}
+
+// closePipes closes morph's ends of a stdio server's pipes, for a session
+// that never began (the SDK's transport closes them otherwise).
+func (c *conn) closePipes() {
+	c.stdin.Close()
+	c.stdout.Close()
+}
+
+// baseEnv are the variables of morph's environment a stdio server gets
+// when its entry does not set them: PATH, to find what it runs (`npx`
+// runs npm, which runs node, found through PATH); HOME, where npm and
+// most tools keep their caches and settings. Nothing else, so neither the
+// model's API key nor any other secret of morph's reaches a server not
+// given it by name.
+var baseEnv = []string{"PATH", "HOME"}
+
+// environ is a stdio server's environment: env, and baseEnv from morph's.
+func environ(env map[string]string) []string {
+	out := []string{}
+	for _, k := range baseEnv {
+		if _, set := env[k]; !set {
+			if v, ok := os.LookupEnv(k); ok {
+				out = append(out, k+"="+v)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// lineCap is a stdio server's output, failing once a line runs past the
+// connection's limit, so the SDK's decoder never buffers more of one
+// message; the failure is the connection's end's cause, a typed
+// ErrOutputTooLarge (the SDK's own cap, IOTransport.MaxLineLength, fails
+// with an untyped error).
+type lineCap struct {
+	io.ReadCloser
+	c    *conn
+	line int // bytes of the current line read so far
+}
+
+// Read reads at most what keeps the current line within the limit and its
+// newline.
+func (l *lineCap) Read(p []byte) (int, error) {
+	if l.line > l.c.limit {
+		return 0, l.c.tooLarge("a message")
+	}
+	if room := l.c.limit + 1 - l.line; len(p) > room {
+		p = p[:room]
+	}
+	n, err := l.ReadCloser.Read(p)
+	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+		l.line = n - i - 1
+	} else {
+		l.line += n
+	}
+	return n, err
+}
+
+// tooLarge is the error of a message of the server's longer than the
+// connection's limit, recorded as the connection's end's cause.
+func (c *conn) tooLarge(what string) error {
+	err := fmt.Errorf("%w: %s over %d bytes (the larger of max_output_kb = %d and %d KiB, and %d KiB for the message around it)",
+		ErrOutputTooLarge, what, c.limit, c.srv.cfg.MaxOutputBytes>>10, minWireBytes>>10, wireMargin>>10)
+	c.broke(err)
+	return err
+}
+
+// httpLimit is an HTTP server's transport: it adds the entry's headers to
+// every request and caps every response body that is not an event stream
+// at the connection's limit. (The SDK reads a JSON response, and an error
+// response, with io.ReadAll: a server could answer gigabytes. Events are
+// capped by StreamableClientTransport.MaxEventSize.)
+type httpLimit struct {
+	base    http.RoundTripper
+	headers map[string]string
+	c       *conn
+}
+
+// RoundTrip sends req with the headers and caps the response's body.
+func (t *httpLimit) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The request ends when the connection closes, too: the SDK sends a
+	// call's request under a context of its own, which a call's timeout
+	// does not end, so a server that never answers would hold it open.
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(t.c.closing, cancel)
+	release := func() { stop(); cancel() }
+	req = req.Clone(ctx)
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	body := &released{ReadCloser: resp.Body, release: release}
+	resp.Body = body
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body = &bodyLimit{ReadCloser: body, left: t.c.limit, c: t.c}
+	}
+	return resp, nil
+}
+
+// released is a response body that releases its request's context when
+// closed.
+type released struct {
+	io.ReadCloser
+	release func()
+}
+
+// Close closes the body and releases the context.
+func (r *released) Close() error {
+	err := r.ReadCloser.Close()
+	r.release()
+	return err
+}
+
+// bodyLimit fails a body read past left bytes.
+type bodyLimit struct {
+	io.ReadCloser
+	left int
+	c    *conn
+}
+
+// Read reads, and fails once the body runs past the limit.
+func (b *bodyLimit) Read(p []byte) (int, error) {
+	if len(p) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= n; b.left < 0 {
+		return 0, b.c.tooLarge("a response body")
+	}
+	return n, err
+}
+
+// stderrTailBytes is how much of a stdio server's standard error is kept
+// for the error that tells of its end.
+const stderrTailBytes = 2048
+
+// maxLineBytes caps a line of a server's that is logged (standard error, a
+// log message).
+const maxLineBytes = 1024
+
+// stderrTail is a stdio server's standard error: each line logged (through
+// the server's rateLog), the last stderrTailBytes kept. Neither grows with
+// what the server writes.
+type stderrTail struct {
+	lines *rateLog
+	mu    sync.Mutex
+	line  []byte // the line being written, at most maxLineBytes
+	long  bool   // the line ran past maxLineBytes
+	tail  []byte
+}
+
+// Write logs each complete line and keeps the tail.
+func (w *stderrTail) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tail = append(w.tail, p[max(0, len(p)-stderrTailBytes):]...)
+	w.tail = w.tail[max(0, len(w.tail)-stderrTailBytes):]
+	for rest := p; len(rest) > 0; {
+		i := slices.Index(rest, '\n')
+		chunk := rest
+		if i >= 0 {
+			chunk = rest[:i]
+		}
+		if room := maxLineBytes - len(w.line); len(chunk) > room {
+			chunk, w.long = chunk[:room], true
+		}
+		w.line = append(w.line, chunk...)
+		if i < 0 {
+			break
+		}
+		text := string(w.line)
+		if w.long {
+			text += " (line cut)"
+		}
+		w.lines.line("mcp server stderr", text)
+		w.line, w.long, rest = w.line[:0], false, rest[i+1:]
+	}
+	return len(p), nil
+}
+
+// String is the tail, escaped as one line.
+func (w *stderrTail) String() string {
+	if w == nil {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return safetext.Line(string(w.tail), 0)
+}
+
+// linesPerSecond is how many lines of a server's (standard error, log
+// messages) are logged in a second; the others are counted.
+const linesPerSecond = 20
+
+// rateLog logs a server's lines, escaped and cut, at most linesPerSecond.
+type rateLog struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	window  time.Time
+	n       int
+	dropped atomic.Int64
+	unsaid  int64 // dropped since the last line logged
+}
+
+// line logs text (a server's) at Info under msg, with attrs, unless the
+// rate is spent.
+func (r *rateLog) line(msg, text string, attrs ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.window) >= time.Second {
+		r.window, r.n = now, 0
+	}
+	if r.n >= linesPerSecond {
+		r.dropped.Add(1)
+		r.unsaid++
+		r.mu.Unlock()
+		return
+	}
+	r.n++
+	if r.unsaid > 0 {
+		attrs = append(attrs, "lines_not_logged", r.unsaid)
+		r.unsaid = 0
+	}
+	r.mu.Unlock()
+	r.log.Info(msg, append([]any{"text", safetext.Line(text, maxLineBytes)}, attrs...)...)
+}

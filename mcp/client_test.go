@@ -1,0 +1,385 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/builtin"
+	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/mcp"
+)
+
+// logBuffer is a log the tests read while servers write to it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// clientEngine is an engine with the built-in calc and the servers of
+// cfgs, initialized, closed when t ends; and the log of both.
+func clientEngine(t *testing.T, cfgs ...mcp.ServerConfig) (*engine.Engine, *mcp.Servers, *logBuffer, error) {
+	t.Helper()
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	reg := engine.NewRegistry()
+	calc, _ := builtin.Lookup("calc")
+	reg.RegisterFrom(engine.SourceBuiltin, calc)
+	servers := mcp.NewServers(cfgs, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool})
+	eng := engine.New(nil, reg, engine.WithLogger(logger), engine.WithExtenders(servers.Extenders()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := eng.Initialize(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		eng.Close(ctx)
+		servers.Close(ctx)
+	})
+	return eng, servers, logs, err
+}
+
+// fixtureServer is an entry running the fixture in mode.
+func fixtureServer(name, mode string) mcp.ServerConfig {
+	return mcp.ServerConfig{Name: name, Command: os.Args[0], Env: map[string]string{fixtureEnv: mode}, Prefix: name}
+}
+
+// callRemote calls the tool called name of eng's registry directly, as the
+// engine would, and gives its text, images and error.
+func callRemote(t *testing.T, eng *engine.Engine, name string, params map[string]any) (string, []abi.Image, error) {
+	t.Helper()
+	tool, ok := eng.Registry().Get(name)
+	if !ok {
+		t.Fatalf("no tool %q (tools: %v)", name, eng.Registry().Names())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return tool.(engine.ImageTool).ExecuteImages(ctx, params)
+}
+
+// eventually polls cond for up to a minute.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute: not %s", what)
+		}
+	}
+}
+
+// A stdio server's tools join the registry prefixed, a tool the engine
+// refuses (a name with a space) is left out with a warning naming the
+// server; text, images, structured content and isError results reach the
+// engine as text, images and a *ToolError.
+func TestClientStdioTools(t *testing.T) {
+	t.Parallel()
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Join(eng.Registry().Names(), " ")
+	for _, want := range []string{"calc", "fx.echo", "fx.image", "fx.structured", "fx.sleep"} {
+		if !strings.Contains(" "+names+" ", " "+want+" ") {
+			t.Errorf("tools %s: no %s", names, want)
+		}
+	}
+	if strings.Contains(names, "bad") {
+		t.Errorf("tools %s: the badly named one is there", names)
+	}
+	if w := strings.Join(eng.Status().Warnings, "\n"); !strings.Contains(w, `plugin "fx": tool "bad name" left out`) {
+		t.Errorf("warnings %q: none names the left-out tool", w)
+	}
+	if out, _, err := callRemote(t, eng, "fx.echo", map[string]any{"message": "hi"}); err != nil || out != "echo: hi" {
+		t.Errorf("echo: %q, %v", out, err)
+	}
+	out, images, err := callRemote(t, eng, "fx.image", nil)
+	if err != nil || out != "a pixel\n[image 1: image/png]" || len(images) != 1 || images[0].Data != "UE5HREFUQQ==" || images[0].MimeType != "image/png" {
+		t.Errorf("image: %q, %+v, %v", out, images, err)
+	}
+	if out, _, err := callRemote(t, eng, "fx.structured", nil); err != nil || out != `{"temperature":21}` {
+		t.Errorf("structured: %q, %v", out, err)
+	}
+	var te *mcp.ToolError
+	if _, _, err := callRemote(t, eng, "fx.fail", nil); !errors.As(err, &te) || err.Error() != "no such file" || te.Server != "fx" {
+		t.Errorf("fail: %v, want a *ToolError reading no such file", err)
+	}
+	// Through the engine, as a model's call: the model reads the text.
+	if _, err := eng.CallTool(context.Background(), "s1", "fx.fail", map[string]any{}, engine.RunOptions{}); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("CallTool fx.fail: %v", err)
+	}
+}
+
+// A stdio server's environment is its entry's env, PATH and HOME: not the
+// model's API key, nor anything else of morph's.
+func TestClientStdioEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-not-for-servers")
+	t.Setenv("MORPH_OTHER", "x")
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := callRemote(t, eng, "fx.env", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range strings.Split(out, "\n") {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
+	if got := strings.Join(keys, " "); got != "HOME PATH "+fixtureEnv && got != "PATH HOME "+fixtureEnv {
+		t.Errorf("the server's environment has %s; want HOME, PATH and %s only", got, fixtureEnv)
+	}
+}
+
+// A call with no answer within the timeout fails with ErrCallTimeout, the
+// server is told (notifications/cancelled: the fixture says so on its
+// standard error, which morph logs), and the server goes on answering.
+func TestClientCallTimeoutCancels(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.Timeout = 2 * time.Second // the echo after it must answer within it, on a loaded machine too
+	eng, _, logs, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = callRemote(t, eng, "fx.sleep", nil)
+	var se *mcp.ServerError
+	if !errors.Is(err, mcp.ErrCallTimeout) || !errors.As(err, &se) || se.Server != "fx" || !strings.Contains(err.Error(), "2s (timeout)") {
+		t.Fatalf("sleep: %v, want ErrCallTimeout naming fx and the timeout", err)
+	}
+	eventually(t, "the server told of the cancellation", func() bool { return strings.Contains(logs.String(), "cancelled request") })
+	if out, _, err := callRemote(t, eng, "fx.echo", map[string]any{"message": "still"}); err != nil || out != "echo: still" {
+		t.Errorf("echo after the timeout: %q, %v", out, err)
+	}
+}
+
+// A server that exits mid-call: the call fails with ErrServerDown, naming
+// the server, its exit status and its last standard error, escaped (the
+// fixture writes an escape sequence); its tools fail the same way after.
+func TestClientServerCrashMidCall(t *testing.T) {
+	t.Parallel()
+	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = callRemote(t, eng, "fx.crash", nil)
+	if !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `mcp server "fx"`) || !strings.Contains(err.Error(), "exit status 3") ||
+		!strings.Contains(err.Error(), `crashing now \x1b[31m`) {
+		t.Fatalf("crash: %v, want ErrServerDown naming fx, exit status 3 and the escaped standard error", err)
+	}
+	if strings.Contains(logs.String(), "\x1b") {
+		t.Error("the log holds a raw escape character of the server's")
+	}
+	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) {
+		t.Errorf("echo after the crash: %v, want ErrServerDown", err)
+	}
+	if st := servers.Stats(); st[0].Running {
+		t.Errorf("stats %+v: running after the crash", st)
+	}
+}
+
+// A server answering 100 MB on one line: refused at the line limit
+// (4 MiB, the least, and the message's margin) with ErrOutputTooLarge,
+// which ends the connection; morph never buffers more.
+func TestClientHugeAnswer(t *testing.T) {
+	t.Parallel()
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = callRemote(t, eng, "fx.huge", nil)
+	if !errors.Is(err, mcp.ErrOutputTooLarge) || !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "over 4259840 bytes") {
+		t.Fatalf("huge: %v, want ErrOutputTooLarge ending the connection, naming max_output_kb", err)
+	}
+}
+
+// A result over max_output_kb but within the message's margin is refused
+// alone: the connection goes on.
+func TestClientOutputOverLimit(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.MaxOutputBytes = 10000
+	eng, _, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = callRemote(t, eng, "fx.big", nil)
+	if !errors.Is(err, mcp.ErrOutputTooLarge) || errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "20000 bytes, over the limit of 10000") {
+		t.Fatalf("big: %v, want ErrOutputTooLarge alone", err)
+	}
+	if out, _, err := callRemote(t, eng, "fx.echo", map[string]any{"message": "on"}); err != nil || out != "echo: on" {
+		t.Errorf("echo after: %q, %v", out, err)
+	}
+}
+
+// A server that sends what is not JSON-RPC: its connection ends, and its
+// calls say so, naming it.
+func TestClientInvalidJSONRPC(t *testing.T) {
+	t.Parallel()
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = callRemote(t, eng, "fx.garbage", nil)
+	if !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `mcp server "fx"`) {
+		t.Fatalf("garbage: %v, want ErrServerDown naming fx", err)
+	}
+	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) {
+		t.Errorf("echo after: %v, want ErrServerDown", err)
+	}
+}
+
+// A server flooding log notifications: each is counted as it is read,
+// before the answer behind them (none waits in a queue), at most a few a
+// second are logged (the rest counted), and the call's answer comes. A
+// flood of requests (pings) is answered up to a rate, the rest dropped and
+// counted.
+func TestClientNotificationFlood(t *testing.T) {
+	t.Parallel()
+	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if out, _, err := callRemote(t, eng, "fx.flood", nil); err != nil || out != "flooded" {
+		t.Fatalf("flood: %q, %v", out, err)
+	}
+	took := time.Since(start)
+	if st := servers.Stats()[0]; st.Notifications != floodCount || st.LinesDropped == 0 {
+		t.Errorf("stats %+v: want %d notifications, some lines not logged", st, floodCount)
+	}
+	// At most 20 lines a second are logged: in each second window begun
+	// while the flood lasted.
+	if n, most := strings.Count(logs.String(), "mcp server log message"), 20*(int(took/time.Second)+2); n == 0 || n > most {
+		t.Errorf("%d log messages logged of %d in %s, want 1 to %d", n, floodCount, took, most)
+	}
+	if out, _, err := callRemote(t, eng, "fx.pings", nil); err != nil || out != "pinged" {
+		t.Fatalf("pings: %q, %v", out, err)
+	}
+	if st := servers.Stats()[0]; st.RequestsDropped == 0 || st.RequestsDropped >= floodCount {
+		t.Errorf("stats %+v: want some of %d pings dropped, not all", st, floodCount)
+	}
+}
+
+// A server whose changed list names a built-in's tool (unprefixed): the
+// engine keeps the built-in, with a warning naming the server; its new
+// tool joins.
+func TestClientListChangeCannotShadowBuiltin(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.Prefix = ""
+	eng, _, logs, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := callRemote(t, eng, "change", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "echo2 listed", func() bool { _, ok := eng.Registry().Get("echo2"); return ok })
+	if src, _ := eng.Registry().Source("calc"); src != engine.SourceBuiltin {
+		t.Errorf("calc is %s's", src)
+	}
+	eventually(t, "a warning naming the server and calc", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "plugin=fx") && strings.Contains(line, "tool=calc") {
+				return true
+			}
+		}
+		return false
+	})
+	if out, _, err := callRemote(t, eng, "echo2", map[string]any{"message": "new"}); err != nil || out != "echo: new" {
+		t.Errorf("echo2: %q, %v", out, err)
+	}
+}
+
+// A server that never answers initialize: the engine fails to initialize
+// within startup_timeout, with an error naming the server; optional, it is
+// a warning and the engine runs without its tools.
+func TestClientStartupTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("mute", "mute")
+	cfg.StartupTimeout = 500 * time.Millisecond
+	_, _, _, err := clientEngine(t, cfg)
+	var se *mcp.ServerError
+	if !errors.Is(err, mcp.ErrStartup) || !errors.As(err, &se) || se.Server != "mute" || !strings.Contains(err.Error(), "500ms (startup_timeout)") {
+		t.Fatalf("Initialize: %v, want ErrStartup naming the server and startup_timeout", err)
+	}
+	cfg.Optional = true
+	eng, _, _, err := clientEngine(t, cfg, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(eng.Status().Warnings, "\n"); !strings.Contains(w, `plugin "mute": optional MCP server not started`) {
+		t.Errorf("warnings %q", w)
+	}
+	if _, ok := eng.Registry().Get("fx.echo"); !ok {
+		t.Error("the other server's tools are missing")
+	}
+}
+
+// Close ends a stdio server's whole process group: a grandchild that
+// ignores SIGTERM is gone too.
+func TestClientCloseKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.StopGrace = 200 * time.Millisecond
+	eng, servers, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := callRemote(t, eng, "fx.fork", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("fork answered %q", out)
+	}
+	if !alive(pid) {
+		t.Fatalf("the grandchild %d is not running", pid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := eng.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the grandchild gone", func() bool { return !alive(pid) })
+}
+
+// alive reports whether pid is a process that is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no /proc: trust kill
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) == 0 || fields[0] != "Z"
+}

@@ -1,0 +1,158 @@
+package mcp_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// fixtureEnv names the fixture a re-executed test binary becomes: an MCP
+// server over stdio, written by hand (raw JSON-RPC lines) so that it can
+// misbehave in ways no SDK server would.
+const fixtureEnv = "MORPH_MCP_FIXTURE"
+
+// floodCount is how many log notifications the fixture's flood tool sends.
+const floodCount = 2000
+
+// init turns the test binary into the fixture when fixtureEnv is set,
+// before TestMain.
+func init() {
+	switch mode := os.Getenv(fixtureEnv); mode {
+	case "":
+		return
+	case "sleeper": // a grandchild that ignores SIGTERM, for the process group test
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(10 * time.Minute)
+		os.Exit(0)
+	default:
+		fixture(mode)
+		os.Exit(0)
+	}
+}
+
+// fixture serves MCP on standard input and output. Modes: "ok" (every
+// tool below answers), "mute" (never answers anything). Tools: echo, image,
+// structured, fail (isError), sleep (never answers; says on standard error
+// when it is cancelled), crash (exits mid-call), huge (a 100 MB answer),
+// big (20,000 bytes of text), garbage (a line that is not JSON-RPC), flood
+// (floodCount log notifications, then the answer), pings (floodCount
+// ping requests, then the answer), change (tells of a list
+// change: the new list adds "calc", a built-in's name, and "echo2"), fork
+// (starts a grandchild that ignores SIGTERM and answers its pid), env (its
+// environment, a variable a line).
+func fixture(mode string) {
+	out := bufio.NewWriterSize(os.Stdout, 1<<16)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		out.Write(append(b, '\n'))
+		out.Flush()
+	}
+	result := func(id json.RawMessage, r any) { send(map[string]any{"jsonrpc": "2.0", "id": id, "result": r}) }
+	text := func(s string) map[string]any {
+		return map[string]any{"content": []any{map[string]any{"type": "text", "text": s}}}
+	}
+	tool := func(name string) map[string]any {
+		return map[string]any{"name": name, "description": "fixture tool " + name,
+			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}
+	}
+	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "bad name"}
+	changed := false
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 1<<20)
+	for in.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name      string         `json:"name"`
+				Arguments map[string]any `json:"arguments"`
+				RequestID any            `json:"requestId"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &req) != nil || mode == "mute" || req.Method == "" { // responses (to pings) are not read
+			continue
+		}
+		switch req.Method {
+		case "initialize":
+			result(req.ID, map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{"listChanged": true}},
+				"serverInfo": map[string]any{"name": "fixture", "version": "1.2.3"}})
+		case "notifications/cancelled":
+			fmt.Fprintf(os.Stderr, "cancelled request %v\n", req.Params.RequestID)
+		case "tools/list":
+			var tools []any
+			for _, n := range names {
+				tools = append(tools, tool(n))
+			}
+			if changed {
+				tools = append(tools, tool("calc"), tool("echo2"))
+			}
+			result(req.ID, map[string]any{"tools": tools})
+		case "tools/call":
+			switch req.Params.Name {
+			case "echo", "echo2":
+				result(req.ID, text(fmt.Sprint("echo: ", req.Params.Arguments["message"])))
+			case "image":
+				result(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "a pixel"},
+					map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString([]byte("PNGDATA"))}}})
+			case "structured":
+				result(req.ID, map[string]any{"content": []any{}, "structuredContent": map[string]any{"temperature": 21}})
+			case "fail":
+				result(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "no such file"}}, "isError": true})
+			case "sleep":
+			case "crash":
+				fmt.Fprintln(os.Stderr, "fixture: crashing now \x1b[31m")
+				os.Exit(3)
+			case "huge":
+				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[{"type":"text","text":"`)
+				chunk := strings.Repeat("x", 1<<20)
+				for range 100 {
+					if _, err := out.WriteString(chunk); err != nil {
+						os.Exit(0)
+					}
+				}
+				out.WriteString("\"}]}}\n")
+				out.Flush()
+			case "env":
+				result(req.ID, text(strings.Join(os.Environ(), "\n")))
+			case "big":
+				result(req.ID, text(strings.Repeat("y", 20000)))
+			case "garbage":
+				out.WriteString("this is not JSON-RPC\n")
+				out.Flush()
+			case "flood":
+				for i := range floodCount {
+					send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "info", "data": fmt.Sprint("flood ", i)}})
+				}
+				result(req.ID, text("flooded"))
+			case "pings":
+				for i := range floodCount {
+					send(map[string]any{"jsonrpc": "2.0", "id": fmt.Sprint("ping-", i), "method": "ping"})
+				}
+				result(req.ID, text("pinged"))
+			case "change":
+				changed = true
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+				result(req.ID, text("changed"))
+			case "fork":
+				cmd := exec.Command(os.Args[0])
+				cmd.Env = append(os.Environ(), fixtureEnv+"=sleeper")
+				if err := cmd.Start(); err != nil {
+					result(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": err.Error()}}, "isError": true})
+					continue
+				}
+				result(req.ID, text(fmt.Sprint(cmd.Process.Pid)))
+			}
+		default:
+			if len(req.ID) > 0 {
+				send(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
+			}
+		}
+	}
+}
