@@ -55,6 +55,10 @@ type Options struct {
 	// SessionEndTimeout bounds releasing an ended session's instances.
 	// Zero is DefaultSessionEndTimeout.
 	SessionEndTimeout time.Duration
+	// MaxNotifications bounds the progress and log notifications a plugin
+	// sends one call's client; past it they are dropped and counted
+	// (DroppedNotifications). Zero is DefaultMaxNotifications.
+	MaxNotifications int
 }
 
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
@@ -72,6 +76,7 @@ type Server struct {
 	closing  bool           // CloseSessions was called
 	httpOpen int            // HTTP sessions tracked and not yet ended
 	refused  int            // new HTTP sessions refused for MaxSessions
+	dropped  int            // notifications dropped for MaxNotifications
 	ending   sync.WaitGroup // the HTTP sessions' ends (track)
 }
 
@@ -100,11 +105,15 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	if opts.SessionEndTimeout <= 0 {
 		opts.SessionEndTimeout = DefaultSessionEndTimeout
 	}
+	if opts.MaxNotifications <= 0 {
+		opts.MaxNotifications = DefaultMaxNotifications
+	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Logger: opts.Logger,
-		// Set, so that a server with no tool still says it serves tools.
-		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		// Set, so that a server with no tool still says it serves tools;
+		// logging: plugins' log notifications reach the client.
+		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Logging: &sdk.LoggingCapabilities{}},
 		SupportedProtocolVersions: ProtocolVersions(),
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)

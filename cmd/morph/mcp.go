@@ -29,6 +29,7 @@ type mcpServeFlags struct {
 	allowOrigins    []string
 	sessionIdle     time.Duration
 	maxSessions     int
+	maxNotify       int
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -75,6 +76,7 @@ must carry the token (401 without it).`,
 	serve.Flags().StringArrayVar(&f.allowOrigins, "allow-origin", nil, "with --http, an origin (scheme://host[:port]) browsers may call from besides loopback ones; repeatable")
 	serve.Flags().DurationVar(&f.sessionIdle, "session-idle", mcp.DefaultSessionIdle, "with --http, end a session after this long without a request")
 	serve.Flags().IntVar(&f.maxSessions, "max-sessions", mcp.DefaultMaxSessions, "with --http, the most sessions open at once; a client starting another gets 503")
+	serve.Flags().IntVar(&f.maxNotify, "max-notifications", mcp.DefaultMaxNotifications, "the most progress and log notifications a plugin sends one call's client; the rest are dropped, counted and warned about")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -91,6 +93,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	if f.maxSessions <= 0 {
 		return usageErrorf("--max-sessions must be positive, not %d", f.maxSessions)
+	}
+	if f.maxNotify <= 0 {
+		return usageErrorf("--max-notifications must be positive, not %d", f.maxNotify)
 	}
 	var loopback bool
 	if f.http != "" {
@@ -135,7 +140,7 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	// The server logs the tools it does not serve, and why.
 	srv, err := mcp.NewServer(ctx, rt.Engine, mcp.Options{Name: "morph", Version: moduleVersion(), Logger: logger,
-		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10})
+		Run: cfg.RunOptions(), MaxRequestBytes: f.maxRequestKB << 10, MaxNotifications: f.maxNotify})
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}

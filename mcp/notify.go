@@ -1,0 +1,103 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxNotifications bounds the progress and log notifications one
+// call sends its client when Options.MaxNotifications is zero: far more
+// than a tool reporting its steps needs, far fewer than a plugin looping
+// on notify_progress could make the client read.
+const DefaultMaxNotifications = 256
+
+// notifyTimeout bounds sending one notification: a client that does not
+// read its stream must not hold the plugin's call for long.
+const notifyTimeout = 5 * time.Second
+
+// notifier forwards a call's progress and log notifications to the client
+// whose call it is (engine.CallNotifier), on the call's own stream, at most
+// max of them; past that they are dropped, counted
+// (Server.DroppedNotifications) and warned about once per call.
+type notifier struct {
+	s     *Server
+	ss    *sdk.ServerSession
+	ctx   context.Context // the call's: the SDK sends on the request's stream
+	tool  string
+	token any
+
+	mu   sync.Mutex
+	sent int
+}
+
+// notifier is the notifier of a call of tool in ss, under the handler's
+// ctx, with the client's progress token (nil: none).
+func (s *Server) notifier(ctx context.Context, ss *sdk.ServerSession, tool string, token any) *notifier {
+	return &notifier{s: s, ss: ss, ctx: ctx, tool: tool, token: token}
+}
+
+// take reports whether one more notification may be sent, counting a
+// dropped one.
+func (n *notifier) take() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sent < n.s.opts.MaxNotifications {
+		n.sent++
+		return true
+	}
+	n.s.mu.Lock()
+	n.s.dropped++
+	n.s.mu.Unlock()
+	if n.sent == n.s.opts.MaxNotifications {
+		n.sent++ // warned
+		n.s.log.WarnContext(n.ctx, "mcp: a call's notifications past max_notifications are dropped",
+			"tool", n.tool, "max_notifications", n.s.opts.MaxNotifications)
+	}
+	return false
+}
+
+// ProgressToken is the client's token, or nil.
+func (n *notifier) ProgressToken() any { return n.token }
+
+// Progress sends notifications/progress with the client's token, when it
+// gave one.
+func (n *notifier) Progress(progress, total float64, message string) {
+	if n.token == nil || !n.take() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, notifyTimeout)
+	defer cancel()
+	err := n.ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: n.token, Progress: progress, Total: total, Message: message})
+	if err != nil {
+		n.s.log.DebugContext(ctx, "mcp: a progress notification not sent", "tool", n.tool, "error", err)
+	}
+}
+
+// Log sends notifications/message, when the client asked for messages of
+// level (the SDK filters by logging/setLevel).
+func (n *notifier) Log(level, logger string, data json.RawMessage) {
+	if !n.take() {
+		return
+	}
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, notifyTimeout)
+	defer cancel()
+	err := n.ss.Log(ctx, &sdk.LoggingMessageParams{Level: sdk.LoggingLevel(level), Logger: logger, Data: data})
+	if err != nil {
+		n.s.log.DebugContext(ctx, "mcp: a log notification not sent", "tool", n.tool, "error", err)
+	}
+}
+
+// DroppedNotifications is how many progress and log notifications of
+// calls were dropped for Options.MaxNotifications.
+func (s *Server) DroppedNotifications() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
