@@ -200,29 +200,39 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 // then ends the server, exit 0.
 func TestMCPServeTypeScriptClientHTTP(t *testing.T) {
 	tools, cfg := tsClientSetup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	server := exec.CommandContext(ctx, morphBinary(t), "mcp", "serve", "--config", cfg, "--http", "127.0.0.1:0")
-	var stderr syncBuffer
-	server.Stderr = &stderr
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var url string
-	for deadline := time.Now().Add(time.Minute); url == ""; time.Sleep(20 * time.Millisecond) {
-		if _, rest, ok := strings.Cut(stderr.String(), "over MCP at "); ok {
-			url = strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
-		} else if time.Now().After(deadline) {
-			server.Process.Kill()
-			t.Fatalf("no address on stderr after a minute:\n%s", stderr.String())
-		}
-	}
+	url, server, stderr := startHTTP(t, cfg)
 	tsClient(t, tools, "http", url)
 	if err := server.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	if err := server.Wait(); err != nil {
 		t.Errorf("morph mcp serve --http after an interrupt: %v, want exit 0; stderr:\n%s", err, stderr.String())
+	}
+}
+
+// startHTTP starts the built morph binary serving cfg's tools over
+// Streamable HTTP on a port the kernel picks, and returns its URL once it
+// printed it, the command (killed at the test's end if still running) and
+// its standard error.
+func startHTTP(t *testing.T, cfg string) (string, *exec.Cmd, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	server := exec.CommandContext(ctx, morphBinary(t), "mcp", "serve", "--config", cfg, "--http", "127.0.0.1:0")
+	stderr := &syncBuffer{}
+	server.Stderr = stderr
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, rest, ok := strings.Cut(stderr.String(), "over MCP at "); ok {
+			return strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), server, stderr
+		}
+		if time.Now().After(deadline) {
+			server.Process.Kill()
+			server.Wait()
+			t.Fatalf("no address on stderr after a minute:\n%s", stderr.String())
+		}
 	}
 }
 
