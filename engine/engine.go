@@ -556,7 +556,7 @@ func (e *Engine) keptRich(r *run, step int, tool string, res abi.ToolCallOutput,
 	if len(res.Structured) > 0 {
 		n++
 	}
-	if drop("content items beyond text and images (structured content counted as one)", n, other) {
+	if drop("items beyond text and images", n, other) {
 		res.Content, res.Structured = nil, nil
 	}
 	return res
