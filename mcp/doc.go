@@ -27,9 +27,13 @@
 //   - Arguments are checked for nesting depth before they are decoded, and
 //     a stdio request line longer than Options.MaxRequestBytes ends the
 //     session with a *RequestTooLargeError rather than being buffered.
+//   - A plugin's progress and log notifications during a call reach the
+//     call's client (engine.CallNotifier), progress only under the client's
+//     own token, at most Options.MaxNotifications per call.
 //
-// Served so far: tools over stdio, their results as text and images (the
-// images a model would get, Engine.CallToolResult). Streamable HTTP,
-// structured and other content, progress, logging and list changes come
-// next (issue 26; RATIONALE.md, "MCP: the official Go SDK").
+// Served so far: tools over stdio and Streamable HTTP, their results as
+// text, images (the images a model would get), other content (audio,
+// embedded resources, resource links) and structured content
+// (Engine.CallToolResult). List changes, prompts and resources come next
+// (issue 26; RATIONALE.md, "MCP: the official Go SDK").
 package mcp
