@@ -37,3 +37,12 @@ func CallNotifierOf(ctx context.Context) CallNotifier {
 	n, _ := ctx.Value(callNotifierKey{}).(CallNotifier)
 	return n
 }
+
+// A CallElicitor is a CallNotifier that can also ask its caller's user for
+// input while a tool runs (MCP's elicitation/create), for a tool that asks
+// (a plugin's create_elicitation). params and the answer are MCP's
+// ElicitRequest params and ElicitResult, as JSON.
+type CallElicitor interface {
+	CallNotifier
+	Elicit(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+}

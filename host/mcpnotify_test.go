@@ -35,7 +35,8 @@ func (n *notifications) ProgressToken() any { return n.token }
 // A hyper-mcp v2 plugin's notify_progress and notify_logging_message reach
 // the call's engine.CallNotifier (the conformance fixture's tools), its
 // progress only when the caller has a token, which the plugin's request
-// context carries; its audio and resource content reach CallToolResult.
+// context carries; its create_elicitation is declined when the caller
+// cannot ask; its audio and resource content reach CallToolResult.
 func TestMCPv2Notifications(t *testing.T) {
 	l, _ := extismLoader()
 	e := engine.New(nil, nil, engine.WithExtenders(l.Extender(Config{Path: extismGuestWasm(t, "conformance"), Name: "conformance"}, engine.MiddlewareConfig{})))
@@ -61,6 +62,11 @@ func TestMCPv2Notifications(t *testing.T) {
 	call(n, "test_tool_with_progress")
 	if len(n.got) != 0 {
 		t.Errorf("without a token: notified %q, want nothing", n.got)
+	}
+	// A caller that cannot ask its user: create_elicitation declines.
+	if res, err := e.CallToolResult(engine.WithCallNotifier(ctx, n), "s", "test_elicitation", map[string]any{"message": "name?"}, engine.RunOptions{}); err != nil ||
+		res.Output != `User response: {"action":"decline"}` {
+		t.Errorf("test_elicitation without an elicitor: %q, %v; want a decline", res.Output, err)
 	}
 	res := call(n, "test_audio_content")
 	if len(res.Content) != 1 || res.Content[0].Type != "audio" || res.Content[0].MimeType != "audio/wav" || res.Content[0].Data == "" {

@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,6 +20,11 @@ const DefaultMaxNotifications = 256
 // notifyTimeout bounds sending one notification: a client that does not
 // read its stream must not hold the plugin's call for long.
 const notifyTimeout = 5 * time.Second
+
+// ErrMaxNotifications marks an elicitation refused because its call sent
+// Options.MaxNotifications already (errors.Is); the plugin is answered a
+// decline.
+var ErrMaxNotifications = errors.New("mcp: max_notifications reached")
 
 // notifier forwards a call's progress and log notifications to the client
 // whose call it is (engine.CallNotifier), on the call's own stream, at most
@@ -92,6 +99,26 @@ func (n *notifier) Log(level, logger string, data json.RawMessage) {
 	if err != nil {
 		n.s.log.DebugContext(ctx, "mcp: a log notification not sent", "tool", n.tool, "error", err)
 	}
+}
+
+// Elicit asks the client's user for input (elicitation/create) with
+// params, and answers the client's result; it counts as a notification
+// against the cap. The SDK refuses it when the client did not declare the
+// elicitation capability, and checks an accepted answer against the
+// requested schema.
+func (n *notifier) Elicit(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	var p sdk.ElicitParams
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, fmt.Errorf("mcp: elicitation params: %w", err)
+	}
+	if !n.take() {
+		return nil, fmt.Errorf("%w: %d notifications sent in this call", ErrMaxNotifications, n.s.opts.MaxNotifications)
+	}
+	res, err := n.ss.Elicit(ctx, &p)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
 }
 
 // DroppedNotifications is how many progress and log notifications of

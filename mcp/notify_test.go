@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,5 +142,53 @@ func TestNotifications(t *testing.T) {
 	}
 	if n := srv.DroppedNotifications(); n != 2 {
 		t.Errorf("DroppedNotifications %d after a call within the cap, want still 2", n)
+	}
+}
+
+// askTool asks the caller's user for a name (engine.CallElicitor) and
+// answers the answer's JSON, or the error.
+type askTool struct{ schemaTool }
+
+func (t askTool) Execute(ctx context.Context, _ map[string]any) (string, error) {
+	el, ok := engine.CallNotifierOf(ctx).(engine.CallElicitor)
+	if !ok {
+		return "no elicitor", nil
+	}
+	res, err := el.Elicit(ctx, json.RawMessage(`{"message":"name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}`))
+	if err != nil {
+		return "error: " + err.Error(), nil
+	}
+	return string(res), nil
+}
+
+// A tool's elicitation reaches a client that declared the capability, and
+// its answer the tool; a client without it gets the tool an error.
+func TestElicit(t *testing.T) {
+	reg := engine.NewRegistry()
+	reg.Register(askTool{schemaTool{name: "ask", schema: `{"type":"object"}`}})
+	srv := newServer(t, engine.New(nil, reg), mcp.Options{})
+	for _, asks := range []bool{true, false} {
+		opts := &sdk.ClientOptions{}
+		var asked []string
+		if asks {
+			opts.ElicitationHandler = func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+				asked = append(asked, req.Params.Message)
+				return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+			}
+		}
+		st, ct := sdk.NewInMemoryTransports()
+		go srv.Serve(context.Background(), st)
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts).Connect(context.Background(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := text(call(t, cs, "ask", nil))
+		cs.Close()
+		switch {
+		case asks && (got != `{"action":"accept","content":{"name":"Ada"}}` || len(asked) != 1 || asked[0] != "name?"):
+			t.Errorf("with the capability: the tool got %q, the client was asked %q; want the answer, asked once", got, asked)
+		case !asks && !strings.Contains(got, "does not support elicitation"):
+			t.Errorf("without the capability: the tool got %q, want an error", got)
+		}
 	}
 }

@@ -26,6 +26,7 @@ var conformancePassing = []string{
 	"server-initialize", "logging-set-level", "ping", "tools-list",
 	"tools-call-simple-text", "tools-call-image", "tools-call-audio", "tools-call-embedded-resource",
 	"tools-call-mixed-content", "tools-call-with-logging", "tools-call-error", "tools-call-with-progress",
+	"tools-call-elicitation", "elicitation-sep1034-defaults", "elicitation-sep1330-enums",
 	"json-schema-2020-12", "server-sse-multiple-streams", "resources-list", "prompts-list",
 	"dns-rebinding-protection",
 }
@@ -35,9 +36,6 @@ var conformancePassing = []string{
 var conformanceNotPassed = map[string]string{
 	"completion-complete":           "morph serves no prompts or resource templates, so completion/complete is not served",
 	"tools-call-sampling":           "a plugin's sampling request (create_message) is not relayed to the MCP client",
-	"tools-call-elicitation":        "a plugin's create_elicitation is answered decline by morph, not relayed to the MCP client",
-	"elicitation-sep1034-defaults":  "as tools-call-elicitation: elicitation is not relayed to the MCP client",
-	"elicitation-sep1330-enums":     "as tools-call-elicitation: elicitation is not relayed to the MCP client",
 	"server-sse-polling":            "resuming an SSE stream after a disconnect (Last-Event-ID) needs an event store, which morph's HTTP handler does not keep; the scenario (pending in the suite) has no check to pass, only warnings",
 	"resources-read-text":           "plugins' resources (hyper-mcp v2 list_resources/read_resource) are not served yet",
 	"resources-read-binary":         "plugins' resources are not served yet",

@@ -12,6 +12,10 @@
 //     notify_logging_message, 50 ms apart;
 //   - test_tool_with_progress sends progress 0, 50 and 100 of 100 with
 //     notify_progress, with the progress token of its request context;
+//   - test_elicitation, test_elicitation_sep1034_defaults and
+//     test_elicitation_sep1330_enums ask the user for input with
+//     create_elicitation, with the scenarios' schemas, and answer what the
+//     user answered;
 //   - test_error_handling returns a result with isError;
 //   - json_schema_2020_12_tool has an input schema with $schema, $defs and
 //     additionalProperties, which must reach the client as written.
@@ -38,6 +42,9 @@ func notifyLoggingMessage(uint64)
 
 //go:wasmimport extism:host/user notify_progress
 func notifyProgress(uint64)
+
+//go:wasmimport extism:host/user create_elicitation
+func createElicitation(uint64) uint64
 
 type tool struct {
 	Name        string          `json:"name"`
@@ -75,6 +82,10 @@ func listTools() int32 {
 		{Name: "test_multiple_content_types", Description: "Returns text, an image and a resource.", InputSchema: none},
 		{Name: "test_tool_with_logging", Description: "Sends three log messages.", InputSchema: none},
 		{Name: "test_tool_with_progress", Description: "Reports progress three times.", InputSchema: none},
+		{Name: "test_elicitation", Description: "Asks the user for a username and an email.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`)},
+		{Name: "test_elicitation_sep1034_defaults", Description: "Asks the user, with defaults.", InputSchema: none},
+		{Name: "test_elicitation_sep1330_enums", Description: "Asks the user, with enums.", InputSchema: none},
 		{Name: "test_error_handling", Description: "Always fails.", InputSchema: none},
 		{Name: "json_schema_2020_12_tool", Description: "Tool with JSON Schema 2020-12 features", InputSchema: json.RawMessage(schema2020)},
 	}
@@ -98,6 +109,34 @@ func resource(uri, mime, s string) item {
 	return item{"type": "resource", "resource": item{"uri": uri, "mimeType": mime, "text": s}}
 }
 
+// Schemas of the elicitation scenarios' requests.
+const (
+	userSchema = `{"type":"object","properties":{"username":{"type":"string","description":"User's response"},` +
+		`"email":{"type":"string","description":"User's email address"}},"required":["username","email"]}`
+	defaultsSchema = `{"type":"object","properties":{` +
+		`"name":{"type":"string","description":"User name","default":"John Doe"},` +
+		`"age":{"type":"integer","description":"User age","default":30},` +
+		`"score":{"type":"number","description":"User score","default":95.5},` +
+		`"status":{"type":"string","description":"User status","enum":["active","inactive","pending"],"default":"active"},` +
+		`"verified":{"type":"boolean","description":"Verification status","default":true}}}`
+	enumsSchema = `{"type":"object","properties":{` +
+		`"untitledSingle":{"type":"string","enum":["option1","option2","option3"]},` +
+		`"titledSingle":{"type":"string","oneOf":[{"const":"value1","title":"First Option"},{"const":"value2","title":"Second Option"},{"const":"value3","title":"Third Option"}]},` +
+		`"legacyEnum":{"type":"string","enum":["opt1","opt2","opt3"],"enumNames":["Option One","Option Two","Option Three"]},` +
+		`"untitledMulti":{"type":"array","minItems":1,"maxItems":3,"items":{"type":"string","enum":["option1","option2","option3"]}},` +
+		`"titledMulti":{"type":"array","minItems":1,"maxItems":3,"items":{"anyOf":[{"const":"value1","title":"First Choice"},{"const":"value2","title":"Second Choice"},{"const":"value3","title":"Third Choice"}]}}}}`
+)
+
+// elicit asks the user with create_elicitation and returns the answer's
+// JSON.
+func elicit(message, schema string) string {
+	b, _ := json.Marshal(item{"message": message, "requestedSchema": json.RawMessage(schema)})
+	mem := pdk.AllocateBytes(b)
+	defer mem.Free()
+	answer := pdk.FindMemory(createElicitation(mem.Offset()))
+	return string(answer.ReadBytes())
+}
+
 // notify calls a notify_* host function with v's JSON.
 func notify(fn func(uint64), v any) {
 	b, _ := json.Marshal(v)
@@ -110,7 +149,10 @@ func notify(fn func(uint64), v any) {
 func callTool() int32 {
 	var in struct {
 		Request struct {
-			Name string `json:"name"`
+			Name      string `json:"name"`
+			Arguments struct {
+				Message string `json:"message"`
+			} `json:"arguments"`
 		} `json:"request"`
 		Context *requestContext `json:"context"`
 	}
@@ -146,6 +188,12 @@ func callTool() int32 {
 			notify(notifyProgress, item{"progressToken": in.Context.Meta.ProgressToken, "progress": p, "total": 100})
 		}
 		return content(text("Tool with progress executed successfully"))
+	case "test_elicitation":
+		return content(text("User response: " + elicit(in.Request.Arguments.Message, userSchema)))
+	case "test_elicitation_sep1034_defaults":
+		return content(text("Elicitation completed: " + elicit("Test defaults for primitives", defaultsSchema)))
+	case "test_elicitation_sep1330_enums":
+		return content(text("Elicitation completed: " + elicit("Test enum schemas", enumsSchema)))
 	case "test_error_handling":
 		return reply.JSON(item{"content": []item{text("This tool intentionally returns an error for testing")}, "isError": true})
 	case "json_schema_2020_12_tool":

@@ -34,7 +34,9 @@ const extismUser = "extism:host/user"
 //     only when the caller gave a token, which replaces the plugin's (a
 //     plugin must not address another request's progress);
 //   - the other notifications are accepted and ignored;
-//   - list_roots answers no roots, create_elicitation a decline (MCP's
+//   - list_roots answers no roots, create_elicitation the caller's user's
+//     answer when the caller can ask one (guest.Elicitor: morph mcp serve's
+//     client, within the call's deadline), else a decline (MCP's
 //     answer of a user who does not answer);
 //   - create_message (sampling) is not provided: an embedding host that
 //     wants to lend its model registers it (host.Config.HostFunctions).
@@ -87,8 +89,36 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 		{Name: "notify_resource_list_changed", Call: none},
 		{Name: "notify_resource_updated", Params: ptr, Call: none},
 		{Name: "list_roots", Results: ptr, Call: answer(`{"roots":[]}`)},
-		{Name: "create_elicitation", Params: ptr, Results: ptr, Call: answer(`{"action":"decline"}`)},
+		{Name: "create_elicitation", Params: ptr, Results: ptr, Call: elicit},
 	}
+}
+
+// maxElicitAnswer bounds the answer to an elicitation a plugin gets; a
+// longer one is a decline (the client's user wrote a form, not a file).
+const maxElicitAnswer = 64 << 10
+
+// elicit is create_elicitation: the caller's user's answer, or a decline.
+func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err error) {
+	answer := []byte(`{"action":"decline"}`)
+	if el, ok := guest.NotifierOf(ctx).(guest.Elicitor); ok {
+		params, err := mem.Read(stack[0])
+		if err != nil {
+			return err
+		}
+		cctx, cancel := guest.CallContext(ctx)
+		res, err := el.Elicit(cctx, params)
+		cancel()
+		switch {
+		case err != nil:
+			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client did not answer", "error", err)
+		case len(res) > maxElicitAnswer:
+			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client's answer is too long", "bytes", len(res), "max", maxElicitAnswer)
+		default:
+			answer = res
+		}
+	}
+	stack[0], err = mem.Write(answer)
+	return err
 }
 
 // mcpNotification is the parameters of MCP's notifications/message

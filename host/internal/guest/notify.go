@@ -27,3 +27,10 @@ func NotifierOf(ctx context.Context) Notifier {
 	n, _ := ctx.Value(notifierKey{}).(Notifier)
 	return n
 }
+
+// An Elicitor is a Notifier that can ask the caller's user for input
+// (engine.CallElicitor).
+type Elicitor interface {
+	Notifier
+	Elicit(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+}
