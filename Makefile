@@ -224,7 +224,7 @@ fuzz-short:
 
 # Extism test plugins (guests/extism, written with github.com/extism/go-pdk):
 # standard Go wasip1 reactors, one per directory, for host/extism_test.go.
-EXTISM_GUESTS := $(foreach g,hooks tools probe mcpv2,guests/extism/extism-$(g).wasm)
+EXTISM_GUESTS := $(foreach g,hooks tools probe mcpv2 conformance,guests/extism/extism-$(g).wasm)
 
 extism-guests: $(EXTISM_GUESTS)
 

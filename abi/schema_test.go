@@ -55,6 +55,7 @@ var schemaTable = append(exportSchemas(), []schemaEntry{
 	{"plan.json", reflect.TypeFor[Plan]()},
 	{"plan.json#/$defs/plan_step", reflect.TypeFor[PlanStep]()},
 	{"tool_call_output.json#/$defs/image", reflect.TypeFor[Image]()},
+	{"tool_call_output.json#/$defs/content", reflect.TypeFor[Content]()},
 	{"message.json", reflect.TypeFor[Message]()},
 	{"http_request.json", reflect.TypeFor[HTTPRequest]()},
 	{"http_response.json", reflect.TypeFor[HTTPResponse]()},
@@ -101,9 +102,11 @@ var nullable = map[string]string{
 	"AfterToolCallOutput.output": "Output is a *string so that absent (unchanged) differs from \"\" (rewritten to empty); null decodes to the same nil pointer as absent, so a guest may send it to mean unchanged",
 }
 
-// rawJSON gives the JSON type of each json.RawMessage field.
+// rawJSON gives the JSON type of each json.RawMessage field ("any": any
+// JSON value, which the schema must not constrain).
 var rawJSON = map[string]string{
-	"ToolSpec.parameters": "object", // a JSON Schema object
+	"ToolSpec.parameters":       "object", // a JSON Schema object
+	"ToolCallOutput.structured": "any",    // any JSON value (MCP's structuredContent)
 }
 
 // altForms lists the struct types that also decode from non-object JSON, with
@@ -405,8 +408,11 @@ func (c *checker) checkValue(n snode, gt reflect.Type, field, goDesc string) {
 			c.errorf(n, "%s is json.RawMessage: list %q in rawJSON with its JSON type", goDesc, field)
 			return
 		}
-		c.expectType(n, goDesc, gt, want, field)
-		return
+		if want != "any" {
+			c.expectType(n, goDesc, gt, want, field)
+			return
+		}
+		gt = reflect.TypeFor[any]() // checked as an interface's value is
 	}
 	switch gt.Kind() {
 	case reflect.Interface:
@@ -1264,7 +1270,11 @@ func TestSchemaGoSamples(t *testing.T) {
 		ToolCallInput{Tool: "word_count", Params: map[string]any{"text": "a b c"}, CallID: "s1/K3QZ7PA2MX/2/1/1"},
 		ToolCallOutput{Output: "3"},
 		ToolCallOutput{Output: "a chart [image 1: image/png]", Images: []Image{{MimeType: "image/png", Data: "iVBORw0KGgo="}}},
+		ToolCallOutput{Output: "a greeting [audio 1: audio/wav]\nhello", Content: []Content{{Type: "audio", MimeType: "audio/wav", Data: "UklGRg=="},
+			{Type: "resource", URI: "test://greeting", MimeType: "text/plain", Text: "hello"}, {Type: "resource_link", URI: "file:///a.txt", Name: "a.txt"}},
+			Structured: json.RawMessage(`{"n":3}`)},
 		Image{MimeType: "image/jpeg", Data: "/9j/4AAQ"},
+		Content{Type: "resource", URI: "test://blob", MimeType: "application/octet-stream", Data: "AAE="},
 		Message{Role: "user", Content: "How many words?"},
 		TurnStart{SessionID: "s1", Turn: 2, Input: "and now?", History: history},
 		TurnStart{SessionID: "s1", Turn: 1, Input: "count"}, // no history asked for

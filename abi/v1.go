@@ -1,5 +1,7 @@
 package abi
 
+import "encoding/json"
+
 // Version is the ABI version this package describes.
 const Version = 1
 
@@ -165,6 +167,27 @@ type ToolCallOutput struct {
 	// (morph.toml [llm] images), and are dropped otherwise: Output should
 	// say what they show.
 	Images []Image `json:"images,omitempty"`
+	// Content are items of the result beyond text and images (MCP's audio,
+	// embedded resources and resource links), which the model does not
+	// get: they reach an MCP client of `morph mcp serve` as they are,
+	// after Output and Images. Output should say what they hold.
+	Content []Content `json:"content,omitempty"`
+	// Structured is the result as one JSON value (MCP's structured
+	// content), for an MCP client; the model gets Output.
+	Structured json.RawMessage `json:"structured,omitempty"`
+}
+
+// Content is an item of a tool's result beyond text and images, as MCP's
+// content carries it.
+type Content struct {
+	// Type is "audio", "resource" (an embedded resource: Text, or Data for
+	// bytes) or "resource_link" (a URI the client may read).
+	Type     string `json:"type"`
+	MimeType string `json:"mime_type,omitempty"`
+	Data     string `json:"data,omitempty"` // bytes (audio, a binary resource), base64 (standard encoding, padded)
+	Text     string `json:"text,omitempty"` // a text resource's text
+	URI      string `json:"uri,omitempty"`  // a resource's URI
+	Name     string `json:"name,omitempty"` // a resource link's name
 }
 
 // Image is an image of a tool's result, as MCP's image content carries it.

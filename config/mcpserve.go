@@ -19,6 +19,9 @@ type MCPServe struct {
 	MaxCallsPerSession int `toml:"max_calls_per_session"`
 	// MaxSessions bounds the HTTP sessions open at once (default 256).
 	MaxSessions int `toml:"max_sessions"`
+	// MaxNotifications bounds the progress and log notifications (and
+	// elicitations) a plugin sends one call's client (default 256).
+	MaxNotifications int `toml:"max_notifications"`
 	// SessionIdle ends an HTTP session without a request for this long
 	// (default 30m).
 	SessionIdle time.Duration `toml:"session_idle"`
@@ -26,7 +29,7 @@ type MCPServe struct {
 
 // Options are the server's options the table sets.
 func (m MCPServe) Options() mcp.Options {
-	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession}
+	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession, MaxNotifications: m.MaxNotifications}
 }
 
 // HTTPOptions are the HTTP transport's options the table sets.
@@ -39,6 +42,7 @@ func (v *validator) mcpServe() {
 	v.limit(toml.Key{"mcp", "max_request_kb"}, m.MaxRequestKB)
 	v.limit(toml.Key{"mcp", "max_calls_per_session"}, m.MaxCallsPerSession)
 	v.limit(toml.Key{"mcp", "max_sessions"}, m.MaxSessions)
+	v.limit(toml.Key{"mcp", "max_notifications"}, m.MaxNotifications)
 	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {
 		v.fail(toml.Key{"mcp", "session_idle"}, nil, "must be positive, got %s (leave it out for the default, 30m)", m.SessionIdle)
 	}

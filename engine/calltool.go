@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -34,17 +35,22 @@ func (e *Engine) CallTool(ctx context.Context, sessionID, name string, params ma
 }
 
 // ToolResult is what a tool call gives a caller that shows more than text
-// (an MCP client): the observation, and the images the model would get
-// with it.
+// (an MCP client): the observation, the images the model would get with
+// it, and the result's other content (ResultTool).
 type ToolResult struct {
-	Output string      // the observation, capped as one
-	Images []abi.Image // as the model would get them: none unless WithImages, none after a rewrite
+	Output  string        // the observation, capped as one
+	Images  []abi.Image   // as the model would get them: none unless WithImages, none after a rewrite
+	Content []abi.Content // items beyond text and images: none after a rewrite
+	// Structured is the result as one JSON value, when the tool gave one:
+	// none after a rewrite.
+	Structured json.RawMessage
 }
 
-// CallToolResult is CallTool with the images of the result: the ones a
-// model that takes images (WithImages) would get with the observation, so
-// none when after_tool_call middleware rewrote the output, which a
-// redaction cannot see past.
+// CallToolResult is CallTool with the rest of the result: the images a
+// model that takes images (WithImages) would get with the observation,
+// and the content and structured result of a ResultTool; none of them
+// when after_tool_call middleware rewrote the output, which a redaction
+// cannot see past.
 func (e *Engine) CallToolResult(ctx context.Context, sessionID, name string, params map[string]any, opts RunOptions) (ToolResult, error) {
 	if err := e.begin(ctx); err != nil {
 		return ToolResult{}, err
@@ -58,9 +64,9 @@ func (e *Engine) CallToolResult(ctx context.Context, sessionID, name string, par
 	if err := r.restrict(e.reg); err != nil {
 		return ToolResult{}, err
 	}
-	out, images, errText, _ := e.callTool(r, 1, &ToolCall{ToolName: name, ToolParams: params})
+	res, errText, _ := e.callTool(r, 1, &ToolCall{ToolName: name, ToolParams: params})
 	if errText != "" {
-		return ToolResult{}, &ToolCallError{Tool: name, Message: out}
+		return ToolResult{}, &ToolCallError{Tool: name, Message: res.Output}
 	}
-	return ToolResult{Output: out, Images: images}, nil
+	return ToolResult{Output: res.Output, Images: res.Images, Content: res.Content, Structured: res.Structured}, nil
 }

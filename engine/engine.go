@@ -299,10 +299,11 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 				}
 				return ev
 			})
-			var images []abi.Image
-			st.Observation, images, st.Error, st.Truncated = e.callTool(r, step, call)
+			var res abi.ToolCallOutput
+			res, st.Error, st.Truncated = e.callTool(r, step, call)
+			st.Observation = res.Output
 			r.Metrics.ToolCalls++
-			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Images: images,
+			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser, Images: res.Images,
 				Content: fmt.Sprintf("Tool Result (%s):\n%s", cutName(call.ToolName), st.Observation)})
 			notify(e, r.ctx, r, observationHook, step, true, func(withHistory bool) abi.Observation {
 				ev := abi.Observation{SessionID: r.SessionID, Turn: r.Turn, Step: step, Tool: call.ToolName, Observation: st.Observation, IsError: st.Error != ""}
@@ -462,11 +463,11 @@ func stepErr(st Step) error {
 
 // callTool runs one tool call through the before_tool_call chain, schema
 // validation, the tool, and the after_tool_call chain, and returns the
-// observation for the model, with its images when the model takes them,
-// and, when the call failed, the error text for the step record: both
-// capped at the engine's observation limit, and truncated says whether
-// they were cut.
-func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string, images []abi.Image, errText string, truncated bool) {
+// observation for the model (res.Output), with its images when the model
+// takes them and the result's other content (keptRich), and, when the
+// call failed, the error text for the step record: both capped at the
+// engine's observation limit, and truncated says whether they were cut.
+func (e *Engine) callTool(r *run, step int, call *ToolCall) (res abi.ToolCallOutput, errText string, truncated bool) {
 	capped := func(s string) string {
 		out := safetext.Truncate(s, e.maxObs)
 		truncated = truncated || len(out) != len(s)
@@ -479,28 +480,29 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string,
 			why = "is not available in this run"
 		}
 		obs := capped(fmt.Sprintf("Error: tool '%s' %s. Available tools: %s", cutName(call.ToolName), why, orNone(r.toolNames(e))))
-		return obs, nil, obs, truncated
+		return abi.ToolCallOutput{Output: obs}, obs, truncated
 	}
 	if mutates(tool) && r.mode(e) == ModePlan {
 		obs := capped(fmt.Sprintf("Tool call refused: plan mode: tool '%s' changes things, so it does not run while planning; "+
 			"the mode must be switched to %s to run it.", cutName(call.ToolName), ModeNormal))
-		return obs, nil, obs, truncated
+		return abi.ToolCallOutput{Output: obs}, obs, truncated
 	}
 	input, valid, denied := e.beforeToolCall(r, step, call.ToolName, call.ToolParams)
 	if denied != "" {
 		obs := capped("Tool call denied: " + denied)
-		return obs, nil, obs, truncated
+		return abi.ToolCallOutput{Output: obs}, obs, truncated
 	}
 	// The tool's output (or a plugin's trap message) is capped before the
 	// after_tool_call chain sees it, and the chain's result again.
-	out, images, err := e.execute(r, step, tool, input, valid)
+	res, err := e.execute(r, step, tool, input, valid)
+	out := res.Output
 	if err != nil {
 		out = err.Error()
 	}
 	shown := capped(out)
 	out = capped(e.afterToolCall(r, step, call.ToolName, input, shown, err != nil))
 	if err != nil {
-		return out, nil, capped(err.Error()), truncated
+		return abi.ToolCallOutput{Output: out}, capped(err.Error()), truncated
 	}
 	if e.hookFuncs[abi.HookOnToolSuccess] != nil {
 		in := abi.ToolSuccessInput{Tool: call.ToolName, Step: step, Params: input, Observation: out}
@@ -508,59 +510,83 @@ func (e *Engine) callTool(r *run, step int, call *ToolCall) (observation string,
 			e.hookFailed(r, abi.HookOnToolSuccess, step, err, "")
 		}
 	}
-	return out, e.keptImages(r, step, call.ToolName, images, out != shown), "", truncated
+	res = e.keptRich(r, step, call.ToolName, res, out != shown)
+	res.Output = out
+	return res, "", truncated
 }
 
-// keptImages are the images of a tool's result that go to the model: none
-// unless it takes images (WithImages); none either when after_tool_call
+// keptRich is a tool's result with only the parts beyond its text that may
+// be sent on: its images go to the model only when it takes images
+// (WithImages); its other content and structured result go only to a
+// caller of CallToolResult. None of them is kept when after_tool_call
 // middleware rewrote the result (a redaction cannot see them, so it must
-// not be bypassed through them) or when their data is over the observation
-// limit, with a warning.
-func (e *Engine) keptImages(r *run, step int, tool string, images []abi.Image, rewritten bool) []abi.Image {
-	if !e.images || len(images) == 0 {
-		return nil
+// not be bypassed through them), and the images, or the rest, not when
+// their data is over the observation limit, with a warning.
+func (e *Engine) keptRich(r *run, step int, tool string, res abi.ToolCallOutput, rewritten bool) abi.ToolCallOutput {
+	if !e.images {
+		res.Images = nil
 	}
-	size := 0
-	for _, img := range images {
-		size += len(img.Data)
+	images, other := 0, len(res.Structured)
+	for _, img := range res.Images {
+		images += len(img.Data)
 	}
-	why := ""
-	switch {
-	case rewritten:
-		why = "after_tool_call middleware rewrote the result"
-	case size > e.maxObs:
-		why = fmt.Sprintf("their %d bytes are over the observation limit of %d (max_observation_kb)", size, e.maxObs)
-	default:
-		return images
+	for _, c := range res.Content {
+		other += len(c.Data) + len(c.Text) + len(c.URI) + len(c.Name) + len(c.MimeType)
 	}
-	e.emit(r.ctx, r, Event{Kind: EventWarning, Step: step,
-		Message: fmt.Sprintf("the %d images of tool %s's result are not sent: %s", len(images), quoteName(tool), why)})
-	return nil
+	drop := func(what string, n, size int) bool {
+		why := ""
+		switch {
+		case n == 0:
+			return false
+		case rewritten:
+			why = "after_tool_call middleware rewrote the result"
+		case size > e.maxObs:
+			why = fmt.Sprintf("their %d bytes are over the observation limit of %d (max_observation_kb)", size, e.maxObs)
+		default:
+			return false
+		}
+		e.emit(r.ctx, r, Event{Kind: EventWarning, Step: step,
+			Message: fmt.Sprintf("the %d %s of tool %s's result are not sent: %s", n, what, quoteName(tool), why)})
+		return true
+	}
+	if drop("images", len(res.Images), images) {
+		res.Images = nil
+	}
+	n := len(res.Content)
+	if len(res.Structured) > 0 {
+		n++
+	}
+	if drop("items beyond text and images", n, other) {
+		res.Content, res.Structured = nil, nil
+	}
+	return res
 }
 
 // execute validates input against the tool's schema, unless valid says
 // that was done, and runs the tool with its call's ID (CallID); the
 // error's text is the observation ("Error: ..." for bad input, "error:
 // ..." for the tool's own failure).
-func (e *Engine) execute(r *run, step int, tool Tool, input map[string]any, valid validation) (string, []abi.Image, error) {
+func (e *Engine) execute(r *run, step int, tool Tool, input map[string]any, valid validation) (abi.ToolCallOutput, error) {
 	if err := valid.of(e.reg, tool.Name(), input); err != nil {
-		return "", nil, fmt.Errorf("Error: %w", err)
+		return abi.ToolCallOutput{}, fmt.Errorf("Error: %w", err)
 	}
-	var out string
-	var images []abi.Image
+	var res abi.ToolCallOutput
 	ctx := WithCallID(r.ctx, e.callID(r, step, 1)) // one tool call a step
 	err := callHook("tool "+tool.Name(), func() (err error) {
-		if it, ok := tool.(ImageTool); ok {
-			out, images, err = it.ExecuteImages(ctx, input)
-		} else {
-			out, err = tool.Execute(ctx, input)
+		switch t := tool.(type) {
+		case ResultTool:
+			res, err = t.ExecuteResult(ctx, input)
+		case ImageTool:
+			res.Output, res.Images, err = t.ExecuteImages(ctx, input)
+		default:
+			res.Output, err = tool.Execute(ctx, input)
 		}
 		return err
 	})
 	if err != nil {
-		return "", nil, fmt.Errorf("error: %w", err)
+		return abi.ToolCallOutput{}, fmt.Errorf("error: %w", err)
 	}
-	return out, images, nil
+	return res, nil
 }
 
 // validation is the outcome of validating a tool's input, kept so that it

@@ -39,6 +39,15 @@ type ImageTool interface {
 	ExecuteImages(ctx context.Context, params map[string]any) (string, []abi.Image, error)
 }
 
+// ResultTool is a Tool whose results may carry more than text: images, and
+// content and a structured result an MCP client gets (abi.ToolCallOutput).
+// The engine calls ExecuteResult in place of ExecuteImages and Execute;
+// the model gets Output, and the images as ImageTool's.
+type ResultTool interface {
+	Tool
+	ExecuteResult(ctx context.Context, params map[string]any) (abi.ToolCallOutput, error)
+}
+
 // anyObject is the schema assumed for a tool that declares none.
 const anyObject = `{"type":"object"}`
 

@@ -144,14 +144,22 @@ func (t *tool) Execute(ctx context.Context, params map[string]any) (string, erro
 }
 
 // ExecuteImages is Execute with the images of the result (engine.ImageTool).
-// An image whose type is not one of abi.Image's or whose data is not
-// base64 is dropped with a warning: a model server would refuse the whole
-// request for it.
 func (t *tool) ExecuteImages(ctx context.Context, params map[string]any) (string, []abi.Image, error) {
+	out, err := t.ExecuteResult(ctx, params)
+	return out.Output, out.Images, err
+}
+
+// ExecuteResult is Execute with the rest of the result: its images, content
+// and structured result (engine.ResultTool). An image whose type is not one
+// of abi.Image's or whose data is not base64, and a content item of a type
+// abi.Content does not name, are dropped with a warning: a model server, or
+// an MCP client, would refuse the whole result for them.
+func (t *tool) ExecuteResult(ctx context.Context, params map[string]any) (abi.ToolCallOutput, error) {
+	ctx = withNotifier(ctx)
 	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params, CallID: engine.CallID(ctx)})
 	var pe *Error
 	if err == nil {
-		images := slices.DeleteFunc(out.Images, func(img abi.Image) bool {
+		out.Images = slices.DeleteFunc(out.Images, func(img abi.Image) bool {
 			_, derr := base64.StdEncoding.DecodeString(img.Data)
 			if bad := !slices.Contains(imageTypes, img.MimeType) || derr != nil; bad {
 				t.p.log.WarnContext(ctx, "tool result image dropped: want image/png, image/jpeg, image/gif or image/webp, base64",
@@ -160,18 +168,30 @@ func (t *tool) ExecuteImages(ctx context.Context, params map[string]any) (string
 			}
 			return false
 		})
-		return out.Output, images, nil
+		out.Content = slices.DeleteFunc(out.Content, func(c abi.Content) bool {
+			_, derr := base64.StdEncoding.DecodeString(c.Data)
+			if bad := !slices.Contains(contentTypes, c.Type) || derr != nil; bad {
+				t.p.log.WarnContext(ctx, "tool result content dropped: want type audio, resource or resource_link, data base64",
+					"tool", t.spec.Name, "type", safetext.Truncate(c.Type, 64), "base64_error", derr)
+				return true
+			}
+			return false
+		})
+		return out, nil
 	}
 	if !errors.As(err, &pe) {
-		return out.Output, nil, err
+		return abi.ToolCallOutput{Output: out.Output}, err
 	}
 	level := slog.LevelWarn
 	if pe.Kind == ErrGuest { // the tool's own answer, not a fault
 		level = slog.LevelDebug
 	}
 	t.p.log.Log(ctx, level, "tool call failed", "tool", t.spec.Name, "err", err)
-	return "", nil, &ToolError{Tool: t.spec.Name, Err: pe, timeout: t.p.limits.Timeout}
+	return abi.ToolCallOutput{}, &ToolError{Tool: t.spec.Name, Err: pe, timeout: t.p.limits.Timeout}
 }
+
+// contentTypes are the types of abi.Content.
+var contentTypes = []string{"audio", "resource", "resource_link"}
 
 // imageTypes are the image types models take (abi.Image).
 var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
@@ -223,3 +243,12 @@ func (e *ToolError) Error() string {
 
 // Unwrap returns the plugin failure with its full detail.
 func (e *ToolError) Unwrap() error { return e.Err }
+
+// withNotifier is ctx with the engine's CallNotifier, if it has one, where
+// a guest's host functions find it (guest.NotifierOf).
+func withNotifier(ctx context.Context) context.Context {
+	if n := engine.CallNotifierOf(ctx); n != nil {
+		return guest.WithNotifier(ctx, n)
+	}
+	return ctx
+}

@@ -32,6 +32,9 @@
 //     stops reading cannot hold Serve past its context.
 //   - Calls a session runs at once are capped (Options.MaxCallsPerSession):
 //     one more is an isError result wrapping ErrTooManyCalls.
+//   - A plugin's progress and log notifications during a call reach the
+//     call's client (engine.CallNotifier), progress only under the client's
+//     own token, at most Options.MaxNotifications per call.
 //
 // The other side, Servers, makes MCP servers' tools the engine's: each
 // [[mcp_servers]] entry (ServerConfig) is an engine.Extender whose tools
@@ -46,6 +49,8 @@
 // servers as plugins, prefixed by default, never restarted").
 //
 // Served: tools over stdio and Streamable HTTP (Server.Handler), their
-// results as text and images (the images a model would get,
-// Engine.CallToolResult).
+// results as text, images (the images a model would get), other content
+// (audio, embedded resources, resource links) and structured content
+// (Engine.CallToolResult); the tool list follows reloads (SyncTools).
+// Prompts and resources are not served yet.
 package mcp

@@ -74,6 +74,10 @@ type Options struct {
 	// SessionEndTimeout bounds releasing an ended session's instances.
 	// Zero is DefaultSessionEndTimeout.
 	SessionEndTimeout time.Duration
+	// MaxNotifications bounds the progress and log notifications a plugin
+	// sends one call's client; past it they are dropped and counted
+	// (Refusals). Zero is DefaultMaxNotifications.
+	MaxNotifications int
 }
 
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
@@ -123,12 +127,16 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	if opts.SessionEndTimeout <= 0 {
 		opts.SessionEndTimeout = DefaultSessionEndTimeout
 	}
+	if opts.MaxNotifications <= 0 {
+		opts.MaxNotifications = DefaultMaxNotifications
+	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Logger: opts.Logger,
 		// Set, so that a server with no tool still says it serves tools;
-		// the list changes when a plugin is reloaded (SyncTools).
-		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+		// the list changes when a plugin is reloaded (SyncTools); logging:
+		// plugins' log notifications reach the client.
+		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		SupportedProtocolVersions: ProtocolVersions(),
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
@@ -192,6 +200,9 @@ type Refusals struct {
 	Requests int
 	// Calls is tool calls refused for MaxCallsPerSession.
 	Calls int
+	// Notifications is a plugin's progress and log notifications dropped
+	// for MaxNotifications.
+	Notifications int
 }
 
 // Refusals are the refusals so far.

@@ -94,6 +94,7 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(ses.ctx, cancel)()
+		ctx = engine.WithCallNotifier(ctx, s.notifier(ctx, req.Session, name, req.Params.GetProgressToken()))
 		res, err := s.eng.CallToolResult(ctx, ses.id, name, params, s.opts.Run)
 		var tce *engine.ToolCallError
 		switch {
@@ -126,20 +127,44 @@ func (s *Server) refuseCall(ctx context.Context, ses *session, name string) stri
 
 // result is a call's result as MCP content: the text, then the images
 // (those the model would get: the engine's WithImages decides, as in a
-// run). An image whose data is not base64 is left out, with a warning: the
-// SDK sends raw bytes, and an embedding host's tool may have written
-// anything.
+// run), then the other content, and the structured result. An item whose
+// data is not base64 is left out, with a warning: the SDK sends raw bytes,
+// and an embedding host's tool may have written anything.
 func (s *Server) result(ctx context.Context, tool string, res engine.ToolResult) *sdk.CallToolResult {
 	content := []sdk.Content{&sdk.TextContent{Text: res.Output}}
-	for i, img := range res.Images {
-		data, err := base64.StdEncoding.DecodeString(img.Data)
+	decode := func(what string, i int, b64 string) ([]byte, bool) {
+		data, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
-			s.log.WarnContext(ctx, "mcp: tool result image left out: its data is not base64", "tool", tool, "image", i+1, "error", err)
-			continue
+			s.log.WarnContext(ctx, "mcp: tool result content left out: its data is not base64", "tool", tool, what, i+1, "error", err)
 		}
-		content = append(content, &sdk.ImageContent{Data: data, MIMEType: img.MimeType})
+		return data, err == nil
 	}
-	return &sdk.CallToolResult{Content: content}
+	for i, img := range res.Images {
+		if data, ok := decode("image", i, img.Data); ok {
+			content = append(content, &sdk.ImageContent{Data: data, MIMEType: img.MimeType})
+		}
+	}
+	for i, c := range res.Content {
+		data, ok := decode("item", i, c.Data)
+		switch {
+		case !ok:
+		case c.Type == "audio":
+			content = append(content, &sdk.AudioContent{Data: data, MIMEType: c.MimeType})
+		case c.Type == "resource":
+			rc := &sdk.ResourceContents{URI: c.URI, MIMEType: c.MimeType, Text: c.Text}
+			if c.Text == "" {
+				rc.Blob = data
+			}
+			content = append(content, &sdk.EmbeddedResource{Resource: rc})
+		case c.Type == "resource_link":
+			content = append(content, &sdk.ResourceLink{URI: c.URI, Name: c.Name, MIMEType: c.MimeType})
+		}
+	}
+	out := &sdk.CallToolResult{Content: content}
+	if len(res.Structured) > 0 {
+		out.StructuredContent = res.Structured
+	}
+	return out
 }
 
 // failed is a tool result with isError and text.

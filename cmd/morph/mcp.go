@@ -31,6 +31,7 @@ type mcpServeFlags struct {
 	maxSessions     int
 	maxCalls        int
 	watch           bool
+	maxNotify       int
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -87,6 +88,7 @@ A file that fails the checks is logged and the old module keeps serving.`,
 	serve.Flags().DurationVar(&f.sessionIdle, "session-idle", mcp.DefaultSessionIdle, "with --http, end a session after this long without a request (overrides [mcp] session_idle)")
 	serve.Flags().IntVar(&f.maxSessions, "max-sessions", mcp.DefaultMaxSessions, "with --http, the most sessions open at once; a client starting another gets 503 (overrides [mcp] max_sessions)")
 	serve.Flags().BoolVar(&f.watch, "watch", false, "reload a plugin whose file changes, for new calls (see above)")
+	serve.Flags().IntVar(&f.maxNotify, "max-notifications", mcp.DefaultMaxNotifications, "the most progress and log notifications a plugin sends one call's client; the rest are dropped, counted and warned about (overrides [mcp] max_notifications)")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -106,6 +108,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	if f.maxSessions <= 0 {
 		return usageErrorf("--max-sessions must be positive, not %d", f.maxSessions)
+	}
+	if f.maxNotify <= 0 {
+		return usageErrorf("--max-notifications must be positive, not %d", f.maxNotify)
 	}
 	var loopback bool
 	if f.http != "" {
@@ -156,6 +161,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	if flags.Changed("max-sessions") {
 		httpOpts.MaxSessions = f.maxSessions
+	}
+	if flags.Changed("max-notifications") {
+		opts.MaxNotifications = f.maxNotify
 	}
 	if flags.Changed("session-idle") {
 		httpOpts.SessionIdle = f.sessionIdle

@@ -540,6 +540,15 @@ pub struct ToolCallOutput {
     /// takes images (\[llm\] images) and dropped otherwise: output should say what they show.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
+    /// Items of the result beyond text and images (MCP's audio, embedded resources, resource
+    /// links): not sent to the model; an MCP client of morph mcp serve gets them after output and
+    /// images. output should say what they hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<Vec<Content>>,
+    /// The result as one JSON value (MCP's structured content), for an MCP client; the model gets
+    /// output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
 }
 
 /// An image of a tool's result, as MCP's image content carries it.
@@ -550,6 +559,31 @@ pub struct Image {
     pub mime_type: String,
     /// The image's bytes, base64 (standard encoding, padded).
     pub data: String,
+}
+
+/// An item of a tool's result beyond text and images, as MCP's content carries it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Content {
+    /// audio, resource (an embedded resource: text, or data for bytes) or resource_link (a URI the
+    /// client may read).
+    #[serde(rename = "type")]
+    pub r#type: String,
+    /// The item's media type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Bytes (audio, a binary resource), base64 (standard encoding, padded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// A text resource's text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// A resource's URI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// A resource link's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// The input of morph_instance_replaced, an optional export of a plugin in session isolation: the

@@ -52,8 +52,23 @@ func findMCP(exported map[string]wasmbin.Signature) *mcpConvention {
 }
 
 // mcpContext is the request context v2 exports take (hyper-mcp's
-// PluginRequestContext): morph has no MCP request, so a constant one.
+// PluginRequestContext): a constant one, since morph's agent makes no MCP
+// request, with the caller's progress token when it has one (an MCP
+// client's call through morph mcp serve, guest.NotifierOf).
 var mcpContext = json.RawMessage(`{"id":1,"_meta":{}}`)
+
+// mcpContextOf is the request context of a call under ctx.
+func mcpContextOf(ctx context.Context) json.RawMessage {
+	n := guest.NotifierOf(ctx)
+	if n == nil || n.ProgressToken() == nil {
+		return mcpContext
+	}
+	b, err := json.Marshal(map[string]any{"id": 1, "_meta": map[string]any{"progressToken": n.ProgressToken()}})
+	if err != nil { // a token is a string or a number
+		return mcpContext
+	}
+	return b
+}
 
 type (
 	mcpToolList struct {
@@ -76,9 +91,13 @@ type (
 		Text     string `json:"text"`
 		Data     string `json:"data"`
 		MimeType string `json:"mimeType"`
+		URI      string `json:"uri"`  // a resource_link's
+		Name     string `json:"name"` // a resource_link's
 		Resource *struct {
-			URI  string `json:"uri"`
-			Text string `json:"text"`
+			URI      string `json:"uri"`
+			MimeType string `json:"mimeType"`
+			Text     string `json:"text"`
+			Blob     string `json:"blob"`
 		} `json:"resource"`
 	}
 	mcpCallResult struct {
@@ -88,12 +107,17 @@ type (
 	}
 )
 
-// output is the result as morph's ToolCallOutput: its text content, one
-// item a line; its images as images (base64, as MCP sends them); content
-// of other kinds named, not inlined; structured content when there is no
-// other.
+// output is the result as morph's ToolCallOutput. For the model: its text
+// content, one item a line; its images as images (base64, as MCP sends
+// them); an embedded resource's text inlined; content of other kinds
+// named, not inlined; structured content when there is no other. For an
+// MCP client (Content, Structured): audio, embedded resources and resource
+// links as they are, and the structured content.
 func (r mcpCallResult) output() abi.ToolCallOutput {
-	var out abi.ToolCallOutput
+	out := abi.ToolCallOutput{Structured: r.StructuredContent}
+	if string(out.Structured) == "null" {
+		out.Structured = nil
+	}
 	var lines []string
 	for _, c := range r.Content {
 		switch {
@@ -102,9 +126,21 @@ func (r mcpCallResult) output() abi.ToolCallOutput {
 		case c.Type == "image" && c.Data != "":
 			out.Images = append(out.Images, abi.Image{MimeType: c.MimeType, Data: c.Data})
 			lines = append(lines, fmt.Sprintf("[image %d: %s]", len(out.Images), c.MimeType))
-		case c.Resource != nil && c.Resource.Text != "":
-			lines = append(lines, c.Resource.Text)
+		case c.Resource != nil:
+			res := c.Resource
+			out.Content = append(out.Content, abi.Content{Type: "resource", URI: res.URI, MimeType: res.MimeType, Text: res.Text, Data: res.Blob})
+			if res.Text != "" {
+				lines = append(lines, res.Text)
+			} else {
+				lines = append(lines, strings.TrimSpace(fmt.Sprintf("[resource %s %s]", res.URI, res.MimeType)))
+			}
 		default:
+			switch c.Type {
+			case "audio":
+				out.Content = append(out.Content, abi.Content{Type: c.Type, MimeType: c.MimeType, Data: c.Data})
+			case "resource_link":
+				out.Content = append(out.Content, abi.Content{Type: c.Type, URI: c.URI, Name: c.Name, MimeType: c.MimeType})
+			}
 			lines = append(lines, strings.TrimSpace(fmt.Sprintf("[%s content %s]", c.Type, c.MimeType)))
 		}
 	}
@@ -179,7 +215,7 @@ func (g *instance) callTool(ctx context.Context, input []byte, maxOut int) (view
 	}
 	req := map[string]any{"method": "tools/call", "params": params}
 	if mcp.v2 {
-		req = map[string]any{"request": params, "context": mcpContext}
+		req = map[string]any{"request": params, "context": mcpContextOf(ctx)}
 	}
 	raw, err := json.Marshal(req)
 	if err != nil {

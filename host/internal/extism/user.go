@@ -29,9 +29,14 @@ const extismUser = "extism:host/user"
 //   - notify_tool_list_changed marks the call (guest.CallState), after which
 //     the host describes the instance again;
 //   - notify_logging_message and notify_progress log under the plugin's name,
-//     within the call's log budget;
+//     within the call's log budget, and go to the caller's notifier, if the
+//     call has one (guest.NotifierOf: morph mcp serve's client), progress
+//     only when the caller gave a token, which replaces the plugin's (a
+//     plugin must not address another request's progress);
 //   - the other notifications are accepted and ignored;
-//   - list_roots answers no roots, create_elicitation a decline (MCP's
+//   - list_roots answers no roots, create_elicitation the caller's user's
+//     answer when the caller can ask one (guest.Elicitor: morph mcp serve's
+//     client, within the call's deadline), else a decline (MCP's
 //     answer of a user who does not answer);
 //   - create_message (sampling) is not provided: an embedding host that
 //     wants to lend its model registers it (host.Config.HostFunctions).
@@ -40,29 +45,22 @@ const extismUser = "extism:host/user"
 func builtinUser(env guest.Env) []guest.HostFunc {
 	ptr := []api.ValueType{api.ValueTypeI64}
 	none := func(context.Context, guest.BlockMemory, []uint64) error { return nil }
-	logged := func(ctx context.Context, mem guest.BlockMemory, stack []uint64) error {
-		b, err := mem.Read(stack[0])
-		if err != nil {
-			return err
-		}
-		// {"level": "info", "data": ..., "logger": ...} (MCP's logging
-		// message), progress {"progress": 1, ...} at debug.
-		var msg struct {
-			Level string          `json:"level"`
-			Data  json.RawMessage `json:"data"`
-		}
-		level := slog.LevelDebug
-		if guest.DecodeJSON(b, env.Limits.MaxJSONDepth, &msg) == nil && msg.Level != "" {
-			level = mcpLogLevels[msg.Level]
-			var text string
-			if json.Unmarshal(msg.Data, &text) == nil {
-				b = []byte(text)
-			} else if len(msg.Data) > 0 {
-				b = msg.Data
+	// notified logs a notification and hands it to forward when the call
+	// has a notifier and it decodes.
+	notified := func(forward func(guest.Notifier, mcpNotification)) func(context.Context, guest.BlockMemory, []uint64) error {
+		return func(ctx context.Context, mem guest.BlockMemory, stack []uint64) error {
+			b, err := mem.Read(stack[0])
+			if err != nil {
+				return err
 			}
+			var msg mcpNotification
+			ok := guest.DecodeJSON(b, env.Limits.MaxJSONDepth, &msg) == nil
+			logNotification(ctx, b, msg, ok)
+			if n := guest.NotifierOf(ctx); n != nil && ok {
+				forward(n, msg)
+			}
+			return nil
 		}
-		guestOf(ctx).state.Log().Message(ctx, level, b)
-		return nil
 	}
 	answer := func(v string) func(context.Context, guest.BlockMemory, []uint64) error {
 		return func(_ context.Context, mem guest.BlockMemory, stack []uint64) (err error) {
@@ -75,14 +73,81 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 			guestOf(ctx).state.MarkToolsChanged()
 			return nil
 		}},
-		{Name: "notify_logging_message", Params: ptr, Call: logged},
-		{Name: "notify_progress", Params: ptr, Call: logged},
+		{Name: "notify_logging_message", Params: ptr, Call: notified(func(n guest.Notifier, msg mcpNotification) {
+			level := msg.Level
+			if _, ok := mcpLogLevels[level]; !ok {
+				level = "info"
+			}
+			n.Log(level, msg.Logger, msg.Data)
+		})},
+		{Name: "notify_progress", Params: ptr, Call: notified(func(n guest.Notifier, msg mcpNotification) {
+			if n.ProgressToken() != nil && msg.Progress != nil {
+				n.Progress(*msg.Progress, msg.Total, msg.Message)
+			}
+		})},
 		{Name: "notify_prompt_list_changed", Call: none},
 		{Name: "notify_resource_list_changed", Call: none},
 		{Name: "notify_resource_updated", Params: ptr, Call: none},
 		{Name: "list_roots", Results: ptr, Call: answer(`{"roots":[]}`)},
-		{Name: "create_elicitation", Params: ptr, Results: ptr, Call: answer(`{"action":"decline"}`)},
+		{Name: "create_elicitation", Params: ptr, Results: ptr, Call: elicit},
 	}
+}
+
+// maxElicitAnswer bounds the answer to an elicitation a plugin gets; a
+// longer one is a decline (the client's user wrote a form, not a file).
+const maxElicitAnswer = 64 << 10
+
+// elicit is create_elicitation: the caller's user's answer, or a decline.
+func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err error) {
+	answer := []byte(`{"action":"decline"}`)
+	if el, ok := guest.NotifierOf(ctx).(guest.Elicitor); ok {
+		params, err := mem.Read(stack[0])
+		if err != nil {
+			return err
+		}
+		cctx, cancel := guest.CallContext(ctx)
+		res, err := el.Elicit(cctx, params)
+		cancel()
+		switch {
+		case err != nil:
+			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client did not answer", "error", err)
+		case len(res) > maxElicitAnswer:
+			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client's answer is too long", "bytes", len(res), "max", maxElicitAnswer)
+		default:
+			answer = res
+		}
+	}
+	stack[0], err = mem.Write(answer)
+	return err
+}
+
+// mcpNotification is the parameters of MCP's notifications/message
+// ({"level": "info", "data": ..., "logger": ...}) or notifications/progress
+// ({"progressToken": ..., "progress": 1, "total": 2, "message": ...}).
+type mcpNotification struct {
+	Level    string          `json:"level"`
+	Logger   string          `json:"logger"`
+	Data     json.RawMessage `json:"data"`
+	Progress *float64        `json:"progress"`
+	Total    float64         `json:"total"`
+	Message  string          `json:"message"`
+}
+
+// logNotification logs a notification's bytes b under the plugin's name,
+// within the call's log budget: a logging message at its level with its
+// data (the text of a string), anything else (progress) at debug as it is.
+func logNotification(ctx context.Context, b []byte, msg mcpNotification, decoded bool) {
+	level := slog.LevelDebug
+	if decoded && msg.Level != "" {
+		level = mcpLogLevels[msg.Level]
+		var text string
+		if json.Unmarshal(msg.Data, &text) == nil {
+			b = []byte(text)
+		} else if len(msg.Data) > 0 {
+			b = msg.Data
+		}
+	}
+	guestOf(ctx).state.Log().Message(ctx, level, b)
 }
 
 // mcpLogLevels are MCP's logging levels (RFC 5424's) as slog's; a level

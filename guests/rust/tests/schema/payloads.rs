@@ -367,6 +367,8 @@ fn full_tool_call_output() -> ToolCallOutput {
     let mut x = ToolCallOutput::default();
     x.output = "s".to_string();
     x.images = vec![full_image()];
+    x.content = Some(vec![full_content()]);
+    x.structured = Some(json!({"k": 1}));
     x
 }
 
@@ -374,6 +376,17 @@ fn full_image() -> Image {
     let mut x = Image::default();
     x.mime_type = "s".to_string();
     x.data = "s".to_string();
+    x
+}
+
+fn full_content() -> Content {
+    let mut x = Content::default();
+    x.r#type = "s".to_string();
+    x.mime_type = Some("s".to_string());
+    x.data = Some("s".to_string());
+    x.text = Some("s".to_string());
+    x.uri = Some("s".to_string());
+    x.name = Some("s".to_string());
     x
 }
 

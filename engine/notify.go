@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// A CallNotifier takes what a tool reports while it runs (MCP's progress
+// and logging notifications from a plugin), for a caller that forwards it
+// (morph mcp serve, to the client whose call it is). Its methods are
+// called from the tool's goroutine, before the call returns, in the order
+// the tool reported; they must not block for long, and bound what they
+// forward themselves.
+type CallNotifier interface {
+	// Progress reports how far the call is; total is 0 when unknown.
+	Progress(progress, total float64, message string)
+	// Log is a log message at an MCP logging level (debug, info, notice,
+	// warning, error, critical, alert, emergency), from a named logger
+	// ("" for none), with any JSON value as its data.
+	Log(level, logger string, data json.RawMessage)
+	// ProgressToken is the caller's token for this call's progress, or nil
+	// when the caller wants none (a tool need not report progress then).
+	ProgressToken() any
+}
+
+// callNotifierKey is the context key of a call's CallNotifier.
+type callNotifierKey struct{}
+
+// WithCallNotifier is ctx carrying n, which the tools called under it
+// report to (a plugin's notify_progress and notify_logging_message).
+func WithCallNotifier(ctx context.Context, n CallNotifier) context.Context {
+	return context.WithValue(ctx, callNotifierKey{}, n)
+}
+
+// CallNotifierOf is ctx's CallNotifier, or nil.
+func CallNotifierOf(ctx context.Context) CallNotifier {
+	n, _ := ctx.Value(callNotifierKey{}).(CallNotifier)
+	return n
+}
+
+// A CallElicitor is a CallNotifier that can also ask its caller's user for
+// input while a tool runs (MCP's elicitation/create), for a tool that asks
+// (a plugin's create_elicitation). params and the answer are MCP's
+// ElicitRequest params and ElicitResult, as JSON.
+type CallElicitor interface {
+	CallNotifier
+	Elicit(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+}

@@ -1,0 +1,203 @@
+// Command conformance is an MCP plugin in hyper-mcp's v2 interface (like
+// mcpv2) serving the tools the official MCP conformance suite
+// (@modelcontextprotocol/conformance) calls in its server scenarios, so
+// that the suite, run against `morph mcp serve`, exercises the sandboxed
+// path: every result below comes out of this WebAssembly module.
+//
+//   - test_simple_text, test_image_content, test_audio_content,
+//     test_embedded_resource and test_multiple_content_types return the
+//     content the scenarios ask for (text, a 1x1 PNG, a short WAV, an
+//     embedded text resource, and the three together);
+//   - test_tool_with_logging sends three log messages with
+//     notify_logging_message, 50 ms apart;
+//   - test_tool_with_progress sends progress 0, 50 and 100 of 100 with
+//     notify_progress, with the progress token of its request context;
+//   - test_elicitation, test_elicitation_sep1034_defaults and
+//     test_elicitation_sep1330_enums ask the user for input with
+//     create_elicitation, with the scenarios' schemas, and answer what the
+//     user answered;
+//   - test_error_handling returns a result with isError;
+//   - json_schema_2020_12_tool has an input schema with $schema, $defs and
+//     additionalProperties, which must reach the client as written.
+//
+// Build (`make extism-guests`, from the repository's root):
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o extism-conformance.wasm ./conformance
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	pdk "github.com/extism/go-pdk"
+
+	"github.com/morphhost/morph/guests/extism/internal/reply"
+)
+
+func main() {}
+
+//go:wasmimport extism:host/user notify_logging_message
+func notifyLoggingMessage(uint64)
+
+//go:wasmimport extism:host/user notify_progress
+func notifyProgress(uint64)
+
+//go:wasmimport extism:host/user create_elicitation
+func createElicitation(uint64) uint64
+
+type tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// requestContext is what hyper-mcp sends with each request.
+type requestContext struct {
+	ID   *json.RawMessage `json:"id"`
+	Meta struct {
+		ProgressToken any `json:"progressToken"`
+	} `json:"_meta"`
+}
+
+// schema2020 is the conformance scenario json-schema-2020-12's schema.
+const schema2020 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
+	`"$defs":{"address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},` +
+	`"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"}},"additionalProperties":false}`
+
+//go:wasmexport list_tools
+func listTools() int32 {
+	var in struct {
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil || in.Context.ID == nil {
+		return reply.Fail(errors.New("list_tools: want {\"context\": {\"id\": ..., \"_meta\": ...}}"))
+	}
+	none := json.RawMessage(`{"type":"object"}`)
+	tools := []tool{
+		{Name: "test_simple_text", Description: "Returns simple text.", InputSchema: none},
+		{Name: "test_image_content", Description: "Returns an image.", InputSchema: none},
+		{Name: "test_audio_content", Description: "Returns audio.", InputSchema: none},
+		{Name: "test_embedded_resource", Description: "Returns an embedded resource.", InputSchema: none},
+		{Name: "test_multiple_content_types", Description: "Returns text, an image and a resource.", InputSchema: none},
+		{Name: "test_tool_with_logging", Description: "Sends three log messages.", InputSchema: none},
+		{Name: "test_tool_with_progress", Description: "Reports progress three times.", InputSchema: none},
+		{Name: "test_elicitation", Description: "Asks the user for a username and an email.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`)},
+		{Name: "test_elicitation_sep1034_defaults", Description: "Asks the user, with defaults.", InputSchema: none},
+		{Name: "test_elicitation_sep1330_enums", Description: "Asks the user, with enums.", InputSchema: none},
+		{Name: "test_error_handling", Description: "Always fails.", InputSchema: none},
+		{Name: "json_schema_2020_12_tool", Description: "Tool with JSON Schema 2020-12 features", InputSchema: json.RawMessage(schema2020)},
+	}
+	return reply.JSON(map[string]any{"tools": tools})
+}
+
+const (
+	// pixel is a 1x1 PNG, base64.
+	pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+	// wav is eight samples of silence, 8 kHz mono 8-bit PCM, base64.
+	wav = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="
+)
+
+type item = map[string]any
+
+func text(s string) item { return item{"type": "text", "text": s} }
+
+func image() item { return item{"type": "image", "mimeType": "image/png", "data": pixel} }
+
+func resource(uri, mime, s string) item {
+	return item{"type": "resource", "resource": item{"uri": uri, "mimeType": mime, "text": s}}
+}
+
+// Schemas of the elicitation scenarios' requests.
+const (
+	userSchema = `{"type":"object","properties":{"username":{"type":"string","description":"User's response"},` +
+		`"email":{"type":"string","description":"User's email address"}},"required":["username","email"]}`
+	defaultsSchema = `{"type":"object","properties":{` +
+		`"name":{"type":"string","description":"User name","default":"John Doe"},` +
+		`"age":{"type":"integer","description":"User age","default":30},` +
+		`"score":{"type":"number","description":"User score","default":95.5},` +
+		`"status":{"type":"string","description":"User status","enum":["active","inactive","pending"],"default":"active"},` +
+		`"verified":{"type":"boolean","description":"Verification status","default":true}}}`
+	enumsSchema = `{"type":"object","properties":{` +
+		`"untitledSingle":{"type":"string","enum":["option1","option2","option3"]},` +
+		`"titledSingle":{"type":"string","oneOf":[{"const":"value1","title":"First Option"},{"const":"value2","title":"Second Option"},{"const":"value3","title":"Third Option"}]},` +
+		`"legacyEnum":{"type":"string","enum":["opt1","opt2","opt3"],"enumNames":["Option One","Option Two","Option Three"]},` +
+		`"untitledMulti":{"type":"array","minItems":1,"maxItems":3,"items":{"type":"string","enum":["option1","option2","option3"]}},` +
+		`"titledMulti":{"type":"array","minItems":1,"maxItems":3,"items":{"anyOf":[{"const":"value1","title":"First Choice"},{"const":"value2","title":"Second Choice"},{"const":"value3","title":"Third Choice"}]}}}}`
+)
+
+// elicit asks the user with create_elicitation and returns the answer's
+// JSON.
+func elicit(message, schema string) string {
+	b, _ := json.Marshal(item{"message": message, "requestedSchema": json.RawMessage(schema)})
+	mem := pdk.AllocateBytes(b)
+	defer mem.Free()
+	answer := pdk.FindMemory(createElicitation(mem.Offset()))
+	return string(answer.ReadBytes())
+}
+
+// notify calls a notify_* host function with v's JSON.
+func notify(fn func(uint64), v any) {
+	b, _ := json.Marshal(v)
+	mem := pdk.AllocateBytes(b)
+	fn(mem.Offset())
+	mem.Free()
+}
+
+//go:wasmexport call_tool
+func callTool() int32 {
+	var in struct {
+		Request struct {
+			Name      string `json:"name"`
+			Arguments struct {
+				Message string `json:"message"`
+			} `json:"arguments"`
+		} `json:"request"`
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil {
+		return reply.Fail(errors.New("call_tool: want {\"request\": ..., \"context\": ...}"))
+	}
+	content := func(items ...item) int32 { return reply.JSON(item{"content": items}) }
+	switch in.Request.Name {
+	case "test_simple_text":
+		return content(text("This is a simple text response for testing."))
+	case "test_image_content":
+		return content(image())
+	case "test_audio_content":
+		return content(item{"type": "audio", "mimeType": "audio/wav", "data": wav})
+	case "test_embedded_resource":
+		return content(resource("test://embedded-resource", "text/plain", "This is an embedded resource content."))
+	case "test_multiple_content_types":
+		return content(text("Multiple content types test:"), image(),
+			resource("test://mixed-content-resource", "application/json", `{"test":"data","value":123}`))
+	case "test_tool_with_logging":
+		for i, msg := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
+			if i > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			notify(notifyLoggingMessage, item{"level": "info", "data": msg})
+		}
+		return content(text("Tool with logging executed successfully"))
+	case "test_tool_with_progress":
+		for i, p := range []int{0, 50, 100} {
+			if i > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			notify(notifyProgress, item{"progressToken": in.Context.Meta.ProgressToken, "progress": p, "total": 100})
+		}
+		return content(text("Tool with progress executed successfully"))
+	case "test_elicitation":
+		return content(text("User response: " + elicit(in.Request.Arguments.Message, userSchema)))
+	case "test_elicitation_sep1034_defaults":
+		return content(text("Elicitation completed: " + elicit("Test defaults for primitives", defaultsSchema)))
+	case "test_elicitation_sep1330_enums":
+		return content(text("Elicitation completed: " + elicit("Test enum schemas", enumsSchema)))
+	case "test_error_handling":
+		return reply.JSON(item{"content": []item{text("This tool intentionally returns an error for testing")}, "isError": true})
+	case "json_schema_2020_12_tool":
+		return content(text("json_schema_2020_12_tool called"))
+	}
+	return reply.JSON(item{"content": []item{text("no tool " + in.Request.Name)}, "isError": true})
+}

@@ -1,0 +1,79 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/morphhost/morph/engine"
+)
+
+// notifications is an engine.CallNotifier that keeps what it is told.
+type notifications struct {
+	token any
+	mu    sync.Mutex
+	got   []string
+}
+
+func (n *notifications) Progress(progress, total float64, message string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.got = append(n.got, fmt.Sprintf("progress %v/%v", progress, total))
+}
+
+func (n *notifications) Log(level, logger string, data json.RawMessage) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.got = append(n.got, fmt.Sprintf("log %s %s", level, data))
+}
+
+func (n *notifications) ProgressToken() any { return n.token }
+
+// A hyper-mcp v2 plugin's notify_progress and notify_logging_message reach
+// the call's engine.CallNotifier (the conformance fixture's tools), its
+// progress only when the caller has a token, which the plugin's request
+// context carries; its create_elicitation is declined when the caller
+// cannot ask; its audio and resource content reach CallToolResult.
+func TestMCPv2Notifications(t *testing.T) {
+	l, _ := extismLoader()
+	e := engine.New(nil, nil, engine.WithExtenders(l.Extender(Config{Path: extismGuestWasm(t, "conformance"), Name: "conformance"}, engine.MiddlewareConfig{})))
+	defer e.Close(context.Background())
+	ctx := context.Background()
+	call := func(n *notifications, tool string) engine.ToolResult {
+		t.Helper()
+		res, err := e.CallToolResult(engine.WithCallNotifier(ctx, n), "s", tool, map[string]any{}, engine.RunOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		return res
+	}
+	n := &notifications{token: "tok"}
+	call(n, "test_tool_with_progress")
+	call(n, "test_tool_with_logging")
+	want := []string{"progress 0/100", "progress 50/100", "progress 100/100",
+		`log info "Tool execution started"`, `log info "Tool processing data"`, `log info "Tool execution completed"`}
+	if !slices.Equal(n.got, want) {
+		t.Errorf("with a token: notified %q, want %q", n.got, want)
+	}
+	n = &notifications{}
+	call(n, "test_tool_with_progress")
+	if len(n.got) != 0 {
+		t.Errorf("without a token: notified %q, want nothing", n.got)
+	}
+	// A caller that cannot ask its user: create_elicitation declines.
+	if res, err := e.CallToolResult(engine.WithCallNotifier(ctx, n), "s", "test_elicitation", map[string]any{"message": "name?"}, engine.RunOptions{}); err != nil ||
+		res.Output != `User response: {"action":"decline"}` {
+		t.Errorf("test_elicitation without an elicitor: %q, %v; want a decline", res.Output, err)
+	}
+	res := call(n, "test_audio_content")
+	if len(res.Content) != 1 || res.Content[0].Type != "audio" || res.Content[0].MimeType != "audio/wav" || res.Content[0].Data == "" {
+		t.Errorf("test_audio_content: %+v, want one audio/wav item", res.Content)
+	}
+	res = call(n, "test_embedded_resource")
+	if len(res.Content) != 1 || res.Content[0].URI != "test://embedded-resource" || res.Output != "This is an embedded resource content." {
+		t.Errorf("test_embedded_resource: output %q, content %+v; want the resource, its text as the output", res.Output, res.Content)
+	}
+}

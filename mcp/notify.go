@@ -1,0 +1,122 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxNotifications bounds the progress and log notifications one
+// call sends its client when Options.MaxNotifications is zero: far more
+// than a tool reporting its steps needs, far fewer than a plugin looping
+// on notify_progress could make the client read.
+const DefaultMaxNotifications = 256
+
+// notifyTimeout bounds sending one notification: a client that does not
+// read its stream must not hold the plugin's call for long.
+const notifyTimeout = 5 * time.Second
+
+// ErrMaxNotifications marks an elicitation refused because its call sent
+// Options.MaxNotifications already (errors.Is); the plugin is answered a
+// decline.
+var ErrMaxNotifications = errors.New("mcp: max_notifications reached")
+
+// notifier forwards a call's progress and log notifications to the client
+// whose call it is (engine.CallNotifier), on the call's own stream, at most
+// max of them; past that they are dropped, counted
+// (Server.Refusals) and warned about once per call.
+type notifier struct {
+	s     *Server
+	ss    *sdk.ServerSession
+	ctx   context.Context // the call's: the SDK sends on the request's stream
+	tool  string
+	token any
+
+	mu   sync.Mutex
+	sent int
+}
+
+// notifier is the notifier of a call of tool in ss, under the handler's
+// ctx, with the client's progress token (nil: none).
+func (s *Server) notifier(ctx context.Context, ss *sdk.ServerSession, tool string, token any) *notifier {
+	return &notifier{s: s, ss: ss, ctx: ctx, tool: tool, token: token}
+}
+
+// take reports whether one more notification may be sent, counting a
+// dropped one.
+func (n *notifier) take() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sent < n.s.opts.MaxNotifications {
+		n.sent++
+		return true
+	}
+	n.s.mu.Lock()
+	n.s.refused.Notifications++
+	n.s.mu.Unlock()
+	if n.sent == n.s.opts.MaxNotifications {
+		n.sent++ // warned
+		n.s.log.WarnContext(n.ctx, "mcp: a call's notifications past max_notifications are dropped",
+			"tool", n.tool, "max_notifications", n.s.opts.MaxNotifications)
+	}
+	return false
+}
+
+// ProgressToken is the client's token, or nil.
+func (n *notifier) ProgressToken() any { return n.token }
+
+// Progress sends notifications/progress with the client's token, when it
+// gave one.
+func (n *notifier) Progress(progress, total float64, message string) {
+	if n.token == nil || !n.take() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, notifyTimeout)
+	defer cancel()
+	err := n.ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: n.token, Progress: progress, Total: total, Message: message})
+	if err != nil {
+		n.s.log.DebugContext(ctx, "mcp: a progress notification not sent", "tool", n.tool, "error", err)
+	}
+}
+
+// Log sends notifications/message, when the client asked for messages of
+// level (the SDK filters by logging/setLevel).
+func (n *notifier) Log(level, logger string, data json.RawMessage) {
+	if !n.take() {
+		return
+	}
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, notifyTimeout)
+	defer cancel()
+	err := n.ss.Log(ctx, &sdk.LoggingMessageParams{Level: sdk.LoggingLevel(level), Logger: logger, Data: data})
+	if err != nil {
+		n.s.log.DebugContext(ctx, "mcp: a log notification not sent", "tool", n.tool, "error", err)
+	}
+}
+
+// Elicit asks the client's user for input (elicitation/create) with
+// params, and answers the client's result; it counts as a notification
+// against the cap. The SDK refuses it when the client did not declare the
+// elicitation capability, and checks an accepted answer against the
+// requested schema.
+func (n *notifier) Elicit(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	var p sdk.ElicitParams
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, fmt.Errorf("mcp: elicitation params: %w", err)
+	}
+	if !n.take() {
+		return nil, fmt.Errorf("%w: %d notifications sent in this call", ErrMaxNotifications, n.s.opts.MaxNotifications)
+	}
+	res, err := n.ss.Elicit(ctx, &p)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
