@@ -22,6 +22,9 @@ type MCPServe struct {
 	// MaxNotifications bounds the progress and log notifications (and
 	// elicitations) a plugin sends one call's client (default 256).
 	MaxNotifications int `toml:"max_notifications"`
+	// WatchInterval is how often --watch looks at the plugin files
+	// (default 500ms).
+	WatchInterval time.Duration `toml:"watch_interval"`
 	// SessionIdle ends an HTTP session without a request for this long
 	// (default 30m).
 	SessionIdle time.Duration `toml:"session_idle"`
@@ -45,5 +48,8 @@ func (v *validator) mcpServe() {
 	v.limit(toml.Key{"mcp", "max_notifications"}, m.MaxNotifications)
 	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {
 		v.fail(toml.Key{"mcp", "session_idle"}, nil, "must be positive, got %s (leave it out for the default, 30m)", m.SessionIdle)
+	}
+	if v.md.IsDefined("mcp", "watch_interval") && m.WatchInterval < 10*time.Millisecond {
+		v.fail(toml.Key{"mcp", "watch_interval"}, nil, "must be at least 10ms, got %s (leave it out for the default, 500ms)", m.WatchInterval)
 	}
 }

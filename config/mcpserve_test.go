@@ -21,6 +21,7 @@ scripted_replies = "replies.json"
 max_request_kb = 64
 max_calls_per_session = 4
 max_notifications = 9
+watch_interval = "2s"
 session_idle = "5m"
 `})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
@@ -30,6 +31,9 @@ session_idle = "5m"
 	if o := cfg.MCP.Options(); o.MaxRequestBytes != 64<<10 || o.MaxCallsPerSession != 4 || o.MaxNotifications != 9 {
 		t.Errorf("Options() = %+v, want 64 KiB, 4 calls and 9 notifications", o)
 	}
+	if cfg.MCP.WatchInterval != 2*time.Second {
+		t.Errorf("WatchInterval = %s, want 2s", cfg.MCP.WatchInterval)
+	}
 	if o := cfg.MCP.HTTPOptions(); !reflect.DeepEqual(o, mcp.HTTPOptions{SessionIdle: 5 * time.Minute}) {
 		t.Errorf("HTTPOptions() = %+v, want session_idle 5m and the rest zero", o)
 	}
@@ -38,7 +42,7 @@ session_idle = "5m"
 // A bad [mcp] value is an error naming the key, its line and the range.
 func TestMCPServeTableErrors(t *testing.T) {
 	for key, value := range map[string]string{
-		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_notifications": "0", "session_idle": `"0s"`,
+		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_notifications": "0", "watch_interval": `"1ms"`, "session_idle": `"0s"`,
 	} {
 		ce, err := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[mcp]\n"+key+" = "+value+"\n")
 		if ce.Key != "mcp."+key || ce.Line != 5 || !strings.Contains(err.Error(), "leave it out for the default") {

@@ -1,6 +1,9 @@
 package config
 
-import "github.com/morphhost/morph/host"
+import (
+	"github.com/morphhost/morph/host"
+	"github.com/morphhost/morph/mcp"
+)
 
 // Loader is the loader the runtime's plugins were loaded with: the one
 // that reloads them (host.Loader.Reload).
@@ -16,4 +19,17 @@ func (r *Runtime) Plugin(name string) *host.Plugin {
 		}
 	}
 	return nil
+}
+
+// WatchTargets are the runtime's plugins a watcher reloads (mcp.Watcher,
+// morph mcp serve --watch): each [[plugins]] entry of c with a path, with
+// its configuration as loaded. Discovered plugins are not among them.
+func (r *Runtime) WatchTargets(c *Config) []mcp.WatchTarget {
+	var targets []mcp.WatchTarget
+	for _, p := range c.Plugins {
+		if hp := r.Plugin(p.Name); hp != nil && p.Path != "" {
+			targets = append(targets, mcp.WatchTarget{Plugin: hp, Config: p.HostConfig()})
+		}
+	}
+	return targets
 }

@@ -236,13 +236,7 @@ func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, o mcp.H
 // srv, until ctx ends or stop is called, which waits for a reload under way
 // (--watch).
 func watchPlugins(ctx context.Context, srv *mcp.Server, rt *config.Runtime, cfg *config.Config, logger *slog.Logger) (stop func(), err error) {
-	var targets []mcp.WatchTarget
-	for _, p := range cfg.Plugins {
-		if hp := rt.Plugin(p.Name); hp != nil && p.Path != "" {
-			targets = append(targets, mcp.WatchTarget{Plugin: hp, Config: p.HostConfig()})
-		}
-	}
-	w, err := mcp.NewWatcher(srv, rt.Loader(), targets, mcp.WatchOptions{Logger: logger})
+	w, err := mcp.NewWatcher(srv, rt.Loader(), rt.WatchTargets(cfg), mcp.WatchOptions{Logger: logger, Interval: cfg.MCP.WatchInterval})
 	if err != nil {
 		return nil, err
 	}
