@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,16 +29,44 @@ import (
 // progress lines and result as the same run without it. The service's
 // address is Temporal's own TEMPORAL_ADDRESS, as no host_port is set.
 func TestCLIRunOnTemporal(t *testing.T) {
+	cliRunOnTemporal(t, "", "step 1  tool calc  tokens", nil,
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
+		`{"type":"final","final":{"thought":"done","output":42}}`)
+}
+
+// A worker's engine starts the config's [[mcp_servers]] as morph run's
+// does, and a durable turn's call of an MCP server's tool is an activity
+// on the worker, as in the same run without Temporal: server-filesystem's
+// write_file writes the file in its root (checked after the durable run,
+// before the local one writes it again).
+func TestCLIRunOnTemporalWithMCPServer(t *testing.T) {
+	tools := testenv.MCPTools(t)
+	root := t.TempDir()
+	file := filepath.Join(root, "out.txt")
+	servers := "\n[[mcp_servers]]\nname = \"fs\"\ntools = [\"write_file\"]\ncommand = " + strconv.Quote(filepath.Join(tools, "node_modules", ".bin", "node")) +
+		"\nargs = [" + strconv.Quote(filepath.Join(tools, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")) + ", " + strconv.Quote(root) + "]\n"
+	written := func() {
+		if b, err := os.ReadFile(file); err != nil || string(b) != "from a durable turn" {
+			t.Errorf("after the durable turn, %s holds %q, %v; want what the worker's call wrote", file, b, err)
+		}
+		os.Remove(file)
+	}
+	cliRunOnTemporal(t, servers, "step 1  tool fs.write_file  tokens", written,
+		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"fs.write_file","tool_params":{"path":`+strconv.Quote(file)+`,"content":"from a durable turn"}}}`,
+		`{"type":"final","final":{"thought":"done","output":"written"}}`)
+}
+
+// cliRunOnTemporal runs a worker and `morph run --temporal` on a config of
+// replies (plus extra), then afterDurable (when not nil), then the same run
+// without Temporal: their results must be the same, and the progress lines
+// show wantStep and a final step.
+func cliRunOnTemporal(t *testing.T, extra, wantStep string, afterDurable func(), replies ...string) {
 	srv, err := devServer()
 	if err != nil {
 		dev(t) // skips or fails, naming why
 	}
-	replies := []string{
-		`{"type":"tool_call","tool_call":{"thought":"t","tool_name":"calc","tool_params":{"expression":"6*7"}}}`,
-		`{"type":"final","final":{"thought":"done","output":42}}`,
-	}
 	queue := fmt.Sprint("cli-", time.Now().UnixNano())
-	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\ntask_queue = %q\n", queue))
+	cfg := appendConfig(t, writeConfig(t, replies...), fmt.Sprintf("\n[temporal]\ntask_queue = %q\n", queue)+extra)
 
 	morph := bin(t, "morph")
 	var logs testenv.Buffer
@@ -67,12 +96,15 @@ func TestCLIRunOnTemporal(t *testing.T) {
 		return out, stderr.String()
 	}
 	durable, progress := run("--temporal", "what is 6*7?")
+	if afterDurable != nil {
+		afterDurable()
+	}
 	local, _ := run("what is 6*7?")
 	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	if j(durable) != j(local) {
 		t.Errorf("morph run --temporal:\n%s\nmorph run:\n%s", j(durable), j(local))
 	}
-	if !strings.Contains(progress, "step 1  tool calc  tokens") || !strings.Contains(progress, "step 2  final  tokens") {
+	if !strings.Contains(progress, wantStep) || !strings.Contains(progress, "step 2  final  tokens") {
 		t.Errorf("progress lines:\n%s", progress)
 	}
 }
