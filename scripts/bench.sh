@@ -51,6 +51,7 @@ schema    ./engine/internal/schemacost  ^(BenchmarkAllOfChain|BenchmarkRegexForm
 pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
 stage     ./host                        ^BenchmarkStage$                             0.3s
 mcp       ./cmd/morph                   ^BenchmarkMCPCall$                           300x
+reload    ./host                        ^BenchmarkReloadPause$                       300x
 temporal  ./temporal                    ^BenchmarkTurn$                              5x
 load      ./temporal                    ^BenchmarkLoad$                              1x
 G
