@@ -22,6 +22,9 @@ type MCPServe struct {
 	// MaxNotifications bounds the progress and log notifications (and
 	// elicitations) a plugin sends one call's client (default 256).
 	MaxNotifications int `toml:"max_notifications"`
+	// WriteTimeout bounds each write to an HTTP client (default 30s): one
+	// that stopped reading fails its request past it.
+	WriteTimeout time.Duration `toml:"write_timeout"`
 	// WatchInterval is how often --watch looks at the plugin files
 	// (default 500ms).
 	WatchInterval time.Duration `toml:"watch_interval"`
@@ -37,7 +40,7 @@ func (m MCPServe) Options() mcp.Options {
 
 // HTTPOptions are the HTTP transport's options the table sets.
 func (m MCPServe) HTTPOptions() mcp.HTTPOptions {
-	return mcp.HTTPOptions{MaxSessions: m.MaxSessions, SessionIdle: m.SessionIdle}
+	return mcp.HTTPOptions{MaxSessions: m.MaxSessions, SessionIdle: m.SessionIdle, WriteTimeout: m.WriteTimeout}
 }
 
 func (v *validator) mcpServe() {
@@ -48,6 +51,9 @@ func (v *validator) mcpServe() {
 	v.limit(toml.Key{"mcp", "max_notifications"}, m.MaxNotifications)
 	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {
 		v.fail(toml.Key{"mcp", "session_idle"}, nil, "must be positive, got %s (leave it out for the default, 30m)", m.SessionIdle)
+	}
+	if v.md.IsDefined("mcp", "write_timeout") && m.WriteTimeout <= 0 {
+		v.fail(toml.Key{"mcp", "write_timeout"}, nil, "must be positive, got %s (leave it out for the default, 30s)", m.WriteTimeout)
 	}
 	if v.md.IsDefined("mcp", "watch_interval") && m.WatchInterval < 10*time.Millisecond {
 		v.fail(toml.Key{"mcp", "watch_interval"}, nil, "must be at least 10ms, got %s (leave it out for the default, 500ms)", m.WatchInterval)

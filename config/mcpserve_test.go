@@ -22,6 +22,7 @@ max_request_kb = 64
 max_calls_per_session = 4
 max_notifications = 9
 watch_interval = "2s"
+write_timeout = "7s"
 session_idle = "5m"
 `})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
@@ -34,15 +35,15 @@ session_idle = "5m"
 	if cfg.MCP.WatchInterval != 2*time.Second {
 		t.Errorf("WatchInterval = %s, want 2s", cfg.MCP.WatchInterval)
 	}
-	if o := cfg.MCP.HTTPOptions(); !reflect.DeepEqual(o, mcp.HTTPOptions{SessionIdle: 5 * time.Minute}) {
-		t.Errorf("HTTPOptions() = %+v, want session_idle 5m and the rest zero", o)
+	if o := cfg.MCP.HTTPOptions(); !reflect.DeepEqual(o, mcp.HTTPOptions{SessionIdle: 5 * time.Minute, WriteTimeout: 7 * time.Second}) {
+		t.Errorf("HTTPOptions() = %+v, want session_idle 5m, write_timeout 7s and the rest zero", o)
 	}
 }
 
 // A bad [mcp] value is an error naming the key, its line and the range.
 func TestMCPServeTableErrors(t *testing.T) {
 	for key, value := range map[string]string{
-		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_notifications": "0", "watch_interval": `"1ms"`, "session_idle": `"0s"`,
+		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_notifications": "0", "watch_interval": `"1ms"`, "write_timeout": `"0s"`, "session_idle": `"0s"`,
 	} {
 		ce, err := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[mcp]\n"+key+" = "+value+"\n")
 		if ce.Key != "mcp."+key || ce.Line != 5 || !strings.Contains(err.Error(), "leave it out for the default") {

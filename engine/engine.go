@@ -63,6 +63,7 @@ type Engine struct {
 	maxDepth   int                // WithMaxJSONDepth
 	svc        services           // WithService, Extension.Services
 	conf       settings           // WithConfigKeys, Extension.ConfigKeys
+	toolWatch  toolWatchers       // OnToolsChanged
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a

@@ -378,6 +378,7 @@ func (e *Engine) replaceTools(ctx context.Context, name string, tools []Tool) er
 		}
 	}
 	e.log.InfoContext(ctx, "plugin's tools changed", "plugin", name, "tools", len(tools)-len(kept))
+	e.toolsChanged(ctx)
 	return nil
 }
 

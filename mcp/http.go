@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -44,11 +45,20 @@ type HTTPOptions struct {
 	// SessionIdle ends a session with no request for this long; zero is
 	// DefaultSessionIdle.
 	SessionIdle time.Duration
+	// WriteTimeout bounds each write of an answer or a notification to a
+	// client: one that stops reading fails its write past it, which ends
+	// the request (and lets its session end), rather than holding a
+	// handler, a session's instances and shutdown for ever. Zero is
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// MaxSessions bounds the HTTP sessions open at once: a request that
 	// would start another is refused with 503 and a JSON-RPC error, and
 	// counted (Server.Refusals). Zero is DefaultMaxSessions.
 	MaxSessions int
 }
+
+// DefaultWriteTimeout is HTTPOptions.WriteTimeout when zero.
+const DefaultWriteTimeout = 30 * time.Second
 
 // DefaultMaxSessions is HTTPOptions.MaxSessions when zero.
 const DefaultMaxSessions = 256
@@ -69,6 +79,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
 	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
 		Logger:              s.log,
 		SessionTimeout:      o.SessionIdle,
@@ -77,14 +90,75 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if o.Token != "" {
 		h = auth.RequireBearerToken(tokenVerifier(o.Token), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	}
-	return originCheck(o, s.sessionCap(o.MaxSessions, h)), nil
+	h = s.sessionCap(o.MaxSessions, h)
+	// The SDK writes answers with no deadline, and closing a session
+	// waits for its writes.
+	write := h
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		write.ServeHTTP(&responseWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: o.WriteTimeout}, r)
+	})
+	return originCheck(o, h), nil
 }
+
+// responseWriter is an http.ResponseWriter with a deadline on each write
+// (timeout, when set) and a function called before the first.
+type responseWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	first   func()
+	once    sync.Once
+}
+
+// before runs first once, and sets the write's deadline.
+func (w *responseWriter) before() {
+	if w.first != nil {
+		w.once.Do(w.first)
+	}
+	if w.timeout > 0 {
+		w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+}
+
+// after clears the deadline: an idle event stream between writes is not
+// a stalled client.
+func (w *responseWriter) after() {
+	if w.timeout > 0 {
+		w.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// WriteHeader writes the status.
+func (w *responseWriter) WriteHeader(code int) {
+	w.before()
+	defer w.after()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes b within the deadline.
+func (w *responseWriter) Write(b []byte) (int, error) {
+	w.before()
+	defer w.after()
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush flushes within the deadline (the SDK flushes each event).
+func (w *responseWriter) Flush() {
+	w.before()
+	defer w.after()
+	w.rc.Flush()
+}
+
+// Unwrap is the ResponseWriter wrapped, for http.ResponseController.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // sessionCap refuses, with 503, a request that would start a session
 // (one without a session id) while limit HTTP sessions are open or being
-// initialized: initializes at once are counted from their start, so the
-// cap is exact (one may count twice while it ends, refusing early, never
-// late).
+// initialized: an initialize counts from its start until its answer is
+// written, by when its session is open (counted from its track), so
+// initializes at once cannot pass the cap together. (Between the two, an
+// initialize counts twice: one at once with it may be refused early;
+// a client that waits for its answer never is.)
 func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
@@ -94,11 +168,13 @@ func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 				s.refused.Sessions++
 			} else {
 				s.httpStarting++
-				defer func() {
+				started := &responseWriter{ResponseWriter: w, rc: http.NewResponseController(w), first: func() {
 					s.mu.Lock()
 					s.httpStarting--
 					s.mu.Unlock()
-				}()
+				}}
+				defer started.once.Do(started.first) // no answer written
+				w = started
 			}
 			s.mu.Unlock()
 			if full {
@@ -198,18 +274,30 @@ func (s *Server) trackHTTP(next sdk.MethodHandler) sdk.MethodHandler {
 }
 
 // CloseSessions ends every session (canceling its calls in flight) and
-// waits until the HTTP sessions' engine sessions are ended: for a server
-// shutting down, before its engine closes. A session initialized after it
-// is ended at once.
-func (s *Server) CloseSessions() {
+// waits until the HTTP sessions' engine sessions are ended, or ctx ends
+// (an error wrapping ctx's): for a server shutting down, before its engine
+// closes. A session initialized after it is ended at once. A client that
+// stopped reading holds its session's end for at most
+// HTTPOptions.WriteTimeout.
+func (s *Server) CloseSessions(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	for _, ses := range s.sessions {
 		ses.cancel()
 	}
 	s.mu.Unlock()
-	for ss := range s.sdk.Sessions() {
-		ss.Close()
+	done := make(chan struct{})
+	go func() {
+		for ss := range s.sdk.Sessions() {
+			ss.Close()
+		}
+		s.ending.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("mcp: the HTTP sessions did not end: %w", ctx.Err())
 	}
-	s.ending.Wait()
 }

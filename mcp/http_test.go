@@ -3,7 +3,9 @@ package mcp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,7 +29,11 @@ func serveHTTP(t *testing.T, srv *mcp.Server, o mcp.HTTPOptions) *httptest.Serve
 	}
 	hs := httptest.NewServer(h)
 	t.Cleanup(func() {
-		srv.CloseSessions()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := srv.CloseSessions(ctx); err != nil {
+			t.Error(err)
+		}
 		hs.Close()
 	})
 	return hs
@@ -250,7 +256,7 @@ func TestHTTPCloseSessions(t *testing.T) {
 	waitSessions(t, rt.Engine, "spin", 1) // the call is running
 	closed := make(chan struct{})
 	go func() {
-		srv.CloseSessions()
+		srv.CloseSessions(context.Background())
 		close(closed)
 	}()
 	select {
@@ -369,4 +375,81 @@ func initialize(t *testing.T, hc *http.Client, url string) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// bigTool answers n bytes of text.
+type bigTool struct {
+	schemaTool
+	n   int
+	ran *atomic.Bool
+}
+
+func (b bigTool) Execute(context.Context, map[string]any) (string, error) {
+	b.ran.Store(true)
+	return strings.Repeat("x", b.n), nil
+}
+
+// An HTTP client that sends a call and never reads its answer cannot hold
+// the server: the answer's write fails past WriteTimeout, so closing the
+// sessions (a signal) ends. (Without the deadline the SDK's write blocks
+// for ever, and closing the session waits for it.)
+func TestHTTPClientNeverReads(t *testing.T) {
+	var ran atomic.Bool
+	reg := engine.NewRegistry()
+	reg.Register(bigTool{schemaTool{name: "big", schema: `{"type":"object"}`}, 16 << 20, &ran})
+	srv := newServer(t, engine.New(nil, reg, engine.WithMaxObservationBytes(32<<20)), mcp.Options{})
+	h, err := srv.Handler(mcp.HTTPOptions{Loopback: true, WriteTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	id := initSession(t, hs.URL)
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big","arguments":{}}}`
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s",
+		hs.Listener.Addr(), id, len(body), body)
+	// The client never reads conn: the 16 MiB answer fills the connection.
+	deadline := time.Now().Add(time.Minute)
+	for !ran.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the answer is being written, and blocks
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.CloseSessions(ctx); err != nil {
+		t.Fatalf("CloseSessions with a client that stopped reading its answer: %v", err)
+	}
+}
+
+// initSession initializes an HTTP session with net/http and is its id.
+func initSession(t *testing.T, url string) string {
+	t.Helper()
+	do := func(body, id string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if id != "" {
+			req.Header.Set("Mcp-Session-Id", id)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := do(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, "")
+	id := resp.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		t.Fatalf("initialize: %s, no session id", resp.Status)
+	}
+	do(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, id)
+	return id
 }

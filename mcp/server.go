@@ -83,11 +83,12 @@ type Options struct {
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
 // Serve may run once per client session, concurrently.
 type Server struct {
-	eng   *engine.Engine
-	opts  Options
-	log   *slog.Logger
-	sdk   *sdk.Server
-	tools servedTools // the engine's tools as served (SyncTools)
+	eng     *engine.Engine
+	opts    Options
+	log     *slog.Logger
+	sdk     *sdk.Server
+	tools   servedTools // the engine's tools as served (SyncTools)
+	unwatch func()      // stops following the engine's tool changes (Close)
 
 	mu           sync.Mutex
 	sessions     map[*sdk.ServerSession]*session
@@ -141,6 +142,9 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
 	s.SyncTools(ctx)
+	// A plugin's or an MCP server's own list change (and a reload) reach
+	// the clients as list_changed.
+	s.unwatch = eng.OnToolsChanged(func(ctx context.Context) { s.SyncTools(context.WithoutCancel(ctx)) })
 	return s, nil
 }
 
@@ -156,6 +160,11 @@ func (s *Server) addTool(t *sdk.Tool) (err error) {
 	s.sdk.AddTool(t, s.handler(t.Name))
 	return nil
 }
+
+// Close stops following the engine's tool changes, for a server done
+// serving an engine that goes on (the sessions end with Serve, or
+// CloseSessions over HTTP).
+func (s *Server) Close() { s.unwatch() }
 
 // Tools are the names of the tools served, sorted.
 func (s *Server) Tools() []string {

@@ -104,6 +104,7 @@ func newServer(t *testing.T, eng *engine.Engine, opts mcp.Options) *mcp.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(srv.Close)
 	return srv
 }
 

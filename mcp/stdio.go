@@ -64,7 +64,7 @@ type stdioTransport struct {
 // Connect starts the transport's reader and writer.
 func (t *stdioTransport) Connect(context.Context) (sdk.Connection, error) {
 	c := &stdioConn{t: t, in: make(chan jsonrpc.Message), out: make(chan []byte), closed: make(chan struct{}),
-		dead: make(chan struct{}), readErr: make(chan error, 1), slots: make(chan struct{}, t.pending)}
+		dead: make(chan struct{}), readErr: make(chan error, 1), slots: make(chan struct{}, t.pending), ids: map[any]bool{}}
 	go c.read()
 	go c.write()
 	return c, nil
@@ -76,6 +76,9 @@ type stdioConn struct {
 	out     chan []byte
 	readErr chan error    // the reader's end (io.EOF when the client closed)
 	slots   chan struct{} // a request read and not answered holds one
+
+	mu  sync.Mutex
+	ids map[any]bool // the ids of the requests read and not yet answered
 
 	once   sync.Once
 	closed chan struct{} // Close was called: reading stops
@@ -110,9 +113,12 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return err
 	}
 	if r, ok := msg.(*jsonrpc.Response); ok && r.ID.IsValid() {
-		select {
-		case <-c.slots:
-		default: // not a request read here: nothing to free
+		c.mu.Lock()
+		read := c.ids[r.ID.Raw()]
+		delete(c.ids, r.ID.Raw())
+		c.mu.Unlock()
+		if read {
+			<-c.slots
 		}
 	}
 	return nil
@@ -213,10 +219,24 @@ func (c *stdioConn) decode(line, tail []byte) jsonrpc.Message {
 		refusal = errors.New("mcp: a JSON-RPC batch was refused: send one message per line")
 	default:
 		m, err := jsonrpc.DecodeMessage(line)
-		if err == nil {
+		if err != nil {
+			refusal, code = fmt.Errorf("mcp: a line that is not a JSON-RPC message was refused: %w", err), jsonrpc.CodeParseError
+			break
+		}
+		r, ok := m.(*jsonrpc.Request)
+		if !ok || !r.ID.IsValid() {
 			return m
 		}
-		refusal, code = fmt.Errorf("mcp: a line that is not a JSON-RPC message was refused: %w", err), jsonrpc.CodeParseError
+		// The SDK drops a request whose id a running one has, unanswered:
+		// its slot would never be freed.
+		c.mu.Lock()
+		inUse := c.ids[r.ID.Raw()]
+		c.ids[r.ID.Raw()] = true
+		c.mu.Unlock()
+		if !inUse {
+			return m
+		}
+		refusal = fmt.Errorf("mcp: a request whose id %v a request not yet answered has was refused", r.ID.Raw())
 	}
 	c.t.refuse(refusal)
 	// By hand: the SDK's encoding leaves out a null id, which JSON-RPC

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -258,5 +259,77 @@ func TestClientCancels(t *testing.T) {
 	}
 	if n := running.Load(); n != 0 {
 		t.Errorf("the tool still runs 30 s after the client canceled its call (%d running)", n)
+	}
+}
+
+// watchExt is a plugin whose tools change while it runs (as an MCP
+// plugin's notify_tool_list_changed, or an [[mcp_servers]] list change).
+type watchExt struct {
+	update func(context.Context, []engine.Tool) error
+}
+
+func (*watchExt) Name() string { return "changing" }
+func (w *watchExt) Open(context.Context) (*engine.Extension, error) {
+	return &engine.Extension{Tools: []engine.Tool{schemaTool{name: "first", schema: `{"type":"object"}`}},
+		WatchTools: func(u func(context.Context, []engine.Tool) error) { w.update = u }}, nil
+}
+
+// A plugin's own tool list change reaches the client as
+// notifications/tools/list_changed, and the served list follows it
+// (Engine.OnToolsChanged, SyncTools).
+func TestPluginToolChangeServed(t *testing.T) {
+	ext := &watchExt{}
+	eng := engine.New(nil, engine.NewRegistry(), engine.WithExtenders(ext))
+	srv := newServer(t, eng, mcp.Options{})
+	changed := make(chan struct{}, 10)
+	st, ct := sdk.NewInMemoryTransports()
+	go srv.Serve(context.Background(), st)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} }}).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := ext.update(context.Background(), []engine.Tool{schemaTool{name: "second", schema: `{"type":"object"}`}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(time.Minute):
+		t.Fatal("no notifications/tools/list_changed within a minute of the plugin's change")
+	}
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Equal(names, []string{"second"}) {
+		t.Errorf("tools served after the plugin's change: %v, want [second]", names)
+	}
+}
+
+// A request reusing the id of one still running is refused with an error
+// (the SDK would drop it unanswered, and its read-ahead slot with it):
+// with MaxCallsPerSession 1 (two slots), the ping after it is still read
+// and answered while the call runs.
+func TestStdioDuplicateID(t *testing.T) {
+	var running atomic.Int32
+	r := newRawStdio(t, mcp.Options{MaxCallsPerSession: 1}, blockTool{schemaTool{name: "block", schema: `{"type":"object"}`}, &running})
+	go io.WriteString(r.in, initLines+`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"block"}}`+"\n")
+	r.answer(t) // initialize
+	deadline := time.Now().Add(time.Minute)
+	for running.Load() < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	go io.WriteString(r.in, `{"jsonrpc":"2.0","id":5,"method":"ping"}`+"\n"+`{"jsonrpc":"2.0","id":6,"method":"ping"}`+"\n")
+	dup, pong := r.answer(t), r.answer(t)
+	if e, _ := dup["error"].(map[string]any); dup["id"] != 5.0 || e == nil || !strings.Contains(fmt.Sprint(e["message"]), "id 5") {
+		t.Errorf("the duplicate id 5: %v, want an error naming the id", dup)
+	}
+	if pong["id"] != 6.0 || pong["result"] == nil {
+		t.Errorf("the ping after the duplicate: %v", pong)
 	}
 }

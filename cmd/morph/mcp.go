@@ -173,6 +173,7 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
+	defer srv.Close()
 	if f.watch {
 		stop, err := watchPlugins(ctx, srv, rt, cfg, logger)
 		if err != nil {
@@ -222,10 +223,13 @@ func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, o mcp.H
 		return &exitError{exitRunFailed, fmt.Errorf("serving HTTP: %w", err)}
 	case <-ctx.Done():
 	}
-	// The sessions' streams never go idle: end them, then the listener.
-	srv.CloseSessions()
+	// The sessions' streams never go idle: end them, then the listener;
+	// both within --shutdown-timeout, past which the connections are cut.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
 	defer cancel()
+	if err := srv.CloseSessions(sctx); err != nil {
+		fmt.Fprintln(stderr, "morph: "+err.Error()+": cutting the connections")
+	}
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()
 	}
