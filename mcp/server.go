@@ -78,6 +78,10 @@ type Options struct {
 	// sends one call's client; past it they are dropped and counted
 	// (Refusals). Zero is DefaultMaxNotifications.
 	MaxNotifications int
+	// MaxItems bounds the prompts, the resources and the resource
+	// templates served of each plugin (engine.MCPProvider): past it, the
+	// first are served, with a warning. Zero is DefaultMaxItems.
+	MaxItems int
 }
 
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
@@ -88,6 +92,7 @@ type Server struct {
 	log   *slog.Logger
 	sdk   *sdk.Server
 	tools servedTools // the engine's tools as served (SyncTools)
+	items served      // the plugins' prompts and resources as served (syncItems)
 
 	mu           sync.Mutex
 	sessions     map[*sdk.ServerSession]*session
@@ -130,6 +135,9 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	if opts.MaxNotifications <= 0 {
 		opts.MaxNotifications = DefaultMaxNotifications
 	}
+	if opts.MaxItems <= 0 {
+		opts.MaxItems = DefaultMaxItems
+	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Logger: opts.Logger,
@@ -141,6 +149,7 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
 	s.SyncTools(ctx)
+	s.syncItems(ctx)
 	return s, nil
 }
 

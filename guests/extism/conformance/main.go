@@ -28,6 +28,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	pdk "github.com/extism/go-pdk"
@@ -200,4 +201,101 @@ func callTool() int32 {
 		return content(text("json_schema_2020_12_tool called"))
 	}
 	return reply.JSON(item{"content": []item{text("no tool " + in.Request.Name)}, "isError": true})
+}
+
+// The conformance scenarios' resources: two static ones and a template.
+const (
+	staticText   = "test://static-text"
+	staticBinary = "test://static-binary"
+	dataTemplate = "test://template/{id}/data"
+)
+
+//go:wasmexport list_resources
+func listResources() int32 {
+	return reply.JSON(item{"resources": []item{
+		{"uri": staticText, "name": "static-text", "mimeType": "text/plain", "description": "A static text resource."},
+		{"uri": staticBinary, "name": "static-binary", "mimeType": "image/png", "description": "A static binary resource."},
+	}})
+}
+
+//go:wasmexport list_resource_templates
+func listResourceTemplates() int32 {
+	return reply.JSON(item{"resourceTemplates": []item{
+		{"uriTemplate": dataTemplate, "name": "template-data", "mimeType": "application/json", "description": "Data by id."},
+	}})
+}
+
+//go:wasmexport read_resource
+func readResource() int32 {
+	var in struct {
+		Request struct {
+			URI string `json:"uri"`
+		} `json:"request"`
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil {
+		return reply.Fail(errors.New("read_resource: want {\"request\": {\"uri\": ...}, \"context\": ...}"))
+	}
+	uri := in.Request.URI
+	contents := func(c item) int32 { return reply.JSON(item{"contents": []item{c}}) }
+	switch {
+	case uri == staticText:
+		return contents(item{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
+	case uri == staticBinary:
+		return contents(item{"uri": uri, "mimeType": "image/png", "blob": pixel})
+	case strings.HasPrefix(uri, "test://template/") && strings.HasSuffix(uri, "/data"):
+		id := strings.TrimSuffix(strings.TrimPrefix(uri, "test://template/"), "/data")
+		b, _ := json.Marshal(item{"id": id, "templateTest": true, "data": "Data for ID: " + id})
+		return contents(item{"uri": uri, "mimeType": "application/json", "text": string(b)})
+	}
+	return reply.Fail(errors.New("no resource " + uri))
+}
+
+//go:wasmexport list_prompts
+func listPrompts() int32 {
+	return reply.JSON(item{"prompts": []item{
+		{"name": "test_simple_prompt", "description": "A simple prompt without arguments."},
+		{"name": "test_prompt_with_arguments", "description": "A prompt with arguments.", "arguments": []item{
+			{"name": "arg1", "description": "First test argument", "required": true},
+			{"name": "arg2", "description": "Second test argument", "required": true},
+		}},
+		{"name": "test_prompt_with_embedded_resource", "description": "A prompt with an embedded resource.", "arguments": []item{
+			{"name": "resourceUri", "description": "URI of the resource to embed", "required": true},
+		}},
+		{"name": "test_prompt_with_image", "description": "A prompt with an image."},
+	}})
+}
+
+//go:wasmexport get_prompt
+func getPrompt() int32 {
+	var in struct {
+		Request struct {
+			Name      string            `json:"name"`
+			Arguments map[string]string `json:"arguments"`
+		} `json:"request"`
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil {
+		return reply.Fail(errors.New("get_prompt: want {\"request\": {\"name\": ...}, \"context\": ...}"))
+	}
+	args := in.Request.Arguments
+	messages := func(content ...item) int32 {
+		msgs := make([]item, len(content))
+		for i, c := range content {
+			msgs[i] = item{"role": "user", "content": c}
+		}
+		return reply.JSON(item{"messages": msgs})
+	}
+	switch in.Request.Name {
+	case "test_simple_prompt":
+		return messages(text("This is a simple prompt for testing."))
+	case "test_prompt_with_arguments":
+		return messages(text("Prompt with arguments: arg1='" + args["arg1"] + "', arg2='" + args["arg2"] + "'"))
+	case "test_prompt_with_embedded_resource":
+		return messages(resource(args["resourceUri"], "text/plain", "Embedded resource content for testing."),
+			text("Please process the embedded resource above."))
+	case "test_prompt_with_image":
+		return messages(image(), text("Please analyze the image above."))
+	}
+	return reply.Fail(errors.New("no prompt " + in.Request.Name))
 }

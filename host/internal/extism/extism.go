@@ -419,6 +419,9 @@ func (m *Module) Exports(name string) bool {
 	if _, ok := m.hooks[name]; ok {
 		return true
 	}
+	if m.mcp != nil && m.mcp.methods[name] != "" {
+		return true
+	}
 	return name == abi.ExportDescribe || name == abi.ExportCallTool && (m.mcp != nil || len(m.tools) > 0)
 }
 
@@ -493,6 +496,8 @@ func (g *instance) Call(ctx context.Context, deadline time.Time, export string, 
 		return g.describe(ctx, maxOut)
 	case export == abi.ExportCallTool:
 		return g.callTool(ctx, input, maxOut)
+	case g.m.mcp != nil && g.m.mcp.methods[export] != "":
+		return g.mcpRequest(ctx, g.m.mcp.methods[export], input, maxOut)
 	}
 	if name, ok := g.m.hooks[export]; ok {
 		return g.invoke(ctx, name, input, maxOut)
