@@ -71,7 +71,7 @@ func TestPromptsAndResources(t *testing.T) {
 		engine.MethodListResources: `{"resources":[{"uri":"test://text","name":"text"},{"uri":"test://blob","name":"blob"},` +
 			`{"uri":"relative/path","name":"rel"},{"uri":"test://badblob","name":"badblob"},{"uri":"test://both","name":"both"},` +
 			`{"uri":"test://latin1","name":"latin1"}]}`,
-		engine.MethodListResourceTemplates: `{"resourceTemplates":[{"uriTemplate":"test://t/{id}","name":"t"},{"uriTemplate":"test://bad/{id","name":"bad"}]}`,
+		engine.MethodListResourceTemplates:            `{"resourceTemplates":[{"uriTemplate":"test://t/{id}","name":"t"},{"uriTemplate":"test://bad/{id","name":"bad"}]}`,
 		engine.MethodReadResource + " test://text":    `{"contents":[{"uri":"test://text","mimeType":"text/plain","text":"hi"}]}`,
 		engine.MethodReadResource + " test://blob":    `{"contents":[{"uri":"test://blob","mimeType":"application/octet-stream","blob":"AAEC"}]}`,
 		engine.MethodReadResource + " test://badblob": `{"contents":[{"uri":"test://badblob","blob":"not base64!"}]}`,
