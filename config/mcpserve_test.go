@@ -21,14 +21,15 @@ scripted_replies = "replies.json"
 max_request_kb = 64
 max_calls_per_session = 4
 max_notifications = 9
+max_items = 7
 session_idle = "5m"
 `})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := cfg.MCP.Options(); o.MaxRequestBytes != 64<<10 || o.MaxCallsPerSession != 4 || o.MaxNotifications != 9 {
-		t.Errorf("Options() = %+v, want 64 KiB, 4 calls and 9 notifications", o)
+	if o := cfg.MCP.Options(); o.MaxRequestBytes != 64<<10 || o.MaxCallsPerSession != 4 || o.MaxNotifications != 9 || o.MaxItems != 7 {
+		t.Errorf("Options() = %+v, want 64 KiB, 4 calls, 9 notifications and 7 items", o)
 	}
 	if o := cfg.MCP.HTTPOptions(); !reflect.DeepEqual(o, mcp.HTTPOptions{SessionIdle: 5 * time.Minute}) {
 		t.Errorf("HTTPOptions() = %+v, want session_idle 5m and the rest zero", o)
@@ -38,7 +39,7 @@ session_idle = "5m"
 // A bad [mcp] value is an error naming the key, its line and the range.
 func TestMCPServeTableErrors(t *testing.T) {
 	for key, value := range map[string]string{
-		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_notifications": "0", "session_idle": `"0s"`,
+		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_notifications": "0", "max_items": "0", "session_idle": `"0s"`,
 	} {
 		ce, err := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[mcp]\n"+key+" = "+value+"\n")
 		if ce.Key != "mcp."+key || ce.Line != 5 || !strings.Contains(err.Error(), "leave it out for the default") {
