@@ -20,6 +20,13 @@
 //   - json_schema_2020_12_tool has an input schema with $schema, $defs and
 //     additionalProperties, which must reach the client as written.
 //
+// Its resources (list_resources, list_resource_templates, read_resource)
+// and prompts (list_prompts, get_prompt) are the resources-read-*,
+// resources-templates-read and prompts-get-* scenarios': a static text
+// and a static binary resource, the template test://template/{id}/data,
+// and a simple prompt, one with arguments, one with an embedded resource
+// and one with an image.
+//
 // Build (`make extism-guests`, from the repository's root):
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o extism-conformance.wasm ./conformance

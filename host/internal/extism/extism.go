@@ -90,7 +90,8 @@ const PageBytes = 64 << 10
 //     Extism's calling convention;
 //   - an MCP tool plugin's (mcp.go): describe and call (mcp.run servlets,
 //     hyper-mcp's v1 plugins) or list_tools and call_tool (hyper-mcp v2),
-//     whose tools morph serves;
+//     whose tools morph serves, and v2's prompts and resources exports,
+//     which it serves an MCP client (guest.MCPExport);
 //   - plain exports (count_vowels, run, greet, ...) that the plugin's
 //     configuration makes tools (Env.Tools) or hooks (Env.HookExports),
 //     beside an MCP plugin's tools or alone.
