@@ -7,13 +7,15 @@ import (
 
 // The MCP methods an MCPProvider may serve besides tools: a plugin
 // convention that has prompts and resources (hyper-mcp's v2 exports)
-// answers them with MCP's own payloads.
+// answers them with MCP's own payloads; completion completes a prompt's
+// or a resource template's argument.
 const (
 	MethodListPrompts           = "prompts/list"
 	MethodGetPrompt             = "prompts/get"
 	MethodListResources         = "resources/list"
 	MethodListResourceTemplates = "resources/templates/list"
 	MethodReadResource          = "resources/read"
+	MethodComplete              = "completion/complete"
 )
 
 // MCPProvider is what a plugin serves an MCP client besides its tools:

@@ -14,7 +14,7 @@ import (
 // mcpMethods are the MCP methods besides tools a plugin may serve
 // (engine.MCPProvider), in the order a server lists them.
 var mcpMethods = []string{engine.MethodListPrompts, engine.MethodGetPrompt, engine.MethodListResources,
-	engine.MethodListResourceTemplates, engine.MethodReadResource}
+	engine.MethodListResourceTemplates, engine.MethodReadResource, engine.MethodComplete}
 
 // mcpProvider serves a plugin's prompts and resources: the methods its
 // module answers besides tools (an Extism MCP plugin's v2 exports, see

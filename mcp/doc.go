@@ -58,6 +58,7 @@
 // call of the plugin in the client's engine session; what a plugin
 // answers is checked before the SDK sees it (a name or URI the SDK would
 // panic on, a list past Options.MaxItems, content that is not MCP's:
-// ErrPluginAnswer), and a name two plugins list is the first's.
-// Subscriptions and completion are not served.
+// ErrPluginAnswer), and a name two plugins list is the first's;
+// completion goes to the plugin whose prompt or template is named.
+// Subscriptions are not served.
 package mcp

@@ -33,13 +33,19 @@ var ErrPluginAnswer = errors.New("mcp: plugin answer not servable")
 // Resources, and to give a name two plugins list to the first.
 type served struct {
 	prompts, resources, templates map[string]string // name/URI -> plugin
+	// completers are the plugins that serve completion, by name.
+	completers map[string]engine.PluginMCP
 }
+
+// maxCompletionValues is the most values a completion has (MCP's limit);
+// a plugin's answer with more is cut to them, with hasMore.
+const maxCompletionValues = 100
 
 // syncItems serves the plugins' prompts and resources (engine.MCPProvider)
 // as they list them now: a plugin that fails to list is logged and serves
 // none of that kind. Called once, by NewServer.
 func (s *Server) syncItems(ctx context.Context) {
-	s.items = served{prompts: map[string]string{}, resources: map[string]string{}, templates: map[string]string{}}
+	s.items.prompts, s.items.resources, s.items.templates = map[string]string{}, map[string]string{}, map[string]string{}
 	for _, pm := range s.eng.MCPProviders() {
 		methods := pm.MCPMethods()
 		if slices.Contains(methods, engine.MethodListPrompts) && slices.Contains(methods, engine.MethodGetPrompt) {
@@ -284,4 +290,47 @@ func (s *Server) readResource(pm engine.PluginMCP) sdk.ResourceHandler {
 		}
 		return out, nil
 	}
+}
+
+// findCompleters records the plugins that serve completion, and reports
+// whether there is one.
+func (s *Server) findCompleters() bool {
+	s.items.completers = map[string]engine.PluginMCP{}
+	for _, pm := range s.eng.MCPProviders() {
+		if slices.Contains(pm.MCPMethods(), engine.MethodComplete) {
+			s.items.completers[pm.Plugin] = pm
+		}
+	}
+	return len(s.items.completers) > 0
+}
+
+// complete forwards completion/complete to the plugin whose prompt or
+// resource template the reference names, when it serves completion; any
+// other reference has no values. At most maxCompletionValues are sent.
+func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+	out := &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{}}}
+	var owner string
+	if ref := req.Params.Ref; ref != nil && ref.Type == "ref/prompt" {
+		owner = s.items.prompts[ref.Name]
+	} else if ref != nil && ref.Type == "ref/resource" {
+		owner = s.items.templates[ref.URI]
+	}
+	pm, ok := s.items.completers[owner]
+	if !ok {
+		return out, nil
+	}
+	var res struct {
+		Completion sdk.CompletionResultDetails `json:"completion"`
+	}
+	if err := s.request(ctx, req.Session, pm, engine.MethodComplete, req.Params, &res); err != nil {
+		return nil, err
+	}
+	out.Completion = res.Completion
+	if out.Completion.Values == nil {
+		out.Completion.Values = []string{}
+	}
+	if len(out.Completion.Values) > maxCompletionValues {
+		out.Completion.Values, out.Completion.HasMore = out.Completion.Values[:maxCompletionValues], true
+	}
+	return out, nil
 }

@@ -35,7 +35,7 @@ func (p *itemsPlugin) Open(context.Context) (*engine.Extension, error) {
 
 func (p *itemsPlugin) MCPMethods() []string {
 	return []string{engine.MethodListPrompts, engine.MethodGetPrompt, engine.MethodListResources,
-		engine.MethodListResourceTemplates, engine.MethodReadResource}
+		engine.MethodListResourceTemplates, engine.MethodReadResource, engine.MethodComplete}
 }
 
 func (p *itemsPlugin) MCPRequest(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
@@ -53,14 +53,24 @@ func (p *itemsPlugin) MCPRequest(_ context.Context, method string, params json.R
 	return nil, fmt.Errorf("plugin %s: no answer for %s %s", p.name, method, params)
 }
 
+// requests are the requests made of p so far.
+func (p *itemsPlugin) requests() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.calls)
+}
+
 // A plugin's prompts and resources are served to an MCP client, a get or
 // read forwarded with the client's params; what the plugin answers that
 // MCP cannot carry is refused loudly, and a name two plugins list is the
 // first's.
 func TestPromptsAndResources(t *testing.T) {
-	var many []string
+	var many, values []string
 	for i := range 20 {
 		many = append(many, fmt.Sprintf(`{"name":"many_%02d"}`, i))
+	}
+	for i := range 150 {
+		values = append(values, fmt.Sprintf(`"v%d"`, i))
 	}
 	first := &itemsPlugin{name: "first", answers: map[string]string{
 		engine.MethodListPrompts: `{"prompts":[{"name":"greet","arguments":[{"name":"who","required":true}]},` +
@@ -78,6 +88,7 @@ func TestPromptsAndResources(t *testing.T) {
 		engine.MethodReadResource + " test://both":    `{"contents":[{"uri":"test://both","text":"a","blob":"AAEC"}]}`,
 		engine.MethodReadResource + " test://latin1":  "{\"contents\":[{\"uri\":\"test://latin1\",\"text\":\"caf\xe9\"}]}",
 		engine.MethodReadResource + " test://t/7":     `{"contents":[{"uri":"test://t/7","text":"seven"}]}`,
+		engine.MethodComplete:                         `{"completion":{"values":[` + strings.Join(values, ",") + `]}}`,
 	}}
 	second := &itemsPlugin{name: "second", answers: map[string]string{
 		engine.MethodListPrompts:           `{"prompts":[{"name":"greet"},` + strings.Join(many, ",") + `]}`,
@@ -113,7 +124,7 @@ func TestPromptsAndResources(t *testing.T) {
 	if err != nil || len(res.Messages) != 1 || res.Messages[0].Content.(*sdk.TextContent).Text != "hello" {
 		t.Errorf("GetPrompt(greet) = %+v, %v; want the first plugin's hello", res, err)
 	}
-	if c := first.calls; !slices.ContainsFunc(c, func(s string) bool { return strings.Contains(s, `"who":"you"`) }) {
+	if c := first.requests(); !slices.ContainsFunc(c, func(s string) bool { return strings.Contains(s, `"who":"you"`) }) {
 		t.Errorf("the plugin's requests %q, want the client's arguments passed on", c)
 	}
 	res, err = cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "untyped"})
@@ -159,6 +170,21 @@ func TestPromptsAndResources(t *testing.T) {
 	}
 	if _, err := read("test://unlisted"); err == nil {
 		t.Error("read of a URI no plugin lists succeeded")
+	}
+
+	complete := func(ref *sdk.CompleteReference) (*sdk.CompleteResult, error) {
+		return cs.Complete(ctx, &sdk.CompleteParams{Ref: ref, Argument: sdk.CompleteParamsArgument{Name: "who", Value: "y"}})
+	}
+	c, err := complete(&sdk.CompleteReference{Type: "ref/prompt", Name: "greet"})
+	if err != nil || len(c.Completion.Values) != 100 || !c.Completion.HasMore || c.Completion.Values[0] != "v0" {
+		t.Errorf("complete greet: %+v, %v; want the plugin's first 100 values and hasMore", c, err)
+	}
+	if c := first.requests()[len(first.requests())-1]; !strings.HasPrefix(c, engine.MethodComplete) || !strings.Contains(c, `"value":"y"`) {
+		t.Errorf("the plugin's last request %q, want the completion's params", c)
+	}
+	c, err = complete(&sdk.CompleteReference{Type: "ref/prompt", Name: "nobody's"})
+	if err != nil || len(c.Completion.Values) != 0 {
+		t.Errorf("complete of a prompt no plugin lists: %+v, %v; want no values", c, err)
 	}
 }
 

@@ -139,8 +139,13 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 		opts.MaxItems = DefaultMaxItems
 	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
+	var complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	if s.findCompleters() {
+		complete = s.complete // set only then: the SDK advertises completions when it is
+	}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
-		Logger: opts.Logger,
+		Logger:            opts.Logger,
+		CompletionHandler: complete,
 		// Set, so that a server with no tool still says it serves tools;
 		// the list changes when a plugin is reloaded (SyncTools); logging:
 		// plugins' log notifications reach the client.

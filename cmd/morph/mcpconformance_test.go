@@ -31,12 +31,12 @@ var conformancePassing = []string{
 	"dns-rebinding-protection",
 	"resources-read-text", "resources-read-binary", "resources-templates-read",
 	"prompts-get-simple", "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image",
+	"completion-complete",
 }
 
 // conformanceNotPassed are the suite's other server scenarios, each with
 // why morph does not pass it (README's MCP section lists them too).
 var conformanceNotPassed = map[string]string{
-	"completion-complete":   "a plugin's completion export (hyper-mcp v2 complete) is not called, so completion/complete is not served",
 	"tools-call-sampling":   "a plugin's sampling request (create_message) is not relayed to the MCP client",
 	"server-sse-polling":    "resuming an SSE stream after a disconnect (Last-Event-ID) needs an event store, which morph's HTTP handler does not keep; the scenario (pending in the suite) has no check to pass, only warnings",
 	"resources-subscribe":   "hyper-mcp's v2 interface has no subscription export and no resource-updated notification, so resources/subscribe is not served",

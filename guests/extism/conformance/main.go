@@ -25,7 +25,8 @@
 // resources-templates-read and prompts-get-* scenarios': a static text
 // and a static binary resource, the template test://template/{id}/data,
 // and a simple prompt, one with arguments, one with an embedded resource
-// and one with an image.
+// and one with an image; complete completes the arguments of
+// test_prompt_with_arguments (testValue1, testValue2).
 //
 // Build (`make extism-guests`, from the repository's root):
 //
@@ -305,4 +306,33 @@ func getPrompt() int32 {
 		return messages(image(), text("Please analyze the image above."))
 	}
 	return reply.Fail(errors.New("no prompt " + in.Request.Name))
+}
+
+//go:wasmexport complete
+func complete() int32 {
+	var in struct {
+		Request struct {
+			Ref struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			} `json:"ref"`
+			Argument struct {
+				Name  string `json:"name"`
+				Value string `json:"value"`
+			} `json:"argument"`
+		} `json:"request"`
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil {
+		return reply.Fail(errors.New("complete: want {\"request\": {\"ref\": ..., \"argument\": ...}, \"context\": ...}"))
+	}
+	values := []string{}
+	if in.Request.Ref.Type == "ref/prompt" && in.Request.Ref.Name == "test_prompt_with_arguments" {
+		for _, v := range []string{"testValue1", "testValue2"} {
+			if strings.HasPrefix(v, in.Request.Argument.Value) {
+				values = append(values, v)
+			}
+		}
+	}
+	return reply.JSON(item{"completion": item{"values": values}})
 }

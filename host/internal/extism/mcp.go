@@ -21,9 +21,8 @@ import (
 //   - v2 (hyper-mcp's templates/plugins, the interface its README tells new
 //     plugins to use): `list_tools` takes {"context": ...} and answers a
 //     ListToolsResult, `call_tool` takes {"request": CallToolRequestParam,
-//     "context": ...}. Its prompts and resources exports (mcpV2Methods)
-//     serve an MCP client of morph mcp serve (mcpRequest); its completion
-//     export is not called.
+//     "context": ...}. Its prompts, resources and completion exports
+//     (mcpV2Methods) serve an MCP client of morph mcp serve (mcpRequest).
 //
 // hyper-mcp prefers v1 when a module has both; so does morph.
 const (
@@ -42,6 +41,7 @@ var mcpV2Methods = map[string]string{
 	"resources/list":           "list_resources",
 	"resources/templates/list": "list_resource_templates",
 	"resources/read":           "read_resource",
+	"completion/complete":      "complete",
 }
 
 // mcpConvention is the MCP convention of a module: its two exports, and
