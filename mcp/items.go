@@ -137,12 +137,12 @@ func capped[T any](ctx context.Context, s *Server, pm engine.PluginMCP, what str
 func (s *Server) claim(ctx context.Context, pm engine.PluginMCP, what string, taken map[string]string, key string, valid bool) bool {
 	if !valid {
 		s.log.WarnContext(ctx, "mcp: a plugin's "+what+" not served: "+ErrPluginAnswer.Error()+" (no name, or a URI that is not absolute)",
-			"plugin", pm.Plugin, "key", safetext.Truncate(key, 200))
+			"plugin", pm.Plugin, "key", safetext.Line(key, 200))
 		return false
 	}
 	if owner, ok := taken[key]; ok {
 		s.log.WarnContext(ctx, "mcp: a plugin's "+what+" not served: another plugin's of that name is",
-			"plugin", pm.Plugin, "key", safetext.Truncate(key, 200), "served", owner)
+			"plugin", pm.Plugin, "key", safetext.Line(key, 200), "served", owner)
 		return false
 	}
 	taken[key] = pm.Plugin
@@ -284,7 +284,7 @@ func (s *Server) readResource(pm engine.PluginMCP) sdk.ResourceHandler {
 				err = errors.New("want one of text and blob")
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%w: plugin %q: resource %s: contents %d: %w", ErrPluginAnswer, pm.Plugin, safetext.Truncate(req.Params.URI, 200), i+1, err)
+				return nil, fmt.Errorf("%w: plugin %q: resource %s: contents %d: %w", ErrPluginAnswer, pm.Plugin, safetext.Line(req.Params.URI, 200), i+1, err)
 			}
 			out.Contents = append(out.Contents, rc)
 		}
