@@ -28,6 +28,9 @@ type MCPServe struct {
 	// WatchInterval is how often --watch looks at the plugin files
 	// (default 500ms).
 	WatchInterval time.Duration `toml:"watch_interval"`
+	// MaxItems bounds the prompts, the resources and the resource
+	// templates served of each plugin (default 1000).
+	MaxItems int `toml:"max_items"`
 	// SessionIdle ends an HTTP session without a request for this long
 	// (default 30m).
 	SessionIdle time.Duration `toml:"session_idle"`
@@ -35,7 +38,7 @@ type MCPServe struct {
 
 // Options are the server's options the table sets.
 func (m MCPServe) Options() mcp.Options {
-	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession, MaxNotifications: m.MaxNotifications}
+	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession, MaxNotifications: m.MaxNotifications, MaxItems: m.MaxItems}
 }
 
 // HTTPOptions are the HTTP transport's options the table sets.
@@ -49,6 +52,7 @@ func (v *validator) mcpServe() {
 	v.limit(toml.Key{"mcp", "max_calls_per_session"}, m.MaxCallsPerSession)
 	v.limit(toml.Key{"mcp", "max_sessions"}, m.MaxSessions)
 	v.limit(toml.Key{"mcp", "max_notifications"}, m.MaxNotifications)
+	v.limit(toml.Key{"mcp", "max_items"}, m.MaxItems)
 	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {
 		v.fail(toml.Key{"mcp", "session_idle"}, nil, "must be positive, got %s (leave it out for the default, 30m)", m.SessionIdle)
 	}

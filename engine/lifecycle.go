@@ -153,6 +153,9 @@ type Extension struct {
 	// the plugin drops it. Tool calls see the new list at once; a run's
 	// system prompt, built at its start, lists the tools it had then.
 	WatchTools func(update func(ctx context.Context, tools []Tool) error)
+	// MCP, if set, serves prompts and resources to an MCP client (see
+	// MCPProvider); nil: none.
+	MCP MCPProvider
 	// Warnings are what Open found questionable but went on with (an
 	// optional MCP server that did not start, a server's tool left out):
 	// Initialize logs them and adds them to Status.Warnings, which a CLI

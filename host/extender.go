@@ -102,6 +102,7 @@ func (p *Plugin) extension(mw engine.MiddlewareConfig) *engine.Extension {
 	if mw := p.middleware(); mw != nil {
 		ext.Middleware = mw
 	}
+	ext.MCP = p.mcpProvider()
 	if details.stage != nil {
 		ext.OtherHooks = []string{abi.HookHandleStage}
 	}

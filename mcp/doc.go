@@ -52,5 +52,13 @@
 // results as text, images (the images a model would get), other content
 // (audio, embedded resources, resource links) and structured content
 // (Engine.CallToolResult); the tool list follows reloads (SyncTools).
-// Prompts and resources are not served yet.
+// Plugins' prompts, resources and resource templates (engine.MCPProvider:
+// hyper-mcp v2's exports) are listed once at NewServer and served through
+// the SDK's AddPrompt/AddResource/AddResourceTemplate, each get or read a
+// call of the plugin in the client's engine session; what a plugin
+// answers is checked before the SDK sees it (a name or URI the SDK would
+// panic on, a list past Options.MaxItems, content that is not MCP's:
+// ErrPluginAnswer), and a name two plugins list is the first's;
+// completion goes to the plugin whose prompt or template is named.
+// Subscriptions are not served.
 package mcp

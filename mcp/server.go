@@ -78,6 +78,10 @@ type Options struct {
 	// sends one call's client; past it they are dropped and counted
 	// (Refusals). Zero is DefaultMaxNotifications.
 	MaxNotifications int
+	// MaxItems bounds the prompts, the resources and the resource
+	// templates served of each plugin (engine.MCPProvider): past it, the
+	// first are served, with a warning. Zero is DefaultMaxItems.
+	MaxItems int
 }
 
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
@@ -89,6 +93,7 @@ type Server struct {
 	sdk     *sdk.Server
 	tools   servedTools // the engine's tools as served (SyncTools)
 	unwatch func()      // stops following the engine's tool changes (Close)
+	items   served      // the plugins' prompts and resources as served (syncItems)
 
 	mu           sync.Mutex
 	sessions     map[*sdk.ServerSession]*session
@@ -131,9 +136,17 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	if opts.MaxNotifications <= 0 {
 		opts.MaxNotifications = DefaultMaxNotifications
 	}
+	if opts.MaxItems <= 0 {
+		opts.MaxItems = DefaultMaxItems
+	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
+	var complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	if s.findCompleters() {
+		complete = s.complete // set only then: the SDK advertises completions when it is
+	}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
-		Logger: opts.Logger,
+		Logger:            opts.Logger,
+		CompletionHandler: complete,
 		// Set, so that a server with no tool still says it serves tools;
 		// the list changes when a plugin is reloaded (SyncTools); logging:
 		// plugins' log notifications reach the client.
@@ -142,6 +155,7 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
 	s.SyncTools(ctx)
+	s.syncItems(ctx)
 	// A plugin's or an MCP server's own list change (and a reload) reach
 	// the clients as list_changed.
 	s.unwatch = eng.OnToolsChanged(func(ctx context.Context) { s.SyncTools(context.WithoutCancel(ctx)) })

@@ -32,6 +32,7 @@ type mcpServeFlags struct {
 	maxCalls        int
 	watch           bool
 	maxNotify       int
+	maxItems        int
 }
 
 func newMCPCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -89,6 +90,7 @@ A file that fails the checks is logged and the old module keeps serving.`,
 	serve.Flags().IntVar(&f.maxSessions, "max-sessions", mcp.DefaultMaxSessions, "with --http, the most sessions open at once; a client starting another gets 503 (overrides [mcp] max_sessions)")
 	serve.Flags().BoolVar(&f.watch, "watch", false, "reload a plugin whose file changes, for new calls (see above)")
 	serve.Flags().IntVar(&f.maxNotify, "max-notifications", mcp.DefaultMaxNotifications, "the most progress and log notifications a plugin sends one call's client; the rest are dropped, counted and warned about (overrides [mcp] max_notifications)")
+	serve.Flags().IntVar(&f.maxItems, "max-items", mcp.DefaultMaxItems, "the most prompts, resources and resource templates served of each plugin; past it the first are served, with a warning (overrides [mcp] max_items)")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -111,6 +113,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	if f.maxNotify <= 0 {
 		return usageErrorf("--max-notifications must be positive, not %d", f.maxNotify)
+	}
+	if f.maxItems <= 0 {
+		return usageErrorf("--max-items must be positive, not %d", f.maxItems)
 	}
 	var loopback bool
 	if f.http != "" {
@@ -164,6 +169,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	if flags.Changed("max-notifications") {
 		opts.MaxNotifications = f.maxNotify
+	}
+	if flags.Changed("max-items") {
+		opts.MaxItems = f.maxItems
 	}
 	if flags.Changed("session-idle") {
 		httpOpts.SessionIdle = f.sessionIdle

@@ -190,7 +190,7 @@ func TestMCPServeHTTPNeedsToken(t *testing.T) {
 
 // Bad flags are usage errors, before any config is read.
 func TestMCPServeFlags(t *testing.T) {
-	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--max-request-kb", "9999999999"}, {"--max-calls-per-session", "0"}, {"--shutdown-timeout", "0s"}, {"--session-idle", "0s"}, {"--max-sessions", "0"}, {"--max-notifications", "0"}, {"--http", "nocolon"}, {"stray"}} {
+	for _, args := range [][]string{{"--max-request-kb", "0"}, {"--max-request-kb", "9999999999"}, {"--max-calls-per-session", "0"}, {"--shutdown-timeout", "0s"}, {"--session-idle", "0s"}, {"--max-sessions", "0"}, {"--max-notifications", "0"}, {"--max-items", "0"}, {"--http", "nocolon"}, {"stray"}} {
 		code, stdout, stderr := morph(t, "", append([]string{"mcp", "serve", "--config", "/nonexistent/morph.toml"}, args...)...)
 		if code != exitUsage || stdout != "" || !strings.Contains(stderr, args[0]) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d naming %s", args, code, stdout, stderr, exitUsage, args[0])

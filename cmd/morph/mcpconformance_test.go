@@ -29,23 +29,18 @@ var conformancePassing = []string{
 	"tools-call-elicitation", "elicitation-sep1034-defaults", "elicitation-sep1330-enums",
 	"json-schema-2020-12", "server-sse-multiple-streams", "resources-list", "prompts-list",
 	"dns-rebinding-protection",
+	"resources-read-text", "resources-read-binary", "resources-templates-read",
+	"prompts-get-simple", "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image",
+	"completion-complete",
 }
 
 // conformanceNotPassed are the suite's other server scenarios, each with
 // why morph does not pass it (README's MCP section lists them too).
 var conformanceNotPassed = map[string]string{
-	"completion-complete":           "morph serves no prompts or resource templates, so completion/complete is not served",
-	"tools-call-sampling":           "a plugin's sampling request (create_message) is not relayed to the MCP client",
-	"server-sse-polling":            "resuming an SSE stream after a disconnect (Last-Event-ID) needs an event store, which morph's HTTP handler does not keep; the scenario (pending in the suite) has no check to pass, only warnings",
-	"resources-read-text":           "plugins' resources (hyper-mcp v2 list_resources/read_resource) are not served yet",
-	"resources-read-binary":         "plugins' resources are not served yet",
-	"resources-templates-read":      "plugins' resource templates are not served yet",
-	"resources-subscribe":           "plugins' resources are not served yet, so there is nothing to subscribe to",
-	"resources-unsubscribe":         "plugins' resources are not served yet, so there is nothing to subscribe to",
-	"prompts-get-simple":            "plugins' prompts (hyper-mcp v2 list_prompts/get_prompt) are not served yet",
-	"prompts-get-with-args":         "plugins' prompts are not served yet",
-	"prompts-get-embedded-resource": "plugins' prompts are not served yet",
-	"prompts-get-with-image":        "plugins' prompts are not served yet",
+	"tools-call-sampling":   "a plugin's sampling request (create_message) is not relayed to the MCP client",
+	"server-sse-polling":    "resuming an SSE stream after a disconnect (Last-Event-ID) needs an event store, which morph's HTTP handler does not keep; the scenario (pending in the suite) has no check to pass, only warnings",
+	"resources-subscribe":   "hyper-mcp's v2 interface has no subscription export and no resource-updated notification, so resources/subscribe is not served",
+	"resources-unsubscribe": "as resources-subscribe",
 }
 
 // scenarioDir is the name of a scenario's output directory (-o DIR):

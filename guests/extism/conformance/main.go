@@ -20,6 +20,14 @@
 //   - json_schema_2020_12_tool has an input schema with $schema, $defs and
 //     additionalProperties, which must reach the client as written.
 //
+// Its resources (list_resources, list_resource_templates, read_resource)
+// and prompts (list_prompts, get_prompt) are the resources-read-*,
+// resources-templates-read and prompts-get-* scenarios': a static text
+// and a static binary resource, the template test://template/{id}/data,
+// and a simple prompt, one with arguments, one with an embedded resource
+// and one with an image; complete completes the arguments of
+// test_prompt_with_arguments (testValue1, testValue2).
+//
 // Build (`make extism-guests`, from the repository's root):
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o extism-conformance.wasm ./conformance
@@ -28,6 +36,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	pdk "github.com/extism/go-pdk"
@@ -200,4 +209,130 @@ func callTool() int32 {
 		return content(text("json_schema_2020_12_tool called"))
 	}
 	return reply.JSON(item{"content": []item{text("no tool " + in.Request.Name)}, "isError": true})
+}
+
+// The conformance scenarios' resources: two static ones and a template.
+const (
+	staticText   = "test://static-text"
+	staticBinary = "test://static-binary"
+	dataTemplate = "test://template/{id}/data"
+)
+
+//go:wasmexport list_resources
+func listResources() int32 {
+	return reply.JSON(item{"resources": []item{
+		{"uri": staticText, "name": "static-text", "mimeType": "text/plain", "description": "A static text resource."},
+		{"uri": staticBinary, "name": "static-binary", "mimeType": "image/png", "description": "A static binary resource."},
+	}})
+}
+
+//go:wasmexport list_resource_templates
+func listResourceTemplates() int32 {
+	return reply.JSON(item{"resourceTemplates": []item{
+		{"uriTemplate": dataTemplate, "name": "template-data", "mimeType": "application/json", "description": "Data by id."},
+	}})
+}
+
+//go:wasmexport read_resource
+func readResource() int32 {
+	var in struct {
+		Request struct {
+			URI string `json:"uri"`
+		} `json:"request"`
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil {
+		return reply.Fail(errors.New("read_resource: want {\"request\": {\"uri\": ...}, \"context\": ...}"))
+	}
+	uri := in.Request.URI
+	contents := func(c item) int32 { return reply.JSON(item{"contents": []item{c}}) }
+	switch {
+	case uri == staticText:
+		return contents(item{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
+	case uri == staticBinary:
+		return contents(item{"uri": uri, "mimeType": "image/png", "blob": pixel})
+	case strings.HasPrefix(uri, "test://template/") && strings.HasSuffix(uri, "/data"):
+		id := strings.TrimSuffix(strings.TrimPrefix(uri, "test://template/"), "/data")
+		b, _ := json.Marshal(item{"id": id, "templateTest": true, "data": "Data for ID: " + id})
+		return contents(item{"uri": uri, "mimeType": "application/json", "text": string(b)})
+	}
+	return reply.Fail(errors.New("no resource " + uri))
+}
+
+//go:wasmexport list_prompts
+func listPrompts() int32 {
+	return reply.JSON(item{"prompts": []item{
+		{"name": "test_simple_prompt", "description": "A simple prompt without arguments."},
+		{"name": "test_prompt_with_arguments", "description": "A prompt with arguments.", "arguments": []item{
+			{"name": "arg1", "description": "First test argument", "required": true},
+			{"name": "arg2", "description": "Second test argument", "required": true},
+		}},
+		{"name": "test_prompt_with_embedded_resource", "description": "A prompt with an embedded resource.", "arguments": []item{
+			{"name": "resourceUri", "description": "URI of the resource to embed", "required": true},
+		}},
+		{"name": "test_prompt_with_image", "description": "A prompt with an image."},
+	}})
+}
+
+//go:wasmexport get_prompt
+func getPrompt() int32 {
+	var in struct {
+		Request struct {
+			Name      string            `json:"name"`
+			Arguments map[string]string `json:"arguments"`
+		} `json:"request"`
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil {
+		return reply.Fail(errors.New("get_prompt: want {\"request\": {\"name\": ...}, \"context\": ...}"))
+	}
+	args := in.Request.Arguments
+	messages := func(content ...item) int32 {
+		msgs := make([]item, len(content))
+		for i, c := range content {
+			msgs[i] = item{"role": "user", "content": c}
+		}
+		return reply.JSON(item{"messages": msgs})
+	}
+	switch in.Request.Name {
+	case "test_simple_prompt":
+		return messages(text("This is a simple prompt for testing."))
+	case "test_prompt_with_arguments":
+		return messages(text("Prompt with arguments: arg1='" + args["arg1"] + "', arg2='" + args["arg2"] + "'"))
+	case "test_prompt_with_embedded_resource":
+		return messages(resource(args["resourceUri"], "text/plain", "Embedded resource content for testing."),
+			text("Please process the embedded resource above."))
+	case "test_prompt_with_image":
+		return messages(image(), text("Please analyze the image above."))
+	}
+	return reply.Fail(errors.New("no prompt " + in.Request.Name))
+}
+
+//go:wasmexport complete
+func complete() int32 {
+	var in struct {
+		Request struct {
+			Ref struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			} `json:"ref"`
+			Argument struct {
+				Name  string `json:"name"`
+				Value string `json:"value"`
+			} `json:"argument"`
+		} `json:"request"`
+		Context *requestContext `json:"context"`
+	}
+	if err := pdk.InputJSON(&in); err != nil || in.Context == nil {
+		return reply.Fail(errors.New("complete: want {\"request\": {\"ref\": ..., \"argument\": ...}, \"context\": ...}"))
+	}
+	values := []string{}
+	if in.Request.Ref.Type == "ref/prompt" && in.Request.Ref.Name == "test_prompt_with_arguments" {
+		for _, v := range []string{"testValue1", "testValue2"} {
+			if strings.HasPrefix(v, in.Request.Argument.Value) {
+				values = append(values, v)
+			}
+		}
+	}
+	return reply.JSON(item{"completion": item{"values": values}})
 }

@@ -16,7 +16,7 @@
 // [plugins.hook_exports]: shout (text in, text out), prompt (a build_prompt
 // hook under another name), bad_utf8 (answers bytes that are not UTF-8), and
 // lookup, which calls the host function extism:host/user.lookup an
-// embedding host must provide.
+// embedding host must provide. Its prompts are at the end.
 //
 // Build (`make extism-guests`, from the repository's root):
 //
@@ -150,5 +150,42 @@ func lookupExport() int32 {
 	mem := pdk.AllocateBytes(pdk.Input())
 	out := pdk.FindMemory(lookup(mem.Offset()))
 	pdk.Output(out.ReadBytes())
+	return 0
+}
+
+// Its prompts (list_prompts and get_prompt, with no resources exports)
+// answer what a hostile plugin may: hello a message, deep JSON nested
+// 10,000 times, garbage bytes that are not JSON, huge 2 MiB of text, fail
+// an error.
+
+//go:wasmexport list_prompts
+func listPrompts() int32 {
+	return reply.JSON(map[string]any{"prompts": []map[string]any{
+		{"name": "hello"}, {"name": "deep"}, {"name": "garbage"}, {"name": "huge"}, {"name": "fail"},
+	}})
+}
+
+//go:wasmexport get_prompt
+func getPrompt() int32 {
+	var in struct {
+		Request struct {
+			Name string `json:"name"`
+		} `json:"request"`
+	}
+	if err := pdk.InputJSON(&in); err != nil {
+		return reply.Fail(err)
+	}
+	switch in.Request.Name {
+	case "hello":
+		return reply.JSON(map[string]any{"messages": []map[string]any{{"role": "user", "content": map[string]any{"text": "hello"}}}})
+	case "deep":
+		pdk.OutputString(strings.Repeat("[", 10000) + strings.Repeat("]", 10000))
+	case "garbage":
+		pdk.Output([]byte{0xff, 0xfe, '{'})
+	case "huge":
+		pdk.OutputString(`{"messages":[{"role":"user","content":{"type":"text","text":"` + strings.Repeat("a", 2<<20) + `"}}]}`)
+	default:
+		return reply.Fail(errors.New("no prompt " + in.Request.Name))
+	}
 	return 0
 }

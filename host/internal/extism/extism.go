@@ -90,7 +90,8 @@ const PageBytes = 64 << 10
 //     Extism's calling convention;
 //   - an MCP tool plugin's (mcp.go): describe and call (mcp.run servlets,
 //     hyper-mcp's v1 plugins) or list_tools and call_tool (hyper-mcp v2),
-//     whose tools morph serves;
+//     whose tools morph serves, and v2's prompts and resources exports,
+//     which it serves an MCP client (guest.MCPExport);
 //   - plain exports (count_vowels, run, greet, ...) that the plugin's
 //     configuration makes tools (Env.Tools) or hooks (Env.HookExports),
 //     beside an MCP plugin's tools or alone.
@@ -419,6 +420,9 @@ func (m *Module) Exports(name string) bool {
 	if _, ok := m.hooks[name]; ok {
 		return true
 	}
+	if m.mcp != nil && m.mcp.methods[name] != "" {
+		return true
+	}
 	return name == abi.ExportDescribe || name == abi.ExportCallTool && (m.mcp != nil || len(m.tools) > 0)
 }
 
@@ -493,6 +497,8 @@ func (g *instance) Call(ctx context.Context, deadline time.Time, export string, 
 		return g.describe(ctx, maxOut)
 	case export == abi.ExportCallTool:
 		return g.callTool(ctx, input, maxOut)
+	case g.m.mcp != nil && g.m.mcp.methods[export] != "":
+		return g.mcpRequest(ctx, g.m.mcp.methods[export], input, maxOut)
 	}
 	if name, ok := g.m.hooks[export]; ok {
 		return g.invoke(ctx, name, input, maxOut)

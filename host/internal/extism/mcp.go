@@ -21,8 +21,8 @@ import (
 //   - v2 (hyper-mcp's templates/plugins, the interface its README tells new
 //     plugins to use): `list_tools` takes {"context": ...} and answers a
 //     ListToolsResult, `call_tool` takes {"request": CallToolRequestParam,
-//     "context": ...}. Its prompts, resources and completion exports are
-//     not called: morph's agent has no use for them.
+//     "context": ...}. Its prompts, resources and completion exports
+//     (mcpV2Methods) serve an MCP client of morph mcp serve (mcpRequest).
 //
 // hyper-mcp prefers v1 when a module has both; so does morph.
 const (
@@ -32,10 +32,25 @@ const (
 	mcpV2Call            = "call_tool"
 )
 
-// mcpConvention is the MCP convention of a module: its two exports.
+// mcpV2Methods are v2's exports for MCP's methods besides tools, by
+// method: the list exports take {"context": ...}, the others
+// {"request": params, "context": ...}; each answers the method's result.
+var mcpV2Methods = map[string]string{
+	"prompts/list":             "list_prompts",
+	"prompts/get":              "get_prompt",
+	"resources/list":           "list_resources",
+	"resources/templates/list": "list_resource_templates",
+	"resources/read":           "read_resource",
+	"completion/complete":      "complete",
+}
+
+// mcpConvention is the MCP convention of a module: its two exports, and
+// for v2 the exports of mcpV2Methods it has, by their pseudo-export
+// (guest.MCPExport).
 type mcpConvention struct {
 	list, call string
 	v2         bool
+	methods    map[string]string
 }
 
 // findMCP is the MCP convention of a module that exports these functions,
@@ -46,9 +61,32 @@ func findMCP(exported map[string]wasmbin.Signature) *mcpConvention {
 	case has(extismExportDescribe) && has(extismExportCall):
 		return &mcpConvention{list: extismExportDescribe, call: extismExportCall}
 	case has(mcpV2List) && has(mcpV2Call):
-		return &mcpConvention{list: mcpV2List, call: mcpV2Call, v2: true}
+		c := &mcpConvention{list: mcpV2List, call: mcpV2Call, v2: true, methods: map[string]string{}}
+		for method, export := range mcpV2Methods {
+			if has(export) {
+				c.methods[guest.MCPExport(method)] = export
+			}
+		}
+		return c
 	}
 	return nil
+}
+
+// mcpRequest calls the v2 export of an MCP method besides tools with
+// params, and answers its output as it is: the host checks it.
+func (g *instance) mcpRequest(ctx context.Context, export string, params []byte, maxOut int) (view []byte, err error) {
+	req := map[string]any{"context": mcpContextOf(ctx)}
+	if !strings.HasPrefix(export, "list_") {
+		if len(params) == 0 {
+			params = []byte("{}")
+		}
+		req["request"] = json.RawMessage(params)
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return nil, guest.Fail(guest.ErrBadOutput, export+" input", err)
+	}
+	return g.invoke(ctx, export, raw, maxOut)
 }
 
 // mcpContext is the request context v2 exports take (hyper-mcp's

@@ -50,3 +50,13 @@ type HostFunc struct {
 	Params, Results []api.ValueType
 	Call            func(ctx context.Context, mem BlockMemory, stack []uint64) error
 }
+
+// MCPExportPrefix starts the name under which the host calls an Extism
+// module for an MCP method besides tools (MCPExport): not a name of ABI
+// v1, and a module's own exports are not called by it.
+const MCPExportPrefix = "morph:mcp "
+
+// MCPExport is the name the host calls a module by for the MCP method
+// (engine.MethodListPrompts, ...): the Extism loader serves it through the
+// module's MCP convention, when that has an export for it.
+func MCPExport(method string) string { return MCPExportPrefix + method }
