@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -379,18 +380,43 @@ func (l *Loader) ReadModule(path string) ([]byte, error) {
 	return src.wasm, nil
 }
 
-// readFile reads the module file at path, if it is within
-// ModuleLimits.ModuleBytes.
+// readFile reads the module file at path, if it is a regular file within
+// ModuleLimits.ModuleBytes. It reads no more than the limit whatever the
+// file says of its size: a FIFO or a device put in a plugin's place would
+// block the reader, or feed it for ever, and a file may grow after its
+// size was seen.
 func (l *Loader) readFile(path string) ([]byte, error) {
-	info, err := os.Stat(path)
+	regular := func(info os.FileInfo, err error) error {
+		if err == nil && !info.Mode().IsRegular() {
+			err = fmt.Errorf("%s is not a regular file (%s)", path, info.Mode().Type())
+		}
+		return err
+	}
+	// Before opening: opening a FIFO blocks until someone writes it.
+	if err := regular(os.Stat(path)); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if info.Size() > int64(l.limits.ModuleBytes) {
-		return nil, fmt.Errorf("%s is %d bytes, over the limit of %d; if the module is genuine, raise [wasm.limits] %s",
-			path, info.Size(), l.limits.ModuleBytes, moduleLimitSettings["ModuleBytes"])
+	defer f.Close()
+	info, err := f.Stat() // what was opened, should the path have changed
+	if err := regular(info, err); err != nil {
+		return nil, err
 	}
-	return os.ReadFile(path)
+	tooLarge := func(size int64) error {
+		return fmt.Errorf("%s is %d bytes, over the limit of %d; if the module is genuine, raise [wasm.limits] %s",
+			path, size, l.limits.ModuleBytes, moduleLimitSettings["ModuleBytes"])
+	}
+	if info.Size() > int64(l.limits.ModuleBytes) {
+		return nil, tooLarge(info.Size())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(l.limits.ModuleBytes)+1))
+	if err == nil && len(b) > l.limits.ModuleBytes {
+		err = tooLarge(int64(len(b)))
+	}
+	return b, err
 }
 
 // checkCacheVersion changes whenever the cached result of a check would

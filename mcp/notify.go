@@ -37,8 +37,9 @@ type notifier struct {
 	tool  string
 	token any
 
-	mu   sync.Mutex
-	sent int
+	mu      sync.Mutex
+	sent    int
+	stalled bool // a send failed: the client is not taking them
 }
 
 // notifier is the notifier of a call of tool in ss, under the handler's
@@ -52,9 +53,15 @@ func (s *Server) notifier(ctx context.Context, ss *sdk.ServerSession, tool strin
 func (n *notifier) take() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.sent < n.s.opts.MaxNotifications {
+	if n.sent < n.s.opts.MaxNotifications && !n.stalled {
 		n.sent++
 		return true
+	}
+	if n.stalled {
+		n.s.mu.Lock()
+		n.s.refused.Notifications++
+		n.s.mu.Unlock()
+		return false
 	}
 	n.s.mu.Lock()
 	n.s.refused.Notifications++
@@ -65,6 +72,19 @@ func (n *notifier) take() bool {
 			"tool", n.tool, "max_notifications", n.s.opts.MaxNotifications)
 	}
 	return false
+}
+
+// failed marks the call's notifications stalled once a send failed (the
+// client stopped reading, say): the rest are dropped and counted, so a
+// plugin's host call waits for one send at most, not for each of them.
+func (n *notifier) failed(ctx context.Context, kind string, err error) {
+	n.mu.Lock()
+	first := !n.stalled
+	n.stalled = true
+	n.mu.Unlock()
+	if first {
+		n.s.log.WarnContext(ctx, "mcp: a "+kind+" notification not sent; the call's others are dropped", "tool", n.tool, "error", err)
+	}
 }
 
 // ProgressToken is the client's token, or nil.
@@ -78,9 +98,8 @@ func (n *notifier) Progress(progress, total float64, message string) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, notifyTimeout)
 	defer cancel()
-	err := n.ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: n.token, Progress: progress, Total: total, Message: message})
-	if err != nil {
-		n.s.log.DebugContext(ctx, "mcp: a progress notification not sent", "tool", n.tool, "error", err)
+	if err := n.ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: n.token, Progress: progress, Total: total, Message: message}); err != nil {
+		n.failed(ctx, "progress", err)
 	}
 }
 
@@ -95,9 +114,8 @@ func (n *notifier) Log(level, logger string, data json.RawMessage) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, notifyTimeout)
 	defer cancel()
-	err := n.ss.Log(ctx, &sdk.LoggingMessageParams{Level: sdk.LoggingLevel(level), Logger: logger, Data: data})
-	if err != nil {
-		n.s.log.DebugContext(ctx, "mcp: a log notification not sent", "tool", n.tool, "error", err)
+	if err := n.ss.Log(ctx, &sdk.LoggingMessageParams{Level: sdk.LoggingLevel(level), Logger: logger, Data: data}); err != nil {
+		n.failed(ctx, "log", err)
 	}
 }
 

@@ -333,3 +333,42 @@ func TestStdioDuplicateID(t *testing.T) {
 		t.Errorf("the ping after the duplicate: %v", pong)
 	}
 }
+
+// chattyTool logs n messages through the call's notifier, then answers.
+type chattyTool struct {
+	schemaTool
+	n    int
+	done chan struct{}
+}
+
+func (c chattyTool) Execute(ctx context.Context, _ map[string]any) (string, error) {
+	defer close(c.done)
+	for range c.n {
+		if n := engine.CallNotifierOf(ctx); n != nil {
+			n.Log("info", "", json.RawMessage(`"hello"`))
+		}
+	}
+	return "ok", nil
+}
+
+// A client that stops reading while a call notifies: the first
+// notification the client does not take stalls the call's others, which
+// are dropped and counted, so the call ends after one send's bound, not
+// after one per notification (256 x 5 s).
+func TestNotificationsToAClientNotReading(t *testing.T) {
+	done := make(chan struct{})
+	r := newRawStdio(t, mcp.Options{MaxNotifications: 256}, chattyTool{schemaTool{name: "chatty", schema: `{"type":"object"}`}, 256, done})
+	go io.WriteString(r.in, initLines+`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`+"\n"+
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"chatty"}}`+"\n")
+	// Read the initialize's and setLevel's answers, then stop reading.
+	r.answer(t)
+	r.answer(t)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the call still notifying two minutes after its client stopped reading")
+	}
+	if n := r.srv.Refusals().Notifications; n == 0 {
+		t.Error("no notification counted as dropped")
+	}
+}

@@ -166,7 +166,7 @@ func NewWatcher(srv *Server, loader *host.Loader, targets []WatchTarget, opts Wa
 		if f.seen, err = os.Stat(t.Config.Path); err != nil {
 			return nil, fmt.Errorf("mcp: watching plugin %q: %w", t.Plugin.Name(), err)
 		}
-		b, err := os.ReadFile(t.Config.Path)
+		b, err := loader.ReadModule(t.Config.Path)
 		if err != nil {
 			return nil, fmt.Errorf("mcp: watching plugin %q: %w", t.Plugin.Name(), err)
 		}
@@ -224,17 +224,20 @@ func (w *Watcher) look(ctx context.Context, f *watched) {
 		return
 	}
 	f.settling = false
-	b, err := os.ReadFile(f.Config.Path)
-	if err != nil {
-		f.settling = true
-		return
+	// Read as a load reads it (a regular file, within module_mb): a FIFO or
+	// a device in the plugin's place is refused, not read for ever. A
+	// refused file is looked at again once it changes.
+	b, err := w.loader.ReadModule(f.Config.Path)
+	if err == nil {
+		sum := sha256.Sum256(b)
+		if sum == f.sum {
+			return
+		}
+		f.sum = sum
+		err = w.loader.Reload(ctx, f.Plugin, f.Config) // logs a refusal, with why
+	} else {
+		w.log.WarnContext(ctx, "mcp: plugin file refused; the loaded version keeps serving", "plugin", f.Plugin.Name(), "error", err)
 	}
-	sum := sha256.Sum256(b)
-	if sum == f.sum {
-		return
-	}
-	f.sum = sum
-	err = w.loader.Reload(ctx, f.Plugin, f.Config) // logs a refusal, with why
 	w.mu.Lock()
 	if err != nil {
 		w.refused++
