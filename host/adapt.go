@@ -155,7 +155,6 @@ func (t *tool) ExecuteImages(ctx context.Context, params map[string]any) (string
 // abi.Content does not name, are dropped with a warning: a model server, or
 // an MCP client, would refuse the whole result for them.
 func (t *tool) ExecuteResult(ctx context.Context, params map[string]any) (abi.ToolCallOutput, error) {
-	ctx = withNotifier(ctx)
 	out, err := invoke[abi.ToolCallOutput](ctx, t.p, abi.ExportCallTool, abi.ToolCallInput{Tool: t.spec.Name, Params: params, CallID: engine.CallID(ctx)})
 	var pe *Error
 	if err == nil {
@@ -243,12 +242,3 @@ func (e *ToolError) Error() string {
 
 // Unwrap returns the plugin failure with its full detail.
 func (e *ToolError) Unwrap() error { return e.Err }
-
-// withNotifier is ctx with the engine's CallNotifier, if it has one, where
-// a guest's host functions find it (guest.NotifierOf).
-func withNotifier(ctx context.Context) context.Context {
-	if n := engine.CallNotifierOf(ctx); n != nil {
-		return guest.WithNotifier(ctx, n)
-	}
-	return ctx
-}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
@@ -92,12 +93,12 @@ func (g *instance) mcpRequest(ctx context.Context, export string, params []byte,
 // mcpContext is the request context v2 exports take (hyper-mcp's
 // PluginRequestContext): a constant one, since morph's agent makes no MCP
 // request, with the caller's progress token when it has one (an MCP
-// client's call through morph mcp serve, guest.NotifierOf).
+// client's call through morph mcp serve, engine.CallNotifierOf).
 var mcpContext = json.RawMessage(`{"id":1,"_meta":{}}`)
 
 // mcpContextOf is the request context of a call under ctx.
 func mcpContextOf(ctx context.Context) json.RawMessage {
-	n := guest.NotifierOf(ctx)
+	n := engine.CallNotifierOf(ctx)
 	if n == nil || n.ProgressToken() == nil {
 		return mcpContext
 	}

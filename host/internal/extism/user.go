@@ -13,6 +13,7 @@ import (
 	sdk "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
 )
 
@@ -30,12 +31,12 @@ const extismUser = "extism:host/user"
 //     the host describes the instance again;
 //   - notify_logging_message and notify_progress log under the plugin's name,
 //     within the call's log budget, and go to the caller's notifier, if the
-//     call has one (guest.NotifierOf: morph mcp serve's client), progress
+//     call has one (engine.CallNotifierOf: morph mcp serve's client), progress
 //     only when the caller gave a token, which replaces the plugin's (a
 //     plugin must not address another request's progress);
 //   - the other notifications are accepted and ignored;
 //   - list_roots answers no roots, create_elicitation the caller's user's
-//     answer when the caller can ask one (guest.Elicitor: morph mcp serve's
+//     answer when the caller can ask one (engine.CallElicitor: morph mcp serve's
 //     client, within the call's deadline), else a decline (MCP's
 //     answer of a user who does not answer);
 //   - create_message (sampling) is not provided: an embedding host that
@@ -47,7 +48,7 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 	none := func(context.Context, guest.BlockMemory, []uint64) error { return nil }
 	// notified logs a notification and hands it to forward when the call
 	// has a notifier and it decodes.
-	notified := func(forward func(guest.Notifier, mcpNotification)) func(context.Context, guest.BlockMemory, []uint64) error {
+	notified := func(forward func(engine.CallNotifier, mcpNotification)) func(context.Context, guest.BlockMemory, []uint64) error {
 		return func(ctx context.Context, mem guest.BlockMemory, stack []uint64) error {
 			b, err := mem.Read(stack[0])
 			if err != nil {
@@ -56,7 +57,7 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 			var msg mcpNotification
 			ok := guest.DecodeJSON(b, env.Limits.MaxJSONDepth, &msg) == nil
 			logNotification(ctx, b, msg, ok)
-			if n := guest.NotifierOf(ctx); n != nil && ok {
+			if n := engine.CallNotifierOf(ctx); n != nil && ok {
 				forward(n, msg)
 			}
 			return nil
@@ -73,14 +74,14 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 			guestOf(ctx).state.MarkToolsChanged()
 			return nil
 		}},
-		{Name: "notify_logging_message", Params: ptr, Call: notified(func(n guest.Notifier, msg mcpNotification) {
+		{Name: "notify_logging_message", Params: ptr, Call: notified(func(n engine.CallNotifier, msg mcpNotification) {
 			level := msg.Level
 			if _, ok := mcpLogLevels[level]; !ok {
 				level = "info"
 			}
 			n.Log(level, msg.Logger, msg.Data)
 		})},
-		{Name: "notify_progress", Params: ptr, Call: notified(func(n guest.Notifier, msg mcpNotification) {
+		{Name: "notify_progress", Params: ptr, Call: notified(func(n engine.CallNotifier, msg mcpNotification) {
 			if n.ProgressToken() != nil && msg.Progress != nil {
 				n.Progress(*msg.Progress, msg.Total, msg.Message)
 			}
@@ -100,7 +101,7 @@ const maxElicitAnswer = 64 << 10
 // elicit is create_elicitation: the caller's user's answer, or a decline.
 func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err error) {
 	answer := []byte(`{"action":"decline"}`)
-	if el, ok := guest.NotifierOf(ctx).(guest.Elicitor); ok {
+	if el, ok := engine.CallNotifierOf(ctx).(engine.CallElicitor); ok {
 		params, err := mem.Read(stack[0])
 		if err != nil {
 			return err
