@@ -22,6 +22,9 @@ type MCPServe struct {
 	// MaxNotifications bounds the progress and log notifications (and
 	// elicitations) a plugin sends one call's client (default 256).
 	MaxNotifications int `toml:"max_notifications"`
+	// MaxInFlightKB bounds the request bodies of the HTTP requests being
+	// served at once (default 262144: 256 MiB).
+	MaxInFlightKB int `toml:"max_in_flight_kb"`
 	// WriteTimeout bounds each write to an HTTP client (default 30s): one
 	// that stopped reading fails its request past it.
 	WriteTimeout time.Duration `toml:"write_timeout"`
@@ -43,7 +46,7 @@ func (m MCPServe) Options() mcp.Options {
 
 // HTTPOptions are the HTTP transport's options the table sets.
 func (m MCPServe) HTTPOptions() mcp.HTTPOptions {
-	return mcp.HTTPOptions{MaxSessions: m.MaxSessions, SessionIdle: m.SessionIdle, WriteTimeout: m.WriteTimeout}
+	return mcp.HTTPOptions{MaxSessions: m.MaxSessions, SessionIdle: m.SessionIdle, WriteTimeout: m.WriteTimeout, MaxBytesInFlight: m.MaxInFlightKB << 10}
 }
 
 func (v *validator) mcpServe() {
@@ -51,6 +54,7 @@ func (v *validator) mcpServe() {
 	v.limit(toml.Key{"mcp", "max_request_kb"}, m.MaxRequestKB)
 	v.limit(toml.Key{"mcp", "max_calls_per_session"}, m.MaxCallsPerSession)
 	v.limit(toml.Key{"mcp", "max_sessions"}, m.MaxSessions)
+	v.limit(toml.Key{"mcp", "max_in_flight_kb"}, m.MaxInFlightKB)
 	v.limit(toml.Key{"mcp", "max_notifications"}, m.MaxNotifications)
 	v.limit(toml.Key{"mcp", "max_items"}, m.MaxItems)
 	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {

@@ -23,6 +23,7 @@ max_calls_per_session = 4
 max_notifications = 9
 watch_interval = "2s"
 write_timeout = "7s"
+max_in_flight_kb = 128
 max_items = 7
 session_idle = "5m"
 `})
@@ -36,15 +37,15 @@ session_idle = "5m"
 	if cfg.MCP.WatchInterval != 2*time.Second {
 		t.Errorf("WatchInterval = %s, want 2s", cfg.MCP.WatchInterval)
 	}
-	if o := cfg.MCP.HTTPOptions(); !reflect.DeepEqual(o, mcp.HTTPOptions{SessionIdle: 5 * time.Minute, WriteTimeout: 7 * time.Second}) {
-		t.Errorf("HTTPOptions() = %+v, want session_idle 5m, write_timeout 7s and the rest zero", o)
+	if o := cfg.MCP.HTTPOptions(); !reflect.DeepEqual(o, mcp.HTTPOptions{SessionIdle: 5 * time.Minute, WriteTimeout: 7 * time.Second, MaxBytesInFlight: 128 << 10}) {
+		t.Errorf("HTTPOptions() = %+v, want session_idle 5m, write_timeout 7s, 128 KiB in flight and the rest zero", o)
 	}
 }
 
 // A bad [mcp] value is an error naming the key, its line and the range.
 func TestMCPServeTableErrors(t *testing.T) {
 	for key, value := range map[string]string{
-		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_notifications": "0", "max_items": "0", "watch_interval": `"1ms"`, "write_timeout": `"0s"`, "session_idle": `"0s"`,
+		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_in_flight_kb": "0", "max_notifications": "0", "max_items": "0", "watch_interval": `"1ms"`, "write_timeout": `"0s"`, "session_idle": `"0s"`,
 	} {
 		ce, err := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[mcp]\n"+key+" = "+value+"\n")
 		if ce.Key != "mcp."+key || ce.Line != 5 || !strings.Contains(err.Error(), "leave it out for the default") {

@@ -3,8 +3,10 @@ package mcp
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -51,11 +53,22 @@ type HTTPOptions struct {
 	// handler, a session's instances and shutdown for ever. Zero is
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// MaxBytesInFlight bounds the request bodies of the POSTs being served
+	// at once (each weighs its Content-Length, at least 4 KiB, and
+	// Options.MaxRequestBytes when unknown): the SDK reads and decodes a
+	// body before any per-session cap sees it, and a call holds its
+	// arguments while it runs. One more is refused with 503 and a JSON-RPC
+	// error naming the limit, and counted (Refusals.Requests). Zero is
+	// DefaultMaxBytesInFlight.
+	MaxBytesInFlight int
 	// MaxSessions bounds the HTTP sessions open at once: a request that
 	// would start another is refused with 503 and a JSON-RPC error, and
 	// counted (Server.Refusals). Zero is DefaultMaxSessions.
 	MaxSessions int
 }
+
+// DefaultMaxBytesInFlight is HTTPOptions.MaxBytesInFlight when zero.
+const DefaultMaxBytesInFlight = 256 << 20
 
 // DefaultWriteTimeout is HTTPOptions.WriteTimeout when zero.
 const DefaultWriteTimeout = 30 * time.Second
@@ -82,11 +95,15 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = DefaultWriteTimeout
 	}
+	if o.MaxBytesInFlight <= 0 {
+		o.MaxBytesInFlight = DefaultMaxBytesInFlight
+	}
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
 		Logger:              s.log,
 		SessionTimeout:      o.SessionIdle,
 		MaxRequestBodyBytes: int64(s.opts.MaxRequestBytes),
 	})
+	h = s.admit(int64(o.MaxBytesInFlight), h) // behind the token: a stranger weighs nothing
 	if o.Token != "" {
 		h = auth.RequireBearerToken(tokenVerifier(o.Token), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	}
@@ -152,6 +169,57 @@ func (w *responseWriter) Flush() {
 // Unwrap is the ResponseWriter wrapped, for http.ResponseController.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// admit serves a POST while the bodies of those being served weigh no
+// more than limit bytes with it, and refuses it with 503 otherwise.
+func (s *Server) admit(limit int64, next http.Handler) http.Handler {
+	var mu sync.Mutex
+	var inFlight int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		weight := r.ContentLength
+		if weight < 0 || weight > int64(s.opts.MaxRequestBytes) {
+			weight = int64(s.opts.MaxRequestBytes)
+		}
+		weight = max(weight, 4<<10)
+		mu.Lock()
+		full := inFlight+weight > limit
+		if !full {
+			inFlight += weight
+		}
+		mu.Unlock()
+		if full {
+			s.mu.Lock()
+			s.refused.Requests++
+			first := s.refused.Requests == 1
+			s.mu.Unlock()
+			level := slog.LevelDebug
+			if first {
+				level = slog.LevelWarn
+			}
+			s.log.Log(r.Context(), level, "mcp: an HTTP request refused: the requests being served are at max_in_flight_kb", "max_in_flight_kb", limit>>10, "remote", r.RemoteAddr)
+			refuse(w, fmt.Sprintf("morph: the requests being served hold %d KiB, the most it serves at once (max_in_flight_kb); retry", limit>>10))
+			return
+		}
+		defer func() {
+			mu.Lock()
+			inFlight -= weight
+			mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse answers 503 with a JSON-RPC error of message.
+func refuse(w http.ResponseWriter, message string) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32000, "message": message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(append(b, '\n'))
+}
+
 // sessionCap refuses, with 503, a request that would start a session
 // (one without a session id) while limit HTTP sessions are open or being
 // initialized: an initialize counts from its start until its answer is
@@ -179,9 +247,7 @@ func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 			s.mu.Unlock()
 			if full {
 				s.log.Warn("mcp: a new HTTP session refused: the sessions open are at max_sessions", "max_sessions", limit, "remote", r.RemoteAddr)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"morph: %d MCP sessions are open, the most it serves (max_sessions); end one, or raise the limit"}}`+"\n", limit)
+				refuse(w, fmt.Sprintf("morph: %d MCP sessions are open, the most it serves (max_sessions); end one, or raise the limit", limit))
 				return
 			}
 		}

@@ -453,3 +453,56 @@ func initSession(t *testing.T, url string) string {
 	do(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, id)
 	return id
 }
+
+// The bodies of the POSTs being served are bounded together: with two
+// calls of 31 KiB of arguments running under a 64 KiB MaxBytesInFlight, a
+// third is refused with 503 naming the limit, and counted; once the calls
+// end, it is served.
+func TestHTTPMaxBytesInFlight(t *testing.T) {
+	var running atomic.Int32
+	reg := engine.NewRegistry()
+	reg.Register(blockTool{schemaTool{name: "block", schema: `{"type":"object"}`}, &running})
+	reg.Register(schemaTool{name: "ok_tool", schema: `{"type":"object"}`})
+	srv := newServer(t, engine.New(nil, reg), mcp.Options{})
+	hs := serveHTTP(t, srv, mcp.HTTPOptions{Loopback: true, MaxBytesInFlight: 64 << 10})
+	cs, err := connectHTTP(t, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	args := map[string]any{"pad": strings.Repeat("x", 31<<10)}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{}, 2)
+	for range 2 {
+		go func() {
+			cs.CallTool(ctx, &sdk.CallToolParams{Name: "block", Arguments: args})
+			ended <- struct{}{}
+		}()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for running.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	third, stop := context.WithTimeout(context.Background(), 30*time.Second) // not refused, it would block
+	defer stop()
+	if _, err := cs.CallTool(third, &sdk.CallToolParams{Name: "block", Arguments: args}); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
+		t.Errorf("a third call of 31 KiB: %v, want a refusal (503)", err)
+	}
+	if n := srv.Refusals().Requests; n != 1 {
+		t.Errorf("Refusals().Requests = %d, want 1", n)
+	}
+	cancel()
+	<-ended
+	<-ended
+	for running.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	again, err := connectHTTP(t, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if res := call(t, again, "ok_tool", args); res.IsError || text(res) != "ok" {
+		t.Errorf("a call of 31 KiB once the others ended: isError %v, %q", res.IsError, text(res))
+	}
+}

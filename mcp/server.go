@@ -218,8 +218,9 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 type Refusals struct {
 	// Sessions is new HTTP sessions refused for HTTPOptions.MaxSessions.
 	Sessions int
-	// Requests is stdio lines refused: over MaxRequestBytes, not
-	// JSON-RPC, or batches.
+	// Requests is stdio lines refused (over MaxRequestBytes, not
+	// JSON-RPC, batches, a duplicate id) and HTTP requests refused for
+	// HTTPOptions.MaxBytesInFlight.
 	Requests int
 	// Calls is tool calls refused for MaxCallsPerSession.
 	Calls int
