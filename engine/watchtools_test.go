@@ -79,3 +79,33 @@ func TestExtensionWarningsAndCheckTool(t *testing.T) {
 		t.Errorf("CheckTool registered %d tools", n)
 	}
 }
+
+// OnToolsChanged's functions are called after a plugin's list change, once
+// the registry holds it, and not after a refused list; a removed one is not
+// called again.
+func TestOnToolsChanged(t *testing.T) {
+	tool := func(name string) *testTool { return &testTool{name: name, schema: `{"type":"object"}`} }
+	var update func(context.Context, []Tool) error
+	dyn := &fakePlugin{name: "dyn", ext: Extension{Tools: []Tool{tool("a")},
+		WatchTools: func(u func(context.Context, []Tool) error) { update = u }}}
+	e := New(script(), nil, WithExtenders(dyn))
+	if err := e.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	remove := e.OnToolsChanged(func(context.Context) { seen = append(seen, strings.Join(e.reg.Names(), ",")) })
+	ctx := context.Background()
+	if err := update(ctx, []Tool{tool("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := update(ctx, []Tool{tool("c"), tool("c")}); err == nil {
+		t.Fatal("a list naming a tool twice was taken")
+	}
+	remove()
+	if err := update(ctx, []Tool{tool("d")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(seen, " "); got != "b" {
+		t.Errorf("OnToolsChanged saw %q, want one call, after the first change, seeing b", got)
+	}
+}
