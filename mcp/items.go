@@ -117,7 +117,8 @@ func (s *Server) list(ctx context.Context, pm engine.PluginMCP, method string, v
 }
 
 // capped is items without null ones, or their first Options.MaxItems,
-// each time with a warning.
+// each time with a warning; those past the cap are counted
+// (Refusals.Items).
 func capped[T any](ctx context.Context, s *Server, pm engine.PluginMCP, what string, items []*T) []*T {
 	n := len(items)
 	if items = slices.DeleteFunc(items, func(it *T) bool { return it == nil }); len(items) < n {
@@ -128,6 +129,9 @@ func capped[T any](ctx context.Context, s *Server, pm engine.PluginMCP, what str
 	}
 	s.log.WarnContext(ctx, "mcp: a plugin lists too many "+what+"; the first are served (max_items)",
 		"plugin", pm.Plugin, "listed", len(items), "served", s.opts.MaxItems)
+	s.mu.Lock()
+	s.refused.Items += len(items) - s.opts.MaxItems
+	s.mu.Unlock()
 	return items[:s.opts.MaxItems]
 }
 

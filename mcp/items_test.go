@@ -103,6 +103,9 @@ func TestPromptsAndResources(t *testing.T) {
 	if got := srv.Prompts(); !slices.Equal(got, wantPrompts) {
 		t.Errorf("Prompts() = %v, want %v (the first's greet, 8 of second's listed)", got, wantPrompts)
 	}
+	if n := srv.Refusals().Items; n != 13 {
+		t.Errorf("Refusals().Items = %d, want 13 (second's 21 prompts over max_items 8)", n)
+	}
 	wantResources := []string{"test://badblob", "test://blob", "test://both", "test://latin1", "test://t/{id}", "test://text"}
 	if got := srv.Resources(); !slices.Equal(got, wantResources) {
 		t.Errorf("Resources() = %v, want %v", got, wantResources)

@@ -227,6 +227,9 @@ type Refusals struct {
 	// Notifications is a plugin's progress and log notifications dropped
 	// for MaxNotifications.
 	Notifications int
+	// Items is plugins' prompts, resources and resource templates not
+	// served for MaxItems.
+	Items int
 }
 
 // Refusals are the refusals so far.
