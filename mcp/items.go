@@ -187,17 +187,11 @@ func sortedKeys(m map[string]string) []string {
 // plugin in session isolation answers on the session's instance), under
 // the session's call limit, and decodes the answer into v.
 func (s *Server) request(ctx context.Context, ss *sdk.ServerSession, pm engine.PluginMCP, method string, params any, v any) error {
-	ses := s.session(ss, true)
-	if !ses.enter(s.opts.MaxCallsPerSession) {
-		s.mu.Lock()
-		s.refused.Calls++
-		s.mu.Unlock()
-		return fmt.Errorf("%w: %d are running (max_calls_per_session)", ErrTooManyCalls, s.opts.MaxCallsPerSession)
+	ses, ctx, done, err := s.begin(ctx, ss, method)
+	if err != nil {
+		return err
 	}
-	defer ses.leave()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(ses.ctx, cancel)()
+	defer done()
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return err

@@ -81,19 +81,16 @@ func arguments(raw json.RawMessage) (map[string]any, error) {
 // closed is a protocol error, since no tool can run at all.
 func (s *Server) handler(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		ses := s.session(req.Session, true)
 		// Before the arguments are decoded: a refused call costs nothing.
-		if !ses.enter(s.opts.MaxCallsPerSession) {
-			return failed(s.refuseCall(ctx, ses, name)), nil
+		ses, ctx, done, err := s.begin(ctx, req.Session, "tool "+name)
+		if err != nil {
+			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
-		defer ses.leave()
+		defer done()
 		params, err := arguments(req.Params.Arguments)
 		if err != nil {
 			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(ses.ctx, cancel)()
 		ctx = engine.WithCallNotifier(ctx, s.notifier(ctx, req.Session, name, req.Params.GetProgressToken()))
 		res, err := s.eng.CallToolResult(ctx, ses.id, name, params, s.opts.Run)
 		var tce *engine.ToolCallError
@@ -110,19 +107,28 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 	}
 }
 
-// refuseCall counts a call refused for MaxCallsPerSession, logs the
-// session's first, and is the result's text.
-func (s *Server) refuseCall(ctx context.Context, ses *session, name string) string {
-	s.mu.Lock()
-	s.refused.Calls++
-	first := !ses.refusedCall
-	ses.refusedCall = true
-	s.mu.Unlock()
-	err := fmt.Errorf("%w: %d are running, the most a session runs at once (max_calls_per_session); retry once one has ended", ErrTooManyCalls, s.opts.MaxCallsPerSession)
-	if first {
-		s.log.WarnContext(ctx, "mcp: a call refused", "tool", name, "session", ses.id, "error", err)
+// begin admits a request of ss that runs a plugin (a tool call; a
+// prompt, resource or completion request) under the session's call limit,
+// with ctx canceled when the session ends; done must be called once it
+// has. Past the limit it is refused (ErrTooManyCalls), counted, and the
+// session's first refusal logged.
+func (s *Server) begin(ctx context.Context, ss *sdk.ServerSession, what string) (*session, context.Context, func(), error) {
+	ses := s.session(ss, true)
+	if !ses.enter(s.opts.MaxCallsPerSession) {
+		s.mu.Lock()
+		s.refused.Calls++
+		first := !ses.refusedCall
+		ses.refusedCall = true
+		s.mu.Unlock()
+		err := fmt.Errorf("%w: %d are running, the most a session runs at once (max_calls_per_session); retry once one has ended", ErrTooManyCalls, s.opts.MaxCallsPerSession)
+		if first {
+			s.log.WarnContext(ctx, "mcp: a request refused", "request", what, "session", ses.id, "error", err)
+		}
+		return nil, nil, nil, err
 	}
-	return fmt.Sprintf("Error: tool '%s': %v", name, err)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(ses.ctx, cancel)
+	return ses, ctx, func() { stop(); cancel(); ses.leave() }, nil
 }
 
 // result is a call's result as MCP content: the text, then the images
