@@ -29,6 +29,7 @@ import (
 //	env = { LOG_LEVEL = "info" }       # its whole environment, with PATH and HOME
 //	# url = "http://127.0.0.1:3001/mcp"     # ... or Streamable HTTP: exactly one of command and url
 //	# headers = { Authorization = "FS_AUTH" } # header = the environment variable holding its value
+//	# oauth = { scopes = ["files:read"] }    # ... or OAuth 2.1 (see MCPOAuthEntry)
 //	tools = ["read_text_file"]         # only these (the server's names); absent: all
 //	prefix = "fs"                      # tools named fs.read_text_file (the default: the name); "" for none
 //	timeout = "60s"                    # each call
@@ -60,6 +61,9 @@ type MCPServerEntry struct {
 	// of the environment variable holding the value (read when the engine
 	// opens; unset is an error naming it).
 	Headers map[string]string `toml:"headers"`
+	// OAuth, for a server at a url, has morph authorize itself with
+	// OAuth 2.1 (a browser once, then cached tokens).
+	OAuth *MCPOAuthEntry `toml:"oauth"`
 	// Tools, when set, are the only tools of the server's used, by the
 	// server's names for them; one the server does not offer is a warning.
 	Tools []string `toml:"tools"`
@@ -86,6 +90,31 @@ type MCPServerEntry struct {
 	// Optional makes a server that fails to start a warning, its tools
 	// absent, instead of an error that stops the run.
 	Optional bool `toml:"optional"`
+}
+
+// MCPOAuthEntry is an [[mcp_servers]] entry's oauth table. With none of
+// client_id and client_id_metadata_url, morph registers itself with the
+// authorization server (dynamic client registration).
+//
+//	oauth = { client_id = "abc", client_secret_env = "GH_MCP_SECRET", scopes = ["repo"], redirect_port = 8765 }
+type MCPOAuthEntry struct {
+	// ClientID is a client registered beforehand with the authorization
+	// server.
+	ClientID string `toml:"client_id"`
+	// ClientSecretEnv names the environment variable holding the
+	// pre-registered client's secret, if it has one (never the secret).
+	ClientSecretEnv string `toml:"client_secret_env"`
+	// ClientIDMetadataURL is the https URL of a Client ID Metadata
+	// Document describing morph, used where the authorization server
+	// supports it.
+	ClientIDMetadataURL string `toml:"client_id_metadata_url"`
+	// ClientName is the name morph registers under (default "morph").
+	ClientName string `toml:"client_name"`
+	// Scopes, when set, replace the scopes the server advertises.
+	Scopes []string `toml:"scopes"`
+	// RedirectPort is the loopback port of the redirect
+	// (http://127.0.0.1:PORT/callback); 0 (the default): any free one.
+	RedirectPort int `toml:"redirect_port"`
 }
 
 // mcpNameRE is what an entry's name may be: short, and a valid start of a
@@ -136,9 +165,14 @@ func (v *validator) mcpServers() {
 			if s.Dir != "" && !filepath.IsAbs(s.Dir) {
 				s.Dir = filepath.Join(filepath.Dir(v.c.File), s.Dir)
 			}
-			if defined("headers") {
-				v.fail(key("headers"), nil, "MCP server %q: headers are for a server at a url, not a stdio one", s.Name)
+			for _, field := range []string{"headers", "oauth"} {
+				if defined(field) {
+					v.fail(key(field), nil, "MCP server %q: %s is for a server at a url, not a stdio one", s.Name, field)
+				}
 			}
+		}
+		if s.OAuth != nil {
+			v.mcpOAuth(s, key, secrets)
 		}
 		for _, name := range slices.Sorted(maps.Keys(s.Env)) {
 			switch {
@@ -180,9 +214,40 @@ func (v *validator) mcpServers() {
 	}
 }
 
+// mcpOAuth checks the oauth table of s, an [[mcp_servers]] entry.
+func (v *validator) mcpOAuth(s *MCPServerEntry, key func(...string) toml.Key, secrets []string) {
+	o := s.OAuth
+	if slices.ContainsFunc(slices.Collect(maps.Keys(s.Headers)), func(h string) bool { return strings.EqualFold(h, "Authorization") }) {
+		v.fail(key("oauth"), nil, "MCP server %q: an Authorization header and oauth both authorize: keep one", s.Name)
+	}
+	switch env := o.ClientSecretEnv; {
+	case env == "":
+	case o.ClientID == "":
+		v.fail(key("oauth", "client_secret_env"), nil, "MCP server %q: a client secret needs the client_id it belongs to", s.Name)
+	case host.CheckEnvName(env) != nil:
+		v.fail(key("oauth", "client_secret_env"), nil, "MCP server %q: want the name of the environment variable holding the secret (the secret itself does not go in the file)", s.Name)
+	case slices.Contains(secrets, env):
+		v.fail(key("oauth", "client_secret_env"), nil, "MCP server %q: %s holds the model's API key (or another secret of morph's), which no MCP server gets", s.Name, env)
+	}
+	if u := o.ClientIDMetadataURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || pu.Scheme != "https" || pu.Host == "" || strings.Trim(pu.Path, "/") == "" {
+			v.fail(key("oauth", "client_id_metadata_url"), err, "MCP server %q: want an https:// URL with a path (the client id the document names), got %q", s.Name, u)
+		}
+	}
+	for j, sc := range o.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\"\\") || slices.Contains(o.Scopes[:j], sc) {
+			v.fail(key("oauth", "scopes"), nil, "MCP server %q: scope %d is empty, has a space or a quote, or is named twice", s.Name, j+1)
+		}
+	}
+	if o.RedirectPort < 0 || o.RedirectPort > 65535 {
+		v.fail(key("oauth", "redirect_port"), nil, "MCP server %q: want a port from 1 to 65535, or 0 for any free one, got %d", s.Name, o.RedirectPort)
+	}
+}
+
 // MCPServerConfigs are the [[mcp_servers]] entries as package mcp takes them,
-// their headers' values read from the environment: a variable not set (or
-// empty) is an *Error naming the entry, the header and the variable.
+// their headers' values (and OAuth client secret) read from the
+// environment: a variable not set (or empty) is an *Error naming the
+// entry, the key and the variable.
 func (c *Config) MCPServerConfigs() ([]mcp.ServerConfig, error) {
 	var out []mcp.ServerConfig
 	for i, s := range c.MCPServers {
@@ -204,6 +269,16 @@ func (c *Config) MCPServerConfigs() ([]mcp.ServerConfig, error) {
 				sc.Headers = map[string]string{}
 			}
 			sc.Headers[header] = value
+		}
+		if o := s.OAuth; o != nil {
+			sc.OAuth = &mcp.OAuthConfig{ClientID: o.ClientID, ClientIDMetadataURL: o.ClientIDMetadataURL,
+				ClientName: o.ClientName, Scopes: o.Scopes, RedirectPort: o.RedirectPort}
+			if env := o.ClientSecretEnv; env != "" {
+				if sc.OAuth.ClientSecret = os.Getenv(env); sc.OAuth.ClientSecret == "" {
+					return nil, c.errorAt(toml.Key{"mcp_servers", fmt.Sprint(i), "oauth", "client_secret_env"}, nil,
+						fmt.Sprintf("MCP server %q: the environment variable %s, which holds the OAuth client secret, is not set", s.Name, env))
+				}
+			}
 		}
 		out = append(out, sc)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -36,6 +37,9 @@ type ServerConfig struct {
 	// Headers are sent with every HTTP request (Authorization, ...),
 	// their values already read from the environment.
 	Headers map[string]string
+	// OAuth, when set, has morph authorize itself to the server with
+	// OAuth 2.1 (see OAuthConfig).
+	OAuth *OAuthConfig
 	// Tools, when not empty, are the only tools of the server's that are
 	// used (by the server's names for them).
 	Tools []string
@@ -139,6 +143,11 @@ type ServersOptions struct {
 	// HTTPTransport is the base of the HTTP servers' requests; nil:
 	// http.DefaultTransport.
 	HTTPTransport http.RoundTripper
+	// AuthPrompt is where a server's OAuth authorization URL is printed
+	// for the user when BROWSER is not set; nil: such a server without
+	// cached tokens fails to start (an unattended run), with an error
+	// saying to run `morph mcp login`.
+	AuthPrompt io.Writer
 }
 
 // Servers are the MCP servers of one engine. The first of their extenders
@@ -460,12 +469,20 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 	c.closing, c.closed = context.WithCancel(context.Background())
 	var t sdk.Transport
 	if srv.cfg.URL != "" {
-		t = &sdk.StreamableClientTransport{
+		st := &sdk.StreamableClientTransport{
 			Endpoint:     srv.cfg.URL,
 			HTTPClient:   &http.Client{Transport: &httpLimit{base: srv.opts.HTTPTransport, headers: srv.cfg.Headers, c: c}},
 			MaxRetries:   2,
 			MaxEventSize: c.limit,
 		}
+		if srv.cfg.OAuth != nil {
+			h, err := srv.oauthHandler()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrAuthorization, err)
+			}
+			st.OAuthHandler = h
+		}
+		t = st
 	} else {
 		var err error
 		if t, err = c.startProcess(); err != nil {
