@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,7 +93,54 @@ A file that fails the checks is logged and the old module keeps serving.`,
 	serve.Flags().IntVar(&f.maxNotify, "max-notifications", mcp.DefaultMaxNotifications, "the most progress and log notifications a plugin sends one call's client; the rest are dropped, counted and warned about (overrides [mcp] max_notifications)")
 	serve.Flags().IntVar(&f.maxItems, "max-items", mcp.DefaultMaxItems, "the most prompts, resources and resource templates served of each plugin; past it the first are served, with a warning (overrides [mcp] max_items)")
 	cmd.AddCommand(serve)
+	cmd.AddCommand(newMCPLoginCmd(stderr))
 	return cmd
+}
+
+// newMCPLoginCmd is "morph mcp login NAME": the OAuth flow of one
+// [[mcp_servers]] entry (mcp.Login), its tokens cached for the runs.
+func newMCPLoginCmd(stderr io.Writer) *cobra.Command {
+	var configFile string
+	var timeout time.Duration
+	login := &cobra.Command{
+		Use:   "login NAME",
+		Short: "Authorize morph with an MCP server that uses OAuth ([[mcp_servers]] entry NAME), once, for later runs",
+		Long: `Run the OAuth authorization of the [[mcp_servers]] entry NAME (one with an oauth
+table) and cache its tokens under the user's cache directory, for the runs that
+follow, which refresh them. The authorization URL is opened with the command in
+BROWSER, or else printed here for you to open; the authorization server then
+redirects your browser to morph, listening on 127.0.0.1 until --timeout.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout <= 0 {
+				return usageErrorf("--timeout must be positive, not %s", timeout)
+			}
+			cfg, err := config.Load(configFile)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			servers, err := cfg.MCPServerConfigs()
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			i := slices.IndexFunc(servers, func(s mcp.ServerConfig) bool { return s.Name == args[0] })
+			if i < 0 || servers[i].OAuth == nil {
+				return usageErrorf("%s has no [[mcp_servers]] entry %q with an oauth table", configFile, args[0])
+			}
+			logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			tools, err := mcp.Login(cmd.Context(), servers[i], mcp.LoginOptions{Logger: logger, Prompt: stderr,
+				Timeout: timeout, Version: moduleVersion()})
+			if err != nil {
+				return err
+			}
+			dir, _ := mcp.TokenDir() // Login found it
+			fmt.Fprintf(stderr, "morph: authorized with MCP server %s (%d tools); tokens cached in %s\n", args[0], tools, dir)
+			return nil
+		},
+	}
+	login.Flags().StringVar(&configFile, "config", "morph.toml", "the config file")
+	login.Flags().DurationVar(&timeout, "timeout", mcp.DefaultLoginTimeout, "how long to wait for the authorization in the browser")
+	return login
 }
 
 func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
