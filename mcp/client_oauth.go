@@ -61,12 +61,6 @@ type OAuthConfig struct {
 // authorization server that refused or broke a rule.
 var ErrAuthorization = errors.New("mcp: not authorized")
 
-// oauthRequestTimeout bounds each HTTP request of the OAuth flow
-// (discovery, registration, token exchange, refresh) besides the start's
-// own bound: a refresh runs later, under no other deadline. Response
-// bodies are bounded by the SDK (1 MiB for metadata and tokens).
-const oauthRequestTimeout = 30 * time.Second
-
 // TokenDir is where morph keeps the servers' OAuth tokens: a file per
 // server URL and client (0600) in a directory only the user may read
 // (0700), under the user's cache directory.
@@ -93,8 +87,13 @@ type oauthFlow struct {
 // cached from an earlier run, if any, as its first token source.
 func (srv *server) oauthHandler() (auth.OAuthHandler, error) {
 	cfg := srv.cfg.OAuth
+	// Each request of the flow (discovery, registration, token exchange,
+	// refresh) is bounded by startup_timeout, besides the start's own
+	// bound: a refresh runs later, under no other deadline. The SDK bounds
+	// the bodies it reads (1 MiB), and keeps its SSRF checks on a client
+	// whose transport is an *http.Transport: the client is not wrapped.
 	f := &oauthFlow{srv: srv, cfg: cfg, port: cfg.RedirectPort,
-		client: &http.Client{Transport: srv.opts.HTTPTransport, Timeout: oauthRequestTimeout}}
+		client: &http.Client{Transport: srv.opts.HTTPTransport, Timeout: srv.cfg.StartupTimeout}}
 	if f.port == 0 {
 		// The port must be known before the flow (it is in the client's
 		// registration): take a free one now; the flow listens on it again.
@@ -130,8 +129,14 @@ func (srv *server) oauthHandler() (auth.OAuthHandler, error) {
 			if c.ClientSecret != cfg.ClientSecret { // one the registration gave: not in the environment
 				ts.entry.ClientSecret = c.ClientSecret
 			}
-			_, err := ts.Token() // stores it
-			return ts, err
+			tok, err := ts.Token() // stores it
+			if err == nil && tok == nil {
+				err = errors.New("its refresh was refused")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("the token just issued: %w", err)
+			}
+			return ts, nil
 		},
 	}
 	if cfg.ClientIDMetadataURL != "" {
@@ -147,7 +152,30 @@ func (srv *server) oauthHandler() (auth.OAuthHandler, error) {
 		hc.ScopeFilter = func([]string) []string { return cfg.Scopes }
 	}
 	hc.InitialTokenSource = f.cached()
-	return auth.NewAuthorizationCodeHandler(hc)
+	h, err := auth.NewAuthorizationCodeHandler(hc)
+	if err != nil {
+		return nil, err
+	}
+	return authorizer{h}, nil
+}
+
+// authorizer is the SDK's handler with its failures of kind
+// ErrAuthorization.
+type authorizer struct{ *auth.AuthorizationCodeHandler }
+
+// Authorize runs the flow.
+func (a authorizer) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	err := a.AuthorizationCodeHandler.Authorize(ctx, req, resp)
+	switch {
+	case err == nil || errors.Is(err, ErrAuthorization):
+		return err
+	case strings.HasSuffix(err.Error(), io.ErrUnexpectedEOF.Error()):
+		// What the SDK's 1 MiB cap on a JSON body reads as (it flattens
+		// the metadata's errors to text).
+		return fmt.Errorf("%w: %w (an answer of the authorization server's cut short, or over 1 MiB)", ErrAuthorization, err)
+	default:
+		return fmt.Errorf("%w: %w", ErrAuthorization, err)
+	}
 }
 
 // cacheName is the token file's name of a server URL and a client: the
