@@ -66,6 +66,46 @@ optional = true
 	}
 }
 
+// An oauth table reaches package mcp as it is, the client secret read
+// from the variable client_secret_env names (unset: an error at that key).
+func TestMCPServersOAuthLoad(t *testing.T) {
+	t.Setenv("GH_SECRET", "s3cret")
+	dir := write(t, map[string]string{"replies.json": replies, "morph.toml": scriptedLLM + `
+[[mcp_servers]]
+name = "gh"
+url = "https://mcp.example.com/mcp"
+oauth = { client_id = "abc", client_secret_env = "GH_SECRET", scopes = ["repo", "read:org"], redirect_port = 8765, client_name = "morph at work" }
+
+[[mcp_servers]]
+name = "reg"
+url = "https://other.example.com/mcp"
+[mcp_servers.oauth]
+client_id_metadata_url = "https://morph.example.com/client.json"
+`})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cfg.MCPServerConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, reg := got[0].OAuth, got[1].OAuth
+	if gh == nil || gh.ClientID != "abc" || gh.ClientSecret != "s3cret" || strings.Join(gh.Scopes, " ") != "repo read:org" ||
+		gh.RedirectPort != 8765 || gh.ClientName != "morph at work" {
+		t.Errorf("gh: %+v", gh)
+	}
+	if reg == nil || reg.ClientIDMetadataURL != "https://morph.example.com/client.json" || reg.ClientID != "" || reg.ClientSecret != "" {
+		t.Errorf("reg: %+v", reg)
+	}
+	t.Setenv("GH_SECRET", "")
+	_, err = cfg.MCPServerConfigs()
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Key != "mcp_servers.0.oauth.client_secret_env" || !strings.Contains(ce.Msg, "GH_SECRET") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("with GH_SECRET unset: %v, want an error at client_secret_env naming the variable", err)
+	}
+}
+
 // Mistakes in an entry are errors naming the entry's key.
 func TestMCPServersErrors(t *testing.T) {
 	for _, tc := range []struct{ entry, key, msg string }{
@@ -84,6 +124,16 @@ func TestMCPServersErrors(t *testing.T) {
 		{"name = \"x\"\ncommand = \"a\"\ntools = [\"t\", \"t\"]", "mcp_servers.0.tools", "named twice"},
 		{"name = \"x\"\ncommand = \"a\"\ncomand = \"b\"", "mcp_servers.comand", "unknown key"},
 		{"name = \"x\"\ncommand = \"a\"\n[[mcp_servers]]\nname = \"x\"\ncommand = \"b\"", "mcp_servers.1.name", "taken"},
+		{"name = \"x\"\ncommand = \"a\"\noauth = {}", "mcp_servers.0.oauth", "not a stdio one"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\nheaders = { authorization = \"A\" }\noauth = {}", "mcp_servers.0.oauth", "keep one"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { client_secret_env = \"S\" }", "mcp_servers.0.oauth.client_secret_env", "needs the client_id"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { client_id = \"c\", client_secret_env = \"s3cr3t value\" }", "mcp_servers.0.oauth.client_secret_env", "the secret itself does not go in the file"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { client_id = \"c\", client_secret_env = \"MODEL_KEY\" }", "mcp_servers.0.oauth.client_secret_env", "model's API key"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { client_id_metadata_url = \"http://h/client.json\" }", "mcp_servers.0.oauth.client_id_metadata_url", "https:// URL with a path"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { client_id_metadata_url = \"https://h/\" }", "mcp_servers.0.oauth.client_id_metadata_url", "https:// URL with a path"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { scopes = [\"a b\"] }", "mcp_servers.0.oauth.scopes", "has a space"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { redirect_port = 70000 }", "mcp_servers.0.oauth.redirect_port", "from 1 to 65535"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { client_secret = \"s\" }", "mcp_servers.oauth.client_secret", "unknown key"},
 	} {
 		ce, _ := loadErr(t, scriptedLLM+"[[mcp_servers]]\n"+tc.entry+"\n")
 		if ce.Key != tc.key || !strings.Contains(ce.Msg, tc.msg) {
