@@ -324,19 +324,27 @@ func (f *oauthFlow) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 			}
 			q := r.URL.Query()
 			res := url2result{code: q.Get("code"), state: q.Get("state"), iss: q.Get("iss"), err: q.Get("error"), desc: q.Get("error_description")}
-			select {
-			case results <- res:
-			default: // one redirect only
-			}
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			msg := "morph is authorized to use MCP server " + name + ". You may close this window."
 			if res.err != "" {
 				msg = "The authorization of morph for MCP server " + name + " failed. See morph's output."
 			}
 			io.WriteString(w, "<!doctype html><title>morph</title><p>"+html.EscapeString(msg)+"</p>")
+			select { // after the page: the flow's end shuts the listener down
+			case results <- res:
+			default: // one redirect only
+			}
 		})}
 	go hs.Serve(ln)
-	defer hs.Close()
+	defer func() {
+		// The browser gets its page (a handler under way finishes), then
+		// the listener closes.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if hs.Shutdown(ctx) != nil {
+			hs.Close()
+		}
+	}()
 	if len(browser) > 0 {
 		cmd := exec.Command(browser[0], append(browser[1:], args.URL)...)
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
