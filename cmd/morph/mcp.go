@@ -131,7 +131,7 @@ redirects your browser to morph, listening on 127.0.0.1 until --timeout.`,
 			tools, err := mcp.Login(cmd.Context(), servers[i], mcp.LoginOptions{Logger: logger, Prompt: stderr,
 				Timeout: timeout, Version: moduleVersion()})
 			if err != nil {
-				return err
+				return &exitError{exitRunFailed, err}
 			}
 			dir, _ := mcp.TokenDir() // Login found it
 			fmt.Fprintf(stderr, "morph: authorized with MCP server %s (%d tools); tokens cached in %s\n", args[0], tools, dir)
