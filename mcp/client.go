@@ -144,9 +144,9 @@ type ServersOptions struct {
 	// http.DefaultTransport.
 	HTTPTransport http.RoundTripper
 	// AuthPrompt is where a server's OAuth authorization URL is printed
-	// for the user when BROWSER is not set; nil: such a server without
-	// cached tokens fails to start (an unattended run), with an error
-	// saying to run `morph mcp login`.
+	// for the user (also when BROWSER opens it); nil, and no BROWSER: such
+	// a server without usable cached tokens fails to start (an unattended
+	// run), with an error saying to run `morph mcp login`.
 	AuthPrompt io.Writer
 }
 

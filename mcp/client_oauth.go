@@ -315,7 +315,7 @@ func (f *oauthFlow) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot listen for the authorization's redirect on %s: %w", ErrAuthorization, f.redirect, err)
 	}
-	results := make(chan url2result, 1)
+	results := make(chan redirect, 1)
 	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxCallbackBytes,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/callback" {
@@ -323,7 +323,7 @@ func (f *oauthFlow) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 				return
 			}
 			q := r.URL.Query()
-			res := url2result{code: q.Get("code"), state: q.Get("state"), iss: q.Get("iss"), err: q.Get("error"), desc: q.Get("error_description")}
+			res := redirect{code: q.Get("code"), state: q.Get("state"), iss: q.Get("iss"), err: q.Get("error"), desc: q.Get("error_description")}
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			msg := "morph is authorized to use MCP server " + name + ". You may close this window."
 			if res.err != "" {
@@ -345,38 +345,48 @@ func (f *oauthFlow) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 			hs.Close()
 		}
 	}()
+	if prompt != nil { // also with BROWSER: it may open nothing the user sees
+		// The URL is the server's to choose: escaped.
+		fmt.Fprintf(prompt, "MCP server %s needs an authorization: open this URL in a browser:\n  %s\n", name, safetext.Line(args.URL, 0))
+	}
+	var browsed chan error // the BROWSER command's end
 	if len(browser) > 0 {
 		cmd := exec.Command(browser[0], append(browser[1:], args.URL)...)
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("%w: cannot start BROWSER (%s): %w", ErrAuthorization, safetext.Quote(browser[0], 200), err)
 		}
-		go cmd.Wait() // a browser may live on; it is the user's
-	} else {
-		// The URL is the server's to choose: escaped.
-		fmt.Fprintf(prompt, "MCP server %s needs an authorization: open this URL in a browser:\n  %s\n", name, safetext.Line(args.URL, 0))
+		browsed = make(chan error, 1)
+		go func() { browsed <- cmd.Wait() }() // a browser may live on: it is the user's
 	}
-	select {
-	case res := <-results:
-		if res.err != "" {
-			return nil, fmt.Errorf("%w: the authorization server answered %s: %s", ErrAuthorization,
-				safetext.Quote(res.err, 100), safetext.Quote(res.desc, 300))
+	for {
+		select {
+		case res := <-results:
+			if res.err != "" {
+				return nil, fmt.Errorf("%w: the authorization server answered %s: %s", ErrAuthorization,
+					safetext.Quote(res.err, 100), safetext.Quote(res.desc, 300))
+			}
+			return &auth.AuthorizationResult{Code: res.code, State: res.state, Iss: res.iss}, nil
+		case err := <-browsed:
+			if err != nil && prompt == nil { // nobody else to open the URL
+				return nil, fmt.Errorf("%w: BROWSER (%s) failed: %w", ErrAuthorization, safetext.Quote(browser[0], 200), err)
+			}
+			browsed = nil // it handed the URL on (xdg-open, open): wait for the redirect
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: no authorization came back to %s in time: %w", ErrAuthorization, f.redirect, ctx.Err())
 		}
-		return &auth.AuthorizationResult{Code: res.code, State: res.state, Iss: res.iss}, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: no authorization came back to %s in time: %w", ErrAuthorization, f.redirect, ctx.Err())
 	}
 }
 
-// url2result is what the authorization's redirect brought.
-type url2result struct{ code, state, iss, err, desc string }
+// redirect is what the authorization's redirect brought.
+type redirect struct{ code, state, iss, err, desc string }
 
 // LoginOptions are Login's.
 type LoginOptions struct {
 	// Logger: as ServersOptions'.
 	Logger *slog.Logger
-	// Prompt is where the authorization URL is printed when BROWSER is not
-	// set (required).
+	// Prompt is where the authorization URL is printed for the user
+	// (required), also when BROWSER opens it.
 	Prompt io.Writer
 	// Timeout bounds the whole login, the user's part included; 0: 5 min.
 	Timeout time.Duration

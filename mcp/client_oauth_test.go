@@ -277,6 +277,18 @@ func TestClientOAuthUnattended(t *testing.T) {
 	}
 }
 
+// A BROWSER command that fails ends the start at once with an error
+// naming it, rather than waiting startup_timeout for a redirect.
+func TestClientOAuthBrowserFails(t *testing.T) {
+	t.Setenv("BROWSER", "false")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	o := newOAuthServer(t, nil)
+	_, _, _, err := clientEngine(t, mcp.ServerConfig{Name: "guarded", URL: o.url, OAuth: &mcp.OAuthConfig{}, StartupTimeout: 10 * time.Minute})
+	if !errors.Is(err, mcp.ErrAuthorization) || !strings.Contains(err.Error(), `BROWSER ("false") failed`) {
+		t.Errorf("err = %v; want ErrAuthorization naming BROWSER", err)
+	}
+}
+
 // A hostile authorization server is refused with an error, not waited for
 // or read whole: metadata of 100 MB, metadata that never comes (within
 // startup_timeout), a token endpoint at a plain http address that is not
