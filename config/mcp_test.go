@@ -199,3 +199,30 @@ func TestMCPServersREADMEExample(t *testing.T) {
 		t.Errorf("servers %+v", got)
 	}
 }
+
+// The README's oauth example (section "Using MCP servers", its second toml
+// block) loads, the commented variant too.
+func TestMCPServersREADMEOAuthExample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "## Using MCP servers\n")
+	blocks := strings.Split(section, "```toml\n")
+	if len(blocks) < 3 {
+		t.Fatal("no second toml block in the README's section Using MCP servers")
+	}
+	block, _, _ := strings.Cut(blocks[2], "```")
+	t.Setenv("TRACKER_SECRET", "s")
+	for _, variant := range []string{block, strings.Replace(strings.Replace(block, "oauth = {", "# oauth = {", 1), "# oauth = { client_id", "oauth = { client_id", 1)} {
+		dir := write(t, map[string]string{"replies.json": replies, "morph.toml": scriptedLLM + variant})
+		cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+		if err != nil {
+			t.Fatalf("%s\n%v", variant, err)
+		}
+		got, err := cfg.MCPServerConfigs()
+		if err != nil || len(got) != 1 || got[0].OAuth == nil || (got[0].OAuth.Scopes == nil && got[0].OAuth.ClientSecret != "s") {
+			t.Errorf("%s\nservers %+v, %v", variant, got, err)
+		}
+	}
+}
