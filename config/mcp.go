@@ -115,6 +115,10 @@ type MCPOAuthEntry struct {
 	// RedirectPort is the loopback port of the redirect
 	// (http://127.0.0.1:PORT/callback); 0 (the default): any free one.
 	RedirectPort int `toml:"redirect_port"`
+	// Grant is "authorization_code" (the default: a user, once, in a
+	// browser) or "client_credentials" (a machine client: client_id and
+	// client_secret_env, no user; the ext-auth extension).
+	Grant string `toml:"grant"`
 }
 
 // mcpNameRE is what an entry's name may be: short, and a valid start of a
@@ -239,6 +243,21 @@ func (v *validator) mcpOAuth(s *MCPServerEntry, key func(...string) toml.Key, se
 			v.fail(key("oauth", "scopes"), nil, "MCP server %q: scope %d is empty, has a space or a quote, or is named twice", s.Name, j+1)
 		}
 	}
+	switch o.Grant {
+	case "", "authorization_code":
+	case "client_credentials":
+		if o.ClientID == "" || o.ClientSecretEnv == "" {
+			v.fail(key("oauth", "grant"), nil, "MCP server %q: the client credentials grant needs client_id and client_secret_env", s.Name)
+		}
+		for field, set := range map[string]bool{"client_id_metadata_url": o.ClientIDMetadataURL != "", "client_name": o.ClientName != "",
+			"scopes": len(o.Scopes) > 0, "redirect_port": o.RedirectPort != 0} {
+			if set {
+				v.fail(key("oauth", field), nil, "MCP server %q: %s is for the authorization code grant, not client_credentials", s.Name, field)
+			}
+		}
+	default:
+		v.fail(key("oauth", "grant"), nil, "MCP server %q: want \"authorization_code\" (the default) or \"client_credentials\", got %q", s.Name, o.Grant)
+	}
 	if o.RedirectPort < 0 || o.RedirectPort > 65535 {
 		v.fail(key("oauth", "redirect_port"), nil, "MCP server %q: want a port from 1 to 65535, or 0 for any free one, got %d", s.Name, o.RedirectPort)
 	}
@@ -272,7 +291,7 @@ func (c *Config) MCPServerConfigs() ([]mcp.ServerConfig, error) {
 		}
 		if o := s.OAuth; o != nil {
 			sc.OAuth = &mcp.OAuthConfig{ClientID: o.ClientID, ClientIDMetadataURL: o.ClientIDMetadataURL,
-				ClientName: o.ClientName, Scopes: o.Scopes, RedirectPort: o.RedirectPort}
+				ClientName: o.ClientName, Scopes: o.Scopes, RedirectPort: o.RedirectPort, ClientCredentials: o.Grant == "client_credentials"}
 			if env := o.ClientSecretEnv; env != "" {
 				if sc.OAuth.ClientSecret = os.Getenv(env); sc.OAuth.ClientSecret == "" {
 					return nil, c.errorAt(toml.Key{"mcp_servers", fmt.Sprint(i), "oauth", "client_secret_env"}, nil,

@@ -81,6 +81,11 @@ name = "reg"
 url = "https://other.example.com/mcp"
 [mcp_servers.oauth]
 client_id_metadata_url = "https://morph.example.com/client.json"
+
+[[mcp_servers]]
+name = "machine"
+url = "https://m.example.com/mcp"
+oauth = { grant = "client_credentials", client_id = "ci", client_secret_env = "GH_SECRET" }
 `})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
 	if err != nil {
@@ -95,8 +100,11 @@ client_id_metadata_url = "https://morph.example.com/client.json"
 		gh.RedirectPort != 8765 || gh.ClientName != "morph at work" {
 		t.Errorf("gh: %+v", gh)
 	}
-	if reg == nil || reg.ClientIDMetadataURL != "https://morph.example.com/client.json" || reg.ClientID != "" || reg.ClientSecret != "" {
+	if reg == nil || reg.ClientIDMetadataURL != "https://morph.example.com/client.json" || reg.ClientID != "" || reg.ClientSecret != "" || reg.ClientCredentials {
 		t.Errorf("reg: %+v", reg)
+	}
+	if m := got[2].OAuth; m == nil || !m.ClientCredentials || m.ClientID != "ci" || m.ClientSecret != "s3cret" || gh.ClientCredentials {
+		t.Errorf("machine: %+v", m)
 	}
 	t.Setenv("GH_SECRET", "")
 	_, err = cfg.MCPServerConfigs()
@@ -134,6 +142,9 @@ func TestMCPServersErrors(t *testing.T) {
 		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { scopes = [\"a b\"] }", "mcp_servers.0.oauth.scopes", "has a space"},
 		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { redirect_port = 70000 }", "mcp_servers.0.oauth.redirect_port", "from 1 to 65535"},
 		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { client_secret = \"s\" }", "mcp_servers.oauth.client_secret", "unknown key"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { grant = \"implicit\" }", "mcp_servers.0.oauth.grant", "want \"authorization_code\""},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { grant = \"client_credentials\", client_id = \"c\" }", "mcp_servers.0.oauth.grant", "needs client_id and client_secret_env"},
+		{"name = \"x\"\nurl = \"http://h/mcp\"\noauth = { grant = \"client_credentials\", client_id = \"c\", client_secret_env = \"S\", redirect_port = 8000 }", "mcp_servers.0.oauth.redirect_port", "not client_credentials"},
 	} {
 		ce, _ := loadErr(t, scriptedLLM+"[[mcp_servers]]\n"+tc.entry+"\n")
 		if ce.Key != tc.key || !strings.Contains(ce.Msg, tc.msg) {

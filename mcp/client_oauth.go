@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/auth/extauth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
@@ -53,6 +54,11 @@ type OAuthConfig struct {
 	// authorization's redirect (http://127.0.0.1:PORT/callback); 0: a free
 	// one, chosen when the connection starts.
 	RedirectPort int
+	// ClientCredentials has morph use OAuth's client credentials grant
+	// (the ext-auth extension, SEP-1046; the SDK's
+	// extauth.ClientCredentialsHandler) instead: a machine client with
+	// ClientID and ClientSecret, no user, no browser, no cached tokens.
+	ClientCredentials bool
 }
 
 // ErrAuthorization is the kind of ServerError of a server that needs an
@@ -94,6 +100,15 @@ func (srv *server) oauthHandler() (auth.OAuthHandler, error) {
 	// whose transport is an *http.Transport: the client is not wrapped.
 	f := &oauthFlow{srv: srv, cfg: cfg, port: cfg.RedirectPort,
 		client: &http.Client{Transport: srv.opts.HTTPTransport, Timeout: srv.cfg.StartupTimeout}}
+	if cfg.ClientCredentials {
+		// No user, nothing to cache: a token per run, from the secret.
+		h, err := extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{HTTPClient: f.client,
+			Credentials: &oauthex.ClientCredentials{ClientID: cfg.ClientID, ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: cfg.ClientSecret}}})
+		if err != nil {
+			return nil, err
+		}
+		return authorizer{h}, nil
+	}
 	if f.port == 0 {
 		// The port must be known before the flow (it is in the client's
 		// registration): take a free one now; the flow listens on it again.
@@ -159,13 +174,13 @@ func (srv *server) oauthHandler() (auth.OAuthHandler, error) {
 	return authorizer{h}, nil
 }
 
-// authorizer is the SDK's handler with its failures of kind
+// authorizer is one of the SDK's handlers with its failures of kind
 // ErrAuthorization.
-type authorizer struct{ *auth.AuthorizationCodeHandler }
+type authorizer struct{ auth.OAuthHandler }
 
 // Authorize runs the flow.
 func (a authorizer) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
-	err := a.AuthorizationCodeHandler.Authorize(ctx, req, resp)
+	err := a.OAuthHandler.Authorize(ctx, req, resp)
 	switch {
 	case err == nil || errors.Is(err, ErrAuthorization):
 		return err
@@ -405,6 +420,9 @@ const DefaultLoginTimeout = 5 * time.Minute
 func Login(ctx context.Context, cfg ServerConfig, opts LoginOptions) (tools int, err error) {
 	if cfg.OAuth == nil || cfg.URL == "" {
 		return 0, fmt.Errorf("mcp server %q: no oauth table: nothing to log in to", cfg.Name)
+	}
+	if cfg.OAuth.ClientCredentials {
+		return 0, fmt.Errorf("mcp server %q: the client credentials grant has no login: each run gets its token with the client's secret", cfg.Name)
 	}
 	dir, err := TokenDir()
 	if err != nil {

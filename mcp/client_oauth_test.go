@@ -114,6 +114,15 @@ func newOAuthServer(t *testing.T, hostile func(o *oauthServer, base string)) *oa
 				writeJSON(w, 400, map[string]any{"error": "invalid_grant"})
 				return
 			}
+		case "client_credentials":
+			id, secret, ok := r.BasicAuth()
+			if !ok {
+				id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+			}
+			if id != "machine" || secret != "s3cret" {
+				writeJSON(w, 401, map[string]any{"error": "invalid_client"})
+				return
+			}
 		default:
 			writeJSON(w, 400, map[string]any{"error": "unsupported_grant_type"})
 			return
@@ -274,6 +283,36 @@ func TestClientOAuthUnattended(t *testing.T) {
 	}
 	if n := o.authorizations.Load(); n != 0 {
 		t.Errorf("%d authorizations, want none", n)
+	}
+}
+
+// The client credentials grant gets a token with the client's secret,
+// with nobody to ask and nothing cached; a wrong secret is ErrAuthorization.
+func TestClientOAuthClientCredentials(t *testing.T) {
+	t.Setenv("BROWSER", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	o := newOAuthServer(t, nil)
+	oauth := &mcp.OAuthConfig{ClientCredentials: true, ClientID: "machine", ClientSecret: "s3cret"}
+	eng, _, logs, err := clientEngine(t, mcp.ServerConfig{Name: "guarded", URL: o.url, OAuth: oauth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := callRemote(t, eng, "echo", map[string]any{"message": "machine"}); err != nil || out != "echo: machine" {
+		t.Errorf("echo: %q, %v", out, err)
+	}
+	if a, files := o.authorizations.Load(), tokenFiles(t); a != 0 || len(files) != 0 {
+		t.Errorf("%d authorizations, token cache %v; want none", a, files)
+	}
+	if strings.Contains(logs.String(), "s3cret") {
+		t.Errorf("the secret in the log:\n%s", logs)
+	}
+	oauth.ClientSecret = "wrong"
+	_, _, _, err = clientEngine(t, mcp.ServerConfig{Name: "guarded", URL: o.url, OAuth: oauth})
+	if !errors.Is(err, mcp.ErrAuthorization) || strings.Contains(err.Error(), "wrong") {
+		t.Errorf("a wrong secret: %v; want ErrAuthorization, without the secret", err)
+	}
+	if _, err := mcp.Login(context.Background(), mcp.ServerConfig{Name: "guarded", URL: o.url, OAuth: oauth}, mcp.LoginOptions{}); err == nil {
+		t.Errorf("login with client credentials: no error")
 	}
 }
 

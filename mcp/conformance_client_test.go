@@ -116,6 +116,10 @@ func conformanceClient(url, scenario string) error {
 			os.Setenv(conformanceClientSecretEnv, given.ClientSecret)
 			oauth += ", client_secret_env = " + strconv.Quote(conformanceClientSecretEnv)
 		}
+		if strings.HasPrefix(scenario, "auth/client-credentials-") { // a machine client, as its operator knows
+			oauth = `grant = "client_credentials", client_id = ` + strconv.Quote(given.ClientID) +
+				`, client_secret_env = ` + strconv.Quote(conformanceClientSecretEnv)
+		}
 		entry += "oauth = { " + oauth + " }\n"
 		self, err := os.Executable()
 		if err != nil {
@@ -220,6 +224,7 @@ var conformancePass = map[string]struct{}{
 	"auth/token-endpoint-auth-basic": {}, "auth/token-endpoint-auth-post": {}, "auth/token-endpoint-auth-none": {},
 	"auth/pre-registration": {}, "auth/2025-03-26-oauth-endpoint-fallback": {},
 	"auth/resource-mismatch": {}, "auth/offline-access-scope": {}, "auth/offline-access-not-supported": {},
+	"auth/client-credentials-basic": {},
 }
 
 // conformanceFail are the client scenarios morph's client does not pass,
@@ -231,10 +236,9 @@ var conformanceFail = map[string]string{
 	"auth/2025-03-26-oauth-metadata-backcompat": "the authorization server's metadata at the server's root names " +
 		"another issuer (…/oauth); the go-sdk refuses metadata whose issuer is not the one it was fetched for " +
 		"(RFC 8414 §3.3), a check morph keeps",
-	"auth/client-credentials-jwt": "an extension (SEP-1046): the client_credentials grant with a private key JWT, " +
-		"for machine clients without a user; morph offers the authorization code flow only",
-	"auth/client-credentials-basic": "an extension (SEP-1046): the client_credentials grant with a client secret; " +
-		"morph offers the authorization code flow only",
+	"auth/client-credentials-jwt": "an extension (SEP-1046): the client_credentials grant authenticated with a " +
+		"private key JWT (RFC 7523); the go-sdk's extauth.ClientCredentialsHandler (v1.8.0) takes a client secret " +
+		"only, and morph does not hand-write the JWT assertion",
 	"auth/cross-app-access-complete-flow": "an extension (enterprise-managed authorization, ID-JAG token exchange " +
 		"from an identity provider's ID token); morph does not offer it",
 }
