@@ -96,8 +96,8 @@ func (srv *server) oauthHandler() (auth.OAuthHandler, error) {
 	// Each request of the flow (discovery, registration, token exchange,
 	// refresh) is bounded by startup_timeout, besides the start's own
 	// bound: a refresh runs later, under no other deadline. The SDK bounds
-	// the bodies it reads (1 MiB), and keeps its SSRF checks on a client
-	// whose transport is an *http.Transport: the client is not wrapped.
+	// the bodies it reads (1 MiB) and checks the URLs it is given (https
+	// or loopback, no private address literal, no redirect into one).
 	f := &oauthFlow{srv: srv, cfg: cfg, port: cfg.RedirectPort,
 		client: &http.Client{Transport: srv.opts.HTTPTransport, Timeout: srv.cfg.StartupTimeout}}
 	if cfg.ClientCredentials {
