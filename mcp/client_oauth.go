@@ -330,7 +330,7 @@ func (f *oauthFlow) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot listen for the authorization's redirect on %s: %w", ErrAuthorization, f.redirect, err)
 	}
-	results := make(chan redirect, 1)
+	results := make(chan callback, 1)
 	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxCallbackBytes,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/callback" {
@@ -338,7 +338,7 @@ func (f *oauthFlow) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 				return
 			}
 			q := r.URL.Query()
-			res := redirect{code: q.Get("code"), state: q.Get("state"), iss: q.Get("iss"), err: q.Get("error"), desc: q.Get("error_description")}
+			res := callback{code: q.Get("code"), state: q.Get("state"), iss: q.Get("iss"), err: q.Get("error"), desc: q.Get("error_description")}
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			msg := "morph is authorized to use MCP server " + name + ". You may close this window."
 			if res.err != "" {
@@ -393,8 +393,8 @@ func (f *oauthFlow) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*a
 	}
 }
 
-// redirect is what the authorization's redirect brought.
-type redirect struct{ code, state, iss, err, desc string }
+// callback is what the authorization's redirect brought.
+type callback struct{ code, state, iss, err, desc string }
 
 // LoginOptions are Login's.
 type LoginOptions struct {
