@@ -330,8 +330,8 @@ func TestClientOAuthBrowserFails(t *testing.T) {
 
 // A hostile authorization server is refused with an error, not waited for
 // or read whole: metadata of 100 MB, metadata that never comes (within
-// startup_timeout), a token endpoint at a plain http address that is not
-// loopback.
+// startup_timeout), metadata naming another issuer, a token endpoint at a
+// plain http address that is not loopback.
 func TestClientOAuthHostile(t *testing.T) {
 	asBrowser(t)
 	var written atomic.Int64
@@ -364,6 +364,13 @@ func TestClientOAuthHostile(t *testing.T) {
 				}
 			}
 		}, "startup_timeout"},
+		{"another issuer", func(o *oauthServer, base string) {
+			o.metadata = func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				json.NewEncoder(w).Encode(map[string]any{"issuer": "https://auth.example.com", "authorization_endpoint": base + "/authorize",
+					"token_endpoint": base + "/token", "code_challenge_methods_supported": []string{"S256"}})
+			}
+		}, "does not match issuer"},
 		{"insecure endpoint", func(o *oauthServer, base string) {
 			o.metadata = func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
@@ -375,7 +382,10 @@ func TestClientOAuthHostile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOAuthServer(t, tc.hostile)
-			cfg := mcp.ServerConfig{Name: "guarded", URL: o.url, OAuth: &mcp.OAuthConfig{}, StartupTimeout: 3 * time.Second}
+			cfg := mcp.ServerConfig{Name: "guarded", URL: o.url, OAuth: &mcp.OAuthConfig{}, StartupTimeout: time.Minute}
+			if tc.want == "startup_timeout" { // the bound under test: short, the others generous
+				cfg.StartupTimeout = 3 * time.Second
+			}
 			_, _, _, err := clientEngine(t, cfg)
 			if !errors.Is(err, mcp.ErrStartup) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v; want ErrStartup mentioning %q", err, tc.want)
