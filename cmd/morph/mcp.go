@@ -108,7 +108,7 @@ func newMCPLoginCmd(stderr io.Writer) *cobra.Command {
 		Long: `Run the OAuth authorization of the [[mcp_servers]] entry NAME (one with an oauth
 table) and cache its tokens under the user's cache directory, for the runs that
 follow, which refresh them. The authorization URL is opened with the command in
-BROWSER, or else printed here for you to open; the authorization server then
+BROWSER, if set, and printed here for you to open; the authorization server then
 redirects your browser to morph, listening on 127.0.0.1 until --timeout.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
