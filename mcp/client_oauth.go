@@ -439,6 +439,10 @@ func Login(ctx context.Context, cfg ServerConfig, opts LoginOptions) (tools int,
 		HTTPTransport: opts.HTTPTransport, AuthPrompt: opts.Prompt})
 	defer servers.Close(context.WithoutCancel(ctx))
 	ext, err := servers.Extenders()[0].Open(ctx)
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrAuthorization) {
+		// Its start's bound is the login's: say which.
+		return 0, fmt.Errorf("%w: not done within the login's %s: %w", ErrAuthorization, opts.Timeout, err)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -444,6 +444,11 @@ func TestLogin(t *testing.T) {
 			t.Errorf("login %d: token cache %v, want one file", round, files)
 		}
 	}
+	// A user who never opens the URL: the login's bound, named.
+	_, err := mcp.Login(context.Background(), cfg, mcp.LoginOptions{Prompt: io.Discard, Timeout: 2 * time.Second})
+	if !errors.Is(err, mcp.ErrAuthorization) || !strings.Contains(err.Error(), "the login's 2s") {
+		t.Errorf("a login nobody finishes: %v; want ErrAuthorization naming its bound", err)
+	}
 	if _, err := mcp.Login(context.Background(), mcp.ServerConfig{Name: "plain", URL: o.url}, mcp.LoginOptions{}); err == nil {
 		t.Errorf("login to an entry without oauth: no error")
 	}
