@@ -53,7 +53,8 @@ type ServerConfig struct {
 	StopGrace time.Duration
 	// MaxOutputBytes caps a call's result (text, images and structured
 	// content together). A message on the wire may hold more (see
-	// wireLimit); one past that ends the connection.
+	// wireLimit); one past that fails its call (stdio) or ends the
+	// connection (HTTP).
 	MaxOutputBytes int
 	// MaxTools caps the tools a server may list (pages included).
 	MaxTools int
@@ -116,9 +117,10 @@ const wireMargin = 64 << 10
 // alone than by ending the connection.
 const minWireBytes = 4 << 20
 
-// wireLimit is the longest message read from the server: longer ones end
-// the connection, which cannot skip a message it did not read. A result
-// within it but over MaxOutputBytes is refused alone.
+// wireLimit is the longest message read from the server: a stdio line
+// past it is read without being kept and fails its call (stdioClient); an
+// HTTP body past it ends the connection. A result within it but over
+// MaxOutputBytes is refused alone.
 func (c ServerConfig) wireLimit() int { return max(c.MaxOutputBytes, minWireBytes) + wireMargin }
 
 // protocolVersion is the version morph asks servers for: the newest with
@@ -215,6 +217,10 @@ type ServerStats struct {
 	// RequestsDropped counts requests of a stdio server's (ping, ...)
 	// dropped unanswered, past the rate limit.
 	RequestsDropped int64
+	// MessagesTooLarge counts a stdio server's messages over the line
+	// limit, skipped (the call each answered failed with
+	// ErrOutputTooLarge).
+	MessagesTooLarge int64
 }
 
 // Stats tells of each server, in order.
@@ -224,7 +230,7 @@ func (s *Servers) Stats() []ServerStats {
 		c := srv.current()
 		out[i] = ServerStats{Name: srv.cfg.Name, Running: c != nil && !c.isDown(),
 			Notifications: srv.notifications.Load(), LinesDropped: srv.lines.dropped.Load(),
-			RequestsDropped: srv.requestsDropped.Load()}
+			RequestsDropped: srv.requestsDropped.Load(), MessagesTooLarge: srv.tooLarge.Load()}
 	}
 	return out
 }
@@ -316,6 +322,7 @@ type server struct {
 	watching        sync.WaitGroup
 	notifications   atomic.Int64
 	requestsDropped atomic.Int64
+	tooLarge        atomic.Int64 // messages over the line limit (stdio)
 }
 
 // startUp connects to the server and reads its tools, all within its
@@ -541,7 +548,7 @@ func (c *conn) broke(err error) {
 	defer c.mu.Unlock()
 	if c.broken == nil {
 		c.broken = err
-		c.srv.log.Warn("mcp server broke a limit; its connection ends", "error", err)
+		c.srv.log.Warn("mcp server's connection ends", "error", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,18 +201,67 @@ func TestClientServerCrashMidCall(t *testing.T) {
 	}
 }
 
-// A server answering 100 MB on one line: refused at the line limit
-// (4 MiB, the least, and the message's margin) with ErrOutputTooLarge,
-// which ends the connection; morph never buffers more.
+// A server answering 5 MiB on one line: over the line limit (4 MiB, the
+// least, and the message's margin), the line is skipped and its call fails
+// with ErrOutputTooLarge, counted; the connection goes on.
 func TestClientHugeAnswer(t *testing.T) {
+	t.Parallel()
+	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		_, _, err = callRemote(t, eng, "fx.huge", nil)
+		if !errors.Is(err, mcp.ErrOutputTooLarge) || errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "over 4259840 bytes") ||
+			!strings.Contains(err.Error(), `mcp server "fx"`) {
+			t.Fatalf("huge: %v, want ErrOutputTooLarge for the call alone, naming the server and max_output_kb", err)
+		}
+		if out, _, err := callRemote(t, eng, "fx.echo", map[string]any{"message": "on"}); err != nil || out != "echo: on" {
+			t.Fatalf("echo after huge answer %d: %q, %v", i+1, out, err)
+		}
+	}
+	if st := servers.Stats()[0]; !st.Running || st.MessagesTooLarge != 2 {
+		t.Errorf("stats %+v: want running, 2 messages too large", st)
+	}
+	if n := strings.Count(logs.String(), "sent a message over the limit"); n != 1 {
+		t.Errorf("%d log lines on messages too large, want 1:\n%s", n, logs.String())
+	}
+}
+
+// A 100 MB answer on one line is read without being kept: what is
+// allocated while it is read is bounded by the line limit, not the
+// answer's size. (Not parallel: the count is the process's.)
+func TestClientHugeAnswerMemory(t *testing.T) {
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err = callRemote(t, eng, "fx.huge", map[string]any{"mib": 100})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, mcp.ErrOutputTooLarge) {
+		t.Fatalf("huge: %v, want ErrOutputTooLarge", err)
+	}
+	// The line kept up to the limit (4 MiB and a margin) and its growth:
+	// a few times the limit, far from the 100 MB read.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 40<<20 {
+		t.Errorf("%d MiB allocated reading a 100 MiB answer, want at most 40", alloc>>20)
+	}
+}
+
+// A server answering 5 MiB of valid JSON spread over lines (a newline after
+// every array element): not NDJSON, so its first line is not a JSON-RPC
+// message, which ends the connection with ErrBadMessage as the cause.
+func TestClientMultiLineAnswer(t *testing.T) {
 	t.Parallel()
 	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = callRemote(t, eng, "fx.huge", nil)
-	if !errors.Is(err, mcp.ErrOutputTooLarge) || !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "over 4259840 bytes") {
-		t.Fatalf("huge: %v, want ErrOutputTooLarge ending the connection, naming max_output_kb", err)
+	_, _, err = callRemote(t, eng, "fx.lines", nil)
+	if !errors.Is(err, mcp.ErrBadMessage) || !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `mcp server "fx"`) {
+		t.Fatalf("lines: %v, want ErrServerDown caused by ErrBadMessage, naming fx", err)
 	}
 }
 

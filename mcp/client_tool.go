@@ -32,6 +32,10 @@ var (
 	// ErrOutputTooLarge: a result, or a message, over the entry's
 	// max_output_kb.
 	ErrOutputTooLarge = errors.New("mcp: server output over the limit")
+	// ErrBadMessage: a stdio server wrote a line that is not one JSON-RPC
+	// message (not JSON, a message spread over lines, a batch); its
+	// connection ends (the cause of an ErrServerDown).
+	ErrBadMessage = errors.New("mcp: server sent what is not a JSON-RPC message")
 	// ErrTooManyTools: the server listed more tools than max_tools.
 	ErrTooManyTools = errors.New("mcp: too many tools")
 	// ErrRefused: the server answered a call with a JSON-RPC error (an
@@ -197,6 +201,8 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	case callCtx.Err() != nil:
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: tool %s had no answer within %s (timeout); the call was cancelled",
 			ErrCallTimeout, safetext.Quote(t.remote, 160), srv.cfg.Timeout)}
+	case errors.Is(err, ErrOutputTooLarge) && !c.isDown(): // an answer over the line limit, skipped (stdioClient)
+		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("tool %s: %w", safetext.Quote(t.remote, 160), err)}
 	case !errors.Is(err, sdk.ErrConnectionClosed) && errors.As(err, &rpcErr) && !c.isDown():
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: tool %s: %s", ErrRefused, safetext.Quote(t.remote, 160), rpcErr.Message)}
 	}

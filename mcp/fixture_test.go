@@ -40,7 +40,8 @@ func init() {
 // fixture serves MCP on standard input and output. Modes: "ok" (every
 // tool below answers), "mute" (never answers anything). Tools: echo, image,
 // structured, fail (isError), sleep (never answers; says on standard error
-// when it is cancelled), crash (exits mid-call), huge (a 100 MB answer),
+// when it is cancelled), crash (exits mid-call), huge (an answer of "mib" MiB, 5 unless
+// given, on one line), lines (5 MiB of JSON, a line per array element),
 // big (20,000 bytes of text), garbage (a line that is not JSON-RPC), flood
 // (floodCount log notifications, then the answer), pings (floodCount
 // ping requests, then the answer), change (tells of a list
@@ -62,7 +63,7 @@ func fixture(mode string) {
 		return map[string]any{"name": name, "description": "fixture tool " + name,
 			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}
 	}
-	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "bad name"}
+	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "lines", "bad name"}
 	changed := false
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -110,14 +111,29 @@ func fixture(mode string) {
 				fmt.Fprintln(os.Stderr, "fixture: crashing now \x1b[31m")
 				os.Exit(3)
 			case "huge":
+				mib := 5
+				if n, ok := req.Params.Arguments["mib"].(float64); ok {
+					mib = int(n)
+				}
 				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[{"type":"text","text":"`)
 				chunk := strings.Repeat("x", 1<<20)
-				for range 100 {
+				for range mib {
 					if _, err := out.WriteString(chunk); err != nil {
 						os.Exit(0)
 					}
 				}
 				out.WriteString("\"}]}}\n")
+				out.Flush()
+			case "lines": // 5 MiB of valid JSON, a newline after every array element
+				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[` + "\n")
+				item := `{"type":"text","text":"` + strings.Repeat("z", 1000) + `"}`
+				for i := range 5 << 10 {
+					if i > 0 {
+						out.WriteString(",\n")
+					}
+					out.WriteString(item)
+				}
+				out.WriteString("\n]}}\n")
 				out.Flush()
 			case "env":
 				result(req.ID, text(strings.Join(os.Environ(), "\n")))
