@@ -311,10 +311,11 @@ type server struct {
 	firstTools    []engine.Tool
 	firstWarnings []string
 
-	mu     sync.Mutex
-	conn   *conn                                      // nil before the start and after close
-	update func(context.Context, []engine.Tool) error // the engine's, from WatchTools
-	closed bool
+	mu        sync.Mutex
+	conn      *conn                                      // nil before the start and after close
+	update    func(context.Context, []engine.Tool) error // the engine's, from WatchTools
+	closed    bool
+	following following // the calls in flight (client_notify.go)
 
 	relist          chan struct{} // a list change to follow (one slot: changes coalesce)
 	stop            chan struct{} // closed by close
@@ -484,7 +485,7 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 		Capabilities:                &sdk.ClientCapabilities{}, // no roots, sampling or elicitation: morph lends nothing
 		ToolListChangedHandler:      srv.listChanged,
 		LoggingMessageHandler:       srv.logMessage,
-		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) { srv.notifications.Add(1) },
+		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) { srv.progress(ctx, req.Params) },
 		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { srv.notifications.Add(1) },
 		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { srv.notifications.Add(1) },
 	})
@@ -511,11 +512,13 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 }
 
 // logMessage is the client's LoggingMessageHandler: the server's log
-// message, logged escaped and rate-limited.
+// message, logged escaped and rate-limited, and forwarded to a call's
+// caller (forwardLog).
 func (srv *server) logMessage(_ context.Context, req *sdk.LoggingMessageRequest) {
 	srv.notifications.Add(1)
 	if p := req.Params; p != nil {
 		srv.lines.line("mcp server log message", fmt.Sprint(p.Data), "level", string(p.Level))
+		srv.forwardLog(p)
 	}
 }
 

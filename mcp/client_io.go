@@ -251,6 +251,10 @@ func (c *guardConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			var p sdk.LoggingMessageParams
 			_ = json.Unmarshal(req.Params, &p) // a message that does not decode is logged empty
 			c.srv.logMessage(ctx, &sdk.LoggingMessageRequest{Params: &p})
+		case req.Method == "notifications/progress":
+			var p sdk.ProgressNotificationParams
+			_ = json.Unmarshal(req.Params, &p) // one that does not decode is counted, not forwarded
+			c.srv.progress(ctx, &p)
 		default:
 			c.srv.notifications.Add(1)
 		}

@@ -3,10 +3,13 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -432,4 +435,70 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(fields) == 0 || fields[0] != "Z"
+}
+
+// callNotes is an engine.CallNotifier that keeps what it is told.
+type callNotes struct {
+	token    any
+	mu       sync.Mutex
+	progress []string
+	logs     []string
+}
+
+func (n *callNotes) Progress(progress, total float64, message string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.progress = append(n.progress, fmt.Sprintf("%g/%g %s", progress, total, message))
+}
+
+func (n *callNotes) Log(level, logger string, data json.RawMessage) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.logs = append(n.logs, level+" "+logger+" "+string(data))
+}
+
+func (n *callNotes) ProgressToken() any { return n.token }
+
+// A server's progress reaches the caller of the call it belongs to (a
+// token is sent only when the caller has one), and its log messages the
+// caller of the one call in flight.
+func TestClientForwardsNotifications(t *testing.T) {
+	t.Parallel()
+	eng, servers, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := eng.Registry().Get("fx.progress")
+	call := func(n engine.CallNotifier) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if n != nil {
+			ctx = engine.WithCallNotifier(ctx, n)
+		}
+		out, _, err := tool.(engine.ImageTool).ExecuteImages(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	withToken := &callNotes{token: "caller's"}
+	if out := call(withToken); out != "token sent: true" {
+		t.Errorf("with a token: %q", out)
+	}
+	if want := []string{"1/3 step 1", "2/3 step 2", "3/3 step 3"}; !slices.Equal(withToken.progress, want) {
+		t.Errorf("progress %q, want %q", withToken.progress, want)
+	}
+	if want := []string{`warning fx "halfway"`}; !slices.Equal(withToken.logs, want) {
+		t.Errorf("logs %q, want %q", withToken.logs, want)
+	}
+	noToken := &callNotes{}
+	if out := call(noToken); out != "token sent: false" || len(noToken.progress) != 0 || len(noToken.logs) != 1 {
+		t.Errorf("without a token: %q, progress %q, logs %q; want no token sent, no progress, the log message", out, noToken.progress, noToken.logs)
+	}
+	if out := call(nil); out != "token sent: false" {
+		t.Errorf("without a notifier: %q", out)
+	}
+	if st := servers.Stats()[0]; st.Notifications != 6 {
+		t.Errorf("stats %+v: want 6 notifications (3 progress, 3 log messages)", st)
+	}
 }

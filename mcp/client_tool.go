@@ -191,7 +191,9 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	}
 	callCtx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout)
 	defer cancel()
-	res, err := c.cs.CallTool(callCtx, &sdk.CallToolParams{Name: t.remote, Arguments: params})
+	p := &sdk.CallToolParams{Name: t.remote, Arguments: params}
+	defer srv.follow(engine.CallNotifierOf(ctx), p)()
+	res, err := c.cs.CallTool(callCtx, p)
 	var rpcErr *jsonrpc.Error
 	switch {
 	case err == nil:

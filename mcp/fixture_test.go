@@ -40,14 +40,16 @@ func init() {
 // fixture serves MCP on standard input and output. Modes: "ok" (every
 // tool below answers), "mute" (never answers anything). Tools: echo, image,
 // structured, fail (isError), sleep (never answers; says on standard error
-// when it is cancelled), crash (exits mid-call), huge (an answer of "mib" MiB, 5 unless
-// given, on one line), lines (5 MiB of JSON, a line per array element),
-// big (20,000 bytes of text), garbage (a line that is not JSON-RPC), flood
-// (floodCount log notifications, then the answer), pings (floodCount
-// ping requests, then the answer), change (tells of a list
+// when it is cancelled), crash (exits mid-call), huge (an answer of "mib"
+// MiB, 5 unless given, on one line), lines (5 MiB of JSON, a line per
+// array element), big (20,000 bytes of text), garbage (a line that is not
+// JSON-RPC), flood (floodCount log notifications, then the answer), pings
+// (floodCount ping requests, then the answer), change (tells of a list
 // change: the new list adds "calc", a built-in's name, and "echo2"), fork
 // (starts a grandchild that ignores SIGTERM and answers its pid), env (its
-// environment, a variable a line).
+// environment, a variable a line), progress (3 progress notifications
+// under the call's token, when it has one, a log message, then whether it
+// had a token).
 func fixture(mode string) {
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
 	send := func(v any) {
@@ -63,7 +65,7 @@ func fixture(mode string) {
 		return map[string]any{"name": name, "description": "fixture tool " + name,
 			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}
 	}
-	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "lines", "bad name"}
+	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "lines", "progress", "bad name"}
 	changed := false
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -75,6 +77,9 @@ func fixture(mode string) {
 				Name      string         `json:"name"`
 				Arguments map[string]any `json:"arguments"`
 				RequestID any            `json:"requestId"`
+				Meta      struct {
+					ProgressToken any `json:"progressToken"`
+				} `json:"_meta"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(in.Bytes(), &req) != nil || mode == "mute" || req.Method == "" { // responses (to pings) are not read
@@ -135,6 +140,14 @@ func fixture(mode string) {
 				}
 				out.WriteString("\n]}}\n")
 				out.Flush()
+			case "progress": // 3 steps under the call's token, when it has one, and a log message
+				token := req.Params.Meta.ProgressToken
+				for i := 1; token != nil && i <= 3; i++ {
+					send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress",
+						"params": map[string]any{"progressToken": token, "progress": i, "total": 3, "message": fmt.Sprint("step ", i)}})
+				}
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "warning", "logger": "fx", "data": "halfway"}})
+				result(req.ID, text(fmt.Sprint("token sent: ", token != nil)))
 			case "env":
 				result(req.ID, text(strings.Join(os.Environ(), "\n")))
 			case "big":
