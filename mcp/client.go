@@ -61,7 +61,25 @@ type ServerConfig struct {
 	// Optional makes a server that fails to start a warning, its tools
 	// absent, rather than an error that stops the engine.
 	Optional bool
+	// Restart is what happens to a server whose connection ended (it
+	// exited, or sent what is not JSON-RPC): RestartOnFailure (the
+	// default, "") or RestartNever.
+	Restart string
+	// MaxRestarts caps the restarts within restartWindow; past it the
+	// server stays down.
+	MaxRestarts int
 }
+
+// Restart policies (ServerConfig.Restart).
+const (
+	// RestartOnFailure starts the server again on the next call that finds
+	// its connection ended: at most MaxRestarts within restartWindow, each
+	// after the last by a backoff that doubles (restartBackoff, at most
+	// maxRestartBackoff); a call within the backoff fails at once.
+	RestartOnFailure = "on-failure"
+	// RestartNever keeps the server down until morph starts again.
+	RestartNever = "never"
+)
 
 // Defaults of ServerConfig's limits.
 const (
@@ -70,6 +88,15 @@ const (
 	DefaultStopGrace      = 5 * time.Second
 	DefaultMaxOutputBytes = 1 << 20
 	DefaultMaxTools       = 256
+	DefaultMaxRestarts    = 5
+)
+
+// restartWindow is the window MaxRestarts counts restarts in;
+// restartBackoff and maxRestartBackoff space restarts within it.
+const (
+	restartWindow     = 10 * time.Minute
+	restartBackoff    = time.Second
+	maxRestartBackoff = time.Minute
 )
 
 // withDefaults is c with its zero limits at their defaults.
@@ -87,6 +114,12 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	if c.MaxTools <= 0 {
 		c.MaxTools = DefaultMaxTools
+	}
+	if c.Restart == "" {
+		c.Restart = RestartOnFailure
+	}
+	if c.MaxRestarts <= 0 {
+		c.MaxRestarts = DefaultMaxRestarts
 	}
 	return c
 }
@@ -317,6 +350,10 @@ type server struct {
 	closed    bool
 	following following // the calls in flight (client_notify.go)
 
+	restarting sync.Mutex  // held by the one restart under way (revive)
+	restarts   []time.Time // the restarts within restartWindow; restarting
+	restartErr error       // the last failed restart's; restarting
+
 	relist          chan struct{} // a list change to follow (one slot: changes coalesce)
 	stop            chan struct{} // closed by close
 	stopOnce        sync.Once
@@ -332,16 +369,7 @@ func (srv *server) startUp(ctx context.Context) {
 	defer close(srv.ready)
 	ctx, cancel := context.WithTimeout(ctx, srv.cfg.StartupTimeout)
 	defer cancel()
-	c, err := srv.dial(ctx)
-	if err == nil {
-		var listed []*sdk.Tool
-		if listed, err = c.list(ctx); err == nil {
-			srv.info = c.cs.InitializeResult()
-			srv.firstTools, srv.firstWarnings = srv.tools(listed)
-		} else {
-			c.close(context.Background())
-		}
-	}
+	c, listed, err := srv.open(ctx)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("%w: not ready within %s (startup_timeout): %w", ErrStartup, srv.cfg.StartupTimeout, err)
@@ -352,6 +380,8 @@ func (srv *server) startUp(ctx context.Context) {
 		srv.log.Warn("mcp server did not start", "error", err)
 		return
 	}
+	srv.info = c.cs.InitializeResult()
+	srv.firstTools, srv.firstWarnings = srv.tools(listed)
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.closed { // closed while starting
@@ -363,6 +393,21 @@ func (srv *server) startUp(ctx context.Context) {
 	srv.watching.Add(1)
 	go srv.followLists()
 	srv.log.Info("mcp server started", "tools", len(srv.firstTools))
+}
+
+// open connects to the server and lists its tools: a start, or a
+// restart (revive).
+func (srv *server) open(ctx context.Context) (*conn, []*sdk.Tool, error) {
+	c, err := srv.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	listed, err := c.list(ctx)
+	if err != nil {
+		c.close(context.Background())
+		return nil, nil, err
+	}
+	return c, listed, nil
 }
 
 // current is the server's connection, nil when there is none.
@@ -454,6 +499,8 @@ func (srv *server) close(ctx context.Context) error {
 	c := srv.conn
 	srv.conn, srv.closed = nil, true
 	srv.mu.Unlock()
+	srv.restarting.Lock() // a restart under way sees closed, and closes what it started
+	srv.restarting.Unlock()
 	srv.watching.Wait()
 	if c == nil {
 		return nil

@@ -184,7 +184,9 @@ func TestClientCallTimeoutCancels(t *testing.T) {
 // fixture writes an escape sequence); its tools fail the same way after.
 func TestClientServerCrashMidCall(t *testing.T) {
 	t.Parallel()
-	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	cfg := fixtureServer("fx", "ok")
+	cfg.Restart = mcp.RestartNever
+	eng, servers, logs, err := clientEngine(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +198,91 @@ func TestClientServerCrashMidCall(t *testing.T) {
 	if strings.Contains(logs.String(), "\x1b") {
 		t.Error("the log holds a raw escape character of the server's")
 	}
-	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) {
-		t.Errorf("echo after the crash: %v, want ErrServerDown", err)
+	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `restart = "never"`) {
+		t.Errorf("echo after the crash: %v, want ErrServerDown, restart never", err)
 	}
 	if st := servers.Stats(); st[0].Running {
 		t.Errorf("stats %+v: running after the crash", st)
 	}
+}
+
+// A server that crashed is started again by the next call (restart =
+// "on-failure", the default), which succeeds on the fresh process, its
+// tool list read again: a tool the old process added (echo2, after
+// change) is gone. Past max_restarts it stays down, saying so.
+func TestClientRestart(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.MaxRestarts = 2
+	eng, servers, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(name string) bool { _, ok := eng.Registry().Get(name); return ok }
+	if _, _, err := callRemote(t, eng, "fx.change", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "fx.echo2 listed after the change", func() bool { return has("fx.echo2") })
+	for i := range 2 {
+		if _, _, err := callRemote(t, eng, "fx.crash", nil); !errors.Is(err, mcp.ErrServerDown) {
+			t.Fatalf("crash %d: %v, want ErrServerDown", i+1, err)
+		}
+		// The first restart is at once; the second waits out a backoff.
+		var out string
+		eventually(t, "echo answered after a restart", func() bool {
+			out, _, err = callRemote(t, eng, "fx.echo", map[string]any{"message": "again"})
+			if err != nil && !strings.Contains(err.Error(), "the next restart in") {
+				t.Fatalf("echo after crash %d: %v", i+1, err)
+			}
+			return err == nil
+		})
+		if out != "echo: again" {
+			t.Fatalf("echo after crash %d: %q", i+1, out)
+		}
+		if st := servers.Stats()[0]; !st.Running {
+			t.Errorf("stats %+v after restart %d: not running", st, i+1)
+		}
+	}
+	if has("fx.echo2") {
+		t.Error("fx.echo2, listed by the first process only, is still registered after the restart")
+	}
+	if _, _, err := callRemote(t, eng, "fx.crash", nil); !errors.Is(err, mcp.ErrServerDown) {
+		t.Fatalf("third crash: %v", err)
+	}
+	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "restarted 2 times within 10m0s (max_restarts)") {
+		t.Errorf("echo past max_restarts: %v, want ErrServerDown naming max_restarts", err)
+	}
+}
+
+// A server that crashes at every restart stays down, its calls failing
+// with why: the restart's error, then the backoff, then max_restarts.
+func TestClientRestartFailing(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.Env[fixtureOnceEnv] = t.TempDir() + "/started"
+	cfg.MaxRestarts = 2
+	eng, _, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := callRemote(t, eng, "fx.crash", nil); !errors.Is(err, mcp.ErrServerDown) {
+		t.Fatalf("crash: %v", err)
+	}
+	_, _, err = callRemote(t, eng, "fx.echo", nil)
+	if !errors.Is(err, mcp.ErrServerDown) || !errors.Is(err, mcp.ErrStartup) || !strings.Contains(err.Error(), "started once already") {
+		t.Fatalf("echo after the crash: %v, want ErrServerDown, a failed restart and its standard error", err)
+	}
+	_, _, err = callRemote(t, eng, "fx.echo", nil)
+	if !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "the next restart in") || !strings.Contains(err.Error(), "started once already") {
+		t.Fatalf("echo within the backoff: %v, want the backoff and the last restart's error", err)
+	}
+	eventually(t, "max_restarts reached", func() bool {
+		_, _, err = callRemote(t, eng, "fx.echo", nil)
+		if !errors.Is(err, mcp.ErrServerDown) {
+			t.Fatalf("echo: %v, want ErrServerDown", err)
+		}
+		return strings.Contains(err.Error(), "(max_restarts)")
+	})
 }
 
 // A server answering 5 MiB on one line: over the line limit (4 MiB, the
@@ -287,8 +368,8 @@ func TestClientOutputOverLimit(t *testing.T) {
 	}
 }
 
-// A server that sends what is not JSON-RPC: its connection ends, and its
-// calls say so, naming it.
+// A server that sends what is not JSON-RPC: its connection ends, the call
+// saying so, naming it and quoting the line; the next call restarts it.
 func TestClientInvalidJSONRPC(t *testing.T) {
 	t.Parallel()
 	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
@@ -296,11 +377,12 @@ func TestClientInvalidJSONRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = callRemote(t, eng, "fx.garbage", nil)
-	if !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `mcp server "fx"`) {
-		t.Fatalf("garbage: %v, want ErrServerDown naming fx", err)
+	if !errors.Is(err, mcp.ErrServerDown) || !errors.Is(err, mcp.ErrBadMessage) || !strings.Contains(err.Error(), `mcp server "fx"`) ||
+		!strings.Contains(err.Error(), `"this is not JSON-RPC"`) {
+		t.Fatalf("garbage: %v, want ErrServerDown caused by ErrBadMessage, naming fx and quoting the line", err)
 	}
-	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) {
-		t.Errorf("echo after: %v, want ErrServerDown", err)
+	if out, _, err := callRemote(t, eng, "fx.echo", map[string]any{"message": "restarted"}); err != nil || out != "echo: restarted" {
+		t.Errorf("echo after (a restart): %q, %v", out, err)
 	}
 }
 

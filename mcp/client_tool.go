@@ -23,8 +23,9 @@ var (
 	// initialize or the first tools/list failed or took too long.
 	ErrStartup = errors.New("mcp: server did not start")
 	// ErrServerDown: the connection to the server has ended (it exited,
-	// broke a limit, or sent what is not JSON-RPC); its tools fail until
-	// morph starts again.
+	// broke a limit, or sent what is not JSON-RPC); the call that met the
+	// end fails, and the next restarts the server (ServerConfig.Restart)
+	// or fails too.
 	ErrServerDown = errors.New("mcp: server not running")
 	// ErrCallTimeout: a call had no answer within the entry's timeout; it
 	// was cancelled (the server told so).
@@ -184,7 +185,10 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: it is stopped", ErrServerDown)}
 	}
 	if c.isDown() {
-		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: %w", ErrServerDown, c.explain(sdk.ErrConnectionClosed))}
+		var err error
+		if c, err = srv.revive(ctx, c); err != nil {
+			return "", nil, &ServerError{Server: srv.cfg.Name, Err: err}
+		}
 	}
 	if params == nil {
 		params = map[string]any{} // not null, which servers refuse
@@ -210,7 +214,7 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	}
 	c.down()
 	err = c.explain(err)
-	srv.log.Warn("mcp server's connection ended; its tools fail until morph starts again", "error", err)
+	srv.log.Warn("mcp server's connection ended", "error", err, "restart", srv.cfg.Restart)
 	return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: %w", ErrServerDown, err)}
 }
 

@@ -18,6 +18,11 @@ import (
 // misbehave in ways no SDK server would.
 const fixtureEnv = "MORPH_MCP_FIXTURE"
 
+// fixtureOnceEnv, when set, names a file the fixture makes when it
+// starts; it exits at once when the file is there: a server that starts
+// once, and crashes at every restart.
+const fixtureOnceEnv = "MORPH_MCP_FIXTURE_ONCE"
+
 // floodCount is how many log notifications the fixture's flood tool sends.
 const floodCount = 2000
 
@@ -51,6 +56,13 @@ func init() {
 // under the call's token, when it has one, a log message, then whether it
 // had a token).
 func fixture(mode string) {
+	if mark := os.Getenv(fixtureOnceEnv); mark != "" { // a server that cannot start again
+		if _, err := os.Stat(mark); err == nil {
+			fmt.Fprintln(os.Stderr, "fixture: started once already")
+			os.Exit(4)
+		}
+		os.WriteFile(mark, nil, 0o600)
+	}
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
 	send := func(v any) {
 		b, _ := json.Marshal(v)
