@@ -207,7 +207,7 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	case callCtx.Err() != nil:
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: tool %s had no answer within %s (timeout); the call was cancelled",
 			ErrCallTimeout, safetext.Quote(t.remote, 160), srv.cfg.Timeout)}
-	case errors.Is(err, ErrOutputTooLarge) && !c.isDown(): // an answer over the line limit, skipped (stdioClient)
+	case c.cmd != nil && errors.Is(err, ErrOutputTooLarge) && !c.isDown(): // an answer over the line limit, skipped (stdioClient)
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("tool %s: %w", safetext.Quote(t.remote, 160), err)}
 	case !errors.Is(err, sdk.ErrConnectionClosed) && errors.As(err, &rpcErr) && !c.isDown():
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: tool %s: %s", ErrRefused, safetext.Quote(t.remote, 160), rpcErr.Message)}
