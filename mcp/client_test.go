@@ -548,7 +548,7 @@ func (n *callNotes) ProgressToken() any { return n.token }
 // caller of the one call in flight.
 func TestClientForwardsNotifications(t *testing.T) {
 	t.Parallel()
-	eng, servers, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,5 +584,27 @@ func TestClientForwardsNotifications(t *testing.T) {
 	}
 	if st := servers.Stats()[0]; st.Notifications != 6 {
 		t.Errorf("stats %+v: want 6 notifications (3 progress, 3 log messages)", st)
+	}
+	// With another call in flight (sleep), a log message could be either's:
+	// it reaches neither caller; progress still reaches its own.
+	sleeper := &callNotes{token: "sleeper's"}
+	ctx, cancel := context.WithCancel(engine.WithCallNotifier(context.Background(), sleeper))
+	slept := make(chan error, 1)
+	sleep, _ := eng.Registry().Get("fx.sleep")
+	go func() {
+		_, _, err := sleep.(engine.ImageTool).ExecuteImages(ctx, nil)
+		slept <- err
+	}()
+	eventually(t, "the server sleeping", func() bool { return strings.Contains(logs.String(), "sleeping in request") })
+	both := &callNotes{token: "two in flight"}
+	if out := call(both); out != "token sent: true" || len(both.progress) != 3 || len(both.logs) != 0 {
+		t.Errorf("with another call in flight: %q, progress %q, logs %q; want 3 progress, no log message", out, both.progress, both.logs)
+	}
+	cancel()
+	if err := <-slept; !errors.Is(err, context.Canceled) {
+		t.Errorf("sleep: %v, want canceled", err)
+	}
+	if len(sleeper.logs) != 0 {
+		t.Errorf("the sleeping call's caller got log messages %q", sleeper.logs)
 	}
 }

@@ -45,7 +45,7 @@ func init() {
 // fixture serves MCP on standard input and output. Modes: "ok" (every
 // tool below answers), "mute" (never answers anything). Tools: echo, image,
 // structured, fail (isError), sleep (never answers; says on standard error
-// when it is cancelled), crash (exits mid-call), huge (an answer of "mib"
+// that it sleeps, and when it is cancelled), crash (exits mid-call), huge (an answer of "mib"
 // MiB, 5 unless given, on one line), lines (5 MiB of JSON, a line per
 // array element), big (20,000 bytes of text), garbage (a line that is not
 // JSON-RPC), flood (floodCount log notifications, then the answer), pings
@@ -124,6 +124,7 @@ func fixture(mode string) {
 			case "fail":
 				result(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "no such file"}}, "isError": true})
 			case "sleep":
+				fmt.Fprintf(os.Stderr, "sleeping in request %s\n", req.ID)
 			case "crash":
 				fmt.Fprintln(os.Stderr, "fixture: crashing now \x1b[31m")
 				os.Exit(3)
