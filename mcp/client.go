@@ -585,10 +585,13 @@ type conn struct {
 	closing context.Context // canceled by close: ends the HTTP requests still open
 	closed  context.CancelFunc
 
-	ended  chan struct{} // closed when the session ended (down)
-	once   sync.Once
-	mu     sync.Mutex
-	broken error // a limit the server broke, which ended the connection
+	ended chan struct{} // closed when the session ended (down)
+	once  sync.Once
+
+	closeOnce sync.Once
+	closeErr  error
+	mu        sync.Mutex
+	broken    error // a limit the server broke, which ended the connection
 }
 
 // broke records err, a limit the server broke, as the connection's end's
@@ -649,8 +652,17 @@ func (c *conn) explain(err error) error {
 
 // close ends the connection: the session closed (a stdio server's input
 // with it); a stdio server then has StopGrace to exit before its process
-// group is killed, which happens in any case, for what it started.
+// group is killed, which happens in any case, for what it started. It is
+// idempotent (a connection restarted from is closed by the restart, and
+// by close when the restart failed): the process group is killed once,
+// never after its id may have been reused.
 func (c *conn) close(ctx context.Context) error {
+	c.closeOnce.Do(func() { c.closeErr = c.end(ctx) })
+	return c.closeErr
+}
+
+// end is close's work.
+func (c *conn) end(ctx context.Context) error {
 	var err error
 	if c.cs != nil {
 		err = c.cs.Close()

@@ -67,7 +67,7 @@ func (srv *server) revive(ctx context.Context, old *conn) (*conn, error) {
 	srv.log.Warn("mcp server's connection ended; it was restarted", "ended", ended, "tools", len(tools),
 		"restarts", len(srv.restarts), "max_restarts", srv.cfg.MaxRestarts)
 	if update != nil {
-		_ = update(ctx, tools) // the engine logs a refusal, naming the server
+		_ = update(context.WithoutCancel(ctx), tools) // the engine logs a refusal, naming the server
 	}
 	return c, nil
 }
