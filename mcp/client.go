@@ -590,12 +590,13 @@ type conn struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	mu        sync.Mutex
-	broken    error // a limit the server broke, which ended the connection
+
+	mu     sync.Mutex
+	broken error // what the server did that ended the connection: a limit broken, a line not JSON-RPC
 }
 
-// broke records err, a limit the server broke, as the connection's end's
-// cause (the first one only).
+// broke records err, a limit the server broke or a line not JSON-RPC, as
+// the connection's end's cause (the first one only).
 func (c *conn) broke(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
