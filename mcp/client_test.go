@@ -608,3 +608,28 @@ func TestClientForwardsNotifications(t *testing.T) {
 		t.Errorf("the sleeping call's caller got log messages %q", sleeper.logs)
 	}
 }
+
+// server-everything's long-running tool reports progress under the token
+// morph sends it (the TypeScript SDK's server), and the caller gets it.
+func TestClientServerEverythingProgress(t *testing.T) {
+	t.Parallel()
+	node, script := serverEverything(t)
+	eng, _, _, err := clientEngine(t, mcp.ServerConfig{Name: "se", Prefix: "se", Command: node, Args: []string{script, "stdio"},
+		StopGrace: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := eng.Registry().Get("se.trigger-long-running-operation")
+	notes := &callNotes{token: 7}
+	ctx, cancel := context.WithTimeout(engine.WithCallNotifier(context.Background(), notes), 2*time.Minute)
+	defer cancel()
+	out, _, err := tool.(engine.ImageTool).ExecuteImages(ctx, map[string]any{"duration": 0.3, "steps": 3})
+	if err != nil || !strings.Contains(out, "Long running operation completed") {
+		t.Fatalf("long-running operation: %q, %v", out, err)
+	}
+	notes.mu.Lock()
+	defer notes.mu.Unlock()
+	if want := []string{"1/3 ", "2/3 ", "3/3 "}; !slices.Equal(notes.progress, want) {
+		t.Errorf("progress %q, want %q", notes.progress, want)
+	}
+}
