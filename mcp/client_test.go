@@ -287,7 +287,8 @@ func TestClientRestartFailing(t *testing.T) {
 
 // A server answering 5 MiB on one line: over the line limit (4 MiB, the
 // least, and the message's margin), the line is skipped and its call fails
-// with ErrOutputTooLarge, counted; the connection goes on.
+// with ErrOutputTooLarge, counted; the connection goes on. A notification
+// or a request over the limit is skipped and counted.
 func TestClientHugeAnswer(t *testing.T) {
 	t.Parallel()
 	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
@@ -304,8 +305,13 @@ func TestClientHugeAnswer(t *testing.T) {
 			t.Fatalf("echo after huge answer %d: %q, %v", i+1, out, err)
 		}
 	}
-	if st := servers.Stats()[0]; !st.Running || st.MessagesTooLarge != 2 {
-		t.Errorf("stats %+v: want running, 2 messages too large", st)
+	// A notification, and a request of the server's (whose id is the call's
+	// own), over the limit: skipped, counted; the call's answer comes.
+	if out, _, err := callRemote(t, eng, "fx.hugenote", nil); err != nil || out != "noted" {
+		t.Fatalf("hugenote: %q, %v", out, err)
+	}
+	if st := servers.Stats()[0]; !st.Running || st.MessagesTooLarge != 4 {
+		t.Errorf("stats %+v: want running, 4 messages too large", st)
 	}
 	if n := strings.Count(logs.String(), "sent a message over the limit"); n != 1 {
 		t.Errorf("%d log lines on messages too large, want 1:\n%s", n, logs.String())

@@ -47,7 +47,8 @@ func init() {
 // structured, fail (isError), sleep (never answers; says on standard error
 // that it sleeps, and when it is cancelled), crash (exits mid-call), huge (an answer of "mib"
 // MiB, 5 unless given, on one line), lines (5 MiB of JSON, a line per
-// array element), big (20,000 bytes of text), garbage (a line that is not
+// array element), hugenote (a 5 MiB notification and request, then
+// the answer), big (20,000 bytes of text), garbage (a line that is not
 // JSON-RPC), flood (floodCount log notifications, then the answer), pings
 // (floodCount ping requests, then the answer), change (tells of a list
 // change: the new list adds "calc", a built-in's name, and "echo2"), fork
@@ -77,7 +78,7 @@ func fixture(mode string) {
 		return map[string]any{"name": name, "description": "fixture tool " + name,
 			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}
 	}
-	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "lines", "progress", "bad name"}
+	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "lines", "progress", "hugenote", "bad name"}
 	changed := false
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -142,6 +143,11 @@ func fixture(mode string) {
 				}
 				out.WriteString("\"}]}}\n")
 				out.Flush()
+			case "hugenote": // a 5 MiB notification and a 5 MiB request of the server's, then the answer
+				big := strings.Repeat("n", 5<<20)
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "info", "data": big}})
+				send(map[string]any{"jsonrpc": "2.0", "id": req.ID, "method": "ping", "params": map[string]any{"data": big}})
+				result(req.ID, text("noted"))
 			case "lines": // 5 MiB of valid JSON, a newline after every array element
 				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[` + "\n")
 				item := `{"type":"text","text":"` + strings.Repeat("z", 1000) + `"}`
