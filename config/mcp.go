@@ -36,6 +36,8 @@ import (
 //	startup_timeout = "30s"            # the start, initialize and the first tools/list
 //	max_output_kb = 1024               # each result
 //	optional = false                   # true: a server that fails to start is a warning
+//	restart = "on-failure"             # a server whose connection ended starts again on the next call; "never"
+//	max_restarts = 5                   # restarts within 10 minutes, past which it stays down
 type MCPServerEntry struct {
 	// Name names the server in errors, logs and Status, and is its tools'
 	// default prefix: 1 to 32 letters, digits, '_' or '-'; unique among
@@ -82,14 +84,22 @@ type MCPServerEntry struct {
 	StopGrace time.Duration `toml:"stop_grace"`
 	// MaxOutputKB caps each result: text, images and structured content
 	// together (default 1024): a larger one is an error the model reads.
-	// A message over the larger of it and 4 MiB (plus 64 KiB) ends the
-	// connection.
+	// A message over the larger of it and 4 MiB (plus 64 KiB) fails its
+	// call (stdio) or ends the connection (HTTP).
 	MaxOutputKB int `toml:"max_output_kb"`
 	// MaxTools caps the tools the server may list (default 256).
 	MaxTools int `toml:"max_tools"`
 	// Optional makes a server that fails to start a warning, its tools
 	// absent, instead of an error that stops the run.
 	Optional bool `toml:"optional"`
+	// Restart is what happens to a server whose connection ended (it
+	// exited, or sent what is not JSON-RPC): "on-failure" (the default)
+	// starts it again on the next call, with a backoff; "never" keeps it
+	// down until morph starts again.
+	Restart string `toml:"restart"`
+	// MaxRestarts caps the restarts within 10 minutes (default 5); past
+	// it the server stays down.
+	MaxRestarts int `toml:"max_restarts"`
 }
 
 // MCPOAuthEntry is an [[mcp_servers]] entry's oauth table. With none of
@@ -210,7 +220,10 @@ func (v *validator) mcpServers() {
 				v.fail(key(field), nil, "MCP server %q: must be positive", s.Name)
 			}
 		}
-		for field, n := range map[string]int{"max_output_kb": s.MaxOutputKB, "max_tools": s.MaxTools} {
+		if s.Restart != "" && s.Restart != mcp.RestartOnFailure && s.Restart != mcp.RestartNever {
+			v.fail(key("restart"), nil, "MCP server %q: want %q or %q, got %q", s.Name, mcp.RestartOnFailure, mcp.RestartNever, s.Restart)
+		}
+		for field, n := range map[string]int{"max_output_kb": s.MaxOutputKB, "max_tools": s.MaxTools, "max_restarts": s.MaxRestarts} {
 			if top := highest(field); defined(field) && (n < 1 || n > top) {
 				v.fail(key(field), nil, "MCP server %q: must be from 1 to %d, got %d (leave it out for the default)", s.Name, top, n)
 			}
@@ -276,7 +289,7 @@ func (c *Config) MCPServerConfigs() ([]mcp.ServerConfig, error) {
 		}
 		sc := mcp.ServerConfig{Name: s.Name, Command: s.Command, Args: s.Args, Dir: s.Dir, Env: s.Env, URL: s.URL,
 			Tools: s.Tools, Prefix: prefix, Timeout: s.Timeout, StartupTimeout: s.StartupTimeout, StopGrace: s.StopGrace,
-			MaxOutputBytes: s.MaxOutputKB << 10, MaxTools: s.MaxTools, Optional: s.Optional}
+			MaxOutputBytes: s.MaxOutputKB << 10, MaxTools: s.MaxTools, Optional: s.Optional, Restart: s.Restart, MaxRestarts: s.MaxRestarts}
 		for _, header := range slices.Sorted(maps.Keys(s.Headers)) {
 			env := s.Headers[header]
 			value := os.Getenv(env)

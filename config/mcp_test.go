@@ -32,6 +32,8 @@ tools = ["read_text_file"]
 timeout = "5s"
 startup_timeout = "10s"
 max_output_kb = 64
+restart = "never"
+max_restarts = 3
 
 [[mcp_servers]]
 name = "remote"
@@ -51,10 +53,11 @@ optional = true
 	fs, remote := got[0], got[1]
 	if fs.Command != filepath.Join(dir, "bin", "fs-server") || fs.Dir != filepath.Join(dir, "work") || fs.Prefix != "fs" ||
 		fs.Timeout != 5*time.Second || fs.StartupTimeout != 10*time.Second || fs.MaxOutputBytes != 64<<10 || fs.Env["LOG_LEVEL"] != "info" ||
-		len(fs.Tools) != 1 || fs.Optional {
+		len(fs.Tools) != 1 || fs.Optional || fs.Restart != mcp.RestartNever || fs.MaxRestarts != 3 {
 		t.Errorf("fs: %+v", fs)
 	}
-	if remote.URL != "http://127.0.0.1:3001/mcp" || remote.Prefix != "" || remote.Headers["Authorization"] != "Bearer s3cret" || !remote.Optional {
+	if remote.URL != "http://127.0.0.1:3001/mcp" || remote.Prefix != "" || remote.Headers["Authorization"] != "Bearer s3cret" || !remote.Optional ||
+		remote.Restart != "" || remote.MaxRestarts != 0 {
 		t.Errorf("remote: %+v", remote)
 	}
 
@@ -130,6 +133,8 @@ func TestMCPServersErrors(t *testing.T) {
 		{"name = \"x\"\ncommand = \"a\"\ntimeout = \"-1s\"", "mcp_servers.0.timeout", "must be positive"},
 		{"name = \"x\"\ncommand = \"a\"\nmax_output_kb = 0", "mcp_servers.0.max_output_kb", "must be from 1"},
 		{"name = \"x\"\ncommand = \"a\"\ntools = [\"t\", \"t\"]", "mcp_servers.0.tools", "named twice"},
+		{"name = \"x\"\ncommand = \"a\"\nrestart = \"always\"", "mcp_servers.0.restart", `want "on-failure" or "never"`},
+		{"name = \"x\"\ncommand = \"a\"\nmax_restarts = 0", "mcp_servers.0.max_restarts", "must be from 1"},
 		{"name = \"x\"\ncommand = \"a\"\ncomand = \"b\"", "mcp_servers.comand", "unknown key"},
 		{"name = \"x\"\ncommand = \"a\"\n[[mcp_servers]]\nname = \"x\"\ncommand = \"b\"", "mcp_servers.1.name", "taken"},
 		{"name = \"x\"\ncommand = \"a\"\noauth = {}", "mcp_servers.0.oauth", "not a stdio one"},

@@ -57,14 +57,33 @@ type ServerConfig struct {
 	StopGrace time.Duration
 	// MaxOutputBytes caps a call's result (text, images and structured
 	// content together). A message on the wire may hold more (see
-	// wireLimit); one past that ends the connection.
+	// wireLimit); one past that fails its call (stdio) or ends the
+	// connection (HTTP).
 	MaxOutputBytes int
 	// MaxTools caps the tools a server may list (pages included).
 	MaxTools int
 	// Optional makes a server that fails to start a warning, its tools
 	// absent, rather than an error that stops the engine.
 	Optional bool
+	// Restart is what happens to a server whose connection ended (it
+	// exited, or sent what is not JSON-RPC): RestartOnFailure (the
+	// default, "") or RestartNever.
+	Restart string
+	// MaxRestarts caps the restarts within restartWindow; past it the
+	// server stays down.
+	MaxRestarts int
 }
+
+// Restart policies (ServerConfig.Restart).
+const (
+	// RestartOnFailure starts the server again on the next call that finds
+	// its connection ended: at most MaxRestarts within restartWindow, each
+	// after the last by a backoff that doubles (restartBackoff, at most
+	// maxRestartBackoff); a call within the backoff fails at once.
+	RestartOnFailure = "on-failure"
+	// RestartNever keeps the server down until morph starts again.
+	RestartNever = "never"
+)
 
 // Defaults of ServerConfig's limits.
 const (
@@ -73,6 +92,15 @@ const (
 	DefaultStopGrace      = 5 * time.Second
 	DefaultMaxOutputBytes = 1 << 20
 	DefaultMaxTools       = 256
+	DefaultMaxRestarts    = 5
+)
+
+// restartWindow is the window MaxRestarts counts restarts in;
+// restartBackoff and maxRestartBackoff space restarts within it.
+const (
+	restartWindow     = 10 * time.Minute
+	restartBackoff    = time.Second
+	maxRestartBackoff = time.Minute
 )
 
 // withDefaults is c with its zero limits at their defaults.
@@ -90,6 +118,12 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	if c.MaxTools <= 0 {
 		c.MaxTools = DefaultMaxTools
+	}
+	if c.Restart == "" {
+		c.Restart = RestartOnFailure
+	}
+	if c.MaxRestarts <= 0 {
+		c.MaxRestarts = DefaultMaxRestarts
 	}
 	return c
 }
@@ -120,9 +154,10 @@ const wireMargin = 64 << 10
 // alone than by ending the connection.
 const minWireBytes = 4 << 20
 
-// wireLimit is the longest message read from the server: longer ones end
-// the connection, which cannot skip a message it did not read. A result
-// within it but over MaxOutputBytes is refused alone.
+// wireLimit is the longest message read from the server: a stdio line
+// past it is read without being kept and fails its call (stdioClient); an
+// HTTP body past it ends the connection. A result within it but over
+// MaxOutputBytes is refused alone.
 func (c ServerConfig) wireLimit() int { return max(c.MaxOutputBytes, minWireBytes) + wireMargin }
 
 // protocolVersion is the version morph asks servers for: the newest with
@@ -224,6 +259,10 @@ type ServerStats struct {
 	// RequestsDropped counts requests of a stdio server's (ping, ...)
 	// dropped unanswered, past the rate limit.
 	RequestsDropped int64
+	// MessagesTooLarge counts a stdio server's messages over the line
+	// limit, skipped (the call each answered failed with
+	// ErrOutputTooLarge).
+	MessagesTooLarge int64
 }
 
 // Stats tells of each server, in order.
@@ -233,7 +272,7 @@ func (s *Servers) Stats() []ServerStats {
 		c := srv.current()
 		out[i] = ServerStats{Name: srv.cfg.Name, Running: c != nil && !c.isDown(),
 			Notifications: srv.notifications.Load(), LinesDropped: srv.lines.dropped.Load(),
-			RequestsDropped: srv.requestsDropped.Load()}
+			RequestsDropped: srv.requestsDropped.Load(), MessagesTooLarge: srv.tooLarge.Load()}
 	}
 	return out
 }
@@ -314,10 +353,15 @@ type server struct {
 	firstTools    []engine.Tool
 	firstWarnings []string
 
-	mu     sync.Mutex
-	conn   *conn                                      // nil before the start and after close
-	update func(context.Context, []engine.Tool) error // the engine's, from WatchTools
-	closed bool
+	mu        sync.Mutex
+	conn      *conn                                      // nil before the start and after close
+	update    func(context.Context, []engine.Tool) error // the engine's, from WatchTools
+	closed    bool
+	following following // the calls in flight (client_notify.go)
+
+	restarting sync.Mutex  // held by the one restart under way (revive)
+	restarts   []time.Time // the restarts within restartWindow; restarting
+	restartErr error       // the last failed restart's; restarting
 
 	relist          chan struct{} // a list change to follow (one slot: changes coalesce)
 	stop            chan struct{} // closed by close
@@ -325,6 +369,7 @@ type server struct {
 	watching        sync.WaitGroup
 	notifications   atomic.Int64
 	requestsDropped atomic.Int64
+	tooLarge        atomic.Int64 // messages over the line limit (stdio)
 }
 
 // startUp connects to the server and reads its tools, all within its
@@ -333,16 +378,7 @@ func (srv *server) startUp(ctx context.Context) {
 	defer close(srv.ready)
 	ctx, cancel := context.WithTimeout(ctx, srv.cfg.StartupTimeout)
 	defer cancel()
-	c, err := srv.dial(ctx)
-	if err == nil {
-		var listed []*sdk.Tool
-		if listed, err = c.list(ctx); err == nil {
-			srv.info = c.cs.InitializeResult()
-			srv.firstTools, srv.firstWarnings = srv.tools(listed)
-		} else {
-			c.close(context.Background())
-		}
-	}
+	c, listed, err := srv.open(ctx)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("%w: not ready within %s (startup_timeout): %w", ErrStartup, srv.cfg.StartupTimeout, err)
@@ -353,6 +389,8 @@ func (srv *server) startUp(ctx context.Context) {
 		srv.log.Warn("mcp server did not start", "error", err)
 		return
 	}
+	srv.info = c.cs.InitializeResult()
+	srv.firstTools, srv.firstWarnings = srv.tools(listed)
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.closed { // closed while starting
@@ -364,6 +402,21 @@ func (srv *server) startUp(ctx context.Context) {
 	srv.watching.Add(1)
 	go srv.followLists()
 	srv.log.Info("mcp server started", "tools", len(srv.firstTools))
+}
+
+// open connects to the server and lists its tools: a start, or a
+// restart (revive).
+func (srv *server) open(ctx context.Context) (*conn, []*sdk.Tool, error) {
+	c, err := srv.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	listed, err := c.list(ctx)
+	if err != nil {
+		c.close(context.Background())
+		return nil, nil, err
+	}
+	return c, listed, nil
 }
 
 // current is the server's connection, nil when there is none.
@@ -455,6 +508,8 @@ func (srv *server) close(ctx context.Context) error {
 	c := srv.conn
 	srv.conn, srv.closed = nil, true
 	srv.mu.Unlock()
+	srv.restarting.Lock() // a restart under way sees closed, and closes what it started
+	srv.restarting.Unlock()
 	srv.watching.Wait()
 	if c == nil {
 		return nil
@@ -494,7 +549,7 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 		Capabilities:                &sdk.ClientCapabilities{}, // no roots, sampling or elicitation: morph lends nothing
 		ToolListChangedHandler:      srv.listChanged,
 		LoggingMessageHandler:       srv.logMessage,
-		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) { srv.notifications.Add(1) },
+		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) { srv.progress(ctx, req.Params) },
 		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { srv.notifications.Add(1) },
 		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { srv.notifications.Add(1) },
 	})
@@ -521,11 +576,13 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 }
 
 // logMessage is the client's LoggingMessageHandler: the server's log
-// message, logged escaped and rate-limited.
+// message, logged escaped and rate-limited, and forwarded to a call's
+// caller (forwardLog).
 func (srv *server) logMessage(_ context.Context, req *sdk.LoggingMessageRequest) {
 	srv.notifications.Add(1)
 	if p := req.Params; p != nil {
 		srv.lines.line("mcp server log message", fmt.Sprint(p.Data), "level", string(p.Level))
+		srv.forwardLog(p)
 	}
 }
 
@@ -545,20 +602,24 @@ type conn struct {
 	closing context.Context // canceled by close: ends the HTTP requests still open
 	closed  context.CancelFunc
 
-	ended  chan struct{} // closed when the session ended (down)
-	once   sync.Once
+	ended chan struct{} // closed when the session ended (down)
+	once  sync.Once
+
+	closeOnce sync.Once
+	closeErr  error
+
 	mu     sync.Mutex
-	broken error // a limit the server broke, which ended the connection
+	broken error // what the server did that ended the connection: a limit broken, a line not JSON-RPC
 }
 
-// broke records err, a limit the server broke, as the connection's end's
-// cause (the first one only).
+// broke records err, a limit the server broke or a line not JSON-RPC, as
+// the connection's end's cause (the first one only).
 func (c *conn) broke(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken == nil {
 		c.broken = err
-		c.srv.log.Warn("mcp server broke a limit; its connection ends", "error", err)
+		c.srv.log.Warn("mcp server's connection ends", "error", err)
 	}
 }
 
@@ -609,8 +670,17 @@ func (c *conn) explain(err error) error {
 
 // close ends the connection: the session closed (a stdio server's input
 // with it); a stdio server then has StopGrace to exit before its process
-// group is killed, which happens in any case, for what it started.
+// group is killed, which happens in any case, for what it started. It is
+// idempotent (a connection restarted from is closed by the restart, and
+// by close when the restart failed): the process group is killed once,
+// never after its id may have been reused.
 func (c *conn) close(ctx context.Context) error {
+	c.closeOnce.Do(func() { c.closeErr = c.end(ctx) })
+	return c.closeErr
+}
+
+// end is close's work.
+func (c *conn) end(ctx context.Context) error {
 	var err error
 	if c.cs != nil {
 		err = c.cs.Close()

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,10 +25,8 @@ import (
 )
 
 // startProcess starts a stdio server in a process group of its own, with
-// the entry's environment only, and returns the transport over its pipes.
-// Its standard output is read through a line limit of c.limit bytes: a
-// longer message ends the connection with ErrOutputTooLarge as the cause
-// (the SDK's own cap would end it too, with an untyped error).
+// the entry's environment only, and returns the transport over its pipes
+// (stdioClient: its output read a bounded line at a time).
 func (c *conn) startProcess() (sdk.Transport, error) {
 	cfg := c.srv.cfg
 	cmd := exec.Command(cfg.Command, cfg.Args...)
@@ -62,8 +61,133 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 		close(c.exited)
 	}()
 	c.stdin, c.stdout = inW, outR
-	out := &lineCap{ReadCloser: outR, c: c}
-	return guard{&sdk.IOTransport{Reader: out, Writer: inW, MaxLineLength: c.limit + 2}, c.srv}, nil
+	return guard{&stdioClient{c: c, r: outR, w: inW}, c.srv}, nil
+}
+
+// stdioClient is morph's side of a stdio server's connection, in place of
+// the SDK's IOTransport: the server's output is read with readLine, as
+// morph's own stdio server reads its clients, strict NDJSON (one message a
+// line, as the specification requires) and at most the connection's limit
+// of one line kept. A line over the limit is read to its end without being
+// kept and costs one call, not the connection (see oversized); a line that
+// is not one JSON-RPC message (a message spread over lines, a batch) ends
+// the connection with ErrBadMessage as its cause. (The SDK decodes a JSON
+// stream, and its own cap fails with an untyped error, ending the
+// connection.)
+type stdioClient struct {
+	c *conn
+	r io.ReadCloser // the server's standard output
+	w io.WriteCloser
+}
+
+// Connect starts the reader.
+func (t *stdioClient) Connect(context.Context) (sdk.Connection, error) {
+	sc := &stdioClientConn{t: t, in: make(chan jsonrpc.Message), readErr: make(chan error, 1), closed: make(chan struct{})}
+	go sc.read()
+	return sc, nil
+}
+
+// stdioClientConn is a stdioClient's connection.
+type stdioClientConn struct {
+	t       *stdioClient
+	in      chan jsonrpc.Message
+	readErr chan error // the reader's end (io.EOF when the server closed its output)
+	wmu     sync.Mutex
+	once    sync.Once
+	closed  chan struct{}
+}
+
+// SessionID is empty: stdio has no session id.
+func (*stdioClientConn) SessionID() string { return "" }
+
+// Read returns the next message of the server's.
+func (sc *stdioClientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case m := <-sc.in:
+		return m, nil
+	case err := <-sc.readErr:
+		return nil, err
+	case <-sc.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Write writes msg as one line, as the SDK's IOTransport does: a server
+// that does not read its input holds the writer, until the connection is
+// closed.
+func (sc *stdioClientConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	b, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("mcp: encoding a message: %w", err)
+	}
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	_, err = sc.t.w.Write(append(b, '\n'))
+	return err
+}
+
+// Close closes both pipes, which ends the reader.
+func (sc *stdioClientConn) Close() error {
+	sc.once.Do(func() {
+		close(sc.closed)
+		sc.t.r.Close()
+		sc.t.w.Close()
+	})
+	return nil
+}
+
+// read hands Read each message of the server's until its output ends or a
+// line is not JSON-RPC.
+func (sc *stdioClientConn) read() {
+	c := sc.t.c
+	br := bufio.NewReaderSize(sc.t.r, 64<<10)
+	for {
+		line, tail, err := readLine(br, c.limit)
+		var m jsonrpc.Message
+		switch {
+		case tail != nil:
+			m = c.oversized(line, tail)
+		case len(line) > 0:
+			var derr error
+			if m, derr = jsonrpc.DecodeMessage(line); derr != nil {
+				err = fmt.Errorf("%w: a line that is not one JSON-RPC message (%s): %w", ErrBadMessage, safetext.Quote(string(line[:min(len(line), 80)]), 100), derr)
+				c.broke(err)
+			}
+		}
+		if m != nil {
+			select {
+			case sc.in <- m:
+			case <-sc.closed:
+				return
+			}
+		}
+		if err != nil {
+			sc.readErr <- err
+			return
+		}
+	}
+}
+
+// oversized is what a line of the server's over the connection's limit,
+// read without being kept, becomes: an error answer to the call whose id
+// is at the line's first or last bytes (lineID), so that this call fails
+// with ErrOutputTooLarge and the connection goes on; nil (the line
+// skipped) when no id is found or the line is a request or notification
+// of the server's. Each is counted (ServerStats.MessagesTooLarge); the
+// first of a server's is logged.
+func (c *conn) oversized(line, tail []byte) jsonrpc.Message {
+	err := c.overLimit("an answer")
+	if c.srv.tooLarge.Add(1) == 1 {
+		c.srv.log.Warn("mcp server sent a message over the limit: skipped, its call failed; the next are counted (Stats), not logged", "error", err)
+	}
+	id := lineID(line, tail)
+	method := []byte(`"method"`)
+	if !id.IsValid() || bytes.Contains(line, method) || bytes.Contains(tail, method) {
+		return nil
+	}
+	return &jsonrpc.Response{ID: id, Error: err}
 }
 
 // requestsPerSecond is how many requests of a server's (ping, roots/list,
@@ -127,6 +251,10 @@ func (c *guardConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			var p sdk.LoggingMessageParams
 			_ = json.Unmarshal(req.Params, &p) // a message that does not decode is logged empty
 			c.srv.logMessage(ctx, &sdk.LoggingMessageRequest{Params: &p})
+		case req.Method == "notifications/progress":
+			var p sdk.ProgressNotificationParams
+			_ = json.Unmarshal(req.Params, &p) // one that does not decode is counted, not forwarded
+			c.srv.progress(ctx, &p)
 		default:
 			c.srv.notifications.Add(1)
 		}
@@ -164,42 +292,19 @@ func environ(env map[string]string) []string {
 	return out
 }
 
-// lineCap is a stdio server's output, failing once a line runs past the
-// connection's limit, so the SDK's decoder never buffers more of one
-// message; the failure is the connection's end's cause, a typed
-// ErrOutputTooLarge (the SDK's own cap, IOTransport.MaxLineLength, fails
-// with an untyped error).
-type lineCap struct {
-	io.ReadCloser
-	c    *conn
-	line int // bytes of the current line read so far
-}
-
-// Read reads at most what keeps the current line within the limit and its
-// newline.
-func (l *lineCap) Read(p []byte) (int, error) {
-	if l.line > l.c.limit {
-		return 0, l.c.tooLarge("a message")
-	}
-	if room := l.c.limit + 1 - l.line; len(p) > room {
-		p = p[:room]
-	}
-	n, err := l.ReadCloser.Read(p)
-	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
-		l.line = n - i - 1
-	} else {
-		l.line += n
-	}
-	return n, err
-}
-
 // tooLarge is the error of a message of the server's longer than the
 // connection's limit, recorded as the connection's end's cause.
 func (c *conn) tooLarge(what string) error {
-	err := fmt.Errorf("%w: %s over %d bytes (the larger of max_output_kb = %d and %d KiB, and %d KiB for the message around it)",
-		ErrOutputTooLarge, what, c.limit, c.srv.cfg.MaxOutputBytes>>10, minWireBytes>>10, wireMargin>>10)
+	err := c.overLimit(what)
 	c.broke(err)
 	return err
+}
+
+// overLimit is the error of a message of the server's longer than the
+// connection's limit.
+func (c *conn) overLimit(what string) error {
+	return fmt.Errorf("%w: %s over %d bytes (the larger of max_output_kb = %d and %d KiB, and %d KiB for the message around it)",
+		ErrOutputTooLarge, what, c.limit, c.srv.cfg.MaxOutputBytes>>10, minWireBytes>>10, wireMargin>>10)
 }
 
 // httpLimit is an HTTP server's transport: it adds the entry's headers to

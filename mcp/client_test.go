@@ -3,9 +3,13 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,7 +184,9 @@ func TestClientCallTimeoutCancels(t *testing.T) {
 // fixture writes an escape sequence); its tools fail the same way after.
 func TestClientServerCrashMidCall(t *testing.T) {
 	t.Parallel()
-	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	cfg := fixtureServer("fx", "ok")
+	cfg.Restart = mcp.RestartNever
+	eng, servers, logs, err := clientEngine(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,26 +198,162 @@ func TestClientServerCrashMidCall(t *testing.T) {
 	if strings.Contains(logs.String(), "\x1b") {
 		t.Error("the log holds a raw escape character of the server's")
 	}
-	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) {
-		t.Errorf("echo after the crash: %v, want ErrServerDown", err)
+	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `restart = "never"`) {
+		t.Errorf("echo after the crash: %v, want ErrServerDown, restart never", err)
 	}
 	if st := servers.Stats(); st[0].Running {
 		t.Errorf("stats %+v: running after the crash", st)
 	}
 }
 
-// A server answering 100 MB on one line: refused at the line limit
-// (4 MiB, the least, and the message's margin) with ErrOutputTooLarge,
-// which ends the connection; morph never buffers more.
+// A server that crashed is started again by the next call (restart =
+// "on-failure", the default), which succeeds on the fresh process, its
+// tool list read again: a tool the old process added (echo2, after
+// change) is gone. Past max_restarts it stays down, saying so.
+func TestClientRestart(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.MaxRestarts = 2
+	eng, servers, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(name string) bool { _, ok := eng.Registry().Get(name); return ok }
+	if _, _, err := callRemote(t, eng, "fx.change", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "fx.echo2 listed after the change", func() bool { return has("fx.echo2") })
+	for i := range 2 {
+		if _, _, err := callRemote(t, eng, "fx.crash", nil); !errors.Is(err, mcp.ErrServerDown) {
+			t.Fatalf("crash %d: %v, want ErrServerDown", i+1, err)
+		}
+		// The first restart is at once; the second waits out a backoff.
+		var out string
+		eventually(t, "echo answered after a restart", func() bool {
+			out, _, err = callRemote(t, eng, "fx.echo", map[string]any{"message": "again"})
+			if err != nil && !strings.Contains(err.Error(), "the next restart in") {
+				t.Fatalf("echo after crash %d: %v", i+1, err)
+			}
+			return err == nil
+		})
+		if out != "echo: again" {
+			t.Fatalf("echo after crash %d: %q", i+1, out)
+		}
+		if st := servers.Stats()[0]; !st.Running {
+			t.Errorf("stats %+v after restart %d: not running", st, i+1)
+		}
+	}
+	if has("fx.echo2") {
+		t.Error("fx.echo2, listed by the first process only, is still registered after the restart")
+	}
+	if _, _, err := callRemote(t, eng, "fx.crash", nil); !errors.Is(err, mcp.ErrServerDown) {
+		t.Fatalf("third crash: %v", err)
+	}
+	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "restarted 2 times within 10m0s (max_restarts)") {
+		t.Errorf("echo past max_restarts: %v, want ErrServerDown naming max_restarts", err)
+	}
+}
+
+// A server that crashes at every restart stays down, its calls failing
+// with why: the restart's error, then the backoff, then max_restarts.
+func TestClientRestartFailing(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.Env[fixtureOnceEnv] = t.TempDir() + "/started"
+	cfg.MaxRestarts = 2
+	eng, _, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := callRemote(t, eng, "fx.crash", nil); !errors.Is(err, mcp.ErrServerDown) {
+		t.Fatalf("crash: %v", err)
+	}
+	_, _, err = callRemote(t, eng, "fx.echo", nil)
+	if !errors.Is(err, mcp.ErrServerDown) || !errors.Is(err, mcp.ErrStartup) || !strings.Contains(err.Error(), "started once already") {
+		t.Fatalf("echo after the crash: %v, want ErrServerDown, a failed restart and its standard error", err)
+	}
+	_, _, err = callRemote(t, eng, "fx.echo", nil)
+	if !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "the next restart in") || !strings.Contains(err.Error(), "started once already") {
+		t.Fatalf("echo within the backoff: %v, want the backoff and the last restart's error", err)
+	}
+	eventually(t, "max_restarts reached", func() bool {
+		_, _, err = callRemote(t, eng, "fx.echo", nil)
+		if !errors.Is(err, mcp.ErrServerDown) {
+			t.Fatalf("echo: %v, want ErrServerDown", err)
+		}
+		return strings.Contains(err.Error(), "(max_restarts)")
+	})
+}
+
+// A server answering 5 MiB on one line: over the line limit (4 MiB, the
+// least, and the message's margin), the line is skipped and its call fails
+// with ErrOutputTooLarge, counted; the connection goes on. A notification
+// or a request over the limit is skipped and counted.
 func TestClientHugeAnswer(t *testing.T) {
+	t.Parallel()
+	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		_, _, err = callRemote(t, eng, "fx.huge", nil)
+		if !errors.Is(err, mcp.ErrOutputTooLarge) || errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "over 4259840 bytes") ||
+			!strings.Contains(err.Error(), `mcp server "fx"`) {
+			t.Fatalf("huge: %v, want ErrOutputTooLarge for the call alone, naming the server and max_output_kb", err)
+		}
+		if out, _, err := callRemote(t, eng, "fx.echo", map[string]any{"message": "on"}); err != nil || out != "echo: on" {
+			t.Fatalf("echo after huge answer %d: %q, %v", i+1, out, err)
+		}
+	}
+	// A notification, and a request of the server's (whose id is the call's
+	// own), over the limit: skipped, counted; the call's answer comes.
+	if out, _, err := callRemote(t, eng, "fx.hugenote", nil); err != nil || out != "noted" {
+		t.Fatalf("hugenote: %q, %v", out, err)
+	}
+	if st := servers.Stats()[0]; !st.Running || st.MessagesTooLarge != 4 {
+		t.Errorf("stats %+v: want running, 4 messages too large", st)
+	}
+	if n := strings.Count(logs.String(), "sent a message over the limit"); n != 1 {
+		t.Errorf("%d log lines on messages too large, want 1:\n%s", n, logs.String())
+	}
+}
+
+// A 100 MB answer on one line is read without being kept: what is
+// allocated while it is read is bounded by the line limit, not the
+// answer's size. (Not parallel: the count is the process's.)
+func TestClientHugeAnswerMemory(t *testing.T) {
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err = callRemote(t, eng, "fx.huge", map[string]any{"mib": 100})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, mcp.ErrOutputTooLarge) {
+		t.Fatalf("huge: %v, want ErrOutputTooLarge", err)
+	}
+	// The line kept up to the limit (4 MiB and a margin) and its growth:
+	// a few times the limit, far from the 100 MB read.
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%.1f MiB allocated reading a 100 MiB answer", float64(alloc)/(1<<20))
+	if alloc > 40<<20 {
+		t.Errorf("%d MiB allocated reading a 100 MiB answer, want at most 40", alloc>>20)
+	}
+}
+
+// A server answering 5 MiB of valid JSON spread over lines (a newline after
+// every array element): not NDJSON, so its first line is not a JSON-RPC
+// message, which ends the connection with ErrBadMessage as the cause.
+func TestClientMultiLineAnswer(t *testing.T) {
 	t.Parallel()
 	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = callRemote(t, eng, "fx.huge", nil)
-	if !errors.Is(err, mcp.ErrOutputTooLarge) || !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), "over 4259840 bytes") {
-		t.Fatalf("huge: %v, want ErrOutputTooLarge ending the connection, naming max_output_kb", err)
+	_, _, err = callRemote(t, eng, "fx.lines", nil)
+	if !errors.Is(err, mcp.ErrBadMessage) || !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `mcp server "fx"`) {
+		t.Fatalf("lines: %v, want ErrServerDown caused by ErrBadMessage, naming fx", err)
 	}
 }
 
@@ -234,8 +376,8 @@ func TestClientOutputOverLimit(t *testing.T) {
 	}
 }
 
-// A server that sends what is not JSON-RPC: its connection ends, and its
-// calls say so, naming it.
+// A server that sends what is not JSON-RPC: its connection ends, the call
+// saying so, naming it and quoting the line; the next call restarts it.
 func TestClientInvalidJSONRPC(t *testing.T) {
 	t.Parallel()
 	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
@@ -243,11 +385,12 @@ func TestClientInvalidJSONRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = callRemote(t, eng, "fx.garbage", nil)
-	if !errors.Is(err, mcp.ErrServerDown) || !strings.Contains(err.Error(), `mcp server "fx"`) {
-		t.Fatalf("garbage: %v, want ErrServerDown naming fx", err)
+	if !errors.Is(err, mcp.ErrServerDown) || !errors.Is(err, mcp.ErrBadMessage) || !strings.Contains(err.Error(), `mcp server "fx"`) ||
+		!strings.Contains(err.Error(), `"this is not JSON-RPC"`) {
+		t.Fatalf("garbage: %v, want ErrServerDown caused by ErrBadMessage, naming fx and quoting the line", err)
 	}
-	if _, _, err := callRemote(t, eng, "fx.echo", nil); !errors.Is(err, mcp.ErrServerDown) {
-		t.Errorf("echo after: %v, want ErrServerDown", err)
+	if out, _, err := callRemote(t, eng, "fx.echo", map[string]any{"message": "restarted"}); err != nil || out != "echo: restarted" {
+		t.Errorf("echo after (a restart): %q, %v", out, err)
 	}
 }
 
@@ -382,4 +525,117 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(fields) == 0 || fields[0] != "Z"
+}
+
+// callNotes is an engine.CallNotifier that keeps what it is told.
+type callNotes struct {
+	token    any
+	mu       sync.Mutex
+	progress []string
+	logs     []string
+}
+
+func (n *callNotes) Progress(progress, total float64, message string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.progress = append(n.progress, fmt.Sprintf("%g/%g %s", progress, total, message))
+}
+
+func (n *callNotes) Log(level, logger string, data json.RawMessage) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.logs = append(n.logs, level+" "+logger+" "+string(data))
+}
+
+func (n *callNotes) ProgressToken() any { return n.token }
+
+// A server's progress reaches the caller of the call it belongs to (a
+// token is sent only when the caller has one), and its log messages the
+// caller of the one call in flight.
+func TestClientForwardsNotifications(t *testing.T) {
+	t.Parallel()
+	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := eng.Registry().Get("fx.progress")
+	call := func(n engine.CallNotifier) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if n != nil {
+			ctx = engine.WithCallNotifier(ctx, n)
+		}
+		out, _, err := tool.(engine.ImageTool).ExecuteImages(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	withToken := &callNotes{token: "caller's"}
+	if out := call(withToken); out != "token sent: true" {
+		t.Errorf("with a token: %q", out)
+	}
+	if want := []string{"1/3 step 1", "2/3 step 2", "3/3 step 3"}; !slices.Equal(withToken.progress, want) {
+		t.Errorf("progress %q, want %q", withToken.progress, want)
+	}
+	if want := []string{`warning fx "halfway"`}; !slices.Equal(withToken.logs, want) {
+		t.Errorf("logs %q, want %q", withToken.logs, want)
+	}
+	noToken := &callNotes{}
+	if out := call(noToken); out != "token sent: false" || len(noToken.progress) != 0 || len(noToken.logs) != 1 {
+		t.Errorf("without a token: %q, progress %q, logs %q; want no token sent, no progress, the log message", out, noToken.progress, noToken.logs)
+	}
+	if out := call(nil); out != "token sent: false" {
+		t.Errorf("without a notifier: %q", out)
+	}
+	if st := servers.Stats()[0]; st.Notifications != 6 {
+		t.Errorf("stats %+v: want 6 notifications (3 progress, 3 log messages)", st)
+	}
+	// With another call in flight (sleep), a log message could be either's:
+	// it reaches neither caller; progress still reaches its own.
+	sleeper := &callNotes{token: "sleeper's"}
+	ctx, cancel := context.WithCancel(engine.WithCallNotifier(context.Background(), sleeper))
+	slept := make(chan error, 1)
+	sleep, _ := eng.Registry().Get("fx.sleep")
+	go func() {
+		_, _, err := sleep.(engine.ImageTool).ExecuteImages(ctx, nil)
+		slept <- err
+	}()
+	eventually(t, "the server sleeping", func() bool { return strings.Contains(logs.String(), "sleeping in request") })
+	both := &callNotes{token: "two in flight"}
+	if out := call(both); out != "token sent: true" || len(both.progress) != 3 || len(both.logs) != 0 {
+		t.Errorf("with another call in flight: %q, progress %q, logs %q; want 3 progress, no log message", out, both.progress, both.logs)
+	}
+	cancel()
+	if err := <-slept; !errors.Is(err, context.Canceled) {
+		t.Errorf("sleep: %v, want canceled", err)
+	}
+	if len(sleeper.logs) != 0 {
+		t.Errorf("the sleeping call's caller got log messages %q", sleeper.logs)
+	}
+}
+
+// server-everything's long-running tool reports progress under the token
+// morph sends it (the TypeScript SDK's server), and the caller gets it.
+func TestClientServerEverythingProgress(t *testing.T) {
+	t.Parallel()
+	node, script := serverEverything(t)
+	eng, _, _, err := clientEngine(t, mcp.ServerConfig{Name: "se", Prefix: "se", Command: node, Args: []string{script, "stdio"},
+		StopGrace: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := eng.Registry().Get("se.trigger-long-running-operation")
+	notes := &callNotes{token: 7}
+	ctx, cancel := context.WithTimeout(engine.WithCallNotifier(context.Background(), notes), 2*time.Minute)
+	defer cancel()
+	out, _, err := tool.(engine.ImageTool).ExecuteImages(ctx, map[string]any{"duration": 0.3, "steps": 3})
+	if err != nil || !strings.Contains(out, "Long running operation completed") {
+		t.Fatalf("long-running operation: %q, %v", out, err)
+	}
+	notes.mu.Lock()
+	defer notes.mu.Unlock()
+	if want := []string{"1/3 ", "2/3 ", "3/3 "}; !slices.Equal(notes.progress, want) {
+		t.Errorf("progress %q, want %q", notes.progress, want)
+	}
 }

@@ -23,8 +23,9 @@ var (
 	// initialize or the first tools/list failed or took too long.
 	ErrStartup = errors.New("mcp: server did not start")
 	// ErrServerDown: the connection to the server has ended (it exited,
-	// broke a limit, or sent what is not JSON-RPC); its tools fail until
-	// morph starts again.
+	// broke a limit, or sent what is not JSON-RPC); the call that met the
+	// end fails, and the next restarts the server (ServerConfig.Restart)
+	// or fails too.
 	ErrServerDown = errors.New("mcp: server not running")
 	// ErrCallTimeout: a call had no answer within the entry's timeout; it
 	// was cancelled (the server told so).
@@ -32,6 +33,10 @@ var (
 	// ErrOutputTooLarge: a result, or a message, over the entry's
 	// max_output_kb.
 	ErrOutputTooLarge = errors.New("mcp: server output over the limit")
+	// ErrBadMessage: a stdio server wrote a line that is not one JSON-RPC
+	// message (not JSON, a message spread over lines, a batch); its
+	// connection ends (the cause of an ErrServerDown).
+	ErrBadMessage = errors.New("mcp: server sent what is not a JSON-RPC message")
 	// ErrTooManyTools: the server listed more tools than max_tools.
 	ErrTooManyTools = errors.New("mcp: too many tools")
 	// ErrRefused: the server answered a call with a JSON-RPC error (an
@@ -180,14 +185,19 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: it is stopped", ErrServerDown)}
 	}
 	if c.isDown() {
-		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: %w", ErrServerDown, c.explain(sdk.ErrConnectionClosed))}
+		var err error
+		if c, err = srv.revive(ctx, c); err != nil {
+			return "", nil, &ServerError{Server: srv.cfg.Name, Err: err}
+		}
 	}
 	if params == nil {
 		params = map[string]any{} // not null, which servers refuse
 	}
 	callCtx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout)
 	defer cancel()
-	res, err := c.cs.CallTool(callCtx, &sdk.CallToolParams{Name: t.remote, Arguments: params})
+	p := &sdk.CallToolParams{Name: t.remote, Arguments: params}
+	defer srv.follow(engine.CallNotifierOf(ctx), p)()
+	res, err := c.cs.CallTool(callCtx, p)
 	var rpcErr *jsonrpc.Error
 	switch {
 	case err == nil:
@@ -197,12 +207,14 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	case callCtx.Err() != nil:
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: tool %s had no answer within %s (timeout); the call was cancelled",
 			ErrCallTimeout, safetext.Quote(t.remote, 160), srv.cfg.Timeout)}
+	case c.cmd != nil && errors.Is(err, ErrOutputTooLarge) && !c.isDown(): // an answer over the line limit, skipped (stdioClient)
+		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("tool %s: %w", safetext.Quote(t.remote, 160), err)}
 	case !errors.Is(err, sdk.ErrConnectionClosed) && errors.As(err, &rpcErr) && !c.isDown():
 		return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: tool %s: %s", ErrRefused, safetext.Quote(t.remote, 160), rpcErr.Message)}
 	}
 	c.down()
 	err = c.explain(err)
-	srv.log.Warn("mcp server's connection ended; its tools fail until morph starts again", "error", err)
+	srv.log.Warn("mcp server's connection ended", "error", err, "restart", srv.cfg.Restart)
 	return "", nil, &ServerError{Server: srv.cfg.Name, Err: fmt.Errorf("%w: %w", ErrServerDown, err)}
 }
 

@@ -41,12 +41,14 @@
 // pass the registry's checks and precedence. Built beside the SDK there:
 // stdio servers are started by morph in a process group of their own
 // (killed at close after a grace period) with only their entry's
-// environment, their output read through a line limit and their
-// notifications handled as read (the SDK queues them unbounded); HTTP
-// response bodies are capped (the SDK reads JSON ones whole); calls are
-// bounded by a timeout, results by a size, tools/list by a count; and
-// every failure is a *ServerError naming the server (RATIONALE.md, "MCP
-// servers as plugins, prefixed by default, never restarted").
+// environment, their output read a bounded line at a time (a line over
+// the limit fails its call alone) and their notifications handled as
+// read (the SDK queues them unbounded), restarted by the call after a
+// crash within bounds; HTTP response bodies are capped (the SDK reads
+// JSON ones whole); calls are bounded by a timeout, results by a size,
+// tools/list by a count; and every failure is a *ServerError naming the
+// server (RATIONALE.md, "MCP servers as plugins, prefixed by default,
+// restarted within bounds").
 //
 // Served: tools over stdio and Streamable HTTP (Server.Handler), their
 // results as text, images (the images a model would get), other content

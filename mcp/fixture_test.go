@@ -18,6 +18,11 @@ import (
 // misbehave in ways no SDK server would.
 const fixtureEnv = "MORPH_MCP_FIXTURE"
 
+// fixtureOnceEnv, when set, names a file the fixture makes when it
+// starts; it exits at once when the file is there: a server that starts
+// once, and crashes at every restart.
+const fixtureOnceEnv = "MORPH_MCP_FIXTURE_ONCE"
+
 // floodCount is how many log notifications the fixture's flood tool sends.
 const floodCount = 2000
 
@@ -40,14 +45,25 @@ func init() {
 // fixture serves MCP on standard input and output. Modes: "ok" (every
 // tool below answers), "mute" (never answers anything). Tools: echo, image,
 // structured, fail (isError), sleep (never answers; says on standard error
-// when it is cancelled), crash (exits mid-call), huge (a 100 MB answer),
-// big (20,000 bytes of text), garbage (a line that is not JSON-RPC), flood
-// (floodCount log notifications, then the answer), pings (floodCount
-// ping requests, then the answer), change (tells of a list
+// that it sleeps, and when it is cancelled), crash (exits mid-call), huge (an answer of "mib"
+// MiB, 5 unless given, on one line), lines (5 MiB of JSON, a line per
+// array element), hugenote (a 5 MiB notification and request, then
+// the answer), big (20,000 bytes of text), garbage (a line that is not
+// JSON-RPC), flood (floodCount log notifications, then the answer), pings
+// (floodCount ping requests, then the answer), change (tells of a list
 // change: the new list adds "calc", a built-in's name, and "echo2"), fork
 // (starts a grandchild that ignores SIGTERM and answers its pid), env (its
-// environment, a variable a line).
+// environment, a variable a line), progress (3 progress notifications
+// under the call's token, when it has one, a log message, then whether it
+// had a token).
 func fixture(mode string) {
+	if mark := os.Getenv(fixtureOnceEnv); mark != "" { // a server that cannot start again
+		if _, err := os.Stat(mark); err == nil {
+			fmt.Fprintln(os.Stderr, "fixture: started once already")
+			os.Exit(4)
+		}
+		os.WriteFile(mark, nil, 0o600)
+	}
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
 	send := func(v any) {
 		b, _ := json.Marshal(v)
@@ -62,7 +78,7 @@ func fixture(mode string) {
 		return map[string]any{"name": name, "description": "fixture tool " + name,
 			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}
 	}
-	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "bad name"}
+	names := []string{"echo", "image", "structured", "fail", "sleep", "crash", "huge", "big", "garbage", "flood", "change", "fork", "env", "pings", "lines", "progress", "hugenote", "bad name"}
 	changed := false
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -74,6 +90,9 @@ func fixture(mode string) {
 				Name      string         `json:"name"`
 				Arguments map[string]any `json:"arguments"`
 				RequestID any            `json:"requestId"`
+				Meta      struct {
+					ProgressToken any `json:"progressToken"`
+				} `json:"_meta"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(in.Bytes(), &req) != nil || mode == "mute" || req.Method == "" { // responses (to pings) are not read
@@ -106,19 +125,48 @@ func fixture(mode string) {
 			case "fail":
 				result(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "no such file"}}, "isError": true})
 			case "sleep":
+				fmt.Fprintf(os.Stderr, "sleeping in request %s\n", req.ID)
 			case "crash":
 				fmt.Fprintln(os.Stderr, "fixture: crashing now \x1b[31m")
 				os.Exit(3)
 			case "huge":
+				mib := 5
+				if n, ok := req.Params.Arguments["mib"].(float64); ok {
+					mib = int(n)
+				}
 				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[{"type":"text","text":"`)
 				chunk := strings.Repeat("x", 1<<20)
-				for range 100 {
+				for range mib {
 					if _, err := out.WriteString(chunk); err != nil {
 						os.Exit(0)
 					}
 				}
 				out.WriteString("\"}]}}\n")
 				out.Flush()
+			case "hugenote": // a 5 MiB notification and a 5 MiB request of the server's, then the answer
+				big := strings.Repeat("n", 5<<20)
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "info", "data": big}})
+				send(map[string]any{"jsonrpc": "2.0", "id": req.ID, "method": "ping", "params": map[string]any{"data": big}})
+				result(req.ID, text("noted"))
+			case "lines": // 5 MiB of valid JSON, a newline after every array element
+				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[` + "\n")
+				item := `{"type":"text","text":"` + strings.Repeat("z", 1000) + `"}`
+				for i := range 5 << 10 {
+					if i > 0 {
+						out.WriteString(",\n")
+					}
+					out.WriteString(item)
+				}
+				out.WriteString("\n]}}\n")
+				out.Flush()
+			case "progress": // 3 steps under the call's token, when it has one, and a log message
+				token := req.Params.Meta.ProgressToken
+				for i := 1; token != nil && i <= 3; i++ {
+					send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress",
+						"params": map[string]any{"progressToken": token, "progress": i, "total": 3, "message": fmt.Sprint("step ", i)}})
+				}
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "warning", "logger": "fx", "data": "halfway"}})
+				result(req.ID, text(fmt.Sprint("token sent: ", token != nil)))
 			case "env":
 				result(req.ID, text(strings.Join(os.Environ(), "\n")))
 			case "big":

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ var ErrMaxNotifications = errors.New("mcp: max_notifications reached")
 type notifier struct {
 	s     *Server
 	ss    *sdk.ServerSession
+	ses   *session
 	ctx   context.Context // the call's: the SDK sends on the request's stream
 	tool  string
 	token any
@@ -45,7 +47,39 @@ type notifier struct {
 // notifier is the notifier of a call of tool in ss, under the handler's
 // ctx, with the client's progress token (nil: none).
 func (s *Server) notifier(ctx context.Context, ss *sdk.ServerSession, tool string, token any) *notifier {
-	return &notifier{s: s, ss: ss, ctx: ctx, tool: tool, token: token}
+	return &notifier{s: s, ss: ss, ses: s.session(ss, false), ctx: ctx, tool: tool, token: token}
+}
+
+// recordLevel is a receiving middleware that keeps the level a session's
+// client set (logging/setLevel), for Log to drop what the SDK would drop
+// before it is counted.
+func (s *Server) recordLevel(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		p, ok := req.GetParams().(*sdk.SetLoggingLevelParams)
+		if ss, isServer := req.GetSession().(*sdk.ServerSession); ok && isServer && err == nil && p != nil && method == "logging/setLevel" {
+			ses := s.session(ss, false)
+			s.mu.Lock()
+			ses.level = p.Level
+			s.mu.Unlock()
+		}
+		return res, err
+	}
+}
+
+// logLevels are MCP's logging levels, least severe first; a level not
+// among them ranks as debug, as the SDK ranks it.
+var logLevels = []sdk.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// wanted reports whether the client asked for messages of level: it set
+// a level (the SDK sends nothing before) and level is at or above it.
+// (morph serves no protocol version in which a request carries its own
+// level.)
+func (n *notifier) wanted(level string) bool {
+	n.s.mu.Lock()
+	set := n.ses.level
+	n.s.mu.Unlock()
+	return set != "" && max(0, slices.Index(logLevels, sdk.LoggingLevel(level))) >= max(0, slices.Index(logLevels, set))
 }
 
 // take reports whether one more notification may be sent, counting a
@@ -104,9 +138,10 @@ func (n *notifier) Progress(progress, total float64, message string) {
 }
 
 // Log sends notifications/message, when the client asked for messages of
-// level (the SDK filters by logging/setLevel).
+// level (logging/setLevel); one it did not ask for is neither sent nor
+// counted against max_notifications.
 func (n *notifier) Log(level, logger string, data json.RawMessage) {
-	if !n.take() {
+	if !n.wanted(level) || !n.take() {
 		return
 	}
 	if len(data) == 0 {

@@ -192,3 +192,74 @@ func TestElicit(t *testing.T) {
 		}
 	}
 }
+
+// debugTool logs n debug messages, then reports 2 progress steps.
+type debugTool struct {
+	schemaTool
+	n int
+}
+
+func (t debugTool) Execute(ctx context.Context, _ map[string]any) (string, error) {
+	if n := engine.CallNotifierOf(ctx); n != nil {
+		for range t.n {
+			n.Log("debug", "chatty", json.RawMessage(`"detail"`))
+		}
+		n.Progress(1, 2, "half")
+		n.Progress(2, 2, "done")
+	}
+	return "said", nil
+}
+
+// Log messages below the level the client set are neither sent nor
+// counted against max_notifications: 300 debug lines under "error" leave
+// the call's 2 progress notifications their room.
+func TestNotificationsBelowLevelAreFree(t *testing.T) {
+	reg := engine.NewRegistry()
+	reg.Register(debugTool{schemaTool: schemaTool{name: "chat", schema: `{"type":"object"}`}, n: 300})
+	srv := newServer(t, engine.New(nil, reg), mcp.Options{})
+	var mu sync.Mutex
+	progress, logs := 0, 0
+	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress++
+		},
+		LoggingMessageHandler: func(context.Context, *sdk.LoggingMessageRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs++
+		},
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	go srv.Serve(context.Background(), st)
+	cs, err := client.Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.SetLoggingLevel(context.Background(), &sdk.SetLoggingLevelParams{Level: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	params := &sdk.CallToolParams{Name: "chat"}
+	params.SetProgressToken("tok")
+	if res, err := cs.CallTool(context.Background(), params); err != nil || res.IsError {
+		t.Fatalf("chat: %v, %+v", err, res)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		p := progress
+		mu.Unlock()
+		if p >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if progress != 2 || logs != 0 {
+		t.Errorf("%d progress and %d log notifications, want 2 and 0", progress, logs)
+	}
+	if n := srv.Refusals().Notifications; n != 0 {
+		t.Errorf("Refusals().Notifications %d, want 0", n)
+	}
+}

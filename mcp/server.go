@@ -154,6 +154,7 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 		SupportedProtocolVersions: ProtocolVersions(),
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
+	s.sdk.AddReceivingMiddleware(s.recordLevel)
 	s.SyncTools(ctx)
 	s.syncItems(ctx)
 	// A plugin's or an MCP server's own list change (and a reload) reach

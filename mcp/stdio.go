@@ -260,9 +260,9 @@ func readLine(br *bufio.Reader, limit int) (line, tail []byte, err error) {
 	for {
 		chunk, rerr := br.ReadSlice('\n')
 		switch {
-		case tail != nil:
-			tail = append(tail, chunk...)
-			tail = tail[max(0, len(tail)-keep):]
+		case tail != nil: // the window slides in place: a long line costs no allocation a chunk
+			tail = append(tail, chunk[max(0, len(chunk)-keep):]...)
+			tail = tail[:copy(tail, tail[max(0, len(tail)-keep):])]
 		case len(line)+len(trimEnd(chunk)) > limit:
 			line = append(line, chunk...)[:min(keep, len(line)+len(chunk))]
 			tail = append([]byte{}, chunk[max(0, len(chunk)-keep):]...)
