@@ -149,6 +149,12 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 		return openFailed(err)
 	}
 	defer func() { closeRuntime(ctx, rt, f.shutdownTimeout, ctx.Err() != nil, stderr) }()
+	// [mcp] pipelines: tools on an engine of their own, closed before rt.
+	if prt, err := servePipelines(ctx, cfg, rt.Engine, logger); err != nil {
+		return err
+	} else if prt != nil {
+		defer func() { closeRuntime(ctx, prt, f.shutdownTimeout, ctx.Err() != nil, stderr) }()
+	}
 	st := rt.Engine.Status()
 	fmt.Fprintln(stderr, "morph: "+oneLine(st.Summary(), 0))
 	for _, w := range st.Warnings { // a plugin tool taking a built-in's name, ...
