@@ -116,7 +116,7 @@ func (s *ToolSet) Load(file string) (*Tool, error) {
 	if about == "" {
 		about = g.Goal()
 	}
-	desc := fmt.Sprintf("Runs the pipeline %s (%d stages)", filepath.Base(file), len(g.Nodes))
+	desc := fmt.Sprintf("Runs the pipeline %s (%d nodes)", filepath.Base(file), len(g.Nodes))
 	if about != "" {
 		desc += ": " + about
 	}
