@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,7 +82,8 @@ func (s *ToolSet) Refused() int64 { return s.refused.Load() }
 
 // Tool is a pipeline served as a tool. Its name is the graph's name, else
 // its file's stem; its description the graph's label, else its goal; its
-// one parameter, task, the run's goal.
+// parameters task, the run's goal, and resume, the run_id of a run that
+// stopped, to continue.
 type Tool struct {
 	set  *ToolSet
 	file string
@@ -154,7 +156,9 @@ func (t *Tool) Description() string { return t.desc }
 // graph has a goal, which it replaces.
 func (t *Tool) ParameterSchema() string {
 	task := map[string]any{"type": "string", "description": "The run's goal ($goal in the stages' prompts)."}
-	schema := map[string]any{"type": "object", "properties": map[string]any{"task": task}, "additionalProperties": false}
+	resume := map[string]any{"type": "string", "pattern": runIDPattern.String(),
+		"description": "The run_id of a run of this pipeline that stopped (canceled, past its time limit or a budget): the call continues it from its checkpoint; a stage that was running runs again."}
+	schema := map[string]any{"type": "object", "properties": map[string]any{"task": task, "resume": resume}, "additionalProperties": false}
 	if goal := t.g.Goal(); goal != "" {
 		task["description"] = "The run's goal ($goal in the stages' prompts), in place of the pipeline's: " + safetext.Truncate(goal, 200)
 	} else {
@@ -193,9 +197,11 @@ type ToolOutcome struct {
 // Each stage's start, end and retry is a progress report to ctx's
 // engine.CallNotifier; a human gate asks through it when it is an
 // engine.CallElicitor (else, or when that fails, the gate takes its
-// human.default_choice, or fails). A run that succeeds is the outcome; one
-// that fails or stops is an error naming the node and saying how to
-// resume, followed by the outcome.
+// human.default_choice, or fails). With params' resume (a run_id), it
+// continues that run from its checkpoint instead (Runner.Resume: a run
+// that is over runs nothing and answers its outcome again). A run that
+// succeeds is the outcome; one that fails or stops is an error naming the
+// node and saying how to resume, followed by the outcome.
 func (t *Tool) ExecuteResult(ctx context.Context, params map[string]any) (abi.ToolCallOutput, error) {
 	s := t.set
 	select {
@@ -230,9 +236,17 @@ func (t *Tool) ExecuteResult(ctx context.Context, params map[string]any) (abi.To
 			r.Tools = own
 		}
 	}
-	id := newRunID(r.clock().Now())
-	cfg := RunConfig{RunDir: filepath.Join(s.opts.RunsDir, RunDirName(t.g, t.file)+"-"+id), RunID: id, Goal: task, Source: t.src, DotFile: t.file}
-	res, err := r.Run(ctx, t.g, cfg)
+	var res *Result
+	var err error
+	if id, _ := params["resume"].(string); id != "" {
+		if !runIDPattern.MatchString(id) { // the schema says so; a path must not come from a client unchecked
+			return abi.ToolCallOutput{}, fmt.Errorf("resume %q is not a run_id", safetext.Line(id, 100))
+		}
+		res, err = r.Resume(ctx, t.g, RunConfig{RunDir: t.runDir(id), Goal: task, Source: t.src, DotFile: t.file})
+	} else {
+		id := newRunID(r.clock().Now())
+		res, err = r.Run(ctx, t.g, RunConfig{RunDir: t.runDir(id), RunID: id, Goal: task, Source: t.src, DotFile: t.file})
+	}
 	if err != nil {
 		return abi.ToolCallOutput{}, fmt.Errorf("pipeline %s: %w", t.file, err)
 	}
@@ -258,8 +272,16 @@ func (t *Tool) ExecuteResult(ctx context.Context, params map[string]any) (abi.To
 	if cause := context.Cause(ctx); errors.Is(cause, ErrRunTimeout) {
 		why = cause.Error()
 	}
-	return abi.ToolCallOutput{}, fmt.Errorf("pipeline %s stopped before node %s (%s): %s; its run directory keeps a checkpoint: morph pipeline resume %s continues it\n%s",
-		t.name, res.NextNode, res.State, why, res.RunDir, b)
+	return abi.ToolCallOutput{}, fmt.Errorf("pipeline %s stopped before node %s (%s): %s; its run directory keeps a checkpoint: a call with resume %q continues it (or morph pipeline resume %s)\n%s",
+		t.name, res.NextNode, res.State, why, res.RunID, res.RunDir, b)
+}
+
+// runIDPattern is what newRunID makes: a call's resume must match it.
+var runIDPattern = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}$`)
+
+// runDir is the run directory of the call with run id.
+func (t *Tool) runDir(id string) string {
+	return filepath.Join(t.set.opts.RunsDir, RunDirName(t.g, t.file)+"-"+id)
 }
 
 // fork is a backend on b's engines with no threads of its own yet.

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,17 +290,22 @@ func TestPipelineToolGate(t *testing.T) {
 	}
 }
 
-// blocking is a backend whose agents run until their context ends.
+// blocking is a backend whose first agent runs until its context ends;
+// the others answer their node's id.
 type blocking struct {
 	started chan struct{}
 	ended   chan error
+	calls   atomic.Int32
 }
 
 func newBlocking() *blocking {
 	return &blocking{started: make(chan struct{}, 8), ended: make(chan error, 8)}
 }
 
-func (b *blocking) RunAgent(ctx context.Context, _ pipeline.AgentRunConfig) (*pipeline.AgentRunResult, error) {
+func (b *blocking) RunAgent(ctx context.Context, cfg pipeline.AgentRunConfig) (*pipeline.AgentRunResult, error) {
+	if b.calls.Add(1) > 1 {
+		return &pipeline.AgentRunResult{Output: cfg.NodeID, Success: true}, nil
+	}
 	b.started <- struct{}{}
 	<-ctx.Done()
 	b.ended <- ctx.Err()
@@ -319,9 +325,9 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	return zero
 }
 
-// A client's cancel ends the run, which stops with a checkpoint that
-// resume can continue; while it ran, a call past max_pipeline_runs was
-// refused at once.
+// A client's cancel ends the run, which stops with a checkpoint; a call
+// with its run_id as resume continues it to its end. While it ran, a call
+// past max_pipeline_runs was refused at once.
 func TestPipelineToolCancel(t *testing.T) {
 	b := newBlocking()
 	s := serve(t, "two", twoStages, b, pipeline.ToolOptions{MaxRuns: 1}, sdk.ClientOptions{})
@@ -347,6 +353,7 @@ func TestPipelineToolCancel(t *testing.T) {
 		t.Errorf("the stage's context ended with %v, want canceled", err)
 	}
 	waitFor(t, called, "the call returning")
+	var runID string
 	// The run stopped with a checkpoint naming plan next.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		cps, _ := filepath.Glob(filepath.Join(s.runs, "*", pipeline.CheckpointFile))
@@ -358,11 +365,25 @@ func TestPipelineToolCancel(t *testing.T) {
 			if cp.NextNode != "plan" {
 				t.Errorf("checkpoint's next node %q, want plan", cp.NextNode)
 			}
+			runID = cp.RunID
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no canceled checkpoint under %s within a minute (%v)", s.runs, cps)
 		}
+	}
+
+	p := &sdk.CallToolParams{Name: "two_stages", Arguments: map[string]any{"task": "x", "resume": runID}}
+	res, err := s.cs.CallTool(context.Background(), p)
+	if err != nil || res.IsError {
+		t.Fatalf("resume %s: %v, %s", runID, err, resultText(res))
+	}
+	if out := outcome(t, res); out.RunID != runID || out.Status != pipeline.RunSuccess || out.Answer != "review" || !reflect.DeepEqual(out.Path, []string{"start", "plan", "review", "done"}) {
+		t.Errorf("resumed: %+v, want run %s through plan and review to done", out, runID)
+	}
+	p.Arguments = map[string]any{"task": "x", "resume": "../../etc"}
+	if res, err := s.cs.CallTool(context.Background(), p); err != nil || !res.IsError || !strings.Contains(resultText(res), "resume") {
+		t.Errorf("resume of a path: %v, %+v; want isError", err, res)
 	}
 }
 
