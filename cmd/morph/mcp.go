@@ -70,7 +70,11 @@ while it serves: the new module is checked as at start (sha256 pin, limits,
 ABI, grants) and, if it passes, serves new calls while calls in flight
 finish on the old one; clients are sent notifications/tools/list_changed.
 A session keeps a session-isolated plugin's old instances until it ends.
-A file that fails the checks is logged and the old module keeps serving.`,
+A file that fails the checks is logged and the old module keeps serving.
+
+With [mcp] pipelines in the config, each DOT pipeline listed is one more
+tool: a call runs it as morph pipeline run does, its stages reported as
+progress, its human gates asked through the client's elicitation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return mcpServe(cmd, f, stdin, stdout, stderr)
