@@ -230,7 +230,11 @@ func (t *Tool) ExecuteResult(ctx context.Context, params map[string]any) (abi.To
 	}
 	if b, ok := r.Backend.(*EngineBackend); ok { // one per run: it keeps the run's threads
 		own := b.fork()
-		defer own.Close(context.WithoutCancel(ctx))
+		defer func() {
+			if err := own.Close(context.WithoutCancel(ctx)); err != nil {
+				r.logger().WarnContext(ctx, "pipeline tool: ending the run's threads", "tool", t.name, "error", err)
+			}
+		}()
 		r.Backend = own
 		if r.Tools == ToolRunner(b) {
 			r.Tools = own
