@@ -80,6 +80,9 @@ func NewToolSet(r *Runner, opts ToolOptions) *ToolSet {
 // Refused is how many calls were refused for ToolOptions.MaxRuns.
 func (s *ToolSet) Refused() int64 { return s.refused.Load() }
 
+// Running is how many calls are running now.
+func (s *ToolSet) Running() int { return len(s.slots) }
+
 // Tool is a pipeline served as a tool. Its name is the graph's name, else
 // its file's stem; its description the graph's label, else its goal; its
 // parameters task, the run's goal, and resume, the run_id of a run that

@@ -344,8 +344,8 @@ func TestPipelineToolCancel(t *testing.T) {
 	if text := resultText(res); !res.IsError || !strings.Contains(text, "max_pipeline_runs") {
 		t.Errorf("a second run at once: isError %v, %s; want refused naming max_pipeline_runs", res.IsError, text)
 	}
-	if n := s.set.Refused(); n != 1 {
-		t.Errorf("Refused() = %d, want 1", n)
+	if n, running := s.set.Refused(), s.set.Running(); n != 1 || running != 1 {
+		t.Errorf("Refused() = %d, Running() = %d, want 1 and 1", n, running)
 	}
 
 	cancel()
@@ -373,6 +373,13 @@ func TestPipelineToolCancel(t *testing.T) {
 		}
 	}
 
+	// The client stopped waiting at its cancel; the run lets go of its slot
+	// and its directory once it has saved the checkpoint.
+	for deadline := time.Now().Add(time.Minute); s.set.Running() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the canceled run still running after a minute")
+		}
+	}
 	p := &sdk.CallToolParams{Name: "two_stages", Arguments: map[string]any{"task": "x", "resume": runID}}
 	res, err := s.cs.CallTool(context.Background(), p)
 	if err != nil || res.IsError {
