@@ -231,18 +231,21 @@ const gate = `digraph gate {
 
 // A human gate asks the client's user through elicitation, the choices an
 // enum, and takes the edge chosen. A client without elicitation gets the
-// gate's default choice, or a failure naming the gate when it has none.
+// gate's default choice, or a failure naming the gate when it has none; a
+// user who declines fails the gate, default or not.
 func TestPipelineToolGate(t *testing.T) {
 	for _, tc := range []struct {
 		name, attrs string
-		answer      string // "": the client has no elicitation
+		answer      string // "": the client has no elicitation; "decline": the user declines
 		path        []string
 		failure     string
+		why         string
 	}{
 		{name: "elicited", answer: "[H] Hold", path: []string{"start", "ask", "hold", "done"}},
 		{name: "elicited over the default", attrs: `, human.default_choice="[S] Ship"`, answer: "[H] Hold", path: []string{"start", "ask", "hold", "done"}},
 		{name: "default", attrs: `, human.default_choice="[S] Ship"`, path: []string{"start", "ask", "ship", "done"}},
-		{name: "no default", failure: "failed at node ask"},
+		{name: "no default", failure: "failed at node ask", why: "no human.default_choice"},
+		{name: "declined", attrs: `, human.default_choice="[S] Ship"`, answer: "decline", failure: "failed at node ask", why: "did not choose (decline)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := scripted.New(scripted.Texts(final("done")))
@@ -256,6 +259,9 @@ func TestPipelineToolGate(t *testing.T) {
 					mu.Lock()
 					asked = append(asked, req.Params)
 					mu.Unlock()
+					if tc.answer == "decline" {
+						return &sdk.ElicitResult{Action: "decline"}, nil
+					}
 					return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"choice": tc.answer}}, nil
 				}
 			}
@@ -263,8 +269,8 @@ func TestPipelineToolGate(t *testing.T) {
 			s := serve(t, "gate", dot, &pipeline.EngineBackend{Engine: engine.New(model, engine.NewRegistry())}, pipeline.ToolOptions{}, copts)
 			res := s.call(context.Background(), t, "gate", "")
 			if tc.failure != "" {
-				if text := resultText(res); !res.IsError || !strings.Contains(text, tc.failure) || !strings.Contains(text, "no human.default_choice") {
-					t.Errorf("isError %v, %s; want isError: %s, saying there is no default", res.IsError, text, tc.failure)
+				if text := resultText(res); !res.IsError || !strings.Contains(text, tc.failure) || !strings.Contains(text, tc.why) {
+					t.Errorf("isError %v, %s; want isError: %s, saying %s", res.IsError, text, tc.failure, tc.why)
 				}
 				return
 			}
