@@ -311,9 +311,10 @@ func RunDirName(g *Graph, file string) string {
 	}, name)
 }
 
-// progress reports a call's stages to its notifier, numbered in the order
-// they happen (parallel branches report at once; MCP's progress must
-// increase).
+// progress reports a call's stages (their start, end and retries) and
+// gates (the question, the answer taken) to its notifier, numbered in the
+// order they happen (parallel branches report at once; MCP's progress
+// must increase).
 type progress struct {
 	n    engine.CallNotifier
 	mu   sync.Mutex
@@ -341,6 +342,10 @@ func (p *progress) event(ev Event) {
 		msg = fmt.Sprintf("stage %s retrying (attempt %d)", who, ev.Attempt)
 	case EventInterviewStarted:
 		msg = "stage " + who + " asks: " + safetext.Line(ev.Message, 500)
+	case EventInterviewDone:
+		msg = "stage " + who + " chose " + safetext.Line(ev.Message, 500)
+	case EventInterviewTimeout:
+		msg = "stage " + who + ": " + safetext.Line(ev.Message, 500)
 	default:
 		return
 	}

@@ -240,10 +240,11 @@ func TestPipelineToolGate(t *testing.T) {
 		path        []string
 		failure     string
 		why         string
+		chose       string // the progress message of the answer
 	}{
-		{name: "elicited", answer: "[H] Hold", path: []string{"start", "ask", "hold", "done"}},
-		{name: "elicited over the default", attrs: `, human.default_choice="[S] Ship"`, answer: "[H] Hold", path: []string{"start", "ask", "hold", "done"}},
-		{name: "default", attrs: `, human.default_choice="[S] Ship"`, path: []string{"start", "ask", "ship", "done"}},
+		{name: "elicited", answer: "[H] Hold", path: []string{"start", "ask", "hold", "done"}, chose: "[H] Hold"},
+		{name: "elicited over the default", attrs: `, human.default_choice="[S] Ship"`, answer: "[H] Hold", path: []string{"start", "ask", "hold", "done"}, chose: "[H] Hold"},
+		{name: "default", attrs: `, human.default_choice="[S] Ship"`, path: []string{"start", "ask", "ship", "done"}, chose: "[S] Ship"},
 		{name: "no default", failure: "failed at node ask", why: "no human.default_choice"},
 		{name: "declined", attrs: `, human.default_choice="[S] Ship"`, answer: "decline", failure: "failed at node ask", why: "did not choose (decline)"},
 	} {
@@ -279,6 +280,10 @@ func TestPipelineToolGate(t *testing.T) {
 			}
 			if out := outcome(t, res); !reflect.DeepEqual(out.Path, tc.path) {
 				t.Errorf("path %v, want %v", out.Path, tc.path)
+			}
+			// start's 2, ask's start, question, answer
+			if got := s.waitProgress(5); len(got) < 5 || got[3] != "stage ask asks: Ship it?" || got[4] != "stage ask chose "+tc.chose {
+				t.Errorf("progress %q, want the gate's question and %s", got, tc.chose)
 			}
 			mu.Lock()
 			defer mu.Unlock()
