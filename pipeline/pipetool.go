@@ -155,8 +155,8 @@ func (t *Tool) Name() string { return t.name }
 // Description says what the pipeline does.
 func (t *Tool) Description() string { return t.desc }
 
-// ParameterSchema is an object with the run's task: required unless the
-// graph has a goal, which it replaces.
+// ParameterSchema is an object with the run's task (required unless the
+// graph has a goal, which it replaces) and resume, a run_id.
 func (t *Tool) ParameterSchema() string {
 	task := map[string]any{"type": "string", "description": "The run's goal ($goal in the stages' prompts)."}
 	resume := map[string]any{"type": "string", "pattern": runIDPattern.String(),
