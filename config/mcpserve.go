@@ -37,6 +37,15 @@ type MCPServe struct {
 	// SessionIdle ends an HTTP session without a request for this long
 	// (default 30m).
 	SessionIdle time.Duration `toml:"session_idle"`
+	// Pipelines are DOT pipelines served as tools, one each (relative
+	// paths are resolved against the config file's directory): see
+	// pipeline.ToolSet.
+	Pipelines []string `toml:"pipelines"`
+	// PipelineTimeout bounds one call of a pipeline tool (default 30m).
+	PipelineTimeout time.Duration `toml:"pipeline_timeout"`
+	// MaxPipelineRuns bounds the pipeline tool calls running at once, in
+	// all sessions (default 4).
+	MaxPipelineRuns int `toml:"max_pipeline_runs"`
 }
 
 // Options are the server's options the table sets.
@@ -66,4 +75,5 @@ func (v *validator) mcpServe() {
 	if v.md.IsDefined("mcp", "watch_interval") && m.WatchInterval < 10*time.Millisecond {
 		v.fail(toml.Key{"mcp", "watch_interval"}, nil, "must be at least 10ms, got %s (leave it out for the default, 500ms)", m.WatchInterval)
 	}
+	v.mcpPipelines()
 }

@@ -71,7 +71,11 @@ while it serves: the new module is checked as at start (sha256 pin, limits,
 ABI, grants) and, if it passes, serves new calls while calls in flight
 finish on the old one; clients are sent notifications/tools/list_changed.
 A session keeps a session-isolated plugin's old instances until it ends.
-A file that fails the checks is logged and the old module keeps serving.`,
+A file that fails the checks is logged and the old module keeps serving.
+
+With [mcp] pipelines in the config, each DOT pipeline listed is one more
+tool: a call runs it as morph pipeline run does, its stages reported as
+progress, its human gates asked through the client's elicitation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return mcpServe(cmd, f, stdin, stdout, stderr)
@@ -197,6 +201,12 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 		return openFailed(err)
 	}
 	defer func() { closeRuntime(ctx, rt, f.shutdownTimeout, ctx.Err() != nil, stderr) }()
+	// [mcp] pipelines: tools on an engine of their own, closed before rt.
+	if prt, err := servePipelines(ctx, cfg, rt.Engine, logger); err != nil {
+		return err
+	} else if prt != nil {
+		defer func() { closeRuntime(ctx, prt, f.shutdownTimeout, ctx.Err() != nil, stderr) }()
+	}
 	st := rt.Engine.Status()
 	fmt.Fprintln(stderr, "morph: "+oneLine(st.Summary(), 0))
 	for _, w := range st.Warnings { // a plugin tool taking a built-in's name, ...

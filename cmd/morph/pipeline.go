@@ -376,17 +376,7 @@ func newRunDir(dir string, g *pipeline.Graph, file string) string {
 	if dir == "" {
 		dir = config.DefaultRunsDir
 	}
-	name := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-	if g.Name != "" {
-		name = g.Name
-	}
-	clean := strings.Map(func(r rune) rune {
-		if r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, name)
-	return filepath.Join(dir, clean+"-"+time.Now().UTC().Format("20060102T150405.000Z"))
+	return filepath.Join(dir, pipeline.RunDirName(g, file)+"-"+time.Now().UTC().Format("20060102T150405.000Z"))
 }
 
 // stageProgress prints one line per stage end, retry, human gate and
