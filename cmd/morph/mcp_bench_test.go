@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,9 +30,12 @@ import (
 // tool of the same shape (one string in, one text out). bare is the same
 // plugin call inside the process (Engine.CallTool), without MCP, and
 // inmemory the MCP layers (the SDK's and morph's) without a process or a
-// pipe: what morph's server adds is stdio/morph minus bare, and of that
-// inmemory/morph minus bare is MCP's, the rest the pipe's and the
-// processes'.
+// pipe. The SDK client's rows are what users' clients pay; the raw rows
+// time the servers alone: their client writes the request line and reads
+// the answer line (rawClient), without decoding it. rawstdio/morph minus
+// bare is what morph's server and the pipe add to the plugin call, and
+// rawpipe/morph (morph's stdio server in this process, over pipes) the
+// same without the second process, for profiles.
 func BenchmarkMCPCall(b *testing.B) {
 	tools, cfg := tsClientSetup(b)
 	node := filepath.Join(tools, "node_modules", ".bin", "node")
@@ -72,6 +81,32 @@ func BenchmarkMCPCall(b *testing.B) {
 	b.Run("stdio/everything", func(b *testing.B) {
 		benchMCPCall(b, &sdk.CommandTransport{Command: exec.Command(node, everything, "stdio")}, echo)
 	})
+	b.Run("rawpipe/morph", func(b *testing.B) {
+		srv, err := mcp.NewServer(ctx, rt.Engine, mcp.Options{Run: c.RunOptions(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.ServeStdio(ctx, inR, outW) }()
+		benchRawCall(b, inW, outR, reverse, "olleh")
+		inW.Close() // the session ends
+		<-served
+		outR.Close()
+	})
+	b.Run("rawstdio/morph", func(b *testing.B) {
+		benchRawProcess(b, exec.Command(morphBinary(b), "mcp", "serve", "--config", cfg), reverse, "olleh")
+	})
+	b.Run("rawstdio/everything", func(b *testing.B) {
+		benchRawProcess(b, exec.Command(node, everything, "stdio"), echo, "Echo: hello")
+	})
 	b.Run("http/morph", func(b *testing.B) {
 		benchMCPCall(b, &sdk.StreamableClientTransport{Endpoint: morphURL}, reverse)
 	})
@@ -97,6 +132,114 @@ func benchMCPCall(b *testing.B, t sdk.Transport, call func() (string, map[string
 	for b.Loop() {
 		if res, err := cs.CallTool(ctx, params); err != nil || res.IsError {
 			b.Fatalf("%s: %v %+v", name, err, res)
+		}
+	}
+}
+
+// benchRawProcess times call's tool over cmd's standard input and output
+// with rawClient (see benchRawCall).
+func benchRawProcess(b *testing.B, cmd *exec.Cmd, call func() (string, map[string]any), want string) {
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		w.Close() // the server's end of input: it exits
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	benchRawCall(b, w, r, call, want)
+}
+
+// benchRawCall initializes an MCP session over w and r with rawClient and
+// times call's tool over it, after a first call, decoded and checked in
+// full, outside the timing. Each timed answer is checked for want and for
+// not being an error, without being decoded.
+func benchRawCall(b *testing.B, w io.Writer, r io.Reader, call func() (string, map[string]any), want string) {
+	c := &rawClient{w: w, r: bufio.NewReaderSize(r, 1<<20)}
+	if _, err := c.roundTrip("initialize", fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`, mcp.ProtocolVersions()[0])); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	name, args := call()
+	raw, err := json.Marshal(sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		b.Fatal(err)
+	}
+	params := string(raw)
+	line, err := c.roundTrip("tools/call", params)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var first struct {
+		Result sdk.CallToolResult
+		Error  *struct{ Message string }
+	}
+	if err := json.Unmarshal(line, &first); err != nil || first.Error != nil || first.Result.IsError || len(first.Result.Content) != 1 {
+		b.Fatalf("%s: %v: %s", name, err, line)
+	}
+	if text, ok := first.Result.Content[0].(*sdk.TextContent); !ok || !strings.Contains(text.Text, want) {
+		b.Fatalf("%s: %s, want a text holding %q", name, line, want)
+	}
+	wantText, isError := []byte(want), []byte(`"isError":true`)
+	for b.Loop() {
+		line, err := c.roundTrip("tools/call", params)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !bytes.Contains(line, wantText) || bytes.Contains(line, isError) {
+			b.Fatalf("%s: %s, want a result holding %q", name, line, want)
+		}
+	}
+}
+
+// rawClient is the least an MCP client over stdio can do: write a request
+// line, and read lines until the one answering it (its id; notifications
+// are skipped), without decoding them. Its cost is a few hundred
+// nanoseconds, so a round trip's time is the server's and the pipe's.
+type rawClient struct {
+	w             io.Writer
+	r             *bufio.Reader
+	id            int
+	req, id1, id2 []byte
+}
+
+// roundTrip sends a request of method with params (JSON) and is the
+// answer's line, valid until the next call.
+func (c *rawClient) roundTrip(method, params string) ([]byte, error) {
+	c.id++
+	c.req = append(strconv.AppendInt(append(c.req[:0], `{"jsonrpc":"2.0","id":`...), int64(c.id), 10), `,"method":"`...)
+	c.req = append(append(append(append(c.req, method...), `","params":`...), params...), "}\n"...)
+	// The id ends with a comma (Go's encoding, id before result) or a
+	// brace (JavaScript's, id last).
+	c.id1 = append(strconv.AppendInt(append(c.id1[:0], `"id":`...), int64(c.id), 10), ',')
+	c.id2 = append(c.id2[:0], c.id1...)
+	c.id2[len(c.id2)-1] = '}'
+	if _, err := c.w.Write(c.req); err != nil {
+		return nil, err
+	}
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading the answer: %w (%q)", method, err, line)
+		}
+		if bytes.Contains(line, c.id1) || bytes.HasSuffix(bytes.TrimSpace(line), c.id2) {
+			return line, nil
 		}
 	}
 }
