@@ -58,6 +58,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		id := rt.Engine.NewSession("").ID()
 		name, args := reverse()
+		defer reportCPU(b, os.Getpid())()
 		for b.Loop() {
 			if _, err := rt.Engine.CallTool(ctx, id, name, args, c.RunOptions()); err != nil {
 				b.Fatal(err)
@@ -72,14 +73,16 @@ func BenchmarkMCPCall(b *testing.B) {
 		st, ct := sdk.NewInMemoryTransports()
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ctx, st) }()
-		benchMCPCall(b, ct, reverse)
+		benchMCPCall(b, ct, os.Getpid, reverse)
 		<-served
 	})
 	b.Run("stdio/morph", func(b *testing.B) {
-		benchMCPCall(b, &sdk.CommandTransport{Command: exec.Command(morphBinary(b), "mcp", "serve", "--config", cfg)}, reverse)
+		cmd := exec.Command(morphBinary(b), "mcp", "serve", "--config", cfg)
+		benchMCPCall(b, &sdk.CommandTransport{Command: cmd}, func() int { return cmd.Process.Pid }, reverse)
 	})
 	b.Run("stdio/everything", func(b *testing.B) {
-		benchMCPCall(b, &sdk.CommandTransport{Command: exec.Command(node, everything, "stdio")}, echo)
+		cmd := exec.Command(node, everything, "stdio")
+		benchMCPCall(b, &sdk.CommandTransport{Command: cmd}, func() int { return cmd.Process.Pid }, echo)
 	})
 	b.Run("rawpipe/morph", func(b *testing.B) {
 		srv, err := mcp.NewServer(ctx, rt.Engine, mcp.Options{Run: c.RunOptions(), Logger: slog.New(slog.DiscardHandler)})
@@ -96,7 +99,7 @@ func BenchmarkMCPCall(b *testing.B) {
 		}
 		served := make(chan error, 1)
 		go func() { served <- srv.ServeStdio(ctx, inR, outW) }()
-		benchRawCall(b, inW, outR, reverse, "olleh")
+		benchRawCall(b, inW, outR, os.Getpid(), reverse, "olleh")
 		inW.Close() // the session ends
 		<-served
 		outR.Close()
@@ -108,16 +111,18 @@ func BenchmarkMCPCall(b *testing.B) {
 		benchRawProcess(b, exec.Command(node, everything, "stdio"), echo, "Echo: hello")
 	})
 	b.Run("http/morph", func(b *testing.B) {
-		benchMCPCall(b, &sdk.StreamableClientTransport{Endpoint: morphURL}, reverse)
+		benchMCPCall(b, &sdk.StreamableClientTransport{Endpoint: morphURL}, nil, reverse)
 	})
 	b.Run("http/everything", func(b *testing.B) {
-		benchMCPCall(b, &sdk.StreamableClientTransport{Endpoint: everythingURL}, echo)
+		benchMCPCall(b, &sdk.StreamableClientTransport{Endpoint: everythingURL}, nil, echo)
 	})
 }
 
 // benchMCPCall times call's tool over one session of t, after a first
-// call (the session's instance, the server's warm-up) outside the timing.
-func benchMCPCall(b *testing.B, t sdk.Transport, call func() (string, map[string]any)) {
+// call (the session's instance, the server's warm-up) outside the timing,
+// and reports the CPU time of the server's process (server, once
+// connected; none when nil).
+func benchMCPCall(b *testing.B, t sdk.Transport, server func() int, call func() (string, map[string]any)) {
 	ctx := context.Background()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, t, nil)
 	if err != nil {
@@ -128,6 +133,9 @@ func benchMCPCall(b *testing.B, t sdk.Transport, call func() (string, map[string
 	params := &sdk.CallToolParams{Name: name, Arguments: args}
 	if res, err := cs.CallTool(ctx, params); err != nil || res.IsError {
 		b.Fatalf("%s: %v %+v", name, err, res)
+	}
+	if server != nil {
+		defer reportCPU(b, server())()
 	}
 	for b.Loop() {
 		if res, err := cs.CallTool(ctx, params); err != nil || res.IsError {
@@ -161,14 +169,14 @@ func benchRawProcess(b *testing.B, cmd *exec.Cmd, call func() (string, map[strin
 			<-done
 		}
 	}()
-	benchRawCall(b, w, r, call, want)
+	benchRawCall(b, w, r, cmd.Process.Pid, call, want)
 }
 
 // benchRawCall initializes an MCP session over w and r with rawClient and
 // times call's tool over it, after a first call, decoded and checked in
 // full, outside the timing. Each timed answer is checked for want and for
 // not being an error, without being decoded.
-func benchRawCall(b *testing.B, w io.Writer, r io.Reader, call func() (string, map[string]any), want string) {
+func benchRawCall(b *testing.B, w io.Writer, r io.Reader, server int, call func() (string, map[string]any), want string) {
 	c := &rawClient{w: w, r: bufio.NewReaderSize(r, 1<<20)}
 	if _, err := c.roundTrip("initialize", fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`, mcp.ProtocolVersions()[0])); err != nil {
 		b.Fatal(err)
@@ -197,6 +205,7 @@ func benchRawCall(b *testing.B, w io.Writer, r io.Reader, call func() (string, m
 		b.Fatalf("%s: %s, want a text holding %q", name, line, want)
 	}
 	wantText, isError := []byte(want), []byte(`"isError":true`)
+	defer reportCPU(b, server)()
 	for b.Loop() {
 		line, err := c.roundTrip("tools/call", params)
 		if err != nil {
@@ -242,6 +251,46 @@ func (c *rawClient) roundTrip(method, params string) ([]byte, error) {
 			return line, nil
 		}
 	}
+}
+
+// reportCPU reads the CPU time process pid has used, and the function it
+// returns reports what it used since as cpu-ns/op: the server's work per
+// call, which a loaded machine does not inflate as it does the wall time
+// (waiting for a core is not counted). For the rows in this process it is
+// the client's too. It is the sum over the process's threads of Linux's
+// /proc/PID/task/TID/schedstat; elsewhere, or without schedstat, nothing
+// is reported.
+func reportCPU(b *testing.B, pid int) func() {
+	before, ok := cpuTime(pid)
+	return func() {
+		if after, ok2 := cpuTime(pid); ok && ok2 {
+			b.ReportMetric(float64(after-before)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
+
+// cpuTime is the CPU time, in nanoseconds, the threads of process pid
+// have run: a thread that ended is no longer counted (Go's and Node's
+// threads live as long as their process).
+func cpuTime(pid int) (int64, bool) {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(stats) == 0 {
+		return 0, false
+	}
+	var sum int64
+	for _, f := range stats {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return 0, false
+		}
+		run, _, _ := strings.Cut(string(data), " ")
+		ns, err := strconv.ParseInt(run, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		sum += ns
+	}
+	return sum, true
 }
 
 // startEverythingHTTP starts server-everything's Streamable HTTP mode on a
