@@ -42,7 +42,9 @@ func TestDecodeMessage(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":13,"method":"ping"`, true},
 		{`not json`, true},
 		{`"2.0"`, true},
-		{deep(maxMessageDepth - 2), false},
+		// The outer object is one level: maxMessageDepth levels pass, one
+		// more is refused, by both.
+		{deep(maxMessageDepth - 1), false},
 		{deep(maxMessageDepth), true},
 	}
 	for _, l := range lines {
