@@ -218,7 +218,7 @@ func (c *stdioConn) decode(line, tail []byte) jsonrpc.Message {
 	case line[0] == '[':
 		refusal = errors.New("mcp: a JSON-RPC batch was refused: send one message per line")
 	default:
-		m, err := jsonrpc.DecodeMessage(line)
+		m, err := decodeMessage(line)
 		if err != nil {
 			refusal, code = fmt.Errorf("mcp: a line that is not a JSON-RPC message was refused: %w", err), jsonrpc.CodeParseError
 			break
