@@ -358,11 +358,13 @@ func (c chattyTool) Execute(ctx context.Context, _ map[string]any) (string, erro
 func TestNotificationsToAClientNotReading(t *testing.T) {
 	done := make(chan struct{})
 	r := newRawStdio(t, mcp.Options{MaxNotifications: 256}, chattyTool{schemaTool{name: "chatty", schema: `{"type":"object"}`}, 256, done})
-	go io.WriteString(r.in, initLines+`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`+"\n"+
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"chatty"}}`+"\n")
-	// Read the initialize's and setLevel's answers, then stop reading.
+	go io.WriteString(r.in, initLines+`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`+"\n")
+	// Read the initialize's and setLevel's answers (the level must hold
+	// before the call: a message below it is neither sent nor counted),
+	// then call and stop reading.
 	r.answer(t)
 	r.answer(t)
+	go io.WriteString(r.in, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"chatty"}}`+"\n")
 	select {
 	case <-done:
 	case <-time.After(2 * time.Minute):
