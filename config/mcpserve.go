@@ -37,11 +37,15 @@ type MCPServe struct {
 	// SessionIdle ends an HTTP session without a request for this long
 	// (default 30m).
 	SessionIdle time.Duration `toml:"session_idle"`
+	// MaxSamplingPerCall bounds the sampling requests a plugin sends one
+	// call's client (default 4).
+	MaxSamplingPerCall int `toml:"max_sampling_per_call"`
 }
 
 // Options are the server's options the table sets.
 func (m MCPServe) Options() mcp.Options {
-	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession, MaxNotifications: m.MaxNotifications, MaxItems: m.MaxItems}
+	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession, MaxNotifications: m.MaxNotifications, MaxItems: m.MaxItems,
+		MaxSamplingPerCall: m.MaxSamplingPerCall}
 }
 
 // HTTPOptions are the HTTP transport's options the table sets.
@@ -57,6 +61,7 @@ func (v *validator) mcpServe() {
 	v.limit(toml.Key{"mcp", "max_in_flight_kb"}, m.MaxInFlightKB)
 	v.limit(toml.Key{"mcp", "max_notifications"}, m.MaxNotifications)
 	v.limit(toml.Key{"mcp", "max_items"}, m.MaxItems)
+	v.limit(toml.Key{"mcp", "max_sampling_per_call"}, m.MaxSamplingPerCall)
 	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {
 		v.fail(toml.Key{"mcp", "session_idle"}, nil, "must be positive, got %s (leave it out for the default, 30m)", m.SessionIdle)
 	}

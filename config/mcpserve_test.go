@@ -25,14 +25,15 @@ watch_interval = "2s"
 write_timeout = "7s"
 max_in_flight_kb = 128
 max_items = 7
+max_sampling_per_call = 2
 session_idle = "5m"
 `})
 	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := cfg.MCP.Options(); o.MaxRequestBytes != 64<<10 || o.MaxCallsPerSession != 4 || o.MaxNotifications != 9 || o.MaxItems != 7 {
-		t.Errorf("Options() = %+v, want 64 KiB, 4 calls, 9 notifications and 7 items", o)
+	if o := cfg.MCP.Options(); o.MaxRequestBytes != 64<<10 || o.MaxCallsPerSession != 4 || o.MaxNotifications != 9 || o.MaxItems != 7 || o.MaxSamplingPerCall != 2 {
+		t.Errorf("Options() = %+v, want 64 KiB, 4 calls, 9 notifications, 7 items and 2 sampling requests", o)
 	}
 	if cfg.MCP.WatchInterval != 2*time.Second {
 		t.Errorf("WatchInterval = %s, want 2s", cfg.MCP.WatchInterval)
@@ -45,7 +46,7 @@ session_idle = "5m"
 // A bad [mcp] value is an error naming the key, its line and the range.
 func TestMCPServeTableErrors(t *testing.T) {
 	for key, value := range map[string]string{
-		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_in_flight_kb": "0", "max_notifications": "0", "max_items": "0", "watch_interval": `"1ms"`, "write_timeout": `"0s"`, "session_idle": `"0s"`,
+		"max_request_kb": "0", "max_calls_per_session": "-1", "max_sessions": "0", "max_in_flight_kb": "0", "max_notifications": "0", "max_items": "0", "max_sampling_per_call": "0", "watch_interval": `"1ms"`, "write_timeout": `"0s"`, "session_idle": `"0s"`,
 	} {
 		ce, err := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[mcp]\n"+key+" = "+value+"\n")
 		if ce.Key != "mcp."+key || ce.Line != 5 || !strings.Contains(err.Error(), "leave it out for the default") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -32,11 +33,24 @@ func (n *notifications) Log(level, logger string, data json.RawMessage) {
 
 func (n *notifications) ProgressToken() any { return n.token }
 
+// sampler is notifications that also samples: it answers "4", and keeps
+// the requests.
+type sampler struct {
+	notifications
+	asked []string
+}
+
+func (s *sampler) CreateMessage(_ context.Context, params json.RawMessage) (json.RawMessage, error) {
+	s.asked = append(s.asked, string(params))
+	return json.RawMessage(`{"role":"assistant","content":{"type":"text","text":"4"},"model":"m"}`), nil
+}
+
 // A hyper-mcp v2 plugin's notify_progress and notify_logging_message reach
 // the call's engine.CallNotifier (the conformance fixture's tools), its
 // progress only when the caller has a token, which the plugin's request
 // context carries; its create_elicitation is declined when the caller
-// cannot ask; its audio and resource content reach CallToolResult.
+// cannot ask; its create_message relays to a caller that samples
+// (engine.CallSampler), else answers an error object; its audio and resource content reach CallToolResult.
 func TestMCPv2Notifications(t *testing.T) {
 	l, _ := extismLoader()
 	e := engine.New(nil, nil, engine.WithExtenders(l.Extender(Config{Path: extismGuestWasm(t, "conformance"), Name: "conformance"}, engine.MiddlewareConfig{})))
@@ -68,7 +82,19 @@ func TestMCPv2Notifications(t *testing.T) {
 		res.Output != `User response: {"action":"decline"}` {
 		t.Errorf("test_elicitation without an elicitor: %q, %v; want a decline", res.Output, err)
 	}
-	res := call(n, "test_audio_content")
+	// No caller that samples: create_message answers an error the plugin
+	// reads; one that does: its answer, after the request was checked.
+	res, err := e.CallToolResult(engine.WithCallNotifier(ctx, n), "s", "test_sampling", map[string]any{"prompt": "2+2?"}, engine.RunOptions{})
+	if err != nil || !strings.HasPrefix(res.Output, `LLM response: {"error":{"code":-32601,"message":"sampling is not available`) {
+		t.Errorf("test_sampling without a sampler: %q, %v; want the error object", res.Output, err)
+	}
+	s := &sampler{}
+	if res, err := e.CallToolResult(engine.WithCallNotifier(ctx, s), "s", "test_sampling", map[string]any{"prompt": "2+2?"}, engine.RunOptions{}); err != nil ||
+		res.Output != `LLM response: {"role":"assistant","content":{"type":"text","text":"4"},"model":"m"}` ||
+		len(s.asked) != 1 || s.asked[0] != `{"maxTokens":100,"messages":[{"content":{"text":"2+2?","type":"text"},"role":"user"}]}` {
+		t.Errorf("test_sampling with a sampler: %q, %v, asked %q; want the answer, asked once", res.Output, err, s.asked)
+	}
+	res = call(n, "test_audio_content")
 	if len(res.Content) != 1 || res.Content[0].Type != "audio" || res.Content[0].MimeType != "audio/wav" || res.Content[0].Data == "" {
 		t.Errorf("test_audio_content: %+v, want one audio/wav item", res.Content)
 	}

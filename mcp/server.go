@@ -82,6 +82,11 @@ type Options struct {
 	// templates served of each plugin (engine.MCPProvider): past it, the
 	// first are served, with a warning. Zero is DefaultMaxItems.
 	MaxItems int
+	// MaxSamplingPerCall bounds the sampling requests (a plugin's
+	// create_message) one call sends its client: one more is refused, the
+	// plugin answered an error, counted (Refusals.Sampling). Zero is
+	// DefaultMaxSamplingPerCall.
+	MaxSamplingPerCall int
 }
 
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
@@ -138,6 +143,9 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	}
 	if opts.MaxItems <= 0 {
 		opts.MaxItems = DefaultMaxItems
+	}
+	if opts.MaxSamplingPerCall <= 0 {
+		opts.MaxSamplingPerCall = DefaultMaxSamplingPerCall
 	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
 	var complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
@@ -230,6 +238,9 @@ type Refusals struct {
 	// Items is plugins' prompts, resources and resource templates not
 	// served for MaxItems.
 	Items int
+	// Sampling is plugins' sampling requests refused for
+	// MaxSamplingPerCall.
+	Sampling int
 }
 
 // Refusals are the refusals so far.

@@ -39,8 +39,11 @@ const extismUser = "extism:host/user"
 //     answer when the caller can ask one (engine.CallElicitor: morph mcp serve's
 //     client, within the call's deadline), else a decline (MCP's
 //     answer of a user who does not answer);
-//   - create_message (sampling) is not provided: an embedding host that
-//     wants to lend its model registers it (host.Config.HostFunctions).
+//   - create_message (sampling) asks the caller's model when the caller can
+//     (engine.CallSampler: morph mcp serve's client, when it declared
+//     sampling), else answers an error the plugin reads (createMessage); an
+//     embedding host that wants to lend its own model registers one of
+//     that name (host.Config.HostFunctions).
 //
 // An embedding host's function of the same name replaces morph's.
 func builtinUser(env guest.Env) []guest.HostFunc {
@@ -91,6 +94,7 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 		{Name: "notify_resource_updated", Params: ptr, Call: none},
 		{Name: "list_roots", Results: ptr, Call: answer(`{"roots":[]}`)},
 		{Name: "create_elicitation", Params: ptr, Results: ptr, Call: elicit},
+		{Name: "create_message", Params: ptr, Results: ptr, Call: createMessage(env)},
 	}
 }
 
