@@ -64,3 +64,17 @@ type CallSampler interface {
 // no caller that samples (morph run, an MCP client without the sampling
 // capability).
 var ErrNoSampling = errors.New("sampling is not available: the caller has no MCP client that declared the sampling capability")
+
+// A CallItemNotifier is a CallNotifier that also takes a tool's news of the
+// prompts and resources its plugin serves (a plugin's
+// notify_resource_updated, notify_resource_list_changed and
+// notify_prompt_list_changed): news for every client that follows them,
+// not only the caller's.
+type CallItemNotifier interface {
+	CallNotifier
+	// ResourceUpdated says the resource at uri changed.
+	ResourceUpdated(uri string)
+	// ItemsChanged says the plugin's prompts or resources changed: the
+	// caller lists them again.
+	ItemsChanged()
+}

@@ -87,6 +87,11 @@ type Options struct {
 	// plugin answered an error, counted (Refusals.Sampling). Zero is
 	// DefaultMaxSamplingPerCall.
 	MaxSamplingPerCall int
+	// MaxSubscriptions bounds the resources a session subscribes to
+	// (resources/subscribe): one more is refused with a JSON-RPC error
+	// naming the limit, counted (Refusals.Subscriptions). Zero is
+	// DefaultMaxSubscriptions.
+	MaxSubscriptions int
 }
 
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
@@ -144,6 +149,9 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	if opts.MaxItems <= 0 {
 		opts.MaxItems = DefaultMaxItems
 	}
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = DefaultMaxSubscriptions
+	}
 	if opts.MaxSamplingPerCall <= 0 {
 		opts.MaxSamplingPerCall = DefaultMaxSamplingPerCall
 	}
@@ -160,6 +168,10 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 		// plugins' log notifications reach the client.
 		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		SupportedProtocolVersions: ProtocolVersions(),
+		// Resources can be subscribed to (the SDK advertises it when some
+		// are served): a plugin announces updates, and a reload is one.
+		SubscribeHandler:   s.subscribe,
+		UnsubscribeHandler: s.unsubscribe,
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
 	s.SyncTools(ctx)
@@ -183,10 +195,14 @@ func (s *Server) addTool(t *sdk.Tool) (err error) {
 	return nil
 }
 
-// Close stops following the engine's tool changes, for a server done
+// Close stops following the engine's tool changes (and waits for a
+// listing of the plugins' prompts and resources in progress), for a server done
 // serving an engine that goes on (the sessions end with Serve, or
 // CloseSessions over HTTP).
-func (s *Server) Close() { s.unwatch() }
+func (s *Server) Close() {
+	s.unwatch()
+	s.items.relisting.Wait()
+}
 
 // Tools are the names of the tools served, sorted.
 func (s *Server) Tools() []string {
@@ -241,6 +257,9 @@ type Refusals struct {
 	// Sampling is plugins' sampling requests refused for
 	// MaxSamplingPerCall.
 	Sampling int
+	// Subscriptions is resources/subscribe requests refused for
+	// MaxSubscriptions.
+	Subscriptions int
 }
 
 // Refusals are the refusals so far.

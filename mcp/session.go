@@ -16,8 +16,9 @@ type session struct {
 	called      bool // a call ran: the engine session may hold instances
 	ctx         context.Context
 	cancel      context.CancelFunc
-	running     atomic.Int32 // calls in flight
-	refusedCall bool         // a call was refused (logged once); Server.mu
+	running     atomic.Int32    // calls in flight
+	refusedCall bool            // a call was refused (logged once); Server.mu
+	subs        map[string]bool // the resources subscribed to; Server.mu
 }
 
 // enter counts a call in, unless limit are running.
