@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,6 +105,9 @@ type Server struct {
 	tools   servedTools // the engine's tools as served (SyncTools)
 	unwatch func()      // stops following the engine's tool changes (Close)
 	items   served      // the plugins' prompts and resources as served (syncItems)
+	// pollAfter is HTTPOptions.SSEPollAfter, when events are kept
+	// (Handler sets it), as a time.Duration.
+	pollAfter atomic.Int64
 
 	mu           sync.Mutex
 	sessions     map[*sdk.ServerSession]*session
