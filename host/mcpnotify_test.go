@@ -45,12 +45,21 @@ func (s *sampler) CreateMessage(_ context.Context, params json.RawMessage) (json
 	return json.RawMessage(`{"role":"assistant","content":{"type":"text","text":"4"},"model":"m"}`), nil
 }
 
+// newsTaker is notifications that also takes resource news
+// (engine.CallItemNotifier).
+type newsTaker struct{ notifications }
+
+func (n *newsTaker) ResourceUpdated(uri string) { n.got = append(n.got, "updated "+uri) }
+func (n *newsTaker) ItemsChanged()              { n.got = append(n.got, "items changed") }
+
 // A hyper-mcp v2 plugin's notify_progress and notify_logging_message reach
 // the call's engine.CallNotifier (the conformance fixture's tools), its
 // progress only when the caller has a token, which the plugin's request
 // context carries; its create_elicitation is declined when the caller
 // cannot ask; its create_message relays to a caller that samples
-// (engine.CallSampler), else answers an error object; its audio and resource content reach CallToolResult.
+// (engine.CallSampler), else answers an error object; its
+// notify_resource_updated and list_changed notifications reach a caller
+// that takes them (engine.CallItemNotifier); its audio and resource content reach CallToolResult.
 func TestMCPv2Notifications(t *testing.T) {
 	l, _ := extismLoader()
 	e := engine.New(nil, nil, engine.WithExtenders(l.Extender(Config{Path: extismGuestWasm(t, "conformance"), Name: "conformance"}, engine.MiddlewareConfig{})))
@@ -93,6 +102,16 @@ func TestMCPv2Notifications(t *testing.T) {
 		res.Output != `LLM response: {"role":"assistant","content":{"type":"text","text":"4"},"model":"m"}` ||
 		len(s.asked) != 1 || s.asked[0] != `{"maxTokens":100,"messages":[{"content":{"text":"2+2?","type":"text"},"role":"user"}]}` {
 		t.Errorf("test_sampling with a sampler: %q, %v, asked %q; want the answer, asked once", res.Output, err, s.asked)
+	}
+	// Resource news reach a caller that takes them.
+	news := &newsTaker{}
+	for _, args := range []map[string]any{{"uri": "test://watched-resource"}, {"list": "resources"}, {"list": "prompts"}} {
+		if _, err := e.CallToolResult(engine.WithCallNotifier(ctx, news), "s", "test_notify", args, engine.RunOptions{}); err != nil {
+			t.Fatalf("test_notify %v: %v", args, err)
+		}
+	}
+	if want := []string{"updated test://watched-resource", "items changed", "items changed"}; !slices.Equal(news.got, want) {
+		t.Errorf("test_notify: the notifier got %q, want %q", news.got, want)
 	}
 	res = call(n, "test_audio_content")
 	if len(res.Content) != 1 || res.Content[0].Type != "audio" || res.Content[0].MimeType != "audio/wav" || res.Content[0].Data == "" {
