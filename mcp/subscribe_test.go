@@ -194,3 +194,44 @@ func TestItemsChanged(t *testing.T) {
 		t.Errorf("resources listed %q, served %q; want test://b", uris, srv.Resources())
 	}
 }
+
+// A reload of a plugin (Server.Reloaded) lists its resources again and
+// tells the sessions subscribed to a URI it serves, before or after the
+// reload, a resource or a URI of its templates; a session subscribed to
+// another plugin's resource is told nothing until that plugin reloads.
+func TestReloadedTellsSubscribers(t *testing.T) {
+	p := &itemsPlugin{name: "news", answers: map[string]string{
+		engine.MethodListResources:         `{"resources":[{"uri":"test://a","name":"a"}]}`,
+		engine.MethodListResourceTemplates: `{"resourceTemplates":[{"uriTemplate":"test://t/{id}","name":"t"}]}`,
+	}}
+	other := &itemsPlugin{name: "other", answers: map[string]string{
+		engine.MethodListResources: `{"resources":[{"uri":"test://o","name":"o"}]}`,
+	}}
+	srv := newServer(t, engine.New(nil, engine.NewRegistry(), engine.WithExtenders(p, other)), mcp.Options{})
+	a, b, c := watch(t, srv), watch(t, srv), watch(t, srv)
+	ctx := context.Background()
+	for _, s := range []struct {
+		w   *watcher
+		uri string
+	}{{a, "test://a"}, {b, "test://t/7"}, {c, "test://o"}} {
+		if err := s.w.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: s.uri}); err != nil {
+			t.Fatalf("subscribing to %s: %v", s.uri, err)
+		}
+	}
+	p.mu.Lock()
+	p.answers[engine.MethodListResources] = `{"resources":[{"uri":"test://a2","name":"a2"}]}` // test://a is gone
+	p.mu.Unlock()
+	srv.Reloaded(ctx, "news")
+	srv.Reloaded(ctx, "other")
+	for _, s := range []struct {
+		w    *watcher
+		want string
+	}{{a, "test://a"}, {b, "test://t/7"}, {c, "test://o"}} {
+		if !s.w.until(func(u []string, _ int) bool { return len(u) > 0 }) || !slices.Equal(s.w.got(), []string{s.want}) {
+			t.Errorf("after the reloads, the session subscribed to %s got %q, want only it", s.want, s.w.got())
+		}
+	}
+	if got := srv.Resources(); !slices.Equal(got, []string{"test://a2", "test://o", "test://t/{id}"}) {
+		t.Errorf("Resources() after the reload: %q, want the new list", got)
+	}
+}
