@@ -15,8 +15,8 @@ import (
 // answer, not a bulk upload through the client's connection.
 const maxSamplingRequest = 1 << 20
 
-// maxSamplingAnswer bounds the client's answer a plugin gets; a longer one
-// is an error result.
+// maxSamplingAnswer bounds the client's answer a plugin gets (as does the
+// plugin's input limit, when lower); a longer one is an error result.
 const maxSamplingAnswer = 1 << 20
 
 // JSON-RPC error codes of create_message's error results: codeNoSampling
@@ -76,7 +76,8 @@ func createMessage(env guest.Env) func(context.Context, guest.BlockMemory, []uin
 		if err != nil {
 			return err
 		}
-		answer, code, reason := sample(ctx, env, params)
+		// An answer over the plugin's input limit could not be written to it.
+		answer, code, reason := sample(ctx, env, params, min(maxSamplingAnswer, guestOf(ctx).m.maxInput))
 		if reason != nil {
 			guestOf(ctx).state.Log().Warn(ctx, "create_message answered an error", "error", reason)
 			answer, _ = json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": reason.Error()}})
@@ -86,9 +87,9 @@ func createMessage(env guest.Env) func(context.Context, guest.BlockMemory, []uin
 	}
 }
 
-// sample relays params to the call's CallSampler, and is its answer, or
-// the error code and reason it is not.
-func sample(ctx context.Context, env guest.Env, params []byte) (json.RawMessage, int, error) {
+// sample relays params to the call's CallSampler, and is its answer (at
+// most maxAnswer bytes), or the error code and reason it is not.
+func sample(ctx context.Context, env guest.Env, params []byte, maxAnswer int) (json.RawMessage, int, error) {
 	if len(params) > maxSamplingRequest {
 		return nil, codeInvalidParams, fmt.Errorf("the request is %d bytes, over the limit of %d", len(params), maxSamplingRequest)
 	}
@@ -112,8 +113,8 @@ func sample(ctx context.Context, env guest.Env, params []byte) (json.RawMessage,
 		return nil, codeNoSampling, err
 	case err != nil:
 		return nil, codeSamplingFailed, fmt.Errorf("the client did not answer: %w", err)
-	case len(res) > maxSamplingAnswer:
-		return nil, codeSamplingFailed, fmt.Errorf("the client's answer is %d bytes, over the limit of %d", len(res), maxSamplingAnswer)
+	case len(res) > maxAnswer:
+		return nil, codeSamplingFailed, fmt.Errorf("the client's answer is %d bytes, over the limit of %d", len(res), maxAnswer)
 	}
 	return res, 0, nil
 }
