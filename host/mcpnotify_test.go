@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tetratelabs/wazero/api"
+
 	"github.com/morphhost/morph/engine"
 )
 
@@ -120,5 +122,24 @@ func TestMCPv2Notifications(t *testing.T) {
 	res = call(n, "test_embedded_resource")
 	if len(res.Content) != 1 || res.Content[0].URI != "test://embedded-resource" || res.Output != "This is an embedded resource content." {
 		t.Errorf("test_embedded_resource: output %q, content %+v; want the resource, its text as the output", res.Output, res.Content)
+	}
+}
+
+// An embedding host's create_message replaces morph's: the plugin gets
+// its answer, and the call's sampler is not asked.
+func TestMCPv2HostCreateMessage(t *testing.T) {
+	l, _ := extismLoader()
+	ptr := []api.ValueType{api.ValueTypeI64}
+	own := HostFunction{Name: "create_message", Params: ptr, Results: ptr, Func: func(_ context.Context, call *HostCall, stack []uint64) (err error) {
+		stack[0], err = call.Write([]byte(`{"role":"assistant","content":{"type":"text","text":"the host's"},"model":"host"}`))
+		return err
+	}}
+	e := engine.New(nil, nil, engine.WithExtenders(l.Extender(Config{Path: extismGuestWasm(t, "conformance"), Name: "conformance",
+		HostFunctions: []HostFunction{own}}, engine.MiddlewareConfig{})))
+	defer e.Close(context.Background())
+	s := &sampler{}
+	res, err := e.CallToolResult(engine.WithCallNotifier(context.Background(), s), "s", "test_sampling", map[string]any{"prompt": "2+2?"}, engine.RunOptions{})
+	if err != nil || res.Output != `LLM response: {"role":"assistant","content":{"type":"text","text":"the host's"},"model":"host"}` || len(s.asked) != 0 {
+		t.Errorf("test_sampling: %q, %v, the call's sampler asked %q; want the host's answer, the sampler not asked", res.Output, err, s.asked)
 	}
 }
