@@ -46,16 +46,39 @@ type MCPServe struct {
 	// MaxPipelineRuns bounds the pipeline tool calls running at once, in
 	// all sessions (default 4).
 	MaxPipelineRuns int `toml:"max_pipeline_runs"`
+	// MaxSamplingPerCall bounds the sampling requests a plugin sends one
+	// call's client (default 4).
+	MaxSamplingPerCall int `toml:"max_sampling_per_call"`
+	// MaxSubscriptions bounds the resources one session subscribes to
+	// (default 256).
+	MaxSubscriptions int `toml:"max_subscriptions"`
+	// EventStoreKB bounds the events kept over HTTP for clients to resume
+	// a dropped stream (Last-Event-ID), all sessions together (default
+	// 16384: 16 MiB); 0 keeps none.
+	EventStoreKB *int `toml:"event_store_kb"`
+	// SSEPollAfter closes the SSE stream of an HTTP tool call still
+	// running after this long, for the client to resume it (default: never).
+	SSEPollAfter time.Duration `toml:"sse_poll_after"`
 }
 
 // Options are the server's options the table sets.
 func (m MCPServe) Options() mcp.Options {
-	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession, MaxNotifications: m.MaxNotifications, MaxItems: m.MaxItems}
+	return mcp.Options{MaxRequestBytes: m.MaxRequestKB << 10, MaxCallsPerSession: m.MaxCallsPerSession, MaxNotifications: m.MaxNotifications, MaxItems: m.MaxItems,
+		MaxSamplingPerCall: m.MaxSamplingPerCall, MaxSubscriptions: m.MaxSubscriptions}
 }
 
 // HTTPOptions are the HTTP transport's options the table sets.
 func (m MCPServe) HTTPOptions() mcp.HTTPOptions {
-	return mcp.HTTPOptions{MaxSessions: m.MaxSessions, SessionIdle: m.SessionIdle, WriteTimeout: m.WriteTimeout, MaxBytesInFlight: m.MaxInFlightKB << 10}
+	o := mcp.HTTPOptions{MaxSessions: m.MaxSessions, SessionIdle: m.SessionIdle, WriteTimeout: m.WriteTimeout, MaxBytesInFlight: m.MaxInFlightKB << 10,
+		SSEPollAfter: m.SSEPollAfter}
+	switch {
+	case m.EventStoreKB == nil: // the default
+	case *m.EventStoreKB == 0:
+		o.EventStoreBytes = -1 // none
+	default:
+		o.EventStoreBytes = *m.EventStoreKB << 10
+	}
+	return o
 }
 
 func (v *validator) mcpServe() {
@@ -66,6 +89,14 @@ func (v *validator) mcpServe() {
 	v.limit(toml.Key{"mcp", "max_in_flight_kb"}, m.MaxInFlightKB)
 	v.limit(toml.Key{"mcp", "max_notifications"}, m.MaxNotifications)
 	v.limit(toml.Key{"mcp", "max_items"}, m.MaxItems)
+	v.limit(toml.Key{"mcp", "max_sampling_per_call"}, m.MaxSamplingPerCall)
+	v.limit(toml.Key{"mcp", "max_subscriptions"}, m.MaxSubscriptions)
+	if kb := m.EventStoreKB; kb != nil && (*kb < 0 || *kb > MaxKB) {
+		v.fail(toml.Key{"mcp", "event_store_kb"}, nil, "must be from 0 (keep none) to %d, got %d (leave it out for the default, 16384)", MaxKB, *kb)
+	}
+	if v.md.IsDefined("mcp", "sse_poll_after") && m.SSEPollAfter < time.Second {
+		v.fail(toml.Key{"mcp", "sse_poll_after"}, nil, "must be at least 1s, got %s (leave it out for the default, never: a call's stream stays open)", m.SSEPollAfter)
+	}
 	if v.md.IsDefined("mcp", "session_idle") && m.SessionIdle <= 0 {
 		v.fail(toml.Key{"mcp", "session_idle"}, nil, "must be positive, got %s (leave it out for the default, 30m)", m.SessionIdle)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 )
 
 // A CallNotifier takes what a tool reports while it runs (MCP's progress
@@ -45,4 +46,35 @@ func CallNotifierOf(ctx context.Context) CallNotifier {
 type CallElicitor interface {
 	CallNotifier
 	Elicit(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+}
+
+// A CallSampler is a CallNotifier that can also ask its caller's model for
+// a message while a tool runs (MCP's sampling/createMessage), for a tool
+// that asks (a plugin's create_message). params and the answer are MCP's
+// CreateMessageRequest params and CreateMessageResult, as JSON. An error
+// wrapping ErrNoSampling means the caller cannot sample at all (its client
+// did not declare the capability); any other is why this request was not
+// answered (a limit, the client's error, the deadline).
+type CallSampler interface {
+	CallNotifier
+	CreateMessage(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+}
+
+// ErrNoSampling marks a sampling request no one can answer: the call has
+// no caller that samples (morph run, an MCP client without the sampling
+// capability).
+var ErrNoSampling = errors.New("sampling is not available: the caller has no MCP client that declared the sampling capability")
+
+// A CallItemNotifier is a CallNotifier that also takes a tool's news of the
+// prompts and resources its plugin serves (a plugin's
+// notify_resource_updated, notify_resource_list_changed and
+// notify_prompt_list_changed): news for every client that follows them,
+// not only the caller's.
+type CallItemNotifier interface {
+	CallNotifier
+	// ResourceUpdated says the resource at uri changed.
+	ResourceUpdated(uri string)
+	// ItemsChanged says the plugin's prompts or resources changed: the
+	// caller lists them again.
+	ItemsChanged()
 }

@@ -162,9 +162,10 @@ type Config struct {
 	Modules []LinkedModule
 	// HostFunctions are the extism:host/user functions the embedding host
 	// provides, over morph's own of the same name (the notifications,
-	// list_roots and create_elicitation of hyper-mcp's plugin interface:
-	// notify_tool_list_changed refreshes the plugin's tools, the others log
-	// or answer that there is nothing; see package internal/extism). A
+	// list_roots, create_elicitation and create_message of hyper-mcp's
+	// plugin interface: notify_tool_list_changed refreshes the plugin's
+	// tools; the others reach the call's MCP client, when it has one, or
+	// log or answer that there is nothing; see package internal/extism). A
 	// module importing a function neither provides fails to load, naming it.
 	HostFunctions []HostFunction
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,9 @@ func (p *Plugin) retireVersion(v *Plugin) {
 			break
 		}
 	}
+	if v.mode == IsolationSession {
+		p.current().orphans(v)
+	}
 	// Its calls have left, or Close closed it: this close waits for
 	// nothing but morph_destroy on the idle instances, bounded by the
 	// plugin's timeout.
@@ -329,6 +333,25 @@ func (p *Plugin) inherit(v *Plugin) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	lost.each(p.remember)
+}
+
+// orphans remembers the sessions still open in v, a retired version whose
+// calls have all left and which is about to close, as lost (discarded with
+// v): a call that entered v just before it retired may have opened its
+// session there after retireVersion saw none open, and that session's next
+// call, here, is told its state is gone rather than start afresh untold. A
+// session this version holds already is not concerned.
+func (p *Plugin) orphans(v *Plugin) {
+	v.mu.Lock()
+	keys := slices.Collect(maps.Keys(v.free.keys))
+	v.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, key := range keys {
+		if p.free.keys[key] == nil {
+			p.remember(key, abi.ReplacedDiscarded)
+		}
+	}
 }
 
 // closeVersions is Close: every version still open, the root's included.

@@ -364,6 +364,42 @@ func benchReloadPause(b *testing.B, swap bool) {
 	b.ReportMetric(float64(len(all))/time.Since(started).Seconds(), "calls/s")
 }
 
+// A call that entered the old version before it retired, and opened its
+// session there after the retirement saw none open, loses that instance
+// when the version closes: the session's next call, on the new version, is
+// told (review finding 8), rather than start afresh untold.
+func TestReloadSessionOpenedWhileRetiringIsTold(t *testing.T) {
+	ctx := context.Background()
+	l := newLoader(t)
+	path := reloadable(t)
+	cfg := Config{Name: "reload", Path: path, Isolation: IsolationSession}
+	p := load(t, l, cfg)
+	s1 := engine.WithSession(ctx, "s1", 1)
+	// Enter as CallFunc does, with no session open yet, and stay there
+	// across the reload, until the old version has retired.
+	v, sh := p.enter(s1)
+	replaceWith(t, path, fixture(t, "reload_b"))
+	if err := l.Reload(ctx, p, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !v.retiring.done.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			v.leave(sh)
+			t.Fatal("the old version did not retire within a minute")
+		}
+	}
+	in, _ := json.Marshal(abi.ToolCallInput{Tool: "version", Params: map[string]any{}})
+	var got abi.ToolCallOutput
+	err := v.call(s1, sh, abi.ExportCallTool, in, func(view []byte) error { return json.Unmarshal(view, &got) })
+	v.leave(sh)
+	if err != nil || got.Output != "a" {
+		t.Fatalf("the call in flight: %q, %v; want it to finish on version a", got.Output, err)
+	}
+	waitClosed(t, p, v)
+	checkVersion(t, s1, p, "b")
+	checkCount(t, "Stats().Replaced of the new version", p.Stats().Replaced, 1)
+}
+
 // A session whose instance expired in the replaced version is told, when
 // it calls again on the new one, as it would have been without the reload.
 func TestReloadExpiredSessionIsTold(t *testing.T) {

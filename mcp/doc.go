@@ -34,7 +34,9 @@
 //     one more is an isError result wrapping ErrTooManyCalls.
 //   - A plugin's progress and log notifications during a call reach the
 //     call's client (engine.CallNotifier), progress only under the client's
-//     own token, at most Options.MaxNotifications per call.
+//     own token, at most Options.MaxNotifications per call; its sampling
+//     requests reach a client that declared sampling
+//     (engine.CallSampler), at most Options.MaxSamplingPerCall per call.
 //
 // The other side, Servers, makes MCP servers' tools the engine's: each
 // [[mcp_servers]] entry (ServerConfig) is an engine.Extender whose tools
@@ -55,12 +57,17 @@
 // (audio, embedded resources, resource links) and structured content
 // (Engine.CallToolResult); the tool list follows reloads (SyncTools).
 // Plugins' prompts, resources and resource templates (engine.MCPProvider:
-// hyper-mcp v2's exports) are listed once at NewServer and served through
+// hyper-mcp v2's exports) are listed at NewServer, after a reload
+// (Reloaded) and on a plugin's list_changed, and served through
 // the SDK's AddPrompt/AddResource/AddResourceTemplate, each get or read a
 // call of the plugin in the client's engine session; what a plugin
 // answers is checked before the SDK sees it (a name or URI the SDK would
 // panic on, a list past Options.MaxItems, content that is not MCP's:
 // ErrPluginAnswer), and a name two plugins list is the first's;
 // completion goes to the plugin whose prompt or template is named.
-// Subscriptions are not served.
+// Resources may be subscribed to (at most Options.MaxSubscriptions a
+// session): a plugin's notify_resource_updated and a reload reach the
+// sessions subscribed. Over HTTP, SSE streams are resumable
+// (HTTPOptions.EventStoreBytes) and long calls' streams may be polled
+// (HTTPOptions.SSEPollAfter).
 package mcp

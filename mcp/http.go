@@ -65,6 +65,19 @@ type HTTPOptions struct {
 	// would start another is refused with 503 and a JSON-RPC error, and
 	// counted (Server.Refusals). Zero is DefaultMaxSessions.
 	MaxSessions int
+	// EventStoreBytes bounds the events (answers and notifications) kept
+	// for clients to resume an SSE stream that dropped (Last-Event-ID),
+	// over every session together; past it the oldest are forgotten. Zero
+	// is DefaultEventStoreBytes; negative keeps none (a dropped stream's
+	// answers are lost).
+	EventStoreBytes int
+	// SSEPollAfter, when positive and events are kept, closes the SSE
+	// stream of a tool call still running after this long, and again each
+	// time the client has resumed it (SEP-1699 polling): the client
+	// reconnects with Last-Event-ID, so that no HTTP response is held past
+	// what a proxy allows. Only a request of protocol 2025-11-25, whose
+	// stream starts with an event id to resume from, is closed. Zero: never.
+	SSEPollAfter time.Duration
 }
 
 // DefaultMaxBytesInFlight is HTTPOptions.MaxBytesInFlight when zero.
@@ -75,6 +88,10 @@ const DefaultWriteTimeout = 30 * time.Second
 
 // DefaultMaxSessions is HTTPOptions.MaxSessions when zero.
 const DefaultMaxSessions = 256
+
+// DefaultEventStoreBytes is HTTPOptions.EventStoreBytes when zero: 64 KiB
+// for each of DefaultMaxSessions, of events not yet forgotten.
+const DefaultEventStoreBytes = 16 << 20
 
 // Handler serves the Streamable HTTP transport: each MCP session is an
 // engine session, ended (its session-isolated instances released) when
@@ -98,10 +115,21 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if o.MaxBytesInFlight <= 0 {
 		o.MaxBytesInFlight = DefaultMaxBytesInFlight
 	}
+	if o.EventStoreBytes == 0 {
+		o.EventStoreBytes = DefaultEventStoreBytes
+	}
+	var events sdk.EventStore // nil: none kept
+	if o.EventStoreBytes > 0 {
+		store := sdk.NewMemoryEventStore(nil)
+		store.SetMaxBytes(o.EventStoreBytes)
+		events = store
+		s.pollAfter.Store(int64(o.SSEPollAfter))
+	}
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
 		Logger:              s.log,
 		SessionTimeout:      o.SessionIdle,
 		MaxRequestBodyBytes: int64(s.opts.MaxRequestBytes),
+		EventStore:          events,
 	})
 	h = s.admit(int64(o.MaxBytesInFlight), h) // behind the token: a stranger weighs nothing
 	if o.Token != "" {

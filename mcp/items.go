@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,9 +33,15 @@ var ErrPluginAnswer = errors.New("mcp: plugin answer not servable")
 // URI templates of the resource templates served, for Prompts and
 // Resources, and to give a name two plugins list to the first.
 type served struct {
+	sync sync.Mutex // one syncItems at a time
+
+	mu                            sync.Mutex        // the maps, which syncItems replaces
 	prompts, resources, templates map[string]string // name/URI -> plugin
 	// completers are the plugins that serve completion, by name.
 	completers map[string]engine.PluginMCP
+
+	relist    bool           // a relistItems is pending
+	relisting sync.WaitGroup // relistItems' goroutine (Close waits)
 }
 
 // maxCompletionValues is the most values a completion has (MCP's limit);
@@ -43,9 +50,14 @@ const maxCompletionValues = 100
 
 // syncItems serves the plugins' prompts and resources (engine.MCPProvider)
 // as they list them now: a plugin that fails to list is logged and serves
-// none of that kind. Called once, by NewServer.
+// none of that kind. Called by NewServer, and again when a plugin reloads
+// (Reloaded) or says its lists changed (relistItems): an item listed is
+// served with its plugin's handler, one no longer listed is removed, and
+// the SDK tells every session its lists changed.
 func (s *Server) syncItems(ctx context.Context) {
-	s.items.prompts, s.items.resources, s.items.templates = map[string]string{}, map[string]string{}, map[string]string{}
+	s.items.sync.Lock()
+	defer s.items.sync.Unlock()
+	prompts, resources, templates := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, pm := range s.eng.MCPProviders() {
 		methods := pm.MCPMethods()
 		if slices.Contains(methods, engine.MethodListPrompts) && slices.Contains(methods, engine.MethodGetPrompt) {
@@ -54,7 +66,7 @@ func (s *Server) syncItems(ctx context.Context) {
 			}
 			if s.list(ctx, pm, engine.MethodListPrompts, &list) {
 				for _, p := range capped(ctx, s, pm, "prompts", list.Prompts) {
-					if s.claim(ctx, pm, "prompt", s.items.prompts, p.Name, p.Name != "") {
+					if s.claim(ctx, pm, "prompt", prompts, p.Name, p.Name != "") {
 						s.sdk.AddPrompt(p, s.getPrompt(pm))
 					}
 				}
@@ -69,7 +81,7 @@ func (s *Server) syncItems(ctx context.Context) {
 			}
 			if s.list(ctx, pm, engine.MethodListResources, &list) {
 				for _, r := range capped(ctx, s, pm, "resources", list.Resources) {
-					if s.claim(ctx, pm, "resource", s.items.resources, r.URI, absolute(r.URI)) {
+					if s.claim(ctx, pm, "resource", resources, r.URI, absolute(r.URI)) {
 						s.sdk.AddResource(r, s.readResource(pm))
 					}
 				}
@@ -81,17 +93,62 @@ func (s *Server) syncItems(ctx context.Context) {
 			}
 			if s.list(ctx, pm, engine.MethodListResourceTemplates, &list) {
 				for _, t := range capped(ctx, s, pm, "resource templates", list.Templates) {
-					if !s.claim(ctx, pm, "resource template", s.items.templates, t.URITemplate, absolute(t.URITemplate)) {
+					if !s.claim(ctx, pm, "resource template", templates, t.URITemplate, absolute(t.URITemplate)) {
 						continue
 					}
 					if err := s.addTemplate(t, s.readResource(pm)); err != nil {
-						delete(s.items.templates, t.URITemplate)
+						delete(templates, t.URITemplate)
 						s.log.WarnContext(ctx, "mcp: a plugin's resource template not served", "plugin", pm.Plugin, "error", err)
 					}
 				}
 			}
 		}
 	}
+	s.items.mu.Lock()
+	oldPrompts, oldResources, oldTemplates := s.items.prompts, s.items.resources, s.items.templates
+	s.items.prompts, s.items.resources, s.items.templates = prompts, resources, templates
+	s.items.mu.Unlock()
+	if gone := goneKeys(oldPrompts, prompts); len(gone) > 0 {
+		s.sdk.RemovePrompts(gone...)
+	}
+	if gone := goneKeys(oldResources, resources); len(gone) > 0 {
+		s.sdk.RemoveResources(gone...)
+	}
+	if gone := goneKeys(oldTemplates, templates); len(gone) > 0 {
+		s.sdk.RemoveResourceTemplates(gone...)
+	}
+}
+
+// goneKeys are the keys of was not in now.
+func goneKeys(was, now map[string]string) []string {
+	var gone []string
+	for k := range was {
+		if _, ok := now[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	return gone
+}
+
+// relistItems lists the plugins' prompts and resources again (syncItems)
+// in the background, for a plugin that said they changed while its call
+// runs (which may hold the instance that answers the lists). Requests
+// that come while one is pending make no other.
+func (s *Server) relistItems() {
+	s.items.mu.Lock()
+	defer s.items.mu.Unlock()
+	if s.items.relist {
+		return
+	}
+	s.items.relist = true
+	s.items.relisting.Add(1)
+	go func() {
+		defer s.items.relisting.Done()
+		s.items.mu.Lock()
+		s.items.relist = false // a change from now on lists again
+		s.items.mu.Unlock()
+		s.syncItems(context.Background())
+	}()
 }
 
 // absolute reports whether uri is an absolute URI (or URI template), as
@@ -166,11 +223,17 @@ func (s *Server) addTemplate(t *sdk.ResourceTemplate, h sdk.ResourceHandler) (er
 }
 
 // Prompts are the names of the prompts served, sorted.
-func (s *Server) Prompts() []string { return sortedKeys(s.items.prompts) }
+func (s *Server) Prompts() []string {
+	s.items.mu.Lock()
+	defer s.items.mu.Unlock()
+	return sortedKeys(s.items.prompts)
+}
 
 // Resources are the URIs of the resources and the URI templates of the
 // resource templates served, sorted.
 func (s *Server) Resources() []string {
+	s.items.mu.Lock()
+	defer s.items.mu.Unlock()
 	return slices.Sorted(slices.Values(append(sortedKeys(s.items.resources), sortedKeys(s.items.templates)...)))
 }
 
@@ -308,11 +371,13 @@ func (s *Server) findCompleters() bool {
 func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
 	out := &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{}}}
 	var owner string
+	s.items.mu.Lock()
 	if ref := req.Params.Ref; ref != nil && ref.Type == "ref/prompt" {
 		owner = s.items.prompts[ref.Name]
 	} else if ref != nil && ref.Type == "ref/resource" {
 		owner = s.items.templates[ref.URI]
 	}
+	s.items.mu.Unlock()
 	pm, ok := s.items.completers[owner]
 	if !ok {
 		return out, nil

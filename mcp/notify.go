@@ -42,6 +42,7 @@ type notifier struct {
 	mu      sync.Mutex
 	sent    int
 	stalled bool // a send failed: the client is not taking them
+	sampled int  // sampling requests asked (CreateMessage)
 }
 
 // notifier is the notifier of a call of tool in ss, under the handler's

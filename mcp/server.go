@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -82,6 +83,16 @@ type Options struct {
 	// templates served of each plugin (engine.MCPProvider): past it, the
 	// first are served, with a warning. Zero is DefaultMaxItems.
 	MaxItems int
+	// MaxSamplingPerCall bounds the sampling requests (a plugin's
+	// create_message) one call sends its client: one more is refused, the
+	// plugin answered an error, counted (Refusals.Sampling). Zero is
+	// DefaultMaxSamplingPerCall.
+	MaxSamplingPerCall int
+	// MaxSubscriptions bounds the resources a session subscribes to
+	// (resources/subscribe): one more is refused with a JSON-RPC error
+	// naming the limit, counted (Refusals.Subscriptions). Zero is
+	// DefaultMaxSubscriptions.
+	MaxSubscriptions int
 }
 
 // Server serves an engine's tools over MCP. It is safe for concurrent use:
@@ -94,6 +105,9 @@ type Server struct {
 	tools   servedTools // the engine's tools as served (SyncTools)
 	unwatch func()      // stops following the engine's tool changes (Close)
 	items   served      // the plugins' prompts and resources as served (syncItems)
+	// pollAfter is HTTPOptions.SSEPollAfter, when events are kept
+	// (Handler sets it), as a time.Duration.
+	pollAfter atomic.Int64
 
 	mu           sync.Mutex
 	sessions     map[*sdk.ServerSession]*session
@@ -139,6 +153,12 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 	if opts.MaxItems <= 0 {
 		opts.MaxItems = DefaultMaxItems
 	}
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if opts.MaxSamplingPerCall <= 0 {
+		opts.MaxSamplingPerCall = DefaultMaxSamplingPerCall
+	}
 	s := &Server{eng: eng, opts: opts, log: opts.Logger, sessions: map[*sdk.ServerSession]*session{}}
 	var complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 	if s.findCompleters() {
@@ -152,6 +172,10 @@ func NewServer(ctx context.Context, eng *engine.Engine, opts Options) (*Server, 
 		// plugins' log notifications reach the client.
 		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		SupportedProtocolVersions: ProtocolVersions(),
+		// Resources can be subscribed to (the SDK advertises it when some
+		// are served): a plugin announces updates, and a reload is one.
+		SubscribeHandler:   s.subscribe,
+		UnsubscribeHandler: s.unsubscribe,
 	})
 	s.sdk.AddReceivingMiddleware(s.trackHTTP)
 	s.sdk.AddReceivingMiddleware(s.recordLevel)
@@ -176,10 +200,14 @@ func (s *Server) addTool(t *sdk.Tool) (err error) {
 	return nil
 }
 
-// Close stops following the engine's tool changes, for a server done
+// Close stops following the engine's tool changes (and waits for a
+// listing of the plugins' prompts and resources in progress), for a server done
 // serving an engine that goes on (the sessions end with Serve, or
 // CloseSessions over HTTP).
-func (s *Server) Close() { s.unwatch() }
+func (s *Server) Close() {
+	s.unwatch()
+	s.items.relisting.Wait()
+}
 
 // Tools are the names of the tools served, sorted.
 func (s *Server) Tools() []string {
@@ -231,6 +259,12 @@ type Refusals struct {
 	// Items is plugins' prompts, resources and resource templates not
 	// served for MaxItems.
 	Items int
+	// Sampling is plugins' sampling requests refused for
+	// MaxSamplingPerCall.
+	Sampling int
+	// Subscriptions is resources/subscribe requests refused for
+	// MaxSubscriptions.
+	Subscriptions int
 }
 
 // Refusals are the refusals so far.

@@ -19,6 +19,7 @@ type session struct {
 	running     atomic.Int32     // calls in flight
 	refusedCall bool             // a call was refused (logged once); Server.mu
 	level       sdk.LoggingLevel // the client's logging/setLevel, "" before; Server.mu
+	subs        map[string]bool  // the resources subscribed to; Server.mu
 }
 
 // enter counts a call in, unless limit are running.
@@ -46,21 +47,32 @@ func (s *Server) sessionNew(ss *sdk.ServerSession, call bool) (*session, bool) {
 	defer s.mu.Unlock()
 	ses, ok := s.sessions[ss]
 	if !ok {
-		ctx, cancel := context.WithCancel(context.Background())
-		ses = &session{id: s.eng.NewSession("").ID(), ctx: ctx, cancel: cancel}
-		s.sessions[ss] = ses
+		ses = s.newSession(ss)
 	}
 	ses.called = ses.called || call
 	return ses, !ok
 }
 
-// cancelCalls cancels ss's calls in flight, if it ever called.
+// newSession records a new session of ss; Server.mu is held.
+func (s *Server) newSession(ss *sdk.ServerSession) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	ses := &session{id: s.eng.NewSession("").ID(), ctx: ctx, cancel: cancel}
+	s.sessions[ss] = ses
+	return ses
+}
+
+// cancelCalls cancels ss's calls in flight, and those it has yet to start:
+// a session that never called is recorded canceled, so that a first call
+// that comes before the connection closes runs canceled too, rather than
+// holding the end until its deadline.
 func (s *Server) cancelCalls(ss *sdk.ServerSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ses, ok := s.sessions[ss]; ok {
-		ses.cancel()
+	ses, ok := s.sessions[ss]
+	if !ok {
+		ses = s.newSession(ss)
 	}
+	ses.cancel()
 }
 
 // end ends ss's engine session, if a call ran in it, within

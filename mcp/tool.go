@@ -92,6 +92,7 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 			return failed(fmt.Sprintf("Error: tool '%s': %v", name, err)), nil
 		}
 		ctx = engine.WithCallNotifier(ctx, s.notifier(ctx, req.Session, name, req.Params.GetProgressToken()))
+		defer s.poll(req.Extra)()
 		res, err := s.eng.CallToolResult(ctx, ses.id, name, params, s.opts.Run)
 		var tce *engine.ToolCallError
 		switch {

@@ -30,7 +30,7 @@ type servedTools struct {
 // notifications/tools/list_changed (the SDK gathers the changes of one
 // sync into one notification). NewServer serves the first list with it;
 // Watcher calls it after each reload. An embedder that reloads plugins
-// itself (host.Loader.Reload) calls it after a reload that succeeded.
+// itself (host.Loader.Reload) calls Reloaded after a reload that succeeded.
 //
 // Clients that ignore list_changed keep calling the tools they listed: a
 // tool that kept its name and schema across a reload goes on working; a
@@ -124,9 +124,9 @@ type WatchOptions struct {
 // report on the directory, not on the file watched. A file that changed
 // and settled is hashed; when its sha256 differs from the last one seen,
 // host.Loader.Reload loads it as the plugin's next version, and on success
-// the server's tools follow (SyncTools). A refused file is logged (by the
-// loader, with why) and counted; the plugin keeps serving its loaded
-// version, and the same bytes are not tried again.
+// the server's tools, prompts and resources follow (Reloaded). A refused
+// file is logged (by the loader, with why) and counted; the plugin keeps
+// serving its loaded version, and the same bytes are not tried again.
 type Watcher struct {
 	srv      *Server
 	loader   *host.Loader
@@ -246,6 +246,6 @@ func (w *Watcher) look(ctx context.Context, f *watched) {
 	}
 	w.mu.Unlock()
 	if err == nil {
-		w.srv.SyncTools(ctx)
+		w.srv.Reloaded(ctx, f.Plugin.Name())
 	}
 }

@@ -16,17 +16,23 @@
 //     test_elicitation_sep1330_enums ask the user for input with
 //     create_elicitation, with the scenarios' schemas, and answer what the
 //     user answered;
+//   - test_sampling asks the client's model to answer its prompt with
+//     create_message, and answers the model's answer;
+//   - test_notify calls notify_resource_updated for its uri, or
+//     notify_resource_list_changed or notify_prompt_list_changed (list:
+//     resources, prompts);
 //   - test_error_handling returns a result with isError;
 //   - json_schema_2020_12_tool has an input schema with $schema, $defs and
 //     additionalProperties, which must reach the client as written.
 //
 // Its resources (list_resources, list_resource_templates, read_resource)
 // and prompts (list_prompts, get_prompt) are the resources-read-*,
-// resources-templates-read and prompts-get-* scenarios': a static text
-// and a static binary resource, the template test://template/{id}/data,
-// and a simple prompt, one with arguments, one with an embedded resource
-// and one with an image; complete completes the arguments of
-// test_prompt_with_arguments (testValue1, testValue2).
+// resources-templates-read, resources-subscribe and prompts-get-*
+// scenarios': a static text, a static binary and a watched resource,
+// the template test://template/{id}/data, and a simple prompt, one with
+// arguments, one with an embedded resource and one with an image;
+// complete completes the arguments of test_prompt_with_arguments
+// (testValue1, testValue2).
 //
 // Build (`make extism-guests`, from the repository's root):
 //
@@ -54,6 +60,18 @@ func notifyProgress(uint64)
 
 //go:wasmimport extism:host/user create_elicitation
 func createElicitation(uint64) uint64
+
+//go:wasmimport extism:host/user create_message
+func createMessage(uint64) uint64
+
+//go:wasmimport extism:host/user notify_resource_updated
+func notifyResourceUpdated(uint64)
+
+//go:wasmimport extism:host/user notify_resource_list_changed
+func notifyResourceListChanged()
+
+//go:wasmimport extism:host/user notify_prompt_list_changed
+func notifyPromptListChanged()
 
 type tool struct {
 	Name        string          `json:"name"`
@@ -97,6 +115,10 @@ func listTools() int32 {
 		{Name: "test_elicitation_sep1330_enums", Description: "Asks the user, with enums.", InputSchema: none},
 		{Name: "test_error_handling", Description: "Always fails.", InputSchema: none},
 		{Name: "json_schema_2020_12_tool", Description: "Tool with JSON Schema 2020-12 features", InputSchema: json.RawMessage(schema2020)},
+		{Name: "test_sampling", Description: "Asks the client's model to answer a prompt.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}`)},
+		{Name: "test_notify", Description: "Tells the client a resource changed (uri), or that the resources or prompts changed (list).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"uri":{"type":"string"},"list":{"enum":["resources","prompts"]}}}`)},
 	}
 	return reply.JSON(map[string]any{"tools": tools})
 }
@@ -146,6 +168,16 @@ func elicit(message, schema string) string {
 	return string(answer.ReadBytes())
 }
 
+// sample asks the client's model to answer prompt with create_message,
+// and returns the answer's JSON (an error object when there is none).
+func sample(prompt string) string {
+	b, _ := json.Marshal(item{"messages": []item{{"role": "user", "content": text(prompt)}}, "maxTokens": 100})
+	mem := pdk.AllocateBytes(b)
+	defer mem.Free()
+	answer := pdk.FindMemory(createMessage(mem.Offset()))
+	return string(answer.ReadBytes())
+}
+
 // notify calls a notify_* host function with v's JSON.
 func notify(fn func(uint64), v any) {
 	b, _ := json.Marshal(v)
@@ -161,6 +193,9 @@ func callTool() int32 {
 			Name      string `json:"name"`
 			Arguments struct {
 				Message string `json:"message"`
+				Prompt  string `json:"prompt"`
+				URI     string `json:"uri"`
+				List    string `json:"list"`
 			} `json:"arguments"`
 		} `json:"request"`
 		Context *requestContext `json:"context"`
@@ -207,6 +242,18 @@ func callTool() int32 {
 		return reply.JSON(item{"content": []item{text("This tool intentionally returns an error for testing")}, "isError": true})
 	case "json_schema_2020_12_tool":
 		return content(text("json_schema_2020_12_tool called"))
+	case "test_sampling":
+		return content(text("LLM response: " + sample(in.Request.Arguments.Prompt)))
+	case "test_notify":
+		switch args := in.Request.Arguments; {
+		case args.URI != "":
+			notify(notifyResourceUpdated, item{"uri": args.URI})
+		case args.List == "resources":
+			notifyResourceListChanged()
+		case args.List == "prompts":
+			notifyPromptListChanged()
+		}
+		return content(text("notified"))
 	}
 	return reply.JSON(item{"content": []item{text("no tool " + in.Request.Name)}, "isError": true})
 }
@@ -215,6 +262,7 @@ func callTool() int32 {
 const (
 	staticText   = "test://static-text"
 	staticBinary = "test://static-binary"
+	watched      = "test://watched-resource"
 	dataTemplate = "test://template/{id}/data"
 )
 
@@ -223,6 +271,7 @@ func listResources() int32 {
 	return reply.JSON(item{"resources": []item{
 		{"uri": staticText, "name": "static-text", "mimeType": "text/plain", "description": "A static text resource."},
 		{"uri": staticBinary, "name": "static-binary", "mimeType": "image/png", "description": "A static binary resource."},
+		{"uri": watched, "name": "watched-resource", "mimeType": "text/plain", "description": "A resource test_notify says is updated."},
 	}})
 }
 
@@ -251,6 +300,8 @@ func readResource() int32 {
 		return contents(item{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
 	case uri == staticBinary:
 		return contents(item{"uri": uri, "mimeType": "image/png", "blob": pixel})
+	case uri == watched:
+		return contents(item{"uri": uri, "mimeType": "text/plain", "text": "Watched resource content."})
 	case strings.HasPrefix(uri, "test://template/") && strings.HasSuffix(uri, "/data"):
 		id := strings.TrimSuffix(strings.TrimPrefix(uri, "test://template/"), "/data")
 		b, _ := json.Marshal(item{"id": id, "templateTest": true, "data": "Data for ID: " + id})

@@ -34,18 +34,30 @@ const extismUser = "extism:host/user"
 //     call has one (engine.CallNotifierOf: morph mcp serve's client), progress
 //     only when the caller gave a token, which replaces the plugin's (a
 //     plugin must not address another request's progress);
-//   - the other notifications are accepted and ignored;
+//   - notify_resource_updated, notify_resource_list_changed and
+//     notify_prompt_list_changed go to the caller's notifier when it takes
+//     them (engine.CallItemNotifier: morph mcp serve, which tells the
+//     clients subscribed to the resource, or lists the plugin's prompts
+//     and resources again), else they are logged;
 //   - list_roots answers no roots, create_elicitation the caller's user's
 //     answer when the caller can ask one (engine.CallElicitor: morph mcp serve's
 //     client, within the call's deadline), else a decline (MCP's
 //     answer of a user who does not answer);
-//   - create_message (sampling) is not provided: an embedding host that
-//     wants to lend its model registers it (host.Config.HostFunctions).
+//   - create_message (sampling) asks the caller's model when the caller can
+//     (engine.CallSampler: morph mcp serve's client, when it declared
+//     sampling), else answers an error the plugin reads (createMessage); an
+//     embedding host that wants to lend its own model registers one of
+//     that name (host.Config.HostFunctions).
 //
 // An embedding host's function of the same name replaces morph's.
 func builtinUser(env guest.Env) []guest.HostFunc {
 	ptr := []api.ValueType{api.ValueTypeI64}
-	none := func(context.Context, guest.BlockMemory, []uint64) error { return nil }
+	itemsChanged := func(ctx context.Context, _ guest.BlockMemory, _ []uint64) error {
+		if in, ok := engine.CallNotifierOf(ctx).(engine.CallItemNotifier); ok {
+			in.ItemsChanged()
+		}
+		return nil
+	}
 	// notified logs a notification and hands it to forward when the call
 	// has a notifier and it decodes.
 	notified := func(forward func(engine.CallNotifier, mcpNotification)) func(context.Context, guest.BlockMemory, []uint64) error {
@@ -86,11 +98,16 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 				n.Progress(*msg.Progress, msg.Total, msg.Message)
 			}
 		})},
-		{Name: "notify_prompt_list_changed", Call: none},
-		{Name: "notify_resource_list_changed", Call: none},
-		{Name: "notify_resource_updated", Params: ptr, Call: none},
+		{Name: "notify_prompt_list_changed", Call: itemsChanged},
+		{Name: "notify_resource_list_changed", Call: itemsChanged},
+		{Name: "notify_resource_updated", Params: ptr, Call: notified(func(n engine.CallNotifier, msg mcpNotification) {
+			if in, ok := n.(engine.CallItemNotifier); ok && msg.URI != "" {
+				in.ResourceUpdated(msg.URI)
+			}
+		})},
 		{Name: "list_roots", Results: ptr, Call: answer(`{"roots":[]}`)},
 		{Name: "create_elicitation", Params: ptr, Results: ptr, Call: elicit},
+		{Name: "create_message", Params: ptr, Results: ptr, Call: createMessage(env)},
 	}
 }
 
@@ -124,8 +141,10 @@ func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err err
 
 // mcpNotification is the parameters of MCP's notifications/message
 // ({"level": "info", "data": ..., "logger": ...}) or notifications/progress
-// ({"progressToken": ..., "progress": 1, "total": 2, "message": ...}).
+// ({"progressToken": ..., "progress": 1, "total": 2, "message": ...}) or
+// notifications/resources/updated ({"uri": ...}).
 type mcpNotification struct {
+	URI      string          `json:"uri"`
 	Level    string          `json:"level"`
 	Logger   string          `json:"logger"`
 	Data     json.RawMessage `json:"data"`
