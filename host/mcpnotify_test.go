@@ -143,3 +143,31 @@ func TestMCPv2HostCreateMessage(t *testing.T) {
 		t.Errorf("test_sampling: %q, %v, the call's sampler asked %q; want the host's answer, the sampler not asked", res.Output, err, s.asked)
 	}
 }
+
+// longAnswers is notifications whose user answers an elicitation with n
+// bytes.
+type longAnswers struct {
+	notifications
+	n int
+}
+
+func (l *longAnswers) Elicit(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`{"action":"accept","content":{"username":"` + strings.Repeat("x", l.n) + `"}}`), nil
+}
+
+// An elicitation's answer longer than the plugin's input limit is a
+// decline: written to the plugin, it would trap the call.
+func TestMCPv2ElicitAnswerOverInputLimit(t *testing.T) {
+	l, _ := extismLoader()
+	cfg := Config{Path: extismGuestWasm(t, "conformance"), Name: "conformance"}
+	cfg.Limits.MaxInputBytes = 4 << 10
+	e := engine.New(nil, nil, engine.WithExtenders(l.Extender(cfg, engine.MiddlewareConfig{})))
+	defer e.Close(context.Background())
+	for _, n := range []int{100, 8 << 10} {
+		res, err := e.CallToolResult(engine.WithCallNotifier(context.Background(), &longAnswers{n: n}), "s", "test_elicitation", map[string]any{"message": "who?"}, engine.RunOptions{})
+		declined := strings.Contains(res.Output, `"decline"`)
+		if err != nil || declined != (n > 4<<10) {
+			t.Errorf("an answer of %d bytes to a plugin taking 4 KiB: %q, %v; want a decline only past the limit", n, res.Output, err)
+		}
+	}
+}

@@ -111,8 +111,9 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 	}
 }
 
-// maxElicitAnswer bounds the answer to an elicitation a plugin gets; a
-// longer one is a decline (the client's user wrote a form, not a file).
+// maxElicitAnswer bounds the answer to an elicitation a plugin gets (or
+// the plugin's input limit, when lower); a longer one is a decline (the
+// client's user wrote a form, not a file).
 const maxElicitAnswer = 64 << 10
 
 // elicit is create_elicitation: the caller's user's answer, or a decline.
@@ -126,11 +127,14 @@ func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err err
 		cctx, cancel := guest.CallContext(ctx)
 		res, err := el.Elicit(cctx, params)
 		cancel()
+		// Over the plugin's input limit the answer could not be written
+		// to it: the call would trap.
+		limit := min(maxElicitAnswer, guestOf(ctx).m.maxInput)
 		switch {
 		case err != nil:
 			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client did not answer", "error", err)
-		case len(res) > maxElicitAnswer:
-			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client's answer is too long", "bytes", len(res), "max", maxElicitAnswer)
+		case len(res) > limit:
+			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client's answer is too long", "bytes", len(res), "max", limit)
 		default:
 			answer = res
 		}
