@@ -111,10 +111,6 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 	}
 }
 
-// maxElicitAnswer bounds the answer to an elicitation a plugin gets; a
-// longer one is a decline (the client's user wrote a form, not a file).
-const maxElicitAnswer = 64 << 10
-
 // elicit is create_elicitation: the caller's user's answer, or a decline.
 func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err error) {
 	answer := []byte(`{"action":"decline"}`)
@@ -129,8 +125,8 @@ func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err err
 		switch {
 		case err != nil:
 			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client did not answer", "error", err)
-		case len(res) > maxElicitAnswer:
-			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client's answer is too long", "bytes", len(res), "max", maxElicitAnswer)
+		case len(res) > engine.MaxElicitAnswer:
+			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client's answer is too long", "bytes", len(res), "max", engine.MaxElicitAnswer)
 		default:
 			answer = res
 		}
