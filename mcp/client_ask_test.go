@@ -154,7 +154,7 @@ func TestServeRelaysQuestionsOfServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(t, eng, mcp.Options{})
+	srv := newServer(t, eng, mcp.Options{MaxSamplingPerCall: 1, MaxNotifications: 1})
 	st, ct := sdk.NewInMemoryTransports()
 	go srv.Serve(context.Background(), st)
 	var asked []string
@@ -178,11 +178,18 @@ func TestServeRelaysQuestionsOfServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if out := text(call(t, cs, "ask.elicit", map[string]any{})); out != "accept Grace" {
-		t.Errorf("elicit through morph mcp serve: %q, want the outer client's user's answer", out)
+	// Each call asks twice: past the call's caps (max_notifications,
+	// max_sampling_per_call, 1 each here), as for a plugin's questions, the
+	// second is declined or refused, and the outer client not asked.
+	if out := text(call(t, cs, "ask.elicit", map[string]any{"times": 2})); out != "accept Grace\ndecline <nil>" {
+		t.Errorf("elicit twice through morph mcp serve: %q, want the outer client's user's answer, then a decline", out)
 	}
-	if out := text(call(t, cs, "ask.sample", map[string]any{})); out != "model outer-model said hello" {
-		t.Errorf("sample through morph mcp serve: %q, want the outer client's model's answer", out)
+	out := text(call(t, cs, "ask.sample", map[string]any{"times": 2}))
+	if first, second, _ := strings.Cut(out, "\n"); first != "model outer-model said hello" || !strings.Contains(second, "max_sampling_per_call reached") {
+		t.Errorf("sample twice through morph mcp serve: %q, want the outer client's model's answer, then max_sampling_per_call's refusal", out)
+	}
+	if n := srv.Refusals().Sampling; n != 1 {
+		t.Errorf("Refusals().Sampling %d, want 1", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()

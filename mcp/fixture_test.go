@@ -216,9 +216,10 @@ func fixture(mode string) {
 // standard input and output) whose tools ask their client during the
 // call: elicit (elicitation/create for a name; it answers the action and
 // the name), sample (sampling/createMessage; it answers the model's text,
-// or the error). With an argument "together" of n, calls ask only once n
-// of them are in their handlers, and answer only once all n got their
-// answer: n calls in flight at once, for as long as each question lasts.
+// or the error), each once or its argument "times" times, a line an
+// answer. With an argument "together" of n, calls ask only once n of them
+// are in their handlers, and answer only once all n got their answers: n
+// calls in flight at once, for as long as each question lasts.
 func askFixture() {
 	var mu sync.Mutex
 	waiting, round := 0, 0
@@ -235,43 +236,47 @@ func askFixture() {
 			wake.Wait()
 		}
 	}
-	together := func(req *sdk.CallToolRequest) (done func()) {
-		var args struct {
-			Together int `json:"together"`
+	// asking is a tool that asks once, or "times" times, a line of its
+	// answer each.
+	asking := func(ask func(context.Context, *sdk.ServerSession) string) sdk.ToolHandler {
+		return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var args struct {
+				Together int `json:"together"`
+				Times    int `json:"times"`
+			}
+			json.Unmarshal(req.Params.Arguments, &args)
+			if args.Together > 1 {
+				barrier(args.Together)
+				defer barrier(args.Together)
+			}
+			var lines []string
+			for range max(1, args.Times) {
+				lines = append(lines, ask(ctx, req.Session))
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Join(lines, "\n")}}}, nil
 		}
-		json.Unmarshal(req.Params.Arguments, &args)
-		if args.Together < 2 {
-			return func() {}
-		}
-		barrier(args.Together)
-		return func() { barrier(args.Together) }
 	}
-	answer := func(s string) *sdk.CallToolResult {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
-	}
-	schema := map[string]any{"type": "object", "properties": map[string]any{"together": map[string]any{"type": "integer"}}}
+	schema := map[string]any{"type": "object", "properties": map[string]any{"together": map[string]any{"type": "integer"}, "times": map[string]any{"type": "integer"}}}
 	s := sdk.NewServer(&sdk.Implementation{Name: "ask", Version: "1"}, nil)
-	s.AddTool(&sdk.Tool{Name: "elicit", InputSchema: schema}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		defer together(req)()
-		res, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Message: "Your name?",
+	s.AddTool(&sdk.Tool{Name: "elicit", InputSchema: schema}, asking(func(ctx context.Context, ss *sdk.ServerSession) string {
+		res, err := ss.Elicit(ctx, &sdk.ElicitParams{Message: "Your name?",
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
 		if err != nil {
-			return answer("elicitation failed: " + err.Error()), nil
+			return "elicitation failed: " + err.Error()
 		}
-		return answer(fmt.Sprint(res.Action, " ", res.Content["name"])), nil
-	})
-	s.AddTool(&sdk.Tool{Name: "sample", InputSchema: schema}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		defer together(req)()
-		res, err := req.Session.CreateMessage(ctx, &sdk.CreateMessageParams{MaxTokens: 10,
+		return fmt.Sprint(res.Action, " ", res.Content["name"])
+	}))
+	s.AddTool(&sdk.Tool{Name: "sample", InputSchema: schema}, asking(func(ctx context.Context, ss *sdk.ServerSession) string {
+		res, err := ss.CreateMessage(ctx, &sdk.CreateMessageParams{MaxTokens: 10,
 			Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: "Say hi"}}}})
 		if err != nil {
-			return answer("sampling failed: " + err.Error()), nil
+			return "sampling failed: " + err.Error()
 		}
 		if tc, ok := res.Content.(*sdk.TextContent); ok {
-			return answer("model " + res.Model + " said " + tc.Text), nil
+			return "model " + res.Model + " said " + tc.Text
 		}
-		return answer("model " + res.Model + " said no text"), nil
-	})
+		return "model " + res.Model + " said no text"
+	}))
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "ask fixture:", err)
 	}
