@@ -51,17 +51,14 @@ func (srv *server) refused(kind string, reason error) {
 }
 
 // asker is the call a server's question belongs to and the caller's
-// notifier of it, when the caller can answer (as): the one call in flight
+// notifier of it, when that can answer (is a T): the one call in flight
 // on the server (the SDK's request names no call; see only). Its context
 // is the call's, for the call's deadline and values (the caller's client
 // sends the question on the call's own stream), ended as well when the
 // server cancels the question (ctx, the SDK's).
 func asker[T engine.CallNotifier](ctx context.Context, srv *server) (T, context.Context, context.CancelFunc, error) {
 	var none T
-	srv.mu.Lock()
-	calls := srv.following.calls
-	srv.mu.Unlock()
-	call := srv.only()
+	call, calls := srv.only()
 	q, ok := call.n.(T)
 	switch {
 	case calls == 0:

@@ -83,7 +83,8 @@ func (srv *server) progress(_ context.Context, p *sdk.ProgressNotificationParams
 // A log message names no call: with two calls in flight it could be
 // either's, and one caller must not read what may be another's.
 func (srv *server) forwardLog(p *sdk.LoggingMessageParams) {
-	n := srv.only().n
+	call, _ := srv.only()
+	n := call.n
 	if n == nil {
 		return
 	}
@@ -95,16 +96,16 @@ func (srv *server) forwardLog(p *sdk.LoggingMessageParams) {
 }
 
 // only is the one call in flight when there is exactly one and its caller
-// takes notifications; else its n is nil. What a server sends unasked
-// names no call (a log message, a request of its own): with two calls in
-// flight it could be either's.
-func (srv *server) only() followed {
+// takes notifications (else its n is nil), and how many calls are in
+// flight. What a server sends unasked names no call (a log message, a
+// request of its own): with two calls in flight it could be either's.
+func (srv *server) only() (followed, int) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.following.calls == 1 {
 		for _, c := range srv.following.by {
-			return c
+			return c, 1
 		}
 	}
-	return followed{}
+	return followed{}, srv.following.calls
 }
