@@ -68,6 +68,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -121,6 +122,12 @@ type Config struct {
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
+	// AuthPrompt, when set, is where Open's [[mcp_servers]] print an OAuth
+	// authorization URL for the user, whose browser step then completes
+	// within the entry's startup_timeout (mcp.ServersOptions.AuthPrompt):
+	// a command sets it to a terminal. Nil (an unattended run): such a
+	// server without usable cached tokens, and no BROWSER, fails at start.
+	AuthPrompt io.Writer `toml:"-"`
 
 	src []byte // the file's contents, to locate keys in later errors
 }

@@ -64,7 +64,7 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	for _, p := range c.Plugins {
 		configured = append(configured, loader.Extender(p.HostConfig(), p.MiddlewareConfig()))
 	}
-	servers := mcp.NewServers(mcpServers, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool})
+	servers := mcp.NewServers(mcpServers, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool, AuthPrompt: c.AuthPrompt})
 	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))
 	all = append(all, opts...)
 	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))

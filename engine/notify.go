@@ -60,6 +60,19 @@ type CallSampler interface {
 	CreateMessage(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
 }
 
+// Bounds of what a tool's question to its caller carries, whoever asks (a
+// plugin's create_elicitation and create_message, an MCP server's
+// elicitation/create and sampling/createMessage through morph's client):
+// MaxElicitAnswer the user's answer, a form, not a file (a longer one is a
+// decline); MaxSamplingRequest the conversation sent the caller's model, not
+// a bulk upload through its client's connection; MaxSamplingAnswer the
+// model's answer (a longer one is an error).
+const (
+	MaxElicitAnswer    = 64 << 10
+	MaxSamplingRequest = 1 << 20
+	MaxSamplingAnswer  = 1 << 20
+)
+
 // ErrNoSampling marks a sampling request no one can answer: the call has
 // no caller that samples (morph run, an MCP client without the sampling
 // capability).

@@ -358,6 +358,7 @@ type server struct {
 	update    func(context.Context, []engine.Tool) error // the engine's, from WatchTools
 	closed    bool
 	following following // the calls in flight (client_notify.go)
+	asks      asks      // what a server's questions left to say (client_ask.go)
 
 	restarting sync.Mutex  // held by the one restart under way (revive)
 	restarts   []time.Time // the restarts within restartWindow; restarting
@@ -546,7 +547,9 @@ func (srv *server) dial(ctx context.Context) (*conn, error) {
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "morph", Version: srv.opts.Version}, &sdk.ClientOptions{
 		Logger:                      srv.log,
-		Capabilities:                &sdk.ClientCapabilities{}, // no roots, sampling or elicitation: morph lends nothing
+		Capabilities:                &sdk.ClientCapabilities{}, // no roots; the handlers below add sampling and elicitation
+		ElicitationHandler:          srv.elicit,                // relayed to a call's caller (client_ask.go)
+		CreateMessageHandler:        srv.createMessage,
 		ToolListChangedHandler:      srv.listChanged,
 		LoggingMessageHandler:       srv.logMessage,
 		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) { srv.progress(ctx, req.Params) },

@@ -21,15 +21,23 @@ const maxForwardedLogBytes = 64 << 10
 // call's context: `morph mcp serve`'s client, or an embedder's).
 type following struct {
 	next  int64
-	calls int                            // calls in flight
-	by    map[string]engine.CallNotifier // the callers that take notifications, by the progress token sent for them
+	calls int                 // calls in flight
+	by    map[string]followed // the calls whose callers take notifications, by the progress token sent for them
 }
 
-// follow counts a call in and, when its caller takes notifications (n not
-// nil), gives it a token of the server's own (the caller's token cannot
-// be trusted unique among callers), sent as the call's progressToken when
-// the caller has a token itself. done counts the call out.
-func (srv *server) follow(n engine.CallNotifier, p *sdk.CallToolParams) (done func()) {
+// followed is a call in flight whose caller takes notifications.
+type followed struct {
+	n   engine.CallNotifier
+	ctx context.Context // the call's: its deadline bounds a question relayed to its caller (client_ask.go)
+}
+
+// follow counts a call in and, when its caller takes notifications (the
+// call's context ctx has an engine.CallNotifier), gives it a token of the
+// server's own (the caller's token cannot be trusted unique among
+// callers), sent as the call's progressToken when the caller has a token
+// itself. done counts the call out.
+func (srv *server) follow(ctx context.Context, p *sdk.CallToolParams) (done func()) {
+	n := engine.CallNotifierOf(ctx)
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	f := &srv.following
@@ -39,9 +47,9 @@ func (srv *server) follow(n engine.CallNotifier, p *sdk.CallToolParams) (done fu
 		f.next++
 		token = "morph-" + strconv.FormatInt(f.next, 10)
 		if f.by == nil {
-			f.by = map[string]engine.CallNotifier{}
+			f.by = map[string]followed{}
 		}
-		f.by[token] = n
+		f.by[token] = followed{n: n, ctx: ctx}
 		if n.ProgressToken() != nil {
 			p.SetProgressToken(token)
 		}
@@ -63,7 +71,7 @@ func (srv *server) progress(_ context.Context, p *sdk.ProgressNotificationParams
 		return
 	}
 	srv.mu.Lock()
-	n := srv.following.by[token]
+	n := srv.following.by[token].n
 	srv.mu.Unlock()
 	if n != nil && n.ProgressToken() != nil {
 		n.Progress(p.Progress, p.Total, p.Message)
@@ -75,14 +83,8 @@ func (srv *server) progress(_ context.Context, p *sdk.ProgressNotificationParams
 // A log message names no call: with two calls in flight it could be
 // either's, and one caller must not read what may be another's.
 func (srv *server) forwardLog(p *sdk.LoggingMessageParams) {
-	srv.mu.Lock()
-	var n engine.CallNotifier
-	if srv.following.calls == 1 {
-		for _, only := range srv.following.by {
-			n = only
-		}
-	}
-	srv.mu.Unlock()
+	call, _ := srv.only()
+	n := call.n
 	if n == nil {
 		return
 	}
@@ -91,4 +93,19 @@ func (srv *server) forwardLog(p *sdk.LoggingMessageParams) {
 		data, _ = json.Marshal(fmt.Sprintf("(log data of %d bytes not forwarded, over %d)", len(data), maxForwardedLogBytes))
 	}
 	n.Log(string(p.Level), p.Logger, data)
+}
+
+// only is the one call in flight when there is exactly one and its caller
+// takes notifications (else its n is nil), and how many calls are in
+// flight. What a server sends unasked names no call (a log message, a
+// request of its own): with two calls in flight it could be either's.
+func (srv *server) only() (followed, int) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.following.calls == 1 {
+		for _, c := range srv.following.by {
+			return c, 1
+		}
+	}
+	return followed{}, srv.following.calls
 }

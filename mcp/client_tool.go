@@ -196,7 +196,7 @@ func (t *remoteTool) ExecuteImages(ctx context.Context, params map[string]any) (
 	callCtx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout)
 	defer cancel()
 	p := &sdk.CallToolParams{Name: t.remote, Arguments: params}
-	defer srv.follow(engine.CallNotifierOf(ctx), p)()
+	defer srv.follow(callCtx, p)()
 	res, err := c.cs.CallTool(callCtx, p)
 	var rpcErr *jsonrpc.Error
 	switch {

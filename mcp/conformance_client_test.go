@@ -230,9 +230,9 @@ var conformancePass = map[string]struct{}{
 // conformanceFail are the client scenarios morph's client does not pass,
 // and why.
 var conformanceFail = map[string]string{
-	"elicitation-sep1034-client-defaults": "morph's client declares no elicitation capability: an unattended agent has " +
-		"nobody to ask, and accepting a server's form with its defaults on the user's behalf is not a decision a client " +
-		"should make (the server is told no)",
+	"elicitation-sep1034-client-defaults": "morph's client relays a server's elicitation to the caller of the call " +
+		"(morph mcp serve's client); under morph run, as here, there is nobody to ask, and accepting a server's form " +
+		"with its defaults on the user's behalf is not a decision a client should make: it declines",
 	"auth/2025-03-26-oauth-metadata-backcompat": "the authorization server's metadata at the server's root names " +
 		"another issuer (…/oauth); the go-sdk refuses metadata whose issuer is not the one it was fetched for " +
 		"(RFC 8414 §3.3), a check morph keeps",

@@ -50,7 +50,10 @@
 // JSON ones whole); calls are bounded by a timeout, results by a size,
 // tools/list by a count; and every failure is a *ServerError naming the
 // server (RATIONALE.md, "MCP servers as plugins, prefixed by default,
-// restarted within bounds").
+// restarted within bounds"). A server's progress, log messages,
+// elicitations and sampling requests during a call reach that call's
+// caller (client_notify.go, client_ask.go), those that name no call only
+// while it is the server's one call in flight.
 //
 // Served: tools over stdio and Streamable HTTP (Server.Handler), their
 // results as text, images (the images a model would get), other content

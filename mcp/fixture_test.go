@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -9,8 +10,11 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // fixtureEnv names the fixture a re-executed test binary becomes: an MCP
@@ -35,6 +39,9 @@ func init() {
 	case "sleeper": // a grandchild that ignores SIGTERM, for the process group test
 		signal.Ignore(syscall.SIGTERM)
 		time.Sleep(10 * time.Minute)
+		os.Exit(0)
+	case "ask":
+		askFixture()
 		os.Exit(0)
 	default:
 		fixture(mode)
@@ -202,5 +209,75 @@ func fixture(mode string) {
 				send(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
 			}
 		}
+	}
+}
+
+// askFixture is the fixture's mode "ask": an MCP server on the SDK (over
+// standard input and output) whose tools ask their client during the
+// call: elicit (elicitation/create for a name; it answers the action and
+// the name), sample (sampling/createMessage; it answers the model's text,
+// or the error), each once or its argument "times" times, a line an
+// answer. With an argument "together" of n, calls ask only once n of them
+// are in their handlers, and answer only once all n got their answers: n
+// calls in flight at once, for as long as each question lasts.
+func askFixture() {
+	var mu sync.Mutex
+	waiting, round := 0, 0
+	wake := sync.NewCond(&mu)
+	barrier := func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if waiting++; waiting >= n {
+			waiting, round = 0, round+1
+			wake.Broadcast()
+			return
+		}
+		for r := round; r == round; {
+			wake.Wait()
+		}
+	}
+	// asking is a tool that asks once, or "times" times, a line of its
+	// answer each.
+	asking := func(ask func(context.Context, *sdk.ServerSession) string) sdk.ToolHandler {
+		return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var args struct {
+				Together int `json:"together"`
+				Times    int `json:"times"`
+			}
+			json.Unmarshal(req.Params.Arguments, &args)
+			if args.Together > 1 {
+				barrier(args.Together)
+				defer barrier(args.Together)
+			}
+			var lines []string
+			for range max(1, args.Times) {
+				lines = append(lines, ask(ctx, req.Session))
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Join(lines, "\n")}}}, nil
+		}
+	}
+	schema := map[string]any{"type": "object", "properties": map[string]any{"together": map[string]any{"type": "integer"}, "times": map[string]any{"type": "integer"}}}
+	s := sdk.NewServer(&sdk.Implementation{Name: "ask", Version: "1"}, nil)
+	s.AddTool(&sdk.Tool{Name: "elicit", InputSchema: schema}, asking(func(ctx context.Context, ss *sdk.ServerSession) string {
+		res, err := ss.Elicit(ctx, &sdk.ElicitParams{Message: "Your name?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return "elicitation failed: " + err.Error()
+		}
+		return fmt.Sprint(res.Action, " ", res.Content["name"])
+	}))
+	s.AddTool(&sdk.Tool{Name: "sample", InputSchema: schema}, asking(func(ctx context.Context, ss *sdk.ServerSession) string {
+		res, err := ss.CreateMessage(ctx, &sdk.CreateMessageParams{MaxTokens: 10,
+			Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: "Say hi"}}}})
+		if err != nil {
+			return "sampling failed: " + err.Error()
+		}
+		if tc, ok := res.Content.(*sdk.TextContent); ok {
+			return "model " + res.Model + " said " + tc.Text
+		}
+		return "model " + res.Model + " said no text"
+	}))
+	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "ask fixture:", err)
 	}
 }

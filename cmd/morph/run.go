@@ -258,6 +258,11 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if f.maxSteps > 0 {
 		cfg.Agent.MaxSteps = f.maxSteps
 	}
+	// On a terminal an [[mcp_servers]] entry's OAuth authorization URL is
+	// printed (escaped) for the user to open, rather than the start failing.
+	if w, ok := stderr.(*os.File); ok && isTerminal(w) {
+		cfg.AuthPrompt = stderr
+	}
 
 	// The engine logs its warnings, which the progress lines already show;
 	// without -v it only gets to log errors.

@@ -10,15 +10,6 @@ import (
 	"github.com/morphhost/morph/host/internal/guest"
 )
 
-// maxSamplingRequest bounds the request a plugin's create_message sends the
-// client (its messages, images included): a conversation for a model to
-// answer, not a bulk upload through the client's connection.
-const maxSamplingRequest = 1 << 20
-
-// maxSamplingAnswer bounds the client's answer a plugin gets (as does the
-// plugin's input limit, when lower); a longer one is an error result.
-const maxSamplingAnswer = 1 << 20
-
 // JSON-RPC error codes of create_message's error results: codeNoSampling
 // is what a client without sampling answers sampling/createMessage
 // (method not found), codeInvalidParams a request that is not MCP's,
@@ -77,7 +68,7 @@ func createMessage(env guest.Env) func(context.Context, guest.BlockMemory, []uin
 			return err
 		}
 		// An answer over the plugin's input limit could not be written to it.
-		answer, code, reason := sample(ctx, env, params, min(maxSamplingAnswer, guestOf(ctx).m.maxInput))
+		answer, code, reason := sample(ctx, env, params, min(engine.MaxSamplingAnswer, guestOf(ctx).m.maxInput))
 		if reason != nil {
 			guestOf(ctx).state.Log().Warn(ctx, "create_message answered an error", "error", reason)
 			answer, _ = json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": reason.Error()}})
@@ -90,8 +81,8 @@ func createMessage(env guest.Env) func(context.Context, guest.BlockMemory, []uin
 // sample relays params to the call's CallSampler, and is its answer (at
 // most maxAnswer bytes), or the error code and reason it is not.
 func sample(ctx context.Context, env guest.Env, params []byte, maxAnswer int) (json.RawMessage, int, error) {
-	if len(params) > maxSamplingRequest {
-		return nil, codeInvalidParams, fmt.Errorf("the request is %d bytes, over the limit of %d", len(params), maxSamplingRequest)
+	if len(params) > engine.MaxSamplingRequest {
+		return nil, codeInvalidParams, fmt.Errorf("the request is %d bytes, over the limit of %d", len(params), engine.MaxSamplingRequest)
 	}
 	var req samplingRequest
 	err := guest.DecodeJSON(params, env.Limits.MaxJSONDepth, &req)

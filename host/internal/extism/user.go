@@ -111,11 +111,6 @@ func builtinUser(env guest.Env) []guest.HostFunc {
 	}
 }
 
-// maxElicitAnswer bounds the answer to an elicitation a plugin gets (or
-// the plugin's input limit, when lower); a longer one is a decline (the
-// client's user wrote a form, not a file).
-const maxElicitAnswer = 64 << 10
-
 // elicit is create_elicitation: the caller's user's answer, or a decline.
 func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err error) {
 	answer := []byte(`{"action":"decline"}`)
@@ -129,7 +124,7 @@ func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err err
 		cancel()
 		// Over the plugin's input limit the answer could not be written
 		// to it: the call would trap.
-		limit := min(maxElicitAnswer, guestOf(ctx).m.maxInput)
+		limit := min(engine.MaxElicitAnswer, guestOf(ctx).m.maxInput)
 		switch {
 		case err != nil:
 			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client did not answer", "error", err)
