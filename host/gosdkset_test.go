@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	sdk "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/internal/testenv"
@@ -86,7 +88,7 @@ func TestGoSDKTestSet(t *testing.T) {
 		w.Header()["Date"] = nil // no Date header: the answer is the same on every run
 		w.Write([]byte("<p>hi</p>"))
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the parallel rows
 	local := Grants{Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}}
 	headersIn, err := json.Marshal(map[string]string{"url": srv.URL + "/"})
 	if err != nil {
@@ -228,6 +230,7 @@ func TestGoSDKTestSet(t *testing.T) {
 	ctx := context.Background()
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel() // most of the time is compiling standard Go guests: two cores do it in half
 			cfg := Config{Path: filepath.Join(dir, r.file+".wasm"), Name: strings.ReplaceAll(r.name, " ", "-"),
 				Values: r.values, Grants: r.grants, HostFunctions: r.hosts,
 				// one instance: calls see the state of the ones before, as
@@ -285,7 +288,8 @@ func goSDKAgrees(t *testing.T, dir string, r sdkRow) {
 		}
 		m.Wasm = append(m.Wasm, sdk.WasmData{Data: wasm, Name: name})
 	}
-	pl, err := sdk.NewPlugin(ctx, m, sdk.PluginConfig{EnableWasi: true}, nil)
+	pl, err := sdk.NewPlugin(ctx, m, sdk.PluginConfig{EnableWasi: true,
+		RuntimeConfig: wazero.NewRuntimeConfigInterpreter().WithCompilationCache(goSDKCache())}, nil)
 	if err != nil {
 		t.Fatalf("go-sdk: %v", err)
 	}
@@ -303,6 +307,12 @@ func goSDKAgrees(t *testing.T, dir string, r sdkRow) {
 		}
 	}
 }
+
+// goSDKCache is the compilation cache of go-sdk's runs of the set (on
+// wazero's interpreter: the same semantics, without compiling each
+// standard Go module a second time, seconds each): a module of several
+// rows (exit.wasm, config.wasm) is read once.
+var goSDKCache = sync.OnceValue(wazero.NewCompilationCache)
 
 func hasTool(tools []ExportTool, export string) bool {
 	for _, tool := range tools {
