@@ -129,10 +129,12 @@ func TestGoSDKTestSet(t *testing.T) {
 
 	rows := []sdkRow{
 		// alloc.wasm allocates and writes blocks in a loop, one store_u8 a
-		// byte: go-sdk's kernel makes each a call into its wasm kernel, and
-		// the call outlives its deadline in morph as in go-sdk (go-sdk's
-		// TestAlloc has no timeout). Slice C of issue 27 (the kernel in Go)
-		// makes it finish: this row then expects success.
+		// byte: go-sdk's kernel makes each a call into its wasm kernel, so
+		// that the call takes seconds (6 s in go-sdk alone, no -race, on a
+		// 2-core machine; its TestAlloc has no timeout) and outlives a
+		// 500 ms deadline in morph, twelve times over. Slice C of issue 27
+		// (the kernel in Go) makes it finish well within it: this row then
+		// expects success.
 		{name: "alloc", file: "alloc", timeout: 500 * time.Millisecond,
 			calls: []sdkCall{{export: "run_test", kind: ErrTimeout, want: "deadline exceeded"}}},
 		{name: "config", file: "config", values: map[string]string{"thing": "hello"}, oracle: true,
