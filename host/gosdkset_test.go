@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,23 +97,19 @@ func TestGoSDKTestSet(t *testing.T) {
 	}
 
 	i64 := []api.ValueType{api.ValueTypeI64}
-	// upper answers its string argument in capitals (host_memory.wasm's
-	// to_upper); prefix answers it after a prefix (host_multiple.wasm's).
-	upper := func(_ context.Context, call *HostCall, stack []uint64) error {
-		b, err := call.Read(stack[0])
-		if err == nil {
-			stack[0], err = call.Write(bytes.ToUpper(b))
-		}
-		return err
-	}
-	prefix := func(p string) func(context.Context, *HostCall, []uint64) error {
+	// rewrite is a host function answering f of its string argument:
+	// host_memory.wasm's to_upper, host_multiple.wasm's prefixes.
+	rewrite := func(f func([]byte) []byte) func(context.Context, *HostCall, []uint64) error {
 		return func(_ context.Context, call *HostCall, stack []uint64) error {
 			b, err := call.Read(stack[0])
 			if err == nil {
-				stack[0], err = call.Write(append([]byte(p), b...))
+				stack[0], err = call.Write(f(b))
 			}
 			return err
 		}
+	}
+	prefix := func(p string) func(context.Context, *HostCall, []uint64) error {
+		return rewrite(func(b []byte) []byte { return append([]byte(p), b...) })
 	}
 	mult := func(_ context.Context, _ *HostCall, stack []uint64) error {
 		stack[0] = api.EncodeI32(api.DecodeI32(stack[0]) * api.DecodeI32(stack[1]))
@@ -176,7 +173,7 @@ func TestGoSDKTestSet(t *testing.T) {
 			hosts: []HostFunction{{Name: "mult", Params: append(i64, i64...), Results: i64, Func: mult}},
 			calls: []sdkCall{{export: "run_test", want: "42 x 2 = 84"}}},
 		{name: "host_memory", file: "host_memory",
-			hosts: []HostFunction{{Module: "host", Name: "to_upper", Params: i64, Results: i64, Func: upper}},
+			hosts: []HostFunction{{Module: "host", Name: "to_upper", Params: i64, Results: i64, Func: rewrite(bytes.ToUpper)}},
 			calls: []sdkCall{{export: "run_test", in: "Frodo", want: "HELLO FRODO!"}}},
 		{name: "host_multiple", file: "host_multiple",
 			hosts: []HostFunction{
@@ -228,6 +225,19 @@ func TestGoSDKTestSet(t *testing.T) {
 		{name: "var", file: "var", oracle: true, calls: []sdkCall{{export: "run_test", want: "a: 0"}, {export: "run_test", want: "a: 0"}}},
 	}
 
+	// Every module of the set has a row: a go-sdk upgrade that adds one
+	// fails here until it has.
+	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".wasm")
+		if !slices.ContainsFunc(rows, func(r sdkRow) bool { return r.file == name || slices.Contains(r.modules, name) }) {
+			t.Errorf("%s has no row in TestGoSDKTestSet: add what go-sdk's extism_test.go expects of it", f)
+		}
+	}
+
 	l, logs := extismLoader()
 	ctx := context.Background()
 	for _, r := range rows {
@@ -242,7 +252,7 @@ func TestGoSDKTestSet(t *testing.T) {
 				cfg.Modules = append(cfg.Modules, LinkedModule{Name: m, Path: filepath.Join(dir, m+".wasm")})
 			}
 			for _, c := range r.calls {
-				if !hasTool(cfg.Tools, c.export) {
+				if !slices.ContainsFunc(cfg.Tools, func(tool ExportTool) bool { return tool.Export == c.export }) {
 					cfg.Tools = append(cfg.Tools, ExportTool{Export: c.export, Name: sdkToolName(c.export), Input: "field:input"})
 				}
 			}
@@ -315,15 +325,6 @@ func goSDKAgrees(t *testing.T, dir string, r sdkRow) {
 // standard Go module a second time, seconds each): a module of several
 // rows (exit.wasm, config.wasm) is read once.
 var goSDKCache = sync.OnceValue(wazero.NewCompilationCache)
-
-func hasTool(tools []ExportTool, export string) bool {
-	for _, tool := range tools {
-		if tool.Export == export {
-			return true
-		}
-	}
-	return false
-}
 
 // sdkToolName is the tool an export of the set is configured as: its name,
 // without a command module's leading underscore.
