@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	sdk "github.com/extism/go-sdk"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
@@ -490,32 +493,85 @@ func (echoTool) Execute(context.Context, map[string]any) (string, error) {
 	return "ok", nil
 }
 
-// BenchmarkExtismCall is the Extism loader's call path on a warm instance:
-// extism-hooks' build_prompt with a 1 KB PromptInput, the same work as the
-// go-hooks example's (BenchmarkCall/go-hooks/1KB), both standard Go guests.
+// BenchmarkExtismCall is an Extism plugin's call on a warm instance
+// against go-sdk's own: extism-hooks' build_prompt (standard Go, go-pdk)
+// with a 100 B and a 1 KB PromptInput, called
+//   - gosdk-bare: through go-sdk as its README calls a plugin
+//     (NewCompiledPlugin, Instance, Plugin.Call), with no timeout;
+//   - gosdk-timeout: the same with Manifest.Timeout, morph's default call
+//     timeout (go-sdk then closes the module when the call's context ends);
+//   - morph-extism: through morph's Extism loader;
+//   - native: the go-hooks example, the same logic on morph's own ABI.
+//
+// scripts/bench.sh (make bench BENCH=extism) compares them, one run's rounds
+// alternating the contenders.
 func BenchmarkExtismCall(b *testing.B) {
-	ctx := context.Background()
-	for _, g := range []struct{ name, path string }{
-		{"extism-hooks", extismGuestWasm(b, "hooks")},
-		{"go-hooks", goHooksStd.wasm(b)},
-	} {
-		b.Run(g.name, func(b *testing.B) {
-			p := load(b, newLoader(b), Config{Path: g.path})
+	hooks := extismGuestWasm(b, "hooks")
+	calls := []struct {
+		name string
+		call func(b *testing.B) func(in []byte) ([]byte, error)
+	}{
+		{"gosdk-bare", func(b *testing.B) func([]byte) ([]byte, error) { return goSDKBuildPrompt(b, hooks, 0) }},
+		{"gosdk-timeout", func(b *testing.B) func([]byte) ([]byte, error) {
+			return goSDKBuildPrompt(b, hooks, uint64(DefaultTimeout.Milliseconds()))
+		}},
+		{"morph-extism", func(b *testing.B) func([]byte) ([]byte, error) { return morphBuildPrompt(b, hooks) }},
+		{"native", func(b *testing.B) func([]byte) ([]byte, error) { return morphBuildPrompt(b, goHooksStd.wasm(b)) }},
+	}
+	for _, c := range calls {
+		b.Run(c.name, func(b *testing.B) {
+			call := c.call(b)
+			if _, err := call(jsonPayload(benchSizes[0].n)); err != nil { // go-sdk initializes the guest in the first call
+				b.Fatal(err)
+			}
 			for _, s := range benchSizes[:2] {
-				in, err := json.Marshal(abi.PromptInput{Task: strings.Repeat("x", s.n-len(`{"task":""}`))})
-				if err != nil {
-					b.Fatal(err)
-				}
+				in := jsonPayload(s.n)
 				b.Run(s.name, func(b *testing.B) {
 					b.SetBytes(int64(len(in)))
 					b.ReportAllocs()
 					for b.Loop() {
-						if out, err := p.Call(ctx, abi.ExportBuildPrompt, in); err != nil || len(out) == 0 {
+						if out, err := call(in); err != nil || len(out) == 0 {
 							b.Fatalf("%d bytes, %v", len(out), err)
 						}
 					}
 				})
 			}
 		})
+	}
+}
+
+// morphBuildPrompt is build_prompt of a plugin of the module at path, loaded
+// by morph with the defaults.
+func morphBuildPrompt(b *testing.B, path string) func([]byte) ([]byte, error) {
+	p := load(b, newLoader(b), Config{Path: path})
+	return func(in []byte) ([]byte, error) { return p.Call(context.Background(), abi.ExportBuildPrompt, in) }
+}
+
+// goSDKBuildPrompt is build_prompt of the Extism module at path through
+// go-sdk alone, as its README calls a plugin; timeoutMS is
+// Manifest.Timeout (0: none).
+func goSDKBuildPrompt(b *testing.B, path string, timeoutMS uint64) func([]byte) ([]byte, error) {
+	ctx := context.Background()
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := sdk.NewCompiledPlugin(ctx, sdk.Manifest{Wasm: []sdk.Wasm{sdk.WasmData{Data: wasm}}, Timeout: timeoutMS},
+		sdk.PluginConfig{EnableWasi: true}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close(ctx) })
+	pl, err := c.Instance(ctx, sdk.PluginInstanceConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { pl.Close(ctx) })
+	return func(in []byte) ([]byte, error) {
+		rc, out, err := pl.Call(abi.ExportBuildPrompt, in)
+		if err == nil && rc != 0 {
+			err = fmt.Errorf("go-sdk: %s returned %d", abi.ExportBuildPrompt, rc)
+		}
+		return out, err
 	}
 }

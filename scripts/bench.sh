@@ -83,6 +83,21 @@ compare_call() {
   echo
 }
 
+# The extism group's comparison, within the one run: an Extism plugin's
+# call through go-sdk as its README makes it (no timeout, and with
+# Manifest.Timeout), through morph's Extism loader, and the same logic on
+# morph's native ABI (the go-hooks example), each against go-sdk's bare call.
+compare_extism() {
+  local f=$OUT/extism.txt c
+  for c in gosdk-bare gosdk-timeout morph-extism native; do
+    sed -n "s#^BenchmarkExtismCall/$c/\\([^ ]*\\)#BenchmarkExtismCall/\\1#p" "$f" > "$OUT/extism-$c.txt"
+  done
+  echo "## extism: go-sdk's warm call against morph's, same guest logic, same payload"
+  "$BENCHSTAT" -filter '.unit:(sec/op OR allocs/op)' gosdk-bare="$OUT/extism-gosdk-bare.txt" \
+    gosdk-timeout="$OUT/extism-gosdk-timeout.txt" morph-extism="$OUT/extism-morph-extism.txt" native="$OUT/extism-native.txt"
+  echo
+}
+
 want=" $* "
 mkdir -p "$OUT"
 ran=0
@@ -103,6 +118,7 @@ while read -r name pkg pattern benchtime flags; do
   "$BENCHSTAT" "$OUT/$name.txt"
   echo
   if [ "$name" = call ]; then compare_call; fi
+  if [ "$name" = extism ]; then compare_extism; fi
 done < <(groups)
 if [ "$ran" = 0 ]; then
   echo "no group named: $*; the groups are: $(groups | awk '{print $1}' | xargs)" >&2
