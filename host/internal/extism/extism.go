@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/extism/go-sdk"
@@ -196,6 +197,8 @@ func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Exp
 		Memory: &sdk.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(env.Limits.MaxOutputBytes)},
 		Config: env.Values,
 	}
+	compileMu.Lock()
+	defer compileMu.Unlock()
 	m.compiled, err = sdk.NewCompiledPlugin(guest.WithWASIGuard(ctx), manifest, sdk.PluginConfig{ // see wasiGuard
 		RuntimeConfig: wazero.NewRuntimeConfig().
 			WithCompilationCache(env.Cache).
@@ -208,6 +211,15 @@ func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Exp
 	}
 	return m, nil, nil
 }
+
+// compileMu makes Extism compilations one at a time. Runtimes that share
+// a compilation cache share wazero's engine, and its CompileModule sets
+// the listeners of a module it already holds without a lock (wazevo
+// engine.go, wazero v1.12.0): go-sdk compiles its kernel into every
+// plugin's runtime, with morph's WASI guard as listener factory, so two
+// Extism loads at once wrote the same compiled kernel (a data race the
+// race detector reported with parallel loads).
+var compileMu sync.Mutex
 
 // prepare is wasm as go-sdk compiles it: the imports morph overrides
 // renamed to its namespace, its tables capped.
