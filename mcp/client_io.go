@@ -82,7 +82,7 @@ type stdioClient struct {
 
 // Connect starts the reader.
 func (t *stdioClient) Connect(context.Context) (sdk.Connection, error) {
-	sc := &stdioClientConn{t: t, in: make(chan jsonrpc.Message), readErr: make(chan error, 1), closed: make(chan struct{})}
+	sc := &stdioClientConn{t: t, in: make(chan jsonrpc.Message), readErr: make(chan error, 1), wmu: make(chan struct{}, 1), closed: make(chan struct{})}
 	go sc.read()
 	return sc, nil
 }
@@ -92,7 +92,7 @@ type stdioClientConn struct {
 	t       *stdioClient
 	in      chan jsonrpc.Message
 	readErr chan error // the reader's end (io.EOF when the server closed its output)
-	wmu     sync.Mutex
+	wmu     chan struct{} // one slot: held by the write under way
 	once    sync.Once
 	closed  chan struct{}
 }
@@ -114,17 +114,53 @@ func (sc *stdioClientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// Write writes msg as one line, as the SDK's IOTransport does: a server
-// that does not read its input holds the writer, until the connection is
-// closed.
-func (sc *stdioClientConn) Write(_ context.Context, msg jsonrpc.Message) error {
+// Write writes msg as one line, within ctx: a server that does not read
+// its input holds a write only until the call's context ends (its
+// timeout, its caller's cancel), and the writes queued behind it no
+// longer than theirs. A write cut short leaves part of a line on the
+// server's input, which nothing can follow: the connection is then marked
+// broken and closed, so that the calls on it fail and the next one
+// restarts the server. (The SDK's IOTransport blocks until the
+// connection is closed.)
+func (sc *stdioClientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	b, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("mcp: encoding a message: %w", err)
 	}
-	sc.wmu.Lock()
-	defer sc.wmu.Unlock()
-	_, err = sc.t.w.Write(append(b, '\n'))
+	select {
+	case sc.wmu <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-sc.closed:
+		return io.ErrClosedPipe
+	}
+	defer func() { <-sc.wmu }()
+	line := append(b, '\n')
+	f, pollable := sc.t.w.(*os.File)
+	if !pollable {
+		_, err = sc.t.w.Write(line)
+		return err
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		f.SetWriteDeadline(time.Now()) // ends the write under way
+		close(fired)
+	})
+	n, err := f.Write(line)
+	if !stop() {
+		<-fired
+		if err == nil || n == 0 { // the line was written whole, or not at all: the connection goes on
+			f.SetWriteDeadline(time.Time{})
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		if n > 0 {
+			sc.t.c.broke(fmt.Errorf("%w: the server did not read its input: a message cut after %d of its %d bytes when its call ended (%w)",
+				ErrServerDown, n, len(line), context.Cause(ctx)))
+			sc.Close()
+		}
+		return ctx.Err()
+	}
 	return err
 }
 

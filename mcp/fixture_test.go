@@ -50,7 +50,8 @@ func init() {
 }
 
 // fixture serves MCP on standard input and output. Modes: "ok" (every
-// tool below answers), "mute" (never answers anything). Tools: echo, image,
+// tool below answers), "mute" (never answers anything), "deaf" (stops reading
+// its input in sleep). Tools: echo, image,
 // structured, fail (isError), sleep (never answers; says on standard error
 // that it sleeps, and when it is cancelled), crash (exits mid-call), huge (an answer of "mib"
 // MiB, 5 unless given, on one line), lines (5 MiB of JSON, a line per
@@ -133,6 +134,9 @@ func fixture(mode string) {
 				result(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "no such file"}}, "isError": true})
 			case "sleep":
 				fmt.Fprintf(os.Stderr, "sleeping in request %s\n", req.ID)
+				if mode == "deaf" { // stops reading its input
+					select {}
+				}
 			case "crash":
 				fmt.Fprintln(os.Stderr, "fixture: crashing now \x1b[31m")
 				os.Exit(3)

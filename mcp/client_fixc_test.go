@@ -1,0 +1,58 @@
+package mcp_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/morphhost/morph/mcp"
+)
+
+// A stdio server that stops reading its input: a call whose request does
+// not fit the pipe still ends within its timeout (the write is cut, the
+// connection broken), and closing the servers returns: the process group
+// is killed after StopGrace whatever the SDK's session close does.
+func TestClientDeafServerCallTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "deaf")
+	cfg.Timeout = 2 * time.Second
+	cfg.StopGrace = time.Second
+	eng, servers, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep, _ := eng.Registry().Get("fx.sleep")
+	echo, _ := eng.Registry().Get("fx.echo")
+	if sleep == nil || echo == nil {
+		t.Fatalf("tools: %v", eng.Registry().Names())
+	}
+	go sleep.Execute(context.Background(), nil) // the server stops reading
+	time.Sleep(500 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := echo.Execute(context.Background(), map[string]any{"message": strings.Repeat("x", 1<<20)})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, mcp.ErrCallTimeout) && !errors.Is(err, mcp.ErrServerDown) {
+			t.Errorf("err %v, want ErrCallTimeout or ErrServerDown", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("a call with a 2s timeout still blocked after 45s: the request's write ignores its context")
+	}
+	closed := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		servers.Close(ctx)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(45 * time.Second):
+		t.Fatal("Servers.Close with a 10s deadline did not return within 45s")
+	}
+}
