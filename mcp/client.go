@@ -682,28 +682,59 @@ func (c *conn) close(ctx context.Context) error {
 	return c.closeErr
 }
 
-// end is close's work.
+// end is close's work. The session's close does not gate the rest: the
+// SDK's waits for the requests in flight, whose writes a stdio server that
+// does not read its input would hold; so after StopGrace (or ctx) the
+// process group is killed and the pipes closed in any case, which ends
+// those writes, and the session's close is then waited for a bounded time.
 func (c *conn) end(ctx context.Context) error {
-	var err error
+	csDone := make(chan error, 1)
 	if c.cs != nil {
-		err = c.cs.Close()
+		go func() { csDone <- c.cs.Close() }()
+	} else {
+		csDone <- nil
 	}
-	c.closed()
+	var err error
 	if c.cmd == nil {
-		return nil
+		select {
+		case err = <-csDone:
+			c.closed()
+		case <-ctx.Done():
+			c.closed() // ends the HTTP requests the close waits for
+			err = c.waitClose(csDone)
+		}
+	} else {
+		if c.cs == nil { // the session never began: its pipes are still open
+			c.closePipes()
+		}
+		select {
+		case <-c.exited:
+		case <-time.After(c.srv.cfg.StopGrace):
+		case <-ctx.Done():
+		}
+		killGroup(c.cmd)
+		c.closePipes() // a write held by a server that did not read ends
+		<-c.exited
+		c.closed()
+		err = c.waitClose(csDone)
 	}
-	if c.cs == nil { // the session never began: its pipes are still open
-		c.closePipes()
-	}
-	select {
-	case <-c.exited:
-	case <-time.After(c.srv.cfg.StopGrace):
-	case <-ctx.Done():
-	}
-	killGroup(c.cmd)
-	<-c.exited
 	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
 		return &ServerError{Server: c.srv.cfg.Name, Err: err}
 	}
 	return nil
+}
+
+// sessionCloseBound is how long end waits for the session's close once
+// the connection's pipes or requests are ended under it.
+const sessionCloseBound = 5 * time.Second
+
+// waitClose is the session close's error, or one saying it did not end
+// within sessionCloseBound (it goes on in the background).
+func (c *conn) waitClose(csDone <-chan error) error {
+	select {
+	case err := <-csDone:
+		return err
+	case <-time.After(sessionCloseBound):
+		return fmt.Errorf("the session's close did not end within %s of its connection's", sessionCloseBound)
+	}
 }

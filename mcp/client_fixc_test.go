@@ -56,3 +56,51 @@ func TestClientDeafServerCallTimeout(t *testing.T) {
 		t.Fatal("Servers.Close with a 10s deadline did not return within 45s")
 	}
 }
+
+// Closing the servers returns within its deadline and StopGrace while a
+// call's write is held by a server that does not read its input (the
+// call's own timeout far away): the process group is killed, the pipes
+// closed, whatever the SDK's session close waits for.
+func TestClientDeafServerClose(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "deaf")
+	cfg.Timeout = 10 * time.Minute
+	cfg.StopGrace = time.Second
+	eng, servers, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep, _ := eng.Registry().Get("fx.sleep")
+	echo, _ := eng.Registry().Get("fx.echo")
+	if sleep == nil || echo == nil {
+		t.Fatalf("tools: %v", eng.Registry().Names())
+	}
+	go sleep.Execute(context.Background(), nil) // the server stops reading
+	time.Sleep(500 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := echo.Execute(context.Background(), map[string]any{"message": strings.Repeat("x", 1<<20)})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		servers.Close(ctx)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(45 * time.Second):
+		t.Fatal("Servers.Close with a 3s deadline did not return within 45s: a write held by a server that does not read holds the close")
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the call whose write was held succeeded")
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("the call whose write was held did not end within 45s of the close")
+	}
+}
