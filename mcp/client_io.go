@@ -91,7 +91,7 @@ func (t *stdioClient) Connect(context.Context) (sdk.Connection, error) {
 type stdioClientConn struct {
 	t       *stdioClient
 	in      chan jsonrpc.Message
-	readErr chan error // the reader's end (io.EOF when the server closed its output)
+	readErr chan error    // the reader's end (io.EOF when the server closed its output)
 	wmu     chan struct{} // one slot: held by the write under way
 	once    sync.Once
 	closed  chan struct{}
