@@ -211,7 +211,7 @@ func NewServers(cfgs []ServerConfig, opts ServersOptions) *Servers {
 		c = c.withDefaults()
 		log := opts.Logger.With("mcp_server", c.Name)
 		s.servers = append(s.servers, &server{cfg: c, opts: &s.opts, log: log, lines: &rateLog{log: log},
-			ready: make(chan struct{}), relist: make(chan struct{}, 1), stop: make(chan struct{})})
+			ready: make(chan struct{}), relist: make(chan struct{}, 1), stop: make(chan struct{}), restarting: make(chan struct{}, 1)})
 	}
 	return s
 }
@@ -360,7 +360,7 @@ type server struct {
 	following following // the calls in flight (client_notify.go)
 	asks      asks      // what a server's questions left to say (client_ask.go)
 
-	restarting sync.Mutex  // held by the one restart under way (revive)
+	restarting chan struct{} // one slot, held by the one restart under way (revive)
 	restarts   []time.Time // the restarts within restartWindow; restarting
 	restartErr error       // the last failed restart's; restarting
 
@@ -509,8 +509,11 @@ func (srv *server) close(ctx context.Context) error {
 	c := srv.conn
 	srv.conn, srv.closed = nil, true
 	srv.mu.Unlock()
-	srv.restarting.Lock() // a restart under way sees closed, and closes what it started
-	srv.restarting.Unlock()
+	select { // a restart under way sees closed, and closes what it started
+	case srv.restarting <- struct{}{}:
+		<-srv.restarting
+	case <-ctx.Done():
+	}
 	srv.watching.Wait()
 	if c == nil {
 		return nil
