@@ -361,8 +361,8 @@ type server struct {
 	asks      asks      // what a server's questions left to say (client_ask.go)
 
 	restarting chan struct{} // one slot, held by the one restart under way (revive)
-	restarts   []time.Time // the restarts within restartWindow; restarting
-	restartErr error       // the last failed restart's; restarting
+	restarts   []time.Time   // the restarts within restartWindow; restarting
+	restartErr error         // the last failed restart's; restarting
 
 	relist          chan struct{} // a list change to follow (one slot: changes coalesce)
 	stop            chan struct{} // closed by close
