@@ -72,6 +72,13 @@ type ServerConfig struct {
 	// MaxRestarts caps the restarts within restartWindow; past it the
 	// server stays down.
 	MaxRestarts int
+	// ForwardLogs passes the server's log messages to the caller of its
+	// one call in flight (engine.CallNotifier). Off by default: a log
+	// message names no call, and may be about another caller's (morph
+	// multiplexes its callers onto one session), so it is for an entry
+	// whose callers are one party. Progress, which names its call, is
+	// forwarded in any case.
+	ForwardLogs bool
 }
 
 // Restart policies (ServerConfig.Restart).
@@ -263,6 +270,10 @@ type ServerStats struct {
 	// limit, skipped (the call each answered failed with
 	// ErrOutputTooLarge).
 	MessagesTooLarge int64
+	// ForwardsDropped counts its notifications for a call's caller
+	// (progress, log messages) dropped because the caller had not taken
+	// the ones before (a queue of 64 a call).
+	ForwardsDropped int64
 }
 
 // Stats tells of each server, in order.
@@ -272,7 +283,8 @@ func (s *Servers) Stats() []ServerStats {
 		c := srv.current()
 		out[i] = ServerStats{Name: srv.cfg.Name, Running: c != nil && !c.isDown(),
 			Notifications: srv.notifications.Load(), LinesDropped: srv.lines.dropped.Load(),
-			RequestsDropped: srv.requestsDropped.Load(), MessagesTooLarge: srv.tooLarge.Load()}
+			RequestsDropped: srv.requestsDropped.Load(), MessagesTooLarge: srv.tooLarge.Load(),
+			ForwardsDropped: srv.forwardsDropped.Load()}
 	}
 	return out
 }
@@ -371,6 +383,7 @@ type server struct {
 	notifications   atomic.Int64
 	requestsDropped atomic.Int64
 	tooLarge        atomic.Int64 // messages over the line limit (stdio)
+	forwardsDropped atomic.Int64 // notifications for a caller past its queue (forward)
 }
 
 // startUp connects to the server and reads its tools, all within its

@@ -2,11 +2,14 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/mcp"
 )
 
@@ -102,5 +105,70 @@ func TestClientDeafServerClose(t *testing.T) {
 		}
 	case <-time.After(45 * time.Second):
 		t.Fatal("the call whose write was held did not end within 45s of the close")
+	}
+}
+
+// By default (forward_logs off) a server's log messages reach no caller,
+// not even the one call in flight's: a log message names no call, and may
+// be about another caller's; progress, which names its call, still does.
+func TestClientLogsNotForwardedByDefault(t *testing.T) {
+	t.Parallel()
+	eng, _, _, err := clientEngine(t, fixtureServer("fx", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := eng.Registry().Get("fx.progress")
+	notes := &callNotes{token: "caller's"}
+	ctx, cancel := context.WithTimeout(engine.WithCallNotifier(context.Background(), notes), 2*time.Minute)
+	defer cancel()
+	if out, _, err := tool.(engine.ImageTool).ExecuteImages(ctx, nil); err != nil || out != "token sent: true" {
+		t.Fatalf("progress: %q, %v", out, err)
+	}
+	notes.mu.Lock()
+	defer notes.mu.Unlock()
+	if len(notes.progress) != 3 || len(notes.logs) != 0 {
+		t.Errorf("progress %q, logs %q; want 3 progress, no log message", notes.progress, notes.logs)
+	}
+}
+
+// blockedNotes is a CallNotifier whose Progress blocks until released: a
+// caller that does not read.
+type blockedNotes struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (n *blockedNotes) Progress(float64, float64, string) {
+	n.once.Do(func() { close(n.entered) })
+	<-n.release
+}
+func (n *blockedNotes) Log(string, string, json.RawMessage) {}
+func (n *blockedNotes) ProgressToken() any                  { return "slow" }
+
+// A caller that does not take its call's progress does not stall the
+// goroutine reading the server's messages: another caller's call is
+// answered meanwhile.
+func TestClientSlowCallerDoesNotStallReader(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.Timeout = 20 * time.Second
+	eng, _, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress, _ := eng.Registry().Get("fx.progress")
+	echo, _ := eng.Registry().Get("fx.echo")
+	slow := &blockedNotes{entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(slow.release)
+	ctx, cancel := context.WithTimeout(engine.WithCallNotifier(context.Background(), slow), 2*time.Minute)
+	defer cancel()
+	go progress.Execute(ctx, nil)
+	select {
+	case <-slow.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("no progress reached the slow caller within a minute")
+	}
+	if out, err := echo.Execute(context.Background(), map[string]any{"message": "hi"}); err != nil || !strings.Contains(out, "hi") {
+		t.Fatalf("another caller's call while the slow caller holds its progress: %q, %v", out, err)
 	}
 }
