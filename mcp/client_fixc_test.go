@@ -172,3 +172,21 @@ func TestClientSlowCallerDoesNotStallReader(t *testing.T) {
 		t.Fatalf("another caller's call while the slow caller holds its progress: %q, %v", out, err)
 	}
 }
+
+// An answer over the line limit whose kept bytes have a "method" key
+// (structured content of an HTTP tool's, say) is still known as an answer
+// by its top-level keys: its call fails at once with ErrOutputTooLarge,
+// not at its timeout.
+func TestClientHugeAnswerMentioningMethod(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureServer("fx", "ok")
+	cfg.Timeout = 40 * time.Second
+	eng, _, _, err := clientEngine(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = callRemote(t, eng, "fx.huge", map[string]any{"members": `"structuredContent":{"method":"GET","url":"/"}`})
+	if !errors.Is(err, mcp.ErrOutputTooLarge) {
+		t.Fatalf("huge answer mentioning method: %v, want ErrOutputTooLarge", err)
+	}
+}

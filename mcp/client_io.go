@@ -219,11 +219,63 @@ func (c *conn) oversized(line, tail []byte) jsonrpc.Message {
 		c.srv.log.Warn("mcp server sent a message over the limit: skipped, its call failed; the next are counted (Stats), not logged", "error", err)
 	}
 	id := lineID(line, tail)
-	method := []byte(`"method"`)
-	if !id.IsValid() || bytes.Contains(line, method) || bytes.Contains(tail, method) {
+	if !id.IsValid() {
 		return nil
 	}
+	switch request, response := messageKind(line); {
+	case request:
+		return nil
+	case !response: // no telling key among the kept bytes: as before, a "method" anywhere kept makes it a request
+		method := []byte(`"method"`)
+		if bytes.Contains(line, method) || bytes.Contains(tail, method) {
+			return nil
+		}
+	}
 	return &jsonrpc.Response{ID: id, Error: err}
+}
+
+// messageKind tells a message's kind from the first of its object's
+// top-level keys that tells it, among b, the message's first bytes:
+// "method" or "params" make it a request (or notification), "result" or
+// "error" a response; keys nested deeper, and strings (a tool's text that
+// mentions "method"), do not count. Neither is set when b's top-level keys
+// do not tell.
+func messageKind(b []byte) (request, response bool) {
+	depth, inString, escaped, key, start := 0, false, false, false, 0
+	for i, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+				if depth == 1 && key {
+					switch string(b[start:i]) {
+					case "method", "params":
+						return true, false
+					case "result", "error":
+						return false, true
+					}
+					key = false
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString, start = true, i+1
+		case '{', '[':
+			depth++
+			key = depth == 1 && c == '{'
+		case '}', ']':
+			depth--
+		case ',':
+			key = depth == 1
+		}
+	}
+	return false, false
 }
 
 // requestsPerSecond is how many requests of a server's (ping, roots/list,
