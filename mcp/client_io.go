@@ -71,7 +71,8 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 // of one line kept. A line over the limit is read to its end without being
 // kept and costs one call, not the connection (see oversized); a line that
 // is not one JSON-RPC message (a message spread over lines, a batch) ends
-// the connection with ErrBadMessage as its cause. (The SDK decodes a JSON
+// the connection with ErrBadMessage as its cause. Lines are decoded by
+// decodeMessage, as morph's server decodes its clients'. (The SDK decodes a JSON
 // stream, and its own cap fails with an untyped error, ending the
 // connection.)
 type stdioClient struct {
@@ -187,7 +188,7 @@ func (sc *stdioClientConn) read() {
 			m = c.oversized(line, tail)
 		case len(line) > 0:
 			var derr error
-			if m, derr = jsonrpc.DecodeMessage(line); derr != nil {
+			if m, derr = decodeMessage(line); derr != nil { // the server side's decoder (wire.go): one reader, one decoder
 				err = fmt.Errorf("%w: a line that is not one JSON-RPC message (%s): %w", ErrBadMessage, safetext.Quote(string(line[:min(len(line), 80)]), 100), derr)
 				c.broke(err)
 			}
