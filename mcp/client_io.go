@@ -136,6 +136,9 @@ func (sc *stdioClientConn) Write(ctx context.Context, msg jsonrpc.Message) error
 		return io.ErrClosedPipe
 	}
 	defer func() { <-sc.wmu }()
+	if ctx.Err() != nil { // ended while it waited: nothing written
+		return ctx.Err()
+	}
 	line := append(b, '\n')
 	f, pollable := sc.t.w.(*os.File)
 	if !pollable {
