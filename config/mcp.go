@@ -38,6 +38,7 @@ import (
 //	optional = false                   # true: a server that fails to start is a warning
 //	restart = "on-failure"             # a server whose connection ended starts again on the next call; "never"
 //	max_restarts = 5                   # restarts within 10 minutes, past which it stays down
+//	forward_logs = false               # true: its log messages reach the caller of its one call in flight
 type MCPServerEntry struct {
 	// Name names the server in errors, logs and Status, and is its tools'
 	// default prefix: 1 to 32 letters, digits, '_' or '-'; unique among
@@ -100,6 +101,11 @@ type MCPServerEntry struct {
 	// MaxRestarts caps the restarts within 10 minutes (default 5); past
 	// it the server stays down.
 	MaxRestarts int `toml:"max_restarts"`
+	// ForwardLogs passes the server's log messages to the caller of its
+	// one call in flight (a client of `morph mcp serve`, an embedder's
+	// engine.CallNotifier). Off by default: a log message names no call
+	// and may be about another caller's, so it is for single-tenant use.
+	ForwardLogs bool `toml:"forward_logs"`
 }
 
 // MCPOAuthEntry is an [[mcp_servers]] entry's oauth table. With none of
@@ -289,7 +295,8 @@ func (c *Config) MCPServerConfigs() ([]mcp.ServerConfig, error) {
 		}
 		sc := mcp.ServerConfig{Name: s.Name, Command: s.Command, Args: s.Args, Dir: s.Dir, Env: s.Env, URL: s.URL,
 			Tools: s.Tools, Prefix: prefix, Timeout: s.Timeout, StartupTimeout: s.StartupTimeout, StopGrace: s.StopGrace,
-			MaxOutputBytes: s.MaxOutputKB << 10, MaxTools: s.MaxTools, Optional: s.Optional, Restart: s.Restart, MaxRestarts: s.MaxRestarts}
+			MaxOutputBytes: s.MaxOutputKB << 10, MaxTools: s.MaxTools, Optional: s.Optional, Restart: s.Restart, MaxRestarts: s.MaxRestarts,
+			ForwardLogs: s.ForwardLogs}
 		for _, header := range slices.Sorted(maps.Keys(s.Headers)) {
 			env := s.Headers[header]
 			value := os.Getenv(env)

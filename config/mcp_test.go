@@ -34,6 +34,7 @@ startup_timeout = "10s"
 max_output_kb = 64
 restart = "never"
 max_restarts = 3
+forward_logs = true
 
 [[mcp_servers]]
 name = "remote"
@@ -53,11 +54,11 @@ optional = true
 	fs, remote := got[0], got[1]
 	if fs.Command != filepath.Join(dir, "bin", "fs-server") || fs.Dir != filepath.Join(dir, "work") || fs.Prefix != "fs" ||
 		fs.Timeout != 5*time.Second || fs.StartupTimeout != 10*time.Second || fs.MaxOutputBytes != 64<<10 || fs.Env["LOG_LEVEL"] != "info" ||
-		len(fs.Tools) != 1 || fs.Optional || fs.Restart != mcp.RestartNever || fs.MaxRestarts != 3 {
+		len(fs.Tools) != 1 || fs.Optional || fs.Restart != mcp.RestartNever || fs.MaxRestarts != 3 || !fs.ForwardLogs {
 		t.Errorf("fs: %+v", fs)
 	}
 	if remote.URL != "http://127.0.0.1:3001/mcp" || remote.Prefix != "" || remote.Headers["Authorization"] != "Bearer s3cret" || !remote.Optional ||
-		remote.Restart != "" || remote.MaxRestarts != 0 {
+		remote.Restart != "" || remote.MaxRestarts != 0 || remote.ForwardLogs {
 		t.Errorf("remote: %+v", remote)
 	}
 

@@ -72,6 +72,13 @@ type ServerConfig struct {
 	// MaxRestarts caps the restarts within restartWindow; past it the
 	// server stays down.
 	MaxRestarts int
+	// ForwardLogs passes the server's log messages to the caller of its
+	// one call in flight (engine.CallNotifier). Off by default: a log
+	// message names no call, and may be about another caller's (morph
+	// multiplexes its callers onto one session), so it is for an entry
+	// whose callers are one party. Progress, which names its call, is
+	// forwarded in any case.
+	ForwardLogs bool
 }
 
 // Restart policies (ServerConfig.Restart).
@@ -211,7 +218,7 @@ func NewServers(cfgs []ServerConfig, opts ServersOptions) *Servers {
 		c = c.withDefaults()
 		log := opts.Logger.With("mcp_server", c.Name)
 		s.servers = append(s.servers, &server{cfg: c, opts: &s.opts, log: log, lines: &rateLog{log: log},
-			ready: make(chan struct{}), relist: make(chan struct{}, 1), stop: make(chan struct{})})
+			ready: make(chan struct{}), relist: make(chan struct{}, 1), stop: make(chan struct{}), restarting: make(chan struct{}, 1)})
 	}
 	return s
 }
@@ -263,6 +270,10 @@ type ServerStats struct {
 	// limit, skipped (the call each answered failed with
 	// ErrOutputTooLarge).
 	MessagesTooLarge int64
+	// ForwardsDropped counts its notifications for a call's caller
+	// (progress, log messages) dropped because the caller had not taken
+	// the ones before (a queue of 64 a call).
+	ForwardsDropped int64
 }
 
 // Stats tells of each server, in order.
@@ -272,7 +283,8 @@ func (s *Servers) Stats() []ServerStats {
 		c := srv.current()
 		out[i] = ServerStats{Name: srv.cfg.Name, Running: c != nil && !c.isDown(),
 			Notifications: srv.notifications.Load(), LinesDropped: srv.lines.dropped.Load(),
-			RequestsDropped: srv.requestsDropped.Load(), MessagesTooLarge: srv.tooLarge.Load()}
+			RequestsDropped: srv.requestsDropped.Load(), MessagesTooLarge: srv.tooLarge.Load(),
+			ForwardsDropped: srv.forwardsDropped.Load()}
 	}
 	return out
 }
@@ -360,9 +372,9 @@ type server struct {
 	following following // the calls in flight (client_notify.go)
 	asks      asks      // what a server's questions left to say (client_ask.go)
 
-	restarting sync.Mutex  // held by the one restart under way (revive)
-	restarts   []time.Time // the restarts within restartWindow; restarting
-	restartErr error       // the last failed restart's; restarting
+	restarting chan struct{} // one slot, held by the one restart under way (revive)
+	restarts   []time.Time   // the restarts within restartWindow; restarting
+	restartErr error         // the last failed restart's; restarting
 
 	relist          chan struct{} // a list change to follow (one slot: changes coalesce)
 	stop            chan struct{} // closed by close
@@ -371,6 +383,7 @@ type server struct {
 	notifications   atomic.Int64
 	requestsDropped atomic.Int64
 	tooLarge        atomic.Int64 // messages over the line limit (stdio)
+	forwardsDropped atomic.Int64 // notifications for a caller past its queue (forward)
 }
 
 // startUp connects to the server and reads its tools, all within its
@@ -509,8 +522,11 @@ func (srv *server) close(ctx context.Context) error {
 	c := srv.conn
 	srv.conn, srv.closed = nil, true
 	srv.mu.Unlock()
-	srv.restarting.Lock() // a restart under way sees closed, and closes what it started
-	srv.restarting.Unlock()
+	select { // a restart under way sees closed, and closes what it started
+	case srv.restarting <- struct{}{}:
+		<-srv.restarting
+	case <-ctx.Done():
+	}
 	srv.watching.Wait()
 	if c == nil {
 		return nil
@@ -682,28 +698,59 @@ func (c *conn) close(ctx context.Context) error {
 	return c.closeErr
 }
 
-// end is close's work.
+// end is close's work. The session's close does not gate the rest: the
+// SDK's waits for the requests in flight, whose writes a stdio server that
+// does not read its input would hold; so after StopGrace (or ctx) the
+// process group is killed and the pipes closed in any case, which ends
+// those writes, and the session's close is then waited for a bounded time.
 func (c *conn) end(ctx context.Context) error {
-	var err error
+	csDone := make(chan error, 1)
 	if c.cs != nil {
-		err = c.cs.Close()
+		go func() { csDone <- c.cs.Close() }()
+	} else {
+		csDone <- nil
 	}
-	c.closed()
+	var err error
 	if c.cmd == nil {
-		return nil
+		select {
+		case err = <-csDone:
+			c.closed()
+		case <-ctx.Done():
+			c.closed() // ends the HTTP requests the close waits for
+			err = c.waitClose(csDone)
+		}
+	} else {
+		if c.cs == nil { // the session never began: its pipes are still open
+			c.closePipes()
+		}
+		select {
+		case <-c.exited:
+		case <-time.After(c.srv.cfg.StopGrace):
+		case <-ctx.Done():
+		}
+		killGroup(c.cmd)
+		c.closePipes() // a write held by a server that did not read ends
+		<-c.exited
+		c.closed()
+		err = c.waitClose(csDone)
 	}
-	if c.cs == nil { // the session never began: its pipes are still open
-		c.closePipes()
-	}
-	select {
-	case <-c.exited:
-	case <-time.After(c.srv.cfg.StopGrace):
-	case <-ctx.Done():
-	}
-	killGroup(c.cmd)
-	<-c.exited
 	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
 		return &ServerError{Server: c.srv.cfg.Name, Err: err}
 	}
 	return nil
+}
+
+// sessionCloseBound is how long end waits for the session's close once
+// the connection's pipes or requests are ended under it.
+const sessionCloseBound = 5 * time.Second
+
+// waitClose is the session close's error, or one saying it did not end
+// within sessionCloseBound (it goes on in the background).
+func (c *conn) waitClose(csDone <-chan error) error {
+	select {
+	case err := <-csDone:
+		return err
+	case <-time.After(sessionCloseBound):
+		return fmt.Errorf("the session's close did not end within %s of its connection's", sessionCloseBound)
+	}
 }

@@ -71,7 +71,8 @@ func (c *conn) startProcess() (sdk.Transport, error) {
 // of one line kept. A line over the limit is read to its end without being
 // kept and costs one call, not the connection (see oversized); a line that
 // is not one JSON-RPC message (a message spread over lines, a batch) ends
-// the connection with ErrBadMessage as its cause. (The SDK decodes a JSON
+// the connection with ErrBadMessage as its cause. Lines are decoded by
+// decodeMessage, as morph's server decodes its clients'. (The SDK decodes a JSON
 // stream, and its own cap fails with an untyped error, ending the
 // connection.)
 type stdioClient struct {
@@ -82,7 +83,7 @@ type stdioClient struct {
 
 // Connect starts the reader.
 func (t *stdioClient) Connect(context.Context) (sdk.Connection, error) {
-	sc := &stdioClientConn{t: t, in: make(chan jsonrpc.Message), readErr: make(chan error, 1), closed: make(chan struct{})}
+	sc := &stdioClientConn{t: t, in: make(chan jsonrpc.Message), readErr: make(chan error, 1), wmu: make(chan struct{}, 1), closed: make(chan struct{})}
 	go sc.read()
 	return sc, nil
 }
@@ -91,8 +92,8 @@ func (t *stdioClient) Connect(context.Context) (sdk.Connection, error) {
 type stdioClientConn struct {
 	t       *stdioClient
 	in      chan jsonrpc.Message
-	readErr chan error // the reader's end (io.EOF when the server closed its output)
-	wmu     sync.Mutex
+	readErr chan error    // the reader's end (io.EOF when the server closed its output)
+	wmu     chan struct{} // one slot: held by the write under way
 	once    sync.Once
 	closed  chan struct{}
 }
@@ -114,17 +115,56 @@ func (sc *stdioClientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// Write writes msg as one line, as the SDK's IOTransport does: a server
-// that does not read its input holds the writer, until the connection is
-// closed.
-func (sc *stdioClientConn) Write(_ context.Context, msg jsonrpc.Message) error {
+// Write writes msg as one line, within ctx: a server that does not read
+// its input holds a write only until the call's context ends (its
+// timeout, its caller's cancel), and the writes queued behind it no
+// longer than theirs. A write cut short leaves part of a line on the
+// server's input, which nothing can follow: the connection is then marked
+// broken and closed, so that the calls on it fail and the next one
+// restarts the server. (The SDK's IOTransport blocks until the
+// connection is closed.)
+func (sc *stdioClientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	b, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("mcp: encoding a message: %w", err)
 	}
-	sc.wmu.Lock()
-	defer sc.wmu.Unlock()
-	_, err = sc.t.w.Write(append(b, '\n'))
+	select {
+	case sc.wmu <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-sc.closed:
+		return io.ErrClosedPipe
+	}
+	defer func() { <-sc.wmu }()
+	if ctx.Err() != nil { // ended while it waited: nothing written
+		return ctx.Err()
+	}
+	line := append(b, '\n')
+	f, pollable := sc.t.w.(*os.File)
+	if !pollable {
+		_, err = sc.t.w.Write(line)
+		return err
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		f.SetWriteDeadline(time.Now()) // ends the write under way
+		close(fired)
+	})
+	n, err := f.Write(line)
+	if !stop() {
+		<-fired
+		if err == nil || n == 0 { // the line was written whole, or not at all: the connection goes on
+			f.SetWriteDeadline(time.Time{})
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		if n > 0 {
+			sc.t.c.broke(fmt.Errorf("%w: the server did not read its input: a message cut after %d of its %d bytes when its call ended (%w)",
+				ErrServerDown, n, len(line), context.Cause(ctx)))
+			sc.Close()
+		}
+		return ctx.Err()
+	}
 	return err
 }
 
@@ -151,7 +191,7 @@ func (sc *stdioClientConn) read() {
 			m = c.oversized(line, tail)
 		case len(line) > 0:
 			var derr error
-			if m, derr = jsonrpc.DecodeMessage(line); derr != nil {
+			if m, derr = decodeMessage(line); derr != nil { // the server side's decoder (wire.go): one reader, one decoder
 				err = fmt.Errorf("%w: a line that is not one JSON-RPC message (%s): %w", ErrBadMessage, safetext.Quote(string(line[:min(len(line), 80)]), 100), derr)
 				c.broke(err)
 			}
@@ -183,11 +223,63 @@ func (c *conn) oversized(line, tail []byte) jsonrpc.Message {
 		c.srv.log.Warn("mcp server sent a message over the limit: skipped, its call failed; the next are counted (Stats), not logged", "error", err)
 	}
 	id := lineID(line, tail)
-	method := []byte(`"method"`)
-	if !id.IsValid() || bytes.Contains(line, method) || bytes.Contains(tail, method) {
+	if !id.IsValid() {
 		return nil
 	}
+	switch request, response := messageKind(line); {
+	case request:
+		return nil
+	case !response: // no telling key among the kept bytes: as before, a "method" anywhere kept makes it a request
+		method := []byte(`"method"`)
+		if bytes.Contains(line, method) || bytes.Contains(tail, method) {
+			return nil
+		}
+	}
 	return &jsonrpc.Response{ID: id, Error: err}
+}
+
+// messageKind tells a message's kind from the first of its object's
+// top-level keys that tells it, among b, the message's first bytes:
+// "method" or "params" make it a request (or notification), "result" or
+// "error" a response; keys nested deeper, and strings (a tool's text that
+// mentions "method"), do not count. Neither is set when b's top-level keys
+// do not tell.
+func messageKind(b []byte) (request, response bool) {
+	depth, inString, escaped, key, start := 0, false, false, false, 0
+	for i, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+				if depth == 1 && key {
+					switch string(b[start:i]) {
+					case "method", "params":
+						return true, false
+					case "result", "error":
+						return false, true
+					}
+					key = false
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString, start = true, i+1
+		case '{', '[':
+			depth++
+			key = depth == 1 && c == '{'
+		case '}', ']':
+			depth--
+		case ',':
+			key = depth == 1
+		}
+	}
+	return false, false
 }
 
 // requestsPerSecond is how many requests of a server's (ping, roots/list,

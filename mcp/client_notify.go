@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,7 +30,20 @@ type following struct {
 type followed struct {
 	n   engine.CallNotifier
 	ctx context.Context // the call's: its deadline bounds a question relayed to its caller (client_ask.go)
+	q   chan func()     // what is forwarded to n, sent in order by the call's own goroutine (forward)
 }
+
+// forwardQueueLen bounds the notifications waiting to be forwarded to one
+// call's caller; past it they are dropped and counted
+// (ServerStats.ForwardsDropped). The goroutine that reads the server's
+// messages only hands them over, never waits for a caller that does not
+// read (a notifier's send may take notifyTimeout), which would stall every
+// answer of the server's, for every caller.
+const forwardQueueLen = 64
+
+// forwardFlushBound is how long a call's end waits for what was queued
+// for its caller to be sent (its progress before its answer).
+const forwardFlushBound = 5 * time.Second
 
 // follow counts a call in and, when its caller takes notifications (the
 // call's context ctx has an engine.CallNotifier), gives it a token of the
@@ -49,17 +63,52 @@ func (srv *server) follow(ctx context.Context, p *sdk.CallToolParams) (done func
 		if f.by == nil {
 			f.by = map[string]followed{}
 		}
-		f.by[token] = followed{n: n, ctx: ctx}
+		q, flushed := make(chan func(), forwardQueueLen), make(chan struct{})
+		go func() {
+			defer close(flushed)
+			for send := range q {
+				send()
+			}
+		}()
+		f.by[token] = followed{n: n, ctx: ctx, q: q}
 		if n.ProgressToken() != nil {
 			p.SetProgressToken(token)
+		}
+		return func() {
+			srv.mu.Lock()
+			f.calls--
+			delete(f.by, token)
+			close(q) // under mu: forward sends under it
+			srv.mu.Unlock()
+			select {
+			case <-flushed:
+			case <-time.After(forwardFlushBound): // a caller that does not read: the rest goes on, or not, without the call
+			}
 		}
 	}
 	return func() {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
 		f.calls--
-		delete(f.by, token)
 	}
+}
+
+// forward queues send for the caller of the call whose token is token, if
+// it is in flight, without waiting: when the queue is full send is
+// dropped and counted. It reports whether the call was found.
+func (srv *server) forward(token string, send func(n engine.CallNotifier)) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	call, ok := srv.following.by[token]
+	if !ok {
+		return false
+	}
+	select {
+	case call.q <- func() { send(call.n) }:
+	default:
+		srv.forwardsDropped.Add(1)
+	}
+	return true
 }
 
 // progress is a server's notifications/progress: counted, and passed to
@@ -70,29 +119,40 @@ func (srv *server) progress(_ context.Context, p *sdk.ProgressNotificationParams
 	if !ok {
 		return
 	}
-	srv.mu.Lock()
-	n := srv.following.by[token].n
-	srv.mu.Unlock()
-	if n != nil && n.ProgressToken() != nil {
-		n.Progress(p.Progress, p.Total, p.Message)
-	}
+	srv.forward(token, func(n engine.CallNotifier) {
+		if n.ProgressToken() != nil {
+			n.Progress(p.Progress, p.Total, p.Message)
+		}
+	})
 }
 
 // forwardLog passes a server's log message to the caller of the one call
-// in flight, when there is exactly one and its caller takes notifications.
-// A log message names no call: with two calls in flight it could be
-// either's, and one caller must not read what may be another's.
+// in flight, when the entry forwards logs (ForwardLogs), there is exactly
+// one call and its caller takes notifications. A log message names no
+// call: with two calls in flight it could be either's, and even with one
+// it may be about another's (sent after that call's answer, or by a job of
+// the server's): morph multiplexes its callers onto one session with the
+// server, so forwarding is for an entry whose callers are one party.
 func (srv *server) forwardLog(p *sdk.LoggingMessageParams) {
-	call, _ := srv.only()
-	n := call.n
-	if n == nil {
+	if !srv.cfg.ForwardLogs {
+		return
+	}
+	srv.mu.Lock()
+	token := ""
+	if srv.following.calls == 1 {
+		for t := range srv.following.by {
+			token = t
+		}
+	}
+	srv.mu.Unlock()
+	if token == "" {
 		return
 	}
 	data, err := json.Marshal(p.Data)
 	if err != nil || len(data) > maxForwardedLogBytes {
 		data, _ = json.Marshal(fmt.Sprintf("(log data of %d bytes not forwarded, over %d)", len(data), maxForwardedLogBytes))
 	}
-	n.Log(string(p.Level), p.Logger, data)
+	srv.forward(token, func(n engine.CallNotifier) { n.Log(string(p.Level), p.Logger, data) })
 }
 
 // only is the one call in flight when there is exactly one and its caller

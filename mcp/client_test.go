@@ -551,10 +551,12 @@ func (n *callNotes) ProgressToken() any { return n.token }
 
 // A server's progress reaches the caller of the call it belongs to (a
 // token is sent only when the caller has one), and its log messages the
-// caller of the one call in flight.
+// caller of the one call in flight when the entry forwards logs.
 func TestClientForwardsNotifications(t *testing.T) {
 	t.Parallel()
-	eng, servers, logs, err := clientEngine(t, fixtureServer("fx", "ok"))
+	cfg := fixtureServer("fx", "ok")
+	cfg.ForwardLogs = true
+	eng, servers, logs, err := clientEngine(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

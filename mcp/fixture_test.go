@@ -50,10 +50,11 @@ func init() {
 }
 
 // fixture serves MCP on standard input and output. Modes: "ok" (every
-// tool below answers), "mute" (never answers anything). Tools: echo, image,
+// tool below answers), "mute" (never answers anything), "deaf" (stops reading
+// its input in sleep). Tools: echo, image,
 // structured, fail (isError), sleep (never answers; says on standard error
 // that it sleeps, and when it is cancelled), crash (exits mid-call), huge (an answer of "mib"
-// MiB, 5 unless given, on one line), lines (5 MiB of JSON, a line per
+// MiB, 5 unless given, on one line, after the result's raw JSON "members"), lines (5 MiB of JSON, a line per
 // array element), hugenote (a 5 MiB notification and request, then
 // the answer), big (20,000 bytes of text), garbage (a line that is not
 // JSON-RPC), flood (floodCount log notifications, then the answer), pings
@@ -133,6 +134,9 @@ func fixture(mode string) {
 				result(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "no such file"}}, "isError": true})
 			case "sleep":
 				fmt.Fprintf(os.Stderr, "sleeping in request %s\n", req.ID)
+				if mode == "deaf" { // stops reading its input
+					select {}
+				}
 			case "crash":
 				fmt.Fprintln(os.Stderr, "fixture: crashing now \x1b[31m")
 				os.Exit(3)
@@ -141,7 +145,11 @@ func fixture(mode string) {
 				if n, ok := req.Params.Arguments["mib"].(float64); ok {
 					mib = int(n)
 				}
-				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[{"type":"text","text":"`)
+				out.WriteString(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{`)
+				if members, ok := req.Params.Arguments["members"].(string); ok { // raw JSON members of the result's, before content
+					out.WriteString(members + ",")
+				}
+				out.WriteString(`"content":[{"type":"text","text":"`)
 				chunk := strings.Repeat("x", 1<<20)
 				for range mib {
 					if _, err := out.WriteString(chunk); err != nil {

@@ -17,8 +17,12 @@ import (
 // passed; the error says why not, with what ended old. One restart runs at
 // a time: calls that find the same end wait for it and share its outcome.
 func (srv *server) revive(ctx context.Context, old *conn) (*conn, error) {
-	srv.restarting.Lock()
-	defer srv.restarting.Unlock()
+	select {
+	case srv.restarting <- struct{}{}:
+	case <-ctx.Done(): // the caller gave up waiting for another call's restart
+		return nil, fmt.Errorf("%w: waiting for its restart: %w", ErrServerDown, context.Cause(ctx))
+	}
+	defer func() { <-srv.restarting }()
 	cur := srv.current()
 	switch {
 	case cur == nil:
@@ -40,7 +44,7 @@ func (srv *server) revive(ctx context.Context, old *conn) (*conn, error) {
 		return nil, fmt.Errorf("%w; restarted %d times within %s (max_restarts), it stays down until %s%s",
 			ended, n, restartWindow, srv.restarts[0].Add(restartWindow).Format(time.TimeOnly), srv.lastRestartErr())
 	} else if n > 0 {
-		if wait := srv.restarts[n-1].Add(min(restartBackoff<<(n-1), maxRestartBackoff)).Sub(now); wait > 0 {
+		if wait := srv.restarts[n-1].Add(restartWait(n)).Sub(now); wait > 0 {
 			return nil, fmt.Errorf("%w; the next restart in %s%s", ended, wait.Round(time.Millisecond), srv.lastRestartErr())
 		}
 	}
@@ -70,6 +74,13 @@ func (srv *server) revive(ctx context.Context, old *conn) (*conn, error) {
 		_ = update(context.WithoutCancel(ctx), tools) // the engine logs a refusal, naming the server
 	}
 	return c, nil
+}
+
+// restartWait is how long after the last of n restarts within
+// restartWindow the next may run: restartBackoff doubled at each, up to
+// maxRestartBackoff (the shift capped: past 34 it would overflow).
+func restartWait(n int) time.Duration {
+	return min(restartBackoff<<min(max(n-1, 0), 16), maxRestartBackoff)
 }
 
 // lastRestartErr is the last failed restart's error, as a clause.
