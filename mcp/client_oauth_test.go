@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -451,5 +452,44 @@ func TestLogin(t *testing.T) {
 	}
 	if _, err := mcp.Login(context.Background(), mcp.ServerConfig{Name: "plain", URL: o.url}, mcp.LoginOptions{}); err == nil {
 		t.Errorf("login to an entry without oauth: no error")
+	}
+}
+
+// rogueCallback calls the redirect URI of the authorization at authURL
+// with an error and a forged state, as a web page open in the user's
+// browser could: morph's listener must answer 404.
+func rogueCallback(ctx context.Context, authURL string) error {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.Query().Get("redirect_uri")+"?error=access_denied&state=forged", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		return fmt.Errorf("a callback with a forged state: %s, want 404", resp.Status)
+	}
+	return nil
+}
+
+// The loopback listener takes only the redirect of its authorization (its
+// state): a callback from anyone else first is answered 404 and ignored,
+// and the authorization goes on.
+func TestClientOAuthForgedCallback(t *testing.T) {
+	asBrowser(t)
+	t.Setenv(testRogueEnv, "1")
+	o := newOAuthServer(t, nil)
+	eng, _, _, err := clientEngine(t, mcp.ServerConfig{Name: "guarded", URL: o.url, OAuth: &mcp.OAuthConfig{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := callRemote(t, eng, "echo", map[string]any{"message": "authorized"}); err != nil || out != "echo: authorized" {
+		t.Fatalf("echo after a forged callback: %q, %v", out, err)
 	}
 }

@@ -40,6 +40,10 @@ var conformanceTools = map[string]string{
 // listener, which the browser follows.
 const testBrowserEnv = "MORPH_MCP_TEST_BROWSER"
 
+// testRogueEnv has testBrowser call the authorization's redirect URI with
+// a forged state before it authorizes (rogueCallback).
+const testRogueEnv = "MORPH_MCP_TEST_BROWSER_ROGUE"
+
 // conformanceClientSecretEnv holds a pre-registered client's secret, as an
 // operator's client_secret_env would.
 const conformanceClientSecretEnv = "CONFORMANCE_CLIENT_SECRET"
@@ -66,9 +70,16 @@ func init() {
 
 // testBrowser opens url as a browser would for a user who approves at
 // once: it follows the redirects (to morph's loopback listener, last).
+// With testRogueEnv set, another page calls morph's listener first, with
+// a forged state.
 func testBrowser(url string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if os.Getenv(testRogueEnv) != "" {
+		if err := rogueCallback(ctx, url); err != nil {
+			return err
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

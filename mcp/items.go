@@ -41,6 +41,7 @@ type served struct {
 	completers map[string]engine.PluginMCP
 
 	relist    bool           // a relistItems is pending
+	closed    bool           // Close was called: relistItems starts no more
 	relisting sync.WaitGroup // relistItems' goroutine (Close waits)
 }
 
@@ -137,7 +138,7 @@ func goneKeys(was, now map[string]string) []string {
 func (s *Server) relistItems() {
 	s.items.mu.Lock()
 	defer s.items.mu.Unlock()
-	if s.items.relist {
+	if s.items.relist || s.items.closed {
 		return
 	}
 	s.items.relist = true
@@ -149,6 +150,15 @@ func (s *Server) relistItems() {
 		s.items.mu.Unlock()
 		s.syncItems(context.Background())
 	}()
+}
+
+// closeItems makes relistItems start no more, and waits for the one
+// running (Close): a WaitGroup's Add must not race its Wait.
+func (s *Server) closeItems() {
+	s.items.mu.Lock()
+	s.items.closed = true
+	s.items.mu.Unlock()
+	s.items.relisting.Wait()
 }
 
 // absolute reports whether uri is an absolute URI (or URI template), as

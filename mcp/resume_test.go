@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -147,17 +148,28 @@ func TestHTTPResume(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := gateTool{schemaTool{name: "gate", schema: `{"type":"object"}`}, make(chan struct{}), make(chan struct{})}
+			probe := gateTool{schemaTool{name: "probe", schema: `{"type":"object"}`}, make(chan struct{}), make(chan struct{})}
 			reg := engine.NewRegistry()
 			reg.Register(g)
+			reg.Register(probe)
 			srv := newServer(t, engine.New(nil, reg), mcp.Options{})
 			c.o.Loopback = true
 			hs := serveHTTP(t, srv, c.o)
 			raw := startRaw(t, hs.URL, c.version)
 			release := sync.OnceFunc(func() { close(g.gate) })
+			due := make(chan error, 1)
 			if !c.resumes {
-				// The gate opens after polls would have closed the stream, and
-				// before the answer, the only event without a store, is read.
-				time.AfterFunc(500*time.Millisecond, release)
+				// The gate opens after a poll was due (pollDue), and before
+				// the answer, the only event without a store, is read.
+				go func() {
+					defer release()
+					<-g.started
+					if c.o.SSEPollAfter == 0 {
+						due <- nil
+						return
+					}
+					due <- pollDue(hs.URL, probe)
+				}()
 			} else {
 				// A stream that is not closed still ends, on the answer, and
 				// the test fails rather than waits for ever.
@@ -178,6 +190,9 @@ func TestHTTPResume(t *testing.T) {
 				}
 				if id := lastID(events); c.o.EventStoreBytes < 0 && id != "" {
 					t.Errorf("with no events kept, the stream had event id %s", id)
+				}
+				if err := <-due; err != nil {
+					t.Errorf("no poll seen due while the call ran: %v", err)
 				}
 				return
 			case c.drop:
@@ -206,4 +221,45 @@ func TestHTTPResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pollDue calls probe at the current protocol on a new session of the
+// server at url, after the call under test started: when morph closes the
+// probe's stream (a poll), one was due for the call under test too, which
+// started first with the same SSEPollAfter. It opens probe's gate.
+func pollDue(url string, probe gateTool) error {
+	defer close(probe.gate)
+	post := func(id, body string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if id != "" {
+			req.Header.Set("Mcp-Session-Id", id)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}`)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp, err = post(id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp, err = post(id, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"probe","arguments":{}}}`); err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	events, ended := readEvents(resp.Body, isResult)
+	if !ended || len(events) == 0 || events[len(events)-1].name != "close" {
+		return fmt.Errorf("the probe's stream: events %+v, ended %v; want it closed by a poll", events, ended)
+	}
+	return nil
 }

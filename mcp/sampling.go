@@ -22,10 +22,17 @@ const DefaultMaxSamplingPerCall = 4
 // error result, and the refusal is counted (Refusals.Sampling).
 var ErrMaxSampling = errors.New("mcp: max_sampling_per_call reached")
 
+// ErrSamplingContext marks a plugin's sampling request refused for its
+// includeContext other than "none": "thisServer" or "allServers" would
+// have the client put the context of its other MCP servers into a
+// completion the plugin reads, data the plugin was never given.
+var ErrSamplingContext = errors.New(`mcp: a plugin's sampling request may not ask for the client's context (includeContext must be "none" or absent)`)
+
 // CreateMessage asks the client's model (sampling/createMessage) with
 // params, MCP's CreateMessageRequest params, and answers the client's
 // CreateMessageResult: engine.ErrNoSampling when the client did not
-// declare the sampling capability, ErrMaxSampling past
+// declare the sampling capability, ErrSamplingContext for an
+// includeContext other than "none", ErrMaxSampling past
 // Options.MaxSamplingPerCall requests in the call (warned about once a
 // call). ctx bounds the wait (the plugin's call's deadline).
 func (n *notifier) CreateMessage(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
@@ -35,6 +42,9 @@ func (n *notifier) CreateMessage(ctx context.Context, params json.RawMessage) (j
 	var p sdk.CreateMessageParams
 	if err := json.Unmarshal(params, &p); err != nil {
 		return nil, fmt.Errorf("mcp: sampling params: %w", err)
+	}
+	if p.IncludeContext != "" && p.IncludeContext != "none" {
+		return nil, fmt.Errorf("%w: includeContext %q", ErrSamplingContext, p.IncludeContext)
 	}
 	n.mu.Lock()
 	n.sampled++

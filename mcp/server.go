@@ -105,6 +105,7 @@ type Server struct {
 	tools   servedTools // the engine's tools as served (SyncTools)
 	unwatch func()      // stops following the engine's tool changes (Close)
 	items   served      // the plugins' prompts and resources as served (syncItems)
+	updates updateQueue // notifications/resources/updated to send (resourceUpdated)
 	// pollAfter is HTTPOptions.SSEPollAfter, when events are kept
 	// (Handler sets it), as a time.Duration.
 	pollAfter atomic.Int64
@@ -206,7 +207,8 @@ func (s *Server) addTool(t *sdk.Tool) (err error) {
 // CloseSessions over HTTP).
 func (s *Server) Close() {
 	s.unwatch()
-	s.items.relisting.Wait()
+	s.closeUpdates()
+	s.closeItems()
 }
 
 // Tools are the names of the tools served, sorted.
@@ -265,6 +267,9 @@ type Refusals struct {
 	// Subscriptions is resources/subscribe requests refused for
 	// MaxSubscriptions.
 	Subscriptions int
+	// Updates is notifications/resources/updated dropped, with more
+	// distinct URIs waiting to be sent than maxPendingUpdates.
+	Updates int
 }
 
 // Refusals are the refusals so far.

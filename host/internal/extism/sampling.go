@@ -28,12 +28,15 @@ type samplingRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	MaxTokens *int64 `json:"maxTokens"`
+	MaxTokens      *int64 `json:"maxTokens"`
+	IncludeContext string `json:"includeContext"`
 }
 
 // check is nil when r is a request a client can answer: at least one
 // message, each from the user or the assistant with content, and a
-// positive maxTokens.
+// positive maxTokens; and one a plugin may send: no includeContext but
+// "none" (the context of the client's other servers is not the plugin's
+// to read).
 func (r samplingRequest) check() error {
 	if len(r.Messages) == 0 {
 		return errors.New("no messages")
@@ -48,6 +51,9 @@ func (r samplingRequest) check() error {
 	}
 	if r.MaxTokens == nil || *r.MaxTokens <= 0 {
 		return errors.New("maxTokens must be a positive integer")
+	}
+	if r.IncludeContext != "" && r.IncludeContext != "none" {
+		return fmt.Errorf(`includeContext %q: a plugin may only send "none" (it may not read the client's other context)`, r.IncludeContext)
 	}
 	return nil
 }
