@@ -21,7 +21,7 @@ import (
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/memory"
-	"github.com/morphhost/morph/host/internal/native"
+	"github.com/morphhost/morph/host/internal/wasmrt"
 	"github.com/morphhost/morph/llm"
 )
 
@@ -168,10 +168,10 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(mode == bareCloseOnDone).WithMemoryLimitPages(64*16))
 	b.Cleanup(func() { r.Close(ctx) })
 	if mode == bareInstrumented {
-		if wasm, err = interrupt.Instrument(wasm, native.InterruptPeriod, DefaultMaxStackBytes); err != nil {
+		if wasm, err = interrupt.Instrument(wasm, wasmrt.InterruptPeriod, DefaultMaxStackBytes); err != nil {
 			b.Fatal(err)
 		}
-		if err := native.InstantiateInterrupt(ctx, r, DefaultMaxStackBytes); err != nil {
+		if err := wasmrt.InstantiateInterrupt(ctx, r, DefaultMaxStackBytes); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -195,7 +195,7 @@ func bareInstance(b *testing.B, path string, mode int) (api.Module, api.Function
 }
 
 // bareCall gives the call a deadline as its mode enforces it: the
-// instance's call state, which native.CheckInterrupt reads (as morph's
+// instance's call state, which wasmrt.CheckInterrupt reads (as morph's
 // native loader does), a context deadline for close-on-done, none for the
 // unbounded mode.
 func bareCall(ctx context.Context, mode int, state *guest.CallState, mod api.Module, alloc, fn api.Function, stack []uint64, in []byte) ([]byte, error) {

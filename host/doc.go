@@ -25,7 +25,7 @@
 //     module as an engine.Extender: the way to embed a whole plugin
 //     (extender.go); Grants (grants.go, converted at load for
 //     internal/sandbox, which enforces them);
-//     StackLimitError (errors.go, told from internal/native's trap).
+//     StackLimitError (errors.go, told from internal/wasmrt's trap).
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
 //     (name, detect, load), which Load and Inspect consult (registry.go).
 //   - The loaders' rows: the plugin as guest.Env, the native loader's
@@ -57,10 +57,13 @@
 //     call's failure (CallError), and
 //     what a host function knows of the call it serves (CallState: its
 //     deadline, its log budget, the bounds on WASI's own functions).
-//   - internal/native: the native loader, ABI v1 directly on wazero: export
-//     and import checks, the call convention, morph:host/v1's host
-//     functions (http_request included), the imports the deadline and stack
-//     instrumentation calls.
+//   - internal/wasmrt: the runtime of a plugin's instrumented module, which
+//     the loaders share: its own wazero runtime, compilation, WASI and the
+//     imports the deadline and stack instrumentation calls, instances
+//     initialized by the loader's Init or started from a snapshot.
+//   - internal/native: the native loader, ABI v1 directly on wazero (over
+//     internal/wasmrt): export and import checks, the call convention,
+//     morph:host/v1's host functions (http_request included).
 //   - internal/extism: the Extism loader, modules written with an Extism
 //     PDK run through go-sdk: detection and the binary's imports and
 //     exports (over internal/wasmbin), the host functions morph provides in

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/morphhost/morph/host/internal/guest"
-	"github.com/morphhost/morph/host/internal/native"
 	"github.com/morphhost/morph/host/internal/sandbox"
+	"github.com/morphhost/morph/host/internal/wasmrt"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
@@ -84,7 +84,7 @@ func (e *StackLimitError) Unwrap() error { return e.trap }
 // stackLimited is err with the native loader's stack-limit trap in it told
 // as a StackLimitError, the type of this package's API.
 func stackLimited(err error) error {
-	var se *native.StackLimitError
+	var se *wasmrt.StackLimitError
 	if !errors.As(err, &se) {
 		return err
 	}

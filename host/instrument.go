@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/morphhost/morph/host/internal/interrupt"
-	"github.com/morphhost/morph/host/internal/native"
+	"github.com/morphhost/morph/host/internal/wasmrt"
 )
 
 // instrumented is the module rewritten by interrupt.Instrument with the
@@ -20,12 +20,12 @@ import (
 func (l *Loader) instrumented(src *source, stack uint32) ([]byte, error) {
 	var path string
 	if l.cacheDir != "" {
-		path = filepath.Join(l.cacheDir, "morph-interrupt", fmt.Sprintf("v%d-p%d-s%d-%x.wasm", interrupt.Version, native.InterruptPeriod, stack, src.sum))
+		path = filepath.Join(l.cacheDir, "morph-interrupt", fmt.Sprintf("v%d-p%d-s%d-%x.wasm", interrupt.Version, wasmrt.InterruptPeriod, stack, src.sum))
 		if out, err := os.ReadFile(path); err == nil {
 			return out, nil
 		}
 	}
-	out, err := interrupt.Instrument(src.wasm, native.InterruptPeriod, stack)
+	out, err := interrupt.Instrument(src.wasm, wasmrt.InterruptPeriod, stack)
 	if err != nil || path == "" {
 		return out, err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/interrupt"
-	"github.com/morphhost/morph/host/internal/native"
+	"github.com/morphhost/morph/host/internal/wasmrt"
 )
 
 // A module is instrumented once per cache directory: the rewrite is kept
@@ -25,7 +25,7 @@ func TestInstrumentedModulesAreCached(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rewritten, err = interrupt.Instrument(orig, native.InterruptPeriod, DefaultMaxStackBytes); err != nil {
+		if rewritten, err = interrupt.Instrument(orig, wasmrt.InterruptPeriod, DefaultMaxStackBytes); err != nil {
 			t.Fatal(err)
 		}
 		return orig, rewritten

@@ -518,7 +518,7 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 // shard sh, or says why not: ctx done, before or while waiting, or the
 // plugin closing. The caller gives it back with p.slots.give(sh).
 func (p *Plugin) takeSlot(ctx context.Context, sh *shard) error {
-	// A guest checks its deadline only every native.InterruptPeriod units of work, so a
+	// A guest checks its deadline only every wasmrt.InterruptPeriod units of work, so a
 	// short call would run to its end on a context already done.
 	if err := ctx.Err(); err != nil {
 		return guest.Fail(contextKind(err), "before the call", err)

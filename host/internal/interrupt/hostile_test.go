@@ -11,7 +11,7 @@ import (
 	"github.com/morphhost/morph/host/internal/interrupt"
 )
 
-// hostBudget is the budget the host instruments with (host/internal/native's InterruptPeriod), and hostStack
+// hostBudget is the budget the host instruments with (host/internal/wasmrt's InterruptPeriod), and hostStack
 // its default stack budget (host.DefaultMaxStackBytes).
 const (
 	hostBudget = 100_000

@@ -34,21 +34,39 @@ import (
 // them at Release. Where the platform cannot reserve memory (see reserve),
 // it falls back to Go slices, as wazero's own allocator.
 type Arena struct {
-	// Image, when set before the arena allocates, is what its memory starts
-	// from (see Image).
+	// Image, when set before the arena allocates, is what the next memory
+	// it allocates starts from (see Image): the first memory of an
+	// instance, which is its module's own when the instance has others
+	// (the Extism loader's kernel memory is allocated after it). Allocate
+	// clears it.
 	Image *Image
+	// Limit, when not 0, is the bytes all the arena's memories may hold
+	// together (the plugin's memory cap when one instance has several
+	// memories): a memory's Reallocate past it answers nil, so that
+	// memory.grow fails with -1 as at a memory's own maximum. Only the
+	// first size a memory is given is not refused, but counted: wazero
+	// allocates a module's memory at its declared minimum, which its
+	// runtime's cap checked, and cannot fail an instantiation there; a
+	// memory allocated by hand should be given 0 first. Usage does not
+	// change with it: each memory still reserves its own maximum.
+	Limit uint64
 
 	mu         sync.Mutex
 	maps       []*mapped
 	sliceBytes atomic.Uint64 // the capacities of its fallback memories
+	held       atomic.Uint64 // the sizes of its memories, against Limit
 }
 
 // Allocate implements experimental.MemoryAllocator.
 func (a *Arena) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	a.mu.Lock()
 	img := a.Image
+	a.Image = nil
+	a.mu.Unlock()
 	if maxBytes > 0 {
 		if m := reserve(maxBytes); m != nil {
 			if img == nil || m.start(img) {
+				m.arena = a
 				a.mu.Lock()
 				a.maps = append(a.maps, m)
 				a.mu.Unlock()
@@ -65,7 +83,45 @@ func (a *Arena) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
 		img.copyInto(buf[:img.size])
 	}
 	a.sliceBytes.Add(uint64(cap(buf)))
-	return &sliceMemory{buf: buf, max: maxBytes, sized: &a.sliceBytes}
+	return &sliceMemory{buf: buf, max: maxBytes, sized: &a.sliceBytes, share: share{arena: a}}
+}
+
+// share is a memory's part of its arena's Limit.
+type share struct {
+	arena   *Arena        // nil: no limit (a memory made outside an arena)
+	held    atomic.Uint64 // the memory's size, counted in arena.held
+	started bool          // it was given its first size (see Arena.Limit)
+}
+
+// grow counts the memory's growth to size bytes in its arena, and answers
+// false, counting nothing, when that would take the arena's memories past
+// its Limit. A linear memory never shrinks, nor does what it holds.
+func (s *share) grow(size uint64) bool {
+	first := !s.started
+	s.started = true
+	old := s.held.Load()
+	if s.arena == nil || size <= old {
+		return true
+	}
+	for {
+		all := s.arena.held.Load()
+		next := all - old + size
+		if !first && s.arena.Limit > 0 && next > s.arena.Limit {
+			return false
+		}
+		if s.arena.held.CompareAndSwap(all, next) {
+			s.held.Store(size)
+			return true
+		}
+	}
+}
+
+// free gives the memory's part of the limit back: a freed memory holds
+// nothing.
+func (s *share) free() {
+	if s.arena != nil {
+		s.arena.held.Add(-s.held.Swap(0))
+	}
 }
 
 // Release unmaps the arena's memories. The instance they belong to must be
@@ -126,13 +182,14 @@ func (a *Arena) TrimZeros() uint64 {
 // sliceMemory is a linear memory in Go's heap, grown by append; sized
 // counts its bytes in its arena's Usage.
 type sliceMemory struct {
+	share
 	buf   []byte
 	max   uint64
 	sized *atomic.Uint64
 }
 
 func (m *sliceMemory) Reallocate(size uint64) []byte {
-	if size > m.max {
+	if size > m.max || !m.grow(size) {
 		return nil
 	}
 	before := cap(m.buf)
@@ -146,6 +203,7 @@ func (m *sliceMemory) Reallocate(size uint64) []byte {
 }
 
 func (m *sliceMemory) Free() {
+	m.free()
 	m.sized.Add(-uint64(cap(m.buf)))
 	m.buf = nil
 }

@@ -3,7 +3,7 @@
 package memory
 
 // mapped is not available on this platform: memories are Go slices.
-type mapped struct{}
+type mapped struct{ share }
 
 func reserve(uint64) *mapped { return nil }
 

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"unsafe"
+
+	"github.com/tetratelabs/wazero/experimental"
 )
 
 const wasmPage = 64 << 10
@@ -119,5 +121,97 @@ func checkBytes(t *testing.T, what string, buf []byte, want map[int]byte) {
 		if buf[off] != b {
 			t.Fatalf("%s: byte %d = %d, want %d", what, off, buf[off], b)
 		}
+	}
+}
+
+// An arena's Limit holds for all its memories together, mapped or Go
+// slices: a memory may grow while the others leave it room, and not past
+// it; a memory's first size is counted but never refused (wazero cannot
+// fail an instantiation there); a freed memory gives its part back; and
+// the limit changes nothing in Usage, each memory reserving its maximum.
+func TestArenaLimit(t *testing.T) {
+	const max = 64 << 20
+	for _, tc := range []struct {
+		name  string
+		alloc func(a *Arena) experimental.LinearMemory
+	}{
+		{"mapped", func(a *Arena) experimental.LinearMemory {
+			if runtime.GOOS == "windows" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+				t.Skip("memories are Go slices here")
+			}
+			return a.Allocate(0, max)
+		}},
+		{"slice", func(a *Arena) experimental.LinearMemory {
+			return a.Allocate(0, 1<<62) // no mapping that large: the fallback
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Arena{Limit: 4 * wasmPage}
+			defer a.Release()
+			guest, kernel := tc.alloc(a), tc.alloc(a)
+			if guest.Reallocate(wasmPage) == nil || kernel.Reallocate(0) == nil {
+				t.Fatal("first sizes within the limit refused")
+			}
+			before := a.Usage()
+			if kernel.Reallocate(3*wasmPage) == nil {
+				t.Fatal("growth to the limit refused")
+			}
+			if b := guest.Reallocate(2 * wasmPage); b != nil {
+				t.Fatalf("the guest grew to %d bytes past the arena's limit (%d held by the other memory)", len(b), 3*wasmPage)
+			}
+			if kernel.Reallocate(3*wasmPage+1) != nil {
+				t.Fatal("the kernel grew past the arena's limit")
+			}
+			if b := guest.Reallocate(wasmPage); len(b) != wasmPage {
+				t.Fatal("a memory refused the size it has")
+			}
+			if u := a.Usage(); u.Reserved != before.Reserved {
+				t.Fatalf("the limit changed what is reserved: %+v, then %+v", before, u)
+			}
+			kernel.Free()
+			if guest.Reallocate(4*wasmPage) == nil {
+				t.Fatal("the room a freed memory gave back was not given")
+			}
+			if guest.Reallocate(4*wasmPage+1) != nil {
+				t.Fatal("grew past the limit alone")
+			}
+			// A memory's first size is never refused, and counts.
+			third := tc.alloc(a)
+			if third.Reallocate(wasmPage) == nil {
+				t.Fatal("a first size past the limit refused: wazero would panic")
+			}
+			if third.Reallocate(2*wasmPage) != nil {
+				t.Fatal("grew while the arena is past its limit")
+			}
+		})
+	}
+	// Without a limit, memories hold their own maxima only.
+	var a Arena
+	defer a.Release()
+	m1, m2 := a.Allocate(0, 1<<62), a.Allocate(0, 1<<62)
+	if m1.Reallocate(8*wasmPage) == nil || m2.Reallocate(8*wasmPage) == nil {
+		t.Fatal("an arena without a limit refused growth")
+	}
+}
+
+// An arena's Image goes to the first memory it allocates only: a second
+// memory of the same instance (the Extism loader's kernel) starts from zeros.
+func TestArenaImageFirstMemory(t *testing.T) {
+	img, err := NewImage(imageSource())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	a := &Arena{Image: img}
+	defer a.Release()
+	first, second := a.Allocate(wasmPage, 64<<20), a.Allocate(wasmPage, 64<<20)
+	if a.Image != nil {
+		t.Fatal("Allocate left the image set")
+	}
+	if b := first.Reallocate(uint64(img.Size())); string(b[:10]) != "first page" {
+		t.Fatalf("the first memory does not read the image: %q", b[:10])
+	}
+	if b := second.Reallocate(uint64(img.Size())); !zeros(b[:os.Getpagesize()]) {
+		t.Fatal("the second memory read the image")
 	}
 }

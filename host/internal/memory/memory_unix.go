@@ -15,6 +15,7 @@ import (
 // size: pages are committed when first touched (the kernel zeroes them),
 // and MAP_NORESERVE keeps the untouched rest out of the commit charge.
 type mapped struct {
+	share
 	mu   sync.Mutex // Free (wazero's) and unmap (the arena's) may come from different goroutines
 	buf  []byte
 	size atomic.Uint64 // the linear memory's size, as last reallocated: what resident looks at
@@ -57,7 +58,7 @@ func (m *mapped) start(img *Image) bool {
 // Reallocate answers the first size bytes of the mapping: growing is free,
 // and the memory never moves.
 func (m *mapped) Reallocate(size uint64) []byte {
-	if size > uint64(len(m.buf)) {
+	if size > uint64(len(m.buf)) || !m.grow(size) {
 		return nil
 	}
 	m.size.Store(size)
@@ -136,6 +137,7 @@ func (m *mapped) Free() {
 	if m.buf != nil { // once unmapped, the range may be another memory's
 		unix.Madvise(m.buf[:m.size.Load()], unix.MADV_DONTNEED)
 	}
+	m.free()
 }
 
 func (m *mapped) unmap() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/abi"
@@ -19,8 +20,8 @@ import (
 // none traps. http_request is there for every plugin: one without the grant
 // gets an error result it can handle (ErrNotGranted's message), not a
 // module that fails to load.
-func (m *Module) instantiateHostModule(ctx context.Context) error {
-	_, err := m.runtime.NewHostModuleBuilder(abi.HostModule).
+func (m *Module) instantiateHostModule(ctx context.Context, r wazero.Runtime) error {
+	_, err := r.NewHostModuleBuilder(abi.HostModule).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(m.hostLog),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).Export(abi.ImportLog).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(m.hostConfigGet),

@@ -1,10 +1,10 @@
 // Package native is the native loader: it runs a module that implements
 // ABI v1 itself (abi/SPEC.md) directly on wazero, the fast path. Load checks
-// the module's imports and exports, has it instrumented (package interrupt:
-// its deadline and call stack) and compiles it in a runtime of its own; its
-// instances serve ABI v1's calls (native.go) with morph:host/v1's host
-// functions, http_request included (imports.go). What it shares with the
-// host, and the Extism loader, is package guest.
+// the module's imports and exports, and has it instrumented (package
+// interrupt: its deadline and call stack) and compiled in a runtime of its
+// own (package wasmrt); its instances serve ABI v1's calls (native.go) with
+// morph:host/v1's host functions, http_request included (imports.go). What
+// it shares with the host, and the Extism loader, is package guest.
 package native
 
 import (
@@ -14,165 +14,69 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/host/internal/guest"
-	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/host/internal/wasmrt"
 )
 
 // Module is a module that implements ABI v1 itself, run directly on
 // wazero: the fast path, with no layer between the host and the guest's
-// exports. Each plugin has a runtime of its own, so that its memory cap is
-// its own (wazero's limit is per runtime); all share the loader's
-// compilation cache.
+// exports. Its runtime is package wasmrt's.
 type Module struct {
-	runtime  wazero.Runtime
-	compiled wazero.CompiledModule
-	env      guest.Env // the plugin's grants, config and limits, for its host functions
-	snap     *snapshot // nil: every instance initializes itself (see snapshot.go)
-	// noSnapshot is why instances initialize themselves (a string), unset
-	// while they may start from an image.
-	noSnapshot atomic.Value
+	*wasmrt.Module
+	env guest.Env // the plugin's grants, config and limits, for its host functions
 }
 
-// InterruptPeriod is the budget of work, in units of about one WebAssembly
-// instruction, that a guest runs between two calls to CheckInterrupt
-// (interrupt.Instrument's budget). Each call costs one exit to Go (about as
-// much as 50 iterations of a tight loop), and between two of them neither a
-// deadline nor the Go garbage collector can stop the guest: typically 10 to
-// 30 microseconds, at worst (a chain of loads that all miss the caches) about
-// 20 ms, plus one bulk memory instruction (at most the memory cap: about 5 ms
-// for 64 MiB). See BENCHMARKS.md, Deadlines.
-const InterruptPeriod = 100_000
+// initialize is ABI v1's initialization of an instance, after the
+// module's start function: its runtime's _initialize, when it exports one.
+var initialize = wasmrt.Init{{Export: "_initialize"}}
 
-// Load instruments the module (instrument, the host's cache of
-// interrupt.Instrument's rewrite with the stack budget stack) so that it can be stopped at its deadline
-// (see package interrupt: wazero's own mechanism, WithCloseOnContextDone,
-// exits to Go at every loop header and made JSON-heavy guests 5-8x slower)
-// and its call stack bounded by the plugin's MaxStackBytes, caps its
-// tables (wasmbin.CapTables), then compiles it in a runtime of its own,
-// checks its exports against ABI v1 and provides its imports (which
-// shape, Check's, says are what the host provides). The kind of a
-// failure is guest.ErrABIMismatch for exports, guest.ErrLoad otherwise.
+// Load has the module made ready (wasmrt.Sandbox: instrumented with the
+// plugin's stack budget by instrument, the host's cache of
+// interrupt.Instrument, and its tables capped), compiles it in a runtime of
+// its own (wasmrt.Compile), checks its exports against ABI v1 and provides
+// morph:host/v1 for its imports (which shape, Check's, says are what the
+// host provides). The kind of a failure is guest.ErrABIMismatch for
+// exports, guest.ErrLoad otherwise.
 func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, instrument func(stack uint32) ([]byte, error)) (_ *Module, kind error, err error) {
 	if err := checkImports(shape.Imports); err != nil {
 		return nil, guest.ErrLoad, err
 	}
-	if env.Limits.MaxStackBytes > interrupt.MaxStack {
-		return nil, guest.ErrLoad, fmt.Errorf("a stack limit of %d bytes: this host allows at most %d", env.Limits.MaxStackBytes, interrupt.MaxStack)
-	}
-	wasm, err := instrument(uint32(env.Limits.MaxStackBytes))
-	if err == nil {
-		wasm, err = wasmbin.CapTables(wasm, env.TableEntries)
-	}
+	wasm, err := wasmrt.Sandbox(env, env.Limits.MaxStackBytes, instrument)
 	if err != nil {
-		return nil, guest.ErrLoad, fmt.Errorf("not a module this host can sandbox: %w", err)
-	}
-	wasm, snap, why := prepareSnapshot(env, shape, wasm)
-	m := &Module{env: env, snap: snap, runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(env.Cache).
-		WithMemoryLimitPages(env.Limits.MemoryMiB*16))} // 64 KiB pages
-	switch {
-	case !env.Snapshot:
-		m.noSnapshot.Store("turned off (snapshot = false)")
-	case why != nil:
-		m.refuseSnapshot(why)
-	}
-	defer func() {
-		if err != nil {
-			m.runtime.Close(ctx)
-		}
-	}()
-	if m.compiled, err = m.runtime.CompileModule(ctx, wasm); err != nil {
-		return nil, guest.ErrLoad, fmt.Errorf("compile: %w", err)
-	}
-	if err := checkExports(m.compiled, shape.Exports); err != nil {
-		return nil, guest.ErrABIMismatch, err
-	}
-	if err := m.instantiateImports(ctx); err != nil {
 		return nil, guest.ErrLoad, err
+	}
+	m := &Module{env: env}
+	if m.Module, err = wasmrt.Compile(ctx, env, shape, wasm, m.instantiateHostModule); err != nil {
+		return nil, guest.ErrLoad, err
+	}
+	if err := checkExports(m.Compiled(), shape.Exports); err != nil {
+		m.Close(ctx)
+		return nil, guest.ErrABIMismatch, err
 	}
 	return m, nil, nil
 }
 
-// CheckInterrupt is the import interrupt.Instrument gives the guest, called
-// whenever the guest has spent InterruptPeriod units of work. Its panic ends
-// the call with an error that wraps the cause (the host tells a deadline
-// from a closed plugin); the instance is then discarded as after any fault.
-func CheckInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
-	if err := ctx.Err(); err != nil {
-		panic(err)
-	}
-	if s := guest.StateOf(ctx); s != nil {
-		if err := s.Expired(); err != nil {
-			panic(err)
-		}
-	}
-}
-
-// StackLimitError (host.StackLimitError) ends a call whose guest would have taken its call stack
-// past the plugin's Limits.MaxStackBytes (a deep or unbounded recursion):
-// the call fails with guest.ErrTrap, wrapping it. wazero keeps a call's stack
-// outside the linear memory, in a buffer it doubles up to about 100 MB, so
-// the native loader bounds it by instrumentation (package interrupt), with
-// an upper estimate of every frame: real frames are often ten times
-// smaller. The Extism loader's modules are not instrumented: their stacks
-// have only wazero's ceiling.
-type StackLimitError struct {
-	Limit int // the plugin's MaxStackBytes
-}
-
-// Error names the limit and the setting that raises it.
-func (e *StackLimitError) Error() string {
-	return fmt.Sprintf("the guest's call stack would exceed %d bytes; raise the plugin's stack limit (max_stack_kb) if its recursion is genuine", e.Limit)
-}
-
-// StackExhausted is the import interrupt.Instrument gives the guest, called
-// when a frame would take the stack past limit. Its panic ends the call
-// (see CheckInterrupt).
-func StackExhausted(limit int) api.GoModuleFunc {
-	return func(context.Context, api.Module, []uint64) { panic(&StackLimitError{Limit: limit}) }
-}
-
 // Exports reports whether the module exports the ABI v1 export name.
 func (m *Module) Exports(name string) bool {
-	_, ok := m.compiled.ExportedFunctions()[name]
+	_, ok := m.Compiled().ExportedFunctions()[name]
 	return ok
-}
-
-// Close closes the plugin's runtime, the module and every instance, and
-// releases its snapshot's image.
-func (m *Module) Close(ctx context.Context) error {
-	err := m.runtime.Close(ctx)
-	if m.snap != nil {
-		m.snap.close()
-	}
-	return err
 }
 
 // Instantiate makes an anonymous instance (a runtime may hold many
 // instances of one module), its WASI and log answering to state, its memory
 // arena's: one that runs _initialize, or, with snapshots, one that starts
-// from the image of the first (see snapshot.go).
+// from the image of the first (see package wasmrt).
 func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena *memory.Arena) (guest.Instance, error) {
-	ctx = experimental.WithMemoryAllocator(ctx, arena)
-	cfg := guest.Config(m.env.Sandbox, state).WithName("")
-	var mod api.Module
-	var err error
-	if m.snap == nil {
-		mod, err = m.runtime.InstantiateModule(ctx, m.compiled, cfg.WithStartFunctions("_initialize"))
-	} else {
-		mod, err = m.snap.instantiate(ctx, m, cfg.WithStartFunctions(), arena, state)
-	}
+	mod, err := m.Module.Instantiate(ctx, state, arena, guest.Config(m.env.Sandbox, state).WithName(""), initialize)
 	if err != nil {
 		return nil, err
 	}
@@ -332,39 +236,4 @@ func (in *instance) Call(ctx context.Context, deadline time.Time, export string,
 		return nil, guest.Fail(guest.ErrGuest, string(view), nil)
 	}
 	return view, nil
-}
-
-// instantiateImports provides the host module, and WASI for guests whose
-// runtime needs it (Go, TinyGo, Rust's wasm32-wasi): no arguments, and only
-// the directories and environment variables the plugin's grants give (its
-// sandbox, which Instantiate applies to each instance).
-func (m *Module) instantiateImports(ctx context.Context) error {
-	needWASI := false // the imports are checked (checkImports)
-	for _, f := range m.compiled.ImportedFunctions() {
-		if mod, _, _ := f.Import(); mod == wasi_snapshot_preview1.ModuleName {
-			needWASI = true
-		}
-	}
-	if needWASI {
-		if _, err := wasi_snapshot_preview1.Instantiate(guest.WithWASIGuard(ctx), m.runtime); err != nil {
-			return fmt.Errorf("wasi: %w", err)
-		}
-	}
-	if err := InstantiateInterrupt(ctx, m.runtime, m.env.Limits.MaxStackBytes); err != nil {
-		return err
-	}
-	return m.instantiateHostModule(ctx)
-}
-
-// InstantiateInterrupt provides, in r, the imports interrupt.Instrument
-// gives a guest: CheckInterrupt, and StackExhausted with the stack budget
-// stack.
-func InstantiateInterrupt(ctx context.Context, r wazero.Runtime, stack int) error {
-	if _, err := r.NewHostModuleBuilder(interrupt.Module).
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(CheckInterrupt), nil, nil).Export(interrupt.Func).
-		NewFunctionBuilder().WithGoModuleFunction(StackExhausted(stack), nil, nil).Export(interrupt.StackFunc).
-		Instantiate(ctx); err != nil {
-		return fmt.Errorf("%s: %w", interrupt.Module, err)
-	}
-	return nil
 }

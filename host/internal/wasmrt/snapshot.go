@@ -1,4 +1,4 @@
-package native
+package wasmrt
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 )
 
 // Pre-initialized snapshots (the idea of Wizer, done in the host). A guest's
-// runtime initializes itself in _initialize, at every instantiation: 60 us of
-// the TinyGo example's 140, and the standard Go example's 2.6 ms, most of it
+// runtime initializes itself at every instantiation (the loader's Init:
+// ABI v1's _initialize): 60 us of the TinyGo example's 140, and the standard Go example's 2.6 ms, most of it
 // writing its data segments (BENCHMARKS.md, A new instance). So the first
 // instance of a plugin is initialized once, by hand, and an image of its
 // memory and mutable globals taken before anything else runs on it; every
@@ -29,7 +29,7 @@ import (
 // at instantiation, no start function, the mutable globals exported), and a
 // plugin whose state lives elsewhere too does not snapshot: one whose code
 // changes a table or drops a segment (wasmbin.Shape.StateOp), or whose
-// _initialize opened or closed a file (guest.CallState.FilesChanged).
+// initialization opened or closed a file (guest.CallState.FilesChanged).
 
 // snapshot is a module's image and what the first instance did by hand.
 type snapshot struct {
@@ -52,7 +52,7 @@ type imaged struct {
 
 // prepareSnapshot rewrites wasm for snapshots when env allows and the
 // module's state is memory and globals only; otherwise it answers wasm and
-// why not, which Load logs.
+// why not, which Compile logs.
 func prepareSnapshot(env guest.Env, shape *wasmbin.Shape, wasm []byte) ([]byte, *snapshot, error) {
 	if !env.Snapshot {
 		return wasm, nil, nil
@@ -76,7 +76,7 @@ func prepareSnapshot(env guest.Env, shape *wasmbin.Shape, wasm []byte) ([]byte, 
 // initialized by hand and its image taken; every later one starts from the
 // image: its memory grown to the image's size (the arena mapped or copied
 // the image over it) and its globals set.
-func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.ModuleConfig, arena *memory.Arena, state *guest.CallState) (api.Module, error) {
+func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.ModuleConfig, arena *memory.Arena, state *guest.CallState, init Init) (api.Module, error) {
 	img, data := s.image.Load(), s.data.Load()
 	if img == nil && data == nil { // taken since the first look
 		img = s.image.Load()
@@ -89,7 +89,7 @@ func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.Module
 		return nil, err
 	}
 	if img == nil {
-		if err := s.initialize(ctx, mod, *data); err != nil {
+		if err := s.initialize(ctx, mod, *data, init); err != nil {
 			mod.Close(ctx)
 			return nil, err
 		}
@@ -114,22 +114,15 @@ func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.Module
 const wasmPage = 64 << 10
 
 // initialize does by hand what instantiating the module before its
-// rewrite did: writes its data segments (data), calls its start function, then
-// _initialize if it exports one.
-func (s *snapshot) initialize(ctx context.Context, mod api.Module, data []wasmbin.DataSegment) error {
+// rewrite did: writes its data segments (data) and calls its start function;
+// then it runs init, the loader's initialization.
+func (s *snapshot) initialize(ctx context.Context, mod api.Module, data []wasmbin.DataSegment, init Init) error {
 	for i, seg := range data {
 		if len(seg.Bytes) > 0 && (mod.Memory() == nil || !mod.Memory().Write(seg.Offset, seg.Bytes)) {
 			return fmt.Errorf("data segment %d ([%d, +%d)) is outside the memory", i, seg.Offset, len(seg.Bytes))
 		}
 	}
-	for _, name := range []string{s.plan.Start, "_initialize"} {
-		if fn := mod.ExportedFunction(name); name != "" && fn != nil {
-			if _, err := fn.Call(ctx); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-	}
-	return nil
+	return append(Init{{Export: s.plan.Start}}, init...).run(ctx, mod)
 }
 
 // take takes the image of mod, the first instance, just initialized, unless
