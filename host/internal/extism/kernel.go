@@ -104,6 +104,13 @@ func NewKernel(alloc experimental.MemoryAllocator, maxBytes uint64, opts KernelO
 	return k
 }
 
+// Close gives the kernel's memory back (its arena unmaps it at Release):
+// call it when the instance closes. The kernel must not be used after.
+func (k *Kernel) Close() {
+	k.mem.Free()
+	k.buf, k.top = nil, kernelBase
+}
+
 // Trap is the error a kernel function panics with when the guest passes
 // it something it cannot serve (an offset outside the kernel's memory,
 // var_set with vars disabled or full, a value that does not fit): the

@@ -331,6 +331,22 @@ func TestKernel(t *testing.T) {
 				t.Fatalf("var_set with vars disabled: %v", trap)
 			}
 		}},
+		{"vars carried", func(t *testing.T, _ *Kernel) {
+			from := map[string][]byte{"a": []byte("1"), "b": []byte("22")}
+			k := newTestKernel(t, maxBytes, KernelOptions{Vars: from, MaxVarBytes: 1000})
+			from["a"][0] = 'x' // the kernel holds copies
+			if v, _ := k.Read(call(t, k, "var_get", storeBlock(t, k, "a"))); string(v) != "1" {
+				t.Fatalf("var_get(a) = %q, want the var it started with", v)
+			}
+			if want := varCost("a", []byte("1")) + varCost("b", []byte("22")); k.varBytes != want {
+				t.Fatalf("the vars it started with count %d bytes, want %d", k.varBytes, want)
+			}
+			vars := k.Vars()
+			vars["b"][0] = 'x'
+			if v, _ := k.Read(call(t, k, "var_get", storeBlock(t, k, "b"))); string(v) != "22" {
+				t.Fatalf("var_get(b) = %q after a change to Vars' copy", v)
+			}
+		}},
 		{"forged headers", func(t *testing.T, k *Kernel) {
 			a, b := call(t, k, "alloc", 64), call(t, k, "alloc", 64)
 			call(t, k, "free", a)
@@ -354,6 +370,19 @@ func TestKernel(t *testing.T) {
 			call(t, k, "store_u64", c-kernelHeader, 1<<31|1<<31<<32)
 			if n := call(t, k, "length", c); n != 0 {
 				t.Fatalf("length of a block whose header claims 2 GiB = %d, want 0", n)
+			}
+		}},
+		{"close", func(t *testing.T, k *Kernel) {
+			p := storeBlock(t, k, "data")
+			k.Close()
+			if n := call(t, k, "memory_bytes"); n != 0 {
+				t.Fatalf("memory_bytes after Close = %d", n)
+			}
+			if _, trap := envCall(k, "load_u8", p); trap == nil {
+				t.Fatal("a load after Close did not trap")
+			}
+			if n := call(t, k, "length", p); n != 0 {
+				t.Fatalf("length after Close = %d", n)
 			}
 		}},
 		{"no allocation per call", func(t *testing.T, k *Kernel) {
@@ -604,6 +633,17 @@ func TestKernelMatchesGoSDK(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// A trap reaches the caller through wazero as the kernel's Trap.
+	k.Reset()
+	if err := k.SetInput(encode([]step{op(opLoadU64, 1<<40, 0)})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run.Call(kctx)
+	var trap *Trap
+	if !errors.As(err, &trap) || trap.Func != "load_u64" || !strings.Contains(err.Error(), "extism:host/env.load_u64: offset 1099511627776 is outside the Extism memory") {
+		t.Fatalf("load_u64 outside the memory: %v, want the kernel's Trap", err)
 	}
 }
 
