@@ -295,14 +295,12 @@ func (k *Kernel) Output(maxOut int) ([]byte, error) {
 }
 
 // Error answers the error message the guest set (error_set), a view of
-// the kernel's memory; set is false when it set none (or set 0). A set
-// error whose offset is not an active block reads as empty, as in go-sdk.
-func (k *Kernel) Error() (msg []byte, set bool) {
-	if k.errBlock == 0 {
-		return nil, false
-	}
-	msg, _ = k.Read(k.errBlock)
-	return msg, true
+// the kernel's memory; none (empty) when it set none, set 0, or set an
+// offset that is not an active block or an empty one: go-sdk reads the
+// error as length bytes at the offset, and an empty one as no error.
+func (k *Kernel) Error() []byte {
+	msg, _ := k.Read(k.errBlock)
+	return msg
 }
 
 // Vars answers a copy of the vars (what a snapshot carries to new

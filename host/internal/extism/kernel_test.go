@@ -239,21 +239,22 @@ func TestKernel(t *testing.T) {
 					t.Errorf("output [%d, +%d): %v, want ErrBadOutput", r[0], r[1], err)
 				}
 			}
-			if _, set := k.Error(); set || call(t, k, "error_get") != 0 {
-				t.Fatal("an error before error_set")
+			if msg := k.Error(); msg != nil || call(t, k, "error_get") != 0 {
+				t.Fatalf("an error %q before error_set", msg)
 			}
 			e := storeBlock(t, k, "boom")
 			call(t, k, "error_set", e)
-			if msg, set := k.Error(); !set || string(msg) != "boom" || call(t, k, "error_get") != e {
-				t.Fatalf("Error = %q, %v after error_set", msg, set)
+			if msg := k.Error(); string(msg) != "boom" || call(t, k, "error_get") != e {
+				t.Fatalf("Error = %q after error_set", msg)
 			}
 			call(t, k, "error_set", e+8)
-			if msg, set := k.Error(); !set || len(msg) != 0 {
-				t.Fatalf("an error offset that is no block: %q, %v, want set and empty (go-sdk's)", msg, set)
+			if msg := k.Error(); msg != nil || call(t, k, "error_get") != e+8 {
+				t.Fatalf("an error offset that is no block: %q, want none (go-sdk's)", msg)
 			}
+			call(t, k, "error_set", e)
 			call(t, k, "error_set", 0)
-			if _, set := k.Error(); set {
-				t.Fatal("error_set(0) did not clear the error")
+			if msg := k.Error(); msg != nil {
+				t.Fatalf("error_set(0) left the error %q", msg)
 			}
 		}},
 		{"reset", func(t *testing.T, k *Kernel) {
