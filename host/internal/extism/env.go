@@ -58,10 +58,10 @@ var kernelFunctions = []envFunction{
 	// kernel, without its bounds-checking feature) does, but never past
 	// the memory.
 	{"input_load_u8", oneI64, oneI32, kernelFunc(func(k *Kernel, s []uint64) {
-		s[0] = uint64(k.at("input_load_u8", k.inputAt(s[0]), 1)[0])
+		s[0] = uint64(k.at("input_load_u8", k.inputAt("input_load_u8", s[0]), 1)[0])
 	})},
 	{"input_load_u64", oneI64, oneI64, kernelFunc(func(k *Kernel, s []uint64) {
-		s[0] = binary.LittleEndian.Uint64(k.at("input_load_u64", k.inputAt(s[0]), 8))
+		s[0] = binary.LittleEndian.Uint64(k.at("input_load_u64", k.inputAt("input_load_u64", s[0]), 8))
 	})},
 	{"input_length", none, oneI64, kernelFunc(func(k *Kernel, s []uint64) { s[0] = k.inputLen })},
 	{"input_offset", none, oneI64, kernelFunc(func(k *Kernel, s []uint64) { s[0] = k.input })},
@@ -80,11 +80,11 @@ var kernelFunctions = []envFunction{
 	{"var_set", twoI64, none, kernelFunc(func(k *Kernel, s []uint64) { k.varSet(s[0], s[1]) })},
 }
 
-// inputAt is the offset of the input's byte i, trapping as input_load
-// when it overflows.
-func (k *Kernel) inputAt(i uint64) uint64 {
+// inputAt is the offset of the input's byte i, trapping as fn when it
+// overflows.
+func (k *Kernel) inputAt(fn string, i uint64) uint64 {
 	if i > ^uint64(0)-k.input {
-		k.trap("input_load", "offset %d past the input at %d overflows", i, k.input)
+		k.trap(fn, "offset %d past the input at %d overflows", i, k.input)
 	}
 	return k.input + i
 }

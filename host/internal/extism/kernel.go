@@ -48,7 +48,7 @@ type Kernel struct {
 	varBytes    int // what vars count against maxVarBytes (varCost)
 	maxVarBytes int
 
-	// headers counts the block headers read or written since the kernel
+	// headers counts the block headers looked at since the kernel
 	// was made: TestKernel and FuzzKernel check that each operation
 	// touches O(1) of them.
 	headers uint64

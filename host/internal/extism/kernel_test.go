@@ -196,7 +196,7 @@ func TestKernel(t *testing.T) {
 			if _, trap := envCall(k, "input_load_u8", end-in); trap == nil || trap.Func != "input_load_u8" {
 				t.Fatalf("input_load_u8 past the memory: %v, want a trap", trap)
 			}
-			if _, trap := envCall(k, "input_load_u64", ^uint64(0)); trap == nil {
+			if _, trap := envCall(k, "input_load_u64", ^uint64(0)); trap == nil || trap.Func != "input_load_u64" {
 				t.Fatal("input_load_u64 of an offset overflowing: no trap")
 			}
 			call(t, k, "free", in)
@@ -407,7 +407,7 @@ func kernelCall(k *Kernel, in []byte) []byte {
 	}
 	var sum uint64
 	for i := uint64(0); i+8 <= k.inputLen; i += 8 {
-		sum += binary.LittleEndian.Uint64(k.at("input_load_u64", k.inputAt(i), 8))
+		sum += binary.LittleEndian.Uint64(k.at("input_load_u64", k.inputAt("input_load_u64", i), 8))
 	}
 	p := k.Alloc(k.inputLen)
 	binary.LittleEndian.PutUint64(k.at("store_u64", p, 8), sum)
