@@ -291,8 +291,8 @@ func TestPlainExportConfigErrors(t *testing.T) {
 			Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "minimal"), SHA256: strings.Repeat("0", 64)}}}, ErrLoad,
 			"modules[0] (lib): sha256 mismatch"},
 		{"host function namespace", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels"}},
-			HostFunctions: []HostFunction{{Module: "morph:extism/env", Name: "http_request", Func: func(context.Context, *HostCall, []uint64) error { return nil }}}}, ErrLoad,
-			`module "morph:extism/env" is Extism's, morph's, WASI's or a linked module's`},
+			HostFunctions: []HostFunction{{Module: "morph:internal", Name: "check_interrupt", Func: func(context.Context, *HostCall, []uint64) error { return nil }}}}, ErrLoad,
+			`module "morph:internal" is Extism's, morph's, WASI's or a linked module's`},
 		{"no convention", Config{Path: fixture(t, "extism_nohooks")}, ErrABIMismatch,
 			"its exports that could be are count_vowels; `morph plugin inspect` prints the lines to add"},
 	}

@@ -29,9 +29,9 @@
 //   - Choosing a loader: moduleLoaders, one row per way of running a module
 //     (name, detect, load), which Load and Inspect consult (registry.go).
 //   - The loaders' rows: the plugin as guest.Env, the native loader's
-//     cache of instrumented modules (instrument.go, over internal/interrupt)
-//     and the input limit the Extism kernel's memory sets (registry.go, over
-//     internal/native and internal/extism).
+//     and the Extism loader's cache of instrumented modules (instrument.go,
+//     over internal/interrupt; registry.go, over internal/native and
+//     internal/extism).
 //   - The call path shared by both loaders: the instance type and
 //     Plugin.CallFunc (plugin.go); the free lists of the isolation modes,
 //     the sessions that own their instances, their admission (max_sessions)
@@ -65,9 +65,10 @@
 //     internal/wasmrt): export and import checks, the call convention,
 //     morph:host/v1's host functions (http_request included).
 //   - internal/extism: the Extism loader, modules written with an Extism
-//     PDK run through go-sdk: detection and the binary's imports and
-//     exports (over internal/wasmbin), the host functions morph provides in
-//     place of go-sdk's, and Extism tool plugins' convention.
+//     PDK on internal/wasmrt: detection and the binary's imports and
+//     exports (over internal/wasmbin), Extism's kernel in Go and
+//     extism:host/env over it, host functions, linked modules, and Extism
+//     tool plugins' convention.
 //   - internal/sandbox: Grants made ready at load (the directories, the
 //     environment, the HTTP client) and enforced for both loaders.
 //

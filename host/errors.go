@@ -67,7 +67,7 @@ var (
 )
 
 // StackLimitError ends a call whose guest would have taken its call stack
-// past the plugin's Limits.MaxStackBytes (native loader only): the call
+// past the plugin's Limits.MaxStackBytes (either loader): the call
 // fails with ErrTrap, wrapping it, and errors.As finds it.
 type StackLimitError struct {
 	Limit int // the plugin's MaxStackBytes

@@ -21,8 +21,6 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
-	"github.com/morphhost/morph/host/internal/extism"
-	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/internal/testenv"
 )
 
@@ -94,8 +92,6 @@ func TestExtismLoadErrors(t *testing.T) {
 			"export morph_build_prompt has signature (i32, i32) -> (i64), want () -> (i32)"}},
 		{"neither hooks nor tools", Config{Path: fixture(t, "extism_nohooks")}, ErrABIMismatch, []string{
 			"must export morph_describe (a morph plugin), describe and call or list_tools and call_tool (an MCP tool plugin), or have its plain exports made tools"}},
-		{"memory too small", Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: 1}}, ErrLoad, []string{
-			"memory_mb 1 leaves the Extism kernel no room"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -241,41 +237,34 @@ func TestExtismIsolationModes(t *testing.T) {
 	}
 }
 
-// go-sdk gives a guest an input that does not fit in its kernel's memory as
-// if it were empty (or garbage), without an error, so the loader lowers the
-// input limit to what the kernel holds: the largest input it allows arrives
-// whole, a larger one is ErrInputTooLarge before any call, and one a little
-// larger than the kernel's capacity, sent past the limit, does not arrive.
+// An Extism plugin's input limit is the configured one (no kernel
+// arithmetic lowers it): an input at the limit arrives whole when it fits
+// in memory_mb beside the guest, and one that does not fit there, the
+// kernel's memory and the guest's sharing memory_mb, is ErrInputTooLarge
+// naming memory_mb, never an empty or cut input.
 func TestExtismInputLimit(t *testing.T) {
-	const mib = 4
-	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: mib}})
-	limit := extism.InputCap(mib*16, DefaultMaxOutputBytes)
-	if limit <= 0 || limit >= DefaultMaxInputBytes {
-		t.Fatalf("extism.InputCap = %d, want it in (0, %d), below the default", limit, DefaultMaxInputBytes)
-	}
-	if p.limits.MaxInputBytes != limit {
-		t.Fatalf("input limit %d, want %d", p.limits.MaxInputBytes, limit)
-	}
 	input := func(n int) []byte { return append(bytes.Repeat([]byte{'x'}, n-16), "0123456789abcdef"...) }
-	out, err := p.Call(context.Background(), abi.ExportBuildParams, input(limit))
-	if err != nil || string(out) != "0123456789abcdef" {
-		t.Fatalf("an input at the limit: %q, %v; want its last 16 bytes", out, err)
-	}
-	if _, err := p.Call(context.Background(), abi.ExportBuildParams, input(limit+1)); !errors.Is(err, ErrInputTooLarge) {
-		t.Fatalf("an input over the limit: %v, want ErrInputTooLarge", err)
-	}
-	// Past the limit, straight to an instance: what the limit prevents.
-	state := p.newCallState()
-	arena := &memory.Arena{}
-	g, err := p.module.Instantiate(state.Begin(context.Background(), time.Now().Add(DefaultTimeout)), state, arena)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { g.Close(); arena.Release() }()
-	over := (mib*16-extism.KernelPages+1)*extism.PageBytes + 1
-	view, err := g.Call(context.Background(), time.Now().Add(DefaultTimeout), abi.ExportBuildParams, input(over), DefaultMaxOutputBytes)
-	if err == nil && string(view) == "0123456789abcdef" {
-		t.Fatalf("an input of %d bytes arrived whole in %d MiB: extism.InputCap is too strict for this kernel", over, mib)
+	for _, c := range []struct {
+		mib  uint32
+		fits bool
+	}{{8, true}, {4, false}} {
+		p := load(t, newLoader(t), Config{Path: fixture(t, "extism_echo"), Limits: Limits{MemoryMiB: c.mib}})
+		if p.limits.MaxInputBytes != DefaultMaxInputBytes {
+			t.Fatalf("memory_mb %d: input limit %d, want the default %d", c.mib, p.limits.MaxInputBytes, DefaultMaxInputBytes)
+		}
+		out, err := p.Call(context.Background(), abi.ExportBuildParams, input(DefaultMaxInputBytes))
+		switch {
+		case c.fits && (err != nil || string(out) != "0123456789abcdef"):
+			t.Fatalf("memory_mb %d, an input at the limit: %q, %v; want its last 16 bytes", c.mib, out, err)
+		case !c.fits && (!errors.Is(err, ErrInputTooLarge) || !strings.Contains(err.Error(), "memory_mb")):
+			t.Fatalf("memory_mb %d, an input at the limit: %q, %v; want ErrInputTooLarge naming memory_mb", c.mib, out, err)
+		}
+		if _, err := p.Call(context.Background(), abi.ExportBuildParams, input(DefaultMaxInputBytes+1)); !errors.Is(err, ErrInputTooLarge) {
+			t.Fatalf("memory_mb %d, an input over the limit: %v, want ErrInputTooLarge", c.mib, err)
+		}
+		if out, err := p.Call(context.Background(), abi.ExportBuildParams, input(100)); err != nil || string(out) != "0123456789abcdef" {
+			t.Fatalf("memory_mb %d, a small input after: %q, %v", c.mib, out, err)
+		}
 	}
 }
 
@@ -336,7 +325,9 @@ func TestExtismHostileGuests(t *testing.T) {
 		// enough for the recursion to fill 4 MiB under -race on a loaded
 		// machine (it ran past 2 s there)
 		{"recurse", "recurse", nil, Limits{MemoryMiB: 4, Timeout: time.Minute}, ErrTrap, "unreachable"},
-		{"recurse past the deadline", "recurse", nil, Limits{Timeout: 300 * time.Millisecond}, ErrTimeout, "deadline exceeded"},
+		// with the default memory, the call stack's bound (max_stack_kb,
+		// by instrumentation) comes before the guest's memory is full
+		{"recurse past the stack limit", "recurse", nil, Limits{Timeout: time.Minute}, ErrTrap, "max_stack_kb"},
 		// as for recurse, the kind is the point: under -race on a
 		// machine at load 9 writing the megabyte ran past 2 s
 		{"emit huge output", "huge", nil, Limits{Timeout: time.Minute}, ErrOutputTooLarge, "bytes, limit 1048576"},
@@ -431,9 +422,10 @@ func TestExtismGrants(t *testing.T) {
 }
 
 // Extism's host functions called with offsets outside the kernel's memory,
-// or that are no memory block, or on a kernel whose memory the guest
-// corrupted: a trap, a timeout or a typed error, never a silent answer,
-// and a run through every such hook ends with its final.
+// or that are no memory block: a trap or a typed error, never a silent
+// answer; on a kernel whose block headers the guest corrupted, the call
+// answers (no kernel operation walks the blocks); and a run through every
+// such hook ends with its final.
 func TestExtismOutOfBounds(t *testing.T) {
 	var logs syncBuffer
 	l, err := NewLoader(LoaderOptions{CacheDir: "off", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -452,9 +444,6 @@ func TestExtismOutOfBounds(t *testing.T) {
 		{abi.ExportOnToolSuccess, ErrTrap, "extism:host/env.store_u64"},
 		{abi.ExportFallbackFinal, ErrTrap, "extism:host/env.input_load_u64"},
 		{abi.ExportAfterRun, ErrOutputTooLarge, "1099511627776 bytes, limit 1048576"},
-		// The kernel is go-sdk's and cannot be instrumented: only wazero's
-		// close-on-context-done stops it (see loadExtism).
-		{abi.ExportOnTurnStart, ErrTimeout, "deadline exceeded"},
 	} {
 		if _, err := p.Call(context.Background(), c.export, []byte(`{}`)); !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %v containing %q", c.export, err, c.kind, c.want)
@@ -464,11 +453,14 @@ func TestExtismOutOfBounds(t *testing.T) {
 	if err != nil || string(out) != "{}" {
 		t.Fatalf("before_run (soft log and config_get): %q, %v", out, err)
 	}
+	if out, err := p.Call(context.Background(), abi.ExportOnTurnStart, []byte(`{}`)); err != nil || string(out) != "{}" {
+		t.Fatalf("on_turn_start (a corrupted block header, then alloc): %q, %v", out, err)
+	}
 	if !strings.Contains(logs.String(), "guest log call with an offset that is not an Extism memory block") {
 		t.Fatalf("the bad log call was not reported:\n%s", logs.String())
 	}
-	if st := p.Stats(); st.Faults != 6 || st.Discarded != 6 {
-		t.Fatalf("stats %+v: want 6 faults, each instance discarded", st)
+	if st := p.Stats(); st.Faults != 5 || st.Discarded != 5 {
+		t.Fatalf("stats %+v: want 5 faults, each instance discarded", st)
 	}
 	// A run through the faulty hooks: turn start, prompt, params, a tool
 	// success, after_run.
@@ -573,5 +565,65 @@ func goSDKBuildPrompt(b *testing.B, path string, timeoutMS uint64) func([]byte) 
 			err = fmt.Errorf("go-sdk: %s returned %d", abi.ExportBuildPrompt, rc)
 		}
 		return out, err
+	}
+}
+
+// A module with no import section loads as an Extism plugin when its
+// configuration makes its exports tools, and its tools answer (issue 28:
+// the loader used to write an import section before its header).
+func TestExtismNoImportSection(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_noimports"),
+		Tools: []ExportTool{{Export: "answer"}, {Export: "refuse"}}})
+	if p.Loader() != LoaderExtism {
+		t.Fatalf("Loader = %s, want %s", p.Loader(), LoaderExtism)
+	}
+	if out, err := callTool(t, p, "answer", nil); err != nil || out != "" {
+		t.Fatalf("answer: %q, %v; want no output", out, err)
+	}
+	if out, err := callTool(t, p, "refuse", nil); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "returned 3 without an error message") {
+		t.Fatalf("refuse: %q, %v; want ErrGuest naming its return code", out, err)
+	}
+}
+
+// An Extism plugin's stack budget (max_stack_kb) is shared evenly by its
+// main module and its linked modules, so that a call crossing modules
+// keeps the plugin's bound: a linked module recurses as deep, within a
+// plugin of budget S with one linked module, as it does alone within S/2
+// (one call deeper: alone, its run's frame takes from the same budget),
+// and less deep than alone within S.
+func TestExtismLinkedStackShare(t *testing.T) {
+	const budget = 256 << 10
+	l := newLoader(t)
+	tool := []ExportTool{{Export: "run", Input: "field:s"}}
+	plugin := func(stack int, linked bool) *Plugin {
+		cfg := Config{Path: fixture(t, "extism_stacklib"), Tools: tool, Limits: Limits{MaxStackBytes: stack, Timeout: time.Minute}}
+		if linked {
+			cfg.Path, cfg.Modules = fixture(t, "extism_stackmain"), []LinkedModule{{Name: "lib", Path: fixture(t, "extism_stacklib")}}
+		}
+		return load(t, l, cfg)
+	}
+	// deepest is the deepest recursion p serves, found by bisection:
+	// each deeper one is a StackLimitError.
+	deepest := func(p *Plugin) int {
+		lo, hi := 0, 1<<20 // lo succeeds, hi fails
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			_, err := callTool(t, p, "run", map[string]any{"s": strings.Repeat("x", mid)})
+			var stack *StackLimitError
+			switch {
+			case err == nil:
+				lo = mid
+			case errors.As(err, &stack):
+				hi = mid
+			default:
+				t.Fatalf("a recursion %d deep: %v, want success or a StackLimitError", mid, err)
+			}
+		}
+		return lo
+	}
+	alone, half, linked := deepest(plugin(budget, false)), deepest(plugin(budget/2, false)), deepest(plugin(budget, true))
+	if half == 0 || linked < half || linked > half+1 || linked >= alone {
+		t.Fatalf("deepest recursion: %d alone with %d bytes of stack, %d alone with half, %d linked with all; want linked = half (+1) < alone",
+			alone, budget, half, linked)
 	}
 }

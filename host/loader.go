@@ -33,7 +33,7 @@ type Limits struct {
 	MaxLogBytes    int           // guest output logged per call (stdout, stderr, log calls); the rest is dropped
 	MaxErrorBytes  int           // longest text of a failure's message or cause (a trap's stack, a guest's error)
 	MaxJSONDepth   int           // deepest nesting of arrays and objects the host decodes from the guest
-	MaxStackBytes  int           // an instance's call stack, outside its memory, as estimated (see StackLimitError); native loader only
+	MaxStackBytes  int           // an instance's call stack, outside its memory, as estimated (see StackLimitError)
 	// SessionIdle (IsolationSession) is how long a session may make no call
 	// into the plugin before it expires: its instances are released (with
 	// morph_destroy), and if it calls again it runs on a fresh instance,
@@ -133,13 +133,13 @@ type Config struct {
 	// IsolationPooled otherwise. Any other value fails the load.
 	Isolation string
 	// NoSnapshot makes every new instance run the module's initialization
-	// (_initialize), as the first one does. By default, instances of a
-	// native ABI plugin start from an image of the first one's memory and
+	// (_initialize; an Extism module's runtime's, such as hs_init), as the
+	// first one does. By default, instances start from an image of the first one's memory and
 	// globals after it (a snapshot, mapped copy-on-write): what the guest
 	// computed in its initialization, random seeds included, is then the
 	// same in every instance (SECURITY.md, Snapshots). Set it for a plugin
 	// whose initialization makes something each instance must have its own
-	// of. The Extism loader's plugins always initialize.
+	// of. An Extism plugin with linked modules always initializes.
 	NoSnapshot bool
 	// Grants are the files, environment variables and hosts the plugin may
 	// reach; the zero Grants, none. Load compares them with the manifest's

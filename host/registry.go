@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
 
 	"log/slog"
 
@@ -17,8 +18,9 @@ const (
 	// directly on wazero: the fast path. See package internal/native.
 	LoaderNative = "morph-abi-v1"
 	// LoaderExtism runs a module written with an Extism PDK (it imports
-	// extism:host/env) through github.com/extism/go-sdk, so that plugins of
-	// the Extism ecosystem work unchanged. See package internal/extism.
+	// extism:host/env) on the native loader's runtime, with Extism's kernel
+	// in Go, so that plugins of the Extism ecosystem work unchanged. See
+	// package internal/extism.
 	LoaderExtism = "extism"
 )
 
@@ -46,7 +48,7 @@ var moduleLoaders = []moduleLoader{
 
 // loaderOf is the loader that runs wasm, loaded with cfg: the Extism
 // loader when cfg has Extism-only parts (a module of plain exports need not
-// import anything of Extism's: go-sdk runs any module), else the first of
+// import anything of Extism's: Extism's hosts run any module), else the first of
 // moduleLoaders that detects it.
 func loaderOf(wasm []byte, cfg Config) moduleLoader {
 	configured := len(cfg.Tools)+len(cfg.HookExports)+len(cfg.Modules)+len(cfg.HostFunctions) > 0
@@ -81,13 +83,18 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ gues
 	return m, nil, nil
 }
 
-// loadExtism is the Extism loader's row (package extism): the plugin's
-// input limit becomes what the module's kernel memory holds.
+// loadExtism is the Extism loader's row (package extism), with the
+// loader's cache of instrumented modules for the main module and each
+// linked one.
 func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
-	m, kind, err := extism.Load(ctx, l.env(p), src.wasm, src.shape.Exports)
+	m, kind, err := extism.Load(ctx, l.env(p), src.shape, src.wasm, func(wasm []byte, stack uint32) ([]byte, error) {
+		if &wasm[0] != &src.wasm[0] { // a linked module
+			return l.instrumented(&source{wasm: wasm, sum: sha256.Sum256(wasm)}, stack)
+		}
+		return l.instrumented(src, stack)
+	})
 	if err != nil {
 		return nil, kind, err
 	}
-	p.limits.MaxInputBytes = m.MaxInputBytes()
 	return m, nil, nil
 }

@@ -7,9 +7,11 @@
 ;;   before_run       log_info and config_get of offsets that are no block,
 ;;                    then answers {}: both are soft, no trap
 ;;   after_run        output_set of a 1 TiB output      (morph: ErrOutputTooLarge)
-;;   on_turn_start    makes a kernel block its own successor, then has the
-;;                    kernel's allocator walk the blocks: it loops forever
-;;                    (morph: ErrTimeout, as wazero closes the call)
+;;   on_turn_start    overwrites the header of a kernel block (in Extism's
+;;                    kernel, making the block its own successor), then
+;;                    allocates, which has Extism's kernel walk the blocks
+;;                    forever; morph's kernel walks none, and the call
+;;                    answers {}
 (module
   (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
   (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
@@ -64,4 +66,5 @@
     ;; for the blocks makes the kernel look for a free one among them.
     (call $store_u64 (i64.sub (local.get $k) (i64.const 8)) (i64.const 0x0000EA60FFFFFFF4))
     (drop (call $alloc (i64.const 10000)))
+    (call $out (i32.const 256) (i32.const 2))
     (i32.const 0)))

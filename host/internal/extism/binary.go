@@ -1,7 +1,6 @@
 package extism
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 
@@ -11,8 +10,8 @@ import (
 
 // The Extism loader reads a module's binary, through package wasmbin,
 // before anything compiles it: which loader a module goes to is told by its
-// imports, and an Extism module's imports of Extism's own HTTP and output
-// functions are renamed to morph's (see extismOverrideTypes). Only the
+// imports, and an Extism module's imports and exports are checked against
+// what morph provides and calls (extism.go). Only the
 // sections that needs are decoded (types, imports, functions, exports);
 // arbitrary bytes give an error, never a panic, and a module wasmbin does
 // not understand is left to wazero's decoder, whose errors are the ones
@@ -22,18 +21,12 @@ import (
 type wasmImport struct {
 	wasmbin.Import
 	fn wasmbin.Signature // functions only
-	// nameAt is where the module name, with its length prefix, starts in
-	// the binary, and nameEnd where it ends: what renameImports replaces.
-	nameAt, nameEnd int
 }
 
 // wasmModule is what the Extism loader needs to know of a module.
 type wasmModule struct {
 	imports []wasmImport
 	exports map[string]wasmbin.Signature // exported functions by name
-	// importHead is where the import section starts (its id byte), and
-	// importAt and importEnd bound its contents; all 0 when there is none.
-	importHead, importAt, importEnd int
 }
 
 // Detect reports whether wasm imports Extism's host namespace, which
@@ -59,16 +52,11 @@ func parseWasm(wasm []byte, full bool) (*wasmModule, error) {
 		r := s.Body
 		switch {
 		case s.ID == wasmbin.IDImport:
-			m.importHead, m.importAt, m.importEnd = s.Start, r.Pos, r.End
-			return r.Imports(func(at int, imp wasmbin.Import, _ wasmbin.TableLimits) error {
-				name := wasmbin.Reader{Buf: wasm, Pos: at, End: r.End}
-				if _, err := name.Name(); err != nil { // read already: cannot fail
-					return err
-				}
+			return r.Imports(func(_ int, imp wasmbin.Import, _ wasmbin.TableLimits) error {
 				if imp.Kind == wasmbin.KindFunction {
 					funcs = append(funcs, imp.Type)
 				}
-				m.imports = append(m.imports, wasmImport{Import: imp, nameAt: at, nameEnd: name.Pos})
+				m.imports = append(m.imports, wasmImport{Import: imp})
 				return nil
 			})
 		case !full:
@@ -133,26 +121,4 @@ func parseWasm(wasm []byte, full bool) (*wasmModule, error) {
 // signature is s as messages show it: "(i64, i64) -> (i64)".
 func signature(s wasmbin.Signature) string {
 	return guest.ValueTypes(s.Params) + " -> " + guest.ValueTypes(s.Results)
-}
-
-// renameImports returns a copy of wasm in which the module name of each
-// function import of module from whose name is in names becomes to. Nothing
-// else changes: the imports keep their order and so every function index.
-func renameImports(wasm []byte, m *wasmModule, from, to string, names map[string]bool) []byte {
-	var sec bytes.Buffer
-	last := m.importAt
-	for _, imp := range m.imports {
-		if imp.Kind != wasmbin.KindFunction || imp.Module != from || !names[imp.Name] {
-			continue
-		}
-		sec.Write(wasm[last:imp.nameAt])
-		sec.Write(wasmbin.AppendName(nil, to))
-		last = imp.nameEnd
-	}
-	sec.Write(wasm[last:m.importEnd])
-	out := make([]byte, 0, len(wasm)+sec.Len()-(m.importEnd-m.importAt)+5)
-	out = append(out, wasm[:m.importHead]...)
-	out = wasmbin.AppendU32(append(out, wasmbin.IDImport), uint32(sec.Len()))
-	out = append(out, sec.Bytes()...)
-	return append(out, wasm[m.importEnd:]...)
 }

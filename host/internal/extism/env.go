@@ -3,17 +3,22 @@ package extism
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/wasmbin"
 )
 
-// kernelKey is the context key under which a call's context answers the
-// instance's Kernel: the extism:host/env functions find it there.
-type kernelKey struct{}
-
-// kernelOf is the Kernel of the call ctx runs.
-func kernelOf(ctx context.Context) *Kernel { return ctx.Value(kernelKey{}).(*Kernel) }
+// kernelOf is the Kernel of the instance whose call ctx runs.
+func kernelOf(ctx context.Context) *Kernel { return guestOf(ctx).kernel }
 
 // envFunction is a function of extism:host/env: its name, signature and
 // body.
@@ -40,7 +45,8 @@ func kernelFunc(f func(k *Kernel, stack []uint64)) api.GoModuleFunc {
 
 // kernelFunctions are the functions of extism:host/env that the Kernel
 // serves alone (go-sdk v1.7.1's signatures, host.go). The others (http,
-// log, get_log_level) need the plugin's grants and logger.
+// log, get_log_level) need the plugin's grants and logger: see
+// Module.envFunctions.
 var kernelFunctions = []envFunction{
 	{"alloc", oneI64, oneI64, kernelFunc(func(k *Kernel, s []uint64) { s[0] = k.Alloc(s[0]) })},
 	{"free", oneI64, none, kernelFunc(func(k *Kernel, s []uint64) { k.Free(s[0]) })},
@@ -99,4 +105,145 @@ func instantiateEnv(ctx context.Context, r wazero.Runtime, fns []envFunction) er
 	}
 	_, err := b.Instantiate(ctx)
 	return err
+}
+
+// envFunctions are all the functions of extism:host/env (go-sdk v1.7.1's
+// names and signatures): the kernel's, and those that need the plugin's
+// grants and logger, morph's own rather than go-sdk's:
+//
+//   - http_request, http_status_code, http_headers: go-sdk's http_request
+//     sends through http.DefaultClient, which follows redirects, and checks
+//     its allow-list on the first URL only; morph's goes through the
+//     plugin's HTTP grant (sandbox.Sandbox.HTTP), which checks every hop.
+//   - log_*, get_log_level: go-sdk's log through its own logger under a
+//     process-wide level that is off by default; morph's log under the
+//     plugin's name, as morph:host/v1's log does.
+func (m *Module) envFunctions() []envFunction {
+	fns := append([]envFunction(nil), kernelFunctions...)
+	fns = append(fns,
+		envFunction{"http_request", twoI64, oneI64, m.httpRequest},
+		envFunction{"http_status_code", none, oneI32, func(ctx context.Context, _ api.Module, stack []uint64) {
+			stack[0] = api.EncodeI32(guestOf(ctx).httpStatus)
+		}},
+		envFunction{"http_headers", none, oneI64, func(ctx context.Context, _ api.Module, stack []uint64) {
+			stack[0] = 0
+			if g := guestOf(ctx); g.httpHeaders != nil {
+				b, _ := json.Marshal(g.httpHeaders) // a map of strings always encodes
+				stack[0] = g.kernel.write("http_headers", b)
+			}
+		}},
+		envFunction{"get_log_level", none, oneI32, func(ctx context.Context, _ api.Module, stack []uint64) {
+			stack[0] = api.EncodeI32(math.MaxInt32) // off
+			for i, l := range extismLogLevels {
+				if m.env.Log().Enabled(ctx, l.level) {
+					stack[0] = api.EncodeI32(int32(i))
+					break
+				}
+			}
+		}},
+	)
+	for _, l := range extismLogLevels {
+		fns = append(fns, envFunction{l.name, oneI64, none, func(ctx context.Context, _ api.Module, stack []uint64) {
+			logBlock(ctx, l.level, stack[0])
+		}})
+	}
+	return fns
+}
+
+// envSignatures are the signatures of extism:host/env's functions by name,
+// which checkExtismImports checks the guest's imports against.
+var envSignatures = func() map[string]wasmbin.Signature {
+	sigs := map[string]wasmbin.Signature{}
+	for _, f := range (&Module{}).envFunctions() {
+		sigs[f.name] = wasmbin.Signature{Params: f.params, Results: f.results}
+	}
+	return sigs
+}()
+
+// Extism's log levels (the PDKs' LogLevel, go-sdk's ExtismCompat values),
+// with the slog level each is logged at.
+var extismLogLevels = []struct {
+	name  string
+	level slog.Level
+}{
+	{"log_trace", slog.LevelDebug}, // 0
+	{"log_debug", slog.LevelDebug}, // 1
+	{"log_info", slog.LevelInfo},   // 2
+	{"log_warn", slog.LevelWarn},   // 3
+	{"log_error", slog.LevelError}, // 4
+}
+
+// logBlock logs the kernel block at offset under the plugin's name, within
+// the call's log budget (guest.LogWriter), and frees it (as go-sdk's log
+// functions do). An offset that is not a block is dropped with a warning,
+// not a trap, as morph:host/v1's log does.
+func logBlock(ctx context.Context, level slog.Level, offset uint64) {
+	g := guestOf(ctx)
+	w := g.state.Log()
+	msg, ok := g.kernel.Read(offset)
+	if !ok || len(msg) == 0 {
+		w.Warn(ctx, "guest log call with an offset that is not an Extism memory block", "offset", offset)
+		return
+	}
+	w.Message(ctx, level, msg)
+	g.kernel.Free(offset)
+}
+
+// extismHTTPRequest is the request go-sdk's PDKs send to http_request.
+type extismHTTPRequest struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method"`
+	Headers map[string]string `json:"headers"`
+}
+
+// httpRequest is Extism's http_request(request, body) -> response body,
+// sent by the plugin's HTTP grant (sandbox.Sandbox.HTTP: allowed hosts checked on
+// the URL and on every redirect hop, the grant's timeout and size limit),
+// under the call's deadline (guest.CallContext).
+// As in go-sdk, a request that cannot be read, is refused or fails traps
+// the call, since the Extism PDKs have no way to receive an error from
+// http_request; the host reports a refusal as ErrNotGranted and any other
+// failure as guest.ErrTrap (ErrTimeout past the deadline), with the reason. The
+// response body is a kernel block (0 when empty); its status and headers
+// are kept for http_status_code and http_headers.
+func (m *Module) httpRequest(ctx context.Context, _ api.Module, stack []uint64) {
+	g := guestOf(ctx)
+	k := g.kernel
+	g.httpStatus, g.httpHeaders = 0, nil
+	fail := func(format string, args ...any) {
+		panic(fmt.Errorf("http_request: "+format, args...))
+	}
+	raw, ok := k.Read(stack[0])
+	if !ok {
+		fail("the request at offset %d is not an Extism memory block", stack[0])
+	}
+	var req extismHTTPRequest
+	if err := guest.DecodeJSON(raw, m.env.Limits.MaxJSONDepth, &req); err != nil {
+		fail("the request is not JSON: %w", err)
+	}
+	k.Free(stack[0])
+	var body []byte
+	if stack[1] != 0 {
+		b, ok := k.Read(stack[1])
+		if !ok {
+			fail("the body at offset %d is not an Extism memory block", stack[1])
+		}
+		body = append([]byte(nil), b...)
+		k.Free(stack[1])
+	}
+	cctx, cancel := guest.CallContext(ctx)
+	defer cancel()
+	res, err := m.env.Sandbox.HTTP(cctx, abi.HTTPRequest{Method: strings.ToUpper(req.Method), URL: req.URL,
+		Headers: req.Headers, Body: string(body)})
+	if err != nil {
+		fail("%w", err)
+	}
+	g.httpStatus, g.httpHeaders = int32(res.Status), make(map[string]string, len(res.Headers))
+	for k, v := range res.Headers {
+		g.httpHeaders[strings.ToLower(k)] = v
+	}
+	stack[0] = 0
+	if len(res.Body) > 0 {
+		stack[0] = k.write("http_request", []byte(res.Body))
+	}
 }

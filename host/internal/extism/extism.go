@@ -1,14 +1,18 @@
 // Package extism is the Extism loader: it runs a module written with an
-// Extism PDK (one that imports extism:host/env) through
-// github.com/extism/go-sdk, in morph's sandbox and under its limits, so that
-// plugins of the Extism ecosystem work unchanged. Detect tells such a module
-// by its imports, Load compiles and checks one, and its instances serve
-// ABI v1's calls in Extism's calling convention, or, for an Extism tool
-// plugin, morph_describe and morph_call_tool through its describe and call.
+// Extism PDK (one that imports extism:host/env) on the native loader's
+// runtime (package wasmrt: instrumented, snapshots), with Extism's kernel
+// written in Go (kernel.go) in place of the wasm kernel go-sdk runs, so
+// that plugins of the Extism ecosystem work unchanged under the same
+// bounds as a native plugin. Detect tells such a module by its imports,
+// Load compiles and checks one, and its instances serve ABI v1's calls in
+// Extism's calling convention, or, for an Extism tool plugin,
+// morph_describe and morph_call_tool through its describe and call.
 //
-// It reads the binary with package wasmbin (binary.go) and provides the
-// host functions morph overrides in place of go-sdk's (imports.go); what it
-// shares with the host, and the native loader, is package guest.
+// It reads the binary with package wasmbin (binary.go), provides
+// extism:host/env (env.go), the host functions of extism:host/user and an
+// embedding host's (user.go) and the plugin's linked modules (linked.go);
+// what it shares with the host, and the native loader, is package guest.
+// github.com/extism/go-sdk is its tests' oracle, not a dependency.
 package extism
 
 import (
@@ -16,17 +20,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	sdk "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/morphhost/morph/abi"
@@ -34,58 +36,18 @@ import (
 	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/host/internal/wasmrt"
 )
 
 // extismEnv is Extism's host namespace; a module importing from it is an
-// Extism module. extismMorphEnv is where the functions morph provides in
-// place of go-sdk's own are (extismOverrideTypes).
-const (
-	extismEnv      = "extism:host/env"
-	extismMorphEnv = "morph:extism/env"
-)
+// Extism module.
+const extismEnv = "extism:host/env"
 
-// extismEnvFunctions are the functions go-sdk v1.7.1 provides in
-// extism:host/env (host.go, instantiateEnvModule); importing any other
-// name from it fails the load.
-var extismEnvFunctions = map[string]bool{
-	"alloc": true, "free": true, "load_u8": true, "input_load_u8": true, "store_u64": true, "store_u8": true,
-	"input_set": true, "output_set": true, "input_length": true, "input_offset": true, "output_length": true,
-	"output_offset": true, "length": true, "length_unsafe": true, "reset": true, "error_set": true, "error_get": true,
-	"memory_bytes": true, "input_load_u64": true, "load_u64": true, "config_get": true, "var_get": true,
-	"var_set": true, "http_request": true, "http_status_code": true, "http_headers": true, "get_log_level": true,
-	"log_trace": true, "log_debug": true, "log_info": true, "log_warn": true, "log_error": true,
-}
-
-// KernelPages is the initial size, in 64 KiB pages, of the memory of
-// the Extism kernel embedded in go-sdk v1.7.1 (extism-runtime.wasm v1.7.0:
-// `(memory 16)`), which holds each call's input and output. The kernel
-// accounts for only its first page and grows from its initial size, so its
-// first block after a reset holds at most (max pages - 15) pages less its
-// 64-byte root, counted twice, and the block's 12-byte header (extism
-// kernel/src/lib.rs, MemoryRoot::alloc); TestExtismInputLimit checks that
-// arithmetic against the real kernel.
-const KernelPages = 16
-
-// extismKernelReserve is kept free in the kernel's memory beside the
-// input: block headers, config values and log messages the guest reads or
-// writes during a call (the output is reserved on top, see InputCap).
-const extismKernelReserve = 64 << 10
-
-// InputCap is the largest input the kernel can hold, with a memory of
-// pages pages, beside an output of maxOut bytes. go-sdk does not report an
-// input that does not fit: the kernel's alloc fails, go-sdk writes nowhere
-// and the guest reads an empty or garbage input, so the host must not send
-// one.
-func InputCap(pages uint32, maxOut int) int {
-	return (int(pages)-KernelPages+1)*PageBytes - 2*64 - 12 - extismKernelReserve - maxOut
-}
-
-// PageBytes is the size of a WebAssembly page, the unit of MaxPages.
-const PageBytes = 64 << 10
-
-// Module is a module written with an Extism PDK, compiled once by
-// go-sdk; each instance is a go-sdk Plugin (instance). It follows one of
-// the conventions of the Extism ecosystem, which morph serves as ABI v1:
+// Module is a module written with an Extism PDK, run as a native one is
+// (package wasmrt: instrumented, compiled in the plugin's runtime, its
+// instances from the plugin's arena, with snapshots), its extism:host/env
+// served by a Kernel in Go per instance (env.go). It follows one of the
+// conventions of the Extism ecosystem, which morph serves as ABI v1:
 //
 //   - morph's: morph_describe and the morph_<hook> exports of ABI v1, in
 //     Extism's calling convention;
@@ -97,7 +59,7 @@ const PageBytes = 64 << 10
 //     configuration makes tools (Env.Tools) or hooks (Env.HookExports),
 //     beside an MCP plugin's tools or alone.
 type Module struct {
-	compiled *sdk.CompiledPlugin
+	*wasmrt.Module
 	env      guest.Env
 	exported map[string]wasmbin.Signature
 	// morph: the module exports morph_describe; mcp: its MCP convention,
@@ -111,39 +73,43 @@ type Module struct {
 	// name is the name morph gives a module that is not morph's (it has no
 	// manifest): the configured one, or the file's.
 	name string
-	// maxInput is the plugin's input limit, lowered to what the kernel can
-	// hold beside an output (InputCap).
-	maxInput int
+	// init is the main module's runtime initialization (runtimeInit).
+	init wasmrt.Init
+	// linked are the plugin's linked modules, compiled in its runtime
+	// (linked.go).
+	linked []*linkedModule
+	// vars are those the first instance's initialization set, which
+	// instances started from its image start with (nil until it ran);
+	// firstMu makes instances wait for them while they are not known.
+	vars    atomic.Pointer[map[string][]byte]
+	firstMu sync.Mutex
 }
 
-// Load compiles an Extism module with go-sdk and checks it: its
-// imports (extism:host/env and WASI only; Extism's http_request, its
-// output and its log functions renamed to morph's, see extismOverrideTypes),
-// and its exports (morph_describe, or describe and call; each `() -> i32`).
-// The kind of a failure is guest.ErrABIMismatch for exports, guest.ErrLoad otherwise.
+// Load checks an Extism module: its imports (extism:host/env's functions
+// with go-sdk v1.7.1's signatures, the host functions provided, the linked
+// modules' functions, WASI) and its exports (its convention, see Module).
+// It then has it and each linked module made ready (wasmrt.Sandbox:
+// instrumented by instrument with its share of the plugin's stack budget,
+// its tables capped) and compiles them in a runtime of the plugin's own
+// (wasmrt.Compile) beside extism:host/env, the host functions and the
+// linked modules' proxies. The kind of a failure is guest.ErrABIMismatch
+// for exports, guest.ErrLoad otherwise.
 //
-// The sandbox is morph's, not go-sdk's defaults: the plugin's runtime has
-// the loader's compilation cache, closes a module when its call's context
-// ends (wazero's WithCloseOnContextDone, not the native loader's
-// instrumentation: the Extism kernel is go-sdk's to compile, and a guest can
-// drive it into an endless loop by corrupting its own kernel memory, which
-// only wazero's mechanism stops), and caps every memory at
-// Limits.MemoryMiB, the guest's and the Extism kernel's alike (so an
-// Extism plugin may use up to twice that) and the guest's tables as a
-// native plugin's (wasmbin.CapTables); the guest gets no arguments,
-// only the directories and environment variables of its grants (the
-// plugin's sandbox, as a native plugin), its http_request goes through the
-// plugin's HTTP grant, it has real clocks and the host's CSPRNG, and its
-// stdout and stderr go to the log as a native plugin's do.
-// The input limit is lowered to what the kernel can hold (InputCap, see
-// Module.MaxInputBytes), and Extism vars share the output limit per
-// instance. exports are all the module's exports (wasmbin.Shape's).
+// The sandbox is the native loader's: the deadline and the call stack by
+// instrumentation, every memory of an instance (the guest's, its linked
+// modules' and the kernel's) within Limits.MemoryMiB together, the
+// guest's tables capped as a native plugin's; the guest gets no arguments,
+// only the directories and environment variables of its grants, its
+// http_request goes through the plugin's HTTP grant, it has real clocks and
+// the host's CSPRNG, and its stdout and stderr go to the log as a native
+// plugin's do. Extism vars share the output limit per instance. shape is
+// Check's for wasm.
 //
 // The ABI v1 marker export (morph_abi_v1) is neither required nor checked:
 // it tells the native calling convention's version from the exports, while
 // an Extism module is recognized by its imports and its payloads' version
 // is its manifest's abi_version.
-func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Export) (_ *Module, kind error, err error) {
+func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte, instrument func(wasm []byte, stack uint32) ([]byte, error)) (_ *Module, kind error, err error) {
 	info, err := parseWasm(wasm, true)
 	if err != nil {
 		return nil, guest.ErrLoad, fmt.Errorf("read the module: %w", err)
@@ -156,8 +122,8 @@ func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Exp
 	if err := checkExtismImports(info, userFuncs, linkedNames); err != nil {
 		return nil, guest.ErrLoad, err
 	}
-	m := &Module{env: env, exported: info.exports, maxInput: env.Limits.MaxInputBytes}
-	if err := m.checkExports(exports); err != nil {
+	m := &Module{env: env, exported: info.exports}
+	if err := m.checkExports(shape.Exports); err != nil {
 		return nil, guest.ErrABIMismatch, err
 	}
 	if !m.morph {
@@ -166,70 +132,71 @@ func Load(ctx context.Context, env guest.Env, wasm []byte, exports []wasmbin.Exp
 			m.name = strings.TrimSuffix(filepath.Base(env.Source), ".wasm")
 		}
 	}
-	pages := env.Limits.MemoryMiB * (1 << 20 / PageBytes)
-	limit := InputCap(pages, env.Limits.MaxOutputBytes)
-	if limit <= 0 {
-		return nil, guest.ErrLoad, fmt.Errorf("memory_mb %d leaves the Extism kernel no room for an input beside a %d-byte output; raise memory_mb or lower max_output_kb",
-			env.Limits.MemoryMiB, env.Limits.MaxOutputBytes)
+	// Each module gets an even share of the stack, so that a call crossing
+	// modules keeps the plugin's bound.
+	stack := env.Limits.MaxStackBytes / (1 + len(env.Linked))
+	sandboxed := func(wasm []byte) ([]byte, error) {
+		return wasmrt.Sandbox(env, stack, func(stack uint32) ([]byte, error) { return instrument(wasm, stack) })
 	}
-	if limit < env.Limits.MaxInputBytes {
-		env.Log().InfoContext(ctx, "Extism plugin: input limit lowered to what its kernel memory holds",
-			"max_input_bytes", limit, "configured", env.Limits.MaxInputBytes, "memory_mib", env.Limits.MemoryMiB)
-		m.maxInput = limit
-	}
-	if _, ok := os.LookupEnv("EXTISM_ENABLE_WASI_OUTPUT"); ok {
-		env.Log().WarnContext(ctx, "EXTISM_ENABLE_WASI_OUTPUT is set: go-sdk sends this Extism plugin's stdout and stderr to the process's, past morph's log limit")
-	}
-	// go-sdk makes the last module of the manifest the main one.
-	var modules []sdk.Wasm
+	var linked [][]byte
 	for _, lm := range env.Linked {
-		lwasm, err := prepareLinked(lm, userFuncs, linkedNames, env.TableEntries)
+		lwasm, err := prepareLinked(lm, userFuncs, linkedNames, sandboxed)
 		if err != nil {
 			return nil, guest.ErrLoad, err
 		}
-		modules = append(modules, sdk.WasmData{Data: lwasm, Name: lm.Name})
+		linked = append(linked, lwasm)
 	}
-	if wasm, err = prepare(wasm, info, env.TableEntries); err != nil {
+	if wasm, err = sandboxed(wasm); err != nil {
 		return nil, guest.ErrLoad, err
 	}
-	manifest := sdk.Manifest{
-		Wasm:   append(modules, sdk.WasmData{Data: wasm, Name: "main"}),
-		Memory: &sdk.ManifestMemory{MaxPages: pages, MaxVarBytes: int64(env.Limits.MaxOutputBytes)},
-		Config: env.Values,
+	if len(env.Linked) > 0 {
+		env.Snapshot = false // see Snapshot
 	}
-	compileMu.Lock()
-	defer compileMu.Unlock()
-	m.compiled, err = sdk.NewCompiledPlugin(guest.WithWASIGuard(ctx), manifest, sdk.PluginConfig{ // see wasiGuard
-		RuntimeConfig: wazero.NewRuntimeConfig().
-			WithCompilationCache(env.Cache).
-			WithCloseOnContextDone(true).
-			WithMemoryLimitPages(pages),
-		EnableWasi: true, // go-sdk runs a WASI reactor's _initialize only then
-	}, append(m.hostFunctions(), m.userHostFunctions(userFuncs)...))
+	m.Module, err = wasmrt.Compile(ctx, env, shape, wasm, func(ctx context.Context, r wazero.Runtime) error {
+		if err := instantiateEnv(ctx, r, m.envFunctions()); err != nil {
+			return fmt.Errorf("%s: %w", extismEnv, err)
+		}
+		if err := m.instantiateUser(ctx, r, userFuncs); err != nil {
+			return err
+		}
+		return m.compileLinked(ctx, r, linked)
+	})
 	if err != nil {
-		return nil, guest.ErrLoad, fmt.Errorf("compile: %w", err)
+		return nil, guest.ErrLoad, err
 	}
+	if err := m.checkLinkedImports(m.Compiled(), ""); err != nil {
+		m.Close(ctx)
+		return nil, guest.ErrLoad, err
+	}
+	m.init = runtimeInit(m.Compiled())
 	return m, nil, nil
 }
 
-// compileMu makes Extism compilations one at a time. Runtimes that share
-// a compilation cache share wazero's engine, and its CompileModule sets
-// the listeners of a module it already holds without a lock (wazevo
-// engine.go, wazero v1.12.0): go-sdk compiles its kernel into every
-// plugin's runtime, with morph's WASI guard as listener factory, so two
-// Extism loads at once wrote the same compiled kernel (a data race the
-// race detector reported with parallel loads).
-var compileMu sync.Mutex
-
-// prepare is wasm as go-sdk compiles it: the imports morph overrides
-// renamed to its namespace, its tables capped.
-func prepare(wasm []byte, info *wasmModule, tableEntries uint32) ([]byte, error) {
-	return wasmbin.CapTables(renameImports(wasm, info, extismEnv, extismMorphEnv, extismOverridden), tableEntries)
+// runtimeInit is how an instance of compiled initializes its language's
+// runtime, go-sdk's rules (detectGuestRuntime), run when the instance is
+// made rather than in its first call: a Haskell runtime's _initialize
+// then hs_init(0, 0); a reactor's _initialize; a command's
+// __wasm_call_ctors; none.
+func runtimeInit(compiled wazero.CompiledModule) wasmrt.Init {
+	exports := compiled.ExportedFunctions()
+	nullary := func(name string) bool {
+		f, ok := exports[name]
+		return ok && len(f.ParamTypes()) == 0 && len(f.ResultTypes()) == 0
+	}
+	switch {
+	case exports["hs_init"] != nil:
+		return wasmrt.Init{{Export: "_initialize"}, {Export: "hs_init", Args: []uint64{0, 0}}}
+	case nullary("_initialize"):
+		return wasmrt.Init{{Export: "_initialize"}}
+	case nullary("__wasm_call_ctors"):
+		return wasmrt.Init{{Export: "__wasm_call_ctors"}}
+	}
+	return nil
 }
 
 // prepareLinked checks a linked module as the main one (its imports) and
-// prepares it; the error names it.
-func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, tableEntries uint32) ([]byte, error) {
+// makes it ready (sandboxed); the error names it.
+func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, sandboxed func([]byte) ([]byte, error)) ([]byte, error) {
 	fail := func(err error) ([]byte, error) { return nil, fmt.Errorf("linked module %q: %w", lm.Name, err) }
 	info, err := parseWasm(lm.Wasm, true)
 	if err != nil {
@@ -238,7 +205,7 @@ func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, l
 	if err := checkExtismImports(info, user, linked); err != nil {
 		return fail(err)
 	}
-	wasm, err := prepare(lm.Wasm, info, tableEntries)
+	wasm, err := sandboxed(lm.Wasm)
 	if err != nil {
 		return fail(err)
 	}
@@ -246,7 +213,7 @@ func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, l
 }
 
 // checkExtismImports accepts functions of extism:host/env that go-sdk
-// provides, with the signatures of those morph overrides; functions of
+// provides, with their signatures; functions of
 // extism:host/user that are provided (user), with their signatures;
 // functions of the linked modules; and WASI; nothing else.
 func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool) error {
@@ -255,10 +222,12 @@ func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, l
 		switch {
 		case imp.Kind != wasmbin.KindFunction:
 			errs = append(errs, fmt.Errorf("imports %s.%s, which is not a function: an Extism plugin may import functions only", imp.Module, imp.Name))
-		case imp.Module == extismEnv && !extismEnvFunctions[imp.Name]:
-			errs = append(errs, fmt.Errorf("imports %s.%s, which Extism (go-sdk v1.7.1) does not provide", imp.Module, imp.Name))
 		case imp.Module == extismEnv:
-			if want, ok := extismOverrideTypes[imp.Name]; ok && !imp.fn.Equal(want) {
+			want, ok := envSignatures[imp.Name]
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("imports %s.%s, which Extism (go-sdk v1.7.1) does not provide", imp.Module, imp.Name))
+			case !imp.fn.Equal(want):
 				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, want %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
 			}
 		case imp.Module == extismUser || user[hostFuncKey{imp.Module, imp.Name}].Call != nil:
@@ -273,7 +242,7 @@ func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, l
 				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, but the host function provided is %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
 			}
 		case linked[imp.Module]:
-			// go-sdk links it; a missing or mistyped function fails the compile, named
+			// checkLinkedImports checks it against the linked module, once compiled
 		case imp.Module != "wasi_snapshot_preview1":
 			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s, %s (host functions), wasi_snapshot_preview1, "+
 				"the modules linked to it (the plugin's modules) and the host functions a Go program embedding morph gives it (host.Config.HostFunctions)",
@@ -349,7 +318,7 @@ func (m *Module) checkExports(kinds []wasmbin.Export) error {
 var callSignature = wasmbin.Signature{Results: []api.ValueType{api.ValueTypeI32}}
 
 // plainSignature reports whether an export of signature sig can be
-// configured: go-sdk calls a function () -> i32, whose result is its
+// configured: Extism's hosts call a function () -> i32, whose result is its
 // return code, and () -> (), which succeeds unless it traps or exits
 // non-zero (a command module's _start, a Haskell PDK's exports).
 func plainSignature(sig wasmbin.Signature) bool {
@@ -438,46 +407,124 @@ func (m *Module) Exports(name string) bool {
 	return name == abi.ExportDescribe || name == abi.ExportCallTool && (m.mcp != nil || len(m.tools) > 0)
 }
 
-// MaxInputBytes is the plugin's input limit, lowered to what the Extism
-// kernel's memory holds: the host refuses a larger input before the call,
-// since go-sdk would hand the guest an empty or garbage one.
-func (m *Module) MaxInputBytes() int { return m.maxInput }
-
-// Close releases the compiled module and its instances.
-func (m *Module) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
-
-// Instantiate makes a go-sdk Plugin of the module whose WASI and output
-// answer to state.
-func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena *memory.Arena) (guest.Instance, error) {
-	pl, err := m.compiled.Instance(experimental.WithMemoryAllocator(ctx, arena), sdk.PluginInstanceConfig{ModuleConfig: guest.Config(m.env.Sandbox, state)})
-	if err != nil {
-		return nil, err
+// Snapshot is what the module's snapshot holds, or why its instances
+// initialize themselves (wasmrt.Module.Snapshot). A plugin with linked
+// modules has none: an image holds one memory, and the main module's may
+// point into its linked modules' state.
+func (m *Module) Snapshot() (imageBytes uint64, why string) {
+	if len(m.linked) > 0 {
+		return 0, "the plugin has linked modules: an image holds one module's memory"
 	}
-	return &instance{m: m, plugin: pl, state: state}, nil
+	return m.Module.Snapshot()
 }
 
-// instance is one go-sdk Plugin, with what morph's host functions keep
-// of its current call.
+// Instantiate makes an instance: its Kernel, its linked modules and the
+// main module, each initialized by its runtime's rules (runtimeInit), all
+// their memories from arena, and their WASI and log answering to state.
+// With snapshots the main module starts from the first instance's image
+// (wasmrt), and its Kernel from the vars that instance's initialization set.
+// The kernel's memory is allocated first: the image goes to the next
+// memory the arena allocates, the main module's (memory.Arena.Image).
+func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena *memory.Arena) (_ guest.Instance, err error) {
+	opts := KernelOptions{Config: m.env.Values, MaxVarBytes: m.env.Limits.MaxOutputBytes}
+	if m.vars.Load() == nil { // the first instance, or one made beside it
+		m.firstMu.Lock()
+		defer m.firstMu.Unlock()
+	}
+	imaged, _ := m.Module.Snapshot()
+	if vars := m.vars.Load(); vars != nil && imaged > 0 {
+		opts.Vars = *vars
+	}
+	g := &instance{m: m, state: state, fns: map[string]api.Function{}, stack: make([]uint64, 1),
+		kernel: NewKernel(arena, uint64(m.env.Limits.MemoryMiB)<<20, opts)}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	ictx := g.ctx(ctx)
+	cfg := guest.Config(m.env.Sandbox, state).WithName("")
+	if err := g.instantiateLinked(ictx, arena, cfg); err != nil {
+		return nil, err
+	}
+	if g.mod, err = m.Module.Instantiate(ictx, state, arena, cfg, m.init); err != nil {
+		return nil, err
+	}
+	if m.vars.Load() == nil {
+		vars := g.kernel.Vars()
+		m.vars.Store(&vars)
+	}
+	return g, nil
+}
+
+// instance is one instance of the main module, its linked modules' and its
+// Kernel, with what morph's host functions keep of its current call. Its
+// export handles are resolved once, on first use (as the native loader's).
 type instance struct {
 	m      *Module
-	plugin *sdk.Plugin
+	mod    api.Module
+	linked []linkedInstance
+	kernel *Kernel
 	state  *guest.CallState
+	fns    map[string]api.Function // nil: the module does not export it
+	stack  []uint64                // reused by CallWithStack
+	cctx   callContext
 
-	// out is the output range the guest last set with output_set: morph's
-	// output_set records it, and the host reads it in place after the call.
-	out struct{ offset, length uint64 }
 	// The last http_request's response status and headers, for
 	// http_status_code and http_headers.
 	httpStatus  int32
 	httpHeaders map[string]string
 }
 
-// MemoryBytes is the size of the Extism kernel's memory, where the calls'
-// inputs and outputs are: go-sdk does not expose the guest module's own.
-func (g *instance) MemoryBytes() uint32 { return g.plugin.Memory().Size() }
+// callContext is a call's context that answers instanceKey with its
+// instance: the instance holds one, so that a call's context costs no
+// allocation (context.WithValue would allocate one per call).
+type callContext struct {
+	context.Context
+	g *instance
+}
 
-// Close closes the go-sdk Plugin.
-func (g *instance) Close() { g.plugin.Close(context.Background()) }
+// Value answers the instance for instanceKey, else what the call's context does.
+func (c *callContext) Value(key any) any {
+	if key == (instanceKey{}) {
+		return c.g
+	}
+	return c.Context.Value(key)
+}
+
+// ctx is ctx as the context of a call on g: its host functions find g in it.
+func (g *instance) ctx(ctx context.Context) context.Context {
+	g.cctx = callContext{Context: ctx, g: g}
+	return &g.cctx
+}
+
+// MemoryBytes is the size of the instance's memories together, all within
+// memory_mb: the main module's, its linked modules' and its kernel's.
+func (g *instance) MemoryBytes() uint32 {
+	size := func(mod api.Module) uint64 {
+		if mem := mod.Memory(); mem != nil {
+			return uint64(mem.Size())
+		}
+		return 0
+	}
+	n := uint64(len(g.kernel.buf)) + size(g.mod)
+	for _, l := range g.linked {
+		n += size(l.mod)
+	}
+	return uint32(min(n, math.MaxUint32))
+}
+
+// Close closes the instance's modules and gives its kernel's memory back.
+func (g *instance) Close() {
+	ctx := context.Background()
+	if g.mod != nil {
+		g.mod.Close(ctx)
+	}
+	for _, l := range g.linked {
+		l.mod.Close(ctx)
+	}
+	g.kernel.Close()
+}
 
 // instanceKey is the context key under which morph's host functions
 // find the guest whose call they serve.
@@ -492,13 +539,11 @@ func guestOf(ctx context.Context) *instance {
 	return g
 }
 
-// Call enforces the deadline through the context, as go-sdk's runtime
-// closes a module whose context is done (Extism modules are not instrumented).
+// Call runs export in the module's convention. The deadline, the caller's
+// cancellation and the plugin's Close reach the guest through its
+// instrumentation (guest.CallState), as a native plugin's.
 func (g *instance) Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, err error) {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	defer context.AfterFunc(g.m.env.Closing, cancel)() // the plugin's Close ends the call
-	ctx = g.state.Begin(ctx, deadline)
+	ctx = g.ctx(g.state.Begin(ctx, deadline))
 	switch {
 	case g.m.morph:
 		if !g.m.Exports(export) {
@@ -518,42 +563,40 @@ func (g *instance) Call(ctx context.Context, deadline time.Time, export string, 
 	return nil, guest.Fail(guest.ErrABIMismatch, "the module does not serve it", nil)
 }
 
-// invoke calls export through go-sdk and returns the output in place in the
-// kernel's memory. The kernel's error, set by the guest, is guest.ErrGuest; a
-// failure of the call itself is guest.ErrTrap, which the plugin tells from a
-// timeout.
+// invoke calls export, as go-sdk's Plugin.Call does, and returns the
+// output in place in the kernel's memory. A trap, or an exit other than 0
+// (a command module's _start), is guest.ErrTrap, which the plugin tells
+// from a timeout; else the error the guest set is guest.ErrGuest, and so
+// is a non-zero return code without one.
 func (g *instance) invoke(ctx context.Context, export string, input []byte, maxOut int) (view []byte, err error) {
-	g.out.offset, g.out.length = 0, 0
-	rc, _, err := g.plugin.CallWithContext(context.WithValue(ctx, instanceKey{}, g), export, input)
-	if err != nil {
-		// go-sdk returns the kernel's error as errors.New(message) and a
-		// failed call as wazero's error, which is an exit or carries the wasm
-		// stack: a message with a stack is a trap even if the guest set it.
-		var exit *sys.ExitError
-		if m := g.plugin.GetError(); m != "" && m == err.Error() && !errors.As(err, &exit) && !strings.Contains(m, "wasm stack trace") {
-			return nil, guest.Fail(guest.ErrGuest, m, nil)
-		}
-		if errors.Is(err, sandbox.ErrNotGranted) || errors.Is(err, sandbox.ErrHostNotAllowed) {
-			return nil, guest.Fail(sandbox.ErrNotGranted, "", err) // a refused http_request (Module.httpRequest)
-		}
-		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			err = fmt.Errorf("%w: %w", ctx.Err(), err) // go-sdk's "failed to initialize runtime: %v" drops the cause
-		}
-		return nil, guest.Fail(guest.ErrTrap, "", err)
-	}
-	if rc != 0 {
-		return nil, guest.Fail(guest.ErrGuest, fmt.Sprintf("returned %d without an error message", int32(rc)), nil)
-	}
-	off, n := g.out.offset, g.out.length
-	if n > uint64(maxOut) {
-		return nil, guest.Fail(guest.ErrOutputTooLarge, fmt.Sprintf("%d bytes, limit %d", n, maxOut), nil)
-	}
-	if off > math.MaxUint32 {
-		return nil, guest.Fail(guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil)
-	}
-	view, ok := g.plugin.Memory().Read(uint32(off), uint32(n))
+	fn, ok := g.fns[export]
 	if !ok {
-		return nil, guest.Fail(guest.ErrBadOutput, fmt.Sprintf("output [%d, +%d) is outside the Extism memory", off, n), nil)
+		fn = g.mod.ExportedFunction(export)
+		g.fns[export] = fn
 	}
-	return view, nil
+	if fn == nil {
+		return nil, guest.Fail(guest.ErrABIMismatch, "the module does not export it", nil)
+	}
+	g.kernel.Reset()
+	if err := g.kernel.SetInput(input); err != nil {
+		return nil, err
+	}
+	g.stack[0] = 0
+	if err := fn.CallWithStack(ctx, g.stack); err != nil {
+		var exit *sys.ExitError
+		switch {
+		case errors.As(err, &exit) && exit.ExitCode() == 0:
+		case errors.Is(err, sandbox.ErrNotGranted) || errors.Is(err, sandbox.ErrHostNotAllowed):
+			return nil, guest.Fail(sandbox.ErrNotGranted, "", err) // a refused http_request (Module.httpRequest)
+		default:
+			return nil, guest.Fail(guest.ErrTrap, "", err)
+		}
+	}
+	if msg := g.kernel.Error(); len(msg) > 0 {
+		return nil, guest.Fail(guest.ErrGuest, string(msg), nil)
+	}
+	if rc := int32(g.stack[0]); len(fn.Definition().ResultTypes()) > 0 && rc != 0 {
+		return nil, guest.Fail(guest.ErrGuest, fmt.Sprintf("returned %d without an error message", rc), nil)
+	}
+	return g.kernel.Output(maxOut)
 }

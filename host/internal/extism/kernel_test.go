@@ -18,6 +18,15 @@ import (
 	"github.com/morphhost/morph/internal/testenv"
 )
 
+// testdata holds the WAT fixtures `make fixtures` builds.
+const testdata = "../../../guests/testdata/"
+
+// kernelCtx is ctx as the context of a call on an instance whose Kernel is
+// k: what the extism:host/env functions read.
+func kernelCtx(ctx context.Context, k *Kernel) context.Context {
+	return (&instance{kernel: k}).ctx(ctx)
+}
+
 // newTestKernel is a kernel of at most maxBytes in its own arena,
 // released when the test ends.
 func newTestKernel(tb testing.TB, maxBytes uint64, opts KernelOptions) *Kernel {
@@ -45,7 +54,7 @@ func envCall(k *Kernel, name string, args ...uint64) (results []uint64, trap *Tr
 			results, trap = nil, t
 		}
 	}()
-	f.fn(context.WithValue(context.Background(), kernelKey{}, k), nil, stack)
+	f.fn(kernelCtx(context.Background(), k), nil, stack)
 	return stack[:len(f.results)], nil
 }
 
@@ -603,7 +612,7 @@ func TestKernelMatchesGoSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := newTestKernel(t, 16<<20, KernelOptions{Config: config, MaxVarBytes: 1 << 20})
-	kctx := context.WithValue(ctx, kernelKey{}, k)
+	kctx := kernelCtx(ctx, k)
 	run := mod.ExportedFunction("run")
 
 	for name, script := range kernelScripts() {

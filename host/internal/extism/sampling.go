@@ -74,7 +74,7 @@ func createMessage(env guest.Env) func(context.Context, guest.BlockMemory, []uin
 			return err
 		}
 		// An answer over the plugin's input limit could not be written to it.
-		answer, code, reason := sample(ctx, env, params, min(engine.MaxSamplingAnswer, guestOf(ctx).m.maxInput))
+		answer, code, reason := sample(ctx, env, params, min(engine.MaxSamplingAnswer, guestOf(ctx).m.env.Limits.MaxInputBytes))
 		if reason != nil {
 			guestOf(ctx).state.Log().Warn(ctx, "create_message answered an error", "error", reason)
 			answer, _ = json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": reason.Error()}})

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"slices"
 
-	sdk "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/interrupt"
 )
 
 // extismUser is the namespace of the host functions an Extism host gives
@@ -124,7 +124,7 @@ func elicit(ctx context.Context, mem guest.BlockMemory, stack []uint64) (err err
 		cancel()
 		// Over the plugin's input limit the answer could not be written
 		// to it: the call would trap.
-		limit := min(engine.MaxElicitAnswer, guestOf(ctx).m.maxInput)
+		limit := min(engine.MaxElicitAnswer, guestOf(ctx).m.env.Limits.MaxInputBytes)
 		switch {
 		case err != nil:
 			guestOf(ctx).state.Log().Warn(ctx, "create_elicitation answered decline: the client did not answer", "error", err)
@@ -198,60 +198,69 @@ func userFunctions(env guest.Env) map[hostFuncKey]guest.HostFunc {
 type hostFuncKey struct{ module, name string }
 
 // ReservedModule reports whether an embedding host's function may not be
-// imported from module: Extism's kernel namespace, morph's own (which holds
-// the sandboxed http_request) and WASI's.
+// imported from module: Extism's kernel namespace, the instrumentation's
+// (interrupt.Module) and WASI's.
 func ReservedModule(module string) bool {
-	return module == extismEnv || module == extismMorphEnv || module == "wasi_snapshot_preview1"
+	return module == extismEnv || module == interrupt.Module || module == "wasi_snapshot_preview1"
 }
 
-// userHostFunctions are fns as go-sdk host functions. Each runs with the
-// call's context (its deadline: go-sdk's runtime closes the module when it
-// passes) and the kernel's memory, reading at most the plugin's output
-// limit and writing at most its input limit; an error traps the call with
-// the function's name.
-func (m *Module) userHostFunctions(fns map[hostFuncKey]guest.HostFunc) []sdk.HostFunction {
-	var out []sdk.HostFunction
-	for _, f := range slices.SortedFunc(maps.Values(fns), func(a, b guest.HostFunc) int {
-		return cmp.Or(cmp.Compare(a.Module, b.Module), cmp.Compare(a.Name, b.Name))
-	}) {
-		key := f.Module + "." + f.Name
-		h := sdk.NewHostFunctionWithStack(f.Name, func(ctx context.Context, cp *sdk.CurrentPlugin, stack []uint64) {
-			if err := f.Call(ctx, blockMemory{ctx: ctx, cp: cp, m: m}, stack); err != nil {
-				panic(fmt.Errorf("host function %s: %w", key, err))
-			}
-		}, f.Params, f.Results)
-		h.SetNamespace(f.Module)
-		out = append(out, h)
+// instantiateUser instantiates fns in r, a host module per namespace. Each
+// function runs with a context that ends at the call's deadline, or when
+// the caller or the plugin ends the call (guest.CallContext: the guest's
+// own code is stopped by its instrumentation, a host function that blocks
+// by its context), and with the kernel's memory, reading at most the
+// plugin's output limit and writing at most its input limit; an error
+// traps the call with the function's name.
+func (m *Module) instantiateUser(ctx context.Context, r wazero.Runtime, fns map[hostFuncKey]guest.HostFunc) error {
+	byModule := map[string][]guest.HostFunc{}
+	for _, f := range fns {
+		byModule[f.Module] = append(byModule[f.Module], f)
 	}
-	return out
+	for _, module := range slices.Sorted(maps.Keys(byModule)) {
+		b := r.NewHostModuleBuilder(module)
+		for _, f := range byModule[module] {
+			key := f.Module + "." + f.Name
+			b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
+				cctx, cancel := guest.CallContext(ctx)
+				err := f.Call(cctx, blockMemory{k: kernelOf(ctx), m: m}, stack)
+				cancel()
+				if err != nil {
+					panic(fmt.Errorf("host function %s: %w", key, err))
+				}
+			}), f.Params, f.Results).WithName(f.Name).Export(f.Name)
+		}
+		if _, err := b.Instantiate(ctx); err != nil {
+			return fmt.Errorf("host functions of %s: %w", module, err)
+		}
+	}
+	return nil
 }
 
-// blockMemory is guest.BlockMemory over go-sdk's CurrentPlugin, bounded by
-// the plugin's limits.
+// blockMemory is guest.BlockMemory over the calling instance's Kernel,
+// bounded by the plugin's limits.
 type blockMemory struct {
-	ctx context.Context
-	cp  *sdk.CurrentPlugin
-	m   *Module
+	k *Kernel
+	m *Module
 }
 
 func (b blockMemory) Read(offset uint64) ([]byte, error) {
-	n, err := b.cp.Length(offset)
+	view, ok := b.k.Read(offset)
 	switch {
-	case err != nil || offset > math.MaxUint32:
+	case !ok:
 		return nil, fmt.Errorf("offset %d is not an Extism memory block", offset)
-	case n > uint64(b.m.env.Limits.MaxOutputBytes):
-		return nil, fmt.Errorf("the block at offset %d is %d bytes, over the plugin's output limit of %d", offset, n, b.m.env.Limits.MaxOutputBytes)
-	}
-	view, ok := b.cp.Memory().Read(uint32(offset), uint32(n))
-	if !ok {
-		return nil, fmt.Errorf("the block at offset %d is outside the Extism memory", offset)
+	case len(view) > b.m.env.Limits.MaxOutputBytes:
+		return nil, fmt.Errorf("the block at offset %d is %d bytes, over the plugin's output limit of %d", offset, len(view), b.m.env.Limits.MaxOutputBytes)
 	}
 	return slices.Clone(view), nil
 }
 
 func (b blockMemory) Write(p []byte) (uint64, error) {
-	if len(p) > b.m.maxInput {
-		return 0, fmt.Errorf("%d bytes, over the plugin's input limit of %d", len(p), b.m.maxInput)
+	if len(p) > b.m.env.Limits.MaxInputBytes {
+		return 0, fmt.Errorf("%d bytes, over the plugin's input limit of %d", len(p), b.m.env.Limits.MaxInputBytes)
 	}
-	return allocBlock(b.ctx, b.cp, p)
+	off := b.k.Write(p)
+	if off == 0 && len(p) > 0 {
+		return 0, fmt.Errorf("%d bytes do not fit in the Extism memory", len(p))
+	}
+	return off, nil
 }

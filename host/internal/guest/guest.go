@@ -69,8 +69,8 @@ type Env struct {
 	Cache wazero.CompilationCache
 	// TableEntries caps the module's tables altogether (wasmbin.CapTables).
 	TableEntries uint32
-	// Snapshot lets the native loader start new instances from an image of
-	// the first one after its initialization (see package native).
+	// Snapshot lets a loader start new instances from an image of the
+	// first one after its initialization (see package wasmrt).
 	Snapshot bool
 
 	// For the Extism loader only (see extism.go): the host gives a plugin
@@ -88,7 +88,7 @@ type Limits struct {
 	MaxInputBytes  int
 	MaxOutputBytes int
 	MaxJSONDepth   int
-	MaxStackBytes  int // the native loader's budget of an instance's call stack
+	MaxStackBytes  int // an instance's budget for its call stack (both loaders; see wasmrt.StackLimitError)
 }
 
 // Config is the module configuration of an instance in any loader: real

@@ -41,9 +41,9 @@ func CheckInterrupt(ctx context.Context, _ api.Module, _ []uint64) {
 // the call fails with guest.ErrTrap, wrapping it. wazero keeps a call's stack
 // outside the linear memory, in a buffer it doubles up to about 100 MB, so
 // the host bounds it by instrumentation (package interrupt), with an upper
-// estimate of every frame: real frames are often ten times smaller. The
-// Extism loader's modules are not instrumented: their stacks have only
-// wazero's ceiling.
+// estimate of every frame: real frames are often ten times smaller. Both
+// loaders' modules are instrumented; an Extism plugin's linked modules
+// share the budget evenly with its main module.
 type StackLimitError struct {
 	Limit int // the plugin's MaxStackBytes
 }

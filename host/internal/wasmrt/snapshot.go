@@ -122,7 +122,7 @@ func (s *snapshot) initialize(ctx context.Context, mod api.Module, data []wasmbi
 			return fmt.Errorf("data segment %d ([%d, +%d)) is outside the memory", i, seg.Offset, len(seg.Bytes))
 		}
 	}
-	return append(Init{{Export: s.plan.Start}}, init...).run(ctx, mod)
+	return append(Init{{Export: s.plan.Start}}, init...).Run(ctx, mod)
 }
 
 // take takes the image of mod, the first instance, just initialized, unless

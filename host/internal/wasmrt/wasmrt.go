@@ -152,15 +152,17 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 	if err != nil {
 		return nil, err
 	}
-	if err := init.run(ctx, mod); err != nil {
+	if err := init.Run(ctx, mod); err != nil {
 		mod.Close(ctx)
 		return nil, err
 	}
 	return mod, nil
 }
 
-// run calls init's exports on mod, in order.
-func (init Init) run(ctx context.Context, mod api.Module) error {
+// Run calls init's exports on mod, in order: what Instantiate does after
+// instantiating the module, and what a loader does for a module it
+// instantiates itself (an Extism plugin's linked modules).
+func (init Init) Run(ctx context.Context, mod api.Module) error {
 	for _, c := range init {
 		if fn := mod.ExportedFunction(c.Export); c.Export != "" && fn != nil {
 			if _, err := fn.Call(ctx, c.Args...); err != nil {

@@ -1,0 +1,147 @@
+package extism
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/morphhost/morph/host/internal/memory"
+	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/host/internal/wasmrt"
+)
+
+// A plugin's linked modules (go-sdk's manifest modules besides the main
+// one) are compiled in the plugin's runtime. Each instance of the plugin
+// has its own instance of each, anonymous, made from its arena before the
+// main module. What a module imports from a linked module's name is a host
+// module of that name (one per runtime) whose functions call the calling
+// instance's linked instance (proxy): go-sdk's wrapper idea, with each
+// function resolved once per instance rather than on every call.
+
+// linkedModule is a linked module compiled in the plugin's runtime.
+type linkedModule struct {
+	name     string
+	compiled wazero.CompiledModule
+	init     wasmrt.Init
+	exports  []string // its functions' names, in the order of linkedInstance.fns
+}
+
+// linkedInstance is an instance's instance of a linked module.
+type linkedInstance struct {
+	mod api.Module
+	fns []api.Function // by the index of the export in linkedModule.exports, resolved on first use
+}
+
+// compileLinked compiles the linked modules wasm (sandboxed, in the order
+// of Env.Linked) in r and instantiates their proxies there.
+func (m *Module) compileLinked(ctx context.Context, r wazero.Runtime, wasm [][]byte) error {
+	for i, w := range wasm {
+		name := m.env.Linked[i].Name
+		compiled, err := r.CompileModule(ctx, w)
+		if err != nil {
+			return fmt.Errorf("linked module %q: compile: %w", name, err)
+		}
+		l := &linkedModule{name: name, compiled: compiled, init: runtimeInit(compiled)}
+		defs := compiled.ExportedFunctions()
+		l.exports = slices.Sorted(func(yield func(string) bool) {
+			for name := range defs {
+				if !yield(name) {
+					return
+				}
+			}
+		})
+		b := r.NewHostModuleBuilder(name)
+		for j, export := range l.exports {
+			d := defs[export]
+			b.NewFunctionBuilder().WithGoModuleFunction(proxy(len(m.linked), j), d.ParamTypes(), d.ResultTypes()).WithName(export).Export(export)
+		}
+		// Compiled and instantiated by hand: Instantiate would run a
+		// proxied _start outside any call.
+		host, err := b.Compile(ctx)
+		if err == nil {
+			_, err = r.InstantiateModule(ctx, host, wazero.NewModuleConfig().WithName(name).WithStartFunctions())
+		}
+		if err != nil {
+			return fmt.Errorf("linked module %q: %w", name, err)
+		}
+		m.linked = append(m.linked, l)
+	}
+	for _, l := range m.linked {
+		if err := m.checkLinkedImports(l.compiled, l.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proxy is the host function that calls function fn of the calling
+// instance's linked module i. A trap there traps the caller with it.
+func proxy(i, fn int) api.GoModuleFunc {
+	return func(ctx context.Context, _ api.Module, stack []uint64) {
+		l := &guestOf(ctx).linked[i]
+		f := l.fns[fn]
+		if f == nil {
+			f = l.mod.ExportedFunction(guestOf(ctx).m.linked[i].exports[fn])
+			l.fns[fn] = f
+		}
+		if err := f.CallWithStack(ctx, stack); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// checkLinkedImports checks what compiled (the main module, or the linked
+// module name) imports from the linked modules against their exports:
+// names and signatures.
+func (m *Module) checkLinkedImports(compiled wazero.CompiledModule, name string) error {
+	var errs []error
+	for _, imp := range compiled.ImportedFunctions() {
+		module, fn, _ := imp.Import()
+		i := slices.IndexFunc(m.linked, func(l *linkedModule) bool { return l.name == module })
+		if i < 0 {
+			continue
+		}
+		d := m.linked[i].compiled.ExportedFunctions()[fn]
+		switch {
+		case d == nil:
+			errs = append(errs, fmt.Errorf("imports %s.%s, which the linked module %q does not export", module, fn, module))
+		case !slices.Equal(d.ParamTypes(), imp.ParamTypes()) || !slices.Equal(d.ResultTypes(), imp.ResultTypes()):
+			want := wasmbin.Signature{Params: d.ParamTypes(), Results: d.ResultTypes()}
+			have := wasmbin.Signature{Params: imp.ParamTypes(), Results: imp.ResultTypes()}
+			errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, but the linked module exports %s", module, fn, signature(have), signature(want)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil && name != "" {
+		return fmt.Errorf("linked module %q: %w", name, err)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// instantiateLinked instantiates g's linked modules from arena with cfg
+// (anonymous, no start function), each initialized by its runtime's
+// rules, in the order of Env.Linked; ctx is g's.
+func (g *instance) instantiateLinked(ctx context.Context, arena *memory.Arena, cfg wazero.ModuleConfig) error {
+	if len(g.m.linked) == 0 {
+		return nil
+	}
+	actx := experimental.WithMemoryAllocator(ctx, arena)
+	cfg = cfg.WithStartFunctions()
+	for _, l := range g.m.linked {
+		mod, err := g.m.Runtime().InstantiateModule(actx, l.compiled, cfg)
+		if err != nil {
+			return fmt.Errorf("linked module %q: %w", l.name, err)
+		}
+		g.linked = append(g.linked, linkedInstance{mod: mod, fns: make([]api.Function, len(l.exports))})
+		if err := l.init.Run(actx, mod); err != nil {
+			return fmt.Errorf("linked module %q: %w", l.name, err)
+		}
+	}
+	return nil
+}
