@@ -214,6 +214,7 @@ fuzz-wasm:
 # first, and two go commands building it at once would each do all of it.
 fuzz-short:
 	$(call fuzzrun,FuzzExtismBinary,host/internal/extism,$(FUZZTIME))
+	$(call fuzzrun,FuzzKernel,host/internal/extism,$(FUZZTIME))
 	$(call fuzzrun,FuzzInstrument,host/internal/interrupt,$(FUZZTIME))
 	$(call fuzzrun,FuzzLoad,config,$(FUZZTIME))
 	$(call fuzzrun,FuzzSampleParams,host/conform,$(FUZZTIME))

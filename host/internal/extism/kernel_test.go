@@ -18,9 +18,6 @@ import (
 	"github.com/morphhost/morph/internal/testenv"
 )
 
-// testdata holds the WAT fixtures `make fixtures` builds.
-const testdata = "../../../guests/testdata/"
-
 // kernelCtx is ctx as the context of a call on an instance whose Kernel is
 // k: what the extism:host/env functions read.
 func kernelCtx(ctx context.Context, k *Kernel) context.Context {
