@@ -627,3 +627,27 @@ func TestExtismLinkedStackShare(t *testing.T) {
 			alone, budget, half, linked)
 	}
 }
+
+// An Extism plugin whose initialization calls http_request has no
+// snapshot: every instance initializes, and so sends its own request.
+func TestExtismInitHTTPNoSnapshot(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	defer srv.Close()
+	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_inithttp"), Isolation: IsolationCall,
+		Tools:  []ExportTool{{Export: "run"}},
+		Values: map[string]string{"req": `{"url":"` + srv.URL + `/","method":"GET"}`},
+		Grants: Grants{Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}}})
+	for i := range 2 {
+		if _, err := callTool(t, p, "run", nil); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	st := p.Memory()
+	if st.Image != 0 || !strings.Contains(st.NoSnapshot, "http_request") {
+		t.Fatalf("memory status %+v, want no image, for http_request", st)
+	}
+	if n := p.Stats().Instantiated; requests.Load() != int32(n) || n < 3 {
+		t.Fatalf("%d requests for %d instances, want one each (at least 3: describe's and the calls')", requests.Load(), n)
+	}
+}

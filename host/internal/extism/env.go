@@ -210,6 +210,9 @@ func (m *Module) httpRequest(ctx context.Context, _ api.Module, stack []uint64) 
 	g := guestOf(ctx)
 	k := g.kernel
 	g.httpStatus, g.httpHeaders = 0, nil
+	if g.mod == nil { // the instance is initializing
+		g.state.RefuseImage("its initialization called http_request: each instance makes its own requests")
+	}
 	fail := func(format string, args ...any) {
 		panic(fmt.Errorf("http_request: "+format, args...))
 	}

@@ -26,6 +26,9 @@ type CallState struct {
 	// changes its table of open files (a host snapshot does not hold it),
 	// "" while none.
 	filesChanged string
+	// imageRefused is why an image of the instance would not stand for
+	// another's initialization, beside filesChanged (RefuseImage).
+	imageRefused string
 	ctx          *callContext // the last call's context, which Begin reuses for the same caller's context
 }
 
@@ -45,6 +48,18 @@ func (s *CallState) TakeToolsChanged() bool {
 // "" when it has called none: its open files are then the ones it was
 // given, the same in every instance of its plugin.
 func (s *CallState) FilesChanged() string { return s.filesChanged }
+
+// RefuseImage records that what the instance did while initializing must
+// be done by every instance, and why (an Extism guest's http_request: each
+// instance makes its own requests); the first reason is kept.
+func (s *CallState) RefuseImage(why string) {
+	if s.imageRefused == "" {
+		s.imageRefused = why
+	}
+}
+
+// ImageRefused is the reason RefuseImage recorded, "" when none.
+func (s *CallState) ImageRefused() string { return s.imageRefused }
 
 // NewCallState is the state of a new instance of a plugin that logs to
 // log() within maxLogBytes per call, and closes when closing is done.

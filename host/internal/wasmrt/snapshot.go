@@ -29,7 +29,9 @@ import (
 // at instantiation, no start function, the mutable globals exported), and a
 // plugin whose state lives elsewhere too does not snapshot: one whose code
 // changes a table or drops a segment (wasmbin.Shape.StateOp), or whose
-// initialization opened or closed a file (guest.CallState.FilesChanged).
+// initialization opened or closed a file (guest.CallState.FilesChanged) or
+// did what its loader says every instance must do itself
+// (guest.CallState.RefuseImage).
 
 // snapshot is a module's image and what the first instance did by hand.
 type snapshot struct {
@@ -146,6 +148,9 @@ func (s *snapshot) take(m *Module, mod api.Module, state *guest.CallState) {
 func image(mod api.Module, plan *wasmbin.Snapshot, state *guest.CallState) (*imaged, error) {
 	if fn := state.FilesChanged(); fn != "" {
 		return nil, fmt.Errorf("its initialization called %s: the files it opens or closes are not in an image", fn)
+	}
+	if why := state.ImageRefused(); why != "" {
+		return nil, errors.New(why)
 	}
 	img := &imaged{globals: make([]uint64, len(plan.Globals))}
 	for i, name := range plan.Globals {
