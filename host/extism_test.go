@@ -651,3 +651,21 @@ func TestExtismInitHTTPNoSnapshot(t *testing.T) {
 		t.Fatalf("%d requests for %d instances, want one each (at least 3: describe's and the calls')", requests.Load(), n)
 	}
 }
+
+// The vars an Extism plugin's initialization sets are every new instance's,
+// with a snapshot as without (the image carries them), and the vars a call
+// sets are its instance's only.
+func TestExtismInitVars(t *testing.T) {
+	for _, noSnapshot := range []bool{false, true} {
+		p := load(t, newLoader(t), Config{Path: fixture(t, "extism_initvar"), Isolation: IsolationCall, NoSnapshot: noSnapshot,
+			Tools: []ExportTool{{Export: "run"}}})
+		for i := range 3 {
+			if out, err := callTool(t, p, "run", nil); err != nil || out != "init" {
+				t.Fatalf("no_snapshot %v, call %d: %q, %v; want the var its initialization set", noSnapshot, i, out, err)
+			}
+		}
+		if st := p.Memory(); (st.Image > 0) == noSnapshot {
+			t.Fatalf("no_snapshot %v: memory status %+v", noSnapshot, st)
+		}
+	}
+}
