@@ -50,7 +50,11 @@ type ExportTool struct {
 // LinkedModule is a module an Extism plugin's main module (Config.Path)
 // imports functions from by name, as Extism manifests with several
 // modules link them (go-sdk's Manifest.Wasm). It is read and checked as
-// the main module is, and runs in the same sandbox, under the same limits.
+// the main module is, and runs in the same sandbox, under the same limits:
+// its memory counts within the plugin's memory_mb with the main module's,
+// and the main module and its linked modules share max_stack_kb evenly.
+// Each instance of the plugin has its own instance of it; a plugin with
+// linked modules has no snapshot (Config.NoSnapshot).
 type LinkedModule struct {
 	Name   string // the module name the main module imports from
 	Path   string // the .wasm file; ignored when Wasm is set

@@ -12,9 +12,9 @@
 //
 // The catch is that unmapped memory must never be read: a Go slice outlives
 // its use safely, a mapping does not. wazero frees a memory when its module
-// closes, which, for a module closed by its context (the Extism loader),
-// happens lazily inside the next call on it, and go-sdk may read the memory
-// after that. So freeing only gives the pages back (the range stays mapped,
+// closes, which may happen while a call's output is still read from it
+// (an instance closed by the plugin's Close, a command module's exit). So
+// freeing only gives the pages back (the range stays mapped,
 // reading zeros, or an Image's contents where it was mapped from one), and
 // an Arena unmaps its memories when the host, which knows when an instance
 // is no longer used, releases it.
