@@ -669,3 +669,22 @@ func TestExtismInitVars(t *testing.T) {
 		}
 	}
 }
+
+// memory_mb holds an Extism plugin's modules together: linked modules
+// whose declared memories add up past it are refused when the first
+// instance is made (at load, for describe), naming memory_mb, and fit when
+// it is raised.
+func TestExtismLinkedMemory(t *testing.T) {
+	l := newLoader(t)
+	cfg := func(mib uint32) Config {
+		return Config{Path: fixture(t, "extism_stackmain"), Tools: []ExportTool{{Export: "run"}}, Limits: Limits{MemoryMiB: mib},
+			Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "extism_biglib")}, {Name: "other", Path: fixture(t, "extism_biglib")}}}
+	}
+	if _, err := l.Load(context.Background(), cfg(4)); !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "over memory_mb = 4") {
+		t.Fatalf("two linked modules of 2.5 MiB in memory_mb = 4: %v, want ErrTrap (its first instance fails) naming memory_mb", err)
+	}
+	p := load(t, l, cfg(8))
+	if _, err := callTool(t, p, "run", nil); err != nil {
+		t.Fatalf("in memory_mb = 8: %v", err)
+	}
+}

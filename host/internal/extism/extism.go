@@ -426,6 +426,9 @@ func (m *Module) Snapshot() (imageBytes uint64, why string) {
 // The kernel's memory is allocated first: the image goes to the next
 // memory the arena allocates, the main module's (memory.Arena.Image).
 func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena *memory.Arena) (_ guest.Instance, err error) {
+	// The limit wasmrt sets for the main module holds from the first
+	// memory: the kernel's and the linked modules', which initialize first.
+	arena.Limit = uint64(m.env.Limits.MemoryMiB) << 20
 	opts := KernelOptions{Config: m.env.Values, MaxVarBytes: m.env.Limits.MaxOutputBytes}
 	if m.vars.Load() == nil { // the first instance, or one made beside it
 		m.firstMu.Lock()
@@ -436,7 +439,7 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 		opts.Vars = *vars
 	}
 	g := &instance{m: m, state: state, fns: map[string]api.Function{}, stack: make([]uint64, 1),
-		kernel: NewKernel(arena, uint64(m.env.Limits.MemoryMiB)<<20, opts)}
+		kernel: NewKernel(arena, arena.Limit, opts)}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -449,6 +452,12 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 	}
 	if g.mod, err = m.Module.Instantiate(ictx, state, arena, cfg, m.init); err != nil {
 		return nil, err
+	}
+	// The arena refuses growth past the limit, but not a memory's first
+	// size: modules whose declared minimums add up past it are refused here.
+	if n := uint64(g.MemoryBytes()); n > arena.Limit {
+		return nil, fmt.Errorf("the plugin's modules hold %d bytes of memory once initialized, over memory_mb = %d; raise memory_mb",
+			n, m.env.Limits.MemoryMiB)
 	}
 	if m.vars.Load() == nil {
 		vars := g.kernel.Vars()

@@ -47,7 +47,8 @@ type Instance interface {
 	// Err* kinds), and a success a nil error. The call ends at deadline, or
 	// when ctx is done, whichever comes first.
 	Call(ctx context.Context, deadline time.Time, export string, input []byte, maxOut int) (view []byte, err error)
-	// MemoryBytes is the size of the instance's linear memory.
+	// MemoryBytes is the size of the instance's memories: its linear
+	// memory, and an Extism instance's linked modules' and kernel's.
 	MemoryBytes() uint32
 	// Close closes the instance.
 	Close()
