@@ -97,6 +97,10 @@ func NewKernel(alloc experimental.MemoryAllocator, maxBytes uint64, opts KernelO
 		vars:        make(map[string][]byte, len(opts.Vars)),
 		maxVarBytes: opts.MaxVarBytes,
 	}
+	// The arena lets a memory's first Reallocate (wazero's, to the declared
+	// minimum) past its limit; taking it here at 0 holds every growth of
+	// the kernel, the guest's first alloc included, to memory_mb.
+	k.buf = k.mem.Reallocate(0)
 	for name, v := range opts.Vars {
 		k.vars[name] = append([]byte(nil), v...)
 		k.varBytes += varCost(name, v)

@@ -724,3 +724,27 @@ func FuzzKernel(f *testing.F) {
 		}
 	})
 }
+
+// TestKernelArenaLimit checks that memory_mb caps the guest's memory and
+// the kernel's together from the kernel's first growth: with the guest's
+// memory holding the whole arena, an alloc is 0 and an input is
+// ErrInputTooLarge naming memory_mb.
+func TestKernelArenaLimit(t *testing.T) {
+	const limit = 8 << 20
+	a := &memory.Arena{Limit: limit}
+	defer a.Release()
+	// The guest's memory as wazero makes it: Allocate, then Reallocate to
+	// its declared minimum.
+	if a.Allocate(0, limit).Reallocate(limit-kernelGrow) == nil {
+		t.Fatal("the guest's memory was refused its minimum")
+	}
+	k := NewKernel(a, limit, KernelOptions{})
+	defer k.Close()
+	if p := k.Alloc(limit / 2); p != 0 {
+		t.Fatalf("an alloc of %d bytes beside a guest holding %d of %d: block %d (kernel %d bytes), want 0", limit/2, limit-kernelGrow, limit, p, len(k.buf))
+	}
+	err := k.SetInput(make([]byte, limit/2))
+	if !errors.Is(err, guest.ErrInputTooLarge) || !strings.Contains(err.Error(), "raise memory_mb") {
+		t.Fatalf("an input beside a guest holding the arena: %v, want ErrInputTooLarge naming memory_mb", err)
+	}
+}
