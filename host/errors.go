@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/host/internal/wasmrt"
@@ -90,6 +91,12 @@ func stackLimited(err error) error {
 	}
 	return &StackLimitError{Limit: se.Limit, trap: err}
 }
+
+// LinkedDepthError ends a call of an Extism plugin whose calls through its
+// linked modules ([plugins.modules]) nested deeper than its Limit (a
+// recursion through them): the call fails with ErrTrap, wrapping it, and
+// errors.As finds it.
+type LinkedDepthError = extism.LinkedDepthError
 
 // Error is a plugin failure. It names the plugin and the export, and
 // matches one of the Err* kinds under errors.Is.

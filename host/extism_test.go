@@ -21,6 +21,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/internal/testenv"
 )
 
@@ -686,5 +687,29 @@ func TestExtismLinkedMemory(t *testing.T) {
 	p := load(t, l, cfg(8))
 	if _, err := callTool(t, p, "run", nil); err != nil {
 		t.Fatalf("in memory_mb = 8: %v", err)
+	}
+}
+
+// A recursion through a linked module (one that imports its own export)
+// answers right at a small depth, and an unbounded one ends with a
+// LinkedDepthError naming the limit: never a crash of the process nor a
+// corrupted call.
+func TestExtismLinkedRecursion(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_stackmain"), Tools: []ExportTool{{Export: "run", Input: "field:s"}},
+		Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "extism_reclib")}}})
+	for _, n := range []int{1, 3, extism.MaxLinkedDepth - 1} {
+		if _, err := callTool(t, p, "run", map[string]any{"s": strings.Repeat("x", n)}); err != nil {
+			t.Fatalf("a recursion %d deep through the linked module: %v", n, err)
+		}
+	}
+	for range 2 { // the instance serves the next call after the refusal
+		_, err := callTool(t, p, "run", map[string]any{"s": strings.Repeat("x", 10*extism.MaxLinkedDepth)})
+		var depth *LinkedDepthError
+		if !errors.Is(err, ErrTrap) || !errors.As(err, &depth) || depth.Limit != extism.MaxLinkedDepth {
+			t.Fatalf("a recursion %d deep through the linked module: %v, want ErrTrap with a LinkedDepthError of limit %d", 10*extism.MaxLinkedDepth, err, extism.MaxLinkedDepth)
+		}
+		if _, err := callTool(t, p, "run", map[string]any{"s": "xx"}); err != nil {
+			t.Fatalf("a recursion 2 deep after the refusal: %v", err)
+		}
 	}
 }

@@ -479,6 +479,10 @@ type instance struct {
 	stack  []uint64                // reused by CallWithStack
 	cctx   callContext
 
+	// linkedDepth is how deep calls through linked modules' proxies nest
+	// now, bounded by MaxLinkedDepth.
+	linkedDepth int
+
 	// The last http_request's response status and headers, for
 	// http_status_code and http_headers.
 	httpStatus  int32

@@ -34,7 +34,7 @@ type linkedModule struct {
 // linkedInstance is an instance's instance of a linked module.
 type linkedInstance struct {
 	mod api.Module
-	fns []api.Function // by the index of the export in linkedModule.exports, resolved on first use
+	fns []api.Function // by the index of the export in linkedModule.exports, resolved on first use; nil while one runs
 }
 
 // compileLinked compiles the linked modules wasm (sandboxed, in the order
@@ -79,17 +79,52 @@ func (m *Module) compileLinked(ctx context.Context, r wazero.Runtime, wasm [][]b
 	return nil
 }
 
+// MaxLinkedDepth bounds how deep calls through linked modules' proxies
+// nest in one call. Each nested call is a Go frame of the host's and, in a
+// recursion, a wazero stack of its own on Go's heap, which neither
+// max_stack_kb nor memory_mb counts: a recursion through linked modules
+// ends at this depth, with a LinkedDepthError, instead of growing them.
+const MaxLinkedDepth = 64
+
+// LinkedDepthError ends a call whose calls through linked modules nested
+// deeper than Limit (MaxLinkedDepth): a recursion through a linked module
+// that imports itself, or a cycle of them. The call fails with
+// guest.ErrTrap, wrapping it.
+type LinkedDepthError struct {
+	Limit int
+}
+
+// Error names the limit and what reaches it.
+func (e *LinkedDepthError) Error() string {
+	return fmt.Sprintf("calls through linked modules would nest deeper than %d (a recursion through linked modules)", e.Limit)
+}
+
 // proxy is the host function that calls function fn of the calling
 // instance's linked module i. A trap there traps the caller with it.
 func proxy(i, fn int) api.GoModuleFunc {
 	return func(ctx context.Context, _ api.Module, stack []uint64) {
-		l := &guestOf(ctx).linked[i]
+		g := guestOf(ctx)
+		if i >= len(g.linked) {
+			panic(fmt.Errorf("linked module %q is not instantiated yet: modules initialize in [plugins.modules] order", g.m.linked[i].name))
+		}
+		if g.linkedDepth >= MaxLinkedDepth {
+			panic(&LinkedDepthError{Limit: MaxLinkedDepth})
+		}
+		// A wazero api.Function holds one call's execution state, which a
+		// call re-entering it (a recursion through the proxy) would corrupt,
+		// or crash the process with: it leaves the slot while it runs, so
+		// that a re-entering call gets a fresh one.
+		l := &g.linked[i]
 		f := l.fns[fn]
 		if f == nil {
-			f = l.mod.ExportedFunction(guestOf(ctx).m.linked[i].exports[fn])
-			l.fns[fn] = f
+			f = l.mod.ExportedFunction(g.m.linked[i].exports[fn])
 		}
-		if err := f.CallWithStack(ctx, stack); err != nil {
+		l.fns[fn] = nil
+		g.linkedDepth++
+		err := f.CallWithStack(ctx, stack)
+		g.linkedDepth--
+		l.fns[fn] = f
+		if err != nil {
 			panic(err)
 		}
 	}
