@@ -98,6 +98,12 @@ func stackLimited(err error) error {
 // errors.As finds it.
 type LinkedDepthError = extism.LinkedDepthError
 
+// MemoryLimitError refuses an Extism plugin's instance whose modules hold
+// more memory once initialized than its memory_mb (LimitMiB): the load, or
+// the call that made the instance, fails with ErrTrap, wrapping it, and
+// errors.As finds it.
+type MemoryLimitError = extism.MemoryLimitError
+
 // Error is a plugin failure. It names the plugin and the export, and
 // matches one of the Err* kinds under errors.Is.
 type Error struct {

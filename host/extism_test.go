@@ -681,8 +681,10 @@ func TestExtismLinkedMemory(t *testing.T) {
 		return Config{Path: fixture(t, "extism_stackmain"), Tools: []ExportTool{{Export: "run"}}, Limits: Limits{MemoryMiB: mib},
 			Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "extism_biglib")}, {Name: "other", Path: fixture(t, "extism_biglib")}}}
 	}
-	if _, err := l.Load(context.Background(), cfg(4)); !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "over memory_mb = 4") {
-		t.Fatalf("two linked modules of 2.5 MiB in memory_mb = 4: %v, want ErrTrap (its first instance fails) naming memory_mb", err)
+	_, err := l.Load(context.Background(), cfg(4))
+	var limit *MemoryLimitError
+	if !errors.Is(err, ErrTrap) || !errors.As(err, &limit) || limit.LimitMiB != 4 || limit.Held <= 4<<20 || !strings.Contains(err.Error(), "memory_mb = 4") {
+		t.Fatalf("two linked modules of 2.5 MiB in memory_mb = 4: %v, want ErrTrap (its first instance fails) with a MemoryLimitError naming memory_mb", err)
 	}
 	p := load(t, l, cfg(8))
 	if _, err := callTool(t, p, "run", nil); err != nil {

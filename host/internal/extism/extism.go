@@ -456,14 +456,28 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 	// The arena refuses growth past the limit, but not a memory's first
 	// size: modules whose declared minimums add up past it are refused here.
 	if n := uint64(g.MemoryBytes()); n > arena.Limit {
-		return nil, fmt.Errorf("the plugin's modules hold %d bytes of memory once initialized, over memory_mb = %d; raise memory_mb",
-			n, m.env.Limits.MemoryMiB)
+		return nil, &MemoryLimitError{LimitMiB: m.env.Limits.MemoryMiB, Held: n}
 	}
 	if m.vars.Load() == nil {
 		vars := g.kernel.Vars()
 		m.vars.Store(&vars)
 	}
 	return g, nil
+}
+
+// MemoryLimitError refuses an instance whose modules (the main one, its
+// linked ones and the kernel) hold more memory once initialized than the
+// plugin's memory_mb: their declared minimums, or what their
+// initialization grew, add up past it. The instantiation fails with
+// guest.ErrTrap (at load, for the instance describe makes), wrapping it.
+type MemoryLimitError struct {
+	LimitMiB uint32 // the plugin's memory_mb
+	Held     uint64 // the bytes its modules held
+}
+
+// Error names the limit and the setting that raises it.
+func (e *MemoryLimitError) Error() string {
+	return fmt.Sprintf("the plugin's modules hold %d bytes of memory once initialized, over memory_mb = %d; raise memory_mb", e.Held, e.LimitMiB)
 }
 
 // instance is one instance of the main module, its linked modules' and its
