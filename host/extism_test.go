@@ -715,3 +715,15 @@ func TestExtismLinkedRecursion(t *testing.T) {
 		}
 	}
 }
+
+// memory_mb caps an Extism guest's memory and the kernel's together from
+// the kernel's first growth: a call with an empty input whose guest holds
+// all of memory_mb but 64 KiB gets 0 from an alloc of 2 MiB, and a block
+// from an alloc that fits (see extism_allocnear).
+func TestExtismKernelShare(t *testing.T) {
+	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_allocnear"), Isolation: IsolationCall,
+		Tools: []ExportTool{{Export: "run", Input: "field:s"}}, Limits: Limits{MemoryMiB: 4}})
+	if _, err := callTool(t, p, "run", map[string]any{"s": ""}); err != nil {
+		t.Fatalf("allocs beside a guest holding memory_mb less 64 KiB: %v, want 2 MiB refused and 16 KiB served", err)
+	}
+}
