@@ -671,6 +671,24 @@ func TestExtismInitVars(t *testing.T) {
 	}
 }
 
+// A command module's constructors run once per instance, as go-sdk runs
+// them: _start runs them itself, so the instance's runtime initialization
+// is not run before it; a plain export of the same module gets them run
+// before its first call. extism_ctors answers how many times they ran.
+func TestExtismCommandCtors(t *testing.T) {
+	for _, noSnapshot := range []bool{false, true} {
+		p := load(t, newLoader(t), Config{Path: fixture(t, "extism_ctors"), Isolation: IsolationCall, NoSnapshot: noSnapshot,
+			Tools: []ExportTool{{Export: "_start", Name: "start"}, {Export: "count"}}})
+		for i := range 2 {
+			for _, tool := range []string{"start", "count"} {
+				if out, err := callTool(t, p, tool, nil); err != nil || out != "1" {
+					t.Fatalf("no_snapshot %v, call %d of %s: %q, %v; want the constructors run once (\"1\")", noSnapshot, i, tool, out, err)
+				}
+			}
+		}
+	}
+}
+
 // memory_mb holds an Extism plugin's modules together: linked modules
 // whose declared memories add up past it are refused when the first
 // instance is made (at load, for describe), naming memory_mb, and fit when

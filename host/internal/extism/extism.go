@@ -73,8 +73,12 @@ type Module struct {
 	// name is the name morph gives a module that is not morph's (it has no
 	// manifest): the configured one, or the file's.
 	name string
-	// init is the main module's runtime initialization (runtimeInit).
-	init wasmrt.Init
+	// init is the main module's runtime initialization (runtimeInit), run
+	// when an instance is made; a command module's (it exports _start) is
+	// lazyInit instead, run before an instance's first call of an export
+	// other than _start or _initialize, which initialize the runtime
+	// themselves (go-sdk's rule: wasi-libc's _start calls the constructors).
+	init, lazyInit wasmrt.Init
 	// linked are the plugin's linked modules, compiled in its runtime
 	// (linked.go).
 	linked []*linkedModule
@@ -169,14 +173,17 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 		return nil, guest.ErrLoad, err
 	}
 	m.init = runtimeInit(m.Compiled())
+	if _, command := m.Compiled().ExportedFunctions()["_start"]; command {
+		m.init, m.lazyInit = nil, m.init
+	}
 	return m, nil, nil
 }
 
 // runtimeInit is how an instance of compiled initializes its language's
-// runtime, go-sdk's rules (detectGuestRuntime), run when the instance is
-// made rather than in its first call: a Haskell runtime's _initialize
-// then hs_init(0, 0); a reactor's _initialize; a command's
-// __wasm_call_ctors; none.
+// runtime, go-sdk's rules (detectGuestRuntime): a Haskell runtime's
+// _initialize then hs_init(0, 0); a reactor's _initialize; a command's
+// __wasm_call_ctors; none. It runs when the instance is made rather than
+// in its first call, except a command module's (Module.lazyInit).
 func runtimeInit(compiled wazero.CompiledModule) wasmrt.Init {
 	exports := compiled.ExportedFunctions()
 	nullary := func(name string) bool {
@@ -493,6 +500,9 @@ type instance struct {
 	stack  []uint64                // reused by CallWithStack
 	cctx   callContext
 
+	// initialized: the module's lazyInit ran in this instance.
+	initialized bool
+
 	// linkedDepth is how deep calls through linked modules' proxies nest
 	// now, bounded by MaxLinkedDepth.
 	linkedDepth int
@@ -603,6 +613,12 @@ func (g *instance) invoke(ctx context.Context, export string, input []byte, maxO
 	}
 	if fn == nil {
 		return nil, guest.Fail(guest.ErrABIMismatch, "the module does not export it", nil)
+	}
+	if len(g.m.lazyInit) > 0 && !g.initialized && export != "_start" && export != "_initialize" {
+		g.initialized = true
+		if err := g.m.lazyInit.Run(ctx, g.mod); err != nil {
+			return nil, guest.Fail(guest.ErrTrap, "the runtime's initialization", err)
+		}
 	}
 	g.kernel.Reset()
 	if err := g.kernel.SetInput(input); err != nil {
