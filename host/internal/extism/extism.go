@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,10 +82,12 @@ type Module struct {
 	// (linked.go).
 	linked []*linkedModule
 	// vars are those the first instance's initialization set, which
-	// instances started from its image start with (nil until it ran);
-	// firstMu makes instances wait for them while they are not known.
-	vars    atomic.Pointer[map[string][]byte]
-	firstMu sync.Mutex
+	// instances started from its image start with (nil until it ran).
+	// While they are not known, an instantiation holds first (a semaphore
+	// of one), so that no instance starts from the image without them; a
+	// wait for it ends with the caller's context.
+	vars  atomic.Pointer[map[string][]byte]
+	first chan struct{}
 }
 
 // Load checks an Extism module: its imports (extism:host/env's functions
@@ -126,7 +127,7 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 	if err := checkExtismImports(info, userFuncs, linkedNames); err != nil {
 		return nil, guest.ErrLoad, err
 	}
-	m := &Module{env: env, exported: info.exports}
+	m := &Module{env: env, exported: info.exports, first: make(chan struct{}, 1)}
 	if err := m.checkExports(shape.Exports); err != nil {
 		return nil, guest.ErrABIMismatch, err
 	}
@@ -438,8 +439,12 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 	arena.Limit = uint64(m.env.Limits.MemoryMiB) << 20
 	opts := KernelOptions{Config: m.env.Values, MaxVarBytes: m.env.Limits.MaxOutputBytes}
 	if m.vars.Load() == nil { // the first instance, or one made beside it
-		m.firstMu.Lock()
-		defer m.firstMu.Unlock()
+		select {
+		case m.first <- struct{}{}:
+			defer func() { <-m.first }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the plugin's first instance to initialize: %w", context.Cause(ctx))
+		}
 	}
 	imaged, _ := m.Module.Snapshot()
 	if vars := m.vars.Load(); vars != nil && imaged > 0 {
@@ -460,14 +465,16 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 	if g.mod, err = m.Module.Instantiate(ictx, state, arena, cfg, m.init); err != nil {
 		return nil, err
 	}
+	// Stored before anything else can fail: the image may be taken, and
+	// every instance started from it needs them.
+	if m.vars.Load() == nil {
+		vars := g.kernel.Vars()
+		m.vars.Store(&vars)
+	}
 	// The arena refuses growth past the limit, but not a memory's first
 	// size: modules whose declared minimums add up past it are refused here.
 	if n := uint64(g.MemoryBytes()); n > arena.Limit {
 		return nil, &MemoryLimitError{LimitMiB: m.env.Limits.MemoryMiB, Held: n}
-	}
-	if m.vars.Load() == nil {
-		vars := g.kernel.Vars()
-		m.vars.Store(&vars)
 	}
 	return g, nil
 }
