@@ -98,11 +98,19 @@ func stackLimited(err error) error {
 // errors.As finds it.
 type LinkedDepthError = extism.LinkedDepthError
 
-// MemoryLimitError refuses an Extism plugin's instance whose modules hold
-// more memory once initialized than its memory_mb (LimitMiB): the load, or
-// the call that made the instance, fails with ErrTrap, wrapping it, and
-// errors.As finds it.
+// MemoryLimitError refuses an Extism plugin whose modules (its own, those
+// of [plugins.modules] and Extism's kernel) would hold more memory than its
+// memory_mb (LimitMiB) together: Load fails with ErrLoad when their
+// memories declare more than that at least (Declared names each), wrapping
+// it, and errors.As finds it. (An instance holding more once initialized
+// would fail with ErrTrap, wrapping it, the call that made it counted in
+// Stats.Faults; Load's check and the arena's bound on growth leave no way
+// there.)
 type MemoryLimitError = extism.MemoryLimitError
+
+// ModuleMemory is what one module's memory declares at least, as
+// MemoryLimitError.Declared lists them.
+type ModuleMemory = extism.ModuleMemory
 
 // Error is a plugin failure. It names the plugin and the export, and
 // matches one of the Err* kinds under errors.Is.

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -690,9 +691,8 @@ func TestExtismCommandCtors(t *testing.T) {
 }
 
 // memory_mb holds an Extism plugin's modules together: linked modules
-// whose declared memories add up past it are refused when the first
-// instance is made (at load, for describe), naming memory_mb, and fit when
-// it is raised.
+// whose declared memories add up past it are refused at load, naming
+// memory_mb and each module, and fit when it is raised.
 func TestExtismLinkedMemory(t *testing.T) {
 	l := newLoader(t)
 	cfg := func(mib uint32) Config {
@@ -701,8 +701,10 @@ func TestExtismLinkedMemory(t *testing.T) {
 	}
 	_, err := l.Load(context.Background(), cfg(4))
 	var limit *MemoryLimitError
-	if !errors.Is(err, ErrTrap) || !errors.As(err, &limit) || limit.LimitMiB != 4 || limit.Held <= 4<<20 || !strings.Contains(err.Error(), "memory_mb = 4") {
-		t.Fatalf("two linked modules of 2.5 MiB in memory_mb = 4: %v, want ErrTrap (its first instance fails) with a MemoryLimitError naming memory_mb", err)
+	want := []ModuleMemory{{Module: "main", Bytes: 64 << 10}, {Module: "lib", Bytes: 40 * 64 << 10}, {Module: "other", Bytes: 40 * 64 << 10}}
+	if !errors.Is(err, ErrLoad) || !errors.As(err, &limit) || limit.LimitMiB != 4 || limit.Held <= 4<<20 || !slices.Equal(limit.Declared, want) ||
+		!strings.Contains(err.Error(), "memory_mb = 4") || !strings.Contains(err.Error(), "lib 2621440") {
+		t.Fatalf("two linked modules of 2.5 MiB in memory_mb = 4: %v, want ErrLoad with a MemoryLimitError naming memory_mb and each module's memory %v", err, want)
 	}
 	p := load(t, l, cfg(8))
 	if _, err := callTool(t, p, "run", nil); err != nil {

@@ -27,6 +27,7 @@ type wasmImport struct {
 type wasmModule struct {
 	imports []wasmImport
 	exports map[string]wasmbin.Signature // exported functions by name
+	memory  uint64                       // the bytes its memory declares at least (0: none)
 }
 
 // Detect reports whether wasm imports Extism's host namespace, which
@@ -41,7 +42,7 @@ func Detect(wasm []byte) bool {
 }
 
 // parseWasm decodes the imports of wasm and, when full is set, the types of
-// its imported and exported functions.
+// its imported and exported functions and its memory's minimum.
 func parseWasm(wasm []byte, full bool) (*wasmModule, error) {
 	m := &wasmModule{exports: map[string]wasmbin.Signature{}}
 	var types []wasmbin.Signature
@@ -67,6 +68,14 @@ func parseWasm(wasm []byte, full bool) (*wasmModule, error) {
 				types = append(types, sig)
 				return err
 			})
+		case s.ID == wasmbin.IDMemory:
+			n, err := r.U32()
+			if err != nil || n == 0 {
+				return err
+			}
+			min, _, _, err := r.Limits()
+			m.memory = uint64(min) * wasmPage
+			return err
 		case s.ID == wasmbin.IDFunction:
 			defined, err := r.TypeIndices()
 			funcs = append(funcs, defined...)
@@ -117,6 +126,9 @@ func parseWasm(wasm []byte, full bool) (*wasmModule, error) {
 	}
 	return m, nil
 }
+
+// wasmPage is WebAssembly's page size.
+const wasmPage = 64 << 10
 
 // signature is s as messages show it: "(i64, i64) -> (i64)".
 func signature(s wasmbin.Signature) string {

@@ -144,12 +144,17 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 		return wasmrt.Sandbox(env, stack, func(stack uint32) ([]byte, error) { return instrument(wasm, stack) })
 	}
 	var linked [][]byte
+	declared := []ModuleMemory{{Module: "main", Bytes: info.memory}}
 	for _, lm := range env.Linked {
-		lwasm, err := prepareLinked(lm, userFuncs, linkedNames, sandboxed)
+		lwasm, mem, err := prepareLinked(lm, userFuncs, linkedNames, sandboxed)
 		if err != nil {
 			return nil, guest.ErrLoad, err
 		}
 		linked = append(linked, lwasm)
+		declared = append(declared, ModuleMemory{Module: lm.Name, Bytes: mem})
+	}
+	if err := checkDeclared(env.Limits.MemoryMiB, declared); err != nil {
+		return nil, guest.ErrLoad, err
 	}
 	if wasm, err = sandboxed(wasm); err != nil {
 		return nil, guest.ErrLoad, err
@@ -203,9 +208,12 @@ func runtimeInit(compiled wazero.CompiledModule) wasmrt.Init {
 }
 
 // prepareLinked checks a linked module as the main one (its imports) and
-// makes it ready (sandboxed); the error names it.
-func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, sandboxed func([]byte) ([]byte, error)) ([]byte, error) {
-	fail := func(err error) ([]byte, error) { return nil, fmt.Errorf("linked module %q: %w", lm.Name, err) }
+// makes it ready (sandboxed); it answers that and the bytes its memory
+// declares at least. The error names it.
+func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, sandboxed func([]byte) ([]byte, error)) (_ []byte, memBytes uint64, _ error) {
+	fail := func(err error) ([]byte, uint64, error) {
+		return nil, 0, fmt.Errorf("linked module %q: %w", lm.Name, err)
+	}
 	info, err := parseWasm(lm.Wasm, true)
 	if err != nil {
 		return fail(fmt.Errorf("read the module: %w", err))
@@ -217,7 +225,21 @@ func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, l
 	if err != nil {
 		return fail(err)
 	}
-	return wasm, nil
+	return wasm, info.memory, nil
+}
+
+// checkDeclared refuses a plugin whose modules' memories declare more
+// than memory_mb (limitMiB) together: the arena (memory.Arena.Limit)
+// refuses their growth past it, but not each one's first size.
+func checkDeclared(limitMiB uint32, declared []ModuleMemory) error {
+	var sum uint64
+	for _, d := range declared {
+		sum += d.Bytes
+	}
+	if sum <= uint64(limitMiB)<<20 {
+		return nil
+	}
+	return &MemoryLimitError{LimitMiB: limitMiB, Held: sum, Declared: declared}
 }
 
 // checkExtismImports accepts functions of extism:host/env that go-sdk
@@ -479,19 +501,40 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 	return g, nil
 }
 
-// MemoryLimitError refuses an instance whose modules (the main one, its
-// linked ones and the kernel) hold more memory once initialized than the
-// plugin's memory_mb: their declared minimums, or what their
-// initialization grew, add up past it. The instantiation fails with
-// guest.ErrTrap (at load, for the instance describe makes), wrapping it.
+// MemoryLimitError refuses an Extism plugin whose modules (the main one,
+// its linked ones and the kernel) would hold more memory than its
+// memory_mb together. Load refuses one whose modules' memories declare
+// more than that at least (Declared; guest.ErrLoad). An instance that
+// holds more once initialized is refused too (guest.ErrTrap, wrapping it),
+// which the arena's bound on growth and Load's check leave no way to
+// reach: it stays as the bound's last check, cheap beside an
+// instantiation.
 type MemoryLimitError struct {
 	LimitMiB uint32 // the plugin's memory_mb
-	Held     uint64 // the bytes its modules held
+	Held     uint64 // the bytes its modules declare at least, or held
+	// Declared is, at load, what each module's memory declares: "main"
+	// for the plugin's module, then its linked modules by name. Nil for an
+	// instance refused once initialized.
+	Declared []ModuleMemory
 }
 
-// Error names the limit and the setting that raises it.
+// ModuleMemory is the bytes a module's memory declares at least.
+type ModuleMemory struct {
+	Module string
+	Bytes  uint64
+}
+
+// Error names the limit, the modules and the setting that raises it.
 func (e *MemoryLimitError) Error() string {
-	return fmt.Sprintf("the plugin's modules hold %d bytes of memory once initialized, over memory_mb = %d; raise memory_mb", e.Held, e.LimitMiB)
+	if e.Declared == nil {
+		return fmt.Sprintf("the plugin's modules hold %d bytes of memory once initialized, over memory_mb = %d; raise memory_mb", e.Held, e.LimitMiB)
+	}
+	var each []string
+	for _, d := range e.Declared {
+		each = append(each, fmt.Sprintf("%s %d", d.Module, d.Bytes))
+	}
+	return fmt.Sprintf("the plugin's modules declare memories of %d bytes together (%s), over memory_mb = %d; raise memory_mb or link fewer modules",
+		e.Held, strings.Join(each, ", "), e.LimitMiB)
 }
 
 // instance is one instance of the main module, its linked modules' and its
