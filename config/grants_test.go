@@ -105,6 +105,8 @@ func TestPluginGrantErrors(t *testing.T) {
 		{scripted, `max_log_kb = 9007199254740992`, "max_log_kb", "must be from 0 to 4194303"},
 		{scripted, `max_error_kb = 4194304`, "max_error_kb", "must be from 0 to 4194303"},
 		{scripted, `max_stack_kb = 1048577`, "max_stack_kb", "must be from 0 to 1048576"},
+		{scripted, `max_linked_depth = 1025`, "max_linked_depth", "must be from 0 to 1024"},
+		{scripted, `max_linked_depth = -1`, "max_linked_depth", "must be from 0 to 1024, got -1"},
 		{scripted, `max_input_kb = 9223372036854775807`, "max_input_kb", "must be from 0 to 4194303"},
 		{scripted, `http_max_response_kb = 18014398509481984`, "http_max_response_kb", "must be from 0 to 4194303"},
 		{scripted, `http_max_redirects = -1`, "http_max_redirects", "0 means no redirects"},
@@ -204,6 +206,7 @@ max_log_kb = 8
 max_error_kb = 2
 max_json_depth = 16
 max_stack_kb = 512
+max_linked_depth = 8
 `), 0o644)
 	c, err := config.Load(path)
 	if err != nil {
@@ -221,6 +224,9 @@ max_stack_kb = 512
 	}
 	if l.MaxStackBytes != 512<<10 {
 		t.Errorf("MaxStackBytes = %d, want %d", l.MaxStackBytes, 512<<10)
+	}
+	if l.MaxLinkedDepth != 8 {
+		t.Errorf("MaxLinkedDepth = %d, want 8", l.MaxLinkedDepth)
 	}
 	if ml := c.Wasm.Limits.Host(); ml.Functions != 2 || ml.FunctionLocals != 0 {
 		t.Fatalf("module limits %+v: want functions only, the rest to the host's defaults", ml)

@@ -51,6 +51,10 @@ type PluginEntry struct {
 	// MaxStackKB caps the call stack of each of the plugin's instances, as
 	// the host estimates it (default 16384; native plugins only).
 	MaxStackKB int `toml:"max_stack_kb"`
+	// MaxLinkedDepth caps how deeply calls through an Extism plugin's
+	// linked modules ([plugins.modules]) nest in one call, a recursion
+	// through them (default 64, at most host.LinkedDepthCeiling).
+	MaxLinkedDepth int `toml:"max_linked_depth"`
 	// Config is the [plugins.config] table: values the plugin reads with config_get.
 	Config map[string]string `toml:"config"`
 	// Policy is what a failing middleware hook means: "fail_open" (default:
@@ -254,10 +258,14 @@ func (v *validator) plugins() {
 		}
 		for field, n := range map[string]int{"max_input_kb": p.MaxInputKB, "max_output_kb": p.MaxOutputKB, "max_instances": p.MaxInstances,
 			"quarantine_after": p.QuarantineAfter, "http_max_response_kb": p.HTTPMaxResponseKB, "max_log_kb": p.MaxLogKB,
-			"max_error_kb": p.MaxErrorKB, "max_json_depth": p.MaxJSONDepth, "max_stack_kb": p.MaxStackKB, "max_sessions": p.MaxSessions} {
+			"max_error_kb": p.MaxErrorKB, "max_json_depth": p.MaxJSONDepth, "max_stack_kb": p.MaxStackKB, "max_sessions": p.MaxSessions,
+			"max_linked_depth": p.MaxLinkedDepth} {
 			top := highest(field)
-			if field == "max_stack_kb" {
+			switch field {
+			case "max_stack_kb":
 				top = host.StackLimitCeiling >> 10
+			case "max_linked_depth":
+				top = host.LinkedDepthCeiling
 			}
 			if n < 0 || n > top {
 				v.fail(key(field), nil, "plugin %q: must be from 0 to %d, got %d (0 or absent: the default)", p.Name, top, n)
@@ -396,6 +404,7 @@ func (p PluginEntry) HostConfig() host.Config {
 			MaxErrorBytes:  p.MaxErrorKB << 10,
 			MaxJSONDepth:   p.MaxJSONDepth,
 			MaxStackBytes:  p.MaxStackKB << 10,
+			MaxLinkedDepth: p.MaxLinkedDepth,
 			SessionIdle:    p.SessionIdle,
 			MaxSessions:    p.MaxSessions,
 			SessionWait:    p.SessionWait,

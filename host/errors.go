@@ -93,9 +93,9 @@ func stackLimited(err error) error {
 }
 
 // LinkedDepthError ends a call of an Extism plugin whose calls through its
-// linked modules ([plugins.modules]) nested deeper than its Limit (a
-// recursion through them): the call fails with ErrTrap, wrapping it, and
-// errors.As finds it.
+// linked modules ([plugins.modules]) nested deeper than its Limit,
+// Limits.MaxLinkedDepth (a recursion through them): the call fails with
+// ErrTrap, wrapping it, and errors.As finds it.
 type LinkedDepthError = extism.LinkedDepthError
 
 // MemoryLimitError refuses an Extism plugin whose modules (its own, those

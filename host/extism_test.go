@@ -22,7 +22,6 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
-	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/internal/testenv"
 )
 
@@ -714,25 +713,33 @@ func TestExtismLinkedMemory(t *testing.T) {
 
 // A recursion through a linked module (one that imports its own export)
 // answers right at a small depth, and an unbounded one ends with a
-// LinkedDepthError naming the limit: never a crash of the process nor a
-// corrupted call.
+// LinkedDepthError naming the limit (max_linked_depth, its default or as
+// set): never a crash of the process nor a corrupted call.
 func TestExtismLinkedRecursion(t *testing.T) {
-	p := load(t, newLoader(t), Config{Path: fixture(t, "extism_stackmain"), Tools: []ExportTool{{Export: "run", Input: "field:s"}},
-		Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "extism_reclib")}}})
-	for _, n := range []int{1, 3, extism.MaxLinkedDepth - 1} {
-		if _, err := callTool(t, p, "run", map[string]any{"s": strings.Repeat("x", n)}); err != nil {
-			t.Fatalf("a recursion %d deep through the linked module: %v", n, err)
+	l := newLoader(t)
+	for _, c := range []struct{ set, limit int }{{0, DefaultMaxLinkedDepth}, {8, 8}} {
+		p := load(t, l, Config{Path: fixture(t, "extism_stackmain"), Tools: []ExportTool{{Export: "run", Input: "field:s"}},
+			Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "extism_reclib")}}, Limits: Limits{MaxLinkedDepth: c.set}})
+		for _, n := range []int{1, 3, c.limit - 1} {
+			if _, err := callTool(t, p, "run", map[string]any{"s": strings.Repeat("x", n)}); err != nil {
+				t.Fatalf("max_linked_depth %d: a recursion %d deep through the linked module: %v", c.set, n, err)
+			}
+		}
+		for range 2 { // the instance serves the next call after the refusal
+			_, err := callTool(t, p, "run", map[string]any{"s": strings.Repeat("x", 10*c.limit)})
+			var depth *LinkedDepthError
+			if !errors.Is(err, ErrTrap) || !errors.As(err, &depth) || depth.Limit != c.limit || !strings.Contains(err.Error(), "max_linked_depth") {
+				t.Fatalf("max_linked_depth %d: a recursion %d deep through the linked module: %v, want ErrTrap with a LinkedDepthError of limit %d", c.set, 10*c.limit, err, c.limit)
+			}
+			if _, err := callTool(t, p, "run", map[string]any{"s": "xx"}); err != nil {
+				t.Fatalf("max_linked_depth %d: a recursion 2 deep after the refusal: %v", c.set, err)
+			}
 		}
 	}
-	for range 2 { // the instance serves the next call after the refusal
-		_, err := callTool(t, p, "run", map[string]any{"s": strings.Repeat("x", 10*extism.MaxLinkedDepth)})
-		var depth *LinkedDepthError
-		if !errors.Is(err, ErrTrap) || !errors.As(err, &depth) || depth.Limit != extism.MaxLinkedDepth {
-			t.Fatalf("a recursion %d deep through the linked module: %v, want ErrTrap with a LinkedDepthError of limit %d", 10*extism.MaxLinkedDepth, err, extism.MaxLinkedDepth)
-		}
-		if _, err := callTool(t, p, "run", map[string]any{"s": "xx"}); err != nil {
-			t.Fatalf("a recursion 2 deep after the refusal: %v", err)
-		}
+	_, err := l.Load(context.Background(), Config{Path: fixture(t, "extism_stackmain"), Tools: []ExportTool{{Export: "run"}},
+		Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "extism_reclib")}}, Limits: Limits{MaxLinkedDepth: LinkedDepthCeiling + 1}})
+	if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "max_linked_depth") {
+		t.Fatalf("max_linked_depth past the ceiling: %v, want ErrLoad naming it", err)
 	}
 }
 

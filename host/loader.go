@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 )
@@ -34,6 +35,7 @@ type Limits struct {
 	MaxErrorBytes  int           // longest text of a failure's message or cause (a trap's stack, a guest's error)
 	MaxJSONDepth   int           // deepest nesting of arrays and objects the host decodes from the guest
 	MaxStackBytes  int           // an instance's call stack, outside its memory, as estimated (see StackLimitError)
+	MaxLinkedDepth int           // how deep calls through an Extism plugin's linked modules (Config.Modules) nest (see LinkedDepthError)
 	// SessionIdle (IsolationSession) is how long a session may make no call
 	// into the plugin before it expires: its instances are released (with
 	// morph_destroy), and if it calls again it runs on a fresh instance,
@@ -63,6 +65,7 @@ const (
 	DefaultMaxErrorBytes  = 4 << 10
 	DefaultMaxJSONDepth   = abi.MaxDepth
 	DefaultMaxStackBytes  = 16 << 20
+	DefaultMaxLinkedDepth = 64
 	DefaultSessionIdle    = 10 * time.Minute
 	// DefaultMaxSessions lets 10,000 sessions be open at once: what a
 	// small guest's session costs (BENCHMARKS.md, Sessions: some 100-200
@@ -77,6 +80,11 @@ const (
 // StackLimitCeiling is the largest Limits.MaxStackBytes: the budget is a
 // 32-bit counter in the guest.
 const StackLimitCeiling = interrupt.MaxStack
+
+// LinkedDepthCeiling is the largest Limits.MaxLinkedDepth: each level
+// nests Go frames of the host's, and a wazero stack on Go's heap, that no
+// other limit counts. Load refuses more.
+const LinkedDepthCeiling = extism.LinkedDepthCeiling
 
 func (l Limits) withDefaults() Limits {
 	if l.Timeout <= 0 {
@@ -105,6 +113,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxStackBytes <= 0 {
 		l.MaxStackBytes = DefaultMaxStackBytes
+	}
+	if l.MaxLinkedDepth <= 0 {
+		l.MaxLinkedDepth = DefaultMaxLinkedDepth
 	}
 	if l.SessionIdle <= 0 {
 		l.SessionIdle = DefaultSessionIdle

@@ -66,7 +66,8 @@ func (l *Loader) env(p *Plugin) guest.Env {
 	return guest.Env{
 		Name: p.name, Source: p.source, Values: p.values,
 		Limits: guest.Limits{MemoryMiB: p.limits.MemoryMiB, MaxInputBytes: p.limits.MaxInputBytes,
-			MaxOutputBytes: p.limits.MaxOutputBytes, MaxJSONDepth: p.limits.MaxJSONDepth, MaxStackBytes: p.limits.MaxStackBytes},
+			MaxOutputBytes: p.limits.MaxOutputBytes, MaxJSONDepth: p.limits.MaxJSONDepth, MaxStackBytes: p.limits.MaxStackBytes,
+			MaxLinkedDepth: p.limits.MaxLinkedDepth},
 		Log:     func() *slog.Logger { return p.log },
 		Closing: p.closing, Sandbox: p.sandbox, Cache: l.cache, TableEntries: l.limits.TableEntries, Snapshot: p.snapshot,
 		Tools: p.ext.tools, HookExports: p.ext.hookExports, Linked: p.ext.linked, HostFuncs: p.ext.hostFuncs,

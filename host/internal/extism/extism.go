@@ -137,6 +137,9 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 			m.name = strings.TrimSuffix(filepath.Base(env.Source), ".wasm")
 		}
 	}
+	if env.Limits.MaxLinkedDepth > LinkedDepthCeiling {
+		return nil, guest.ErrLoad, fmt.Errorf("max_linked_depth = %d: this host allows at most %d", env.Limits.MaxLinkedDepth, LinkedDepthCeiling)
+	}
 	// Each module gets an even share of the stack, so that a call crossing
 	// modules keeps the plugin's bound.
 	stack := env.Limits.MaxStackBytes / (1 + len(env.Linked))
@@ -554,7 +557,7 @@ type instance struct {
 	initialized bool
 
 	// linkedDepth is how deep calls through linked modules' proxies nest
-	// now, bounded by MaxLinkedDepth.
+	// now, bounded by Limits.MaxLinkedDepth.
 	linkedDepth int
 
 	// The last http_request's response status and headers, for

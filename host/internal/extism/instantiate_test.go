@@ -41,7 +41,7 @@ func loadFixture(t *testing.T, name string, env guest.Env) (*Module, error) {
 	env.Name, env.Source, env.Log, env.Closing, env.Sandbox = name, name+".wasm", slog.Default, context.Background(), sb
 	env.Cache = wazero.NewCompilationCache()
 	if env.Limits.MemoryMiB == 0 {
-		env.Limits = guest.Limits{MemoryMiB: 16, MaxInputBytes: 1 << 20, MaxOutputBytes: 1 << 20, MaxJSONDepth: 64, MaxStackBytes: 1 << 20}
+		env.Limits = guest.Limits{MemoryMiB: 16, MaxInputBytes: 1 << 20, MaxOutputBytes: 1 << 20, MaxJSONDepth: 64, MaxStackBytes: 1 << 20, MaxLinkedDepth: 64}
 	}
 	env.Tools = []guest.ExportTool{{Spec: abi.ToolSpec{Name: "run"}, Export: "run"}}
 	m, _, err := Load(context.Background(), env, shape, wasm, func(wasm []byte, stack uint32) ([]byte, error) {

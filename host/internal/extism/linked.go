@@ -79,24 +79,26 @@ func (m *Module) compileLinked(ctx context.Context, r wazero.Runtime, wasm [][]b
 	return nil
 }
 
-// MaxLinkedDepth bounds how deep calls through linked modules' proxies
-// nest in one call. Each nested call is a Go frame of the host's and, in a
-// recursion, a wazero stack of its own on Go's heap, which neither
-// max_stack_kb nor memory_mb counts: a recursion through linked modules
-// ends at this depth, with a LinkedDepthError, instead of growing them.
-const MaxLinkedDepth = 64
+// LinkedDepthCeiling is the largest Limits.MaxLinkedDepth, which bounds
+// how deep calls through linked modules' proxies nest in one call. Each
+// nested call is Go frames of the host's and, in a recursion, a wazero
+// stack of its own on Go's heap, which neither max_stack_kb nor memory_mb
+// counts: a recursion through linked modules ends at the plugin's depth,
+// with a LinkedDepthError, instead of growing them, and this ceiling keeps
+// what the setting can let grow small (some KiB a level).
+const LinkedDepthCeiling = 1024
 
 // LinkedDepthError ends a call whose calls through linked modules nested
-// deeper than Limit (MaxLinkedDepth): a recursion through a linked module
-// that imports itself, or a cycle of them. The call fails with
-// guest.ErrTrap, wrapping it.
+// deeper than Limit (the plugin's max_linked_depth): a recursion through a
+// linked module that imports itself, or a cycle of them. The call fails
+// with guest.ErrTrap, wrapping it.
 type LinkedDepthError struct {
 	Limit int
 }
 
-// Error names the limit and what reaches it.
+// Error names the limit, what reaches it and the setting that raises it.
 func (e *LinkedDepthError) Error() string {
-	return fmt.Sprintf("calls through linked modules would nest deeper than %d (a recursion through linked modules)", e.Limit)
+	return fmt.Sprintf("calls through linked modules would nest deeper than %d (a recursion through linked modules); raise max_linked_depth", e.Limit)
 }
 
 // proxy is the host function that calls function fn of the calling
@@ -107,8 +109,8 @@ func proxy(i, fn int) api.GoModuleFunc {
 		if i >= len(g.linked) {
 			panic(fmt.Errorf("linked module %q is not instantiated yet: modules initialize in [plugins.modules] order", g.m.linked[i].name))
 		}
-		if g.linkedDepth >= MaxLinkedDepth {
-			panic(&LinkedDepthError{Limit: MaxLinkedDepth})
+		if limit := g.m.env.Limits.MaxLinkedDepth; g.linkedDepth >= limit {
+			panic(&LinkedDepthError{Limit: limit})
 		}
 		// A wazero api.Function holds one call's execution state, which a
 		// call re-entering it (a recursion through the proxy) would corrupt,

@@ -90,6 +90,7 @@ type Limits struct {
 	MaxOutputBytes int
 	MaxJSONDepth   int
 	MaxStackBytes  int // an instance's budget for its call stack (both loaders; see wasmrt.StackLimitError)
+	MaxLinkedDepth int // how deep calls through an Extism plugin's linked modules nest (extism.LinkedDepthError)
 }
 
 // Config is the module configuration of an instance in any loader: real
