@@ -17,6 +17,7 @@ import (
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/guest"
+	"github.com/morphhost/morph/host/internal/interrupt"
 )
 
 // Modules of the Extism ecosystem that follow neither morph's ABI nor an
@@ -140,8 +141,9 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 	}
 	names := map[string]bool{}
 	for i, lm := range cfg.Modules {
-		if lm.Name == "" || lm.Name == "main" || strings.HasPrefix(lm.Name, "extism:") || lm.Name == "wasi_snapshot_preview1" || names[lm.Name] {
-			errs = append(errs, fmt.Errorf("modules[%d]: name %q: give each linked module the unique name its importer uses (not main, extism:*, or WASI's)", i, lm.Name))
+		if lm.Name == "" || lm.Name == "main" || strings.HasPrefix(lm.Name, "extism:") || extism.ReservedModule(lm.Name) || names[lm.Name] {
+			errs = append(errs, fmt.Errorf("modules[%d]: name %q: give each linked module the unique name its importer uses "+
+				"(not main, extism:*, WASI's or %s, the namespace of morph's instrumentation)", i, lm.Name, interrupt.Module))
 			continue
 		}
 		names[lm.Name] = true
@@ -150,7 +152,7 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 			errs = append(errs, fmt.Errorf("modules[%d] (%s): %w", i, lm.Name, err))
 			continue
 		}
-		x.linked = append(x.linked, guest.LinkedModule{Name: lm.Name, Wasm: src.wasm})
+		x.linked = append(x.linked, guest.LinkedModule{Name: lm.Name, Wasm: src.wasm, Sum: src.sum})
 	}
 	for i, f := range cfg.HostFunctions {
 		switch {

@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
-
 	"log/slog"
 
 	"github.com/morphhost/morph/host/internal/extism"
@@ -88,9 +86,9 @@ func (l *Loader) loadNative(ctx context.Context, p *Plugin, src *source) (_ gues
 // loader's cache of instrumented modules for the main module and each
 // linked one.
 func (l *Loader) loadExtism(ctx context.Context, p *Plugin, src *source) (_ guest.Module, kind error, err error) {
-	m, kind, err := extism.Load(ctx, l.env(p), src.shape, src.wasm, func(wasm []byte, stack uint32) ([]byte, error) {
-		if &wasm[0] != &src.wasm[0] { // a linked module
-			return l.instrumented(&source{wasm: wasm, sum: sha256.Sum256(wasm)}, stack)
+	m, kind, err := extism.Load(ctx, l.env(p), src.shape, src.wasm, func(lm *guest.LinkedModule, stack uint32) ([]byte, error) {
+		if lm != nil {
+			return l.instrumented(&source{wasm: lm.Wasm, sum: lm.Sum}, stack)
 		}
 		return l.instrumented(src, stack)
 	})

@@ -97,7 +97,7 @@ func (k *Kernel) inputAt(fn string, i uint64) uint64 {
 
 // instantiateEnv instantiates extism:host/env in r with fns: the host
 // functions of every Extism instance of the runtime, which find the
-// calling instance's Kernel in the call's context (kernelKey).
+// calling instance, and its Kernel, in the call's context (guestOf).
 func instantiateEnv(ctx context.Context, r wazero.Runtime, fns []envFunction) error {
 	b := r.NewHostModuleBuilder(extismEnv)
 	for _, f := range fns {
@@ -175,13 +175,13 @@ var extismLogLevels = []struct {
 
 // logBlock logs the kernel block at offset under the plugin's name, within
 // the call's log budget (guest.LogWriter), and frees it (as go-sdk's log
-// functions do). An offset that is not a block is dropped with a warning,
-// not a trap, as morph:host/v1's log does.
+// functions do), an empty one too. An offset that is not a block is
+// dropped with a warning, not a trap, as morph:host/v1's log does.
 func logBlock(ctx context.Context, level slog.Level, offset uint64) {
 	g := guestOf(ctx)
 	w := g.state.Log()
 	msg, ok := g.kernel.Read(offset)
-	if !ok || len(msg) == 0 {
+	if !ok {
 		w.Warn(ctx, "guest log call with an offset that is not an Extism memory block", "offset", offset)
 		return
 	}

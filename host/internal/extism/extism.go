@@ -95,7 +95,8 @@ type Module struct {
 // modules' functions, WASI) and its exports (its convention, see Module).
 // It then has it and each linked module made ready (wasmrt.Sandbox:
 // instrumented by instrument with its share of the plugin's stack budget,
-// its tables capped) and compiles them in a runtime of the plugin's own
+// which is given the linked module, or nil for wasm, its tables capped)
+// and compiles them in a runtime of the plugin's own
 // (wasmrt.Compile) beside extism:host/env, the host functions and the
 // linked modules' proxies. The kind of a failure is guest.ErrABIMismatch
 // for exports, guest.ErrLoad otherwise.
@@ -114,7 +115,7 @@ type Module struct {
 // it tells the native calling convention's version from the exports, while
 // an Extism module is recognized by its imports and its payloads' version
 // is its manifest's abi_version.
-func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte, instrument func(wasm []byte, stack uint32) ([]byte, error)) (_ *Module, kind error, err error) {
+func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte, instrument func(linked *guest.LinkedModule, stack uint32) ([]byte, error)) (_ *Module, kind error, err error) {
 	info, err := parseWasm(wasm, true)
 	if err != nil {
 		return nil, guest.ErrLoad, fmt.Errorf("read the module: %w", err)
@@ -143,12 +144,13 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 	// Each module gets an even share of the stack, so that a call crossing
 	// modules keeps the plugin's bound.
 	stack := env.Limits.MaxStackBytes / (1 + len(env.Linked))
-	sandboxed := func(wasm []byte) ([]byte, error) {
-		return wasmrt.Sandbox(env, stack, func(stack uint32) ([]byte, error) { return instrument(wasm, stack) })
+	sandboxed := func(linked *guest.LinkedModule) ([]byte, error) {
+		return wasmrt.Sandbox(env, stack, func(stack uint32) ([]byte, error) { return instrument(linked, stack) })
 	}
 	var linked [][]byte
 	declared := []ModuleMemory{{Module: "main", Bytes: info.memory}}
-	for _, lm := range env.Linked {
+	for i := range env.Linked {
+		lm := &env.Linked[i]
 		lwasm, mem, err := prepareLinked(lm, userFuncs, linkedNames, sandboxed)
 		if err != nil {
 			return nil, guest.ErrLoad, err
@@ -159,7 +161,7 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 	if err := checkDeclared(env.Limits.MemoryMiB, declared); err != nil {
 		return nil, guest.ErrLoad, err
 	}
-	if wasm, err = sandboxed(wasm); err != nil {
+	if wasm, err = sandboxed(nil); err != nil {
 		return nil, guest.ErrLoad, err
 	}
 	if len(env.Linked) > 0 {
@@ -213,7 +215,7 @@ func runtimeInit(compiled wazero.CompiledModule) wasmrt.Init {
 // prepareLinked checks a linked module as the main one (its imports) and
 // makes it ready (sandboxed); it answers that and the bytes its memory
 // declares at least. The error names it.
-func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, sandboxed func([]byte) ([]byte, error)) (_ []byte, memBytes uint64, _ error) {
+func prepareLinked(lm *guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, sandboxed func(*guest.LinkedModule) ([]byte, error)) (_ []byte, memBytes uint64, _ error) {
 	fail := func(err error) ([]byte, uint64, error) {
 		return nil, 0, fmt.Errorf("linked module %q: %w", lm.Name, err)
 	}
@@ -224,7 +226,7 @@ func prepareLinked(lm guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, l
 	if err := checkExtismImports(info, user, linked); err != nil {
 		return fail(err)
 	}
-	wasm, err := sandboxed(lm.Wasm)
+	wasm, err := sandboxed(lm)
 	if err != nil {
 		return fail(err)
 	}

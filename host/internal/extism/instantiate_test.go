@@ -1,11 +1,14 @@
 package extism
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +47,10 @@ func loadFixture(t *testing.T, name string, env guest.Env) (*Module, error) {
 		env.Limits = guest.Limits{MemoryMiB: 16, MaxInputBytes: 1 << 20, MaxOutputBytes: 1 << 20, MaxJSONDepth: 64, MaxStackBytes: 1 << 20, MaxLinkedDepth: 64}
 	}
 	env.Tools = []guest.ExportTool{{Spec: abi.ToolSpec{Name: "run"}, Export: "run"}}
-	m, _, err := Load(context.Background(), env, shape, wasm, func(wasm []byte, stack uint32) ([]byte, error) {
+	m, _, err := Load(context.Background(), env, shape, wasm, func(linked *guest.LinkedModule, stack uint32) ([]byte, error) {
+		if linked != nil {
+			return interrupt.Instrument(linked.Wasm, wasmrt.InterruptPeriod, stack)
+		}
 		return interrupt.Instrument(wasm, wasmrt.InterruptPeriod, stack)
 	})
 	if err == nil {
@@ -104,5 +110,28 @@ func TestInstantiateWaitCancel(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("an instantiation with a canceled context waited for the first instance's initialization")
+	}
+}
+
+// An empty log message (an active block whose length the guest set to 0)
+// is logged and its block freed, as go-sdk does, not taken for an offset
+// that is no block.
+func TestLogEmptyBlock(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	k := newTestKernel(t, 1<<20, KernelOptions{})
+	p := k.Alloc(8)
+	k.put32(p-kernelHeader+4, 0) // the guest wrote over the block's length
+	state := guest.NewCallState(func() *slog.Logger { return log }, 1<<10, context.Background())
+	g := &instance{kernel: k, state: state}
+	ctx := g.ctx(state.Begin(context.Background(), time.Now().Add(time.Hour)))
+	fns := (&Module{}).envFunctions()
+	i := slices.IndexFunc(fns, func(f envFunction) bool { return f.name == "log_info" })
+	fns[i].fn(ctx, nil, []uint64{p})
+	if strings.Contains(logs.String(), "not an Extism memory block") || !strings.Contains(logs.String(), "level=INFO") {
+		t.Fatalf("log_info of an empty block logged %q; want an empty info line", logs.String())
+	}
+	if _, ok := k.Read(p); ok {
+		t.Fatal("the logged block is still active; want it freed")
 	}
 }

@@ -153,12 +153,11 @@ func (m *Module) checkLinkedImports(compiled wazero.CompiledModule, name string)
 			errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, but the linked module exports %s", module, fn, signature(have), signature(want)))
 		}
 	}
-	if err := errors.Join(errs...); err != nil && name != "" {
-		return fmt.Errorf("linked module %q: %w", name, err)
-	} else if err != nil {
-		return err
+	err := errors.Join(errs...)
+	if err != nil && name != "" {
+		err = fmt.Errorf("linked module %q: %w", name, err)
 	}
-	return nil
+	return err
 }
 
 // instantiateLinked instantiates g's linked modules from arena with cfg

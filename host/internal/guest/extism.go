@@ -28,6 +28,7 @@ type ExportTool struct {
 type LinkedModule struct {
 	Name string
 	Wasm []byte
+	Sum  [32]byte // sha256 of Wasm: the key of the host's cache of instrumented modules
 }
 
 // BlockMemory is the Extism kernel's memory of the call a host function
