@@ -75,10 +75,12 @@ type HostFunction struct {
 	Name            string
 	Params, Results []api.ValueType
 	// Func runs on the guest's call: ctx ends at the call's deadline (or
-	// when the plugin closes), and Func must return by then. stack holds the
-	// parameters in and takes the results out. An error traps the guest's
-	// call, which fails with ErrTrap and its message, and the instance is
-	// replaced.
+	// when the plugin closes), and Func must return by then. ctx, call and
+	// stack are valid only until Func returns: the instance reuses them for
+	// its next call, so Func must not keep them, nor use them from another
+	// goroutine after it returned. stack holds the parameters in and takes
+	// the results out. An error traps the guest's call, which fails with
+	// ErrTrap and its message, and the instance is replaced.
 	Func func(ctx context.Context, call *HostCall, stack []uint64) error
 }
 
