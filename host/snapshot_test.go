@@ -16,19 +16,37 @@ import (
 // later one starts from its image, as initialized, whatever instances wrote
 // since; a write in one instance is never seen by another; with snapshots
 // off, or for a module whose state an image cannot hold, each instance runs
-// _initialize itself, and answers the same.
+// _initialize itself, and answers the same. In both loaders: an Extism
+// plugin's image also carries the vars its initialization set (kept by its
+// kernel, in Go), and a var a call sets stays in its instance.
 func TestSnapshot(t *testing.T) {
-	const fresh = "i1 kY s0" // initialized once, globals and the grown page as _initialize left them, nothing seen
+	for _, c := range []struct {
+		loader, fixture string
+		fresh, written  string
+	}{
+		// initialized once, globals and the grown page as _initialize left
+		// them, nothing seen; then what build_prompt wrote
+		{LoaderNative, "snapinit", "i1 kY s0", "i7 xZ s1"},
+		// the same, and the var _initialize set, then the call's
+		{LoaderExtism, "extism_snapinit", "i1 kY s0 vI", "i7 xZ s1 vC"},
+	} {
+		t.Run(c.loader, func(t *testing.T) { snapshot(t, c.fixture, c.fresh, c.written) })
+	}
+}
+
+// snapshot is TestSnapshot's case: the fixture's answers from a fresh
+// instance and from one it wrote in.
+func snapshot(t *testing.T, fixtureName, fresh, written string) {
 	for _, off := range []bool{false, true} {
 		name := map[bool]string{false: "on", true: "off"}[off]
 		t.Run(name, func(t *testing.T) {
 			l, logs := newLoggedLoader(t)
-			p := load(t, l, Config{Path: fixture(t, "snapinit"), Isolation: IsolationSession, NoSnapshot: off})
+			p := load(t, l, Config{Path: fixture(t, fixtureName), Isolation: IsolationSession, NoSnapshot: off})
 			e := engine.New(finalModel{}, nil, p.hookOptions()...)
 			// a's second turn sees a's writes (its globals and memory);
 			// b and c start fresh: from the image, which a (the instance
 			// it was taken of) and b wrote over in their own pages only.
-			expect(t, e, "a", fresh, "a", "i7 xZ s1", "b", fresh, "b", "i7 xZ s1", "c", fresh)
+			expect(t, e, "a", fresh, "a", written, "b", fresh, "b", written, "c", fresh)
 			inits := strings.Count(logs.String(), "initializing")
 			made := p.Stats().Instantiated
 			if want := map[bool]uint64{false: 1, true: made}[off]; uint64(inits) != want || made != 3 {
@@ -39,8 +57,10 @@ func TestSnapshot(t *testing.T) {
 				t.Fatalf("memory %+v: snapshot %s, want an image exactly when on, and why not when off", st, name)
 			}
 			// Three instances, each holding 3 pages: the answer's, the
-			// input's and the marker's, which it wrote; an instance from the
-			// image holds no page of the image it only read.
+			// input's and the marker's, which it wrote (Extism: the input
+			// is in the kernel's page, with the blocks of the answer and the
+			// var); an instance from the image holds no page of the image
+			// it only read.
 			if page := os.Getpagesize(); runtime.GOOS == "linux" && page == 4096 && st.Resident != 9*4096 {
 				t.Fatalf("memory %+v: want the 9 pages the instances wrote resident", st)
 			}
@@ -48,7 +68,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	// Call isolation: each call a fresh instance from the image.
 	l, logs := newLoggedLoader(t)
-	p := load(t, l, Config{Path: fixture(t, "snapinit"), Isolation: IsolationCall})
+	p := load(t, l, Config{Path: fixture(t, fixtureName), Isolation: IsolationCall})
 	for i := range 3 {
 		if out, err := p.Call(context.Background(), abi.ExportBuildPrompt, []byte(`{}`)); err != nil || !strings.Contains(string(out), fresh) {
 			t.Fatalf("call %d: %s, %v; want %q", i, out, err, fresh)
