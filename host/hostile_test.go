@@ -310,6 +310,48 @@ func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 	}
 }
 
+// Class 3, work the deadline must reach wherever it is: a loop of bulk
+// memory operations, a loop of long straight-line code, and a call tree of
+// 2^60 calls without a loop end at their deadline, as a timeout, and the
+// plugin serves the next call, in both loaders: an Extism guest is
+// instrumented as a native one, its work charged at the same checkpoints
+// (interrupt.TestWorkBetweenChecks bounds the work between two of them).
+func TestHostileWorkEndsAtDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tree := []byte{0, 0x20, 0, 0x04, 0x40} // f(n): if n { f(n-1); f(n-1) }
+	for range 2 {
+		tree = append(append(tree, 0x20, 0, 0x41, 1, 0x6B, 0x10), 0xFF) // 0xFF: f's index, below
+	}
+	tree = append(tree, 0x0B, 0x0B)
+	for _, lc := range loaders {
+		for name, build := range map[string]func(g *guestModule){
+			"bulk memory": func(g *guestModule) { // fill both pages, again and again
+				g.attack = forever(slices.Concat(i32const(0), i32const(0), i32const(2<<16), []byte{0xFC, 11, 0}))
+			},
+			"straight-line code": func(g *guestModule) {
+				g.attack = forever(bytes.Repeat([]byte{0x41, 1, 0x1A}, 50000)) // i32.const 1; drop
+			},
+			"call tree": func(g *guestModule) {
+				f := leb(g.fn(4))
+				g.types = [][]byte{{0x60, 1, 0x7F, 0}}
+				g.funcs = []guestFunc{{typ: 0, body: bytes.ReplaceAll(tree, []byte{0x10, 0xFF}, append([]byte{0x10}, f...))}}
+				g.attack = slices.Concat(i32const(60), []byte{0x10}, f)
+			},
+		} {
+			t.Run(lc.name+"/"+name, func(t *testing.T) {
+				g := lc.as(guestModule{})
+				build(&g)
+				p := load(t, newLoader(t), Config{Name: "worker", Wasm: g.wasm(), Limits: Limits{Timeout: timeout}})
+				took, err := callWithin(p)
+				if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
+					t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
+				}
+				runEndsWithFinal(t, p)
+			})
+		}
+	}
+}
+
 // nameSection names the functions of indices idx with names.
 func nameSection(idx []uint64, names []string) []byte {
 	var entries [][]byte
