@@ -191,7 +191,9 @@ func fuzzGuest(in []byte) guestModule {
 func FuzzHostileModule(f *testing.F) {
 	// Layout: flags (1 Extism, 2 a table, 4 with a maximum, 8 a memory of
 	// its own), locals (u32), table sizes, memory sizes, extra functions (a
-	// byte, times 64), then the snippets and their operands.
+	// byte, times 64), then the snippets and their operands. Each seed runs
+	// in both conventions, under the same bounds: an Extism guest is
+	// instrumented as a native one.
 	for _, seed := range [][]byte{
 		{0},
 		{0, 0xFF, 0xFF, 0xFF, 0xFF},             // billions of locals
@@ -210,6 +212,9 @@ func FuzzHostileModule(f *testing.F) {
 		{0, 0, 0, 0, 0, 4, 2, 2, 2, 2, 15, 0xFF, 0xFF, 0xFF, 0, 4},
 	} {
 		f.Add(seed)
+		if seed[0]&1 == 0 {
+			f.Add(append([]byte{seed[0] | 1}, seed[1:]...)) // the same guest, Extism's
+		}
 	}
 	const timeout = 100 * time.Millisecond
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -309,6 +310,48 @@ func TestHeavyHostCallsEndAtDeadline(t *testing.T) {
 	}
 }
 
+// Class 3, work the deadline must reach wherever it is: a loop of bulk
+// memory operations, a loop of long straight-line code, and a call tree of
+// 2^60 calls without a loop end at their deadline, as a timeout, and the
+// plugin serves the next call, in both loaders: an Extism guest is
+// instrumented as a native one, its work charged at the same checkpoints
+// (interrupt.TestWorkBetweenChecks bounds the work between two of them).
+func TestHostileWorkEndsAtDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tree := []byte{0, 0x20, 0, 0x04, 0x40} // f(n): if n { f(n-1); f(n-1) }
+	for range 2 {
+		tree = append(append(tree, 0x20, 0, 0x41, 1, 0x6B, 0x10), 0xFF) // 0xFF: f's index, below
+	}
+	tree = append(tree, 0x0B, 0x0B)
+	for _, lc := range loaders {
+		for name, build := range map[string]func(g *guestModule){
+			"bulk memory": func(g *guestModule) { // fill both pages, again and again
+				g.attack = forever(slices.Concat(i32const(0), i32const(0), i32const(2<<16), []byte{0xFC, 11, 0}))
+			},
+			"straight-line code": func(g *guestModule) {
+				g.attack = forever(bytes.Repeat([]byte{0x41, 1, 0x1A}, 50000)) // i32.const 1; drop
+			},
+			"call tree": func(g *guestModule) {
+				f := leb(g.fn(4))
+				g.types = [][]byte{{0x60, 1, 0x7F, 0}}
+				g.funcs = []guestFunc{{typ: 0, body: bytes.ReplaceAll(tree, []byte{0x10, 0xFF}, append([]byte{0x10}, f...))}}
+				g.attack = slices.Concat(i32const(60), []byte{0x10}, f)
+			},
+		} {
+			t.Run(lc.name+"/"+name, func(t *testing.T) {
+				g := lc.as(guestModule{})
+				build(&g)
+				p := load(t, newLoader(t), Config{Name: "worker", Wasm: g.wasm(), Limits: Limits{Timeout: timeout}})
+				took, err := callWithin(p)
+				if !errors.Is(err, ErrTimeout) || took > timeout+overrun {
+					t.Fatalf("after %v: %v; want ErrTimeout at the %v deadline", took, err, timeout)
+				}
+				runEndsWithFinal(t, p)
+			})
+		}
+	}
+}
+
 // nameSection names the functions of indices idx with names.
 func nameSection(idx []uint64, names []string) []byte {
 	var entries [][]byte
@@ -456,7 +499,10 @@ func TestDeepOutputRefused(t *testing.T) {
 // Class 6, memory reallocation: a guest growing its memory a page at a time
 // up to its cap (and filling each page) makes the host hold little more
 // than the cap. Before, each growth reallocated and copied the whole memory,
-// and the garbage made the host's peak 3.5 to 4.5 times memory_mb.
+// and the garbage made the host's peak 3.5 to 4.5 times memory_mb. An
+// Extism guest first takes all the kernel gives it (blocks of 1 MiB, each
+// page written) and then grows its own memory: memory_mb holds the two
+// together (before, each had memory_mb of its own, and the peak was twice it).
 func TestMemoryGrowthBounded(t *testing.T) {
 	const mib = 64
 	// Grow by one page and fill it until memory.grow answers -1.
@@ -469,7 +515,8 @@ func TestMemoryGrowthBounded(t *testing.T) {
 			g := lc.as(guestModule{locals: []byte{1, 1, 0x7F}})
 			if g.extismABI {
 				attack := bytes.ReplaceAll(attack, []byte{0x22, 2}, []byte{0x22, 0})
-				g.attack = bytes.ReplaceAll(attack, []byte{0x20, 2}, []byte{0x20, 0})
+				g.locals = []byte{2, 1, 0x7F, 1, 0x7E} // 0: i32, 1: i64
+				g.attack = append(fillKernel, bytes.ReplaceAll(attack, []byte{0x20, 2}, []byte{0x20, 0})...)
 			} else {
 				g.attack = attack
 			}
@@ -490,6 +537,16 @@ func TestMemoryGrowthBounded(t *testing.T) {
 		})
 	}
 }
+
+// fillKernel is code of an assembled Extism guest (locals 0 i32, 1 i64)
+// that allocates kernel blocks of 1 MiB until alloc answers 0, writing a
+// byte in each page of each block, so that the kernel's memory is resident.
+var fillKernel = slices.Concat([]byte{0x02, 0x40, 0x03, 0x40, 0x42}, sleb(1<<20), // block loop i64.const 1 MiB
+	[]byte{0x10, 0, 0x22, 1, 0x50, 0x0D, 1},                                       // call alloc; local.tee 1; i64.eqz; br_if 1 (out)
+	[]byte{0x41, 0, 0x21, 0, 0x03, 0x40},                                          // i = 0; loop
+	[]byte{0x20, 1, 0x20, 0, 0xAD, 0x42, 12, 0x86, 0x7C, 0x41, 1, 0x10, 1},        // store_u8(block + i<<12, 1)
+	[]byte{0x20, 0, 0x41, 1, 0x6A, 0x22, 0}, i32const(256), []byte{0x49, 0x0D, 0}, // i++ < 256: br_if 0
+	[]byte{0x0B, 0x0C, 0, 0x0B, 0x0B}) // end; br 0 (the next block); end end
 
 // Closing a plugin while calls spin on it ends them with ErrClosed, promptly,
 // and unmaps no memory a call still uses (a use after unmap would kill the
@@ -532,17 +589,26 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 // A module naming the local or global one past its own is refused at load:
 // once instrumented, that index is the deadline counter's, and the guest
 // could reset it for ever (found by FuzzHostileModule: the call never ended).
+// In both loaders: an Extism guest is instrumented too.
 func TestCounterCannotBeNamed(t *testing.T) {
-	for name, g := range map[string]guestModule{
-		"local":  {attack: forever([]byte{0x41, 1, 0x21, 2})}, // local.set 2: build_prompt has two parameters and no local
-		"global": {attack: forever([]byte{0x41, 1, 0x24, 0})}, // global.set 0: the module has no global
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := newLoader(t).Load(context.Background(), Config{Name: "alias", Wasm: g.wasm()})
-			if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "index") {
-				t.Fatalf("Load = %v; want ErrLoad for the index out of range", err)
-			}
-		})
+	for _, lc := range loaders {
+		// build_prompt's first index past its own: two parameters and no
+		// local in ABI v1, none of either in Extism's
+		local := byte(2)
+		if lc.as(guestModule{}).extismABI {
+			local = 0
+		}
+		for name, g := range map[string]guestModule{
+			"local":  {attack: forever([]byte{0x41, 1, 0x21, local})}, // local.set
+			"global": {attack: forever([]byte{0x41, 1, 0x24, 0})},     // global.set 0: the module has no global
+		} {
+			t.Run(lc.name+"/"+name, func(t *testing.T) {
+				_, err := newLoader(t).Load(context.Background(), Config{Name: "alias", Wasm: lc.as(g).wasm()})
+				if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "index") {
+					t.Fatalf("Load = %v; want ErrLoad for the index out of range", err)
+				}
+			})
+		}
 	}
 }
 
@@ -619,60 +685,70 @@ func TestSleepingGuardFailsClosed(t *testing.T) {
 // grows by less than three times the limit an instance (measured: 3.5 MiB
 // with small frames, 32 MiB with large, for 16 MiB). Before the limit, each
 // recursion ran 0.4 s and the host's peak grew 609 MiB for four, whatever
-// memory_mb said.
+// memory_mb said. The same in both loaders: an Extism guest is instrumented
+// as a native one (before, its recursion ran to wazero's own ceiling, about
+// 100 MB, and ended in a trap that named no limit).
 func TestStackBounded(t *testing.T) {
-	const instances = 4
-	for _, params := range []int{1, 200} {
-		t.Run(fmt.Sprint(params, " parameters"), func(t *testing.T) {
-			// f(n i64, ...) i64: f(n+1, ...)+1
-			typ := append(append([]byte{0x60}, leb(uint64(params))...), append(bytes.Repeat([]byte{0x7E}, params), 1, 0x7E)...)
-			g := guestModule{types: [][]byte{typ}}
-			call := append([]byte{0x10}, leb(g.fn(4))...)
-			code := []byte{0, 0x20, 0, 0x42, 1, 0x7C}
-			for i := 1; i < params; i++ {
-				code = append(append(code, 0x20), leb(uint64(i))...)
-			}
-			g.funcs = []guestFunc{{typ: 0, body: append(append(code, call...), 0x42, 1, 0x7C, 0x0B)}}
-			g.attack = append(append(bytes.Repeat([]byte{0x42, 0}, params), call...), 0x1A)
-			p := load(t, newLoader(t), Config{Name: "recurser", Wasm: g.wasm(),
-				Limits: Limits{MemoryMiB: 4, MaxInstances: instances, Timeout: 10 * time.Second}})
-			errs := make(chan error, instances)
-			start := time.Now()
-			grew, measured := peakRSS(t, func() {
-				for range instances {
-					go func() {
-						_, err := callWithin(p)
-						errs <- err
-					}()
-				}
-				for range instances {
-					err := <-errs
-					var se *StackLimitError
-					if !errors.Is(err, ErrTrap) {
-						t.Errorf("err = %.300v; want ErrTrap", err)
-					}
-					if !errors.As(err, &se) {
-						t.Errorf("err = %.300v (%T); want a *StackLimitError", err, err)
-						continue
-					}
-					if se.Limit != DefaultMaxStackBytes {
-						t.Errorf("the StackLimitError's Limit = %d, want %d", se.Limit, DefaultMaxStackBytes)
-					}
-					if want := "call stack would exceed 16777216 bytes"; !strings.Contains(err.Error(), want) {
-						t.Errorf("err = %.300v; want it to say %q", err, want)
-					}
-				}
+	for _, lc := range loaders {
+		for _, params := range []int{1, 200} {
+			t.Run(fmt.Sprint(lc.name, "/", params, " parameters"), func(t *testing.T) {
+				stackBounded(t, lc.as, params)
 			})
-			// The error says the limit ended each recursion; how soon is a
-			// benchmark's question (a time bound here failed under load).
-			t.Logf("peak RSS grew %d MiB for %d recursions in %v, a stack limit of %d MiB each", grew>>20, instances,
-				time.Since(start).Round(time.Millisecond), DefaultMaxStackBytes>>20)
-			if measured && !raced() && grew > instances*3*DefaultMaxStackBytes {
-				t.Errorf("peak RSS grew %d MiB", grew>>20)
-			}
-			runEndsWithFinal(t, p)
-		})
+		}
 	}
+}
+
+// stackBounded is TestStackBounded's case: recursions in four instances at
+// once, of a function of params parameters, in the convention as gives.
+func stackBounded(t *testing.T, as func(guestModule) guestModule, params int) {
+	const instances = 4
+	// f(n i64, ...) i64: f(n+1, ...)+1
+	typ := append(append([]byte{0x60}, leb(uint64(params))...), append(bytes.Repeat([]byte{0x7E}, params), 1, 0x7E)...)
+	g := as(guestModule{types: [][]byte{typ}})
+	call := append([]byte{0x10}, leb(g.fn(4))...)
+	code := []byte{0, 0x20, 0, 0x42, 1, 0x7C}
+	for i := 1; i < params; i++ {
+		code = append(append(code, 0x20), leb(uint64(i))...)
+	}
+	g.funcs = []guestFunc{{typ: 0, body: append(append(code, call...), 0x42, 1, 0x7C, 0x0B)}}
+	g.attack = append(append(bytes.Repeat([]byte{0x42, 0}, params), call...), 0x1A)
+	p := load(t, newLoader(t), Config{Name: "recurser", Wasm: g.wasm(),
+		Limits: Limits{MemoryMiB: 4, MaxInstances: instances, Timeout: 10 * time.Second}})
+	errs := make(chan error, instances)
+	start := time.Now()
+	grew, measured := peakRSS(t, func() {
+		for range instances {
+			go func() {
+				_, err := callWithin(p)
+				errs <- err
+			}()
+		}
+		for range instances {
+			err := <-errs
+			var se *StackLimitError
+			if !errors.Is(err, ErrTrap) {
+				t.Errorf("err = %.300v; want ErrTrap", err)
+			}
+			if !errors.As(err, &se) {
+				t.Errorf("err = %.300v (%T); want a *StackLimitError", err, err)
+				continue
+			}
+			if se.Limit != DefaultMaxStackBytes {
+				t.Errorf("the StackLimitError's Limit = %d, want %d", se.Limit, DefaultMaxStackBytes)
+			}
+			if want := "call stack would exceed 16777216 bytes"; !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %.300v; want it to say %q", err, want)
+			}
+		}
+	})
+	// The error says the limit ended each recursion; how soon is a
+	// benchmark's question (a time bound here failed under load).
+	t.Logf("peak RSS grew %d MiB for %d recursions in %v, a stack limit of %d MiB each", grew>>20, instances,
+		time.Since(start).Round(time.Millisecond), DefaultMaxStackBytes>>20)
+	if measured && !raced() && grew > instances*3*DefaultMaxStackBytes {
+		t.Errorf("peak RSS grew %d MiB", grew>>20)
+	}
+	runEndsWithFinal(t, p)
 }
 
 // raced tells whether the test binary was built with -race, whose shadow
