@@ -115,10 +115,6 @@ func TestSnapshotRefused(t *testing.T) {
 		})
 	}
 	t.Run("extism/linked", func(t *testing.T) {
-		// Fails today: the loader turns the snapshot off for linked modules
-		// without logging why (host/internal/extism/extism.go, Load: it sets
-		// env.Snapshot = false); only Plugin.Memory names the reason.
-		t.Skip("loader bug, i27-loader's to fix: no log line says why a plugin with linked modules has no snapshot")
 		snapshotRefused(t, Config{Path: fixture(t, "extism_snapinit"), Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "extism_stacklib")}}},
 			"i1 kY s0 vI", "the plugin has linked modules")
 	})

@@ -164,8 +164,9 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 	if wasm, err = sandboxed(nil); err != nil {
 		return nil, guest.ErrLoad, err
 	}
-	if len(env.Linked) > 0 {
-		env.Snapshot = false // see Snapshot
+	if len(env.Linked) > 0 && env.Snapshot {
+		env.Snapshot = false
+		wasmrt.LogNoSnapshot(env, errLinkedNoSnapshot)
 	}
 	m.Module, err = wasmrt.Compile(ctx, env, shape, wasm, func(ctx context.Context, r wazero.Runtime) error {
 		if err := instantiateEnv(ctx, r, m.envFunctions()); err != nil {
@@ -442,13 +443,16 @@ func (m *Module) Exports(name string) bool {
 	return name == abi.ExportDescribe || name == abi.ExportCallTool && (m.mcp != nil || len(m.tools) > 0)
 }
 
+// errLinkedNoSnapshot is why a plugin with linked modules has no snapshot.
+var errLinkedNoSnapshot = errors.New("the plugin has linked modules: an image holds one module's memory")
+
 // Snapshot is what the module's snapshot holds, or why its instances
 // initialize themselves (wasmrt.Module.Snapshot). A plugin with linked
 // modules has none: an image holds one memory, and the main module's may
 // point into its linked modules' state.
 func (m *Module) Snapshot() (imageBytes uint64, why string) {
 	if len(m.linked) > 0 {
-		return 0, "the plugin has linked modules: an image holds one module's memory"
+		return 0, errLinkedNoSnapshot.Error()
 	}
 	return m.Module.Snapshot()
 }

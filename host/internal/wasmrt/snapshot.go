@@ -191,7 +191,14 @@ func (m *Module) Snapshot() (imageBytes uint64, why string) {
 // themselves.
 func (m *Module) refuseSnapshot(why error) {
 	m.noSnapshot.Store(why.Error())
-	m.env.Log().Info("plugin: each new instance runs its initialization (no snapshot)", "reason", why)
+	LogNoSnapshot(m.env, why)
+}
+
+// LogNoSnapshot says, once per plugin, why its instances initialize
+// themselves: for a loader that turns snapshots off for a reason of its own
+// (the Extism loader's linked modules) as for wasmrt's.
+func LogNoSnapshot(env guest.Env, why error) {
+	env.Log().Info("plugin: each new instance runs its initialization (no snapshot)", "reason", why)
 }
 
 // close releases the image.
