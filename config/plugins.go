@@ -206,9 +206,6 @@ func isSHA256(s string) bool {
 	return len(s) == 64 && strings.Trim(strings.ToLower(s), "0123456789abcdef") == ""
 }
 
-// maxMemoryMB is the largest memory_mb: wasm32's 4 GiB address space.
-const maxMemoryMB = 4096
-
 func (v *validator) plugins() {
 	seen := map[string]bool{}
 	for i := range v.c.Plugins {
@@ -242,8 +239,8 @@ func (v *validator) plugins() {
 		if v.pluginDefined(i, "timeout") && p.Timeout <= 0 {
 			v.fail(key("timeout"), nil, "plugin %q: must be positive", p.Name)
 		}
-		if p.MemoryMB < 0 || p.MemoryMB > maxMemoryMB {
-			v.fail(key("memory_mb"), nil, "plugin %q: must be between 1 and %d, got %d", p.Name, maxMemoryMB, p.MemoryMB)
+		if p.MemoryMB < 0 || p.MemoryMB > host.MemoryCeilingMiB {
+			v.fail(key("memory_mb"), nil, "plugin %q: must be between 1 and %d, got %d", p.Name, host.MemoryCeilingMiB, p.MemoryMB)
 		}
 		if p.Policy != "" && p.Policy != PolicyFailOpen && p.Policy != PolicyFailClosed {
 			v.fail(key("policy"), nil, "plugin %q: unknown policy %q (policies: %s, %s)", p.Name, p.Policy, PolicyFailOpen, PolicyFailClosed)

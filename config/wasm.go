@@ -72,7 +72,7 @@ func (v *validator) moduleLimits() {
 		top := int64(math.MaxUint32)
 		switch {
 		case strings.HasSuffix(name, "_mb"):
-			top = maxMemoryMB
+			top = host.MemoryCeilingMiB
 		case strings.HasSuffix(name, "_kb"):
 			top = MaxKB
 		case name == "nesting_cost":

@@ -96,6 +96,20 @@ func TestAssembledGuest(t *testing.T) {
 	}
 }
 
+// A memory cap past what a 32-bit memory addresses is refused at load in
+// both conventions, naming memory_mb (wazero panicked on it before).
+func TestMemoryCeiling(t *testing.T) {
+	for _, lc := range loaders {
+		t.Run(lc.name, func(t *testing.T) {
+			_, err := newLoader(t).Load(context.Background(), Config{Wasm: lc.as(guestModule{name: "asm"}).wasm(),
+				Limits: Limits{MemoryMiB: MemoryCeilingMiB + 1}})
+			if !errors.Is(err, ErrLoad) || !strings.Contains(err.Error(), "memory_mb = 4097") {
+				t.Fatalf("memory_mb %d: %v, want ErrLoad naming memory_mb", MemoryCeilingMiB+1, err)
+			}
+		})
+	}
+}
+
 // Class 1, decoding bombs: a module declaring more than real guests ever do
 // is refused before wazero allocates by its declarations (without the
 // check, the billions of locals kill the test process: "fatal error: out of

@@ -22,12 +22,13 @@ import (
 	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
+	"github.com/morphhost/morph/host/internal/wasmrt"
 )
 
 // Limits bound what one plugin may use. Zero fields take the Default* values.
 type Limits struct {
 	Timeout        time.Duration // per call, and per instantiation
-	MemoryMiB      uint32        // linear memory cap
+	MemoryMiB      uint32        // linear memory cap, at most MemoryCeilingMiB
 	MaxInputBytes  int           // largest JSON input the host sends
 	MaxOutputBytes int           // largest output the host accepts
 	MaxInstances   int           // instances that may run at once; callers beyond wait
@@ -80,6 +81,10 @@ const (
 // StackLimitCeiling is the largest Limits.MaxStackBytes: the budget is a
 // 32-bit counter in the guest.
 const StackLimitCeiling = interrupt.MaxStack
+
+// MemoryCeilingMiB is the largest Limits.MemoryMiB, all a 32-bit memory
+// can address. Load refuses more.
+const MemoryCeilingMiB = wasmrt.MaxMemoryMiB
 
 // LinkedDepthCeiling is the largest Limits.MaxLinkedDepth: each level
 // nests Go frames of the host's, and a wazero stack on Go's heap, that no

@@ -52,6 +52,10 @@ type InitCall struct {
 	Args   []uint64
 }
 
+// MaxMemoryMiB is the largest memory cap: 65,536 pages of 64 KiB, all a
+// 32-bit memory can address (wazero panics past it).
+const MaxMemoryMiB = 4096
+
 // Sandbox is wasm made ready for Compile: instrumented by instrument (the
 // host's cache of interrupt.Instrument) with the stack budget stack (the
 // plugin's Limits.MaxStackBytes, or a linked module's share of it), so that
@@ -82,6 +86,9 @@ func Sandbox(env guest.Env, stack int, instrument func(stack uint32) ([]byte, er
 // applies), the instrumentation's imports, and the loader's own: imports,
 // given the runtime. Its errors are load errors.
 func Compile(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte, imports func(context.Context, wazero.Runtime) error) (_ *Module, err error) {
+	if env.Limits.MemoryMiB > MaxMemoryMiB {
+		return nil, fmt.Errorf("memory_mb = %d: a 32-bit module's memory holds at most %d MiB", env.Limits.MemoryMiB, MaxMemoryMiB)
+	}
 	wasm, snap, why := prepareSnapshot(env, shape, wasm)
 	m := &Module{env: env, snap: snap, runtime: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(env.Cache).
