@@ -143,9 +143,9 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 	}
 	names := map[string]bool{}
 	for i, lm := range cfg.Modules {
-		if lm.Name == "" || lm.Name == "main" || strings.HasPrefix(lm.Name, "extism:") || extism.ReservedModule(lm.Name) || names[lm.Name] {
+		if lm.Name == "" || lm.Name == "main" || strings.HasPrefix(lm.Name, "extism:") && lm.Name != extism.UserModule || extism.ReservedModule(lm.Name) || names[lm.Name] {
 			errs = append(errs, fmt.Errorf("modules[%d]: name %q: give each linked module the unique name its importer uses "+
-				"(not main, extism:*, WASI's or %s, the namespace of morph's instrumentation)", i, lm.Name, interrupt.Module))
+				"(not main, extism:* but %s, WASI's or %s, the namespace of morph's instrumentation)", i, lm.Name, extism.UserModule, interrupt.Module))
 			continue
 		}
 		names[lm.Name] = true
@@ -161,7 +161,9 @@ func (l *Loader) extismParts(cfg Config) (extismParts, error) {
 		case f.Name == "" || f.Func == nil:
 			errs = append(errs, fmt.Errorf("host_functions[%d]: a host function needs a Name and a Func", i))
 			continue
-		case extism.ReservedModule(f.Module) || names[f.Module]:
+		case extism.ReservedModule(f.Module) || names[f.Module] && f.Module != extism.UserModule:
+			// a linked module named extism:host/user adds to the
+			// namespace's host functions (extism.checkUserClash)
 			errs = append(errs, fmt.Errorf("host_functions[%d] (%s): module %q is Extism's, morph's, WASI's or a linked module's", i, f.Name, f.Module))
 			continue
 		}

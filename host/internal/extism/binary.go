@@ -28,6 +28,8 @@ type wasmModule struct {
 	imports []wasmImport
 	exports map[string]wasmbin.Signature // exported functions by name
 	memory  uint64                       // the bytes its memory declares at least (0: none)
+	// ownMemory: it defines a memory (one it imports is its exporter's).
+	ownMemory bool
 }
 
 // Detect reports whether wasm imports Extism's host namespace, which
@@ -73,6 +75,7 @@ func parseWasm(wasm []byte, full bool) (*wasmModule, error) {
 			if err != nil || n == 0 {
 				return err
 			}
+			m.ownMemory = true
 			min, _, _, err := r.Limits()
 			m.memory = uint64(min) * wasmPage
 			return err

@@ -81,6 +81,14 @@ type Module struct {
 	// linked are the plugin's linked modules, compiled in its runtime
 	// (linked.go).
 	linked []*linkedModule
+	// user are the plugin's host functions (userFunctions); those of a
+	// linked module's namespace are added to its proxies (compileLinked).
+	user map[hostFuncKey]guest.HostFunc
+	// ownMemory: the main module defines a memory (sharedMemories).
+	ownMemory bool
+	// sharedFrom are the linked modules whose memory a module imports
+	// (sharedMemories).
+	sharedFrom map[string]bool
 	// vars are those the first instance's initialization set, which
 	// instances started from its image start with (nil until it ran).
 	// While they are not known, an instantiation holds first (a semaphore
@@ -121,14 +129,23 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 		return nil, guest.ErrLoad, fmt.Errorf("read the module: %w", err)
 	}
 	userFuncs := userFunctions(env)
-	linkedNames := map[string]bool{}
+	linkedInfo := map[string]*wasmModule{}
 	for _, lm := range env.Linked {
-		linkedNames[lm.Name] = true
+		if linkedInfo[lm.Name], err = parseWasm(lm.Wasm, true); err != nil {
+			return nil, guest.ErrLoad, fmt.Errorf("linked module %q: read the module: %w", lm.Name, err)
+		}
 	}
-	if err := checkExtismImports(info, userFuncs, linkedNames); err != nil {
+	if err := checkUserClash(env.HostFuncs, linkedInfo[extismUser]); err != nil {
 		return nil, guest.ErrLoad, err
 	}
-	m := &Module{env: env, exported: info.exports, first: make(chan struct{}, 1)}
+	if err := checkExtismImports(info, userFuncs, linkedInfo); err != nil {
+		return nil, guest.ErrLoad, err
+	}
+	if env.Linked, err = orderLinked(env.Linked, linkedInfo); err != nil {
+		return nil, guest.ErrLoad, err
+	}
+	m := &Module{env: env, exported: info.exports, first: make(chan struct{}, 1), user: userFuncs,
+		ownMemory: info.ownMemory, sharedFrom: sharedMemories(info, linkedInfo)}
 	if err := m.checkExports(shape.Exports); err != nil {
 		return nil, guest.ErrABIMismatch, err
 	}
@@ -151,7 +168,7 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 	declared := []ModuleMemory{{Module: "main", Bytes: info.memory}}
 	for i := range env.Linked {
 		lm := &env.Linked[i]
-		lwasm, mem, err := prepareLinked(lm, userFuncs, linkedNames, sandboxed)
+		lwasm, mem, err := prepareLinked(lm, userFuncs, linkedInfo, sandboxed)
 		if err != nil {
 			return nil, guest.ErrLoad, err
 		}
@@ -175,7 +192,7 @@ func Load(ctx context.Context, env guest.Env, shape *wasmbin.Shape, wasm []byte,
 		if err := m.instantiateUser(ctx, r, userFuncs); err != nil {
 			return err
 		}
-		return m.compileLinked(ctx, r, linked)
+		return m.compileLinked(ctx, r, linked, linkedInfo)
 	})
 	if err != nil {
 		return nil, guest.ErrLoad, err
@@ -216,14 +233,11 @@ func runtimeInit(compiled wazero.CompiledModule) wasmrt.Init {
 // prepareLinked checks a linked module as the main one (its imports) and
 // makes it ready (sandboxed); it answers that and the bytes its memory
 // declares at least. The error names it.
-func prepareLinked(lm *guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool, sandboxed func(*guest.LinkedModule) ([]byte, error)) (_ []byte, memBytes uint64, _ error) {
+func prepareLinked(lm *guest.LinkedModule, user map[hostFuncKey]guest.HostFunc, linked map[string]*wasmModule, sandboxed func(*guest.LinkedModule) ([]byte, error)) (_ []byte, memBytes uint64, _ error) {
 	fail := func(err error) ([]byte, uint64, error) {
 		return nil, 0, fmt.Errorf("linked module %q: %w", lm.Name, err)
 	}
-	info, err := parseWasm(lm.Wasm, true)
-	if err != nil {
-		return fail(fmt.Errorf("read the module: %w", err))
-	}
+	info := linked[lm.Name]
 	if err := checkExtismImports(info, user, linked); err != nil {
 		return fail(err)
 	}
@@ -251,13 +265,33 @@ func checkDeclared(limitMiB uint32, declared []ModuleMemory) error {
 // checkExtismImports accepts functions of extism:host/env that go-sdk
 // provides, with their signatures; functions of
 // extism:host/user that are provided (user), with their signatures;
-// functions of the linked modules; and WASI; nothing else.
-func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool) error {
+// functions of the linked modules (linked, by name), which a linked module
+// named extism:host/user adds to the host functions of that namespace, and
+// their memories; and WASI; nothing else.
+func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, linked map[string]*wasmModule) error {
 	var errs []error
 	for _, imp := range info.imports {
+		lm := linked[imp.Module]
+		var linkedFn bool // a function lm exports
+		if lm != nil {
+			_, linkedFn = lm.exports[imp.Name]
+		}
 		switch {
+		case imp.Kind == wasmbin.KindMemory && lm != nil:
+			// a memory the linked modules share (js-sdk's circular
+			// modules): checkLinkedImports checks that lm exports it
+		case imp.Kind == wasmbin.KindMemory:
+			errs = append(errs, fmt.Errorf("imports %s.%s, a memory: an Extism plugin may import a memory only from one of its linked modules ([plugins.modules])", imp.Module, imp.Name))
+		case imp.Kind != wasmbin.KindFunction && lm != nil:
+			errs = append(errs, fmt.Errorf("imports %s.%s, %s: linked modules may share a memory (Extism's circular-module convention) but not tables or globals",
+				imp.Module, imp.Name, wasmbin.KindNames[imp.Kind]))
 		case imp.Kind != wasmbin.KindFunction:
 			errs = append(errs, fmt.Errorf("imports %s.%s, which is not a function: an Extism plugin may import functions only", imp.Module, imp.Name))
+		case imp.Kind == wasmbin.KindFunction && linkedFn:
+			// checkLinkedImports checks it against the linked module, once
+			// compiled; a linked extism:host/user's function wins over
+			// morph's of that name, as in Extism (checkUserClash refuses
+			// an embedding host's)
 		case imp.Module == extismEnv:
 			want, ok := envSignatures[imp.Name]
 			switch {
@@ -270,15 +304,19 @@ func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, l
 			f, ok := user[hostFuncKey{imp.Module, imp.Name}]
 			want := wasmbin.Signature{Params: f.Params, Results: f.Results}
 			switch {
+			case !ok && lm != nil:
+				errs = append(errs, fmt.Errorf("imports %s.%s, a host function neither morph nor the embedding host provides, nor the linked module %q exports "+
+					"(morph provides %s)", imp.Module, imp.Name, imp.Module, strings.Join(builtinUserNames(), ", ")))
 			case !ok:
 				errs = append(errs, fmt.Errorf("imports %s.%s, a host function neither morph nor the embedding host provides "+
-					"(morph provides %s; a Go program embedding morph can add one with host.Config.HostFunctions)",
-					imp.Module, imp.Name, strings.Join(builtinUserNames(), ", ")))
+					"(morph provides %s; a Go program embedding morph can add one with host.Config.HostFunctions, "+
+					"a linked module named %s can export it)",
+					imp.Module, imp.Name, strings.Join(builtinUserNames(), ", "), extismUser))
 			case !imp.fn.Equal(want):
 				errs = append(errs, fmt.Errorf("imports %s.%s with signature %s, but the host function provided is %s", imp.Module, imp.Name, signature(imp.fn), signature(want)))
 			}
-		case linked[imp.Module]:
-			// checkLinkedImports checks it against the linked module, once compiled
+		case lm != nil:
+			// checkLinkedImports names it: lm does not export it
 		case imp.Module != "wasi_snapshot_preview1":
 			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s, %s (host functions), wasi_snapshot_preview1, "+
 				"the modules linked to it (the plugin's modules) and the host functions a Go program embedding morph gives it (host.Config.HostFunctions)",
@@ -493,7 +531,7 @@ func (m *Module) Instantiate(ctx context.Context, state *guest.CallState, arena 
 	if err := g.instantiateLinked(ictx, arena, cfg); err != nil {
 		return nil, err
 	}
-	if g.mod, err = m.Module.Instantiate(ictx, state, arena, cfg, m.init); err != nil {
+	if g.mod, err = m.Module.Instantiate(g.resolving(ictx), state, arena, cfg, m.init); err != nil {
 		return nil, err
 	}
 	// Stored before anything else can fail: the image may be taken, and
@@ -595,7 +633,9 @@ func (g *instance) ctx(ctx context.Context) context.Context {
 }
 
 // MemoryBytes is the size of the instance's memories together, all within
-// memory_mb: the main module's, its linked modules' and its kernel's.
+// memory_mb: the main module's, its linked modules' and its kernel's, each
+// counted once, by the module that defines it (a shared one is its
+// exporter's: sharedMemories).
 func (g *instance) MemoryBytes() uint32 {
 	size := func(mod api.Module) uint64 {
 		if mem := mod.Memory(); mem != nil {
@@ -603,9 +643,14 @@ func (g *instance) MemoryBytes() uint32 {
 		}
 		return 0
 	}
-	n := uint64(len(g.kernel.buf)) + size(g.mod)
-	for _, l := range g.linked {
-		n += size(l.mod)
+	n := uint64(len(g.kernel.buf))
+	if g.m.ownMemory {
+		n += size(g.mod)
+	}
+	for i, l := range g.linked {
+		if g.m.linked[i].ownMemory {
+			n += size(l.mod)
+		}
 	}
 	return uint32(min(n, math.MaxUint32))
 }

@@ -22,6 +22,10 @@ import (
 // extism:host/user ...).
 const extismUser = "extism:host/user"
 
+// UserModule is extismUser, the one extism:* name a linked module may
+// have: its exports add to the namespace's host functions (linked.go).
+const UserModule = extismUser
+
 // builtinUser are the extism:host/user functions morph provides: those of
 // hyper-mcp's v2 plugin interface (templates/plugins/go/imports.go), in
 // which a plugin talks to its MCP client. morph's agent is that client,
@@ -217,23 +221,31 @@ func (m *Module) instantiateUser(ctx context.Context, r wazero.Runtime, fns map[
 		byModule[f.Module] = append(byModule[f.Module], f)
 	}
 	for _, module := range slices.Sorted(maps.Keys(byModule)) {
+		if slices.ContainsFunc(m.env.Linked, func(l guest.LinkedModule) bool { return l.Name == module }) {
+			continue // a linked module's namespace: compileLinked adds them to its proxies
+		}
 		b := r.NewHostModuleBuilder(module)
 		for _, f := range byModule[module] {
-			key := f.Module + "." + f.Name
-			b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
-				cctx, cancel := guest.CallContext(ctx)
-				err := f.Call(cctx, blockMemory{k: kernelOf(ctx), m: m}, stack)
-				cancel()
-				if err != nil {
-					panic(fmt.Errorf("host function %s: %w", key, err))
-				}
-			}), f.Params, f.Results).WithName(f.Name).Export(f.Name)
+			b.NewFunctionBuilder().WithGoModuleFunction(m.hostFunc(f), f.Params, f.Results).WithName(f.Name).Export(f.Name)
 		}
 		if _, err := b.Instantiate(ctx); err != nil {
 			return fmt.Errorf("host functions of %s: %w", module, err)
 		}
 	}
 	return nil
+}
+
+// hostFunc is f as a wazero host function (see instantiateUser).
+func (m *Module) hostFunc(f guest.HostFunc) api.GoModuleFunc {
+	key := f.Module + "." + f.Name
+	return func(ctx context.Context, _ api.Module, stack []uint64) {
+		cctx, cancel := guest.CallContext(ctx)
+		err := f.Call(cctx, blockMemory{k: kernelOf(ctx), m: m}, stack)
+		cancel()
+		if err != nil {
+			panic(fmt.Errorf("host function %s: %w", key, err))
+		}
+	}
 }
 
 // blockMemory is guest.BlockMemory over the calling instance's Kernel,
