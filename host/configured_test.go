@@ -288,7 +288,7 @@ func TestPlainExportConfigErrors(t *testing.T) {
 		{"linked name", Config{Path: fixture(t, "extism_nohooks"), Modules: []LinkedModule{{Name: "main", Path: fixture(t, "minimal")}}}, ErrLoad,
 			`modules[0]: name "main"`},
 		{"reserved linked name", Config{Path: fixture(t, "extism_nohooks"), Modules: []LinkedModule{{Name: "morph:internal", Path: fixture(t, "minimal")}}}, ErrLoad,
-			`modules[0]: name "morph:internal": give each linked module the unique name its importer uses (not main, extism:*, WASI's or morph:internal`},
+			`modules[0]: name "morph:internal": give each linked module the unique name its importer uses (not main, extism:* but extism:host/user, WASI's or morph:internal`},
 		{"linked module pin", Config{Path: fixture(t, "extism_nohooks"), Tools: []ExportTool{{Export: "count_vowels"}},
 			Modules: []LinkedModule{{Name: "lib", Path: fixture(t, "minimal"), SHA256: strings.Repeat("0", 64)}}}, ErrLoad,
 			"modules[0] (lib): sha256 mismatch"},

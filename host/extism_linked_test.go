@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,30 +46,36 @@ func TestExtismLinkedUserModule(t *testing.T) {
 		t.Fatalf("reflect beside the embedding host's list_roots: %q, %v", out, err)
 	}
 
-	refused := func(what string, cfg Config, want ...string) {
-		t.Helper()
-		_, err := l.Load(context.Background(), cfg)
-		if !errors.Is(err, ErrLoad) {
-			t.Fatalf("%s: %v, want ErrLoad", what, err)
+	// inspect suggests linking the module for the function it imports,
+	// and nothing once it is linked.
+	hint := `imports extism:host/user."host_reflect": a Go program embedding morph can provide it (host.Config.HostFunctions), ` +
+		`or a module linked as "extism:host/user" that exports it (under [plugins.modules]: "extism:host/user" = "PATH")`
+	for _, linked := range []bool{false, true} {
+		c := cfg()
+		if !linked {
+			c.Modules = nil
 		}
-		for _, w := range want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error lacks %q:\n%v", what, w, err)
-			}
+		rep, err := l.Inspect(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.ContainsFunc(rep.Suggested, func(s string) bool { return strings.Contains(s, hint) }); got == linked {
+			t.Errorf("inspect, the module linked %v: suggested %q, want the hint %v", linked, rep.Suggested, !linked)
 		}
 	}
+
 	for _, module := range []string{"", "extism:host/user"} {
 		clash := HostFunction{Module: module, Name: "host_reflect", Params: i64, Results: i64, Func: func(context.Context, *HostCall, []uint64) error { return nil }}
-		refused("an embedding host's host_reflect in module "+module, cfg(clash),
+		loadRefused(t, l, "an embedding host's host_reflect in module "+module, cfg(clash),
 			`host function extism:host/user.host_reflect is given both by the embedding host (host.Config.HostFunctions) and by the linked module "extism:host/user"`)
 	}
 	bad := cfg()
 	bad.Path, bad.Tools = fixture(t, "extism_badimport"), nil
-	refused("a host function none provides", bad,
+	loadRefused(t, l, "a host function none provides", bad,
 		`imports extism:host/user.my_function, a host function neither morph nor the embedding host provides, nor the linked module "extism:host/user" exports`)
 	other := cfg()
 	other.Modules[0].Name = "extism:host/env"
-	refused("a linked module named extism:host/env", other, `modules[0]: name "extism:host/env"`, "not main, extism:* but extism:host/user")
+	loadRefused(t, l, "a linked module named extism:host/env", other, `modules[0]: name "extism:host/env"`, "not main, extism:* but extism:host/user")
 }
 
 // js-sdk's circular modules: lhs and rhs call each other, and the main
@@ -116,28 +123,31 @@ func TestExtismLinkedSharedMemory(t *testing.T) {
 		t.Fatalf("encalculate within max_linked_depth = 4 (it nests 13 deep): %v, want ErrTrap with a LinkedDepthError", err)
 	}
 
-	refused := func(what string, cfg Config, want ...string) {
-		t.Helper()
-		_, err := l.Load(context.Background(), cfg)
-		if !errors.Is(err, ErrLoad) {
-			t.Fatalf("%s: %v, want ErrLoad", what, err)
-		}
-		for _, w := range want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error lacks %q:\n%v", what, w, err)
-			}
-		}
-	}
 	table := cfg(Limits{})
 	table.Path, table.Tools = fixture(t, "extism_linkedtable"), []ExportTool{{Export: "run"}}
-	refused("a table, a global and an unlinked memory", table,
+	loadRefused(t, l, "a table, a global and an unlinked memory", table,
 		"imports rhs.table, a table: linked modules may share a memory (Extism's circular-module convention) but not tables or globals",
 		"imports rhs.counter, a global: linked modules may share a memory",
 		"imports nolib.memory, a memory: an Extism plugin may import a memory only from one of its linked modules ([plugins.modules])")
-	refused("a cycle of memory imports", Config{Path: fixture(t, "extism_noimports"), Tools: []ExportTool{{Export: "answer"}},
+	loadRefused(t, l, "a cycle of memory imports", Config{Path: fixture(t, "extism_noimports"), Tools: []ExportTool{{Export: "answer"}},
 		Modules: []LinkedModule{{Name: "peer", Path: fixture(t, "extism_memcycle")}}},
 		`linked modules "peer" import each other's memory (a cycle)`)
 	noMem := cfg(Limits{})
 	noMem.Modules = []LinkedModule{{Name: "rhs", Path: fixture(t, "extism_upper")}, {Name: "lhs", Path: fixture(t, "extism_biglib")}}
-	refused("a memory the linked module does not export", noMem, `imports rhs.memory, a memory the linked module "rhs" does not export`)
+	loadRefused(t, l, "a memory the linked module does not export", noMem, `imports rhs.memory, a memory the linked module "rhs" does not export`)
+}
+
+// loadRefused loads cfg, which must fail with ErrLoad and an error
+// containing each of want.
+func loadRefused(t *testing.T, l *Loader, what string, cfg Config, want ...string) {
+	t.Helper()
+	_, err := l.Load(context.Background(), cfg)
+	if !errors.Is(err, ErrLoad) {
+		t.Fatalf("%s: %v, want ErrLoad", what, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: error lacks %q:\n%v", what, w, err)
+		}
+	}
 }

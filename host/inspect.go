@@ -139,7 +139,8 @@ func suggest(cfg Config, wasm []byte) []string {
 		return slices.ContainsFunc(cfg.Modules, func(l LinkedModule) bool { return l.Name == m })
 	})
 	hostFuncs = slices.DeleteFunc(hostFuncs, func(f string) bool {
-		return slices.ContainsFunc(cfg.HostFunctions, func(h HostFunction) bool { return h.Name == f })
+		return slices.ContainsFunc(cfg.HostFunctions, func(h HostFunction) bool { return h.Name == f }) ||
+			slices.ContainsFunc(cfg.Modules, func(l LinkedModule) bool { return l.Name == extism.UserModule }) // Load checks its exports
 	})
 	if len(exports)+len(modules)+len(hostFuncs) == 0 {
 		return nil
@@ -162,7 +163,8 @@ func suggest(cfg Config, wasm []byte) []string {
 		}
 	}
 	for _, f := range hostFuncs {
-		lines = append(lines, "# imports extism:host/user."+q(f)+": only a Go program embedding morph can provide it (host.Config.HostFunctions)")
+		lines = append(lines, "# imports extism:host/user."+q(f)+": a Go program embedding morph can provide it (host.Config.HostFunctions), "+
+			`or a module linked as "extism:host/user" that exports it (under [plugins.modules]: "extism:host/user" = "PATH")`)
 	}
 	return lines
 }
