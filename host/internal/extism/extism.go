@@ -84,7 +84,8 @@ type Module struct {
 	// user are the plugin's host functions (userFunctions); those of a
 	// linked module's namespace are added to its proxies (compileLinked).
 	user map[hostFuncKey]guest.HostFunc
-	// ownMemory: the main module defines a memory (sharedMemories).
+	// ownMemory: the main module defines a memory, rather than import
+	// one or have none (instance.MemoryBytes).
 	ownMemory bool
 	// sharedFrom are the linked modules whose memory a module imports
 	// (sharedMemories).
@@ -100,7 +101,8 @@ type Module struct {
 
 // Load checks an Extism module: its imports (extism:host/env's functions
 // with go-sdk v1.7.1's signatures, the host functions provided, the linked
-// modules' functions, WASI) and its exports (its convention, see Module).
+// modules' functions and memories (linked.go), WASI) and its exports (its
+// convention, see Module).
 // It then has it and each linked module made ready (wasmrt.Sandbox:
 // instrumented by instrument with its share of the plugin's stack budget,
 // which is given the linked module, or nil for wasm, its tables capped)
@@ -287,7 +289,7 @@ func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, l
 				imp.Module, imp.Name, wasmbin.KindNames[imp.Kind]))
 		case imp.Kind != wasmbin.KindFunction:
 			errs = append(errs, fmt.Errorf("imports %s.%s, which is not a function: an Extism plugin may import functions only", imp.Module, imp.Name))
-		case imp.Kind == wasmbin.KindFunction && linkedFn:
+		case linkedFn:
 			// checkLinkedImports checks it against the linked module, once
 			// compiled; a linked extism:host/user's function wins over
 			// morph's of that name, as in Extism (checkUserClash refuses
@@ -560,8 +562,10 @@ type MemoryLimitError struct {
 	LimitMiB uint32 // the plugin's memory_mb
 	Held     uint64 // the bytes its modules declare at least, or held
 	// Declared is, at load, what each module's memory declares: "main"
-	// for the plugin's module, then its linked modules by name. Nil for an
-	// instance refused once initialized.
+	// for the plugin's module, then its linked modules by name (but a
+	// module whose memory another imports before that one; an imported
+	// memory is counted by its exporter only). Nil for an instance refused
+	// once initialized.
 	Declared []ModuleMemory
 }
 
