@@ -598,7 +598,7 @@ func (g *instance) ctx(ctx context.Context) context.Context {
 // memory_mb: the main module's, its linked modules' and its kernel's.
 func (g *instance) MemoryBytes() uint32 {
 	size := func(mod api.Module) uint64 {
-		if mem := mod.Memory(); mem != nil {
+		if mem := guest.MemoryOf(mod); mem != nil {
 			return uint64(mem.Size())
 		}
 		return 0
