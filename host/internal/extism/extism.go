@@ -251,9 +251,11 @@ func checkDeclared(limitMiB uint32, declared []ModuleMemory) error {
 // checkExtismImports accepts functions of extism:host/env that go-sdk
 // provides, with their signatures; functions of
 // extism:host/user that are provided (user), with their signatures;
-// functions of the linked modules; and WASI; nothing else.
+// functions of the linked modules; and WASI; nothing else, those of a
+// convention morph refuses (guest.Refused) first.
 func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, linked map[string]bool) error {
 	var errs []error
+	var refused guest.Refused
 	for _, imp := range info.imports {
 		switch {
 		case imp.Kind != wasmbin.KindFunction:
@@ -279,13 +281,15 @@ func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, l
 			}
 		case linked[imp.Module]:
 			// checkLinkedImports checks it against the linked module, once compiled
-		case imp.Module != "wasi_snapshot_preview1":
+		case imp.Module == "wasi_snapshot_preview1":
+		case refused.Add(imp.Module, imp.Name):
+		default:
 			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s, %s (host functions), wasi_snapshot_preview1, "+
 				"the modules linked to it (the plugin's modules) and the host functions a Go program embedding morph gives it (host.Config.HostFunctions)",
 				imp.Module, imp.Name, extismEnv, extismUser))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(refused.Errors(), errs...)...)
 }
 
 // checkExports finds the module's convention (see Module) and checks the
