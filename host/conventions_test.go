@@ -50,3 +50,19 @@ func TestRefusedConventions(t *testing.T) {
 		}
 	}
 }
+
+// `morph plugin inspect` suggests no [plugins.modules] entry for a refused
+// convention's module (no module can provide it), and reports its refusal.
+func TestInspectRefusedConvention(t *testing.T) {
+	rep, err := newLoader(t).Inspect(context.Background(), Config{Path: fixture(t, "extism_preabi"), Tools: []ExportTool{{Export: "run"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	suggested := strings.Join(rep.Suggested, "\n")
+	if strings.Contains(suggested, `"env"`) || !strings.Contains(suggested, `"other"`) {
+		t.Errorf("suggested:\n%s\nwant other.thing's module, not env's", suggested)
+	}
+	if problems := strings.Join(rep.Problems, "\n"); !strings.Contains(problems, "of Extism's pre-1.0 ABI") {
+		t.Errorf("problems %q, want the convention's refusal", problems)
+	}
+}

@@ -405,8 +405,9 @@ var runtimeExports = map[string]bool{"_start": true, "_initialize": true, "__was
 // Plain is what configuration could serve of the Extism module wasm, for
 // `morph plugin inspect` to suggest: its plain exports (PlainExports), the
 // extism:host/user functions it imports that morph does not provide, and
-// the modules it imports from besides Extism's and WASI (linked modules,
-// or an embedding host's host functions). A module that
+// the modules it imports from (linked modules, or an embedding host's host
+// functions) besides Extism's, WASI and those of a convention no
+// configuration provides (guest.IsRefused). A module that
 // exports morph_describe has none of these to configure.
 func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
 	info, err := parseWasm(wasm, true)
@@ -423,7 +424,7 @@ func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
 			if _, ok := builtin[hostFuncKey{imp.Module, imp.Name}]; !ok {
 				hostFuncs = append(hostFuncs, imp.Name)
 			}
-		case imp.Module != extismEnv && imp.Module != "wasi_snapshot_preview1" && !slices.Contains(modules, imp.Module):
+		case imp.Module != extismEnv && imp.Module != "wasi_snapshot_preview1" && !guest.IsRefused(imp.Module, imp.Name) && !slices.Contains(modules, imp.Module):
 			modules = append(modules, imp.Module)
 		}
 	}

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -10,11 +11,7 @@ import (
 // refuse such imports through Refused, so that a module gets the same
 // answer whichever loader it reaches (an unconfigured pre-1.0 Extism
 // plugin, which does not import extism:host/env, reaches the native one).
-var refusedConventions = []struct {
-	name   string
-	match  func(module, name string) bool
-	advice string
-}{
+var refusedConventions = []refusedConv{
 	{
 		name:  "Extism's pre-1.0 ABI",
 		match: func(module, name string) bool { return module == "env" && strings.HasPrefix(name, "extism_") },
@@ -37,6 +34,14 @@ var refusedConventions = []struct {
 	},
 }
 
+// refusedConv is a convention of refusedConventions: its name, which
+// imports are its, and what to do instead.
+type refusedConv struct {
+	name   string
+	match  func(module, name string) bool
+	advice string
+}
+
 // Refused collects the imports a loader does not provide that belong to a
 // refused convention (see refusedConventions), to refuse them with one
 // error per convention rather than one per import. The zero value is
@@ -48,16 +53,25 @@ type Refused struct {
 // Add records module.name if it belongs to a refused convention, and
 // reports whether it did; the caller refuses any other import itself.
 func (r *Refused) Add(module, name string) bool {
-	for i, c := range refusedConventions {
-		if c.match(module, name) {
-			if r.imports == nil {
-				r.imports = make([][]string, len(refusedConventions))
-			}
-			r.imports[i] = append(r.imports[i], module+"."+name)
-			return true
-		}
+	i := refusedConvention(module, name)
+	if i < 0 {
+		return false
 	}
-	return false
+	if r.imports == nil {
+		r.imports = make([][]string, len(refusedConventions))
+	}
+	r.imports[i] = append(r.imports[i], module+"."+name)
+	return true
+}
+
+// IsRefused reports whether module.name belongs to a refused convention:
+// no configuration can provide it (`morph plugin inspect` suggests none).
+func IsRefused(module, name string) bool { return refusedConvention(module, name) >= 0 }
+
+// refusedConvention is the index in refusedConventions of the one
+// module.name belongs to, or -1.
+func refusedConvention(module, name string) int {
+	return slices.IndexFunc(refusedConventions, func(c refusedConv) bool { return c.match(module, name) })
 }
 
 // Errors is one error per convention with imports recorded, naming the
