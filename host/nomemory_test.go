@@ -51,6 +51,11 @@ func TestExtismNoMemory(t *testing.T) {
 			if p.Loader() != LoaderExtism {
 				t.Fatalf("Loader = %s, want %s", p.Loader(), LoaderExtism)
 			}
+			// With snapshots on, one of no memory was taken: its image is
+			// where issue 28's loader panicked.
+			if st := p.Memory(); (st.NoSnapshot == "") == noSnapshot {
+				t.Fatalf("memory %+v: want a snapshot exactly when NoSnapshot is false", st)
+			}
 			for range 2 { // the second on describe's instance, or a fresh one
 				if out, err := callTool(t, p, "answer", nil); err != nil || out != "" {
 					t.Fatalf("answer: %q, %v; want no output", out, err)
