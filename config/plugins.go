@@ -124,8 +124,9 @@ type PluginEntry struct {
 	Env []string `toml:"env"`
 	// HTTPTimeout bounds one http_request, redirects included (default 10s).
 	HTTPTimeout time.Duration `toml:"http_timeout"`
-	// HTTPMaxResponseKB caps an HTTP response body (default 1024); a larger
-	// one is an error, not a truncated body.
+	// HTTPMaxResponseKB caps an HTTP response, its headers and body
+	// together (default 1024); a larger one is an error, not a truncated
+	// body.
 	HTTPMaxResponseKB int `toml:"http_max_response_kb"`
 	// HTTPMaxRedirects caps the redirects one request follows (default 5; 0: none).
 	HTTPMaxRedirects *int `toml:"http_max_redirects"`

@@ -62,8 +62,8 @@ var (
 	// ErrTooManyRedirects: the response redirected more often than the
 	// plugin's redirect limit.
 	ErrTooManyRedirects = sandbox.ErrTooManyRedirects
-	// ErrResponseTooLarge: the response body is over the plugin's size
-	// limit; nothing of it reaches the guest.
+	// ErrResponseTooLarge: the response, headers and body together, is
+	// over the plugin's size limit; nothing of it reaches the guest.
 	ErrResponseTooLarge = sandbox.ErrResponseTooLarge
 )
 

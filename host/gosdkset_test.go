@@ -199,7 +199,7 @@ func TestGoSDKTestSet(t *testing.T) {
 			calls: []sdkCall{{export: "run_test", in: "benjamin", want: "Hello, BENJAMIN"}}},
 		// Dylibso-instrumented C: it imports dylibso_observe, which
 		// neither go-sdk without an observe adapter nor morph provides.
-		{name: "nested.c.instr", file: "nested.c.instr", refusal: ErrLoad, refused: "dylibso"},
+		{name: "nested.c.instr", file: "nested.c.instr", refusal: ErrLoad, refused: "of Dylibso's Observe SDK"},
 		{name: "noop", file: "noop", oracle: true, calls: []sdkCall{{export: "run_test"}}},
 		{name: "println", file: "println", oracle: true, calls: []sdkCall{{export: "run_test", in: "hi"}}},
 		// TestReadOnlyMount.

@@ -42,10 +42,10 @@ type Grants struct {
 	// (zero: DefaultHTTPTimeout, 10 s); the plugin's call timeout bounds it
 	// too, so a guest cannot outwait its own call.
 	HTTPTimeout time.Duration
-	// HTTPMaxResponseBytes caps a response body (zero:
-	// DefaultHTTPMaxResponseBytes, 1 MiB); a larger one is an error
-	// (ErrResponseTooLarge), never a truncated body the guest would take
-	// for the whole.
+	// HTTPMaxResponseBytes caps a response, its headers (each one's name
+	// and value) and body together (zero: DefaultHTTPMaxResponseBytes,
+	// 1 MiB); a larger one is an error (ErrResponseTooLarge), never a
+	// truncated body the guest would take for the whole.
 	HTTPMaxResponseBytes int
 	// HTTPMaxRedirects caps the redirects one request follows (zero:
 	// DefaultHTTPMaxRedirects, 5; negative: none), past which the request

@@ -249,7 +249,7 @@ func TestHTTPRequestImport(t *testing.T) {
 		{abi.ExportBuildPrompt, `{"url":"` + f.AllowedURL + `/away"}`, "host not allowed"},
 		{abi.ExportBuildPrompt, `not json`, "not an HTTPRequest"},
 		{abi.ExportFallbackFinal, ``, "outside guest memory"},
-		{abi.ExportBuildParams, echo, ""}, // the guest cannot allocate the answer: an error without a message
+		{abi.ExportBuildParams, echo, ""}, // the guest can allocate neither the answer nor the message saying so: an error without a message
 	} {
 		if out, err := call(p, c.export, c.req); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: %q, %v; want a guest error containing %q", c.export, c.req, out, err, c.want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -644,12 +645,24 @@ func contextKind(err error) error {
 // deadline of its own (a call that needs a fresh instance does not pay for
 // it out of its own time), its memories reserved outside Go's heap (package
 // memory: growth then costs nothing and closing gives the memory back).
-func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
+//
+// A Go panic while instantiating (a morph bug, as issue 28's memoryless
+// Extism module was) fails the instantiation with ErrTrap, logged with its
+// stack: unwinding past get would leave the instance slot taken, and Load's
+// or Close's wait for every slot would hang without a word.
+func (p *Plugin) instantiate(ctx context.Context) (_ *instance, err error) {
 	deadline := p.callDeadline(ctx, time.Now())
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	state := p.newCallState()
 	arena := &memory.Arena{}
+	defer func() {
+		if r := recover(); r != nil {
+			arena.Release()
+			p.log.ErrorContext(ctx, "host panic while instantiating the plugin (a morph bug: please report it)", "panic", r, "stack", string(debug.Stack()))
+			err = guest.Fail(ErrTrap, "host panic while instantiating (a morph bug: please report it)", fmt.Errorf("%v", r))
+		}
+	}()
 	g, err := p.module.Instantiate(state.Begin(ctx, deadline), state, arena)
 	if err != nil {
 		arena.Release()

@@ -12,15 +12,18 @@
   (func (export "morph_abi_v1"))
   (global $next (mut i32) (i32.const 4096))
   (global $oom (mut i32) (i32.const 0))
-  ;; bump allocator, reset at each hook call; 0 while $oom is set
+  ;; bump allocator, reset at each hook call; 0 while $oom is set, or when
+  ;; memory cannot grow (memory_mb), which leaves the next allocation's place
   (func (export "morph_alloc") (param $n i32) (result i32)
     (local $p i32)
+    (local $end i32)
     (if (global.get $oom) (then (return (i32.const 0))))
     (local.set $p (global.get $next))
-    (global.set $next (i32.add (global.get $next) (local.get $n)))
-    (if (i32.gt_u (global.get $next) (i32.mul (memory.size) (i32.const 65536)))
+    (local.set $end (i32.add (local.get $p) (local.get $n)))
+    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
       (then (if (i32.eq (memory.grow (i32.add (i32.div_u (local.get $n) (i32.const 65536)) (i32.const 1))) (i32.const -1))
         (then (return (i32.const 0))))))
+    (global.set $next (local.get $end))
     (local.get $p))
   (data (i32.const 16) "{\"name\":\"cap_http\",\"version\":\"1\",\"abi_version\":1,\"hooks\":[\"build_prompt\",\"build_params\",\"fallback_final\"],\"capabilities\":[\"http\"]}")
   (func (export "morph_describe") (param i32 i32) (result i64)

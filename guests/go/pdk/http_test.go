@@ -66,7 +66,7 @@ func TestHTTP(t *testing.T) {
 	}
 	for url, wantErr := range map[string]string{
 		"https://evil.example.com/": "pdk.HTTP: host not allowed: evil.example.com",
-		"https://big.example.com/":  "could not allocate the host's message",
+		"https://big.example.com/":  "the host's answer could not be allocated (the plugin's memory is full: raise memory_mb)",
 		"https://odd.example.com/":  "the host's answer is not an HTTPResponse",
 	} {
 		if _, err := HTTP(abi.HTTPRequest{URL: url}); err == nil || !strings.Contains(err.Error(), wantErr) {

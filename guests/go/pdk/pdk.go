@@ -272,7 +272,7 @@ func HTTP(req abi.HTTPRequest) (abi.HTTPResponse, error) {
 	case err != nil:
 		return resp, fmt.Errorf("pdk.HTTP: %w", err)
 	case isErr && len(out) == 0:
-		return resp, errors.New("pdk.HTTP: the request failed, and the plugin could not allocate the host's message")
+		return resp, errors.New("pdk.HTTP: the host's answer could not be allocated (the plugin's memory is full: raise memory_mb)")
 	case isErr:
 		return resp, fmt.Errorf("pdk.HTTP: %s", out)
 	}

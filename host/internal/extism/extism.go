@@ -269,9 +269,11 @@ func checkDeclared(limitMiB uint32, declared []ModuleMemory) error {
 // extism:host/user that are provided (user), with their signatures;
 // functions of the linked modules (linked, by name), which a linked module
 // named extism:host/user adds to the host functions of that namespace, and
-// their memories; and WASI; nothing else.
+// their memories; and WASI; nothing else, those of a convention morph
+// refuses (guest.Refused) first.
 func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, linked map[string]*wasmModule) error {
 	var errs []error
+	var refused guest.Refused
 	for _, imp := range info.imports {
 		lm := linked[imp.Module]
 		var linkedFn bool // a function lm exports
@@ -319,13 +321,15 @@ func checkExtismImports(info *wasmModule, user map[hostFuncKey]guest.HostFunc, l
 			}
 		case lm != nil:
 			// checkLinkedImports names it: lm does not export it
-		case imp.Module != "wasi_snapshot_preview1":
+		case imp.Module == "wasi_snapshot_preview1":
+		case refused.Add(imp.Module, imp.Name):
+		default:
 			errs = append(errs, fmt.Errorf("imports %s.%s: an Extism plugin may import only %s, %s (host functions), wasi_snapshot_preview1, "+
 				"the modules linked to it (the plugin's modules) and the host functions a Go program embedding morph gives it (host.Config.HostFunctions)",
 				imp.Module, imp.Name, extismEnv, extismUser))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(refused.Errors(), errs...)...)
 }
 
 // checkExports finds the module's convention (see Module) and checks the
@@ -441,8 +445,9 @@ var runtimeExports = map[string]bool{"_start": true, "_initialize": true, "__was
 // Plain is what configuration could serve of the Extism module wasm, for
 // `morph plugin inspect` to suggest: its plain exports (PlainExports), the
 // extism:host/user functions it imports that morph does not provide, and
-// the modules it imports from besides Extism's and WASI (linked modules,
-// or an embedding host's host functions). A module that
+// the modules it imports from (linked modules, or an embedding host's host
+// functions) besides Extism's, WASI and those of a convention no
+// configuration provides (guest.IsRefused). A module that
 // exports morph_describe has none of these to configure.
 func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
 	info, err := parseWasm(wasm, true)
@@ -459,7 +464,7 @@ func Plain(wasm []byte) (exports, hostFuncs, modules []string, err error) {
 			if _, ok := builtin[hostFuncKey{imp.Module, imp.Name}]; !ok {
 				hostFuncs = append(hostFuncs, imp.Name)
 			}
-		case imp.Module != extismEnv && imp.Module != "wasi_snapshot_preview1" && !slices.Contains(modules, imp.Module):
+		case imp.Module != extismEnv && imp.Module != "wasi_snapshot_preview1" && !guest.IsRefused(imp.Module, imp.Name) && !slices.Contains(modules, imp.Module):
 			modules = append(modules, imp.Module)
 		}
 	}
@@ -642,7 +647,7 @@ func (g *instance) ctx(ctx context.Context) context.Context {
 // exporter's: sharedMemories).
 func (g *instance) MemoryBytes() uint32 {
 	size := func(mod api.Module) uint64 {
-		if mem := mod.Memory(); mem != nil {
+		if mem := guest.MemoryOf(mod); mem != nil {
 			return uint64(mem.Size())
 		}
 		return 0

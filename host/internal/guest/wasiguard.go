@@ -101,8 +101,7 @@ func (w wasiCall) Before(ctx context.Context, mod api.Module, def api.FunctionDe
 	if n > w.max {
 		panic(fmt.Errorf("%s.%s with %d %s: this host allows at most %d", def.ModuleName(), def.Name(), n, w.what, w.max))
 	}
-	if w.iovecs && mod.Memory() != nil {
-		mem := mod.Memory()
+	if mem := MemoryOf(mod); w.iovecs && mem != nil {
 		if total := iovecBytes(mem, uint32(params[w.param-1]), n); total > uint64(mem.Size()) {
 			panic(fmt.Errorf("%s.%s of %d bytes: more than the guest's memory holds (%d bytes)", def.ModuleName(), def.Name(), total, mem.Size()))
 		}

@@ -532,8 +532,9 @@ func TestRealModules(t *testing.T) {
 			}
 			validate(t, inst)
 			// Describe what can run alone: with the morph_describe of ABI v1 (an Extism guest's takes no
-			// arguments) and no memory to import (no host provides one: the loader refuses such a module).
-			if _, ok := expO["morph_describe"]; !ok || len(co.ImportedMemories()) > 0 {
+			// arguments), no memory to import (no host provides one: the loader refuses such a module) and
+			// one exported (the loader refuses a module without, as nomemory.wat).
+			if _, ok := expO["morph_describe"]; !ok || len(co.ImportedMemories()) > 0 || len(co.ExportedMemories()) == 0 {
 				return
 			}
 			want := describe(t, ro, co)

@@ -105,12 +105,15 @@ func (m *Module) hostHTTPRequest(ctx context.Context, mod api.Module, stack []ui
 // inAlloc marks the context of the morph_alloc call toGuest makes.
 type inAlloc struct{}
 
-// toGuest copies out into a buffer the guest allocates with its own
-// morph_alloc (wazero lets a host function call back into the module that
-// called it) and packs its place as an export result, with abi.ErrorFlag
-// when isErr. When the guest cannot allocate, the answer is an error
-// without a message (Pack(0, 0, true)). A trap in morph_alloc, or the call's
-// deadline passing in it, ends the whole call as that failure.
+// toGuest copies out, http_request's answer, into a buffer the guest
+// allocates with its own morph_alloc (wazero lets a host function call back
+// into the module that called it) and packs its place as an export result,
+// with abi.ErrorFlag when isErr. When the guest cannot allocate it (its
+// memory is full: memory_mb), the answer is a short error saying so, and a
+// warning in the plugin's log; only when the guest cannot allocate that
+// either is it an error without a message (Pack(0, 0, true)). A trap in
+// morph_alloc, or the call's deadline passing in it, ends the whole call as
+// that failure.
 func toGuest(ctx context.Context, mod api.Module, out []byte, isErr bool) uint64 {
 	if len(out) == 0 {
 		return abi.Pack(0, 0, isErr)
@@ -122,13 +125,31 @@ func toGuest(ctx context.Context, mod api.Module, out []byte, isErr bool) uint64
 	if alloc == nil {
 		return abi.Pack(0, 0, true)
 	}
+	if packed, ok := allocWrite(ctx, mod, alloc, out, isErr); ok {
+		return packed
+	}
+	if s := guest.StateOf(ctx); s != nil {
+		s.Log().Warn(ctx, "http_request: the guest could not allocate the host's answer", "bytes", len(out), "error", isErr)
+	}
+	msg := fmt.Sprintf("http_request: the host's answer (%d bytes) could not be allocated in the guest's memory (morph_alloc failed): "+
+		"raise memory_mb, or lower http_max_response_kb", len(out))
+	if packed, ok := allocWrite(ctx, mod, alloc, []byte(msg), true); ok {
+		return packed
+	}
+	return abi.Pack(0, 0, true)
+}
+
+// allocWrite copies out into a buffer of the guest's morph_alloc (alloc)
+// and packs its place, with abi.ErrorFlag when isErr; ok is false when the
+// guest could not allocate it.
+func allocWrite(ctx context.Context, mod api.Module, alloc api.Function, out []byte, isErr bool) (packed uint64, ok bool) {
 	res, err := alloc.Call(context.WithValue(ctx, inAlloc{}, true), uint64(len(out)))
 	if err != nil {
 		panic(err) // wazero ends the guest's call with this error
 	}
 	ptr := uint32(res[0])
 	if ptr == 0 || !mod.Memory().Write(ptr, out) {
-		return abi.Pack(0, 0, true)
+		return 0, false
 	}
-	return abi.Pack(ptr, uint32(len(out)), isErr)
+	return abi.Pack(ptr, uint32(len(out)), isErr), true
 }

@@ -174,9 +174,11 @@ func checkExports(mod wazero.CompiledModule, kinds []wasmbin.Export) error {
 // checkImports refuses, before anything compiles, an import the host
 // does not provide: one that is not a function (wazero would fail the
 // instantiation, in describe, as if the guest had trapped), or a function of
-// another module than morph:host/v1 and WASI.
+// another module than morph:host/v1 and WASI, those of a convention morph
+// refuses (guest.Refused) first.
 func checkImports(imports []wasmbin.Import) error {
 	var errs []error
+	var refused guest.Refused
 	for _, imp := range imports {
 		switch {
 		case imp.Kind != wasmbin.KindFunction:
@@ -187,11 +189,12 @@ func checkImports(imports []wasmbin.Import) error {
 			if imp.Name != abi.ImportLog && imp.Name != abi.ImportConfigGet && imp.Name != abi.ImportHTTPRequest {
 				errs = append(errs, fmt.Errorf("imports %s.%s, which this host does not provide", imp.Module, imp.Name))
 			}
+		case refused.Add(imp.Module, imp.Name):
 		default:
 			errs = append(errs, fmt.Errorf("imports %s.%s: only %s and %s are available", imp.Module, imp.Name, abi.HostModule, wasi_snapshot_preview1.ModuleName))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(refused.Errors(), errs...)...)
 }
 
 // Call runs one export on this instance and returns its output in place in

@@ -48,8 +48,9 @@ type Grants struct {
 	// HTTPTimeout bounds one http_request, redirects and body included
 	// (default DefaultHTTPTimeout); the plugin's call timeout bounds it too.
 	HTTPTimeout time.Duration
-	// HTTPMaxResponseBytes caps a response body; a larger one is an error,
-	// never a truncated body (default DefaultHTTPMaxResponseBytes).
+	// HTTPMaxResponseBytes caps a response, its headers and body together;
+	// a larger one is an error, never a truncated body (default
+	// DefaultHTTPMaxResponseBytes).
 	HTTPMaxResponseBytes int
 	// HTTPMaxRedirects caps the redirects one request follows (0:
 	// DefaultHTTPMaxRedirects; negative: none).

@@ -26,7 +26,8 @@ var (
 	ErrHostNotAllowed = errors.New("host not allowed")
 	// ErrTooManyRedirects: more redirects than the grant's limit.
 	ErrTooManyRedirects = errors.New("too many redirects")
-	// ErrResponseTooLarge: the response body is over the grant's size limit.
+	// ErrResponseTooLarge: the response's headers and body together are
+	// over the grant's size limit.
 	ErrResponseTooLarge = errors.New("HTTP response too large")
 )
 
@@ -67,6 +68,10 @@ func newHTTPGrant(hosts []hostPattern, g Grants, log func() *slog.Logger) *httpG
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   g.HTTPTimeout,
 		ExpectContinueTimeout: time.Second,
+		// send counts the headers in the limit; net/http stops reading
+		// them a little past it (their lines' separators and the status
+		// line are not counted) rather than at its 10 MiB default.
+		MaxResponseHeaderBytes: int64(g.HTTPMaxResponseBytes) + headerSlack,
 	}
 	maxRedirects := g.HTTPMaxRedirects
 	h.client = &http.Client{
@@ -174,27 +179,54 @@ func (h *httpGrant) send(ctx context.Context, req abi.HTTPRequest) (abi.HTTPResp
 		if errors.Is(err, context.DeadlineExceeded) {
 			return abi.HTTPResponse{}, fmt.Errorf("http: %s %s: timed out (http_timeout %s, or the call's deadline): %w", method, u.Redacted(), h.timeout, err)
 		}
+		if headersTooLarge(err) {
+			return abi.HTTPResponse{}, fmt.Errorf("%w: %s %s: headers over the %d-byte limit (http_max_response_kb): %w", ErrResponseTooLarge, method, u.Redacted(), h.maxBytes, err)
+		}
 		return abi.HTTPResponse{}, err // a *url.Error naming method and URL, wrapping the cause
 	}
 	defer resp.Body.Close()
-	if resp.ContentLength > h.maxBytes {
-		return abi.HTTPResponse{}, fmt.Errorf("%w: %s %s: %d bytes, limit %d", ErrResponseTooLarge, method, resp.Request.URL.Redacted(), resp.ContentLength, h.maxBytes)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxBytes+1))
-	if err != nil {
-		return abi.HTTPResponse{}, fmt.Errorf("http: %s %s: reading the body: %w", method, resp.Request.URL.Redacted(), err)
-	}
-	if int64(len(b)) > h.maxBytes {
-		return abi.HTTPResponse{}, fmt.Errorf("%w: %s %s: over the %d-byte limit", ErrResponseTooLarge, method, resp.Request.URL.Redacted(), h.maxBytes)
-	}
-	out := abi.HTTPResponse{Status: resp.StatusCode, Body: string(b)}
+	out := abi.HTTPResponse{Status: resp.StatusCode}
+	var hdr int64 // the headers' bytes as the guest gets them
 	if len(resp.Header) > 0 {
 		out.Headers = make(map[string]string, len(resp.Header))
 		for k, vs := range resp.Header {
 			out.Headers[k] = strings.Join(vs, ", ")
+			hdr += int64(len(k) + len(out.Headers[k]))
 		}
 	}
+	tooLarge := func(body string) error {
+		return fmt.Errorf("%w: %s %s: headers of %d bytes%s, over the %d-byte limit of headers and body together (http_max_response_kb)",
+			ErrResponseTooLarge, method, resp.Request.URL.Redacted(), hdr, body, h.maxBytes)
+	}
+	switch {
+	case hdr > h.maxBytes:
+		return abi.HTTPResponse{}, tooLarge("")
+	case resp.ContentLength > h.maxBytes-hdr:
+		return abi.HTTPResponse{}, tooLarge(fmt.Sprintf(" and a body of %d bytes", resp.ContentLength))
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxBytes-hdr+1))
+	if err != nil {
+		return abi.HTTPResponse{}, fmt.Errorf("http: %s %s: reading the body: %w", method, resp.Request.URL.Redacted(), err)
+	}
+	if int64(len(b)) > h.maxBytes-hdr {
+		return abi.HTTPResponse{}, tooLarge(fmt.Sprintf(" and a body of more than %d bytes", h.maxBytes-hdr))
+	}
+	out.Body = string(b)
 	return out, nil
+}
+
+// headerSlack is how far past the response limit net/http reads headers
+// (Transport.MaxResponseHeaderBytes): their raw lines hold separators and
+// a status line that send does not count.
+const headerSlack = 16 << 10
+
+// headersTooLarge reports whether err is net/http's refusal of response
+// headers past Transport.MaxResponseHeaderBytes, which it gives no error
+// value of its own: HTTP/1's, or HTTP/2's (its header list past the limit
+// it advertised).
+func headersTooLarge(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "server response headers exceeded") || strings.Contains(msg, "http2: response header list larger than advertised limit")
 }
 
 // close drops the client's idle connections.

@@ -3,9 +3,11 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -58,8 +60,11 @@ func TestHTTPGrant(t *testing.T) {
 	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/status"}); err != nil || resp.Status != http.StatusTeapot {
 		t.Fatalf("an error status is a response: %+v, %v", resp, err)
 	}
-	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/exact"}); err != nil || len(resp.Body) != maxBytes {
-		t.Fatalf("a body of exactly the limit: %d bytes, %v", len(resp.Body), err)
+	// The limit counts the headers (each one's name and value) with the body.
+	if resp, err = h.do(ctx, abi.HTTPRequest{URL: f.AllowedURL + "/exact"}); err != nil {
+		t.Fatalf("headers and a body of exactly the limit: %v", err)
+	} else if n := responseBytes(resp); n != maxBytes {
+		t.Fatalf("/exact: headers %v and a body of %d bytes, %d bytes together; want %d", resp.Headers, len(resp.Body), n, maxBytes)
 	}
 
 	cases := []struct {
@@ -72,7 +77,8 @@ func TestHTTPGrant(t *testing.T) {
 		{"redirect to a host not allowed", abi.HTTPRequest{URL: f.AllowedURL + "/away"}, ErrHostNotAllowed, "redirect from"},
 		{"too many redirects", abi.HTTPRequest{URL: f.AllowedURL + "/loop"}, ErrTooManyRedirects, "more than 2"},
 		{"response over the limit", abi.HTTPRequest{URL: f.AllowedURL + "/big"}, ErrResponseTooLarge, "1000-byte limit"},
-		{"declared response over the limit", abi.HTTPRequest{URL: f.AllowedURL + "/bigdeclared"}, ErrResponseTooLarge, "1001 bytes, limit 1000"},
+		{"declared response over the limit", abi.HTTPRequest{URL: f.AllowedURL + "/bigdeclared"}, ErrResponseTooLarge, "and a body of 1001 bytes, over the 1000-byte limit"},
+		{"headers over the limit", abi.HTTPRequest{URL: f.AllowedURL + "/bigheader"}, ErrResponseTooLarge, "over the 1000-byte limit of headers and body together (http_max_response_kb)"},
 		{"timeout", abi.HTTPRequest{URL: f.AllowedURL + "/slow"}, context.DeadlineExceeded, "timed out"},
 		{"not http", abi.HTTPRequest{URL: "file:///etc/passwd"}, nil, "only http and https"},
 		{"bad method", abi.HTTPRequest{Method: "GET /x", URL: f.AllowedURL + "/echo"}, nil, "invalid method"},
@@ -167,5 +173,33 @@ func TestAllowedHostPatterns(t *testing.T) {
 		if got := p.match(m.host, m.port); got != m.want {
 			t.Errorf("%q matches %s:%s = %v, want %v", m.pattern, m.host, m.port, got, m.want)
 		}
+	}
+}
+
+// responseBytes is resp's size as the response limit counts it: its
+// headers' names and values and its body.
+func responseBytes(resp abi.HTTPResponse) int {
+	n := len(resp.Body)
+	for k, v := range resp.Headers {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// Headers far past the limit are refused as net/http reads them, not once
+// read whole (they once could reach net/http's 10 MiB default), with
+// ErrResponseTooLarge naming the limit.
+func TestHTTPHeadersPastTheLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("h", 1<<20))
+		io.WriteString(w, "small")
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	h := testGrant(t, Grants{Hosts: []string{"localhost"}, HTTPMaxResponseBytes: 1000})
+	_, err := h.do(context.Background(), abi.HTTPRequest{URL: "http://localhost:" + u.Port() + "/"})
+	if !errors.Is(err, ErrResponseTooLarge) || !strings.Contains(err.Error(), "headers over the 1000-byte limit (http_max_response_kb)") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("exceeded %d bytes", 1000+headerSlack)) {
+		t.Fatalf("a 1 MiB header with a 1000-byte limit: %v; want ErrResponseTooLarge from net/http's own limit", err)
 	}
 }

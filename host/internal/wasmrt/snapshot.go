@@ -98,7 +98,7 @@ func (s *snapshot) instantiate(ctx context.Context, m *Module, cfg wazero.Module
 		s.take(m, mod, state)
 		return mod, nil
 	}
-	if mem := mod.Memory(); mem != nil {
+	if mem := guest.MemoryOf(mod); mem != nil {
 		if have := mem.Size() / wasmPage; img.pages > have {
 			if _, ok := mem.Grow(img.pages - have); !ok {
 				mod.Close(ctx)
@@ -119,8 +119,9 @@ const wasmPage = 64 << 10
 // rewrite did: writes its data segments (data) and calls its start function;
 // then it runs init, the loader's initialization.
 func (s *snapshot) initialize(ctx context.Context, mod api.Module, data []wasmbin.DataSegment, init Init) error {
+	mem := guest.MemoryOf(mod)
 	for i, seg := range data {
-		if len(seg.Bytes) > 0 && (mod.Memory() == nil || !mod.Memory().Write(seg.Offset, seg.Bytes)) {
+		if len(seg.Bytes) > 0 && (mem == nil || !mem.Write(seg.Offset, seg.Bytes)) {
 			return fmt.Errorf("data segment %d ([%d, +%d)) is outside the memory", i, seg.Offset, len(seg.Bytes))
 		}
 	}
@@ -161,7 +162,7 @@ func image(mod api.Module, plan *wasmbin.Snapshot, state *guest.CallState) (*ima
 		img.globals[i] = g.Get()
 	}
 	var buf []byte
-	if mem := mod.Memory(); mem != nil {
+	if mem := guest.MemoryOf(mod); mem != nil {
 		if img.pages, _ = mem.Grow(0); img.pages >= 1<<16 { // Size would say 0: it counts bytes in a uint32
 			return nil, errors.New("its memory is 4 GiB, more than an image holds")
 		}

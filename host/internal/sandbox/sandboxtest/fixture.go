@@ -26,8 +26,10 @@ type HTTPFixture struct {
 }
 
 // NewHTTPFixture starts the two servers, closed when t ends; the allowed
-// one's /big, /bigdeclared and /exact answer bodies of maxBytes+1, maxBytes+1
-// (declared) and maxBytes bytes.
+// one's /big and /bigdeclared answer bodies of maxBytes+1 bytes (the
+// second declared), /bigheader a header X-Big of maxBytes bytes, and /exact
+// headers (Content-Length and Content-Type) and a body of maxBytes bytes
+// together, as the limit counts them (each header's name and value).
 func NewHTTPFixture(t testing.TB, maxBytes int) *HTTPFixture {
 	t.Helper()
 	f := &HTTPFixture{}
@@ -64,7 +66,20 @@ func NewHTTPFixture(t testing.TB, maxBytes int) *HTTPFixture {
 		w.Write([]byte(strings.Repeat("x", maxBytes+1)))
 	})
 	mux.HandleFunc("/exact", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(strings.Repeat("x", maxBytes)))
+		const typ = "text/plain"
+		rest := maxBytes - len("Content-Type"+typ+"Content-Length") // for the body and its length's digits
+		n := rest
+		for n+len(fmt.Sprint(n)) > rest {
+			n--
+		}
+		w.Header()["Date"] = nil // not sent: its length is the server's
+		w.Header().Set("Content-Type", typ)
+		w.Header().Set("Content-Length", fmt.Sprint(n))
+		w.Write([]byte(strings.Repeat("x", n)))
+	})
+	mux.HandleFunc("/bigheader", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("h", maxBytes))
+		io.WriteString(w, "small")
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
