@@ -3,6 +3,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The kinds of refusal, for errors.Is. Every refusal is an *Error naming
@@ -43,7 +44,7 @@ func (e *Error) Error() string {
 		s = fmt.Sprintf("plugin %q: ", e.Plugin)
 	}
 	s += e.Ref
-	if e.Digest != "" && !hasDigest(e.Ref) {
+	if e.Digest != "" && !strings.Contains(e.Ref, "@") {
 		s += "@" + e.Digest
 	}
 	return s + ": " + e.Err.Error()
@@ -55,11 +56,3 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 // Unwrap gives the detail, so that errors.As reaches a library's error.
 func (e *Error) Unwrap() error { return e.Err }
 
-func hasDigest(ref string) bool {
-	for i := 0; i+1 < len(ref); i++ {
-		if ref[i] == '@' {
-			return true
-		}
-	}
-	return false
-}
