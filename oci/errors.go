@@ -55,4 +55,3 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 
 // Unwrap gives the detail, so that errors.As reaches a library's error.
 func (e *Error) Unwrap() error { return e.Err }
-
