@@ -83,7 +83,7 @@ func StartRegistry(t testing.TB) *Registry {
 		t.Fatal(err)
 	}
 	r.cmd.Stdout = r.log
-	if err := r.cmd.Start(); err != nil {
+	if err := start(r.cmd); err != nil {
 		t.Fatalf("crane registry serve: %v", err)
 	}
 	port := make(chan string, 1)
