@@ -204,7 +204,10 @@ func (v *validator) verification() {
 				"add [plugins.verify] with bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle) and its key or identity and issuer, or name it in [verify] unsigned", p.Name)
 		}
 	}
-	discovered := v.c.discoveredNames()
+	var discovered []string
+	if len(vt.Unsigned) > 0 {
+		discovered = v.c.discoveredNames()
+	}
 	for _, name := range vt.Unsigned {
 		if !names[name] && !slices.Contains(discovered, name) {
 			known := append(slices.Sorted(maps.Keys(names)), discovered...)
