@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 )
@@ -143,14 +141,4 @@ func (c cache) writeRecord(d string, rec record) error {
 		return err
 	}
 	return c.put(c.recordPath(d), append(b, '\n'))
-}
-
-// digestOf is the sha256 digest of b, for bytes read by a digest-less
-// reference (a .sig tag) before they are stored.
-func digestOf(b []byte) digest.Digest { return digest.FromBytes(b) }
-
-// drain reads r to its end, so that a verifier sees every byte.
-func drain(r io.Reader) error {
-	_, err := io.Copy(io.Discard, r)
-	return err
 }

@@ -2,6 +2,8 @@ package oci
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,7 +118,7 @@ func (f *fetcher) network(ctx context.Context, step string, err error) error {
 // them.
 func (f *fetcher) pull(ctx context.Context) (*Artifact, error) {
 	f.c.log.DebugContext(ctx, "oci: fetch", "ref", f.ref.String(), "digest", f.digest)
-	_, m, err := f.manifest(ctx, f.digest)
+	_, _, m, err := f.manifest(ctx, f.digest)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +127,7 @@ func (f *fetcher) pull(ctx context.Context) (*Artifact, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, m, err = f.manifest(ctx, entry.Digest.String()); err != nil {
+		if _, _, m, err = f.manifest(ctx, entry.Digest.String()); err != nil {
 			return nil, err
 		}
 		if m.isIndex() {
@@ -201,7 +203,7 @@ func (f *fetcher) artifact(rec record, sigs []SignatureArtifact) *Artifact {
 
 // manifest gives manifest (or index) ref by digest or tag, from the cache
 // when a digest is there, else from the registry, verified and then cached.
-func (f *fetcher) manifest(ctx context.Context, ref string) (ocispec.Descriptor, *manifest, error) {
+func (f *fetcher) manifest(ctx context.Context, ref string) (ocispec.Descriptor, []byte, *manifest, error) {
 	var desc ocispec.Descriptor
 	var b []byte
 	var err error
@@ -214,16 +216,16 @@ func (f *fetcher) manifest(ctx context.Context, ref string) (ocispec.Descriptor,
 		desc, b, err = f.download(ctx, ref)
 	}
 	if err != nil {
-		return desc, nil, err
+		return desc, nil, nil, err
 	}
 	var m manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return desc, nil, f.fail(ErrLayout, "manifest %s is not JSON: %v", desc.Digest, err)
+		return desc, nil, nil, f.fail(ErrLayout, "manifest %s is not JSON: %v", desc.Digest, err)
 	}
-	if !m.isIndex() && desc.MediaType != "" && m.MediaType == "" {
+	if m.MediaType == "" {
 		m.MediaType = desc.MediaType
 	}
-	return desc, &m, nil
+	return desc, b, &m, nil
 }
 
 // download GETs manifest ref, verifies it against its digest and caches it.
@@ -367,18 +369,32 @@ func (f *fetcher) blob(ctx context.Context, desc ocispec.Descriptor) (string, er
 	if err != nil {
 		return "", err
 	}
-	vr := content.NewVerifyReader(resp.Body, desc)
-	_, err = io.Copy(tmp, vr)
-	if err == nil {
-		err = vr.Verify()
-	}
-	if cerr := f.c.cache.commit(tmp, dst, err == nil); err == nil {
+	// One byte past the size shows a longer body; the hash names what came.
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(resp.Body, desc.Size+1))
+	got := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	ok := err == nil && n == desc.Size && got == desc.Digest.String()
+	if cerr := f.c.cache.commit(tmp, dst, ok); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return "", f.tampered("blob "+desc.Digest.String(), err)
+	switch {
+	case err != nil:
+		return "", f.network(ctx, "blob "+desc.Digest.String(), err)
+	case n != desc.Size:
+		return "", f.fail(ErrTampered, "blob %s: the registry serves %s bytes, the manifest says %d", desc.Digest, sizeRead(n, desc.Size), desc.Size)
+	case !ok:
+		return "", f.fail(ErrTampered, "blob %s: the registry serves bytes hashing to %s; expected %s", desc.Digest, got, desc.Digest)
 	}
 	return dst, nil
+}
+
+// sizeRead words a body read through a limit of size+1: n bytes, or more
+// than size.
+func sizeRead(n, size int64) string {
+	if n > size {
+		return fmt.Sprintf("more than %d", size)
+	}
+	return fmt.Sprint(n)
 }
 
 // signatures finds, fetches and caches the signature artifacts of the
@@ -411,14 +427,10 @@ func (f *fetcher) signatures(ctx context.Context) ([]SignatureArtifact, []record
 	var sigs []SignatureArtifact
 	var recs []recordSig
 	for _, s := range todo {
-		desc, _, err := f.manifest(ctx, s.ref)
+		desc, b, _, err := f.manifest(ctx, s.ref)
 		if s.format == FormatSigTag && errors.Is(err, errdef.ErrNotFound) {
 			continue
 		}
-		if err != nil {
-			return nil, nil, err
-		}
-		b, err := f.c.cache.read(desc)
 		if err != nil {
 			return nil, nil, err
 		}

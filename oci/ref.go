@@ -81,9 +81,3 @@ func (r Ref) String() string {
 	}
 	return s
 }
-
-// pinned is r naming digest d, for errors and Artifact.Ref.
-func (r Ref) pinned(d string) Ref {
-	r.Digest = d
-	return r
-}
