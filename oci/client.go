@@ -15,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/retry"
 )
 
@@ -165,10 +166,15 @@ func (c *Client) networkError(ctx context.Context, r Ref, d, step string, err er
 		return &Error{Ref: r.String(), Digest: d, Kind: ErrNotCached,
 			Err: fmt.Errorf("%s: registry %s cannot be reached and the manifest is not in the cache %s: %w", step, r.Registry, c.opts.CacheDir, err)}
 	}
-	if d != "" && r.Digest == "" {
-		return fmt.Errorf("%s@%s: %s: %w", r, d, step, err)
+	hint := ""
+	var resp *errcode.ErrorResponse
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) || errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		hint = fmt.Sprintf("; log in to %s with docker login or oras login (morph reads $DOCKER_CONFIG or ~/.docker/config.json)", r.Registry)
 	}
-	return fmt.Errorf("%s: %s: %w", r, step, err)
+	if d != "" && r.Digest == "" {
+		return fmt.Errorf("%s@%s: %s: %w%s", r, d, step, err, hint)
+	}
+	return fmt.Errorf("%s: %s: %w%s", r, step, err, hint)
 }
 
 // unreachable tells a failure to connect (refused, no route, no such host,

@@ -3,6 +3,7 @@ package oci
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"os"
@@ -30,8 +31,7 @@ func TestLayerHostile(t *testing.T) {
 		want      []byte
 		says      string
 	}{
-		{name: "tar-bomb", moduleMB: 1, files: []tarFile{{name: "zeros.bin", body: make([]byte, 64<<20)}, {name: "plugin.wasm", body: m}},
-			kind: ErrLayout, says: "decompresses past 2097152 bytes ([wasm.limits] module_mb = 1, plus 1 MiB)"},
+		{name: "tar-bomb", moduleMB: 1, layer: bomb(t, 64, m), kind: ErrLayout, says: "decompresses past 2097152 bytes ([wasm.limits] module_mb = 1, plus 1 MiB)"},
 		{name: "module-over-limit", moduleMB: 1, files: []tarFile{{name: "plugin.wasm", body: append(slices.Clone(m), make([]byte, 2<<20)...)}},
 			kind: ErrTooLarge, says: fmt.Sprintf(`"plugin.wasm" is %d bytes, over [wasm.limits] module_mb = 1`, len(m)+2<<20)},
 		{name: "symlink", files: []tarFile{{name: "plugin.wasm", typ: tar.TypeSymlink, link: "../../etc/passwd"}},
@@ -95,4 +95,37 @@ func mb(n int64) int64 {
 		n = 64
 	}
 	return n << 20
+}
+
+// bomb is a gzip tar layer of mib MiB of zeros (zeros.bin) then
+// plugin.wasm m, about 1 KiB per MiB: concatenated gzip members (which
+// gzip readers read as one stream), one MiB of zeros compressed once and
+// repeated, so that making it costs nothing under -race.
+func bomb(t *testing.T, mib int, m []byte) []byte {
+	t.Helper()
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	var head, tail bytes.Buffer
+	tw := tar.NewWriter(&head)
+	if err := tw.WriteHeader(&tar.Header{Name: "zeros.bin", Mode: 0o644, Size: int64(mib) << 20, Format: tar.FormatUSTAR}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Flush()
+	out := gz(head.Bytes())
+	zeros := gz(make([]byte, 1<<20))
+	for range mib {
+		out = append(out, zeros...)
+	}
+	tw = tar.NewWriter(&tail)
+	tw.WriteHeader(&tar.Header{Name: "plugin.wasm", Mode: 0o644, Size: int64(len(m)), Format: tar.FormatUSTAR})
+	tw.Write(m)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return append(out, gz(tail.Bytes())...)
 }

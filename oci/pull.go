@@ -69,7 +69,7 @@ func (c *Client) Fetch(ctx context.Context, r Ref, d string) (*Artifact, error) 
 		d = r.Digest
 	}
 	if d == "" {
-		return nil, &Error{Ref: r.String(), Kind: ErrUnlockedTag, Err: errors.New("a tag alone names no manifest; resolve it and lock the digest, or write the reference @sha256:...")}
+		return nil, &Error{Ref: r.String(), Kind: ErrUnlockedTag, Err: errors.New("a tag alone names no manifest; resolve it and lock the digest, or write the reference @sha256:HEX")}
 	}
 	if err := checkDigest(d); err != nil {
 		return nil, fmt.Errorf("%s: %w", r, err)
