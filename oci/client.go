@@ -164,7 +164,7 @@ func (c *Client) Resolve(ctx context.Context, r Ref) (string, error) {
 func (c *Client) networkError(ctx context.Context, r Ref, d, step string, err error) error {
 	if ctx.Err() == nil && unreachable(err) {
 		return &Error{Ref: r.String(), Digest: d, Kind: ErrNotCached,
-			Err: fmt.Errorf("%s: registry %s cannot be reached and the manifest is not in the cache %s: %w", step, r.Registry, c.opts.CacheDir, err)}
+			Err: fmt.Errorf("%s: registry %s cannot be reached (%w); only what the cache %s holds can be fetched, by digest", step, r.Registry, err, c.opts.CacheDir)}
 	}
 	hint := ""
 	var resp *errcode.ErrorResponse

@@ -124,6 +124,9 @@ func (f *fetcher) pull(ctx context.Context) (*Artifact, error) {
 	}
 	if m.isIndex() {
 		entry, err := f.platform(m.Manifests)
+		if err == nil {
+			err = f.valid("index entry", entry)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -136,9 +139,12 @@ func (f *fetcher) pull(ctx context.Context) (*Artifact, error) {
 	}
 	// Every claimed size first: a layer over the limit is refused before
 	// any blob request, whichever layer turns out to hold the module.
+	if err := f.valid("layer", m.Layers...); err != nil {
+		return nil, err
+	}
 	for _, l := range m.Layers {
 		if l.Size < 0 || l.Size > f.c.opts.MaxModuleBytes {
-			return nil, f.fail(ErrTooLarge, "layer %s claims %d bytes, over [wasm.limits] module_mb = %s", l.Digest, l.Size, moduleMB(f.c.opts.MaxModuleBytes))
+			return nil, f.fail(ErrTooLarge, "layer %s claims %d bytes, over [wasm.limits] module_mb = %s; nothing was downloaded (raise module_mb if a module this large is intended)", l.Digest, l.Size, moduleMB(f.c.opts.MaxModuleBytes))
 		}
 	}
 	layers, err := f.candidates(m.Layers)
@@ -201,8 +207,9 @@ func (f *fetcher) artifact(rec record, sigs []SignatureArtifact) *Artifact {
 	}
 }
 
-// manifest gives manifest (or index) ref by digest or tag, from the cache
-// when a digest is there, else from the registry, verified and then cached.
+// manifest gives manifest (or index) ref, a digest already checked or a
+// tag, from the cache when a digest is there, else from the registry,
+// verified and then cached.
 func (f *fetcher) manifest(ctx context.Context, ref string) (ocispec.Descriptor, []byte, *manifest, error) {
 	var desc ocispec.Descriptor
 	var b []byte
@@ -249,6 +256,18 @@ func (f *fetcher) download(ctx context.Context, ref string) (ocispec.Descriptor,
 		return desc, nil, f.fail(ErrLayout, "manifest %s: %v", ref, err)
 	}
 	return desc, b, f.c.cache.put(f.c.cache.blob(desc.Digest.String()), b)
+}
+
+// valid refuses a descriptor whose digest is not sha256:HEX before the
+// digest names a cache file or a URL, or is printed (it is the registry's
+// text).
+func (f *fetcher) valid(what string, descs ...ocispec.Descriptor) error {
+	for _, d := range descs {
+		if err := checkDigest(d.Digest.String()); err != nil {
+			return f.fail(ErrLayout, "%s: %v", what, err)
+		}
+	}
+	return nil
 }
 
 // tampered reports bytes that do not match their descriptor as
@@ -338,9 +357,6 @@ func (f *fetcher) blob(ctx context.Context, desc ocispec.Descriptor) (string, er
 	if f.repo == nil {
 		return "", f.fail(ErrNotCached, "blob %s is not in the cache %s", desc.Digest, f.c.opts.CacheDir)
 	}
-	if err := checkDigest(desc.Digest.String()); err != nil {
-		return "", f.fail(ErrLayout, "blob: %v", err)
-	}
 	ref := reference(f.ref, desc.Digest.String())
 	ctx = auth.AppendRepositoryScope(ctx, ref, auth.ActionPull)
 	scheme := "https"
@@ -420,6 +436,9 @@ func (f *fetcher) signatures(ctx context.Context) ([]SignatureArtifact, []record
 		ref    string
 	}
 	var todo []found
+	if err := f.valid("referrer", bundles...); err != nil {
+		return nil, nil, err
+	}
 	for _, b := range bundles {
 		todo = append(todo, found{FormatBundle, b.Digest.String()})
 	}
@@ -455,6 +474,9 @@ func (f *fetcher) signatureLayers(ctx context.Context, format string, desc ocisp
 	want := mediaTypeSimpleSigning
 	if format == FormatBundle {
 		want = mediaTypeBundlePrefix
+	}
+	if err := f.valid("signature layer", m.Layers...); err != nil {
+		return nil, err
 	}
 	var sigs []SignatureArtifact
 	for _, l := range m.Layers {
