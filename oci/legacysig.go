@@ -66,9 +66,11 @@ func (v *sigVerifier) verifySigTag(s SignatureArtifact, manifestDigest string) (
 		if err != nil {
 			return nil, err
 		}
-		if signer, err = v.verifyEntity(e, verify.WithArtifact(bytes.NewReader(s.Payload))); err != nil {
+		res, err := v.verifyEntity(e, verify.WithArtifact(bytes.NewReader(s.Payload)))
+		if err != nil {
 			return nil, err
 		}
+		signer = v.signer(res)
 	}
 	var p payload.SimpleContainerImage
 	if err := json.Unmarshal(s.Payload, &p); err != nil {

@@ -156,11 +156,10 @@ func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error)
 		}
 		failures = append(failures, sigFailure{digest: s.Digest, format: s.Format, err: err})
 	}
-	kind := ErrBadSignature
 	if failures.identity() {
-		kind = ErrIdentity
+		return nil, fail(ErrIdentity, fmt.Errorf("%w; if this signer is intended, change identity/issuer in [plugins.verify]", failures))
 	}
-	return nil, fail(kind, failures)
+	return nil, fail(ErrBadSignature, fmt.Errorf("%w; check that [plugins.verify] names the signer's key or trusted root, and that this digest is the manifest that was signed", failures))
 }
 
 // sigVerifier is a Policy made ready: the key loaded, or the trusted root
@@ -297,30 +296,34 @@ func (v *sigVerifier) verifyBundle(s SignatureArtifact, digest []byte) (*Signer,
 	if err := b.UnmarshalJSON(s.Payload); err != nil {
 		return nil, fmt.Errorf("not a Sigstore bundle: %w", err)
 	}
-	return v.verifyEntity(&b, verify.WithArtifactDigest("sha256", digest))
+	res, err := v.verifyEntity(&b, verify.WithArtifactDigest("sha256", digest))
+	if err != nil {
+		return nil, err
+	}
+	// A message-signature bundle (no statement) signs the digest itself.
+	if res.Statement != nil && res.Statement.GetPredicateType() != cosignSignPredicate {
+		return nil, fmt.Errorf("the bundle is an attestation (predicate %s), not a cosign signature (%s)", safetext.Quote(res.Statement.GetPredicateType(), 100), cosignSignPredicate)
+	}
+	return v.signer(res), nil
 }
 
 // verifyEntity runs sigstore-go's verifier on a bundle or a legacy
 // signature's adapter, with the policy's key or identity.
-func (v *sigVerifier) verifyEntity(e verify.SignedEntity, artifact verify.ArtifactPolicyOption) (*Signer, error) {
-	var pol verify.PolicyBuilder
+func (v *sigVerifier) verifyEntity(e verify.SignedEntity, artifact verify.ArtifactPolicyOption) (*verify.VerificationResult, error) {
 	if v.identity != nil {
-		pol = verify.NewPolicy(artifact, verify.WithCertificateIdentity(*v.identity))
-	} else {
-		pol = verify.NewPolicy(artifact, verify.WithKey())
+		return v.bundleV.Verify(e, verify.NewPolicy(artifact, verify.WithCertificateIdentity(*v.identity)))
 	}
-	res, err := v.bundleV.Verify(e, pol)
-	if err != nil {
-		return nil, err
-	}
-	if res.Statement != nil && res.Statement.GetPredicateType() != cosignSignPredicate {
-		return nil, fmt.Errorf("the bundle is an attestation (predicate %s), not a cosign signature (%s)", safetext.Quote(res.Statement.GetPredicateType(), 100), cosignSignPredicate)
-	}
+	return v.bundleV.Verify(e, verify.NewPolicy(artifact, verify.WithKey()))
+}
+
+// signer is who a verified result names: the policy's key, or the
+// certificate's identity and issuer.
+func (v *sigVerifier) signer(res *verify.VerificationResult) *Signer {
 	if v.identity == nil {
-		return &Signer{KeyFingerprint: v.fingerprint}, nil
+		return &Signer{KeyFingerprint: v.fingerprint}
 	}
 	c := res.Signature.Certificate
-	return &Signer{Identity: c.SubjectAlternativeName, Issuer: c.Issuer}, nil
+	return &Signer{Identity: c.SubjectAlternativeName, Issuer: c.Issuer}
 }
 
 // digestBytes decodes "sha256:HEX".
