@@ -249,9 +249,11 @@ func trustedMaterial(p Policy) (root.TrustedMaterial, error) {
 	return nil, errors.New("keyless verification needs a trusted root: set trusted_root = \"trusted_root.json\" (a Sigstore trusted root), or let the oci cache hold the public one")
 }
 
-// tufOptions are the public-good TUF client's options with its cache in dir.
-func tufOptions(dir string) *tuf.Options {
-	return tuf.DefaultOptions().WithCachePath(dir)
+// publicRootOptions are the TUF client options of the public-good
+// Sigstore root (tuf-repo-cdn.sigstore.dev, anchored in the root.json
+// embedded in sigstore-go) with its cache in dir.
+func publicRootOptions(dir string) tuf.Options {
+	return *tuf.DefaultOptions().WithCachePath(dir)
 }
 
 // noNetwork is a TUF fetcher that refuses: verification reads the cache only.
@@ -262,11 +264,17 @@ func (noNetwork) DownloadFile(url string, _ int64, _ time.Duration) ([]byte, err
 }
 
 // cachedPublicRoot reads the public-good trusted root from the TUF cache in
-// dir, without the network: TUF's own checks run on the cached metadata
-// (signatures from the embedded root.json, expiry), and a cache that is
-// missing or expired fails rather than refreshing.
+// dir, without the network.
 func cachedPublicRoot(dir string) (*root.TrustedRoot, error) {
-	c, err := tuf.New(tufOptions(dir).WithForceCache().WithFetcher(noNetwork{}))
+	return cachedTrustedRoot(publicRootOptions(dir))
+}
+
+// cachedTrustedRoot reads the trusted_root.json target of the TUF
+// repository o names from o's cache only: TUF's checks run on the cached
+// metadata (signatures chained from o.Root, versions, expiry), and a cache
+// that is missing or expired fails, since the fetcher refuses to refresh it.
+func cachedTrustedRoot(o tuf.Options) (*root.TrustedRoot, error) {
+	c, err := tuf.New(o.WithForceCache().WithFetcher(noNetwork{}))
 	if err != nil {
 		return nil, err
 	}
@@ -280,12 +288,18 @@ func cachedPublicRoot(dir string) (*root.TrustedRoot, error) {
 // TUF metadata expires (days); deployments that stay offline longer set
 // trusted_root.
 func RefreshPublicRoot(ctx context.Context, dir string) error {
-	c, err := tuf.New(tufOptions(dir).WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("public Sigstore root (TUF, cache %s): %w", dir, err)
+	return refreshTrustedRoot(ctx, publicRootOptions(dir))
+}
+
+// refreshTrustedRoot updates o's TUF cache from its repository and caches
+// the trusted_root.json target.
+func refreshTrustedRoot(ctx context.Context, o tuf.Options) error {
+	c, err := tuf.New(o.WithContext(ctx))
+	if err == nil {
+		_, err = root.GetTrustedRoot(c)
 	}
-	if _, err := root.GetTrustedRoot(c); err != nil {
-		return fmt.Errorf("public Sigstore root (TUF, cache %s): %w", dir, err)
+	if err != nil {
+		return fmt.Errorf("Sigstore trusted root from TUF (%s, cache %s): %w", o.RepositoryBaseURL, o.CachePath, err)
 	}
 	return nil
 }
