@@ -27,6 +27,9 @@ var (
 	ErrLayout = errors.New("unusable layout")
 	// ErrNotCached: offline, or the registry cannot be reached, and the digest is not in the cache.
 	ErrNotCached = errors.New("not in the cache")
+	// ErrPolicy: the verification policy cannot be applied: key and identity both or neither, a key or
+	// trusted root that does not load, or keyless with no trusted root.
+	ErrPolicy = errors.New("verification policy unusable")
 )
 
 // Error is a refusal about one plugin's reference.
