@@ -120,7 +120,7 @@ type Signer struct {
 //   - sig-tag: see verifySigTag.
 func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error) {
 	fail := func(kind error, err error) error {
-		return &Error{Ref: refString(a.Ref), Digest: a.Digest, Kind: kind, Err: err}
+		return &Error{Ref: a.Ref.String(), Digest: a.Digest, Kind: kind, Err: err}
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fail(ErrPolicy, err)
@@ -348,18 +348,6 @@ func digestBytes(d string) ([]byte, error) {
 		return nil, fmt.Errorf("manifest digest %s is not sha256:HEX", safetext.Quote(d, 80))
 	}
 	return b, nil
-}
-
-// refString writes r as an oci:// reference.
-func refString(r Ref) string {
-	s := "oci://" + r.Registry + "/" + r.Repository
-	if r.Tag != "" {
-		s += ":" + r.Tag
-	}
-	if r.Digest != "" {
-		s += "@" + r.Digest
-	}
-	return s
 }
 
 // sigFailure is why one signature did not verify.
