@@ -250,6 +250,28 @@ func TestKeyless(t *testing.T) {
 		_, err := VerifyArtifact(context.Background(), artifact(digest, sig), p)
 		wantRefusal(t, err, ErrPolicy, "trusted_root")
 	})
+	t.Run("most-specific", func(t *testing.T) {
+		// One signature that is no bundle at all, one by another identity:
+		// the refusal is the identity's, naming both.
+		junk := SignatureArtifact{Format: FormatBundle, Digest: testDigest("junk"), Payload: []byte("{}")}
+		a := artifact(digest, junk)
+		a.Signatures = append(a.Signatures, sig)
+		p := Policy{Identity: "https://github.com/acme/plug/.github/workflows/other.yml@refs/tags/v1.0.0", Issuer: testIssuer, TrustedRoot: trusted}
+		_, err := VerifyArtifact(context.Background(), a, p)
+		wantRefusal(t, err, ErrIdentity, junk.Digest, sig.Digest, "not a Sigstore bundle")
+	})
+	t.Run("escaped", func(t *testing.T) {
+		// The signer's identity is the registry's text: a terminal escape
+		// in it reaches the error escaped.
+		evil := "https://github.com/acme/plug\x1b[2J"
+		s := sig
+		s.Payload = keylessBundle(t, vs, evil, digest, cosignSignPredicate)
+		_, err := VerifyArtifact(context.Background(), artifact(digest, s), policy)
+		wantRefusal(t, err, ErrIdentity)
+		if strings.Contains(err.Error(), "\x1b") {
+			t.Fatalf("error carries a raw escape: %q", err)
+		}
+	})
 	t.Run("client", func(t *testing.T) {
 		// Client.Verify keeps the public root's TUF cache beside the blobs;
 		// an offline client does not refresh it.
