@@ -43,8 +43,9 @@ const (
 //     key of the root, the log entry's signature, certificate and payload
 //     hash match the layer's, SCTs when the root lists CT logs, the
 //     signature verifies over the payload, and the certificate's identity
-//     and issuer match the policy. The chain annotation (dev.sigstore.cosign/chain) is not used: the
-//     intermediates come from the trusted root, as for bundles.
+//     and issuer match the policy. The chain annotation
+//     (dev.sigstore.cosign/chain) is not used: the intermediates come from
+//     the trusted root, as for bundles.
 //
 // Then, both ways, the signed payload must be a cosign container image
 // signature whose docker-manifest-digest is the manifest's digest. The

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -53,9 +54,10 @@ type Policy struct {
 	// overrides TrustedRoot.
 	Trusted root.TrustedMaterial
 	// TUFCacheDir is where the public-good Sigstore root's TUF metadata is
-	// cached (the oci cache dir's tuf/). Keyless with neither TrustedRoot nor
-	// Trusted uses that root, read from this cache only: verification never
-	// goes to the network. RefreshPublicRoot fills the cache.
+	// cached (Client.Verify: the oci cache dir's tuf/). Keyless with neither
+	// TrustedRoot nor Trusted uses that root, read from this cache only:
+	// verification never goes to the network. Client.RefreshPublicRoot
+	// fills the cache.
 	TUFCacheDir string
 }
 
@@ -117,10 +119,13 @@ type Signer struct {
 //     timestamp (one required), the log entry matches the signature, SCTs
 //     when the root lists CT logs, then the statement as above and the
 //     certificate's identity and issuer against the policy.
-//   - sig-tag: see verifySigTag.
+//   - sig-tag: the simple-signing payload's signature with the key, or
+//     keyless the same checks as a bundle's (the Rekor entry from the
+//     layer's annotations), and its docker-manifest-digest must be
+//     a.Digest (legacysig.go says exactly what).
 func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error) {
 	fail := func(kind error, err error) error {
-		return &Error{Ref: refString(a.Ref), Digest: a.Digest, Kind: kind, Err: err}
+		return &Error{Ref: a.Ref.String(), Digest: a.Digest, Kind: kind, Err: err}
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fail(ErrPolicy, err)
@@ -281,15 +286,30 @@ func cachedTrustedRoot(o tuf.Options) (*root.TrustedRoot, error) {
 	return root.GetTrustedRoot(c)
 }
 
-// RefreshPublicRoot brings the public-good Sigstore trusted root into the
-// TUF cache in dir over the network (tuf-repo-cdn.sigstore.dev), verified by
-// TUF from the root.json embedded in sigstore-go. Keyless verification
-// without trusted_root then reads it offline (Policy.TUFCacheDir) until the
-// TUF metadata expires (days); deployments that stay offline longer set
-// trusted_root.
-func RefreshPublicRoot(ctx context.Context, dir string) error {
-	return refreshTrustedRoot(ctx, publicRootOptions(dir))
+// Verify is VerifyArtifact with the public Sigstore root's TUF cache in
+// the client's cache directory (CacheDir/tuf) unless p names another.
+func (c *Client) Verify(ctx context.Context, a *Artifact, p Policy) (*Signer, error) {
+	if p.TUFCacheDir == "" {
+		p.TUFCacheDir = c.tufDir()
+	}
+	return VerifyArtifact(ctx, a, p)
 }
+
+// RefreshPublicRoot brings the public-good Sigstore trusted root into the
+// client's TUF cache over the network (tuf-repo-cdn.sigstore.dev), verified
+// by TUF from the root.json embedded in sigstore-go. Keyless verification
+// without trusted_root then reads it offline until the TUF metadata
+// expires (days); deployments that stay offline longer set trusted_root.
+// An offline client refuses (ErrNotCached).
+func (c *Client) RefreshPublicRoot(ctx context.Context) error {
+	if c.opts.Offline {
+		return fmt.Errorf("the public Sigstore root cannot be refreshed offline: %w", ErrNotCached)
+	}
+	return refreshTrustedRoot(ctx, publicRootOptions(c.tufDir()))
+}
+
+// tufDir is the TUF cache of the public Sigstore root, beside the blobs.
+func (c *Client) tufDir() string { return filepath.Join(c.opts.CacheDir, "tuf") }
 
 // refreshTrustedRoot updates o's TUF cache from its repository and caches
 // the trusted_root.json target.
@@ -348,18 +368,6 @@ func digestBytes(d string) ([]byte, error) {
 		return nil, fmt.Errorf("manifest digest %s is not sha256:HEX", safetext.Quote(d, 80))
 	}
 	return b, nil
-}
-
-// refString writes r as an oci:// reference.
-func refString(r Ref) string {
-	s := "oci://" + r.Registry + "/" + r.Repository
-	if r.Tag != "" {
-		s += ":" + r.Tag
-	}
-	if r.Digest != "" {
-		s += "@" + r.Digest
-	}
-	return s
 }
 
 // sigFailure is why one signature did not verify.

@@ -31,36 +31,48 @@ import (
 )
 
 // TestVerifyKey: real cosign signatures (v3's bundle and the legacy .sig
-// tag) made with a test key on a real local registry, read back with oras,
-// verified by VerifyArtifact; another key or another manifest is refused.
+// tag) made with a test key on a real local registry, brought in by Fetch,
+// verified by VerifyArtifact (cosign itself agrees); another key, or a
+// signature presented for another manifest, is refused.
 func TestVerifyKey(t *testing.T) {
-	reg := ocitest.StartRegistry(t)
+	e := newEnv(t)
 	dir := t.TempDir()
 	key1, pub1 := ocitest.KeyPair(t, dir, "k1")
 	_, pub2 := ocitest.KeyPair(t, dir, "k2")
-	signed := pushModule(t, reg, dir, "v1", "\x00asm\x01\x00\x00\x00")
-	other := pushModule(t, reg, dir, "v2", "\x00asm\x01\x00\x00\x00\x00")
-	ocitest.Sign(t, key1, reg.Ref("plugins/spin@"+signed), false)
-	ocitest.Sign(t, key1, reg.Ref("plugins/spin@"+signed), true)
-	sigs := readSignatures(t, reg, "plugins/spin", signed)
+	e.push("plugins/spin:v1", map[string][]byte{"plugin.wasm": wasm("signed")}, "plugin.wasm")
+	e.push("plugins/spin:v2", map[string][]byte{"plugin.wasm": wasm("other")}, "plugin.wasm")
+	signedRef := e.reg.Ref("plugins/spin@" + ocitest.Digest(t, e.reg.Ref("plugins/spin:v1")))
+	ocitest.Sign(t, key1, signedRef, false)
+	ocitest.Sign(t, key1, signedRef, true)
+	signed, err := e.fetch(e.client(nil), "plugins/spin:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := e.fetch(e.client(nil), "plugins/spin:v2")
+	if err != nil {
+		t.Fatal(err)
+	}
 	byFormat := map[string]SignatureArtifact{}
-	for _, s := range sigs {
+	for _, s := range signed.Signatures {
 		byFormat[s.Format] = s
 	}
-	if len(sigs) != 2 || len(byFormat) != 2 {
-		t.Fatalf("want one bundle and one .sig signature, read %d: %+v", len(sigs), byFormat)
+	if len(signed.Signatures) != 2 || len(byFormat) != 2 || len(other.Signatures) != 0 {
+		t.Fatalf("want one bundle and one .sig signature on v1 and none on v2, Fetch found %+v and %+v", signed.Signatures, other.Signatures)
 	}
 	fp := keyFingerprint(t, pub1)
-	artifact := func(digest string, s SignatureArtifact) *Artifact {
-		return &Artifact{Ref: Ref{Registry: reg.Addr, Repository: "plugins/spin", Digest: digest}, Digest: digest, Signatures: []SignatureArtifact{s}}
+	// with is a (copied) with signatures sigs only.
+	with := func(a *Artifact, sigs ...SignatureArtifact) *Artifact {
+		c := *a
+		c.Signatures = sigs
+		return &c
 	}
 	for _, format := range []string{FormatBundle, FormatSigTag} {
+		s := byFormat[format]
 		t.Run(format, func(t *testing.T) {
-			if err := ocitest.Verify(t, pub1, reg.Ref("plugins/spin@"+signed), format == FormatSigTag); err != nil {
+			if err := ocitest.Verify(t, pub1, signedRef, format == FormatSigTag); err != nil {
 				t.Fatalf("cosign itself does not verify the signature: %v", err)
 			}
-			s := byFormat[format]
-			got, err := VerifyArtifact(context.Background(), artifact(signed, s), Policy{Key: pub1})
+			got, err := VerifyArtifact(context.Background(), with(signed, s), Policy{Key: pub1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,21 +82,19 @@ func TestVerifyKey(t *testing.T) {
 			}
 		})
 		t.Run("wrong-key/"+format, func(t *testing.T) {
-			_, err := VerifyArtifact(context.Background(), artifact(signed, byFormat[format]), Policy{Key: pub2})
-			wantRefusal(t, err, ErrBadSignature, signed, byFormat[format].Digest)
+			_, err := VerifyArtifact(context.Background(), with(signed, s), Policy{Key: pub2})
+			wantRefusal(t, err, ErrBadSignature, signed.Digest, s.Digest)
 		})
 		t.Run("other-digest/"+format, func(t *testing.T) {
-			_, err := VerifyArtifact(context.Background(), artifact(other, byFormat[format]), Policy{Key: pub1})
-			wantRefusal(t, err, ErrBadSignature, other, byFormat[format].Digest)
+			_, err := VerifyArtifact(context.Background(), with(other, s), Policy{Key: pub1})
+			wantRefusal(t, err, ErrBadSignature, other.Digest, s.Digest)
 		})
 	}
 	t.Run("first-that-verifies", func(t *testing.T) {
 		// A signature that fails does not hide one that verifies.
-		a := artifact(signed, byFormat[FormatSigTag])
 		bad := byFormat[FormatBundle]
 		bad.Payload = []byte("{}")
-		a.Signatures = []SignatureArtifact{bad, byFormat[FormatSigTag]}
-		got, err := VerifyArtifact(context.Background(), a, Policy{Key: pub1})
+		got, err := VerifyArtifact(context.Background(), with(signed, bad, byFormat[FormatSigTag]), Policy{Key: pub1})
 		if err != nil || got.Format != FormatSigTag {
 			t.Fatalf("got %+v, %v; want the .sig signature", got, err)
 		}
@@ -93,13 +103,15 @@ func TestVerifyKey(t *testing.T) {
 
 // TestVerifyUnsigned: a manifest with no signature is ErrNotSigned.
 func TestVerifyUnsigned(t *testing.T) {
-	reg := ocitest.StartRegistry(t)
-	dir := t.TempDir()
-	_, pub := ocitest.KeyPair(t, dir, "k1")
-	d := pushModule(t, reg, dir, "v1", "\x00asm\x01\x00\x00\x00")
-	a := &Artifact{Ref: Ref{Registry: reg.Addr, Repository: "plugins/spin", Tag: "v1"}, Digest: d, Signatures: readSignatures(t, reg, "plugins/spin", d)}
-	_, err := VerifyArtifact(context.Background(), a, Policy{Key: pub})
-	wantRefusal(t, err, ErrNotSigned, d)
+	e := newEnv(t)
+	_, pub := ocitest.KeyPair(t, t.TempDir(), "k1")
+	e.push("plugins/spin:v1", map[string][]byte{"plugin.wasm": wasm("unsigned")}, "plugin.wasm")
+	a, err := e.fetch(e.client(nil), "plugins/spin:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = VerifyArtifact(context.Background(), a, Policy{Key: pub})
+	wantRefusal(t, err, ErrNotSigned, a.Digest, "[verify] unsigned")
 }
 
 // TestPolicyValidate: key XOR identity, identity with issuer, one of
@@ -238,6 +250,45 @@ func TestKeyless(t *testing.T) {
 		_, err := VerifyArtifact(context.Background(), artifact(digest, sig), p)
 		wantRefusal(t, err, ErrPolicy, "trusted_root")
 	})
+	t.Run("most-specific", func(t *testing.T) {
+		// One signature that is no bundle at all, one by another identity:
+		// the refusal is the identity's, naming both.
+		junk := SignatureArtifact{Format: FormatBundle, Digest: testDigest("junk"), Payload: []byte("{}")}
+		a := artifact(digest, junk)
+		a.Signatures = append(a.Signatures, sig)
+		p := Policy{Identity: "https://github.com/acme/plug/.github/workflows/other.yml@refs/tags/v1.0.0", Issuer: testIssuer, TrustedRoot: trusted}
+		_, err := VerifyArtifact(context.Background(), a, p)
+		wantRefusal(t, err, ErrIdentity, junk.Digest, sig.Digest, "not a Sigstore bundle")
+	})
+	t.Run("escaped", func(t *testing.T) {
+		// The signer's identity is the registry's text: a terminal escape
+		// in it reaches the error escaped.
+		evil := "https://github.com/acme/plug\x1b[2J"
+		s := sig
+		s.Payload = keylessBundle(t, vs, evil, digest, cosignSignPredicate)
+		_, err := VerifyArtifact(context.Background(), artifact(digest, s), policy)
+		wantRefusal(t, err, ErrIdentity)
+		if strings.Contains(err.Error(), "\x1b") {
+			t.Fatalf("error carries a raw escape: %q", err)
+		}
+	})
+	t.Run("client", func(t *testing.T) {
+		// Client.Verify keeps the public root's TUF cache beside the blobs;
+		// an offline client does not refresh it.
+		dir := t.TempDir()
+		c, err := NewClient(Options{CacheDir: dir, Offline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Verify(context.Background(), artifact(digest, sig), policy); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Verify(context.Background(), artifact(digest, sig), Policy{Identity: testIdentity, Issuer: testIssuer})
+		wantRefusal(t, err, ErrPolicy, filepath.Join(dir, "tuf"), "trusted_root")
+		if err := c.RefreshPublicRoot(context.Background()); !errors.Is(err, ErrNotCached) {
+			t.Fatalf("RefreshPublicRoot offline: %v, want ErrNotCached", err)
+		}
+	})
 	t.Run("public-root-not-cached", func(t *testing.T) {
 		// The public root comes from the TUF cache only: an empty cache is
 		// refused at once, by the fetcher that never touches the network.
@@ -305,64 +356,6 @@ func TestKeylessPublicGood(t *testing.T) {
 	if !(sigFailures{{err: err}}).identity() {
 		t.Fatalf("another issuer: %v, want an identity mismatch", err)
 	}
-}
-
-// pushModule pushes module as plugins/spin:tag (the ORAS layout) and
-// returns its manifest digest.
-func pushModule(t *testing.T, reg *ocitest.Registry, dir, tag, module string) string {
-	t.Helper()
-	sub := filepath.Join(dir, tag)
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(sub, "plugin.wasm"), []byte(module), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ocitest.RunIn(t, sub, "oras", "push", "--plain-http", reg.Ref("plugins/spin:"+tag), "plugin.wasm")
-	return ocitest.Digest(t, reg.Ref("plugins/spin:"+tag))
-}
-
-// readSignatures reads the cosign signatures of repo@digest with the oras
-// CLI, as S1's Fetch will with oras-go: the bundle referrers (tag schema on
-// this registry) and the sha256-HEX.sig tag.
-func readSignatures(t *testing.T, reg *ocitest.Registry, repo, digest string) []SignatureArtifact {
-	t.Helper()
-	type manifest struct {
-		Layers []struct {
-			Digest      string
-			Annotations map[string]string
-		}
-	}
-	fetch := func(ref string) (manifest, []byte) {
-		raw := ocitest.Run(t, "oras", "manifest", "fetch", "--plain-http", reg.Ref(ref))
-		var m manifest
-		if err := json.Unmarshal([]byte(raw), &m); err != nil || len(m.Layers) != 1 {
-			t.Fatalf("manifest %s: %v (%d layers)", ref, err, len(m.Layers))
-		}
-		return m, []byte(raw)
-	}
-	blob := func(d string) []byte {
-		return []byte(ocitest.Run(t, "oras", "blob", "fetch", "--plain-http", "--output", "-", reg.Ref(repo+"@"+d)))
-	}
-	var found []SignatureArtifact
-	var disc struct {
-		Referrers []struct{ Digest, ArtifactType string }
-	}
-	if err := json.Unmarshal([]byte(ocitest.Run(t, "oras", "discover", "--plain-http", "--format", "json", reg.Ref(repo+"@"+digest))), &disc); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range disc.Referrers {
-		if strings.HasPrefix(r.ArtifactType, "application/vnd.dev.sigstore.bundle.") {
-			m, _ := fetch(repo + "@" + r.Digest)
-			found = append(found, SignatureArtifact{Format: FormatBundle, Digest: r.Digest, Payload: blob(m.Layers[0].Digest)})
-		}
-	}
-	tag := repo + ":" + strings.Replace(digest, ":", "-", 1) + ".sig"
-	if _, err := ocitest.Output(t, "oras", "manifest", "fetch", "--plain-http", "--descriptor", reg.Ref(tag)); err == nil {
-		m, raw := fetch(tag)
-		found = append(found, SignatureArtifact{Format: FormatSigTag, Digest: testDigest(string(raw)), Payload: blob(m.Layers[0].Digest), Annotations: m.Layers[0].Annotations})
-	}
-	return found
 }
 
 // wantRefusal checks that err is an *Error of kind and that its text names each of names.
