@@ -38,13 +38,18 @@ func (r *Runtime) Close(ctx context.Context) error {
 // whose tool schema is invalid, is an *Error at its own [[plugins]] entry,
 // naming it and its file or tool, which also matches the engine's ErrInit
 // and the host's error kind (host.ErrABIMismatch, ...); any failure to
-// initialize comes wrapped in an *InitError.
+// initialize comes wrapped in an *InitError. An oci:// module is fetched
+// (the cache first), checked against morph.lock and verified first (see
+// OCIFetcher.Fetch); a refusal is an *Error at its key wrapping the
+// *oci.Error, in an *InitError.
 func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := c.unfetched(); err != nil {
-		return nil, err
+	// oci:// modules are fetched and verified before anything starts.
+	hostConfigs, err := c.hostConfigs(ctx, logger)
+	if err != nil {
+		return nil, &InitError{Err: err}
 	}
 	client, err := c.Client(logger)
 	if err != nil {
@@ -64,8 +69,8 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
 	}
 	var configured []engine.Extender
-	for _, p := range c.Plugins {
-		configured = append(configured, loader.Extender(p.HostConfig(), p.MiddlewareConfig()))
+	for i, p := range c.Plugins {
+		configured = append(configured, loader.Extender(hostConfigs[i], p.MiddlewareConfig()))
 	}
 	servers := mcp.NewServers(mcpServers, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool, AuthPrompt: c.AuthPrompt})
 	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))

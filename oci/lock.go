@@ -134,10 +134,7 @@ func WriteLock(path string, l *Lock) error {
 	return os.Rename(f.Name(), path)
 }
 
-var (
-	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	hexRE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // check refuses an entry morph could not act on: no name, a name twice,
 // a reference that is not oci://, a malformed digest or hash, an unknown
@@ -153,8 +150,8 @@ func (l *Lock) check() error {
 			return fmt.Errorf("%s is locked twice", what)
 		case !strings.HasPrefix(e.Ref, "oci://"):
 			return fmt.Errorf("%s: ref %q is not an oci:// reference", what, e.Ref)
-		case !digestRE.MatchString(e.Digest):
-			return fmt.Errorf("%s: digest %q is not sha256:<64 hex digits>", what, e.Digest)
+		case checkDigest(e.Digest) != nil:
+			return fmt.Errorf("%s: %w", what, checkDigest(e.Digest))
 		case e.Layout != LayoutArtifact && e.Layout != LayoutImage:
 			return fmt.Errorf("%s: layout %q is not %q or %q", what, e.Layout, LayoutArtifact, LayoutImage)
 		case !hexRE.MatchString(e.ModuleSHA256):
@@ -167,8 +164,8 @@ func (l *Lock) check() error {
 			switch {
 			case s.Format != FormatBundle && s.Format != FormatSigTag:
 				return fmt.Errorf("%s: signature format %q is not %q or %q", what, s.Format, FormatBundle, FormatSigTag)
-			case !digestRE.MatchString(s.Artifact):
-				return fmt.Errorf("%s: signature artifact %q is not sha256:<64 hex digits>", what, s.Artifact)
+			case checkDigest(s.Artifact) != nil:
+				return fmt.Errorf("%s: signature artifact: %w", what, checkDigest(s.Artifact))
 			case (s.Key == "") == (s.Identity == ""):
 				return fmt.Errorf("%s: a signature names a key or an identity (and issuer), one of them", what)
 			}

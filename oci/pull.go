@@ -64,8 +64,8 @@ func (m *manifest) isIndex() bool {
 // holding plugin.wasm), never trusted by its media type (ErrLayout).
 // Signatures (cosign's bundle as a referrer, and the legacy sha256-HEX.sig
 // tag) are fetched, not verified: Verify does that. They are the ones found
-// when the manifest entered the cache: one attached later is not looked
-// for (removing artifacts/sha256/HEX.json makes Fetch look again).
+// when the manifest entered the cache: one attached later is looked for
+// only with Options.RelistSignatures.
 func (c *Client) Fetch(ctx context.Context, r Ref, d string) (*Artifact, error) {
 	if d == "" {
 		d = r.Digest
@@ -85,7 +85,11 @@ func (c *Client) Fetch(ctx context.Context, r Ref, d string) (*Artifact, error) 
 		return nil, err
 	}
 	if ok {
-		return f.fromRecord(ctx, rec)
+		a, err := f.fromRecord(ctx, rec)
+		if err != nil || !c.opts.RelistSignatures || c.opts.Offline {
+			return a, err
+		}
+		return f.relist(ctx, rec, a)
 	}
 	if c.opts.Offline {
 		return nil, f.fail(ErrNotCached, "offline, and the manifest is not in the cache %s; fetch it once online (morph plugin pull)", c.opts.CacheDir)
@@ -166,6 +170,25 @@ func (f *fetcher) pull(ctx context.Context) (*Artifact, error) {
 		return nil, err
 	}
 	return f.artifact(rec, sigs), nil
+}
+
+// relist looks for a cached manifest's signatures again (RelistSignatures)
+// and records what it finds.
+func (f *fetcher) relist(ctx context.Context, rec record, a *Artifact) (*Artifact, error) {
+	var err error
+	if f.repo, err = f.c.repository(f.ref); err != nil {
+		return nil, err
+	}
+	sigs, recSigs, err := f.signatures(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec.Signatures = recSigs
+	if err := f.c.cache.writeRecord(f.digest, rec); err != nil {
+		return nil, err
+	}
+	a.Signatures = sigs
+	return a, nil
 }
 
 // moduleMB writes the limit as module_mb does, or in bytes when it is not
