@@ -197,20 +197,28 @@ func (f *OCIFetcher) Fetch(ctx context.Context, r OCIRef) (*Fetched, error) {
 	return got, nil
 }
 
+// OCILockedDigest is the message of the warnings logged when a run goes on
+// with the digest morph.lock records although its tag could not be checked
+// or moved (tag_check = "warn"); the reason attribute says which. A
+// command that shows only errors lets this one through.
+const OCILockedDigest = "oci: running the digest morph.lock records"
+
 // checkTag resolves a locked tag (one HEAD) unless offline or tag_check =
 // "off", and compares it with the locked digest d.
 func (f *OCIFetcher) checkTag(ctx context.Context, r OCIRef, ref oci.Ref, d string) error {
 	if f.c.OCI.Offline || f.c.OCI.TagCheck == TagCheckOff {
 		return nil
 	}
+	warn := func(err error) error {
+		f.log.WarnContext(ctx, OCILockedDigest, "plugin", r.Plugin, "ref", r.Ref, "digest", d, "reason", err.Error())
+		return nil
+	}
 	now, err := f.Client.Resolve(ctx, ref)
 	switch {
-	case errors.Is(err, oci.ErrNotCached):
-		f.log.WarnContext(ctx, "registry unreachable: running the digest morph.lock records, from the cache", "plugin", r.Plugin, "ref", r.Ref, "digest", d, "err", err)
-		return nil
+	case errors.Is(err, oci.ErrNotCached): // the registry cannot be reached
+		return warn(err)
 	case err != nil && f.c.OCI.TagCheck == TagCheckWarn:
-		f.log.WarnContext(ctx, "tag not checked: running the digest morph.lock records", "plugin", r.Plugin, "ref", r.Ref, "digest", d, "err", err)
-		return nil
+		return warn(err)
 	case err != nil:
 		return fmt.Errorf("checking the tag against morph.lock (set [oci] tag_check = \"warn\" to run the locked digest anyway): %w", err)
 	case now == d:
@@ -218,8 +226,7 @@ func (f *OCIFetcher) checkTag(ctx context.Context, r OCIRef, ref oci.Ref, d stri
 	}
 	err = mismatch(r, "", "resolves to %s, morph.lock has %s; if %s is intended, run 'morph plugin lock --update %s'", now, d, now, r.Plugin)
 	if f.c.OCI.TagCheck == TagCheckWarn {
-		f.log.WarnContext(ctx, "tag moved: running the digest morph.lock records", "plugin", r.Plugin, "err", err)
-		return nil
+		return warn(err)
 	}
 	return err
 }
@@ -361,4 +368,75 @@ func (f *OCIFetcher) LockAll(ctx context.Context, update []string) (*oci.Lock, [
 		}
 	}
 	return next, drift, nil
+}
+
+// Pulled is a reference as `morph plugin pull` and `inspect` fetch it.
+type Pulled struct {
+	Artifact *oci.Artifact
+	// Plugin is the [[plugins]] entry whose path or linked module is this
+	// reference, as written; "" when none is.
+	Plugin string
+	// Policy is that plugin's [plugins.verify]; HasPolicy false when none.
+	Policy    oci.Policy
+	HasPolicy bool
+}
+
+// Pull fetches the module a reference names (its tag resolved by one HEAD
+// when it has no digest), ignoring morph.lock: what a tag names now.
+func (f *OCIFetcher) Pull(ctx context.Context, s string) (*Pulled, error) {
+	ref, err := oci.ParseRef(s)
+	if err != nil {
+		return nil, err
+	}
+	d := ref.Digest
+	if d == "" {
+		if d, err = f.Client.Resolve(ctx, ref); err != nil {
+			return nil, err
+		}
+	}
+	a, err := f.Client.Fetch(ctx, ref, d)
+	if err != nil {
+		return nil, err
+	}
+	got := &Pulled{Artifact: a}
+	for _, r := range f.c.OCIRefs() {
+		if r.Ref == s {
+			got.Plugin = r.Plugin
+			got.Policy, got.HasPolicy = f.c.Policy(r.Plugin)
+			break
+		}
+	}
+	return got, nil
+}
+
+// SignatureCheck is one signature artifact found for a manifest and what
+// the plugin's policy says of it.
+type SignatureCheck struct {
+	Format string      `json:"format"` // oci.FormatBundle or oci.FormatSigTag
+	Digest string      `json:"digest"` // the signature manifest's
+	Signer *oci.Signer `json:"signer,omitempty"`
+	Err    error       `json:"-"`
+	Error  string      `json:"error,omitempty"` // Err's text
+}
+
+// CheckSignatures verifies each signature of p's artifact on its own
+// against p's policy: who signed it, or why it does not verify (with no
+// policy: that there is none to verify it with).
+func (f *OCIFetcher) CheckSignatures(ctx context.Context, p *Pulled) []SignatureCheck {
+	var out []SignatureCheck
+	for _, s := range p.Artifact.Signatures {
+		c := SignatureCheck{Format: s.Format, Digest: s.Digest}
+		if p.HasPolicy {
+			one := *p.Artifact
+			one.Signatures = []oci.SignatureArtifact{s}
+			c.Signer, c.Err = f.Client.Verify(ctx, &one, p.Policy)
+		} else {
+			c.Err = errors.New("not verified: no [plugins.verify] of the config (--config) covers this reference")
+		}
+		if c.Err != nil {
+			c.Error = c.Err.Error()
+		}
+		out = append(out, c)
+	}
+	return out
 }
