@@ -114,17 +114,26 @@ func (c *Config) Policy(plugin string) (oci.Policy, bool) {
 		IssuerRegexp: v.IssuerRegexp, TrustedRoot: cmp.Or(v.TrustedRoot, c.Verify.TrustedRoot)}, true
 }
 
-// refused is err about r, with the plugin named in the oci.Error (when it
-// is one), located at r's key.
-func (f *OCIFetcher) refused(r OCIRef, err error) error {
+// named is err naming plugin: in the *oci.Error when it is one, else
+// wrapped.
+func named(plugin string, err error) error {
 	var oe *oci.Error
-	if errors.As(err, &oe) && oe.Plugin == "" {
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &oe) && oe.Plugin == "":
 		cp := *oe
-		cp.Plugin = r.Plugin
-		err = &cp
-	} else if oe == nil {
-		err = fmt.Errorf("plugin %q: %w", r.Plugin, err)
+		cp.Plugin = plugin
+		return &cp
+	case oe == nil:
+		return fmt.Errorf("plugin %q: %w", plugin, err)
 	}
+	return err
+}
+
+// refused is err about r, naming its plugin, located at r's key.
+func (f *OCIFetcher) refused(r OCIRef, err error) error {
+	err = named(r.Plugin, err)
 	return f.c.errorAt(r.key(), err, err.Error())
 }
 
@@ -407,6 +416,13 @@ func (f *OCIFetcher) Pull(ctx context.Context, s string) (*Pulled, error) {
 		}
 	}
 	return got, nil
+}
+
+// Verify checks p against its plugin's policy (HasPolicy), as a run does:
+// the signer, or the *oci.Error naming the plugin.
+func (f *OCIFetcher) Verify(ctx context.Context, p *Pulled) (*oci.Signer, error) {
+	s, err := f.Client.Verify(ctx, p.Artifact, p.Policy)
+	return s, named(p.Plugin, err)
 }
 
 // SignatureCheck is one signature artifact found for a manifest and what

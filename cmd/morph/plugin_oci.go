@@ -133,7 +133,7 @@ usage error.`,
 				printPulled(stdout, p)
 			}
 			if err == nil && cp.HasPolicy && p.Verified == nil {
-				_, verr := f.Client.Verify(cmd.Context(), cp.Artifact, cp.Policy)
+				_, verr := f.Verify(cmd.Context(), cp)
 				err = &exitError{exitRunFailed, verr}
 			}
 			return err
