@@ -43,6 +43,9 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if err := c.unfetched(); err != nil {
+		return nil, err
+	}
 	client, err := c.Client(logger)
 	if err != nil {
 		return nil, err
@@ -125,16 +128,24 @@ func (c *Config) initError(err error) error {
 // then by name. A directory that does not exist is not an error.
 func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Extender {
 	var found []engine.Extender
+	for _, f := range discoveredFiles(dirs) {
+		logger.Debug("plugin discovered", "file", f)
+		found = append(found, l.Extender(host.Config{Path: f}, engine.MiddlewareConfig{}))
+	}
+	return found
+}
+
+// discoveredFiles are the *.wasm files of the discovery directories, in
+// precedence order, each directory's sorted.
+func discoveredFiles(dirs []string) []string {
+	var found []string
 	for _, dir := range dirs {
 		files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
 		if err != nil {
 			continue
 		}
 		slices.Sort(files)
-		for _, f := range files {
-			logger.Debug("plugin discovered", "file", f)
-			found = append(found, l.Extender(host.Config{Path: f}, engine.MiddlewareConfig{}))
-		}
+		found = append(found, files...)
 	}
 	return found
 }

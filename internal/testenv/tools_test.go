@@ -86,6 +86,7 @@ func TestOCITools(t *testing.T) {
 	// Unset: the script looks in the cache, here an empty one.
 	t.Setenv(OCIToolsEnv, "")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("OCI_TOOLS_CACHE", "") // the script's own override
 	defer func(u string) { userCache = u }(userCache)
 	userCache = ""
 	if _, r := call(t, OCITools); r.fatal != "" || !strings.Contains(r.skip, "`make tools-oci`") {

@@ -1,7 +1,7 @@
 // Package ocitest is the OCI tests' harness: a real registry on 127.0.0.1
-// (`crane registry serve`, its blobs in a directory the test can tamper
-// with) and the ecosystem's own tools (oras, crane, cosign) to push, sign
-// and inspect what morph then pulls and verifies.
+// (`crane registry serve`, its blobs in a directory the test can see) and
+// the ecosystem's own tools (oras, crane, cosign) to push, sign and
+// inspect what morph then pulls and verifies.
 //
 // The tools come from `make tools-oci` (scripts/oci-tools.sh), named by
 // MORPH_OCI_TOOLS (internal/testenv.OCITools): without them a plain go test
@@ -83,7 +83,7 @@ func StartRegistry(t testing.TB) *Registry {
 		t.Fatal(err)
 	}
 	r.cmd.Stdout = r.log
-	if err := r.cmd.Start(); err != nil {
+	if err := start(r.cmd); err != nil {
 		t.Fatalf("crane registry serve: %v", err)
 	}
 	port := make(chan string, 1)
@@ -131,8 +131,9 @@ func (r *Registry) Log() string { return r.log.String() }
 func (r *Registry) Ref(name string) string { return r.Addr + "/" + name }
 
 // Blob is the path of the file holding the blob with the given digest
-// ("sha256:HEX"), which a test may overwrite: the registry then serves the
-// new bytes under the old digest, as a tampered registry would.
+// ("sha256:HEX"). crane hashes the file again before it serves it, so an
+// overwritten blob is answered 404, as a blob the registry lost: serving
+// other bytes under a digest takes a proxy in front of the registry.
 func (r *Registry) Blob(digest string) string {
 	alg, hex, ok := strings.Cut(digest, ":")
 	if !ok {
