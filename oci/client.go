@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
@@ -170,6 +171,10 @@ func (c *Client) networkError(ctx context.Context, r Ref, d, step string, err er
 	var resp *errcode.ErrorResponse
 	if errors.Is(err, auth.ErrBasicCredentialNotFound) || errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		hint = fmt.Sprintf("; log in to %s with docker login or oras login (morph reads $DOCKER_CONFIG or ~/.docker/config.json)", r.Registry)
+	}
+	// net/http's words for it; it has no error type of its own.
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		hint = fmt.Sprintf("; the registry speaks plain HTTP: add %q to [oci] plain_http if that is intended", r.Registry)
 	}
 	if d != "" && r.Digest == "" {
 		return fmt.Errorf("%s@%s: %s: %w%s", r, d, step, err, hint)

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -172,4 +174,44 @@ func TestSignaturesFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(again)
+}
+
+func TestResolve(t *testing.T) {
+	e := newEnv(t)
+	e.push("plugins/resolve:v1", map[string][]byte{"plugin.wasm": wasm("resolve-1")}, "plugin.wasm")
+	e.push("plugins/resolve:v2", map[string][]byte{"plugin.wasm": wasm("resolve-2")}, "plugin.wasm")
+	d1 := ocitest.Digest(t, e.reg.Ref("plugins/resolve:v1"))
+	d2 := ocitest.Digest(t, e.reg.Ref("plugins/resolve:v2"))
+	var requests []string
+	var mu sync.Mutex
+	addr := e.proxy(func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		requests = append(requests, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		return true
+	})
+	c := e.client(nil)
+	for _, tc := range []struct {
+		ref, want, request string
+	}{
+		{"plugins/resolve:v1", d1, "HEAD /v2/plugins/resolve/manifests/v1"},
+		{"plugins/resolve@" + d2, d2, "HEAD /v2/plugins/resolve/manifests/" + d2},
+		// Tag and digest: the tag's digest now, for a caller to compare.
+		{"plugins/resolve:v2@" + d1, d2, "HEAD /v2/plugins/resolve/manifests/v2"},
+	} {
+		mu.Lock()
+		requests = nil
+		mu.Unlock()
+		got, err := c.Resolve(context.Background(), via(e.ref(tc.ref), addr))
+		mu.Lock()
+		seen := slices.Clone(requests)
+		mu.Unlock()
+		if err != nil || got != tc.want || !slices.Equal(seen, []string{tc.request}) {
+			t.Errorf("Resolve(%s) = %s, %v after requests %q; want %s after one %q", tc.ref, got, err, seen, tc.want, tc.request)
+		}
+	}
+	_, err := e.client(func(o *Options) { o.PlainHTTP = nil }).Resolve(context.Background(), e.ref("plugins/resolve:v1"))
+	if err == nil || !strings.Contains(err.Error(), `add "`+e.reg.Addr+`" to [oci] plain_http`) {
+		t.Errorf("Resolve over HTTPS of a plain-HTTP registry: %v, want it to name plain_http", err)
+	}
 }

@@ -63,7 +63,9 @@ func (m *manifest) isIndex() bool {
 // the layer read by its content (a raw module, or a gzip or plain tar
 // holding plugin.wasm), never trusted by its media type (ErrLayout).
 // Signatures (cosign's bundle as a referrer, and the legacy sha256-HEX.sig
-// tag) are fetched, not verified: Verify does that.
+// tag) are fetched, not verified: Verify does that. They are the ones found
+// when the manifest entered the cache: one attached later is not looked
+// for (removing artifacts/sha256/HEX.json makes Fetch look again).
 func (c *Client) Fetch(ctx context.Context, r Ref, d string) (*Artifact, error) {
 	if d == "" {
 		d = r.Digest
