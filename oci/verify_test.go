@@ -412,7 +412,7 @@ func writePublicKey(t *testing.T, path string) {
 	}
 }
 
-func newVirtualSigstore(t *testing.T) *ca.VirtualSigstore {
+func newVirtualSigstore(t testing.TB) *ca.VirtualSigstore {
 	t.Helper()
 	vs, err := ca.NewVirtualSigstore()
 	if err != nil {
@@ -423,7 +423,7 @@ func newVirtualSigstore(t *testing.T) *ca.VirtualSigstore {
 
 // trustedRootFile writes vs's trust material as a trusted_root JSON file,
 // as an operator would configure it; withCT lists its CT log too.
-func trustedRootFile(t *testing.T, vs *ca.VirtualSigstore, withCT bool) string {
+func trustedRootFile(t testing.TB, vs *ca.VirtualSigstore, withCT bool) string {
 	t.Helper()
 	// VirtualSigstore's logs carry ID = []byte(hex of the key id); a real
 	// trusted root carries the raw key id, which the JSON round trip
@@ -460,7 +460,7 @@ func trustedRootFile(t *testing.T, vs *ca.VirtualSigstore, withCT bool) string {
 // keylessBundle is what cosign v3 attaches when signing keyless: a v0.3
 // bundle whose DSSE envelope holds an in-toto statement naming digest,
 // here signed by vs for identity.
-func keylessBundle(t *testing.T, vs *ca.VirtualSigstore, identity, digest, predicate string) []byte {
+func keylessBundle(t testing.TB, vs *ca.VirtualSigstore, identity, digest, predicate string) []byte {
 	t.Helper()
 	stmt := fmt.Sprintf(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"127.0.0.1:5000/plugins/spin","digest":{"sha256":%q}}],"predicateType":%q,"predicate":{}}`,
 		strings.TrimPrefix(digest, "sha256:"), predicate)
@@ -513,7 +513,7 @@ func keylessBundle(t *testing.T, vs *ca.VirtualSigstore, identity, digest, predi
 // rekorEntry is ent's Rekor v1 entry (of kind, version 0.0.1) as a bundle
 // or cosign's annotation carries it, with its SET, which VirtualSigstore
 // makes but does not expose: signed again here by its log key.
-func rekorEntry(t *testing.T, vs *ca.VirtualSigstore, ent *ca.TestEntity, kind string) *protorekor.TransparencyLogEntry {
+func rekorEntry(t testing.TB, vs *ca.VirtualSigstore, ent *ca.TestEntity, kind string) *protorekor.TransparencyLogEntry {
 	t.Helper()
 	entries, err := ent.TlogEntries()
 	if err != nil || len(entries) != 1 {
@@ -547,4 +547,20 @@ func sigstoreGoExamples(t *testing.T) string {
 		t.Fatalf("go list -m -json: %v, dir %q", err, m.Dir)
 	}
 	return filepath.Join(m.Dir, "examples")
+}
+
+// BenchmarkVerifyKeyless is the cost of one keyless bundle verification
+// from a trusted_root file (what every run pays per plugin): the root
+// parsed, the chain, log entry, timestamp and identity checked.
+func BenchmarkVerifyKeyless(b *testing.B) {
+	vs := newVirtualSigstore(b)
+	digest := testDigest("manifest")
+	a := &Artifact{Ref: Ref{Registry: "127.0.0.1:5000", Repository: "plugins/spin", Digest: digest}, Digest: digest,
+		Signatures: []SignatureArtifact{{Format: FormatBundle, Digest: testDigest("sig"), Payload: keylessBundle(b, vs, testIdentity, digest, cosignSignPredicate)}}}
+	p := Policy{Identity: testIdentity, Issuer: testIssuer, TrustedRoot: trustedRootFile(b, vs, false)}
+	for b.Loop() {
+		if _, err := VerifyArtifact(context.Background(), a, p); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
