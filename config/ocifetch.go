@@ -62,13 +62,19 @@ type OCIFetcher struct {
 	Lock *oci.Lock
 	c    *Config
 	log  *slog.Logger
+	// refreshRoot (RelistSignatures: pull, lock) brings Sigstore's public
+	// root into the TUF cache once, before a keyless policy without
+	// trusted_root first needs it; runs read that cache alone.
+	refreshRoot bool
+	refreshed   bool
 }
 
 // OCIFetcherOptions adjust an OCIFetcher for a command.
 type OCIFetcherOptions struct {
 	// RelistSignatures looks for a cached manifest's signatures again when
 	// online (morph plugin pull and lock), so that one attached later is
-	// found; runs read the cache alone.
+	// found, and refreshes Sigstore's public root for a keyless policy
+	// without trusted_root; runs read the cache alone.
 	RelistSignatures bool
 }
 
@@ -89,7 +95,7 @@ func (c *Config) NewOCIFetcher(logger *slog.Logger, o OCIFetcherOptions) (*OCIFe
 	if err != nil {
 		return nil, c.errorAt(toml.Key{"oci"}, err, err.Error())
 	}
-	f := &OCIFetcher{Client: client, Lock: &oci.Lock{Version: 1}, c: c, log: logger}
+	f := &OCIFetcher{Client: client, Lock: &oci.Lock{Version: 1}, c: c, log: logger, refreshRoot: o.RelistSignatures}
 	if c.OCI.Lock != "" {
 		l, err := oci.ReadLock(c.OCI.Lock)
 		switch {
@@ -112,6 +118,19 @@ func (c *Config) Policy(plugin string) (oci.Policy, bool) {
 	v := c.Plugins[i].Verify
 	return oci.Policy{Key: v.Key, Identity: v.Identity, IdentityRegexp: v.IdentityRegexp, Issuer: v.Issuer,
 		IssuerRegexp: v.IssuerRegexp, TrustedRoot: cmp.Or(v.TrustedRoot, c.Verify.TrustedRoot)}, true
+}
+
+// verify checks a against p with the client, refreshing Sigstore's public
+// root first (once) when p is keyless without a trusted root and the
+// fetcher is a command's that looks at the registries.
+func (f *OCIFetcher) verify(ctx context.Context, a *oci.Artifact, p oci.Policy) (*oci.Signer, error) {
+	if f.refreshRoot && !f.refreshed && p.Key == "" && p.TrustedRoot == "" && !f.c.OCI.Offline {
+		if err := f.Client.RefreshPublicRoot(ctx); err != nil {
+			return nil, fmt.Errorf("refreshing Sigstore's public trusted root for a keyless [plugins.verify] (or set trusted_root): %w", err)
+		}
+		f.refreshed = true
+	}
+	return f.Client.Verify(ctx, a, p)
 }
 
 // named is err naming plugin: in the *oci.Error when it is one, else
@@ -199,7 +218,7 @@ func (f *OCIFetcher) Fetch(ctx context.Context, r OCIRef) (*Fetched, error) {
 	}
 	got := &Fetched{OCIRef: r, Artifact: a}
 	if p, ok := f.c.Policy(r.Plugin); ok {
-		if got.Signer, err = f.Client.Verify(ctx, a, p); err != nil {
+		if got.Signer, err = f.verify(ctx, a, p); err != nil {
 			return nil, f.refused(r, err)
 		}
 	}
@@ -363,7 +382,7 @@ func (f *OCIFetcher) LockAll(ctx context.Context, update []string) (*oci.Lock, [
 		}
 		entry := oci.LockEntry{Name: r.Name, Ref: r.Ref, Digest: d, Layout: a.Layout, ModuleSHA256: a.ModuleSHA256, Size: a.Size}
 		if p, ok := f.c.Policy(r.Plugin); ok {
-			s, err := f.Client.Verify(ctx, a, p)
+			s, err := f.verify(ctx, a, p)
 			if err != nil {
 				return nil, nil, f.refused(r, err)
 			}
@@ -421,7 +440,7 @@ func (f *OCIFetcher) Pull(ctx context.Context, s string) (*Pulled, error) {
 // Verify checks p against its plugin's policy (HasPolicy), as a run does:
 // the signer, or the *oci.Error naming the plugin.
 func (f *OCIFetcher) Verify(ctx context.Context, p *Pulled) (*oci.Signer, error) {
-	s, err := f.Client.Verify(ctx, p.Artifact, p.Policy)
+	s, err := f.verify(ctx, p.Artifact, p.Policy)
 	return s, named(p.Plugin, err)
 }
 
@@ -445,7 +464,7 @@ func (f *OCIFetcher) CheckSignatures(ctx context.Context, p *Pulled) []Signature
 		if p.HasPolicy {
 			one := *p.Artifact
 			one.Signatures = []oci.SignatureArtifact{s}
-			c.Signer, c.Err = f.Client.Verify(ctx, &one, p.Policy)
+			c.Signer, c.Err = f.verify(ctx, &one, p.Policy)
 		} else {
 			c.Err = errors.New("not verified: no [plugins.verify] of the config (--config) covers this reference")
 		}
