@@ -23,6 +23,9 @@ type Runtime struct {
 	loader  *host.Loader
 	servers *mcp.Servers         // the [[mcp_servers]]
 	loaded  func() engine.Status // the Status once initialized: see Plugins
+	// hostConfigs are the [[plugins]] as loaded, by name: an oci:// module
+	// at its file in the cache.
+	hostConfigs map[string]host.Config
 }
 
 // Close closes the engine (each plugin's destroy hook runs once), stops
@@ -76,7 +79,10 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))
 	all = append(all, opts...)
 	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
-	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers}
+	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers, hostConfigs: map[string]host.Config{}}
+	for i, p := range c.Plugins {
+		rt.hostConfigs[p.Name] = hostConfigs[i]
+	}
 	rt.loaded = sync.OnceValue(rt.Engine.Status)
 	if err := rt.Engine.Initialize(ctx); err != nil {
 		st := rt.Engine.Status()

@@ -137,6 +137,16 @@ func TestRunOCI(t *testing.T) {
 	}
 	assertHas(t, "inspect's registry lines, then the report", stdout, "reference: "+e.ref("plugins/min:v1"), "digest:    "+minimal,
 		"layout:    image", "plugin:    min", "signature: none found", "exports:")
+
+	// A local plugin's oci:// linked module is fetched for inspect --config,
+	// not looked for as a file.
+	local := fixture(t, "minimal")
+	cfg = e.config([]string{finalReply}, "\n[[plugins]]\nname = \"local\"\npath = \""+local+"\"\n[plugins.modules]\nlib = \""+e.ref("plugins/shadow@"+shadow)+"\"\n")
+	code, stdout, stderr = morph(t, "", "plugin", "inspect", "--config", cfg, local)
+	if code != exitRunFailed || strings.Contains(stderr, "no such file") {
+		t.Errorf("inspect --config with an oci:// linked module: exit %d, want 1 (the report: a native module is no Extism one)\n%s", code, stderr)
+	}
+	assertHas(t, "the report of the module with its linked module", stdout, "file:     "+local, "loader:   extism", "problem:  ")
 }
 
 // A tag pushed again after locking is refused at run, naming both digests;
