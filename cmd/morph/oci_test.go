@@ -176,6 +176,16 @@ func TestLockTagMoved(t *testing.T) {
 	}
 	assertHas(t, "lock --check's drift", stderr, "min: "+e.ref("plugins/min:v1")+" resolves to "+second, "morph.lock has "+first)
 
+	// tag_check = "warn" runs the locked digest, saying so; "off" asks nothing.
+	lockFile := filepath.Join(filepath.Dir(cfg), "morph.lock")
+	for check, want := range map[string]string{"warn": "resolves to " + second, "off": ""} {
+		c := e.config([]string{finalReply}, "tag_check = \""+check+"\"\nlock = \""+lockFile+"\"\n"+ociPlugin("min", e.ref("plugins/min:v1")))
+		code, _, stderr := morph(t, "", "run", "--config", c, "task")
+		if code != 0 || (want == "") != !strings.Contains(stderr, "morph.lock records") || !strings.Contains(stderr, want) {
+			t.Errorf("tag_check = %q: exit %d, want 0 and a warning with %q only for warn\n%s", check, code, want, stderr)
+		}
+	}
+
 	if code, _, stderr = morph(t, "", "plugin", "lock", "--config", cfg); code != 0 || !strings.Contains(stderr, "kept; --update min") {
 		t.Errorf("lock without --update: exit %d, want 0 and the moved tag kept, said:\n%s", code, stderr)
 	}
@@ -287,9 +297,15 @@ func TestRunOCISigned(t *testing.T) {
 		t.Errorf("morph.lock shadow: %+v, want the key's fingerprint", s)
 	}
 
-	code, _, stderr = morph(t, "", "run", "--config", signed(otherPub), "task")
+	wrong := signed(otherPub)
+	code, _, stderr = morph(t, "", "run", "--config", wrong, "task")
 	if code != exitUsage {
 		t.Errorf("another key: exit %d, want %d", code, exitUsage)
 	}
 	assertHas(t, "the refusal", stderr, `plugin "shadow"`, ref, "no signature verifies")
+	code, _, stderr = morph(t, "", "plugin", "lock", "--config", wrong)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(wrong), "morph.lock")); code != exitRunFailed || !os.IsNotExist(err) {
+		t.Errorf("lock with another key: exit %d, morph.lock %v; want 1 and no file\n%s", code, err, stderr)
+	}
+	assertHas(t, "lock's refusal", stderr, `plugin "shadow"`, "no signature verifies", "morph.lock was not written")
 }
