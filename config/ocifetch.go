@@ -447,11 +447,10 @@ func (f *OCIFetcher) Verify(ctx context.Context, p *Pulled) (*oci.Signer, error)
 // SignatureCheck is one signature artifact found for a manifest and what
 // the plugin's policy says of it.
 type SignatureCheck struct {
-	Format string      `json:"format"` // oci.FormatBundle or oci.FormatSigTag
-	Digest string      `json:"digest"` // the signature manifest's
-	Signer *oci.Signer `json:"signer,omitempty"`
-	Err    error       `json:"-"`
-	Error  string      `json:"error,omitempty"` // Err's text
+	Format string      // oci.FormatBundle or oci.FormatSigTag
+	Digest string      // the signature manifest's
+	Signer *oci.Signer // who signed it, when it verifies
+	Err    error       // why it does not verify, or that there is no policy
 }
 
 // CheckSignatures verifies each signature of p's artifact on its own
@@ -467,9 +466,6 @@ func (f *OCIFetcher) CheckSignatures(ctx context.Context, p *Pulled) []Signature
 			c.Signer, c.Err = f.verify(ctx, &one, p.Policy)
 		} else {
 			c.Err = errors.New("not verified: no [plugins.verify] of the config (--config) covers this reference")
-		}
-		if c.Err != nil {
-			c.Error = c.Err.Error()
 		}
 		out = append(out, c)
 	}

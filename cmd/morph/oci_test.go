@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -282,6 +283,14 @@ func TestRunOCISigned(t *testing.T) {
 		t.Fatalf("pull after signing: exit %d\n%s%s", code, stdout, stderr)
 	}
 	assertHas(t, "both signatures found again and verified", stdout, "signature: bundle sha256:", "signature: sig-tag sha256:", "verified, signed by key SHA256:")
+	code, stdout, stderr = morph(t, "", "plugin", "pull", "--json", "--config", cfg, ref)
+	var got pulled
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil {
+		t.Fatalf("pull --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
+	if len(got.Signatures) != 2 || got.Verified == nil || !strings.HasPrefix(got.Verified.KeyFingerprint, "SHA256:") || got.Digest != d || got.Plugin != "shadow" {
+		t.Errorf("pull --json: %+v, want two signatures, one verified by the key, digest %s, plugin shadow", got, d)
+	}
 
 	if code, _, stderr := morph(t, "", "run", "--config", cfg, "task"); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, stderr)

@@ -39,17 +39,29 @@ func ociFetcher(path, cacheDir string, plainHTTP []string, stderr io.Writer) (*c
 // pulled is what `morph plugin pull --json` prints, and inspect's
 // registry part.
 type pulled struct {
-	Reference    string                  `json:"reference"`
-	Digest       string                  `json:"digest"`
-	Layout       oci.Layout              `json:"layout"`
-	Module       string                  `json:"module"`
-	ModuleSHA256 string                  `json:"module_sha256"`
-	Size         int64                   `json:"size"`
-	Plugin       string                  `json:"plugin,omitempty"`
-	Signatures   []config.SignatureCheck `json:"signatures"`
-	// Verified is the signer the plugin's policy accepts; nil when none
-	// does or there is no policy.
-	Verified *oci.Signer `json:"verified,omitempty"`
+	Reference    string      `json:"reference"`
+	Digest       string      `json:"digest"`
+	Layout       oci.Layout  `json:"layout"`
+	Module       string      `json:"module"`
+	ModuleSHA256 string      `json:"module_sha256"`
+	Size         int64       `json:"size"`
+	Plugin       string      `json:"plugin,omitempty"`
+	Signatures   []signature `json:"signatures"`
+	// Verified is the first signature the plugin's policy accepts; nil
+	// when none does or there is no policy.
+	Verified *signature `json:"verified,omitempty"`
+}
+
+// signature is one signature artifact and who signed it, or why it does
+// not verify.
+type signature struct {
+	Format         string `json:"format"`
+	Digest         string `json:"digest"`
+	Verified       bool   `json:"verified"`
+	KeyFingerprint string `json:"key_fingerprint,omitempty"`
+	Identity       string `json:"identity,omitempty"`
+	Issuer         string `json:"issuer,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 // pull fetches ref and checks each of its signatures.
@@ -60,11 +72,17 @@ func pull(ctx context.Context, f *config.OCIFetcher, ref string) (*pulled, *conf
 	}
 	a := p.Artifact
 	out := &pulled{Reference: ref, Digest: a.Digest, Layout: a.Layout, Module: a.ModulePath, ModuleSHA256: a.ModuleSHA256,
-		Size: a.Size, Plugin: p.Plugin, Signatures: f.CheckSignatures(ctx, p)}
-	for _, s := range out.Signatures {
-		if s.Signer != nil {
-			out.Verified = s.Signer
-			break
+		Size: a.Size, Plugin: p.Plugin, Signatures: []signature{}}
+	for _, c := range f.CheckSignatures(ctx, p) {
+		s := signature{Format: c.Format, Digest: c.Digest}
+		if c.Signer != nil {
+			s.Verified, s.KeyFingerprint, s.Identity, s.Issuer = true, c.Signer.KeyFingerprint, c.Signer.Identity, c.Signer.Issuer
+		} else {
+			s.Error = c.Err.Error()
+		}
+		out.Signatures = append(out.Signatures, s)
+		if s.Verified && out.Verified == nil {
+			out.Verified = &out.Signatures[len(out.Signatures)-1]
 		}
 	}
 	return out, p, nil
@@ -84,8 +102,8 @@ func printPulled(w io.Writer, p *pulled) {
 		fmt.Fprintf(w, "signature: none found\n")
 	}
 	for _, s := range p.Signatures {
-		if s.Signer != nil {
-			fmt.Fprintf(w, "signature: %s %s: verified, signed by %s\n", s.Format, s.Digest, signer(s.Signer))
+		if s.Verified {
+			fmt.Fprintf(w, "signature: %s %s: verified, signed by %s\n", s.Format, s.Digest, signer(s.KeyFingerprint, s.Identity, s.Issuer))
 		} else {
 			fmt.Fprintf(w, "signature: %s %s: %s\n", s.Format, s.Digest, oneLine(s.Error, 500))
 		}
@@ -94,11 +112,11 @@ func printPulled(w io.Writer, p *pulled) {
 
 // signer names who signed: a key's fingerprint, or a keyless identity and
 // its issuer.
-func signer(s *oci.Signer) string {
-	if s.KeyFingerprint != "" {
-		return "key " + s.KeyFingerprint
+func signer(key, identity, issuer string) string {
+	if key != "" {
+		return "key " + key
 	}
-	return oneLine(s.Identity, 200) + " (issuer " + oneLine(s.Issuer, 200) + ")"
+	return oneLine(identity, 200) + " (issuer " + oneLine(issuer, 200) + ")"
 }
 
 func newPluginPullCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -194,7 +212,7 @@ the registries (a tag that moved, a reference not locked, an entry no longer use
 			for _, e := range next.Plugins {
 				how := "unsigned"
 				if s := e.Signature; s != nil {
-					how = "signed (" + s.Format + ") by " + signer(&oci.Signer{KeyFingerprint: s.Key, Identity: s.Identity, Issuer: s.Issuer})
+					how = "signed (" + s.Format + ") by " + signer(s.Key, s.Identity, s.Issuer)
 				}
 				fmt.Fprintf(stdout, "locked %s: %s@%s, %s\n", label(e.Name), oneLine(e.Ref, 0), e.Digest, how)
 			}
