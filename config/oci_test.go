@@ -184,3 +184,20 @@ lib = "oci://ghcr.io/acme/lib:v1"
 		}
 	}
 }
+
+// A local module's [plugins.verify] bundle is accepted by Load but not yet
+// verified: Open refuses the plugin at its bundle key rather than load it
+// unchecked.
+func TestLocalBundleRefusedAtOpen(t *testing.T) {
+	cfg, _, err := loadIn(t, "[[plugins]]\nname = \"local\"\npath = \"local.wasm\"\n[plugins.verify]\nkey = \"k.pub\"\nbundle = \"local.sigstore.json\"\n",
+		"local.wasm", "k.pub", "local.sigstore.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cfg.Open(context.Background(), nil)
+	var ie *config.InitError
+	var ce *config.Error
+	if !errors.As(err, &ie) || !errors.As(err, &ce) || ce.Key != "plugins.0.verify.bundle" || !strings.Contains(ce.Msg, `plugin "local": this morph does not verify a local module's bundle yet`) {
+		t.Errorf("Open: %v, want an *InitError at plugins.0.verify.bundle saying the bundle is not verified yet", err)
+	}
+}

@@ -187,6 +187,15 @@ func TestLockTagMoved(t *testing.T) {
 		}
 	}
 
+	// morph.lock's entry is for the tag: the plugin now named by digest is
+	// refused until it is locked again.
+	c := e.config([]string{finalReply}, "lock = \""+lockFile+"\"\n"+ociPlugin("min", e.ref("plugins/min@"+first)))
+	code, _, stderr = morph(t, "", "run", "--config", c, "task")
+	if code != exitUsage {
+		t.Errorf("a digest reference morph.lock records otherwise: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, `plugin "min"`, "morph.lock records "+e.ref("plugins/min:v1"), "morph plugin lock --update min")
+
 	if code, _, stderr = morph(t, "", "plugin", "lock", "--config", cfg); code != 0 || !strings.Contains(stderr, "kept; --update min") {
 		t.Errorf("lock without --update: exit %d, want 0 and the moved tag kept, said:\n%s", code, stderr)
 	}
