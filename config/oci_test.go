@@ -185,10 +185,10 @@ lib = "oci://ghcr.io/acme/lib:v1"
 	}
 }
 
-// A local module's [plugins.verify] bundle is accepted by Load but not yet
-// verified: Open refuses the plugin at its bundle key rather than load it
-// unchecked.
-func TestLocalBundleRefusedAtOpen(t *testing.T) {
+// A local module's [plugins.verify] bundle is checked at Open: one that
+// does not verify (here, no bundle at all) refuses the plugin at its bundle
+// key with the oci kind inside (cmd/morph's TestRequireUnsigned signs one).
+func TestLocalBundleAtOpen(t *testing.T) {
 	cfg, _, err := loadIn(t, "[[plugins]]\nname = \"local\"\npath = \"local.wasm\"\n[plugins.verify]\nkey = \"k.pub\"\nbundle = \"local.sigstore.json\"\n",
 		"local.wasm", "k.pub", "local.sigstore.json")
 	if err != nil {
@@ -197,7 +197,8 @@ func TestLocalBundleRefusedAtOpen(t *testing.T) {
 	_, err = cfg.Open(context.Background(), nil)
 	var ie *config.InitError
 	var ce *config.Error
-	if !errors.As(err, &ie) || !errors.As(err, &ce) || ce.Key != "plugins.0.verify.bundle" || !strings.Contains(ce.Msg, `plugin "local": this morph does not verify a local module's bundle yet`) {
-		t.Errorf("Open: %v, want an *InitError at plugins.0.verify.bundle saying the bundle is not verified yet", err)
+	if !errors.As(err, &ie) || !errors.As(err, &ce) || ce.Key != "plugins.0.verify.bundle" || !errors.Is(err, oci.ErrPolicy) ||
+		!strings.Contains(ce.Msg, `plugin "local"`) {
+		t.Errorf("Open: %v, want an *InitError at plugins.0.verify.bundle with ErrPolicy (k.pub is no key) naming the plugin", err)
 	}
 }

@@ -3,11 +3,14 @@ package config
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -288,35 +291,60 @@ func (f *OCIFetcher) HostConfig(ctx context.Context, p PluginEntry) (host.Config
 }
 
 // hostConfigs are the [[plugins]] as package host takes them, their oci://
-// modules fetched and verified; every refusal is returned, joined. A local
-// plugin's [plugins.verify] bundle cannot be checked yet, and is refused
-// rather than ignored.
+// modules fetched and verified, and a local module with [plugins.verify]
+// checked against its bundle; every refusal is returned, joined.
 func (c *Config) hostConfigs(ctx context.Context, logger *slog.Logger) ([]host.Config, error) {
 	var f *OCIFetcher
 	var errs []error
 	out := make([]host.Config, len(c.Plugins))
 	for i, p := range c.Plugins {
-		if !p.fromRegistry() {
+		var err error
+		switch {
+		case p.fromRegistry():
+			if f == nil {
+				if f, err = c.NewOCIFetcher(logger, OCIFetcherOptions{}); err != nil {
+					return nil, err
+				}
+			}
+			out[i], err = f.HostConfig(ctx, p)
+		case p.Verify != nil:
+			out[i], err = c.verifiedLocal(ctx, i, p)
+		default:
 			out[i] = p.HostConfig()
-			if p.Verify != nil {
-				errs = append(errs, c.errorAt(toml.Key{"plugins", strconv.Itoa(i), "verify", "bundle"}, nil, fmt.Sprintf(
-					"plugin %q: this morph does not verify a local module's bundle yet: run it from an OCI registry (oci://), or name it in [verify] unsigned and remove [plugins.verify]", p.Name)))
-			}
-			continue
 		}
-		if f == nil {
-			var err error
-			if f, err = c.NewOCIFetcher(logger, OCIFetcherOptions{}); err != nil {
-				return nil, err
-			}
-		}
-		hc, err := f.HostConfig(ctx, p)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		out[i] = hc
 	}
 	return out, errors.Join(errs...)
+}
+
+// verifiedLocal is a local plugin's host.Config once its module verifies
+// against its [plugins.verify] bundle (oci.VerifyBlob); the module's sha256
+// becomes its pin unless it has one, so that the host loads the bytes that
+// verified.
+func (c *Config) verifiedLocal(ctx context.Context, i int, p PluginEntry) (host.Config, error) {
+	hc := p.HostConfig()
+	key := toml.Key{"plugins", strconv.Itoa(i), "verify", "bundle"}
+	fail := func(err error) (host.Config, error) {
+		err = named(p.Name, err)
+		return hc, c.errorAt(key, err, err.Error())
+	}
+	module, err := os.ReadFile(p.Path)
+	if err != nil {
+		return fail(err)
+	}
+	b, err := os.ReadFile(p.Verify.Bundle)
+	if err != nil {
+		return fail(err)
+	}
+	pol, _ := c.Policy(p.Name)
+	if _, err := oci.VerifyBlob(ctx, p.Path, module, b, pol); err != nil {
+		return fail(err)
+	}
+	sum := sha256.Sum256(module)
+	hc.SHA256 = cmp.Or(hc.SHA256, hex.EncodeToString(sum[:]))
+	return hc, nil
 }
 
 // LockDrift is a difference between morph.lock and morph.toml or the

@@ -244,7 +244,8 @@ func TestOffline(t *testing.T) {
 
 // Under [verify] require, an oci:// plugin and a local one without
 // [plugins.verify] are refused each naming what to add; [verify] unsigned
-// exempts them by name.
+// exempts them by name; a local module signed with cosign sign-blob runs
+// with its bundle and key, and not with another key.
 func TestRequireUnsigned(t *testing.T) {
 	e := newOCIEnv(t)
 	d := e.pushArtifact("minimal", "plugins/min:v1")
@@ -261,6 +262,32 @@ func TestRequireUnsigned(t *testing.T) {
 	if code, _, stderr := morph(t, "", "run", "--config", cfg, "task"); code != 0 || !strings.Contains(stderr, "morph: 2 plugins (") {
 		t.Fatalf("exempt: exit %d\n%s", code, stderr)
 	}
+
+	// A local module signed with cosign sign-blob verifies by its bundle;
+	// with another key it is refused at its bundle key.
+	dir := t.TempDir()
+	key, pub := ocitest.KeyPair(t, dir, "good")
+	_, other := ocitest.KeyPair(t, dir, "other")
+	b, err := os.ReadFile(fixture(t, "minimal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "local.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ocitest.RunIn(t, dir, "cosign", "sign-blob", "--key", key, "--bundle", "local.sigstore.json", "--use-signing-config=false", "--tlog-upload=false", "-y", "local.wasm")
+	local := func(pub string) string {
+		return e.config([]string{finalReply}, "[verify]\nrequire = true\nunsigned = [\"min\"]\n"+ociPlugin("min", e.ref("plugins/min@"+d))+
+			"\n[[plugins]]\nname = \"local\"\npath = \""+filepath.Join(dir, "local.wasm")+"\"\n[plugins.verify]\nkey = \""+pub+"\"\nbundle = \""+filepath.Join(dir, "local.sigstore.json")+"\"\n")
+	}
+	if code, _, stderr := morph(t, "", "run", "--config", local(pub), "task"); code != 0 || !strings.Contains(stderr, "morph: 2 plugins (") {
+		t.Fatalf("a signed local module: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = morph(t, "", "run", "--config", local(other), "task")
+	if code != exitUsage {
+		t.Errorf("a local module and another key: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, "plugins.1.verify.bundle", `plugin "local"`, "the bundle does not verify for this module")
 }
 
 // A plugin signed with cosign (bundle and legacy .sig) runs with its key
