@@ -78,7 +78,8 @@ An oci:// reference is fetched first (as morph plugin pull does), and its refere
 layout and signature artifacts, with who signed each, come before the report.
 
 Exit status: 0 when the module loads, 1 when it does not (the report says why, one
-"problem:" line each), 2 for a usage error (no such file, a bad flag or config).`,
+"problem:" line each) or the registry's is refused, 2 for a usage error (no such file, a bad
+flag or config).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, reg, err := inspect(cmd, args[0])
