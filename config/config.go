@@ -119,6 +119,10 @@ type Config struct {
 	Temporal Temporal `toml:"temporal"`
 	// MCP is the [mcp] table: the limits of morph mcp serve.
 	MCP MCPServe `toml:"mcp"`
+	// Verify is the [verify] table: which plugins must be signed (see oci.go).
+	Verify Verification `toml:"verify"`
+	// OCI is the [oci] table: plugins from OCI registries (see oci.go).
+	OCI OCI `toml:"oci"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -265,6 +269,7 @@ func Load(path string) (*Config, error) {
 	v.mcpServe()
 	v.temporal()
 	v.plugins()
+	v.verification()
 	v.mcpServers()
 	v.moduleLimits()
 	// In file order; mistakes that have no line go last.

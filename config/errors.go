@@ -119,11 +119,12 @@ func tomlType(s string) string {
 func knownKeys(key toml.Key) []string {
 	t := reflect.TypeFor[Config]()
 	for _, part := range key[:len(key)-1] {
-		for t.Kind() == reflect.Pointer {
+		// [[plugins]] entries have no index in the key: a slice takes no part.
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
 			t = t.Elem()
 		}
 		switch t.Kind() {
-		case reflect.Map, reflect.Slice: // [[plugins]] entries have no index in the key
+		case reflect.Map: // the part is the map's key
 			t = t.Elem()
 		case reflect.Struct:
 			f, ok := fieldByTag(t, part)

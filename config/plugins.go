@@ -23,8 +23,9 @@ import (
 type PluginEntry struct {
 	// Name names the plugin in logs, errors and events; required, unique.
 	Name string `toml:"name"`
-	// Path is the .wasm file. Load resolves a relative path against the
-	// config file's directory.
+	// Path is the .wasm file, or a module in an OCI registry
+	// (oci://REGISTRY/REPO:TAG or @sha256:HEX, see oci.go). Load resolves a
+	// relative file path against the config file's directory.
 	Path string `toml:"path"`
 	// SHA256 optionally pins the module's bytes (hex).
 	SHA256 string `toml:"sha256"`
@@ -73,9 +74,13 @@ type PluginEntry struct {
 	// Extism module's export that serves it, with the hook's payloads.
 	HookExports map[string]string `toml:"hook_exports"`
 	// Modules is the [plugins.modules] table: name = the module the Extism
-	// plugin's main module (path) imports from by that name. Load resolves
-	// relative paths against the config file's directory.
+	// plugin's main module (path) imports from by that name, a file or an
+	// oci:// reference. Load resolves relative paths against the config
+	// file's directory.
 	Modules map[string]LinkedModuleEntry `toml:"modules"`
+	// Verify is the [plugins.verify] table: who must have signed the
+	// plugin (see PluginVerify); nil when absent.
+	Verify *PluginVerify `toml:"verify"`
 
 	// Isolation is which calls may share an instance, and so the guest's
 	// state: "pooled" (any call reuses an idle instance), "session" (each
@@ -221,6 +226,8 @@ func (v *validator) plugins() {
 		seen[p.Name] = true
 		if p.Path == "" {
 			v.fail(key("path"), nil, "missing: plugin %q needs the path of its .wasm file", p.Name)
+		} else if IsOCI(p.Path) {
+			v.ociPath(key("path"), p.Name, p.Path)
 		} else {
 			if !filepath.IsAbs(p.Path) {
 				p.Path = filepath.Join(filepath.Dir(v.c.File), p.Path)
@@ -301,6 +308,10 @@ func (v *validator) extism(i int, p *PluginEntry, key func(string) toml.Key) {
 		}
 	}
 	for name, m := range p.Modules {
+		if IsOCI(m.Path) {
+			v.ociPath(append(key("modules"), name), p.Name, m.Path)
+			continue
+		}
 		if !filepath.IsAbs(m.Path) {
 			m.Path = filepath.Join(filepath.Dir(v.c.File), m.Path)
 			p.Modules[name] = m
@@ -433,7 +444,15 @@ func (p PluginEntry) linkedModules() []host.LinkedModule {
 // PluginFor is the [[plugins]] entry whose module is the file at path, so
 // that a tool looking at a module (morph plugin inspect --config) sees it
 // with the name, limits and grants the config gives it.
+//
+// An oci:// reference is compared as written with the entries' paths.
 func (c *Config) PluginFor(path string) (PluginEntry, error) {
+	if IsOCI(path) {
+		if i := slices.IndexFunc(c.Plugins, func(p PluginEntry) bool { return p.Path == path }); i >= 0 {
+			return c.Plugins[i], nil
+		}
+		return PluginEntry{}, c.errorAt(toml.Key{"plugins"}, nil, fmt.Sprintf("no [[plugins]] entry has the path %s", path))
+	}
 	want, err := os.Stat(path)
 	if err != nil {
 		return PluginEntry{}, &Error{File: c.File, Msg: "cannot compare with the [[plugins]] entries: " + err.Error(), Err: err}

@@ -13,9 +13,10 @@
 // guest, and CI (CI=true) must never pass that way.
 //
 // The exceptions are programs that are not builds of ours, mock-llm
-// (MockLLM, from npm), the MCP ecosystem's tools (MCPTools, from npm) and
-// the Temporal CLI (the temporal module's tests): `make test` installs
-// them and names them in variables (MockLLMEnv, MCPToolsEnv,
+// (MockLLM, from npm), the MCP ecosystem's tools (MCPTools, from npm), the
+// OCI tools (OCITools: crane, oras and cosign, from the Go module proxy)
+// and the Temporal CLI (the temporal module's tests): `make test` installs
+// them and names them in variables (MockLLMEnv, MCPToolsEnv, OCIToolsEnv,
 // MORPH_TEMPORAL), and then, as under CI=true (CI), a missing one fails; a
 // plain go test on a machine without them skips their tests, naming the
 // make target.
@@ -196,15 +197,7 @@ func MCPTools(t testing.TB) string {
 	dir := os.Getenv(MCPToolsEnv)
 	fromMake := dir != ""
 	if !fromMake {
-		wd, _ := os.Getwd()
-		if root, ok := rootAbove(wd); ok {
-			// The script looks in the user's cache, not the temporary one Main set.
-			cmd := exec.Command(filepath.Join(root, "scripts", "mcp-tools.sh"), "--print-path")
-			cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cacheHome())
-			if out, err := cmd.Output(); err == nil {
-				dir = string(bytes.TrimSpace(out))
-			}
-		}
+		dir = scriptPath("mcp-tools.sh")
 	}
 	problem := "not installed"
 	if dir != "" {
@@ -220,4 +213,65 @@ func MCPTools(t testing.TB) string {
 	}
 	t.Skip(msg + " (under make test or CI=true this fails)")
 	return ""
+}
+
+// OCIToolsEnv is the variable `make test` sets to the directory
+// scripts/oci-tools.sh installed the OCI tools into: bin/crane (whose
+// `crane registry serve` is the tests' registry), bin/oras and bin/cosign,
+// at the versions the script pins.
+const OCIToolsEnv = "MORPH_OCI_TOOLS"
+
+// ociTools are the programs OCITools' directory holds in bin/.
+var ociTools = []string{"crane", "oras", "cosign"}
+
+// OCITools is that directory: OCIToolsEnv's value, else what
+// `scripts/oci-tools.sh --print-path` prints (run from the repository's
+// root). When a tool is missing it fails t under `make test` (OCIToolsEnv
+// set) or CI=true, and skips t otherwise, naming the make target either
+// way.
+func OCITools(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(OCIToolsEnv)
+	fromMake := dir != ""
+	if !fromMake {
+		dir = scriptPath("oci-tools.sh")
+	}
+	problem := "not installed"
+	if dir != "" {
+		problem = ""
+		for _, name := range ociTools {
+			if _, err := os.Stat(filepath.Join(dir, "bin", name)); err != nil {
+				problem = err.Error()
+				break
+			}
+		}
+		if problem == "" {
+			return dir
+		}
+	}
+	msg := fmt.Sprintf("OCI test tools (crane, oras, cosign): %s: `make tools-oci` (scripts/oci-tools.sh) installs them", problem)
+	if fromMake || CI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg + " (under make test or CI=true this fails)")
+	return ""
+}
+
+// scriptPath is what `scripts/SCRIPT --print-path` prints, run from the
+// repository's root: where the script installed its tools; "" when they
+// are not installed or there is no repository around the working directory.
+func scriptPath(script string) string {
+	wd, _ := os.Getwd()
+	root, ok := rootAbove(wd)
+	if !ok {
+		return ""
+	}
+	// The script looks in the user's cache, not the temporary one Main set.
+	cmd := exec.Command(filepath.Join(root, "scripts", script), "--print-path")
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cacheHome())
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(out))
 }

@@ -1,0 +1,305 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/morphhost/morph/oci"
+)
+
+// Plugins from OCI registries and their signatures (package oci):
+//
+//	[[plugins]]
+//	name = "time"
+//	path = "oci://ghcr.io/acme/time-plugin:v1"  # or ...@sha256:HEX; sha256 = "..." still pins the module
+//	[plugins.verify]                            # key, or identity|identity_regexp with issuer|issuer_regexp
+//	key = "cosign.pub"                          # relative to the config file
+//	[plugins.modules]
+//	lib = "oci://ghcr.io/acme/lib:v1"           # verified by the entry's [plugins.verify]
+//
+//	[verify]
+//	require = true            # every plugin verifies, or is named in unsigned
+//	unsigned = ["dev-hooks"]  # [[plugins]] names, or discovered plugins' file names
+//	trusted_root = "trusted_root.json"
+//
+//	[oci]
+//	cache_dir = ""            # default: the user cache directory's morph/oci
+//	lock = "morph.lock"
+//	offline = false
+//	tag_check = "refuse"      # refuse | warn | off
+//	plain_http = ["127.0.0.1:*"]
+//
+// Load checks these keys offline and touches no network: the references'
+// form, the signer (a key, or a keyless identity and issuer), that the
+// files named exist, and that under [verify] require every plugin has a
+// way to verify or is exempt by name. A path that is an oci:// reference
+// is never looked up as a file.
+
+// OCIScheme starts a [[plugins]] path or a [plugins.modules] value that
+// names a module in an OCI registry rather than a file.
+const OCIScheme = "oci://"
+
+// IsOCI reports whether path is an OCI reference (oci://...), not a file.
+func IsOCI(path string) bool { return strings.HasPrefix(path, OCIScheme) }
+
+// PluginVerify is a [plugins.verify] table: who must have signed the
+// plugin. A key, or (keyless, Sigstore's Fulcio certificates) an identity
+// and the OIDC issuer that vouched for it, each exact or a regular
+// expression. Load resolves the files against the config file's directory.
+type PluginVerify struct {
+	// Key is a cosign public key file (PEM).
+	Key string `toml:"key"`
+	// Identity is the exact signer of a keyless signature (a certificate's
+	// SAN: a workflow URL, an e-mail address).
+	Identity string `toml:"identity"`
+	// IdentityRegexp matches the signer instead (Go syntax, anchored by the
+	// writer: "^https://github.com/acme/").
+	IdentityRegexp string `toml:"identity_regexp"`
+	// Issuer is the exact OIDC issuer of a keyless signature, such as
+	// https://token.actions.githubusercontent.com.
+	Issuer string `toml:"issuer"`
+	// IssuerRegexp matches the issuer instead.
+	IssuerRegexp string `toml:"issuer_regexp"`
+	// TrustedRoot is a Sigstore trusted_root.json for keyless signatures;
+	// default [verify] trusted_root, else Sigstore's public root (TUF).
+	TrustedRoot string `toml:"trusted_root"`
+	// Bundle is the Sigstore bundle of a local module (cosign sign-blob
+	// --bundle); an oci:// plugin's signatures are found in its registry.
+	Bundle string `toml:"bundle"`
+}
+
+// Verification is the [verify] table: what every plugin must show.
+type Verification struct {
+	// Require makes every plugin verify ([plugins.verify]) unless Unsigned
+	// names it.
+	Require bool `toml:"require"`
+	// Unsigned names the plugins exempt from Require: [[plugins]] names, or
+	// for a plugin found in a discovery directory its file name without
+	// .wasm.
+	Unsigned []string `toml:"unsigned"`
+	// TrustedRoot is the default [plugins.verify] trusted_root.
+	TrustedRoot string `toml:"trusted_root"`
+}
+
+// OCI is the [oci] table: where registry plugins are kept and how their
+// references are trusted.
+type OCI struct {
+	// CacheDir holds the manifests, layers and modules fetched; empty
+	// means morph/oci in the user cache directory. A relative path is
+	// resolved against the config file's directory.
+	CacheDir string `toml:"cache_dir"`
+	// Lock is morph.lock, which records the digest each tag resolved to
+	// (`morph plugin lock`); default "morph.lock" beside the config file,
+	// and Load resolves it so.
+	Lock string `toml:"lock"`
+	// Offline reaches no registry: a digest not in the cache is an error
+	// (as `morph run --offline`).
+	Offline bool `toml:"offline"`
+	// TagCheck is what a locked tag that now resolves to another digest
+	// means: TagCheckRefuse (the default, which Load sets), TagCheckWarn
+	// (a warning, and the locked digest runs) or TagCheckOff (no lookup).
+	TagCheck string `toml:"tag_check"`
+	// PlainHTTP are the registries reached over plain HTTP instead of
+	// HTTPS: "HOST", "HOST:PORT" or "HOST:*" (any port).
+	PlainHTTP []string `toml:"plain_http"`
+}
+
+// The [oci] tag_check values.
+const (
+	TagCheckRefuse = "refuse"
+	TagCheckWarn   = "warn"
+	TagCheckOff    = "off"
+)
+
+// DefaultLockFile is [oci] lock's default, beside the config file.
+const DefaultLockFile = "morph.lock"
+
+// ociPath checks a [[plugins]] path or [plugins.modules] value that is an
+// oci:// reference; key locates it.
+func (v *validator) ociPath(key toml.Key, plugin, ref string) {
+	if _, err := oci.ParseRef(ref); err != nil {
+		v.fail(key, err, "plugin %q: %v", plugin, err)
+	}
+}
+
+// configFile resolves a file a key names against the config file's
+// directory, and fails key when it cannot be read.
+func (v *validator) configFile(key toml.Key, what string, path *string) {
+	if *path == "" {
+		return
+	}
+	if !filepath.IsAbs(*path) {
+		*path = filepath.Join(filepath.Dir(v.c.File), *path)
+	}
+	if _, err := os.Stat(*path); err != nil {
+		v.fail(key, err, "%s %s not found (a relative path is resolved against the config file's directory)", what, *path)
+	}
+}
+
+// fromRegistry reports whether the plugin's module or one of its linked
+// modules is an oci:// reference.
+func (p PluginEntry) fromRegistry() bool {
+	for _, m := range p.Modules {
+		if IsOCI(m.Path) {
+			return true
+		}
+	}
+	return IsOCI(p.Path)
+}
+
+// verification checks [verify], each [plugins.verify] and [oci]; it runs
+// after plugins, which has resolved the local paths.
+func (v *validator) verification() {
+	vt := &v.c.Verify
+	v.configFile(toml.Key{"verify", "trusted_root"}, "trusted root", &vt.TrustedRoot)
+	names := map[string]bool{}
+	for i := range v.c.Plugins {
+		p := &v.c.Plugins[i]
+		names[p.Name] = true
+		key := func(field ...string) toml.Key { return append(toml.Key{"plugins", strconv.Itoa(i)}, field...) }
+		exempt := slices.Contains(vt.Unsigned, p.Name)
+		switch {
+		case p.Verify != nil:
+			v.pluginVerify(p, key)
+			if exempt {
+				v.fail(toml.Key{"verify", "unsigned"}, nil, "plugin %q has a [plugins.verify] table and is named in unsigned: remove one of them", p.Name)
+			}
+		case !vt.Require || exempt:
+		case p.fromRegistry():
+			v.fail(key("path"), nil, "plugin %q: [verify] require = true and this oci:// plugin has no [plugins.verify]: "+
+				"add [plugins.verify] with key = \"cosign.pub\" (or identity and issuer for a keyless signature), or name it in [verify] unsigned", p.Name)
+		default:
+			v.fail(key("path"), nil, "plugin %q: [verify] require = true and this local module has nothing to verify: "+
+				"add [plugins.verify] with bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle) and its key or identity and issuer, or name it in [verify] unsigned", p.Name)
+		}
+	}
+	var discovered []string
+	if len(vt.Unsigned) > 0 {
+		discovered = v.c.discoveredNames()
+	}
+	for _, name := range vt.Unsigned {
+		if !names[name] && !slices.Contains(discovered, name) {
+			known := append(slices.Sorted(maps.Keys(names)), discovered...)
+			v.fail(toml.Key{"verify", "unsigned"}, nil, "%q is neither a [[plugins]] name nor a discovered plugin's (plugins: %s)", name, listOrNone(known))
+		}
+	}
+	v.oci()
+}
+
+// discoveredNames are the names of the plugins the discovery directories
+// hold now: their file names without .wasm, as the host names them.
+func (c *Config) discoveredNames() []string {
+	var names []string
+	for _, f := range discoveredFiles(c.Discovery.Directories()) {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".wasm"))
+	}
+	return names
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// pluginVerify checks one [plugins.verify] table: a key or a keyless
+// identity and issuer, not both; its files; a bundle only for a local module.
+func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key) {
+	pv := p.Verify
+	keyless := pv.Identity != "" || pv.IdentityRegexp != "" || pv.Issuer != "" || pv.IssuerRegexp != ""
+	switch {
+	case pv.Key != "" && keyless:
+		v.fail(key("verify", "key"), nil, "plugin %q: key and a keyless identity/issuer exclude each other: keep key for a key-signed plugin, identity and issuer for a keyless one", p.Name)
+	case pv.Key == "" && !keyless:
+		v.fail(key("verify"), nil, "plugin %q: [plugins.verify] names no signer: set key = \"cosign.pub\", or identity (or identity_regexp) and issuer (or issuer_regexp)", p.Name)
+	case keyless:
+		v.exclusive(p.Name, key("verify", "identity"), pv.Identity, "identity_regexp", pv.IdentityRegexp,
+			"identity (or identity_regexp), the signer the certificate must name")
+		v.exclusive(p.Name, key("verify", "issuer"), pv.Issuer, "issuer_regexp", pv.IssuerRegexp,
+			"issuer (or issuer_regexp), the OIDC issuer, such as https://token.actions.githubusercontent.com")
+	}
+	for field, re := range map[string]string{"identity_regexp": pv.IdentityRegexp, "issuer_regexp": pv.IssuerRegexp} {
+		if _, err := regexp.Compile(re); err != nil {
+			v.fail(key("verify", field), err, "plugin %q: %v", p.Name, err)
+		}
+	}
+	if pv.Key != "" && pv.TrustedRoot != "" {
+		v.fail(key("verify", "trusted_root"), nil, "plugin %q: trusted_root is for keyless signatures; a key-signed plugin needs only key", p.Name)
+	}
+	if pv.Bundle != "" && p.fromRegistry() {
+		v.fail(key("verify", "bundle"), nil, "plugin %q: bundle is for a local module; an oci:// plugin's signatures are found in its registry", p.Name)
+	}
+	if pv.Bundle == "" && !p.fromRegistry() {
+		v.fail(key("verify"), nil, "plugin %q: a local module's signature is a file: add bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle)", p.Name)
+	}
+	v.configFile(key("verify", "key"), fmt.Sprintf("plugin %q: key", p.Name), &pv.Key)
+	v.configFile(key("verify", "trusted_root"), fmt.Sprintf("plugin %q: trusted root", p.Name), &pv.TrustedRoot)
+	v.configFile(key("verify", "bundle"), fmt.Sprintf("plugin %q: bundle", p.Name), &pv.Bundle)
+}
+
+// exclusive checks a keyless value given exactly or as a regular
+// expression: one of them, not both.
+func (v *validator) exclusive(plugin string, key toml.Key, exact, reName, re, what string) {
+	switch {
+	case exact != "" && re != "":
+		v.fail(key, nil, "plugin %q: %s and %s exclude each other: keep one", plugin, key[len(key)-1], reName)
+	case exact == "" && re == "":
+		v.fail(key[:len(key)-1], nil, "plugin %q: a keyless signature needs %s", plugin, what)
+	}
+}
+
+// oci checks the [oci] table and resolves its paths.
+func (v *validator) oci() {
+	o := &v.c.OCI
+	dir := filepath.Dir(v.c.File)
+	if o.CacheDir != "" && !filepath.IsAbs(o.CacheDir) {
+		o.CacheDir = filepath.Join(dir, o.CacheDir)
+	}
+	if o.Lock == "" {
+		o.Lock = DefaultLockFile
+	}
+	if !filepath.IsAbs(o.Lock) {
+		o.Lock = filepath.Join(dir, o.Lock)
+	}
+	switch o.TagCheck {
+	case "":
+		o.TagCheck = TagCheckRefuse
+	case TagCheckRefuse, TagCheckWarn, TagCheckOff:
+	default:
+		v.fail(toml.Key{"oci", "tag_check"}, nil, "unknown value %q (known: %s, %s, %s)", o.TagCheck, TagCheckRefuse, TagCheckWarn, TagCheckOff)
+	}
+	for _, h := range o.PlainHTTP {
+		if err := checkPlainHTTP(h); err != nil {
+			v.fail(toml.Key{"oci", "plain_http"}, nil, "%q: %v", h, err)
+		}
+	}
+}
+
+// checkPlainHTTP checks a [oci] plain_http entry: HOST, HOST:PORT or
+// HOST:*, without a scheme or a path.
+func checkPlainHTTP(s string) error {
+	if s == "" || strings.Contains(s, "/") || strings.ContainsAny(s, " \t") {
+		return fmt.Errorf("want a registry host: HOST, HOST:PORT or HOST:* (such as \"127.0.0.1:*\"), without scheme or path")
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil // no port: the host alone
+	}
+	if host == "" {
+		return fmt.Errorf("names no host")
+	}
+	if n, err := strconv.Atoi(port); port != "*" && (err != nil || n < 1 || n > 65535) {
+		return fmt.Errorf("port %q is not a number from 1 to 65535 or *", port)
+	}
+	return nil
+}
