@@ -195,7 +195,7 @@ func TestKernel(t *testing.T) {
 				t.Fatalf("input_length %d, length(input) %d, want 13", n, call(t, k, "length", in))
 			}
 			if b, v := call(t, k, "input_load_u8", 7), call(t, k, "input_load_u64", 0); b != 'k' || v != binary.LittleEndian.Uint64([]byte("hello, k")) {
-				t.Fatalf("input_load_u8(7), input_load_u64(0) = %q, %#x", b, v)
+				t.Fatalf("input_load_u8(7), input_load_u64(0) = %q, %#x", rune(b), v)
 			}
 			call(t, k, "input_load_u64", 8) // past the input's 13 bytes, within the memory: as go-sdk
 			end := call(t, k, "memory_bytes")
