@@ -74,7 +74,9 @@ type PluginEntry struct {
 	HookExports map[string]string `toml:"hook_exports"`
 	// Modules is the [plugins.modules] table: name = the module the Extism
 	// plugin's main module (path) imports from by that name. Load resolves
-	// relative paths against the config file's directory.
+	// relative paths against the config file's directory. A module named
+	// "extism:host/user" adds its exports to Extism's host functions of that
+	// namespace.
 	Modules map[string]LinkedModuleEntry `toml:"modules"`
 
 	// Isolation is which calls may share an instance, and so the guest's
