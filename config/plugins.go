@@ -76,7 +76,8 @@ type PluginEntry struct {
 	// Modules is the [plugins.modules] table: name = the module the Extism
 	// plugin's main module (path) imports from by that name, a file or an
 	// oci:// reference. Load resolves relative paths against the config
-	// file's directory.
+	// file's directory. A module named "extism:host/user" adds its exports
+	// to Extism's host functions of that namespace.
 	Modules map[string]LinkedModuleEntry `toml:"modules"`
 	// Verify is the [plugins.verify] table: who must have signed the
 	// plugin (see PluginVerify); nil when absent.
