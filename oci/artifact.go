@@ -38,6 +38,9 @@ type Artifact struct {
 	ModuleSHA256 string // hex, the module's own hash
 	Size         int64  // the module's size in bytes
 	Signatures   []SignatureArtifact
+	// listed: Fetch listed the signatures from the registry just now (so
+	// Client.Verify does not list them again).
+	listed bool
 }
 
 // SignatureArtifact is one signature found for a manifest, its bytes read

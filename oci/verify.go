@@ -41,10 +41,20 @@ type Policy struct {
 	// Identity is the exact certificate identity (SAN) of a keyless signer,
 	// e.g. https://github.com/acme/plug/.github/workflows/release.yml@refs/tags/v1.0.0;
 	// IdentityRegexp matches it instead. One of the two for keyless.
+	//
+	// The regexps are Go's (RE2), as cosign's --certificate-identity-regexp
+	// and --certificate-oidc-issuer-regexp, but they match the WHOLE
+	// identity or issuer: morph anchors them as ^(?:RE)$. Cosign (v3.1.3,
+	// pkg/cosign/verify.go) and sigstore-go (verify/certificate_identity.go)
+	// call regexp.MatchString, which finds RE anywhere, so that
+	// `github\.com/acme/plug` also accepts a workflow of any other owner
+	// whose branch is named github.com/acme/plug. A regexp written for
+	// cosign with ^ and $ means the same here; one written without them is
+	// stricter here.
 	Identity, IdentityRegexp string
 	// Issuer is the exact OIDC issuer of a keyless signer, e.g.
 	// https://token.actions.githubusercontent.com; IssuerRegexp matches it
-	// instead. One of the two for keyless.
+	// instead (anchored, as IdentityRegexp). One of the two for keyless.
 	Issuer, IssuerRegexp string
 	// TrustedRoot is the path of a Sigstore trusted_root JSON (the CAs,
 	// transparency logs and timestamp authorities keyless signatures are
@@ -184,7 +194,7 @@ func newSigVerifier(p Policy) (*sigVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := verify.NewShortCertificateIdentity(p.Issuer, p.IssuerRegexp, p.Identity, p.IdentityRegexp)
+	id, err := verify.NewShortCertificateIdentity(p.Issuer, anchored(p.IssuerRegexp), p.Identity, anchored(p.IdentityRegexp))
 	if err != nil {
 		return nil, fmt.Errorf("verify policy identity: %w", err)
 	}
@@ -200,6 +210,15 @@ func newSigVerifier(p Policy) (*sigVerifier, error) {
 		return nil, fmt.Errorf("trusted root: %w", err)
 	}
 	return &sigVerifier{bundleV: bv, identity: &id}, nil
+}
+
+// anchored makes re match a whole string (see Policy.IdentityRegexp); ""
+// stays "" (no regexp).
+func anchored(re string) string {
+	if re == "" {
+		return ""
+	}
+	return "^(?:" + re + ")$"
 }
 
 func newKeyVerifier(path string) (*sigVerifier, error) {
@@ -288,11 +307,36 @@ func cachedTrustedRoot(o tuf.Options) (*root.TrustedRoot, error) {
 
 // Verify is VerifyArtifact with the public Sigstore root's TUF cache in
 // the client's cache directory (CacheDir/tuf) unless p names another.
+//
+// Signatures are read from the cache once listed (Fetch), so one attached
+// after the first Fetch would go unseen: when none verifies (ErrNotSigned,
+// ErrBadSignature, ErrIdentity) and the client is online, Verify lists the
+// manifest's signatures in a.Ref's repository again, records them, and
+// verifies those, unless Fetch listed them just now. A registry that
+// cannot be reached then leaves the first answer standing.
 func (c *Client) Verify(ctx context.Context, a *Artifact, p Policy) (*Signer, error) {
 	if p.TUFCacheDir == "" {
 		p.TUFCacheDir = c.tufDir()
 	}
-	return VerifyArtifact(ctx, a, p)
+	s, err := VerifyArtifact(ctx, a, p)
+	if err == nil || a.listed || c.opts.Offline ||
+		!errors.Is(err, ErrNotSigned) && !errors.Is(err, ErrBadSignature) && !errors.Is(err, ErrIdentity) {
+		return s, err
+	}
+	f := &fetcher{c: c, ref: a.Ref, digest: a.Digest}
+	var lerr error
+	if f.repo, lerr = c.repository(a.Ref); lerr == nil {
+		var sigs []SignatureArtifact
+		if sigs, lerr = f.list(ctx); lerr == nil {
+			again := *a
+			again.Signatures, again.listed = sigs, true
+			return VerifyArtifact(ctx, &again, p)
+		}
+	}
+	if errors.Is(lerr, ErrNotCached) {
+		return nil, err
+	}
+	return nil, lerr
 }
 
 // RefreshPublicRoot brings the public-good Sigstore trusted root into the
@@ -303,7 +347,7 @@ func (c *Client) Verify(ctx context.Context, a *Artifact, p Policy) (*Signer, er
 // An offline client refuses (ErrNotCached).
 func (c *Client) RefreshPublicRoot(ctx context.Context) error {
 	if c.opts.Offline {
-		return fmt.Errorf("the public Sigstore root cannot be refreshed offline: %w", ErrNotCached)
+		return &Error{Kind: ErrNotCached, Err: errors.New("the public Sigstore root cannot be refreshed offline")}
 	}
 	return refreshTrustedRoot(ctx, publicRootOptions(c.tufDir()))
 }
@@ -319,6 +363,7 @@ func refreshTrustedRoot(ctx context.Context, o tuf.Options) error {
 		_, err = root.GetTrustedRoot(c)
 	}
 	if err != nil {
+		//lint:ignore ST1005 Sigstore is a name
 		return fmt.Errorf("Sigstore trusted root from TUF (%s, cache %s): %w", o.RepositoryBaseURL, o.CachePath, err)
 	}
 	return nil
@@ -380,12 +425,18 @@ type sigFailure struct {
 // library error.
 type sigFailures []sigFailure
 
+// maxFailuresListed bounds the signatures an error describes.
+const maxFailuresListed = 5
+
 func (f sigFailures) Error() string {
-	parts := make([]string, len(f))
-	for i, x := range f {
+	var parts []string
+	for _, x := range f[:min(len(f), maxFailuresListed)] {
 		// Library messages quote registry-supplied text (certificate
 		// identities, payload fields): escaped before a terminal sees them.
-		parts[i] = fmt.Sprintf("signature %s (%s): %s", x.digest, x.format, safetext.Line(x.err.Error(), 400))
+		parts = append(parts, fmt.Sprintf("signature %s (%s): %s", x.digest, x.format, safetext.Line(x.err.Error(), 400)))
+	}
+	if n := len(f) - maxFailuresListed; n > 0 {
+		parts = append(parts, fmt.Sprintf("… and %d more", n))
 	}
 	return "no signature verifies: " + strings.Join(parts, "; ")
 }
