@@ -56,6 +56,13 @@ type Options struct {
 	// Offline forbids the network: Fetch serves the cache alone and a
 	// manifest not in it is ErrNotCached; Resolve is ErrNotCached.
 	Offline bool
+	// RelistSignatures makes Fetch of a manifest already in the cache look
+	// for its signatures again when online (one referrers request and one
+	// .sig tag lookup), so that a signature attached after the manifest
+	// entered the cache is found; `morph plugin pull` and `lock` set it,
+	// runs do not (they read the cache alone, and Client.Verify lists again
+	// only when no signature verifies).
+	RelistSignatures bool
 	// Credentials answers a registry's challenge; default: the Docker
 	// config store as docker login, ORAS and crane read it ($DOCKER_CONFIG
 	// or ~/.docker/config.json: auths, credsStore, credHelpers), anonymous

@@ -514,6 +514,16 @@ func TestSignaturesPerRepository(t *testing.T) {
 	if a, err = co.Fetch(context.Background(), ro, d); err != nil || len(a.Signatures) != 1 {
 		t.Fatalf("origin after the mirror, one cache: %d signatures, %v; want the origin's one", len(a.Signatures), err)
 	}
+	// RelistSignatures: a Fetch of the cached manifest lists them again.
+	sm2 := origin.addManifest("", typeManifest, image(origin.layer(typeBundle, []byte(`{"junk":3}`), 10)))
+	origin.bundleIndex(d, sm, sm2)
+	if a, err = co.Fetch(context.Background(), ro, d); err != nil || len(a.Signatures) != 1 {
+		t.Fatalf("origin, cached: %d signatures, %v; want the recorded one", len(a.Signatures), err)
+	}
+	relist, _ := hostileClient(t, ro.Registry, cache, func(o *Options) { o.RelistSignatures = true })
+	if a, err = relist.Fetch(context.Background(), ro, d); err != nil || len(a.Signatures) != 2 {
+		t.Fatalf("origin with RelistSignatures: %d signatures, %v; want both", len(a.Signatures), err)
+	}
 
 	// A signature attached to the mirror after its first Fetch: the cached
 	// answer still says none, Verify lists again and finds it.

@@ -113,8 +113,9 @@ func (m *manifest) classify() error {
 // Signatures (cosign's bundle as a referrer, and the legacy sha256-HEX.sig
 // tag; at most 16, 1 MiB each, 8 MiB together: ErrTooLarge past that) are
 // fetched, not verified: Verify does that. They are listed once per
-// repository and digest and then read from the cache; Client.Verify lists
-// them again when none verifies and the client is online. They are those
+// repository and digest and then read from the cache; online, they are
+// listed again with Options.RelistSignatures, and Client.Verify lists them
+// again when none verifies. They are those
 // of the digest fetched: an index's signatures are not its platform
 // manifest's, nor the other way round (cosign sign --recursive signs
 // both; sign the digest the reference pins).
@@ -481,14 +482,14 @@ func sizeRead(n, size int64) string {
 }
 
 // signatures gives the manifest's signature artifacts: those recorded for
-// its repository, else (online) those listed now, then recorded. listed
-// reports the second.
+// its repository, else (online, or with RelistSignatures) those listed now,
+// then recorded. listed reports the second.
 func (f *fetcher) signatures(ctx context.Context) (sigs []SignatureArtifact, listed bool, err error) {
 	rec, ok, err := f.c.cache.readRecord(f.digest, f.ref)
 	if err != nil {
 		return nil, false, err
 	}
-	if ok {
+	if ok && (f.repo == nil || !f.c.opts.RelistSignatures) {
 		sigs, err := f.readSignatures(ctx, rec.Signatures)
 		return sigs, false, err
 	}
