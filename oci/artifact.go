@@ -41,6 +41,9 @@ type Artifact struct {
 	// listed: Fetch listed the signatures from the registry just now (so
 	// Client.Verify does not list them again).
 	listed bool
+	// unusable: signature artifacts listed that could not be read, named
+	// by Verify's refusal.
+	unusable []sigFailure
 }
 
 // SignatureArtifact is one signature found for a manifest, its bytes read

@@ -230,7 +230,6 @@ func TestSignaturesBounded(t *testing.T) {
 		sizes      []int // distinct payloads, one signature manifest
 	}{
 		{"count", "more than 16 signatures", slices.Repeat([]int{8}, maxSignatures+1)},
-		{"payload", "claims 1048577 bytes, over the 1048576 bytes", []int{maxSignatureBytes + 1}},
 		{"total", "come to more than 8388608 bytes", []int{1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1<<20 - 4096, 8192}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,6 +264,30 @@ func TestSignaturesBounded(t *testing.T) {
 			t.Errorf("the error describes %d signatures, want %d", n, maxFailuresListed)
 		}
 	})
+}
+
+// TestUnusableSignature (H2): a signature artifact that cannot be read (not
+// served, too large, not a bundle) does not stop the Fetch; Verify names
+// each, as a bad signature rather than none.
+func TestUnusableSignature(t *testing.T) {
+	h := newHostile()
+	d := h.plugin(wasm("u1"))
+	gone := dg([]byte("never served"))
+	big := h.addManifest("", typeManifest, image(fmt.Sprintf(`{"mediaType":%q,"digest":%q,"size":%d}`, typeBundle, dg([]byte("big")), maxSignatureBytes+1)))
+	junk := h.addManifest("", typeManifest, image(h.layer(typeBundle, []byte(`{"junk":1}`), 10)))
+	h.manifests[gone] = []byte("{}") // listed with its size, then removed
+	h.bundleIndex(d, gone, big, junk)
+	delete(h.manifests, gone)
+	key := filepath.Join(t.TempDir(), "k.pub")
+	writePublicKey(t, key)
+	cache := t.TempDir()
+	c, r := h.start(t, cache, nil)
+	a, err := c.Fetch(context.Background(), r, d)
+	if err != nil || len(a.Signatures) != 1 || a.Signatures[0].Digest != junk {
+		t.Fatalf("Fetch: %v, %+v; want the one readable signature", err, a)
+	}
+	_, err = c.Verify(context.Background(), a, Policy{Key: key})
+	wantRefusal(t, err, ErrBadSignature, "signature "+gone+" (bundle)", "not found", "signature "+big+" (bundle)", "claims 1048577 bytes", "signature "+junk+" (bundle)")
 }
 
 // TestRegistryTextEscaped (LOW 1, 3): a registry's error text reaches the

@@ -150,7 +150,7 @@ func (c *Client) Fetch(ctx context.Context, r Ref, d string) (*Artifact, error) 
 	}
 	return &Artifact{
 		Ref: r, Digest: d, Layout: mod.Layout, ModulePath: mod.Path,
-		ModuleSHA256: mod.ModuleSHA256, Size: mod.Size, Signatures: sigs, listed: listed,
+		ModuleSHA256: mod.ModuleSHA256, Size: mod.Size, Signatures: sigs, listed: listed, unusable: f.unusable,
 	}, nil
 }
 
@@ -161,6 +161,8 @@ type fetcher struct {
 	ref    Ref
 	digest string
 	repo   *remote.Repository // nil: the cache alone
+	// unusable are the signature artifacts listed that could not be read.
+	unusable []sigFailure
 }
 
 // fail is an *Error of kind about f's manifest.
@@ -496,7 +498,7 @@ func (f *fetcher) signatures(ctx context.Context) (sigs []SignatureArtifact, lis
 	if f.repo == nil {
 		return nil, false, f.fail(ErrNotCached, "offline, and the signatures of the manifest were never listed from %s/%s (its module may have come from another repository); fetch it once online (morph plugin pull)", f.ref.Registry, f.ref.Repository)
 	}
-	sigs, err = f.list(ctx)
+	sigs, f.unusable, err = f.list(ctx)
 	return sigs, err == nil, err
 }
 
@@ -531,11 +533,14 @@ var errTooManySignatures = errors.New("too many signature referrers")
 // in f's repository: cosign bundles among its referrers (the referrers
 // API, or the sha256-HEX tag index where the registry has no API), and the
 // legacy sha256-HEX.sig tag; then records them for the repository.
-func (f *fetcher) list(ctx context.Context) ([]SignatureArtifact, error) {
+//
+// A signature artifact that cannot be read is not recorded; it is returned
+// in unusable, for Verify to name.
+func (f *fetcher) list(ctx context.Context) (sigs []SignatureArtifact, unusable []sigFailure, err error) {
 	subject := ocispec.Descriptor{Digest: digest.Digest(f.digest)}
 	var bundles []ocispec.Descriptor
 	seen := map[digest.Digest]bool{}
-	err := f.repo.Referrers(ctx, subject, "", func(refs []ocispec.Descriptor) error {
+	err = f.repo.Referrers(ctx, subject, "", func(refs []ocispec.Descriptor) error {
 		for _, r := range refs {
 			if strings.HasPrefix(r.ArtifactType, mediaTypeBundlePrefix) && !seen[r.Digest] {
 				seen[r.Digest] = true
@@ -549,14 +554,14 @@ func (f *fetcher) list(ctx context.Context) ([]SignatureArtifact, error) {
 	})
 	switch {
 	case errors.Is(err, errTooManySignatures):
-		return nil, f.fail(ErrTooLarge, "the registry lists more than %d signature referrers for the manifest, more than morph reads", maxSignatures)
+		return nil, nil, f.fail(ErrTooLarge, "the registry lists more than %d signature referrers for the manifest, more than morph reads", maxSignatures)
 	case errors.Is(err, errdef.ErrTooManyPages):
-		return nil, f.fail(ErrTooLarge, "the registry's referrers list runs past %d pages, more than morph reads", maxReferrerPages)
+		return nil, nil, f.fail(ErrTooLarge, "the registry's referrers list runs past %d pages, more than morph reads", maxReferrerPages)
 	case err != nil:
-		return nil, f.network(ctx, "referrers", err)
+		return nil, nil, f.network(ctx, "referrers", err)
 	}
 	if err := f.valid("referrer", bundles...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type found struct {
 		format string
@@ -568,27 +573,59 @@ func (f *fetcher) list(ctx context.Context) ([]SignatureArtifact, error) {
 	}
 	todo = append(todo, found{FormatSigTag, "sha256-" + hexOf(f.digest) + ".sig"})
 	budget := newSigBudget()
-	var sigs []SignatureArtifact
 	var recs []recordSig
 	for _, s := range todo {
 		desc, b, _, err := f.manifest(ctx, s.ref)
 		if s.format == FormatSigTag && errors.Is(err, errdef.ErrNotFound) {
 			continue
 		}
-		if err != nil {
-			return nil, err
+		var got []SignatureArtifact
+		if err == nil {
+			got, err = f.signatureLayers(ctx, s.format, desc, b, budget)
 		}
-		got, err := f.signatureLayers(ctx, s.format, desc, b, budget)
+		if unusableSignature(err) {
+			// One signature artifact that cannot be read does not make the
+			// manifest unusable (anyone who may push a referrer could
+			// otherwise block an unsigned plugin): Verify names it.
+			f.c.log.WarnContext(ctx, "oci: an unusable signature artifact", "ref", f.ref.String(), "digest", f.digest, "signature", s.ref, "err", err)
+			var oe *Error
+			if errors.As(err, &oe) {
+				err = oe.Err // the reference and digest are the Artifact's
+			}
+			unusable = append(unusable, sigFailure{digest: s.ref, format: s.format, err: err})
+			continue
+		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sigs = append(sigs, got...)
 		recs = append(recs, recordSig{Format: s.format, Digest: desc.Digest.String(), Size: desc.Size})
 	}
 	if err := f.c.cache.writeRecord(f.digest, f.ref, recs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return sigs, nil
+	return sigs, unusable, nil
+}
+
+// overBudget is ErrTooLarge for the signatures of a manifest together
+// (count, total bytes), as opposed to one signature artifact's.
+func (f *fetcher) overBudget(format string, a ...any) error {
+	return &Error{Ref: f.ref.String(), Digest: f.digest, Kind: ErrTooLarge, Err: budgetError{fmt.Errorf(format, a...)}}
+}
+
+// budgetError marks overBudget's detail.
+type budgetError struct{ error }
+
+func (e budgetError) Unwrap() error { return e.error }
+
+// unusableSignature reports a refusal about one signature artifact (not
+// there, not JSON, too large, not matching its digest), as opposed to the
+// registry being unreachable or listing too much.
+func unusableSignature(err error) bool {
+	if err == nil || errors.As(err, new(budgetError)) {
+		return false
+	}
+	return errors.Is(err, ErrLayout) || errors.Is(err, ErrRegistry) || errors.Is(err, ErrTampered) || errors.Is(err, ErrTooLarge)
 }
 
 // sigBudget is what one manifest's signatures have used of their bounds;
@@ -611,7 +648,7 @@ func (f *fetcher) signatureLayers(ctx context.Context, format string, desc ocisp
 		return nil, f.fail(ErrLayout, "signature manifest %s is not JSON: %v", desc.Digest, err)
 	}
 	if b.bytes += int64(len(raw)); b.bytes > maxSignatureTotal {
-		return nil, f.fail(ErrTooLarge, "the signatures of the manifest come to more than %d bytes, more than morph reads", maxSignatureTotal)
+		return nil, f.overBudget("the signatures of the manifest come to more than %d bytes, more than morph reads", maxSignatureTotal)
 	}
 	want := mediaTypeSimpleSigning
 	if format == FormatBundle {
@@ -637,9 +674,9 @@ func (f *fetcher) signatureLayers(ctx context.Context, format string, desc ocisp
 		case l.Size < 0 || l.Size > maxSignatureBytes:
 			return nil, f.fail(ErrTooLarge, "signature layer %s claims %d bytes, over the %d bytes morph reads", l.Digest, l.Size, maxSignatureBytes)
 		case b.count > maxSignatures:
-			return nil, f.fail(ErrTooLarge, "the manifest has more than %d signatures, more than morph reads", maxSignatures)
+			return nil, f.overBudget("the manifest has more than %d signatures, more than morph reads", maxSignatures)
 		case b.bytes+l.Size > maxSignatureTotal:
-			return nil, f.fail(ErrTooLarge, "the signatures of the manifest come to more than %d bytes, more than morph reads", maxSignatureTotal)
+			return nil, f.overBudget("the signatures of the manifest come to more than %d bytes, more than morph reads", maxSignatureTotal)
 		}
 		b.bytes += l.Size
 		if _, err := f.blob(ctx, l); err != nil {

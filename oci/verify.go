@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,7 +141,7 @@ func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error)
 	if err := p.Validate(); err != nil {
 		return nil, fail(ErrPolicy, err)
 	}
-	if len(a.Signatures) == 0 {
+	if len(a.Signatures) == 0 && len(a.unusable) == 0 {
 		return nil, fail(ErrNotSigned, errors.New("no cosign signature (a Sigstore bundle referrer or a sha256-HEX.sig tag) was found for the manifest; sign it with cosign, or exempt the plugin in [verify] unsigned"))
 	}
 	digest, err := digestBytes(a.Digest)
@@ -151,7 +152,7 @@ func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error)
 	if err != nil {
 		return nil, fail(ErrPolicy, err)
 	}
-	var failures sigFailures
+	failures := slices.Clone(sigFailures(a.unusable))
 	for _, s := range a.Signatures {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -327,9 +328,10 @@ func (c *Client) Verify(ctx context.Context, a *Artifact, p Policy) (*Signer, er
 	var lerr error
 	if f.repo, lerr = c.repository(a.Ref); lerr == nil {
 		var sigs []SignatureArtifact
-		if sigs, lerr = f.list(ctx); lerr == nil {
+		var unusable []sigFailure
+		if sigs, unusable, lerr = f.list(ctx); lerr == nil {
 			again := *a
-			again.Signatures, again.listed = sigs, true
+			again.Signatures, again.unusable, again.listed = sigs, unusable, true
 			return VerifyArtifact(ctx, &again, p)
 		}
 	}
