@@ -115,7 +115,7 @@ func (m *manifest) classify() error {
 // fetched, not verified: Verify does that. They are listed once per
 // repository and digest and then read from the cache; online, they are
 // listed again with Options.RelistSignatures, and Client.Verify lists them
-// again when none verifies. They are those
+// again when there are none. They are those
 // of the digest fetched: an index's signatures are not its platform
 // manifest's, nor the other way round (cosign sign --recursive signs
 // both; sign the digest the reference pins).

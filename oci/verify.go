@@ -310,18 +310,19 @@ func cachedTrustedRoot(o tuf.Options) (*root.TrustedRoot, error) {
 // the client's cache directory (CacheDir/tuf) unless p names another.
 //
 // Signatures are read from the cache once listed (Fetch), so one attached
-// after the first Fetch would go unseen: when none verifies (ErrNotSigned,
-// ErrBadSignature, ErrIdentity) and the client is online, Verify lists the
-// manifest's signatures in a.Ref's repository again, records them, and
-// verifies those, unless Fetch listed them just now. A registry that
-// cannot be reached then leaves the first answer standing.
+// after the first Fetch would go unseen: when a has none (ErrNotSigned) and
+// the client is online, Verify lists the manifest's signatures in a.Ref's
+// repository again, records them, and verifies those, unless Fetch listed
+// them just now. A registry that cannot be reached leaves ErrNotSigned
+// standing. (Only then: a caller that verifies some of a's signatures on
+// their own gets an answer about those. Options.RelistSignatures lists
+// them again on every Fetch.)
 func (c *Client) Verify(ctx context.Context, a *Artifact, p Policy) (*Signer, error) {
 	if p.TUFCacheDir == "" {
 		p.TUFCacheDir = c.tufDir()
 	}
 	s, err := VerifyArtifact(ctx, a, p)
-	if err == nil || a.listed || c.opts.Offline ||
-		!errors.Is(err, ErrNotSigned) && !errors.Is(err, ErrBadSignature) && !errors.Is(err, ErrIdentity) {
+	if !errors.Is(err, ErrNotSigned) || a.listed || c.opts.Offline {
 		return s, err
 	}
 	f := &fetcher{c: c, ref: a.Ref, digest: a.Digest}
