@@ -79,30 +79,50 @@ func (p Policy) keyless() bool {
 
 // Validate checks the policy's shape without reading any file: a key, or an
 // identity (exact or regexp) with an issuer (exact or regexp); never both.
+// Its refusal is a *PolicyError naming the field at fault, in the words of
+// [plugins.verify], which config reports at that key.
 func (p Policy) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &PolicyError{Field: field, Err: fmt.Errorf(format, a...)}
+	}
 	switch {
 	case p.Key == "" && !p.keyless():
-		return errors.New(`verify policy names no signer: set key = "cosign.pub", or identity (or identity_regexp) with issuer (or issuer_regexp)`)
+		return bad("", `names no signer: set key = "cosign.pub", or identity (or identity_regexp) and issuer (or issuer_regexp)`)
 	case p.Key != "" && p.keyless():
-		return fmt.Errorf("verify policy sets both key = %q and a keyless identity/issuer: a key-signed plugin has no identity; keep one", p.Key)
+		return bad("key", "key and a keyless identity/issuer exclude each other: keep key for a key-signed plugin, identity and issuer for a keyless one")
 	case p.Key != "":
 		return nil
 	case p.Identity != "" && p.IdentityRegexp != "":
-		return errors.New("verify policy sets both identity and identity_regexp; keep one")
+		return bad("identity", "identity and identity_regexp exclude each other: keep one")
 	case p.Issuer != "" && p.IssuerRegexp != "":
-		return errors.New("verify policy sets both issuer and issuer_regexp; keep one")
+		return bad("issuer", "issuer and issuer_regexp exclude each other: keep one")
 	case p.Identity == "" && p.IdentityRegexp == "":
-		return errors.New("verify policy sets an issuer but no identity: add identity (or identity_regexp), the signer's certificate identity")
+		return bad("", "a keyless signature needs identity (or identity_regexp), the signer the certificate must name")
 	case p.Issuer == "" && p.IssuerRegexp == "":
-		return errors.New("verify policy sets an identity but no issuer: add issuer (or issuer_regexp), e.g. https://token.actions.githubusercontent.com")
+		return bad("", "a keyless signature needs issuer (or issuer_regexp), the OIDC issuer, such as https://token.actions.githubusercontent.com")
 	}
-	for name, re := range map[string]string{"identity_regexp": p.IdentityRegexp, "issuer_regexp": p.IssuerRegexp} {
-		if _, err := regexp.Compile(re); err != nil {
-			return fmt.Errorf("verify policy %s %q: %w", name, re, err)
+	// Compiled alone: wrapped in ^(?:…)$ only once it is a whole regexp,
+	// so that "a)|(b" cannot undo the anchors.
+	for _, f := range []struct{ name, re string }{{"identity_regexp", p.IdentityRegexp}, {"issuer_regexp", p.IssuerRegexp}} {
+		if _, err := regexp.Compile(f.re); err != nil {
+			return bad(f.name, "%s %s: %w", f.name, safetext.Quote(f.re, 200), err)
 		}
 	}
 	return nil
 }
+
+// PolicyError is Validate's refusal.
+type PolicyError struct {
+	// Field is the [plugins.verify] key at fault (key, identity, issuer,
+	// identity_regexp, issuer_regexp), "" for the table as a whole.
+	Field string
+	Err   error
+}
+
+func (e *PolicyError) Error() string { return e.Err.Error() }
+
+// Unwrap gives the detail (a *syntax.Error for a bad regexp).
+func (e *PolicyError) Unwrap() error { return e.Err }
 
 // Signer is who signed a verified manifest, as recorded in morph.lock.
 type Signer struct {
@@ -139,7 +159,7 @@ func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error)
 		return &Error{Ref: a.Ref.String(), Digest: a.Digest, Kind: kind, Err: err}
 	}
 	if err := p.Validate(); err != nil {
-		return nil, fail(ErrPolicy, err)
+		return nil, fail(ErrPolicy, fmt.Errorf("verify policy: %w", err))
 	}
 	if len(a.Signatures) == 0 && len(a.unusable) == 0 {
 		return nil, fail(ErrNotSigned, errors.New("no cosign signature (a Sigstore bundle referrer or a sha256-HEX.sig tag) was found for the manifest; sign it with cosign, or exempt the plugin in [verify] unsigned"))
