@@ -608,7 +608,7 @@ func TestListsBounded(t *testing.T) {
 // TestPlainHTTPPattern (LOW 4): HOST is compared exactly; only the port
 // may be "*".
 func TestPlainHTTPPattern(t *testing.T) {
-	for _, bad := range []string{"*", "*.lan", "[a-z]*", "[", "", "host:", "host:0", "host:70000", "host:8*", "::1", "a..b", "127.0.0.1:*:*"} {
+	for _, bad := range []string{"*", "*.lan", "[a-z]*", "[", "", "host:", "host:0", "host:70000", "host:8*", "::1", "a..b", "127.0.0.1:*:*", "http://127.0.0.1:5000", "127.0.0.1:http", "reg.lan/path"} {
 		if p, err := ParsePlainHTTP(bad); err == nil {
 			t.Errorf("ParsePlainHTTP(%q) = %v, want an error", bad, p)
 		}

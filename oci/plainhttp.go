@@ -23,25 +23,28 @@ type PlainHTTPPattern struct {
 // an IP address ("[::1]" for IPv6), with no wildcard.
 func ParsePlainHTTP(s string) (PlainHTTPPattern, error) {
 	bad := func(why string) (PlainHTTPPattern, error) {
-		return PlainHTTPPattern{}, fmt.Errorf("plain_http entry %s %s; write HOST, HOST:PORT or HOST:* (e.g. \"127.0.0.1:*\")", safetext.Quote(s, 200), why)
+		return PlainHTTPPattern{}, fmt.Errorf("plain_http entry %s: %s; write HOST, HOST:PORT or HOST:* (e.g. \"127.0.0.1:*\")", safetext.Quote(s, 200), why)
+	}
+	if strings.ContainsAny(s, "/ \t") {
+		return bad("a scheme, a path or a space (want the registry host, without scheme or path)")
 	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		if strings.Contains(s, ":") && !(strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]")) {
-			return bad("is not HOST:PORT (an IPv6 address is written in brackets, [::1])")
+			return bad("not HOST:PORT (an IPv6 address is written in brackets, [::1])")
 		}
 		host, port = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"), ""
 	}
 	switch {
 	case host == "":
-		return bad("has no host")
+		return bad("no host")
 	case net.ParseIP(host) == nil && !validHostname(host):
-		return bad("has a host that is not a name or an IP address (no wildcards: the host is matched exactly)")
+		return bad("the host is not a name or an IP address (no wildcards: the host is matched exactly)")
 	case port == "" && err == nil:
-		return bad("has an empty port")
+		return bad("an empty port")
 	case port != "" && port != "*":
 		if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-			return bad("has a port that is not 1-65535 or *")
+			return bad(fmt.Sprintf("port %q is not a number from 1 to 65535 or *", port))
 		}
 	}
 	return PlainHTTPPattern{host: strings.ToLower(host), port: port}, nil
