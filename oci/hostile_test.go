@@ -515,6 +515,22 @@ func TestCacheRederived(t *testing.T) {
 	}
 	_, err = offline.Fetch(context.Background(), r, dg(big))
 	wantRefusal(t, err, ErrTampered, "at most 4194304")
+
+	// A signature record that is not JSON, or names no digest.
+	records, _ := filepath.Glob(filepath.Join(cache, "artifacts", "sha256", hexOf(d)+"-*.json"))
+	if len(records) != 1 {
+		t.Fatalf("signature records %q, want one for the one repository", records)
+	}
+	for _, junk := range []string{"{", `{"signatures":[{"format":"bundle","digest":"sha256:../../x","size":1}]}`} {
+		if err := os.WriteFile(records[0], []byte(junk), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(blob, m, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = offline.Fetch(context.Background(), r, d)
+		wantRefusal(t, err, ErrTampered, records[0])
+	}
 }
 
 // TestSignaturesPerRepository (M6): signatures are recorded per

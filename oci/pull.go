@@ -293,7 +293,7 @@ func (f *fetcher) download(ctx context.Context, ref string) (ocispec.Descriptor,
 	}
 	b, err := content.ReadAll(rc, desc)
 	if err != nil {
-		return desc, nil, f.tampered("manifest "+ref, err)
+		return desc, nil, f.tampered(ctx, "manifest "+ref, err)
 	}
 	if err := checkDigest(desc.Digest.String()); err != nil {
 		return desc, nil, f.fail(ErrLayout, "manifest %s: %v", ref, err)
@@ -315,11 +315,11 @@ func (f *fetcher) valid(what string, descs ...ocispec.Descriptor) error {
 
 // tampered reports bytes that do not match their descriptor as
 // ErrTampered, and a broken connection as the network error it is.
-func (f *fetcher) tampered(what string, err error) error {
+func (f *fetcher) tampered(ctx context.Context, what string, err error) error {
 	if errors.Is(err, content.ErrMismatchedDigest) || errors.Is(err, content.ErrTrailingData) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return f.fail(ErrTampered, "%s: %w; the registry serves other bytes than the digest names", what, err)
 	}
-	return fmt.Errorf("%s: %s: %w", f.ref, what, err)
+	return f.network(ctx, what, err)
 }
 
 // platform picks an index's wasm entry (os wasip1 or wasi, or architecture
@@ -489,7 +489,7 @@ func sizeRead(n, size int64) string {
 func (f *fetcher) signatures(ctx context.Context) (sigs []SignatureArtifact, listed bool, err error) {
 	rec, ok, err := f.c.cache.readRecord(f.digest, f.ref)
 	if err != nil {
-		return nil, false, err
+		return nil, false, f.fail(ErrTampered, "%w", err)
 	}
 	if ok && (f.repo == nil || !f.c.opts.RelistSignatures) {
 		sigs, err := f.readSignatures(ctx, rec.Signatures)
