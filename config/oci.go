@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/morphhost/morph/oci"
 )
 
 // Plugins from OCI registries and their signatures (package oci):
@@ -121,20 +123,10 @@ const (
 // DefaultLockFile is [oci] lock's default, beside the config file.
 const DefaultLockFile = "morph.lock"
 
-// checkOCIRef checks the form of an oci:// reference. Until package oci's
-// ParseRef is merged here (slice S1), only the scheme and a non-empty
-// rest are checked.
-func checkOCIRef(ref string) error {
-	if strings.TrimPrefix(ref, OCIScheme) == "" {
-		return fmt.Errorf("%q names no registry: write %sREGISTRY/REPO:TAG or %sREGISTRY/REPO@sha256:HEX", ref, OCIScheme, OCIScheme)
-	}
-	return nil
-}
-
 // ociPath checks a [[plugins]] path or [plugins.modules] value that is an
 // oci:// reference; key locates it.
 func (v *validator) ociPath(key toml.Key, plugin, ref string) {
-	if err := checkOCIRef(ref); err != nil {
+	if _, err := oci.ParseRef(ref); err != nil {
 		v.fail(key, err, "plugin %q: %v", plugin, err)
 	}
 }
@@ -162,20 +154,6 @@ func (p PluginEntry) fromRegistry() bool {
 		}
 	}
 	return IsOCI(p.Path)
-}
-
-// unfetched refuses, at Open, a plugin whose module is an oci://
-// reference: Load checks them, and fetching and verifying them at Open
-// (package oci) is not wired in yet. Without this the host would report
-// the reference as a missing file.
-func (c *Config) unfetched() error {
-	for i, p := range c.Plugins {
-		if p.fromRegistry() {
-			return c.errorAt(toml.Key{"plugins", strconv.Itoa(i), "path"}, nil, fmt.Sprintf(
-				"plugin %q: this morph checks oci:// references but does not fetch them yet: pull the module (oras pull) and give its file as path", p.Name))
-		}
-	}
-	return nil
 }
 
 // verification checks [verify], each [plugins.verify] and [oci]; it runs

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/oci"
 )
 
 // loadIn writes morph.toml (with replies.json and files) to a new
@@ -27,8 +28,8 @@ func loadIn(t *testing.T, toml string, files ...string) (*config.Config, string,
 // An oci:// path or linked module is a reference, not a file: Load
 // neither looks for it nor rewrites it, and resolves the files
 // [plugins.verify], [verify] and [oci] name against the config file's
-// directory, with the [oci] defaults set. Open refuses the reference, as
-// it does not fetch yet, naming the plugin and what to do.
+// directory, with the [oci] defaults set. Open refuses a tag morph.lock
+// does not record, naming the plugin and what to do.
 func TestOCIKeys(t *testing.T) {
 	cfg, dir, err := loadIn(t, `
 [[plugins]]
@@ -72,10 +73,13 @@ plain_http = ["127.0.0.1:*", "localhost:5000", "registry.lan"]
 			t.Errorf("got %q, want %q", got, want)
 		}
 	}
+	cfg.OCI.Offline = true // the references name no registry of the test's
 	_, err = cfg.Open(context.Background(), nil)
 	var ce *config.Error
-	if !errors.As(err, &ce) || ce.Key != "plugins.0.path" || !strings.Contains(ce.Msg, `plugin "time"`) || !strings.Contains(ce.Msg, "oras pull") {
-		t.Errorf("Open: %v, want an *Error at plugins.0.path naming the plugin and oras pull", err)
+	var ie *config.InitError
+	if !errors.As(err, &ie) || !errors.As(err, &ce) || ce.Key != "plugins.0.path" || !errors.Is(err, oci.ErrUnlockedTag) ||
+		!strings.Contains(ce.Msg, `plugin "time"`) || !strings.Contains(ce.Msg, "morph plugin lock") {
+		t.Errorf("Open: %v, want an *InitError with an *Error at plugins.0.path, ErrUnlockedTag naming the plugin and morph plugin lock", err)
 	}
 }
 
@@ -86,8 +90,8 @@ func TestOCIKeysRefused(t *testing.T) {
 	for _, c := range []struct {
 		name, toml, key, want string
 	}{
-		{"empty reference", "[[plugins]]\nname = \"x\"\npath = \"oci://\"\n", "plugins.0.path", "names no registry"},
-		{"empty module reference", local + "[plugins.modules]\nlib = \"oci://\"\n", "plugins.0.modules.lib", "names no registry"},
+		{"empty reference", "[[plugins]]\nname = \"x\"\npath = \"oci://\"\n", "plugins.0.path", "has no repository"},
+		{"empty module reference", local + "[plugins.modules]\nlib = \"oci://\"\n", "plugins.0.modules.lib", "has no repository"},
 		{"no signer", oci + "[plugins.verify]\n", "plugins.0.verify", "names no signer"},
 		{"key and identity", oci + "[plugins.verify]\nkey = \"k.pub\"\nidentity = \"me@example.com\"\nissuer = \"https://accounts.google.com\"\n",
 			"plugins.0.verify.key", "exclude each other"},
@@ -178,5 +182,23 @@ lib = "oci://ghcr.io/acme/lib:v1"
 		if _, _, err := loadIn(t, c.toml, "local.wasm", "k.pub"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Load: %v\nwant %q", err, c.want)
 		}
+	}
+}
+
+// A local module's [plugins.verify] bundle is checked at Open: one that
+// does not verify (here, no bundle at all) refuses the plugin at its bundle
+// key with the oci kind inside (cmd/morph's TestRequireUnsigned signs one).
+func TestLocalBundleAtOpen(t *testing.T) {
+	cfg, _, err := loadIn(t, "[[plugins]]\nname = \"local\"\npath = \"local.wasm\"\n[plugins.verify]\nkey = \"k.pub\"\nbundle = \"local.sigstore.json\"\n",
+		"local.wasm", "k.pub", "local.sigstore.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cfg.Open(context.Background(), nil)
+	var ie *config.InitError
+	var ce *config.Error
+	if !errors.As(err, &ie) || !errors.As(err, &ce) || ce.Key != "plugins.0.verify.bundle" || !errors.Is(err, oci.ErrPolicy) ||
+		!strings.Contains(ce.Msg, `plugin "local"`) {
+		t.Errorf("Open: %v, want an *InitError at plugins.0.verify.bundle with ErrPolicy (k.pub is no key) naming the plugin", err)
 	}
 }

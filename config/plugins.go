@@ -437,7 +437,15 @@ func (p PluginEntry) linkedModules() []host.LinkedModule {
 // PluginFor is the [[plugins]] entry whose module is the file at path, so
 // that a tool looking at a module (morph plugin inspect --config) sees it
 // with the name, limits and grants the config gives it.
+//
+// An oci:// reference is compared as written with the entries' paths.
 func (c *Config) PluginFor(path string) (PluginEntry, error) {
+	if IsOCI(path) {
+		if i := slices.IndexFunc(c.Plugins, func(p PluginEntry) bool { return p.Path == path }); i >= 0 {
+			return c.Plugins[i], nil
+		}
+		return PluginEntry{}, c.errorAt(toml.Key{"plugins"}, nil, fmt.Sprintf("no [[plugins]] entry has the path %s", path))
+	}
 	want, err := os.Stat(path)
 	if err != nil {
 		return PluginEntry{}, &Error{File: c.File, Msg: "cannot compare with the [[plugins]] entries: " + err.Error(), Err: err}

@@ -23,12 +23,20 @@ func (r *Runtime) Plugin(name string) *host.Plugin {
 
 // WatchTargets are the runtime's plugins a watcher reloads (mcp.Watcher,
 // morph mcp serve --watch): each [[plugins]] entry of c with a path, with
-// its configuration as loaded. Discovered plugins are not among them.
+// its configuration as loaded. Discovered plugins are not among them, nor
+// oci:// plugins: their module is a file of the cache, named by its
+// digest, which never changes (a new version comes by morph plugin lock
+// and a restart). A local plugin's oci:// linked modules are watched at
+// their cache files, as Open fetched them.
 func (r *Runtime) WatchTargets(c *Config) []mcp.WatchTarget {
 	var targets []mcp.WatchTarget
 	for _, p := range c.Plugins {
-		if hp := r.Plugin(p.Name); hp != nil && p.Path != "" {
-			targets = append(targets, mcp.WatchTarget{Plugin: hp, Config: p.HostConfig()})
+		if hp := r.Plugin(p.Name); hp != nil && p.Path != "" && !IsOCI(p.Path) {
+			hc, ok := r.hostConfigs[p.Name]
+			if !ok {
+				hc = p.HostConfig()
+			}
+			targets = append(targets, mcp.WatchTarget{Plugin: hp, Config: hc})
 		}
 	}
 	return targets

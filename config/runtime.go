@@ -23,6 +23,9 @@ type Runtime struct {
 	loader  *host.Loader
 	servers *mcp.Servers         // the [[mcp_servers]]
 	loaded  func() engine.Status // the Status once initialized: see Plugins
+	// hostConfigs are the [[plugins]] as loaded, by name: an oci:// module
+	// at its file in the cache.
+	hostConfigs map[string]host.Config
 }
 
 // Close closes the engine (each plugin's destroy hook runs once), stops
@@ -38,13 +41,18 @@ func (r *Runtime) Close(ctx context.Context) error {
 // whose tool schema is invalid, is an *Error at its own [[plugins]] entry,
 // naming it and its file or tool, which also matches the engine's ErrInit
 // and the host's error kind (host.ErrABIMismatch, ...); any failure to
-// initialize comes wrapped in an *InitError.
+// initialize comes wrapped in an *InitError. An oci:// module is fetched
+// (the cache first), checked against morph.lock and verified first (see
+// OCIFetcher.Fetch); a refusal is an *Error at its key wrapping the
+// *oci.Error, in an *InitError.
 func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := c.unfetched(); err != nil {
-		return nil, err
+	// oci:// modules are fetched and verified before anything starts.
+	hostConfigs, err := c.hostConfigs(ctx, logger)
+	if err != nil {
+		return nil, &InitError{Err: err}
 	}
 	client, err := c.Client(logger)
 	if err != nil {
@@ -64,14 +72,17 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
 	}
 	var configured []engine.Extender
-	for _, p := range c.Plugins {
-		configured = append(configured, loader.Extender(p.HostConfig(), p.MiddlewareConfig()))
+	for i, p := range c.Plugins {
+		configured = append(configured, loader.Extender(hostConfigs[i], p.MiddlewareConfig()))
 	}
 	servers := mcp.NewServers(mcpServers, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool, AuthPrompt: c.AuthPrompt})
 	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))
 	all = append(all, opts...)
 	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
-	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers}
+	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers, hostConfigs: map[string]host.Config{}}
+	for i, p := range c.Plugins {
+		rt.hostConfigs[p.Name] = hostConfigs[i]
+	}
 	rt.loaded = sync.OnceValue(rt.Engine.Status)
 	if err := rt.Engine.Initialize(ctx); err != nil {
 		st := rt.Engine.Status()

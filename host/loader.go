@@ -122,6 +122,7 @@ func (l Limits) withDefaults() Limits {
 type Config struct {
 	Name   string            // how logs and errors name the plugin; default: the manifest's name
 	Path   string            // the .wasm file; ignored when Wasm is set
+	Source string            // what errors and Status name the module by (an oci:// reference); default Path
 	Wasm   []byte            // the module's bytes, for hosts that embed it
 	SHA256 string            // optional pin: hex sha256 of the module's bytes
 	Hooks  []string          // hooks to enable (abi.Hook* names); nil: every hook the plugin implements

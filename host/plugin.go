@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,10 +94,7 @@ func (inst *instance) close() {
 // Load reads, verifies, compiles and describes a plugin. Errors are *Error
 // of kind ErrLoad or ErrABIMismatch and name the plugin and the file.
 func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
-	source := cfg.Path
-	if source == "" {
-		source = "(bytes)"
-	}
+	source := cmp.Or(cfg.Source, cfg.Path, "(bytes)")
 	label := cfg.Name
 	if label == "" {
 		label = source

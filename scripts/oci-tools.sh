@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/oci-tools.sh: the OCI ecosystem's own tools, for package oci's tests
-# (oci/internal/ocitest): crane (whose `crane registry serve` is the tests'
+# (internal/ocitest): crane (whose `crane registry serve` is the tests'
 # registry on 127.0.0.1), oras (pushes artifacts as people publish them) and
 # cosign (signs them), built from the Go module proxy once.
 #

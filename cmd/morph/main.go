@@ -2,16 +2,18 @@
 // (morph.toml), and inspects, checks and scaffolds their WebAssembly plugins.
 // Its commands, each described by `morph COMMAND --help`:
 //
-//	morph run [--config morph.toml] [--model M] [--max-steps N] [-v] [task | --task T]
+//	morph run [--config morph.toml] [--model M] [--max-steps N] [--offline] [-v] [task | --task T]
 //	morph worker                         serve the [temporal] task queue (durable turns)
 //	morph mcp serve [--config morph.toml] the config's tools to an MCP client, on stdin/stdout
 //	morph mcp login NAME                 authorize morph with an OAuth MCP server ([[mcp_servers]] NAME)
 //	morph version
-//	morph plugin inspect FILE.wasm       the manifest, exports, imports, hooks and tools
+//	morph plugin inspect FILE.wasm|oci://REF  the manifest, exports, imports, hooks and tools
 //	morph plugin check FILE.wasm         conformance to ABI v1 (exit 1 when not)
 //	morph plugin test FILE.wasm          every hook and tool called with sample inputs
 //	morph plugin new go|tinygo|rust NAME a plugin scaffold
 //	morph plugin status                  the config's plugins as the engine loaded them
+//	morph plugin pull oci://REF          a plugin from an OCI registry into the cache, with its signatures
+//	morph plugin lock [--update NAME] [--check]  morph.lock: the digests of the config's oci:// plugins
 //	morph pipeline validate FILE.dot     a pipeline's diagnostics
 //	morph pipeline run FILE.dot          a pipeline run (--temporal: a durable one)
 //	morph pipeline resume RUN_DIR | --temporal WORKFLOW_ID

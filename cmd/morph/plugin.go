@@ -24,53 +24,77 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	var cacheDir, inspectConfig string
 	var asJSON bool
-	// inspect reports on the module at path; with inspectConfig, as the
-	// [[plugins]] entry of that file which names it, so with its grants.
-	inspect := func(cmd *cobra.Command, path string) (*host.Report, error) {
+	// inspect reports on the module at path, or fetched from the oci://
+	// reference (with what the registry holds); with inspectConfig, as the
+	// [[plugins]] entry of that file or reference which names it, so with
+	// its grants and its oci:// linked modules fetched.
+	inspect := func(cmd *cobra.Command, path string) (*host.Report, *pulled, error) {
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		hc, opts := host.Config{Path: path}, host.LoaderOptions{CacheDir: cacheDir, Logger: logger}
-		if inspectConfig != "" {
-			cfg, err := config.Load(inspectConfig)
+		var reg *pulled
+		if inspectConfig != "" || config.IsOCI(path) {
+			cfg, f, err := ociFetcher(inspectConfig, "", nil, stderr)
 			if err != nil {
-				return nil, &exitError{exitUsage, err}
+				return nil, nil, err
 			}
-			p, err := cfg.PluginFor(path)
-			if err != nil {
-				return nil, &exitError{exitUsage, err}
+			if config.IsOCI(path) {
+				var p *config.Pulled
+				if reg, p, err = pull(cmd.Context(), f, path); err != nil {
+					return nil, nil, err
+				}
+				hc = host.Config{Path: p.Artifact.ModulePath, Source: path}
 			}
-			hc, opts.SecretEnv = p.HostConfig(), cfg.SecretEnv()
+			if inspectConfig != "" {
+				p, err := cfg.PluginFor(path)
+				if err != nil {
+					return nil, nil, &exitError{exitUsage, err}
+				}
+				if hc, err = f.HostConfig(cmd.Context(), p); err != nil {
+					return nil, nil, &exitError{exitRunFailed, err}
+				}
+				opts.SecretEnv = cfg.SecretEnv()
+			}
 		}
 		l, err := host.NewLoader(opts)
 		if err != nil {
-			return nil, &exitError{exitUsage, err}
+			return nil, nil, &exitError{exitUsage, err}
 		}
 		defer l.Close(cmd.Context())
 		rep, err := l.Inspect(cmd.Context(), hc)
 		if err != nil {
-			return nil, &exitError{exitUsage, err}
+			return nil, nil, &exitError{exitUsage, err}
 		}
 		if inspectConfig == "" {
 			rep.Capabilities = nil // no grants to compare with: the manifest's requests only
 		}
-		return rep, nil
+		return rep, reg, nil
 	}
 	inspectCmd := &cobra.Command{
-		Use:   "inspect FILE.wasm",
+		Use:   "inspect FILE.wasm|oci://REF",
 		Short: "Print a module's manifest, ABI version, exports, imports, hooks and tools",
 		Long: `Print a module's manifest, ABI version, exports, imports, hooks, tools and capabilities
 (an Extism module that imports extism:host/env http_request requests http).
+An oci:// reference is fetched first (as morph plugin pull does), and its reference, digest,
+layout and signature artifacts, with who signed each, come before the report.
 
 Exit status: 0 when the module loads, 1 when it does not (the report says why, one
-"problem:" line each), 2 for a usage error (no such file, a bad flag or config).`,
+"problem:" line each) or the registry's is refused, 2 for a usage error (no such file, a bad
+flag or config).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := inspect(cmd, args[0])
+			rep, reg, err := inspect(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				err = writeJSON(stdout, rep)
+				err = writeJSON(stdout, struct {
+					Registry *pulled `json:"registry,omitempty"`
+					*host.Report
+				}{reg, rep})
 			} else {
+				if reg != nil {
+					printPulled(stdout, reg)
+				}
 				printReport(stdout, rep)
 			}
 			if err == nil && len(rep.Problems) > 0 {
@@ -86,7 +110,7 @@ Exit status: 0 when the module loads, 1 when it does not (the report says why, o
 		Short: "Check a module against ABI v1; exit 1 with the reasons when it does not conform",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := inspect(cmd, args[0])
+			rep, _, err := inspect(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -143,7 +167,7 @@ Exit status: 0 when the module loads, 1 when it does not (the report says why, o
 	statusCmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
 	cmd.AddCommand(inspectCmd, checkCmd, statusCmd, newPluginTestCmd(stdout, stderr, &cacheDir))
-	cmd.AddCommand(newPluginNewCmd(stdout, stderr))
+	cmd.AddCommand(newPluginNewCmd(stdout, stderr), newPluginPullCmd(stdout, stderr), newPluginLockCmd(stdout, stderr))
 	return cmd
 }
 

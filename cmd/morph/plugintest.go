@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 			opts := host.LoaderOptions{CacheDir: *cacheDir}
 			if configPath != "" {
 				var err error
-				if hc, opts.SecretEnv, err = pluginEntryConfig(configPath, path); err != nil {
+				if hc, opts.SecretEnv, err = pluginEntryConfig(cmd.Context(), configPath, path); err != nil {
 					return &exitError{exitUsage, err}
 				}
 				if cmd.Flags().Changed("timeout") || hc.Limits.Timeout == 0 {
@@ -134,9 +135,9 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 // pluginEntryConfig is the load settings of the [[plugins]] entry of the
 // config file configPath whose module is the file at path (config.Config's
 // PluginFor), with the loader's secret environment: how `morph run` would
-// load it. Its Path is path as given and its Values a copy, for
-// --config-value to add to.
-func pluginEntryConfig(configPath, path string) (host.Config, []string, error) {
+// load it, its oci:// linked modules fetched. Its Path is path as given
+// and its Values a copy, for --config-value to add to.
+func pluginEntryConfig(ctx context.Context, configPath, path string) (host.Config, []string, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
 		return host.Config{}, nil, err
@@ -145,7 +146,14 @@ func pluginEntryConfig(configPath, path string) (host.Config, []string, error) {
 	if err != nil {
 		return host.Config{}, nil, err
 	}
-	hc := entry.HostConfig()
+	f, err := cfg.NewOCIFetcher(nil, config.OCIFetcherOptions{})
+	if err != nil {
+		return host.Config{}, nil, err
+	}
+	hc, err := f.HostConfig(ctx, entry)
+	if err != nil {
+		return host.Config{}, nil, err
+	}
 	hc.Path, hc.Values = path, maps.Clone(hc.Values)
 	if hc.Values == nil {
 		hc.Values = map[string]string{}

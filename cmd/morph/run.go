@@ -144,6 +144,7 @@ type runFlags struct {
 	shutdownTimeout time.Duration
 	temporal        bool
 	session         string
+	offline         bool
 }
 
 func newRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -174,6 +175,9 @@ is printed as for 0.`,
 			if f.shutdownTimeout <= 0 {
 				return usageErrorf("--shutdown-timeout must be positive, not %s", f.shutdownTimeout)
 			}
+			if f.offline && f.temporal {
+				return usageErrorf("--offline is for a local run: on Temporal the workers load the plugins; set [oci] offline in their config")
+			}
 			if f.session != "" && !f.temporal {
 				return usageErrorf("--session needs --temporal: a local run is a session of one turn")
 			}
@@ -199,6 +203,7 @@ is printed as for 0.`,
 	fl.BoolVar(&f.showPrompt, "show-prompt", false, "include the run's system prompt in the JSON result")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
 	fl.BoolVar(&f.temporal, "temporal", false, "run the turn on Temporal ([temporal] in the config): durable, on the workers of its task queue (morph worker)")
+	fl.BoolVar(&f.offline, "offline", false, "reach no OCI registry: oci:// plugins run from the cache, at morph.lock's digests ([oci] offline)")
 	fl.StringVar(&f.session, "session", "", "with --temporal: run the turn in this session, which keeps its history and middleware quarantines between runs")
 	return cmd
 }
@@ -258,6 +263,9 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if f.maxSteps > 0 {
 		cfg.Agent.MaxSteps = f.maxSteps
 	}
+	if f.offline {
+		cfg.OCI.Offline = true
+	}
 	// On a terminal an [[mcp_servers]] entry's OAuth authorization URL is
 	// printed (escaped) for the user to open, rather than the start failing.
 	if w, ok := stderr.(*os.File); ok && isTerminal(w) {
@@ -309,9 +317,10 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 // wait and why; it drops the other warnings, which the progress lines show.
 type errorsAndRetries struct{ slog.Handler }
 
-// Handle drops records below slog.LevelError except retry warnings.
+// Handle drops records below slog.LevelError except retry warnings and
+// those of an oci:// plugin run at its locked digest unchecked.
 func (h *errorsAndRetries) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < slog.LevelError && r.Message != openai.RetryMessage {
+	if r.Level < slog.LevelError && r.Message != openai.RetryMessage && r.Message != config.OCILockedDigest {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)
