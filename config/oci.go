@@ -1,12 +1,12 @@
 package config
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +46,7 @@ import (
 
 // OCIScheme starts a [[plugins]] path or a [plugins.modules] value that
 // names a module in an OCI registry rather than a file.
-const OCIScheme = "oci://"
+const OCIScheme = oci.Scheme
 
 // IsOCI reports whether path is an OCI reference (oci://...), not a file.
 func IsOCI(path string) bool { return strings.HasPrefix(path, OCIScheme) }
@@ -61,13 +61,14 @@ type PluginVerify struct {
 	// Identity is the exact signer of a keyless signature (a certificate's
 	// SAN: a workflow URL, an e-mail address).
 	Identity string `toml:"identity"`
-	// IdentityRegexp matches the signer instead (Go syntax, anchored by the
-	// writer: "^https://github.com/acme/").
+	// IdentityRegexp matches the signer instead (Go syntax). It must match
+	// the whole identity: morph anchors it, as ^(?:RE)$, where cosign finds
+	// it anywhere ("https://github\.com/acme/.*").
 	IdentityRegexp string `toml:"identity_regexp"`
 	// Issuer is the exact OIDC issuer of a keyless signature, such as
 	// https://token.actions.githubusercontent.com.
 	Issuer string `toml:"issuer"`
-	// IssuerRegexp matches the issuer instead.
+	// IssuerRegexp matches the issuer instead, anchored as IdentityRegexp.
 	IssuerRegexp string `toml:"issuer_regexp"`
 	// TrustedRoot is a Sigstore trusted_root.json for keyless signatures;
 	// default [verify] trusted_root, else Sigstore's public root (TUF).
@@ -145,6 +146,13 @@ func (v *validator) configFile(key toml.Key, what string, path *string) {
 	}
 }
 
+// policy is the verification policy the table states, with trustedRoot
+// when it names none.
+func (pv *PluginVerify) policy(trustedRoot string) oci.Policy {
+	return oci.Policy{Key: pv.Key, Identity: pv.Identity, IdentityRegexp: pv.IdentityRegexp, Issuer: pv.Issuer,
+		IssuerRegexp: pv.IssuerRegexp, TrustedRoot: cmp.Or(pv.TrustedRoot, trustedRoot)}
+}
+
 // fromRegistry reports whether the plugin's module or one of its linked
 // modules is an oci:// reference.
 func (p PluginEntry) fromRegistry() bool {
@@ -183,8 +191,11 @@ func (v *validator) verification() {
 		}
 	}
 	var discovered []string
-	if len(vt.Unsigned) > 0 {
+	if len(vt.Unsigned) > 0 || vt.Require {
 		discovered = v.c.discoveredNames()
+	}
+	if err := v.c.unverifiedDiscovered(discovered); err != nil {
+		v.fail(toml.Key{"verify", "require"}, nil, "%s", err.Error())
 	}
 	for _, name := range vt.Unsigned {
 		if !names[name] && !slices.Contains(discovered, name) {
@@ -193,6 +204,28 @@ func (v *validator) verification() {
 		}
 	}
 	v.oci()
+}
+
+// unverifiedDiscovered refuses, under [verify] require, the discovered
+// plugins (names) that [verify] unsigned does not exempt: a plugin found in
+// a discovery directory has no [plugins.verify], so nothing verifies it.
+// Load checks the directories as they are; Open again, as they are then.
+func (c *Config) unverifiedDiscovered(names []string) error {
+	if !c.Verify.Require {
+		return nil
+	}
+	var bad []string
+	for _, n := range names {
+		if !slices.Contains(c.Verify.Unsigned, n) {
+			bad = append(bad, strconv.Quote(n))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("[verify] require = true and the discovery directories (%s) hold plugins that nothing verifies: %s; "+
+		"name them in [verify] unsigned, configure them as [[plugins]] with [plugins.verify], or remove them",
+		strings.Join(c.Discovery.Directories(), ", "), strings.Join(bad, ", "))
 }
 
 // discoveredNames are the names of the plugins the discovery directories
@@ -213,25 +246,19 @@ func listOrNone(names []string) string {
 }
 
 // pluginVerify checks one [plugins.verify] table: a key or a keyless
-// identity and issuer, not both; its files; a bundle only for a local module.
+// identity and issuer, not both (oci.Policy.Validate); its files; a bundle
+// only for a local module.
 func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key) {
 	pv := p.Verify
-	keyless := pv.Identity != "" || pv.IdentityRegexp != "" || pv.Issuer != "" || pv.IssuerRegexp != ""
-	switch {
-	case pv.Key != "" && keyless:
-		v.fail(key("verify", "key"), nil, "plugin %q: key and a keyless identity/issuer exclude each other: keep key for a key-signed plugin, identity and issuer for a keyless one", p.Name)
-	case pv.Key == "" && !keyless:
-		v.fail(key("verify"), nil, "plugin %q: [plugins.verify] names no signer: set key = \"cosign.pub\", or identity (or identity_regexp) and issuer (or issuer_regexp)", p.Name)
-	case keyless:
-		v.exclusive(p.Name, key("verify", "identity"), pv.Identity, "identity_regexp", pv.IdentityRegexp,
-			"identity (or identity_regexp), the signer the certificate must name")
-		v.exclusive(p.Name, key("verify", "issuer"), pv.Issuer, "issuer_regexp", pv.IssuerRegexp,
-			"issuer (or issuer_regexp), the OIDC issuer, such as https://token.actions.githubusercontent.com")
-	}
-	for field, re := range map[string]string{"identity_regexp": pv.IdentityRegexp, "issuer_regexp": pv.IssuerRegexp} {
-		if _, err := regexp.Compile(re); err != nil {
-			v.fail(key("verify", field), err, "plugin %q: %v", p.Name, err)
+	// The signer's shape is oci's rule (the one Verify applies); its
+	// refusal names the field, which locates it here.
+	var pe *oci.PolicyError
+	if err := pv.policy("").Validate(); errors.As(err, &pe) {
+		at := key("verify")
+		if pe.Field != "" {
+			at = key("verify", pe.Field)
 		}
+		v.fail(at, err, "plugin %q: [plugins.verify] %v", p.Name, err)
 	}
 	if pv.Key != "" && pv.TrustedRoot != "" {
 		v.fail(key("verify", "trusted_root"), nil, "plugin %q: trusted_root is for keyless signatures; a key-signed plugin needs only key", p.Name)
@@ -245,17 +272,6 @@ func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key) {
 	v.configFile(key("verify", "key"), fmt.Sprintf("plugin %q: key", p.Name), &pv.Key)
 	v.configFile(key("verify", "trusted_root"), fmt.Sprintf("plugin %q: trusted root", p.Name), &pv.TrustedRoot)
 	v.configFile(key("verify", "bundle"), fmt.Sprintf("plugin %q: bundle", p.Name), &pv.Bundle)
-}
-
-// exclusive checks a keyless value given exactly or as a regular
-// expression: one of them, not both.
-func (v *validator) exclusive(plugin string, key toml.Key, exact, reName, re, what string) {
-	switch {
-	case exact != "" && re != "":
-		v.fail(key, nil, "plugin %q: %s and %s exclude each other: keep one", plugin, key[len(key)-1], reName)
-	case exact == "" && re == "":
-		v.fail(key[:len(key)-1], nil, "plugin %q: a keyless signature needs %s", plugin, what)
-	}
 }
 
 // oci checks the [oci] table and resolves its paths.
@@ -279,27 +295,8 @@ func (v *validator) oci() {
 		v.fail(toml.Key{"oci", "tag_check"}, nil, "unknown value %q (known: %s, %s, %s)", o.TagCheck, TagCheckRefuse, TagCheckWarn, TagCheckOff)
 	}
 	for _, h := range o.PlainHTTP {
-		if err := checkPlainHTTP(h); err != nil {
-			v.fail(toml.Key{"oci", "plain_http"}, nil, "%q: %v", h, err)
+		if _, err := oci.ParsePlainHTTP(h); err != nil {
+			v.fail(toml.Key{"oci", "plain_http"}, err, "%v", err)
 		}
 	}
-}
-
-// checkPlainHTTP checks a [oci] plain_http entry: HOST, HOST:PORT or
-// HOST:*, without a scheme or a path.
-func checkPlainHTTP(s string) error {
-	if s == "" || strings.Contains(s, "/") || strings.ContainsAny(s, " \t") {
-		return fmt.Errorf("want a registry host: HOST, HOST:PORT or HOST:* (such as \"127.0.0.1:*\"), without scheme or path")
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return nil // no port: the host alone
-	}
-	if host == "" {
-		return fmt.Errorf("names no host")
-	}
-	if n, err := strconv.Atoi(port); port != "*" && (err != nil || n < 1 || n > 65535) {
-		return fmt.Errorf("port %q is not a number from 1 to 65535 or *", port)
-	}
-	return nil
 }

@@ -109,6 +109,9 @@ func TestOCIKeysRefused(t *testing.T) {
 		{"tag_check", "[oci]\ntag_check = \"ignore\"\n", "oci.tag_check", `unknown value "ignore" (known: refuse, warn, off)`},
 		{"plain_http scheme", "[oci]\nplain_http = [\"http://127.0.0.1:5000\"]\n", "oci.plain_http", "without scheme or path"},
 		{"plain_http port", "[oci]\nplain_http = [\"127.0.0.1:http\"]\n", "oci.plain_http", `port "http" is not a number`},
+		// One parser with oci's client: the host is never a glob.
+		{"plain_http glob", "[oci]\nplain_http = [\"*\"]\n", "oci.plain_http", "no wildcards"},
+		{"plain_http bracket", "[oci]\nplain_http = [\"[\"]\n", "oci.plain_http", "no host"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := loadIn(t, c.toml, "local.wasm", "k.pub")
@@ -170,8 +173,9 @@ lib = "oci://ghcr.io/acme/lib:v1"
 	if _, _, err := loadIn(t, plugins, "local.wasm"); err != nil {
 		t.Errorf("Load without require: %v", err)
 	}
-	// A signed plugin satisfies require.
-	if _, _, err := loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\n[verify]\nrequire = true\nunsigned = [\"time\", \"local\"]\n", "local.wasm", "k.pub"); err != nil {
+	// A signed plugin satisfies require (the discovered dev-hooks is
+	// still exempt by name: TestRequireDiscovered).
+	if _, _, err := loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\n[verify]\nrequire = true\nunsigned = [\"time\", \"local\", \"dev-hooks\"]\n", "local.wasm", "k.pub"); err != nil {
 		t.Errorf("Load with the linked plugin signed: %v", err)
 	}
 

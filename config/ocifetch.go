@@ -118,9 +118,7 @@ func (c *Config) Policy(plugin string) (oci.Policy, bool) {
 	if i < 0 || c.Plugins[i].Verify == nil {
 		return oci.Policy{}, false
 	}
-	v := c.Plugins[i].Verify
-	return oci.Policy{Key: v.Key, Identity: v.Identity, IdentityRegexp: v.IdentityRegexp, Issuer: v.Issuer,
-		IssuerRegexp: v.IssuerRegexp, TrustedRoot: cmp.Or(v.TrustedRoot, c.Verify.TrustedRoot)}, true
+	return c.Plugins[i].Verify.policy(c.Verify.TrustedRoot), true
 }
 
 // verify checks a against p with the client, refreshing Sigstore's public

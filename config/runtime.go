@@ -49,6 +49,11 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	if logger == nil {
 		logger = slog.Default()
 	}
+	// Under [verify] require, a plugin that appeared in a discovery
+	// directory since Load is refused as Load would.
+	if err := c.unverifiedDiscovered(c.discoveredNames()); err != nil {
+		return nil, &InitError{Err: c.errorAt(toml.Key{"verify", "require"}, err, err.Error())}
+	}
 	// oci:// modules are fetched and verified before anything starts.
 	hostConfigs, err := c.hostConfigs(ctx, logger)
 	if err != nil {

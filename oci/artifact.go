@@ -38,6 +38,12 @@ type Artifact struct {
 	ModuleSHA256 string // hex, the module's own hash
 	Size         int64  // the module's size in bytes
 	Signatures   []SignatureArtifact
+	// listed: Fetch listed the signatures from the registry just now (so
+	// Client.Verify does not list them again).
+	listed bool
+	// unusable: signature artifacts listed that could not be read, named
+	// by Verify's refusal.
+	unusable []sigFailure
 }
 
 // SignatureArtifact is one signature found for a manifest, its bytes read

@@ -1,13 +1,17 @@
 package oci
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -15,25 +19,36 @@ import (
 
 // cache is the content-addressed store under Options.CacheDir:
 //
-//	blobs/sha256/HEX            manifests, layers, signature manifests and payloads
-//	modules/sha256/HEX          a module taken out of an image's tar layer
-//	artifacts/sha256/HEX.json   per manifest: layout, module, signatures found
+//	blobs/sha256/HEX              manifests, layers, signature manifests and payloads
+//	modules/sha256/HEX            a module taken out of an image's tar layer
+//	artifacts/sha256/HEX-REPO.json  per manifest and repository: the signatures found
 //
 // Every file enters by a temporary file in the same directory renamed into
 // place once its bytes are verified, so a reader sees whole, verified files
 // or none; two writers of one name write the same bytes, so no lock is
-// needed. There are no tags here: which digest a tag meant lives in
-// morph.lock.
+// needed. Nothing here is taken on trust when it is read back: a blob is
+// re-hashed against the digest that names it, and the module is derived
+// again from the manifest each time (Fetch), so a cache file that was
+// changed is refused, not run. There are no tags here: which digest a tag
+// meant lives in morph.lock.
 type cache struct{ dir string }
 
-// record is artifacts/sha256/HEX.json: what Fetch found for a manifest, so
-// that a later Fetch (offline too) answers from the cache alone.
-type record struct {
-	Layout       Layout      `json:"layout"`
-	Module       string      `json:"module"` // relative to the cache directory
-	ModuleSHA256 string      `json:"module_sha256"`
-	Size         int64       `json:"size"`
-	Signatures   []recordSig `json:"signatures,omitempty"`
+// sigRecord is artifacts/sha256/HEX-REPO.json: the signature manifests
+// Fetch found for a manifest in one repository, so that a later Fetch
+// (offline too) answers from the cache alone. It is kept per repository
+// (REPO: the first 32 hex digits of the SHA-256 of "registry/repository"):
+// what one registry or mirror lists for a digest never stands for another.
+type sigRecord struct {
+	Repository string      `json:"repository"` // registry/repository, for people reading the cache
+	Signatures []recordSig `json:"signatures"`
+}
+
+// module is where Fetch found the module of a manifest.
+type module struct {
+	Layout       Layout
+	Path         string // absolute
+	ModuleSHA256 string // hex
+	Size         int64
 }
 
 // recordSig names a signature manifest found for the manifest.
@@ -50,14 +65,39 @@ func (c cache) blob(d string) string { return filepath.Join(c.dir, "blobs", "sha
 
 func (c cache) module(hex string) string { return filepath.Join(c.dir, "modules", "sha256", hex) }
 
-func (c cache) recordPath(d string) string {
-	return filepath.Join(c.dir, "artifacts", "sha256", hexOf(d)+".json")
+func (c cache) recordPath(d string, r Ref) string {
+	host, name := remoteName(r)
+	key := sha256.Sum256([]byte(host + "/" + name))
+	return filepath.Join(c.dir, "artifacts", "sha256", hexOf(d)+"-"+hex.EncodeToString(key[:16])+".json")
+}
+
+// cacheDirs are the directories the cache writes into.
+var cacheDirs = []string{"blobs/sha256", "modules/sha256", "artifacts/sha256"}
+
+// tempFileAge is when a temporary file is taken for one a killed Fetch
+// left behind: a Fetch in progress renames or removes its own in far less.
+const tempFileAge = 24 * time.Hour
+
+// sweep removes the temporary files left by a Fetch that was killed
+// before it renamed or removed them.
+func (c cache) sweep(log *slog.Logger) {
+	for _, d := range cacheDirs {
+		tmps, _ := filepath.Glob(filepath.Join(c.dir, filepath.FromSlash(d), ".tmp-*"))
+		for _, p := range tmps {
+			if fi, err := os.Lstat(p); err == nil && time.Since(fi.ModTime()) > tempFileAge {
+				if err := os.Remove(p); err != nil {
+					log.Warn("oci cache: removing a stale temporary file", "path", p, "err", err)
+				}
+			}
+		}
+	}
 }
 
 // create opens a temporary file beside dst, for put or for a writer that
 // verifies before it renames.
 func (c cache) create(dst string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	// 0700: the cache is the user's; what it holds decides what runs.
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return nil, fmt.Errorf("oci cache: %w", err)
 	}
 	f, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
@@ -96,21 +136,25 @@ func (c cache) put(dst string, b []byte) error {
 	return err
 }
 
-// read gives a small cached blob's bytes, re-hashed against desc (a cache
-// file changed behind morph's back is refused, naming it), or fs.ErrNotExist.
-func (c cache) read(desc ocispec.Descriptor) ([]byte, error) {
+// read gives a small cached blob's bytes, at most max, re-hashed against
+// desc (a cache file changed behind morph's back is refused, naming it), or
+// fs.ErrNotExist. desc.Size -1 takes the file's size, within max.
+func (c cache) read(desc ocispec.Descriptor, max int64) ([]byte, error) {
 	p := c.blob(desc.Digest.String())
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	if desc.Size < 0 {
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
 		desc.Size = fi.Size()
+	}
+	if desc.Size > max || fi.Size() != desc.Size {
+		return nil, fmt.Errorf("oci cache: %s is %d bytes, expected %d (at most %d); remove it and fetch again", p, fi.Size(), desc.Size, max)
 	}
 	b, err := content.ReadAll(f, desc)
 	if err != nil {
@@ -119,10 +163,12 @@ func (c cache) read(desc ocispec.Descriptor) ([]byte, error) {
 	return b, nil
 }
 
-// readRecord gives the manifest's record, ok false when it has none.
-func (c cache) readRecord(d string) (record, bool, error) {
-	var rec record
-	b, err := os.ReadFile(c.recordPath(d))
+// readRecord gives the signatures recorded for manifest d in r's
+// repository, ok false when there are none.
+func (c cache) readRecord(d string, r Ref) (sigRecord, bool, error) {
+	var rec sigRecord
+	p := c.recordPath(d, r)
+	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return rec, false, nil
 	}
@@ -130,15 +176,16 @@ func (c cache) readRecord(d string) (record, bool, error) {
 		err = json.Unmarshal(b, &rec)
 	}
 	if err != nil {
-		return rec, false, fmt.Errorf("oci cache: %s: %w; remove it and fetch again", c.recordPath(d), err)
+		return rec, false, fmt.Errorf("oci cache: %s: %w; remove it and fetch again", p, err)
 	}
 	return rec, true, nil
 }
 
-func (c cache) writeRecord(d string, rec record) error {
-	b, err := json.MarshalIndent(rec, "", "  ")
+func (c cache) writeRecord(d string, r Ref, sigs []recordSig) error {
+	host, name := remoteName(r)
+	b, err := json.MarshalIndent(sigRecord{Repository: host + "/" + name, Signatures: sigs}, "", "  ")
 	if err != nil {
 		return err
 	}
-	return c.put(c.recordPath(d), append(b, '\n'))
+	return c.put(c.recordPath(d, r), append(b, '\n'))
 }

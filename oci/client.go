@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
@@ -28,6 +28,10 @@ const DefaultMaxModuleBytes = 64 << 20
 // MaxMetadataBytes, said here so that the refusal names it).
 const maxManifestBytes = 4 << 20
 
+// DefaultTimeout is Options.Timeout's default: how long a registry may stay
+// silent (no response headers, or no body bytes) before the request ends.
+const DefaultTimeout = 30 * time.Second
+
 // Options configure a Client. The zero value is usable: the user's cache
 // directory, module_mb's default, HTTPS only, credentials as `docker login`
 // stores them.
@@ -40,9 +44,15 @@ type Options struct {
 	// ([wasm.limits] module_mb); default DefaultMaxModuleBytes.
 	MaxModuleBytes int64
 	// PlainHTTP lists the registries spoken to over http:// ([oci]
-	// plain_http), as path.Match patterns against host:port, e.g.
-	// "127.0.0.1:*"; every other registry is HTTPS.
+	// plain_http), each as ParsePlainHTTP reads it: HOST, HOST:PORT or
+	// HOST:*, e.g. "127.0.0.1:*"; every other registry is HTTPS.
 	PlainHTTP []string
+	// Timeout is how long a registry may stay silent: for the response
+	// headers of a request (its retries included), and between two reads
+	// of a body. A registry silent for longer is unreachable (ErrNotCached:
+	// a locked digest in the cache still runs). Default DefaultTimeout; it
+	// applies to HTTPClient too.
+	Timeout time.Duration
 	// Offline forbids the network: Fetch serves the cache alone and a
 	// manifest not in it is ErrNotCached; Resolve is ErrNotCached.
 	Offline bool
@@ -50,7 +60,8 @@ type Options struct {
 	// for its signatures again when online (one referrers request and one
 	// .sig tag lookup), so that a signature attached after the manifest
 	// entered the cache is found; `morph plugin pull` and `lock` set it,
-	// runs do not (they read the cache alone).
+	// runs do not (they read the cache alone, and Client.Verify lists again
+	// only when no signature verifies).
 	RelistSignatures bool
 	// Credentials answers a registry's challenge; default: the Docker
 	// config store as docker login, ORAS and crane read it ($DOCKER_CONFIG
@@ -58,7 +69,8 @@ type Options struct {
 	// for a registry it has nothing for.
 	Credentials auth.CredentialFunc
 	// HTTPClient carries the requests; default oras-go's retrying client
-	// (5xx and 429 retried with backoff).
+	// (5xx and 429 retried with backoff). Timeout is added to its
+	// transport (the client itself is not changed).
 	HTTPClient *http.Client
 	// Logger gets a debug line per request kind; default slog.Default().
 	Logger *slog.Logger
@@ -67,10 +79,11 @@ type Options struct {
 // Client fetches plugins from registries into the cache. It is safe for
 // concurrent use.
 type Client struct {
-	opts  Options
-	cache cache
-	auth  *auth.Client
-	log   *slog.Logger
+	opts      Options
+	plainHTTP []PlainHTTPPattern
+	cache     cache
+	auth      *auth.Client
+	log       *slog.Logger
 }
 
 // NewClient checks o, fills in its defaults and opens the credential store.
@@ -88,10 +101,19 @@ func NewClient(o Options) (*Client, error) {
 	if o.MaxModuleBytes < 0 {
 		return nil, fmt.Errorf("oci: MaxModuleBytes %d is negative", o.MaxModuleBytes)
 	}
-	for _, p := range o.PlainHTTP {
-		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("oci: plain_http pattern %q: %w", p, err)
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("oci: Timeout %v is negative", o.Timeout)
+	}
+	var plain []PlainHTTPPattern
+	for _, s := range o.PlainHTTP {
+		p, err := ParsePlainHTTP(s)
+		if err != nil {
+			return nil, fmt.Errorf("oci: %w", err)
 		}
+		plain = append(plain, p)
 	}
 	if o.Credentials == nil && !o.Offline {
 		store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
@@ -103,33 +125,57 @@ func NewClient(o Options) (*Client, error) {
 	if o.HTTPClient == nil {
 		o.HTTPClient = retry.DefaultClient
 	}
+	hc := *o.HTTPClient
+	hc.Transport = &stallTransport{next: hc.Transport, timeout: o.Timeout}
+	if hc.Transport.(*stallTransport).next == nil {
+		hc.Transport.(*stallTransport).next = http.DefaultTransport
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Client{
-		opts:  o,
-		cache: cache{dir: o.CacheDir},
-		auth:  &auth.Client{Client: o.HTTPClient, Credential: o.Credentials, Cache: auth.NewCache()},
-		log:   o.Logger,
-	}, nil
+	c := &Client{
+		opts:      o,
+		plainHTTP: plain,
+		cache:     cache{dir: o.CacheDir},
+		auth:      &auth.Client{Client: &hc, Credential: o.Credentials, Cache: auth.NewCache()},
+		log:       o.Logger,
+	}
+	c.cache.sweep(o.Logger)
+	return c, nil
 }
 
 // repository is an oras-go handle on r's repository, over plain HTTP when
 // a PlainHTTP pattern matches its registry.
 func (c *Client) repository(r Ref) (*remote.Repository, error) {
-	repo, err := remote.NewRepository(r.Registry + "/" + r.Repository)
+	host, name := remoteName(r)
+	repo, err := remote.NewRepository(host + "/" + name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r, err)
+		return nil, &Error{Ref: r.String(), Kind: ErrBadRef, Err: err}
 	}
 	repo.Client = c.auth
-	repo.PlainHTTP = c.plainHTTP(r.Registry)
+	repo.PlainHTTP = c.isPlainHTTP(r.Registry)
 	repo.MaxMetadataBytes = maxManifestBytes
+	repo.ReferrerListMaxPages = maxReferrerPages
 	return repo, nil
 }
 
-func (c *Client) plainHTTP(host string) bool {
-	for _, p := range c.opts.PlainHTTP {
-		if ok, _ := path.Match(p, host); ok {
+// remoteName is where r's repository is served: as written, except Docker
+// Hub, which docker names docker.io but serves at registry-1.docker.io,
+// with a one-component repository under library/ (docker.io/alpine is
+// registry-1.docker.io/library/alpine), as docker pull maps it.
+func remoteName(r Ref) (host, repository string) {
+	if r.Registry != "docker.io" && r.Registry != "index.docker.io" {
+		return r.Registry, r.Repository
+	}
+	if !strings.Contains(r.Repository, "/") {
+		return "registry-1.docker.io", "library/" + r.Repository
+	}
+	return "registry-1.docker.io", r.Repository
+}
+
+func (c *Client) isPlainHTTP(registry string) bool {
+	for _, p := range c.plainHTTP {
+		if p.Match(registry) {
 			return true
 		}
 	}
@@ -160,15 +206,17 @@ func (c *Client) Resolve(ctx context.Context, r Ref) (string, error) {
 		return "", c.networkError(ctx, r, "", "resolve", err)
 	}
 	if err := checkDigest(desc.Digest.String()); err != nil {
-		return "", fmt.Errorf("%s: the registry answered %w", r, err)
+		return "", &Error{Ref: r.String(), Kind: ErrRegistry, Err: fmt.Errorf("the registry answered %w", err)}
 	}
 	return desc.Digest.String(), nil
 }
 
-// networkError is ErrNotCached for a registry that cannot be reached (so
-// that a caller may fall back on what it has), else err wrapped naming r
-// and the step.
+// networkError is ErrNotCached for a registry that cannot be reached or
+// stalls past Options.Timeout (so that a caller may fall back on what it
+// has), else ErrRegistry naming r and the step. The registry's text in err
+// is escaped (registryText); errors.As still reaches err.
 func (c *Client) networkError(ctx context.Context, r Ref, d, step string, err error) error {
+	err = registryText{err}
 	if ctx.Err() == nil && unreachable(err) {
 		return &Error{Ref: r.String(), Digest: d, Kind: ErrNotCached,
 			Err: fmt.Errorf("%s: registry %s cannot be reached (%w); only what the cache %s holds can be fetched, by digest", step, r.Registry, err, c.opts.CacheDir)}
@@ -182,21 +230,76 @@ func (c *Client) networkError(ctx context.Context, r Ref, d, step string, err er
 	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
 		hint = fmt.Sprintf("; the registry speaks plain HTTP: add %q to [oci] plain_http if that is intended", r.Registry)
 	}
-	if d != "" && r.Digest == "" {
-		return fmt.Errorf("%s@%s: %s: %w%s", r, d, step, err, hint)
-	}
-	return fmt.Errorf("%s: %s: %w%s", r, step, err, hint)
+	return &Error{Ref: r.String(), Digest: d, Kind: ErrRegistry, Err: fmt.Errorf("%s: %w%s", step, err, hint)}
 }
 
 // unreachable tells a failure to connect (refused, no route, no such host,
-// dial timeout) from an answer the registry gave.
+// dial timeout) or a registry silent past Options.Timeout from an answer
+// the registry gave.
 func unreachable(err error) bool {
 	var op *net.OpError
 	var dns *net.DNSError
-	return errors.As(err, &op) || errors.As(err, &dns)
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, errStalled)
 }
 
-// reference is r's oras-go form naming d.
-func reference(r Ref, d string) registry.Reference {
-	return registry.Reference{Registry: r.Registry, Repository: r.Repository, Reference: d}
+// errStalled: the registry sent nothing for Options.Timeout.
+var errStalled = errors.New("the registry sent nothing within the timeout ([oci] timeout)")
+
+// stallTransport ends a request whose response headers, or whose next body
+// bytes, do not come within timeout: http.Client.Timeout would also cap a
+// large download that is making progress. The error is errStalled, told
+// apart from the caller's own cancellation.
+type stallTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(t.timeout, func() { cancel(errStalled) })
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		timer.Stop()
+		cancel(nil)
+		return nil, stalled(ctx, err)
+	}
+	resp.Body = &stallBody{body: resp.Body, ctx: ctx, timer: timer, timeout: t.timeout, cancel: cancel}
+	return resp, nil
+}
+
+// stalled is errStalled (wrapping err) when the transport's own timer
+// ended the request.
+func stalled(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errStalled) && !errors.Is(err, errStalled) {
+		return fmt.Errorf("%w: %w", errStalled, err)
+	}
+	return err
+}
+
+// stallBody restarts the timer on every read and ends the request when the
+// body is closed.
+type stallBody struct {
+	body    io.ReadCloser
+	ctx     context.Context
+	timer   *time.Timer
+	timeout time.Duration
+	cancel  context.CancelCauseFunc
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if n > 0 {
+		b.timer.Reset(b.timeout)
+	}
+	if err != nil && err != io.EOF {
+		err = stalled(b.ctx, err)
+	}
+	return n, err
+}
+
+func (b *stallBody) Close() error {
+	b.timer.Stop()
+	err := b.body.Close()
+	b.cancel(nil)
+	return err
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // The kinds of refusal, for errors.Is. Every refusal is an *Error naming
@@ -30,11 +32,20 @@ var (
 	// ErrPolicy: the verification policy cannot be applied: key and identity both or neither, a key or
 	// trusted root that does not load, or keyless with no trusted root.
 	ErrPolicy = errors.New("verification policy unusable")
+	// ErrRegistry: the registry refused or failed a request it was reachable for (an HTTP error, a
+	// missing blob, an answer morph cannot use); its own error is reachable with errors.As.
+	ErrRegistry = errors.New("registry error")
+	// ErrBadRef: a reference or digest morph cannot use (not oci://, not sha256:HEX, or a digest other
+	// than the reference's).
+	ErrBadRef = errors.New("unusable reference")
 )
 
-// Error is a refusal about one plugin's reference.
+// Error is a refusal about one plugin's reference. Package oci knows
+// references, not configurations: it never sets Plugin; a caller that
+// knows which [[plugins]] entry the reference came from sets it (errors.As,
+// then Plugin = name) so that the message names the plugin.
 type Error struct {
-	Plugin string // the [[plugins]] name, "" outside a configuration
+	Plugin string // the [[plugins]] name, set by the caller; "" outside a configuration
 	Ref    string // the reference as written
 	Digest string // the manifest digest, when known
 	Kind   error  // one of the Err* kinds above
@@ -50,6 +61,9 @@ func (e *Error) Error() string {
 	if e.Digest != "" && !strings.Contains(e.Ref, "@") {
 		s += "@" + e.Digest
 	}
+	if s == "" {
+		return e.Err.Error()
+	}
 	return s + ": " + e.Err.Error()
 }
 
@@ -58,3 +72,13 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 
 // Unwrap gives the detail, so that errors.As reaches a library's error.
 func (e *Error) Unwrap() error { return e.Err }
+
+// registryText is a registry's error (or any error quoting what a registry
+// sent) with its message escaped for a terminal and a log line, one line
+// of at most 400 bytes; Unwrap keeps errors.As reaching the library's
+// error (*errcode.ErrorResponse).
+type registryText struct{ err error }
+
+func (e registryText) Error() string { return safetext.Line(e.err.Error(), 400) }
+
+func (e registryText) Unwrap() error { return e.err }

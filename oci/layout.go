@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -37,28 +36,27 @@ var errDecompressed = errors.New("decompressed past the cap")
 // readLayer reads the verified layer at p by its content, not its media
 // type (ORAS labels a raw module "...layer.v1.tar"): a module is the layer
 // itself (LayoutArtifact); a gzip or plain tar holds it (LayoutImage).
-func (f *fetcher) readLayer(desc ocispec.Descriptor, p string) (record, error) {
+func (f *fetcher) readLayer(desc ocispec.Descriptor, p string) (module, error) {
 	file, err := os.Open(p)
 	if err != nil {
-		return record{}, fmt.Errorf("oci cache: %w", err)
+		return module{}, fmt.Errorf("oci cache: %w", err)
 	}
 	defer file.Close()
 	br := bufio.NewReaderSize(file, 512)
 	head, _ := br.Peek(512)
 	switch {
 	case bytes.HasPrefix(head, []byte("\x00asm")):
-		rel, _ := filepath.Rel(f.c.opts.CacheDir, p)
-		return record{Layout: LayoutArtifact, Module: filepath.ToSlash(rel), ModuleSHA256: hexOf(desc.Digest.String()), Size: desc.Size}, nil
+		return module{Layout: LayoutArtifact, Path: p, ModuleSHA256: hexOf(desc.Digest.String()), Size: desc.Size}, nil
 	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return record{}, f.fail(ErrLayout, "layer %s: gzip: %v", desc.Digest, err)
+			return module{}, f.fail(ErrLayout, "layer %s: gzip: %v", desc.Digest, err)
 		}
 		return f.untar(desc, gz)
 	case len(head) >= 262 && string(head[257:262]) == "ustar":
 		return f.untar(desc, br)
 	}
-	return record{}, f.fail(ErrLayout, "layer %s is neither a wasm module (\\0asm) nor a gzip or tar archive", desc.Digest)
+	return module{}, f.fail(ErrLayout, "layer %s is neither a wasm module (\\0asm) nor a gzip or tar archive", desc.Digest)
 }
 
 // capReader fails a read past n bytes (errDecompressed) rather than ending
@@ -96,7 +94,7 @@ type tarEntry struct {
 // ("./" trimmed), else the only regular *.wasm. Entry names are only
 // compared, never used as paths; "..", absolute names and links are not
 // followed, and a link in a candidate's place is refused.
-func (f *fetcher) untar(desc ocispec.Descriptor, r io.Reader) (record, error) {
+func (f *fetcher) untar(desc ocispec.Descriptor, r io.Reader) (module, error) {
 	limit := f.c.opts.MaxModuleBytes + tarSlackBytes
 	tr := tar.NewReader(&capReader{r: r, n: limit})
 	var plugin *tarEntry
@@ -109,8 +107,8 @@ func (f *fetcher) untar(desc ocispec.Descriptor, r io.Reader) (record, error) {
 			}
 		}
 	}()
-	fail := func(format string, a ...any) (record, error) {
-		return record{}, f.fail(ErrLayout, "layer %s: "+format, append([]any{desc.Digest}, a...)...)
+	fail := func(format string, a ...any) (module, error) {
+		return module{}, f.fail(ErrLayout, "layer %s: "+format, append([]any{desc.Digest}, a...)...)
 	}
 	for n := 0; ; n++ {
 		hdr, err := tr.Next()
@@ -121,7 +119,7 @@ func (f *fetcher) untar(desc ocispec.Descriptor, r io.Reader) (record, error) {
 			break
 		}
 		if errors.Is(err, errDecompressed) {
-			return record{}, f.decompressed(desc, limit)
+			return module{}, f.decompressed(desc, limit)
 		}
 		if err != nil {
 			return fail("tar: %v", err)
@@ -154,7 +152,7 @@ func (f *fetcher) untar(desc ocispec.Descriptor, r io.Reader) (record, error) {
 		}
 		e, err := f.extract(desc, tr, hdr, quoted, limit)
 		if err != nil {
-			return record{}, err
+			return module{}, err
 		}
 		if name == "plugin.wasm" {
 			plugin = e
@@ -166,7 +164,7 @@ func (f *fetcher) untar(desc ocispec.Descriptor, r io.Reader) (record, error) {
 	switch {
 	case chosen != nil:
 	case len(others) == 0:
-		return record{}, errNoModule
+		return module{}, errNoModule
 	case len(extra) > 0:
 		return fail("holds no plugin.wasm and more than one *.wasm: %s and %s; name the module plugin.wasm", others[0].name, extra[0])
 	default:
@@ -176,10 +174,9 @@ func (f *fetcher) untar(desc ocispec.Descriptor, r io.Reader) (record, error) {
 	tmp := chosen.tmp
 	chosen.tmp = nil
 	if err := f.c.cache.commit(tmp, dst, true); err != nil {
-		return record{}, err
+		return module{}, err
 	}
-	rel, _ := filepath.Rel(f.c.opts.CacheDir, dst)
-	return record{Layout: LayoutImage, Module: filepath.ToSlash(rel), ModuleSHA256: chosen.sum, Size: chosen.size}, nil
+	return module{Layout: LayoutImage, Path: dst, ModuleSHA256: chosen.sum, Size: chosen.size}, nil
 }
 
 // extract copies a regular entry into a temporary file in modules/,

@@ -135,7 +135,8 @@ func newLegacyEntity(s SignatureArtifact, sig []byte) (*legacyEntity, error) {
 	}
 	// NewEntry (deprecated for NewTlogEntry's protobuf) builds exactly a
 	// Rekor v1 entry with a SET from its parts, which is what cosign stored.
-	entry, err := tlog.NewEntry(body, rb.Payload.IntegratedTime, rb.Payload.LogIndex, logID, rb.SignedEntryTimestamp, nil) //nolint:staticcheck
+	//lint:ignore SA1019 NewEntry builds the Rekor v1 entry cosign stored
+	entry, err := tlog.NewEntry(body, rb.Payload.IntegratedTime, rb.Payload.LogIndex, logID, rb.SignedEntryTimestamp, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s annotation: Rekor entry: %w", annBundle, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -134,28 +133,27 @@ func WriteLock(path string, l *Lock) error {
 	return os.Rename(f.Name(), path)
 }
 
-var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // check refuses an entry morph could not act on: no name, a name twice,
-// a reference that is not oci://, a malformed digest or hash, an unknown
+// a reference ParseRef refuses, a malformed digest or hash, an unknown
 // layout or signature format.
 func (l *Lock) check() error {
 	seen := map[string]bool{}
 	for i, e := range l.Plugins {
 		what := fmt.Sprintf("plugin %q", e.Name)
+		_, refErr := ParseRef(e.Ref)
 		switch {
 		case e.Name == "":
 			return fmt.Errorf("[[plugin]] %d has no name", i+1)
 		case seen[e.Name]:
 			return fmt.Errorf("%s is locked twice", what)
-		case !strings.HasPrefix(e.Ref, "oci://"):
-			return fmt.Errorf("%s: ref %q is not an oci:// reference", what, e.Ref)
+		case refErr != nil:
+			return fmt.Errorf("%s: %w", what, refErr)
 		case checkDigest(e.Digest) != nil:
 			return fmt.Errorf("%s: %w", what, checkDigest(e.Digest))
 		case e.Layout != LayoutArtifact && e.Layout != LayoutImage:
 			return fmt.Errorf("%s: layout %q is not %q or %q", what, e.Layout, LayoutArtifact, LayoutImage)
-		case !hexRE.MatchString(e.ModuleSHA256):
-			return fmt.Errorf("%s: module_sha256 %q is not 64 hex digits", what, e.ModuleSHA256)
+		case checkDigest("sha256:"+e.ModuleSHA256) != nil:
+			return fmt.Errorf("%s: module_sha256 %q is not 64 lower-case hex digits", what, e.ModuleSHA256)
 		case e.Size <= 0:
 			return fmt.Errorf("%s: size %d is not a module's", what, e.Size)
 		}

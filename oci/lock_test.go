@@ -99,6 +99,8 @@ size = 342
 		{"unknown key", "version = 1\n[[plugin]]\n" + valid + "platform = \"wasip1\"\n", `unknown key "plugin.platform"`},
 		{"bad digest", "version = 1\n[[plugin]]\n" + strings.Replace(valid, "sha256:", "sha512:", 1), `plugin "time": digest "sha512:`},
 		{"twice", "version = 1\n[[plugin]]\n" + valid + "[[plugin]]\n" + valid, `plugin "time" is locked twice`},
+		// ParseRef's rules, not a prefix check: no tag and no digest.
+		{"bad ref", "version = 1\n[[plugin]]\n" + strings.Replace(valid, "time:v1", "time", 1), `plugin "time": reference "oci://ghcr.io/acme/time": names no tag and no digest`},
 		{"signer", "version = 1\n[[plugin]]\n" + valid + "[plugin.signature]\nformat = \"bundle\"\nartifact = \"sha256:" + hex64("c") + "\"\n", "a key or an identity"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

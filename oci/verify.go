@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,10 +42,20 @@ type Policy struct {
 	// Identity is the exact certificate identity (SAN) of a keyless signer,
 	// e.g. https://github.com/acme/plug/.github/workflows/release.yml@refs/tags/v1.0.0;
 	// IdentityRegexp matches it instead. One of the two for keyless.
+	//
+	// The regexps are Go's (RE2), as cosign's --certificate-identity-regexp
+	// and --certificate-oidc-issuer-regexp, but they match the WHOLE
+	// identity or issuer: morph anchors them as ^(?:RE)$. Cosign (v3.1.3,
+	// pkg/cosign/verify.go) and sigstore-go (verify/certificate_identity.go)
+	// call regexp.MatchString, which finds RE anywhere, so that
+	// `github\.com/acme/plug` also accepts a workflow of any other owner
+	// whose branch is named github.com/acme/plug. A regexp written for
+	// cosign with ^ and $ means the same here; one written without them is
+	// stricter here.
 	Identity, IdentityRegexp string
 	// Issuer is the exact OIDC issuer of a keyless signer, e.g.
 	// https://token.actions.githubusercontent.com; IssuerRegexp matches it
-	// instead. One of the two for keyless.
+	// instead (anchored, as IdentityRegexp). One of the two for keyless.
 	Issuer, IssuerRegexp string
 	// TrustedRoot is the path of a Sigstore trusted_root JSON (the CAs,
 	// transparency logs and timestamp authorities keyless signatures are
@@ -68,30 +79,50 @@ func (p Policy) keyless() bool {
 
 // Validate checks the policy's shape without reading any file: a key, or an
 // identity (exact or regexp) with an issuer (exact or regexp); never both.
+// Its refusal is a *PolicyError naming the field at fault, in the words of
+// [plugins.verify], which config reports at that key.
 func (p Policy) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &PolicyError{Field: field, Err: fmt.Errorf(format, a...)}
+	}
 	switch {
 	case p.Key == "" && !p.keyless():
-		return errors.New(`verify policy names no signer: set key = "cosign.pub", or identity (or identity_regexp) with issuer (or issuer_regexp)`)
+		return bad("", `names no signer: set key = "cosign.pub", or identity (or identity_regexp) and issuer (or issuer_regexp)`)
 	case p.Key != "" && p.keyless():
-		return fmt.Errorf("verify policy sets both key = %q and a keyless identity/issuer: a key-signed plugin has no identity; keep one", p.Key)
+		return bad("key", "key and a keyless identity/issuer exclude each other: keep key for a key-signed plugin, identity and issuer for a keyless one")
 	case p.Key != "":
 		return nil
 	case p.Identity != "" && p.IdentityRegexp != "":
-		return errors.New("verify policy sets both identity and identity_regexp; keep one")
+		return bad("identity", "identity and identity_regexp exclude each other: keep one")
 	case p.Issuer != "" && p.IssuerRegexp != "":
-		return errors.New("verify policy sets both issuer and issuer_regexp; keep one")
+		return bad("issuer", "issuer and issuer_regexp exclude each other: keep one")
 	case p.Identity == "" && p.IdentityRegexp == "":
-		return errors.New("verify policy sets an issuer but no identity: add identity (or identity_regexp), the signer's certificate identity")
+		return bad("", "a keyless signature needs identity (or identity_regexp), the signer the certificate must name")
 	case p.Issuer == "" && p.IssuerRegexp == "":
-		return errors.New("verify policy sets an identity but no issuer: add issuer (or issuer_regexp), e.g. https://token.actions.githubusercontent.com")
+		return bad("", "a keyless signature needs issuer (or issuer_regexp), the OIDC issuer, such as https://token.actions.githubusercontent.com")
 	}
-	for name, re := range map[string]string{"identity_regexp": p.IdentityRegexp, "issuer_regexp": p.IssuerRegexp} {
-		if _, err := regexp.Compile(re); err != nil {
-			return fmt.Errorf("verify policy %s %q: %w", name, re, err)
+	// Compiled alone: wrapped in ^(?:…)$ only once it is a whole regexp,
+	// so that "a)|(b" cannot undo the anchors.
+	for _, f := range []struct{ name, re string }{{"identity_regexp", p.IdentityRegexp}, {"issuer_regexp", p.IssuerRegexp}} {
+		if _, err := regexp.Compile(f.re); err != nil {
+			return bad(f.name, "%s %s: %w", f.name, safetext.Quote(f.re, 200), err)
 		}
 	}
 	return nil
 }
+
+// PolicyError is Validate's refusal.
+type PolicyError struct {
+	// Field is the [plugins.verify] key at fault (key, identity, issuer,
+	// identity_regexp, issuer_regexp), "" for the table as a whole.
+	Field string
+	Err   error
+}
+
+func (e *PolicyError) Error() string { return e.Err.Error() }
+
+// Unwrap gives the detail (a *syntax.Error for a bad regexp).
+func (e *PolicyError) Unwrap() error { return e.Err }
 
 // Signer is who signed a verified manifest, as recorded in morph.lock.
 type Signer struct {
@@ -128,9 +159,9 @@ func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error)
 		return &Error{Ref: a.Ref.String(), Digest: a.Digest, Kind: kind, Err: err}
 	}
 	if err := p.Validate(); err != nil {
-		return nil, fail(ErrPolicy, err)
+		return nil, fail(ErrPolicy, fmt.Errorf("verify policy: %w", err))
 	}
-	if len(a.Signatures) == 0 {
+	if len(a.Signatures) == 0 && len(a.unusable) == 0 {
 		return nil, fail(ErrNotSigned, errors.New("no cosign signature (a Sigstore bundle referrer or a sha256-HEX.sig tag) was found for the manifest; sign it with cosign, or exempt the plugin in [verify] unsigned"))
 	}
 	digest, err := digestBytes(a.Digest)
@@ -141,7 +172,7 @@ func VerifyArtifact(ctx context.Context, a *Artifact, p Policy) (*Signer, error)
 	if err != nil {
 		return nil, fail(ErrPolicy, err)
 	}
-	var failures sigFailures
+	failures := slices.Clone(sigFailures(a.unusable))
 	for _, s := range a.Signatures {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -184,7 +215,7 @@ func newSigVerifier(p Policy) (*sigVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := verify.NewShortCertificateIdentity(p.Issuer, p.IssuerRegexp, p.Identity, p.IdentityRegexp)
+	id, err := verify.NewShortCertificateIdentity(p.Issuer, anchored(p.IssuerRegexp), p.Identity, anchored(p.IdentityRegexp))
 	if err != nil {
 		return nil, fmt.Errorf("verify policy identity: %w", err)
 	}
@@ -200,6 +231,15 @@ func newSigVerifier(p Policy) (*sigVerifier, error) {
 		return nil, fmt.Errorf("trusted root: %w", err)
 	}
 	return &sigVerifier{bundleV: bv, identity: &id}, nil
+}
+
+// anchored makes re match a whole string (see Policy.IdentityRegexp); ""
+// stays "" (no regexp).
+func anchored(re string) string {
+	if re == "" {
+		return ""
+	}
+	return "^(?:" + re + ")$"
 }
 
 func newKeyVerifier(path string) (*sigVerifier, error) {
@@ -288,11 +328,38 @@ func cachedTrustedRoot(o tuf.Options) (*root.TrustedRoot, error) {
 
 // Verify is VerifyArtifact with the public Sigstore root's TUF cache in
 // the client's cache directory (CacheDir/tuf) unless p names another.
+//
+// Signatures are read from the cache once listed (Fetch), so one attached
+// after the first Fetch would go unseen: when a has none (ErrNotSigned) and
+// the client is online, Verify lists the manifest's signatures in a.Ref's
+// repository again, records them, and verifies those, unless Fetch listed
+// them just now. A registry that cannot be reached leaves ErrNotSigned
+// standing. (Only then: a caller that verifies some of a's signatures on
+// their own gets an answer about those. Options.RelistSignatures lists
+// them again on every Fetch.)
 func (c *Client) Verify(ctx context.Context, a *Artifact, p Policy) (*Signer, error) {
 	if p.TUFCacheDir == "" {
 		p.TUFCacheDir = c.tufDir()
 	}
-	return VerifyArtifact(ctx, a, p)
+	s, err := VerifyArtifact(ctx, a, p)
+	if !errors.Is(err, ErrNotSigned) || a.listed || c.opts.Offline {
+		return s, err
+	}
+	f := &fetcher{c: c, ref: a.Ref, digest: a.Digest}
+	var lerr error
+	if f.repo, lerr = c.repository(a.Ref); lerr == nil {
+		var sigs []SignatureArtifact
+		var unusable []sigFailure
+		if sigs, unusable, lerr = f.list(ctx); lerr == nil {
+			again := *a
+			again.Signatures, again.unusable, again.listed = sigs, unusable, true
+			return VerifyArtifact(ctx, &again, p)
+		}
+	}
+	if errors.Is(lerr, ErrNotCached) {
+		return nil, err
+	}
+	return nil, lerr
 }
 
 // RefreshPublicRoot brings the public-good Sigstore trusted root into the
@@ -303,7 +370,7 @@ func (c *Client) Verify(ctx context.Context, a *Artifact, p Policy) (*Signer, er
 // An offline client refuses (ErrNotCached).
 func (c *Client) RefreshPublicRoot(ctx context.Context) error {
 	if c.opts.Offline {
-		return fmt.Errorf("the public Sigstore root cannot be refreshed offline: %w", ErrNotCached)
+		return &Error{Kind: ErrNotCached, Err: errors.New("the public Sigstore root cannot be refreshed offline")}
 	}
 	return refreshTrustedRoot(ctx, publicRootOptions(c.tufDir()))
 }
@@ -319,6 +386,7 @@ func refreshTrustedRoot(ctx context.Context, o tuf.Options) error {
 		_, err = root.GetTrustedRoot(c)
 	}
 	if err != nil {
+		//lint:ignore ST1005 Sigstore is a name
 		return fmt.Errorf("Sigstore trusted root from TUF (%s, cache %s): %w", o.RepositoryBaseURL, o.CachePath, err)
 	}
 	return nil
@@ -380,12 +448,18 @@ type sigFailure struct {
 // library error.
 type sigFailures []sigFailure
 
+// maxFailuresListed bounds the signatures an error describes.
+const maxFailuresListed = 5
+
 func (f sigFailures) Error() string {
-	parts := make([]string, len(f))
-	for i, x := range f {
+	var parts []string
+	for _, x := range f[:min(len(f), maxFailuresListed)] {
 		// Library messages quote registry-supplied text (certificate
 		// identities, payload fields): escaped before a terminal sees them.
-		parts[i] = fmt.Sprintf("signature %s (%s): %s", x.digest, x.format, safetext.Line(x.err.Error(), 400))
+		parts = append(parts, fmt.Sprintf("signature %s (%s): %s", x.digest, x.format, safetext.Line(x.err.Error(), 400)))
+	}
+	if n := len(f) - maxFailuresListed; n > 0 {
+		parts = append(parts, fmt.Sprintf("… and %d more", n))
 	}
 	return "no signature verifies: " + strings.Join(parts, "; ")
 }

@@ -119,25 +119,33 @@ func TestVerifyUnsigned(t *testing.T) {
 func TestPolicyValidate(t *testing.T) {
 	const id, iss = "https://github.com/acme/plug/.github/workflows/release.yml@refs/tags/v1.0.0", "https://token.actions.githubusercontent.com"
 	for _, c := range []struct {
-		name string
-		p    Policy
-		want string // "" valid, else a substring of the error
+		name  string
+		p     Policy
+		want  string // "" valid, else a substring of the error
+		field string // the *PolicyError's
 	}{
-		{"key", Policy{Key: "cosign.pub"}, ""},
-		{"identity", Policy{Identity: id, Issuer: iss}, ""},
-		{"regexps", Policy{IdentityRegexp: `^https://github\.com/acme/`, IssuerRegexp: `^https://token\.`}, ""},
-		{"empty", Policy{}, `key = "cosign.pub"`},
-		{"both", Policy{Key: "cosign.pub", Identity: id, Issuer: iss}, `both key = "cosign.pub" and a keyless identity`},
-		{"no-issuer", Policy{Identity: id}, "no issuer"},
-		{"no-identity", Policy{Issuer: iss}, "no identity"},
-		{"two-identities", Policy{Identity: id, IdentityRegexp: ".*", Issuer: iss}, "both identity and identity_regexp"},
-		{"two-issuers", Policy{Identity: id, Issuer: iss, IssuerRegexp: ".*"}, "both issuer and issuer_regexp"},
-		{"bad-regexp", Policy{IdentityRegexp: "(", Issuer: iss}, "identity_regexp"},
+		{"key", Policy{Key: "cosign.pub"}, "", ""},
+		{"identity", Policy{Identity: id, Issuer: iss}, "", ""},
+		{"regexps", Policy{IdentityRegexp: `^https://github\.com/acme/`, IssuerRegexp: `^https://token\.`}, "", ""},
+		{"empty", Policy{}, `key = "cosign.pub"`, ""},
+		{"both", Policy{Key: "cosign.pub", Identity: id, Issuer: iss}, "key and a keyless identity/issuer exclude each other", "key"},
+		{"no-issuer", Policy{Identity: id}, "needs issuer (or issuer_regexp)", ""},
+		{"no-identity", Policy{Issuer: iss}, "needs identity (or identity_regexp)", ""},
+		{"two-identities", Policy{Identity: id, IdentityRegexp: ".*", Issuer: iss}, "identity and identity_regexp exclude each other", "identity"},
+		{"two-issuers", Policy{Identity: id, Issuer: iss, IssuerRegexp: ".*"}, "issuer and issuer_regexp exclude each other", "issuer"},
+		{"bad-regexp", Policy{IdentityRegexp: "(", Issuer: iss}, `identity_regexp "(": error parsing regexp: missing closing )`, "identity_regexp"},
+		// Anchored as ^(?:RE)$, "a)|(b" would compile and match any string
+		// starting with a: it is refused, not being a regexp on its own.
+		{"group-escape", Policy{IdentityRegexp: "a)|(b", Issuer: iss}, "unexpected )", "identity_regexp"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.p.Validate()
 			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Fatalf("Validate: %v; want %q", err, c.want)
+			}
+			var pe *PolicyError
+			if err != nil && (!errors.As(err, &pe) || pe.Field != c.field) {
+				t.Fatalf("Validate: %#v; want a *PolicyError at %q", err, c.field)
 			}
 		})
 	}
@@ -182,7 +190,8 @@ func TestKeyless(t *testing.T) {
 		}
 	})
 	t.Run("identity-regexp", func(t *testing.T) {
-		p := Policy{IdentityRegexp: `^https://github\.com/acme/plug/`, IssuerRegexp: `^https://token\.actions\.`, TrustedRoot: trusted}
+		// Anchored by morph: a regexp matches the whole identity or issuer.
+		p := Policy{IdentityRegexp: `https://github\.com/acme/plug/.*`, IssuerRegexp: `https://token\.actions\..*`, TrustedRoot: trusted}
 		if _, err := VerifyArtifact(context.Background(), artifact(digest, sig), p); err != nil {
 			t.Fatal(err)
 		}
