@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -37,6 +38,7 @@ import (
 //	offline = false
 //	tag_check = "refuse"      # refuse | warn | off
 //	plain_http = ["127.0.0.1:*"]
+//	timeout = "30s"           # how long a registry may stay silent
 //
 // Load checks these keys offline and touches no network: the references'
 // form, the signer (a key, or a keyless identity and issuer), that the
@@ -112,6 +114,10 @@ type OCI struct {
 	// PlainHTTP are the registries reached over plain HTTP instead of
 	// HTTPS: "HOST", "HOST:PORT" or "HOST:*" (any port).
 	PlainHTTP []string `toml:"plain_http"`
+	// Timeout is how long a registry may stay silent before morph gives
+	// up on it (then a locked digest in the cache still runs); default
+	// oci.DefaultTimeout.
+	Timeout time.Duration `toml:"timeout"`
 }
 
 // The [oci] tag_check values.
@@ -287,6 +293,7 @@ func (v *validator) oci() {
 	if !filepath.IsAbs(o.Lock) {
 		o.Lock = filepath.Join(dir, o.Lock)
 	}
+	v.duration("oci", "timeout", o.Timeout, 0)
 	switch o.TagCheck {
 	case "":
 		o.TagCheck = TagCheckRefuse

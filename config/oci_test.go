@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/oci"
@@ -54,12 +55,16 @@ trusted_root = "trusted_root.json"
 [oci]
 cache_dir = "cache"
 plain_http = ["127.0.0.1:*", "localhost:5000", "registry.lan"]
+timeout = "5s"
 `, "keys/cosign.pub", "trusted_root.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := cfg.Plugins[0]; p.Path != "oci://ghcr.io/acme/time-plugin:v1" || !strings.HasPrefix(p.Modules["lib"].Path, "oci://") {
 		t.Errorf("references rewritten: path %q, lib %q", p.Path, p.Modules["lib"].Path)
+	}
+	if cfg.OCI.Timeout != 5*time.Second {
+		t.Errorf("oci.timeout = %v, want 5s", cfg.OCI.Timeout)
 	}
 	for got, want := range map[string]string{
 		cfg.Plugins[0].Verify.Key:    filepath.Join(dir, "keys", "cosign.pub"),
@@ -112,6 +117,8 @@ func TestOCIKeysRefused(t *testing.T) {
 		// One parser with oci's client: the host is never a glob.
 		{"plain_http glob", "[oci]\nplain_http = [\"*\"]\n", "oci.plain_http", "no wildcards"},
 		{"plain_http bracket", "[oci]\nplain_http = [\"[\"]\n", "oci.plain_http", "no host"},
+		{"timeout negative", "[oci]\ntimeout = \"-1s\"\n", "oci.timeout", "must be positive"},
+		{"timeout a number", "[oci]\ntimeout = 30\n", "oci.timeout", "want a duration string"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := loadIn(t, c.toml, "local.wasm", "k.pub")

@@ -92,6 +92,7 @@ func (c *Config) NewOCIFetcher(logger *slog.Logger, o OCIFetcherOptions) (*OCIFe
 		MaxModuleBytes:   int64(c.Wasm.Limits.ModuleMB) << 20,
 		PlainHTTP:        c.OCI.PlainHTTP,
 		Offline:          c.OCI.Offline,
+		Timeout:          c.OCI.Timeout,
 		RelistSignatures: o.RelistSignatures,
 		Logger:           logger,
 	})

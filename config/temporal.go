@@ -233,15 +233,15 @@ func (v *validator) temporal() {
 	v.limit(toml.Key{"temporal", "answer_max_kb"}, t.AnswerMaxKB)
 	v.limit(toml.Key{"temporal", "turn_max_kb"}, t.TurnMaxKB)
 	v.limit(toml.Key{"temporal", "lost_attempts"}, t.LostAttempts)
-	v.duration("dial_timeout", t.DialTimeout, 0)
-	v.duration("session_idle_timeout", t.SessionIdleTimeout, 0)
+	v.duration("temporal", "dial_timeout", t.DialTimeout, 0)
+	v.duration("temporal", "session_idle_timeout", t.SessionIdleTimeout, 0)
 	// a record is needed until Temporal has recorded its call, which
 	// takes an attempt's timeout at least: one shorter than an hour would
 	// have a worker that restarts prune the record a retry needs
-	v.duration("journal_retention", t.JournalRetention, minJournalRetention)
-	v.duration("heartbeat_interval", t.HeartbeatInterval, 0)
-	v.duration("heartbeat_timeout", t.HeartbeatTimeout, 0)
-	v.duration("sticky_timeout", t.StickyTimeout, time.Second) // Temporal counts it in seconds
+	v.duration("temporal", "journal_retention", t.JournalRetention, minJournalRetention)
+	v.duration("temporal", "heartbeat_interval", t.HeartbeatInterval, 0)
+	v.duration("temporal", "heartbeat_timeout", t.HeartbeatTimeout, 0)
+	v.duration("temporal", "sticky_timeout", t.StickyTimeout, time.Second) // Temporal counts it in seconds
 	if d := t.WithDefaults(); d.HeartbeatInterval > 0 && d.HeartbeatTimeout > 0 && d.HeartbeatTimeout < 2*d.HeartbeatInterval {
 		key := "heartbeat_timeout"
 		if !v.md.IsDefined("temporal", key) {
@@ -266,16 +266,16 @@ func (v *validator) temporal() {
 	}
 }
 
-// duration checks the [temporal] duration key name, set to d: a string
+// duration checks the duration key name of table, set to d: a string
 // such as "4s", at least least (positive when least is 0).
-func (v *validator) duration(name string, d, least time.Duration) {
-	if !v.md.IsDefined("temporal", name) {
+func (v *validator) duration(table, name string, d, least time.Duration) {
+	if !v.md.IsDefined(table, name) {
 		return
 	}
-	key := toml.Key{"temporal", name}
+	key := toml.Key{table, name}
 	switch {
-	case v.md.Type("temporal", name) != "String":
-		v.fail(key, nil, "want a duration string such as \"4s\", got %s", strings.ToLower(v.md.Type("temporal", name)))
+	case v.md.Type(table, name) != "String":
+		v.fail(key, nil, "want a duration string such as \"4s\", got %s", strings.ToLower(v.md.Type(table, name)))
 	case least == 0 && d <= 0:
 		v.fail(key, nil, "must be positive, got %s", d)
 	case d < least:
