@@ -100,6 +100,7 @@
 //	label      for human gates and preferred labels; accelerators "[Y] Yes", "Y) Yes", "Y - Yes"
 //	condition  clauses joined by &&: key=value or key!=value; keys outcome, preferred_label,
 //	           context.<key> (or a bare context key); outcome compares case-insensitively
+//	           and may name a custom status a handler reports (outcome=needs_dod: a warning)
 //	weight     an integer; the higher wins among matching edges (default 0)
 //	fidelity, thread_id
 //	           the fidelity and thread of the stage the edge leads to, when it sets none

@@ -502,10 +502,11 @@ func (x *run) call(ctx context.Context, h Handler, node *Node, pctx *Context, ex
 	case o == nil:
 		return Fail("handler %s returned no outcome for node %s", h.Type(), node.ID)
 	}
-	if _, perr := ParseStatus(string(o.Status)); perr != nil {
+	st, perr := ParseStageStatus(string(o.Status))
+	if perr != nil {
 		return Fail("handler %s on node %s: %v", h.Type(), node.ID, perr)
 	}
-	o.Status, _ = ParseStatus(string(o.Status))
+	o.Status = st
 	return o
 }
 

@@ -356,6 +356,25 @@ func TestFailNeverFallsThrough(t *testing.T) {
 	}
 }
 
+// Spec 10.3: "outcome refers to the executing node's outcome status"; a
+// handler's custom status (any name, 10.2's BareLiteral) is kept and routes.
+func TestCustomOutcomeRoutes(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; review; dod; done [shape=Msquare]
+	  start -> review; review -> dod [condition="outcome=needs_dod"]; review -> done [condition="outcome=success"]; dod -> done }`
+	r, h, _ := scriptedRunner(map[string][]StageStatus{"review": {"Needs_DOD"}})
+	res := runGraph(t, r, src)
+	if res.State != RunSuccess || h.calls["dod"] != 1 {
+		t.Fatalf("state %s (%s), path %v; want the needs_dod edge taken", res.State, res.FailureReason, res.Path)
+	}
+	if st := res.Nodes["review"].Status; st != "needs_dod" {
+		t.Errorf("review's status %q, want needs_dod", st)
+	}
+	r, _, _ = scriptedRunner(map[string][]StageStatus{"review": {"needs dod!"}})
+	if res := runGraph(t, r, src); res.State != RunFail || !strings.Contains(res.FailureReason, "bad stage status") {
+		t.Errorf("a status that is no name: state %s (%s), want a fail naming it", res.State, res.FailureReason)
+	}
+}
+
 func TestGoalGates(t *testing.T) {
 	t.Run("retry target", func(t *testing.T) {
 		src := `digraph p { start [shape=Mdiamond]; impl [goal_gate=true, retry_target=impl]; check [shape=diamond]; done [shape=Msquare]

@@ -111,8 +111,16 @@ func TestValidateRules(t *testing.T) {
 		},
 		{
 			name: "bad condition", rule: RuleConditionSyntax, sev: SeverityError,
+			bad:  okGraph(vEdge("work", "work", "condition", "outcome=9lives")),
+			want: fires{count: 1, edge: "work -> work", msg: "condition column 9: bad stage status"},
+			good: okGraph(vEdge("work", "work", "condition", `outcome=retry && context.x!="a b"`)),
+		},
+		{
+			// Spec 10.2: "Literal ::= String | Integer | Boolean | BareLiteral":
+			// a custom outcome is valid, with a warning since a typo looks alike.
+			name: "custom outcome", rule: RuleConditionSyntax, sev: SeverityWarning,
 			bad:  okGraph(vEdge("work", "work", "condition", "outcome=succes")),
-			want: fires{count: 1, edge: "work -> work", msg: "condition column 9: unknown stage status"},
+			want: fires{count: 1, edge: "work -> work", msg: "outcome=succes is not a standard status"},
 			good: okGraph(vEdge("work", "work", "condition", `outcome=retry && context.x!="a b"`)),
 		},
 		{
