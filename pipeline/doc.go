@@ -32,7 +32,8 @@
 // the nodes in it (lowercased, spaces to '-', other punctuation dropped).
 // A -> B -> C [attrs] makes an edge per pair, each with the attrs. A
 // top-level key = value is a graph attribute. Durations are a number and
-// ms, s, m, h or d: 250ms, 30s, 5m, 2h, 1d.
+// ms, s, m, h or d: 250ms, 30s, 5m, 2h, 1d; a bare whole number is seconds
+// (timeout="300" is 300s, with an attr_value warning).
 //
 // Graph attributes:
 //

@@ -292,9 +292,14 @@ func boolAttr(attrs map[string]string, key string, def bool, who string) (bool, 
 
 // ParseDuration reads a duration as pipelines write them: a number and a
 // unit, ms, s, m, h or d ("250ms", "30s", "5m", "2h", "1d"), or anything
-// time.ParseDuration accepts ("1h30m").
+// time.ParseDuration accepts ("1h30m"). A bare whole number is seconds
+// ("300" is 5m): published pipelines write timeout="300", and the
+// attr_value rule warns about it (see bareSeconds).
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
+	if n, ok := bareSeconds(s); ok {
+		return time.Duration(n) * time.Second, nil
+	}
 	if strings.HasSuffix(s, "d") {
 		n, err := strconv.ParseFloat(strings.TrimSuffix(s, "d"), 64)
 		if err != nil || n < 0 {
@@ -307,6 +312,24 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("bad duration %q: want e.g. 250ms, 30s, 5m, 2h or 1d", s)
 	}
 	return d, nil
+}
+
+// maxBareSeconds bounds a unitless duration so that it cannot overflow
+// time.Duration (about 292 years).
+const maxBareSeconds = 1 << 32
+
+// bareSeconds reads s, already trimmed, as a whole number of seconds
+// without a unit ("300"), the way the spec's Duration type (2.4: "Integer
+// + unit suffix") does not have it but published pipelines write it.
+func bareSeconds(s string) (int64, bool) {
+	if s == "" || len(s) > 10 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > maxBareSeconds || s[0] == '+' || s[0] == '-' {
+		return 0, false
+	}
+	return n, true
 }
 
 // sortedKeys returns m's keys in order.

@@ -183,6 +183,14 @@ func TestValidateRules(t *testing.T) {
 				vEdge("work", "mute"), vEdge("mute", "route"), vEdge("route", "exit")),
 		},
 		{
+			// Spec 2.4: a Duration is "Integer + unit suffix"; a bare integer
+			// is read as seconds, with a warning that suggests the unit.
+			name: "unitless duration", rule: RuleAttrValue, sev: SeverityWarning,
+			bad:  okGraph(vNode("slow", "prompt", "x", "timeout", "300"), vEdge("work", "slow"), vEdge("slow", "exit")),
+			want: fires{count: 1, node: "slow", msg: `node slow: timeout="300" has no unit: read as 300s`},
+			good: okGraph(vNode("slow", "prompt", "x", "timeout", "300s"), vEdge("work", "slow"), vEdge("slow", "exit")),
+		},
+		{
 			name: "bad typed values", rule: RuleAttrValue, sev: SeverityError,
 			bad: vGraph(map[string]string{"default_max_retries": "many"},
 				vNode("start", "shape", "Mdiamond"), vNode("exit", "shape", "Msquare"),
