@@ -114,7 +114,8 @@
 // The stylesheet: rules "selector { key: value; ... }" where the selector
 // is * (specificity 0), a shape (1), .class (2) or #id (3); the most
 // specific rule wins, a later one among equals; a node's own attribute
-// always wins.
+// always wins. The property model (fabro's) is read as llm_model, with a
+// stylesheet_syntax warning.
 //
 // # Routing
 //

@@ -19,12 +19,18 @@ func checkStylesheetSyntax(g *Graph, _ ValidateOptions) []Diagnostic {
 	if strings.TrimSpace(src) == "" {
 		return nil
 	}
-	if _, err := ParseStylesheet(src); err != nil {
+	sheet, err := ParseStylesheet(src)
+	if err != nil {
 		return []Diagnostic{graphDiag(RuleStylesheetSyntax, SeverityError,
 			`write rules selector { llm_model: NAME; llm_provider: NAME; reasoning_effort: low|medium|high } with selector *, a shape, .class or #id`,
 			"graph attribute model_stylesheet: %v (none of the stylesheet was applied)", err)}
 	}
-	return nil
+	var out []Diagnostic
+	for _, w := range sheet.Warnings {
+		out = append(out, graphDiag(RuleStylesheetSyntax, SeverityWarning, "write llm_model, llm_provider or reasoning_effort",
+			"graph attribute model_stylesheet: %s", w))
+	}
+	return out
 }
 
 func checkFidelity(g *Graph, _ ValidateOptions) []Diagnostic {

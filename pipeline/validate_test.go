@@ -125,8 +125,15 @@ func TestValidateRules(t *testing.T) {
 		},
 		{
 			name: "bad stylesheet", rule: RuleStylesheetSyntax, sev: SeverityError,
+			bad:  okGraphWith(map[string]string{"model_stylesheet": "* { modle: x }"}),
+			want: fires{count: 1, msg: `model_stylesheet: line 1, column 5: unknown property "modle"`},
+			good: okGraphWith(map[string]string{"model_stylesheet": "* { llm_model: x }"}),
+		},
+		{
+			// Spec 8.4 names llm_model; fabro's model is read as it, with a warning.
+			name: "stylesheet alias", rule: RuleStylesheetSyntax, sev: SeverityWarning,
 			bad:  okGraphWith(map[string]string{"model_stylesheet": "* { model: x }"}),
-			want: fires{count: 1, msg: `model_stylesheet: line 1, column 5: unknown property "model"`},
+			want: fires{count: 1, msg: `model_stylesheet: line 1, column 5: property "model" is read as llm_model`},
 			good: okGraphWith(map[string]string{"model_stylesheet": "* { llm_model: x }"}),
 		},
 		{
