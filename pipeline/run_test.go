@@ -375,6 +375,19 @@ func TestCustomOutcomeRoutes(t *testing.T) {
 	}
 }
 
+// Spec 4.10: a tool node without a command fails when it runs ("No
+// tool_command specified"), not at validation; the failure names the node.
+func TestToolNodeWithoutToolFailsAtRunTime(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; t [shape=parallelogram]; done [shape=Msquare]; start -> t -> done }`
+	res := runGraph(t, &Runner{}, src)
+	if res.State != RunFail || res.FailedNode != "t" {
+		t.Fatalf("state %s, failed node %q (%s); want the run to fail at t", res.State, res.FailedNode, res.FailureReason)
+	}
+	if want := "tool node t has neither tool nor tool_command"; !strings.Contains(res.FailureReason, want) {
+		t.Errorf("reason %q, want it to contain %q", res.FailureReason, want)
+	}
+}
+
 func TestGoalGates(t *testing.T) {
 	t.Run("retry target", func(t *testing.T) {
 		src := `digraph p { start [shape=Mdiamond]; impl [goal_gate=true, retry_target=impl]; check [shape=diamond]; done [shape=Msquare]

@@ -223,15 +223,27 @@ func TestValidateRules(t *testing.T) {
 			gopt: ValidateOptions{AllowShell: true},
 		},
 		{
-			name: "tool node without a tool", rule: RuleToolNodeConfig, sev: SeverityError,
+			name: "tool node misconfigured", rule: RuleToolNodeConfig, sev: SeverityError,
 			bad: okGraph(
-				vNode("t1", "shape", "parallelogram"),
 				vNode("t2", "type", "tool", "tool", "grep", "tool_command", "grep"),
 				vNode("t3", "shape", "parallelogram", "tool", "grep", "tool_input", `{"q": $goal}`),
 				vNode("t4", "shape", "parallelogram", "tool", "grep", "tool_input", `["$goal"]`),
-				vEdge("work", "t1"), vEdge("t1", "t2"), vEdge("t2", "t3"), vEdge("t3", "t4"), vEdge("t4", "exit")),
+				vEdge("work", "t2"), vEdge("t2", "t3"), vEdge("t3", "t4"), vEdge("t4", "exit")),
 			opts: ValidateOptions{AllowShell: true},
-			want: fires{count: 4, node: "t1", msg: "names no tool"},
+			want: fires{count: 3, node: "t2", msg: "sets both tool and tool_command"},
+			good: okGraph(
+				vNode("t1", "shape", "parallelogram", "tool", "grep", "tool_input", `{"q": "$goal", "in": "${context.file}", "n": 3}`),
+				vNode("t2", "shape", "parallelogram", "tool_command", "ls"),
+				vEdge("work", "t1"), vEdge("t1", "t2"), vEdge("t2", "exit")),
+			gopt: ValidateOptions{AllowShell: true, Tools: knows("grep")},
+		},
+		{
+			// Spec 4.10: the tool handler returns "Outcome(status=FAIL,
+			// failure_reason="No tool_command specified")" at run time, so a
+			// tool node without a tool is a warning, not a refusal.
+			name: "tool node without a tool", rule: RuleToolNodeConfig, sev: SeverityWarning,
+			bad:  okGraph(vNode("t1", "shape", "parallelogram"), vEdge("work", "t1"), vEdge("t1", "exit")),
+			want: fires{count: 1, node: "t1", msg: "names no tool: it has neither tool nor tool_command, and fails if it runs"},
 			good: okGraph(
 				vNode("t1", "shape", "parallelogram", "tool", "grep", "tool_input", `{"q": "$goal", "in": "${context.file}", "n": 3}`),
 				vNode("t2", "shape", "parallelogram", "tool_command", "ls"),
