@@ -109,7 +109,12 @@
 // Shapes and the handlers they imply: Mdiamond start, Msquare exit, box
 // codergen, diamond conditional, hexagon wait.human, parallelogram tool,
 // component parallel, tripleoctagon parallel.fan_in, house
-// stack.manager_loop; any other shape is codergen.
+// stack.manager_loop; any other shape is codergen. A graph without a
+// start or an exit by shape or type takes a node named start/Start, and
+// nodes named exit/end, as them (spec 4.3, 4.4) unless they name another
+// handler. A type no handler runs falls back to the shape's handler, with
+// a type_known warning (4.2); a wasm:<plugin> type whose plugin is missing
+// fails.
 //
 // The stylesheet: rules "selector { key: value; ... }" where the selector
 // is * (specificity 0), a shape (1), .class (2) or #id (3); the most

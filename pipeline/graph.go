@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type Node struct {
 	ID    string
 	Attrs map[string]string
 	Line  int
+	// role is start or exit for a node that is one by its id alone (see
+	// assignRoles), else "".
+	role string
 }
 
 // Edge is a transition from one node to another. Line is the line of its
@@ -93,6 +97,39 @@ func (g *Graph) reindex() {
 	for _, n := range g.Nodes {
 		g.index[n.ID] = n
 	}
+	g.assignRoles()
+}
+
+// roleIDs are the ids that make a node the start or the exit of a graph
+// with none by shape or type. Spec 4.3: "Every graph must have exactly one
+// start node (shape=Mdiamond or id matching start/Start)"; 4.4: "exactly
+// one exit node (shape=Msquare or id matching exit/end)".
+var roleIDs = []struct {
+	role string
+	ids  []string
+}{{TypeStart, []string{"start", "Start"}}, {TypeExit, []string{"exit", "end"}}}
+
+// assignRoles makes a node named start/Start the start, and one named
+// exit/end an exit, when no node is one by its shape or type and the
+// named node would otherwise be a codergen stage (no type, no handler, a
+// box or no shape): a node that names another handler keeps it.
+func (g *Graph) assignRoles() {
+	declared := map[string]bool{}
+	for _, n := range g.Nodes {
+		n.role = ""
+		declared[n.Type()] = true
+	}
+	for _, r := range roleIDs {
+		if declared[r.role] {
+			continue
+		}
+		for _, n := range g.Nodes {
+			if slices.Contains(r.ids, n.ID) && n.Type() == TypeCodergen &&
+				strings.TrimSpace(n.Attrs["type"]) == "" && strings.TrimSpace(n.Attrs["handler"]) == "" {
+				n.role = r.role
+			}
+		}
+	}
 }
 
 // Clone returns a deep copy of g: the runner transforms its own copy, so a
@@ -138,7 +175,8 @@ func (g *Graph) Incoming(id string) []*Edge {
 func (g *Graph) Goal() string { return g.Attrs["goal"] }
 
 // StartNode returns the start node: the one node of type start (by shape
-// Mdiamond or explicit type), else a node named start or Start. It is nil
+// Mdiamond, explicit type, or its id: see assignRoles), else a node named
+// start or Start. It is nil
 // when there is none or more than one (validation reports which).
 func (g *Graph) StartNode() *Node {
 	var found *Node
@@ -160,7 +198,8 @@ func (g *Graph) StartNode() *Node {
 	return found
 }
 
-// ExitNodes returns the nodes of type exit.
+// ExitNodes returns the nodes of type exit: by shape Msquare, explicit
+// type, or, when there is none of those, a node named exit or end.
 func (g *Graph) ExitNodes() []*Node {
 	var out []*Node
 	for _, n := range g.Nodes {
@@ -195,8 +234,9 @@ func (n *Node) Attr(key, def string) string {
 // Shape is the node's shape (default box).
 func (n *Node) Shape() string { return n.Attr("shape", "box") }
 
-// Type is the node's handler type: its type attribute, else the one its
-// shape implies, else codergen.
+// Type is the node's handler type: its type attribute, else start or
+// exit for a node that is one by its id (see Graph.StartNode and
+// ExitNodes), else the one its shape implies (ShapeType).
 func (n *Node) Type() string {
 	if t := strings.TrimSpace(n.Attrs["type"]); t != "" {
 		return t
@@ -204,6 +244,16 @@ func (n *Node) Type() string {
 	if h := strings.TrimSpace(n.Attrs["handler"]); h != "" {
 		return TypeWasmPrefix + h
 	}
+	if n.role != "" {
+		return n.role
+	}
+	return n.ShapeType()
+}
+
+// ShapeType is the handler type the node's shape implies, codergen for a
+// shape that implies none: the handler of a node whose type no handler
+// runs (spec 4.2).
+func (n *Node) ShapeType() string {
 	if t, ok := shapeTypes[n.Shape()]; ok {
 		return t
 	}

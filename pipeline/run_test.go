@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -385,6 +386,37 @@ func TestToolNodeWithoutToolFailsAtRunTime(t *testing.T) {
 	}
 	if want := "tool node t has neither tool nor tool_command"; !strings.Contains(res.FailureReason, want) {
 		t.Errorf("reason %q, want it to contain %q", res.FailureReason, want)
+	}
+}
+
+// Spec 4.3/4.4: the start is "shape=Mdiamond or id matching start/Start",
+// the exit "shape=Msquare or id matching exit/end" (7.2 terminal_node);
+// 4.2: a type no handler runs falls back to the shape's handler.
+func TestStartExitByIDAndTypeFallback(t *testing.T) {
+	src := `digraph p { a [type="frobnicate", prompt="x"]; start -> a -> end }`
+	r, h, _ := scriptedRunner(nil)
+	res := runGraph(t, r, src)
+	if res.State != RunSuccess {
+		t.Fatalf("state %s (%s), path %v", res.State, res.FailureReason, res.Path)
+	}
+	if h.calls["start"] != 0 || h.calls["end"] != 0 || h.calls["a"] != 1 {
+		t.Errorf("agent calls %v: want only a (start and end are no-ops, a falls back to codergen)", h.calls)
+	}
+	if !slices.Equal(res.Path, []string{"start", "a", "end"}) {
+		t.Errorf("path %v", res.Path)
+	}
+	// With an exit by shape, a node named end is a stage like any other.
+	g := mustParse(t, `digraph p { start [shape=Mdiamond]; end [prompt="x"]; done [shape=Msquare]; start -> end -> done }`)
+	if got := g.Node("end").Type(); got != TypeCodergen {
+		t.Errorf("end beside an Msquare: type %q, want codergen", got)
+	}
+	if ex := g.ExitNodes(); len(ex) != 1 || ex[0].ID != "done" {
+		t.Errorf("exit nodes %v, want done", ex)
+	}
+	// A node named exit that names a handler keeps it.
+	g = mustParse(t, `digraph p { start -> exit; exit [shape=hexagon] }`)
+	if got := g.Node("exit").Type(); got != TypeHuman {
+		t.Errorf("exit [shape=hexagon]: type %q, want wait.human", got)
 	}
 }
 

@@ -34,7 +34,7 @@ func checkTypeKnown(g *Graph, opts ValidateOptions) []Diagnostic {
 		}
 		out = append(out, nodeDiag(RuleTypeKnown, SeverityWarning, n,
 			fmt.Sprintf("use one of the handler types %s, or wasm:<plugin> for a WebAssembly stage handler", strings.Join(names, ", ")),
-			"node %s has type %q, which no handler runs", n.ID, t))
+			"node %s has type %q, which no handler runs: it runs as its shape implies (%s)", n.ID, t, n.ShapeType()))
 	}
 	return out
 }
