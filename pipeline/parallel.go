@@ -236,7 +236,8 @@ var statusRank = map[StageStatus]int{StatusSuccess: 0, StatusPartialSuccess: 1, 
 
 // FanInHandler joins a parallel node's branches (tripleoctagon): it picks
 // the best branch, applies that branch's context updates to the run, and
-// records the pick under parallel.fan_in.best. With a prompt an agent picks
+// records the pick under parallel.fan_in.best_id (and .best), its status under
+// parallel.fan_in.best_outcome. With a prompt an agent picks
 // (it is shown each branch's status and output and answers BEST: <branch>);
 // otherwise, or when the agent names no branch, the best status wins
 // (success, partial_success, retry, fail), then the branch id. It fails
@@ -288,7 +289,11 @@ func (h *FanInHandler) Execute(ctx context.Context, node *Node, pctx *Context, s
 	for k, v := range chosen.ContextUpdates {
 		out.ContextUpdates[k] = v
 	}
+	// Spec 4.9 names the pick parallel.fan_in.best_id and its status
+	// best_outcome; parallel.fan_in.best is morph's older name.
 	out.ContextUpdates["parallel.fan_in.best"] = best
+	out.ContextUpdates[KeyFanInBestID] = best
+	out.ContextUpdates[KeyFanInBestOutcome] = string(chosen.Status)
 	if chosen.Status.Succeeded() {
 		out.Status = StatusSuccess
 	} else {
