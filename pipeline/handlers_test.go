@@ -96,6 +96,23 @@ func TestParallelFanOutIn(t *testing.T) {
 	}
 }
 
+// Spec 4.9: heuristic_select ranks "SUCCESS: 0, PARTIAL_SUCCESS: 1,
+// RETRY: 2, FAIL: 3"; a custom status (10.2) is no success and ranks last.
+func TestFanInRanksCustomStatusLast(t *testing.T) {
+	pctx := NewContext()
+	pctx.Set(KeyParallelResults, map[string]BranchResult{
+		"a": {Branch: "a", Status: "needs_dod"},
+		"b": {Branch: "b", Status: StatusPartialSuccess},
+	})
+	out, err := (&FanInHandler{}).Execute(context.Background(), &Node{ID: "join"}, pctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ContextUpdates[KeyFanInBestID] != "b" || out.Status != StatusSuccess {
+		t.Errorf("picked %v (%s), want b, success", out.ContextUpdates[KeyFanInBestID], out.Status)
+	}
+}
+
 func TestParallelPartialAndFirstSuccess(t *testing.T) {
 	tools := &fakeTools{}
 	res := runGraph(t, &Runner{Tools: tools}, fmt.Sprintf(fanOut, "wait_all", "fail"))
