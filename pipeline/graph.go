@@ -3,7 +3,6 @@ package pipeline
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,10 +108,11 @@ var roleIDs = []struct {
 	ids  []string
 }{{TypeStart, []string{"start", "Start"}}, {TypeExit, []string{"exit", "end"}}}
 
-// assignRoles makes a node named start/Start the start, and one named
-// exit/end an exit, when no node is one by its shape or type and the
+// assignRoles makes a node named start (else Start) the start, and those
+// named exit or end exits, when no node is one by its shape or type and the
 // named node would otherwise be a codergen stage (no type, no handler, a
-// box or no shape): a node that names another handler keeps it.
+// box or no shape): a node that names another handler keeps it. reindex
+// calls it, with the index built.
 func (g *Graph) assignRoles() {
 	declared := map[string]bool{}
 	for _, n := range g.Nodes {
@@ -123,10 +123,15 @@ func (g *Graph) assignRoles() {
 		if declared[r.role] {
 			continue
 		}
-		for _, n := range g.Nodes {
-			if slices.Contains(r.ids, n.ID) && n.Type() == TypeCodergen &&
-				strings.TrimSpace(n.Attrs["type"]) == "" && strings.TrimSpace(n.Attrs["handler"]) == "" {
-				n.role = r.role
+		for _, id := range r.ids {
+			n := g.index[id]
+			if n == nil || n.Type() != TypeCodergen ||
+				strings.TrimSpace(n.Attrs["type"]) != "" || strings.TrimSpace(n.Attrs["handler"]) != "" {
+				continue
+			}
+			n.role = r.role
+			if r.role == TypeStart {
+				break // one start: start before Start, as StartNode picks
 			}
 		}
 	}

@@ -413,6 +413,11 @@ func TestStartExitByIDAndTypeFallback(t *testing.T) {
 	if ex := g.ExitNodes(); len(ex) != 1 || ex[0].ID != "done" {
 		t.Errorf("exit nodes %v, want done", ex)
 	}
+	// Both start and Start: start is the start, Start a stage.
+	g = mustParse(t, `digraph p { start -> Start -> end }`)
+	if g.Node("start").Type() != TypeStart || g.Node("Start").Type() != TypeCodergen || g.StartNode() != g.Node("start") {
+		t.Errorf("start %q, Start %q", g.Node("start").Type(), g.Node("Start").Type())
+	}
 	// A node named exit that names a handler keeps it.
 	g = mustParse(t, `digraph p { start -> exit; exit [shape=hexagon] }`)
 	if got := g.Node("exit").Type(); got != TypeHuman {
