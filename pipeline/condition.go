@@ -40,10 +40,11 @@ type clause struct {
 // A Literal is bare (no spaces, quotes or any of & | = ! ( ) < >) or
 // double-quoted, with \" and \\ as its only escapes; "" is the empty
 // value. A Key is [A-Za-z_][A-Za-z0-9_.-]* without empty segments; what it
-// reads is described at Eval. A literal compared with outcome must be a
-// status ParseStatus knows (success, fail, partial_success, retry,
-// skipped, or an alias): a typo there would make the edge silently never,
-// or always, match. Errors give the 1-based column of the problem.
+// reads is described at Eval. A literal compared with outcome is any
+// status name (see ParseStageStatus): the standard ones and their aliases
+// compare canonically, a custom one ("needs_dod") as itself, lowercased;
+// Validate warns about a custom one, since a typo of a standard status
+// looks the same. Errors give the 1-based column of the problem.
 func ParseCondition(s string) (*Condition, error) {
 	if len(s) > MaxConditionBytes {
 		return nil, fmt.Errorf("condition is %d bytes, more than the %d allowed", len(s), MaxConditionBytes)
@@ -187,6 +188,18 @@ func statusText(s string) string {
 	return strings.ToLower(strings.TrimSpace(s))
 }
 
+// customOutcomes lists the outcome literals of c that are not standard
+// statuses (nor their aliases).
+func (c *Condition) customOutcomes() []string {
+	var out []string
+	for _, cl := range c.clauses {
+		if cl.key == KeyOutcome && !StageStatus(cl.value).Standard() {
+			out = append(out, cl.value)
+		}
+	}
+	return out
+}
+
 // condParser scans a condition; pos is a byte offset into src.
 type condParser struct {
 	src string
@@ -245,7 +258,9 @@ func (p *condParser) clause() (clause, error) {
 		return cl, err
 	}
 	if cl.key == KeyOutcome {
-		st, err := ParseStatus(value)
+		// Spec 10.2: the literal is any Literal, and a stage's status is
+		// whatever its handler reports (custom outcomes route this way).
+		st, err := ParseStageStatus(value)
 		if err != nil {
 			return cl, p.errorAt(litPos, "%v", err)
 		}

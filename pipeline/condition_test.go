@@ -34,6 +34,8 @@ func TestConditionEval(t *testing.T) {
 		{"outcome!=success", false},
 		{"outcome=fail", false},
 		{"outcome!=fail", true},
+		{"outcome=needs_dod", false}, // a custom status (spec 10.2: any literal)
+		{"outcome!=needs_dod", true},
 		{"preferred_label=Approve", true},
 		{"preferred_label=approve", false}, // labels compare exactly
 		{`preferred_label="Approve"`, true},
@@ -111,6 +113,31 @@ func TestConditionOutcomeCaseInsensitive(t *testing.T) {
 	}
 }
 
+// Spec 10.2: "Literal ::= String | Integer | Boolean | BareLiteral" and
+// 10.3: "outcome refers to the executing node's outcome status": a stage
+// that reports a custom status (as published pipelines' agents do:
+// needs_dod, succeeded, disagree) routes on it.
+func TestConditionCustomOutcome(t *testing.T) {
+	for _, c := range []struct {
+		status StageStatus
+		cond   string
+		want   bool
+	}{
+		{"needs_dod", "outcome=needs_dod", true},
+		{"NEEDS_DOD", "outcome=needs_dod", true}, // outcome compares case-insensitively
+		{"needs_dod", "outcome=NEEDS_DOD", true},
+		{"disagree", "outcome=needs_dod", false},
+		{"disagree", "outcome!=success && outcome!=fail", true},
+		{StatusSuccess, "outcome=succeeded", true}, // an alias, as passed is
+		{"review:v2", "outcome=review:v2", true},
+	} {
+		got, err := EvalCondition(c.cond, &Outcome{Status: c.status}, nil)
+		if err != nil || got != c.want {
+			t.Errorf("status %q, EvalCondition(%q) = %v, %v; want %v", c.status, c.cond, got, err, c.want)
+		}
+	}
+}
+
 func TestParseConditionErrors(t *testing.T) {
 	cases := []struct {
 		cond string
@@ -118,8 +145,9 @@ func TestParseConditionErrors(t *testing.T) {
 	}{
 		{"outcome", "column 8: expected = or !="},
 		{"outcome=", "column 9: missing value"},
-		{"outcome=succes", "column 9: unknown stage status"},
-		{`outcome=""`, "column 9: unknown stage status"},
+		{"outcome=9lives", "column 9: bad stage status"},
+		{`outcome=""`, "column 9: bad stage status"},
+		{`outcome="needs dod"`, "column 9: bad stage status"},
 		{"=x", "column 1: expected a key"},
 		{"1abc=x", "column 1: expected a key"},
 		{"a=b c=d", "column 5: expected && or the end"},

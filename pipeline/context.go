@@ -25,6 +25,14 @@ const (
 	// KeyParallelResults holds the parallel handler's branch results, a
 	// map of branch (target node id) to its BranchResult.
 	KeyParallelResults = "parallel.results"
+	// KeyFanInBestID and KeyFanInBestOutcome are the branch a fan-in
+	// picked and its status (spec 4.9).
+	KeyFanInBestID      = "parallel.fan_in.best_id"
+	KeyFanInBestOutcome = "parallel.fan_in.best_outcome"
+	// KeyHumanGateSelected and KeyHumanGateLabel are a human gate's
+	// answer: the choice's accelerator key and its label (spec 4.6).
+	KeyHumanGateSelected = "human.gate.selected"
+	KeyHumanGateLabel    = "human.gate.label"
 )
 
 // Context is the state a run's stages share: a map of values and an

@@ -32,7 +32,8 @@
 // the nodes in it (lowercased, spaces to '-', other punctuation dropped).
 // A -> B -> C [attrs] makes an edge per pair, each with the attrs. A
 // top-level key = value is a graph attribute. Durations are a number and
-// ms, s, m, h or d: 250ms, 30s, 5m, 2h, 1d.
+// ms, s, m, h or d: 250ms, 30s, 5m, 2h, 1d; a bare whole number is seconds
+// (timeout="300" is 300s, with an attr_value warning).
 //
 // Graph attributes:
 //
@@ -100,6 +101,7 @@
 //	label      for human gates and preferred labels; accelerators "[Y] Yes", "Y) Yes", "Y - Yes"
 //	condition  clauses joined by &&: key=value or key!=value; keys outcome, preferred_label,
 //	           context.<key> (or a bare context key); outcome compares case-insensitively
+//	           and may name a custom status a handler reports (outcome=needs_dod: a warning)
 //	weight     an integer; the higher wins among matching edges (default 0)
 //	fidelity, thread_id
 //	           the fidelity and thread of the stage the edge leads to, when it sets none
@@ -107,12 +109,18 @@
 // Shapes and the handlers they imply: Mdiamond start, Msquare exit, box
 // codergen, diamond conditional, hexagon wait.human, parallelogram tool,
 // component parallel, tripleoctagon parallel.fan_in, house
-// stack.manager_loop; any other shape is codergen.
+// stack.manager_loop; any other shape is codergen. A graph without a
+// start or an exit by shape or type takes a node named start/Start, and
+// nodes named exit/end, as them (spec 4.3, 4.4) unless they name another
+// handler. A type no handler runs falls back to the shape's handler, with
+// a type_known warning (4.2); a wasm:<plugin> type whose plugin is missing
+// fails.
 //
 // The stylesheet: rules "selector { key: value; ... }" where the selector
 // is * (specificity 0), a shape (1), .class (2) or #id (3); the most
 // specific rule wins, a later one among equals; a node's own attribute
-// always wins.
+// always wins. The property model (fabro's) is read as llm_model, with a
+// stylesheet_syntax warning.
 //
 // # Routing
 //

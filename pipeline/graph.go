@@ -32,6 +32,9 @@ type Node struct {
 	ID    string
 	Attrs map[string]string
 	Line  int
+	// role is start or exit for a node that is one by its id alone (see
+	// assignRoles), else "".
+	role string
 }
 
 // Edge is a transition from one node to another. Line is the line of its
@@ -93,6 +96,45 @@ func (g *Graph) reindex() {
 	for _, n := range g.Nodes {
 		g.index[n.ID] = n
 	}
+	g.assignRoles()
+}
+
+// roleIDs are the ids that make a node the start or the exit of a graph
+// with none by shape or type. Spec 4.3: "Every graph must have exactly one
+// start node (shape=Mdiamond or id matching start/Start)"; 4.4: "exactly
+// one exit node (shape=Msquare or id matching exit/end)".
+var roleIDs = []struct {
+	role string
+	ids  []string
+}{{TypeStart, []string{"start", "Start"}}, {TypeExit, []string{"exit", "end"}}}
+
+// assignRoles makes a node named start (else Start) the start, and those
+// named exit or end exits, when no node is one by its shape or type and the
+// named node would otherwise be a codergen stage (no type, no handler, a
+// box or no shape): a node that names another handler keeps it. reindex
+// calls it, with the index built.
+func (g *Graph) assignRoles() {
+	declared := map[string]bool{}
+	for _, n := range g.Nodes {
+		n.role = ""
+		declared[n.Type()] = true
+	}
+	for _, r := range roleIDs {
+		if declared[r.role] {
+			continue
+		}
+		for _, id := range r.ids {
+			n := g.index[id]
+			if n == nil || n.Type() != TypeCodergen ||
+				strings.TrimSpace(n.Attrs["type"]) != "" || strings.TrimSpace(n.Attrs["handler"]) != "" {
+				continue
+			}
+			n.role = r.role
+			if r.role == TypeStart {
+				break // one start: start before Start, as StartNode picks
+			}
+		}
+	}
 }
 
 // Clone returns a deep copy of g: the runner transforms its own copy, so a
@@ -138,7 +180,8 @@ func (g *Graph) Incoming(id string) []*Edge {
 func (g *Graph) Goal() string { return g.Attrs["goal"] }
 
 // StartNode returns the start node: the one node of type start (by shape
-// Mdiamond or explicit type), else a node named start or Start. It is nil
+// Mdiamond, explicit type, or its id: see assignRoles), else a node named
+// start or Start. It is nil
 // when there is none or more than one (validation reports which).
 func (g *Graph) StartNode() *Node {
 	var found *Node
@@ -160,7 +203,8 @@ func (g *Graph) StartNode() *Node {
 	return found
 }
 
-// ExitNodes returns the nodes of type exit.
+// ExitNodes returns the nodes of type exit: by shape Msquare, explicit
+// type, or, when there is none of those, a node named exit or end.
 func (g *Graph) ExitNodes() []*Node {
 	var out []*Node
 	for _, n := range g.Nodes {
@@ -195,8 +239,9 @@ func (n *Node) Attr(key, def string) string {
 // Shape is the node's shape (default box).
 func (n *Node) Shape() string { return n.Attr("shape", "box") }
 
-// Type is the node's handler type: its type attribute, else the one its
-// shape implies, else codergen.
+// Type is the node's handler type: its type attribute, else start or
+// exit for a node that is one by its id (see Graph.StartNode and
+// ExitNodes), else the one its shape implies (ShapeType).
 func (n *Node) Type() string {
 	if t := strings.TrimSpace(n.Attrs["type"]); t != "" {
 		return t
@@ -204,6 +249,16 @@ func (n *Node) Type() string {
 	if h := strings.TrimSpace(n.Attrs["handler"]); h != "" {
 		return TypeWasmPrefix + h
 	}
+	if n.role != "" {
+		return n.role
+	}
+	return n.ShapeType()
+}
+
+// ShapeType is the handler type the node's shape implies, codergen for a
+// shape that implies none: the handler of a node whose type no handler
+// runs (spec 4.2).
+func (n *Node) ShapeType() string {
 	if t, ok := shapeTypes[n.Shape()]; ok {
 		return t
 	}
@@ -292,9 +347,14 @@ func boolAttr(attrs map[string]string, key string, def bool, who string) (bool, 
 
 // ParseDuration reads a duration as pipelines write them: a number and a
 // unit, ms, s, m, h or d ("250ms", "30s", "5m", "2h", "1d"), or anything
-// time.ParseDuration accepts ("1h30m").
+// time.ParseDuration accepts ("1h30m"). A bare whole number is seconds
+// ("300" is 5m): published pipelines write timeout="300", and the
+// attr_value rule warns about it (see bareSeconds).
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
+	if n, ok := bareSeconds(s); ok {
+		return time.Duration(n) * time.Second, nil
+	}
 	if strings.HasSuffix(s, "d") {
 		n, err := strconv.ParseFloat(strings.TrimSuffix(s, "d"), 64)
 		if err != nil || n < 0 {
@@ -307,6 +367,24 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("bad duration %q: want e.g. 250ms, 30s, 5m, 2h or 1d", s)
 	}
 	return d, nil
+}
+
+// maxBareSeconds bounds a unitless duration so that it cannot overflow
+// time.Duration (about 292 years).
+const maxBareSeconds = 1 << 32
+
+// bareSeconds reads s, already trimmed, as a whole number of seconds
+// without a unit ("300"), the way the spec's Duration type (2.4: "Integer
+// + unit suffix") does not have it but published pipelines write it.
+func bareSeconds(s string) (int64, bool) {
+	if s == "" || len(s) > 10 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > maxBareSeconds || s[0] == '+' || s[0] == '-' {
+		return 0, false
+	}
+	return n, true
 }
 
 // sortedKeys returns m's keys in order.

@@ -113,7 +113,7 @@ func (h *ConditionalHandler) Execute(ctx context.Context, node *Node, pctx *Cont
 	if strings.TrimSpace(prompt) == "" {
 		st := StatusSuccess
 		if s := pctx.GetString(KeyOutcome); s != "" {
-			if parsed, err := ParseStatus(s); err == nil {
+			if parsed, err := ParseStageStatus(s); err == nil {
 				st = parsed
 			}
 		}

@@ -84,10 +84,32 @@ func TestParallelFanOutIn(t *testing.T) {
 	if res.Context["parallel.fan_in.best"] != "a" || res.Context["a.output"] != `{"id":"a"}` {
 		t.Errorf("fan-in: best %v, a.output %v", res.Context["parallel.fan_in.best"], res.Context["a.output"])
 	}
+	// Spec 4.9: context_updates = {"parallel.fan_in.best_id": best.id,
+	// "parallel.fan_in.best_outcome": best.outcome}.
+	if res.Context[KeyFanInBestID] != "a" || res.Context[KeyFanInBestOutcome] != "success" {
+		t.Errorf("fan-in: best_id %v, best_outcome %v", res.Context[KeyFanInBestID], res.Context[KeyFanInBestOutcome])
+	}
 	for _, id := range []string{"a", "b", "b2"} {
 		if res.Nodes[id] == nil || res.Nodes[id].Status != StatusSuccess {
 			t.Errorf("node %s: %+v", id, res.Nodes[id])
 		}
+	}
+}
+
+// Spec 4.9: heuristic_select ranks "SUCCESS: 0, PARTIAL_SUCCESS: 1,
+// RETRY: 2, FAIL: 3"; a custom status (10.2) is no success and ranks last.
+func TestFanInRanksCustomStatusLast(t *testing.T) {
+	pctx := NewContext()
+	pctx.Set(KeyParallelResults, map[string]BranchResult{
+		"a": {Branch: "a", Status: "needs_dod"},
+		"b": {Branch: "b", Status: StatusPartialSuccess},
+	})
+	out, err := (&FanInHandler{}).Execute(context.Background(), &Node{ID: "join"}, pctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ContextUpdates[KeyFanInBestID] != "b" || out.Status != StatusSuccess {
+		t.Errorf("picked %v (%s), want b, success", out.ContextUpdates[KeyFanInBestID], out.Status)
 	}
 }
 
@@ -149,6 +171,11 @@ func TestHumanGate(t *testing.T) {
 		}
 		if res.Context["human.choice"] != "N) No" {
 			t.Errorf("human.choice %v", res.Context["human.choice"])
+		}
+		// Spec 4.6: context_updates={"human.gate.selected": selected.key,
+		// "human.gate.label": selected.label}.
+		if res.Context[KeyHumanGateSelected] != "N" || res.Context[KeyHumanGateLabel] != "N) No" {
+			t.Errorf("human.gate.selected %v, human.gate.label %v", res.Context[KeyHumanGateSelected], res.Context[KeyHumanGateLabel])
 		}
 	})
 	t.Run("timeout takes the default", func(t *testing.T) {

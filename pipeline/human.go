@@ -173,7 +173,9 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 		return Fail("human gate %s: the answer %q names none of its choices", node.ID, safetext.Line(ans.Choice, 100)), nil
 	}
 	x.Emit(Event{Kind: EventInterviewDone, NodeID: node.ID, Message: ch.Label})
-	updates := map[string]any{"human.choice": ch.Label}
+	// Spec 4.6: "human.gate.selected": selected.key, "human.gate.label":
+	// selected.label; human.choice is morph's older name of the label.
+	updates := map[string]any{"human.choice": ch.Label, KeyHumanGateSelected: ch.Key, KeyHumanGateLabel: ch.Label}
 	if ans.Text != "" {
 		updates["human.text"] = ans.Text
 	}

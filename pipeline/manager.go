@@ -104,7 +104,7 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 			cctx.Apply(res.Context)
 			last := &Outcome{Status: StatusFail}
 			if s, ok := res.Context[KeyOutcome].(string); ok {
-				last.Status, _ = ParseStatus(s)
+				last.Status, _ = ParseStageStatus(s)
 			}
 			if ok, err := EvalCondition(stop, last, cctx); err == nil && ok {
 				out.Status = last.Status

@@ -25,7 +25,7 @@ const (
 // and "pass" are success, "failure" and "error" fail.
 func ParseStatus(s string) (StageStatus, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "success", "ok", "pass", "passed":
+	case "success", "ok", "pass", "passed", "succeeded":
 		return StatusSuccess, nil
 	case "fail", "failed", "failure", "error":
 		return StatusFail, nil
@@ -37,6 +37,52 @@ func ParseStatus(s string) (StageStatus, error) {
 		return StatusSkipped, nil
 	}
 	return "", fmt.Errorf("unknown stage status %q: want success, fail, partial_success, retry or skipped", s)
+}
+
+// MaxStatusBytes bounds a custom status name.
+const MaxStatusBytes = 64
+
+// ParseStageStatus reads a status as ParseStatus does, and also accepts a
+// custom one: the attractor specification's conditions take any literal
+// (10.2) and a stage's status is what its handler reports, so published
+// pipelines route on outcome=needs_dod or outcome=disagree. A custom
+// status is lowercased and must look like a name, [a-z_][a-z0-9_.:-]*
+// (the specification's BareLiteral), at most MaxStatusBytes long. It is
+// neither a success (goal gates stay unsatisfied) nor a FAIL: routing
+// takes the edge whose condition names it, else the unconditional edges.
+func ParseStageStatus(s string) (StageStatus, error) {
+	if st, err := ParseStatus(s); err == nil {
+		return st, nil
+	}
+	name := strings.ToLower(strings.TrimSpace(s))
+	if name == "" || len(name) > MaxStatusBytes || !isStatusName(name) {
+		return "", fmt.Errorf("bad stage status %q: want success, fail, partial_success, retry, skipped "+
+			"or a custom name of letters, digits and _ . : - (at most %d bytes, not starting with a digit)", s, MaxStatusBytes)
+	}
+	return StageStatus(name), nil
+}
+
+func isStatusName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c == '_':
+		case (c >= '0' && c <= '9') || c == '.' || c == ':' || c == '-':
+			if i == 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Standard reports whether s is one of the five statuses of the
+// specification (or an alias ParseStatus knows).
+func (s StageStatus) Standard() bool {
+	_, err := ParseStatus(string(s))
+	return err == nil
 }
 
 // Succeeded reports whether s counts as done for goal gates and join

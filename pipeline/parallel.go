@@ -231,12 +231,22 @@ func parallelResults(pctx *Context) map[string]BranchResult {
 	return out
 }
 
-// statusRank orders statuses for the fan-in's heuristic: best first.
-var statusRank = map[StageStatus]int{StatusSuccess: 0, StatusPartialSuccess: 1, StatusRetry: 2, StatusFail: 3, StatusSkipped: 4}
+// statusRanks orders statuses for the fan-in's heuristic: best first.
+var statusRanks = map[StageStatus]int{StatusSuccess: 0, StatusPartialSuccess: 1, StatusRetry: 2, StatusFail: 3, StatusSkipped: 4}
+
+// statusRank is s's place in statusRanks; a custom status ("needs_dod")
+// ranks last, since it is not a success.
+func statusRank(s StageStatus) int {
+	if r, ok := statusRanks[s]; ok {
+		return r
+	}
+	return len(statusRanks)
+}
 
 // FanInHandler joins a parallel node's branches (tripleoctagon): it picks
 // the best branch, applies that branch's context updates to the run, and
-// records the pick under parallel.fan_in.best. With a prompt an agent picks
+// records the pick under parallel.fan_in.best_id (and .best), its status under
+// parallel.fan_in.best_outcome. With a prompt an agent picks
 // (it is shown each branch's status and output and answers BEST: <branch>);
 // otherwise, or when the agent names no branch, the best status wins
 // (success, partial_success, retry, fail), then the branch id. It fails
@@ -258,7 +268,7 @@ func (h *FanInHandler) Execute(ctx context.Context, node *Node, pctx *Context, s
 		return Fail("fan-in %s: no parallel.results in the context: a fan-in joins the branches of a parallel node (shape=component)", node.ID), nil
 	}
 	ids := sortedKeys(results)
-	sort.SliceStable(ids, func(i, j int) bool { return statusRank[results[ids[i]].Status] < statusRank[results[ids[j]].Status] })
+	sort.SliceStable(ids, func(i, j int) bool { return statusRank(results[ids[i]].Status) < statusRank(results[ids[j]].Status) })
 	best := ids[0]
 	out := &Outcome{ContextUpdates: map[string]any{}}
 	if prompt := strings.TrimSpace(node.Attrs["prompt"]); prompt != "" {
@@ -288,7 +298,11 @@ func (h *FanInHandler) Execute(ctx context.Context, node *Node, pctx *Context, s
 	for k, v := range chosen.ContextUpdates {
 		out.ContextUpdates[k] = v
 	}
+	// Spec 4.9 names the pick parallel.fan_in.best_id and its status
+	// best_outcome; parallel.fan_in.best is morph's older name.
 	out.ContextUpdates["parallel.fan_in.best"] = best
+	out.ContextUpdates[KeyFanInBestID] = best
+	out.ContextUpdates[KeyFanInBestOutcome] = string(chosen.Status)
 	if chosen.Status.Succeeded() {
 		out.Status = StatusSuccess
 	} else {

@@ -251,6 +251,35 @@ func TestParseDOTSemantics(t *testing.T) {
 	}
 }
 
+// Spec 2.4: "Duration | Integer + unit suffix | 900s, 15m, 2h, 250ms, 1d".
+// Published pipelines also write a bare integer (timeout="300"): morph
+// reads it as seconds, and attr_value warns (TestValidateRules).
+func TestParseDuration(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"250ms", 250 * time.Millisecond, true},
+		{"900s", 900 * time.Second, true},
+		{"1h30m", 90 * time.Minute, true},
+		{"1d", 24 * time.Hour, true},
+		{"300", 300 * time.Second, true},
+		{" 45 ", 45 * time.Second, true},
+		{"0", 0, true},
+		{"-300", 0, false},
+		{"+300", 0, false},
+		{"1.5", 0, false},
+		{"99999999999", 0, false}, // past the bound: no overflow
+		{"5 parsecs", 0, false},
+	} {
+		got, err := ParseDuration(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v (ok %v)", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
 func TestParseDOTErrors(t *testing.T) {
 	tests := []struct {
 		name, src string

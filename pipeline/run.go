@@ -387,6 +387,11 @@ func (x *run) graphInt(key string, def int) int {
 // ended.
 func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outcome, via *Edge, branch string) (*Outcome, error) {
 	h := x.handlers.Get(node.Type())
+	if h == nil && !strings.HasPrefix(node.Type(), TypeWasmPrefix) {
+		// Spec 4.2: an explicit type no handler runs falls back to the
+		// shape's handler (type_known warns); a missing plugin stays a FAIL.
+		h = x.handlers.Get(node.ShapeType())
+	}
 	maxRetries, err := node.Int("max_retries", x.graphInt("default_max_retries", 0))
 	if err != nil || maxRetries < 0 {
 		maxRetries = 0
@@ -502,10 +507,11 @@ func (x *run) call(ctx context.Context, h Handler, node *Node, pctx *Context, ex
 	case o == nil:
 		return Fail("handler %s returned no outcome for node %s", h.Type(), node.ID)
 	}
-	if _, perr := ParseStatus(string(o.Status)); perr != nil {
+	st, perr := ParseStageStatus(string(o.Status))
+	if perr != nil {
 		return Fail("handler %s on node %s: %v", h.Type(), node.ID, perr)
 	}
-	o.Status, _ = ParseStatus(string(o.Status))
+	o.Status = st
 	return o
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -353,6 +354,74 @@ func TestFailNeverFallsThrough(t *testing.T) {
 	res = runGraph(t, r, src)
 	if res.State != RunSuccess || h.calls["fix"] != 1 {
 		t.Fatalf("got %s %v", res.State, res.Path)
+	}
+}
+
+// Spec 10.3: "outcome refers to the executing node's outcome status"; a
+// handler's custom status (any name, 10.2's BareLiteral) is kept and routes.
+func TestCustomOutcomeRoutes(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; review; dod; done [shape=Msquare]
+	  start -> review; review -> dod [condition="outcome=needs_dod"]; review -> done [condition="outcome=success"]; dod -> done }`
+	r, h, _ := scriptedRunner(map[string][]StageStatus{"review": {"Needs_DOD"}})
+	res := runGraph(t, r, src)
+	if res.State != RunSuccess || h.calls["dod"] != 1 {
+		t.Fatalf("state %s (%s), path %v; want the needs_dod edge taken", res.State, res.FailureReason, res.Path)
+	}
+	if st := res.Nodes["review"].Status; st != "needs_dod" {
+		t.Errorf("review's status %q, want needs_dod", st)
+	}
+	r, _, _ = scriptedRunner(map[string][]StageStatus{"review": {"needs dod!"}})
+	if res := runGraph(t, r, src); res.State != RunFail || !strings.Contains(res.FailureReason, "bad stage status") {
+		t.Errorf("a status that is no name: state %s (%s), want a fail naming it", res.State, res.FailureReason)
+	}
+}
+
+// Spec 4.10: a tool node without a command fails when it runs ("No
+// tool_command specified"), not at validation; the failure names the node.
+func TestToolNodeWithoutToolFailsAtRunTime(t *testing.T) {
+	src := `digraph p { start [shape=Mdiamond]; t [shape=parallelogram]; done [shape=Msquare]; start -> t -> done }`
+	res := runGraph(t, &Runner{}, src)
+	if res.State != RunFail || res.FailedNode != "t" {
+		t.Fatalf("state %s, failed node %q (%s); want the run to fail at t", res.State, res.FailedNode, res.FailureReason)
+	}
+	if want := "tool node t has neither tool nor tool_command"; !strings.Contains(res.FailureReason, want) {
+		t.Errorf("reason %q, want it to contain %q", res.FailureReason, want)
+	}
+}
+
+// Spec 4.3/4.4: the start is "shape=Mdiamond or id matching start/Start",
+// the exit "shape=Msquare or id matching exit/end" (7.2 terminal_node);
+// 4.2: a type no handler runs falls back to the shape's handler.
+func TestStartExitByIDAndTypeFallback(t *testing.T) {
+	src := `digraph p { a [type="frobnicate", prompt="x"]; start -> a -> end }`
+	r, h, _ := scriptedRunner(nil)
+	res := runGraph(t, r, src)
+	if res.State != RunSuccess {
+		t.Fatalf("state %s (%s), path %v", res.State, res.FailureReason, res.Path)
+	}
+	if h.calls["start"] != 0 || h.calls["end"] != 0 || h.calls["a"] != 1 {
+		t.Errorf("agent calls %v: want only a (start and end are no-ops, a falls back to codergen)", h.calls)
+	}
+	if !slices.Equal(res.Path, []string{"start", "a", "end"}) {
+		t.Errorf("path %v", res.Path)
+	}
+	// With an exit by shape, a node named end is a stage like any other.
+	g := mustParse(t, `digraph p { start [shape=Mdiamond]; end [prompt="x"]; done [shape=Msquare]; start -> end -> done }`)
+	if got := g.Node("end").Type(); got != TypeCodergen {
+		t.Errorf("end beside an Msquare: type %q, want codergen", got)
+	}
+	if ex := g.ExitNodes(); len(ex) != 1 || ex[0].ID != "done" {
+		t.Errorf("exit nodes %v, want done", ex)
+	}
+	// Both start and Start: start is the start, Start a stage.
+	g = mustParse(t, `digraph p { start -> Start -> end }`)
+	if g.Node("start").Type() != TypeStart || g.Node("Start").Type() != TypeCodergen || g.StartNode() != g.Node("start") {
+		t.Errorf("start %q, Start %q", g.Node("start").Type(), g.Node("Start").Type())
+	}
+	// A node named exit that names a handler keeps it.
+	g = mustParse(t, `digraph p { start -> exit; exit [shape=hexagon] }`)
+	if got := g.Node("exit").Type(); got != TypeHuman {
+		t.Errorf("exit [shape=hexagon]: type %q, want wait.human", got)
 	}
 }
 

@@ -73,7 +73,7 @@ func (h *ToolHandler) Execute(ctx context.Context, node *Node, pctx *Context, st
 			return toolFailure(ctx, tctx, node, timeout, err), nil
 		}
 	default:
-		return Fail("tool node %s has neither tool nor tool_command", node.ID), nil
+		return Fail("tool node %s has neither tool nor tool_command: set tool=\"<name>\" (or tool_command) on it", node.ID), nil
 	}
 	out = safetext.Truncate(out, lim.MaxToolOutputBytes)
 	o := &Outcome{Status: StatusSuccess, ContextUpdates: map[string]any{

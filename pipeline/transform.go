@@ -123,7 +123,14 @@ var stylesheetProps = []string{"llm_model", "llm_provider", "reasoning_effort"}
 // without editing every stage.
 type Stylesheet struct {
 	Rules []StyleRule
+	// Warnings are what the stylesheet_syntax rule reports as warnings:
+	// an alias read as its property, with the line and column.
+	Warnings []string
 }
+
+// stylesheetAliases are other runners' names of stylesheet properties,
+// read as morph's (fabro writes model for llm_model).
+var stylesheetAliases = map[string]string{"model": "llm_model"}
 
 // StyleRule is one rule: a selector and the properties it sets.
 type StyleRule struct {
@@ -149,8 +156,9 @@ type StyleRule struct {
 // One selector per rule; declarations "key: value" separated by ';' (the
 // last may omit it); values bare (up to ';', '}' or the line's end) or
 // double-quoted with \" and \\; /* comments */ anywhere between tokens.
-// Any property other than llm_model, llm_provider and reasoning_effort is
-// an error naming it, and so is a reasoning_effort other than low, medium
+// The property model (fabro's name) is read as llm_model, with one of
+// the stylesheet's Warnings. Any other property than llm_model,
+// llm_provider and reasoning_effort is an error naming it, and so is a reasoning_effort other than low, medium
 // or high. Errors give the line and column in the stylesheet.
 func ParseStylesheet(src string) (*Stylesheet, error) {
 	if len(src) > MaxStylesheetBytes {
@@ -170,6 +178,8 @@ func ParseStylesheet(src string) (*Stylesheet, error) {
 			return nil, err
 		}
 		s.Rules = append(s.Rules, r)
+		s.Warnings = append(s.Warnings, p.warnings...)
+		p.warnings = p.warnings[:0]
 	}
 }
 
@@ -244,6 +254,7 @@ type sheetParser struct {
 	src       string
 	pos       int
 	line, col int
+	warnings  []string // of the rule being read
 }
 
 func (p *sheetParser) eof() bool { return p.pos >= len(p.src) }
@@ -357,6 +368,10 @@ func (p *sheetParser) declaration(props map[string]string) error {
 	key := p.ident()
 	if key == "" {
 		return p.errorf(line, col, "expected a property name, found %q", p.peek())
+	}
+	if prop, ok := stylesheetAliases[key]; ok {
+		p.warnings = append(p.warnings, fmt.Sprintf("line %d, column %d: property %q is read as %s; write %s", line, col, key, prop, prop))
+		key = prop
 	}
 	if !slices.Contains(stylesheetProps, key) {
 		return p.errorf(line, col, "unknown property %q: a stylesheet sets %s", key, strings.Join(stylesheetProps, ", "))

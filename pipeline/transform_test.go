@@ -101,6 +101,29 @@ func TestParseStylesheet(t *testing.T) {
 	}
 }
 
+// Spec 8.4 lists llm_model, llm_provider and reasoning_effort; fabro's
+// published stylesheets write model, which morph reads as llm_model with a
+// warning, and an explicit node attribute still wins (8.5).
+func TestStylesheetModelAlias(t *testing.T) {
+	s, err := ParseStylesheet("* { llm_provider: p }\n.fast { model: small; }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Rules[1].Properties; !equalMaps(got, map[string]string{"llm_model": "small"}) {
+		t.Errorf("properties %v, want llm_model: small", got)
+	}
+	if want := []string{`line 2, column 9: property "model" is read as llm_model; write llm_model`}; !slices.Equal(s.Warnings, want) {
+		t.Errorf("warnings %q, want %q", s.Warnings, want)
+	}
+	g := vGraph(map[string]string{"model_stylesheet": "* { model: small }"}, vNode("a", "prompt", "x"), vNode("b", "prompt", "y", "llm_model", "mine"))
+	if err := ApplyTransforms(g); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := g.Nodes[0].Attrs["llm_model"], g.Nodes[1].Attrs["llm_model"]; a != "small" || b != "mine" {
+		t.Errorf("llm_model of a %q, b %q; want small, mine", a, b)
+	}
+}
+
 func equalMaps(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false
@@ -115,7 +138,8 @@ func equalMaps(a, b map[string]string) bool {
 
 func TestParseStylesheetErrors(t *testing.T) {
 	cases := []struct{ src, want string }{
-		{"* { model: x }", `line 1, column 5: unknown property "model": a stylesheet sets llm_model, llm_provider, reasoning_effort`},
+		{"* { modle: x }", `line 1, column 5: unknown property "modle": a stylesheet sets llm_model, llm_provider, reasoning_effort`},
+		{"* { model: x }", ""}, // fabro's name of llm_model (TestStylesheetModelAlias)
 		{"* { llm_model x }", `line 1, column 15: expected : after property "llm_model"`},
 		{"* { llm_model: }", `line 1, column 16: property "llm_model" has no value`},
 		{"* { llm_model: a b\n }", ""}, // a bare value may hold spaces

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,12 +19,18 @@ func checkStylesheetSyntax(g *Graph, _ ValidateOptions) []Diagnostic {
 	if strings.TrimSpace(src) == "" {
 		return nil
 	}
-	if _, err := ParseStylesheet(src); err != nil {
+	sheet, err := ParseStylesheet(src)
+	if err != nil {
 		return []Diagnostic{graphDiag(RuleStylesheetSyntax, SeverityError,
 			`write rules selector { llm_model: NAME; llm_provider: NAME; reasoning_effort: low|medium|high } with selector *, a shape, .class or #id`,
 			"graph attribute model_stylesheet: %v (none of the stylesheet was applied)", err)}
 	}
-	return nil
+	var out []Diagnostic
+	for _, w := range sheet.Warnings {
+		out = append(out, graphDiag(RuleStylesheetSyntax, SeverityWarning, "write llm_model, llm_provider or reasoning_effort",
+			"graph attribute model_stylesheet: %s", w))
+	}
+	return out
 }
 
 func checkFidelity(g *Graph, _ ValidateOptions) []Diagnostic {
@@ -73,11 +80,23 @@ func boolAttrCheck(attrs map[string]string, key, who string) error {
 	return err
 }
 
+// attrWarning is a value attr_value accepts, with a WARNING and its own
+// fix, rather than refuses.
+type attrWarning struct{ msg, fix string }
+
+func (w *attrWarning) Error() string { return w.msg }
+
 func durationAttr(attrs map[string]string, key, who string) error {
-	if v := attrs[key]; strings.TrimSpace(v) != "" {
-		if _, err := ParseDuration(v); err != nil {
-			return fmt.Errorf("%s: %s: %w", who, key, err)
-		}
+	v := strings.TrimSpace(attrs[key])
+	if v == "" {
+		return nil
+	}
+	if n, ok := bareSeconds(v); ok && n != 0 {
+		return &attrWarning{fmt.Sprintf("%s: %s=%q has no unit: read as %ds", who, key, v, n),
+			fmt.Sprintf("write %s=\"%ds\"", key, n)}
+	}
+	if _, err := ParseDuration(v); err != nil {
+		return fmt.Errorf("%s: %s: %w", who, key, err)
 	}
 	return nil
 }
@@ -247,28 +266,33 @@ var knownAttrNames = func() map[attrScope][]string {
 
 func checkAttrValues(g *Graph, _ ValidateOptions) []Diagnostic {
 	var out []Diagnostic
-	check := func(attrs map[string]string, who string, diag func(fix, msg string) Diagnostic) {
+	check := func(attrs map[string]string, who string, diag func(sev Severity, fix, msg string) Diagnostic) {
 		for _, key := range typedAttrKeys {
 			if _, ok := attrs[key]; !ok {
 				continue
 			}
 			c := knownAttrs[key].value
-			if err := c.check(attrs, key, who); err != nil {
-				out = append(out, diag(c.fix, err.Error()))
+			err := c.check(attrs, key, who)
+			var w *attrWarning
+			switch {
+			case errors.As(err, &w):
+				out = append(out, diag(SeverityWarning, w.fix, w.msg))
+			case err != nil:
+				out = append(out, diag(SeverityError, c.fix, err.Error()))
 			}
 		}
 	}
-	check(g.Attrs, "graph", func(fix, msg string) Diagnostic {
-		return graphDiag(RuleAttrValue, SeverityError, fix, "%s", msg)
+	check(g.Attrs, "graph", func(sev Severity, fix, msg string) Diagnostic {
+		return graphDiag(RuleAttrValue, sev, fix, "%s", msg)
 	})
 	for _, n := range g.Nodes {
-		check(n.Attrs, "node "+n.ID, func(fix, msg string) Diagnostic {
-			return nodeDiag(RuleAttrValue, SeverityError, n, fix, "%s", msg)
+		check(n.Attrs, "node "+n.ID, func(sev Severity, fix, msg string) Diagnostic {
+			return nodeDiag(RuleAttrValue, sev, n, fix, "%s", msg)
 		})
 	}
 	for _, e := range g.Edges {
-		check(e.Attrs, "edge "+e.String(), func(fix, msg string) Diagnostic {
-			return edgeDiag(RuleAttrValue, SeverityError, e, fix, "%s", msg)
+		check(e.Attrs, "edge "+e.String(), func(sev Severity, fix, msg string) Diagnostic {
+			return edgeDiag(RuleAttrValue, sev, e, fix, "%s", msg)
 		})
 	}
 	return out

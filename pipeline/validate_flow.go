@@ -13,10 +13,17 @@ func checkConditionSyntax(g *Graph, _ ValidateOptions) []Diagnostic {
 		if c == "" {
 			continue
 		}
-		if _, err := ParseCondition(c); err != nil {
+		cond, err := ParseCondition(c)
+		if err != nil {
 			out = append(out, edgeDiag(RuleConditionSyntax, SeverityError, e,
 				`write clauses key=value or key!=value joined by &&, e.g. condition="outcome=success && context.tests=passed"`,
 				"edge %s: %v", e, err))
+			continue
+		}
+		for _, v := range cond.customOutcomes() {
+			out = append(out, edgeDiag(RuleConditionSyntax, SeverityWarning, e,
+				"fine if a stage reports that status; else write success, fail, partial_success, retry or skipped",
+				"edge %s: outcome=%s is not a standard status: it matches only a stage that reports it", e, v))
 		}
 	}
 	return out

@@ -102,7 +102,7 @@ func checkTerminalNode(g *Graph, _ ValidateOptions) []Diagnostic {
 	}
 	return []Diagnostic{graphDiag(RuleTerminalNode, SeverityError,
 		"add an exit node: exit [shape=Msquare] with an edge from the last stage",
-		"the graph has no exit node (shape=Msquare or type=exit)")}
+		"the graph has no exit node (shape=Msquare, type=exit, or a node named exit or end)")}
 }
 
 func checkReachability(g *Graph, _ ValidateOptions) []Diagnostic {

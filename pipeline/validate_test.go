@@ -111,14 +111,29 @@ func TestValidateRules(t *testing.T) {
 		},
 		{
 			name: "bad condition", rule: RuleConditionSyntax, sev: SeverityError,
+			bad:  okGraph(vEdge("work", "work", "condition", "outcome=9lives")),
+			want: fires{count: 1, edge: "work -> work", msg: "condition column 9: bad stage status"},
+			good: okGraph(vEdge("work", "work", "condition", `outcome=retry && context.x!="a b"`)),
+		},
+		{
+			// Spec 10.2: "Literal ::= String | Integer | Boolean | BareLiteral":
+			// a custom outcome is valid, with a warning since a typo looks alike.
+			name: "custom outcome", rule: RuleConditionSyntax, sev: SeverityWarning,
 			bad:  okGraph(vEdge("work", "work", "condition", "outcome=succes")),
-			want: fires{count: 1, edge: "work -> work", msg: "condition column 9: unknown stage status"},
+			want: fires{count: 1, edge: "work -> work", msg: "outcome=succes is not a standard status"},
 			good: okGraph(vEdge("work", "work", "condition", `outcome=retry && context.x!="a b"`)),
 		},
 		{
 			name: "bad stylesheet", rule: RuleStylesheetSyntax, sev: SeverityError,
+			bad:  okGraphWith(map[string]string{"model_stylesheet": "* { modle: x }"}),
+			want: fires{count: 1, msg: `model_stylesheet: line 1, column 5: unknown property "modle"`},
+			good: okGraphWith(map[string]string{"model_stylesheet": "* { llm_model: x }"}),
+		},
+		{
+			// Spec 8.4 names llm_model; fabro's model is read as it, with a warning.
+			name: "stylesheet alias", rule: RuleStylesheetSyntax, sev: SeverityWarning,
 			bad:  okGraphWith(map[string]string{"model_stylesheet": "* { model: x }"}),
-			want: fires{count: 1, msg: `model_stylesheet: line 1, column 5: unknown property "model"`},
+			want: fires{count: 1, msg: `model_stylesheet: line 1, column 5: property "model" is read as llm_model`},
 			good: okGraphWith(map[string]string{"model_stylesheet": "* { llm_model: x }"}),
 		},
 		{
@@ -175,6 +190,14 @@ func TestValidateRules(t *testing.T) {
 				vEdge("work", "mute"), vEdge("mute", "route"), vEdge("route", "exit")),
 		},
 		{
+			// Spec 2.4: a Duration is "Integer + unit suffix"; a bare integer
+			// is read as seconds, with a warning that suggests the unit.
+			name: "unitless duration", rule: RuleAttrValue, sev: SeverityWarning,
+			bad:  okGraph(vNode("slow", "prompt", "x", "timeout", "300"), vEdge("work", "slow"), vEdge("slow", "exit")),
+			want: fires{count: 1, node: "slow", msg: `node slow: timeout="300" has no unit: read as 300s`},
+			good: okGraph(vNode("slow", "prompt", "x", "timeout", "300s"), vEdge("work", "slow"), vEdge("slow", "exit")),
+		},
+		{
 			name: "bad typed values", rule: RuleAttrValue, sev: SeverityError,
 			bad: vGraph(map[string]string{"default_max_retries": "many"},
 				vNode("start", "shape", "Mdiamond"), vNode("exit", "shape", "Msquare"),
@@ -200,15 +223,27 @@ func TestValidateRules(t *testing.T) {
 			gopt: ValidateOptions{AllowShell: true},
 		},
 		{
-			name: "tool node without a tool", rule: RuleToolNodeConfig, sev: SeverityError,
+			name: "tool node misconfigured", rule: RuleToolNodeConfig, sev: SeverityError,
 			bad: okGraph(
-				vNode("t1", "shape", "parallelogram"),
 				vNode("t2", "type", "tool", "tool", "grep", "tool_command", "grep"),
 				vNode("t3", "shape", "parallelogram", "tool", "grep", "tool_input", `{"q": $goal}`),
 				vNode("t4", "shape", "parallelogram", "tool", "grep", "tool_input", `["$goal"]`),
-				vEdge("work", "t1"), vEdge("t1", "t2"), vEdge("t2", "t3"), vEdge("t3", "t4"), vEdge("t4", "exit")),
+				vEdge("work", "t2"), vEdge("t2", "t3"), vEdge("t3", "t4"), vEdge("t4", "exit")),
 			opts: ValidateOptions{AllowShell: true},
-			want: fires{count: 4, node: "t1", msg: "names no tool"},
+			want: fires{count: 3, node: "t2", msg: "sets both tool and tool_command"},
+			good: okGraph(
+				vNode("t1", "shape", "parallelogram", "tool", "grep", "tool_input", `{"q": "$goal", "in": "${context.file}", "n": 3}`),
+				vNode("t2", "shape", "parallelogram", "tool_command", "ls"),
+				vEdge("work", "t1"), vEdge("t1", "t2"), vEdge("t2", "exit")),
+			gopt: ValidateOptions{AllowShell: true, Tools: knows("grep")},
+		},
+		{
+			// Spec 4.10: the tool handler returns "Outcome(status=FAIL,
+			// failure_reason="No tool_command specified")" at run time, so a
+			// tool node without a tool is a warning, not a refusal.
+			name: "tool node without a tool", rule: RuleToolNodeConfig, sev: SeverityWarning,
+			bad:  okGraph(vNode("t1", "shape", "parallelogram"), vEdge("work", "t1"), vEdge("t1", "exit")),
+			want: fires{count: 1, node: "t1", msg: "names no tool: it has neither tool nor tool_command, and fails if it runs"},
 			good: okGraph(
 				vNode("t1", "shape", "parallelogram", "tool", "grep", "tool_input", `{"q": "$goal", "in": "${context.file}", "n": 3}`),
 				vNode("t2", "shape", "parallelogram", "tool_command", "ls"),
