@@ -194,25 +194,7 @@ const MCPToolsEnv = "MORPH_MCP_TOOLS"
 // target either way.
 func MCPTools(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(MCPToolsEnv)
-	fromMake := dir != ""
-	if !fromMake {
-		dir = scriptPath("mcp-tools.sh")
-	}
-	problem := "not installed"
-	if dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "node")); err != nil {
-			problem = err.Error()
-		} else {
-			return dir
-		}
-	}
-	msg := fmt.Sprintf("MCP test tools: %s: `make tools-mcp` (scripts/mcp-tools.sh) installs them", problem)
-	if fromMake || CI() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg + " (under make test or CI=true this fails)")
-	return ""
+	return toolDir(t, MCPToolsEnv, "mcp-tools.sh", "tools-mcp", "MCP test tools", filepath.Join("node_modules", ".bin", "node"))
 }
 
 // OCIToolsEnv is the variable `make test` sets to the directory
@@ -221,9 +203,6 @@ func MCPTools(t testing.TB) string {
 // at the versions the script pins.
 const OCIToolsEnv = "MORPH_OCI_TOOLS"
 
-// ociTools are the programs OCITools' directory holds in bin/.
-var ociTools = []string{"crane", "oras", "cosign"}
-
 // OCITools is that directory: OCIToolsEnv's value, else what
 // `scripts/oci-tools.sh --print-path` prints (run from the repository's
 // root). When a tool is missing it fails t under `make test` (OCIToolsEnv
@@ -231,16 +210,27 @@ var ociTools = []string{"crane", "oras", "cosign"}
 // way.
 func OCITools(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(OCIToolsEnv)
+	return toolDir(t, OCIToolsEnv, "oci-tools.sh", "tools-oci", "OCI test tools (crane, oras, cosign)",
+		filepath.Join("bin", "crane"), filepath.Join("bin", "oras"), filepath.Join("bin", "cosign"))
+}
+
+// toolDir is the directory scripts/SCRIPT installed tools into: env's
+// value (set by `make test`), else what `scripts/SCRIPT --print-path`
+// prints. When one of files (relative to it) is missing it fails t under
+// `make test` or CI=true, and skips t otherwise, naming the make target
+// either way.
+func toolDir(t testing.TB, env, script, target, what string, files ...string) string {
+	t.Helper()
+	dir := os.Getenv(env)
 	fromMake := dir != ""
 	if !fromMake {
-		dir = scriptPath("oci-tools.sh")
+		dir = scriptPath(script)
 	}
 	problem := "not installed"
 	if dir != "" {
 		problem = ""
-		for _, name := range ociTools {
-			if _, err := os.Stat(filepath.Join(dir, "bin", name)); err != nil {
+		for _, f := range files {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 				problem = err.Error()
 				break
 			}
@@ -249,7 +239,7 @@ func OCITools(t testing.TB) string {
 			return dir
 		}
 	}
-	msg := fmt.Sprintf("OCI test tools (crane, oras, cosign): %s: `make tools-oci` (scripts/oci-tools.sh) installs them", problem)
+	msg := fmt.Sprintf("%s: %s: `make %s` (scripts/%s) installs them", what, problem, target, script)
 	if fromMake || CI() {
 		t.Fatal(msg)
 	}
