@@ -75,15 +75,19 @@ type PluginVerify struct {
 	// TrustedRoot is a Sigstore trusted_root.json for keyless signatures;
 	// default [verify] trusted_root, else Sigstore's public root (TUF).
 	TrustedRoot string `toml:"trusted_root"`
-	// Bundle is the Sigstore bundle of a local module (cosign sign-blob
-	// --bundle); an oci:// plugin's signatures are found in its registry.
+	// Bundle is the Sigstore bundle of a local main module (cosign
+	// sign-blob --bundle); an oci:// module's signatures are found in its
+	// registry. A plugin may have both: a local main module with a bundle
+	// and oci:// linked modules, each checked.
 	Bundle string `toml:"bundle"`
 }
 
 // Verification is the [verify] table: what every plugin must show.
 type Verification struct {
-	// Require makes every plugin verify ([plugins.verify]) unless Unsigned
-	// names it.
+	// Require makes every module of every plugin verify, main and linked
+	// ([plugins.verify]: a bundle for a local main module, registry
+	// signatures for an oci:// one), unless Unsigned names the plugin. A
+	// local linked module cannot be verified, so its plugin must be exempt.
 	Require bool `toml:"require"`
 	// Unsigned names the plugins exempt from Require: [[plugins]] names, or
 	// for a plugin found in a discovery directory its file name without
@@ -183,7 +187,7 @@ func (v *validator) verification() {
 		exempt := slices.Contains(vt.Unsigned, p.Name)
 		switch {
 		case p.Verify != nil:
-			v.pluginVerify(p, key)
+			v.pluginVerify(p, key, vt.Require)
 			if exempt {
 				v.fail(toml.Key{"verify", "unsigned"}, nil, "plugin %q has a [plugins.verify] table and is named in unsigned: remove one of them", p.Name)
 			}
@@ -253,8 +257,11 @@ func listOrNone(names []string) string {
 
 // pluginVerify checks one [plugins.verify] table: a key or a keyless
 // identity and issuer, not both (oci.Policy.Validate); its files; a bundle
-// only for a local module.
-func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key) {
+// only for a local main module. Under require every module of the plugin
+// must be covered: an oci:// one by its registry signatures, a local main
+// module by the bundle; a local linked module has no signature of its own,
+// so require refuses it.
+func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key, require bool) {
 	pv := p.Verify
 	// The signer's shape is oci's rule (the one Verify applies); its
 	// refusal names the field, which locates it here.
@@ -269,11 +276,20 @@ func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key) {
 	if pv.Key != "" && pv.TrustedRoot != "" {
 		v.fail(key("verify", "trusted_root"), nil, "plugin %q: trusted_root is for keyless signatures; a key-signed plugin needs only key", p.Name)
 	}
-	if pv.Bundle != "" && p.fromRegistry() {
-		v.fail(key("verify", "bundle"), nil, "plugin %q: bundle is for a local module; an oci:// plugin's signatures are found in its registry", p.Name)
+	localMain := !IsOCI(p.Path)
+	switch {
+	case pv.Bundle != "" && !localMain:
+		v.fail(key("verify", "bundle"), nil, "plugin %q: bundle is for a local main module; an oci:// module's signatures are found in its registry", p.Name)
+	case pv.Bundle == "" && localMain && (require || !p.fromRegistry()):
+		v.fail(key("verify"), nil, "plugin %q: its main module %s is local and its signature is a file: add bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle)", p.Name, p.Path)
 	}
-	if pv.Bundle == "" && !p.fromRegistry() {
-		v.fail(key("verify"), nil, "plugin %q: a local module's signature is a file: add bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle)", p.Name)
+	if require {
+		for _, m := range slices.Sorted(maps.Keys(p.Modules)) {
+			if !IsOCI(p.Modules[m].Path) {
+				v.fail(key("modules", m), nil, "plugin %q: [verify] require = true and its local linked module %q (%s) is not covered by [plugins.verify] (a bundle covers the main module only): "+
+					"make it an oci:// reference signed as the plugin, or name the plugin in [verify] unsigned", p.Name, m, p.Modules[m].Path)
+			}
+		}
 	}
 	v.configFile(key("verify", "key"), fmt.Sprintf("plugin %q: key", p.Name), &pv.Key)
 	v.configFile(key("verify", "trusted_root"), fmt.Sprintf("plugin %q: trusted root", p.Name), &pv.TrustedRoot)

@@ -107,7 +107,7 @@ func TestOCIKeysRefused(t *testing.T) {
 		{"missing key file", oci + "[plugins.verify]\nkey = \"absent.pub\"\n", "plugins.0.verify.key", "absent.pub not found"},
 		{"missing trusted root", oci + "[plugins.verify]\nidentity = \"a\"\nissuer = \"i\"\ntrusted_root = \"absent.json\"\n", "plugins.0.verify.trusted_root", "absent.json not found"},
 		{"trusted root with a key", oci + "[plugins.verify]\nkey = \"k.pub\"\ntrusted_root = \"k.pub\"\n", "plugins.0.verify.trusted_root", "for keyless signatures"},
-		{"bundle on oci", oci + "[plugins.verify]\nkey = \"k.pub\"\nbundle = \"k.pub\"\n", "plugins.0.verify.bundle", "found in its registry"},
+		{"bundle on oci", oci + "[plugins.verify]\nkey = \"k.pub\"\nbundle = \"k.pub\"\n", "plugins.0.verify.bundle", "bundle is for a local main module"},
 		{"local without bundle", local + "[plugins.verify]\nkey = \"k.pub\"\n", "plugins.0.verify", "add bundle ="},
 		{"unknown verify key", oci + "[plugins.verify]\nkey = \"k.pub\"\nfingerprint = \"x\"\n", "plugins.verify.fingerprint", "known keys in [plugins.verify]: bundle, identity, identity_regexp, issuer, issuer_regexp, key, trusted_root)"},
 		{"[verify] trusted root missing", "[verify]\ntrusted_root = \"absent.json\"\n", "verify.trusted_root", "absent.json not found"},
@@ -180,10 +180,26 @@ lib = "oci://ghcr.io/acme/lib:v1"
 	if _, _, err := loadIn(t, plugins, "local.wasm"); err != nil {
 		t.Errorf("Load without require: %v", err)
 	}
-	// A signed plugin satisfies require (the discovered dev-hooks is
-	// still exempt by name: TestRequireDiscovered).
-	if _, _, err := loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\n[verify]\nrequire = true\nunsigned = [\"time\", \"local\", \"dev-hooks\"]\n", "local.wasm", "k.pub"); err != nil {
-		t.Errorf("Load with the linked plugin signed: %v", err)
+	// Under require every module of a signed plugin must be covered (the
+	// discovered dev-hooks is still exempt by name: TestRequireDiscovered).
+	// A signed oci:// lib does not cover a local main module: that needs
+	// its bundle, and then both are checked.
+	const exempt = "[verify]\nrequire = true\nunsigned = [\"time\", \"local\", \"dev-hooks\"]\n"
+	_, _, err = loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\n"+exempt, "local.wasm", "k.pub")
+	if want := `plugins.2.verify: plugin "linked": its main module `; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "local.wasm is local") {
+		t.Errorf("Load with a local main module and a signed oci:// lib: %v\nwant %q naming local.wasm", err, want)
+	}
+	if _, _, err := loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\nbundle = \"local.sigstore.json\"\n"+exempt, "local.wasm", "k.pub", "local.sigstore.json"); err != nil {
+		t.Errorf("Load with a bundle for the local main module and a signed oci:// lib: %v", err)
+	}
+	// A signed oci:// main module does not cover a local linked module.
+	const ociMainLocalLib = "[[plugins]]\nname = \"reg\"\npath = \"oci://ghcr.io/acme/reg:v1\"\n[plugins.verify]\nkey = \"k.pub\"\n[plugins.modules]\nlib = \"local.wasm\"\n"
+	_, _, err = loadIn(t, ociMainLocalLib+"[verify]\nrequire = true\nunsigned = [\"dev-hooks\"]\n", "local.wasm", "k.pub")
+	if want := `plugins.0.modules.lib: plugin "reg": [verify] require = true and its local linked module "lib"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load with a signed oci:// main module and a local lib: %v\nwant %q", err, want)
+	}
+	if _, _, err := loadIn(t, ociMainLocalLib, "local.wasm", "k.pub"); err != nil {
+		t.Errorf("Load of a signed oci:// main module and a local lib without require: %v", err)
 	}
 
 	for _, c := range []struct{ toml, want string }{

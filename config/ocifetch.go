@@ -266,7 +266,11 @@ func (f *OCIFetcher) checkTag(ctx context.Context, r OCIRef, ref oci.Ref, d stri
 // unless p pins one, and the plugin's Source its reference with the
 // digest.
 func (f *OCIFetcher) HostConfig(ctx context.Context, p PluginEntry) (host.Config, error) {
-	hc := p.HostConfig()
+	return f.fetchModules(ctx, p, p.HostConfig())
+}
+
+// fetchModules fetches and checks p's oci:// modules (Fetch) into hc.
+func (f *OCIFetcher) fetchModules(ctx context.Context, p PluginEntry, hc host.Config) (host.Config, error) {
 	for _, r := range f.c.OCIRefs() {
 		if r.Plugin != p.Name {
 			continue
@@ -289,27 +293,27 @@ func (f *OCIFetcher) HostConfig(ctx context.Context, p PluginEntry) (host.Config
 	return hc, nil
 }
 
-// hostConfigs are the [[plugins]] as package host takes them, their oci://
-// modules fetched and verified, and a local module with [plugins.verify]
-// checked against its bundle; every refusal is returned, joined.
+// hostConfigs are the [[plugins]] as package host takes them: a local main
+// module with a [plugins.verify] bundle checked against it, then the oci://
+// modules fetched and verified (a plugin may have both); every refusal is
+// returned, joined.
 func (c *Config) hostConfigs(ctx context.Context, logger *slog.Logger) ([]host.Config, error) {
 	var f *OCIFetcher
 	var errs []error
 	out := make([]host.Config, len(c.Plugins))
 	for i, p := range c.Plugins {
 		var err error
-		switch {
-		case p.fromRegistry():
+		out[i] = p.HostConfig()
+		if p.Verify != nil && p.Verify.Bundle != "" {
+			out[i], err = c.verifiedLocal(ctx, i, p)
+		}
+		if err == nil && p.fromRegistry() {
 			if f == nil {
 				if f, err = c.NewOCIFetcher(logger, OCIFetcherOptions{}); err != nil {
 					return nil, err
 				}
 			}
-			out[i], err = f.HostConfig(ctx, p)
-		case p.Verify != nil:
-			out[i], err = c.verifiedLocal(ctx, i, p)
-		default:
-			out[i] = p.HostConfig()
+			out[i], err = f.fetchModules(ctx, p, out[i])
 		}
 		if err != nil {
 			errs = append(errs, err)

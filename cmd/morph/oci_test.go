@@ -354,3 +354,57 @@ func TestRunOCISigned(t *testing.T) {
 	}
 	assertHas(t, "lock's refusal", stderr, `plugin "shadow"`, "no signature verifies", "morph.lock was not written")
 }
+
+// Under [verify] require every module of a signed plugin is verified: a
+// signed oci:// linked module does not cover a local main module (refused
+// until it has a bundle, then both are checked), nor a signed oci:// main
+// module a local linked one.
+func TestRequireMixedModules(t *testing.T) {
+	e := newOCIEnv(t)
+	dir := t.TempDir()
+	key, pub := ocitest.KeyPair(t, dir, "good")
+	_, other := ocitest.KeyPair(t, dir, "other")
+	lib := e.pushArtifact("extism_nohooks", "plugins/lib:v1")
+	ocitest.Sign(t, key, e.reg.Ref("plugins/lib@"+lib), false)
+	b, err := os.ReadFile(fixture(t, "extism_nohooks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(dir, "local.wasm")
+	if err := os.WriteFile(local, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ocitest.RunIn(t, dir, "cosign", "sign-blob", "--key", key, "--bundle", "local.sigstore.json", "--use-signing-config=false", "--tlog-upload=false", "-y", "local.wasm")
+	localMain := func(verify string) string {
+		return e.config([]string{finalReply}, "[verify]\nrequire = true\n\n[[plugins]]\nname = \"local\"\npath = \""+local+
+			"\"\n[[plugins.tools]]\nexport = \"count_vowels\"\n[plugins.modules]\nlib = \""+e.ref("plugins/lib@"+lib)+"\"\n[plugins.verify]\n"+verify)
+	}
+
+	code, _, stderr := morph(t, "", "run", "--config", localMain("key = \""+pub+"\"\n"), "task")
+	if code != exitUsage {
+		t.Errorf("a local main module without a bundle beside a signed oci:// lib: exit %d, want %d\n%s", code, exitUsage, stderr)
+	}
+	assertHas(t, "the refusal", stderr, "plugins.0.verify", `plugin "local"`, "its main module "+local+" is local", "add bundle =")
+
+	bundle := "bundle = \"" + filepath.Join(dir, "local.sigstore.json") + "\"\n"
+	if code, _, stderr := morph(t, "", "run", "--config", localMain("key = \""+pub+"\"\n"+bundle), "task"); code != 0 || !strings.Contains(stderr, "morph: 1 plugin (") {
+		t.Fatalf("a local main module with its bundle and a signed oci:// lib: exit %d\n%s", code, stderr)
+	}
+	// Another key: the bundle is checked (and refused) although the lib is
+	// an oci:// reference.
+	code, _, stderr = morph(t, "", "run", "--config", localMain("key = \""+other+"\"\n"+bundle), "task")
+	if code != exitUsage {
+		t.Errorf("another key: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, "plugins.0.verify.bundle", `plugin "local"`, "the bundle does not verify for this module")
+
+	mainD := e.pushArtifact("extism_nohooks", "plugins/main:v1")
+	ocitest.Sign(t, key, e.reg.Ref("plugins/main@"+mainD), false)
+	cfg := e.config([]string{finalReply}, "[verify]\nrequire = true\n\n[[plugins]]\nname = \"reg\"\npath = \""+e.ref("plugins/main@"+mainD)+
+		"\"\n[[plugins.tools]]\nexport = \"count_vowels\"\n[plugins.modules]\nlib = \""+local+"\"\n[plugins.verify]\nkey = \""+pub+"\"\n")
+	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
+	if code != exitUsage {
+		t.Errorf("a signed oci:// main module and a local lib: exit %d, want %d\n%s", code, exitUsage, stderr)
+	}
+	assertHas(t, "the refusal", stderr, "plugins.0.modules.lib", `plugin "reg"`, `local linked module "lib"`, "[verify] unsigned")
+}
