@@ -202,7 +202,7 @@ func (v *validator) verification() {
 	}
 	var discovered []string
 	if len(vt.Unsigned) > 0 || vt.Require {
-		discovered = v.c.discoveredNames()
+		discovered = pluginNames(discoveredFiles(v.c.Discovery.Directories()))
 	}
 	if err := v.c.unverifiedDiscovered(discovered); err != nil {
 		v.fail(toml.Key{"verify", "require"}, nil, "%s", err.Error())
@@ -238,11 +238,11 @@ func (c *Config) unverifiedDiscovered(names []string) error {
 		strings.Join(c.Discovery.Directories(), ", "), strings.Join(bad, ", "))
 }
 
-// discoveredNames are the names of the plugins the discovery directories
-// hold now: their file names without .wasm, as the host names them.
-func (c *Config) discoveredNames() []string {
+// pluginNames are the names of the discovered plugins files: their file
+// names without .wasm, as the host names them.
+func pluginNames(files []string) []string {
 	var names []string
-	for _, f := range discoveredFiles(c.Discovery.Directories()) {
+	for _, f := range files {
 		names = append(names, strings.TrimSuffix(filepath.Base(f), ".wasm"))
 	}
 	return names

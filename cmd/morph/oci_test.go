@@ -5,9 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/morphhost/morph/internal/ocitest"
@@ -407,4 +412,57 @@ func TestRequireMixedModules(t *testing.T) {
 		t.Errorf("a signed oci:// main module and a local lib: exit %d, want %d\n%s", code, exitUsage, stderr)
 	}
 	assertHas(t, "the refusal", stderr, "plugins.0.modules.lib", `plugin "reg"`, `local linked module "lib"`, "[verify] unsigned")
+}
+
+// Open lists the discovery directories once: a plugin file that appears
+// in one while Open asks a registry (here, as the registry answers the
+// tag's HEAD) is neither loaded unverified nor half-checked; the next run
+// refuses it under [verify] require.
+func TestRequireDiscoveredListedOnce(t *testing.T) {
+	e := newOCIEnv(t)
+	e.pushArtifact("minimal", "plugins/min:v1")
+	b, err := os.ReadFile(fixture(t, "shadow_calc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // ./.morph/plugins is the project discovery directory
+	sneak := filepath.Join(".morph", "plugins", "sneak.wasm")
+	var armed atomic.Bool
+	target, err := url.Parse("http://" + e.reg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if armed.CompareAndSwap(true, false) {
+			if err := os.MkdirAll(filepath.Dir(sneak), 0o755); err != nil {
+				t.Error(err)
+			}
+			if err := os.WriteFile(sneak, b, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ref := oci.Scheme + strings.TrimPrefix(srv.URL, "http://") + "/plugins/min:v1"
+	cfg := setup(t, []string{finalReply, finalReply}, "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nuser = false\n[oci]\ncache_dir = \""+e.cache+
+		"\"\nplain_http = [\"127.0.0.1:*\"]\n[verify]\nrequire = true\nunsigned = [\"min\"]\n"+ociPlugin("min", ref))
+	if code, _, stderr := morph(t, "", "plugin", "lock", "--config", cfg); code != 0 {
+		t.Fatalf("lock: exit %d\n%s", code, stderr)
+	}
+
+	armed.Store(true)
+	code, _, stderr := morph(t, "", "run", "--config", cfg, "task")
+	if code != 0 || !strings.Contains(stderr, "morph: 1 plugin (") || strings.Contains(stderr, "sneak") {
+		t.Errorf("run while sneak.wasm appears: exit %d, want 0 and min alone loaded\n%s", code, stderr)
+	}
+	if _, err := os.Stat(sneak); err != nil {
+		t.Fatalf("the registry's HEAD did not drop the file: %v", err)
+	}
+	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
+	if code != exitUsage {
+		t.Errorf("run with sneak.wasm there: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, "verify.require", `"sneak"`)
 }
