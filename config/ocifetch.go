@@ -135,21 +135,21 @@ func (f *OCIFetcher) verify(ctx context.Context, a *oci.Artifact, p oci.Policy) 
 	return f.Client.Verify(ctx, a, p)
 }
 
-// named is err naming plugin: in the *oci.Error when it is one, else
-// wrapped.
+// named is err naming plugin: in the *oci.Error when err is one, else
+// wrapped, so that what wraps an *oci.Error (a hint, a step) is kept.
 func named(plugin string, err error) error {
 	var oe *oci.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &oe) && oe.Plugin == "":
+	case errors.As(err, &oe) && oe.Plugin != "":
+		return err
+	case oe != nil && error(oe) == err:
 		cp := *oe
 		cp.Plugin = plugin
 		return &cp
-	case oe == nil:
-		return fmt.Errorf("plugin %q: %w", plugin, err)
 	}
-	return err
+	return fmt.Errorf("plugin %q: %w", plugin, err)
 }
 
 // refused is err about r, naming its plugin, located at r's key.
@@ -250,7 +250,13 @@ func (f *OCIFetcher) checkTag(ctx context.Context, r OCIRef, ref oci.Ref, d stri
 	case err != nil && f.c.OCI.TagCheck == TagCheckWarn:
 		return warn(err)
 	case err != nil:
-		return fmt.Errorf("checking the tag against morph.lock (set [oci] tag_check = \"warn\" to run the locked digest anyway): %w", err)
+		kind := oci.ErrRegistry
+		var oe *oci.Error
+		if errors.As(err, &oe) {
+			kind = oe.Kind
+		}
+		return &oci.Error{Plugin: r.Plugin, Ref: r.Ref, Digest: d, Kind: kind,
+			Err: fmt.Errorf("the digest morph.lock records; checking the tag failed (set [oci] tag_check = \"warn\" to run the locked digest anyway): %w", err)}
 	case now == d:
 		return nil
 	}

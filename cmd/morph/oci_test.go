@@ -214,6 +214,15 @@ func TestLockTagMoved(t *testing.T) {
 	if code, stdout, stderr := morph(t, "", "plugin", "lock", "--check", "--config", cfg); code != 0 || !strings.Contains(stdout, "up to date") {
 		t.Errorf("lock --check after --update: exit %d\n%s%s", code, stdout, stderr)
 	}
+
+	// A tag the registry no longer has is refused naming the locked digest
+	// and the setting that runs it anyway.
+	ocitest.Run(t, "crane", "delete", "--insecure", e.reg.Ref("plugins/min:v1"))
+	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
+	if code != exitUsage {
+		t.Errorf("run after the tag was deleted: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, `plugin "min"`, "min:v1@"+second+": the digest morph.lock records", `tag_check = "warn"`)
 }
 
 // With the registry stopped, a locked tag runs from the cache with a
