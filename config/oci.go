@@ -283,6 +283,12 @@ func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key, r
 	case pv.Bundle == "" && localMain && (require || !p.fromRegistry()):
 		v.fail(key("verify"), nil, "plugin %q: its main module %s is local and its signature is a file: add bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle)", p.Name, p.Path)
 	}
+	if localMain && pv.Bundle != "" && pv.Key == "" && pv.TrustedRoot == "" && v.c.Verify.TrustedRoot == "" {
+		// A bundle is checked offline and nothing fetches Sigstore's public
+		// root for a local module: the root must be a file.
+		v.fail(key("verify"), nil, "plugin %q: a keyless bundle of a local module is checked against a trusted root file: "+
+			"set trusted_root = \"trusted_root.json\" (a Sigstore trusted root) in [plugins.verify] or in [verify]", p.Name)
+	}
 	if require {
 		for _, m := range slices.Sorted(maps.Keys(p.Modules)) {
 			if !IsOCI(p.Modules[m].Path) {

@@ -109,6 +109,8 @@ func TestOCIKeysRefused(t *testing.T) {
 		{"trusted root with a key", oci + "[plugins.verify]\nkey = \"k.pub\"\ntrusted_root = \"k.pub\"\n", "plugins.0.verify.trusted_root", "for keyless signatures"},
 		{"bundle on oci", oci + "[plugins.verify]\nkey = \"k.pub\"\nbundle = \"k.pub\"\n", "plugins.0.verify.bundle", "bundle is for a local main module"},
 		{"local without bundle", local + "[plugins.verify]\nkey = \"k.pub\"\n", "plugins.0.verify", "add bundle ="},
+		{"local keyless without a trusted root", local + "[plugins.verify]\nidentity = \"me@example.com\"\nissuer = \"https://accounts.google.com\"\nbundle = \"k.pub\"\n",
+			"plugins.0.verify", `set trusted_root = "trusted_root.json" (a Sigstore trusted root) in [plugins.verify] or in [verify]`},
 		{"unknown verify key", oci + "[plugins.verify]\nkey = \"k.pub\"\nfingerprint = \"x\"\n", "plugins.verify.fingerprint", "known keys in [plugins.verify]: bundle, identity, identity_regexp, issuer, issuer_regexp, key, trusted_root)"},
 		{"[verify] trusted root missing", "[verify]\ntrusted_root = \"absent.json\"\n", "verify.trusted_root", "absent.json not found"},
 		{"tag_check", "[oci]\ntag_check = \"ignore\"\n", "oci.tag_check", `unknown value "ignore" (known: refuse, warn, off)`},
