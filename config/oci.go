@@ -29,7 +29,7 @@ import (
 //
 //	[verify]
 //	require = true            # every plugin verifies, or is named in unsigned
-//	unsigned = ["dev-hooks"]  # [[plugins]] names, or discovered plugins' file names
+//	unsigned = ["dev-hooks"]  # [[plugins]] names, or discovered plugins' file names; each must exist
 //	trusted_root = "trusted_root.json"
 //
 //	[oci]

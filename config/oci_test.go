@@ -231,3 +231,24 @@ func TestLocalBundleAtOpen(t *testing.T) {
 		t.Errorf("Open: %v, want an *InitError at plugins.0.verify.bundle with ErrPolicy (k.pub is no key) naming the plugin", err)
 	}
 }
+
+// The README's example of the OCI keys loads as written, in a config with
+// an [llm] table (with its cosign.pub beside it, and no discovered plugin
+// around).
+func TestReadmeOCIExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Plugins from OCI registries\n")
+	_, block, ok2 := strings.Cut(section, "```toml\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 || !strings.Contains(block, "oci://") {
+		t.Fatalf("README.md has no toml block with oci:// under \"## Plugins from OCI registries\"")
+	}
+	t.Chdir(t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	if _, _, err := loadIn(t, block, "cosign.pub"); err != nil {
+		t.Errorf("the README example does not load: %v\n%s", err, block)
+	}
+}
