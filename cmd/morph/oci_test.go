@@ -182,13 +182,19 @@ func TestLockTagMoved(t *testing.T) {
 	}
 	assertHas(t, "lock --check's drift", stderr, "min: "+e.ref("plugins/min:v1")+" resolves to "+second, "morph.lock has "+first)
 
-	// tag_check = "warn" runs the locked digest, saying so; "off" asks nothing.
+	// tag_check = "warn" runs the locked digest (minimal, with its
+	// build_prompt hook, not the tag's shadow_calc, which has none), saying
+	// so; "off" asks nothing.
 	lockFile := filepath.Join(filepath.Dir(cfg), "morph.lock")
 	for check, want := range map[string]string{"warn": "resolves to " + second, "off": ""} {
 		c := e.config([]string{finalReply}, "tag_check = \""+check+"\"\nlock = \""+lockFile+"\"\n"+ociPlugin("min", e.ref("plugins/min:v1")))
 		code, _, stderr := morph(t, "", "run", "--config", c, "task")
-		if code != 0 || (want == "") != !strings.Contains(stderr, "morph.lock records") || !strings.Contains(stderr, want) {
-			t.Errorf("tag_check = %q: exit %d, want 0 and a warning with %q only for warn\n%s", check, code, want, stderr)
+		if code != 0 || (want == "") != !strings.Contains(stderr, "morph.lock records") || !strings.Contains(stderr, want) || !strings.Contains(stderr, "hooks: build_prompt") {
+			t.Errorf("tag_check = %q: exit %d, want 0, the locked module (hooks: build_prompt) and a warning with %q only for warn\n%s", check, code, want, stderr)
+		}
+		code, stdout, stderr := morph(t, "", "plugin", "status", "--config", c)
+		if code != 0 || !strings.Contains(stdout, e.ref("plugins/min:v1")+"@"+first) {
+			t.Errorf("tag_check = %q: status exit %d, want the locked digest %s\n%s%s", check, code, first, stdout, stderr)
 		}
 	}
 
