@@ -213,7 +213,22 @@ func (v *validator) verification() {
 			v.fail(toml.Key{"verify", "unsigned"}, nil, "%q is neither a [[plugins]] name nor a discovered plugin's (plugins: %s)", name, listOrNone(known))
 		}
 	}
+	v.lockNames()
 	v.oci()
+}
+
+// lockNames refuses two oci:// references with one morph.lock name (a
+// [[plugins]] named "a/modules/lib" and plugin a's linked module lib): each
+// lock would overwrite the other's entry, and every run refuse one of them.
+func (v *validator) lockNames() {
+	seen := map[string]OCIRef{}
+	for _, r := range v.c.OCIRefs() {
+		if first, ok := seen[r.Name]; ok {
+			v.fail(r.key(), nil, "plugin %q: its morph.lock name %q is also that of %s (plugin %q): rename one of the plugins", r.Plugin, r.Name, first.Ref, first.Plugin)
+			continue
+		}
+		seen[r.Name] = r
+	}
 }
 
 // unverifiedDiscovered refuses, under [verify] require, the discovered

@@ -97,6 +97,8 @@ func TestOCIKeysRefused(t *testing.T) {
 	}{
 		{"empty reference", "[[plugins]]\nname = \"x\"\npath = \"oci://\"\n", "plugins.0.path", "has no repository"},
 		{"empty module reference", local + "[plugins.modules]\nlib = \"oci://\"\n", "plugins.0.modules.lib", "has no repository"},
+		{"lock name twice", "[[plugins]]\nname = \"local/modules/lib\"\npath = \"oci://ghcr.io/acme/x:v1\"\n" + local + "[plugins.modules]\nlib = \"oci://ghcr.io/acme/lib:v1\"\n",
+			"plugins.1.modules.lib", `plugin "local": its morph.lock name "local/modules/lib" is also that of oci://ghcr.io/acme/x:v1`},
 		{"no signer", oci + "[plugins.verify]\n", "plugins.0.verify", "names no signer"},
 		{"key and identity", oci + "[plugins.verify]\nkey = \"k.pub\"\nidentity = \"me@example.com\"\nissuer = \"https://accounts.google.com\"\n",
 			"plugins.0.verify.key", "exclude each other"},
