@@ -141,6 +141,7 @@ func TestRunOCI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("inspect: exit %d\n%s", code, stderr)
 	}
+	assertHas(t, "inspect's warning", stderr, "warning: "+e.ref("plugins/min:v1")+": no [plugins.verify]", "loaded and initialized unverified")
 	assertHas(t, "inspect's registry lines, then the report", stdout, "reference: "+e.ref("plugins/min:v1"), "digest:    "+minimal,
 		"layout:    image", "plugin:    min", "signature: none found", "exports:")
 
