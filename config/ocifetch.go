@@ -267,12 +267,34 @@ func (f *OCIFetcher) checkTag(ctx context.Context, r OCIRef, ref oci.Ref, d stri
 	return err
 }
 
-// HostConfig is p's host.Config with its oci:// modules fetched and
-// checked (Fetch): the path of each in the cache, its sha256 as the pin
-// unless p pins one, and the plugin's Source its reference with the
-// digest.
+// HostConfig is p's host.Config as Open takes it: a local main module
+// with a [plugins.verify] bundle checked against it (its sha256 the pin),
+// then its oci:// modules fetched and checked (Fetch): the path of each in
+// the cache, its sha256 as the pin unless p pins one, and the plugin's
+// Source its reference with the digest.
 func (f *OCIFetcher) HostConfig(ctx context.Context, p PluginEntry) (host.Config, error) {
-	return f.fetchModules(ctx, p, p.HostConfig())
+	i := slices.IndexFunc(f.c.Plugins, func(q PluginEntry) bool { return q.Name == p.Name })
+	return f.c.pluginHostConfig(ctx, i, p, func() (*OCIFetcher, error) { return f, nil })
+}
+
+// pluginHostConfig is HostConfig for p, the ith [[plugins]] entry (-1:
+// none); fetcher gives the OCIFetcher when p has oci:// modules.
+func (c *Config) pluginHostConfig(ctx context.Context, i int, p PluginEntry, fetcher func() (*OCIFetcher, error)) (host.Config, error) {
+	hc := p.HostConfig()
+	if p.Verify != nil && p.Verify.Bundle != "" {
+		var err error
+		if hc, err = c.verifiedLocal(ctx, i, p); err != nil {
+			return hc, err
+		}
+	}
+	if !p.fromRegistry() {
+		return hc, nil
+	}
+	f, err := fetcher()
+	if err != nil {
+		return hc, err
+	}
+	return f.fetchModules(ctx, p, hc)
 }
 
 // fetchModules fetches and checks p's oci:// modules (Fetch) into hc.
@@ -299,27 +321,25 @@ func (f *OCIFetcher) fetchModules(ctx context.Context, p PluginEntry, hc host.Co
 	return hc, nil
 }
 
-// hostConfigs are the [[plugins]] as package host takes them: a local main
-// module with a [plugins.verify] bundle checked against it, then the oci://
-// modules fetched and verified (a plugin may have both); every refusal is
-// returned, joined.
+// hostConfigs are the [[plugins]] as package host takes them (see
+// HostConfig), with one OCIFetcher made when a plugin first needs it;
+// every refusal is returned, joined.
 func (c *Config) hostConfigs(ctx context.Context, logger *slog.Logger) ([]host.Config, error) {
 	var f *OCIFetcher
+	var fErr error
+	fetcher := func() (*OCIFetcher, error) {
+		if f == nil && fErr == nil {
+			f, fErr = c.NewOCIFetcher(logger, OCIFetcherOptions{})
+		}
+		return f, fErr
+	}
 	var errs []error
 	out := make([]host.Config, len(c.Plugins))
 	for i, p := range c.Plugins {
 		var err error
-		out[i] = p.HostConfig()
-		if p.Verify != nil && p.Verify.Bundle != "" {
-			out[i], err = c.verifiedLocal(ctx, i, p)
-		}
-		if err == nil && p.fromRegistry() {
-			if f == nil {
-				if f, err = c.NewOCIFetcher(logger, OCIFetcherOptions{}); err != nil {
-					return nil, err
-				}
-			}
-			out[i], err = f.fetchModules(ctx, p, out[i])
+		out[i], err = c.pluginHostConfig(ctx, i, p, fetcher)
+		if fErr != nil {
+			return nil, fErr
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -418,6 +418,12 @@ func TestRequireMixedModules(t *testing.T) {
 		t.Errorf("another key: exit %d, want %d", code, exitUsage)
 	}
 	assertHas(t, "the refusal", stderr, "plugins.0.verify.bundle", `plugin "local"`, "the bundle does not verify for this module")
+	// inspect --config checks it as a run does.
+	code, _, stderr = morph(t, "", "plugin", "inspect", "--config", localMain("key = \""+other+"\"\n"+bundle), local)
+	if code != exitRunFailed {
+		t.Errorf("inspect --config, another key: exit %d, want %d", code, exitRunFailed)
+	}
+	assertHas(t, "inspect's refusal", stderr, "plugins.0.verify.bundle", "the bundle does not verify for this module")
 
 	mainD := e.pushArtifact("extism_nohooks", "plugins/main:v1")
 	ocitest.Sign(t, key, e.reg.Ref("plugins/main@"+mainD), false)
