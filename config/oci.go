@@ -29,7 +29,7 @@ import (
 //
 //	[verify]
 //	require = true            # every plugin verifies, or is named in unsigned
-//	unsigned = ["dev-hooks"]  # [[plugins]] names, or discovered plugins' file names
+//	unsigned = ["dev-hooks"]  # [[plugins]] names, or discovered plugins' file names; each must exist
 //	trusted_root = "trusted_root.json"
 //
 //	[oci]
@@ -75,15 +75,19 @@ type PluginVerify struct {
 	// TrustedRoot is a Sigstore trusted_root.json for keyless signatures;
 	// default [verify] trusted_root, else Sigstore's public root (TUF).
 	TrustedRoot string `toml:"trusted_root"`
-	// Bundle is the Sigstore bundle of a local module (cosign sign-blob
-	// --bundle); an oci:// plugin's signatures are found in its registry.
+	// Bundle is the Sigstore bundle of a local main module (cosign
+	// sign-blob --bundle); an oci:// module's signatures are found in its
+	// registry. A plugin may have both: a local main module with a bundle
+	// and oci:// linked modules, each checked.
 	Bundle string `toml:"bundle"`
 }
 
 // Verification is the [verify] table: what every plugin must show.
 type Verification struct {
-	// Require makes every plugin verify ([plugins.verify]) unless Unsigned
-	// names it.
+	// Require makes every module of every plugin verify, main and linked
+	// ([plugins.verify]: a bundle for a local main module, registry
+	// signatures for an oci:// one), unless Unsigned names the plugin. A
+	// local linked module cannot be verified, so its plugin must be exempt.
 	Require bool `toml:"require"`
 	// Unsigned names the plugins exempt from Require: [[plugins]] names, or
 	// for a plugin found in a discovery directory its file name without
@@ -183,7 +187,7 @@ func (v *validator) verification() {
 		exempt := slices.Contains(vt.Unsigned, p.Name)
 		switch {
 		case p.Verify != nil:
-			v.pluginVerify(p, key)
+			v.pluginVerify(p, key, vt.Require)
 			if exempt {
 				v.fail(toml.Key{"verify", "unsigned"}, nil, "plugin %q has a [plugins.verify] table and is named in unsigned: remove one of them", p.Name)
 			}
@@ -198,7 +202,7 @@ func (v *validator) verification() {
 	}
 	var discovered []string
 	if len(vt.Unsigned) > 0 || vt.Require {
-		discovered = v.c.discoveredNames()
+		discovered = pluginNames(discoveredFiles(v.c.Discovery.Directories()))
 	}
 	if err := v.c.unverifiedDiscovered(discovered); err != nil {
 		v.fail(toml.Key{"verify", "require"}, nil, "%s", err.Error())
@@ -209,7 +213,22 @@ func (v *validator) verification() {
 			v.fail(toml.Key{"verify", "unsigned"}, nil, "%q is neither a [[plugins]] name nor a discovered plugin's (plugins: %s)", name, listOrNone(known))
 		}
 	}
+	v.lockNames()
 	v.oci()
+}
+
+// lockNames refuses two oci:// references with one morph.lock name (a
+// [[plugins]] named "a/modules/lib" and plugin a's linked module lib): each
+// lock would overwrite the other's entry, and every run refuse one of them.
+func (v *validator) lockNames() {
+	seen := map[string]OCIRef{}
+	for _, r := range v.c.OCIRefs() {
+		if first, ok := seen[r.Name]; ok {
+			v.fail(r.key(), nil, "plugin %q: its morph.lock name %q is also that of %s (plugin %q): rename one of the plugins", r.Plugin, r.Name, first.Ref, first.Plugin)
+			continue
+		}
+		seen[r.Name] = r
+	}
 }
 
 // unverifiedDiscovered refuses, under [verify] require, the discovered
@@ -234,11 +253,11 @@ func (c *Config) unverifiedDiscovered(names []string) error {
 		strings.Join(c.Discovery.Directories(), ", "), strings.Join(bad, ", "))
 }
 
-// discoveredNames are the names of the plugins the discovery directories
-// hold now: their file names without .wasm, as the host names them.
-func (c *Config) discoveredNames() []string {
+// pluginNames are the names of the discovered plugins files: their file
+// names without .wasm, as the host names them.
+func pluginNames(files []string) []string {
 	var names []string
-	for _, f := range discoveredFiles(c.Discovery.Directories()) {
+	for _, f := range files {
 		names = append(names, strings.TrimSuffix(filepath.Base(f), ".wasm"))
 	}
 	return names
@@ -253,8 +272,11 @@ func listOrNone(names []string) string {
 
 // pluginVerify checks one [plugins.verify] table: a key or a keyless
 // identity and issuer, not both (oci.Policy.Validate); its files; a bundle
-// only for a local module.
-func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key) {
+// only for a local main module. Under require every module of the plugin
+// must be covered: an oci:// one by its registry signatures, a local main
+// module by the bundle; a local linked module has no signature of its own,
+// so require refuses it.
+func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key, require bool) {
 	pv := p.Verify
 	// The signer's shape is oci's rule (the one Verify applies); its
 	// refusal names the field, which locates it here.
@@ -269,11 +291,26 @@ func (v *validator) pluginVerify(p *PluginEntry, key func(...string) toml.Key) {
 	if pv.Key != "" && pv.TrustedRoot != "" {
 		v.fail(key("verify", "trusted_root"), nil, "plugin %q: trusted_root is for keyless signatures; a key-signed plugin needs only key", p.Name)
 	}
-	if pv.Bundle != "" && p.fromRegistry() {
-		v.fail(key("verify", "bundle"), nil, "plugin %q: bundle is for a local module; an oci:// plugin's signatures are found in its registry", p.Name)
+	localMain := !IsOCI(p.Path)
+	switch {
+	case pv.Bundle != "" && !localMain:
+		v.fail(key("verify", "bundle"), nil, "plugin %q: bundle is for a local main module; an oci:// module's signatures are found in its registry", p.Name)
+	case pv.Bundle == "" && localMain && (require || !p.fromRegistry()):
+		v.fail(key("verify"), nil, "plugin %q: its main module %s is local and its signature is a file: add bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle)", p.Name, p.Path)
 	}
-	if pv.Bundle == "" && !p.fromRegistry() {
-		v.fail(key("verify"), nil, "plugin %q: a local module's signature is a file: add bundle = \"FILE.sigstore.json\" (cosign sign-blob --bundle)", p.Name)
+	if localMain && pv.Bundle != "" && pv.Key == "" && pv.TrustedRoot == "" && v.c.Verify.TrustedRoot == "" {
+		// A bundle is checked offline and nothing fetches Sigstore's public
+		// root for a local module: the root must be a file.
+		v.fail(key("verify"), nil, "plugin %q: a keyless bundle of a local module is checked against a trusted root file: "+
+			"set trusted_root = \"trusted_root.json\" (a Sigstore trusted root) in [plugins.verify] or in [verify]", p.Name)
+	}
+	if require {
+		for _, m := range slices.Sorted(maps.Keys(p.Modules)) {
+			if !IsOCI(p.Modules[m].Path) {
+				v.fail(key("modules", m), nil, "plugin %q: [verify] require = true and its local linked module %q (%s) is not covered by [plugins.verify] (a bundle covers the main module only): "+
+					"make it an oci:// reference signed as the plugin, or name the plugin in [verify] unsigned", p.Name, m, p.Modules[m].Path)
+			}
+		}
 	}
 	v.configFile(key("verify", "key"), fmt.Sprintf("plugin %q: key", p.Name), &pv.Key)
 	v.configFile(key("verify", "trusted_root"), fmt.Sprintf("plugin %q: trusted root", p.Name), &pv.TrustedRoot)

@@ -97,6 +97,8 @@ func TestOCIKeysRefused(t *testing.T) {
 	}{
 		{"empty reference", "[[plugins]]\nname = \"x\"\npath = \"oci://\"\n", "plugins.0.path", "has no repository"},
 		{"empty module reference", local + "[plugins.modules]\nlib = \"oci://\"\n", "plugins.0.modules.lib", "has no repository"},
+		{"lock name twice", "[[plugins]]\nname = \"local/modules/lib\"\npath = \"oci://ghcr.io/acme/x:v1\"\n" + local + "[plugins.modules]\nlib = \"oci://ghcr.io/acme/lib:v1\"\n",
+			"plugins.1.modules.lib", `plugin "local": its morph.lock name "local/modules/lib" is also that of oci://ghcr.io/acme/x:v1`},
 		{"no signer", oci + "[plugins.verify]\n", "plugins.0.verify", "names no signer"},
 		{"key and identity", oci + "[plugins.verify]\nkey = \"k.pub\"\nidentity = \"me@example.com\"\nissuer = \"https://accounts.google.com\"\n",
 			"plugins.0.verify.key", "exclude each other"},
@@ -107,8 +109,10 @@ func TestOCIKeysRefused(t *testing.T) {
 		{"missing key file", oci + "[plugins.verify]\nkey = \"absent.pub\"\n", "plugins.0.verify.key", "absent.pub not found"},
 		{"missing trusted root", oci + "[plugins.verify]\nidentity = \"a\"\nissuer = \"i\"\ntrusted_root = \"absent.json\"\n", "plugins.0.verify.trusted_root", "absent.json not found"},
 		{"trusted root with a key", oci + "[plugins.verify]\nkey = \"k.pub\"\ntrusted_root = \"k.pub\"\n", "plugins.0.verify.trusted_root", "for keyless signatures"},
-		{"bundle on oci", oci + "[plugins.verify]\nkey = \"k.pub\"\nbundle = \"k.pub\"\n", "plugins.0.verify.bundle", "found in its registry"},
+		{"bundle on oci", oci + "[plugins.verify]\nkey = \"k.pub\"\nbundle = \"k.pub\"\n", "plugins.0.verify.bundle", "bundle is for a local main module"},
 		{"local without bundle", local + "[plugins.verify]\nkey = \"k.pub\"\n", "plugins.0.verify", "add bundle ="},
+		{"local keyless without a trusted root", local + "[plugins.verify]\nidentity = \"me@example.com\"\nissuer = \"https://accounts.google.com\"\nbundle = \"k.pub\"\n",
+			"plugins.0.verify", `set trusted_root = "trusted_root.json" (a Sigstore trusted root) in [plugins.verify] or in [verify]`},
 		{"unknown verify key", oci + "[plugins.verify]\nkey = \"k.pub\"\nfingerprint = \"x\"\n", "plugins.verify.fingerprint", "known keys in [plugins.verify]: bundle, identity, identity_regexp, issuer, issuer_regexp, key, trusted_root)"},
 		{"[verify] trusted root missing", "[verify]\ntrusted_root = \"absent.json\"\n", "verify.trusted_root", "absent.json not found"},
 		{"tag_check", "[oci]\ntag_check = \"ignore\"\n", "oci.tag_check", `unknown value "ignore" (known: refuse, warn, off)`},
@@ -180,10 +184,26 @@ lib = "oci://ghcr.io/acme/lib:v1"
 	if _, _, err := loadIn(t, plugins, "local.wasm"); err != nil {
 		t.Errorf("Load without require: %v", err)
 	}
-	// A signed plugin satisfies require (the discovered dev-hooks is
-	// still exempt by name: TestRequireDiscovered).
-	if _, _, err := loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\n[verify]\nrequire = true\nunsigned = [\"time\", \"local\", \"dev-hooks\"]\n", "local.wasm", "k.pub"); err != nil {
-		t.Errorf("Load with the linked plugin signed: %v", err)
+	// Under require every module of a signed plugin must be covered (the
+	// discovered dev-hooks is still exempt by name: TestRequireDiscovered).
+	// A signed oci:// lib does not cover a local main module: that needs
+	// its bundle, and then both are checked.
+	const exempt = "[verify]\nrequire = true\nunsigned = [\"time\", \"local\", \"dev-hooks\"]\n"
+	_, _, err = loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\n"+exempt, "local.wasm", "k.pub")
+	if want := `plugins.2.verify: plugin "linked": its main module `; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "local.wasm is local") {
+		t.Errorf("Load with a local main module and a signed oci:// lib: %v\nwant %q naming local.wasm", err, want)
+	}
+	if _, _, err := loadIn(t, plugins+"[plugins.verify]\nkey = \"k.pub\"\nbundle = \"local.sigstore.json\"\n"+exempt, "local.wasm", "k.pub", "local.sigstore.json"); err != nil {
+		t.Errorf("Load with a bundle for the local main module and a signed oci:// lib: %v", err)
+	}
+	// A signed oci:// main module does not cover a local linked module.
+	const ociMainLocalLib = "[[plugins]]\nname = \"reg\"\npath = \"oci://ghcr.io/acme/reg:v1\"\n[plugins.verify]\nkey = \"k.pub\"\n[plugins.modules]\nlib = \"local.wasm\"\n"
+	_, _, err = loadIn(t, ociMainLocalLib+"[verify]\nrequire = true\nunsigned = [\"dev-hooks\"]\n", "local.wasm", "k.pub")
+	if want := `plugins.0.modules.lib: plugin "reg": [verify] require = true and its local linked module "lib"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load with a signed oci:// main module and a local lib: %v\nwant %q", err, want)
+	}
+	if _, _, err := loadIn(t, ociMainLocalLib, "local.wasm", "k.pub"); err != nil {
+		t.Errorf("Load of a signed oci:// main module and a local lib without require: %v", err)
 	}
 
 	for _, c := range []struct{ toml, want string }{
@@ -211,5 +231,26 @@ func TestLocalBundleAtOpen(t *testing.T) {
 	if !errors.As(err, &ie) || !errors.As(err, &ce) || ce.Key != "plugins.0.verify.bundle" || !errors.Is(err, oci.ErrPolicy) ||
 		!strings.Contains(ce.Msg, `plugin "local"`) {
 		t.Errorf("Open: %v, want an *InitError at plugins.0.verify.bundle with ErrPolicy (k.pub is no key) naming the plugin", err)
+	}
+}
+
+// The README's example of the OCI keys loads as written, in a config with
+// an [llm] table (with its cosign.pub beside it, and no discovered plugin
+// around).
+func TestReadmeOCIExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Plugins from OCI registries\n")
+	_, block, ok2 := strings.Cut(section, "```toml\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 || !strings.Contains(block, "oci://") {
+		t.Fatalf("README.md has no toml block with oci:// under \"## Plugins from OCI registries\"")
+	}
+	t.Chdir(t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	if _, _, err := loadIn(t, block, "cosign.pub"); err != nil {
+		t.Errorf("the README example does not load: %v\n%s", err, block)
 	}
 }

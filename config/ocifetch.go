@@ -135,21 +135,21 @@ func (f *OCIFetcher) verify(ctx context.Context, a *oci.Artifact, p oci.Policy) 
 	return f.Client.Verify(ctx, a, p)
 }
 
-// named is err naming plugin: in the *oci.Error when it is one, else
-// wrapped.
+// named is err naming plugin: in the *oci.Error when err is one, else
+// wrapped, so that what wraps an *oci.Error (a hint, a step) is kept.
 func named(plugin string, err error) error {
 	var oe *oci.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &oe) && oe.Plugin == "":
+	case errors.As(err, &oe) && oe.Plugin != "":
+		return err
+	case oe != nil && error(oe) == err:
 		cp := *oe
 		cp.Plugin = plugin
 		return &cp
-	case oe == nil:
-		return fmt.Errorf("plugin %q: %w", plugin, err)
 	}
-	return err
+	return fmt.Errorf("plugin %q: %w", plugin, err)
 }
 
 // refused is err about r, naming its plugin, located at r's key.
@@ -250,7 +250,13 @@ func (f *OCIFetcher) checkTag(ctx context.Context, r OCIRef, ref oci.Ref, d stri
 	case err != nil && f.c.OCI.TagCheck == TagCheckWarn:
 		return warn(err)
 	case err != nil:
-		return fmt.Errorf("checking the tag against morph.lock (set [oci] tag_check = \"warn\" to run the locked digest anyway): %w", err)
+		kind := oci.ErrRegistry
+		var oe *oci.Error
+		if errors.As(err, &oe) {
+			kind = oe.Kind
+		}
+		return &oci.Error{Plugin: r.Plugin, Ref: r.Ref, Digest: d, Kind: kind,
+			Err: fmt.Errorf("the digest morph.lock records; checking the tag failed (set [oci] tag_check = \"warn\" to run the locked digest anyway): %w", err)}
 	case now == d:
 		return nil
 	}
@@ -261,12 +267,38 @@ func (f *OCIFetcher) checkTag(ctx context.Context, r OCIRef, ref oci.Ref, d stri
 	return err
 }
 
-// HostConfig is p's host.Config with its oci:// modules fetched and
-// checked (Fetch): the path of each in the cache, its sha256 as the pin
-// unless p pins one, and the plugin's Source its reference with the
-// digest.
+// HostConfig is p's host.Config as Open takes it: a local main module
+// with a [plugins.verify] bundle checked against it (its sha256 the pin),
+// then its oci:// modules fetched and checked (Fetch): the path of each in
+// the cache, its sha256 as the pin unless p pins one, and the plugin's
+// Source its reference with the digest.
 func (f *OCIFetcher) HostConfig(ctx context.Context, p PluginEntry) (host.Config, error) {
+	i := slices.IndexFunc(f.c.Plugins, func(q PluginEntry) bool { return q.Name == p.Name })
+	return f.c.pluginHostConfig(ctx, i, p, func() (*OCIFetcher, error) { return f, nil })
+}
+
+// pluginHostConfig is HostConfig for p, the ith [[plugins]] entry (-1:
+// none); fetcher gives the OCIFetcher when p has oci:// modules.
+func (c *Config) pluginHostConfig(ctx context.Context, i int, p PluginEntry, fetcher func() (*OCIFetcher, error)) (host.Config, error) {
 	hc := p.HostConfig()
+	if p.Verify != nil && p.Verify.Bundle != "" {
+		var err error
+		if hc, err = c.verifiedLocal(ctx, i, p); err != nil {
+			return hc, err
+		}
+	}
+	if !p.fromRegistry() {
+		return hc, nil
+	}
+	f, err := fetcher()
+	if err != nil {
+		return hc, err
+	}
+	return f.fetchModules(ctx, p, hc)
+}
+
+// fetchModules fetches and checks p's oci:// modules (Fetch) into hc.
+func (f *OCIFetcher) fetchModules(ctx context.Context, p PluginEntry, hc host.Config) (host.Config, error) {
 	for _, r := range f.c.OCIRefs() {
 		if r.Plugin != p.Name {
 			continue
@@ -289,27 +321,25 @@ func (f *OCIFetcher) HostConfig(ctx context.Context, p PluginEntry) (host.Config
 	return hc, nil
 }
 
-// hostConfigs are the [[plugins]] as package host takes them, their oci://
-// modules fetched and verified, and a local module with [plugins.verify]
-// checked against its bundle; every refusal is returned, joined.
+// hostConfigs are the [[plugins]] as package host takes them (see
+// HostConfig), with one OCIFetcher made when a plugin first needs it;
+// every refusal is returned, joined.
 func (c *Config) hostConfigs(ctx context.Context, logger *slog.Logger) ([]host.Config, error) {
 	var f *OCIFetcher
+	var fErr error
+	fetcher := func() (*OCIFetcher, error) {
+		if f == nil && fErr == nil {
+			f, fErr = c.NewOCIFetcher(logger, OCIFetcherOptions{})
+		}
+		return f, fErr
+	}
 	var errs []error
 	out := make([]host.Config, len(c.Plugins))
 	for i, p := range c.Plugins {
 		var err error
-		switch {
-		case p.fromRegistry():
-			if f == nil {
-				if f, err = c.NewOCIFetcher(logger, OCIFetcherOptions{}); err != nil {
-					return nil, err
-				}
-			}
-			out[i], err = f.HostConfig(ctx, p)
-		case p.Verify != nil:
-			out[i], err = c.verifiedLocal(ctx, i, p)
-		default:
-			out[i] = p.HostConfig()
+		out[i], err = c.pluginHostConfig(ctx, i, p, fetcher)
+		if fErr != nil {
+			return nil, fErr
 		}
 		if err != nil {
 			errs = append(errs, err)

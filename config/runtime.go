@@ -50,8 +50,11 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 		logger = slog.Default()
 	}
 	// Under [verify] require, a plugin that appeared in a discovery
-	// directory since Load is refused as Load would.
-	if err := c.unverifiedDiscovered(c.discoveredNames()); err != nil {
+	// directory since Load is refused as Load would. The directories are
+	// listed once: the plugins checked are the plugins loaded, whatever
+	// appears there while the registries are asked.
+	discovered := discoveredFiles(c.Discovery.Directories())
+	if err := c.unverifiedDiscovered(pluginNames(discovered)); err != nil {
 		return nil, &InitError{Err: c.errorAt(toml.Key{"verify", "require"}, err, err.Error())}
 	}
 	// oci:// modules are fetched and verified before anything starts.
@@ -83,7 +86,7 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	servers := mcp.NewServers(mcpServers, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool, AuthPrompt: c.AuthPrompt})
 	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))
 	all = append(all, opts...)
-	all = append(all, engine.WithExtenders(discover(loader, c.Discovery.Directories(), logger)...))
+	all = append(all, engine.WithExtenders(discover(loader, discovered, logger)...))
 	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers, hostConfigs: map[string]host.Config{}}
 	for i, p := range c.Plugins {
 		rt.hostConfigs[p.Name] = hostConfigs[i]
@@ -140,11 +143,10 @@ func (c *Config) initError(err error) error {
 	return errors.Join(errs...)
 }
 
-// discover lists the *.wasm files of dirs as plugins, in directory order
-// then by name. A directory that does not exist is not an error.
-func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Extender {
+// discover makes the discovered plugins' files (discoveredFiles) plugins.
+func discover(l *host.Loader, files []string, logger *slog.Logger) []engine.Extender {
 	var found []engine.Extender
-	for _, f := range discoveredFiles(dirs) {
+	for _, f := range files {
 		logger.Debug("plugin discovered", "file", f)
 		found = append(found, l.Extender(host.Config{Path: f}, engine.MiddlewareConfig{}))
 	}
@@ -152,7 +154,8 @@ func discover(l *host.Loader, dirs []string, logger *slog.Logger) []engine.Exten
 }
 
 // discoveredFiles are the *.wasm files of the discovery directories, in
-// precedence order, each directory's sorted.
+// precedence order, each directory's sorted. A directory that does not
+// exist is not an error.
 func discoveredFiles(dirs []string) []string {
 	var found []string
 	for _, dir := range dirs {

@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -16,9 +17,12 @@ import (
 // bundle's message signature (or in-toto statement) must sign the module's
 // sha256, with the policy's key, or keyless by its identity and issuer
 // under its trusted root. name is how errors name the module (its path).
-// A failure is an *Error of kind ErrBadSignature, ErrIdentity or ErrPolicy.
+// A failure is an *Error of kind ErrBadSignature, ErrIdentity or ErrPolicy
+// naming the module's digest (sha256:HEX of its bytes).
 func VerifyBlob(ctx context.Context, name string, module, bundleJSON []byte, p Policy) (*Signer, error) {
-	fail := func(kind error, err error) error { return &Error{Ref: name, Kind: kind, Err: err} }
+	sum := sha256.Sum256(module)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	fail := func(kind error, err error) error { return &Error{Ref: name, Digest: digest, Kind: kind, Err: err} }
 	if err := p.Validate(); err != nil {
 		return nil, fail(ErrPolicy, err)
 	}
@@ -33,7 +37,6 @@ func VerifyBlob(ctx context.Context, name string, module, bundleJSON []byte, p P
 	if err := b.UnmarshalJSON(bundleJSON); err != nil {
 		return nil, fail(ErrBadSignature, fmt.Errorf("not a Sigstore bundle (cosign sign-blob --bundle): %w", err))
 	}
-	sum := sha256.Sum256(module)
 	res, err := v.verifyEntity(&b, verify.WithArtifactDigest("sha256", sum[:]))
 	if err != nil {
 		kind := ErrBadSignature

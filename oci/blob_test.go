@@ -2,6 +2,8 @@ package oci
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,7 +15,8 @@ import (
 
 // TestVerifyBlob: a local module signed with `cosign sign-blob --bundle`
 // (a key, no transparency log) verifies with the key; another key, another
-// module or a file that is no bundle is refused.
+// module or a file that is no bundle is refused, naming the module's
+// digest.
 func TestVerifyBlob(t *testing.T) {
 	ocitest.Tools(t)
 	dir := t.TempDir()
@@ -43,9 +46,12 @@ func TestVerifyBlob(t *testing.T) {
 		"not a bundle": {module, []byte(`{"mediaType":"x"}`), Policy{Key: pub}},
 	} {
 		_, err := VerifyBlob(ctx, "plugin.wasm", c.module, c.bundle, c.p)
+		sum := sha256.Sum256(c.module)
+		digest := "sha256:" + hex.EncodeToString(sum[:])
 		var e *Error
-		if !errors.Is(err, ErrBadSignature) || !errors.As(err, &e) || e.Ref != "plugin.wasm" {
-			t.Errorf("%s: %v, want ErrBadSignature naming plugin.wasm", name, err)
+		if !errors.Is(err, ErrBadSignature) || !errors.As(err, &e) || e.Ref != "plugin.wasm" || e.Digest != digest ||
+			!strings.Contains(err.Error(), "plugin.wasm@"+digest) {
+			t.Errorf("%s: %v, want ErrBadSignature naming plugin.wasm@%s", name, err, digest)
 		}
 	}
 	if _, err := VerifyBlob(ctx, "plugin.wasm", module, b, Policy{}); !errors.Is(err, ErrPolicy) {

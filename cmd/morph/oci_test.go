@@ -5,9 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/morphhost/morph/internal/ocitest"
@@ -136,6 +141,7 @@ func TestRunOCI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("inspect: exit %d\n%s", code, stderr)
 	}
+	assertHas(t, "inspect's warning", stderr, "warning: "+e.ref("plugins/min:v1")+": no [plugins.verify]", "loaded and initialized unverified")
 	assertHas(t, "inspect's registry lines, then the report", stdout, "reference: "+e.ref("plugins/min:v1"), "digest:    "+minimal,
 		"layout:    image", "plugin:    min", "signature: none found", "exports:")
 
@@ -177,13 +183,19 @@ func TestLockTagMoved(t *testing.T) {
 	}
 	assertHas(t, "lock --check's drift", stderr, "min: "+e.ref("plugins/min:v1")+" resolves to "+second, "morph.lock has "+first)
 
-	// tag_check = "warn" runs the locked digest, saying so; "off" asks nothing.
+	// tag_check = "warn" runs the locked digest (minimal, with its
+	// build_prompt hook, not the tag's shadow_calc, which has none), saying
+	// so; "off" asks nothing.
 	lockFile := filepath.Join(filepath.Dir(cfg), "morph.lock")
 	for check, want := range map[string]string{"warn": "resolves to " + second, "off": ""} {
 		c := e.config([]string{finalReply}, "tag_check = \""+check+"\"\nlock = \""+lockFile+"\"\n"+ociPlugin("min", e.ref("plugins/min:v1")))
 		code, _, stderr := morph(t, "", "run", "--config", c, "task")
-		if code != 0 || (want == "") != !strings.Contains(stderr, "morph.lock records") || !strings.Contains(stderr, want) {
-			t.Errorf("tag_check = %q: exit %d, want 0 and a warning with %q only for warn\n%s", check, code, want, stderr)
+		if code != 0 || (want == "") != !strings.Contains(stderr, "morph.lock records") || !strings.Contains(stderr, want) || !strings.Contains(stderr, "hooks: build_prompt") {
+			t.Errorf("tag_check = %q: exit %d, want 0, the locked module (hooks: build_prompt) and a warning with %q only for warn\n%s", check, code, want, stderr)
+		}
+		code, stdout, stderr := morph(t, "", "plugin", "status", "--config", c)
+		if code != 0 || !strings.Contains(stdout, e.ref("plugins/min:v1")+"@"+first) {
+			t.Errorf("tag_check = %q: status exit %d, want the locked digest %s\n%s%s", check, code, first, stdout, stderr)
 		}
 	}
 
@@ -209,6 +221,15 @@ func TestLockTagMoved(t *testing.T) {
 	if code, stdout, stderr := morph(t, "", "plugin", "lock", "--check", "--config", cfg); code != 0 || !strings.Contains(stdout, "up to date") {
 		t.Errorf("lock --check after --update: exit %d\n%s%s", code, stdout, stderr)
 	}
+
+	// A tag the registry no longer has is refused naming the locked digest
+	// and the setting that runs it anyway.
+	ocitest.Run(t, "crane", "delete", "--insecure", e.reg.Ref("plugins/min:v1"))
+	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
+	if code != exitUsage {
+		t.Errorf("run after the tag was deleted: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, `plugin "min"`, "min:v1@"+second+": the digest morph.lock records", `tag_check = "warn"`)
 }
 
 // With the registry stopped, a locked tag runs from the cache with a
@@ -353,4 +374,117 @@ func TestRunOCISigned(t *testing.T) {
 		t.Errorf("lock with another key: exit %d, morph.lock %v; want 1 and no file\n%s", code, err, stderr)
 	}
 	assertHas(t, "lock's refusal", stderr, `plugin "shadow"`, "no signature verifies", "morph.lock was not written")
+}
+
+// Under [verify] require every module of a signed plugin is verified: a
+// signed oci:// linked module does not cover a local main module (refused
+// until it has a bundle, then both are checked), nor a signed oci:// main
+// module a local linked one.
+func TestRequireMixedModules(t *testing.T) {
+	e := newOCIEnv(t)
+	dir := t.TempDir()
+	key, pub := ocitest.KeyPair(t, dir, "good")
+	_, other := ocitest.KeyPair(t, dir, "other")
+	lib := e.pushArtifact("extism_nohooks", "plugins/lib:v1")
+	ocitest.Sign(t, key, e.reg.Ref("plugins/lib@"+lib), false)
+	b, err := os.ReadFile(fixture(t, "extism_nohooks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(dir, "local.wasm")
+	if err := os.WriteFile(local, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ocitest.RunIn(t, dir, "cosign", "sign-blob", "--key", key, "--bundle", "local.sigstore.json", "--use-signing-config=false", "--tlog-upload=false", "-y", "local.wasm")
+	localMain := func(verify string) string {
+		return e.config([]string{finalReply}, "[verify]\nrequire = true\n\n[[plugins]]\nname = \"local\"\npath = \""+local+
+			"\"\n[[plugins.tools]]\nexport = \"count_vowels\"\n[plugins.modules]\nlib = \""+e.ref("plugins/lib@"+lib)+"\"\n[plugins.verify]\n"+verify)
+	}
+
+	code, _, stderr := morph(t, "", "run", "--config", localMain("key = \""+pub+"\"\n"), "task")
+	if code != exitUsage {
+		t.Errorf("a local main module without a bundle beside a signed oci:// lib: exit %d, want %d\n%s", code, exitUsage, stderr)
+	}
+	assertHas(t, "the refusal", stderr, "plugins.0.verify", `plugin "local"`, "its main module "+local+" is local", "add bundle =")
+
+	bundle := "bundle = \"" + filepath.Join(dir, "local.sigstore.json") + "\"\n"
+	if code, _, stderr := morph(t, "", "run", "--config", localMain("key = \""+pub+"\"\n"+bundle), "task"); code != 0 || !strings.Contains(stderr, "morph: 1 plugin (") {
+		t.Fatalf("a local main module with its bundle and a signed oci:// lib: exit %d\n%s", code, stderr)
+	}
+	// Another key: the bundle is checked (and refused) although the lib is
+	// an oci:// reference.
+	code, _, stderr = morph(t, "", "run", "--config", localMain("key = \""+other+"\"\n"+bundle), "task")
+	if code != exitUsage {
+		t.Errorf("another key: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, "plugins.0.verify.bundle", `plugin "local"`, "the bundle does not verify for this module")
+	// inspect --config checks it as a run does.
+	code, _, stderr = morph(t, "", "plugin", "inspect", "--config", localMain("key = \""+other+"\"\n"+bundle), local)
+	if code != exitRunFailed {
+		t.Errorf("inspect --config, another key: exit %d, want %d", code, exitRunFailed)
+	}
+	assertHas(t, "inspect's refusal", stderr, "plugins.0.verify.bundle", "the bundle does not verify for this module")
+
+	mainD := e.pushArtifact("extism_nohooks", "plugins/main:v1")
+	ocitest.Sign(t, key, e.reg.Ref("plugins/main@"+mainD), false)
+	cfg := e.config([]string{finalReply}, "[verify]\nrequire = true\n\n[[plugins]]\nname = \"reg\"\npath = \""+e.ref("plugins/main@"+mainD)+
+		"\"\n[[plugins.tools]]\nexport = \"count_vowels\"\n[plugins.modules]\nlib = \""+local+"\"\n[plugins.verify]\nkey = \""+pub+"\"\n")
+	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
+	if code != exitUsage {
+		t.Errorf("a signed oci:// main module and a local lib: exit %d, want %d\n%s", code, exitUsage, stderr)
+	}
+	assertHas(t, "the refusal", stderr, "plugins.0.modules.lib", `plugin "reg"`, `local linked module "lib"`, "[verify] unsigned")
+}
+
+// Open lists the discovery directories once: a plugin file that appears
+// in one while Open asks a registry (here, as the registry answers the
+// tag's HEAD) is neither loaded unverified nor half-checked; the next run
+// refuses it under [verify] require.
+func TestRequireDiscoveredListedOnce(t *testing.T) {
+	e := newOCIEnv(t)
+	e.pushArtifact("minimal", "plugins/min:v1")
+	b, err := os.ReadFile(fixture(t, "shadow_calc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // ./.morph/plugins is the project discovery directory
+	sneak := filepath.Join(".morph", "plugins", "sneak.wasm")
+	var armed atomic.Bool
+	target, err := url.Parse("http://" + e.reg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if armed.CompareAndSwap(true, false) {
+			if err := os.MkdirAll(filepath.Dir(sneak), 0o755); err != nil {
+				t.Error(err)
+			}
+			if err := os.WriteFile(sneak, b, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ref := oci.Scheme + strings.TrimPrefix(srv.URL, "http://") + "/plugins/min:v1"
+	cfg := setup(t, []string{finalReply, finalReply}, "\n[wasm]\ncache_dir = \"off\"\n[discovery]\nuser = false\n[oci]\ncache_dir = \""+e.cache+
+		"\"\nplain_http = [\"127.0.0.1:*\"]\n[verify]\nrequire = true\nunsigned = [\"min\"]\n"+ociPlugin("min", ref))
+	if code, _, stderr := morph(t, "", "plugin", "lock", "--config", cfg); code != 0 {
+		t.Fatalf("lock: exit %d\n%s", code, stderr)
+	}
+
+	armed.Store(true)
+	code, _, stderr := morph(t, "", "run", "--config", cfg, "task")
+	if code != 0 || !strings.Contains(stderr, "morph: 1 plugin (") || strings.Contains(stderr, "sneak") {
+		t.Errorf("run while sneak.wasm appears: exit %d, want 0 and min alone loaded\n%s", code, stderr)
+	}
+	if _, err := os.Stat(sneak); err != nil {
+		t.Fatalf("the registry's HEAD did not drop the file: %v", err)
+	}
+	code, _, stderr = morph(t, "", "run", "--config", cfg, "task")
+	if code != exitUsage {
+		t.Errorf("run with sneak.wasm there: exit %d, want %d", code, exitUsage)
+	}
+	assertHas(t, "the refusal", stderr, "verify.require", `"sneak"`)
 }

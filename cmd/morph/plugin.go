@@ -43,6 +43,11 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 					return nil, nil, err
 				}
 				hc = host.Config{Path: p.Artifact.ModulePath, Source: path}
+				if !p.HasPolicy {
+					// Loading runs the guest's initialization: say that
+					// nothing checked who made it.
+					fmt.Fprintf(stderr, "warning: %s: no [plugins.verify] (of --config) covers this reference: its module is loaded and initialized unverified\n", oneLine(path, 0))
+				}
 			}
 			if inspectConfig != "" {
 				p, err := cfg.PluginFor(path)
@@ -75,7 +80,9 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Print a module's manifest, ABI version, exports, imports, hooks, tools and capabilities
 (an Extism module that imports extism:host/env http_request requests http).
 An oci:// reference is fetched first (as morph plugin pull does), and its reference, digest,
-layout and signature artifacts, with who signed each, come before the report.
+layout and signature artifacts, with who signed each, come before the report; without a
+[plugins.verify] of --config that covers it, a warning says that the module is loaded (and its
+initialization run) unverified.
 
 Exit status: 0 when the module loads, 1 when it does not (the report says why, one
 "problem:" line each) or the registry's is refused, 2 for a usage error (no such file, a bad
