@@ -88,7 +88,8 @@
 //	tool_input            tool: its input, a JSON object; $goal and ${context.key} expand inside its strings
 //	tool_command          tool: a shell command, run only when [pipeline] allow_shell = true; it sees
 //	                      MORPH_GOAL, MORPH_NODE and MORPH_RUN_DIR and a minimal environment, never the API key
-//	join_policy           parallel: wait_all (default) or first_success
+//	join_policy           parallel: wait_all (default: partial_success when any branch failed, all
+//	                      included, and the fan-in fails) or first_success (fails when none succeeded)
 //	max_parallel          parallel: branches run at once (default 4)
 //	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file
 //	manager.max_cycles    stack.manager_loop: child runs before failing (default 3)

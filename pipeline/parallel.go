@@ -35,8 +35,10 @@ const (
 // where the branches meet (tripleoctagon), an exit, or a node with no edge
 // to take. At most max_parallel (default 4) branches run at once. With
 // join_policy wait_all (default) all branches run, and the stage succeeds
-// when all did, is partial_success when some did, fails when none did;
-// with first_success the first branch to succeed cancels the others. The
+// when none failed and is partial_success otherwise, even when all failed:
+// the fan-in then fails (spec 4.8, 4.9); with first_success the first
+// branch to succeed cancels the others, and the stage fails when none
+// succeeded. The
 // branches run through the Runner's Executor (goroutines by default). The
 // run then goes on at the fan-in node. A branch's nodes are not
 // checkpointed one by one: a resume runs the whole parallel stage again.
@@ -93,27 +95,41 @@ func (ParallelHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 
 	out := &Outcome{JumpTo: fanIn}
 	byBranch := map[string]any{}
-	succeeded := 0
+	succeeded, failed := 0, 0
 	for _, r := range results {
 		out.Usage.Add(r.Usage)
 		byBranch[r.Branch] = r
-		if r.Status.Succeeded() {
+		switch {
+		case r.Status.Succeeded():
 			succeeded++
+		case r.Status == StatusFail:
+			failed++
 		}
 	}
-	switch {
-	case succeeded == len(results) || policy == JoinFirstSuccess && succeeded > 0:
-		out.Status = StatusSuccess
-	case succeeded > 0:
-		out.Status = StatusPartialSuccess
+	out.Status, out.FailureReason = joinStatus(policy, succeeded, failed)
+	if out.Status != StatusSuccess {
 		out.Notes = fmt.Sprintf("%d of %d branches succeeded", succeeded, len(results))
-	default:
-		out.Status = StatusFail
-		out.FailureReason = "no branch succeeded"
 	}
 	out.ContextUpdates = map[string]any{KeyParallelResults: byBranch}
 	x.Emit(Event{Kind: EventParallelCompleted, NodeID: node.ID, Status: out.Status, Usage: out.Usage})
 	return out, nil
+}
+
+// joinStatus is a parallel stage's status under policy (spec 4.8):
+// wait_all succeeds when no branch failed and is otherwise partial_success,
+// even when every branch failed, since the fan-in (4.9) is the stage that
+// judges the branches and fails when none succeeded; first_success succeeds
+// when any branch did and fails otherwise. A skipped, partial or custom
+// status is not a failure.
+func joinStatus(policy string, succeeded, failed int) (StageStatus, string) {
+	switch {
+	case policy == JoinFirstSuccess && succeeded > 0, policy == JoinWaitAll && failed == 0:
+		return StatusSuccess, ""
+	case policy == JoinWaitAll:
+		return StatusPartialSuccess, ""
+	default:
+		return StatusFail, "no branch succeeded"
+	}
 }
 
 // findFanIn is the fan-in node every branch reaches, the nearest in total.

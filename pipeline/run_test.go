@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -705,14 +706,38 @@ func TestHumanGateNodeTimeout(t *testing.T) {
 	}
 }
 
-// A failed parallel stage routes as any FAIL does: not on to its fan-in.
-func TestParallelFailDoesNotJump(t *testing.T) {
-	src := `digraph p { start [shape=Mdiamond]; fan [shape=component]
-	  a [shape=parallelogram, tool=fail, tool_input="{\"id\": \"a\"}"]; join [shape=tripleoctagon]; done [shape=Msquare]
-	  start -> fan -> a -> join -> done }`
-	res := runGraph(t, &Runner{Tools: &fakeTools{}}, src)
-	if res.State != RunFail || res.FailedNode != "fan" {
-		t.Fatalf("got %s at %s, path %v", res.State, res.FailedNode, res.Path)
+// Spec 4.8: wait_all is SUCCESS when fail_count == 0, else PARTIAL_SUCCESS
+// (every branch failed included); first_success is SUCCESS when any branch
+// succeeded, else FAIL. 4.9: the fan-in FAILs when no branch succeeded, and
+// the run routes on that FAIL (3.7).
+func TestParallelJoinAllFailed(t *testing.T) {
+	const src = `digraph p { start [shape=Mdiamond]; fan [shape=component, join_policy=%s]
+	  a [shape=parallelogram, tool=fail, tool_input="{\"id\": \"a\"}"]
+	  b [shape=parallelogram, tool=fail, tool_input="{\"id\": \"b\"}"]
+	  join [shape=tripleoctagon]; done [shape=Msquare]
+	  start -> fan; fan -> a -> join; fan -> b -> join; join -> done %s }`
+	for _, tc := range []struct {
+		name, policy, failEdge string
+		fan, join              StageStatus
+		state                  string
+		failed, path           string
+	}{
+		{"wait_all every branch failed (4.8, 4.9)", JoinWaitAll, "", StatusPartialSuccess, StatusFail, RunFail, "join", "start,fan,join"},
+		{"wait_all routes on the fan-in's FAIL (3.7)", JoinWaitAll, `; fixit [shape=parallelogram, tool=echo, tool_input="{\"id\": \"f\"}"]; join -> fixit [condition="outcome=fail"]; fixit -> done`, StatusPartialSuccess, StatusFail, RunSuccess, "", "start,fan,join,fixit,done"},
+		{"first_success none succeeded (4.8)", JoinFirstSuccess, "", StatusFail, "", RunFail, "fan", "start,fan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runGraph(t, &Runner{Tools: &fakeTools{}}, fmt.Sprintf(src, tc.policy, tc.failEdge))
+			if res.State != tc.state || res.FailedNode != tc.failed || strings.Join(res.Path, ",") != tc.path {
+				t.Fatalf("got %s at %q, path %v; want %s at %q, path %s", res.State, res.FailedNode, res.Path, tc.state, tc.failed, tc.path)
+			}
+			if got := res.Nodes["fan"].Status; got != tc.fan {
+				t.Errorf("fan %s, want %s", got, tc.fan)
+			}
+			if tc.join != "" && res.Nodes["join"].Status != tc.join {
+				t.Errorf("join %s, want %s", res.Nodes["join"].Status, tc.join)
+			}
+		})
 	}
 }
 
