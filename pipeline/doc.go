@@ -91,6 +91,8 @@
 //	join_policy           parallel: wait_all (default: partial_success when any branch failed, all
 //	                      included, and the fan-in fails) or first_success (fails when none succeeded)
 //	max_parallel          parallel: branches run at once (default 4)
+//	merge_context         parallel.fan_in: none (default: the branches' context updates stay in
+//	                      parallel.results.<branch>, spec 3.8) or best (the chosen branch's are applied)
 //	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file
 //	manager.max_cycles    stack.manager_loop: child runs before failing (default 3)
 //	manager.stop_condition

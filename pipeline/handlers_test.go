@@ -81,8 +81,8 @@ func TestParallelFanOutIn(t *testing.T) {
 	if b["status"] != "success" || fmt.Sprint(b["path"]) != "[b b2]" {
 		t.Errorf("branch b: %v", b)
 	}
-	if res.Context["parallel.fan_in.best"] != "a" || res.Context["a.output"] != `{"id":"a"}` {
-		t.Errorf("fan-in: best %v, a.output %v", res.Context["parallel.fan_in.best"], res.Context["a.output"])
+	if res.Context["parallel.fan_in.best"] != "a" {
+		t.Errorf("fan-in: best %v", res.Context["parallel.fan_in.best"])
 	}
 	// Spec 4.9: context_updates = {"parallel.fan_in.best_id": best.id,
 	// "parallel.fan_in.best_outcome": best.outcome}.
@@ -93,6 +93,34 @@ func TestParallelFanOutIn(t *testing.T) {
 		if res.Nodes[id] == nil || res.Nodes[id].Status != StatusSuccess {
 			t.Errorf("node %s: %+v", id, res.Nodes[id])
 		}
+	}
+}
+
+// Spec 3.8: "Branch contexts are isolated; changes are not merged back into
+// the parent"; merge_context=best on the fan-in asks for the chosen branch's.
+func TestFanInMergeContext(t *testing.T) {
+	for _, tc := range []struct {
+		name, attrs string
+		merged      bool
+	}{
+		{"default: not merged (3.8)", "", false},
+		{"merge_context=none (3.8)", `, merge_context="none"`, false},
+		{"merge_context=best", `, merge_context="best"`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(fmt.Sprintf(fanOut, "wait_all", "echo"), "join [shape=tripleoctagon]", "join [shape=tripleoctagon"+tc.attrs+"]", 1)
+			res := runGraph(t, &Runner{Tools: &fakeTools{}}, src)
+			if res.State != RunSuccess {
+				t.Fatalf("%s: %s", res.State, res.FailureReason)
+			}
+			if got, ok := res.Context["a.output"]; ok != tc.merged || tc.merged && got != `{"id":"a"}` {
+				t.Errorf("parent a.output = %v (set %v), want set %v", got, ok, tc.merged)
+			}
+			results := res.Context[KeyParallelResults].(map[string]any)
+			if upd := results["a"].(map[string]any)["context_updates"].(map[string]any); upd["a.output"] != `{"id":"a"}` {
+				t.Errorf("parallel.results.a.context_updates lost the branch's update: %v", upd)
+			}
+		})
 	}
 }
 

@@ -259,10 +259,22 @@ func statusRank(s StageStatus) int {
 	return len(statusRanks)
 }
 
+// Values of a fan-in's merge_context attribute.
+const (
+	// MergeNone (the default) keeps the branches' context updates out of
+	// the run's context, as spec 3.8 says ("Branch contexts are isolated;
+	// changes are not merged back into the parent"); they stay readable
+	// under parallel.results.<branch>.context_updates.
+	MergeNone = "none"
+	// MergeBest applies the chosen branch's context updates to the run.
+	MergeBest = "best"
+)
+
 // FanInHandler joins a parallel node's branches (tripleoctagon): it picks
-// the best branch, applies that branch's context updates to the run, and
-// records the pick under parallel.fan_in.best_id (and .best), its status under
-// parallel.fan_in.best_outcome. With a prompt an agent picks
+// the best branch and records the pick under parallel.fan_in.best_id (and
+// .best), its status under parallel.fan_in.best_outcome. With
+// merge_context=best it also applies that branch's context updates to the
+// run; by default (none) it does not (spec 3.8). With a prompt an agent picks
 // (it is shown each branch's status and output and answers BEST: <branch>);
 // otherwise, or when the agent names no branch, the best status wins
 // (success, partial_success, retry, fail), then the branch id. It fails
@@ -282,6 +294,10 @@ func (h *FanInHandler) Execute(ctx context.Context, node *Node, pctx *Context, s
 	results := parallelResults(pctx)
 	if len(results) == 0 {
 		return Fail("fan-in %s: no parallel.results in the context: a fan-in joins the branches of a parallel node (shape=component)", node.ID), nil
+	}
+	merge := strings.TrimSpace(node.Attr("merge_context", MergeNone))
+	if merge != MergeNone && merge != MergeBest {
+		return Fail("fan-in %s: merge_context %q: want none or best", node.ID, merge), nil
 	}
 	ids := sortedKeys(results)
 	sort.SliceStable(ids, func(i, j int) bool { return statusRank(results[ids[i]].Status) < statusRank(results[ids[j]].Status) })
@@ -311,8 +327,10 @@ func (h *FanInHandler) Execute(ctx context.Context, node *Node, pctx *Context, s
 		}
 	}
 	chosen := results[best]
-	for k, v := range chosen.ContextUpdates {
-		out.ContextUpdates[k] = v
+	if merge == MergeBest {
+		for k, v := range chosen.ContextUpdates {
+			out.ContextUpdates[k] = v
+		}
 	}
 	// Spec 4.9 names the pick parallel.fan_in.best_id and its status
 	// best_outcome; parallel.fan_in.best is morph's older name.

@@ -212,6 +212,7 @@ var knownAttrs = map[string]attrSpec{
 	"tool_command":           {scope: onNode},
 	"join_policy":            {onNode, &attrCheck{enumAttr("wait_all", "first_success"), "use wait_all or first_success"}},
 	"max_parallel":           {onNode, countCheck},
+	"merge_context":          {onNode, &attrCheck{enumAttr(MergeNone, MergeBest), "use none (the default) or best"}},
 	"stack.child_dotfile":    {scope: onNode},
 	"manager.max_cycles":     {onNode, countCheck},
 	"manager.stop_condition": {scope: onNode},
