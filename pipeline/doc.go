@@ -44,6 +44,7 @@
 //	retry_target           where a failed node goes when no edge and no node target takes it
 //	fallback_retry_target  the next place to try
 //	default_fidelity       fidelity of nodes and edges that set none (default compact)
+//	thread_id              the thread of full-fidelity stages whose node and edge set none
 //	max_node_visits        how often one node may run (default 25, Limits.MaxNodeVisits)
 //
 // Node attributes (every node):
@@ -74,7 +75,8 @@
 //	max_turns         the agent's step limit (default: the config's agent.max_steps; 20 for a diamond)
 //	system_prompt     replaces the agent's identity (node, then the context's system_prompt)
 //	fidelity          full, truncate, compact (default), summary:low, summary:medium, summary:high
-//	thread_id         the conversation a full-fidelity stage continues (default: the incoming edge's, else the node id)
+//	thread_id         the conversation a full-fidelity stage continues (default: the incoming edge's, the
+//	                  graph's, the node's first class, else the previous node's id; spec 5.4)
 //	auto_status       codergen: without an OUTCOME marker, the agent's success decides (default true); false: no
 //	                  marker is a FAIL (a hybrid diamond always lets its agent's success decide)
 //	workdir           given to the backend as AgentRunConfig.WorkDir (default: the run's artifact directory);
@@ -106,8 +108,9 @@
 //	           context.<key> (or a bare context key); outcome compares case-insensitively
 //	           and may name a custom status a handler reports (outcome=needs_dod: a warning)
 //	weight     an integer; the higher wins among matching edges (default 0)
-//	fidelity, thread_id
-//	           the fidelity and thread of the stage the edge leads to, when it sets none
+//	fidelity   the fidelity of the stage the edge leads to; it beats the node's (spec 5.4), which
+//	           beats a fidelity key in the context, then the graph's default_fidelity
+//	thread_id  the thread of the stage the edge leads to, when the node sets none
 //
 // Shapes and the handlers they imply: Mdiamond start, Msquare exit, box
 // codergen, diamond conditional, hexagon wait.human, parallelogram tool,

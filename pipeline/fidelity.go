@@ -11,7 +11,7 @@ import (
 // Fidelity modes: how much of the run so far a stage's agent sees.
 const (
 	// FidelityFull: the agent continues one conversation per thread id
-	// (the node's thread_id, else the incoming edge's, else the node id).
+	// (see threadOf for how a stage's is found).
 	FidelityFull = "full"
 	// FidelityTruncate: the goal and the last stage's output, cut short.
 	FidelityTruncate = "truncate"
@@ -31,15 +31,17 @@ var FidelityModes = []string{FidelityFull, FidelityTruncate, FidelityCompact, Fi
 // validFidelity reports whether s is a fidelity mode.
 func validFidelity(s string) bool { return slices.Contains(FidelityModes, s) }
 
-// fidelityOf is the stage's fidelity: the node's if valid, else the
-// incoming edge's, else the context's, else the graph's default, else
-// compact.
+// fidelityOf is the stage's fidelity (spec 5.4): the incoming edge's if
+// valid, else the node's, else the context's (mammoth's hybrid diamond
+// reads a fidelity an earlier stage set; the spec has no such step, so
+// with no fidelity key in the context the order is the spec's), else the
+// graph's default_fidelity, else compact.
 func fidelityOf(x *Execution, n *Node, pctx *Context) string {
-	cands := []string{n.Attrs["fidelity"]}
+	var cands []string
 	if x != nil && x.Edge != nil {
 		cands = append(cands, x.Edge.Attrs["fidelity"])
 	}
-	cands = append(cands, pctx.GetString("fidelity"))
+	cands = append(cands, n.Attrs["fidelity"], pctx.GetString("fidelity"))
 	if x != nil && x.Graph != nil {
 		cands = append(cands, x.Graph.Attrs["default_fidelity"])
 	}
@@ -51,14 +53,33 @@ func fidelityOf(x *Execution, n *Node, pctx *Context) string {
 	return FidelityCompact
 }
 
-// threadOf is the conversation a full-fidelity stage continues.
+// threadOf is the conversation a full-fidelity stage continues (spec 5.4):
+// the node's thread_id, else the incoming edge's, else the graph's
+// thread_id, else the node's first class (a subgraph's label becomes one),
+// else the previous node's id: the node the incoming edge leaves. A stage
+// reached without an edge (the start, a jump to a retry target or a
+// fan-in) falls back to its own id.
 func threadOf(x *Execution, n *Node) string {
-	if t := strings.TrimSpace(n.Attrs["thread_id"]); t != "" {
-		return t
+	var edge *Edge
+	if x != nil {
+		edge = x.Edge
 	}
-	if x != nil && x.Edge != nil {
-		if t := strings.TrimSpace(x.Edge.Attrs["thread_id"]); t != "" {
-			return t
+	cands := []string{n.Attrs["thread_id"]}
+	if edge != nil {
+		cands = append(cands, edge.Attrs["thread_id"])
+	}
+	if x != nil && x.Graph != nil {
+		cands = append(cands, x.Graph.Attrs["thread_id"])
+	}
+	if cl := nodeClasses(n); len(cl) > 0 {
+		cands = append(cands, cl[0])
+	}
+	if edge != nil {
+		cands = append(cands, edge.From)
+	}
+	for _, c := range cands {
+		if c = strings.TrimSpace(c); c != "" {
+			return c
 		}
 	}
 	return n.ID

@@ -393,3 +393,48 @@ func TestManagerLoopRecursionBounded(t *testing.T) {
 		t.Fatalf("got %s: %s", res.State, res.FailureReason)
 	}
 }
+
+// Spec 5.4: fidelity is the incoming edge's, then the node's, then the
+// graph's default_fidelity, then compact; the thread is the node's
+// thread_id, the edge's, the graph's, the subgraph-derived class, then the
+// previous node's id.
+func TestFidelityAndThreadPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		name, graphAttrs, nodeAttrs, edgeAttrs string
+		viaEdge                                bool
+		ctxFidelity                            string
+		fidelity, thread                       string
+	}{
+		{name: "edge fidelity beats the node's", nodeAttrs: `fidelity="compact"`, edgeAttrs: `fidelity="full"`, viaEdge: true, fidelity: FidelityFull, thread: "a"},
+		{name: "node fidelity only", nodeAttrs: `fidelity="truncate"`, viaEdge: true, fidelity: FidelityTruncate, thread: "a"},
+		{name: "graph default only", graphAttrs: `default_fidelity="summary:low"`, viaEdge: true, fidelity: FidelitySummaryLow, thread: "a"},
+		{name: "none: compact", viaEdge: true, fidelity: FidelityCompact, thread: "a"},
+		{name: "the context's after the node's", nodeAttrs: `fidelity="full"`, ctxFidelity: FidelityTruncate, viaEdge: true, fidelity: FidelityFull, thread: "a"},
+		{name: "the context's before the graph's", graphAttrs: `default_fidelity="compact"`, ctxFidelity: FidelityFull, viaEdge: true, fidelity: FidelityFull, thread: "a"},
+		{name: "node thread beats the edge's", nodeAttrs: `thread_id="n"`, edgeAttrs: `thread_id="e"`, viaEdge: true, fidelity: FidelityCompact, thread: "n"},
+		{name: "edge thread beats the graph's", graphAttrs: `thread_id="g"`, edgeAttrs: `thread_id="e"`, viaEdge: true, fidelity: FidelityCompact, thread: "e"},
+		{name: "graph thread beats the class", graphAttrs: `thread_id="g"`, nodeAttrs: `class="review"`, viaEdge: true, fidelity: FidelityCompact, thread: "g"},
+		{name: "class-derived thread", nodeAttrs: `class="review,extra"`, viaEdge: true, fidelity: FidelityCompact, thread: "review"},
+		{name: "no edge (a jump): the node's own id", fidelity: FidelityCompact, thread: "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := mustParse(t, fmt.Sprintf(`digraph p { graph [%s]; start [shape=Mdiamond]; a; b [%s]; done [shape=Msquare]
+			  start -> a -> b [%s]; b -> done }`, tc.graphAttrs, tc.nodeAttrs, tc.edgeAttrs))
+			x := &Execution{Graph: g}
+			if tc.viaEdge {
+				x.Edge = g.Outgoing("a")[0]
+			}
+			pctx := NewContext()
+			if tc.ctxFidelity != "" {
+				pctx.Set("fidelity", tc.ctxFidelity)
+			}
+			n := g.Node("b")
+			if got := fidelityOf(x, n, pctx); got != tc.fidelity {
+				t.Errorf("fidelity %q, want %q", got, tc.fidelity)
+			}
+			if got := threadOf(x, n); got != tc.thread {
+				t.Errorf("thread %q, want %q", got, tc.thread)
+			}
+		})
+	}
+}

@@ -200,7 +200,7 @@ var knownAttrs = map[string]attrSpec{
 	"max_turns":        {onNode, countCheck},
 	"system_prompt":    {scope: onNode},
 	"fidelity":         {scope: onNode | onEdge},
-	"thread_id":        {scope: onNode | onEdge},
+	"thread_id":        {scope: onGraph | onNode | onEdge},
 	"auto_status":      {onNode, boolCheck},
 	"workdir":          {scope: onNode},
 
