@@ -95,7 +95,8 @@
 //	max_parallel          parallel: branches run at once (default 4)
 //	merge_context         parallel.fan_in: none (default: the branches' context updates stay in
 //	                      parallel.results.<branch>, spec 3.8) or best (the chosen branch's are applied)
-//	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file
+//	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file (on the node, else
+//	                      on the graph, as Appendix A has it)
 //	manager.max_cycles    stack.manager_loop: child runs before failing (default 3)
 //	manager.stop_condition
 //	                      stack.manager_loop: a condition on the child's end that stops the loop

@@ -350,27 +350,45 @@ func TestManagerLoop(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "child.dot"), []byte(child), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	parent := `digraph p { goal="G"; start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.max_cycles=3]; done [shape=Msquare]; start -> boss -> done }`
-	r, h, _ := scriptedRunner(map[string][]StageStatus{"work": {StatusFail, StatusSuccess}})
-	g, err := ParseDOTNamed(filepath.Join(dir, "p.dot"), []byte(parent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run(context.Background(), g, RunConfig{RunDir: filepath.Join(dir, "run")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.State != RunSuccess {
-		t.Fatalf("State = %q, want %q: %s", res.State, RunSuccess, res.FailureReason)
-	}
-	if n := h.calls["work"]; n != 2 {
-		t.Errorf("work ran %d times, want 2", n)
-	}
-	if got := res.Context["boss.cycles"]; got != 2.0 {
-		t.Errorf("boss.cycles = %#v, want 2.0", got)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "run", "boss", "cycle-2", CheckpointFile)); err != nil {
-		t.Errorf("child run directory: %v", err)
+	// Appendix A: stack.child_dotfile is a graph attribute; morph also
+	// reads it on the node, which wins.
+	for _, tc := range []struct{ name, graph, node, fail string }{
+		{name: "on the node", node: `stack.child_dotfile="child.dot", `},
+		{name: "on the graph (Appendix A)", graph: `stack.child_dotfile="child.dot"; `},
+		{name: "the node's wins", graph: `stack.child_dotfile="missing.dot"; `, node: `stack.child_dotfile="child.dot", `},
+		{name: "neither", fail: "set it on the node or on the graph"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := `digraph p { goal="G"; ` + tc.graph + `start [shape=Mdiamond]; boss [shape=house, ` + tc.node + `manager.max_cycles=3]; done [shape=Msquare]; start -> boss -> done }`
+			r, h, _ := scriptedRunner(map[string][]StageStatus{"work": {StatusFail, StatusSuccess}})
+			g, err := ParseDOTNamed(filepath.Join(dir, "p.dot"), []byte(parent))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := t.TempDir()
+			res, err := r.Run(context.Background(), g, RunConfig{RunDir: run})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.fail != "" {
+				if res.State != RunFail || !strings.Contains(res.FailureReason, tc.fail) {
+					t.Fatalf("got %s: %s; want a failure saying %q", res.State, res.FailureReason, tc.fail)
+				}
+				return
+			}
+			if res.State != RunSuccess {
+				t.Fatalf("State = %q, want %q: %s", res.State, RunSuccess, res.FailureReason)
+			}
+			if n := h.calls["work"]; n != 2 {
+				t.Errorf("work ran %d times, want 2", n)
+			}
+			if got := res.Context["boss.cycles"]; got != 2.0 {
+				t.Errorf("boss.cycles = %#v, want 2.0", got)
+			}
+			if _, err := os.Stat(filepath.Join(run, "boss", "cycle-2", CheckpointFile)); err != nil {
+				t.Errorf("child run directory: %v", err)
+			}
+		})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 const DefaultManagerCycles = 3
 
 // ManagerLoopHandler supervises a child pipeline (house): it runs the DOT
-// file stack.child_dotfile (relative to the parent's file) as a run of its
+// file stack.child_dotfile (the node's, else the graph's; relative to the parent's file) as a run of its
 // own under <run dir>/<node>/cycle-<n>, with the parent's runner settings.
 // A cycle that ends in success, or whose end satisfies
 // manager.stop_condition (a condition on the child's last outcome and
@@ -33,9 +33,15 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	if x == nil || x.Runner == nil || x.RunDir == "" {
 		return Fail("manager loop %s runs only inside a Runner with a run directory", node.ID), nil
 	}
+	// Appendix A lists stack.child_dotfile as a graph attribute, and 4.11
+	// reads it from graph.attrs; morph also takes it on the node (which
+	// wins), so that one graph may supervise several children.
 	file := strings.TrimSpace(node.Attrs["stack.child_dotfile"])
+	if file == "" && x.Graph != nil {
+		file = strings.TrimSpace(x.Graph.Attrs["stack.child_dotfile"])
+	}
 	if file == "" {
-		return Fail("manager loop %s has no stack.child_dotfile (the child pipeline's DOT file)", node.ID), nil
+		return Fail("manager loop %s has no stack.child_dotfile (the child pipeline's DOT file): set it on the node or on the graph", node.ID), nil
 	}
 	if !filepath.IsAbs(file) && x.BaseDir != "" {
 		file = filepath.Join(x.BaseDir, file)

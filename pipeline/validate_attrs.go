@@ -213,7 +213,7 @@ var knownAttrs = map[string]attrSpec{
 	"join_policy":            {onNode, &attrCheck{enumAttr("wait_all", "first_success"), "use wait_all or first_success"}},
 	"max_parallel":           {onNode, countCheck},
 	"merge_context":          {onNode, &attrCheck{enumAttr(MergeNone, MergeBest), "use none (the default) or best"}},
-	"stack.child_dotfile":    {scope: onNode},
+	"stack.child_dotfile":    {scope: onGraph | onNode},
 	"manager.max_cycles":     {onNode, countCheck},
 	"manager.stop_condition": {scope: onNode},
 	"manager.goal":           {scope: onNode},
