@@ -141,6 +141,41 @@
 // node and its reason. Goal gates fail closed: a gate the run never
 // reached is unsatisfied.
 //
+// # Where the spec disagrees with itself
+//
+// A FAIL with only an unconditional edge (3.2 vs 3.7). Section 3.2's
+// run loop routes every outcome through select_edge ("next_edge =
+// select_edge(node, outcome, context, graph)"), whose steps 4-5 take an
+// unconditional edge whatever the status; section 3.7 says "When a stage
+// returns FAIL (or retries are exhausted), the engine attempts failure
+// routing in this order: 1. Fail edge ... 2. Retry target ... 3. Fallback
+// retry target ... 4. Pipeline termination". morph follows 3.7: a FAIL
+// takes a matching condition, else the retry targets, else the run fails.
+// Under 3.2 a failed build would flow on down its "happy path" edge to
+// deploy; 3.7 is the section written about failures, and that fall-through
+// is a failure mode the implementations' bug reports record.
+//
+// Retries on FAIL (3.5 vs 11.5). Section 3.5's execute_with_retry retries
+// a RETRY outcome and an exception that should_retry accepts ("network
+// errors, rate limit errors (HTTP 429), server errors (HTTP 5xx), and
+// provider-reported transient failures"), and says of a FAIL outcome
+// "RETURN outcome"; section 11.5's checklist says "Nodes with max_retries >
+// 0 are retried on RETRY or FAIL outcomes". morph follows 3.5: a returned
+// FAIL is final and routes by 3.7, since it is the stage's verdict (the
+// tests failed) and running it again spends the same tokens on the same
+// verdict. A handler error that wraps ErrTransient (should_retry's
+// predicate: a handler, tool or stage plugin says which of its errors are
+// transient) is retried within max_retries with the RETRY backoff, which
+// meets 11.5 for the FAIL an exception becomes; other errors and a node
+// timeout FAIL at once. Like an exhausted RETRY, an exhausted transient
+// error is partial_success when the node sets allow_partial (3.5 returns
+// FAIL for it). The OpenAI client already retries HTTP 408/409/429/5xx
+// itself, so what reaches the runner is past those retries.
+//
+// Resume of a full-fidelity stage (5.3 step 6 degrades it to
+// summary:high): morph keeps the real conversation in threads/ and a
+// resumed stage continues it, which loses nothing.
+//
 // # The run directory
 //
 // checkpoint.json (after every node, written atomically), manifest.json,

@@ -42,6 +42,9 @@ func SelectEdge(node *Node, outcome *Outcome, pctx *Context, g *Graph) *Edge {
 		return heaviest(matched)
 	}
 	if outcome != nil {
+		// Spec 3.7, not 3.2's select_edge (doc.go: "Where the spec
+		// disagrees with itself"): a FAIL never takes an unconditional,
+		// labelled or suggested edge.
 		if statusText(string(outcome.Status)) == string(StatusFail) {
 			return nil
 		}

@@ -208,6 +208,13 @@ func TestSelectEdgeFailNeverFallsThrough(t *testing.T) {
 			t.Errorf("status %q: got %v, want nil", status, e)
 		}
 	}
+	// Spec 3.2 vs 3.7 (doc.go, "Where the spec disagrees with itself"): a
+	// FAIL whose node has only an unconditional edge does not take it
+	// (3.7); 3.2's select_edge would.
+	only := vGraph(nil, vNode("build"), vEdge("build", "deploy"))
+	if e := SelectEdge(only.Node("build"), Fail("tests failed"), nil, only); e != nil {
+		t.Errorf("3.2 vs 3.7: a FAIL with only an unconditional edge took %v, want none", e)
+	}
 	// Other statuses fall through as usual.
 	for _, status := range []StageStatus{StatusRetry, StatusPartialSuccess, StatusSkipped} {
 		if got := selectTo(t, g, &Outcome{Status: status}, nil); got != "next" {

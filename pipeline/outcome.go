@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -126,6 +127,16 @@ func (u *Usage) Add(o Usage) {
 	u.TotalTokens += o.TotalTokens
 	u.CostUSD += o.CostUSD
 }
+
+// ErrTransient marks a handler's error as worth another attempt (a
+// rate limit, a dropped connection): a handler, tool or stage plugin wraps
+// it (fmt.Errorf("...: %w", ErrTransient)) and the runner retries the node
+// within its max_retries, with the RETRY backoff (spec 3.5's
+// should_retry). Any other error, a node timeout, and a FAIL outcome are
+// final: a FAIL is the stage's verdict, and running it again would spend
+// the same tokens on the same verdict (see "Where the spec disagrees with
+// itself" in the package documentation).
+var ErrTransient = errors.New("transient error")
 
 // Fail is a FAIL outcome with a reason.
 func Fail(format string, args ...any) *Outcome {

@@ -502,6 +502,8 @@ func (x *run) call(ctx context.Context, h Handler, node *Node, pctx *Context, ex
 	switch {
 	case err != nil && timeout > 0 && ctx.Err() == nil && timedOut(hctx):
 		return Fail("node %s timed out after %s (its timeout attribute)", node.ID, timeout)
+	case errors.Is(err, ErrTransient): // retried as a RETRY is, within max_retries
+		return &Outcome{Status: StatusRetry, FailureReason: safetext.Truncate(err.Error(), 4000)}
 	case err != nil:
 		return Fail("%s", safetext.Truncate(err.Error(), 4000))
 	case o == nil:

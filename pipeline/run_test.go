@@ -336,6 +336,65 @@ func TestRetriesExhausted(t *testing.T) {
 	}
 }
 
+// errSeqHandler returns its node's errors in turn (nil: success), or,
+// with fail set, a FAIL outcome every time.
+type errSeqHandler struct {
+	errs  []error
+	fail  bool
+	calls int
+}
+
+func (h *errSeqHandler) Type() string { return TypeCodergen }
+
+func (h *errSeqHandler) Execute(context.Context, *Node, *Context, *ArtifactStore) (*Outcome, error) {
+	h.calls++
+	if h.fail {
+		return Fail("tests failed"), nil
+	}
+	if len(h.errs) > 0 {
+		err := h.errs[0]
+		h.errs = h.errs[1:]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &Outcome{Status: StatusSuccess}, nil
+}
+
+// Spec 3.5 retries what should_retry accepts; 11.5 says "retried on ...
+// FAIL". morph takes 3.5 (doc.go, "Where the spec disagrees with itself"):
+// an error wrapping ErrTransient is retried within max_retries, a returned
+// FAIL and any other error are final.
+func TestTransientErrorsRetryFailIsFinal(t *testing.T) {
+	transient := fmt.Errorf("rate limited: %w", ErrTransient)
+	for _, tc := range []struct {
+		name       string
+		h          *errSeqHandler
+		maxRetries int
+		state      string
+		calls      int
+		reason     string
+	}{
+		{"transient twice then success (3.5)", &errSeqHandler{errs: []error{transient, transient}}, 2, RunSuccess, 3, ""},
+		{"transient past max_retries (3.5)", &errSeqHandler{errs: []error{transient, transient}}, 1, RunFail, 2, "rate limited"},
+		{"a returned FAIL is final (3.5 vs 11.5)", &errSeqHandler{fail: true}, 2, RunFail, 1, "tests failed"},
+		{"another error is final", &errSeqHandler{errs: []error{errors.New("bad input")}}, 2, RunFail, 1, "bad input"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := DefaultHandlerRegistry()
+			reg.Register(tc.h)
+			r := &Runner{Handlers: reg, Clock: &fakeClock{now: time.Unix(1e9, 0)}, Rand: func() float64 { return 0.5 }}
+			res := runGraph(t, r, fmt.Sprintf(`digraph p { start [shape=Mdiamond]; a [max_retries=%d]; done [shape=Msquare]; start -> a -> done }`, tc.maxRetries))
+			if res.State != tc.state || tc.h.calls != tc.calls {
+				t.Fatalf("state %s (%s), %d calls; want %s, %d calls", res.State, res.FailureReason, tc.h.calls, tc.state, tc.calls)
+			}
+			if !strings.Contains(res.FailureReason, tc.reason) {
+				t.Errorf("failure reason %q does not say %q", res.FailureReason, tc.reason)
+			}
+		})
+	}
+}
+
 func TestFailNeverFallsThrough(t *testing.T) {
 	src := `digraph p { start [shape=Mdiamond]; a; done [shape=Msquare]; start -> a -> done }`
 	r, _, _ := scriptedRunner(map[string][]StageStatus{"a": {StatusFail}})
