@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -62,6 +64,9 @@ type Checkpoint struct {
 	FailedNode    string    `json:"failed_node,omitempty"`
 	FailureReason string    `json:"failure_reason,omitempty"`
 	SavedAt       time.Time `json:"saved_at"`
+	// JournalSeq is the last journal record this checkpoint holds: a
+	// fold applies only the records after it.
+	JournalSeq int64 `json:"journal_seq,omitempty"`
 }
 
 // Manifest describes a run: what ran, from where, when.
@@ -75,17 +80,28 @@ type Manifest struct {
 }
 
 // SaveCheckpoint writes cp to dir atomically (temporary file, fsync,
-// rename).
+// rename) as the whole state: a journal left in dir is removed.
 func SaveCheckpoint(dir string, cp *Checkpoint) error {
-	cp.Version = checkpointVersion
-	b, err := json.Marshal(cp) // not indented: it is written after every node; jq reads it
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	if _, err := writeCheckpoint(dir, cp); err != nil {
+		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, CheckpointFile), b); err != nil {
+	if err := os.Remove(filepath.Join(dir, JournalFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
+}
+
+// writeCheckpoint writes cp to dir atomically and returns its size.
+func writeCheckpoint(dir string, cp *Checkpoint) (int, error) {
+	cp.Version = checkpointVersion
+	b, err := json.Marshal(cp) // not indented; jq reads it
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, CheckpointFile), b); err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	return len(b), nil
 }
 
 // SaveManifest writes m to dir atomically.
@@ -96,8 +112,31 @@ func SaveManifest(dir string, m *Manifest) error {
 	return nil
 }
 
-// LoadCheckpoint reads dir's checkpoint.
+// LoadCheckpoint reads dir's checkpoint and folds into it the journal
+// records written since (see journal.go): the state after the last node
+// the run finished. A torn last record (a crash mid-write) is left out;
+// a damaged record before it is an ErrJournalCorrupt.
 func LoadCheckpoint(dir string) (*Checkpoint, error) {
+	cp, _, err := loadCheckpoint(dir)
+	return cp, err
+}
+
+// loadCheckpoint is LoadCheckpoint that also says how many bytes of torn
+// journal tail it left out.
+func loadCheckpoint(dir string) (*Checkpoint, int, error) {
+	cp, err := readCheckpointFile(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	torn, err := cp.fold(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	return cp, torn, nil
+}
+
+// readCheckpointFile reads checkpoint.json alone.
+func readCheckpointFile(dir string) (*Checkpoint, error) {
 	path := filepath.Join(dir, CheckpointFile)
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -220,6 +220,11 @@ type run struct {
 	// parallel branches update.
 	mu    sync.Mutex
 	nodes map[string]*NodeResult
+	// touched are the nodes whose results changed since the last journal
+	// record (under mu).
+	touched map[string]struct{}
+
+	jr *journal // the run's journal, open while it runs
 }
 
 // RunConfig is one run's settings.
