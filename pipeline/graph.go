@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,10 @@ type Graph struct {
 	File string
 
 	index map[string]*Node
+	// out indexes Edges by their source, as reindex found them (outOf
+	// edges): a graph whose edge list changed since is scanned instead.
+	out   map[string][]*Edge
+	outOf int
 }
 
 // Node is a stage. Attrs hold every attribute the DOT gave it, defaults and
@@ -96,6 +101,11 @@ func (g *Graph) reindex() {
 	for _, n := range g.Nodes {
 		g.index[n.ID] = n
 	}
+	g.out = make(map[string][]*Edge, len(g.Nodes))
+	for _, e := range g.Edges {
+		g.out[e.From] = append(g.out[e.From], e)
+	}
+	g.outOf = len(g.Edges)
 	g.assignRoles()
 }
 
@@ -156,6 +166,9 @@ func (g *Graph) Clone() *Graph {
 
 // Outgoing returns the edges leaving id, in source order.
 func (g *Graph) Outgoing(id string) []*Edge {
+	if g.out != nil && g.outOf == len(g.Edges) {
+		return slices.Clip(g.out[id]) // a caller's append copies
+	}
 	var out []*Edge
 	for _, e := range g.Edges {
 		if e.From == id {
