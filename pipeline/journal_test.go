@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -285,4 +286,62 @@ func tmpfsDir(t *testing.T) string {
 		}
 	}
 	return t.TempDir()
+}
+
+// TestCheckpointV1Resumes: a run directory written with version 1's field
+// names (completed, retry_counts, log, saved_at) resumes, and is written
+// back with the spec's (5.3).
+func TestCheckpointV1Resumes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	copyDir(t, filepath.Join("testdata", "checkpoint-v1"), dir)
+	cp, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cp.Completed, []string{"start", "a"}) || cp.RetryCounts["a"] != 1 || len(cp.Log) != 2 || cp.SavedAt.IsZero() {
+		t.Fatalf("v1 read: %+v", cp)
+	}
+	src, err := os.ReadFile(filepath.Join(dir, SourceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, runs := journalChain(t, 0)
+	res, err := r.Resume(context.Background(), mustParse(t, string(src)), RunConfig{RunDir: dir, Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != RunSuccess || !reflect.DeepEqual(res.Path, []string{"start", "a", "b", "done"}) || runs["a"] != 0 || runs["b"] != 1 {
+		t.Fatalf("resumed v1: %s %v, runs %v", res.State, res.Path, runs)
+	}
+	if res.Context["seen.a"] != "a" {
+		t.Fatalf("v1 context lost: %v", res.Context)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, CheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"completed_nodes", "node_retries", "logs", "timestamp", "current_node", "context"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("checkpoint.json has no %q: %s", k, b)
+		}
+	}
+	if raw["version"] != float64(checkpointVersion) {
+		t.Errorf("version %v", raw["version"])
+	}
+	// A v1 payload (a Temporal input from before) decodes to the same
+	// state as its v2 form.
+	var v1, v2 Checkpoint
+	old, _ := os.ReadFile(filepath.Join("testdata", "checkpoint-v1", CheckpointFile))
+	if err := json.Unmarshal(old, &v1); err != nil {
+		t.Fatal(err)
+	}
+	v1.Version = checkpointVersion
+	again, _ := json.Marshal(&v1)
+	if err := json.Unmarshal(again, &v2); err != nil || !reflect.DeepEqual(v1, v2) {
+		t.Fatalf("v1 %+v\nv2 %+v (%v)", v1, v2, err)
+	}
 }
