@@ -345,3 +345,24 @@ func TestCheckpointV1Resumes(t *testing.T) {
 		t.Fatalf("v1 %+v\nv2 %+v (%v)", v1, v2, err)
 	}
 }
+
+// TestMaxStepsScalesWithGraph: a chain longer than DefaultMaxSteps runs
+// to the end with default limits, while a loop still stops at the limit
+// with a message naming the key to raise.
+func TestMaxStepsScalesWithGraph(t *testing.T) {
+	r, _, _ := journalChain(t, 0)
+	src := chainSource(1100)
+	res, err := r.Run(context.Background(), mustParse(t, src), RunConfig{RunDir: filepath.Join(tmpfsDir(t), "run"), Source: []byte(src)})
+	if err != nil || res.State != RunSuccess || len(res.Path) != 1102 {
+		t.Fatalf("1,100-node chain: %v %+v", err, res)
+	}
+	loop := `digraph p { start [shape=Mdiamond]; a [max_node_visits=100000]; b [max_node_visits=100000]; done [shape=Msquare]
+	  start -> a -> b; b -> a [condition="outcome=success"]; b -> done [condition="outcome=fail"] }`
+	res, err = r.Run(context.Background(), mustParse(t, loop), RunConfig{RunDir: filepath.Join(tmpfsDir(t), "run"), Source: []byte(loop)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != RunFail || len(res.Path) != DefaultMaxSteps || !strings.Contains(res.FailureReason, "[pipeline] max_steps") {
+		t.Fatalf("loop: %s after %d stages: %s", res.State, len(res.Path), res.FailureReason)
+	}
+}

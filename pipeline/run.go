@@ -250,6 +250,9 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	store := NewArtifactStore(filepath.Join(cfg.RunDir, "artifacts"))
 	x := &run{r: r, g: g, cfg: cfg, lim: r.limits(), handlers: r.handlers(), store: store, pctx: pctx, cp: cp,
 		started: r.clock().Now(), prior: prior, nodes: cp.Nodes, touched: map[string]struct{}{}}
+	if x.lim.MaxSteps <= 0 {
+		x.lim.MaxSteps = scaledMaxSteps(g)
+	}
 	if dotFile != "" {
 		x.baseDir = filepath.Dir(dotFile)
 	} else if g.File != "" {
@@ -257,6 +260,11 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	}
 	return x
 }
+
+// scaledMaxSteps is the step limit of a run of g when none is set: every
+// node four runs on average, so a long chain is not taken for a loop
+// (max_node_visits still bounds each node).
+func scaledMaxSteps(g *Graph) int { return max(DefaultMaxSteps, 4*len(g.Nodes)) }
 
 func (x *run) emit(ev Event) {
 	if x.r.OnEvent == nil {
@@ -291,7 +299,8 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 		}
 		node := x.g.Node(cur)
 		if len(x.cp.Completed) >= x.lim.MaxSteps {
-			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, the limit (max_steps): a loop that never ends?", x.lim.MaxSteps))
+			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, its limit: a loop that never ends? (raise [pipeline] max_steps in morph.toml if not; unset, it is max(%d, 4 x the graph's %d nodes))",
+				x.lim.MaxSteps, DefaultMaxSteps, len(x.g.Nodes)))
 		}
 		if node.Type() == TypeExit {
 			if gate, target := x.goalGates(); gate != "" {
