@@ -277,7 +277,7 @@ func TestCheckpointWritesAreConstant(t *testing.T) {
 
 // tmpfsDir is a temporary directory on tmpfs where there is one: a test
 // that counts bytes need not wait for a disk's syncs.
-func tmpfsDir(t *testing.T) string {
+func tmpfsDir(t testing.TB) string {
 	t.Helper()
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		if dir, err := os.MkdirTemp("/dev/shm", "morph-test"); err == nil {
