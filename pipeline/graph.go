@@ -292,11 +292,17 @@ func (n *Node) Prompt() string {
 // Int returns an integer attribute, def when it is not set, and an error
 // naming the node and key when it is not an integer.
 func (n *Node) Int(key string, def int) (int, error) {
+	if strings.TrimSpace(n.Attrs[key]) == "" {
+		return def, nil // the common case, read for every visit: no error text built
+	}
 	return intAttr(n.Attrs, key, def, "node "+n.ID)
 }
 
 // Bool returns a boolean attribute (true/false/yes/no/1/0), def when unset.
 func (n *Node) Bool(key string, def bool) (bool, error) {
+	if strings.TrimSpace(n.Attrs[key]) == "" {
+		return def, nil // as Int
+	}
 	return boolAttr(n.Attrs, key, def, "node "+n.ID)
 }
 
@@ -322,7 +328,11 @@ func (e *Edge) Condition() string { return strings.TrimSpace(e.Attrs["condition"
 // Weight is the edge's weight (default 0; a bad value counts as 0 and is a
 // validation warning).
 func (e *Edge) Weight() int {
-	w, err := strconv.Atoi(strings.TrimSpace(e.Attrs["weight"]))
+	v := strings.TrimSpace(e.Attrs["weight"])
+	if v == "" {
+		return 0 // most edges: no strconv error allocated on every selection
+	}
+	w, err := strconv.Atoi(v)
 	if err != nil {
 		return 0
 	}
