@@ -230,8 +230,7 @@ func TestJournalNoDoubleApply(t *testing.T) {
 func TestCheckpointWritesAreConstant(t *testing.T) {
 	perNode := map[int]float64{}
 	for _, n := range []int{50, 5000} {
-		r, src, _ := journalChain(t, 0)
-		src = chainSource(n)
+		r, src, _ := journalChain(t, n)
 		r.Limits.MaxSteps = n + 10
 		dir := filepath.Join(tmpfsDir(t), "run")
 		var written, journalSize int64
