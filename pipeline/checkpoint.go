@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,8 +20,10 @@ const (
 // Resume): one process at a time.
 const LockFile = ".lock"
 
-// checkpointVersion is the checkpoint format; a resume refuses another.
-const checkpointVersion = 1
+// checkpointVersion is the checkpoint format: 2 has the spec's field
+// names (5.3); 1, morph's earlier names, is still read. A resume refuses
+// another.
+const checkpointVersion = 2
 
 // Run states in a checkpoint and a Result.
 const (
@@ -44,24 +48,52 @@ type Checkpoint struct {
 	CurrentNode string `json:"current_node"`
 	NextNode    string `json:"next_node"`
 	// Completed lists the nodes run, in order, repeats included: the path.
-	Completed []string `json:"completed"`
+	Completed []string `json:"completed_nodes"`
 	// Outcomes are each node's last outcome.
 	Outcomes map[string]*Outcome `json:"outcomes"`
 	// Nodes are each node's results so far: attempts, durations, usage.
 	Nodes       map[string]*NodeResult `json:"nodes"`
-	RetryCounts map[string]int         `json:"retry_counts"`
+	RetryCounts map[string]int         `json:"node_retries"`
 	Visits      map[string]int         `json:"visits"`
 	// GoalGateRetries counts the jumps goal gates caused.
 	GoalGateRetries int            `json:"goal_gate_retries"`
 	Context         map[string]any `json:"context"`
-	Log             []string       `json:"log"`
+	Log             []string       `json:"logs"`
 	Usage           Usage          `json:"usage"`
 	// Elapsed is the run's wall time so far, over all its resumes.
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// FailedNode and FailureReason say why a failed run failed.
 	FailedNode    string    `json:"failed_node,omitempty"`
 	FailureReason string    `json:"failure_reason,omitempty"`
-	SavedAt       time.Time `json:"saved_at"`
+	SavedAt       time.Time `json:"timestamp"`
+	// JournalSeq is the last journal record this checkpoint holds: a
+	// fold applies only the records after it.
+	JournalSeq int64 `json:"journal_seq,omitempty"`
+}
+
+// UnmarshalJSON reads a checkpoint of either version: version 1's field
+// names are read into the same fields. Not only LoadCheckpoint needs it: a
+// Checkpoint also travels inside other payloads (a Temporal workflow's
+// continue-as-new input) written before an upgrade.
+func (cp *Checkpoint) UnmarshalJSON(b []byte) error {
+	type current Checkpoint // without this method
+	if err := json.Unmarshal(b, (*current)(cp)); err != nil {
+		return err
+	}
+	if cp.Version != 1 {
+		return nil
+	}
+	var v1 struct {
+		Completed   []string       `json:"completed"`
+		RetryCounts map[string]int `json:"retry_counts"`
+		Log         []string       `json:"log"`
+		SavedAt     time.Time      `json:"saved_at"`
+	}
+	if err := json.Unmarshal(b, &v1); err != nil {
+		return err
+	}
+	cp.Completed, cp.RetryCounts, cp.Log, cp.SavedAt = v1.Completed, v1.RetryCounts, v1.Log, v1.SavedAt
+	return nil
 }
 
 // Manifest describes a run: what ran, from where, when.
@@ -75,17 +107,28 @@ type Manifest struct {
 }
 
 // SaveCheckpoint writes cp to dir atomically (temporary file, fsync,
-// rename).
+// rename) as the whole state: a journal left in dir is removed.
 func SaveCheckpoint(dir string, cp *Checkpoint) error {
-	cp.Version = checkpointVersion
-	b, err := json.Marshal(cp) // not indented: it is written after every node; jq reads it
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	if _, err := writeCheckpoint(dir, cp); err != nil {
+		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, CheckpointFile), b); err != nil {
+	if err := os.Remove(filepath.Join(dir, JournalFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
+}
+
+// writeCheckpoint writes cp to dir atomically and returns its size.
+func writeCheckpoint(dir string, cp *Checkpoint) (int, error) {
+	cp.Version = checkpointVersion
+	b, err := json.Marshal(cp) // not indented; jq reads it
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, CheckpointFile), b); err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	return len(b), nil
 }
 
 // SaveManifest writes m to dir atomically.
@@ -96,8 +139,31 @@ func SaveManifest(dir string, m *Manifest) error {
 	return nil
 }
 
-// LoadCheckpoint reads dir's checkpoint.
+// LoadCheckpoint reads dir's checkpoint and folds into it the journal
+// records written since (see journal.go): the state after the last node
+// the run finished. A torn last record (a crash mid-write) is left out;
+// a damaged record before it is an ErrJournalCorrupt.
 func LoadCheckpoint(dir string) (*Checkpoint, error) {
+	cp, _, err := loadCheckpoint(dir)
+	return cp, err
+}
+
+// loadCheckpoint is LoadCheckpoint that also says how many bytes of torn
+// journal tail it left out.
+func loadCheckpoint(dir string) (*Checkpoint, int, error) {
+	cp, err := readCheckpointFile(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	torn, err := cp.fold(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	return cp, torn, nil
+}
+
+// readCheckpointFile reads checkpoint.json alone.
+func readCheckpointFile(dir string) (*Checkpoint, error) {
 	path := filepath.Join(dir, CheckpointFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -107,7 +173,7 @@ func LoadCheckpoint(dir string) (*Checkpoint, error) {
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if cp.Version != checkpointVersion {
+	if cp.Version != checkpointVersion && cp.Version != 1 {
 		return nil, fmt.Errorf("%s: checkpoint version %d, this morph reads %d", path, cp.Version, checkpointVersion)
 	}
 	return &cp, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -43,6 +44,10 @@ type Context struct {
 	mu     sync.RWMutex
 	values map[string]any
 	log    []string
+	// dirty (key -> set, or deleted) and logMark are what changed since
+	// takeChanges: a journal record holds only them.
+	dirty   map[string]bool
+	logMark int
 }
 
 // NewContext returns an empty context.
@@ -52,6 +57,7 @@ func NewContext() *Context { return &Context{values: map[string]any{}} }
 func (c *Context) Set(key string, v any) {
 	c.mu.Lock()
 	c.values[key] = v
+	c.mark(key, true)
 	c.mu.Unlock()
 }
 
@@ -80,6 +86,7 @@ func (c *Context) Lookup(key string) (any, bool) {
 func (c *Context) Delete(key string) {
 	c.mu.Lock()
 	delete(c.values, key)
+	c.mark(key, false)
 	c.mu.Unlock()
 }
 
@@ -90,6 +97,9 @@ func (c *Context) Apply(updates map[string]any) {
 	}
 	c.mu.Lock()
 	maps.Copy(c.values, updates)
+	for k := range updates {
+		c.mark(k, true)
+	}
 	c.mu.Unlock()
 }
 
@@ -132,6 +142,41 @@ func (c *Context) restore(values map[string]any, log []string) {
 	}
 	c.values = values
 	c.log = log
+	clear(c.dirty)
+	c.logMark = len(log)
+}
+
+// mark notes key as set (or deleted) since the last takeChanges; c.mu is
+// held.
+func (c *Context) mark(key string, set bool) {
+	if c.dirty == nil {
+		c.dirty = map[string]bool{}
+	}
+	c.dirty[key] = set
+}
+
+// takeChanges returns the keys set since the last call (copied like
+// Snapshot's), the keys deleted since, and the log lines appended since,
+// and forgets them.
+func (c *Context) takeChanges() (set map[string]any, deleted, lines []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := make(map[string]any, len(c.dirty))
+	for k, isSet := range c.dirty {
+		if isSet {
+			changed[k] = c.values[k]
+		} else {
+			deleted = append(deleted, k)
+		}
+	}
+	clear(c.dirty)
+	slices.Sort(deleted)
+	lines = append([]string(nil), c.log[c.logMark:]...)
+	c.logMark = len(c.log)
+	if len(changed) > 0 {
+		set = deepCopy(changed)
+	}
+	return set, deleted, lines
 }
 
 // deepCopy copies m through JSON, per key, so one bad value does not cost

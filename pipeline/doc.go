@@ -178,13 +178,22 @@
 //
 // # The run directory
 //
-// checkpoint.json (after every node, written atomically), manifest.json,
-// pipeline.dot (the source, for resume and render), <node>/prompt.md,
-// response.md and status.json (node_<node>/ for a node named artifacts or
-// threads), artifacts/ (an agent's or tool's whole output as
-// <node>.output), and threads/ (full-fidelity conversations). A resume
-// starts at the checkpoint's next node; a node that was running when the
-// process died runs again. LoadCheckpoint, LoadManifest and LoadThreads
+// journal.jsonl (one line per node finished since checkpoint.json was
+// written, fsynced before the run goes on: the same cost at any graph
+// size), checkpoint.json (the whole state with the spec's field names,
+// 5.3: written atomically at the start, when the journal has grown past
+// it, and when the run stops; a version 1 file, morph's earlier names,
+// is still read), manifest.json, pipeline.dot (the source, for resume and
+// render), <node>/prompt.md, response.md and status.json (Appendix C:
+// "outcome" and the rest of the stage's result; node_<node>/ for a node
+// named artifacts or threads), artifacts/ (an agent's or tool's whole
+// output as <node>.output), and threads/ (full-fidelity conversations).
+// checkpoint.json alone (jq) may be a few records behind a running run;
+// LoadCheckpoint folds the journal into it and is current. A torn last
+// journal line (a crash mid-write) is left out; a damaged line before
+// the last is ErrJournalCorrupt. A resume starts at the checkpoint's next
+// node; a node that was running when the process died runs again.
+// LoadCheckpoint, LoadManifest and LoadThreads
 // read what a resume needs of it (SaveCheckpoint, SaveManifest and
 // SaveThreads write it), for a host that moves a run between directories.
 package pipeline

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,10 @@ type Graph struct {
 	File string
 
 	index map[string]*Node
+	// out indexes Edges by their source, as reindex found them (outOf
+	// edges): a graph whose edge list changed since is scanned instead.
+	out   map[string][]*Edge
+	outOf int
 }
 
 // Node is a stage. Attrs hold every attribute the DOT gave it, defaults and
@@ -96,6 +101,11 @@ func (g *Graph) reindex() {
 	for _, n := range g.Nodes {
 		g.index[n.ID] = n
 	}
+	g.out = make(map[string][]*Edge, len(g.Nodes))
+	for _, e := range g.Edges {
+		g.out[e.From] = append(g.out[e.From], e)
+	}
+	g.outOf = len(g.Edges)
 	g.assignRoles()
 }
 
@@ -156,6 +166,9 @@ func (g *Graph) Clone() *Graph {
 
 // Outgoing returns the edges leaving id, in source order.
 func (g *Graph) Outgoing(id string) []*Edge {
+	if g.out != nil && g.outOf == len(g.Edges) {
+		return slices.Clip(g.out[id]) // a caller's append copies
+	}
 	var out []*Edge
 	for _, e := range g.Edges {
 		if e.From == id {
@@ -279,11 +292,17 @@ func (n *Node) Prompt() string {
 // Int returns an integer attribute, def when it is not set, and an error
 // naming the node and key when it is not an integer.
 func (n *Node) Int(key string, def int) (int, error) {
+	if strings.TrimSpace(n.Attrs[key]) == "" {
+		return def, nil // the common case, read for every visit: no error text built
+	}
 	return intAttr(n.Attrs, key, def, "node "+n.ID)
 }
 
 // Bool returns a boolean attribute (true/false/yes/no/1/0), def when unset.
 func (n *Node) Bool(key string, def bool) (bool, error) {
+	if strings.TrimSpace(n.Attrs[key]) == "" {
+		return def, nil // as Int
+	}
 	return boolAttr(n.Attrs, key, def, "node "+n.ID)
 }
 
@@ -309,7 +328,11 @@ func (e *Edge) Condition() string { return strings.TrimSpace(e.Attrs["condition"
 // Weight is the edge's weight (default 0; a bad value counts as 0 and is a
 // validation warning).
 func (e *Edge) Weight() int {
-	w, err := strconv.Atoi(strings.TrimSpace(e.Attrs["weight"]))
+	v := strings.TrimSpace(e.Attrs["weight"])
+	if v == "" {
+		return 0 // most edges: no strconv error allocated on every selection
+	}
+	w, err := strconv.Atoi(v)
 	if err != nil {
 		return 0
 	}

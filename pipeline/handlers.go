@@ -330,10 +330,22 @@ func writeStageFile(dir, name, content string) {
 	_ = writeFileQuick(filepath.Join(dir, name), []byte(content))
 }
 
+// statusFile is a stage's status.json, the spec's contract for tools that
+// read a stage's result (Appendix C): its status is "outcome".
+type statusFile struct {
+	Outcome          StageStatus    `json:"outcome"`
+	PreferredLabel   string         `json:"preferred_label,omitempty"`
+	SuggestedNextIDs []string       `json:"suggested_next_ids,omitempty"`
+	ContextUpdates   map[string]any `json:"context_updates,omitempty"`
+	Notes            string         `json:"notes,omitempty"`
+	FailureReason    string         `json:"failure_reason,omitempty"`
+}
+
 // writeStatusFile records a stage's outcome as status.json.
 func writeStatusFile(x *Execution, id string, o *Outcome) {
 	if dir := stageDir(x, id); dir != "" {
-		b, _ := json.MarshalIndent(o, "", "  ")
+		b, _ := json.MarshalIndent(statusFile{Outcome: o.Status, PreferredLabel: o.PreferredLabel, SuggestedNextIDs: o.SuggestedNextIDs,
+			ContextUpdates: o.ContextUpdates, Notes: o.Notes, FailureReason: o.FailureReason}, "", "  ")
 		_ = writeFileQuick(filepath.Join(dir, "status.json"), b)
 	}
 }

@@ -150,6 +150,11 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 	cp := &Checkpoint{RunID: id, GraphHash: hash, State: RunRunning, NextNode: start.ID,
 		Outcomes: map[string]*Outcome{}, RetryCounts: map[string]int{}, Visits: map[string]int{}, Nodes: map[string]*NodeResult{}}
 	x := r.newRun(g, cfg, pctx, cp, 0, dotFile)
+	// checkpoint.json from the start: the directory holds a run.
+	if err := x.startJournal(); err != nil {
+		return nil, err
+	}
+	defer x.jr.close()
 	x.emit(Event{Kind: EventPipelineStarted, Message: g.Goal()})
 	x.warn(diags)
 	return x.loop(ctx, start.ID, nil, nil)
@@ -174,9 +179,12 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 		}
 		defer release()
 	}
-	cp, err := LoadCheckpoint(cfg.RunDir)
+	cp, torn, err := loadCheckpoint(cfg.RunDir)
 	if err != nil {
 		return nil, err
+	}
+	if torn > 0 {
+		r.logger().Warn("left out the torn last record of a stopped run's journal: its node runs again", "path", safetext.Escape(filepath.Join(cfg.RunDir, JournalFile)), "bytes", torn)
 	}
 	// Under the lock no process writes here: a temporary file is one a
 	// process killed between creating and renaming it left behind.
@@ -223,6 +231,12 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 	}
 	cp.State = RunRunning
 	x := r.newRun(g, cfg, pctx, cp, cp.Elapsed, man.DotFile)
+	// The folded state becomes checkpoint.json and the journal starts
+	// empty.
+	if err := x.startJournal(); err != nil {
+		return nil, err
+	}
+	defer x.jr.close()
 	x.emit(Event{Kind: EventPipelineStarted, NodeID: cp.NextNode, Message: "resumed"})
 	x.warn(diags)
 	var prev *Outcome
@@ -235,7 +249,10 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, prior time.Duration, dotFile string) *run {
 	store := NewArtifactStore(filepath.Join(cfg.RunDir, "artifacts"))
 	x := &run{r: r, g: g, cfg: cfg, lim: r.limits(), handlers: r.handlers(), store: store, pctx: pctx, cp: cp,
-		started: r.clock().Now(), prior: prior, nodes: cp.Nodes}
+		started: r.clock().Now(), prior: prior, nodes: cp.Nodes, touched: map[string]struct{}{}}
+	if x.lim.MaxSteps <= 0 {
+		x.lim.MaxSteps = scaledMaxSteps(g)
+	}
 	if dotFile != "" {
 		x.baseDir = filepath.Dir(dotFile)
 	} else if g.File != "" {
@@ -243,6 +260,11 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	}
 	return x
 }
+
+// scaledMaxSteps is the step limit of a run of g when none is set: every
+// node four runs on average, so a long chain is not taken for a loop
+// (max_node_visits still bounds each node).
+func scaledMaxSteps(g *Graph) int { return max(DefaultMaxSteps, 4*len(g.Nodes)) }
 
 func (x *run) emit(ev Event) {
 	if x.r.OnEvent == nil {
@@ -277,7 +299,8 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 		}
 		node := x.g.Node(cur)
 		if len(x.cp.Completed) >= x.lim.MaxSteps {
-			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, the limit (max_steps): a loop that never ends?", x.lim.MaxSteps))
+			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, its limit: a loop that never ends? (raise [pipeline] max_steps in morph.toml if not; unset, it is max(%d, 4 x the graph's %d nodes))",
+				x.lim.MaxSteps, DefaultMaxSteps, len(x.g.Nodes)))
 		}
 		if node.Type() == TypeExit {
 			if gate, target := x.goalGates(); gate != "" {
@@ -318,8 +341,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 			x.cp.CurrentNode = cur
 			return x.stop(RunFail, "", cur, reason)
 		}
-		x.cp.CurrentNode, x.cp.NextNode = cur, next
-		if err := x.save(); err != nil {
+		if err := x.appendRecord(cur, next); err != nil {
 			return nil, err
 		}
 		prev, via, cur = out, edge, next
@@ -525,6 +547,7 @@ func (x *run) nodeResult(id string) *NodeResult {
 		nr = &NodeResult{}
 		x.nodes[id] = nr
 	}
+	x.touched[id] = struct{}{} // the caller changes it: the next record holds it
 	return nr
 }
 
@@ -603,9 +626,10 @@ func (x *run) stop(state, next, failed, reason string) (*Result, error) {
 		x.cp.NextNode = ""
 	}
 	x.cp.FailedNode, x.cp.FailureReason = failed, reason
-	if err := x.save(); err != nil {
+	if err := x.compact(); err != nil {
 		return nil, err
 	}
+	x.emit(Event{Kind: EventCheckpointSaved, NodeID: x.cp.CurrentNode})
 	res := &Result{RunID: x.cp.RunID, RunDir: x.cfg.RunDir, State: state, FailedNode: failed, FailureReason: reason,
 		Path: append([]string(nil), x.cp.Completed...), Nodes: x.nodes, Usage: x.cp.Usage, Duration: x.cp.Elapsed,
 		NextNode: x.cp.NextNode, Context: x.pctx.Snapshot()}
@@ -615,19 +639,6 @@ func (x *run) stop(state, next, failed, reason string) (*Result, error) {
 	}
 	x.emit(Event{Kind: kind, NodeID: failed, Message: reason, Duration: res.Duration, Usage: res.Usage})
 	return res, nil
-}
-
-// save writes the checkpoint.
-func (x *run) save() error {
-	x.cp.Context = x.pctx.Snapshot()
-	x.cp.Log = x.pctx.Log()
-	x.cp.Elapsed = x.elapsed()
-	x.cp.SavedAt = x.r.clock().Now().UTC()
-	if err := SaveCheckpoint(x.cfg.RunDir, x.cp); err != nil {
-		return err
-	}
-	x.emit(Event{Kind: EventCheckpointSaved, NodeID: x.cp.CurrentNode})
-	return nil
 }
 
 // newRunID is a run's default id: its start time and random bytes.

@@ -122,6 +122,14 @@ func TestHybridDiamondRoutesOnMarker(t *testing.T) {
 			t.Errorf("stage file: %v", err)
 		}
 	}
+	// Appendix C: the stage's status is "outcome".
+	var status map[string]any
+	if b, err := os.ReadFile(filepath.Join(res.RunDir, "verify", "status.json")); err != nil || json.Unmarshal(b, &status) != nil {
+		t.Fatalf("status.json: %s %v", b, err)
+	}
+	if status["outcome"] != string(StatusSuccess) {
+		t.Errorf("status.json: %v, want outcome success", status)
+	}
 }
 
 func TestDetectOutcomeMarker(t *testing.T) {

@@ -27,7 +27,8 @@ type Limits struct {
 	// MaxNodeVisits bounds how often one node runs (the graph's
 	// max_node_visits attribute overrides it, a node's its own).
 	MaxNodeVisits int
-	// MaxSteps bounds the stages a run executes in all.
+	// MaxSteps bounds the stages a run executes in all; 0 scales it with
+	// the graph: max(DefaultMaxSteps, 4 x its nodes).
 	MaxSteps int
 	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause.
 	MaxGoalGateRetries int
@@ -179,9 +180,6 @@ func (r *Runner) limits() Limits {
 	if l.MaxNodeVisits <= 0 {
 		l.MaxNodeVisits = DefaultMaxNodeVisits
 	}
-	if l.MaxSteps <= 0 {
-		l.MaxSteps = DefaultMaxSteps
-	}
 	if l.MaxGoalGateRetries <= 0 {
 		l.MaxGoalGateRetries = DefaultMaxGoalGateRetries
 	}
@@ -220,6 +218,11 @@ type run struct {
 	// parallel branches update.
 	mu    sync.Mutex
 	nodes map[string]*NodeResult
+	// touched are the nodes whose results changed since the last journal
+	// record (under mu).
+	touched map[string]struct{}
+
+	jr *journal // the run's journal, open while it runs
 }
 
 // RunConfig is one run's settings.

@@ -48,7 +48,7 @@ history   ./host                        ^BenchmarkMiddlewareHistory$            
 mwturn    ./host                        ^BenchmarkMiddlewareTurn$                    0.3s
 extism    ./host                        ^BenchmarkExtismCall$                        0.3s
 schema    ./engine/internal/schemacost  ^(BenchmarkAllOfChain|BenchmarkRegexFormat)$ 0.5s
-pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
+pipeline  ./pipeline                    ^(BenchmarkRunnerPerNode|BenchmarkChain|BenchmarkCheckpointSave|BenchmarkValidate1000|BenchmarkParse1000)$ 10x
 stage     ./host                        ^BenchmarkStage$                             0.3s
 mcp       ./cmd/morph                   ^BenchmarkMCPCall$                           300x
 reload    ./host                        ^BenchmarkReloadPause$                       300x
