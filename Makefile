@@ -187,9 +187,10 @@ FUZZTIME ?= 20000x
 FUZZHOSTILE ?= 1000x
 # go test -fuzz takes one target and keeps about one core and a half busy,
 # so the targets run as two sequences side by side (15-20 s sooner on two
-# cores): the two whose executions run wasm (20-40 s each), and the eight
-# short ones. FuzzHostileModule, which times its loads and calls, runs
-# last, when the short sequence has about ended.
+# cores): the four whose executions run wasm (host's two, 10-30 s each, and
+# the Extism loader's two, which even the sequences out: ~45 s each in CI),
+# and the seven short ones. FuzzHostileModule, which times its loads and
+# calls, runs last, when the short sequence has about ended.
 #
 # The fuzzing engine's cache of the inputs it found interesting is the
 # run's own (FUZZCACHE), not go's cache directory: there it grew with every
@@ -208,13 +209,13 @@ fuzzrun = $(GO) test -run '^$$' -fuzz '^$(1)$$' -fuzztime $(3) $(4) ./$(2)$(if $
 
 fuzz-wasm:
 	$(call fuzzrun,FuzzDecodeOutput,host,$(FUZZTIME))
+	$(call fuzzrun,FuzzExtismBinary,host/internal/extism,$(FUZZTIME))
+	$(call fuzzrun,FuzzKernel,host/internal/extism,$(FUZZTIME))
 	$(call fuzzrun,FuzzHostileModule,host,$(FUZZHOSTILE),-fuzzminimizetime 20x)
 
 # host's FuzzLoad comes last: fuzz-wasm builds host's fuzzing test binary
 # first, and two go commands building it at once would each do all of it.
 fuzz-short:
-	$(call fuzzrun,FuzzExtismBinary,host/internal/extism,$(FUZZTIME))
-	$(call fuzzrun,FuzzKernel,host/internal/extism,$(FUZZTIME))
 	$(call fuzzrun,FuzzInstrument,host/internal/interrupt,$(FUZZTIME))
 	$(call fuzzrun,FuzzLoad,config,$(FUZZTIME))
 	$(call fuzzrun,FuzzSampleParams,host/conform,$(FUZZTIME))

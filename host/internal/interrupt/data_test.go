@@ -19,7 +19,7 @@ import (
 func instantiated(t testing.TB, wasm []byte) ([]byte, error) {
 	t.Helper()
 	ctx := context.Background()
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(allFeatures))
+	r := wazero.NewRuntimeWithConfig(ctx, guestConfig())
 	defer r.Close(ctx)
 	c, err := r.CompileModule(ctx, wasm)
 	if err != nil {

@@ -68,6 +68,38 @@ func (c *checker) check(ctx context.Context) {
 	}
 }
 
+// guestCache is shared by the runtimes that compile whole guests, so that TestRealModules and
+// TestMergeDataGuests compile a standard Go guest and its instrumented copy once between them (a
+// file cache: it outlives each runtime). TestMain sets it.
+var guestCache wazero.CompilationCache
+
+// TestMain gives guestCache make test's per-run directory, or a temporary one it removes after.
+func TestMain(m *testing.M) { os.Exit(runWithCache(m)) }
+
+func runWithCache(m *testing.M) int {
+	dir := os.Getenv(testenv.CompileCacheEnv)
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "interrupt-cache")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close(context.Background())
+	guestCache = c
+	return m.Run()
+}
+
+// guestConfig is the one configuration of the runtimes that share guestCache.
+func guestConfig() wazero.RuntimeConfig {
+	return wazero.NewRuntimeConfig().WithCoreFeatures(allFeatures).WithCloseOnContextDone(true).WithCompilationCache(guestCache)
+}
+
 // errStack is what the tests' StackFunc panics with, as the host's does with its own error.
 var errStack = errors.New("stack budget exhausted")
 

@@ -511,9 +511,9 @@ func TestRealModules(t *testing.T) {
 			inst := instrument(t, orig, 10000)
 			ctx := context.Background()
 			// The original under wazero's own interruption, in case a guest spins; the copy under the check.
-			ro := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
+			ro := wazero.NewRuntimeWithConfig(ctx, guestConfig())
 			defer ro.Close(ctx)
-			ri, _ := newRuntime(t, wazero.NewRuntimeConfig())
+			ri, _ := newRuntime(t, guestConfig())
 			co, err := ro.CompileModule(ctx, orig)
 			if err != nil {
 				t.Fatalf("original: %v", err)
