@@ -39,8 +39,12 @@ Given a run directory, the graph is the source the run used (its pipeline.dot)
 and every node is filled by its last status in the run's checkpoint: success
 green, partial_success amber, retry orange, fail red, skipped grey, white when
 it did not run; the node the run goes to next (the one running, if it is) has
-a blue outline. A legend lists the statuses shown. Given a DOT file, the graph
-is drawn as written.
+a blue outline. A legend lists the statuses shown. A node visited or attempted
+more than once shows the counts ("x2, 3 attempts"), and the statuses of its
+visits when they differ ("fail > success"; all of them in its tooltip). The
+edges the run took are drawn thick and dark, with their count when over one;
+the others thin and grey. Given a DOT file, the graph is drawn as written.
+Nodes without a shape are boxes.
 
 The SVG goes to -o, by default FILE.svg beside FILE.dot, or RUN_DIR/pipeline.svg;
 "-o -" writes it to standard output. The path written is printed on standard
