@@ -774,7 +774,7 @@ func addLegend(g *cgraph.Graph, shown map[string]bool, names []string) error {
 			fill = colourNotRun
 		}
 		attrs := [][2]string{{"label", status}, {"shape", "box"}, {"style", "rounded,filled"}, {"fillcolor", fill},
-			{"fontsize", "10"}, {"height", "0.3"}, {"tooltip", status}}
+			{"fontsize", "10"}, {"fontname", font}, {"height", "0.3"}, {"tooltip", status}}
 		if status == nextLabel {
 			attrs = append(attrs, [2]string{"color", colourNext}, [2]string{"penwidth", penwidthNext})
 		}
