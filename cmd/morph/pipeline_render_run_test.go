@@ -105,3 +105,31 @@ func TestPipelineRenderDrawsTheRun(t *testing.T) {
 		t.Errorf("verify -> implement drawn %q, want %q", drawn, want)
 	}
 }
+
+// TestPipelineRenderOfARealRun: a run of plan-implement-verify on the
+// scripted model (verify fails, then passes) keeps what the drawing shows:
+// verify's two visits and their statuses, and the fix edge taken once.
+func TestPipelineRenderOfARealRun(t *testing.T) {
+	useMorphRender(t)
+	code, s, stderr := runExample(t, "plan-implement-verify", "")
+	if code != 0 {
+		t.Fatalf("the run: exit %d: %s", code, stderr)
+	}
+	code, svg, stderr := morph(t, "", "pipeline", "render", s.RunDir, "-o", "-")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		`xlink:title="success (x2, 2 attempts) visits: fail, success"`, // verify
+		">fail &gt; success<",
+		`xlink:title="taken 2 times"`, // implement -> verify
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the drawing has no %s:\n%s", want, svg)
+		}
+	}
+	fix := regexp.MustCompile(`(?s)<title>verify&#45;&gt;implement</title>.*?xlink:title="([^"]+)"`).FindStringSubmatch(svg)
+	if fix == nil || fix[1] != "taken once" {
+		t.Errorf("verify -> implement (fix): %q, want taken once", fix)
+	}
+}
