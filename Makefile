@@ -45,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-mcp tools-temporal tools-oci tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
+.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
 
 all: build
 
@@ -65,7 +65,7 @@ build:
 # mostly wait on the dev server) and the Rust PDK's; then the fuzzing, whose
 # two sequences keep both cores busy. -Otarget keeps each job's output whole.
 test: fmt-check vet tools-wabt tools-rust
-	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-mcp tools-temporal tools-oci
+	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus
 	@$(MAKE) --no-print-directory -j3 -Otarget unit rust-test
 	@$(MAKE) --no-print-directory fuzz
 
@@ -116,8 +116,8 @@ unit: unit-root unit-modules
 
 unit-root:
 	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
-	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./..." && \
-	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./...
+	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) MORPH_DOT_CORPUS=$(DOT_CORPUS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./..." && \
+	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) MORPH_DOT_CORPUS=$(DOT_CORPUS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./...
 
 unit-modules:
 	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test $(RACE) -count=1 ./...) || exit 1; done
@@ -267,6 +267,17 @@ tools-oci:
 # Its directory once built (expanded when a recipe uses it, after
 # tools-oci): the OCI tests fail, not skip, when it is set and missing.
 OCI_TOOLS = $(shell scripts/oci-tools.sh --print-path 2>/dev/null)
+
+# The published pipelines pipeline/published_test.go runs: three projects'
+# Go modules, pinned in scripts/dot-corpus.sh, downloaded once into the
+# module cache (a few hundred KB; then no network).
+dot-corpus:
+	@scripts/dot-corpus.sh >/dev/null
+
+# Their directories once downloaded, colon-separated (expanded when a recipe
+# uses it, after dot-corpus): the test fails, not skips, when it is set and
+# one is missing.
+DOT_CORPUS = $(shell scripts/dot-corpus.sh --print-path 2>/dev/null)
 
 tinygo-examples: $(TINYGO_EXAMPLES)
 

@@ -65,7 +65,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitBadRequest, err)
 	}
-	svg, err := render.SVG(context.Background(), []byte(req.DOT), req.Statuses, render.Options{Timeout: req.Timeout, Next: req.Next})
+	svg, err := render.SVG(context.Background(), []byte(req.DOT), req.Statuses, render.Options{Timeout: req.Timeout, Next: req.Next, Nodes: req.Nodes, Edges: req.Edges})
 	if err != nil {
 		return fail(exitFailed, err)
 	}

@@ -39,8 +39,12 @@ Given a run directory, the graph is the source the run used (its pipeline.dot)
 and every node is filled by its last status in the run's checkpoint: success
 green, partial_success amber, retry orange, fail red, skipped grey, white when
 it did not run; the node the run goes to next (the one running, if it is) has
-a blue outline. A legend lists the statuses shown. Given a DOT file, the graph
-is drawn as written.
+a blue outline. A legend lists the statuses shown. A node visited or attempted
+more than once shows the counts ("x2, 3 attempts"), and the statuses of its
+visits when they differ ("fail > success"; all of them in its tooltip). The
+edges the run took are drawn thick and dark, with their count when over one;
+the others thin and grey. Given a DOT file, the graph is drawn as written.
+Nodes without a shape are boxes.
 
 The SVG goes to -o, by default FILE.svg beside FILE.dot, or RUN_DIR/pipeline.svg;
 "-o -" writes it to standard output. The path written is printed on standard
@@ -76,7 +80,7 @@ directory, a file that cannot be read or parsed, no morph-render).`,
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
-			svg, err := renderproc.Run(cmd.Context(), prog, renderproc.Request{DOT: in.dot, Statuses: in.statuses, Next: in.next, Timeout: timeout})
+			svg, err := renderproc.Run(cmd.Context(), prog, renderproc.Request{DOT: in.dot, Statuses: in.statuses, Next: in.next, Nodes: in.nodes, Edges: in.edges, Timeout: timeout})
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
 					err = fmt.Errorf("%w (--timeout %s)", err, timeout)
@@ -110,6 +114,8 @@ type renderInput struct {
 	dot        string // the parsed graph as standard DOT (Graph.WriteDOT), which Graphviz reads
 	statuses   map[string]string
 	next       string
+	nodes      map[string]renderproc.NodeRun
+	edges      []renderproc.EdgeTaken
 	defaultOut string
 }
 
@@ -165,7 +171,43 @@ func readRenderInput(arg string, stderr io.Writer) (*renderInput, error) {
 		}
 	}
 	in.next = cp.NextNode
+	in.nodes, in.edges = runView(g, cp)
 	return in, nil
+}
+
+// runView is what cp says each node of g did, as render takes it: counts
+// and history, and the edges taken named by their ends. An edge index
+// that g does not have (a checkpoint of another source, resumed with
+// --force) is left out.
+func runView(g *pipeline.Graph, cp *pipeline.Checkpoint) (map[string]renderproc.NodeRun, []renderproc.EdgeTaken) {
+	nodes := make(map[string]renderproc.NodeRun, len(cp.Nodes))
+	var edges []renderproc.EdgeTaken
+	for id, nr := range cp.Nodes {
+		if nr == nil {
+			continue
+		}
+		run := renderproc.NodeRun{Visits: nr.Visits, Attempts: nr.Attempts, HistoryDropped: nr.HistoryDropped}
+		for _, st := range nr.History {
+			run.History = append(run.History, string(st))
+		}
+		nodes[id] = run
+		out := g.Outgoing(id)
+		for i, count := range nr.EdgesTaken {
+			if i < 0 || i >= len(out) || count <= 0 {
+				continue
+			}
+			// render names an edge by its ends and its place among the
+			// edges with both.
+			nth := 0
+			for _, e := range out[:i] {
+				if e.To == out[i].To {
+					nth++
+				}
+			}
+			edges = append(edges, renderproc.EdgeTaken{From: id, To: out[i].To, Nth: nth, Count: count})
+		}
+	}
+	return nodes, edges
 }
 
 // readDOT reads path, refusing it past the parser's limit (render's too)

@@ -27,6 +27,7 @@ import (
 	"github.com/goccy/go-graphviz"
 	"github.com/goccy/go-graphviz/cgraph"
 
+	"github.com/morphhost/morph/internal/renderproc"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
@@ -74,6 +75,16 @@ type Options struct {
 	// node the run loops back to shows both its last outcome and that it
 	// is next. Empty: none.
 	Next string
+	// Nodes are what the run did at each node past its last status: a
+	// node visited or attempted more than once has the counts under its
+	// label ("x2, 3 attempts"), and its tooltip lists the statuses of its
+	// visits, which are also drawn under its label when they were not all
+	// its last (a verify that failed, then passed: "fail > success").
+	Nodes map[string]renderproc.NodeRun
+	// Edges are the edges the run took: when there are any, those are
+	// drawn thick and dark, with their count when over one, and the
+	// others thin and grey.
+	Edges []renderproc.EdgeTaken
 }
 
 func (o Options) withDefaults() Options {
@@ -108,7 +119,59 @@ const (
 	penwidthNext = "3"
 	notRun       = "not run"
 	nextLabel    = "next"
+
+	colourTaken   = "#1b5e20"
+	penwidthTaken = "2.5"
+	colourUntaken = "#b0b0b0"
+	// maxHistoryShown bounds the statuses drawn beside a node; its tooltip
+	// lists up to maxHistory.
+	maxHistoryShown = 4
+	maxHistory      = 20
 )
+
+// font is the drawing's font: Graphviz has no font metrics under wazero and
+// estimates text widths from tables it has for Helvetica (Arial, and
+// Liberation Sans on Linux, share its metrics), where Times, its default,
+// is drawn in whatever serif font a viewer has, often wider, clipping the
+// graph's title.
+const font = "Helvetica,Arial,sans-serif"
+
+// Defaults set where the source sets none. pad (in inches) leaves a margin
+// for a viewer's font that is wider still: 0.6 em a character instead of
+// Graphviz's Helvetica estimate, about 0.5, makes a 25-character title at
+// 14 pt 35 pt wider.
+var (
+	graphDefaults = [][2]string{{"pad", "0.5"}, {"nodesep", "0.4"}, {"fontname", font}}
+	// A node without a shape is a box, as the pipeline spec has it
+	// (Graphviz's own default is an ellipse).
+	nodeDefaults = [][2]string{{"shape", "box"}, {"fontname", font}}
+	edgeDefaults = [][2]string{{"fontname", font}}
+)
+
+// labelPad is put either side of an edge's label: dot draws the label's
+// box flush against its edge, so that a viewer's font wider than
+// Graphviz's estimate draws the label across it. No-break spaces: Graphviz
+// trims ordinary ones.
+const labelPad = "\u00a0\u00a0"
+
+// attrs is what setDefaults sets attributes on: a graph, node or edge.
+type attrs interface {
+	GetStr(name string) string
+	SafeSet(name, value, def string) error
+}
+
+// setDefaults sets each of defs on obj that the source leaves empty.
+func setDefaults(obj attrs, defs [][2]string) error {
+	for _, a := range defs {
+		if strings.TrimSpace(obj.GetStr(a[0])) != "" {
+			continue
+		}
+		if err := obj.SafeSet(a[0], a[1], ""); err != nil {
+			return fmt.Errorf("render: setting %s: %w", a[0], err)
+		}
+	}
+	return nil
+}
 
 // legendOrder is the order of the legend's entries; other statuses follow
 // in the order of their names.
@@ -225,8 +288,14 @@ func draw(ctx context.Context, src []byte, statuses map[string]string, opts Opti
 			return nil, fmt.Errorf("render: setting the graph's %s: %w", a[0], err)
 		}
 	}
+	if err := setDefaults(g, graphDefaults); err != nil {
+		return nil, err
+	}
 	shown, names, err := styleNodes(g, statuses, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := styleEdges(g, opts.Edges); err != nil {
 		return nil, err
 	}
 	if len(shown) > 0 {
@@ -410,10 +479,11 @@ func scan(src []byte) (depth int, tokens bool) {
 	return depth, tokens
 }
 
-// styleNodes bounds every node's drawing and, with statuses or opts.Next,
-// colours it by its status. It returns the legend's entries (the statuses
-// shown, "not run" and "next" included; none when nothing is coloured) and
-// the nodes' names.
+// styleNodes bounds every node's drawing, gives it the defaults and, with
+// statuses or opts.Next, colours it by its status, with opts.Nodes labels
+// it with its counts and history. It returns the legend's entries (the
+// statuses shown, "not run" and "next" included; none when nothing is
+// coloured) and the nodes' names.
 func styleNodes(g *cgraph.Graph, statuses map[string]string, opts Options) (shown map[string]bool, names []string, err error) {
 	colour := len(statuses) > 0 || opts.Next != ""
 	shown = map[string]bool{}
@@ -427,24 +497,43 @@ func styleNodes(g *cgraph.Graph, statuses map[string]string, opts Options) (show
 		if err := boundNode(n, name); err != nil {
 			return nil, nil, err
 		}
-		if !colour {
-			continue
+		if err := setDefaults(n, nodeDefaults); err != nil {
+			return nil, nil, fmt.Errorf("render: node %q: %w", name, err)
 		}
-		status, ran := statuses[name]
-		fill, shownAs := colourNotRun, notRun
-		if ran {
-			fill, shownAs = statusColour(status), plain(status)
+		var attrs [][2]string
+		var tooltip []string
+		if colour {
+			status, ran := statuses[name]
+			fill, shownAs := colourNotRun, notRun
+			if ran {
+				fill, shownAs = statusColour(status), plain(status)
+			}
+			shown[shownAs] = true
+			attrs = append(attrs, [2]string{"style", withFilled(n.GetStr("style"))}, [2]string{"fillcolor", fill})
+			tooltip = append(tooltip, shownAs)
+			if name == opts.Next {
+				shown[nextLabel] = true
+				tooltip = append(tooltip, "(next)")
+				attrs = append(attrs, [2]string{"color", colourNext}, [2]string{"penwidth", penwidthNext})
+			}
 		}
-		shown[shownAs] = true
-		attrs := [][2]string{
-			{"style", withFilled(n.GetStr("style"))},
-			{"fillcolor", fill},
-			{"tooltip", shownAs},
+		if run, ok := opts.Nodes[name]; ok {
+			lines, tip := runText(run)
+			if lines != "" && !isRecord(n) {
+				// Lines of the label, not an xlabel: dot leaves room for
+				// a label, where an xlabel may be drawn past the drawing.
+				label := n.GetStr("label")
+				if label == "" {
+					label = `\N` // Graphviz's default: the node's name
+				}
+				attrs = append(attrs, [2]string{"label", label + `\n` + lines})
+			}
+			if tip != "" {
+				tooltip = append(tooltip, tip)
+			}
 		}
-		if name == opts.Next {
-			shown[nextLabel] = true
-			attrs[2][1] += " (next)"
-			attrs = append(attrs, [2]string{"color", colourNext}, [2]string{"penwidth", penwidthNext})
+		if len(tooltip) > 0 {
+			attrs = append(attrs, [2]string{"tooltip", strings.Join(tooltip, " ")})
 		}
 		for _, a := range attrs {
 			if err := n.SafeSet(a[0], a[1], ""); err != nil {
@@ -458,10 +547,123 @@ func styleNodes(g *cgraph.Graph, statuses map[string]string, opts Options) (show
 	return shown, names, nil
 }
 
+// runText is what a node's drawing says of run: lines added to its label
+// (the visit and attempt counts over one, then the statuses of its
+// last visits when they were not all its last one) and its tooltip's
+// part (the counts and every status kept, oldest first).
+func runText(run renderproc.NodeRun) (label, tooltip string) {
+	var counts []string
+	if run.Visits > 1 {
+		counts = append(counts, "x"+strconv.Itoa(run.Visits))
+	}
+	if run.Attempts > 1 {
+		counts = append(counts, strconv.Itoa(run.Attempts)+" attempts")
+	}
+	history, dropped := run.History, max(run.HistoryDropped, 0)
+	if len(history) > maxHistory { // a checkpoint may hold any number
+		dropped += len(history) - maxHistory
+		history = history[len(history)-maxHistory:]
+	}
+	statuses := make([]string, len(history))
+	for i, s := range history {
+		statuses[i] = plain(s)
+	}
+	var lines, tip []string
+	if len(counts) > 0 {
+		lines = append(lines, strings.Join(counts, ", "))
+		tip = append(tip, "("+strings.Join(counts, ", ")+")")
+	}
+	if len(statuses) > 1 || dropped > 0 {
+		earlier := ""
+		if dropped > 0 {
+			earlier = "+" + strconv.Itoa(dropped) + " earlier, "
+		}
+		tip = append(tip, "visits: "+earlier+strings.Join(statuses, ", "))
+	}
+	if len(statuses) > 0 && slices.ContainsFunc(statuses, func(s string) bool { return s != statuses[len(statuses)-1] }) {
+		shownHistory := statuses[max(len(statuses)-maxHistoryShown, 0):]
+		prefix := ""
+		if len(shownHistory) < len(statuses) || dropped > 0 {
+			prefix = "... > "
+		}
+		lines = append(lines, prefix+strings.Join(shownHistory, " > "))
+	}
+	// Graphviz reads "\n" in a label as a line break.
+	return strings.Join(lines, `\n`), strings.Join(tip, " ")
+}
+
+// styleEdges gives every edge the defaults and, when the run took any
+// (taken), draws those thick and dark, with their count when over one,
+// and the others thin and grey.
+func styleEdges(g *cgraph.Graph, taken []renderproc.EdgeTaken) error {
+	counts := make(map[renderproc.EdgeTaken]int, len(taken))
+	for _, e := range taken {
+		if e.Count > 0 {
+			counts[renderproc.EdgeTaken{From: e.From, To: e.To, Nth: e.Nth}] += e.Count
+		}
+	}
+	n, err := g.FirstNode()
+	for ; err == nil && n != nil; n, err = g.NextNode(n) {
+		from, err := n.Name()
+		if err != nil {
+			return fmt.Errorf("render: a node's name: %w", err)
+		}
+		nth := map[string]int{} // cgraph keeps a node's edges in the order they were made: the source's
+		e, err := g.FirstOut(n)
+		for ; err == nil && e != nil; e, err = g.NextOut(e) {
+			to, err := e.Node().Name()
+			if err != nil {
+				return fmt.Errorf("render: an edge from %q: %w", from, err)
+			}
+			key := renderproc.EdgeTaken{From: from, To: to, Nth: nth[to]}
+			nth[to]++
+			if err := styleEdge(e, key, counts, len(taken) > 0); err != nil {
+				return fmt.Errorf("render: edge %s -> %s: %w", from, to, err)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("render: walking the edges of %q: %w", from, err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("render: walking the nodes: %w", err)
+	}
+	return nil
+}
+
+// styleEdge styles e, key among the edges, as styleEdges says: by its
+// count when run.
+func styleEdge(e *cgraph.Edge, key renderproc.EdgeTaken, counts map[renderproc.EdgeTaken]int, run bool) error {
+	if err := setDefaults(e, edgeDefaults); err != nil {
+		return err
+	}
+	label := e.GetStr("label")
+	var attrs [][2]string
+	if run {
+		attrs = [][2]string{{"color", colourUntaken}, {"fontcolor", colourUntaken}, {"penwidth", "1"}, {"tooltip", "not taken"}}
+		if c := counts[key]; c > 0 {
+			attrs = [][2]string{{"color", colourTaken}, {"penwidth", penwidthTaken}, {"tooltip", "taken once"}}
+			if c > 1 {
+				attrs[2][1] = fmt.Sprintf("taken %d times", c)
+				label = strings.TrimSpace(label + " x" + strconv.Itoa(c))
+			}
+		}
+	}
+	if label != "" {
+		attrs = append(attrs, [2]string{"label", labelPad + label + labelPad})
+	}
+	for _, a := range attrs {
+		if err := e.SafeSet(a[0], a[1], ""); err != nil {
+			return fmt.Errorf("setting %s: %w", a[0], err)
+		}
+	}
+	return nil
+}
+
 // boundNode refuses a record label nested deeper than maxDepth and cuts
 // peripheries and sides to their bounds (see maxDepth).
 func boundNode(n *cgraph.Node, name string) error {
-	if shape := strings.ToLower(n.GetStr("shape")); shape == "record" || shape == "mrecord" {
+	if isRecord(n) {
 		if d := braceDepth(n.GetStr("label")); d > maxDepth {
 			return fmt.Errorf("render: node %q: its record label nests %d fields deep, over the limit of %d", name, d, maxDepth)
 		}
@@ -477,6 +679,13 @@ func boundNode(n *cgraph.Node, name string) error {
 		}
 	}
 	return nil
+}
+
+// isRecord says whether n is drawn as a record, whose label is its
+// fields.
+func isRecord(n *cgraph.Node) bool {
+	shape := strings.ToLower(n.GetStr("shape"))
+	return shape == "record" || shape == "mrecord"
 }
 
 // braceDepth is the deepest nesting of '{' in a record label.
@@ -565,7 +774,7 @@ func addLegend(g *cgraph.Graph, shown map[string]bool, names []string) error {
 			fill = colourNotRun
 		}
 		attrs := [][2]string{{"label", status}, {"shape", "box"}, {"style", "rounded,filled"}, {"fillcolor", fill},
-			{"fontsize", "10"}, {"height", "0.3"}, {"tooltip", status}}
+			{"fontsize", "10"}, {"fontname", font}, {"height", "0.3"}, {"tooltip", status}}
 		if status == nextLabel {
 			attrs = append(attrs, [2]string{"color", colourNext}, [2]string{"penwidth", penwidthNext})
 		}

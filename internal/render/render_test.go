@@ -424,7 +424,7 @@ b [label=<` + strings.Repeat("{", 100) + `>] }`, "", 10 << 10},
 // TestSVGUsesDot: the graph's layout attribute cannot pick another engine
 // (dot draws a chain in one column; circo on a circle).
 func TestSVGUsesDot(t *testing.T) {
-	svg, err := SVG(context.Background(), []byte(`digraph { layout=circo; a -> b -> c }`), nil, Options{})
+	svg, err := SVG(context.Background(), []byte(`digraph { layout=circo; node [shape=ellipse]; a -> b -> c }`), nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

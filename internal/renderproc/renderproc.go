@@ -37,10 +37,38 @@ type Request struct {
 	// the node the run goes to next; both as render.SVG takes them.
 	Statuses map[string]string `json:"statuses,omitempty"`
 	Next     string            `json:"next,omitempty"`
+	// Nodes and Edges are what the run did past each node's last status:
+	// render.Options' fields of those names.
+	Nodes map[string]NodeRun `json:"nodes,omitempty"`
+	Edges []EdgeTaken        `json:"edges,omitempty"`
 	// Timeout bounds the render; Run kills morph-render when it has
 	// passed. Zero: render's default (a bound for morph-render run by hand;
 	// Run needs one).
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
+}
+
+// NodeRun is what a run did at one node, past its last status. (The
+// types render.Options takes live here, not in render, so that morph can
+// build a Request without linking Graphviz.)
+type NodeRun struct {
+	// Visits and Attempts count the node's visits and the attempts of
+	// all of them.
+	Visits   int `json:"visits,omitempty"`
+	Attempts int `json:"attempts,omitempty"`
+	// History is the status of each of the node's last visits, oldest
+	// first; HistoryDropped counts the earlier visits it leaves out.
+	History        []string `json:"history,omitempty"`
+	HistoryDropped int      `json:"history_dropped,omitempty"`
+}
+
+// EdgeTaken is an edge a run took, and how often. An edge is named by its
+// ends and, among the edges with both (A -> B written twice), its place
+// in the source, 0 the first.
+type EdgeTaken struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Nth   int    `json:"nth,omitempty"`
+	Count int    `json:"count"`
 }
 
 const (

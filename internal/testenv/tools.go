@@ -265,3 +265,43 @@ func scriptPath(script string) string {
 	}
 	return string(bytes.TrimSpace(out))
 }
+
+// DotCorpusEnv is the variable `make test` sets to the published
+// pipelines' directories, colon-separated: the Go modules
+// scripts/dot-corpus.sh pins, in the module cache.
+const DotCorpusEnv = "MORPH_DOT_CORPUS"
+
+// DotCorpus is those directories: DotCorpusEnv's value, else what
+// `scripts/dot-corpus.sh --print-path` prints (run from the repository's
+// root; it needs no network). When one is missing it fails t under `make
+// test` (DotCorpusEnv set) or CI=true, and skips t otherwise, naming the
+// make target either way.
+func DotCorpus(t testing.TB) []string {
+	t.Helper()
+	list := os.Getenv(DotCorpusEnv)
+	fromMake := list != ""
+	if !fromMake {
+		list = scriptPath("dot-corpus.sh")
+	}
+	problem := "not downloaded"
+	var dirs []string
+	if list != "" {
+		problem = ""
+		dirs = filepath.SplitList(list)
+		for _, d := range dirs {
+			if _, err := os.Stat(d); err != nil {
+				problem = err.Error()
+				break
+			}
+		}
+	}
+	if problem == "" {
+		return dirs
+	}
+	msg := fmt.Sprintf("the published pipelines: %s: `make dot-corpus` (scripts/dot-corpus.sh) downloads them", problem)
+	if fromMake || CI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg + " (under make test or CI=true this fails)")
+	return nil
+}
