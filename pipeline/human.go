@@ -123,29 +123,27 @@ func matchChoice(choices []Choice, answer string) (Choice, bool) {
 // or a hostile client's megabytes are cut, saying so.
 const maxAnswerBytes = 64 << 10
 
-// humanModes are the values of a gate's human.type, and of tracker's mode
-// (where "choice" is multiple choice), with the type each means.
+// humanModes are the values of tracker's mode, and but for "choice" of a
+// gate's human.type, with the type each means.
 var humanModes = map[string]QuestionType{
 	"multiple_choice": QuestionMultipleChoice, "choice": QuestionMultipleChoice,
 	"yes_no": QuestionYesNo, "confirmation": QuestionConfirmation, "freeform": QuestionFreeform,
 }
 
 // gateType is a human gate's question type: human.type, else tracker's
-// mode, else multiple choice.
+// mode (whose unknown values, as in tracker, ask multiple choice), else
+// multiple choice.
 func gateType(n *Node) (QuestionType, error) {
-	key := "human.type"
-	v := strings.TrimSpace(n.Attrs[key])
-	if v == "" {
-		key, v = "mode", strings.TrimSpace(n.Attrs["mode"])
+	if v := strings.TrimSpace(n.Attrs["human.type"]); v != "" {
+		if t, ok := humanModes[v]; ok && v != "choice" {
+			return t, nil
+		}
+		return "", fmt.Errorf("human gate %s: human.type=%q is not a question type (multiple_choice, yes_no, confirmation or freeform)", n.ID, safetext.Line(v, 100))
 	}
-	if v == "" {
-		return QuestionMultipleChoice, nil
+	if t, ok := humanModes[strings.TrimSpace(n.Attrs["mode"])]; ok {
+		return t, nil
 	}
-	t, ok := humanModes[v]
-	if !ok {
-		return "", fmt.Errorf("human gate %s: %s=%q is not a question type (multiple_choice, yes_no, confirmation or freeform)", n.ID, key, safetext.Line(v, 100))
-	}
-	return t, nil
+	return QuestionMultipleChoice, nil
 }
 
 // yesNoEdges are where a yes/no gate's answers lead: the edges labelled

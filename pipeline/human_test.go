@@ -137,6 +137,17 @@ func TestYesNoTrackerGate(t *testing.T) {
 			t.Errorf("%s: path %s (%s)", answer, got, res.FailureReason)
 		}
 	}
+	// tracker asks an unknown mode (its interview) as multiple choice: a
+	// warning, and the gate picks an edge.
+	interview := strings.Replace(src, `mode="yes_no"`, `mode="interview"`, 1)
+	if diags, err := (&Runner{}).Prepare(mustParse(t, interview)); err != nil || !hasDiag(diags, RuleAttrValue, "multiple choice") {
+		t.Errorf("mode=interview: %v, %v", diags, err)
+	}
+	q := NewQueueInterviewer()
+	q.Push(Answer{Choice: "revise"})
+	if res := runGraph(t, &Runner{Backend: &fakeBackend{}, Interviewer: q}, interview); q.Asked()[0].Kind() != QuestionMultipleChoice || res.Context[KeyHumanGateSelected] != "N" {
+		t.Errorf("mode=interview: asked %+v, selected %v", q.Asked(), res.Context[KeyHumanGateSelected])
+	}
 	bad := strings.Replace(src, `mode="yes_no"`, `human.type="maybe"`, 1)
 	if _, err := (&Runner{}).Prepare(mustParse(t, bad)); err == nil || !strings.Contains(err.Error(), "human.type") {
 		t.Errorf("human.type=maybe: %v", err)

@@ -77,9 +77,13 @@ type ToolHooks struct{}
 // hook that cannot run denies the call) and given MaxToolHookTimeout per
 // hook. config.OpenPipeline registers it when [pipeline] allow_shell is
 // on; an embedding host that runs pipelines with hooks on its own engine
-// registers it too.
+// registers it too. It is Bounded: a hook ends at its own timeout (its
+// process group killed), so the engine calls it on the run's goroutine,
+// and a tool call of a stage without hooks costs a context lookup.
 func ToolHooksOption() engine.Option {
-	return engine.WithMiddleware(ToolHooks{}, engine.MiddlewareConfig{Policy: engine.FailClosed, Timeout: MaxToolHookTimeout + 10*time.Second})
+	var h ToolHooks
+	f := &engine.Funcs{ID: ToolHooksMiddleware, Bounded: true, BeforeToolCall: h.BeforeToolCall, AfterToolCall: h.AfterToolCall}
+	return engine.WithMiddleware(f, engine.MiddlewareConfig{Policy: engine.FailClosed, Timeout: MaxToolHookTimeout + 10*time.Second})
 }
 
 // Name returns ToolHooksMiddleware.

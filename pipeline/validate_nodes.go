@@ -244,7 +244,8 @@ var humanTypes = []string{string(QuestionMultipleChoice), string(QuestionYesNo),
 
 // humanModeAttr checks tracker's mode attribute, which a gate reads as
 // human.type (its "choice" as multiple_choice): a WARNING naming the
-// attribute to write, an ERROR for a value that is no question type.
+// attribute to write. A value that is no question type (tracker's
+// interview) is asked as multiple choice, as tracker does: a WARNING too.
 func humanModeAttr(attrs map[string]string, key, who string) error {
 	v := strings.TrimSpace(attrs[key])
 	if v == "" {
@@ -252,7 +253,8 @@ func humanModeAttr(attrs map[string]string, key, who string) error {
 	}
 	t, ok := humanModes[v]
 	if !ok {
-		return fmt.Errorf("%s: %s=%q is not a question type: write human.type=\"multiple_choice\", \"yes_no\", \"confirmation\" or \"freeform\"", who, key, v)
+		return &attrWarning{fmt.Sprintf("%s: mode=%q is no question type morph asks: the gate asks multiple choice", who, v),
+			"write human.type=\"multiple_choice\", \"yes_no\", \"confirmation\" or \"freeform\" instead of mode"}
 	}
 	if ht := strings.TrimSpace(attrs["human.type"]); ht != "" {
 		return &attrWarning{fmt.Sprintf("%s: mode=%q is tracker's name of human.type, which is set too: mode is ignored", who, v), "remove mode"}
