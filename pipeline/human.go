@@ -24,8 +24,9 @@ type ConsoleInterviewer struct {
 	In  io.Reader
 	Out io.Writer
 
-	once  sync.Once
-	lines chan string
+	once    sync.Once
+	lines   chan string
+	readErr error // why the reader stopped, set before lines closes
 	// asking makes gates of parallel branches ask one after the other, so
 	// an answer goes to the question on the screen.
 	asking sync.Mutex
@@ -45,6 +46,7 @@ func (c *ConsoleInterviewer) Ask(ctx context.Context, q Question) (Answer, error
 			for sc.Scan() {
 				c.lines <- sc.Text()
 			}
+			c.readErr = sc.Err() // bufio.ErrTooLong: a line past maxAnswerBytes
 			close(c.lines)
 		}()
 	})
@@ -71,6 +73,9 @@ func (c *ConsoleInterviewer) Ask(ctx context.Context, q Question) (Answer, error
 			fmt.Fprintln(c.Out)
 			return Answer{}, ctx.Err()
 		case line, ok := <-c.lines:
+			if !ok && c.readErr != nil {
+				return Answer{}, fmt.Errorf("reading the answer (at most %d KiB a line): %w", maxAnswerBytes>>10, c.readErr)
+			}
 			if !ok {
 				return Answer{}, errors.New("standard input closed before an answer (use --yes to approve gates without asking)")
 			}

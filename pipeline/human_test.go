@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -268,6 +269,18 @@ func TestInterviewsHostileAnswer(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(dir, "gate", "answer.md"))
 	if err != nil || bytes.ContainsAny(md, "\x1b\x00\x07") || len(md) > 8*maxAnswerBytes {
 		t.Errorf("answer.md: %d bytes, raw control characters: %v, %v", len(md), bytes.ContainsAny(md, "\x1b\x00\x07"), err)
+	}
+}
+
+func TestConsoleHostileLine(t *testing.T) {
+	var out strings.Builder
+	c := &ConsoleInterviewer{In: strings.NewReader(strings.Repeat("\x1b[2J", 10<<20/4) + "\n"), Out: &out}
+	_, err := c.Ask(context.Background(), Question{NodeID: "g", Type: QuestionFreeform, Text: "Why?"})
+	if !errors.Is(err, bufio.ErrTooLong) {
+		t.Errorf("a 10 MiB line: %v", err)
+	}
+	if strings.Contains(out.String(), "\x1b") {
+		t.Error("the console echoed raw escapes")
 	}
 }
 
