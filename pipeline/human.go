@@ -286,7 +286,7 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 	case QuestionYesNo, QuestionConfirmation:
 		out = yn.outcome(node, q, ans)
 	case QuestionFreeform:
-		out = freeformOutcome(node, q, ans, edges)
+		out = freeformOutcome(node, ans, edges)
 	default:
 		out = choiceOutcome(node, q, ans)
 	}
@@ -416,7 +416,7 @@ func (m yesNoEdges) outcome(node *Node, q Question, ans Answer) *Outcome {
 // else Choice) and routes to the edge whose label (or target) is the
 // text; else it suggests none, and the edges' conditions and weights
 // route.
-func freeformOutcome(node *Node, _ Question, ans Answer, edges []*Edge) *Outcome {
+func freeformOutcome(node *Node, ans Answer, edges []*Edge) *Outcome {
 	text := ans.Text
 	for _, s := range []string{ans.Value, ans.Choice} {
 		if text == "" {
