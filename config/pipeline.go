@@ -7,6 +7,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/pipeline"
 )
 
@@ -16,6 +17,8 @@ type Pipeline struct {
 	// AllowShell lets tool nodes run tool_command in a shell, outside any
 	// sandbox. Off by default: a DOT file should not be able to run
 	// commands on the operator's machine unless the operator says so.
+	// It also lets agent stages run tool_hooks.pre and tool_hooks.post
+	// around their tool calls (EngineOptions).
 	AllowShell bool `toml:"allow_shell"`
 	// Endpoints are the model endpoints (OpenAI-compatible API roots)
 	// that a node's base_url may name besides [llm] base_url. The model's
@@ -58,6 +61,17 @@ func (p Pipeline) Limits() pipeline.Limits {
 		MaxToolOutputBytes: p.MaxToolOutputKB << 10,
 		ToolTimeout:        p.ToolTimeout,
 	}
+}
+
+// EngineOptions are what a pipeline's engine needs of the table: the
+// middleware that runs stages' tool hooks (pipeline.ToolHooksOption) when
+// shell commands are allowed; none otherwise, and validation refuses
+// pipelines that set hooks.
+func (p Pipeline) EngineOptions() []engine.Option {
+	if !p.AllowShell {
+		return nil
+	}
+	return []engine.Option{pipeline.ToolHooksOption()}
 }
 
 // AllowsEndpoint reports whether a node may send its agent's requests, and

@@ -33,7 +33,7 @@ func (c *Config) OpenPipeline(ctx context.Context, logger *slog.Logger) (*Pipeli
 	if logger == nil {
 		logger = slog.Default()
 	}
-	rt, err := c.Open(ctx, logger)
+	rt, err := c.Open(ctx, logger, c.Pipeline.EngineOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (e *endpointEngines) get(ctx context.Context, provider, baseURL string) (*e
 	if baseURL != "" {
 		c.LLM.BaseURL = baseURL
 	}
-	rt, err := c.Open(ctx, e.logger)
+	rt, err := c.Open(ctx, e.logger, c.Pipeline.EngineOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("the model endpoint (llm_provider %q, base_url %q): %w", provider, baseURL, err)
 	}

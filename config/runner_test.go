@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/morphhost/morph/config"
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/pipeline"
 )
 
@@ -48,5 +49,19 @@ func TestOpenPipeline(t *testing.T) {
 	}
 	if _, err := backend.ForEndpoint(ctx, "", "http://elsewhere.invalid/v1"); err == nil || !strings.Contains(err.Error(), "[pipeline] endpoints") {
 		t.Errorf("an unlisted base_url: %v; want a refusal naming [pipeline] endpoints", err)
+	}
+	// allow_shell puts the middleware that runs stages' tool_hooks on the
+	// engine, and on an endpoint's.
+	hasHooks := func(mws []engine.MiddlewareInfo) bool {
+		return slices.ContainsFunc(mws, func(m engine.MiddlewareInfo) bool { return m.Funcs.ID == pipeline.ToolHooksMiddleware })
+	}
+	if !hasHooks(backend.Engine.Middleware()) {
+		t.Errorf("allow_shell: the engine lacks %s", pipeline.ToolHooksMiddleware)
+	}
+	if other, err := backend.ForEndpoint(ctx, "", "http://127.0.0.1:9/v1"); err != nil || !hasHooks(other.Middleware()) {
+		t.Errorf("allow_shell: the endpoint's engine lacks %s (%v)", pipeline.ToolHooksMiddleware, err)
+	}
+	if len((config.Pipeline{}).EngineOptions()) != 0 {
+		t.Error("without allow_shell, the pipeline engine gets options")
 	}
 }

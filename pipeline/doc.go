@@ -86,6 +86,8 @@
 //
 //	human.default_choice  wait.human: the choice taken on a timeout (else the stage asks to retry)
 //	human.timeout         wait.human: how long to wait for an answer (default: no limit)
+//	human.type            wait.human: multiple_choice (default), yes_no, confirmation or freeform
+//	                      (tracker's mode is read as it, "choice" as multiple_choice, with a warning)
 //	tool                  tool: the morph tool to run (a built-in or a plugin's; plugin tools run in their sandbox)
 //	tool_input            tool: its input, a JSON object; $goal and ${context.key} expand inside its strings
 //	tool_command          tool: a shell command, run only when [pipeline] allow_shell = true; it sees
@@ -101,6 +103,9 @@
 //	manager.stop_condition
 //	                      stack.manager_loop: a condition on the child's end that stops the loop
 //	manager.goal          stack.manager_loop: the child's goal (default the parent's)
+//	tool_hooks.pre        graph or agent node (the node's wins): a shell command run before each tool
+//	tool_hooks.post       call of the agent, and after it; only with [pipeline] allow_shell = true
+//	tool_hooks.timeout    graph or node: each hook's time (default 30s, at most 10m)
 //
 // Edge attributes:
 //
@@ -175,6 +180,38 @@
 // Resume of a full-fidelity stage (5.3 step 6 degrades it to
 // summary:high): morph keeps the real conversation in threads/ and a
 // resumed stage continues it, which loses nothing.
+//
+// # Human gates and tool hooks
+//
+// A gate's question has a type (spec 6.2): multiple_choice offers its
+// outgoing edges; yes_no and confirmation offer Yes and No, mapped to the
+// edges labelled yes and no ("[Y] Approve" counts), else to the first and
+// second edge; a no with no edge of its own fails the gate ("declined"),
+// and where the edges have conditions (tracker's outcome=success /
+// outcome=fail) yes is a SUCCESS and no a FAIL for them to route. A
+// freeform gate keeps the text as human.gate.text and
+// human.response.<node> and routes to the edge whose label is the text,
+// else as conditions and weights say. An answer of Value "skipped" fails
+// any gate (4.6). AutoApprove says yes, takes the default or first choice,
+// and answers freeform with the default or "auto-approved" (6.4).
+// QueueInterviewer differs from the spec's: an empty queue waits for Push
+// (morph pipeline serve answers as clients post) instead of answering
+// SKIPPED. In a run directory, every question and answer is appended to
+// interviews.jsonl (RecordingInterviewer; texts cut to 64 KiB) and the
+// gate writes <node>/question.md and answer.md; LoadRecordings and
+// ReplayInterviewer replay a run's answers.
+//
+// tool_hooks.pre and tool_hooks.post (9.7) run as tool_command does
+// (sh -c, its environment, never the API key) plus MORPH_TOOL_NAME,
+// MORPH_TOOL_CALL_ID and MORPH_NODE_ID, with the call as JSON on standard
+// input ({"tool", "input", "node", "call_id"}, and "output", "is_error"
+// for post). A pre hook's status other than 0, or its timeout, denies the
+// call and the model is told why; a post hook never changes or blocks the
+// result. A failure is an EventToolHook, a log line and a line of
+// <node>/tool_hooks.log, quoting the first 300 bytes of its standard
+// error, escaped. The hooks run in the engine's tool-call middleware
+// (ToolHooks, which config.OpenPipeline registers when allow_shell is
+// on); a stage whose engine lacks it fails rather than run unhooked.
 //
 // # The run directory
 //

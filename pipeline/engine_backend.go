@@ -62,7 +62,8 @@ func (b *EngineBackend) Close(ctx context.Context) error {
 }
 
 // RunAgent runs one agent: a turn of the thread's session under fidelity
-// full, else a fresh run whose task opens with the preamble.
+// full, else a fresh run whose task opens with the preamble. The stage's
+// tool_hooks, if any, run around its agent's tool calls (ToolHooks).
 func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*AgentRunResult, error) {
 	eng := b.Engine
 	if cfg.Provider != "" || cfg.BaseURL != "" {
@@ -76,6 +77,10 @@ func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*Agen
 	}
 	if eng == nil {
 		return nil, fmt.Errorf("EngineBackend has no Engine")
+	}
+	ctx, err := withToolHooks(ctx, eng, cfg)
+	if err != nil {
+		return nil, err
 	}
 	opts := b.Options
 	opts.Parameters = maps.Clone(b.Options.Parameters)
@@ -104,7 +109,6 @@ func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*Agen
 	var (
 		final *engine.Final
 		rc    *engine.Context
-		err   error
 	)
 	if cfg.FidelityMode == FidelityFull {
 		s := b.session(eng, cfg)

@@ -14,18 +14,61 @@ type Choice struct {
 	To    string `json:"to"`    // the edge's target
 }
 
+// QuestionType is what kind of answer a question takes (spec 6.2); on the
+// wire it is its lowercase name.
+type QuestionType string
+
+// The question types. A gate's human.type attribute (or tracker's mode)
+// chooses one; the zero value reads as QuestionMultipleChoice.
+const (
+	// QuestionMultipleChoice takes one of the gate's choices (its outgoing
+	// edges): the default.
+	QuestionMultipleChoice QuestionType = "multiple_choice"
+	// QuestionYesNo takes yes or no.
+	QuestionYesNo QuestionType = "yes_no"
+	// QuestionConfirmation takes yes or no, as a confirmation of what the
+	// question says is about to happen.
+	QuestionConfirmation QuestionType = "confirmation"
+	// QuestionFreeform takes free text.
+	QuestionFreeform QuestionType = "freeform"
+)
+
 // Question is what a human gate asks.
 type Question struct {
-	NodeID  string        `json:"node_id"`
-	Text    string        `json:"text"`
+	NodeID string       `json:"node_id"`
+	Type   QuestionType `json:"type"`
+	Text   string       `json:"text"`
+	// Choices are the gate's outgoing edges (multiple choice), or Yes and
+	// No (yes_no, confirmation: To is the edge each leads to, "" when the
+	// answer fails the gate); none for freeform.
 	Choices []Choice      `json:"choices"`
 	Default string        `json:"default,omitempty"` // human.default_choice: taken on a timeout
 	Timeout time.Duration `json:"timeout,omitempty"` // 0: none
 }
 
-// Answer is a human's answer: a choice's key, label or target, and free
-// text if the interviewer takes any.
+// Kind is the question's type, QuestionMultipleChoice when unset.
+func (q Question) Kind() QuestionType {
+	if q.Type == "" {
+		return QuestionMultipleChoice
+	}
+	return q.Type
+}
+
+// The answer values of spec 6.3 (Answer.Value); a multiple-choice answer's
+// value is the choice's key.
+const (
+	AnswerYes     = "yes"
+	AnswerNo      = "no"
+	AnswerSkipped = "skipped" // the human skipped the question: the gate fails
+	AnswerTimeout = "timeout" // no answer in time: the gate's default, else a retry
+)
+
+// Answer is a human's answer: Value (AnswerYes, AnswerNo, AnswerSkipped,
+// AnswerTimeout, or a choice's key), Choice (a choice's key, label or
+// target) and Text (a freeform answer, or a note with a choice). A gate
+// reads Value first, then Choice; a freeform gate reads Text, else Value.
 type Answer struct {
+	Value  string `json:"value,omitempty"`
 	Choice string `json:"choice"`
 	Text   string `json:"text,omitempty"`
 }
@@ -43,24 +86,42 @@ type InterviewerFunc func(ctx context.Context, q Question) (Answer, error)
 // Ask calls f.
 func (f InterviewerFunc) Ask(ctx context.Context, q Question) (Answer, error) { return f(ctx, q) }
 
-// AutoApprove answers every question with its default choice, else the
-// first: morph pipeline run --yes, and a Runner with no Interviewer.
+// AutoApprove approves every question (spec 6.4): yes to a yes/no or
+// confirmation question, the default choice else the first to a multiple
+// choice one, and to a freeform one the default, else "auto-approved".
+// It is morph pipeline run --yes, and a Runner with no Interviewer.
 type AutoApprove struct{}
 
-// Ask picks the default or the first choice.
+// Ask approves q.
 func (AutoApprove) Ask(_ context.Context, q Question) (Answer, error) {
+	switch q.Kind() {
+	case QuestionYesNo, QuestionConfirmation:
+		return Answer{Value: AnswerYes}, nil
+	case QuestionFreeform:
+		text := q.Default
+		if text == "" {
+			text = "auto-approved"
+		}
+		return Answer{Value: text, Text: text}, nil
+	}
 	if q.Default != "" {
 		return Answer{Choice: q.Default}, nil
 	}
 	if len(q.Choices) == 0 {
 		return Answer{}, errors.New("no choices to approve")
 	}
-	return Answer{Choice: q.Choices[0].Label}, nil
+	return Answer{Value: q.Choices[0].Key, Choice: q.Choices[0].Label}, nil
 }
 
 // QueueInterviewer answers from a queue an embedding host fills (Push),
 // waiting for an answer when the queue is empty. Asked returns the
 // questions asked so far, for a UI to show.
+//
+// The spec's QueueInterviewer (6.4) answers SKIPPED when its queue is
+// empty, which suits a pre-filled test queue; morph's waits for Push
+// instead, because `morph pipeline serve` answers gates as HTTP clients
+// post answers, after the question is asked. Push an Answer with Value
+// AnswerSkipped to skip.
 type QueueInterviewer struct {
 	answers   chan Answer
 	mu        sync.Mutex

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,39 +22,39 @@ var shellEnvKeys = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TERM"}
 // expanded with context values (a value could inject shell syntax); a
 // command reads these variables instead.
 func shellEnv(x *Execution, pctx *Context) []string {
+	runDir := ""
+	if x != nil {
+		runDir = x.RunDir
+	}
+	return baseShellEnv(runDir, pctx.GetString(KeyGoal), pctx.GetString(KeyCurrentNode))
+}
+
+// baseShellEnv is shellEnv's environment from its parts, for a command run
+// where the context is not at hand (a tool hook, around an agent's call).
+func baseShellEnv(runDir, goal, node string) []string {
 	var env []string
 	for _, k := range shellEnvKeys {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
 	}
-	env = append(env, "MORPH_GOAL="+pctx.GetString(KeyGoal), "MORPH_NODE="+pctx.GetString(KeyCurrentNode))
-	if x != nil {
-		env = append(env, "MORPH_RUN_DIR="+x.RunDir)
+	env = append(env, "MORPH_GOAL="+envValue(goal), "MORPH_NODE="+envValue(node))
+	if runDir != "" {
+		env = append(env, "MORPH_RUN_DIR="+envValue(runDir))
 	}
 	return env
 }
 
-// runShell runs cmd with sh -c until ctx ends, in its own process group,
-// which is killed when the command ends or times out (children it left in
-// the background included), keeping at most max bytes of its
-// output (standard output and error, interleaved); the rest is read and
-// dropped so the command never blocks on a full pipe.
+// envValue is s without NUL bytes, which no environment variable can hold
+// (exec refuses the whole command for one).
+func envValue(s string) string { return strings.ReplaceAll(s, "\x00", "") }
+
+// runShell runs cmd with sh -c until ctx ends (runShellIO), keeping at
+// most max bytes of its output (standard output and error, interleaved);
+// the rest is read and dropped so the command never blocks on a full pipe.
 func runShell(ctx context.Context, cmd string, max int, env []string) (string, error) {
-	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
-	c.Env = env
-	c.Stdin = nil
 	out := &capWriter{max: max}
-	c.Stdout, c.Stderr = out, out
-	setProcessGroup(c)
-	// A child that keeps the pipes open past the kill must not hold the
-	// stage: Wait gives up on them after this.
-	c.WaitDelay = time.Second
-	err := c.Run()
-	killGroup(c) // the command is over: so is whatever it started
-	if errors.Is(err, exec.ErrWaitDelay) {
-		err = nil // a background child held the output open: the command itself ended well
-	}
+	err := runShellIO(ctx, cmd, env, nil, out, out)
 	text := out.String()
 	if err != nil {
 		var ee *exec.ExitError
@@ -65,6 +67,28 @@ func runShell(ctx context.Context, cmd string, max int, env []string) (string, e
 		return text, err
 	}
 	return text, nil
+}
+
+// runShellIO runs cmd with sh -c until ctx ends, in its own process group,
+// which is killed when the command ends or times out (children it left in
+// the background included), with stdin (nil: none) and its output to
+// stdout and stderr. The error is exec's: an *exec.ExitError for a status
+// other than 0.
+func runShellIO(ctx context.Context, cmd string, env []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	c.Env = env
+	c.Stdin = stdin
+	c.Stdout, c.Stderr = stdout, stderr
+	setProcessGroup(c)
+	// A child that keeps the pipes open past the kill must not hold the
+	// stage: Wait gives up on them after this.
+	c.WaitDelay = time.Second
+	err := c.Run()
+	killGroup(c) // the command is over: so is whatever it started
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // a background child held the output open: the command itself ended well
+	}
+	return err
 }
 
 // tail is the last n bytes of s.

@@ -207,6 +207,11 @@ var knownAttrs = map[string]attrSpec{
 	// Other handlers.
 	"human.default_choice":   {scope: onNode},
 	"human.timeout":          {onNode, durationCheck},
+	"human.type":             {onNode, &attrCheck{enumAttr(humanTypes...), "use multiple_choice (the default), yes_no, confirmation or freeform"}},
+	"mode":                   {onNode, &attrCheck{humanModeAttr, "write human.type instead of mode (multiple_choice, yes_no, confirmation or freeform)"}}, // tracker's
+	"tool_hooks.pre":         {scope: onGraph | onNode},
+	"tool_hooks.post":        {scope: onGraph | onNode},
+	"tool_hooks.timeout":     {onGraph | onNode, &attrCheck{toolHookTimeoutAttr, "write a duration such as 30s or 2m, at most 10m"}},
 	"tool":                   {scope: onNode},
 	"tool_input":             {scope: onNode},
 	"tool_command":           {scope: onNode},

@@ -123,6 +123,16 @@ func checkHumanDefaultChoice(g *Graph, _ ValidateOptions) []Diagnostic {
 	for _, n := range gates {
 		def := n.Attrs["human.default_choice"]
 		choices := humanChoices(outgoing[n.ID])
+		switch t, _ := gateType(n); t {
+		case QuestionFreeform:
+			continue // any text will do
+		case QuestionYesNo, QuestionConfirmation:
+			if choices = mapYesNo(outgoing[n.ID]).choices(); len(outgoing[n.ID]) > 0 {
+				if _, ok := yesNoValue(Question{Choices: choices}, def); ok {
+					continue
+				}
+			}
+		}
 		if _, ok := matchChoice(choices, def); ok {
 			continue
 		}

@@ -56,8 +56,21 @@ func checkShellDisabled(g *Graph, opts ValidateOptions) []Diagnostic {
 	if opts.AllowShell {
 		return nil
 	}
+	const fix = "let the operator set allow_shell = true under [pipeline] in morph.toml, or remove the attribute"
 	var out []Diagnostic
+	for _, key := range toolHookKeys {
+		if strings.TrimSpace(g.Attrs[key]) != "" {
+			out = append(out, graphDiag(RuleShellDisabled, SeverityError, fix,
+				"graph attribute %s runs a shell command around each tool call of every agent stage, and shell commands are off: they run outside any sandbox", key))
+		}
+	}
 	for _, n := range g.Nodes {
+		for _, key := range toolHookKeys {
+			if strings.TrimSpace(n.Attrs[key]) != "" {
+				out = append(out, nodeDiag(RuleShellDisabled, SeverityError, n, fix,
+					"node %s: %s runs a shell command around each tool call of its agent, and shell commands are off: they run outside any sandbox", n.ID, key))
+			}
+		}
 		if strings.TrimSpace(n.Attrs["tool_command"]) == "" {
 			continue
 		}
@@ -224,4 +237,28 @@ func checkUnknownShapes(g *Graph, _ ValidateOptions) []Diagnostic {
 		out = append(out, nodeDiag(RuleUnknownShape, SeverityWarning, n, fix, "%s", msg))
 	}
 	return out
+}
+
+// humanTypes are the values of a gate's human.type.
+var humanTypes = []string{string(QuestionMultipleChoice), string(QuestionYesNo), string(QuestionConfirmation), string(QuestionFreeform)}
+
+// humanModeAttr checks tracker's mode attribute, which a gate reads as
+// human.type (its "choice" as multiple_choice): a WARNING naming the
+// attribute to write. A value that is no question type (tracker's
+// interview) is asked as multiple choice, as tracker does: a WARNING too.
+func humanModeAttr(attrs map[string]string, key, who string) error {
+	v := strings.TrimSpace(attrs[key])
+	if v == "" {
+		return nil
+	}
+	t, ok := humanModes[v]
+	if !ok {
+		return &attrWarning{fmt.Sprintf("%s: mode=%q is no question type morph asks: the gate asks multiple choice", who, v),
+			"write human.type=\"multiple_choice\", \"yes_no\", \"confirmation\" or \"freeform\" instead of mode"}
+	}
+	if ht := strings.TrimSpace(attrs["human.type"]); ht != "" {
+		return &attrWarning{fmt.Sprintf("%s: mode=%q is tracker's name of human.type, which is set too: mode is ignored", who, v), "remove mode"}
+	}
+	return &attrWarning{fmt.Sprintf("%s: mode=%q is tracker's name of human.type: read as human.type=%q", who, v, t),
+		fmt.Sprintf("write human.type=%q instead of mode", t)}
 }
