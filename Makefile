@@ -45,15 +45,31 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
+.PHONY: all go-version abi-pin build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
 
 all: build
+
+# go-version: the Go that morph needs is go.mod's go line (README says the same; internal/doccheck checks it).
+# Asked outside the module, so that GOTOOLCHAIN=auto does not switch first: an older Go is refused here with
+# what to do, not later with a toolchain download that fails offline.
+go-version:
+	@need=$$(sed -n 's/^go \([0-9][0-9.]*\).*/\1/p' go.mod); \
+	have=$$(cd / && GOTOOLCHAIN=local $(GO) env GOVERSION | sed 's/^go//'); \
+	if [ "$$(printf '%s\n%s\n' "$$need" "$$have" | sort -V | head -n1)" != "$$need" ]; then \
+		echo "morph needs Go $$need or newer (go.mod's go line); $(GO) is $$have: install Go $$need from https://go.dev/dl/, or set GOTOOLCHAIN=auto with network access and Go fetches it" >&2; \
+		[ "$$($(GO) env GOTOOLCHAIN)" != local ] || exit 1; \
+	fi
+
+# abi-pin: after a commit that changes abi/, pin every module's requirement on abi to that commit, so that
+# `go get github.com/morphhost/morph@...` resolves abi from the repository (scripts/abi-pin.sh).
+abi-pin:
+	@scripts/abi-pin.sh --write
 
 # morph-render draws pipelines for "morph pipeline render", which finds it
 # beside morph: it alone links Graphviz (see cmd/morph-render).
 # morph-temporal runs durable turns for "morph worker" and "morph run
 # --temporal": it alone links the Temporal SDK, in the temporal module.
-build:
+build: go-version
 	$(GO) build -o $(BIN)/ -ldflags '$(LDFLAGS)' ./cmd/morph ./cmd/morph-render
 	cd temporal && $(GO) build -o ../$(BIN)/ ./cmd/morph-temporal
 
@@ -64,7 +80,7 @@ build:
 # the rest); the root's tests beside the nested modules' (the Temporal tests
 # mostly wait on the dev server) and the Rust PDK's; then the fuzzing, whose
 # two sequences keep both cores busy. -Otarget keeps each job's output whole.
-test: fmt-check vet tools-wabt tools-rust
+test: go-version fmt-check vet tools-wabt tools-rust
 	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus
 	@$(MAKE) --no-print-directory -j3 -Otarget unit rust-test
 	@$(MAKE) --no-print-directory fuzz

@@ -20,6 +20,7 @@ require (
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/theupdateframework/go-tuf/v2 v2.4.2
 	github.com/yosida95/uritemplate/v3 v3.0.2
+	golang.org/x/mod v0.38.0
 	golang.org/x/oauth2 v0.36.0
 	golang.org/x/text v0.40.0
 	gonum.org/v1/gonum v0.17.0
@@ -99,7 +100,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/image v0.25.0 // indirect
-	golang.org/x/mod v0.38.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
@@ -113,7 +113,7 @@ require (
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/morphhost/morph/abi v0.0.0
+	github.com/morphhost/morph/abi v0.0.0-20261128041835-e28cc41caec6
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/sys v0.47.0
 )

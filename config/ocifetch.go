@@ -287,6 +287,7 @@ func (c *Config) pluginHostConfig(ctx context.Context, i int, p PluginEntry, fet
 			return hc, err
 		}
 	}
+	hc.SchemaLimits = c.Tools.SchemaLimits() // what plugin check and test check the tools under, as the run does
 	if !p.fromRegistry() {
 		return hc, nil
 	}

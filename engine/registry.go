@@ -120,19 +120,40 @@ func (r *Registry) checkTool(t Tool) (*registered, error) {
 	r.mu.RLock()
 	l := r.limits
 	r.mu.RUnlock()
-	if err := CheckToolName(t.Name()); err != nil {
+	sch, err := checkSpec(t.Name(), t.Description(), schemaText(t), l)
+	if err != nil {
 		return nil, err
 	}
-	if n := len(t.Description()); n > l.MaxDescriptionBytes {
-		return nil, fmt.Errorf("%w: tool %s: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
-			ErrInvalidTool, quoteName(t.Name()), n, l.MaxDescriptionBytes)
-	}
 	e := &registered{tool: t, limits: l}
-	e.once.Do(func() { e.schema, e.err = compileSchema(t.Name(), schemaText(t), l) })
-	if e.err != nil {
-		return nil, e.err
-	}
+	e.once.Do(func() { e.schema = sch })
 	return e, nil
+}
+
+// CheckToolSpec checks a tool as Initialize checks a plugin's: its name, its
+// description's length and its parameters schema (JSON text; empty: any
+// object) compiled under l, whose zero fields take the defaults. It is the
+// one check of a tool: `morph plugin check` and `plugin test` call it too,
+// so that they refuse what a run refuses, in the same words. The error wraps
+// ErrInvalidTool or ErrInvalidSchema and names the tool.
+func CheckToolSpec(name, description, schema string, l SchemaLimits) error {
+	if strings.TrimSpace(schema) == "" {
+		schema = anyObject
+	}
+	_, err := checkSpec(name, description, schema, l.withDefaults())
+	return err
+}
+
+// checkSpec is CheckToolSpec under l, which has its defaults, with the
+// schema compiled.
+func checkSpec(name, description, schema string, l SchemaLimits) (*schemacost.Schema, error) {
+	if err := CheckToolName(name); err != nil {
+		return nil, err
+	}
+	if n := len(description); n > l.MaxDescriptionBytes {
+		return nil, fmt.Errorf("%w: tool %s: its description is %d bytes, over the limit of %d (tools.max_description_kb)",
+			ErrInvalidTool, quoteName(name), n, l.MaxDescriptionBytes)
+	}
+	return compileSchema(name, schema, l)
 }
 
 // CheckTool checks t as Initialize checks a plugin's tool, without

@@ -19,13 +19,25 @@ const (
 	seedFinal = `{"type":"final","final":{"thought":"done","output":"answer"}}`
 )
 
+// lookup is the seed's host tool.
+type lookup struct{}
+
+func (lookup) Name() string        { return "lookup" }
+func (lookup) Description() string { return "looks a key up" }
+func (lookup) ParameterSchema() string {
+	return `{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`
+}
+func (lookup) Execute(ctx context.Context, params map[string]any) (string, error) {
+	return "value", nil
+}
+
 // seedRun runs task on an engine with the lookup tool, the model answering
 // replies, and returns what the run returned and what the model was sent.
 func seedRun(t *testing.T, replies []string, opts engine.RunOptions, hooks ...engine.Option) (*engine.Final, *engine.Context, []llm.Request) {
 	t.Helper()
 	client := scripted.New(scripted.Texts(replies...))
 	reg := engine.NewRegistry()
-	reg.Register(myTool{})
+	reg.Register(lookup{})
 	final, rc, err := engine.New(client, reg, hooks...).Run(context.Background(), "the task", opts)
 	if err != nil {
 		t.Fatalf("run: %v", err)

@@ -120,6 +120,11 @@ func (l *Loader) Inspect(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Requests = append(rep.Requests, abi.CapabilityHTTP)
 		rep.Capabilities = capabilityStatuses(p.sandbox.Capabilities(rep.Requests))
 	}
+	for _, t := range m.Tools { // what Initialize would refuse, as it would say it
+		if err := engine.CheckToolSpec(t.Name, t.Description, string(t.Parameters), cfg.SchemaLimits); err != nil {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
+	}
 	if missing := sandbox.NotGranted(p.sandbox.Capabilities(m.Capabilities)); strict && len(missing) > 0 {
 		rep.Problems = append(rep.Problems, ungrantedError(p.name, missing).Error())
 	}

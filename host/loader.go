@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
@@ -162,6 +163,10 @@ type Config struct {
 	// reach; the zero Grants, none. Load compares them with the manifest's
 	// capabilities (see Grants.Ungranted).
 	Grants Grants
+	// SchemaLimits are those the engine checks the plugin's tools under
+	// (morph.toml's [tools]); zero fields, the engine's defaults. Inspect
+	// reports every tool the engine would refuse (engine.CheckToolSpec).
+	SchemaLimits engine.SchemaLimits
 
 	// For Extism modules that follow neither morph's ABI nor an MCP tool
 	// convention (see ExportTool): a plugin with any set runs on the Extism

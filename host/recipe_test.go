@@ -40,8 +40,8 @@ func (s *shell) Execute(context.Context, map[string]any) (string, error) {
 	return "ran", nil
 }
 
-// The README's embedding recipe (section "WebAssembly plugins", and
-// ExampleLoader_Extender), followed exactly, enforces the plugin's
+// The README's embedding recipe (section "WebAssembly plugins", compiled by
+// internal/doccheck), followed exactly, enforces the plugin's
 // middleware: a before_tool_call guard denies the call, the tool never runs,
 // and the hook events, of middleware and of engine hooks (build_prompt),
 // carry the plugin's name, not engine.SourceHost.

@@ -18,8 +18,9 @@ type conformer struct {
 	p            *host.Plugin
 	ctx          context.Context
 	reg          *engine.Registry // the plugin's tools, to validate params as the engine does
-	samples      map[string]any   // built-in input of each hook
-	samplesUntil time.Time        // when building tool samples is given up
+	schemaLimits engine.SchemaLimits
+	samples      map[string]any // built-in input of each hook
+	samplesUntil time.Time      // when building tool samples is given up
 	calls        []Call
 }
 
@@ -47,12 +48,12 @@ func (c *conformer) tool(t abi.ToolSpec, fixtures []fixtureInput) {
 	row := func(label string) Call {
 		return Call{Name: t.Name, Kind: Tool, Export: abi.ExportCallTool, Input: label}
 	}
-	if err := c.schemaError(t.Name); err != nil {
+	if err := engine.CheckToolSpec(t.Name, t.Description, string(t.Parameters), c.schemaLimits); err != nil {
 		call := row("sample")
-		call.Status, call.ErrorKind, call.Error, call.Err = Fail, "invalid_schema", err.Error(), err
+		call.Status, call.ErrorKind, call.Error, call.Err = Fail, errorKindName(err), err.Error(), err
 		c.add(call)
 		for _, f := range fixtures {
-			c.add(badFixture(row(f.label), "not sent: the tool's parameters schema does not compile"))
+			c.add(badFixture(row(f.label), "not sent: the engine refuses the tool"))
 		}
 		return
 	}
@@ -101,15 +102,6 @@ func (c *conformer) sample(schema json.RawMessage) (map[string]any, error) {
 		deadline, bound = c.samplesUntil, maxConformSampleTime.String()+", the bound of all the plugin's samples"
 	}
 	return sampleParams(schema, deadline, bound)
-}
-
-// schemaError is the error of a tool whose parameters schema does not compile.
-func (c *conformer) schemaError(name string) error {
-	reg := engine.NewRegistry()
-	if t, ok := c.reg.Get(name); ok {
-		reg.Register(t)
-	}
-	return reg.Check()
 }
 
 // call makes one call and fills in call's verdict. guestNote, when not
@@ -206,7 +198,7 @@ func errorKindName(err error) string {
 		{host.ErrTimeout, "timeout"}, {host.ErrTrap, "trap"}, {host.ErrInputTooLarge, "input_too_large"},
 		{host.ErrOutputTooLarge, "output_too_large"}, {host.ErrBadOutput, "bad_output"}, {host.ErrABIMismatch, "abi_mismatch"},
 		{host.ErrGuest, "guest"}, {host.ErrLoad, "load"}, {host.ErrClosed, "closed"}, {host.ErrCanceled, "canceled"}, {ErrInvalidFixture, "invalid_fixture"},
-		{engine.ErrInvalidSchema, "invalid_schema"}, {engine.ErrInvalidParams, "invalid_params"},
+		{engine.ErrInvalidSchema, "invalid_schema"}, {engine.ErrInvalidTool, "invalid_tool"}, {engine.ErrInvalidParams, "invalid_params"},
 	} {
 		if errors.Is(err, k.kind) {
 			return k.name

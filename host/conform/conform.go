@@ -159,7 +159,8 @@ func Run(ctx context.Context, l *host.Loader, cfg host.Config, fixtures map[stri
 	rep.Plugin, rep.Manifest = m.Name, &m
 	rep.MemoryBytes, _ = p.IdleMemory()
 
-	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry(), samplesUntil: time.Now().Add(maxConformSampleTime)}
+	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry(), schemaLimits: cfg.SchemaLimits, samplesUntil: time.Now().Add(maxConformSampleTime)}
+	c.reg.SetSchemaLimits(cfg.SchemaLimits)
 	ext, err := p.Extender(engine.MiddlewareConfig{}).Open(ctx) // p stays ours: no engine is given it
 	if err != nil {
 		return nil, err
