@@ -131,10 +131,12 @@ func (l *eventLog) add(ev Event) {
 }
 
 // since returns the events after seq after, the first seq the ring still
-// holds (last+1 when it is empty) and a channel closed at the next append.
-func (l *eventLog) since(after int64) (events []entry, first int64, wake <-chan struct{}) {
+// holds (last+1 when it is empty), the last seq given and a channel closed
+// at the next append.
+func (l *eventLog) since(after int64) (events []entry, first, last int64, wake <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	last = l.last
 	first = l.last + 1
 	if len(l.entries) > 0 {
 		first = l.entries[0].seq
@@ -146,7 +148,7 @@ func (l *eventLog) since(after int64) (events []entry, first int64, wake <-chan 
 	if i < len(l.entries) {
 		events = append(events, l.entries[i:]...)
 	}
-	return events, first, l.wake
+	return events, first, last, l.wake
 }
 
 // size is the ring's events and bytes.

@@ -405,6 +405,12 @@ func TestServeGap(t *testing.T) {
 	if n, _ := r.events.size(); n != 3 {
 		t.Errorf("ring holds %d events, want 3", n)
 	}
+	// An id the run never gave (another server's numbering): a gap, then
+	// the events held, not a stream waiting for ever.
+	got = f.events(id, "999999").until(t, "note")
+	if got[0].event != KindGap || len(got) != 2 || got[1].id == "" {
+		t.Fatalf("after an unknown id: %+v", got)
+	}
 }
 
 // Canceling a run at its gate checkpoints it canceled; a resume asks

@@ -93,8 +93,16 @@ func (s *Server) follow(r *http.Request, sw *sseWriter, events *eventLog, after 
 	defer ping.Stop()
 	first := true
 	for {
-		batch, oldest, wake := events.since(after)
-		if after+1 < oldest {
+		batch, oldest, last, wake := events.since(after)
+		if first && after > last {
+			// An id this log never gave (a server's before a restart, whose
+			// numbering began again): from the oldest event held.
+			if err := sw.event(0, KindGap, map[string]any{"missed_after": after, "first_seq": oldest}); err != nil {
+				return err
+			}
+			after = 0
+			batch, oldest, _, wake = events.since(after)
+		} else if after+1 < oldest {
 			if !first {
 				// Evicted while this stream wrote: it is too slow.
 				if err := sw.event(0, KindOverflow, map[string]any{"missed_after": after, "first_seq": oldest}); err != nil {
@@ -135,8 +143,8 @@ func (s *Server) follow(r *http.Request, sw *sseWriter, events *eventLog, after 
 
 // resumedSince reports whether events after seq exist (a resume's).
 func (s *Server) resumedSince(events *eventLog, seq int64) bool {
-	batch, _, _ := events.since(seq)
-	return len(batch) > 0
+	_, _, last, _ := events.since(seq)
+	return last > seq
 }
 
 // errWrite is a write to a stream that failed or timed out.
