@@ -712,3 +712,34 @@ func TestServeManyStreams(t *testing.T) {
 		}
 	}
 }
+
+// An idle stream gets a ping comment now and then; an event whose kind
+// would break the framing goes out under a plain name.
+func TestServePingAndFraming(t *testing.T) {
+	f := newFixture(t, Options{PingInterval: 20 * time.Millisecond})
+	id := f.start()
+	f.question(id)
+	r, _ := f.srv.get(id)
+	r.events.add(Event{Kind: "x\ndata: forged", RunID: id})
+	resp, err := http.Get(f.http.URL + "/v1/runs/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var lines []string
+	for sc.Scan() && !slices.Contains(lines, ": ping") {
+		lines = append(lines, sc.Text())
+		if len(lines) > 10000 {
+			t.Fatal("no ping in 10000 lines")
+		}
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "data: forged") || strings.HasPrefix(l, "event: x") {
+			t.Errorf("a kind broke the framing: %q", l)
+		}
+	}
+	if !slices.Contains(lines, "event: event") {
+		t.Errorf("no event under the plain name in %q", lines)
+	}
+}

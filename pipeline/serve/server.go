@@ -331,6 +331,10 @@ func (s *Server) finish(r *run, res *pipeline.Result, err error) {
 	case err != nil:
 		msg = err.Error()
 		s.log.Warn("pipeline run did not run", "run", r.id, "error", safetext.Line(msg, 500))
+		// A resume that could not start leaves the run as it was.
+		if cp, lerr := pipeline.LoadCheckpoint(r.dir); lerr == nil {
+			state = cp.State
+		}
 	case res != nil:
 		state, msg = res.State, res.FailureReason
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +148,9 @@ func (s *Server) resumedSince(events *eventLog, seq int64) bool {
 	return last > seq
 }
 
+// eventName is what an SSE event's name may be here: the runner's kinds.
+var eventName = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+
 // errWrite is a write to a stream that failed or timed out.
 var errWrite = errors.New("writing to the stream")
 
@@ -176,6 +180,9 @@ func (sw *sseWriter) write(s string, data []byte) error {
 // raw writes an event whose data is JSON already (one line: JSON has no
 // raw newline).
 func (sw *sseWriter) raw(seq int64, kind string, data []byte) error {
+	if !eventName.MatchString(kind) {
+		kind = "event" // a name that would break the stream's framing; the data has the kind
+	}
 	head := "event: " + kind + "\ndata: "
 	if seq > 0 {
 		head = "id: " + strconv.FormatInt(seq, 10) + "\n" + head
