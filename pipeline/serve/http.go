@@ -142,7 +142,8 @@ type StartRequest struct {
 // RunInfo is a run's summary: the list's items, a start's answer, and the
 // heart of a status.
 type RunInfo struct {
-	ID      string    `json:"id"`
+	ID string `json:"id"`
+	// Name is the pipeline's (its digraph's) name.
 	Name    string    `json:"name,omitempty"`
 	State   string    `json:"state"`
 	Active  bool      `json:"active"`
@@ -266,7 +267,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, statusOf(err), apiError{Error: err.Error(), Diagnostics: diags})
 		return
 	}
-	run, err := s.start(id, req.Name, req.Goal, file, src, g)
+	run, err := s.start(id, g.Name, req.Goal, file, src, g)
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
