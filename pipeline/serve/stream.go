@@ -102,7 +102,7 @@ func (s *Server) follow(r *http.Request, sw *sseWriter, events *eventLog, after 
 				return err
 			}
 			after = 0
-			batch, oldest, _, wake = events.since(after)
+			batch, _, _, wake = events.since(after)
 		} else if after+1 < oldest {
 			if !first {
 				// Evicted while this stream wrote: it is too slow.
