@@ -90,9 +90,11 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// decode reads a JSON body into v: at most MaxBodyBytes (413 past it, counted),
-// no unknown fields, one value.
+// decode reads a JSON body into v: at most MaxBodyBytes (413 past it,
+// counted), within WriteTimeout, no unknown fields, one value.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	// A body trickled in byte by byte must not hold a handler for ever.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.WriteTimeout))
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

@@ -743,3 +743,20 @@ func TestServePingAndFraming(t *testing.T) {
 		t.Errorf("no event under the plain name in %q", lines)
 	}
 }
+
+// A body that never arrives in full does not hold its handler: it is
+// refused once the read deadline passes.
+func TestServeSlowBody(t *testing.T) {
+	f := newFixture(t, Options{WriteTimeout: 200 * time.Millisecond})
+	conn, err := (&net.Dialer{}).Dial("tcp", f.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"name\":")
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.Contains(status, " 400 ") {
+		t.Fatalf("a body that stops: %q, %v; want 400", status, err)
+	}
+}

@@ -72,8 +72,9 @@ type Options struct {
 	// PingInterval is how often an idle stream gets a comment, so that
 	// proxies and clients see it alive.
 	PingInterval time.Duration
-	// WriteTimeout bounds each write to a stream: a client that stops
-	// reading is dropped past it (counted), not waited for.
+	// WriteTimeout bounds each write to a stream, and the reading of a
+	// request's body: a client that stops reading is dropped past it
+	// (counted), not waited for.
 	WriteTimeout time.Duration
 	// Loopback says the listener is loopback; beyond it Token is
 	// required (New refuses without).
