@@ -305,27 +305,17 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, run *run) {
 			st.Path = cp.Completed
 		}
 	}
-	if run.iv != nil {
-		st.PendingQuestions = len(run.iv.Pending())
-	}
+	st.PendingQuestions = len(run.iv.Pending())
 	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) questions(w http.ResponseWriter, _ *http.Request, run *run) {
-	qs := []PendingQuestion{}
-	if run.iv != nil {
-		qs = run.iv.Pending()
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"questions": qs})
+	writeJSON(w, http.StatusOK, map[string]any{"questions": run.iv.Pending()})
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, run *run) {
 	var a pipeline.Answer
 	if !s.decode(w, r, &a) {
-		return
-	}
-	if run.iv == nil {
-		writeError(w, http.StatusConflict, fmt.Errorf("question %q: %w", r.PathValue("qid"), ErrNotPending))
 		return
 	}
 	if err := run.iv.Answer(r.PathValue("qid"), a); err != nil {

@@ -419,12 +419,15 @@ func TestServeGap(t *testing.T) {
 func TestServeCancelResume(t *testing.T) {
 	f := newFixture(t, Options{})
 	id := f.start()
-	f.question(id)
+	asked := f.question(id)
 	if code := f.do("POST", "/v1/runs/"+id+"/cancel", nil, nil); code != http.StatusAccepted {
 		t.Fatalf("cancel: %d", code)
 	}
-	if st := f.ended(id); st.State != pipeline.RunCanceled || st.NextNode != "ask" {
+	if st := f.ended(id); st.State != pipeline.RunCanceled || st.NextNode != "ask" || st.PendingQuestions != 0 {
 		t.Fatalf("after cancel: %+v", st)
+	}
+	if code := f.do("POST", "/v1/runs/"+id+"/questions/"+asked.QID+"/answer", map[string]string{"choice": "Y"}, nil); code != http.StatusConflict {
+		t.Errorf("an answer to the canceled run's question: %d, want 409", code)
 	}
 	if code := f.do("POST", "/v1/runs/"+id+"/cancel", nil, nil); code != http.StatusConflict {
 		t.Errorf("cancel of a stopped run: %d, want 409", code)

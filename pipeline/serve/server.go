@@ -129,7 +129,7 @@ type run struct {
 	id, dir, name string
 	started       time.Time
 
-	iv *PendingInterviewer
+	iv *PendingInterviewer // its gates' questions, over its resumes
 
 	mu       sync.Mutex
 	state    string // a pipeline.Run* state, or "error"
@@ -211,7 +211,7 @@ func (s *Server) load() error {
 		if err != nil {
 			continue // not a run (or not one this morph reads): not served
 		}
-		r := &run{id: e.Name(), dir: dir, state: cp.State}
+		r := &run{id: e.Name(), dir: dir, state: cp.State, iv: NewPendingInterviewer()}
 		if m, err := pipeline.LoadManifest(dir); err == nil {
 			r.name, r.started = m.Name, m.StartedAt
 		}
@@ -283,9 +283,6 @@ func (s *Server) launch(r *run, resumed bool, fn func(ctx context.Context, rn *p
 	}
 	ctx, cancel := context.WithCancel(s.base)
 	r.active, r.cancel, r.state, r.errText, r.current = true, cancel, pipeline.RunRunning, "", ""
-	if r.iv == nil {
-		r.iv = NewPendingInterviewer()
-	}
 	if r.events == nil {
 		r.events = newEventLog(s.opts.RingEvents, s.opts.RingBytes)
 		r.events.last = r.lastSeen
@@ -381,7 +378,7 @@ func (s *Server) get(id string) (*run, error) {
 
 // start starts a new run of g (its source src, from file) in RunsRoot/id.
 func (s *Server) start(id, name, goal, file string, src []byte, g *pipeline.Graph) (*run, error) {
-	r := &run{id: id, dir: filepath.Join(s.opts.RunsRoot, id), name: name, started: time.Now().UTC()}
+	r := &run{id: id, dir: filepath.Join(s.opts.RunsRoot, id), name: name, started: time.Now().UTC(), iv: NewPendingInterviewer()}
 	s.mu.Lock()
 	exists := s.runs[id] != nil
 	s.mu.Unlock()
