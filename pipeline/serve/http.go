@@ -134,8 +134,10 @@ func (s *Server) withRun(h func(http.ResponseWriter, *http.Request, *run)) http.
 // StartRequest is the body of POST /v1/runs: a served pipeline's name, or
 // (with AllowDOT) DOT source.
 type StartRequest struct {
-	Name     string `json:"name,omitempty"`
-	DOT      string `json:"dot,omitempty"`
+	Name string `json:"name,omitempty"`
+	DOT  string `json:"dot,omitempty"`
+	// Source is the attractor spec's name of DOT.
+	Source   string `json:"source,omitempty"`
 	FileName string `json:"file_name,omitempty"` // the DOT's name in messages
 	Goal     string `json:"goal,omitempty"`
 	RunID    string `json:"run_id,omitempty"`
@@ -218,8 +220,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		file string
 		err  error
 	)
+	if req.Source != "" && req.DOT == "" {
+		req.DOT, req.Source = req.Source, ""
+	}
 	switch {
-	case (req.Name == "") == (req.DOT == ""):
+	case (req.Name == "") == (req.DOT == "") || req.Source != "":
 		writeError(w, http.StatusBadRequest, errors.New(`give "name" (a served pipeline) or "dot" (DOT source), not both`))
 		return
 	case req.Name != "":
@@ -314,11 +319,23 @@ func (s *Server) questions(w http.ResponseWriter, _ *http.Request, run *run) {
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, run *run) {
-	var a pipeline.Answer
-	if !s.decode(w, r, &a) {
+	// pipeline.Answer as it is, so that its fields reach the gate; the
+	// attractor spec's {"answer": "..."} is a choice.
+	var body struct {
+		pipeline.Answer
+		SpecAnswer string `json:"answer,omitempty"`
+	}
+	if !s.decode(w, r, &body) {
 		return
 	}
-	if err := run.iv.Answer(r.PathValue("qid"), a); err != nil {
+	if body.SpecAnswer != "" {
+		if body.Choice != "" {
+			writeError(w, http.StatusBadRequest, errors.New(`give "choice" or "answer", not both`))
+			return
+		}
+		body.Choice = body.SpecAnswer
+	}
+	if err := run.iv.Answer(r.PathValue("qid"), body.Answer); err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}

@@ -571,6 +571,20 @@ func TestServeRequests(t *testing.T) {
 	if code := d.do("POST", "/v1/runs", map[string]string{"dot": gateDOT, "run_id": "inline-1"}, nil); code != http.StatusConflict {
 		t.Errorf("a second run of the same id: %d, want 409", code)
 	}
+	// The attractor spec's bodies: {"source"} starts, {"answer"} answers.
+	if code := d.do("POST", "/pipelines", map[string]string{"source": gateDOT, "run_id": "spec-1"}, &info); code != http.StatusCreated {
+		t.Fatalf("POST /pipelines {source}: %d", code)
+	}
+	q := d.question("spec-1")
+	if code := d.do("POST", "/pipelines/spec-1/questions/"+q.QID+"/answer", map[string]string{"answer": "Y", "choice": "Y"}, nil); code != http.StatusBadRequest {
+		t.Errorf("both answer and choice: %d, want 400", code)
+	}
+	if code := d.do("POST", "/pipelines/spec-1/questions/"+q.QID+"/answer", map[string]string{"answer": "No"}, nil); code != http.StatusOK {
+		t.Fatalf("answer {answer}: %d", code)
+	}
+	if st := d.ended("spec-1"); st.State != pipeline.RunSuccess || !slices.Contains(st.Path, "hold") {
+		t.Errorf("spec run: %+v", st)
+	}
 }
 
 // Files of a run are served; paths out of the run directory are not
