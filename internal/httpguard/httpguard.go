@@ -84,8 +84,30 @@ func LoopbackOrigin(origin string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
 		return false
 	}
-	host := u.Hostname()
-	if host == "localhost" {
+	return loopbackName(u.Hostname())
+}
+
+// LoopbackHost wraps next, for a loopback listener, with a refusal (403)
+// of a request whose Host header names another host: a page of a domain
+// an attacker points at 127.0.0.1 (DNS rebinding) reaches the listener
+// with its own name, and a browser sends no Origin on a same-origin GET.
+func LoopbackHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !loopbackName(strings.Trim(host, "[]")) {
+			http.Error(w, "Forbidden: a loopback server answers only to a loopback Host (localhost, 127.0.0.1, [::1])", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackName is whether host (no port) is localhost or a loopback IP.
+func loopbackName(host string) bool {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -66,3 +66,19 @@ func TestOrigins(t *testing.T) {
 		t.Errorf("cross-origin request: %d, want 403", w.Code)
 	}
 }
+
+func TestLoopbackHost(t *testing.T) {
+	h := LoopbackHost(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	for host, want := range map[string]int{
+		"127.0.0.1:7140": 204, "localhost:7140": 204, "[::1]:7140": 204, "127.0.0.1": 204, "LOCALHOST": 204,
+		"evil.example:7140": 403, "evil.example": 403, "10.0.0.1:7140": 403, "": 403,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = host
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("Host %q: %d, want %d", host, w.Code, want)
+		}
+	}
+}

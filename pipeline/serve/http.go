@@ -22,7 +22,8 @@ import (
 // Handler serves the API under /v1, the attractor spec's paths under
 // /pipelines (the same handlers), and GET /healthz. Every path but
 // /healthz needs the bearer token when Options.Token is set; a browser's
-// request from an origin not allowed is refused (403).
+// request from an origin not allowed is refused (403), and so is, on a
+// loopback listener, a request for a Host that is not loopback.
 func (s *Server) Handler() http.Handler {
 	api := http.NewServeMux()
 	for _, p := range []string{"/v1/runs", "/pipelines"} {
@@ -48,7 +49,22 @@ func (s *Server) Handler() http.Handler {
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	root.Handle("/", authed)
-	return httpguard.Origins{Allowed: s.opts.AllowedOrigins, Loopback: s.opts.Loopback, Flag: "morph pipeline serve --allow-origin"}.Check(root)
+	h := httpguard.Origins{Allowed: s.opts.AllowedOrigins, Loopback: s.opts.Loopback, Flag: "morph pipeline serve --allow-origin"}.Check(root)
+	if s.opts.Loopback {
+		h = httpguard.LoopbackHost(h)
+	}
+	return s.readDeadline(h)
+}
+
+// readDeadline gives each request WriteTimeout to arrive: a body trickled
+// in byte by byte must not hold a handler, nor, after a refusal that did
+// not read it, the connection (the server reads what is left of a body
+// before it answers). A stream clears it.
+func (s *Server) readDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.WriteTimeout))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // apiError is an error's JSON body.
@@ -91,10 +107,8 @@ func statusOf(err error) int {
 }
 
 // decode reads a JSON body into v: at most MaxBodyBytes (413 past it,
-// counted), within WriteTimeout, no unknown fields, one value.
+// counted), no unknown fields, one value.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	// A body trickled in byte by byte must not hold a handler for ever.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.WriteTimeout))
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

@@ -64,6 +64,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *run) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
+	// A stream lasts: no read deadline (a GET has no body; the server's
+	// read past it only watches for the client going away).
+	_ = sw.rc.SetReadDeadline(time.Time{})
 	if events == nil {
 		// A run whose events are forgotten (or were never this server's):
 		// its state is all there is.
