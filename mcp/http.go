@@ -2,20 +2,18 @@ package mcp
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/morphhost/morph/internal/httpguard"
 )
 
 // DefaultSessionIdle is how long an HTTP session may go without a request
@@ -142,7 +140,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		write.ServeHTTP(&responseWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: o.WriteTimeout}, r)
 	})
-	return originCheck(o, h), nil
+	return httpguard.Origins{Allowed: o.AllowedOrigins, Loopback: o.Loopback, Flag: "morph mcp serve --allow-origin"}.Check(h), nil
 }
 
 // responseWriter is an http.ResponseWriter with a deadline on each write
@@ -287,38 +285,11 @@ func (s *Server) sessionCap(limit int, next http.Handler) http.Handler {
 // session's requests that carry another identity.
 func tokenVerifier(token string) auth.TokenVerifier {
 	return func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		if !httpguard.TokenMatches(got, token) {
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: "token"}, nil
 	}
-}
-
-// originCheck refuses, with 403, a request whose Origin header is neither
-// in o.AllowedOrigins nor (when o.Loopback) a loopback origin.
-func originCheck(o HTTPOptions, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if origin != "" && !slices.Contains(o.AllowedOrigins, origin) && !(o.Loopback && loopbackOrigin(origin)) {
-			http.Error(w, "Forbidden: origin not allowed (morph mcp serve --allow-origin allows one)", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// loopbackOrigin is whether origin is http(s) on a loopback host.
-func loopbackOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
-		return false
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // track makes ss, an HTTP session just initialized, a morph session, and

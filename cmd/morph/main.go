@@ -18,6 +18,7 @@
 //	morph pipeline run FILE.dot          a pipeline run (--temporal: a durable one)
 //	morph pipeline resume RUN_DIR | --temporal WORKFLOW_ID
 //	morph pipeline render FILE.dot|RUN_DIR  an SVG drawing (by morph-render)
+//	morph pipeline serve --pipeline NAME=FILE.dot  pipeline runs over HTTP (SSE events, gates)
 //	morph completion SHELL               a shell completion script
 //
 // "morph run" takes the task from its arguments, from --task, or else from

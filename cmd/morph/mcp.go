@@ -16,6 +16,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/httpguard"
 	"github.com/morphhost/morph/mcp"
 )
 
@@ -171,14 +172,10 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	}
 	var loopback bool
 	if f.http != "" {
-		host, _, err := net.SplitHostPort(f.http)
-		if err != nil {
+		var err error
+		if loopback, err = httpguard.LoopbackAddr(f.http); err != nil {
 			return usageErrorf("--http %s: %v", f.http, err)
 		}
-		// Decided before binding: a name other than localhost may resolve
-		// beyond loopback, and an empty host is every interface.
-		ip := net.ParseIP(host)
-		loopback = host == "localhost" || (ip != nil && ip.IsLoopback())
 	}
 	level := slog.LevelWarn
 	if f.verbose {

@@ -39,6 +39,7 @@ outcome. See the README's "Pipelines" section for the attributes.`,
 	}
 	cmd.AddCommand(newPipelineValidateCmd(stdout, stderr), newPipelineRunCmd(stdin, stdout, stderr), newPipelineResumeCmd(stdin, stdout, stderr),
 		newPipelineRenderCmd(stdout, stderr))
+	cmd.AddCommand(newPipelineServeCmd(stderr))
 	return cmd
 }
 
