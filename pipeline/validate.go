@@ -128,6 +128,7 @@ func DefaultRules() []Rule {
 		NewRule(RuleUnknownAttribute, checkUnknownAttributes),
 		NewRule(RuleUnknownShape, checkUnknownShapes),
 		NewRule(RuleHumanDefault, checkHumanDefaultChoice),
+		NewRule(RuleManagerLoop, checkManagerLoop),
 	}
 }
 
