@@ -516,7 +516,7 @@ func TestDefaultRulesNames(t *testing.T) {
 		"exit_no_outgoing", "condition_syntax", "stylesheet_syntax", "type_known", "fidelity_valid",
 		"retry_target_exists", "goal_gate_has_retry", "prompt_on_llm_nodes", "attr_value", "shell_disabled",
 		"tool_node_config", "tool_known", "handler_plugin", "parallel_fan_in", "unknown_attribute", "unknown_shape",
-		"human_default_choice"}
+		"human_default_choice", "manager_loop"}
 	if !slices.Equal(names, want) {
 		t.Errorf("got %q", names)
 	}
