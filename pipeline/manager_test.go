@@ -121,19 +121,23 @@ func TestManagerStopConditionCancelsRunningChild(t *testing.T) {
 
 // Steer: the manager writes steer.md into the child's active stage
 // directory and the child's next agent stage has it in its preamble, once;
-// a steer of a megabyte with terminal escapes is escaped and cut.
+// a steer of a megabyte with terminal escapes is escaped and cut. The
+// child's agents work in stack.child_workdir.
 func TestManagerSteersChild(t *testing.T) {
 	b := &fakeBackend{}
 	ticks := make(chan struct{})
 	iv := NewQueueInterviewer()
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
 	r := &Runner{Backend: b, Interviewer: iv, Clock: tickClock{clk, ticks}}
-	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s",
-		manager.actions="observe,wait,steer", manager.steer_cooldown=1, manager.steer_prompt="Focus: $goal"];
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s", stack.child_workdir="w",
+		manager.actions="observe,wait,steer", manager.steer_cooldown=1, manager.steer_prompt="Focus: $goal ` + strings.Repeat("x", 1<<20-100) + `"];
 		done [shape=Msquare]; start -> boss -> done }`
-	goal := "the tests\x1b[2J" + strings.Repeat("x", 1<<20)
+	goal := "the tests\x1b[2J"
 	answered := false
 	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "w"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	steerFile := filepath.Join(dir, "run", "boss", "cycle-1", "gate", SteerFile)
 	res, run := managerRun(t, r, dir, parent, gatedChild, goal, ticks, func() bool {
 		if len(iv.Asked()) == 0 {
@@ -167,6 +171,9 @@ func TestManagerSteersChild(t *testing.T) {
 	}
 	if len(writes) != 1 || !strings.Contains(writes[0].Preamble, `Focus: the tests\x1b[2J`) {
 		t.Fatalf("write's agent runs %d, preamble %.80q: want the steer in it", len(writes), firstPreamble(writes))
+	}
+	if want := filepath.Join(dir, "w"); writes[0].WorkDir != want {
+		t.Errorf("the child's agent works in %q, want stack.child_workdir %q", writes[0].WorkDir, want)
 	}
 	cp, err := LoadCheckpoint(filepath.Join(run, "boss", "cycle-1"))
 	if err != nil {
