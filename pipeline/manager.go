@@ -496,7 +496,8 @@ const RuleManagerLoop = "manager_loop"
 
 // checkManagerLoop warns of a manager.max_cycles that reads as the child
 // reruns it was before attractor 4.11's observation polls, and refuses a
-// relative stack.child_workdir that leaves the pipeline's directory.
+// stop condition that does not parse and a relative stack.child_workdir
+// that leaves the pipeline's directory.
 func checkManagerLoop(g *Graph, _ ValidateOptions) []Diagnostic {
 	var out []Diagnostic
 	for _, n := range g.Nodes {
@@ -506,6 +507,12 @@ func checkManagerLoop(g *Graph, _ ValidateOptions) []Diagnostic {
 		if c, err := n.Int("manager.max_cycles", DefaultManagerMaxCycles); err == nil && c < 10 && strings.TrimSpace(n.Attrs["manager.poll_interval"]) == "" {
 			out = append(out, nodeDiag(RuleManagerLoop, SeverityWarning, n, "for child reruns set manager.max_child_runs; set manager.poll_interval to keep few polls",
 				"node %s: manager.max_cycles now counts observation polls (attractor 4.11); for child reruns use manager.max_child_runs", n.ID))
+		}
+		if c := strings.TrimSpace(n.Attrs["manager.stop_condition"]); c != "" {
+			if _, err := ParseCondition(c); err != nil {
+				out = append(out, nodeDiag(RuleManagerLoop, SeverityError, n, `write clauses key=value or key!=value joined by &&, e.g. "context.stack.child.completed=3"`,
+					"node %s: manager.stop_condition: %v", n.ID, err))
+			}
 		}
 		for _, attrs := range []map[string]string{n.Attrs, g.Attrs} {
 			if d := strings.TrimSpace(attrs["stack.child_workdir"]); d != "" && !filepath.IsAbs(d) && leavesDir(d) {

@@ -232,6 +232,7 @@ func TestManagerValidation(t *testing.T) {
 	for _, tc := range []struct{ attrs, want string }{
 		{`manager.max_cycles=3`, "warning:manager_loop:manager.max_cycles now counts observation polls"},
 		{`stack.child_workdir="../elsewhere"`, "error:manager_loop:leaves the pipeline file's directory"},
+		{`manager.stop_condition="context.stack.child.status=="`, "error:manager_loop:manager.stop_condition:"},
 		{`manager.actions="observe,jump"`, `error:attr_value:"jump" is not one of observe, wait, steer`},
 	} {
 		g := mustParse(t, `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="c.dot", `+tc.attrs+`]; done [shape=Msquare]; start -> boss -> done }`)
