@@ -213,7 +213,8 @@
 // directory: visits, retry counts, outcomes, goal-gate retries and the
 // context go back to the run's start (its goal); the new loop's stage files
 // go to restart-<n>/<node>/. The path, the usage and the budgets run on over
-// the loops. The journal's restart record makes a resume exact. At most
+// the loops; the context's log and an EventLoopRestarted event say where
+// each loop began. The journal's restart record makes a resume exact. At most
 // max_restarts restarts (the graph's attribute, else Limits.MaxRestarts,
 // [pipeline] max_restarts, default 5); past them the run fails, naming the
 // key. Full-fidelity threads (threads/) carry over: the loops share the

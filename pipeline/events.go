@@ -30,6 +30,9 @@ const (
 	// EventManagerObserved is a manager loop's poll of its child: Message
 	// says the child's state and active stage.
 	EventManagerObserved EventKind = "manager.observed"
+	// EventLoopRestarted is a loop_restart edge taken: NodeID is where the
+	// fresh loop starts, Attempt the restart's number.
+	EventLoopRestarted EventKind = "pipeline.restarted"
 	// EventAgent wraps an event of a stage's agent run (Event.Agent).
 	EventAgent EventKind = "agent"
 	// EventWarning is something the operator should know that does not

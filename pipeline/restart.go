@@ -43,7 +43,7 @@ func (x *run) restart(edge *Edge, cur, next string) (n int, past string) {
 		}
 	}
 	x.pctx.AppendLog(fmt.Sprintf("%s: restart %d at %s (loop_restart): visits, retries, outcomes and context reset; stage files under %s%d/", cur, n, next, restartDirPrefix, n))
-	x.r.logger().Info("pipeline loop restarted", "run", x.cp.RunID, "from", cur, "at", next, "restart", n)
+	x.emit(Event{Kind: EventLoopRestarted, NodeID: next, Attempt: n, Message: fmt.Sprintf("restart %d of max_restarts=%d, from %s", n, x.maxRestarts(), cur)})
 	return n, ""
 }
 

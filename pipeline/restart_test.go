@@ -22,6 +22,12 @@ func restartGraph(graphAttrs string) string {
 // restart-1/.
 func TestLoopRestartStartsFreshLoop(t *testing.T) {
 	r, h, _ := scriptedRunner(map[string][]StageStatus{"check": {StatusFail, StatusSuccess}})
+	var restarts []Event
+	r.OnEvent = func(ev Event) {
+		if ev.Kind == EventLoopRestarted {
+			restarts = append(restarts, ev)
+		}
+	}
 	dir := t.TempDir()
 	res, err := r.Run(context.Background(), mustParse(t, restartGraph("")), RunConfig{RunDir: dir})
 	if err != nil {
@@ -49,6 +55,9 @@ func TestLoopRestartStartsFreshLoop(t *testing.T) {
 	}
 	if want := []string{"start", "setup", "count", "check", "count", "check", "done"}; !slices.Equal(res.Path, want) {
 		t.Errorf("path %v, want %v", res.Path, want)
+	}
+	if len(restarts) != 1 || restarts[0].NodeID != "count" || restarts[0].Attempt != 1 {
+		t.Errorf("restart events %+v: want one, at count", restarts)
 	}
 	cp, err := LoadCheckpoint(dir)
 	if err != nil || cp.Restarts != 1 {
