@@ -285,6 +285,7 @@ func TestLoadErrors(t *testing.T) {
 		{"wrong type array", scriptedHead + "[agent]\nrules = \"be nice\"\n", "agent.rules", 5, "want array, got string"},
 		{"table expected", "llm = 3\n", "llm", 1, "want table, got integer"},
 		{"pipeline visits", scriptedHead + "[pipeline]\nmax_node_visits = 0\n", "pipeline.max_node_visits", 5, "must be from 1 to"},
+		{"pipeline restarts", scriptedHead + "[pipeline]\nmax_restarts = 0\n", "pipeline.max_restarts", 5, "must be from 1 to"},
 		{"pipeline budget", scriptedHead + "[pipeline]\nmax_cost_usd = -1.0\n", "pipeline.max_cost_usd", 5, "must not be negative"},
 		{"pipeline shell", scriptedHead + "[pipeline]\nallow_shell = \"yes\"\n", "pipeline.allow_shell", 5, "want boolean, got string"},
 		{"pipeline endpoint", scriptedHead + "[pipeline]\nendpoints = [\"file:///etc\"]\n", "pipeline.endpoints", 5, "is not an http or https URL"},

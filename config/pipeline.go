@@ -35,6 +35,9 @@ type Pipeline struct {
 	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause
 	// (default 5).
 	MaxGoalGateRetries int `toml:"max_goal_gate_retries"`
+	// MaxRestarts bounds the loop_restart edges a run takes (default 5);
+	// a graph's max_restarts attribute overrides it.
+	MaxRestarts int `toml:"max_restarts"`
 	// ToolTimeout is a tool node's timeout when it sets none (default 5m).
 	ToolTimeout time.Duration `toml:"tool_timeout"`
 	// MaxToolOutputKB bounds a tool node's output (default 1024).
@@ -55,6 +58,7 @@ func (p Pipeline) Limits() pipeline.Limits {
 		MaxNodeVisits:      p.MaxNodeVisits,
 		MaxSteps:           p.MaxSteps,
 		MaxGoalGateRetries: p.MaxGoalGateRetries,
+		MaxRestarts:        p.MaxRestarts,
 		MaxTokens:          p.MaxTokens,
 		MaxCostUSD:         p.MaxCostUSD,
 		MaxWallTime:        p.MaxWallTime,
@@ -100,6 +104,7 @@ func (v *validator) pipeline() {
 	v.limit(toml.Key{"pipeline", "max_node_visits"}, p.MaxNodeVisits)
 	v.limit(toml.Key{"pipeline", "max_steps"}, p.MaxSteps)
 	v.limit(toml.Key{"pipeline", "max_goal_gate_retries"}, p.MaxGoalGateRetries)
+	v.limit(toml.Key{"pipeline", "max_restarts"}, p.MaxRestarts)
 	v.limit(toml.Key{"pipeline", "max_tool_output_kb"}, p.MaxToolOutputKB)
 	if p.MaxTokens < 0 {
 		v.fail(toml.Key{"pipeline", "max_tokens"}, nil, "must not be negative, got %d (0 means unlimited)", p.MaxTokens)

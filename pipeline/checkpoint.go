@@ -56,10 +56,13 @@ type Checkpoint struct {
 	RetryCounts map[string]int         `json:"node_retries"`
 	Visits      map[string]int         `json:"visits"`
 	// GoalGateRetries counts the jumps goal gates caused.
-	GoalGateRetries int            `json:"goal_gate_retries"`
-	Context         map[string]any `json:"context"`
-	Log             []string       `json:"logs"`
-	Usage           Usage          `json:"usage"`
+	GoalGateRetries int `json:"goal_gate_retries"`
+	// Restarts counts the loop_restart edges taken: the current loop's
+	// stage files are under restart-<Restarts>/ when it is not 0.
+	Restarts int            `json:"restarts,omitempty"`
+	Context  map[string]any `json:"context"`
+	Log      []string       `json:"logs"`
+	Usage    Usage          `json:"usage"`
 	// Elapsed is the run's wall time so far, over all its resumes.
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// FailedNode and FailureReason say why a failed run failed.

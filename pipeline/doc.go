@@ -46,6 +46,7 @@
 //	default_fidelity       fidelity of nodes and edges that set none (default compact)
 //	thread_id              the thread of full-fidelity stages whose node and edge set none
 //	max_node_visits        how often one node may run (default 25, Limits.MaxNodeVisits)
+//	max_restarts           loop_restart edges the run may take (default 5, Limits.MaxRestarts)
 //
 // Node attributes (every node):
 //
@@ -99,9 +100,20 @@
 //	                      parallel.results.<branch>, spec 3.8) or best (the chosen branch's are applied)
 //	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file (on the node, else
 //	                      on the graph, as Appendix A has it)
-//	manager.max_cycles    stack.manager_loop: child runs before failing (default 3)
+//	stack.child_workdir   stack.manager_loop: the child's agents' workdir (node, else graph), relative to
+//	                      this file's directory and inside it, or absolute; it must be a directory
+//	manager.poll_interval stack.manager_loop: how often it observes the child (default 45s)
+//	manager.max_cycles    stack.manager_loop: polls before it cancels the child and fails (default 1000;
+//	                      before attractor 4.11's polls it counted child runs: a value under 10 without
+//	                      manager.poll_interval warns)
+//	manager.max_child_runs
+//	                      stack.manager_loop: runs of a failing child, each goal naming the last failure (default 1)
 //	manager.stop_condition
-//	                      stack.manager_loop: a condition on the child's end that stops the loop
+//	                      stack.manager_loop: evaluated against the parent's context at every poll; true
+//	                      cancels the child (resumable) and the stage succeeds
+//	manager.actions       stack.manager_loop: observe,wait (default), plus steer
+//	manager.steer_prompt  stack.manager_loop: the steer text ($goal, ${context.key} expanded), escaped, at
+//	                      most 16 KiB, every manager.steer_cooldown polls (default 2)
 //	manager.goal          stack.manager_loop: the child's goal (default the parent's)
 //	tool_hooks.pre        graph or agent node (the node's wins): a shell command run before each tool
 //	tool_hooks.post       call of the agent, and after it; only with [pipeline] allow_shell = true
@@ -117,6 +129,8 @@
 //	fidelity   the fidelity of the stage the edge leads to; it beats the node's (spec 5.4), which
 //	           beats a fidelity key in the context, then the graph's default_fidelity
 //	thread_id  the thread of the stage the edge leads to, when the node sets none
+//	loop_restart
+//	           true: taking the edge starts a fresh loop at its target (see Loops that restart)
 //
 // Shapes and the handlers they imply: Mdiamond start, Msquare exit, box
 // codergen, diamond conditional, hexagon wait.human, parallelogram tool,
@@ -212,6 +226,36 @@
 // error, escaped. The hooks run in the engine's tool-call middleware
 // (ToolHooks, which config.OpenPipeline registers when allow_shell is
 // on); a stage whose engine lacks it fails rather than run unhooked.
+//
+// # Manager loops
+//
+// A stack.manager_loop stage (attractor 4.11) runs its child pipeline
+// beside an observer, through the Runner's Executor. Every
+// manager.poll_interval (through the Clock) the observer copies the child's
+// progress into the parent's context: stack.child.status (running,
+// completed, failed, or stopped), stack.child.outcome, .active_stage,
+// .completed (stages finished) and .retries; then it evaluates
+// manager.stop_condition, and with steer in manager.actions writes the
+// steer as steer.md into the child's active stage directory and hands it to
+// the child, whose run puts it in its context as stack.steer before its next
+// stage; the next codergen stage reads it into its preamble and deletes it,
+// so one stage reads it. The child's run directory is
+// <manager's stage dir>/cycle-<n>, its n-th run. A Temporal workflow does not
+// run manager loops (temporal's durable rule).
+//
+// # Loops that restart
+//
+// An edge with loop_restart=true (attractor 2.7, 3.2 step 7) ends the
+// run's current loop and starts a fresh one at its target, in the same run
+// directory: visits, retry counts, outcomes, goal-gate retries and the
+// context go back to the run's start (its goal); the new loop's stage files
+// go to restart-<n>/<node>/. The path, the usage and the budgets run on over
+// the loops; the context's log and an EventLoopRestarted event say where
+// each loop began. The journal's restart record makes a resume exact. At most
+// max_restarts restarts (the graph's attribute, else Limits.MaxRestarts,
+// [pipeline] max_restarts, default 5); past them the run fails, naming the
+// key. Full-fidelity threads (threads/) carry over: the loops share the
+// run's conversations.
 //
 // # The run directory
 //

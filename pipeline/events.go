@@ -27,6 +27,12 @@ const (
 	EventInterviewDone     EventKind = "interview.completed"
 	EventInterviewTimeout  EventKind = "interview.timeout"
 	EventCheckpointSaved   EventKind = "checkpoint.saved"
+	// EventManagerObserved is a manager loop's poll of its child: Message
+	// says the child's state and active stage.
+	EventManagerObserved EventKind = "manager.observed"
+	// EventLoopRestarted is a loop_restart edge taken: NodeID is where the
+	// fresh loop starts, Attempt the restart's number.
+	EventLoopRestarted EventKind = "pipeline.restarted"
 	// EventAgent wraps an event of a stage's agent run (Event.Agent).
 	EventAgent EventKind = "agent"
 	// EventWarning is something the operator should know that does not

@@ -66,7 +66,12 @@ func (h *CodergenHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	if prompt == "" {
 		prompt = node.ID
 	}
-	res, out := runAgentStage(ctx, agentStage{node: node, pctx: pctx, store: store, backend: h.Backend, events: h.EventHandler, prompt: prompt})
+	// A manager's steer (stack.steer) is read by one stage.
+	steer := pctx.GetString(KeySteer)
+	if steer != "" {
+		pctx.Delete(KeySteer)
+	}
+	res, out := runAgentStage(ctx, agentStage{node: node, pctx: pctx, store: store, backend: h.Backend, events: h.EventHandler, prompt: prompt, steer: steer})
 	if res == nil {
 		return out, nil
 	}
@@ -195,6 +200,7 @@ type agentStage struct {
 	prompt   string
 	baseURL  string // the handler's default endpoint
 	maxTurns int    // the default step limit (0: the backend's)
+	steer    string // the manager's steer, before the preamble
 }
 
 // runAgentStage runs the agent and records its files and artifact. It
@@ -277,11 +283,17 @@ func agentConfig(ctx context.Context, a agentStage) (AgentRunConfig, error) {
 			cfg.MaxTokens = max(x.run.lim.MaxTokens-x.run.usedTokens(), 1)
 		}
 	}
+	if cfg.WorkDir == "" && x != nil && x.Runner != nil {
+		cfg.WorkDir = x.Runner.workDir // a manager's stack.child_workdir
+	}
 	if cfg.WorkDir == "" && a.store != nil {
 		cfg.WorkDir = a.store.BaseDir()
 	}
 	if cfg.FidelityMode != FidelityFull {
 		cfg.Preamble = Preamble(cfg.FidelityMode, pctx)
+	}
+	if a.steer != "" {
+		cfg.Preamble = strings.TrimSpace("The manager supervising this pipeline steers it:\n" + a.steer + "\n\n" + cfg.Preamble)
 	}
 	events := a.events
 	var emit func(Event)
@@ -310,6 +322,9 @@ func stageDir(x *Execution, id string) string {
 	}
 	if runDirNames[id] { // a node named like the run directory's own folders
 		id = "node_" + id
+	}
+	if x.run != nil { // restart-<n>/ after a loop_restart
+		return filepath.Join(x.run.loopDir(), id)
 	}
 	return filepath.Join(x.RunDir, id)
 }

@@ -359,8 +359,9 @@ func TestManagerLoop(t *testing.T) {
 		{name: "neither", fail: "set it on the node or on the graph"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			parent := `digraph p { goal="G"; ` + tc.graph + `start [shape=Mdiamond]; boss [shape=house, ` + tc.node + `manager.max_cycles=3]; done [shape=Msquare]; start -> boss -> done }`
-			r, h, _ := scriptedRunner(map[string][]StageStatus{"work": {StatusFail, StatusSuccess}})
+			parent := `digraph p { goal="G"; ` + tc.graph + `start [shape=Mdiamond]; boss [shape=house, ` + tc.node + `manager.max_child_runs=3]; done [shape=Msquare]; start -> boss -> done }`
+			r, h, clk := scriptedRunner(map[string][]StageStatus{"work": {StatusFail, StatusSuccess}})
+			r.Clock = childEndClock{clk}
 			g, err := ParseDOTNamed(filepath.Join(dir, "p.dot"), []byte(parent))
 			if err != nil {
 				t.Fatal(err)
@@ -382,8 +383,8 @@ func TestManagerLoop(t *testing.T) {
 			if n := h.calls["work"]; n != 2 {
 				t.Errorf("work ran %d times, want 2", n)
 			}
-			if got := res.Context["boss.cycles"]; got != 2.0 {
-				t.Errorf("boss.cycles = %#v, want 2.0", got)
+			if got := res.Context["boss.child_runs"]; got != 2.0 {
+				t.Errorf("boss.child_runs = %#v, want 2.0", got)
 			}
 			if _, err := os.Stat(filepath.Join(run, "boss", "cycle-2", CheckpointFile)); err != nil {
 				t.Errorf("child run directory: %v", err)
@@ -394,7 +395,7 @@ func TestManagerLoop(t *testing.T) {
 
 func TestManagerLoopRecursionBounded(t *testing.T) {
 	dir := t.TempDir()
-	self := `digraph p { start [shape=Mdiamond]; again [shape=house, stack.child_dotfile="self.dot", manager.max_cycles=1]; done [shape=Msquare]; start -> again -> done }`
+	self := `digraph p { start [shape=Mdiamond]; again [shape=house, stack.child_dotfile="self.dot"]; done [shape=Msquare]; start -> again -> done }`
 	path := filepath.Join(dir, "self.dot")
 	if err := os.WriteFile(path, []byte(self), 0o644); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,10 @@ type journalRecord struct {
 	Log     []string       `json:"log,omitempty"`
 	Elapsed time.Duration  `json:"elapsed_ns"`
 	Time    time.Time      `json:"t"`
+	// Restart, when not 0, makes this a restart record: the node took a
+	// loop_restart edge, and the loop that starts at Next is the run's
+	// Restart-th (see newLoop).
+	Restart int `json:"restart,omitempty"`
 }
 
 // apply folds rec into cp: the one place a record becomes state, for the
@@ -80,6 +84,9 @@ func (cp *Checkpoint) apply(rec *journalRecord) {
 	cp.GoalGateRetries, cp.Usage, cp.Elapsed = rec.GoalGateRetries, rec.Usage, rec.Elapsed
 	cp.CurrentNode, cp.NextNode, cp.State = rec.Node, rec.Next, RunRunning
 	cp.SavedAt, cp.JournalSeq = rec.Time, rec.Seq
+	if rec.Restart > 0 {
+		cp.newLoop(rec.Restart)
+	}
 }
 
 // fold applies dir's journal records after cp.JournalSeq to cp and
@@ -185,12 +192,13 @@ func (j *journal) reset(cpSize int) error {
 
 func (j *journal) close() error { return j.f.Close() }
 
-// appendRecord writes the journal record of node cur, which leads to next.
-func (x *run) appendRecord(cur, next string) error {
+// appendRecord writes the journal record of node cur, which leads to next
+// (a restart record when restart is not 0).
+func (x *run) appendRecord(cur, next string, restart int) error {
 	set, deleted, lines := x.pctx.takeChanges()
 	rec := &journalRecord{Node: cur, Next: next, Outcome: x.cp.Outcomes[cur], Visits: x.cp.Visits[cur],
 		GoalGateRetries: x.cp.GoalGateRetries, Context: set, Deleted: deleted, Log: lines,
-		Elapsed: x.elapsed(), Time: x.r.clock().Now().UTC()}
+		Elapsed: x.elapsed(), Time: x.r.clock().Now().UTC(), Restart: restart}
 	x.mu.Lock()
 	rec.Usage = x.cp.Usage
 	if len(x.touched) > 0 {

@@ -321,6 +321,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 			return x.stop(RunFail, "", cur, fmt.Sprintf("node %s would run a %d%s time, past max_node_visits=%d", cur, maxVisits+1, ordinal(maxVisits+1), maxVisits))
 		}
 		x.cp.Visits[cur]++
+		x.takeSteer()
 
 		out, err := x.execute(wctx, node, x.pctx, prev, via, "")
 		if err != nil { // ended inside the stage: it runs again on resume
@@ -346,10 +347,18 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 			x.nodes[cur].took(edgeIndex(x.g, edge))
 			x.mu.Unlock()
 		}
-		if err := x.appendRecord(cur, next); err != nil {
+		restart, past := x.restart(edge, cur, next)
+		if past != "" {
+			x.cp.CurrentNode = cur
+			return x.stop(RunFail, "", cur, past)
+		}
+		if err := x.appendRecord(cur, next, restart); err != nil {
 			return nil, err
 		}
 		prev, via, cur = out, edge, next
+		if restart > 0 { // a fresh loop starts at next, as a resume would
+			prev, via = nil, nil
+		}
 	}
 }
 

@@ -821,7 +821,8 @@ func TestManagerLoopResumes(t *testing.T) {
 	if err := os.WriteFile(path, []byte(parent), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, h, _ := scriptedRunner(nil)
+	r, h, clk := scriptedRunner(nil)
+	r.Clock = childEndClock{clk}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.hook = func(node string) {
 		if node == "more" {

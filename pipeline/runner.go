@@ -15,6 +15,7 @@ const (
 	DefaultMaxNodeVisits      = 25
 	DefaultMaxSteps           = 1000
 	DefaultMaxGoalGateRetries = 5
+	DefaultMaxRestarts        = 5
 	DefaultMaxToolOutputBytes = 1 << 20
 	DefaultToolTimeout        = 5 * time.Minute
 	DefaultMaxParallel        = 4
@@ -34,6 +35,9 @@ type Limits struct {
 	MaxSteps int
 	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause.
 	MaxGoalGateRetries int
+	// MaxRestarts bounds the loop_restart edges a run takes (the graph's
+	// max_restarts attribute overrides it).
+	MaxRestarts int
 	// MaxTokens, MaxCostUSD and MaxWallTime are the run's budgets: past
 	// one, the run stops after the current stage with a checkpoint
 	// (state budget_exceeded) and can be resumed with a larger budget.
@@ -172,6 +176,10 @@ type Runner struct {
 	Transforms []Transform
 
 	depth int // of a manager loop's child runner: its parent's plus one
+	// steer hands a manager loop's steers to its child's run; workDir is
+	// the child's agents' directory (stack.child_workdir).
+	steer   *steerBox
+	workDir string
 }
 
 func (r *Runner) limits() Limits {
@@ -184,6 +192,9 @@ func (r *Runner) limits() Limits {
 	}
 	if l.MaxGoalGateRetries <= 0 {
 		l.MaxGoalGateRetries = DefaultMaxGoalGateRetries
+	}
+	if l.MaxRestarts <= 0 {
+		l.MaxRestarts = DefaultMaxRestarts
 	}
 	if l.MaxToolOutputBytes <= 0 {
 		l.MaxToolOutputBytes = DefaultMaxToolOutputBytes

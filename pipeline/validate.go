@@ -101,7 +101,7 @@ const (
 // DefaultRules returns the built-in rules: the attractor specification's
 // and morph's own (attr_value, shell_disabled, tool_node_config,
 // tool_known, handler_plugin, parallel_fan_in, unknown_attribute,
-// unknown_shape, human_default_choice). Each is linear in the
+// unknown_shape, human_default_choice, manager_loop). Each is linear in the
 // graph's size (parallel_fan_in once per 64 fan-in nodes), so validating
 // a large generated graph stays fast.
 func DefaultRules() []Rule {
@@ -128,6 +128,7 @@ func DefaultRules() []Rule {
 		NewRule(RuleUnknownAttribute, checkUnknownAttributes),
 		NewRule(RuleUnknownShape, checkUnknownShapes),
 		NewRule(RuleHumanDefault, checkHumanDefaultChoice),
+		NewRule(RuleManagerLoop, checkManagerLoop),
 	}
 }
 

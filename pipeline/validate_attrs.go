@@ -177,6 +177,7 @@ var knownAttrs = map[string]attrSpec{
 	"default_max_retry":     {onGraph, countCheck}, // attractor's old name; the parser renames it
 	"default_fidelity":      {scope: onGraph},
 	"max_node_visits":       {onGraph | onNode, countCheck},
+	"max_restarts":          {onGraph, countCheck},
 	"retry_target":          {scope: onGraph | onNode},
 	"fallback_retry_target": {scope: onGraph | onNode},
 
@@ -219,14 +220,20 @@ var knownAttrs = map[string]attrSpec{
 	"max_parallel":           {onNode, countCheck},
 	"merge_context":          {onNode, &attrCheck{enumAttr(MergeNone, MergeBest), "use none (the default) or best"}},
 	"stack.child_dotfile":    {scope: onGraph | onNode},
+	"stack.child_workdir":    {scope: onGraph | onNode},
 	"manager.max_cycles":     {onNode, countCheck},
+	"manager.poll_interval":  {onNode, durationCheck},
+	"manager.max_child_runs": {onNode, countCheck},
+	"manager.actions":        {onNode, &attrCheck{managerActionsAttr, "use a comma-separated list of observe, wait and steer"}},
+	"manager.steer_prompt":   {scope: onNode},
+	"manager.steer_cooldown": {onNode, countCheck},
 	"manager.stop_condition": {scope: onNode},
 	"manager.goal":           {scope: onNode},
 
 	// Edges.
 	"condition":    {scope: onEdge},
 	"weight":       {onEdge, &attrCheck{intAttrCheck, "write a whole number; the higher weight wins"}},
-	"loop_restart": {onEdge, boolCheck}, // attractor's; not supported: a warning when true (checkUnknownAttributes)
+	"loop_restart": {onEdge, boolCheck}, // a fresh loop at the target (restart.go)
 
 	// Graphviz presentation.
 	"color": gv, "fillcolor": gv, "style": gv, "fontname": gv, "fontsize": gv, "fontcolor": gv,
@@ -363,11 +370,6 @@ func checkUnknownAttributes(g *Graph, _ ValidateOptions) []Diagnostic {
 		check(e.Attrs, onEdge, "edge "+e.String(), func(fix, msg string) Diagnostic {
 			return edgeDiag(RuleUnknownAttribute, SeverityWarning, e, fix, "%s", msg)
 		})
-		if on, err := boolAttr(e.Attrs, "loop_restart", false, ""); err == nil && on {
-			out = append(out, edgeDiag(RuleUnknownAttribute, SeverityWarning, e,
-				"remove loop_restart; bound the loop with max_node_visits, or run the pipeline again",
-				"edge %s: loop_restart is attractor's and morph does not restart runs: the edge is taken as any other, the run keeping its context, visit counts and stage files", e))
-		}
 	}
 	return out
 }

@@ -301,7 +301,7 @@ func TestValidateRules(t *testing.T) {
 			bad: okGraphWith(map[string]string{"goal": "ship", "defualt_fidelity": "compact"},
 				vNode("w2", "promt", "x", "max_retires", "2", "llm_modle", "m", "label", "W"),
 				vEdge("work", "w2", "prompt", "p"), vEdge("w2", "exit", "weigth", "1", "loop_restart", "true")),
-			want: fires{count: 7, msg: `graph: unknown attribute "defualt_fidelity": nothing reads it; did you mean default_fidelity?`},
+			want: fires{count: 6, msg: `graph: unknown attribute "defualt_fidelity": nothing reads it; did you mean default_fidelity?`},
 			good: okGraphWith(map[string]string{"goal": "ship", "rankdir": "LR", "bgcolor": "white", "label": "P", "max_node_visits": "3"},
 				vNode("w2", "label", "W", "color", "red", "style", "filled", "fillcolor", "grey", "class", "a b", "fontname", "Inter"),
 				vNode("v", "type", "wasm:verify", "check", "implement.output", "marker", "tests pass", "fail_label", "fix", "pass_label", "ok"),
@@ -516,7 +516,7 @@ func TestDefaultRulesNames(t *testing.T) {
 		"exit_no_outgoing", "condition_syntax", "stylesheet_syntax", "type_known", "fidelity_valid",
 		"retry_target_exists", "goal_gate_has_retry", "prompt_on_llm_nodes", "attr_value", "shell_disabled",
 		"tool_node_config", "tool_known", "handler_plugin", "parallel_fan_in", "unknown_attribute", "unknown_shape",
-		"human_default_choice"}
+		"human_default_choice", "manager_loop"}
 	if !slices.Equal(names, want) {
 		t.Errorf("got %q", names)
 	}

@@ -1,0 +1,263 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// childEndClock is a fakeClock whose waits of a manager's poll interval
+// last until their context ends, that is until the manager's child ends:
+// the manager polls once at the start and once at the child's end.
+type childEndClock struct{ *fakeClock }
+
+func (c childEndClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d == DefaultManagerPollInterval || d == time.Second {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return c.fakeClock.Sleep(ctx, d)
+}
+
+// tickClock is a fakeClock whose waits of one second (the tests' poll
+// interval) end at the test's tick: the test decides when the manager
+// polls.
+type tickClock struct {
+	*fakeClock
+	ticks chan struct{}
+}
+
+func (c tickClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d != time.Second {
+		return c.fakeClock.Sleep(ctx, d)
+	}
+	select {
+	case <-c.ticks:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// managerRun runs parent, whose manager supervises child (child.dot
+// beside it), with r, ticking r's clock while the run lasts.
+func managerRun(t *testing.T, r *Runner, dir, parent, child string, goal string, ticks chan struct{}, ready func() bool) (*Result, string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "child.dot"), []byte(child), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ParseDOTNamed(filepath.Join(dir, "p.dot"), []byte(parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "run")
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := r.Run(context.Background(), g, RunConfig{RunDir: run, Goal: goal})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	deadline := time.After(2 * time.Minute)
+	for {
+		if ready == nil || ready() {
+			select {
+			case ticks <- struct{}{}:
+			case res := <-done:
+				return res, run
+			case <-deadline:
+				t.Fatal("the manager run did not end in 2 minutes")
+			}
+			continue
+		}
+		select {
+		case res := <-done:
+			return res, run
+		case <-deadline:
+			t.Fatal("the manager run did not end in 2 minutes")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+const gatedChild = `digraph child { start [shape=Mdiamond]; a; gate [shape=hexagon]; write; done [shape=Msquare];
+	start -> a -> gate; gate -> write [label="ok"]; write -> done }`
+
+// Attractor 4.11: while the child waits at its gate, the parent's context
+// says it runs, where and how far; a stop condition on that cancels the
+// child after its second stage (resumable there) and the stage succeeds.
+func TestManagerStopConditionCancelsRunningChild(t *testing.T) {
+	r, _, clk := scriptedRunner(nil)
+	ticks := make(chan struct{})
+	iv := NewQueueInterviewer()
+	r.Clock, r.Interviewer = tickClock{clk, ticks}, iv
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s",
+		manager.stop_condition="context.stack.child.status=running && context.stack.child.active_stage=gate && context.stack.child.completed=2"];
+		done [shape=Msquare]; start -> boss -> done }`
+	res, run := managerRun(t, r, t.TempDir(), parent, gatedChild, "G", ticks, func() bool { return len(iv.Asked()) > 0 })
+	if res.State != RunSuccess {
+		t.Fatalf("%s: %s", res.State, res.FailureReason)
+	}
+	if n := res.Nodes["boss"].Notes; !strings.Contains(n, "stop condition satisfied after") {
+		t.Errorf("boss notes %q", n)
+	}
+	for k, want := range map[string]any{KeyChildStatus: childStopped, KeyChildActive: "gate", KeyChildCompleted: 2.0} {
+		if got := res.Context[k]; got != want {
+			t.Errorf("parent context %s = %#v, want %#v", k, got, want)
+		}
+	}
+	cp, err := LoadCheckpoint(filepath.Join(run, "boss", "cycle-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.State != RunCanceled || cp.NextNode != "gate" {
+		t.Errorf("child checkpoint %s, next %q; want canceled at gate", cp.State, cp.NextNode)
+	}
+}
+
+// Steer: the manager writes steer.md into the child's active stage
+// directory and the child's next agent stage has it in its preamble, once;
+// a steer of a megabyte with terminal escapes is escaped and cut. The
+// child's agents work in stack.child_workdir.
+func TestManagerSteersChild(t *testing.T) {
+	b := &fakeBackend{}
+	ticks := make(chan struct{})
+	iv := NewQueueInterviewer()
+	clk := &fakeClock{now: time.Unix(1e9, 0)}
+	r := &Runner{Backend: b, Interviewer: iv, Clock: tickClock{clk, ticks}}
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s", stack.child_workdir="w",
+		manager.actions="observe,wait,steer", manager.steer_cooldown=1, manager.steer_prompt="Focus: $goal ` + strings.Repeat("x", 1<<20-100) + `"];
+		done [shape=Msquare]; start -> boss -> done }`
+	goal := "the tests\x1b[2J"
+	answered := false
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "w"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	steerFile := filepath.Join(dir, "run", "boss", "cycle-1", "gate", SteerFile)
+	res, run := managerRun(t, r, dir, parent, gatedChild, goal, ticks, func() bool {
+		if len(iv.Asked()) == 0 {
+			return false
+		}
+		// A tick at the gate steers; then the gate is passed.
+		if _, err := os.Stat(steerFile); err == nil && !answered {
+			answered = true
+			iv.Push(Answer{Choice: "ok"})
+		}
+		return true
+	})
+	if res.State != RunSuccess {
+		t.Fatalf("%s: %s", res.State, res.FailureReason)
+	}
+	steer, err := os.ReadFile(filepath.Join(run, "boss", "cycle-1", "gate", SteerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(steer), `Focus: the tests\x1b[2J`) || strings.ContainsRune(string(steer), 0x1b) {
+		t.Errorf("steer.md starts %q: want the escape written out", string(steer[:40]))
+	}
+	if len(steer) > maxSteerBytes+100 {
+		t.Errorf("steer.md has %d bytes, past the cap %d", len(steer), maxSteerBytes)
+	}
+	var writes []AgentRunConfig
+	for _, c := range b.calls {
+		if c.NodeID == "write" {
+			writes = append(writes, c)
+		}
+	}
+	if len(writes) != 1 || !strings.Contains(writes[0].Preamble, `Focus: the tests\x1b[2J`) {
+		t.Fatalf("write's agent runs %d, preamble %.80q: want the steer in it", len(writes), firstPreamble(writes))
+	}
+	if want := filepath.Join(dir, "w"); writes[0].WorkDir != want {
+		t.Errorf("the child's agent works in %q, want stack.child_workdir %q", writes[0].WorkDir, want)
+	}
+	cp, err := LoadCheckpoint(filepath.Join(run, "boss", "cycle-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cp.Context[KeySteer]; ok {
+		t.Error("stack.steer is still in the child's context after its stage read it")
+	}
+}
+
+func firstPreamble(c []AgentRunConfig) string {
+	if len(c) == 0 {
+		return ""
+	}
+	return c[0].Preamble
+}
+
+// A child that fails fails the manager stage (4.11), unless
+// manager.max_child_runs allows another run.
+func TestManagerChildFailure(t *testing.T) {
+	child := `digraph child { start [shape=Mdiamond]; work; done [shape=Msquare]; start -> work -> done }`
+	for _, tc := range []struct {
+		runs  string
+		state string
+		calls int
+	}{{"", RunFail, 1}, {"manager.max_child_runs=2, ", RunSuccess, 2}} {
+		r, h, clk := scriptedRunner(map[string][]StageStatus{"work": {StatusFail, StatusSuccess}})
+		r.Clock = childEndClock{clk}
+		parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, ` + tc.runs + `stack.child_dotfile="child.dot"]; done [shape=Msquare]; start -> boss -> done }`
+		res, _ := managerRun(t, r, t.TempDir(), parent, child, "G", nil, func() bool { return false })
+		if res.State != tc.state || h.calls["work"] != tc.calls {
+			t.Errorf("%q: %s (%s), work ran %d times; want %s, %d", tc.runs, res.State, res.FailureReason, h.calls["work"], tc.state, tc.calls)
+		}
+		if tc.state == RunFail && !strings.Contains(res.FailureReason, "max_child_runs=1") {
+			t.Errorf("failure %q does not name manager.max_child_runs", res.FailureReason)
+		}
+	}
+}
+
+// After manager.max_cycles polls the child still running is canceled and
+// the stage fails, naming the key.
+func TestManagerMaxCyclesCancelsChild(t *testing.T) {
+	r, _, clk := scriptedRunner(nil)
+	ticks := make(chan struct{})
+	iv := NewQueueInterviewer()
+	r.Clock, r.Interviewer = tickClock{clk, ticks}, iv
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s", manager.max_cycles=3];
+		done [shape=Msquare]; start -> boss -> done }`
+	res, _ := managerRun(t, r, t.TempDir(), parent, gatedChild, "G", ticks, func() bool { return len(iv.Asked()) > 0 })
+	if res.State != RunFail || !strings.Contains(res.FailureReason, "after 3 polls (manager.max_cycles)") {
+		t.Fatalf("%s: %s", res.State, res.FailureReason)
+	}
+}
+
+func TestManagerValidation(t *testing.T) {
+	for _, tc := range []struct{ attrs, want string }{
+		{`manager.max_cycles=3`, "warning:manager_loop:manager.max_cycles now counts observation polls"},
+		{`stack.child_workdir="../elsewhere"`, "error:manager_loop:leaves the pipeline file's directory"},
+		{`manager.stop_condition="context.stack.child.status=="`, "error:manager_loop:manager.stop_condition:"},
+		{`manager.actions="observe,jump"`, `error:attr_value:"jump" is not one of observe, wait, steer`},
+	} {
+		g := mustParse(t, `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="c.dot", `+tc.attrs+`]; done [shape=Msquare]; start -> boss -> done }`)
+		found := false
+		for _, d := range Validate(g, ValidateOptions{}) {
+			parts := strings.SplitN(tc.want, ":", 3)
+			if string(d.Severity) == parts[0] && d.Rule == parts[1] && strings.Contains(d.Message, parts[2]) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no %s in %v", tc.attrs, tc.want, Validate(g, ValidateOptions{}))
+		}
+	}
+	if _, err := childWorkDir("..", "/tmp"); err == nil || !strings.Contains(err.Error(), "leaves") {
+		t.Errorf("child workdir '..': %v", err)
+	}
+	if _, err := childWorkDir("missing", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("missing child workdir: %v", err)
+	}
+	base := t.TempDir()
+	if err := os.Mkdir(filepath.Join(base, "w"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := childWorkDir("w", base); err != nil || d != filepath.Join(base, "w") {
+		t.Errorf("child workdir w: %q %v", d, err)
+	}
+}
