@@ -196,8 +196,7 @@ func (x *run) appendRecord(cur, next string) error {
 	if len(x.touched) > 0 {
 		rec.Nodes = make(map[string]*NodeResult, len(x.touched))
 		for id := range x.touched {
-			nr := *x.nodes[id]
-			rec.Nodes[id] = &nr
+			rec.Nodes[id] = x.nodes[id].clone()
 			if n, ok := x.cp.RetryCounts[id]; ok {
 				if rec.Retries == nil {
 					rec.Retries = map[string]int{}

@@ -209,12 +209,16 @@ func (x *run) branch(ctx context.Context, parent *Execution, e *Edge, stop strin
 		nr := x.nodes[cur]
 		nr.Status, nr.FailureReason, nr.Notes = out.Status, out.FailureReason, out.Notes
 		nr.Visits++
+		nr.visited(out.Status)
 		x.mu.Unlock()
 
 		next := out.JumpTo
 		if next == "" {
 			if edge := SelectEdge(node, out, bctx, x.g); edge != nil {
 				next, via = edge.To, edge
+				x.mu.Lock()
+				nr.took(edgeIndex(x.g, edge))
+				x.mu.Unlock()
 			}
 		} else {
 			via = nil

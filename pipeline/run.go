@@ -341,6 +341,11 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 			x.cp.CurrentNode = cur
 			return x.stop(RunFail, "", cur, reason)
 		}
+		if edge != nil {
+			x.mu.Lock()
+			x.nodes[cur].took(edgeIndex(x.g, edge))
+			x.mu.Unlock()
+		}
 		if err := x.appendRecord(cur, next); err != nil {
 			return nil, err
 		}
@@ -571,6 +576,7 @@ func (x *run) record(node *Node, out *Outcome) {
 	nr := x.nodeResult(node.ID)
 	x.mu.Lock()
 	nr.Status, nr.FailureReason, nr.Notes, nr.Visits = out.Status, out.FailureReason, out.Notes, x.cp.Visits[node.ID]
+	nr.visited(out.Status)
 	x.mu.Unlock()
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -256,6 +258,57 @@ type NodeResult struct {
 	Notes         string        `json:"notes,omitempty"`
 	Duration      time.Duration `json:"duration_ns"`
 	Usage         Usage         `json:"usage,omitzero"`
+	// History is the status of each of the node's last HistoryMax visits,
+	// oldest first; HistoryDropped counts the older ones left out, so a
+	// loop's node keeps a bounded record.
+	History        []StageStatus `json:"history,omitempty"`
+	HistoryDropped int           `json:"history_dropped,omitempty"`
+	// EdgesTaken counts the times the run left the node by each of its
+	// outgoing edges, keyed by the edge's index among them (Graph.Outgoing,
+	// source order). Jumps and retry targets take no edge.
+	EdgesTaken map[int]int `json:"edges_taken,omitempty"`
+}
+
+// HistoryMax is how many visits' statuses a NodeResult's History keeps.
+const HistoryMax = 20
+
+// visited adds a visit that ended in st to the history, dropping the
+// oldest past HistoryMax.
+func (nr *NodeResult) visited(st StageStatus) {
+	if len(nr.History) == HistoryMax {
+		copy(nr.History, nr.History[1:])
+		nr.History = nr.History[:HistoryMax-1]
+		nr.HistoryDropped++
+	}
+	nr.History = append(nr.History, st)
+}
+
+// took counts a departure by the outgoing edge of index i.
+func (nr *NodeResult) took(i int) {
+	if i < 0 {
+		return
+	}
+	if nr.EdgesTaken == nil {
+		nr.EdgesTaken = map[int]int{}
+	}
+	nr.EdgesTaken[i]++
+}
+
+// clone is a copy of nr that shares nothing with it: a journal record
+// encodes it while parallel branches go on changing nr.
+func (nr *NodeResult) clone() *NodeResult {
+	c := *nr
+	c.History = slices.Clone(nr.History)
+	c.EdgesTaken = maps.Clone(nr.EdgesTaken)
+	return &c
+}
+
+// edgeIndex is e's index among g.Outgoing(e.From), or -1.
+func edgeIndex(g *Graph, e *Edge) int {
+	if e == nil {
+		return -1
+	}
+	return slices.Index(g.Outgoing(e.From), e)
 }
 
 // Result is how a run ended.
