@@ -184,10 +184,16 @@
 // 5.3: written atomically at the start, when the journal has grown past
 // it, and when the run stops; a version 1 file, morph's earlier names,
 // is still read), manifest.json, pipeline.dot (the source, for resume and
-// render), <node>/prompt.md, response.md and status.json (Appendix C:
-// "outcome" and the rest of the stage's result; node_<node>/ for a node
-// named artifacts or threads), artifacts/ (an agent's or tool's whole
-// output as <node>.output), and threads/ (full-fidelity conversations).
+// render), a directory per stage that did work, <node>/ (node_<node>/ for
+// a node named artifacts or threads), holding the files the stage wrote
+// (Execution.WriteStageFile: an agent's prompt.md and response.md, a
+// tool's command.sh or tool_call.json and output.txt, a plugin stage's
+// plugin.json, a human gate's) and its status.json (Appendix C: "outcome"
+// and the rest of the stage's result), artifacts/ (an agent's or tool's
+// whole output as <node>.output), and threads/ (full-fidelity
+// conversations). Stages that write no file (start, exit, a pass-through
+// diamond, parallel, fan-in) get no directory: their outcome is in the
+// journal and checkpoint.
 // checkpoint.json alone (jq) may be a few records behind a running run;
 // LoadCheckpoint folds the journal into it and is current. A torn last
 // journal line (a crash mid-write) is left out; a damaged line before

@@ -214,8 +214,7 @@ func runAgentStage(ctx context.Context, a agentStage) (*AgentRunResult, *Outcome
 	if err != nil {
 		return nil, Fail("%v", err)
 	}
-	dir := stageDir(x, a.node.ID)
-	writeStageFile(dir, "prompt.md", cfg.Prompt)
+	_ = x.WriteStageFile("prompt.md", []byte(cfg.Prompt))
 	res, err := backend.RunAgent(ctx, cfg)
 	if err != nil {
 		if timedOut(ctx) {
@@ -226,7 +225,7 @@ func runAgentStage(ctx context.Context, a agentStage) (*AgentRunResult, *Outcome
 		}
 		return nil, Fail("agent backend error: %s", safetext.Truncate(err.Error(), 2000))
 	}
-	writeStageFile(dir, "response.md", res.Output)
+	_ = x.WriteStageFile("response.md", []byte(res.Output))
 	out := &Outcome{Usage: res.Usage, ContextUpdates: map[string]any{
 		KeyLastStage:          a.node.ID,
 		KeyLastResponse:       safetext.Truncate(res.Output, maxContextOutputBytes),
@@ -320,15 +319,6 @@ var runDirNames = map[string]bool{"artifacts": true, "threads": true}
 // nodeID is what a node id may be: the DOT identifiers the parser accepts,
 // which are also safe directory names.
 var nodeID = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// writeStageFile writes a stage's file, for people to read: failing to
-// write it does not fail the stage.
-func writeStageFile(dir, name, content string) {
-	if dir == "" {
-		return
-	}
-	_ = writeFileQuick(filepath.Join(dir, name), []byte(content))
-}
 
 // statusFile is a stage's status.json, the spec's contract for tools that
 // read a stage's result (Appendix C): its status is "outcome".

@@ -431,6 +431,7 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 	pctx.Set(KeyCurrentNode, node.ID)
 	nr := x.nodeResult(node.ID)
 	var out *Outcome
+	worked := false // some attempt wrote a stage file: status.json goes beside it
 	for attempt := 1; ; attempt++ {
 		ex := &Execution{Graph: x.g, RunID: x.cp.RunID, RunDir: x.cfg.RunDir, BaseDir: x.baseDir, Previous: prev, Edge: via, Branch: branch, Attempt: attempt, Runner: x.r,
 			emit: func(ev Event) {
@@ -438,8 +439,8 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 					ev.Branch = branch
 				}
 				x.emit(ev)
-			}}
-		ex.run = x
+			},
+			run: x, node: node.ID}
 		x.emit(Event{Kind: EventStageStarted, NodeID: node.ID, Branch: branch, Attempt: attempt})
 		began := x.r.clock().Now()
 		out = x.call(ctx, h, node, pctx, ex, timeout)
@@ -447,6 +448,7 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 			return nil, ctx.Err()
 		}
 		d := x.r.clock().Now().Sub(began)
+		worked = worked || ex.wrote.Load()
 		x.mu.Lock()
 		nr.Attempts++
 		nr.Duration += d
@@ -458,7 +460,9 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 				kind = EventStageFailed
 			}
 			x.emit(Event{Kind: kind, NodeID: node.ID, Branch: branch, Attempt: attempt, Status: out.Status, Message: out.FailureReason, Duration: d, Usage: out.Usage})
-			writeStatusFile(ex, node.ID, out)
+			if worked {
+				writeStatusFile(ex, node.ID, out)
+			}
 			return out, nil
 		}
 		if attempt > maxRetries {
@@ -471,7 +475,9 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 				}
 			}
 			x.emit(Event{Kind: EventStageFailed, NodeID: node.ID, Branch: branch, Attempt: attempt, Status: out.Status, Message: out.FailureReason, Duration: d, Usage: out.Usage})
-			writeStatusFile(ex, node.ID, out)
+			if worked {
+				writeStatusFile(ex, node.ID, out)
+			}
 			return out, nil
 		}
 		wait := x.backoff(attempt)
