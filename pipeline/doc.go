@@ -46,6 +46,8 @@
 //	default_fidelity       fidelity of nodes and edges that set none (default compact)
 //	thread_id              the thread of full-fidelity stages whose node and edge set none
 //	max_node_visits        how often one node may run (default 25, Limits.MaxNodeVisits)
+//	max_steps              the stages a run may take, repeats included (default max(1000, 4 x the nodes);
+//	                       [pipeline] max_steps in morph.toml, Limits.MaxSteps, wins over it)
 //
 // Node attributes (every node):
 //
@@ -81,6 +83,13 @@
 //	                  marker is a FAIL (a hybrid diamond always lets its agent's success decide)
 //	workdir           given to the backend as AgentRunConfig.WorkDir (default: the run's artifact directory);
 //	                  morph's EngineBackend has none: its tools are plugins, with their own grants
+//
+// An agent stage's OUTCOME marker: "OUTCOME: <word>" (or '=', any case) in
+// the agent's reply sets the stage's status when the word is success
+// (PASS), fail, partial_success, retry or skipped, or a custom outcome a
+// condition on the node's outgoing edges tests (OUTCOME: needs_dod with an
+// edge condition="outcome=needs_dod"). Another word is not a marker. FAIL
+// wins when several appear, else the last.
 //
 // Other handlers' attributes:
 //

@@ -250,6 +250,9 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	store := NewArtifactStore(filepath.Join(cfg.RunDir, "artifacts"))
 	x := &run{r: r, g: g, cfg: cfg, lim: r.limits(), handlers: r.handlers(), store: store, pctx: pctx, cp: cp,
 		started: r.clock().Now(), prior: prior, nodes: cp.Nodes, touched: map[string]struct{}{}}
+	if x.lim.MaxSteps <= 0 { // [pipeline] max_steps wins, then the graph's
+		x.lim.MaxSteps = x.graphInt("max_steps", 0)
+	}
 	if x.lim.MaxSteps <= 0 {
 		x.lim.MaxSteps = scaledMaxSteps(g)
 	}
@@ -299,7 +302,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 		}
 		node := x.g.Node(cur)
 		if len(x.cp.Completed) >= x.lim.MaxSteps {
-			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, its limit: a loop that never ends? (raise [pipeline] max_steps in morph.toml if not; unset, it is max(%d, 4 x the graph's %d nodes))",
+			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, its limit: a loop that never ends? (raise [pipeline] max_steps in morph.toml, or the graph's max_steps, if not; with neither, it is max(%d, 4 x the graph's %d nodes))",
 				x.lim.MaxSteps, DefaultMaxSteps, len(x.g.Nodes)))
 		}
 		if node.Type() == TypeExit {

@@ -146,6 +146,13 @@ func TestDetectOutcomeMarker(t *testing.T) {
 		{"no marker here", "", false},
 		{"OUTCOMES:PASS", "", false},
 		{"OUTCOME:PASSED", "", false},
+		{"OUTCOME: retry", "retry", true},
+		{"Outcome = Partial_Success", "partial_success", true},
+		{"OUTCOME: skipped.", "skipped", true},
+		{"OUTCOME: fail.", "fail", true},
+		{"OUTCOME:partial_success, then OUTCOME:SUCCESS", "success", true},
+		{"OUTCOME: needs_dod", "", false},
+		{"OUTCOME: \x1b[31m", "", false},
 	} {
 		m, ok := DetectOutcomeMarker(tc.in)
 		if m != tc.marker || ok != tc.found {
