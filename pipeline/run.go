@@ -256,6 +256,10 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	if x.lim.MaxSteps <= 0 {
 		x.lim.MaxSteps = scaledMaxSteps(g)
 	}
+	x.attrs = make(map[string]nodeAttrs, len(g.Nodes))
+	for _, n := range g.Nodes {
+		x.attrs[n.ID] = x.attrsOf(n)
+	}
 	if dotFile != "" {
 		x.baseDir = filepath.Dir(dotFile)
 	} else if g.File != "" {
@@ -394,14 +398,46 @@ func (x *run) next(node *Node, out *Outcome) (string, *Edge, string) {
 	return "", nil, fmt.Sprintf("no edge leaves %s for its outcome %s", node.ID, out.Status)
 }
 
+// nodeAttrs are the attributes the runner reads at every visit of a
+// node, parsed once per run (a bad value is the default: validation
+// reported it).
+type nodeAttrs struct {
+	maxRetries   int
+	allowPartial bool
+	timeout      time.Duration
+	maxVisits    int
+}
+
+// parseAttrs reads node's nodeAttrs, with the graph's default_max_retries
+// and max_node_visits (else the limit's) as defaults.
+func (x *run) parseAttrs(node *Node, graphRetries, graphVisits int) nodeAttrs {
+	var a nodeAttrs
+	var err error
+	if a.maxRetries, err = node.Int("max_retries", graphRetries); err != nil || a.maxRetries < 0 {
+		a.maxRetries = 0
+	}
+	a.allowPartial, _ = node.Bool("allow_partial", false)
+	a.timeout, _ = node.Duration("timeout", 0)
+	if t := node.Type(); t == TypeTool || t == TypeHuman {
+		a.timeout = 0 // the handler applies it: a tool's says so, a gate's takes its default choice
+	}
+	if a.maxVisits, err = node.Int("max_node_visits", graphVisits); err != nil || a.maxVisits <= 0 {
+		a.maxVisits = x.lim.MaxNodeVisits
+	}
+	return a
+}
+
 // maxVisits is how often node may run: its max_node_visits, else the
 // graph's, else the limit's.
-func (x *run) maxVisits(node *Node) int {
-	n, err := node.Int("max_node_visits", x.graphInt("max_node_visits", x.lim.MaxNodeVisits))
-	if err != nil || n <= 0 {
-		return x.lim.MaxNodeVisits
+func (x *run) maxVisits(node *Node) int { return x.attrsOf(node).maxVisits }
+
+// attrsOf is node's nodeAttrs: parsed at the run's start, or now for a
+// node the graph had not then.
+func (x *run) attrsOf(node *Node) nodeAttrs {
+	if a, ok := x.attrs[node.ID]; ok {
+		return a
 	}
-	return n
+	return x.parseAttrs(node, x.graphInt("default_max_retries", 0), x.graphInt("max_node_visits", x.lim.MaxNodeVisits))
 }
 
 func (x *run) graphInt(key string, def int) int {
@@ -422,15 +458,8 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 		// shape's handler (type_known warns); a missing plugin stays a FAIL.
 		h = x.handlers.Get(node.ShapeType())
 	}
-	maxRetries, err := node.Int("max_retries", x.graphInt("default_max_retries", 0))
-	if err != nil || maxRetries < 0 {
-		maxRetries = 0
-	}
-	allowPartial, _ := node.Bool("allow_partial", false)
-	timeout, _ := node.Duration("timeout", 0)
-	if t := node.Type(); t == TypeTool || t == TypeHuman {
-		timeout = 0 // the handler applies it: a tool's says so, a gate's takes its default choice
-	}
+	a := x.attrsOf(node)
+	maxRetries, allowPartial, timeout := a.maxRetries, a.allowPartial, a.timeout
 	pctx.Set(KeyCurrentNode, node.ID)
 	nr := x.nodeResult(node.ID)
 	var out *Outcome
@@ -570,7 +599,7 @@ func (x *run) record(node *Node, out *Outcome) {
 	x.pctx.Apply(out.ContextUpdates)
 	x.pctx.Set(KeyOutcome, string(out.Status))
 	x.pctx.Set(KeyPreferredLabel, out.PreferredLabel)
-	line := fmt.Sprintf("%s: %s", node.ID, out.Status)
+	line := node.ID + ": " + string(out.Status)
 	if out.FailureReason != "" {
 		line += " (" + safetext.Truncate(out.FailureReason, 300) + ")"
 	} else if out.Notes != "" {

@@ -225,6 +225,8 @@ type run struct {
 	touched map[string]struct{}
 
 	jr *journal // the run's journal, open while it runs
+	// attrs are each node's run-time attributes, parsed once (newRun).
+	attrs map[string]nodeAttrs
 }
 
 // RunConfig is one run's settings.
