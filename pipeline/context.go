@@ -172,7 +172,7 @@ func (c *Context) takeChanges() (set map[string]any, deleted, lines []string) {
 	}
 	clear(c.dirty)
 	slices.Sort(deleted)
-	lines = append([]string(nil), c.log[c.logMark:]...)
+	lines = slices.Clip(c.log[c.logMark:]) // the log is append-only: these lines never change
 	c.logMark = len(c.log)
 	if len(changed) > 0 {
 		set = changed

@@ -29,8 +29,7 @@ type Execution struct {
 	Attempt int // 1 for the stage's first attempt
 	Runner  *Runner
 
-	emit func(Event)
-	run  *run
+	run *run
 	// node is the stage's node id; wrote says the stage wrote a file in
 	// its directory, which then gets status.json too.
 	node  string
@@ -85,14 +84,14 @@ func withExecution(ctx context.Context, x *Execution) context.Context {
 // Emit reports an event of this stage: the run id, node and branch are
 // filled in when empty.
 func (x *Execution) Emit(ev Event) {
-	if x == nil || x.emit == nil {
+	if x == nil || x.run == nil {
 		return
 	}
-	if ev.RunID == "" {
-		ev.RunID = x.RunID
+	if ev.NodeID == "" {
+		ev.NodeID = x.node
 	}
 	if ev.Branch == "" {
 		ev.Branch = x.Branch
 	}
-	x.emit(ev)
+	x.run.emit(ev) // and the run id
 }

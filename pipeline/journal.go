@@ -198,7 +198,7 @@ func (x *run) appendRecord(cur, next string) error {
 	if len(x.touched) > 0 {
 		rec.Nodes = make(map[string]*NodeResult, len(x.touched))
 		for id := range x.touched {
-			rec.Nodes[id] = x.nodes[id].clone()
+			rec.Nodes[id] = x.nodes[id] // encoded before the next stage changes it
 			if n, ok := x.cp.RetryCounts[id]; ok {
 				if rec.Retries == nil {
 					rec.Retries = map[string]int{}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -244,7 +243,13 @@ func appendNodeResult(dst []byte, nr *NodeResult) ([]byte, error) {
 	if len(nr.EdgesTaken) > 0 {
 		o.key("edges_taken")
 		sub := newJSONObject(o.b)
-		for _, i := range slices.Sorted(maps.Keys(nr.EdgesTaken)) {
+		var small [8]int // most nodes have few edges: no allocation
+		keys := small[:0]
+		for i := range nr.EdgesTaken {
+			keys = append(keys, i)
+		}
+		slices.Sort(keys)
+		for _, i := range keys {
 			sub.int(strconv.Itoa(i), int64(nr.EdgesTaken[i]))
 		}
 		o.b = sub.close()

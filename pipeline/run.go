@@ -466,12 +466,6 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 	worked := false // some attempt wrote a stage file: status.json goes beside it
 	for attempt := 1; ; attempt++ {
 		ex := &Execution{Graph: x.g, RunID: x.cp.RunID, RunDir: x.cfg.RunDir, BaseDir: x.baseDir, Previous: prev, Edge: via, Branch: branch, Attempt: attempt, Runner: x.r,
-			emit: func(ev Event) {
-				if ev.Branch == "" {
-					ev.Branch = branch
-				}
-				x.emit(ev)
-			},
 			run: x, node: node.ID}
 		x.emit(Event{Kind: EventStageStarted, NodeID: node.ID, Branch: branch, Attempt: attempt})
 		began := x.r.clock().Now()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -294,15 +293,6 @@ func (nr *NodeResult) took(i int) {
 		nr.EdgesTaken = map[int]int{}
 	}
 	nr.EdgesTaken[i]++
-}
-
-// clone is a copy of nr that shares nothing with it: a journal record
-// encodes it while parallel branches go on changing nr.
-func (nr *NodeResult) clone() *NodeResult {
-	c := *nr
-	c.History = slices.Clone(nr.History)
-	c.EdgesTaken = maps.Clone(nr.EdgesTaken)
-	return &c
 }
 
 // edgeIndex is e's index among g.Outgoing(e.From), or -1.
