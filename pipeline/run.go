@@ -305,11 +305,12 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 			return x.stop(RunBudget, cur, "", reason)
 		}
 		node := x.g.Node(cur)
+		attrs := x.attrsOf(node)
 		if len(x.cp.Completed) >= x.lim.MaxSteps {
 			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, its limit: a loop that never ends? (raise [pipeline] max_steps in morph.toml, or the graph's max_steps, if not; with neither, it is max(%d, 4 x the graph's %d nodes))",
 				x.lim.MaxSteps, DefaultMaxSteps, len(x.g.Nodes)))
 		}
-		if node.Type() == TypeExit {
+		if attrs.typ == TypeExit {
 			if gate, target := x.goalGates(); gate != "" {
 				if target == "" {
 					return x.stop(RunFail, "", gate, fmt.Sprintf("goal gate %s is not satisfied (%s) and it has no retry_target", gate, x.gateStatus(gate)))
@@ -323,7 +324,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 				continue
 			}
 		}
-		maxVisits := x.maxVisits(node)
+		maxVisits := attrs.maxVisits
 		if x.cp.Visits[cur] >= maxVisits {
 			return x.stop(RunFail, "", cur, fmt.Sprintf("node %s would run a %d%s time, past max_node_visits=%d", cur, maxVisits+1, ordinal(maxVisits+1), maxVisits))
 		}
@@ -339,7 +340,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 		}
 		x.record(node, out)
 
-		if node.Type() == TypeExit {
+		if attrs.typ == TypeExit {
 			x.cp.CurrentNode, x.cp.NextNode = cur, ""
 			return x.stop(RunSuccess, "", "", "")
 		}
@@ -402,6 +403,7 @@ func (x *run) next(node *Node, out *Outcome) (string, *Edge, string) {
 // node, parsed once per run (a bad value is the default: validation
 // reported it).
 type nodeAttrs struct {
+	typ          string // Node.Type
 	maxRetries   int
 	allowPartial bool
 	timeout      time.Duration
@@ -411,14 +413,14 @@ type nodeAttrs struct {
 // parseAttrs reads node's nodeAttrs, with the graph's default_max_retries
 // and max_node_visits (else the limit's) as defaults.
 func (x *run) parseAttrs(node *Node, graphRetries, graphVisits int) nodeAttrs {
-	var a nodeAttrs
+	a := nodeAttrs{typ: node.Type()}
 	var err error
 	if a.maxRetries, err = node.Int("max_retries", graphRetries); err != nil || a.maxRetries < 0 {
 		a.maxRetries = 0
 	}
 	a.allowPartial, _ = node.Bool("allow_partial", false)
 	a.timeout, _ = node.Duration("timeout", 0)
-	if t := node.Type(); t == TypeTool || t == TypeHuman {
+	if a.typ == TypeTool || a.typ == TypeHuman {
 		a.timeout = 0 // the handler applies it: a tool's says so, a gate's takes its default choice
 	}
 	if a.maxVisits, err = node.Int("max_node_visits", graphVisits); err != nil || a.maxVisits <= 0 {
@@ -452,13 +454,13 @@ func (x *run) graphInt(key string, def int) int {
 // parallel branch, and returns its final outcome; an error only when ctx
 // ended.
 func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outcome, via *Edge, branch string) (*Outcome, error) {
-	h := x.handlers.Get(node.Type())
-	if h == nil && !strings.HasPrefix(node.Type(), TypeWasmPrefix) {
+	a := x.attrsOf(node)
+	h := x.handlers.Get(a.typ)
+	if h == nil && !strings.HasPrefix(a.typ, TypeWasmPrefix) {
 		// Spec 4.2: an explicit type no handler runs falls back to the
 		// shape's handler (type_known warns); a missing plugin stays a FAIL.
 		h = x.handlers.Get(node.ShapeType())
 	}
-	a := x.attrsOf(node)
 	maxRetries, allowPartial, timeout := a.maxRetries, a.allowPartial, a.timeout
 	pctx.Set(KeyCurrentNode, node.ID)
 	nr := x.nodeResult(node.ID)
