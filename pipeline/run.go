@@ -260,6 +260,10 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	for _, n := range g.Nodes {
 		x.attrs[n.ID] = x.attrsOf(n)
 	}
+	for _, e := range g.Edges { // g is the run's copy (prepare): its weights do not change
+		e.weight = e.Weight()
+		e.weighed = true
+	}
 	if dotFile != "" {
 		x.baseDir = filepath.Dir(dotFile)
 	} else if g.File != "" {
