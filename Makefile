@@ -238,6 +238,7 @@ fuzz-short:
 	$(call fuzzrun,FuzzParseDOT,pipeline,$(FUZZTIME))
 	$(call fuzzrun,FuzzParseCondition,pipeline,$(FUZZTIME))
 	$(call fuzzrun,FuzzParseStylesheet,pipeline,$(FUZZTIME))
+	$(call fuzzrun,FuzzJournalRecord,pipeline,$(FUZZTIME))
 	$(call fuzzrun,FuzzLoad,host,$(FUZZTIME))
 
 # Extism test plugins (guests/extism, written with github.com/extism/go-pdk):

@@ -30,7 +30,8 @@ type Pipeline struct {
 	RunsDir string `toml:"runs_dir"`
 	// MaxNodeVisits bounds how often one node runs in a run (default 25).
 	MaxNodeVisits int `toml:"max_node_visits"`
-	// MaxSteps bounds the stages of a run (default 1000).
+	// MaxSteps bounds the stages of a run (default: the graph's max_steps,
+	// else max(1000, 4 x its nodes)).
 	MaxSteps int `toml:"max_steps"`
 	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause
 	// (default 5).

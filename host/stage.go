@@ -3,6 +3,7 @@ package host
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -48,10 +49,29 @@ func (h *StageHandler) Call(ctx context.Context, in abi.StageInput) (abi.StageOu
 }
 
 // Execute runs the stage: the input is StageInput's, the outcome
-// PipelineOutcome's.
+// PipelineOutcome's, which is also the stage's file stagePluginFile (so
+// the stage keeps its status.json).
 func (h *StageHandler) Execute(ctx context.Context, node *pipeline.Node, pctx *pipeline.Context, _ *pipeline.ArtifactStore) (*pipeline.Outcome, error) {
 	out, err := h.Call(ctx, StageInput(ctx, node, pctx))
-	return PipelineOutcome(h.p.name, node, out, err), nil
+	o := PipelineOutcome(h.p.name, node, out, err)
+	writeStagePluginFile(ctx, h.p.name, o)
+	return o, nil
+}
+
+// stagePluginFile is a plugin stage's file in its stage directory: the
+// plugin's name, the status it gave and its notes or why it failed (the
+// guest's words escaped, as in the outcome), as JSON.
+const stagePluginFile = "plugin.json"
+
+// writeStagePluginFile writes stagePluginFile for the stage ctx runs.
+func writeStagePluginFile(ctx context.Context, plugin string, o *pipeline.Outcome) {
+	b, _ := json.Marshal(struct {
+		Plugin        string               `json:"plugin"`
+		Status        pipeline.StageStatus `json:"status"`
+		Notes         string               `json:"notes,omitempty"`
+		FailureReason string               `json:"failure_reason,omitempty"`
+	}{plugin, o.Status, o.Notes, o.FailureReason})
+	_ = pipeline.ExecutionFrom(ctx).WriteStageFile(stagePluginFile, b)
 }
 
 // StageInput is what a stage handler is given for node: its id and

@@ -3,7 +3,11 @@ package host
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -92,6 +96,18 @@ func TestStageInRun(t *testing.T) {
 	wantPath := []string{"start", "implement", "verify", "implement", "verify", "echo", "done"}
 	if res.State != pipeline.RunSuccess || !slices.Equal(res.Path, wantPath) {
 		t.Fatalf("run %s (%s at %s), path %v; want success along %v", res.State, res.FailureReason, res.FailedNode, res.Path, wantPath)
+	}
+	// A plugin stage did work: plugin.json and status.json; start did none.
+	for _, f := range []string{"plugin.json", "status.json"} {
+		if _, err := os.Stat(filepath.Join(res.RunDir, "verify", f)); err != nil {
+			t.Errorf("verify's stage file: %v", err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(res.RunDir, "verify", "plugin.json")); err != nil || !strings.Contains(string(b), `"plugin":"verify","status":"success"`) {
+		t.Errorf("verify's plugin.json: %s %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(res.RunDir, "start")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the start node has a stage directory: %v", err)
 	}
 	v := res.Nodes["verify"]
 	if v == nil {

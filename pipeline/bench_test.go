@@ -24,9 +24,9 @@ func chainSource(n int) string {
 }
 
 // BenchmarkRunnerPerNode is the runner's cost per stage with a handler that
-// does nothing: edge selection, context updates, events, the stage's
-// status.json and the journal record written (fsynced) after every node, on
-// disk (fsync) and on tmpfs (/dev/shm, where a sync costs nothing: the
+// does nothing: edge selection, context updates, events, and the journal
+// record written (fsynced) after every node (no status.json: a no-op
+// stage writes no stage file), on disk (fsync) and on tmpfs (/dev/shm, where a sync costs nothing: the
 // runner's own overhead). BenchmarkCheckpointSave is the checkpoint alone.
 func BenchmarkRunnerPerNode(b *testing.B) { onDiskAndTmpfs(b, benchRunner) }
 

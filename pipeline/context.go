@@ -155,9 +155,10 @@ func (c *Context) mark(key string, set bool) {
 	c.dirty[key] = set
 }
 
-// takeChanges returns the keys set since the last call (copied like
-// Snapshot's), the keys deleted since, and the log lines appended since,
-// and forgets them.
+// takeChanges returns the keys set since the last call, the keys deleted
+// since, and the log lines appended since, and forgets them. The values
+// are the context's own, not copies: the caller encodes them at once,
+// between stages, when no stage changes them.
 func (c *Context) takeChanges() (set map[string]any, deleted, lines []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -171,10 +172,10 @@ func (c *Context) takeChanges() (set map[string]any, deleted, lines []string) {
 	}
 	clear(c.dirty)
 	slices.Sort(deleted)
-	lines = append([]string(nil), c.log[c.logMark:]...)
+	lines = slices.Clip(c.log[c.logMark:]) // the log is append-only: these lines never change
 	c.logMark = len(c.log)
 	if len(changed) > 0 {
-		set = deepCopy(changed)
+		set = changed
 	}
 	return set, deleted, lines
 }

@@ -47,6 +47,8 @@
 //	thread_id              the thread of full-fidelity stages whose node and edge set none
 //	max_node_visits        how often one node may run (default 25, Limits.MaxNodeVisits)
 //	max_restarts           loop_restart edges the run may take (default 5, Limits.MaxRestarts)
+//	max_steps              the stages a run may take, repeats included (default max(1000, 4 x the nodes);
+//	                       [pipeline] max_steps in morph.toml, Limits.MaxSteps, wins over it)
 //
 // Node attributes (every node):
 //
@@ -82,6 +84,13 @@
 //	                  marker is a FAIL (a hybrid diamond always lets its agent's success decide)
 //	workdir           given to the backend as AgentRunConfig.WorkDir (default: the run's artifact directory);
 //	                  morph's EngineBackend has none: its tools are plugins, with their own grants
+//
+// An agent stage's OUTCOME marker: "OUTCOME: <word>" (or '=', any case) in
+// the agent's reply sets the stage's status when the word is success
+// (PASS), fail, partial_success, retry or skipped, or a custom outcome a
+// condition on the node's outgoing edges tests (OUTCOME: needs_dod with an
+// edge condition="outcome=needs_dod"). Another word is not a marker. FAIL
+// wins when several appear, else the last.
 //
 // Other handlers' attributes:
 //
@@ -265,10 +274,16 @@
 // 5.3: written atomically at the start, when the journal has grown past
 // it, and when the run stops; a version 1 file, morph's earlier names,
 // is still read), manifest.json, pipeline.dot (the source, for resume and
-// render), <node>/prompt.md, response.md and status.json (Appendix C:
-// "outcome" and the rest of the stage's result; node_<node>/ for a node
-// named artifacts or threads), artifacts/ (an agent's or tool's whole
-// output as <node>.output), and threads/ (full-fidelity conversations).
+// render), a directory per stage that did work, <node>/ (node_<node>/ for
+// a node named artifacts or threads), holding the files the stage wrote
+// (Execution.WriteStageFile: an agent's prompt.md and response.md, a
+// tool's command.sh or tool_call.json and output.txt, a plugin stage's
+// plugin.json, a human gate's) and its status.json (Appendix C: "outcome"
+// and the rest of the stage's result), artifacts/ (an agent's or tool's
+// whole output as <node>.output), and threads/ (full-fidelity
+// conversations). Stages that write no file (start, exit, a pass-through
+// diamond, parallel, fan-in) get no directory: their outcome is in the
+// journal and checkpoint.
 // checkpoint.json alone (jq) may be a few records behind a running run;
 // LoadCheckpoint folds the journal into it and is current. A torn last
 // journal line (a crash mid-write) is left out; a damaged line before

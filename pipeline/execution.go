@@ -2,6 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 )
 
 // Execution is what a running stage may know of its run beyond its node
@@ -25,8 +29,43 @@ type Execution struct {
 	Attempt int // 1 for the stage's first attempt
 	Runner  *Runner
 
-	emit func(Event)
-	run  *run
+	run *run
+	// node is the stage's node id; wrote says the stage wrote a file in
+	// its directory, which then gets status.json too.
+	node  string
+	wrote atomic.Bool
+}
+
+// WriteStageFile writes content to name in the stage's directory of the
+// run directory (<run>/<node>/), for people and tools to read, and marks
+// the stage as one that did work: the runner writes its status.json there
+// when it ends (stages that write none, start, exit, pass-through
+// diamonds, have their outcome in the journal and checkpoint only).
+// Outside a run directory, or for a node id that cannot name a directory,
+// it does nothing. name must be a plain file name: a path separator, "."
+// or ".." is refused. A handler may ignore the error: the file is for
+// reading, not the run's state.
+func (x *Execution) WriteStageFile(name string, content []byte) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) || name != filepath.Base(name) {
+		return fmt.Errorf("stage file %q: not a plain file name", name)
+	}
+	dir := stageDir(x, x.nodeID())
+	if dir == "" {
+		return nil
+	}
+	if err := writeFileQuick(filepath.Join(dir, name), content); err != nil {
+		return fmt.Errorf("stage file: %w", err)
+	}
+	x.wrote.Store(true)
+	return nil
+}
+
+// nodeID is the stage's node id, "" for a nil Execution.
+func (x *Execution) nodeID() string {
+	if x == nil {
+		return ""
+	}
+	return x.node
 }
 
 type executionKey struct{}
@@ -45,14 +84,14 @@ func withExecution(ctx context.Context, x *Execution) context.Context {
 // Emit reports an event of this stage: the run id, node and branch are
 // filled in when empty.
 func (x *Execution) Emit(ev Event) {
-	if x == nil || x.emit == nil {
+	if x == nil || x.run == nil {
 		return
 	}
-	if ev.RunID == "" {
-		ev.RunID = x.RunID
+	if ev.NodeID == "" {
+		ev.NodeID = x.node
 	}
 	if ev.Branch == "" {
 		ev.Branch = x.Branch
 	}
-	x.emit(ev)
+	x.run.emit(ev) // and the run id
 }

@@ -48,6 +48,10 @@ type Edge struct {
 	From, To string
 	Attrs    map[string]string
 	Line     int
+	// weight is Weight parsed once, when weighed: a run sets it on its
+	// own copy of the graph (newRun), which nothing changes after.
+	weight  int
+	weighed bool
 }
 
 // Handler types, as a node's type attribute names them.
@@ -328,6 +332,9 @@ func (e *Edge) Condition() string { return strings.TrimSpace(e.Attrs["condition"
 // Weight is the edge's weight (default 0; a bad value counts as 0 and is a
 // validation warning).
 func (e *Edge) Weight() int {
+	if e.weighed {
+		return e.weight
+	}
 	v := strings.TrimSpace(e.Attrs["weight"])
 	if v == "" {
 		return 0 // most edges: no strconv error allocated on every selection

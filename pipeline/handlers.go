@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/morphhost/morph/internal/safetext"
@@ -45,7 +46,9 @@ func (ExitHandler) Execute(context.Context, *Node, *Context, *ArtifactStore) (*O
 
 // CodergenHandler runs an LLM agent on the node's prompt (else its label).
 // The outcome is the agent's: an OUTCOME marker in its output wins (see
-// DetectOutcomeMarker); without one, with auto_status (default true), the
+// DetectOutcomeMarker; besides the five statuses, a marker may name a
+// custom outcome that a condition on the node's outgoing edges tests,
+// OUTCOME: needs_dod for outcome=needs_dod); without one, with auto_status (default true), the
 // agent's success flag decides, so an agent that ran out of steps or fell
 // back does not report success; with auto_status=false a missing marker is
 // a FAIL.
@@ -79,8 +82,8 @@ func (h *CodergenHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	if err != nil {
 		return nil, err
 	}
-	if marker, ok := DetectOutcomeMarker(res.Output); ok {
-		out.Status, out.FailureReason = markerOutcome(marker, res.Output)
+	if st, reason, ok := markerOutcome(ctx, node, res.Output); ok {
+		out.Status, out.FailureReason = st, reason
 	} else if !auto {
 		out.Status = StatusFail
 		out.FailureReason = "the agent's reply has no OUTCOME:SUCCESS or OUTCOME:FAIL marker, and auto_status=false asks for one"
@@ -97,8 +100,9 @@ func (h *CodergenHandler) Execute(ctx context.Context, node *Node, pctx *Context
 // upstream outcome through (the context's outcome; success when there is
 // none), so edges route on it. With a prompt it is the hybrid diamond: an
 // agent runs on the prompt, and the stage's status is its outcome marker
-// (OUTCOME:PASS/SUCCESS or OUTCOME:FAIL; FAIL wins when both appear), else
-// its success flag. Routing then follows the diamond's edges' conditions.
+// (OUTCOME:PASS/SUCCESS, OUTCOME:FAIL, another status or a custom outcome
+// its edges test, as for CodergenHandler; FAIL wins when several appear),
+// else its success flag. Routing then follows the diamond's edges' conditions.
 type ConditionalHandler struct {
 	// Backend runs the agent (nil: the Runner's).
 	Backend CodergenBackend
@@ -136,8 +140,8 @@ func (h *ConditionalHandler) Execute(ctx context.Context, node *Node, pctx *Cont
 	if res == nil {
 		return out, nil
 	}
-	if marker, ok := DetectOutcomeMarker(res.Output); ok {
-		out.Status, out.FailureReason = markerOutcome(marker, res.Output)
+	if st, reason, ok := markerOutcome(ctx, node, res.Output); ok {
+		out.Status, out.FailureReason = st, reason
 	} else {
 		out.Status = agentStatus(res)
 	}
@@ -148,31 +152,72 @@ func (h *ConditionalHandler) Execute(ctx context.Context, node *Node, pctx *Cont
 	return out, nil
 }
 
-// outcomeMarker finds OUTCOME:FAIL, OUTCOME=PASS, ... (any case, spaces
-// allowed around the separator).
-var outcomeMarker = regexp.MustCompile(`(?i)\bOUTCOME\s*[:=]\s*(FAIL|PASS|SUCCESS)\b`)
+// outcomeMarker finds OUTCOME:FAIL, OUTCOME=needs_dod, ... (any case,
+// spaces allowed around the separator); the word is checked after.
+var outcomeMarker = regexp.MustCompile(`(?i)\bOUTCOME\s*[:=]\s*([a-z_][a-z0-9_.:-]*)`)
+
+// markerStatuses are the words every outcome marker may give.
+var markerStatuses = map[string]StageStatus{"pass": StatusSuccess, "success": StatusSuccess, "fail": StatusFail,
+	"partial_success": StatusPartialSuccess, "retry": StatusRetry, "skipped": StatusSkipped}
 
 // DetectOutcomeMarker finds an agent's outcome marker in its output:
-// OUTCOME:FAIL or OUTCOME=FAIL is "fail", OUTCOME:PASS or OUTCOME:SUCCESS
-// (or with '=') is "success", in any case. When both appear, "fail" wins:
-// an agent that reports a failure anywhere has not succeeded.
+// OUTCOME:<status> or OUTCOME=<status>, in any case, where the status is
+// success (or PASS), fail, partial_success, retry or skipped; it returns
+// the status's name. When several appear, "fail" wins (an agent that
+// reports a failure anywhere has not succeeded), else the last. A stage
+// also takes the custom outcomes its edges' conditions test (see
+// CodergenHandler).
 func DetectOutcomeMarker(output string) (marker string, found bool) {
-	for _, m := range outcomeMarker.FindAllStringSubmatch(output, -1) {
-		if strings.EqualFold(m[1], "FAIL") {
-			return "fail", true
-		}
-		marker, found = "success", true
-	}
-	return marker, found
+	st, found := detectMarker(output, nil)
+	return string(st), found
 }
 
-// markerOutcome is the status a marker sets, with the agent's words as the
-// reason of a FAIL.
-func markerOutcome(marker, output string) (StageStatus, string) {
-	if marker == "fail" {
-		return StatusFail, "the agent reported OUTCOME:FAIL: " + safetext.Truncate(strings.TrimSpace(output), 300)
+// detectMarker is DetectOutcomeMarker that also takes the custom
+// outcomes in custom (lowercase) as markers.
+func detectMarker(output string, custom []string) (StageStatus, bool) {
+	var last StageStatus
+	for _, m := range outcomeMarker.FindAllStringSubmatch(output, -1) {
+		word := strings.ToLower(strings.TrimRight(m[1], ".:-")) // "OUTCOME: fail." ends a sentence
+		st, ok := markerStatuses[word]
+		if !ok && slices.Contains(custom, word) {
+			st, ok = StageStatus(word), true
+		}
+		switch {
+		case !ok:
+			continue
+		case st == StatusFail:
+			return st, true
+		}
+		last = st
 	}
-	return StatusSuccess, ""
+	return last, last != ""
+}
+
+// edgeOutcomes are the custom outcomes the conditions of node's outgoing
+// edges test (outcome=needs_dod): an agent's marker may report them.
+func edgeOutcomes(ctx context.Context, node *Node) []string {
+	x := ExecutionFrom(ctx)
+	if x == nil || x.Graph == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range x.Graph.Outgoing(node.ID) {
+		if c, err := ParseCondition(e.Condition()); err == nil {
+			out = append(out, c.customOutcomes()...)
+		}
+	}
+	return out
+}
+
+// markerOutcome is the status an agent's output sets by its marker (see
+// detectMarker), with the agent's words as the reason of a FAIL; found is
+// false without one.
+func markerOutcome(ctx context.Context, node *Node, output string) (st StageStatus, reason string, found bool) {
+	st, found = detectMarker(output, edgeOutcomes(ctx, node))
+	if st == StatusFail {
+		reason = "the agent reported OUTCOME:FAIL: " + safetext.Truncate(strings.TrimSpace(output), 300)
+	}
+	return st, reason, found
 }
 
 func agentStatus(res *AgentRunResult) StageStatus {
@@ -220,8 +265,7 @@ func runAgentStage(ctx context.Context, a agentStage) (*AgentRunResult, *Outcome
 	if err != nil {
 		return nil, Fail("%v", err)
 	}
-	dir := stageDir(x, a.node.ID)
-	writeStageFile(dir, "prompt.md", cfg.Prompt)
+	_ = x.WriteStageFile("prompt.md", []byte(cfg.Prompt))
 	res, err := backend.RunAgent(ctx, cfg)
 	if err != nil {
 		if timedOut(ctx) {
@@ -232,7 +276,7 @@ func runAgentStage(ctx context.Context, a agentStage) (*AgentRunResult, *Outcome
 		}
 		return nil, Fail("agent backend error: %s", safetext.Truncate(err.Error(), 2000))
 	}
-	writeStageFile(dir, "response.md", res.Output)
+	_ = x.WriteStageFile("response.md", []byte(res.Output))
 	out := &Outcome{Usage: res.Usage, ContextUpdates: map[string]any{
 		KeyLastStage:          a.node.ID,
 		KeyLastResponse:       safetext.Truncate(res.Output, maxContextOutputBytes),
@@ -335,15 +379,6 @@ var runDirNames = map[string]bool{"artifacts": true, "threads": true}
 // nodeID is what a node id may be: the DOT identifiers the parser accepts,
 // which are also safe directory names.
 var nodeID = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// writeStageFile writes a stage's file, for people to read: failing to
-// write it does not fail the stage.
-func writeStageFile(dir, name, content string) {
-	if dir == "" {
-		return
-	}
-	_ = writeFileQuick(filepath.Join(dir, name), []byte(content))
-}
 
 // statusFile is a stage's status.json, the spec's contract for tools that
 // read a stage's result (Appendix C): its status is "outcome".

@@ -323,15 +323,20 @@ func TestShellCommand(t *testing.T) {
 	if !strings.Contains(o.FailureReason, "timed out") {
 		t.Errorf("timeout: FailureReason = %q, want it to say %q", o.FailureReason, "timed out")
 	}
-	// A child left in the background neither fails the stage nor outlives it.
-	o = execNode(t, &ToolHandler{}, cmd(`(sleep 12345 &) ; echo done`), pctx, on)
+	// A child left in the background neither fails the stage nor outlives
+	// it. The child's own pid is looked for, not its command line, which
+	// another test run at the same time may share.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	o = execNode(t, &ToolHandler{}, cmd(`(sleep 12345 & echo $! >`+pidFile+`) ; echo done`), pctx, on)
 	if o.Status != StatusSuccess || o.ContextUpdates[KeyToolOutput] != "done\n" {
 		t.Fatalf("background child: %+v", o)
 	}
-	if _, err := exec.LookPath("pgrep"); err != nil {
-		t.Log("no pgrep: the background child is not looked for")
-	} else if out, _ := exec.Command("pgrep", "-f", "sleep 12345").Output(); len(out) > 0 {
-		t.Errorf("the background child outlived its stage: pid %s", out)
+	if pid, err := os.ReadFile(pidFile); err != nil {
+		t.Errorf("the background child's pid: %v", err)
+	} else if _, err := exec.LookPath("ps"); err != nil {
+		t.Log("no ps: the background child is not looked for")
+	} else if !gone(strings.TrimSpace(string(pid))) {
+		t.Errorf("the background child outlived its stage: pid %s", pid)
 	}
 	o = execNode(t, &ToolHandler{}, cmd(`echo bad >&2; exit 3`), pctx, on)
 	if o.Status != StatusFail {
@@ -456,4 +461,17 @@ func TestFidelityAndThreadPrecedence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gone says whether process pid has ended (a zombie that its new parent
+// has yet to reap counts as ended), waiting for it generously: the kill
+// is asynchronous.
+func gone(pid string) bool {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		out, _ := exec.Command("ps", "-o", "stat=", "-p", pid).Output()
+		if st := strings.TrimSpace(string(out)); st == "" || strings.HasPrefix(st, "Z") {
+			return true
+		}
+	}
+	return false
 }

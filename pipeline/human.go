@@ -270,14 +270,13 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 	case QuestionYesNo, QuestionConfirmation:
 		q.Choices = yn.choices()
 	}
-	dir := stageDir(x, node.ID)
-	writeStageFile(dir, "question.md", questionFile(q))
+	_ = x.WriteStageFile("question.md", []byte(questionFile(q))) // for people: a failed write does not fail the gate
 	x.Emit(Event{Kind: EventInterviewStarted, NodeID: node.ID, Message: q.Text})
 	ans, out, err := h.ask(ctx, x, q)
 	if out != nil || err != nil {
 		return out, err
 	}
-	writeStageFile(dir, "answer.md", answerFile(ans))
+	_ = x.WriteStageFile("answer.md", []byte(answerFile(ans)))
 	if ans.Value == AnswerSkipped {
 		x.Emit(Event{Kind: EventInterviewDone, NodeID: node.ID, Message: AnswerSkipped})
 		return Fail("human gate %s: the human skipped the question", node.ID), nil

@@ -314,9 +314,10 @@ func TestRecordingInterviewerWriteFailure(t *testing.T) {
 	}
 	// A gate goes on with the answer, warning.
 	var warned bool
-	x := &Execution{Graph: mustParse(t, strings.Replace(gateTypes, "%s", "yes_no", 1)), emit: func(ev Event) {
+	events := &Runner{OnEvent: func(ev Event) {
 		warned = warned || ev.Kind == EventWarning && strings.Contains(ev.Message, "not recorded")
 	}}
+	x := &Execution{Graph: mustParse(t, strings.Replace(gateTypes, "%s", "yes_no", 1)), run: &run{r: events, cp: &Checkpoint{}}}
 	h := &HumanHandler{Interviewer: InterviewerFunc(func(ctx context.Context, q Question) (Answer, error) { return r.Ask(ctx, q) })}
 	out, err := h.Execute(withExecution(context.Background(), x), x.Graph.Node("gate"), NewContext(), nil)
 	if err != nil || out.Status != StatusSuccess || !warned {

@@ -144,6 +144,7 @@ type journal struct {
 	// size is the journal's bytes since the last compaction, cpSize the
 	// size of the checkpoint that compaction wrote.
 	size, cpSize int64
+	buf          []byte // the last record's, reused
 }
 
 // openJournal opens (creating) dir's journal for appending after seq.
@@ -158,11 +159,12 @@ func openJournal(dir string, seq int64) (*journal, error) {
 // append writes rec as one line with one write and syncs it.
 func (j *journal) append(rec *journalRecord) error {
 	rec.Seq = j.seq + 1
-	b, err := json.Marshal(rec)
+	b, err := rec.appendJSON(j.buf[:0])
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	b = append(b, '\n')
+	j.buf = b
 	if _, err := j.f.Write(b); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -204,7 +206,7 @@ func (x *run) appendRecord(cur, next string, restart int) error {
 	if len(x.touched) > 0 {
 		rec.Nodes = make(map[string]*NodeResult, len(x.touched))
 		for id := range x.touched {
-			rec.Nodes[id] = x.nodes[id].clone()
+			rec.Nodes[id] = x.nodes[id] // encoded before the next stage changes it
 			if n, ok := x.cp.RetryCounts[id]; ok {
 				if rec.Retries == nil {
 					rec.Retries = map[string]int{}

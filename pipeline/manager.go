@@ -471,7 +471,7 @@ func (m *manager) steerChild(steer *steerBox, runDir, active string) bool {
 	}
 	text = safetext.Truncate(safetext.Escape(text), maxSteerBytes)
 	if dir := stageDir(&Execution{RunDir: runDir}, active); dir != "" {
-		writeStageFile(dir, SteerFile, text+"\n")
+		_ = writeFileQuick(filepath.Join(dir, SteerFile), []byte(text+"\n")) // the child's stage dir: for people and its agent
 	}
 	steer.set(text)
 	return true

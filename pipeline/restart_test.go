@@ -22,6 +22,7 @@ func restartGraph(graphAttrs string) string {
 // restart-1/.
 func TestLoopRestartStartsFreshLoop(t *testing.T) {
 	r, h, _ := scriptedRunner(map[string][]StageStatus{"check": {StatusFail, StatusSuccess}})
+	h.files = true // stage directories, with status.json, to find under restart-1/
 	var restarts []Event
 	r.OnEvent = func(ev Event) {
 		if ev.Kind == EventLoopRestarted {
@@ -108,6 +109,7 @@ func TestLoopRestartResumesExactly(t *testing.T) {
 	}
 	h.hook = nil
 	r2, h2, _ := scriptedRunner(map[string][]StageStatus{"check": {StatusSuccess}})
+	h2.files = true
 	res, err := r2.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: crashed, Source: []byte(src)})
 	if err != nil || res.State != RunSuccess {
 		t.Fatalf("resume: %v %+v", err, res)

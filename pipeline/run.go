@@ -250,8 +250,19 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	store := NewArtifactStore(filepath.Join(cfg.RunDir, "artifacts"))
 	x := &run{r: r, g: g, cfg: cfg, lim: r.limits(), handlers: r.handlers(), store: store, pctx: pctx, cp: cp,
 		started: r.clock().Now(), prior: prior, nodes: cp.Nodes, touched: map[string]struct{}{}}
+	if x.lim.MaxSteps <= 0 { // [pipeline] max_steps wins, then the graph's
+		x.lim.MaxSteps = x.graphInt("max_steps", 0)
+	}
 	if x.lim.MaxSteps <= 0 {
 		x.lim.MaxSteps = scaledMaxSteps(g)
+	}
+	x.attrs = make(map[string]nodeAttrs, len(g.Nodes))
+	for _, n := range g.Nodes {
+		x.attrs[n.ID] = x.attrsOf(n)
+	}
+	for _, e := range g.Edges { // g is the run's copy (prepare): its weights do not change
+		e.weight = e.Weight()
+		e.weighed = true
 	}
 	if dotFile != "" {
 		x.baseDir = filepath.Dir(dotFile)
@@ -298,11 +309,12 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 			return x.stop(RunBudget, cur, "", reason)
 		}
 		node := x.g.Node(cur)
+		attrs := x.attrsOf(node)
 		if len(x.cp.Completed) >= x.lim.MaxSteps {
-			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, its limit: a loop that never ends? (raise [pipeline] max_steps in morph.toml if not; unset, it is max(%d, 4 x the graph's %d nodes))",
+			return x.stop(RunFail, "", cur, fmt.Sprintf("the run took %d stages, its limit: a loop that never ends? (raise [pipeline] max_steps in morph.toml, or the graph's max_steps, if not; with neither, it is max(%d, 4 x the graph's %d nodes))",
 				x.lim.MaxSteps, DefaultMaxSteps, len(x.g.Nodes)))
 		}
-		if node.Type() == TypeExit {
+		if attrs.typ == TypeExit {
 			if gate, target := x.goalGates(); gate != "" {
 				if target == "" {
 					return x.stop(RunFail, "", gate, fmt.Sprintf("goal gate %s is not satisfied (%s) and it has no retry_target", gate, x.gateStatus(gate)))
@@ -316,7 +328,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 				continue
 			}
 		}
-		maxVisits := x.maxVisits(node)
+		maxVisits := attrs.maxVisits
 		if x.cp.Visits[cur] >= maxVisits {
 			return x.stop(RunFail, "", cur, fmt.Sprintf("node %s would run a %d%s time, past max_node_visits=%d", cur, maxVisits+1, ordinal(maxVisits+1), maxVisits))
 		}
@@ -333,7 +345,7 @@ func (x *run) loop(ctx context.Context, cur string, prev *Outcome, via *Edge) (*
 		}
 		x.record(node, out)
 
-		if node.Type() == TypeExit {
+		if attrs.typ == TypeExit {
 			x.cp.CurrentNode, x.cp.NextNode = cur, ""
 			return x.stop(RunSuccess, "", "", "")
 		}
@@ -400,14 +412,47 @@ func (x *run) next(node *Node, out *Outcome) (string, *Edge, string) {
 	return "", nil, fmt.Sprintf("no edge leaves %s for its outcome %s", node.ID, out.Status)
 }
 
+// nodeAttrs are the attributes the runner reads at every visit of a
+// node, parsed once per run (a bad value is the default: validation
+// reported it).
+type nodeAttrs struct {
+	typ          string // Node.Type
+	maxRetries   int
+	allowPartial bool
+	timeout      time.Duration
+	maxVisits    int
+}
+
+// parseAttrs reads node's nodeAttrs, with the graph's default_max_retries
+// and max_node_visits (else the limit's) as defaults.
+func (x *run) parseAttrs(node *Node, graphRetries, graphVisits int) nodeAttrs {
+	a := nodeAttrs{typ: node.Type()}
+	var err error
+	if a.maxRetries, err = node.Int("max_retries", graphRetries); err != nil || a.maxRetries < 0 {
+		a.maxRetries = 0
+	}
+	a.allowPartial, _ = node.Bool("allow_partial", false)
+	a.timeout, _ = node.Duration("timeout", 0)
+	if a.typ == TypeTool || a.typ == TypeHuman {
+		a.timeout = 0 // the handler applies it: a tool's says so, a gate's takes its default choice
+	}
+	if a.maxVisits, err = node.Int("max_node_visits", graphVisits); err != nil || a.maxVisits <= 0 {
+		a.maxVisits = x.lim.MaxNodeVisits
+	}
+	return a
+}
+
 // maxVisits is how often node may run: its max_node_visits, else the
 // graph's, else the limit's.
-func (x *run) maxVisits(node *Node) int {
-	n, err := node.Int("max_node_visits", x.graphInt("max_node_visits", x.lim.MaxNodeVisits))
-	if err != nil || n <= 0 {
-		return x.lim.MaxNodeVisits
+func (x *run) maxVisits(node *Node) int { return x.attrsOf(node).maxVisits }
+
+// attrsOf is node's nodeAttrs: parsed at the run's start, or now for a
+// node the graph had not then.
+func (x *run) attrsOf(node *Node) nodeAttrs {
+	if a, ok := x.attrs[node.ID]; ok {
+		return a
 	}
-	return n
+	return x.parseAttrs(node, x.graphInt("default_max_retries", 0), x.graphInt("max_node_visits", x.lim.MaxNodeVisits))
 }
 
 func (x *run) graphInt(key string, def int) int {
@@ -422,33 +467,21 @@ func (x *run) graphInt(key string, def int) int {
 // parallel branch, and returns its final outcome; an error only when ctx
 // ended.
 func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outcome, via *Edge, branch string) (*Outcome, error) {
-	h := x.handlers.Get(node.Type())
-	if h == nil && !strings.HasPrefix(node.Type(), TypeWasmPrefix) {
+	a := x.attrsOf(node)
+	h := x.handlers.Get(a.typ)
+	if h == nil && !strings.HasPrefix(a.typ, TypeWasmPrefix) {
 		// Spec 4.2: an explicit type no handler runs falls back to the
 		// shape's handler (type_known warns); a missing plugin stays a FAIL.
 		h = x.handlers.Get(node.ShapeType())
 	}
-	maxRetries, err := node.Int("max_retries", x.graphInt("default_max_retries", 0))
-	if err != nil || maxRetries < 0 {
-		maxRetries = 0
-	}
-	allowPartial, _ := node.Bool("allow_partial", false)
-	timeout, _ := node.Duration("timeout", 0)
-	if t := node.Type(); t == TypeTool || t == TypeHuman {
-		timeout = 0 // the handler applies it: a tool's says so, a gate's takes its default choice
-	}
+	maxRetries, allowPartial, timeout := a.maxRetries, a.allowPartial, a.timeout
 	pctx.Set(KeyCurrentNode, node.ID)
 	nr := x.nodeResult(node.ID)
 	var out *Outcome
+	worked := false // some attempt wrote a stage file: status.json goes beside it
 	for attempt := 1; ; attempt++ {
 		ex := &Execution{Graph: x.g, RunID: x.cp.RunID, RunDir: x.cfg.RunDir, BaseDir: x.baseDir, Previous: prev, Edge: via, Branch: branch, Attempt: attempt, Runner: x.r,
-			emit: func(ev Event) {
-				if ev.Branch == "" {
-					ev.Branch = branch
-				}
-				x.emit(ev)
-			}}
-		ex.run = x
+			run: x, node: node.ID}
 		x.emit(Event{Kind: EventStageStarted, NodeID: node.ID, Branch: branch, Attempt: attempt})
 		began := x.r.clock().Now()
 		out = x.call(ctx, h, node, pctx, ex, timeout)
@@ -456,6 +489,7 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 			return nil, ctx.Err()
 		}
 		d := x.r.clock().Now().Sub(began)
+		worked = worked || ex.wrote.Load()
 		x.mu.Lock()
 		nr.Attempts++
 		nr.Duration += d
@@ -467,7 +501,9 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 				kind = EventStageFailed
 			}
 			x.emit(Event{Kind: kind, NodeID: node.ID, Branch: branch, Attempt: attempt, Status: out.Status, Message: out.FailureReason, Duration: d, Usage: out.Usage})
-			writeStatusFile(ex, node.ID, out)
+			if worked {
+				writeStatusFile(ex, node.ID, out)
+			}
 			return out, nil
 		}
 		if attempt > maxRetries {
@@ -480,7 +516,9 @@ func (x *run) execute(ctx context.Context, node *Node, pctx *Context, prev *Outc
 				}
 			}
 			x.emit(Event{Kind: EventStageFailed, NodeID: node.ID, Branch: branch, Attempt: attempt, Status: out.Status, Message: out.FailureReason, Duration: d, Usage: out.Usage})
-			writeStatusFile(ex, node.ID, out)
+			if worked {
+				writeStatusFile(ex, node.ID, out)
+			}
 			return out, nil
 		}
 		wait := x.backoff(attempt)
@@ -570,7 +608,7 @@ func (x *run) record(node *Node, out *Outcome) {
 	x.pctx.Apply(out.ContextUpdates)
 	x.pctx.Set(KeyOutcome, string(out.Status))
 	x.pctx.Set(KeyPreferredLabel, out.PreferredLabel)
-	line := fmt.Sprintf("%s: %s", node.ID, out.Status)
+	line := node.ID + ": " + string(out.Status)
 	if out.FailureReason != "" {
 		line += " (" + safetext.Truncate(out.FailureReason, 300) + ")"
 	} else if out.Notes != "" {

@@ -146,6 +146,13 @@ func TestDetectOutcomeMarker(t *testing.T) {
 		{"no marker here", "", false},
 		{"OUTCOMES:PASS", "", false},
 		{"OUTCOME:PASSED", "", false},
+		{"OUTCOME: retry", "retry", true},
+		{"Outcome = Partial_Success", "partial_success", true},
+		{"OUTCOME: skipped.", "skipped", true},
+		{"OUTCOME: fail.", "fail", true},
+		{"OUTCOME:partial_success, then OUTCOME:SUCCESS", "success", true},
+		{"OUTCOME: needs_dod", "", false},
+		{"OUTCOME: \x1b[31m", "", false},
 	} {
 		m, ok := DetectOutcomeMarker(tc.in)
 		if m != tc.marker || ok != tc.found {
@@ -265,6 +272,8 @@ type scriptHandler struct {
 	seq   map[string][]StageStatus
 	calls map[string]int
 	hook  func(node string)
+	// files makes each stage write a stage file (so it gets a status.json).
+	files bool
 }
 
 func (h *scriptHandler) Type() string { return h.typ }
@@ -283,6 +292,11 @@ func (h *scriptHandler) Execute(ctx context.Context, n *Node, pctx *Context, _ *
 		}
 	}
 	h.mu.Unlock()
+	if h.files {
+		if err := ExecutionFrom(ctx).WriteStageFile("stage.txt", []byte(st)); err != nil {
+			return nil, err
+		}
+	}
 	if h.hook != nil {
 		h.hook(n.ID)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -236,6 +235,8 @@ type run struct {
 	touched map[string]struct{}
 
 	jr *journal // the run's journal, open while it runs
+	// attrs are each node's run-time attributes, parsed once (newRun).
+	attrs map[string]nodeAttrs
 }
 
 // RunConfig is one run's settings.
@@ -303,15 +304,6 @@ func (nr *NodeResult) took(i int) {
 		nr.EdgesTaken = map[int]int{}
 	}
 	nr.EdgesTaken[i]++
-}
-
-// clone is a copy of nr that shares nothing with it: a journal record
-// encodes it while parallel branches go on changing nr.
-func (nr *NodeResult) clone() *NodeResult {
-	c := *nr
-	c.History = slices.Clone(nr.History)
-	c.EdgesTaken = maps.Clone(nr.EdgesTaken)
-	return &c
 }
 
 // edgeIndex is e's index among g.Outgoing(e.From), or -1.

@@ -14,6 +14,15 @@ import (
 // output is the artifact <node>.output).
 const KeyToolOutput = "tool.output"
 
+// A tool stage's files in its stage directory: the call (a morph tool's
+// name and expanded input, as JSON) or the shell command, written before
+// it runs, and its output (capped as the artifact is) when it succeeds.
+const (
+	toolCallFile    = "tool_call.json"
+	toolCommandFile = "command.sh"
+	toolOutputFile  = "output.txt"
+)
+
 // ToolHandler runs a tool node (parallelogram). With `tool`, it runs that
 // morph tool, a built-in or a plugin's (plugin tools run in their
 // sandbox), with `tool_input`, a JSON object whose string values may hold
@@ -60,6 +69,8 @@ func (h *ToolHandler) Execute(ctx context.Context, node *Node, pctx *Context, st
 		if err != nil {
 			return Fail("tool node %s: %v", node.ID, err), nil
 		}
+		call, _ := json.Marshal(map[string]any{"tool": name, "input": input})
+		_ = x.WriteStageFile(toolCallFile, call)
 		out, err = tools.RunTool(tctx, name, input)
 		if err != nil {
 			return toolFailure(ctx, tctx, node, timeout, err), nil
@@ -68,6 +79,7 @@ func (h *ToolHandler) Execute(ctx context.Context, node *Node, pctx *Context, st
 		if r == nil || !r.AllowShell {
 			return Fail("tool node %s: tool_command runs a shell command outside the sandbox, which is off: set allow_shell = true under [pipeline] in morph.toml to allow it, or use a tool (tool=\"name\")", node.ID), nil
 		}
+		_ = x.WriteStageFile(toolCommandFile, []byte(cmd))
 		out, err = runShell(tctx, cmd, lim.MaxToolOutputBytes, shellEnv(x, pctx))
 		if err != nil {
 			return toolFailure(ctx, tctx, node, timeout, err), nil
@@ -76,6 +88,7 @@ func (h *ToolHandler) Execute(ctx context.Context, node *Node, pctx *Context, st
 		return Fail("tool node %s has neither tool nor tool_command: set tool=\"<name>\" (or tool_command) on it", node.ID), nil
 	}
 	out = safetext.Truncate(out, lim.MaxToolOutputBytes)
+	_ = x.WriteStageFile(toolOutputFile, []byte(out))
 	o := &Outcome{Status: StatusSuccess, ContextUpdates: map[string]any{
 		KeyToolOutput:       safetext.Truncate(out, maxContextOutputBytes),
 		node.ID + ".output": safetext.Truncate(out, maxContextOutputBytes),

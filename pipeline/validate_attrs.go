@@ -178,6 +178,7 @@ var knownAttrs = map[string]attrSpec{
 	"default_fidelity":      {scope: onGraph},
 	"max_node_visits":       {onGraph | onNode, countCheck},
 	"max_restarts":          {onGraph, countCheck},
+	"max_steps":             {onGraph, countCheck},
 	"retry_target":          {scope: onGraph | onNode},
 	"fallback_retry_target": {scope: onGraph | onNode},
 

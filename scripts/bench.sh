@@ -6,6 +6,7 @@
 #
 #   scripts/bench.sh            every group (about ten minutes on 2 cores)
 #   scripts/bench.sh call cold  the named groups only
+#   scripts/bench.sh peer       morph's pipeline runner against tracker (bench/peer)
 #
 # The runs of a group alternate: round after round, each benchmark of the
 # group once, so that the machine's drift (a shared 2-core machine's speed
@@ -98,9 +99,36 @@ compare_extism() {
   echo
 }
 
+# The peer group: morph's pipeline runner against tracker v0.5.0's
+# (bench/peer, its own module), the same chains in the same places,
+# alternating round by round; then benchstat puts the two side by side.
+run_peer() {
+  local morph peer round
+  morph=$(mktemp) peer=$(mktemp)
+  $GO test -c -o "$morph" ./pipeline
+  (cd bench/peer && $GO test -c -o "$peer" .)
+  echo "== peer: $COUNT rounds of ./pipeline and ./bench/peer (tracker v0.5.0), alternating" >&2
+  : > "$OUT/peer-morph.txt"
+  : > "$OUT/peer-tracker.txt"
+  for round in $(seq "$COUNT"); do
+    echo "   round $round" >&2
+    (cd pipeline && "$morph" -test.run '^$' -test.bench "$PEER_PATTERN" -test.benchmem -test.benchtime 0.5s) >> "$OUT/peer-morph.txt"
+    (cd bench/peer && "$peer" -test.run '^$' -test.bench "$PEER_PATTERN" -test.benchmem -test.benchtime 0.5s) >> "$OUT/peer-tracker.txt"
+  done
+  rm -f "$morph" "$peer"
+  echo "## peer: morph against tracker v0.5.0 per node (chains of no-op stages; tmpfs unless disk)"
+  "$BENCHSTAT" -ignore pkg -filter '.unit:(ns/node OR allocs/op)' morph="$OUT/peer-morph.txt" tracker="$OUT/peer-tracker.txt"
+  echo
+}
+PEER_PATTERN='^(BenchmarkChain|BenchmarkRunnerPerNode)$'
+
 want=" $* "
 mkdir -p "$OUT"
 ran=0
+if [ $# -eq 0 ] || [[ "$want" == *" peer "* ]]; then
+  ran=1
+  run_peer
+fi
 while read -r name pkg pattern benchtime flags; do
   [ -z "$name" ] && continue
   if [ $# -gt 0 ] && [[ "$want" != *" $name "* ]]; then continue; fi
@@ -121,6 +149,6 @@ while read -r name pkg pattern benchtime flags; do
   if [ "$name" = extism ]; then compare_extism; fi
 done < <(groups)
 if [ "$ran" = 0 ]; then
-  echo "no group named: $*; the groups are: $(groups | awk '{print $1}' | xargs)" >&2
+  echo "no group named: $*; the groups are: $(groups | awk '{print $1}' | xargs) peer" >&2
   exit 2
 fi
