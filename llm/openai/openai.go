@@ -138,7 +138,9 @@ type Config struct {
 	// DefaultRetryBaseDelay. Tests set it small to run fast.
 	RetryBaseDelay time.Duration
 	// Pricing turns the reply's token counts into Result.Usage.Cost, keyed
-	// by the model name the request used.
+	// by the model name the request used. A model it has no price for
+	// costs 0 with Usage.CostUnknown set (see llm.Pricer, which also logs
+	// a warning to Logger).
 	Pricing llm.Pricing
 	// HTTPClient sends the requests; nil means a fresh http.Client. Its own
 	// Timeout, if any, applies on top of the per-attempt Timeout.
@@ -157,7 +159,9 @@ type Config struct {
 	// response_format, for servers that refuse it.
 	JSONMode string
 	// Logger receives the warning logged before each retry wait (see
-	// RetryMessage); nil means slog.Default() at the time of logging.
+	// RetryMessage) and the one of a model without a price
+	// (llm.UnpricedMessage); nil means slog.Default() at the time of
+	// logging.
 	Logger *slog.Logger
 }
 
@@ -206,7 +210,7 @@ type Client struct {
 	total      time.Duration
 	maxRetries int
 	baseDelay  time.Duration
-	pricing    llm.Pricing
+	pricer     *llm.Pricer
 	extraBody  map[string]any
 	jsonMode   string
 	logger     *slog.Logger
@@ -263,7 +267,7 @@ func New(cfg Config) (*Client, error) {
 		total:      cfg.TotalTimeout,
 		maxRetries: cfg.MaxRetries,
 		baseDelay:  cfg.RetryBaseDelay,
-		pricing:    cfg.Pricing,
+		pricer:     llm.NewPricer(cfg.Pricing, cfg.Logger),
 		extraBody:  maps.Clone(cfg.ExtraBody),
 		jsonMode:   jsonMode,
 		logger:     cfg.Logger,
@@ -399,7 +403,7 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 	for attempt := 1; ; attempt++ {
 		resp, info, err := c.attempt(tctx, creq, extra, req.Stream)
 		if err == nil {
-			return c.result(creq, req.ForceJSON, resp, start)
+			return c.result(ctx, creq, req.ForceJSON, resp, start)
 		}
 		if info.delivered > 0 {
 			return llm.Result{}, brokenStream(ctx.Err(), attempt, info.delivered, err)
@@ -674,7 +678,7 @@ func (c *Client) receive(ctx context.Context, creq goopenai.ChatCompletionReques
 	return resp, nil
 }
 
-func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, resp goopenai.ChatCompletionResponse, start time.Time) (llm.Result, error) {
+func (c *Client) result(ctx context.Context, creq goopenai.ChatCompletionRequest, forceJSON bool, resp goopenai.ChatCompletionResponse, start time.Time) (llm.Result, error) {
 	if len(resp.Choices) == 0 {
 		return llm.Result{}, fmt.Errorf("openai: reply from model %q has no choices", creq.Model)
 	}
@@ -698,7 +702,7 @@ func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, res
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.InputTokens + u.OutputTokens
 	}
-	u.Cost = c.pricing.Cost(creq.Model, u)
+	u = c.pricer.Price(ctx, creq.Model, u)
 	res := llm.Result{
 		Text:     resp.Choices[0].Message.Content,
 		Usage:    u,
