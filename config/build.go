@@ -37,7 +37,7 @@ func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 	l := c.LLM
 	switch l.Provider {
 	case ProviderScripted:
-		client, err := scripted.Load(l.ScriptedReplies, l.Pricing)
+		client, err := scripted.Load(l.ScriptedReplies, l.Pricing, scripted.WithLogger(logger))
 		if err != nil {
 			return nil, c.errorAt(toml.Key{"llm", "scripted_replies"}, err, err.Error())
 		}

@@ -1,9 +1,11 @@
 package config_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -68,5 +70,33 @@ func TestClientErrorsNameTheKey(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnpricedModelWarnsOnTheLogger checks that the client Client builds
+// warns of a model [llm.pricing] has no price for on the logger it is
+// given, once, and marks the cost unknown.
+func TestUnpricedModelWarnsOnTheLogger(t *testing.T) {
+	dir := write(t, map[string]string{
+		"morph.toml":   "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n\n[llm.pricing.\"priced\"]\ninput = 1\noutput = 1\n",
+		"replies.json": `{"model":"unpriced","replies":[{"reply":"a"},{"reply":"b"}]}`,
+	})
+	cfg, err := config.Load(filepath.Join(dir, "morph.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	client, err := cfg.Client(slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		res, err := client.Chat(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+		if err != nil || !res.Usage.CostUnknown {
+			t.Fatalf("Chat: usage %+v, %v; want the cost unknown", res.Usage, err)
+		}
+	}
+	if n := strings.Count(logs.String(), llm.UnpricedMessage); n != 1 || !strings.Contains(logs.String(), "model=unpriced") {
+		t.Errorf("%d warnings on the logger, want 1 naming the model:\n%s", n, logs.String())
 	}
 }
