@@ -352,9 +352,12 @@ func (c *Client) CallBound() time.Duration {
 }
 
 // Retried: HTTP 408, 409, 429 and 5xx (the set OpenAI's own SDKs retry),
-// network errors and per-attempt timeouts. Not retried: other 4xx, malformed
-// replies, and cancellation of ctx, which returns promptly with an error
-// matching errors.Is(err, ctx.Err()). A failure after the last attempt wraps
+// network errors, replies cut off mid-body and per-attempt timeouts. Not
+// retried: other 4xx (a model the server does not have wraps
+// ErrModelNotFound), a reply the server sent whole that is not a chat
+// completion (the error names the URL and quotes the start of the body,
+// escaped and capped), and cancellation of ctx, which returns promptly with
+// an error matching errors.Is(err, ctx.Err()). A failure after the last attempt wraps
 // the last go-openai error (*APIError or *RequestError, reachable with
 // errors.As) and states the number of attempts.
 //
