@@ -27,8 +27,9 @@ import (
 // comes from the variable named by api_key_env, and a missing model or an
 // unset variable is an *Error naming the key to fix. Its chat errors name
 // the key to change too, where one is the cause: llm.model for a model the
-// server does not have, llm.timeout and llm.total_timeout for a call that
-// timed out (see openai's ErrModelNotFound, ErrAttemptTimeout and
+// server does not have, llm.max_reply_kb for a reply over it, llm.timeout
+// and llm.total_timeout for a call that timed out (see openai's
+// ErrModelNotFound, ErrReplyTooLarge, ErrAttemptTimeout and
 // ErrTotalTimeout, which they still match).
 func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 	if logger == nil {
@@ -60,16 +61,17 @@ func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 			}
 		}
 		client, err := openai.New(openai.Config{
-			BaseURL:      l.BaseURL,
-			APIKey:       key,
-			Model:        l.Model,
-			Timeout:      l.Timeout,
-			TotalTimeout: l.TotalTimeout,
-			MaxRetries:   retries,
-			Pricing:      l.Pricing,
-			JSONMode:     l.JSONMode,
-			ExtraBody:    l.ExtraBody,
-			Logger:       logger,
+			BaseURL:       l.BaseURL,
+			APIKey:        key,
+			Model:         l.Model,
+			Timeout:       l.Timeout,
+			TotalTimeout:  l.TotalTimeout,
+			MaxReplyBytes: int64(l.MaxReplyKB) << 10,
+			MaxRetries:    retries,
+			Pricing:       l.Pricing,
+			JSONMode:      l.JSONMode,
+			ExtraBody:     l.ExtraBody,
+			Logger:        logger,
 		})
 		if err != nil {
 			return nil, c.errorAt(toml.Key{"llm", "base_url"}, err, strings.TrimPrefix(err.Error(), "openai: "))
@@ -97,6 +99,8 @@ func (h hinted) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
 		err = fmt.Errorf("%w: set llm.model in %s to a model the server has, or pass --model", err, h.file)
 	case errors.Is(err, openai.ErrTotalTimeout):
 		err = fmt.Errorf("%w: llm.total_timeout in %s bounds a call with all its attempts (llm.timeout, each attempt)", err, h.file)
+	case errors.Is(err, openai.ErrReplyTooLarge):
+		err = fmt.Errorf("%w: llm.max_reply_kb in %s bounds a reply's body", err, h.file)
 	case errors.Is(err, openai.ErrAttemptTimeout):
 		err = fmt.Errorf("%w: llm.timeout in %s bounds each attempt; raise it for a slow server", err, h.file)
 	}

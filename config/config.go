@@ -11,6 +11,7 @@
 //	api_key_env = "OPENAI_API_KEY"       # the environment variable holding the key
 //	timeout = "60s"                      # per attempt
 //	total_timeout = "150s"               # all attempts and waits; default 150s, or twice timeout if longer
+//	max_reply_kb = 16384                 # each reply's body
 //	max_retries = 3                      # each wait is logged as a warning
 //	scripted_replies = "demo/replies.json"   # provider "scripted"; relative to this file
 //	json_mode = "json_object"            # or "json_schema" (structured output), "off" (no response_format)
@@ -162,6 +163,9 @@ type LLM struct {
 	// 150s, or twice Timeout when that is longer). It must be at least
 	// Timeout, which it would otherwise cut.
 	TotalTimeout time.Duration `toml:"total_timeout"`
+	// MaxReplyKB caps the body of each reply of provider "openai", in
+	// KiB; 0 means the client's default (openai.DefaultMaxReplyBytes).
+	MaxReplyKB int `toml:"max_reply_kb"`
 	// MaxRetries is how many times a failed model call is retried; nil
 	// means the client's default, 0 means none.
 	MaxRetries *int `toml:"max_retries"`
@@ -384,6 +388,7 @@ func (v *validator) llm() {
 			v.fail(toml.Key{"llm", "total_timeout"}, nil, "%s is shorter than one attempt (timeout, %s), which it would cut: raise total_timeout or lower timeout", l.TotalTimeout, attempt)
 		}
 	}
+	v.limit(toml.Key{"llm", "max_reply_kb"}, l.MaxReplyKB)
 	if l.MaxRetries != nil && *l.MaxRetries < 0 {
 		v.fail(toml.Key{"llm", "max_retries"}, nil, "must not be negative, got %d (0 means no retries)", *l.MaxRetries)
 	}

@@ -294,6 +294,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad duration", scriptedHead + "timeout = \"6x\"\n", "llm.timeout", 4, `invalid duration: "6x"`},
 		{"integer duration", scriptedHead + "timeout = 60\n", "llm.timeout", 4, `want a duration string such as "60s", got integer`},
 		{"negative duration", scriptedHead + "timeout = \"-1s\"\n", "llm.timeout", 4, "must be positive"},
+		{"reply limit", scriptedHead + "max_reply_kb = 0\n", "llm.max_reply_kb", 4, "must be from 1 to"},
 		{"integer total timeout", scriptedHead + "total_timeout = 60\n", "llm.total_timeout", 4, `want a duration string such as "150s", got integer`},
 		{"negative total timeout", scriptedHead + "total_timeout = \"-1s\"\n", "llm.total_timeout", 4, "must be positive"},
 		{"total timeout under the default attempt's", scriptedHead + "total_timeout = \"30s\"\n", "llm.total_timeout", 4, "30s is shorter than one attempt (timeout, 1m0s)"},

@@ -19,12 +19,17 @@ import (
 
 // TestClientErrorsNameTheKey checks that the model client's errors name
 // the morph.toml setting to change, and the file, where a setting is the
-// cause: a model the server does not have (llm.model), an attempt cut at
-// llm.timeout, a call given up at llm.total_timeout; they still match the
-// client's sentinels.
+// cause: a model the server does not have (llm.model), a reply over
+// llm.max_reply_kb, an attempt cut at llm.timeout, a call given up at
+// llm.total_timeout; they still match the client's sentinels.
 func TestClientErrorsNameTheKey(t *testing.T) {
 	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/big/") {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"%s"}`, strings.Repeat("x", 4<<10))
+			return
+		}
 		if strings.Contains(r.URL.Path, "/missing/") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
@@ -45,6 +50,7 @@ func TestClientErrorsNameTheKey(t *testing.T) {
 		want                 []string
 	}{
 		{"model", "/missing/v1", "", openai.ErrModelNotFound, []string{`the server has no model "gpt-nope"`, "set llm.model in", "--model"}},
+		{"reply limit", "/big/v1", "max_reply_kb = 2\n", openai.ErrReplyTooLarge, []string{"over the limit of 2048 bytes", "llm.max_reply_kb in"}},
 		{"attempt", "/hung/v1", "timeout = \"50ms\"\nmax_retries = 0\n", openai.ErrAttemptTimeout, []string{"attempt timed out after 50ms", "llm.timeout in"}},
 		{"total", "/hung/v1", "timeout = \"100ms\"\ntotal_timeout = \"400ms\"\nmax_retries = 5\n", openai.ErrTotalTimeout, []string{"gave up at the total timeout (400ms)", "llm.total_timeout in"}},
 	} {

@@ -27,6 +27,7 @@ const (
 // "the connection broke".
 type capture struct {
 	body  io.ReadCloser
+	limit int64 // the most it reads; past it, Read fails with ErrReplyTooLarge
 	head  []byte
 	n     int64
 	ended bool  // the body reached EOF
@@ -34,6 +35,13 @@ type capture struct {
 }
 
 func (c *capture) Read(p []byte) (int, error) {
+	if c.n >= c.limit {
+		if c.err == nil {
+			c.err = ErrReplyTooLarge
+		}
+		return 0, ErrReplyTooLarge
+	}
+	p = p[:min(int64(len(p)), c.limit-c.n)]
 	n, err := c.body.Read(p)
 	if keep := min(n, captureBytes-len(c.head)); keep > 0 {
 		c.head = append(c.head, p[:keep]...)
@@ -85,6 +93,13 @@ func (info *attemptInfo) notCompletion(err error) error {
 func (info *attemptInfo) answeredBadly(err error) bool {
 	return info.body != nil && info.status >= http.StatusOK && info.status < http.StatusMultipleChoices &&
 		statusOf(err) == 0 && !info.body.cut()
+}
+
+// tooLarge is the error of a reply whose body passed the limit: not
+// retried, as the same server will likely send the same again.
+func (info *attemptInfo) tooLarge(err error) error {
+	return fmt.Errorf("openai: POST %s answered HTTP %d with a body over the limit of %s, starting %s: %w",
+		info.url, info.status, plural(int(info.maxReply), "byte"), info.body.excerpt(), err)
 }
 
 // cutReason is the retry log's reason for an attempt whose reply was cut

@@ -38,6 +38,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,10 @@ const (
 	// and DefaultMaxRetries retries) with up to a minute's wait between
 	// them would keep a run on a hung server for about seven minutes.
 	DefaultTotalTimeout = 150 * time.Second
+	// DefaultMaxReplyBytes caps the body of a reply by default: a chat
+	// completion of a long reply, with log probabilities, is a few
+	// megabytes.
+	DefaultMaxReplyBytes = 16 << 20
 )
 
 var (
@@ -85,6 +90,9 @@ var (
 	// ErrTotalTimeout marks a call given up at the bound over all its
 	// attempts and waits (Config.TotalTimeout).
 	ErrTotalTimeout = errors.New("gave up at the total timeout")
+	// ErrReplyTooLarge marks a reply whose body passed the limit
+	// (Config.MaxReplyBytes); the client stops reading there.
+	ErrReplyTooLarge = errors.New("the reply's body is over the limit")
 )
 
 // RetryMessage is the message of the warning Chat logs before each retry
@@ -130,6 +138,11 @@ type Config struct {
 	// DefaultTotalTimeout, or twice Timeout when that is longer, so that a
 	// long per-attempt bound still leaves room for a retry.
 	TotalTimeout time.Duration
+	// MaxReplyBytes caps the body of a reply, error replies and streams
+	// included, so that a broken or hostile server cannot make the client
+	// read without end: a call whose reply passes it fails, not retried,
+	// with ErrReplyTooLarge. Zero means DefaultMaxReplyBytes.
+	MaxReplyBytes int64
 	// MaxRetries is how many times a failed attempt is retried. Zero means
 	// DefaultMaxRetries; negative means no retries.
 	MaxRetries int
@@ -208,6 +221,7 @@ type Client struct {
 	model      string
 	timeout    time.Duration
 	total      time.Duration
+	maxReply   int64
 	maxRetries int
 	baseDelay  time.Duration
 	pricer     *llm.Pricer
@@ -243,6 +257,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.TotalTimeout < 0 {
 		return nil, fmt.Errorf("openai: total timeout %s is negative", cfg.TotalTimeout)
 	}
+	if cfg.MaxReplyBytes < 0 {
+		return nil, fmt.Errorf("openai: reply limit %d is negative", cfg.MaxReplyBytes)
+	}
 	if cfg.RetryBaseDelay < 0 {
 		return nil, fmt.Errorf("openai: retry base delay %s is negative", cfg.RetryBaseDelay)
 	}
@@ -265,6 +282,7 @@ func New(cfg Config) (*Client, error) {
 		model:      cfg.Model,
 		timeout:    cfg.Timeout,
 		total:      cfg.TotalTimeout,
+		maxReply:   cmp.Or(cfg.MaxReplyBytes, DefaultMaxReplyBytes),
 		maxRetries: cfg.MaxRetries,
 		baseDelay:  cfg.RetryBaseDelay,
 		pricer:     llm.NewPricer(cfg.Pricing, cfg.Logger),
@@ -416,6 +434,9 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 		}
 		if tctx.Err() != nil {
 			return llm.Result{}, fmt.Errorf("openai: chat %w (%s) after %s: %w", ErrTotalTimeout, c.total, plural(attempt, "attempt"), err)
+		}
+		if errors.Is(err, ErrReplyTooLarge) {
+			return llm.Result{}, info.tooLarge(err)
 		}
 		if !info.sent {
 			// go-openai refused the request locally (e.g. its checks
@@ -593,7 +614,7 @@ func (c *Client) responseFormat(schema *llm.JSONSchema) *goopenai.ChatCompletion
 // deliver set it streams the reply, passing each piece of text to deliver,
 // and the timeout covers the whole stream.
 func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionRequest, extra map[string]any, deliver func(string)) (goopenai.ChatCompletionResponse, *attemptInfo, error) {
-	info := &attemptInfo{extra: extra}
+	info := &attemptInfo{extra: extra, maxReply: c.maxReply}
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, info), c.timeout)
 	defer cancel()
 	var resp goopenai.ChatCompletionResponse
@@ -791,6 +812,7 @@ type attemptKey struct{}
 // attemptInfo is what doer learns about one attempt's HTTP exchange.
 type attemptInfo struct {
 	extra     map[string]any // body fields to add (explicit zeros go-openai drops, Config.ExtraBody)
+	maxReply  int64          // the cap on the reply's body
 	sent      bool           // the request reached the HTTP client
 	url       string         // the URL called, password redacted (the API key is in a header, never here)
 	header    http.Header    // response headers, for Retry-After
@@ -866,7 +888,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		info.header = resp.Header.Clone()
 		info.status = resp.StatusCode
-		info.body = &capture{body: resp.Body}
+		info.body = &capture{body: resp.Body, limit: info.maxReply}
 		resp.Body = info.body
 	}
 	return resp, err

@@ -202,3 +202,41 @@ func TestAttemptTimeoutTyped(t *testing.T) {
 		t.Errorf("error %v; want ErrAttemptTimeout and context.DeadlineExceeded", err)
 	}
 }
+
+// TestReplyOverTheLimit checks that a reply whose body passes
+// MaxReplyBytes, a completion, an error reply or a stream, is read no
+// further than the limit and fails at once with ErrReplyTooLarge, naming
+// the URL.
+func TestReplyOverTheLimit(t *testing.T) {
+	const limit = 4 << 10
+	big := strings.Repeat("a", 1<<20)
+	for _, tt := range []struct {
+		name   string
+		reply  func(int, http.ResponseWriter, *http.Request)
+		stream bool
+	}{
+		{"completion", ok(big), false},
+		{"error reply", func(_ int, w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusInternalServerError, big)
+		}, false},
+		{"stream", streamOK(big), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, tt.reply)
+			req := llm.Request{Messages: userMsg("hi")}
+			if tt.stream {
+				req.Stream = func(string) {}
+			}
+			_, err := s.client(t, func(c *Config) { c.MaxReplyBytes = limit }).Chat(context.Background(), req)
+			if !errors.Is(err, ErrReplyTooLarge) {
+				t.Fatalf("error %v; want ErrReplyTooLarge", err)
+			}
+			if !strings.Contains(err.Error(), "POST "+s.URL+"/v1/chat/completions answered HTTP") || len(err.Error()) > 2000 {
+				t.Errorf("error does not name the URL briefly: %.3000s", err)
+			}
+			if n := s.count(); n != 1 {
+				t.Errorf("server saw %d requests, want 1", n)
+			}
+		})
+	}
+}
