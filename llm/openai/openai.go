@@ -15,7 +15,8 @@
 // naming the URL and quoting the start of the body, not retried; a reply cut
 // off mid-body is retried, and logged as cut off. A bound over the whole
 // call, retries and waits included (Config.TotalTimeout), ends it with
-// ErrTotalTimeout.
+// ErrTotalTimeout; a reply's body is read up to a limit
+// (Config.MaxReplyBytes, ErrReplyTooLarge).
 //
 // # Streaming
 //
@@ -374,9 +375,10 @@ func (c *Client) CallBound() time.Duration {
 // retried: other 4xx (a model the server does not have wraps
 // ErrModelNotFound), a reply the server sent whole that is not a chat
 // completion (the error names the URL and quotes the start of the body,
-// escaped and capped), and cancellation of ctx, which returns promptly with
-// an error matching errors.Is(err, ctx.Err()). A failure after the last attempt wraps
-// the last go-openai error (*APIError or *RequestError, reachable with
+// escaped and capped), a reply over the client's limit (ErrReplyTooLarge),
+// and cancellation of ctx, which returns promptly with an error matching
+// errors.Is(err, ctx.Err()). A failure after the last attempt wraps the
+// last go-openai error (*APIError or *RequestError, reachable with
 // errors.As) and states the number of attempts.
 //
 // On 429 and 503 the server's Retry-After (or retry-after-ms) replaces the
