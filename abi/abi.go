@@ -19,16 +19,22 @@ type Usage struct {
 	OutputTokens int     `json:"output_tokens"`
 	TotalTokens  int     `json:"total_tokens"`
 	Cost         float64 `json:"cost"` // USD
+	// CostUnknown says a call was of a model the host has no price for:
+	// Cost counts it as 0, so the real cost is higher than Cost. Absent
+	// when false.
+	CostUnknown bool `json:"cost_unknown,omitempty"`
 }
 
 // Add returns the sum of u and v. A side that reports no total counts as
-// input+output, so a model that omits totals still adds up.
+// input+output, so a model that omits totals still adds up; the sum's cost
+// is unknown when either side's is.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
 		InputTokens:  u.InputTokens + v.InputTokens,
 		OutputTokens: u.OutputTokens + v.OutputTokens,
 		TotalTokens:  u.Total() + v.Total(),
 		Cost:         u.Cost + v.Cost,
+		CostUnknown:  u.CostUnknown || v.CostUnknown,
 	}
 }
 

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,7 +25,12 @@ import (
 //
 // This is where the environment is read: for provider "openai" the API key
 // comes from the variable named by api_key_env, and a missing model or an
-// unset variable is an *Error naming the key to fix.
+// unset variable is an *Error naming the key to fix. Its chat errors name
+// the key to change too, where one is the cause: llm.model for a model the
+// server does not have, llm.max_reply_kb for a reply over it, llm.timeout
+// and llm.total_timeout for a call that timed out (see openai's
+// ErrModelNotFound, ErrReplyTooLarge, ErrAttemptTimeout and
+// ErrTotalTimeout, which they still match).
 func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -31,7 +38,7 @@ func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 	l := c.LLM
 	switch l.Provider {
 	case ProviderScripted:
-		client, err := scripted.Load(l.ScriptedReplies, l.Pricing)
+		client, err := scripted.Load(l.ScriptedReplies, l.Pricing, scripted.WithLogger(logger))
 		if err != nil {
 			return nil, c.errorAt(toml.Key{"llm", "scripted_replies"}, err, err.Error())
 		}
@@ -54,22 +61,50 @@ func (c *Config) Client(logger *slog.Logger) (llm.Client, error) {
 			}
 		}
 		client, err := openai.New(openai.Config{
-			BaseURL:    l.BaseURL,
-			APIKey:     key,
-			Model:      l.Model,
-			Timeout:    l.Timeout,
-			MaxRetries: retries,
-			Pricing:    l.Pricing,
-			JSONMode:   l.JSONMode,
-			ExtraBody:  l.ExtraBody,
-			Logger:     logger,
+			BaseURL:       l.BaseURL,
+			APIKey:        key,
+			Model:         l.Model,
+			Timeout:       l.Timeout,
+			TotalTimeout:  l.TotalTimeout,
+			MaxReplyBytes: int64(l.MaxReplyKB) << 10,
+			MaxRetries:    retries,
+			Pricing:       l.Pricing,
+			JSONMode:      l.JSONMode,
+			ExtraBody:     l.ExtraBody,
+			Logger:        logger,
 		})
 		if err != nil {
 			return nil, c.errorAt(toml.Key{"llm", "base_url"}, err, strings.TrimPrefix(err.Error(), "openai: "))
 		}
-		return client, nil
+		return hinted{client, c.File}, nil
 	}
 	return nil, c.errorAt(toml.Key{"llm", "provider"}, nil, fmt.Sprintf("unknown provider %q (known: %s, %s)", l.Provider, ProviderOpenAI, ProviderScripted))
+}
+
+// hinted is an openai client whose chat errors name the setting of file
+// to change, which the client, knowing no config file, cannot. Embedding
+// keeps the client's other methods (CheckParameters, CallBound), which
+// the engine and package temporal look for.
+type hinted struct {
+	*openai.Client
+	file string
+}
+
+// Chat is the client's Chat, with the setting named in its error.
+func (h hinted) Chat(ctx context.Context, req llm.Request) (llm.Result, error) {
+	res, err := h.Client.Chat(ctx, req)
+	switch {
+	case err == nil:
+	case errors.Is(err, openai.ErrModelNotFound):
+		err = fmt.Errorf("%w: set llm.model in %s to a model the server has, or pass --model", err, h.file)
+	case errors.Is(err, openai.ErrTotalTimeout):
+		err = fmt.Errorf("%w: llm.total_timeout in %s bounds a call with all its attempts (llm.timeout, each attempt)", err, h.file)
+	case errors.Is(err, openai.ErrReplyTooLarge):
+		err = fmt.Errorf("%w: llm.max_reply_kb in %s bounds a reply's body", err, h.file)
+	case errors.Is(err, openai.ErrAttemptTimeout):
+		err = fmt.Errorf("%w: llm.timeout in %s bounds each attempt; raise it for a slow server", err, h.file)
+	}
+	return res, err
 }
 
 // Registry returns a registry with the [tools] schema limits and

@@ -10,6 +10,8 @@
 //	base_url = "https://api.openai.com/v1"  # the API root: not .../chat/completions
 //	api_key_env = "OPENAI_API_KEY"       # the environment variable holding the key
 //	timeout = "60s"                      # per attempt
+//	total_timeout = "150s"               # all attempts and waits; default 150s, or twice timeout if longer
+//	max_reply_kb = 16384                 # each reply's body
 //	max_retries = 3                      # each wait is logged as a warning
 //	scripted_replies = "demo/replies.json"   # provider "scripted"; relative to this file
 //	json_mode = "json_object"            # or "json_schema" (structured output), "off" (no response_format)
@@ -66,6 +68,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -155,6 +158,14 @@ type LLM struct {
 	APIKeyEnv string `toml:"api_key_env"`
 	// Timeout bounds each attempt of a model call; 0 means the client's default.
 	Timeout time.Duration `toml:"timeout"`
+	// TotalTimeout bounds a whole model call, its attempts and the waits
+	// between them; 0 means the client's default (openai.Config.TotalTimeout:
+	// 150s, or twice Timeout when that is longer). It must be at least
+	// Timeout, which it would otherwise cut.
+	TotalTimeout time.Duration `toml:"total_timeout"`
+	// MaxReplyKB caps the body of each reply of provider "openai", in
+	// KiB; 0 means the client's default (openai.DefaultMaxReplyBytes).
+	MaxReplyKB int `toml:"max_reply_kb"`
 	// MaxRetries is how many times a failed model call is retried; nil
 	// means the client's default, 0 means none.
 	MaxRetries *int `toml:"max_retries"`
@@ -366,6 +377,18 @@ func (v *validator) llm() {
 			v.fail(toml.Key{"llm", "timeout"}, nil, "must be positive, got %s", l.Timeout)
 		}
 	}
+	if v.md.IsDefined("llm", "total_timeout") {
+		attempt := cmp.Or(l.Timeout, openai.DefaultTimeout)
+		switch {
+		case v.md.Type("llm", "total_timeout") != "String":
+			v.fail(toml.Key{"llm", "total_timeout"}, nil, "want a duration string such as \"150s\", got %s", strings.ToLower(v.md.Type("llm", "total_timeout")))
+		case l.TotalTimeout <= 0:
+			v.fail(toml.Key{"llm", "total_timeout"}, nil, "must be positive, got %s", l.TotalTimeout)
+		case l.TotalTimeout < attempt:
+			v.fail(toml.Key{"llm", "total_timeout"}, nil, "%s is shorter than one attempt (timeout, %s), which it would cut: raise total_timeout or lower timeout", l.TotalTimeout, attempt)
+		}
+	}
+	v.limit(toml.Key{"llm", "max_reply_kb"}, l.MaxReplyKB)
 	if l.MaxRetries != nil && *l.MaxRetries < 0 {
 		v.fail(toml.Key{"llm", "max_retries"}, nil, "must not be negative, got %d (0 means no retries)", *l.MaxRetries)
 	}
@@ -434,7 +457,7 @@ func (v *validator) openai() {
 			v.fail(toml.Key{"llm", "extra_body", p.Key}, p, "%s", msg)
 		}
 	}
-	client, err := openai.New(openai.Config{BaseURL: l.BaseURL, Model: l.Model, Timeout: l.Timeout})
+	client, err := openai.New(openai.Config{BaseURL: l.BaseURL, Model: l.Model, Timeout: l.Timeout, TotalTimeout: l.TotalTimeout})
 	if err != nil {
 		v.fail(toml.Key{"llm", "base_url"}, err, "%s", strings.TrimPrefix(err.Error(), "openai: "))
 		return

@@ -107,11 +107,16 @@ type Metrics struct {
 	// estimated by the client, the server having reported none
 	// (llm.Result.UsageEstimated).
 	UsageEstimated bool `json:"usage_estimated,omitempty"`
+	// CostUnknown says some call was of a model the client has no price
+	// for (llm.Usage.CostUnknown): TotalCost counts it as 0, so the run
+	// cost more than TotalCost says.
+	CostUnknown bool `json:"cost_unknown,omitempty"`
 }
 
 // Usage returns the metrics' token and cost totals as a Usage.
 func (m Metrics) Usage() llm.Usage {
-	return llm.Usage{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, TotalTokens: m.TotalTokens, Cost: m.TotalCost}
+	return llm.Usage{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, TotalTokens: m.TotalTokens, Cost: m.TotalCost,
+		CostUnknown: m.CostUnknown}
 }
 
 // Step records one model reply and what the engine did with it.
@@ -127,6 +132,12 @@ type Step struct {
 	Truncated bool          `json:"truncated,omitempty"`
 	Usage     llm.Usage     `json:"usage"`
 	Duration  time.Duration `json:"duration_ns"`
+	// Reply is, for a parse_error step, the model's reply that did not
+	// parse, as one line (control characters, line breaks and invalid
+	// UTF-8 escaped) cut to the observation limit: what the model said,
+	// for the person reading why the step failed. Empty for other steps,
+	// whose replies the other fields hold.
+	Reply string `json:"reply,omitempty"`
 }
 
 // Stop reasons recorded in Context.StopReason.
@@ -160,12 +171,13 @@ type Context struct {
 	RawFinalAnswer json.RawMessage `json:"raw_final_answer,omitempty"`
 }
 
-// AddUsage accounts one model call: one round, its tokens, its cost and its
-// duration. A call that reports no total counts input+output.
+// AddUsage accounts one model call: one round, its tokens, its cost (and
+// whether it is unknown) and its duration. A call that reports no total
+// counts input+output.
 func (c *Context) AddUsage(u llm.Usage, d time.Duration) {
 	sum := c.Metrics.Usage().Add(u)
-	c.Metrics.InputTokens, c.Metrics.OutputTokens, c.Metrics.TotalTokens, c.Metrics.TotalCost =
-		sum.InputTokens, sum.OutputTokens, sum.TotalTokens, sum.Cost
+	c.Metrics.InputTokens, c.Metrics.OutputTokens, c.Metrics.TotalTokens, c.Metrics.TotalCost, c.Metrics.CostUnknown =
+		sum.InputTokens, sum.OutputTokens, sum.TotalTokens, sum.Cost, sum.CostUnknown
 	c.Metrics.LLMRounds++
 	c.Metrics.LLMTime += d
 }

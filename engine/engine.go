@@ -271,7 +271,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 		if perr != nil {
 			parseFailures++
 			r.Metrics.ParseRetries++
-			st.Action, st.Error = "parse_error", perr.Error()
+			st.Action, st.Error, st.Reply = "parse_error", perr.Error(), safetext.Line(res.Text, e.maxObs)
 			e.record(r, st, started)
 			if parseFailures > r.opts.ParseRetries {
 				return e.forceConclusion(r, fmt.Sprintf("%d unparseable replies in a row", parseFailures))
@@ -452,7 +452,7 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 func (e *Engine) record(r *run, st Step, started time.Time) {
 	st.Duration = time.Since(started)
 	r.Steps = append(r.Steps, st)
-	e.emit(r.ctx, r, Event{Kind: EventStep, Step: st.StepNumber, Action: st.Action, Usage: st.Usage, Err: stepErr(st)})
+	e.emit(r.ctx, r, Event{Kind: EventStep, Step: st.StepNumber, Action: st.Action, Usage: st.Usage, Err: stepErr(st), Reply: st.Reply})
 }
 
 func stepErr(st Step) error {

@@ -49,6 +49,7 @@ type Event struct {
 	Elapsed time.Duration // since the run started
 	Message string
 	Err     error
+	Reply   string // a parse_error step's reply as Step.Reply has it: escaped and capped
 
 	// Hook events, and warnings about a hook: the hook, and the plugin
 	// that set it (its middleware's name, or for an engine hook SourceHost

@@ -23,14 +23,15 @@ type metricsJSON struct {
 	LLMTimeMS      int64      `json:"llm_time_ms"`
 	StartTime      *time.Time `json:"start_time,omitempty"`
 	UsageEstimated bool       `json:"usage_estimated,omitempty"`
+	CostUnknown    bool       `json:"cost_unknown,omitempty"`
 }
 
 // MarshalJSON writes the metrics with the names of "morph run"'s result:
 // llm_rounds, tool_calls, parse_retries, input_tokens, output_tokens,
 // total_tokens, cost_usd (TotalCost, rounded to the nano-dollar),
 // elapsed_ms and llm_time_ms (Elapsed and LLMTime, in whole milliseconds),
-// start_time (RFC 3339, absent when zero) and usage_estimated (absent when
-// false).
+// start_time (RFC 3339, absent when zero), usage_estimated and
+// cost_unknown (each absent when false).
 func (m Metrics) MarshalJSON() ([]byte, error) {
 	j := metricsJSON{
 		LLMRounds:      m.LLMRounds,
@@ -43,6 +44,7 @@ func (m Metrics) MarshalJSON() ([]byte, error) {
 		ElapsedMS:      m.Elapsed.Milliseconds(),
 		LLMTimeMS:      m.LLMTime.Milliseconds(),
 		UsageEstimated: m.UsageEstimated,
+		CostUnknown:    m.CostUnknown,
 	}
 	if !m.StartTime.IsZero() {
 		j.StartTime = &m.StartTime
@@ -68,6 +70,7 @@ func (m *Metrics) UnmarshalJSON(b []byte) error {
 		Elapsed:        time.Duration(j.ElapsedMS) * time.Millisecond,
 		LLMTime:        time.Duration(j.LLMTimeMS) * time.Millisecond,
 		UsageEstimated: j.UsageEstimated,
+		CostUnknown:    j.CostUnknown,
 	}
 	if j.StartTime != nil {
 		m.StartTime = *j.StartTime

@@ -66,7 +66,7 @@ func TestMetricsJSON(t *testing.T) {
 	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, slices.Sorted(slices.Values(tagged))) {
 		t.Errorf("metrics JSON keys %v, want the tags' %v", keys, slices.Sorted(slices.Values(tagged)))
 	}
-	for k, want := range map[string]string{"cost_usd": "0.3", "elapsed_ms": "1500", "llm_time_ms": "1500", "start_time": `"2026-01-02T03:04:05Z"`, "usage_estimated": "true"} {
+	for k, want := range map[string]string{"cost_usd": "0.3", "elapsed_ms": "1500", "llm_time_ms": "1500", "start_time": `"2026-01-02T03:04:05Z"`, "usage_estimated": "true", "cost_unknown": "true"} {
 		if string(got[k]) != want {
 			t.Errorf("%s = %s, want %s", k, got[k], want)
 		}

@@ -8,6 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/morphhost/morph/abi"
@@ -120,14 +124,63 @@ type Price struct {
 	OutputPerMillion float64 `toml:"output" json:"output"`
 }
 
+// Cost is the USD cost of u at price p.
+func (p Price) Cost(u Usage) float64 {
+	return (float64(u.InputTokens)*p.InputPerMillion + float64(u.OutputTokens)*p.OutputPerMillion) / 1e6
+}
+
 // Pricing maps model names to prices.
 type Pricing map[string]Price
 
-// Cost is the USD cost of u on model; 0 when the model has no price.
-func (p Pricing) Cost(model string, u Usage) float64 {
-	price, ok := p[model]
-	if !ok {
-		return 0
+// UnpricedMessage is the message of the warning a Pricer logs for a model
+// its Pricing has no price for, with the attributes model and priced (the
+// models it has prices for, at most maxPricedNames of them).
+const UnpricedMessage = "model has no price in [llm.pricing]: its calls count as 0 in the cost, which is marked unknown"
+
+// maxPricedNames caps the priced models an UnpricedMessage warning lists.
+const maxPricedNames = 8
+
+// Pricer turns a call's token counts into its cost, for the clients. A
+// model without a price costs 0 with Usage.CostUnknown set, so that "no
+// price" never reads as "free"; when Pricing has prices for other models
+// (a misspelt or forgotten entry, most likely), the first such call of
+// each model logs an UnpricedMessage warning. With no prices at all there
+// is nothing to misspell, and no warning: the cost is marked unknown. A
+// Pricer is safe for concurrent use.
+type Pricer struct {
+	pricing Pricing
+	logger  *slog.Logger
+	warned  sync.Map // model name -> struct{}: warned of once
+}
+
+// NewPricer returns a Pricer of p that logs to logger (nil:
+// slog.Default() at the time of logging).
+func NewPricer(p Pricing, logger *slog.Logger) *Pricer {
+	return &Pricer{pricing: p, logger: logger}
+}
+
+// Price returns u with its Cost for model, or with Cost 0 and CostUnknown
+// set when the model has no price (logging a warning as Pricer says).
+func (p *Pricer) Price(ctx context.Context, model string, u Usage) Usage {
+	price, ok := p.pricing[model]
+	if ok {
+		u.Cost, u.CostUnknown = price.Cost(u), false
+		return u
 	}
-	return (float64(u.InputTokens)*price.InputPerMillion + float64(u.OutputTokens)*price.OutputPerMillion) / 1e6
+	u.Cost, u.CostUnknown = 0, true
+	if len(p.pricing) == 0 {
+		return u
+	}
+	if _, seen := p.warned.LoadOrStore(model, struct{}{}); !seen {
+		priced := slices.Sorted(maps.Keys(p.pricing))
+		if len(priced) > maxPricedNames {
+			priced = append(priced[:maxPricedNames], "...")
+		}
+		logger := p.logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.WarnContext(ctx, UnpricedMessage, "model", model, "priced", priced)
+	}
+	return u
 }

@@ -52,5 +52,6 @@ func TestRunAgainstMockLLM(t *testing.T) {
 	if m.TotalTokens != 252 {
 		t.Errorf("total_tokens = %d, want 252", m.TotalTokens)
 	}
+	assertHas(t, "result", stdout, `"cost_unknown": true`) // [llm.pricing] has no price for the model
 	assertHas(t, "progress lines", stderr, "step 1  tool calc  tokens 110 (+110)", "step 2  final  tokens 252 (+142)")
 }

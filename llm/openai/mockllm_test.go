@@ -165,6 +165,17 @@ func TestMockLLM(t *testing.T) {
 		}
 	})
 
+	// A model the server does not have: OpenAI's 404 with code
+	// model_not_found names the model, not the base URL.
+	t.Run("404 model not found", func(t *testing.T) {
+		s.Configure(t, mockllm.Rule{Status: 404,
+			Body: mockllm.Error("The model `gpt-nope` does not exist or you do not have access to it.", "invalid_request_error", "model_not_found")})
+		_, err := client(t, func(c *Config) { c.Model = "gpt-nope" }).Chat(context.Background(), ask)
+		if !errors.Is(err, ErrModelNotFound) || !strings.Contains(err.Error(), `the server has no model "gpt-nope"`) || strings.Contains(err.Error(), "base URL") {
+			t.Errorf("error %v; want ErrModelNotFound naming the model, without the base-URL hint", err)
+		}
+	})
+
 	// Without /v1 the request misses mock-llm's API and meets its own 404,
 	// {"error": "Not Found", ...}, whose "error" is a string.
 	t.Run("base URL without /v1", func(t *testing.T) {

@@ -9,7 +9,14 @@
 // timeout per attempt, token cost from llm.Pricing (of estimated counts
 // when the server reports none), a JSON mode (Config.JSONMode), and
 // server-specific body fields (Config.ExtraBody). A 404 or an HTML page in
-// reply names the URL called and hints at the API root.
+// reply names the URL called and hints at the API root; a 404 (or 400)
+// whose body says the model does not exist says that instead
+// (ErrModelNotFound). A 2xx reply that is not a chat completion is an error
+// naming the URL and quoting the start of the body, not retried; a reply cut
+// off mid-body is retried, and logged as cut off. A bound over the whole
+// call, retries and waits included (Config.TotalTimeout), ends it with
+// ErrTotalTimeout; a reply's body is read up to a limit
+// (Config.MaxReplyBytes, ErrReplyTooLarge).
 //
 // # Streaming
 //
@@ -32,6 +39,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +67,33 @@ const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultMaxRetries     = 3
 	DefaultRetryBaseDelay = 500 * time.Millisecond
+	// DefaultTotalTimeout bounds a whole call by default: two attempts at
+	// DefaultTimeout and their backoff fit in it, where four (the first
+	// and DefaultMaxRetries retries) with up to a minute's wait between
+	// them would keep a run on a hung server for about seven minutes.
+	DefaultTotalTimeout = 150 * time.Second
+	// DefaultMaxReplyBytes caps the body of a reply by default: a chat
+	// completion of a long reply, with log probabilities, is a few
+	// megabytes.
+	DefaultMaxReplyBytes = 16 << 20
+)
+
+var (
+	// ErrModelNotFound marks a call the server refused because it has no
+	// model of the requested name (a 404 or 400 whose body says so, such
+	// as OpenAI's code model_not_found or vLLM's and Ollama's "does not
+	// exist" and "not found"): the model name is to fix, not the URL.
+	ErrModelNotFound = errors.New("the server has no model")
+	// ErrAttemptTimeout marks an attempt cut at the per-attempt bound
+	// (Config.Timeout). Such an error also matches
+	// context.DeadlineExceeded.
+	ErrAttemptTimeout = errors.New("attempt timed out")
+	// ErrTotalTimeout marks a call given up at the bound over all its
+	// attempts and waits (Config.TotalTimeout).
+	ErrTotalTimeout = errors.New("gave up at the total timeout")
+	// ErrReplyTooLarge marks a reply whose body passed the limit
+	// (Config.MaxReplyBytes); the client stops reading there.
+	ErrReplyTooLarge = errors.New("the reply's body is over the limit")
 )
 
 // RetryMessage is the message of the warning Chat logs before each retry
@@ -95,8 +130,20 @@ type Config struct {
 	// retries), so one hung connection is abandoned and retried instead of
 	// eating the caller's whole deadline. Zero means DefaultTimeout. A
 	// timed-out attempt's error matches context.DeadlineExceeded; compare
-	// with ctx.Err() to tell it from the caller's own deadline.
+	// with ctx.Err() to tell it from the caller's own deadline, and
+	// ErrAttemptTimeout.
 	Timeout time.Duration
+	// TotalTimeout bounds the whole call: every attempt and every wait
+	// between them. A call it ends fails with ErrTotalTimeout, and a retry
+	// whose wait would pass it is not started. Zero means
+	// DefaultTotalTimeout, or twice Timeout when that is longer, so that a
+	// long per-attempt bound still leaves room for a retry.
+	TotalTimeout time.Duration
+	// MaxReplyBytes caps the body of a reply, error replies and streams
+	// included, so that a broken or hostile server cannot make the client
+	// read without end: a call whose reply passes it fails, not retried,
+	// with ErrReplyTooLarge. Zero means DefaultMaxReplyBytes.
+	MaxReplyBytes int64
 	// MaxRetries is how many times a failed attempt is retried. Zero means
 	// DefaultMaxRetries; negative means no retries.
 	MaxRetries int
@@ -105,7 +152,9 @@ type Config struct {
 	// DefaultRetryBaseDelay. Tests set it small to run fast.
 	RetryBaseDelay time.Duration
 	// Pricing turns the reply's token counts into Result.Usage.Cost, keyed
-	// by the model name the request used.
+	// by the model name the request used. A model it has no price for
+	// costs 0 with Usage.CostUnknown set (see llm.Pricer, which also logs
+	// a warning to Logger).
 	Pricing llm.Pricing
 	// HTTPClient sends the requests; nil means a fresh http.Client. Its own
 	// Timeout, if any, applies on top of the per-attempt Timeout.
@@ -124,7 +173,9 @@ type Config struct {
 	// response_format, for servers that refuse it.
 	JSONMode string
 	// Logger receives the warning logged before each retry wait (see
-	// RetryMessage); nil means slog.Default() at the time of logging.
+	// RetryMessage) and the one of a model without a price
+	// (llm.UnpricedMessage); nil means slog.Default() at the time of
+	// logging.
 	Logger *slog.Logger
 }
 
@@ -170,9 +221,11 @@ type Client struct {
 	api        *goopenai.Client
 	model      string
 	timeout    time.Duration
+	total      time.Duration
+	maxReply   int64
 	maxRetries int
 	baseDelay  time.Duration
-	pricing    llm.Pricing
+	pricer     *llm.Pricer
 	extraBody  map[string]any
 	jsonMode   string
 	logger     *slog.Logger
@@ -202,6 +255,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("openai: timeout %s is negative", cfg.Timeout)
 	}
+	if cfg.TotalTimeout < 0 {
+		return nil, fmt.Errorf("openai: total timeout %s is negative", cfg.TotalTimeout)
+	}
+	if cfg.MaxReplyBytes < 0 {
+		return nil, fmt.Errorf("openai: reply limit %d is negative", cfg.MaxReplyBytes)
+	}
 	if cfg.RetryBaseDelay < 0 {
 		return nil, fmt.Errorf("openai: retry base delay %s is negative", cfg.RetryBaseDelay)
 	}
@@ -223,9 +282,11 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		model:      cfg.Model,
 		timeout:    cfg.Timeout,
+		total:      cfg.TotalTimeout,
+		maxReply:   cmp.Or(cfg.MaxReplyBytes, DefaultMaxReplyBytes),
 		maxRetries: cfg.MaxRetries,
 		baseDelay:  cfg.RetryBaseDelay,
-		pricing:    cfg.Pricing,
+		pricer:     llm.NewPricer(cfg.Pricing, cfg.Logger),
 		extraBody:  maps.Clone(cfg.ExtraBody),
 		jsonMode:   jsonMode,
 		logger:     cfg.Logger,
@@ -234,6 +295,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
+	}
+	if c.total == 0 {
+		c.total = max(DefaultTotalTimeout, 2*c.timeout)
 	}
 	switch {
 	case c.maxRetries == 0:
@@ -294,27 +358,34 @@ func TrimChatPath(baseURL string) (root string, ok bool) {
 // choice's text with usage and cost. Parameters are checked first (see
 // CheckParameters); a bad key fails the call before anything is sent.
 //
-// CallBound is the longest a Chat call runs, retries included: each
-// attempt within the client's timeout, each wait before a retry at most a
-// server's capped Retry-After or the capped backoff with its jitter. For a
+// CallBound is the longest a Chat call runs, retries included: the total
+// timeout, or less when the attempts within the client's timeout and the
+// waits before the retries (each at most a server's capped Retry-After or
+// the capped backoff with its jitter) add up to less. For a
 // host that runs the call on another's behalf and must not give up on it
 // while the client is still retrying (package temporal's activity
 // timeouts).
 func (c *Client) CallBound() time.Duration {
 	wait := max(maxRetryAfter, maxBackoff*3/2) // the jitter is ±50%
-	return time.Duration(1+c.maxRetries)*c.timeout + time.Duration(c.maxRetries)*wait
+	return min(c.total, time.Duration(1+c.maxRetries)*c.timeout+time.Duration(c.maxRetries)*wait)
 }
 
 // Retried: HTTP 408, 409, 429 and 5xx (the set OpenAI's own SDKs retry),
-// network errors and per-attempt timeouts. Not retried: other 4xx, malformed
-// replies, and cancellation of ctx, which returns promptly with an error
-// matching errors.Is(err, ctx.Err()). A failure after the last attempt wraps
-// the last go-openai error (*APIError or *RequestError, reachable with
+// network errors, replies cut off mid-body and per-attempt timeouts. Not
+// retried: other 4xx (a model the server does not have wraps
+// ErrModelNotFound), a reply the server sent whole that is not a chat
+// completion (the error names the URL and quotes the start of the body,
+// escaped and capped), a reply over the client's limit (ErrReplyTooLarge),
+// and cancellation of ctx, which returns promptly with an error matching
+// errors.Is(err, ctx.Err()). A failure after the last attempt wraps the
+// last go-openai error (*APIError or *RequestError, reachable with
 // errors.As) and states the number of attempts.
 //
 // On 429 and 503 the server's Retry-After (or retry-after-ms) replaces the
 // backoff wait, capped at 60s; a wait that would outlast ctx's deadline
-// ends the call at once instead of sleeping into a certain failure.
+// ends the call at once instead of sleeping into a certain failure. The
+// client's total timeout is such a deadline too: a call that reaches it,
+// or whose next wait would pass it, fails with ErrTotalTimeout.
 //
 // Result.Duration covers the whole call, retries included. With ForceJSON,
 // Result.JSON holds the decoded reply when it is valid JSON, so the caller
@@ -347,11 +418,15 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 	}
 	bo.Reset()
 	maxAttempts := 1 + c.maxRetries
+	// tctx is ctx under the total timeout; ctx.Err() tells the caller's
+	// end from the total timeout's.
+	tctx, cancel := context.WithDeadline(ctx, start.Add(c.total))
+	defer cancel()
 
 	for attempt := 1; ; attempt++ {
-		resp, info, err := c.attempt(ctx, creq, extra, req.Stream)
+		resp, info, err := c.attempt(tctx, creq, extra, req.Stream)
 		if err == nil {
-			return c.result(creq, req.ForceJSON, resp, start)
+			return c.result(ctx, creq, req.ForceJSON, resp, start)
 		}
 		if info.delivered > 0 {
 			return llm.Result{}, brokenStream(ctx.Err(), attempt, info.delivered, err)
@@ -359,12 +434,24 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 		if cerr := ctx.Err(); cerr != nil {
 			return llm.Result{}, stopped(cerr, attempt, err)
 		}
+		if tctx.Err() != nil {
+			return llm.Result{}, fmt.Errorf("openai: chat %w (%s) after %s: %w", ErrTotalTimeout, c.total, plural(attempt, "attempt"), err)
+		}
+		if errors.Is(err, ErrReplyTooLarge) {
+			return llm.Result{}, info.tooLarge(err)
+		}
 		if !info.sent {
 			// go-openai refused the request locally (e.g. its checks
 			// for reasoning models); nothing reached the server.
 			return llm.Result{}, fmt.Errorf("openai: chat request not sent: %w", err)
 		}
+		if req.Stream == nil && info.answeredBadly(err) {
+			return llm.Result{}, info.notCompletion(err)
+		}
 		status := statusOf(err)
+		if info.modelMissing(status, creq.Model) {
+			return llm.Result{}, fmt.Errorf("openai: chat failed; POST %s answered HTTP %d: %w %q: %w", info.url, status, ErrModelNotFound, creq.Model, err)
+		}
 		if !retryable(status, err) {
 			return llm.Result{}, fmt.Errorf("openai: chat failed after %s (not retryable)%s: %w", plural(attempt, "attempt"), info.where(status), err)
 		}
@@ -376,12 +463,18 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 		reason := "no reply (network error or timeout); backing off"
 		if status != 0 {
 			reason = fmt.Sprintf("HTTP %d; backing off", status)
+		} else if cut := info.cutReason(); cut != "" {
+			reason = cut
 		}
 		if ra, ok := retryAfter(status, info.header, c.now()); ok {
 			wait = ra
 			reason = fmt.Sprintf("HTTP %d; waiting as the server's Retry-After asks", status)
 		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(c.now()) <= wait {
+		if deadline, ok := tctx.Deadline(); ok && deadline.Sub(c.now()) <= wait {
+			if own, ok := ctx.Deadline(); !ok || own.After(deadline) {
+				return llm.Result{}, fmt.Errorf("openai: chat %w (%s) after %s; the next retry (in %s) would pass it: %w",
+					ErrTotalTimeout, c.total, plural(attempt, "attempt"), wait.Round(time.Millisecond), err)
+			}
 			return llm.Result{}, fmt.Errorf("openai: chat failed after %s; the next retry (in %s) would pass the context deadline: %w",
 				plural(attempt, "attempt"), wait.Round(time.Millisecond), err)
 		}
@@ -395,8 +488,11 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 			slog.String("error", err.Error()),
 		)
 
-		if werr := c.wait(ctx, wait); werr != nil {
-			return llm.Result{}, stopped(werr, attempt, err)
+		if werr := c.wait(tctx, wait); werr != nil {
+			if ctx.Err() == nil { // the total timeout, not the caller
+				return llm.Result{}, fmt.Errorf("openai: chat %w (%s) after %s: %w", ErrTotalTimeout, c.total, plural(attempt, "attempt"), err)
+			}
+			return llm.Result{}, stopped(ctx.Err(), attempt, err)
 		}
 	}
 }
@@ -520,7 +616,7 @@ func (c *Client) responseFormat(schema *llm.JSONSchema) *goopenai.ChatCompletion
 // deliver set it streams the reply, passing each piece of text to deliver,
 // and the timeout covers the whole stream.
 func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionRequest, extra map[string]any, deliver func(string)) (goopenai.ChatCompletionResponse, *attemptInfo, error) {
-	info := &attemptInfo{extra: extra}
+	info := &attemptInfo{extra: extra, maxReply: c.maxReply}
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, info), c.timeout)
 	defer cancel()
 	var resp goopenai.ChatCompletionResponse
@@ -532,9 +628,9 @@ func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionReques
 	}
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("attempt timed out after %s: %w", c.timeout, err)
+			err = fmt.Errorf("%w after %s: %w", ErrAttemptTimeout, c.timeout, err)
 		} else {
-			err = fmt.Errorf("attempt timed out after %s: %w (%w)", c.timeout, context.DeadlineExceeded, err)
+			err = fmt.Errorf("%w after %s: %w (%w)", ErrAttemptTimeout, c.timeout, context.DeadlineExceeded, err)
 		}
 	}
 	return resp, info, err
@@ -608,7 +704,7 @@ func (c *Client) receive(ctx context.Context, creq goopenai.ChatCompletionReques
 	return resp, nil
 }
 
-func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, resp goopenai.ChatCompletionResponse, start time.Time) (llm.Result, error) {
+func (c *Client) result(ctx context.Context, creq goopenai.ChatCompletionRequest, forceJSON bool, resp goopenai.ChatCompletionResponse, start time.Time) (llm.Result, error) {
 	if len(resp.Choices) == 0 {
 		return llm.Result{}, fmt.Errorf("openai: reply from model %q has no choices", creq.Model)
 	}
@@ -632,7 +728,7 @@ func (c *Client) result(creq goopenai.ChatCompletionRequest, forceJSON bool, res
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.InputTokens + u.OutputTokens
 	}
-	u.Cost = c.pricing.Cost(creq.Model, u)
+	u = c.pricer.Price(ctx, creq.Model, u)
 	res := llm.Result{
 		Text:     resp.Choices[0].Message.Content,
 		Usage:    u,
@@ -718,10 +814,30 @@ type attemptKey struct{}
 // attemptInfo is what doer learns about one attempt's HTTP exchange.
 type attemptInfo struct {
 	extra     map[string]any // body fields to add (explicit zeros go-openai drops, Config.ExtraBody)
+	maxReply  int64          // the cap on the reply's body
 	sent      bool           // the request reached the HTTP client
 	url       string         // the URL called, password redacted (the API key is in a header, never here)
 	header    http.Header    // response headers, for Retry-After
+	status    int            // the reply's HTTP status; 0 when none came
+	body      *capture       // the reply's body as go-openai read it; nil when none came
 	delivered int            // bytes of streamed text passed to Request.Stream
+}
+
+// modelMissing says the reply refused the call because the server has no
+// model named model: a 400 or 404 whose body has OpenAI's code
+// model_not_found, or says the model "does not exist" or is "not found"
+// and names it (vLLM, Ollama, LiteLLM). A 404 whose body does not, such
+// as a web server's for a wrong path, is about the URL (see where).
+func (info *attemptInfo) modelMissing(status int, model string) bool {
+	if (status != http.StatusNotFound && status != http.StatusBadRequest) || info.body == nil {
+		return false
+	}
+	body := strings.ToLower(string(info.body.head))
+	if strings.Contains(body, "model_not_found") {
+		return true
+	}
+	return strings.Contains(body, strings.ToLower(model)) &&
+		(strings.Contains(body, "does not exist") || strings.Contains(body, "not found"))
 }
 
 // where is the part of a failed call's error that names the URL called,
@@ -748,8 +864,9 @@ func (info *attemptInfo) where(status int) string {
 }
 
 // doer wraps the HTTP client handed to go-openai. It exists because go-openai
-// hides two things Chat needs: response headers on errors (for Retry-After)
-// and parameters whose explicit zero value (temperature 0) its omitempty
+// hides three things Chat needs: response headers on errors (for
+// Retry-After), what the server sent when its reply does not decode (see
+// capture), and parameters whose explicit zero value (temperature 0) its omitempty
 // tags drop, which would silently switch the server to its default; it also
 // adds Config.ExtraBody, fields go-openai has no place for, and max_tokens,
 // whose go-openai field is deprecated.
@@ -772,6 +889,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	resp, err := d.hc.Do(req)
 	if resp != nil {
 		info.header = resp.Header.Clone()
+		info.status = resp.StatusCode
+		info.body = &capture{body: resp.Body, limit: info.maxReply}
+		resp.Body = info.body
 	}
 	return resp, err
 }

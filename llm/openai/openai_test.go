@@ -872,6 +872,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"query", Config{BaseURL: "http://example.com/v1?x=1"}, "query"},
 		{"negative timeout", Config{Timeout: -time.Second}, "timeout"},
 		{"negative delay", Config{RetryBaseDelay: -time.Second}, "delay"},
+		{"negative total timeout", Config{TotalTimeout: -time.Second}, "total timeout"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -952,17 +953,19 @@ func checkPricedUsage(t *testing.T, res llm.Result) {
 	}
 }
 
-// CallBound is the attempts' timeouts and the longest waits between them:
-// a server's Retry-After, capped at 60 s, outwaits the backoff's 30 s cap
-// with its jitter.
+// CallBound is the attempts' timeouts and the longest waits between them
+// (a server's Retry-After, capped at 60 s, outwaits the backoff's 30 s cap
+// with its jitter), or the total timeout when that is shorter.
 func TestCallBound(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
 		want time.Duration
 	}{
-		{Config{}, 4*DefaultTimeout + 3*time.Minute},
-		{Config{Timeout: 10 * time.Second, MaxRetries: 2}, 30*time.Second + 2*time.Minute},
+		{Config{}, DefaultTotalTimeout}, // 4*DefaultTimeout + 3*time.Minute is longer
+		{Config{Timeout: 10 * time.Second, MaxRetries: 1}, 20*time.Second + time.Minute},
 		{Config{Timeout: 5 * time.Second, MaxRetries: -1}, 5 * time.Second},
+		{Config{Timeout: 100 * time.Second}, 200 * time.Second}, // the default total: twice the attempt's
+		{Config{TotalTimeout: 90 * time.Second}, 90 * time.Second},
 	} {
 		c, err := New(tc.cfg)
 		if err != nil {

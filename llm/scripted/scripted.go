@@ -26,7 +26,8 @@
 // tokens as len(reply text)/4, input tokens as the summed length of the
 // request's message contents /4, each at least 1. The cost is computed with
 // the llm.Pricing given to the client (see WithPricing), for the request's
-// model, or the script's model when the request names none.
+// model, or the script's model when the request names none; a model
+// without a price costs 0 with Usage.CostUnknown set (see llm.Pricer).
 //
 // # Streaming
 //
@@ -61,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"strings"
@@ -118,6 +120,8 @@ type Client struct {
 	model   string
 	source  string
 	pricing llm.Pricing
+	logger  *slog.Logger
+	pricer  *llm.Pricer
 
 	mu       sync.Mutex
 	replies  []Reply
@@ -133,8 +137,13 @@ type Option func(*Client)
 func WithModel(name string) Option { return func(c *Client) { c.model = name } }
 
 // WithPricing sets the prices used to compute each reply's cost (default
-// none: every cost is 0).
+// none: every cost is 0, and unknown, as for any model without a price:
+// see llm.Pricer).
 func WithPricing(p llm.Pricing) Option { return func(c *Client) { c.pricing = p } }
+
+// WithLogger sets the logger of the warning of a model without a price
+// (llm.UnpricedMessage); default slog.Default() at the time of logging.
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.logger = l } }
 
 // WithSource names where the script came from (a file path) in errors.
 func WithSource(name string) Option { return func(c *Client) { c.source = name } }
@@ -145,13 +154,15 @@ func New(replies []Reply, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.pricer = llm.NewPricer(c.pricing, c.logger)
 	return c
 }
 
 // Load reads the script file at path (see the package doc for its format)
-// and returns a client that replays it, priced with pricing (nil: no cost).
-// Errors name the file and, for a bad reply, its index: "replies[3]: ...".
-func Load(path string, pricing llm.Pricing) (*Client, error) {
+// and returns a client that replays it, priced with pricing (nil: no cost),
+// with opts applied after. Errors name the file and, for a bad reply, its
+// index: "replies[3]: ...".
+func Load(path string, pricing llm.Pricing, opts ...Option) (*Client, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("scripted model: %w", err)
@@ -160,7 +171,7 @@ func Load(path string, pricing llm.Pricing) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scripted model: %s: %w", path, err)
 	}
-	return New(replies, WithModel(model), WithPricing(pricing), WithSource(path)), nil
+	return New(replies, append([]Option{WithModel(model), WithPricing(pricing), WithSource(path)}, opts...)...), nil
 }
 
 // Model returns the script's model name.
@@ -209,7 +220,7 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 		return llm.Result{}, err
 	}
 	at, numbered := ctx.Value(replyIndexKey{}).(int)
-	res, err := c.take(req, at, numbered)
+	res, err := c.take(ctx, req, at, numbered)
 	if err != nil || req.Stream == nil {
 		return res, err
 	}
@@ -223,7 +234,7 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 }
 
 // take records req and uses the next reply, or reply at when numbered.
-func (c *Client) take(req llm.Request, at int, numbered bool) (llm.Result, error) {
+func (c *Client) take(ctx context.Context, req llm.Request, at int, numbered bool) (llm.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.requests = append(c.requests, copyRequest(req))
@@ -254,7 +265,7 @@ func (c *Client) take(req llm.Request, at int, numbered bool) (llm.Result, error
 	if model == "" {
 		model = c.model
 	}
-	u.Cost = c.pricing.Cost(model, u)
+	u = c.pricer.Price(ctx, model, u)
 	return llm.Result{Text: r.Text, Usage: u}, nil
 }
 

@@ -128,6 +128,10 @@ pub struct Usage {
     pub total_tokens: i64,
     /// Cost in USD.
     pub cost: f64,
+    /// True when a call was of a model the host has no price for: cost counts it as 0, so the real
+    /// cost is higher. Absent when false.
+    #[serde(skip_serializing_if = "is_false")]
+    pub cost_unknown: bool,
 }
 
 /// An agent's final answer; the output of morph_fallback_final.

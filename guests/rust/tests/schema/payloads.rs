@@ -181,6 +181,7 @@ fn full_usage() -> Usage {
     x.output_tokens = 1;
     x.total_tokens = 1;
     x.cost = 0.5;
+    x.cost_unknown = true;
     x
 }
 
