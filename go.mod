@@ -113,7 +113,7 @@ require (
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/morphhost/morph/abi v0.0.0-20261128041835-e28cc41caec6
+	github.com/morphhost/morph/abi v0.0.0-20261128064946-13dfdd3463f1
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/sys v0.47.0
 )

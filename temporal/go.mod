@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/morphhost/morph v0.0.0
-	github.com/morphhost/morph/abi v0.0.0-20261128041835-e28cc41caec6
+	github.com/morphhost/morph/abi v0.0.0-20261128064946-13dfdd3463f1
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.11.1
 	go.temporal.io/api v1.63.5

@@ -5,7 +5,7 @@ go 1.23
 
 require (
 	github.com/extism/go-pdk v1.1.3
-	github.com/morphhost/morph/abi v0.0.0-20261128041835-e28cc41caec6
+	github.com/morphhost/morph/abi v0.0.0-20261128064946-13dfdd3463f1
 )
 
 replace github.com/morphhost/morph/abi => ../../abi

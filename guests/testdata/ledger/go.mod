@@ -3,7 +3,7 @@ module github.com/morphhost/morph/guests/testdata/ledger
 go 1.23
 
 require (
-	github.com/morphhost/morph/abi v0.0.0-20261128041835-e28cc41caec6
+	github.com/morphhost/morph/abi v0.0.0-20261128064946-13dfdd3463f1
 	github.com/morphhost/morph/guests/go/pdk v0.0.0
 )
 
