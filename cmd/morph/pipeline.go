@@ -76,17 +76,20 @@ that cannot be read or parsed.`,
 			}
 			// Without a config, the graph alone; with one, what "run" checks:
 			// the config's tools, plugins' stage handlers and allow_shell.
-			r := &pipeline.Runner{}
+			var diags []pipeline.Diagnostic
+			scope := " (graph only: pass --config to check tools, plugins and allow_shell)"
 			if cfgPath != "" {
 				logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-				_, p, err := openRunner(cmd.Context(), cfgPath, logger)
-				if err != nil {
-					return err
+				_, p, oerr := openRunner(cmd.Context(), cfgPath, logger)
+				if oerr != nil {
+					return oerr
 				}
 				defer closeRuntime(cmd.Context(), p, defaultShutdownTimeout, false, stderr)
-				r = p.Runner
+				diags, err = p.Runner.Prepare(g)
+				scope = ""
+			} else {
+				diags, err = pipeline.ValidateGraph(g)
 			}
-			diags, err := r.Prepare(g)
 			var ve *pipeline.ValidationError
 			if err != nil && !errors.As(err, &ve) {
 				return &exitError{exitUsage, err}
@@ -103,7 +106,7 @@ that cannot be read or parsed.`,
 					fmt.Fprintln(stdout, diagnosticLine(g, d))
 				}
 				errs, warns := countDiagnostics(diags)
-				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)\n", args[0], errs, warns)
+				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)%s\n", args[0], errs, warns, scope)
 			}
 			if pipeline.HasErrors(diags) {
 				return &exitError{exitUsage, fmt.Errorf("%s does not validate", args[0])}
