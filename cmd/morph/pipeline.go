@@ -254,7 +254,7 @@ Exit codes: as morph pipeline run.`,
 
 // pipelineFlags registers the flags run and resume share.
 func pipelineFlags(fl *pflag.FlagSet, f *pipelineRunFlags) {
-	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
+	fl.StringVar(&f.config, "config", defaultConfigFile, "the config file")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "approve every human gate with its default (else first) choice")
 	fl.BoolVar(&f.force, "force", false, "resume even though the DOT source differs from the run's")
 	fl.IntVar(&f.maxTokens, "max-tokens", 0, "stop the run once it has used this many tokens (overrides [pipeline] max_tokens)")
@@ -268,9 +268,9 @@ func pipelineFlags(fl *pflag.FlagSet, f *pipelineRunFlags) {
 // (config.OpenPipeline), telling a bad config (exitUsage) from a failure to
 // open it.
 func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.Config, *config.PipelineRuntime, error) {
-	cfg, err := config.Load(path)
+	cfg, err := loadConfig(path)
 	if err != nil {
-		return nil, nil, &exitError{exitUsage, err}
+		return nil, nil, err
 	}
 	p, err := cfg.OpenPipeline(ctx, logger)
 	if err != nil {

@@ -173,7 +173,7 @@ func printConform(w io.Writer, rep *conform.Report) {
 	}
 	m := rep.Manifest
 	name := label(m.Name)
-	fmt.Fprintf(w, "plugin %s %s (%s), ABI v%d: loaded in %s, memory %s\n", name, label(m.Version), path, m.ABIVersion,
+	fmt.Fprintf(w, "plugin %s (%s), %s: loaded in %s, memory %s\n", moduleName(m.Name, m.Version), path, moduleKind(m.ABIVersion, rep.Loader),
 		rep.LoadTime.Round(time.Microsecond), memory(rep.MemoryBytes))
 	if len(rep.Calls) == 0 {
 		fmt.Fprintf(w, "ok: nothing to call: the plugin declares no hooks and no tools\n")

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// `morph tools` lists the builtin and the plugin's tools, each with its
+// source; the plugin's with its grants; -v and --json with the schema.
+func TestToolsLists(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "\n[discovery]\nproject = false\nuser = false\n\n"+
+		"[[plugins]]\nname = \"echo\"\npath = \""+fixture(t, "echo_tool")+"\"\nenv = [\"LANG\"]\n")
+	code, stdout, stderr := morph(t, "", "tools", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	assertHas(t, "tools", stdout, "calc (builtin)\n", "echo_input (WebAssembly plugin echo)\n",
+		"  Fails with its input as the message.\n", "  grants: env (granted: LANG, not requested)\n")
+	if strings.Contains(stdout, "parameters:") {
+		t.Errorf("without -v, no schema:\n%s", stdout)
+	}
+	_, stdout, _ = morph(t, "", "tools", "-v", "--config", cfg)
+	assertHas(t, "tools -v", stdout, `  parameters: {"type":"object"}`)
+
+	code, stdout, _ = morph(t, "", "tools", "--json", "--config", cfg)
+	var tools []toolInfo
+	if err := json.Unmarshal([]byte(stdout), &tools); code != 0 || err != nil {
+		t.Fatalf("--json: exit %d, %v\n%s", code, err, stdout)
+	}
+	byName := map[string]toolInfo{}
+	for _, ti := range tools {
+		byName[ti.Name] = ti
+	}
+	echo, calc := byName["echo_input"], byName["calc"]
+	var schema bytes.Buffer
+	if err := json.Compact(&schema, echo.Parameters); err != nil {
+		t.Errorf("echo_input's parameters: %v", err)
+	}
+	if echo.Source != "plugin:echo" || echo.Kind != "wasm" || echo.Plugin != "echo" || schema.String() != `{"type":"object"}` ||
+		len(echo.Grants) != 1 || echo.Grants[0].Name != "env" {
+		t.Errorf("echo_input: %+v", echo)
+	}
+	if calc.Source != "builtin" || calc.Kind != "builtin" || calc.Description == "" || !json.Valid(calc.Parameters) {
+		t.Errorf("calc: %+v", calc)
+	}
+}
+
+// morphCommand is `morph WORD` opening a parenthesis or a quotation in a
+// string literal: a command a message tells the user to run ("(morph
+// tools lists them)", "'morph run'"), not prose ("a morph bug").
+var morphCommand = regexp.MustCompile("[(`'\"]morph ([a-z]+)\\b")
+
+// Every `morph WORD` that a message of the packages the CLI runs tells
+// the user to run is a command the CLI has (a fix text once said "morph
+// tools lists them", when there was no morph tools).
+func TestToolsMessagesNameRealCommands(t *testing.T) {
+	root := newRoot(strings.NewReader(""), io.Discard, io.Discard)
+	root.InitDefaultCompletionCmd()
+	known := map[string]bool{}
+	for _, c := range root.Commands() {
+		known[c.Name()] = true
+	}
+	repo := filepath.Join("..", "..")
+	for _, dir := range []string{"pipeline", "config", "engine", "host", "cmd/morph", "mcp", "llm/openai"} {
+		files, err := filepath.Glob(filepath.Join(repo, dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file, err := parser.ParseFile(token.NewFileSet(), f, src, 0) // no comments: prose may say "morph is"
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				s, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					return true
+				}
+				for _, m := range morphCommand.FindAllStringSubmatch(s, -1) {
+					if !known[m[1]] {
+						t.Errorf("%s: %q tells the user to run \"morph %s\", which is not a command", f, s, m[1])
+					}
+				}
+				return true
+			})
+		}
+	}
+}
