@@ -446,6 +446,11 @@ type result struct {
 	Parameters   map[string]any `json:"parameters,omitempty"`
 	SystemPrompt string         `json:"system_prompt,omitempty"` // with --show-prompt
 	Metrics      engine.Metrics `json:"metrics"`                 // its JSON: engine.Metrics.MarshalJSON
+	// Steps are the run's steps: each reply's action, the tool's
+	// observation or error (cut to the engine's observation limit), usage
+	// and duration; a reply that did not parse is in its step, escaped
+	// and capped.
+	Steps []engine.Step `json:"steps"`
 }
 
 func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPrompt bool) error {
@@ -461,6 +466,10 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPromp
 		StopReason: rc.StopReason,
 		Parameters: rc.Parameters,
 		Metrics:    rc.Metrics,
+		Steps:      rc.Steps,
+	}
+	if res.Steps == nil {
+		res.Steps = []engine.Step{}
 	}
 	if showPrompt {
 		res.SystemPrompt = rc.SystemPrompt
