@@ -67,7 +67,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 		defer l.Close(cmd.Context())
 		rep, err := l.Inspect(cmd.Context(), hc)
 		if err != nil {
-			return nil, nil, &exitError{exitUsage, err}
+			return nil, nil, &exitError{exitUsage, notBuilt(err, path)}
 		}
 		if inspectConfig == "" {
 			rep.Capabilities = nil // no grants to compare with: the manifest's requests only

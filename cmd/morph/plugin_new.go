@@ -102,6 +102,34 @@ func cargoNote() string {
 		"(\"unknown print request `split-debuginfo`\"): build with make, or %s build --release, never plain cargo", found, debianCargo)
 }
 
+// notBuilt adds to err, a module file's absence, how to build it when it
+// is a Rust build's output (under target/ beside a Cargo.toml): make in
+// the crate, with the note on the cargo on PATH.
+func notBuilt(err error, path string) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	abs, aerr := filepath.Abs(path)
+	if aerr != nil {
+		return err
+	}
+	for dir := filepath.Dir(abs); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if filepath.Base(dir) != "target" {
+			continue
+		}
+		crate := filepath.Dir(dir)
+		if _, serr := os.Stat(filepath.Join(crate, "Cargo.toml")); serr != nil {
+			return err
+		}
+		hint := "not built yet: run make in " + crate
+		if note := cargoNote(); note != "" {
+			hint += " (" + note + ")"
+		}
+		return fmt.Errorf("%w: %s", err, hint)
+	}
+	return err
+}
+
 func newScaffold(lang, name, pdk, how string) (*scaffold, error) {
 	s := &scaffold{Name: name, Lang: lang, PDK: filepath.ToSlash(pdk), PDKFile: how}
 	switch lang {

@@ -110,3 +110,26 @@ func TestPluginNewCargoNote(t *testing.T) {
 		t.Errorf("Debian's cargo first on PATH: a note:\n%s", stdout)
 	}
 }
+
+// `plugin check` and `plugin test` of a Rust scaffold's module before it is
+// built say to run make in the crate, and, with rustup's cargo first on
+// PATH, not to use it; a missing file elsewhere gets the plain error.
+func TestPluginNotBuiltHint(t *testing.T) {
+	testenv.Tool(t, debianCargo, "tools-rust")
+	crate := t.TempDir()
+	if err := os.WriteFile(filepath.Join(crate, "Cargo.toml"), []byte("[package]\nname = \"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	module := filepath.Join(crate, "target", "wasm32-unknown-unknown", "release", "x.wasm")
+	t.Setenv("PATH", fakeBin(t, "cargo", "exit 1\n")+":/usr/bin:/bin")
+	for _, sub := range []string{"check", "test", "inspect"} {
+		code, _, stderr := morph(t, "", "plugin", sub, module)
+		if code != exitUsage {
+			t.Errorf("plugin %s: exit %d, want %d", sub, code, exitUsage)
+		}
+		assertHas(t, "plugin "+sub, stderr, "not built yet: run make in "+crate, "split-debuginfo")
+	}
+	if _, _, stderr := morph(t, "", "plugin", "test", filepath.Join(crate, "x.wasm")); strings.Contains(stderr, "not built yet") {
+		t.Errorf("a module outside target/: %s", stderr)
+	}
+}

@@ -60,7 +60,7 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
 			if info, err := os.Stat(path); err != nil {
-				return &exitError{exitUsage, err}
+				return &exitError{exitUsage, notBuilt(err, path)}
 			} else if info.IsDir() {
 				return usageErrorf("%s is a directory, not a .wasm file", path)
 			}
