@@ -94,10 +94,14 @@ func decode(t *testing.T, stdout string) output {
 		Metrics map[string]json.RawMessage
 	}
 	_ = json.Unmarshal([]byte(stdout), &keys.Top)
+	if steps := keys.Top["steps"]; len(steps) == 0 || steps[0] != '[' { // the run's steps: a list, always
+		t.Errorf("result steps %s, want a list", steps)
+	}
+	delete(keys.Top, "steps")
 	_ = json.Unmarshal(keys.Top["metrics"], &keys.Metrics)
 	delete(keys.Top, "parameters")
 	delete(keys.Top, "system_prompt")
-	wantTop := []string{"final", "metrics", "output", "plan", "steps", "stop_reason", "thought"}
+	wantTop := []string{"final", "metrics", "output", "plan", "stop_reason", "thought"}
 	wantMetrics := []string{"cost_usd", "elapsed_ms", "input_tokens", "llm_rounds", "llm_time_ms", "output_tokens", "parse_retries", "start_time", "tool_calls", "total_tokens"}
 	if got := slices.Sorted(maps.Keys(keys.Top)); !slices.Equal(got, wantTop) {
 		t.Errorf("result keys %v, want %v", got, wantTop)
