@@ -55,15 +55,32 @@ func TestToolsLists(t *testing.T) {
 	}
 }
 
-// morphCommand is `morph WORD` opening a parenthesis or a quotation in a
-// string literal: a command a message tells the user to run ("(morph
-// tools lists them)", "'morph run'"), not prose ("a morph bug").
-var morphCommand = regexp.MustCompile("[(`'\"]morph ([a-z]+)\\b")
+// morphCommand is `morph WORD` where a string literal tells the user to
+// run it: quoted as a command ('morph run', `morph plugin new`), or
+// followed by a flag (morph pipeline validate --config F) or by "lists"
+// (morph tools lists them); not prose ("morph does when ...", "a morph
+// bug", "morph for MCP server").
+var morphCommand = regexp.MustCompile("[`']morph ([a-z]+)\\b|\\bmorph ([a-z]+)(?: [a-z]+)? (?:--|lists\\b)")
 
-// Every `morph WORD` that a message of the packages the CLI runs tells
-// the user to run is a command the CLI has (a fix text once said "morph
-// tools lists them", when there was no morph tools).
+// commandsIn are the WORDs of the `morph WORD` commands s names.
+func commandsIn(s string) []string {
+	var words []string
+	for _, m := range morphCommand.FindAllStringSubmatch(s, -1) {
+		words = append(words, m[1]+m[2])
+	}
+	return words
+}
+
 func TestToolsMessagesNameRealCommands(t *testing.T) {
+	for s, want := range map[string]string{
+		"(morph tools lists them)": "tools", "'morph run'": "run", "see `morph plugin new`": "plugin",
+		"morph tools --config FILE": "tools", "morph pipeline validate --config F": "pipeline", "morph for MCP server": "",
+		"(morph does when allow_shell)": "", "a morph bug": "", "which morph sets": "", "morph's cache": "",
+	} {
+		if got := strings.Join(commandsIn(s), ","); got != want {
+			t.Errorf("commandsIn(%q) = %q, want %q", s, got, want)
+		}
+	}
 	root := newRoot(strings.NewReader(""), io.Discard, io.Discard)
 	root.InitDefaultCompletionCmd()
 	known := map[string]bool{}
@@ -97,9 +114,9 @@ func TestToolsMessagesNameRealCommands(t *testing.T) {
 				if err != nil {
 					return true
 				}
-				for _, m := range morphCommand.FindAllStringSubmatch(s, -1) {
-					if !known[m[1]] {
-						t.Errorf("%s: %q tells the user to run \"morph %s\", which is not a command", f, s, m[1])
+				for _, word := range commandsIn(s) {
+					if !known[word] {
+						t.Errorf("%s: %q tells the user to run \"morph %s\", which is not a command", f, s, word)
 					}
 				}
 				return true
