@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,7 +30,8 @@ func TestPluginModuleTitle(t *testing.T) {
 }
 
 // `morph run` where there is no morph.toml says how to name one; a
-// missing file named with --config gets the plain error, which names it.
+// missing file named with --config gets the plain error, which names it,
+// and so does a morph.toml that is there but names a missing module.
 func TestRunConfigNotFoundHint(t *testing.T) {
 	dot, err := filepath.Abs(examples + "plan-implement-verify.dot")
 	if err != nil {
@@ -49,6 +51,14 @@ func TestRunConfigNotFoundHint(t *testing.T) {
 		if _, _, stderr := morph(t, "", args...); !strings.Contains(stderr, "pass --config FILE") {
 			t.Errorf("morph %s: %s", strings.Join(args, " "), stderr)
 		}
+	}
+	toml := "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n\n[[plugins]]\nname = \"x\"\npath = \"x.wasm\"\n"
+	if err := os.WriteFile("morph.toml", []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = morph(t, "", "run", "hi")
+	if code != exitUsage || !strings.Contains(stderr, "x.wasm not found") || strings.Contains(stderr, "pass --config") {
+		t.Errorf("a morph.toml naming a missing file: exit %d: %s", code, stderr)
 	}
 }
 

@@ -82,7 +82,8 @@ const defaultConfigFile = "morph.toml"
 func loadConfig(path string) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && path == defaultConfigFile {
+		// Not a file the config names (a plugin's module): the config itself.
+		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) && path == defaultConfigFile {
 			err = fmt.Errorf("%w: pass --config FILE, or run morph where your morph.toml is (morph plugin new writes one)", err)
 		}
 		return nil, &exitError{exitUsage, err}
