@@ -54,7 +54,9 @@ func (r *Runner) logger() *slog.Logger {
 // Prepare applies the transforms to g (the default ones, then
 // r.Transforms) and validates it with what the runner has: its handler
 // types, the stage-handler plugins registered (type wasm:<plugin>), its
-// tools and shell setting, the default rules and r.Rules. It returns the
+// tools and shell setting, the default rules and r.Rules. A ToolRunner
+// that also lists its tools (ToolNames() []string, as EngineBackend does)
+// gets a misspelled tool node the closest name. It returns the
 // diagnostics, and a *ValidationError when any is an ERROR.
 func (r *Runner) Prepare(g *Graph) ([]Diagnostic, error) {
 	handlers := r.handlers()
