@@ -124,3 +124,19 @@ func TestToolsMessagesNameRealCommands(t *testing.T) {
 		}
 	}
 }
+
+// What a plugin wrote (descriptions, schemas with control and
+// bidirectional characters, line breaks) reaches the terminal escaped, one
+// line each, in text and in JSON. (Names with them do not load.)
+func TestToolsHostilePlugin(t *testing.T) {
+	cfg := setup(t, []string{finalReply}, "\n[discovery]\nproject = false\nuser = false\n\n"+
+		"[[plugins]]\nname = \"evil\"\npath = \""+fixture(t, "hostile_run")+"\"\n")
+	for _, args := range [][]string{{"tools", "-v"}, {"tools", "--json"}} {
+		code, stdout, stderr := morph(t, "", append(args, "--config", cfg)...)
+		if code != 0 {
+			t.Fatalf("morph %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+		assertSafe(t, strings.Join(args, " "), stdout+stderr)
+		assertHas(t, strings.Join(args, " "), stdout, "lookup_2J_RLO", "FORGED description line")
+	}
+}
