@@ -37,7 +37,10 @@ func TestPluginLoaderShown(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "ok: extism_echo 1, Extism plugin, hooks [") || !strings.HasSuffix(stdout, ", loader extism\n") {
 		t.Fatalf("check exit %d: %s", code, stdout)
 	}
-	code, stdout, _ = morph(t, "", "plugin", "test", "--cache-dir", "off", fixture(t, "extism_echo"))
+	// The fixture's hooks fail on purpose (exit 1); the header is the point.
+	if code, stdout, _ = morph(t, "", "plugin", "test", "--cache-dir", "off", fixture(t, "extism_echo")); code != exitRunFailed {
+		t.Errorf("test: exit %d, want %d", code, exitRunFailed)
+	}
 	assertHas(t, "test", stdout, "plugin extism_echo 1 (")
 	assertHas(t, "test", stdout, "), Extism plugin: loaded in ")
 	assertNoABI("test", stdout)
