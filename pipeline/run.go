@@ -54,19 +54,39 @@ func (r *Runner) logger() *slog.Logger {
 // Prepare applies the transforms to g (the default ones, then
 // r.Transforms) and validates it with what the runner has: its handler
 // types, the stage-handler plugins registered (type wasm:<plugin>), its
-// tools and shell setting, the default rules and r.Rules. It returns the
+// tools and shell setting, the default rules and r.Rules. A ToolRunner
+// that also lists its tools (ToolNames() []string, as EngineBackend does)
+// gets a misspelled tool node the closest name. It returns the
 // diagnostics, and a *ValidationError when any is an ERROR.
 func (r *Runner) Prepare(g *Graph) ([]Diagnostic, error) {
-	if err := ApplyTransformsWith(g, r.Transforms...); err != nil {
-		return nil, err
-	}
 	handlers := r.handlers()
 	opts := ValidateOptions{KnownTypes: handlers.Types(), AllowShell: r.AllowShell,
 		Plugins: func(name string) bool { return handlers.Get(TypeWasmPrefix+name) != nil }}
 	if r.Tools != nil {
 		opts.Tools = r.Tools.HasTool
+		if n, ok := r.Tools.(interface{ ToolNames() []string }); ok {
+			opts.ToolNames = n.ToolNames
+		}
 	}
-	diags := Validate(g, opts, r.Rules...)
+	return transformAndValidate(g, opts, r.Transforms, r.Rules)
+}
+
+// ValidateGraph applies the default transforms to g and validates the
+// graph alone: with the built-in handler types, and neither plugins nor
+// tools nor the shell setting checked, which are a runner's (see
+// Prepare). It returns the diagnostics, and a *ValidationError when any
+// is an ERROR.
+func ValidateGraph(g *Graph) ([]Diagnostic, error) {
+	return transformAndValidate(g, ValidateOptions{AllowShell: true}, nil, nil)
+}
+
+// transformAndValidate is Prepare and ValidateGraph: the transforms, then
+// validation with opts.
+func transformAndValidate(g *Graph, opts ValidateOptions, transforms []Transform, rules []Rule) ([]Diagnostic, error) {
+	if err := ApplyTransformsWith(g, transforms...); err != nil {
+		return nil, err
+	}
+	diags := Validate(g, opts, rules...)
 	if HasErrors(diags) {
 		return diags, &ValidationError{File: g.File, Diagnostics: diags}
 	}

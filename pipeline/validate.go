@@ -43,6 +43,9 @@ type ValidateOptions struct {
 	Plugins func(name string) bool
 	// Tools reports whether a tool of that name exists (nil: not checked).
 	Tools func(name string) bool
+	// ToolNames lists the tools, for a suggestion when Tools says a name
+	// does not exist (nil: none suggested).
+	ToolNames func() []string
 	// AllowShell is the operator's [pipeline] allow_shell: whether tool
 	// nodes may run tool_command in a shell.
 	AllowShell bool

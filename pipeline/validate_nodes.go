@@ -136,9 +136,13 @@ func checkToolKnown(g *Graph, opts ValidateOptions) []Diagnostic {
 	var out []Diagnostic
 	for _, n := range g.Nodes {
 		if tool := strings.TrimSpace(n.Attrs["tool"]); n.Type() == TypeTool && tool != "" && !opts.Tools(tool) {
-			out = append(out, nodeDiag(RuleToolKnown, SeverityError, n,
-				fmt.Sprintf("install a plugin that provides the tool %q, or name one that exists (morph tools lists them)", tool),
-				"node %s uses the tool %q, which does not exist", n.ID, tool))
+			fix := fmt.Sprintf("install a plugin that provides the tool %q, or name one that exists (morph tools --config FILE lists them)", tool)
+			if opts.ToolNames != nil {
+				if c := suggest.Closest(tool, opts.ToolNames(), 1, suggest.MaxTypo); len(c) > 0 {
+					fix = fmt.Sprintf("did you mean %q? write tool=%q, or ", c[0], c[0]) + fix
+				}
+			}
+			out = append(out, nodeDiag(RuleToolKnown, SeverityError, n, fix, "node %s uses the tool %q, which does not exist", n.ID, tool))
 		}
 	}
 	return out
@@ -168,7 +172,7 @@ func checkHandlerPlugin(g *Graph, opts ValidateOptions) []Diagnostic {
 				"node %s: the plugin name %q has spaces around it, and no handler is registered under that name", n.ID, plugin))
 		case opts.Plugins != nil && !opts.Plugins(plugin):
 			out = append(out, nodeDiag(RuleHandlerPlugin, SeverityError, n,
-				fmt.Sprintf("install the plugin %q (one that provides a stage handler), or fix the name", plugin),
+				fmt.Sprintf("add the plugin %q (one that provides a stage handler) to the [[plugins]] of the config given with --config, or fix the name", plugin),
 				"node %s is run by the WebAssembly plugin %q, which is not installed", n.ID, plugin))
 		}
 	}

@@ -6,6 +6,7 @@
 //	morph worker                         serve the [temporal] task queue (durable turns)
 //	morph mcp serve [--config morph.toml] the config's tools to an MCP client, on stdin/stdout
 //	morph mcp login NAME                 authorize morph with an OAuth MCP server ([[mcp_servers]] NAME)
+//	morph tools [--config morph.toml] [--json]  every tool: its source, description, grants (-v: schema)
 //	morph version
 //	morph plugin inspect FILE.wasm|oci://REF  the manifest, exports, imports, hooks and tools
 //	morph plugin check FILE.wasm         conformance to ABI v1 (exit 1 when not)

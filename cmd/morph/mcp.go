@@ -82,7 +82,7 @@ progress, its human gates asked through the client's elicitation.`,
 			return mcpServe(cmd, f, stdin, stdout, stderr)
 		},
 	}
-	serve.Flags().StringVar(&f.config, "config", "morph.toml", "the config file")
+	serve.Flags().StringVar(&f.config, "config", defaultConfigFile, "the config file")
 	serve.Flags().IntVar(&f.maxRequestKB, "max-request-kb", mcp.DefaultMaxRequestBytes>>10,
 		"the longest request a client may send, in KiB (a line on standard input, a body over HTTP); a longer one is refused with an error, and the session goes on (overrides [mcp] max_request_kb)")
 	serve.Flags().IntVar(&f.maxCalls, "max-calls-per-session", mcp.DefaultMaxCallsPerSession,
@@ -120,9 +120,9 @@ redirects your browser to morph, listening on 127.0.0.1 until --timeout.`,
 			if timeout <= 0 {
 				return usageErrorf("--timeout must be positive, not %s", timeout)
 			}
-			cfg, err := config.Load(configFile)
+			cfg, err := loadConfig(configFile)
 			if err != nil {
-				return &exitError{exitUsage, err}
+				return err
 			}
 			servers, err := cfg.MCPServerConfigs()
 			if err != nil {
@@ -143,7 +143,7 @@ redirects your browser to morph, listening on 127.0.0.1 until --timeout.`,
 			return nil
 		},
 	}
-	login.Flags().StringVar(&configFile, "config", "morph.toml", "the config file")
+	login.Flags().StringVar(&configFile, "config", defaultConfigFile, "the config file")
 	login.Flags().DurationVar(&timeout, "timeout", mcp.DefaultLoginTimeout, "how long to wait for the authorization in the browser")
 	return login
 }
@@ -188,9 +188,9 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	if !f.verbose {
 		engineLogger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	cfg, err := config.Load(f.config)
+	cfg, err := loadConfig(f.config)
 	if err != nil {
-		return &exitError{exitUsage, err}
+		return err
 	}
 	ctx := cmd.Context()
 	rt, err := cfg.Open(ctx, logger, engine.WithLogger(engineLogger))

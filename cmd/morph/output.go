@@ -16,6 +16,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/internal/safetext"
 )
 
@@ -38,6 +39,30 @@ func labels(list []string) string {
 		out[i] = label(s)
 	}
 	return strings.Join(out, ", ")
+}
+
+// moduleName is a plugin's name and version as a report shows them:
+// "name version", or the name alone when the manifest gives no version.
+func moduleName(name, version string) string {
+	if version == "" {
+		return label(name)
+	}
+	return label(name) + " " + label(version)
+}
+
+// moduleKind is what a module is written to: "ABI v1" for a morph module,
+// "Extism plugin" for one the Extism loader runs, whose ABI version is the
+// host's (it has no morph manifest).
+func moduleKind(abiVersion int, loader string) string {
+	if loader == host.LoaderExtism {
+		return "Extism plugin"
+	}
+	return fmt.Sprintf("ABI v%d", abiVersion)
+}
+
+// moduleTitle is moduleName and moduleKind: "count 0.1.0, ABI v1".
+func moduleTitle(name, version string, abiVersion int, loader string) string {
+	return moduleName(name, version) + ", " + moduleKind(abiVersion, loader)
 }
 
 // oneLine is prose a plugin or a model may have written (an error, a

@@ -77,17 +77,20 @@ that cannot be read or parsed.`,
 			}
 			// Without a config, the graph alone; with one, what "run" checks:
 			// the config's tools, plugins' stage handlers and allow_shell.
-			r := &pipeline.Runner{}
+			var diags []pipeline.Diagnostic
+			scope := " (graph only: pass --config to check tools, plugins and allow_shell)"
 			if cfgPath != "" {
 				logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-				_, p, err := openRunner(cmd.Context(), cfgPath, logger)
-				if err != nil {
-					return err
+				_, p, oerr := openRunner(cmd.Context(), cfgPath, logger)
+				if oerr != nil {
+					return oerr
 				}
 				defer closeRuntime(cmd.Context(), p, defaultShutdownTimeout, false, stderr)
-				r = p.Runner
+				diags, err = p.Runner.Prepare(g)
+				scope = ""
+			} else {
+				diags, err = pipeline.ValidateGraph(g)
 			}
-			diags, err := r.Prepare(g)
 			var ve *pipeline.ValidationError
 			if err != nil && !errors.As(err, &ve) {
 				return &exitError{exitUsage, err}
@@ -104,7 +107,7 @@ that cannot be read or parsed.`,
 					fmt.Fprintln(stdout, diagnosticLine(g, d))
 				}
 				errs, warns := countDiagnostics(diags)
-				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)\n", args[0], errs, warns)
+				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s)%s\n", args[0], errs, warns, scope)
 			}
 			if pipeline.HasErrors(diags) {
 				return &exitError{exitUsage, fmt.Errorf("%s does not validate", args[0])}
@@ -252,7 +255,7 @@ Exit codes: as morph pipeline run.`,
 
 // pipelineFlags registers the flags run and resume share.
 func pipelineFlags(fl *pflag.FlagSet, f *pipelineRunFlags) {
-	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
+	fl.StringVar(&f.config, "config", defaultConfigFile, "the config file")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "approve every human gate with its default (else first) choice")
 	fl.BoolVar(&f.force, "force", false, "resume even though the DOT source differs from the run's")
 	fl.IntVar(&f.maxTokens, "max-tokens", 0, "stop the run once it has used this many tokens (overrides [pipeline] max_tokens)")
@@ -266,9 +269,9 @@ func pipelineFlags(fl *pflag.FlagSet, f *pipelineRunFlags) {
 // (config.OpenPipeline), telling a bad config (exitUsage) from a failure to
 // open it.
 func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.Config, *config.PipelineRuntime, error) {
-	cfg, err := config.Load(path)
+	cfg, err := loadConfig(path)
 	if err != nil {
-		return nil, nil, &exitError{exitUsage, err}
+		return nil, nil, err
 	}
 	p, err := cfg.OpenPipeline(ctx, logger)
 	if err != nil {

@@ -193,10 +193,13 @@ func TestPipelineValidate(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("exit %d, want %d", code, exitUsage)
 	}
-	for _, want := range []string{bad + ":3: error shell_disabled", "allow_shell = true", bad + ":6: error reachability", "[node lost]"} {
+	for _, want := range []string{bad + ":6: error reachability", "[node lost]"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("diagnostics lack %q:\n%s", want, stdout)
 		}
+	}
+	if strings.Contains(stdout, "shell_disabled") { // the config's to say: graph only
+		t.Errorf("without --config, allow_shell is not checked:\n%s", stdout)
 	}
 	code, stdout, _ = morph(t, "", "pipeline", "validate", "--json", bad)
 	var ds []pipeline.Diagnostic
@@ -208,7 +211,14 @@ func TestPipelineValidate(t *testing.T) {
 	} else if len(ds) < 2 {
 		t.Errorf("--json: %d diagnostics, want at least 2: %s", len(ds), stdout)
 	}
-	// allow_shell in the config clears the shell error.
+	// With a config, its allow_shell applies: off by default, on clears
+	// the shell error.
+	_, stdout, _ = morph(t, "", "pipeline", "validate", "--config", setup(t, []string{finalReply}, ""), bad)
+	for _, want := range []string{bad + ":3: error shell_disabled", "allow_shell = true"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--config without allow_shell: diagnostics lack %q:\n%s", want, stdout)
+		}
+	}
 	cfg := setup(t, []string{finalReply}, "[pipeline]\nallow_shell = true\n")
 	_, stdout, _ = morph(t, "", "pipeline", "validate", "--config", cfg, bad)
 	if strings.Contains(stdout, "shell_disabled") {

@@ -67,7 +67,7 @@ func newPluginCmd(stdout, stderr io.Writer) *cobra.Command {
 		defer l.Close(cmd.Context())
 		rep, err := l.Inspect(cmd.Context(), hc)
 		if err != nil {
-			return nil, nil, &exitError{exitUsage, err}
+			return nil, nil, &exitError{exitUsage, notBuilt(err, path)}
 		}
 		if inspectConfig == "" {
 			rep.Capabilities = nil // no grants to compare with: the manifest's requests only
@@ -125,7 +125,7 @@ flag or config).`,
 				return &exitError{exitRunFailed, joinLines(append([]string{args[0] + " does not conform to ABI v1:"}, rep.Problems...)...)}
 			}
 			m := rep.Manifest
-			fmt.Fprintf(stdout, "ok: %s %s, ABI v%d, hooks [%s], %d tools, loader %s\n", label(m.Name), label(m.Version), m.ABIVersion,
+			fmt.Fprintf(stdout, "ok: %s, hooks [%s], %d tools, loader %s\n", moduleTitle(m.Name, m.Version, m.ABIVersion, rep.Loader),
 				labels(rep.Hooks), len(m.Tools), rep.Loader)
 			return nil
 		},
@@ -140,9 +140,9 @@ flag or config).`,
 			if shutdownTimeout <= 0 {
 				return usageErrorf("--shutdown-timeout must be positive, not %s", shutdownTimeout)
 			}
-			cfg, err := config.Load(configPath)
+			cfg, err := loadConfig(configPath)
 			if err != nil {
-				return &exitError{exitUsage, err}
+				return err
 			}
 			// The engine's warnings are the status's, printed below: it logs
 			// only errors. The plugins' loader logs its warnings.
@@ -169,7 +169,7 @@ flag or config).`,
 			return show(rt.Engine.Status())
 		},
 	}
-	statusCmd.Flags().StringVar(&configPath, "config", "morph.toml", "the config file")
+	statusCmd.Flags().StringVar(&configPath, "config", defaultConfigFile, "the config file")
 	statusCmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	statusCmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
@@ -186,7 +186,7 @@ func printReport(w io.Writer, rep *host.Report) {
 	fmt.Fprintf(w, "loader:   %s\n", rep.Loader)
 	fmt.Fprintf(w, "markers:  %s\n", labels(rep.Markers))
 	if m := rep.Manifest; m != nil {
-		fmt.Fprintf(w, "plugin:   %s, ABI v%d\n", strings.TrimSpace(label(m.Name)+" "+label(m.Version)), m.ABIVersion)
+		fmt.Fprintf(w, "plugin:   %s\n", moduleTitle(m.Name, m.Version, m.ABIVersion, rep.Loader))
 		fmt.Fprintf(w, "hooks:    %s\n", labels(rep.Hooks))
 		if rep.Capabilities != nil {
 			fmt.Fprintf(w, "capabilities: %s\n", capabilities(rep.Capabilities))
@@ -227,9 +227,9 @@ func printStatus(w io.Writer, st engine.Status) {
 		d, wasm := p.Details.(*host.Details) // nil for a native plugin
 		how := fmt.Sprintf("%s, ABI v%d", label(p.Source), p.ABIVersion)
 		if wasm {
-			how += ", loader " + label(d.Loader)
+			how = fmt.Sprintf("%s, %s, loader %s", label(p.Source), moduleKind(p.ABIVersion, d.Loader), label(d.Loader))
 		}
-		fmt.Fprintf(w, "plugin %s %s (%s): %s, loaded in %s\n", label(p.Name), label(p.Version), how, label(p.State), p.LoadTime.Round(time.Microsecond))
+		fmt.Fprintf(w, "plugin %s (%s): %s, loaded in %s\n", moduleName(p.Name, p.Version), how, label(p.State), p.LoadTime.Round(time.Microsecond))
 		fmt.Fprintf(w, "  hooks: %s\n  tools: %s\n", labels(p.Hooks), labels(p.Tools))
 		if len(p.Services) > 0 {
 			fmt.Fprintf(w, "  services: %s\n", labels(p.Services))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -49,21 +50,106 @@ type scaffold struct {
 	PDKFile               string // how PDK was found
 	Wasm                  string // the module's path as built, relative to the scaffold
 	BuildCmd, TestCmd     string
+	// Make is the command that builds it, as the user types it: make, or
+	// for TinyGo off PATH, make with TINYGO naming one (see tinyGoMake).
+	Make string
+	// Notes are what the user should know before building: a toolchain
+	// missing, or another one first on PATH.
+	Notes []string
+}
+
+// debianCargo is the cargo the Rust scaffold builds with: Debian's, which
+// drives Debian's rustc 1.63 and its wasm32 standard library.
+const debianCargo = "/usr/bin/cargo"
+
+// tinyGoMake is the command that builds the TinyGo scaffold and a note
+// when TinyGo has to be built first: make with tinygo on PATH, else make
+// with TINYGO naming the one root's scripts/tinygo.sh built, else a make
+// whose TINYGO builds one (the script prints the path on its last line
+// and only that on stdout). The script's --print-path fails until then.
+func tinyGoMake(root string) (string, string) {
+	if _, err := exec.LookPath("tinygo"); err == nil {
+		return "make", ""
+	}
+	script := filepath.Join(root, "scripts", "tinygo.sh")
+	if out, err := exec.Command(script, "--print-path").Output(); err == nil {
+		if p := strings.TrimSpace(string(out)); p != "" && !strings.ContainsAny(p, " \t\n'\"$`\\") {
+			return "make TINYGO=" + p, ""
+		}
+	}
+	return `make TINYGO="$(` + script + `)"`, "tinygo is not on PATH and " + script + " has not built one yet: " +
+		"the make below builds TinyGo 0.34 from source first (once, 1.5-3 minutes; see guests/README.md, \"TinyGo\")"
+}
+
+// cargoNote warns when the cargo a user would type is not Debian's: rustup's
+// cargo, often first on PATH, cannot drive Debian's rustc 1.63 (the build
+// fails with "unknown print request `split-debuginfo`"). The Makefile
+// names Debian's; this says why not to type cargo.
+func cargoNote() string {
+	debian, err := filepath.EvalSymlinks(debianCargo)
+	if err != nil {
+		return debianCargo + " is missing: install Debian's Rust toolchain with `make tools-rust` in the morph checkout " +
+			"(scripts/rust-toolchain.sh), then build with make"
+	}
+	found, err := exec.LookPath("cargo")
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(found); err == nil && real == debian {
+		return ""
+	}
+	return fmt.Sprintf("\"cargo\" on your PATH is %s (rustup's?), which cannot drive Debian's rustc 1.63 that this plugin builds with "+
+		"(\"unknown print request `split-debuginfo`\"): build with make, or %s build --release, never plain cargo", found, debianCargo)
+}
+
+// notBuilt adds to err, a module file's absence, how to build it when it
+// is a Rust build's output (under target/ beside a Cargo.toml): make in
+// the crate, with the note on the cargo on PATH.
+func notBuilt(err error, path string) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	abs, aerr := filepath.Abs(path)
+	if aerr != nil {
+		return err
+	}
+	for dir := filepath.Dir(abs); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if filepath.Base(dir) != "target" {
+			continue
+		}
+		crate := filepath.Dir(dir)
+		if _, serr := os.Stat(filepath.Join(crate, "Cargo.toml")); serr != nil {
+			return err
+		}
+		hint := "not built yet: run make in " + crate
+		if note := cargoNote(); note != "" {
+			hint += " (" + note + ")"
+		}
+		return fmt.Errorf("%w: %s", err, hint)
+	}
+	return err
 }
 
 func newScaffold(lang, name, pdk, how string) (*scaffold, error) {
 	s := &scaffold{Name: name, Lang: lang, PDK: filepath.ToSlash(pdk), PDKFile: how}
 	switch lang {
 	case "go":
-		s.LangTitle, s.Wasm = "Go", name+".wasm"
+		s.LangTitle, s.Wasm, s.Make = "Go", name+".wasm", "make"
 		s.BuildCmd = "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o " + s.Wasm + " ."
 		s.TestCmd = "go test ./..."
 	case "tinygo":
 		s.LangTitle, s.TinyGo, s.Wasm = "Go, built with TinyGo", true, name+".wasm"
 		s.BuildCmd = "tinygo build -target wasip1 -buildmode=c-shared -no-debug -scheduler=none -o " + s.Wasm + " ."
+		var note string
+		if s.Make, note = tinyGoMake(pdk); note != "" {
+			s.Notes = append(s.Notes, note)
+		}
 		s.TestCmd = "go test ./..."
 	case "rust":
-		s.LangTitle = "Rust"
+		s.LangTitle, s.Make = "Rust", "make"
+		if note := cargoNote(); note != "" {
+			s.Notes = append(s.Notes, note)
+		}
 		s.Wasm = "target/wasm32-unknown-unknown/release/" + strings.ReplaceAll(name, "-", "_") + ".wasm"
 		s.BuildCmd = "RUSTC=/usr/bin/rustc /usr/bin/cargo build --release"
 		s.TestCmd = "RUSTC=/usr/bin/rustc /usr/bin/cargo test --target $(/usr/bin/rustc -vV | sed -n 's/^host: //p')"
@@ -115,7 +201,10 @@ not -trimpath); the directory above the binary's own (bin/morph in a checkout).`
 			for _, f := range files {
 				fmt.Fprintf(stdout, "  %s\n", f)
 			}
-			fmt.Fprintf(stdout, "next:\n  cd %s\n  make        # builds %s\n  make test\n  morph run --config morph.toml \"Count the words of: the quick brown fox\"\n", dir, s.Wasm)
+			for _, n := range s.Notes {
+				fmt.Fprintf(stdout, "note: %s\n", n)
+			}
+			fmt.Fprintf(stdout, "next:\n  cd %s\n  %s        # builds %s\n  make test\n  morph run --config morph.toml \"Count the words of: the quick brown fox\"\n", dir, s.Make, s.Wasm)
 			return nil
 		},
 	}

@@ -60,7 +60,7 @@ Exit status: 0 when every call conforms, 1 when one does not (or the module does
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
 			if info, err := os.Stat(path); err != nil {
-				return &exitError{exitUsage, err}
+				return &exitError{exitUsage, notBuilt(err, path)}
 			} else if info.IsDir() {
 				return usageErrorf("%s is a directory, not a .wasm file", path)
 			}
@@ -173,7 +173,7 @@ func printConform(w io.Writer, rep *conform.Report) {
 	}
 	m := rep.Manifest
 	name := label(m.Name)
-	fmt.Fprintf(w, "plugin %s %s (%s), ABI v%d: loaded in %s, memory %s\n", name, label(m.Version), path, m.ABIVersion,
+	fmt.Fprintf(w, "plugin %s (%s), %s: loaded in %s, memory %s\n", moduleName(m.Name, m.Version), path, moduleKind(m.ABIVersion, rep.Loader),
 		rep.LoadTime.Round(time.Microsecond), memory(rep.MemoryBytes))
 	if len(rep.Calls) == 0 {
 		fmt.Fprintf(w, "ok: nothing to call: the plugin declares no hooks and no tools\n")

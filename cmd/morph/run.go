@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
@@ -72,6 +73,24 @@ func openFailed(err error) error {
 	return &exitError{exitRunFailed, err}
 }
 
+// defaultConfigFile is the --config of the commands that need a config.
+const defaultConfigFile = "morph.toml"
+
+// loadConfig is config.Load of path, its error a usage error; a missing
+// default file says how to name another, since a new user who runs morph
+// outside the directory of their config meets it first.
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		// Not a file the config names (a plugin's module): the config itself.
+		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) && path == defaultConfigFile {
+			err = fmt.Errorf("%w: pass --config FILE, or run morph where your morph.toml is (morph plugin new writes one)", err)
+		}
+		return nil, &exitError{exitUsage, err}
+	}
+	return cfg, nil
+}
+
 // run is the whole CLI: it executes args and returns the exit code. Errors
 // are printed on stderr as "morph: <error>", one line each (see errorLines).
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -106,7 +125,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		return usageErrorf("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(newRunCmd(stdin, stdout, stderr), newVersionCmd(stdout), newPluginCmd(stdout, stderr), newPipelineCmd(stdin, stdout, stderr),
-		newWorkerCmd(stderr), newMCPCmd(stdin, stdout, stderr))
+		newWorkerCmd(stderr), newMCPCmd(stdin, stdout, stderr), newToolsCmd(stdout, stderr))
 	return root
 }
 
@@ -195,7 +214,7 @@ is printed as for 0.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
+	fl.StringVar(&f.config, "config", defaultConfigFile, "the config file")
 	fl.StringVar(&f.task, "task", "", "the task (instead of arguments or standard input)")
 	fl.StringVar(&f.model, "model", "", "the model, overriding llm.model")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "the step limit, overriding agent.max_steps")
@@ -253,9 +272,9 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg, err := config.Load(f.config)
+	cfg, err := loadConfig(f.config)
 	if err != nil {
-		return &exitError{exitUsage, err}
+		return err
 	}
 	if f.model != "" {
 		cfg.LLM.Model = f.model
@@ -297,7 +316,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 
 	opts := cfg.RunOptions()
 	logger.DebugContext(ctx, "starting run", "config", cfg.File, "provider", cfg.LLM.Provider,
-		"model", opts.Model, "max_steps", opts.MaxSteps, "tools", strings.Join(eng.Registry().Names(), ","), "task", task)
+		"model", opts.Model, "max_steps", opts.WithDefaults().MaxSteps, "tools", strings.Join(eng.Registry().Names(), ","), "task", task)
 	final, rc, err := eng.Run(ctx, task, opts)
 	interrupted = ctx.Err() != nil
 	if err != nil {
@@ -428,6 +447,11 @@ type result struct {
 	Parameters   map[string]any `json:"parameters,omitempty"`
 	SystemPrompt string         `json:"system_prompt,omitempty"` // with --show-prompt
 	Metrics      engine.Metrics `json:"metrics"`                 // its JSON: engine.Metrics.MarshalJSON
+	// Steps are the run's steps: each reply's action, the tool's
+	// observation or error (cut to the engine's observation limit), usage
+	// and duration; a reply that did not parse is in its step, escaped
+	// and capped.
+	Steps []engine.Step `json:"steps"`
 }
 
 func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPrompt bool) error {
@@ -443,6 +467,10 @@ func writeResult(w io.Writer, final *engine.Final, rc *engine.Context, showPromp
 		StopReason: rc.StopReason,
 		Parameters: rc.Parameters,
 		Metrics:    rc.Metrics,
+		Steps:      rc.Steps,
+	}
+	if res.Steps == nil {
+		res.Steps = []engine.Step{}
 	}
 	if showPrompt {
 		res.SystemPrompt = rc.SystemPrompt

@@ -94,6 +94,10 @@ func decode(t *testing.T, stdout string) output {
 		Metrics map[string]json.RawMessage
 	}
 	_ = json.Unmarshal([]byte(stdout), &keys.Top)
+	if steps := keys.Top["steps"]; len(steps) == 0 || steps[0] != '[' { // the run's steps: a list, always
+		t.Errorf("result steps %s, want a list", steps)
+	}
+	delete(keys.Top, "steps")
 	_ = json.Unmarshal(keys.Top["metrics"], &keys.Metrics)
 	delete(keys.Top, "parameters")
 	delete(keys.Top, "system_prompt")

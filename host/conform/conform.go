@@ -31,6 +31,9 @@ type Report struct {
 	Path     string        `json:"path"`
 	Plugin   string        `json:"plugin,omitempty"` // the manifest's name; empty when the module did not load
 	Manifest *abi.Manifest `json:"manifest,omitempty"`
+	// Loader is the loader that ran the module (host.LoaderNative or
+	// host.LoaderExtism); empty when it did not load.
+	Loader string `json:"loader,omitempty"`
 	// LoadError is why the module did not load (no call was made); empty when it loaded.
 	LoadError string `json:"load_error,omitempty"`
 	// LoadTime covers compiling the module (or reading it from the
@@ -156,7 +159,7 @@ func Run(ctx context.Context, l *host.Loader, cfg host.Config, fixtures map[stri
 	}
 	defer p.Close(context.Background())
 	m := p.Manifest()
-	rep.Plugin, rep.Manifest = m.Name, &m
+	rep.Plugin, rep.Manifest, rep.Loader = m.Name, &m, p.Loader()
 	rep.MemoryBytes, _ = p.IdleMemory()
 
 	c := &conformer{p: p, ctx: ctx, reg: engine.NewRegistry(), schemaLimits: cfg.SchemaLimits, samplesUntil: time.Now().Add(maxConformSampleTime)}
