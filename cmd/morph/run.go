@@ -18,6 +18,7 @@ import (
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm/openai"
 )
 
@@ -299,7 +300,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if !f.verbose {
 		engineLogger = slog.New(&errorsAndRetries{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})
 	}
-	rt, err := cfg.Open(ctx, engineLogger, engine.WithEventHandler(progress(stderr)))
+	rt, err := cfg.Open(ctx, engineLogger, engine.WithEventHandler(progress(stderr, f.verbose)))
 	if err != nil {
 		return openFailed(err)
 	}
@@ -406,9 +407,15 @@ func closeRuntime(ctx context.Context, rt interface{ Close(context.Context) erro
 	}
 }
 
+// maxReplyLine caps the reply -v prints under a step whose reply did not
+// parse; the result JSON's steps have it to the engine's observation limit.
+const maxReplyLine = 1 << 10
+
 // progress returns the event handler that prints one line per step and
-// every warning on w.
-func progress(w io.Writer) func(engine.Event) {
+// every warning on w; verbose (-v) adds, under a step whose reply did not
+// parse, the reply (escaped by the engine, and again here: it is the
+// model's text).
+func progress(w io.Writer, verbose bool) func(engine.Event) {
 	return func(ev engine.Event) {
 		switch ev.Kind {
 		case engine.EventStep:
@@ -424,6 +431,9 @@ func progress(w io.Writer) func(engine.Event) {
 				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), ev.Total.Cost, ev.Elapsed.Seconds())
 			if ev.Err != nil {
 				line += "  error: " + oneLine(ev.Err.Error(), 200)
+			}
+			if verbose && ev.Reply != "" {
+				line += "\n  reply: " + safetext.Line(ev.Reply, maxReplyLine)
 			}
 			fmt.Fprintln(w, line)
 		case engine.EventWarning:

@@ -101,7 +101,7 @@ func runTemporal(ctx context.Context, f runFlags, task string, stdout, stderr io
 	if err := cmd.Start(); err != nil {
 		return &exitError{exitRunFailed, err}
 	}
-	show := progress(stderr)
+	show := progress(stderr, f.verbose)
 	started, total := time.Now(), llm.Usage{}
 	var res *durable.TurnResult
 	lines := bufio.NewScanner(out)
