@@ -108,8 +108,8 @@ directory, a file that cannot be read or parsed, no morph-render).`,
 // renderInput is what render draws: the graph as standard DOT and, from a
 // run directory, the run's statuses and next node.
 type renderInput struct {
-	dotPath    string // the source's path, naming it in errors
-	src        []byte // the source, in morph's DOT dialect
+	dotPath    string             // the source's path, naming it in errors
+	src        []byte             // the source, in morph's DOT dialect
 	req        renderproc.Request // the graph as standard DOT and the run's view (renderproc.GraphRequest)
 	defaultOut string
 }
