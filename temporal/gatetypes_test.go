@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,11 @@ func TestGateAnswerTypesChecked(t *testing.T) {
 		case !c.ok && (!errors.Is(err, ErrNoChoice) || !errors.Is(answerRefusal(answerFailure(err)), ErrNoChoice)):
 			t.Errorf("answer %+v: %v; want ErrNoChoice, also past the workflow", c.a, err)
 		}
+	}
+	// The cap counts Value too.
+	g.max = 64
+	if _, err := g.check(AnswerSignal{Node: "ff", Value: strings.Repeat("v", 64)}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a Value over the cap: %v, want ErrTooLarge", err)
 	}
 }
 
