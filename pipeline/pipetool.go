@@ -371,7 +371,8 @@ func (c callInterviewer) Ask(ctx context.Context, q Question) (Answer, error) {
 	if !ok {
 		return orDefault(q, errors.New("the caller cannot be asked (no elicitation)"))
 	}
-	key, prop := "choice", map[string]any{}
+	key := "choice"
+	var prop map[string]any
 	switch q.Kind() {
 	case QuestionYesNo, QuestionConfirmation:
 		key = "yes"
