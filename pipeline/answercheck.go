@@ -38,7 +38,7 @@ func (q Question) Check(a Answer) error {
 		if first == "" {
 			first = a.Text
 		}
-		if _, ok := yesNoValue(q, first); !ok || first == "" { // "" matches No's empty To
+		if _, ok := yesNoValue(q, first); !ok {
 			return fmt.Errorf("%w: %q is neither yes nor no", ErrAnswerMismatch, safetext.Line(first, 100))
 		}
 		return nil

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -38,7 +39,14 @@ func TestQuestionCheck(t *testing.T) {
 			t.Errorf("%s question, answer %+v: %v; want ok=%v", c.q.Kind(), c.a, err, c.ok)
 		}
 	}
-	err := multi.Check(Answer{Choice: "\x1b[2J" + strings.Repeat("x", 1<<20)})
+	// An empty line at the console is no answer, not the No that leads
+	// nowhere: the question is asked again.
+	var out strings.Builder
+	a, err := (&ConsoleInterviewer{In: strings.NewReader("\ny\n"), Out: &out}).Ask(context.Background(), conf)
+	if err != nil || a.Value != AnswerYes {
+		t.Errorf("console answer %+v, %v; want yes after an empty line (output %q)", a, err, out.String())
+	}
+	err = multi.Check(Answer{Choice: "\x1b[2J" + strings.Repeat("x", 1<<20)})
 	if err == nil || strings.Contains(err.Error(), "\x1b") || len(err.Error()) > 400 {
 		t.Errorf("a hostile choice: %d bytes: %.200q", len(err.Error()), err)
 	}
