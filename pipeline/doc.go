@@ -56,6 +56,7 @@
 //	shape          picks the handler when type is not set (table below); default box
 //	type           the handler type: start, exit, codergen, conditional, wait.human, tool,
 //	               parallel, parallel.fan_in, stack.manager_loop, or wasm:<plugin>
+//	node_type      read as type when type is not set (kilroy's and fabro's name), with a warning
 //	handler        a WebAssembly stage handler's plugin: the same as type="wasm:<plugin>"
 //	class          classes for the stylesheet, comma- or space-separated
 //	max_retries    extra attempts when the stage asks to retry (default: the graph's default_max_retries)
@@ -145,17 +146,17 @@
 // codergen, diamond conditional, hexagon wait.human, parallelogram tool,
 // component parallel, tripleoctagon parallel.fan_in, house
 // stack.manager_loop; any other shape is codergen. A graph without a
-// start or an exit by shape or type takes a node named start/Start, and
-// nodes named exit/end, as them (spec 4.3, 4.4) unless they name another
-// handler. A type no handler runs falls back to the shape's handler, with
+// start or an exit by shape or type takes a node named start, and nodes
+// named exit or end, in any case (Start, EXIT), as them (spec 4.3, 4.4)
+// unless they name another handler. A type no handler runs falls back to the shape's handler, with
 // a type_known warning (4.2); a wasm:<plugin> type whose plugin is missing
 // fails.
 //
 // The stylesheet: rules "selector { key: value; ... }" where the selector
 // is * (specificity 0), a shape (1), .class (2) or #id (3); the most
 // specific rule wins, a later one among equals; a node's own attribute
-// always wins. The property model (fabro's) is read as llm_model, with a
-// stylesheet_syntax warning.
+// always wins. The properties model and provider (fabro's) are read as
+// llm_model and llm_provider, each with a stylesheet_syntax warning.
 //
 // # Routing
 //

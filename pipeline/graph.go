@@ -114,19 +114,41 @@ func (g *Graph) reindex() {
 }
 
 // roleIDs are the ids that make a node the start or the exit of a graph
-// with none by shape or type. Spec 4.3: "Every graph must have exactly one
-// start node (shape=Mdiamond or id matching start/Start)"; 4.4: "exactly
-// one exit node (shape=Msquare or id matching exit/end)".
+// with none by shape or type, compared without case. Spec 4.3: "Every
+// graph must have exactly one start node (shape=Mdiamond or id matching
+// start/Start)"; 4.4: "exactly one exit node (shape=Msquare or id matching
+// exit/end)". Published pipelines also write Exit and END.
 var roleIDs = []struct {
 	role string
 	ids  []string
-}{{TypeStart, []string{"start", "Start"}}, {TypeExit, []string{"exit", "end"}}}
+}{{TypeStart, []string{"start"}}, {TypeExit, []string{"exit", "end"}}}
 
-// assignRoles makes a node named start (else Start) the start, and those
-// named exit or end exits, when no node is one by its shape or type and the
-// named node would otherwise be a codergen stage (no type, no handler, a
-// box or no shape): a node that names another handler keeps it. reindex
-// calls it, with the index built.
+// roleNodes are the nodes whose id names role (any case), in source order,
+// except that a node named exactly start comes first: the one start
+// StartNode picks when several match.
+func (g *Graph) roleNodes(role string, ids []string) []*Node {
+	var out []*Node
+	for _, n := range g.Nodes {
+		for _, id := range ids {
+			if strings.EqualFold(n.ID, id) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	if i := slices.IndexFunc(out, func(n *Node) bool { return n.ID == "start" }); role == TypeStart && i > 0 {
+		exact := out[i]
+		copy(out[1:i+1], out[:i])
+		out[0] = exact
+	}
+	return out
+}
+
+// assignRoles makes a node named start (any case; start first) the start,
+// and those named exit or end (any case) exits, when no node is one by its
+// shape or type and the named node would otherwise be a codergen stage (no
+// type, no handler, a box or no shape): a node that names another handler
+// keeps it. reindex calls it, with the index built.
 func (g *Graph) assignRoles() {
 	declared := map[string]bool{}
 	for _, n := range g.Nodes {
@@ -137,15 +159,13 @@ func (g *Graph) assignRoles() {
 		if declared[r.role] {
 			continue
 		}
-		for _, id := range r.ids {
-			n := g.index[id]
-			if n == nil || n.Type() != TypeCodergen ||
-				strings.TrimSpace(n.Attrs["type"]) != "" || strings.TrimSpace(n.Attrs["handler"]) != "" {
+		for _, n := range g.roleNodes(r.role, r.ids) {
+			if n.Type() != TypeCodergen || n.explicitType() != "" || strings.TrimSpace(n.Attrs["handler"]) != "" {
 				continue
 			}
 			n.role = r.role
 			if r.role == TypeStart {
-				break // one start: start before Start, as StartNode picks
+				break // one start
 			}
 		}
 	}
@@ -198,7 +218,7 @@ func (g *Graph) Goal() string { return g.Attrs["goal"] }
 
 // StartNode returns the start node: the one node of type start (by shape
 // Mdiamond, explicit type, or its id: see assignRoles), else a node named
-// start or Start. It is nil
+// start in any case (start first). It is nil
 // when there is none or more than one (validation reports which).
 func (g *Graph) StartNode() *Node {
 	var found *Node
@@ -211,17 +231,16 @@ func (g *Graph) StartNode() *Node {
 		}
 	}
 	if found == nil {
-		for _, id := range []string{"start", "Start"} {
-			if n := g.Node(id); n != nil {
-				return n
-			}
+		if named := g.roleNodes(TypeStart, roleIDs[0].ids); len(named) > 0 {
+			return named[0]
 		}
 	}
 	return found
 }
 
 // ExitNodes returns the nodes of type exit: by shape Msquare, explicit
-// type, or, when there is none of those, a node named exit or end.
+// type, or, when there is none of those, a node named exit or end (any
+// case).
 func (g *Graph) ExitNodes() []*Node {
 	var out []*Node
 	for _, n := range g.Nodes {
@@ -260,7 +279,7 @@ func (n *Node) Shape() string { return n.Attr("shape", "box") }
 // exit for a node that is one by its id (see Graph.StartNode and
 // ExitNodes), else the one its shape implies (ShapeType).
 func (n *Node) Type() string {
-	if t := strings.TrimSpace(n.Attrs["type"]); t != "" {
+	if t := n.explicitType(); t != "" {
 		return t
 	}
 	if h := strings.TrimSpace(n.Attrs["handler"]); h != "" {
@@ -270,6 +289,17 @@ func (n *Node) Type() string {
 		return n.role
 	}
 	return n.ShapeType()
+}
+
+// explicitType is the node's type attribute, else its node_type: spec 2.6
+// names the attribute type and lets an implementation call it node_type
+// internally, and kilroy's and fabro's files write node_type (attr_value
+// warns, suggesting type).
+func (n *Node) explicitType() string {
+	if t := strings.TrimSpace(n.Attrs["type"]); t != "" {
+		return t
+	}
+	return strings.TrimSpace(n.Attrs["node_type"])
 }
 
 // ShapeType is the handler type the node's shape implies, codergen for a

@@ -116,7 +116,7 @@ func matchChoice(choices []Choice, answer string) (Choice, bool) {
 	}
 	na := NormalizeLabel(a)
 	for _, c := range choices {
-		if na != "" && na == NormalizeLabel(c.Label) || a == c.To {
+		if na != "" && na == NormalizeLabel(c.Label) || a != "" && a == c.To { // a yes/no question's No may lead nowhere (To "")
 			return c, true
 		}
 	}

@@ -356,25 +356,41 @@ func (p *progress) event(ev Event) {
 }
 
 // callInterviewer asks a human gate's question through the call's
-// elicitation: the choices as an enum. A caller that cannot be asked (no
-// notifier, no elicitation, the client refusing) gets the gate's default
-// choice, else the gate fails; a user who declines fails it.
+// elicitation, in the form of its type: a multiple-choice question's
+// choices as an enum (property choice), a yes/no or confirmation
+// question as a boolean (property yes), a freeform question as a string
+// of at most maxAnswerBytes (property text). A caller that cannot be
+// asked (no notifier, no elicitation, the client refusing) gets the
+// gate's default choice, else the gate fails; a user who declines fails
+// it.
 type callInterviewer struct{ n engine.CallNotifier }
 
-// Ask elicits the choice.
+// Ask elicits the answer.
 func (c callInterviewer) Ask(ctx context.Context, q Question) (Answer, error) {
 	el, ok := c.n.(engine.CallElicitor)
 	if !ok {
 		return orDefault(q, errors.New("the caller cannot be asked (no elicitation)"))
 	}
-	labels := make([]string, len(q.Choices))
-	for i, ch := range q.Choices {
-		labels[i] = ch.Label
+	key := "choice"
+	var prop map[string]any
+	switch q.Kind() {
+	case QuestionYesNo, QuestionConfirmation:
+		key = "yes"
+		prop = map[string]any{"type": "boolean", "title": "Yes", "description": "yes (true) or no (false)"}
+	case QuestionFreeform:
+		key = "text"
+		prop = map[string]any{"type": "string", "title": "Answer", "maxLength": maxAnswerBytes}
+	default:
+		labels := make([]string, len(q.Choices))
+		for i, ch := range q.Choices {
+			labels[i] = ch.Label
+		}
+		prop = map[string]any{"type": "string", "title": "Choice", "enum": labels}
 	}
 	params, err := json.Marshal(map[string]any{
 		"message": fmt.Sprintf("Pipeline gate %s: %s", q.NodeID, q.Text),
-		"requestedSchema": map[string]any{"type": "object", "required": []string{"choice"},
-			"properties": map[string]any{"choice": map[string]any{"type": "string", "title": "Choice", "enum": labels}}},
+		"requestedSchema": map[string]any{"type": "object", "required": []string{key},
+			"properties": map[string]any{key: prop}},
 	})
 	if err != nil {
 		return Answer{}, err
@@ -396,8 +412,19 @@ func (c callInterviewer) Ask(ctx context.Context, q Question) (Answer, error) {
 	if res.Action != "accept" {
 		return Answer{}, fmt.Errorf("the client's user did not choose (%s)", safetext.Line(res.Action, 40))
 	}
-	choice, _ := res.Content["choice"].(string)
-	return Answer{Choice: choice}, nil
+	switch v := res.Content[key].(type) {
+	case bool:
+		if v {
+			return Answer{Value: AnswerYes}, nil
+		}
+		return Answer{Value: AnswerNo}, nil
+	case string:
+		if key == "text" {
+			return Answer{Text: safetext.Truncate(v, maxAnswerBytes)}, nil
+		}
+		return Answer{Choice: v}, nil
+	}
+	return Answer{}, fmt.Errorf("the client's answer has no %s of the type asked", key)
 }
 
 // orDefault is the gate's default choice when it has one, else why it

@@ -289,6 +289,9 @@ func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, 
 	} else if g.File != "" {
 		x.baseDir = filepath.Dir(g.File)
 	}
+	if cfg.OnContext != nil {
+		cfg.OnContext(pctx)
+	}
 	return x
 }
 

@@ -256,6 +256,11 @@ type RunConfig struct {
 	// RunID names a new run (default: its start time and random bytes);
 	// a resume keeps its checkpoint's.
 	RunID string
+	// OnContext, when set, is given the run's context once, before its
+	// first stage, so that a host can show it while the run goes on
+	// (Context.Snapshot; it is safe for concurrent use). It must not
+	// block or change the context.
+	OnContext func(*Context)
 }
 
 // SourceFile is the copy of the pipeline source in a run directory.

@@ -129,8 +129,9 @@ type Stylesheet struct {
 }
 
 // stylesheetAliases are other runners' names of stylesheet properties,
-// read as morph's (fabro writes model for llm_model).
-var stylesheetAliases = map[string]string{"model": "llm_model"}
+// read as morph's (fabro writes model for llm_model and provider for
+// llm_provider).
+var stylesheetAliases = map[string]string{"model": "llm_model", "provider": "llm_provider"}
 
 // StyleRule is one rule: a selector and the properties it sets.
 type StyleRule struct {
@@ -156,8 +157,8 @@ type StyleRule struct {
 // One selector per rule; declarations "key: value" separated by ';' (the
 // last may omit it); values bare (up to ';', '}' or the line's end) or
 // double-quoted with \" and \\; /* comments */ anywhere between tokens.
-// The property model (fabro's name) is read as llm_model, with one of
-// the stylesheet's Warnings. Any other property than llm_model,
+// The properties model and provider (fabro's names) are read as llm_model
+// and llm_provider, each with one of the stylesheet's Warnings. Any other property than llm_model,
 // llm_provider and reasoning_effort is an error naming it, and so is a reasoning_effort other than low, medium
 // or high. Errors give the line and column in the stylesheet.
 func ParseStylesheet(src string) (*Stylesheet, error) {

@@ -102,17 +102,21 @@ func TestParseStylesheet(t *testing.T) {
 }
 
 // Spec 8.4 lists llm_model, llm_provider and reasoning_effort; fabro's
-// published stylesheets write model, which morph reads as llm_model with a
-// warning, and an explicit node attribute still wins (8.5).
+// published stylesheets write model and provider, which morph reads as
+// llm_model and llm_provider with a warning each, and an explicit node
+// attribute still wins (8.5).
 func TestStylesheetModelAlias(t *testing.T) {
-	s, err := ParseStylesheet("* { llm_provider: p }\n.fast { model: small; }")
+	s, err := ParseStylesheet("* { llm_provider: p }\n.fast { model: small; provider: other }")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Rules[1].Properties; !equalMaps(got, map[string]string{"llm_model": "small"}) {
-		t.Errorf("properties %v, want llm_model: small", got)
+	if got := s.Rules[1].Properties; !equalMaps(got, map[string]string{"llm_model": "small", "llm_provider": "other"}) {
+		t.Errorf("properties %v, want llm_model: small, llm_provider: other", got)
 	}
-	if want := []string{`line 2, column 9: property "model" is read as llm_model; write llm_model`}; !slices.Equal(s.Warnings, want) {
+	if want := []string{
+		`line 2, column 9: property "model" is read as llm_model; write llm_model`,
+		`line 2, column 23: property "provider" is read as llm_provider; write llm_provider`,
+	}; !slices.Equal(s.Warnings, want) {
 		t.Errorf("warnings %q, want %q", s.Warnings, want)
 	}
 	g := vGraph(map[string]string{"model_stylesheet": "* { model: small }"}, vNode("a", "prompt", "x"), vNode("b", "prompt", "y", "llm_model", "mine"))

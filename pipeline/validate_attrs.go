@@ -188,6 +188,7 @@ var knownAttrs = map[string]attrSpec{
 	"shape":         {scope: onNode},
 	"type":          {scope: onNode},
 	"handler":       {scope: onNode},
+	"node_type":     {onNode, &attrCheck{nodeTypeAttr, "write type instead of node_type"}}, // kilroy's and fabro's
 	"max_retries":   {onNode, countCheck},
 	"allow_partial": {onNode, boolCheck},
 	"timeout":       {onNode, durationCheck},

@@ -91,7 +91,7 @@ func checkStartNode(g *Graph, _ ValidateOptions) []Diagnostic {
 	case len(starts) == 0 && g.StartNode() == nil:
 		return []Diagnostic{graphDiag(RuleStartNode, SeverityError,
 			"add a start node: start [shape=Mdiamond] with an edge to the first stage",
-			"the graph has no start node (shape=Mdiamond, type=start, or a node named start)")}
+			"the graph has no start node (shape=Mdiamond, type=start, or a node named start in any case)")}
 	}
 	return nil
 }
@@ -102,7 +102,7 @@ func checkTerminalNode(g *Graph, _ ValidateOptions) []Diagnostic {
 	}
 	return []Diagnostic{graphDiag(RuleTerminalNode, SeverityError,
 		"add an exit node: exit [shape=Msquare] with an edge from the last stage",
-		"the graph has no exit node (shape=Msquare, type=exit, or a node named exit or end)")}
+		"the graph has no exit node (shape=Msquare, type=exit, or a node named exit or end in any case)")}
 }
 
 func checkReachability(g *Graph, _ ValidateOptions) []Diagnostic {

@@ -222,7 +222,7 @@ func checkUnknownShapes(g *Graph, _ ValidateOptions) []Diagnostic {
 		if _, ok := slices.BinarySearch(knownShapes, shape); ok {
 			continue
 		}
-		explicit := strings.TrimSpace(n.Attrs["type"]) != "" || strings.TrimSpace(n.Attrs["handler"]) != ""
+		explicit := n.explicitType() != "" || strings.TrimSpace(n.Attrs["handler"]) != ""
 		msg := fmt.Sprintf("node %s: shape %q is not a Graphviz shape", n.ID, shape)
 		if !explicit {
 			msg += ", so the node runs as a codergen (agent) stage"
@@ -241,6 +241,24 @@ func checkUnknownShapes(g *Graph, _ ValidateOptions) []Diagnostic {
 		out = append(out, nodeDiag(RuleUnknownShape, SeverityWarning, n, fix, "%s", msg))
 	}
 	return out
+}
+
+// nodeTypeAttr checks node_type, which kilroy and fabro write for type
+// (spec 2.6 allows the name only inside an implementation): read as type,
+// a WARNING suggesting type; when type is set too, node_type is ignored,
+// also a WARNING.
+func nodeTypeAttr(attrs map[string]string, key, who string) error {
+	v := strings.TrimSpace(attrs[key])
+	if v == "" {
+		return nil
+	}
+	if t := strings.TrimSpace(attrs["type"]); t != "" {
+		if t == v {
+			return &attrWarning{fmt.Sprintf("%s: node_type=%q repeats type", who, v), "remove node_type"}
+		}
+		return &attrWarning{fmt.Sprintf("%s: node_type=%q is ignored: type=%q is the node's type", who, v, t), "remove node_type"}
+	}
+	return &attrWarning{fmt.Sprintf("%s: node_type=%q is read as type", who, v), fmt.Sprintf("write type=%q instead of node_type", v)}
 }
 
 // humanTypes are the values of a gate's human.type.

@@ -17,8 +17,9 @@ import (
 var (
 	// ErrNoGate: no human gate of the pipeline waits at the answer's node.
 	ErrNoGate = errors.New("no human gate waits at that node")
-	// ErrNoChoice: the answer names none of its gate's choices (key,
-	// label or target).
+	// ErrNoChoice: the answer does not answer its gate's question: it
+	// names none of its choices (key, label or target), is neither yes
+	// nor no at a yes/no gate, or is empty (pipeline.Question.Check).
 	ErrNoChoice = errors.New("the answer names none of the gate's choices")
 	// ErrAnswered: the gate has an answer already.
 	ErrAnswered = errors.New("the gate has an answer already")

@@ -48,7 +48,7 @@ func checkAnswer(a AnswerSignal, max int) error {
 	if max <= 0 {
 		max = AnswerMaxBytes(config.Temporal{})
 	}
-	if n := len(a.Node) + len(a.Choice) + len(a.Text); n > max {
+	if n := len(a.Node) + len(a.Value) + len(a.Choice) + len(a.Text); n > max {
 		return &TooLargeError{What: "an answer to a human gate", Size: n, Max: max, Key: "temporal.answer_max_kb"}
 	}
 	return nil

@@ -118,7 +118,9 @@ type Question struct {
 }
 
 // AnswerSignal answers the question of the human gate at Node, as the
-// console does: Choice names one of its choices (key, label or target).
+// console does: Value (yes, no, skipped: pipeline.Answer's), else Choice
+// naming one of its choices (key, label or target); Text for a freeform
+// gate.
 type AnswerSignal = durable.Answer
 
 // PipelineWorkflow runs a DOT pipeline: morph's pipeline runner, in
@@ -435,8 +437,8 @@ func (g *gates) check(a AnswerSignal) (*gate, error) {
 		if w.q.NodeID != a.Node {
 			continue
 		}
-		if _, ok := w.q.Match(a.Choice); !ok {
-			return nil, ErrNoChoice
+		if err := w.q.Check(pipeline.Answer{Value: a.Value, Choice: a.Choice, Text: a.Text}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoChoice, err)
 		}
 		if w.answer != nil {
 			return nil, ErrAnswered
@@ -502,7 +504,7 @@ func (g *gates) Ask(gctx context.Context, q pipeline.Question) (pipeline.Answer,
 	}
 	me.took = true
 	a := me.answer
-	return pipeline.Answer{Choice: a.Choice, Text: a.Text}, nil
+	return pipeline.Answer{Value: a.Value, Choice: a.Choice, Text: a.Text}, nil
 }
 
 // StageCall is one call of a worker's stage handler (its type,

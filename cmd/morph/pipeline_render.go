@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,7 +79,7 @@ directory, a file that cannot be read or parsed, no morph-render).`,
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
-			svg, err := renderproc.Run(cmd.Context(), prog, renderproc.Request{DOT: in.dot, Statuses: in.statuses, Next: in.next, Nodes: in.nodes, Edges: in.edges, Timeout: timeout})
+			svg, err := renderproc.Run(cmd.Context(), prog, in.request(timeout))
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
 					err = fmt.Errorf("%w (--timeout %s)", err, timeout)
@@ -109,14 +108,17 @@ directory, a file that cannot be read or parsed, no morph-render).`,
 // renderInput is what render draws: the graph as standard DOT and, from a
 // run directory, the run's statuses and next node.
 type renderInput struct {
-	dotPath    string // the source's path, naming it in errors
-	src        []byte // the source, in morph's DOT dialect
-	dot        string // the parsed graph as standard DOT (Graph.WriteDOT), which Graphviz reads
-	statuses   map[string]string
-	next       string
-	nodes      map[string]renderproc.NodeRun
-	edges      []renderproc.EdgeTaken
+	dotPath    string             // the source's path, naming it in errors
+	src        []byte             // the source, in morph's DOT dialect
+	req        renderproc.Request // the graph as standard DOT and the run's view (renderproc.GraphRequest)
 	defaultOut string
+}
+
+// request is what morph-render is given to draw in.
+func (in *renderInput) request(timeout time.Duration) renderproc.Request {
+	req := in.req
+	req.Timeout = timeout
+	return req
 }
 
 // readRenderInput reads arg, a DOT file or a run directory. A run
@@ -148,66 +150,20 @@ func readRenderInput(arg string, stderr io.Writer) (*renderInput, error) {
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
-	var dot bytes.Buffer
-	if err := g.WriteDOT(&dot); err != nil {
-		return nil, fmt.Errorf("%s: writing the graph as DOT: %w", in.dotPath, err)
-	}
-	in.dot = dot.String()
-	if !fi.IsDir() {
-		return in, nil
-	}
-	cp, err := pipeline.LoadCheckpoint(arg)
-	if errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(stderr, "morph: %s has no %s yet: drawing the graph without statuses\n", oneLine(arg, 0), pipeline.CheckpointFile)
-		return in, nil
-	}
-	if err != nil {
-		return nil, usageErrorf("%w", err)
-	}
-	in.statuses = make(map[string]string, len(cp.Outcomes))
-	for id, o := range cp.Outcomes {
-		if o != nil {
-			in.statuses[id] = string(o.Status)
+	var cp *pipeline.Checkpoint
+	if fi.IsDir() {
+		cp, err = pipeline.LoadCheckpoint(arg)
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "morph: %s has no %s yet: drawing the graph without statuses\n", oneLine(arg, 0), pipeline.CheckpointFile)
+			cp = nil
+		} else if err != nil {
+			return nil, usageErrorf("%w", err)
 		}
 	}
-	in.next = cp.NextNode
-	in.nodes, in.edges = runView(g, cp)
+	if in.req, err = renderproc.GraphRequest(g, cp); err != nil {
+		return nil, fmt.Errorf("%s: %w", in.dotPath, err)
+	}
 	return in, nil
-}
-
-// runView is what cp says each node of g did, as render takes it: counts
-// and history, and the edges taken named by their ends. An edge index
-// that g does not have (a checkpoint of another source, resumed with
-// --force) is left out.
-func runView(g *pipeline.Graph, cp *pipeline.Checkpoint) (map[string]renderproc.NodeRun, []renderproc.EdgeTaken) {
-	nodes := make(map[string]renderproc.NodeRun, len(cp.Nodes))
-	var edges []renderproc.EdgeTaken
-	for id, nr := range cp.Nodes {
-		if nr == nil {
-			continue
-		}
-		run := renderproc.NodeRun{Visits: nr.Visits, Attempts: nr.Attempts, HistoryDropped: nr.HistoryDropped}
-		for _, st := range nr.History {
-			run.History = append(run.History, string(st))
-		}
-		nodes[id] = run
-		out := g.Outgoing(id)
-		for i, count := range nr.EdgesTaken {
-			if i < 0 || i >= len(out) || count <= 0 {
-				continue
-			}
-			// render names an edge by its ends and its place among the
-			// edges with both.
-			nth := 0
-			for _, e := range out[:i] {
-				if e.To == out[i].To {
-					nth++
-				}
-			}
-			edges = append(edges, renderproc.EdgeTaken{From: id, To: out[i].To, Nth: nth, Count: count})
-		}
-	}
-	return nodes, edges
 }
 
 // readDOT reads path, refusing it past the parser's limit (render's too)

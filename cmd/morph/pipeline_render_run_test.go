@@ -50,7 +50,7 @@ func TestRunViewNamesEdgesByTheirEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, edges := runView(g, loopCheckpoint())
+	nodes, edges := renderproc.RunView(g, loopCheckpoint())
 	slices.SortFunc(edges, func(a, b renderproc.EdgeTaken) int {
 		return strings.Compare(a.From+">"+a.To, b.From+">"+b.To)
 	})

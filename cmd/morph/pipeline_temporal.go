@@ -79,7 +79,7 @@ func runPipelineTemporal(ctx context.Context, f pipelineRunFlags, file string, s
 		if err != nil {
 			return
 		}
-		b, _ := json.Marshal(durable.Answer{Node: q.NodeID, Choice: a.Choice, Text: a.Text})
+		b, _ := json.Marshal(durable.Answer{Node: q.NodeID, Value: a.Value, Choice: a.Choice, Text: a.Text})
 		mu.Lock()
 		defer mu.Unlock()
 		answers.Write(append(b, '\n'))

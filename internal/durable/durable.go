@@ -51,12 +51,16 @@ type PipelineLine struct {
 	Error       string                `json:",omitempty"`
 }
 
-// Answer answers the question of the human gate at Node: Choice names one
-// of its choices (its key, label or target). `morph-temporal pipeline`
-// reads them on standard input, one a line, and sends them to the
-// workflow.
+// Answer answers the question of the human gate at Node, as
+// pipeline.Answer does: Value (yes, no, skipped, timeout or a choice's
+// key), Choice (one of its choices: its key, label or target) and Text (a
+// freeform answer). `morph-temporal pipeline` reads them on standard
+// input, one a line, and sends them to the workflow. Value is omitted
+// when empty, so the answers of older workflows' histories decode the
+// same.
 type Answer struct {
 	Node   string
+	Value  string `json:",omitempty"`
 	Choice string
 	Text   string `json:",omitempty"`
 }

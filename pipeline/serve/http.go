@@ -365,9 +365,13 @@ func (s *Server) checkpoint(w http.ResponseWriter, _ *http.Request, run *run) {
 	writeJSON(w, http.StatusOK, cp)
 }
 
-// context is the context of the run's last checkpoint (written after each
-// stage).
+// context is the run's context: as it is now while the run runs (source
+// "live"), else its last checkpoint's (source "checkpoint").
 func (s *Server) context(w http.ResponseWriter, _ *http.Request, run *run) {
+	if live := run.liveContext(); live != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"context": live, "source": "live"})
+		return
+	}
 	cp, err := pipeline.LoadCheckpoint(run.dir)
 	if err != nil {
 		writeError(w, http.StatusNotFound, errors.New("the run has no checkpoint yet"))
@@ -377,12 +381,7 @@ func (s *Server) context(w http.ResponseWriter, _ *http.Request, run *run) {
 	if ctx == nil {
 		ctx = map[string]any{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"context": ctx})
-}
-
-// graph is the run's pipeline source (DOT).
-func (s *Server) graph(w http.ResponseWriter, r *http.Request, run *run) {
-	s.serveFile(w, r, run, pipeline.SourceFile, "text/vnd.graphviz; charset=utf-8")
+	writeJSON(w, http.StatusOK, map[string]any{"context": ctx, "source": "checkpoint"})
 }
 
 func (s *Server) cancelHandler(w http.ResponseWriter, r *http.Request, run *run) {

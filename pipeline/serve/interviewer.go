@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,8 +16,9 @@ import (
 // waiting for one: never asked, answered already, or timed out.
 var ErrNotPending = errors.New("the question is not pending (answered, timed out or never asked)")
 
-// ErrBadAnswer is the refusal of an answer that names none of the
-// question's choices, or says nothing.
+// ErrBadAnswer is the refusal of an answer that does not answer its
+// question (pipeline.Question.Check): it names none of its choices, is
+// neither yes nor no at a yes/no gate, or says nothing.
 var ErrBadAnswer = errors.New("the answer does not answer the question")
 
 // PendingQuestion is a question waiting for an answer, with the id an
@@ -105,15 +105,11 @@ func (p *PendingInterviewer) Answer(qid string, a pipeline.Answer) error {
 	if w == nil {
 		return fmt.Errorf("question %q: %w", qid, ErrNotPending)
 	}
-	// Every field counts: an answer type that grows (a value, free text)
-	// is not refused here for leaving the choice out.
-	if reflect.ValueOf(a).IsZero() {
-		return fmt.Errorf("%w: give a choice (its key, label or target)", ErrBadAnswer)
-	}
-	if a.Choice != "" && len(w.q.Choices) > 0 {
-		if _, ok := w.q.Match(a.Choice); !ok {
-			return fmt.Errorf("%w: %q names none of the choices", ErrBadAnswer, a.Choice)
-		}
+	// Checked as the gate reads it (its Value first, then Choice; text
+	// at a freeform gate), so that a bad answer is refused while the
+	// gate still waits rather than failing it.
+	if err := w.q.Check(a); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadAnswer, err)
 	}
 	delete(p.pending, qid)
 	w.answer <- a

@@ -335,7 +335,7 @@ func TestServeBadAnswer(t *testing.T) {
 	f := newFixture(t, Options{})
 	id := f.start()
 	q := f.question(id)
-	for body, want := range map[string]int{`{"choice":"maybe"}`: 422, `{}`: 422, `{"choice":"Y","extra":1}`: 400, `not json`: 400} {
+	for body, want := range map[string]int{`{"choice":"maybe"}`: 422, `{}`: 422, `{"value":"maybe","choice":"Y"}`: 422, `{"choice":"Y","extra":1}`: 400, `not json`: 400} {
 		req, _ := http.NewRequest("POST", f.http.URL+"/v1/runs/"+id+"/questions/"+q.QID+"/answer", strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

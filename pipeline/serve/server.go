@@ -35,6 +35,8 @@ const (
 	DefaultKeepEvents     = 64
 	DefaultPingInterval   = 15 * time.Second
 	DefaultWriteTimeout   = 30 * time.Second
+	DefaultRenderTimeout  = 30 * time.Second
+	DefaultMaxRenders     = 2
 )
 
 // ErrNoToken is the refusal to serve beyond loopback without a bearer
@@ -85,7 +87,16 @@ type Options struct {
 	// AllowedOrigins are the browser origins allowed besides the loopback
 	// ones (see httpguard.Origins).
 	AllowedOrigins []string
-	Logger         *slog.Logger
+	// RenderProgram is the morph-render that draws a run's graph (GET
+	// .../graph); "": renderproc.Find's, looked up at each drawing.
+	RenderProgram string
+	// RenderTimeout bounds each drawing: morph-render is killed past it
+	// (504).
+	RenderTimeout time.Duration
+	// MaxRenders bounds the drawings at once, each a process: one more is
+	// refused with 429 and counted (Counters.RendersRefused).
+	MaxRenders int
+	Logger     *slog.Logger
 }
 
 // Counters are the server's refusals, for an operator's status.
@@ -98,6 +109,8 @@ type Counters struct {
 	StreamsDropped int64 `json:"streams_dropped"`
 	// BodiesRefused counts request bodies over MaxBodyBytes.
 	BodiesRefused int64 `json:"bodies_refused"`
+	// RendersRefused counts drawings refused at MaxRenders.
+	RendersRefused int64 `json:"renders_refused"`
 }
 
 // runID is what a run id may be: a directory name, a URL path segment.
@@ -120,7 +133,9 @@ type Server struct {
 	ended   []*run // ended runs that keep events, oldest first
 	closed  bool
 
-	runsRefused, streamsRefused, streamsDropped, bodiesRefused atomic.Int64
+	renders chan struct{} // a token per drawing running (MaxRenders)
+
+	runsRefused, streamsRefused, streamsDropped, bodiesRefused, rendersRefused atomic.Int64
 }
 
 // run is a run the server knows: one it started, or one it found in
@@ -136,8 +151,9 @@ type run struct {
 	errText  string // why a run that did not run (state "error")
 	active   bool   // its goroutine runs
 	cancel   context.CancelFunc
-	current  string    // the node running
-	events   *eventLog // nil when forgotten or never had
+	current  string            // the node running
+	events   *eventLog         // nil when forgotten or never had
+	live     *pipeline.Context // the running run's context (RunConfig.OnContext); nil when not running
 	subs     int
 	lastSeen int64 // the last event seq (for a stream of a forgotten log)
 }
@@ -174,6 +190,8 @@ func New(opts Options) (*Server, error) {
 	opts.KeepEvents = orDefault(opts.KeepEvents, DefaultKeepEvents)
 	opts.PingInterval = orDefault(opts.PingInterval, DefaultPingInterval)
 	opts.WriteTimeout = orDefault(opts.WriteTimeout, DefaultWriteTimeout)
+	opts.RenderTimeout = orDefault(opts.RenderTimeout, DefaultRenderTimeout)
+	opts.MaxRenders = orDefault(opts.MaxRenders, DefaultMaxRenders)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -181,7 +199,8 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("pipeline serve: runs directory: %w", err)
 	}
 	base, stop := context.WithCancel(context.Background())
-	s := &Server{opts: opts, log: opts.Logger, base: base, stop: stop, closing: make(chan struct{}), runs: map[string]*run{}}
+	s := &Server{opts: opts, log: opts.Logger, base: base, stop: stop, closing: make(chan struct{}), runs: map[string]*run{},
+		renders: make(chan struct{}, opts.MaxRenders)}
 	if err := s.load(); err != nil {
 		stop()
 		return nil, err
@@ -223,7 +242,7 @@ func (s *Server) load() error {
 // Counters returns the refusals so far.
 func (s *Server) Counters() Counters {
 	return Counters{RunsRefused: s.runsRefused.Load(), StreamsRefused: s.streamsRefused.Load(),
-		StreamsDropped: s.streamsDropped.Load(), BodiesRefused: s.bodiesRefused.Load()}
+		StreamsDropped: s.streamsDropped.Load(), BodiesRefused: s.bodiesRefused.Load(), RendersRefused: s.rendersRefused.Load()}
 }
 
 // Shutdown cancels the runs (each checkpoints, state canceled, and can be
@@ -282,7 +301,7 @@ func (s *Server) launch(r *run, resumed bool, fn func(ctx context.Context, rn *p
 		return fmt.Errorf("%w: %s", errActive, r.id)
 	}
 	ctx, cancel := context.WithCancel(s.base)
-	r.active, r.cancel, r.state, r.errText, r.current = true, cancel, pipeline.RunRunning, "", ""
+	r.active, r.cancel, r.state, r.errText, r.current, r.live = true, cancel, pipeline.RunRunning, "", "", nil
 	if r.events == nil {
 		r.events = newEventLog(s.opts.RingEvents, s.opts.RingBytes)
 		r.events.last = r.lastSeen
@@ -339,7 +358,7 @@ func (s *Server) finish(r *run, res *pipeline.Result, err error) {
 	ev := Event{Kind: KindRunEnded, RunID: r.id, State: state, Message: safetext.Truncate(msg, maxMessage), Time: time.Now().UTC()}
 	r.mu.Lock()
 	r.events.add(ev)
-	r.state, r.errText, r.active, r.current = state, msg, false, ""
+	r.state, r.errText, r.active, r.current, r.live = state, msg, false, "", nil
 	r.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -385,7 +404,7 @@ func (s *Server) start(id, name, goal, file string, src []byte, g *pipeline.Grap
 	if _, err := os.Lstat(r.dir); exists || err == nil {
 		return nil, fmt.Errorf("%w: %s", errExists, id)
 	}
-	cfg := pipeline.RunConfig{RunDir: r.dir, Goal: goal, Source: src, DotFile: file, RunID: id}
+	cfg := pipeline.RunConfig{RunDir: r.dir, Goal: goal, Source: src, DotFile: file, RunID: id, OnContext: r.setLive}
 	err := s.launch(r, false, func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error) {
 		return rn.Run(ctx, g, cfg)
 	})
@@ -408,8 +427,26 @@ func (s *Server) resume(r *run) error {
 		return err
 	}
 	return s.launch(r, true, func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error) {
-		return rn.Resume(ctx, g, pipeline.RunConfig{RunDir: r.dir, Source: src})
+		return rn.Resume(ctx, g, pipeline.RunConfig{RunDir: r.dir, Source: src, OnContext: r.setLive})
 	})
+}
+
+// setLive keeps the context of r's run while it runs.
+func (r *run) setLive(c *pipeline.Context) {
+	r.mu.Lock()
+	r.live = c
+	r.mu.Unlock()
+}
+
+// liveContext is a copy of r's context while it runs, else nil.
+func (r *run) liveContext() map[string]any {
+	r.mu.Lock()
+	c, active := r.live, r.active
+	r.mu.Unlock()
+	if c == nil || !active {
+		return nil
+	}
+	return c.Snapshot()
 }
 
 // cancel cancels r's goroutine; the run checkpoints as canceled.
