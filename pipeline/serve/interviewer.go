@@ -17,9 +17,9 @@ import (
 // waiting for one: never asked, answered already, or timed out.
 var ErrNotPending = errors.New("the question is not pending (answered, timed out or never asked)")
 
-// ErrBadAnswer is the refusal of an answer that names none of the
-// question's choices, or says nothing.
-var ErrBadAnswer = errors.New("the answer does not answer the question")
+// ErrBadAnswer is the refusal of an answer that says nothing or does not
+// answer the question (pipeline.Question.Check): the gate's own error.
+var ErrBadAnswer = pipeline.ErrBadAnswer
 
 // PendingQuestion is a question waiting for an answer, with the id an
 // answer names it by.
@@ -96,8 +96,10 @@ func (p *PendingInterviewer) Pending() []PendingQuestion {
 }
 
 // Answer answers the question qid: ErrNotPending when it is not waiting,
-// ErrBadAnswer when a says nothing or names a choice the question does not
-// offer.
+// ErrBadAnswer when a says nothing or the gate would refuse it
+// (pipeline.Question.Check: not yes or no, no choice of the question's, a
+// "timeout"); a refused question stays pending. "skipped" is an answer: it
+// fails the gate.
 func (p *PendingInterviewer) Answer(qid string, a pipeline.Answer) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,10 +112,8 @@ func (p *PendingInterviewer) Answer(qid string, a pipeline.Answer) error {
 	if reflect.ValueOf(a).IsZero() {
 		return fmt.Errorf("%w: give a choice (its key, label or target)", ErrBadAnswer)
 	}
-	if a.Choice != "" && len(w.q.Choices) > 0 {
-		if _, ok := w.q.Match(a.Choice); !ok {
-			return fmt.Errorf("%w: %q names none of the choices", ErrBadAnswer, a.Choice)
-		}
+	if err := w.q.Check(a); err != nil {
+		return err
 	}
 	delete(p.pending, qid)
 	w.answer <- a

@@ -61,9 +61,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
+	return newFixtureDOT(t, opts, gateDOT)
+}
+
+// newFixtureDOT is a server serving dot as "release".
+func newFixtureDOT(t *testing.T, opts Options, dot string) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "release.dot")
-	if err := os.WriteFile(file, []byte(gateDOT), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(dot), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if opts.RunsRoot == "" {
@@ -332,25 +338,45 @@ func TestServeGateRun(t *testing.T) {
 // An answer that names no choice is refused (422), and one to no such
 // question is 409; the gate still waits.
 func TestServeBadAnswer(t *testing.T) {
-	f := newFixture(t, Options{})
-	id := f.start()
-	q := f.question(id)
-	for body, want := range map[string]int{`{"choice":"maybe"}`: 422, `{}`: 422, `{"choice":"Y","extra":1}`: 400, `not json`: 400} {
-		req, _ := http.NewRequest("POST", f.http.URL+"/v1/runs/"+id+"/questions/"+q.QID+"/answer", strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("answer %s: %d, want %d", body, resp.StatusCode, want)
-		}
-	}
-	if code := f.do("POST", "/v1/runs/"+id+"/questions/nope-9/answer", map[string]string{"choice": "Y"}, nil); code != http.StatusConflict {
-		t.Errorf("an answer to no question: %d, want 409", code)
-	}
-	if got := f.question(id); got.QID != q.QID {
-		t.Errorf("pending %q, want %q still", got.QID, q.QID)
+	yesNo := strings.Replace(gateDOT, `label="Ship it?"`, `label="Ship it?", human.type="yes_no"`, 1)
+	for _, c := range []struct {
+		name, dot string
+		bodies    map[string]int
+	}{
+		{"multiple choice", gateDOT, map[string]int{`{"choice":"maybe"}`: 422, `{}`: 422, `{"choice":"Y","extra":1}`: 400, `not json`: 400,
+			`{"text":"hello"}`: 422, `{"value":"timeout"}`: 422, `{"value":"maybe"}`: 422}},
+		// What the gate would fail on is refused before it is taken: a
+		// client's typo does not end the run, nor can a client time it out.
+		{"yes_no", yesNo, map[string]int{`{"value":"maybe"}`: 422, `{"text":"perhaps"}`: 422, `{"value":"timeout"}`: 422, `{"choice":"Q"}`: 422}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixtureDOT(t, Options{}, c.dot)
+			id := f.start()
+			q := f.question(id)
+			for body, want := range c.bodies {
+				req, _ := http.NewRequest("POST", f.http.URL+"/v1/runs/"+id+"/questions/"+q.QID+"/answer", strings.NewReader(body))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("answer %s: %d, want %d", body, resp.StatusCode, want)
+				}
+			}
+			if code := f.do("POST", "/v1/runs/"+id+"/questions/nope-9/answer", map[string]string{"choice": "Y"}, nil); code != http.StatusConflict {
+				t.Errorf("an answer to no question: %d, want 409", code)
+			}
+			if got := f.question(id); got.QID != q.QID {
+				t.Errorf("pending %q, want %q still", got.QID, q.QID)
+			}
+			if code := f.do("POST", "/v1/runs/"+id+"/questions/"+q.QID+"/answer", map[string]string{"value": "yes"}, nil); code != http.StatusOK {
+				t.Fatalf("a good answer after the refusals: %d", code)
+			}
+			if st := f.ended(id); st.State != "success" {
+				t.Errorf("the run ended %q (%s), want success", st.State, st.FailureReason)
+			}
+		})
 	}
 }
 
