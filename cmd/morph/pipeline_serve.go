@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,30 +147,21 @@ func pipelineServe(ctx context.Context, f pipelineServeFlags, stderr io.Writer) 
 	if err != nil {
 		return &exitError{exitUsage, err}
 	}
-	ln, err := net.Listen("tcp", f.http)
+	err = httpguard.Server{
+		Handler: srv.Handler(), ShutdownTimeout: f.shutdownTimeout,
+		Ready: func(addr net.Addr) {
+			fmt.Fprintf(stderr, "morph: serving %d pipelines at http://%s/ (runs in %s)\n", len(pipelines), addr, filepath.Clean(runs))
+		},
+		// The runs checkpoint as canceled and the streams end; then the
+		// listener, within --shutdown-timeout.
+		Drain: func(ctx context.Context) {
+			if err := srv.Shutdown(ctx); err != nil {
+				fmt.Fprintln(stderr, "morph: "+err.Error())
+			}
+		},
+	}.Serve(ctx, f.http)
 	if err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("--http %s: %w", f.http, err)}
 	}
-	defer ln.Close()
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(stderr, "morph: serving %d pipelines at http://%s/ (runs in %s)\n", len(pipelines), ln.Addr(), filepath.Clean(runs))
-	select {
-	case err := <-served:
-		return &exitError{exitRunFailed, fmt.Errorf("serving HTTP: %w", err)}
-	case <-ctx.Done():
-	}
-	// The runs checkpoint as canceled and the streams end; then the
-	// listener, within --shutdown-timeout.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		fmt.Fprintln(stderr, "morph: "+err.Error())
-	}
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintln(stderr, "morph: "+err.Error())
-	}
-	hs.Close()
 	return nil
 }
