@@ -772,7 +772,9 @@ func TestServeManyStreams(t *testing.T) {
 // requests' read deadline; an event whose kind would break the framing
 // goes out under a plain name.
 func TestServePingAndFraming(t *testing.T) {
-	f := newFixture(t, Options{PingInterval: 20 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	// The write timeout is long enough for a loaded machine: a stream is
+	// not dropped between re-arming its deadline and writing.
+	f := newFixture(t, Options{PingInterval: 20 * time.Millisecond, WriteTimeout: time.Second})
 	id := f.start()
 	f.question(id)
 	r, _ := f.srv.get(id)
@@ -785,7 +787,7 @@ func TestServePingAndFraming(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	var lines []string
 	pings := 0
-	for pings < 10 { // 200 ms at least: past the read deadline
+	for pings < 75 { // 1.5 s at least: past the read deadline
 		if !sc.Scan() {
 			t.Fatalf("the stream ended after %d pings: %v", pings, sc.Err())
 		}
@@ -821,5 +823,75 @@ func TestServeSlowBody(t *testing.T) {
 		if err != nil || !strings.Contains(status, tc.want) {
 			t.Fatalf("%s, a body that stops: %q, %v; want%s", tc.auth, status, err, tc.want)
 		}
+	}
+}
+
+// A client that stops reading a file is dropped within WriteTimeout
+// (counted), not waited on: the handler and its open file are let go.
+func TestServeSlowReader(t *testing.T) {
+	f := newFixture(t, Options{WriteTimeout: 200 * time.Millisecond})
+	id := f.start()
+	f.question(id)
+	big, err := os.Create(filepath.Join(f.root, id, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: far past what the socket buffers hold, no disk used.
+	if err := big.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	big.Close()
+	conn, err := net.Dial("tcp", f.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := fmt.Fprintf(conn, "GET /v1/runs/%s/artifacts/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", id); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the slow reader's drop", func() bool { return f.srv.Counters().ResponsesDropped >= 1 })
+	if got := f.srv.Counters().StreamsDropped; got != 0 {
+		t.Errorf("StreamsDropped %d: a response is not a stream", got)
+	}
+}
+
+// Past MaxKeptRuns a start is refused (429, counted), and the runs kept
+// are untouched.
+func TestServeMaxKeptRuns(t *testing.T) {
+	f := newFixture(t, Options{MaxKeptRuns: 1})
+	id := f.start()
+	if code := f.do("POST", "/v1/runs", map[string]string{"name": "release"}, nil); code != http.StatusTooManyRequests {
+		t.Fatalf("a start past --max-kept-runs: %d, want 429", code)
+	}
+	if c := f.srv.Counters(); c.KeptRefused != 1 || c.RunsRefused != 0 {
+		t.Errorf("counters %+v, want one kept_refused", c)
+	}
+	if st := f.status(id); st.State != "running" {
+		t.Errorf("the kept run is %q", st.State)
+	}
+}
+
+// A run's error is cut once, where it is kept: the stream of a forgotten
+// run and RunInfo show it cut.
+func TestServeErrorTextCut(t *testing.T) {
+	f := newFixture(t, Options{})
+	r := &run{id: "long", dir: filepath.Join(f.root, "long"), iv: NewPendingInterviewer(), events: newEventLog(16, 1<<20), active: true}
+	f.srv.mu.Lock()
+	f.srv.runs[r.id], f.srv.running = r, f.srv.running+1
+	f.srv.mu.Unlock()
+	f.srv.finish(r, nil, errors.New(strings.Repeat("x", 1<<20)))
+	if info := f.srv.info(r, "/v1/runs"); len(info.Error) > maxMessage+64 {
+		t.Errorf("RunInfo.Error is %d bytes, want at most %d and a note", len(info.Error), maxMessage)
+	}
+	r.mu.Lock()
+	r.lastSeen, r.events = r.events.last, nil // forgotten
+	r.mu.Unlock()
+	got := f.events(r.id, "").rest(t)
+	if len(got) != 1 {
+		t.Fatalf("the forgotten run's stream: %d events, want its end", len(got))
+	}
+	if n := len(got[0].data); n > maxMessage+512 {
+		t.Errorf("the forgotten run's end event is %d bytes, want the message cut to %d", n, maxMessage)
 	}
 }
