@@ -314,7 +314,7 @@ func (h *HumanHandler) ask(ctx context.Context, x *Execution, q Question) (Answe
 	if q.Timeout > 0 {
 		actx, cancel = r.executor().WithTimeout(ctx, q.Timeout)
 	}
-	ans, err := h.interviewer(x).Ask(actx, q)
+	ans, err := h.interviewer(x, ctx).Ask(actx, q)
 	cancel()
 	if errors.Is(err, ErrInterviewRecord) {
 		x.Emit(Event{Kind: EventWarning, NodeID: q.NodeID, Message: safetext.Line(err.Error(), 500)})
@@ -342,8 +342,8 @@ func (h *HumanHandler) ask(ctx context.Context, x *Execution, q Question) (Answe
 
 // interviewer is who asks: the handler's, else the Runner's, else
 // AutoApprove; recorded to the run directory's interviews.jsonl when the
-// run has one.
-func (h *HumanHandler) interviewer(x *Execution) Interviewer {
+// run has one (ctx is the gate's, without the question's timeout).
+func (h *HumanHandler) interviewer(x *Execution, ctx context.Context) Interviewer {
 	iv := h.Interviewer
 	if iv == nil && x != nil && x.Runner != nil {
 		iv = x.Runner.Interviewer
@@ -352,7 +352,7 @@ func (h *HumanHandler) interviewer(x *Execution) Interviewer {
 		iv = AutoApprove{}
 	}
 	if x != nil && x.RunDir != "" {
-		iv = &RecordingInterviewer{Inner: iv, Path: filepath.Join(x.RunDir, InterviewsFile), clock: x.Runner.clock()}
+		iv = &RecordingInterviewer{Inner: iv, Path: filepath.Join(x.RunDir, InterviewsFile), clock: x.Runner.clock(), outer: ctx}
 	}
 	return iv
 }

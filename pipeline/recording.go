@@ -51,13 +51,18 @@ type Recording struct {
 // JSON line when Path is set (a run's interviews.jsonl: the human gates
 // of a run with a run directory record there whatever their
 // interviewer). Texts are cut to 64 KiB. A question whose run ended
-// before an answer (context.Canceled) is not recorded: a resumed run asks
-// it again.
+// before an answer (context.Canceled, or a human gate's stage or run
+// deadline) is not recorded: a resumed run asks it again. Used on its
+// own, it records any deadline of Ask's context as a timeout.
 type RecordingInterviewer struct {
 	Inner Interviewer
 	Path  string
 
 	clock Clock // nil: the real one
+	// outer is a human gate's context without the question's timeout:
+	// when it ended too, the deadline was the stage's or the run's, not
+	// the question timing out.
+	outer context.Context
 	mu    sync.Mutex
 	recs  []Recording
 }
@@ -71,7 +76,7 @@ func (r *RecordingInterviewer) Ask(ctx context.Context, q Question) (Answer, err
 	}
 	rec := Recording{Question: q, AskedAt: clock.Now().UTC()}
 	ans, err := r.Inner.Ask(ctx, q)
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || err != nil && r.outer != nil && r.outer.Err() != nil {
 		return ans, err
 	}
 	rec.AnsweredAt, rec.Answer = clock.Now().UTC(), ans
