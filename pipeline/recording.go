@@ -136,17 +136,20 @@ func appendLine(path string, b []byte) error {
 	return errors.Join(err, f.Close())
 }
 
-// LoadRecordings reads a run's interviews.jsonl. A last line cut short (a
-// crash while appending) is ignored; any other line that is not a
-// recording is an error naming it.
+// LoadRecordings reads a run's interviews.jsonl, line by line (a looping
+// gate can make it large; a line is at most maxRecordingLine). A last line
+// cut short (a crash while appending) is ignored; any other line that is
+// not a recording is an error naming it.
 func LoadRecordings(path string) ([]Recording, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("interviews: %w", err)
 	}
+	defer f.Close()
 	var recs []Recording
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, maxRecordingLine)
+	sc.Split(scanLinesKeepingEnd)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Bytes()
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -154,8 +157,8 @@ func LoadRecordings(path string) ([]Recording, error) {
 		}
 		var rec Recording
 		if err := json.Unmarshal(line, &rec); err != nil {
-			if n == bytes.Count(data, []byte("\n"))+1 && !bytes.HasSuffix(data, []byte("\n")) {
-				break // the torn tail of an append
+			if !bytes.HasSuffix(line, []byte("\n")) {
+				break // the torn tail of an append: only the last line lacks its newline
 			}
 			return nil, fmt.Errorf("interviews: %s:%d: %w", path, n, err)
 		}
@@ -165,6 +168,18 @@ func LoadRecordings(path string) ([]Recording, error) {
 		return nil, fmt.Errorf("interviews: %s: %w", path, err)
 	}
 	return recs, nil
+}
+
+// scanLinesKeepingEnd splits lines as bufio.ScanLines does, but keeps each
+// line's newline, so that a last line without one can be told apart.
+func scanLinesKeepingEnd(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i+1], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // ReplayInterviewer answers questions from recordings (a run's
