@@ -21,6 +21,8 @@ const (
 	// DefaultMaxHeaderBytes bounds a request's header (net/http's default
 	// is 1 MiB; morph's APIs send a few hundred bytes).
 	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultShutdownTimeout bounds a shutdown.
+	DefaultShutdownTimeout = 10 * time.Second
 )
 
 // Server is how morph serves HTTP (mcp serve --http, pipeline serve): one
@@ -38,7 +40,8 @@ type Server struct {
 	// refused with 431 (0: DefaultMaxHeaderBytes).
 	MaxHeaderBytes int
 	// ShutdownTimeout bounds the shutdown once ctx ends: Drain, then the
-	// connections' requests; past it the connections are cut.
+	// connections' requests; past it the connections are cut (0:
+	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
 	// Ready, if set, is called with the listener's address once it
 	// listens (the address of a ":0" port).
@@ -75,7 +78,7 @@ func (s Server) Serve(ctx context.Context, addr string) error {
 		return fmt.Errorf("serving HTTP: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(s.ShutdownTimeout, DefaultShutdownTimeout))
 	defer cancel()
 	if s.Drain != nil {
 		s.Drain(sctx)
