@@ -281,13 +281,17 @@ func (h *HumanHandler) Execute(ctx context.Context, node *Node, pctx *Context, _
 		x.Emit(Event{Kind: EventInterviewDone, NodeID: node.ID, Message: AnswerSkipped})
 		return Fail("human gate %s: the human skipped the question", node.ID), nil
 	}
+	ch, err := q.read(ans)
+	if err != nil {
+		return Fail("human gate %s: %v", node.ID, err), nil
+	}
 	switch qt {
 	case QuestionYesNo, QuestionConfirmation:
-		out = yn.outcome(node, q, ans)
+		out = yn.outcome(node, ch, ans)
 	case QuestionFreeform:
 		out = freeformOutcome(node, ans, edges)
 	default:
-		out = choiceOutcome(node, q, ans)
+		out = &Outcome{Status: StatusSuccess, PreferredLabel: ch.Label, SuggestedNextIDs: []string{ch.To}, ContextUpdates: gateUpdates(ch, ans)}
 	}
 	msg := out.PreferredLabel
 	if msg == "" {
@@ -309,7 +313,7 @@ func (h *HumanHandler) ask(ctx context.Context, x *Execution, q Question) (Answe
 	if q.Timeout > 0 {
 		actx, cancel = r.executor().WithTimeout(ctx, q.Timeout)
 	}
-	ans, err := h.interviewer(x).Ask(actx, q)
+	ans, err := h.interviewer(x, ctx).Ask(actx, q)
 	cancel()
 	if errors.Is(err, ErrInterviewRecord) {
 		x.Emit(Event{Kind: EventWarning, NodeID: q.NodeID, Message: safetext.Line(err.Error(), 500)})
@@ -337,8 +341,8 @@ func (h *HumanHandler) ask(ctx context.Context, x *Execution, q Question) (Answe
 
 // interviewer is who asks: the handler's, else the Runner's, else
 // AutoApprove; recorded to the run directory's interviews.jsonl when the
-// run has one.
-func (h *HumanHandler) interviewer(x *Execution) Interviewer {
+// run has one (ctx is the gate's, without the question's timeout).
+func (h *HumanHandler) interviewer(x *Execution, ctx context.Context) Interviewer {
 	iv := h.Interviewer
 	if iv == nil && x != nil && x.Runner != nil {
 		iv = x.Runner.Interviewer
@@ -347,7 +351,7 @@ func (h *HumanHandler) interviewer(x *Execution) Interviewer {
 		iv = AutoApprove{}
 	}
 	if x != nil && x.RunDir != "" {
-		iv = &RecordingInterviewer{Inner: iv, Path: filepath.Join(x.RunDir, InterviewsFile), clock: x.Runner.clock()}
+		iv = &RecordingInterviewer{Inner: iv, Path: filepath.Join(x.RunDir, InterviewsFile), clock: x.Runner.clock(), outer: ctx}
 	}
 	return iv
 }
@@ -363,41 +367,13 @@ func gateUpdates(c Choice, ans Answer) map[string]any {
 	return updates
 }
 
-// choiceOutcome routes a multiple-choice gate to the choice the answer
-// names (its Value, else its Choice).
-func choiceOutcome(node *Node, q Question, ans Answer) *Outcome {
-	pick := ans.Choice
-	if pick == "" {
-		pick = ans.Value
-	}
-	ch, ok := matchChoice(q.Choices, pick)
-	if !ok {
-		return Fail("human gate %s: the answer %q names none of its choices", node.ID, safetext.Line(pick, 100))
-	}
-	return &Outcome{Status: StatusSuccess, PreferredLabel: ch.Label, SuggestedNextIDs: []string{ch.To}, ContextUpdates: gateUpdates(ch, ans)}
-}
-
-// outcome routes a yes/no or confirmation gate: yes to its yes edge, no to
-// its no edge; a no with no edge of its own (or where conditions route)
-// fails the gate, "declined".
-func (m yesNoEdges) outcome(node *Node, q Question, ans Answer) *Outcome {
-	v := ""
-	for _, s := range []string{ans.Value, ans.Choice, ans.Text} {
-		if s == "" {
-			continue
-		}
-		var ok bool
-		if v, ok = yesNoValue(q, s); ok {
-			break
-		}
-		return Fail("human gate %s: the answer %q is neither yes nor no", node.ID, safetext.Line(s, 100))
-	}
-	if v == "" {
-		return Fail("human gate %s: the answer is empty, neither yes nor no", node.ID)
-	}
-	ch, e := q.Choices[0], m.yes
-	if v == AnswerNo {
-		ch, e = q.Choices[1], m.no
+// outcome routes a yes/no or confirmation gate on ch, the Yes or No the
+// answer picked: yes to its yes edge, no to its no edge; a no with no edge
+// of its own (or where conditions route) fails the gate, "declined".
+func (m yesNoEdges) outcome(node *Node, ch Choice, ans Answer) *Outcome {
+	v, e := AnswerYes, m.yes
+	if ch.Key == "N" {
+		v, e = AnswerNo, m.no
 	}
 	updates := gateUpdates(ch, ans)
 	updates["human.gate.answer"] = v

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gateTypes is a gate of each question type (%s: human.type) before two
@@ -322,5 +324,24 @@ func TestRecordingInterviewerWriteFailure(t *testing.T) {
 	out, err := h.Execute(withExecution(context.Background(), x), x.Graph.Node("gate"), NewContext(), nil)
 	if err != nil || out.Status != StatusSuccess || !warned {
 		t.Errorf("gate: %+v, %v, warned %v", out, err, warned)
+	}
+}
+
+// A gate whose stage (or run) deadline ends it before the question's own
+// timeout records nothing: the human did not time out, and a replay must
+// not take a timeout's default there.
+func TestRecordingSkipsOuterDeadline(t *testing.T) {
+	src := strings.Replace(gateTypes, "%s", "yes_no", 1)
+	dir := t.TempDir()
+	x := &Execution{Graph: mustParse(t, src), RunDir: dir, Runner: &Runner{}, emit: func(Event) {}}
+	x.Graph.Node("gate").Attrs["human.timeout"] = "1h"
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	h := &HumanHandler{Interviewer: NewQueueInterviewer()}
+	if _, err := h.Execute(withExecution(ctx, x), x.Graph.Node("gate"), NewContext(), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the gate at its stage's deadline: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, InterviewsFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("interviews.jsonl after the stage's deadline: %q, %v; want none", b, err)
 	}
 }

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Choice is one answer a human gate offers: an outgoing edge.
@@ -71,6 +74,68 @@ type Answer struct {
 	Value  string `json:"value,omitempty"`
 	Choice string `json:"choice"`
 	Text   string `json:"text,omitempty"`
+}
+
+// ErrBadAnswer is the refusal of an answer that does not answer its
+// question: a yes/no answer that is neither, a choice the question does not
+// offer, nothing at all, or a "timeout" given as an answer.
+var ErrBadAnswer = errors.New("the answer does not answer the question")
+
+// Check says whether a answers q as a human gate reads it, so that an
+// answer from elsewhere (an HTTP client) is refused before it is taken
+// rather than failing the gate after: a multiple-choice answer must name
+// a choice (its Choice, else its Value: a key, label or target), a yes/no
+// or confirmation answer must be yes or no (its first non-empty field of
+// Value, Choice, Text), a freeform answer may be anything. AnswerSkipped
+// is an answer (the gate fails on it); AnswerTimeout is not (only the
+// gate's clock times out). The error wraps ErrBadAnswer.
+func (q Question) Check(a Answer) error {
+	_, err := q.read(a)
+	return err
+}
+
+// read reads a as an answer to q: the choice it picks (a yes/no answer's
+// Yes or No, whose keys are Y and N; none for freeform or a skip), or why
+// it does not answer q.
+func (q Question) read(a Answer) (Choice, error) {
+	switch {
+	case a.Value == AnswerTimeout:
+		return Choice{}, fmt.Errorf("%w: %q is the gate's own clock running out, not an answer to give", ErrBadAnswer, AnswerTimeout)
+	case a.Value == AnswerSkipped:
+		return Choice{}, nil
+	}
+	switch q.Kind() {
+	case QuestionFreeform:
+		return Choice{}, nil
+	case QuestionYesNo, QuestionConfirmation:
+		for _, s := range []string{a.Value, a.Choice, a.Text} {
+			if s == "" {
+				continue
+			}
+			v, ok := yesNoValue(q, s)
+			if !ok {
+				return Choice{}, fmt.Errorf("%w: the answer %q is neither yes nor no", ErrBadAnswer, safetext.Line(s, 100))
+			}
+			i, ch := 0, Choice{Key: "Y", Label: "Yes"}
+			if v == AnswerNo {
+				i, ch = 1, Choice{Key: "N", Label: "No"}
+			}
+			if len(q.Choices) == 2 {
+				ch = q.Choices[i]
+			}
+			return ch, nil
+		}
+		return Choice{}, fmt.Errorf("%w: the answer is empty, neither yes nor no", ErrBadAnswer)
+	}
+	pick := a.Choice
+	if pick == "" {
+		pick = a.Value
+	}
+	ch, ok := matchChoice(q.Choices, pick)
+	if !ok {
+		return Choice{}, fmt.Errorf("%w: the answer %q names none of its choices (give a choice's key, label or target)", ErrBadAnswer, safetext.Line(pick, 100))
+	}
+	return ch, nil
 }
 
 // Interviewer asks a person. Ask returns when they answer or ctx ends (the

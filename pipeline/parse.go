@@ -115,31 +115,44 @@ func ParseDOTFile(path string) (*Graph, error) {
 	return g, err
 }
 
-// ReadDOTFile reads a pipeline file and parses it with the default limits,
-// returning its source too (a run hashes and keeps it). It refuses what is
-// not a regular file (a FIFO would block, a device never end), and reads at
-// most one byte more than MaxBytes, so a huge file costs no more than a
-// too-large error.
+// ReadDOTFile reads a pipeline file (ReadDOTSource) and parses it with
+// the default limits, returning its source too (a run hashes and keeps
+// it).
 func ReadDOTFile(path string) ([]byte, *Graph, error) {
-	lim := ParseLimits{}.withDefaults()
+	src, err := ReadDOTSource(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := ParseDOTNamed(path, src)
+	return src, g, err
+}
+
+// ReadDOTSource reads a pipeline file's source, unparsed: the one bounded
+// read of a DOT file (run, validate, serve, render, the corpus). It refuses
+// what is not a regular file (a FIFO would block, a device never end) and
+// a file over DefaultMaxDOTBytes, reading at most one byte more, so a huge
+// file costs no more than the refusal.
+func ReadDOTSource(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read pipeline: %w", err)
+		return nil, fmt.Errorf("read pipeline: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("read pipeline %s: not a regular file", path)
+		return nil, fmt.Errorf("read pipeline %s: not a regular file", path)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read pipeline: %w", err)
+		return nil, fmt.Errorf("read pipeline: %w", err)
 	}
 	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, int64(lim.MaxBytes)+1))
+	src, err := io.ReadAll(io.LimitReader(f, DefaultMaxDOTBytes+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("read pipeline %s: %w", path, err)
+		return nil, fmt.Errorf("read pipeline %s: %w", path, err)
 	}
-	g, err := ParseDOTWith(path, src, lim)
-	return src, g, err
+	if len(src) > DefaultMaxDOTBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes (a pipeline is a few KiB)", path, DefaultMaxDOTBytes)
+	}
+	return src, nil
 }
 
 // ParseDOTWith parses a pipeline from DOT source named name under lim. Every

@@ -51,13 +51,18 @@ type Recording struct {
 // JSON line when Path is set (a run's interviews.jsonl: the human gates
 // of a run with a run directory record there whatever their
 // interviewer). Texts are cut to 64 KiB. A question whose run ended
-// before an answer (context.Canceled) is not recorded: a resumed run asks
-// it again.
+// before an answer (context.Canceled, or a human gate's stage or run
+// deadline) is not recorded: a resumed run asks it again. Used on its
+// own, it records any deadline of Ask's context as a timeout.
 type RecordingInterviewer struct {
 	Inner Interviewer
 	Path  string
 
 	clock Clock // nil: the real one
+	// outer is a human gate's context without the question's timeout:
+	// when it ended too, the deadline was the stage's or the run's, not
+	// the question timing out.
+	outer context.Context
 	mu    sync.Mutex
 	recs  []Recording
 }
@@ -71,7 +76,7 @@ func (r *RecordingInterviewer) Ask(ctx context.Context, q Question) (Answer, err
 	}
 	rec := Recording{Question: q, AskedAt: clock.Now().UTC()}
 	ans, err := r.Inner.Ask(ctx, q)
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || err != nil && r.outer != nil && r.outer.Err() != nil {
 		return ans, err
 	}
 	rec.AnsweredAt, rec.Answer = clock.Now().UTC(), ans
@@ -131,17 +136,20 @@ func appendLine(path string, b []byte) error {
 	return errors.Join(err, f.Close())
 }
 
-// LoadRecordings reads a run's interviews.jsonl. A last line cut short (a
-// crash while appending) is ignored; any other line that is not a
-// recording is an error naming it.
+// LoadRecordings reads a run's interviews.jsonl, line by line (a looping
+// gate can make it large; a line is at most maxRecordingLine). A last line
+// cut short (a crash while appending) is ignored; any other line that is
+// not a recording is an error naming it.
 func LoadRecordings(path string) ([]Recording, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("interviews: %w", err)
 	}
+	defer f.Close()
 	var recs []Recording
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, maxRecordingLine)
+	sc.Split(scanLinesKeepingEnd)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Bytes()
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -149,8 +157,8 @@ func LoadRecordings(path string) ([]Recording, error) {
 		}
 		var rec Recording
 		if err := json.Unmarshal(line, &rec); err != nil {
-			if n == bytes.Count(data, []byte("\n"))+1 && !bytes.HasSuffix(data, []byte("\n")) {
-				break // the torn tail of an append
+			if !bytes.HasSuffix(line, []byte("\n")) {
+				break // the torn tail of an append: only the last line lacks its newline
 			}
 			return nil, fmt.Errorf("interviews: %s:%d: %w", path, n, err)
 		}
@@ -160,6 +168,18 @@ func LoadRecordings(path string) ([]Recording, error) {
 		return nil, fmt.Errorf("interviews: %s: %w", path, err)
 	}
 	return recs, nil
+}
+
+// scanLinesKeepingEnd splits lines as bufio.ScanLines does, but keeps each
+// line's newline, so that a last line without one can be told apart.
+func scanLinesKeepingEnd(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i+1], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // ReplayInterviewer answers questions from recordings (a run's

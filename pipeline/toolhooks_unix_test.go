@@ -8,9 +8,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/morphhost/morph/builtin"
 	"github.com/morphhost/morph/engine"
@@ -126,10 +129,27 @@ func TestToolHookPostSeesResult(t *testing.T) {
 
 func TestToolHookTimeoutAndFlood(t *testing.T) {
 	// A hook that hangs, with a child in the background, ends at its
-	// timeout and denies the call.
-	res, seen, _, events := runHooked(t, `, tool_hooks.pre="sleep 120 & sleep 120", tool_hooks.timeout="1s"`, ToolHooksOption())
+	// timeout and denies the call; the child goes with it (the process
+	// group is killed).
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	res, seen, _, events := runHooked(t, `, tool_hooks.pre="sleep 120 & echo $! >`+pidFile+`; sleep 120", tool_hooks.timeout="1s"`, ToolHooksOption())
 	if res.State != RunSuccess || !strings.Contains(seen, "timed out after 1s") || len(events) != 1 {
 		t.Errorf("hanging hook: %s, %q, %+v", res.State, seen, events)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hook's background child, pid %d, outlived it", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// A hook that floods both outputs is read to its end and quoted short.
 	res, seen, _, events = runHooked(t, `, tool_hooks.pre="head -c 20000000 /dev/zero; head -c 20000000 /dev/zero >&2; exit 1"`, ToolHooksOption())
@@ -142,6 +162,20 @@ func TestToolHookTimeoutAndFlood(t *testing.T) {
 	if strings.Contains(events[0].Message, "\x00") {
 		t.Error("the event holds raw NUL bytes")
 	}
+}
+
+// processGone is whether pid is gone: no such process, or a zombie (a
+// container's init may not reap an orphan).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "Z")
 }
 
 func TestToolHooksRefused(t *testing.T) {

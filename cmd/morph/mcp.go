@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"time"
@@ -272,29 +271,22 @@ func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, o mcp.H
 	if err != nil {
 		return &exitError{exitRunFailed, err}
 	}
-	ln, err := net.Listen("tcp", f.http)
+	err = httpguard.Server{
+		Handler: h, ShutdownTimeout: f.shutdownTimeout,
+		Ready: func(addr net.Addr) {
+			fmt.Fprintf(stderr, "morph: serving %d tools over MCP at http://%s/\n", len(srv.Tools()), addr)
+		},
+		// The sessions' streams never go idle: end them, then the
+		// listener; both within --shutdown-timeout, past which the
+		// connections are cut.
+		Drain: func(ctx context.Context) {
+			if err := srv.CloseSessions(ctx); err != nil {
+				fmt.Fprintln(stderr, "morph: "+err.Error()+": cutting the connections")
+			}
+		},
+	}.Serve(ctx, f.http)
 	if err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("--http %s: %w", f.http, err)}
-	}
-	defer ln.Close()
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(stderr, "morph: serving %d tools over MCP at http://%s/\n", len(srv.Tools()), ln.Addr())
-	select {
-	case err := <-served:
-		return &exitError{exitRunFailed, fmt.Errorf("serving HTTP: %w", err)}
-	case <-ctx.Done():
-	}
-	// The sessions' streams never go idle: end them, then the listener;
-	// both within --shutdown-timeout, past which the connections are cut.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.CloseSessions(sctx); err != nil {
-		fmt.Fprintln(stderr, "morph: "+err.Error()+": cutting the connections")
-	}
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
 	}
 	return nil
 }

@@ -136,7 +136,7 @@ func readRenderInput(arg string, stderr io.Writer) (*renderInput, error) {
 	if fi.IsDir() {
 		in.dotPath, in.defaultOut = filepath.Join(arg, pipeline.SourceFile), filepath.Join(arg, runSVGFile)
 	}
-	if in.src, err = readDOT(in.dotPath); errors.Is(err, fs.ErrNotExist) && fi.IsDir() {
+	if in.src, err = pipeline.ReadDOTSource(in.dotPath); errors.Is(err, fs.ErrNotExist) && fi.IsDir() {
 		return nil, usageErrorf("%s is not a run directory: it has no %s", arg, pipeline.SourceFile)
 	} else if err != nil {
 		return nil, usageErrorf("%w", err)
@@ -164,22 +164,4 @@ func readRenderInput(arg string, stderr io.Writer) (*renderInput, error) {
 		return nil, fmt.Errorf("%s: %w", in.dotPath, err)
 	}
 	return in, nil
-}
-
-// readDOT reads path, refusing it past the parser's limit (render's too)
-// without reading it whole.
-func readDOT(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, pipeline.DefaultMaxDOTBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(b) > pipeline.DefaultMaxDOTBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, pipeline.DefaultMaxDOTBytes)
-	}
-	return b, nil
 }

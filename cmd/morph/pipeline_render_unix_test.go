@@ -135,3 +135,16 @@ func TestPipelineRenderPrivateTmp(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want %q", code, stderr, want)
 	}
 }
+
+// TestPipelineRenderRefusesFIFO: a FIFO named as the DOT file is refused,
+// not opened (which would wait for a writer for ever).
+func TestPipelineRenderRefusesFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "p.dot")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO here:", err)
+	}
+	code, _, stderr := morph(t, "", "pipeline", "render", "-o", "-", fifo)
+	if want := fifo + ": not a regular file"; code != exitUsage || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
+}

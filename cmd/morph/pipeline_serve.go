@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +26,10 @@ type pipelineServeFlags struct {
 	allowOrigins, pipelines      []string
 	allowDOT, verbose            bool
 	maxRequestKB, maxRuns        int
+	ringKB, keepEvents           int
+	maxKeptRuns, maxStreams      int
 	shutdownTimeout              time.Duration
+	writeTimeout                 time.Duration
 }
 
 func newPipelineServeCmd(stderr io.Writer) *cobra.Command {
@@ -73,6 +74,11 @@ bad config.`,
 	fl.BoolVar(&f.allowDOT, "allow-dot", false, "let clients start runs of DOT they send")
 	fl.IntVar(&f.maxRequestKB, "max-request-kb", serve.DefaultMaxBodyBytes>>10, "the largest request body, in KiB")
 	fl.IntVar(&f.maxRuns, "max-runs", serve.DefaultMaxRuns, "the runs running at once; more are refused (429)")
+	fl.IntVar(&f.maxKeptRuns, "max-kept-runs", serve.DefaultMaxKeptRuns, "the runs kept (run directories under --runs, those found at start included); a start past it is refused (429)")
+	fl.IntVar(&f.ringKB, "ring-kb", serve.DefaultRingBytes>>10, "the events a run keeps in memory for streams to resume from, in KiB")
+	fl.IntVar(&f.keepEvents, "keep-events", serve.DefaultKeepEvents, "how many ended runs keep their events in memory")
+	fl.IntVar(&f.maxStreams, "max-streams", serve.DefaultMaxSubscribers, "the event streams of one run open at once; more are refused (429)")
+	fl.DurationVar(&f.writeTimeout, "write-timeout", serve.DefaultWriteTimeout, "the time a request's body has to arrive and a response (or each stream write) to be taken")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details on standard error")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of stopping the runs and closing the plugins")
 	return cmd
@@ -103,6 +109,20 @@ func pipelineServe(ctx context.Context, f pipelineServeFlags, stderr io.Writer) 
 	}
 	if f.maxRuns <= 0 {
 		return usageErrorf("--max-runs must be positive, not %d", f.maxRuns)
+	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{{"--max-kept-runs", f.maxKeptRuns}, {"--keep-events", f.keepEvents}, {"--max-streams", f.maxStreams}} {
+		if l.v <= 0 {
+			return usageErrorf("%s must be positive, not %d", l.name, l.v)
+		}
+	}
+	if f.ringKB <= 0 || f.ringKB > config.MaxKB {
+		return usageErrorf("--ring-kb must be from 1 to %d, not %d", config.MaxKB, f.ringKB)
+	}
+	if f.writeTimeout <= 0 {
+		return usageErrorf("--write-timeout must be positive, not %s", f.writeTimeout)
 	}
 	if f.shutdownTimeout <= 0 {
 		return usageErrorf("--shutdown-timeout must be positive, not %s", f.shutdownTimeout)
@@ -143,36 +163,28 @@ func pipelineServe(ctx context.Context, f pipelineServeFlags, stderr io.Writer) 
 		// A copy per run: each gets its own interviewer and event stream;
 		// the engine behind them is shared.
 		NewRunner:    func() (*pipeline.Runner, error) { r := *rt.Runner; return &r, nil },
-		MaxBodyBytes: int64(f.maxRequestKB) << 10, MaxRuns: f.maxRuns,
+		MaxBodyBytes: int64(f.maxRequestKB) << 10, MaxRuns: f.maxRuns, MaxKeptRuns: f.maxKeptRuns,
+		RingBytes: f.ringKB << 10, KeepEvents: f.keepEvents, MaxSubscribers: f.maxStreams, WriteTimeout: f.writeTimeout,
 		Loopback: loopback, Token: token, AllowedOrigins: f.allowOrigins,
 	})
 	if err != nil {
 		return &exitError{exitUsage, err}
 	}
-	ln, err := net.Listen("tcp", f.http)
+	err = httpguard.Server{
+		Handler: srv.Handler(), ShutdownTimeout: f.shutdownTimeout,
+		Ready: func(addr net.Addr) {
+			fmt.Fprintf(stderr, "morph: serving %d pipelines at http://%s/ (runs in %s)\n", len(pipelines), addr, filepath.Clean(runs))
+		},
+		// The runs checkpoint as canceled and the streams end; then the
+		// listener, within --shutdown-timeout.
+		Drain: func(ctx context.Context) {
+			if err := srv.Shutdown(ctx); err != nil {
+				fmt.Fprintln(stderr, "morph: "+err.Error())
+			}
+		},
+	}.Serve(ctx, f.http)
 	if err != nil {
 		return &exitError{exitRunFailed, fmt.Errorf("--http %s: %w", f.http, err)}
 	}
-	defer ln.Close()
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(stderr, "morph: serving %d pipelines at http://%s/ (runs in %s)\n", len(pipelines), ln.Addr(), filepath.Clean(runs))
-	select {
-	case err := <-served:
-		return &exitError{exitRunFailed, fmt.Errorf("serving HTTP: %w", err)}
-	case <-ctx.Done():
-	}
-	// The runs checkpoint as canceled and the streams end; then the
-	// listener, within --shutdown-timeout.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		fmt.Fprintln(stderr, "morph: "+err.Error())
-	}
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintln(stderr, "morph: "+err.Error())
-	}
-	hs.Close()
 	return nil
 }

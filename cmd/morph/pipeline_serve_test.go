@@ -28,6 +28,11 @@ func TestPipelineServeRefuses(t *testing.T) {
 		{[]string{"--pipeline", "r=no-such.dot"}, "no-such.dot"},
 		{nil, "nothing to serve"},
 		{[]string{"--pipeline", "r=" + dot, "--max-runs", "0"}, "--max-runs"},
+		{[]string{"--pipeline", "r=" + dot, "--max-kept-runs", "0"}, "--max-kept-runs"},
+		{[]string{"--pipeline", "r=" + dot, "--ring-kb", "-1"}, "--ring-kb"},
+		{[]string{"--pipeline", "r=" + dot, "--max-streams", "0"}, "--max-streams"},
+		{[]string{"--pipeline", "r=" + dot, "--keep-events", "0"}, "--keep-events"},
+		{[]string{"--pipeline", "r=" + dot, "--write-timeout", "0s"}, "--write-timeout"},
 	} {
 		code, _, stderr := morph(t, "", append([]string{"pipeline", "serve"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -9,9 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -48,7 +46,7 @@ func Walk(roots ...string) ([]File, error) {
 			if !d.Type().IsRegular() || !strings.HasSuffix(path, ".dot") {
 				return nil
 			}
-			src, err := readBounded(path)
+			src, err := pipeline.ReadDOTSource(path)
 			if err != nil {
 				return err
 			}
@@ -80,22 +78,6 @@ func Walk(roots ...string) ([]File, error) {
 	}
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return files, nil
-}
-
-func readBounded(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	src, err := io.ReadAll(io.LimitReader(fh, pipeline.DefaultMaxDOTBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(src) > pipeline.DefaultMaxDOTBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, pipeline.DefaultMaxDOTBytes)
-	}
-	return src, nil
 }
 
 // projectName is root's base name without a module version or an owner.

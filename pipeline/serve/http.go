@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -53,19 +54,68 @@ func (s *Server) Handler() http.Handler {
 	if s.opts.Loopback {
 		h = httpguard.LoopbackHost(h)
 	}
-	return s.readDeadline(h)
+	return s.deadlines(h)
 }
 
-// readDeadline gives each request WriteTimeout to arrive: a body trickled
-// in byte by byte must not hold a handler, nor, after a refusal that did
-// not read it, the connection (the server reads what is left of a body
-// before it answers). A stream clears it.
-func (s *Server) readDeadline(next http.Handler) http.Handler {
+// deadlines gives each request WriteTimeout to arrive and its response
+// WriteTimeout, from its start, to be taken: a body trickled in byte by
+// byte must not hold a handler, nor, after a refusal that did not read it,
+// the connection (the server reads what is left of a body before it
+// answers); nor must a client that stops reading a file or a JSON body (a
+// response it did not take in time is counted, ResponsesDropped). A stream
+// clears the read deadline and re-arms the write deadline per write (and
+// counts its own drops).
+func (s *Server) deadlines(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.WriteTimeout))
-		next.ServeHTTP(w, r)
+		readBy := time.Now().Add(s.opts.WriteTimeout)
+		_ = http.NewResponseController(w).SetReadDeadline(readBy)
+		tw := &timedWriter{ResponseWriter: w, timeout: s.opts.WriteTimeout, readBy: readBy}
+		next.ServeHTTP(tw, r)
+		if tw.timedOut && !tw.stream {
+			s.responsesDropped.Add(1)
+		}
 	})
 }
+
+// timedWriter arms the write deadline when the response starts, and notes
+// a write that timed out.
+type timedWriter struct {
+	http.ResponseWriter
+	timeout  time.Duration
+	readBy   time.Time // the read deadline: the server may read the rest of a body until then before it sends
+	started  bool
+	timedOut bool
+	stream   bool // a stream, which counts its own drops
+}
+
+func (tw *timedWriter) start() {
+	if !tw.started {
+		tw.started = true
+		from := time.Now()
+		if from.Before(tw.readBy) {
+			from = tw.readBy
+		}
+		_ = http.NewResponseController(tw.ResponseWriter).SetWriteDeadline(from.Add(tw.timeout))
+	}
+}
+
+func (tw *timedWriter) WriteHeader(code int) {
+	tw.start()
+	tw.ResponseWriter.WriteHeader(code)
+}
+
+func (tw *timedWriter) Write(p []byte) (int, error) {
+	tw.start()
+	n, err := tw.ResponseWriter.Write(p)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		tw.timedOut = true
+	}
+	return n, err
+}
+
+// Unwrap lets an http.ResponseController reach the connection.
+func (tw *timedWriter) Unwrap() http.ResponseWriter { return tw.ResponseWriter }
 
 // apiError is an error's JSON body.
 type apiError struct {
@@ -90,7 +140,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errUnknown):
 		return http.StatusNotFound
-	case errors.Is(err, errBusy):
+	case errors.Is(err, errBusy), errors.Is(err, errFull):
 		return http.StatusTooManyRequests
 	case errors.Is(err, errClosed):
 		return http.StatusServiceUnavailable

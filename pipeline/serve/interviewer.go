@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,10 +17,9 @@ import (
 // waiting for one: never asked, answered already, or timed out.
 var ErrNotPending = errors.New("the question is not pending (answered, timed out or never asked)")
 
-// ErrBadAnswer is the refusal of an answer that does not answer its
-// question (pipeline.Question.Check): it names none of its choices, is
-// neither yes nor no at a yes/no gate, or says nothing.
-var ErrBadAnswer = errors.New("the answer does not answer the question")
+// ErrBadAnswer is the refusal of an answer that says nothing or does not
+// answer the question (pipeline.Question.Check): the gate's own error.
+var ErrBadAnswer = pipeline.ErrBadAnswer
 
 // PendingQuestion is a question waiting for an answer, with the id an
 // answer names it by.
@@ -96,8 +96,10 @@ func (p *PendingInterviewer) Pending() []PendingQuestion {
 }
 
 // Answer answers the question qid: ErrNotPending when it is not waiting,
-// ErrBadAnswer when a says nothing or names a choice the question does not
-// offer.
+// ErrBadAnswer when a says nothing or the gate would refuse it
+// (pipeline.Question.Check: not yes or no, no choice of the question's, a
+// "timeout"); a refused question stays pending. "skipped" is an answer: it
+// fails the gate.
 func (p *PendingInterviewer) Answer(qid string, a pipeline.Answer) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -105,11 +107,13 @@ func (p *PendingInterviewer) Answer(qid string, a pipeline.Answer) error {
 	if w == nil {
 		return fmt.Errorf("question %q: %w", qid, ErrNotPending)
 	}
-	// Checked as the gate reads it (its Value first, then Choice; text
-	// at a freeform gate), so that a bad answer is refused while the
-	// gate still waits rather than failing it.
+	// Every field counts: an answer type that grows (a value, free text)
+	// is not refused here for leaving the choice out.
+	if reflect.ValueOf(a).IsZero() {
+		return fmt.Errorf("%w: give a choice (its key, label or target)", ErrBadAnswer)
+	}
 	if err := w.q.Check(a); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadAnswer, err)
+		return err
 	}
 	delete(p.pending, qid)
 	w.answer <- a

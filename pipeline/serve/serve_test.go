@@ -61,9 +61,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
+	return newFixtureDOT(t, opts, gateDOT)
+}
+
+// newFixtureDOT is a server serving dot as "release".
+func newFixtureDOT(t *testing.T, opts Options, dot string) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "release.dot")
-	if err := os.WriteFile(file, []byte(gateDOT), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(dot), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if opts.RunsRoot == "" {
@@ -332,25 +338,45 @@ func TestServeGateRun(t *testing.T) {
 // An answer that names no choice is refused (422), and one to no such
 // question is 409; the gate still waits.
 func TestServeBadAnswer(t *testing.T) {
-	f := newFixture(t, Options{})
-	id := f.start()
-	q := f.question(id)
-	for body, want := range map[string]int{`{"choice":"maybe"}`: 422, `{}`: 422, `{"value":"maybe","choice":"Y"}`: 422, `{"choice":"Y","extra":1}`: 400, `not json`: 400} {
-		req, _ := http.NewRequest("POST", f.http.URL+"/v1/runs/"+id+"/questions/"+q.QID+"/answer", strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("answer %s: %d, want %d", body, resp.StatusCode, want)
-		}
-	}
-	if code := f.do("POST", "/v1/runs/"+id+"/questions/nope-9/answer", map[string]string{"choice": "Y"}, nil); code != http.StatusConflict {
-		t.Errorf("an answer to no question: %d, want 409", code)
-	}
-	if got := f.question(id); got.QID != q.QID {
-		t.Errorf("pending %q, want %q still", got.QID, q.QID)
+	yesNo := strings.Replace(gateDOT, `label="Ship it?"`, `label="Ship it?", human.type="yes_no"`, 1)
+	for _, c := range []struct {
+		name, dot string
+		bodies    map[string]int
+	}{
+		{"multiple choice", gateDOT, map[string]int{`{"choice":"maybe"}`: 422, `{}`: 422, `{"choice":"Y","extra":1}`: 400, `not json`: 400,
+			`{"text":"hello"}`: 422, `{"value":"timeout"}`: 422, `{"value":"maybe"}`: 422}},
+		// What the gate would fail on is refused before it is taken: a
+		// client's typo does not end the run, nor can a client time it out.
+		{"yes_no", yesNo, map[string]int{`{"value":"maybe"}`: 422, `{"text":"perhaps"}`: 422, `{"value":"timeout"}`: 422, `{"choice":"Q"}`: 422}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixtureDOT(t, Options{}, c.dot)
+			id := f.start()
+			q := f.question(id)
+			for body, want := range c.bodies {
+				req, _ := http.NewRequest("POST", f.http.URL+"/v1/runs/"+id+"/questions/"+q.QID+"/answer", strings.NewReader(body))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("answer %s: %d, want %d", body, resp.StatusCode, want)
+				}
+			}
+			if code := f.do("POST", "/v1/runs/"+id+"/questions/nope-9/answer", map[string]string{"choice": "Y"}, nil); code != http.StatusConflict {
+				t.Errorf("an answer to no question: %d, want 409", code)
+			}
+			if got := f.question(id); got.QID != q.QID {
+				t.Errorf("pending %q, want %q still", got.QID, q.QID)
+			}
+			if code := f.do("POST", "/v1/runs/"+id+"/questions/"+q.QID+"/answer", map[string]string{"value": "yes"}, nil); code != http.StatusOK {
+				t.Fatalf("a good answer after the refusals: %d", code)
+			}
+			if st := f.ended(id); st.State != "success" {
+				t.Errorf("the run ended %q (%s), want success", st.State, st.FailureReason)
+			}
+		})
 	}
 }
 
@@ -746,7 +772,9 @@ func TestServeManyStreams(t *testing.T) {
 // requests' read deadline; an event whose kind would break the framing
 // goes out under a plain name.
 func TestServePingAndFraming(t *testing.T) {
-	f := newFixture(t, Options{PingInterval: 20 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	// The write timeout is long enough for a loaded machine: a stream is
+	// not dropped between re-arming its deadline and writing.
+	f := newFixture(t, Options{PingInterval: 20 * time.Millisecond, WriteTimeout: time.Second})
 	id := f.start()
 	f.question(id)
 	r, _ := f.srv.get(id)
@@ -759,7 +787,7 @@ func TestServePingAndFraming(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	var lines []string
 	pings := 0
-	for pings < 10 { // 200 ms at least: past the read deadline
+	for pings < 75 { // 1.5 s at least: past the read deadline
 		if !sc.Scan() {
 			t.Fatalf("the stream ended after %d pings: %v", pings, sc.Err())
 		}
@@ -795,5 +823,75 @@ func TestServeSlowBody(t *testing.T) {
 		if err != nil || !strings.Contains(status, tc.want) {
 			t.Fatalf("%s, a body that stops: %q, %v; want%s", tc.auth, status, err, tc.want)
 		}
+	}
+}
+
+// A client that stops reading a file is dropped within WriteTimeout
+// (counted), not waited on: the handler and its open file are let go.
+func TestServeSlowReader(t *testing.T) {
+	f := newFixture(t, Options{WriteTimeout: 200 * time.Millisecond})
+	id := f.start()
+	f.question(id)
+	big, err := os.Create(filepath.Join(f.root, id, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: far past what the socket buffers hold, no disk used.
+	if err := big.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	big.Close()
+	conn, err := net.Dial("tcp", f.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := fmt.Fprintf(conn, "GET /v1/runs/%s/artifacts/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", id); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the slow reader's drop", func() bool { return f.srv.Counters().ResponsesDropped >= 1 })
+	if got := f.srv.Counters().StreamsDropped; got != 0 {
+		t.Errorf("StreamsDropped %d: a response is not a stream", got)
+	}
+}
+
+// Past MaxKeptRuns a start is refused (429, counted), and the runs kept
+// are untouched.
+func TestServeMaxKeptRuns(t *testing.T) {
+	f := newFixture(t, Options{MaxKeptRuns: 1})
+	id := f.start()
+	if code := f.do("POST", "/v1/runs", map[string]string{"name": "release"}, nil); code != http.StatusTooManyRequests {
+		t.Fatalf("a start past --max-kept-runs: %d, want 429", code)
+	}
+	if c := f.srv.Counters(); c.KeptRefused != 1 || c.RunsRefused != 0 {
+		t.Errorf("counters %+v, want one kept_refused", c)
+	}
+	if st := f.status(id); st.State != "running" {
+		t.Errorf("the kept run is %q", st.State)
+	}
+}
+
+// A run's error is cut once, where it is kept: the stream of a forgotten
+// run and RunInfo show it cut.
+func TestServeErrorTextCut(t *testing.T) {
+	f := newFixture(t, Options{})
+	r := &run{id: "long", dir: filepath.Join(f.root, "long"), iv: NewPendingInterviewer(), events: newEventLog(16, 1<<20), active: true}
+	f.srv.mu.Lock()
+	f.srv.runs[r.id], f.srv.running = r, f.srv.running+1
+	f.srv.mu.Unlock()
+	f.srv.finish(r, nil, errors.New(strings.Repeat("x", 1<<20)))
+	if info := f.srv.info(r, "/v1/runs"); len(info.Error) > maxMessage+64 {
+		t.Errorf("RunInfo.Error is %d bytes, want at most %d and a note", len(info.Error), maxMessage)
+	}
+	r.mu.Lock()
+	r.lastSeen, r.events = r.events.last, nil // forgotten
+	r.mu.Unlock()
+	got := f.events(r.id, "").rest(t)
+	if len(got) != 1 {
+		t.Fatalf("the forgotten run's stream: %d events, want its end", len(got))
+	}
+	if n := len(got[0].data); n > maxMessage+512 {
+		t.Errorf("the forgotten run's end event is %d bytes, want the message cut to %d", n, maxMessage)
 	}
 }

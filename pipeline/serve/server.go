@@ -33,6 +33,7 @@ const (
 	DefaultRingBytes      = 4 << 20
 	DefaultMaxSubscribers = 1024
 	DefaultKeepEvents     = 64
+	DefaultMaxKeptRuns    = 1000
 	DefaultPingInterval   = 15 * time.Second
 	DefaultWriteTimeout   = 30 * time.Second
 	DefaultRenderTimeout  = 30 * time.Second
@@ -71,12 +72,19 @@ type Options struct {
 	// KeepEvents is how many ended runs keep their events in memory; an
 	// older one's stream is its end state only.
 	KeepEvents int
+	// MaxKeptRuns bounds the runs the server keeps (in memory and each a
+	// directory under RunsRoot, those found there at start included): a
+	// start past it is refused with 429 and counted (Counters.KeptRefused)
+	// until an operator removes old run directories and restarts the
+	// server. Nothing is deleted for a client.
+	MaxKeptRuns int
 	// PingInterval is how often an idle stream gets a comment, so that
 	// proxies and clients see it alive.
 	PingInterval time.Duration
-	// WriteTimeout bounds each write to a stream, and the reading of a
-	// request's body: a client that stops reading is dropped past it
-	// (counted), not waited for.
+	// WriteTimeout bounds the reading of a request's body, the writing of
+	// a response (a file, a JSON body), and each write to a stream: a
+	// client that stops reading is dropped past it (counted), not waited
+	// for.
 	WriteTimeout time.Duration
 	// Loopback says the listener is loopback; beyond it Token is
 	// required (New refuses without).
@@ -111,6 +119,11 @@ type Counters struct {
 	BodiesRefused int64 `json:"bodies_refused"`
 	// RendersRefused counts drawings refused at MaxRenders.
 	RendersRefused int64 `json:"renders_refused"`
+	// ResponsesDropped counts responses (not streams) whose client did
+	// not take them within WriteTimeout.
+	ResponsesDropped int64 `json:"responses_dropped"`
+	// KeptRefused counts starts refused at MaxKeptRuns.
+	KeptRefused int64 `json:"kept_refused"`
 }
 
 // runID is what a run id may be: a directory name, a URL path segment.
@@ -135,7 +148,8 @@ type Server struct {
 
 	renders chan struct{} // a token per drawing running (MaxRenders)
 
-	runsRefused, streamsRefused, streamsDropped, bodiesRefused, rendersRefused atomic.Int64
+	runsRefused, streamsRefused, streamsDropped, bodiesRefused atomic.Int64
+	rendersRefused, responsesDropped, keptRefused              atomic.Int64
 }
 
 // run is a run the server knows: one it started, or one it found in
@@ -188,6 +202,7 @@ func New(opts Options) (*Server, error) {
 	opts.RingBytes = orDefault(opts.RingBytes, DefaultRingBytes)
 	opts.MaxSubscribers = orDefault(opts.MaxSubscribers, DefaultMaxSubscribers)
 	opts.KeepEvents = orDefault(opts.KeepEvents, DefaultKeepEvents)
+	opts.MaxKeptRuns = orDefault(opts.MaxKeptRuns, DefaultMaxKeptRuns)
 	opts.PingInterval = orDefault(opts.PingInterval, DefaultPingInterval)
 	opts.WriteTimeout = orDefault(opts.WriteTimeout, DefaultWriteTimeout)
 	opts.RenderTimeout = orDefault(opts.RenderTimeout, DefaultRenderTimeout)
@@ -242,7 +257,8 @@ func (s *Server) load() error {
 // Counters returns the refusals so far.
 func (s *Server) Counters() Counters {
 	return Counters{RunsRefused: s.runsRefused.Load(), StreamsRefused: s.streamsRefused.Load(),
-		StreamsDropped: s.streamsDropped.Load(), BodiesRefused: s.bodiesRefused.Load(), RendersRefused: s.rendersRefused.Load()}
+		StreamsDropped: s.streamsDropped.Load(), BodiesRefused: s.bodiesRefused.Load(), RendersRefused: s.rendersRefused.Load(),
+		ResponsesDropped: s.responsesDropped.Load(), KeptRefused: s.keptRefused.Load()}
 }
 
 // Shutdown cancels the runs (each checkpoints, state canceled, and can be
@@ -269,6 +285,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Errors of starting a run, which the handlers map to statuses.
 var (
 	errBusy    = errors.New("too many runs running")
+	errFull    = errors.New("too many runs kept")
 	errClosed  = errors.New("the server is shutting down")
 	errExists  = errors.New("a run of that id exists")
 	errOver    = errors.New("the run is over")
@@ -294,6 +311,10 @@ func (s *Server) launch(r *run, resumed bool, fn func(ctx context.Context, rn *p
 	}
 	if old := s.runs[r.id]; old != nil && old != r {
 		return fmt.Errorf("%w: %s", errExists, r.id)
+	}
+	if s.runs[r.id] == nil && len(s.runs) >= s.opts.MaxKeptRuns {
+		s.keptRefused.Add(1)
+		return fmt.Errorf("%w: %d (--max-kept-runs); remove old run directories from %s and restart the server", errFull, s.opts.MaxKeptRuns, s.opts.RunsRoot)
 	}
 	r.mu.Lock()
 	if r.active {
@@ -355,7 +376,10 @@ func (s *Server) finish(r *run, res *pipeline.Result, err error) {
 	case res != nil:
 		state, msg = res.State, res.FailureReason
 	}
-	ev := Event{Kind: KindRunEnded, RunID: r.id, State: state, Message: safetext.Truncate(msg, maxMessage), Time: time.Now().UTC()}
+	// Cut once, here: the end event, a forgotten run's stream and RunInfo
+	// all show it.
+	msg = safetext.Truncate(msg, maxMessage)
+	ev := Event{Kind: KindRunEnded, RunID: r.id, State: state, Message: msg, Time: time.Now().UTC()}
 	r.mu.Lock()
 	r.events.add(ev)
 	r.state, r.errText, r.active, r.current, r.live = state, msg, false, "", nil

@@ -67,6 +67,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *run) {
 	// A stream lasts: no read deadline (a GET has no body; the server's
 	// read past it only watches for the client going away).
 	_ = sw.rc.SetReadDeadline(time.Time{})
+	if tw, ok := w.(*timedWriter); ok {
+		tw.stream = true
+	}
 	if events == nil {
 		// A run whose events are forgotten (or were never this server's):
 		// its state is all there is.

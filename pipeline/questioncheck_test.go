@@ -8,7 +8,8 @@ import (
 )
 
 // Question.Check reads an answer as the gate of its type does; a refusal
-// wraps ErrAnswerMismatch and shows the answer escaped and cut.
+// wraps ErrBadAnswer and shows the answer escaped and cut. A timeout is the
+// gate's own clock, never an answer to give.
 func TestQuestionCheck(t *testing.T) {
 	conf := Question{Type: QuestionConfirmation, Choices: []Choice{{Key: "Y", Label: "Yes", To: "go"}, {Key: "N", Label: "No"}}}
 	free := Question{Type: QuestionFreeform}
@@ -21,21 +22,21 @@ func TestQuestionCheck(t *testing.T) {
 		{conf, Answer{Value: AnswerYes}, true},
 		{conf, Answer{Choice: "n"}, true},
 		{conf, Answer{Text: "No"}, true},
-		{conf, Answer{Value: AnswerTimeout}, true},
+		{conf, Answer{Value: AnswerTimeout}, false},
 		{conf, Answer{Value: "later"}, false},
 		{conf, Answer{}, false},
 		{free, Answer{Text: "x"}, true},
 		{free, Answer{Choice: "x"}, true},
-		{free, Answer{}, false},
+		{free, Answer{}, true}, // the gate keeps an empty text; serve refuses an answer with nothing in it
 		{multi, Answer{Value: "R"}, true},
 		{multi, Answer{Choice: "approve"}, true},
 		{multi, Answer{Choice: "redo"}, true},
 		{multi, Answer{Value: AnswerSkipped}, true},
-		{multi, Answer{Value: "maybe", Choice: "A"}, false}, // Value is read first
+		{multi, Answer{Value: "maybe", Choice: "A"}, true}, // Choice is read first, as the gate reads it
 		{multi, Answer{Text: "A"}, false},
 	} {
 		err := c.q.Check(c.a)
-		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrAnswerMismatch) {
+		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrBadAnswer) {
 			t.Errorf("%s question, answer %+v: %v; want ok=%v", c.q.Kind(), c.a, err, c.ok)
 		}
 	}
