@@ -333,7 +333,7 @@ func TestRecordingInterviewerWriteFailure(t *testing.T) {
 func TestRecordingSkipsOuterDeadline(t *testing.T) {
 	src := strings.Replace(gateTypes, "%s", "yes_no", 1)
 	dir := t.TempDir()
-	x := &Execution{Graph: mustParse(t, src), RunDir: dir, Runner: &Runner{}, emit: func(Event) {}}
+	x := &Execution{Graph: mustParse(t, src), RunDir: dir, Runner: &Runner{}}
 	x.Graph.Node("gate").Attrs["human.timeout"] = "1h"
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
