@@ -57,10 +57,14 @@ func TestHostilePluginOutput(t *testing.T) {
 	shownVersion := `1\x1b]0;pwned\a\u009b\u2066\nFORGED version line`
 	shownError := `store \x1b[31mdown\u009b2J\u202e FORGED error line`
 
+	// Its tool named with control characters is one run refuses, so inspect
+	// and check report it (engine.CheckToolSpec), escaped, and exit 1.
+	shownTool := `look\x1b[1mup\u009b\u202e\nFORGED tool line`
 	code, stdout, stderr := morph(t, "", "plugin", "inspect", "--cache-dir", "off", text)
-	if code != 0 {
-		t.Fatalf("inspect: exit %d\n%s", code, stderr)
+	if code != 1 {
+		t.Fatalf("inspect: exit %d, want 1 (a tool run refuses)\n%s", code, stderr)
 	}
+	assertHas(t, "inspect", stdout, `problem:  invalid tool: tool name "`+shownTool+`": want 1 to 128`)
 	assertSafe(t, "inspect", stdout+stderr)
 	assertHas(t, "inspect", stdout, "plugin:   "+shownName+" "+shownVersion+", ABI v1\n",
 		`  look\x1b[1mup\u009b\u202e\nFORGED tool line: Looks up.\u202e hooks: FORGED description line\x1b[2J`+"\n",
@@ -68,11 +72,11 @@ func TestHostilePluginOutput(t *testing.T) {
 		`capabilities: log, net\x1b[2J\u009b\nFORGED capability line (requested;`)
 
 	code, stdout, stderr = morph(t, "", "plugin", "check", "--cache-dir", "off", text)
-	if code != 0 {
-		t.Errorf("plugin check exited %d", code)
+	if code != 1 {
+		t.Errorf("plugin check exited %d, want 1", code)
 	}
 	assertSafe(t, "check", stdout+stderr)
-	assertHas(t, "check", stdout, "ok: "+shownName+" "+shownVersion+", ABI v1, hooks [build_prompt], 2 tools")
+	assertHas(t, "check", stderr, `invalid tool: tool name "`+shownTool+`": want 1 to 128`)
 
 	code, stdout, stderr = morph(t, "", "plugin", "test", "-v", "--cache-dir", "off", text)
 	if code != 1 {
