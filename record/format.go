@@ -18,6 +18,8 @@ import (
 	"errors"
 	"time"
 	"unicode/utf8"
+
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Version is the file format this package writes and reads.
@@ -31,6 +33,8 @@ const (
 	// MinSecretBytes is the shortest secret value a recording can scrub
 	// without mangling unrelated text that happens to contain it.
 	MinSecretBytes = 8
+	// MaxFaultBytes caps a fault's message in a file.
+	MaxFaultBytes = 4096
 )
 
 // Errors of a recording and of reading a file; each is matched with
@@ -182,3 +186,8 @@ func (p *payload) decode() (b []byte, truncated bool) {
 	}
 	return []byte{}, false
 }
+
+// FaultMessage is msg as a file keeps a fault's message: cut to
+// MaxFaultBytes, then escaped. Replay formats a new fault's message with it
+// too, so that the two compare.
+func FaultMessage(msg string) string { return safetext.Escape(safetext.Truncate(msg, MaxFaultBytes)) }

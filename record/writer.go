@@ -10,20 +10,16 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Options configure a Recorder. A cap <= 0 takes its default.
 type Options struct {
-	MaxBytes     int64 // the file's size; reaching it stops the recording (ErrRecordFull)
-	MaxCallBytes int64 // each input and output; a larger one keeps only its size and sha256
-	MaxCalls     int   // calls written; more stop the recording (ErrRecordFull)
-	// MaxFaultBytes caps a fault's message (default 4096).
-	MaxFaultBytes int
-	Secrets       []Secret // scrubbed from every payload and fault message
-	Morph         string   // the morph version, for the header
-	Logger        *slog.Logger
+	MaxBytes     int64    // the file's size; reaching it stops the recording (ErrRecordFull)
+	MaxCallBytes int64    // each input and output; a larger one keeps only its size and sha256
+	MaxCalls     int      // calls written; more stop the recording (ErrRecordFull)
+	Secrets      []Secret // scrubbed from every payload and fault message
+	Morph        string   // the morph version, for the header
+	Logger       *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -35,9 +31,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxCalls <= 0 {
 		o.MaxCalls = DefaultMaxCalls
-	}
-	if o.MaxFaultBytes <= 0 {
-		o.MaxFaultBytes = 4096
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -141,7 +134,7 @@ func (r *Recorder) Call(c Call) error {
 	if c.Fault != nil {
 		msg, n := r.scrub.scrub([]byte(c.Fault.Message), names)
 		names = n
-		l.Fault = &Fault{Kind: c.Fault.Kind, Message: safetext.Escape(safetext.Truncate(string(msg), r.o.MaxFaultBytes))}
+		l.Fault = &Fault{Kind: c.Fault.Kind, Message: FaultMessage(string(msg))}
 	}
 	slices.Sort(names)
 	l.Redacted = names
