@@ -81,7 +81,7 @@ func (p *Plugin) recordCall(ctx context.Context, sh *shard, export string, input
 		c.Fault = &record.Fault{Kind: FaultKind(err), Message: err.Error()}
 	}
 	if rerr := p.root.rec.Call(c); rerr != nil {
-		msg := fmt.Sprintf("recording stopped: %v (%d calls recorded)", rerr, p.root.rec.Summary().Calls)
+		msg := fmt.Sprintf("recording stopped: %v", rerr)
 		if !engine.Warn(ctx, p.root.name, msg) {
 			p.log.Warn(msg)
 		}
