@@ -4,11 +4,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/morphhost/morph/pipeline"
+	"github.com/morphhost/morph/record"
 )
 
 // echoToolConfig is a scripted run calling echo_tool's tool twice, with
@@ -120,5 +124,28 @@ func TestRecordMaxBytes(t *testing.T) {
 	raw, _ := os.ReadFile(file)
 	if !strings.Contains(string(raw), `"stopped":"max_bytes"`) {
 		t.Fatalf("the end line does not say why:\n%s", raw)
+	}
+}
+
+// morph pipeline run takes --record as morph run does; neither records a
+// run on Temporal, whose workers run the plugins.
+func TestRecordPipelineAndTemporal(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pipeline.jsonl")
+	code, s, stderr := runExample(t, "plan-implement-verify", "", "--record", file)
+	if code != 0 || s.Status != pipeline.RunSuccess || !strings.Contains(stderr, "morph: recorded 0 calls to "+file) {
+		t.Fatalf("pipeline run --record: exit %d\n%s", code, stderr)
+	}
+	if f, err := record.Open(file); err != nil {
+		t.Fatalf("the pipeline's record: %v", err)
+	} else if _, err := f.Next(); err != io.EOF || f.End == nil {
+		t.Fatalf("the pipeline's record: %v, end %+v", err, f.End)
+	}
+	for _, args := range [][]string{
+		{"run", "--temporal", "--record", file, "task"},
+		{"pipeline", "run", "--temporal", "--record", file, examples + "plan-implement-verify.dot"},
+	} {
+		if code, _, stderr := morph(t, "", args...); code != 2 || !strings.Contains(stderr, "--record is for a local run") {
+			t.Errorf("%v: exit %d\n%s", args, code, stderr)
+		}
 	}
 }

@@ -16,14 +16,15 @@ const recordFlagUsage = "record every hook and tool call of the plugins to this 
 // startRecording, for a --record path, creates the record file with cfg's
 // [record] caps and secrets and has cfg's runtime record into it; stop,
 // called once the runtime is closed, closes the file and prints what it
-// holds. A secret too short to scrub is a usage error naming it.
+// holds. A secret too short to scrub is a usage error naming it. stop is
+// never nil (a no-op without a recording).
 func startRecording(cfg *config.Config, path string, stderr io.Writer) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
 	r, err := record.Create(path, cfg.RecordOptions(moduleVersion()))
 	if err != nil {
-		return nil, &exitError{exitUsage, fmt.Errorf("--record %s: %w", path, err)}
+		return func() {}, &exitError{exitUsage, fmt.Errorf("--record %s: %w", path, err)}
 	}
 	cfg.Record.Recorder = r
 	return func() {
@@ -46,4 +47,10 @@ func recordedLine(path string, sum record.Summary) string {
 		line += fmt.Sprintf(" (%d dropped: %s)", sum.Dropped, why)
 	}
 	return line
+}
+
+// recordOnTemporal is the error of --record with --temporal, where the
+// workers, not this process, run the plugins.
+func recordOnTemporal() error {
+	return usageErrorf("--record is for a local run: on Temporal the workers run the plugins (record a local run)")
 }

@@ -180,7 +180,7 @@ is printed as for 0.`,
 				return usageErrorf("--offline is for a local run: on Temporal the workers load the plugins; set [oci] offline in their config")
 			}
 			if f.record != "" && f.temporal {
-				return usageErrorf("--record is for a local run: on Temporal the workers run the plugins")
+				return recordOnTemporal()
 			}
 			if f.session != "" && !f.temporal {
 				return usageErrorf("--session needs --temporal: a local run is a session of one turn")
