@@ -78,17 +78,20 @@ func TestRecordThenReplay(t *testing.T) {
 }
 
 // A secret granted through env never reaches the file, raw or as JSON
-// writes it; one too short to scrub refuses the run, naming it.
+// writes it (here the model passes it to echo_tool, which echoes it back
+// in its error; a guest reading its environment is the same bytes); one
+// too short to scrub refuses the run, naming it.
 func TestRecordScrubsGrantedSecret(t *testing.T) {
 	key := make([]byte, 16)
 	rand.Read(key)
 	secret := hex.EncodeToString(key) + `"\q`
 	t.Setenv("MORPH_TEST_SECRET", secret)
-	cfg := setup(t, []string{`{"reply":{"type":"tool_call","tool_call":{"tool_name":"environ","tool_params":{}}}}`, finalReply},
-		"[discovery]\nproject = false\nuser = false\n[[plugins]]\nname = \"cap_go\"\npath = "+strconv.Quote(fixture(t, "cap_go"))+
+	params, _ := json.Marshal(map[string]string{"text": secret})
+	cfg := setup(t, []string{`{"reply":{"type":"tool_call","tool_call":{"tool_name":"echo_input","tool_params":` + string(params) + `}}}`, finalReply},
+		"[discovery]\nproject = false\nuser = false\n[[plugins]]\nname = \"echo_tool\"\npath = "+strconv.Quote(fixture(t, "echo_tool"))+
 			"\nenv = [\"MORPH_TEST_SECRET\"]\n")
 	file := filepath.Join(t.TempDir(), "run.jsonl")
-	if code, stdout, stderr := morph(t, "", "run", "--config", cfg, "--record", file, "env"); code != 0 {
+	if code, stdout, stderr := morph(t, "", "run", "--config", cfg, "--record", file, "echo the secret"); code != 0 {
 		t.Fatalf("run --record: exit %d\n%s%s", code, stdout, stderr)
 	}
 	raw, err := os.ReadFile(file)
@@ -98,15 +101,15 @@ func TestRecordScrubsGrantedSecret(t *testing.T) {
 	quoted, _ := json.Marshal(secret)
 	for _, form := range []string{secret, string(quoted[1 : len(quoted)-1]), hex.EncodeToString(key)} {
 		if strings.Contains(string(raw), form) {
-			t.Fatalf("the record holds the secret as %q", form)
+			t.Fatalf("the record holds the secret as %q:\n%s", form, raw)
 		}
 	}
-	if !strings.Contains(string(raw), "«redacted:MORPH_TEST_SECRET»") {
-		t.Fatalf("no redaction marker in the record:\n%s", raw)
+	if strings.Count(string(raw), "«redacted:MORPH_TEST_SECRET»") < 2 { // the input, and the fault's message
+		t.Fatalf("the secret is not marked where it was:\n%s", raw)
 	}
 	t.Setenv("MORPH_TEST_SECRET", "abc")
-	code, _, stderr := morph(t, "", "run", "--config", cfg, "--record", file, "env")
-	if code != 2 || !strings.Contains(stderr, "MORPH_TEST_SECRET granted to plugin cap_go is 3 bytes") {
+	code, _, stderr := morph(t, "", "run", "--config", cfg, "--record", file, "echo the secret")
+	if code != 2 || !strings.Contains(stderr, "MORPH_TEST_SECRET granted to plugin echo_tool is 3 bytes") {
 		t.Fatalf("a 3-byte secret: exit %d\n%s", code, stderr)
 	}
 }
