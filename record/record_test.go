@@ -249,3 +249,32 @@ func TestRecordOpenRefusesBadFiles(t *testing.T) {
 		}
 	})
 }
+
+// counting is a writer that keeps only the number of bytes written.
+type counting struct{ n int64 }
+
+func (c *counting) Write(b []byte) (int, error) { c.n += int64(len(b)); return len(b), nil }
+
+// A run of 200 000 calls stops at max_calls, once, and counts the rest;
+// the calls after the stop cost a counter (which keeps this test fast).
+func TestRecordMaxCallsFlood(t *testing.T) {
+	const max, n = 1000, 200_000
+	var w counting
+	r, err := New(&w, Options{MaxCalls: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := Call{Plugin: "p", Export: "morph_call_tool", Input: []byte(`{"tool":"t","params":{}}`), Output: []byte(`{"output":"x"}`)}
+	stops := 0
+	for range n {
+		if err := r.Call(call); errors.Is(err, ErrRecordFull) {
+			stops++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := r.Close()
+	if err != nil || stops != 1 || sum.Calls != max || sum.Dropped != n-max || sum.Stopped != "max_calls" || sum.Bytes != w.n {
+		t.Fatalf("stops %d, summary %+v (%d bytes written), %v", stops, sum, w.n, err)
+	}
+}

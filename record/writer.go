@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,6 +54,9 @@ type Recorder struct {
 	stopped bool
 	closed  bool
 	werr    error // the write error that stopped the recording
+	// halted is stopped || closed, read without the lock: a call after the
+	// stop is counted and nothing more (no scrubbing or encoding).
+	halted atomic.Bool
 }
 
 // Create creates the file at path (0600: it holds prompts and tool
@@ -126,6 +130,12 @@ func (r *Recorder) Call(c Call) error {
 	if r == nil {
 		return nil
 	}
+	if r.halted.Load() {
+		r.mu.Lock()
+		r.sum.Dropped++
+		r.mu.Unlock()
+		return nil
+	}
 	var names []string
 	in, names := r.scrub.scrub(c.Input, names)
 	out, names := r.scrub.scrub(c.Output, names)
@@ -171,6 +181,7 @@ func (r *Recorder) Call(c Call) error {
 // stopped it as dropped, and returns err.
 func (r *Recorder) stopLocked(reason string, err error) error {
 	r.stopped = true
+	r.halted.Store(true)
 	r.sum.Stopped = reason
 	r.sum.Dropped++
 	return err
@@ -199,6 +210,7 @@ func (r *Recorder) Close() (Summary, error) {
 		return r.sum, nil
 	}
 	r.closed = true
+	r.halted.Store(true)
 	sum := r.sum
 	var err error
 	if r.w != nil {
@@ -238,6 +250,7 @@ func (r *Recorder) lineLocked(b []byte) error {
 	if err != nil {
 		r.w = nil
 		r.stopped = true
+		r.halted.Store(true)
 		r.sum.Stopped = "write: " + err.Error()
 		r.werr = fmt.Errorf("%w: %s: %w", ErrWrite, cmp.Or(r.path, "(writer)"), err)
 		r.o.Logger.Warn("recording stopped", "err", r.werr)
