@@ -41,6 +41,10 @@ func TestRecordThenReplay(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "echo_tool: 2 calls replayed: 2 same, 0 different, 0 skipped") {
 		t.Fatalf("replay against the same build: exit %d\n%s%s", code, stdout, stderr)
 	}
+	code, stdout, stderr = morph(t, "", "plugin", "replay", file, "--plugin", "echo_tool="+fixture(t, "echo_tool"), "--config", cfg)
+	if code != 0 || !strings.Contains(stdout, "2 same") {
+		t.Fatalf("replay with the run's config: exit %d\n%s%s", code, stdout, stderr)
+	}
 	upper := "echo_tool=" + fixture(t, "echo_tool_upper")
 	code, stdout, stderr = morph(t, "", "plugin", "replay", file, "--plugin", upper)
 	if code != 1 || !strings.Contains(stdout, "call 1 (morph_call_tool tool echo_input, session ") || !strings.Contains(stdout, `"TEXT":"ONE"`) {
