@@ -130,3 +130,14 @@ func TestReplayDiffJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestReplayManifestChange(t *testing.T) {
+	tool := func(name, desc string) abi.ToolSpec { return abi.ToolSpec{Name: name, Description: desc} }
+	was := abi.Manifest{Hooks: []string{"build_prompt", "before_tool_call"}, Tools: []abi.ToolSpec{tool("a", "A"), tool("b", "B")}}
+	now := abi.Manifest{Hooks: []string{"build_prompt", "on_final"}, Tools: []abi.ToolSpec{tool("b", "B2"), tool("c", "C")}}
+	got := fmt.Sprintf("%+v", manifestChange(was, now))
+	want := "{HooksAdded:[on_final] HooksRemoved:[before_tool_call] ToolsAdded:[c] ToolsRemoved:[a] ToolsChanged:[b]}"
+	if got != want {
+		t.Errorf("manifestChange = %s, want %s", got, want)
+	}
+}

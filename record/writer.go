@@ -71,12 +71,12 @@ func Create(path string, o Options) (*Recorder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	r, err := newRecorder(f, s, o)
+	r, err := newRecorder(f, path, s, o)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	r.c, r.path = f, path
+	r.c = f
 	return r, nil
 }
 
@@ -86,12 +86,12 @@ func New(w io.Writer, o Options) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newRecorder(w, s, o)
+	return newRecorder(w, "", s, o)
 }
 
-func newRecorder(w io.Writer, s *scrubber, o Options) (*Recorder, error) {
+func newRecorder(w io.Writer, path string, s *scrubber, o Options) (*Recorder, error) {
 	o = o.withDefaults()
-	r := &Recorder{o: o, scrub: s, w: w}
+	r := &Recorder{o: o, scrub: s, w: w, path: path}
 	h := Header{Version: Version, Created: time.Now().UTC().Truncate(time.Second), Morph: o.Morph,
 		Limits: Limits{MaxBytes: o.MaxBytes, MaxCallBytes: o.MaxCallBytes, MaxCalls: o.MaxCalls}}
 	if err := r.write(h); err != nil {
