@@ -126,6 +126,8 @@ type Config struct {
 	Verify Verification `toml:"verify"`
 	// OCI is the [oci] table: plugins from OCI registries (see oci.go).
 	OCI OCI `toml:"oci"`
+	// Record is the [record] table: the caps of morph run --record (see record.go).
+	Record Record `toml:"record"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -283,6 +285,7 @@ func Load(path string) (*Config, error) {
 	v.verification()
 	v.mcpServers()
 	v.moduleLimits()
+	v.record()
 	// In file order; mistakes that have no line go last.
 	slices.SortStableFunc(v.errs, func(a, b error) int { return lineOf(a) - lineOf(b) })
 	switch len(v.errs) {

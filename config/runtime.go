@@ -75,7 +75,7 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 		return nil, err
 	}
 	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger, SecretEnv: c.SecretEnv(),
-		ModuleLimits: c.Wasm.Limits.Host()})
+		ModuleLimits: c.Wasm.Limits.Host(), Recorder: c.Record.Recorder})
 	if err != nil {
 		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
 	"github.com/morphhost/morph/host/internal/wasmrt"
+	"github.com/morphhost/morph/record"
 )
 
 // Limits bound what one plugin may use. Zero fields take the Default* values.
@@ -302,6 +303,7 @@ type Loader struct {
 	limits    wasmbin.Limits // with defaults
 	limitsKey string         // names limits in the cache of checked modules
 	pruned    sync.Once      // the cache's rewrites of older versions (pruneRewrites)
+	rec       *record.Recorder
 }
 
 // LoaderOptions configure a Loader.
@@ -316,6 +318,10 @@ type LoaderOptions struct {
 	SecretEnv []string
 	// ModuleLimits bound what the modules this loader loads may declare.
 	ModuleLimits ModuleLimits
+	// Recorder, when set, records every hook and tool call of the plugins
+	// this loader loads (see package record); the caller closes it after
+	// the plugins.
+	Recorder *record.Recorder
 }
 
 // DefaultCacheDir is morph's compilation cache under the user cache directory.
@@ -354,7 +360,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	limits := opts.ModuleLimits.wasmbin()
 	key := sha256.Sum256(fmt.Appendf(nil, "%+v", limits))
 	return &Loader{cache: cache, cacheDir: dir, log: log, secretEnv: slices.Clone(opts.SecretEnv),
-		limits: limits, limitsKey: hex.EncodeToString(key[:8])}, nil
+		limits: limits, limitsKey: hex.EncodeToString(key[:8]), rec: opts.Recorder}, nil
 }
 
 // Close releases the compilation cache; close the loader's plugins first.

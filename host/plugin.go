@@ -21,6 +21,7 @@ import (
 	"github.com/morphhost/morph/host/internal/memory"
 	"github.com/morphhost/morph/host/internal/sandbox"
 	"github.com/morphhost/morph/internal/safetext"
+	"github.com/morphhost/morph/record"
 )
 
 // Plugin is a loaded module. It is safe for concurrent use: each call runs
@@ -41,6 +42,7 @@ type Plugin struct {
 	caps     []CapabilityStatus // requested vs granted, from describe
 	ext      extismParts        // Config's Extism-only parts, checked
 	watch    toolWatch          // its tools as they change (Extism MCP plugins)
+	rec      *record.Recorder   // records its calls (see record.go); nil: not recording
 
 	mode      string // Config.Isolation; "" (pooled) until describe has run
 	slots     slots  // one per instance allowed to run
@@ -151,6 +153,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 		p.name = p.manifest.Name
 	}
 	p.log = l.log.With("plugin", p.name)
+	l.recordPlugin(p, cfg, src)
 	ok = true
 	return p, nil
 }
@@ -550,6 +553,9 @@ func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read
 
 // call is CallFunc on this version, entered on the shard sh.
 func (p *Plugin) call(ctx context.Context, sh *shard, export string, input []byte, read func(view []byte) error) error {
+	if p.recording(ctx) {
+		return p.recordCall(ctx, sh, export, input, read) // see record.go
+	}
 	sh.calls.Add(1)
 	fail := func(err error) error {
 		p.stats.faults.Add(1)

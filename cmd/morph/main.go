@@ -11,6 +11,7 @@
 //	morph plugin inspect FILE.wasm|oci://REF  the manifest, exports, imports, hooks and tools
 //	morph plugin check FILE.wasm         conformance to ABI v1 (exit 1 when not)
 //	morph plugin test FILE.wasm          every hook and tool called with sample inputs
+//	morph plugin replay FILE --plugin NAME=new.wasm  a run's recorded calls (run --record) against a new build
 //	morph plugin new go|tinygo|rust NAME a plugin scaffold
 //	morph plugin status                  the config's plugins as the engine loaded them
 //	morph plugin pull oci://REF          a plugin from an OCI registry into the cache, with its signatures

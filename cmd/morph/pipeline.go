@@ -81,7 +81,7 @@ that cannot be read or parsed.`,
 			scope := " (graph only: pass --config to check tools, plugins and allow_shell)"
 			if cfgPath != "" {
 				logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-				_, p, oerr := openRunner(cmd.Context(), cfgPath, logger)
+				_, p, oerr := openRunner(cmd.Context(), cfgPath, logger, nil)
 				if oerr != nil {
 					return oerr
 				}
@@ -156,6 +156,7 @@ type pipelineRunFlags struct {
 	maxCost                       float64
 	maxWallTime                   time.Duration
 	shutdownTimeout               time.Duration
+	record                        string // --record FILE (see record.go)
 }
 
 func newPipelineRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -263,15 +264,21 @@ func pipelineFlags(fl *pflag.FlagSet, f *pipelineRunFlags) {
 	fl.DurationVar(&f.maxWallTime, "max-wall-time", 0, "stop the run after this long (overrides [pipeline] max_wall_time)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log debug details and every agent step on standard error")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins after the run")
+	fl.StringVar(&f.record, "record", "", recordFlagUsage)
 }
 
 // openRunner loads the config and opens its pipeline runtime
 // (config.OpenPipeline), telling a bad config (exitUsage) from a failure to
-// open it.
-func openRunner(ctx context.Context, path string, logger *slog.Logger) (*config.Config, *config.PipelineRuntime, error) {
+// open it; prepare, if not nil, sees the config first.
+func openRunner(ctx context.Context, path string, logger *slog.Logger, prepare func(*config.Config) error) (*config.Config, *config.PipelineRuntime, error) {
 	cfg, err := loadConfig(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	if prepare != nil {
+		if err := prepare(cfg); err != nil {
+			return nil, nil, err
+		}
 	}
 	p, err := cfg.OpenPipeline(ctx, logger)
 	if err != nil {
@@ -293,7 +300,12 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if err != nil {
 		return err
 	}
-	cfg, p, err := openRunner(ctx, f.config, logger)
+	stopRecording := func() {}
+	defer func() { stopRecording() }() // after closeRuntime: the plugins' last calls are recorded
+	cfg, p, err := openRunner(ctx, f.config, logger, func(c *config.Config) (err error) {
+		stopRecording, err = startRecording(c, f.record, stderr)
+		return err
+	})
 	if err != nil {
 		return err
 	}

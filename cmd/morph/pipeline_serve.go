@@ -147,7 +147,7 @@ func pipelineServe(ctx context.Context, f pipelineServeFlags, stderr io.Writer) 
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg, rt, err := openRunner(ctx, f.config, logger)
+	cfg, rt, err := openRunner(ctx, f.config, logger, nil)
 	if err != nil {
 		return err
 	}

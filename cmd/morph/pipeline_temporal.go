@@ -22,6 +22,9 @@ import (
 // console (or approves them, --yes), morph-temporal sending the answers
 // (temporal.AnswerGate).
 func runPipelineTemporal(ctx context.Context, f pipelineRunFlags, file string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if f.record != "" {
+		return recordOnTemporal()
+	}
 	bin, err := findTemporal()
 	if err != nil {
 		return err

@@ -173,7 +173,7 @@ flag or config).`,
 	statusCmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	statusCmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "the bound of closing the plugins")
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", `compilation cache directory (default: the user cache dir; "off": none)`)
-	cmd.AddCommand(inspectCmd, checkCmd, statusCmd, newPluginTestCmd(stdout, stderr, &cacheDir))
+	cmd.AddCommand(inspectCmd, checkCmd, statusCmd, newPluginTestCmd(stdout, stderr, &cacheDir), newPluginReplayCmd(stdout, stderr, &cacheDir))
 	cmd.AddCommand(newPluginNewCmd(stdout, stderr), newPluginPullCmd(stdout, stderr), newPluginLockCmd(stdout, stderr))
 	return cmd
 }

@@ -165,6 +165,7 @@ type runFlags struct {
 	temporal        bool
 	session         string
 	offline         bool
+	record          string // --record FILE (see record.go)
 }
 
 func newRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -198,6 +199,9 @@ is printed as for 0.`,
 			if f.offline && f.temporal {
 				return usageErrorf("--offline is for a local run: on Temporal the workers load the plugins; set [oci] offline in their config")
 			}
+			if f.record != "" && f.temporal {
+				return recordOnTemporal()
+			}
 			if f.session != "" && !f.temporal {
 				return usageErrorf("--session needs --temporal: a local run is a session of one turn")
 			}
@@ -225,6 +229,7 @@ is printed as for 0.`,
 	fl.BoolVar(&f.temporal, "temporal", false, "run the turn on Temporal ([temporal] in the config): durable, on the workers of its task queue (morph worker)")
 	fl.BoolVar(&f.offline, "offline", false, "reach no OCI registry: oci:// plugins run from the cache, at morph.lock's digests ([oci] offline)")
 	fl.StringVar(&f.session, "session", "", "with --temporal: run the turn in this session, which keeps its history and middleware quarantines between runs")
+	fl.StringVar(&f.record, "record", "", recordFlagUsage)
 	return cmd
 }
 
@@ -300,6 +305,11 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if !f.verbose {
 		engineLogger = slog.New(&errorsAndRetries{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})
 	}
+	stopRecording, err := startRecording(cfg, f.record, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopRecording() // after closeRuntime: the plugins' last calls are recorded
 	rt, err := cfg.Open(ctx, engineLogger, engine.WithEventHandler(progress(stderr, f.verbose)))
 	if err != nil {
 		return openFailed(err)
