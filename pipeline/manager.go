@@ -180,6 +180,11 @@ func newManager(x *Execution, node *Node, pctx *Context) (*manager, error) {
 	if m.workDir, err = childWorkDir(m.attr("stack.child_workdir"), x.BaseDir); err != nil {
 		return nil, err
 	}
+	for _, c := range managerChecks {
+		if err := c.check(node.Attrs, c.key, "node "+node.ID); err != nil {
+			return nil, err
+		}
+	}
 	if m.interval, err = node.Duration("manager.poll_interval", DefaultManagerPollInterval); err != nil {
 		return nil, err
 	}
@@ -200,8 +205,43 @@ func newManager(x *Execution, node *Node, pctx *Context) (*manager, error) {
 			return nil, fmt.Errorf("manager.stop_condition: %w", err)
 		}
 	}
-	m.maxPolls, m.runs = max(m.maxPolls, 1), max(m.runs, 1)
 	return m, nil
+}
+
+// managerChecks are the manager's settings that a run refuses as
+// validation does (attr_value): a poll interval of 0 would spend every
+// poll at once, and 0 polls or child runs would cancel the child before it
+// started; negative cooldowns are typos.
+var managerChecks = []struct {
+	key   string
+	check func(attrs map[string]string, key, who string) error
+}{
+	{"manager.poll_interval", positiveDurationAttr},
+	{"manager.max_cycles", positiveCountAttr},
+	{"manager.max_child_runs", positiveCountAttr},
+	{"manager.steer_cooldown", countAttr},
+}
+
+// positiveCountCheck is attr_value's check of a count where 0 would mean
+// nothing runs.
+var positiveCountCheck = &attrCheck{positiveCountAttr, "write a whole number, 1 or more (unset: the default)"}
+
+// positiveCountAttr refuses a count below 1 (unset is the default).
+func positiveCountAttr(attrs map[string]string, key, who string) error {
+	n, err := intAttr(attrs, key, 1, who)
+	if err == nil && n < 1 {
+		err = fmt.Errorf("%s: %s=%d must be 1 or more", who, key, n)
+	}
+	return err
+}
+
+// positiveDurationAttr refuses a duration of 0 or less (unset is the
+// default).
+func positiveDurationAttr(attrs map[string]string, key, who string) error {
+	if d, err := ParseDuration(attrs[key]); strings.TrimSpace(attrs[key]) != "" && err == nil && d <= 0 {
+		return fmt.Errorf("%s: %s=%q must be longer than 0", who, key, attrs[key])
+	}
+	return durationAttr(attrs, key, who)
 }
 
 // attr is the manager node's attribute key, else the graph's.
@@ -504,7 +544,7 @@ func checkManagerLoop(g *Graph, _ ValidateOptions) []Diagnostic {
 		if n.Type() != TypeManagerLoop {
 			continue
 		}
-		if c, err := n.Int("manager.max_cycles", DefaultManagerMaxCycles); err == nil && c < 10 && strings.TrimSpace(n.Attrs["manager.poll_interval"]) == "" {
+		if c, err := n.Int("manager.max_cycles", DefaultManagerMaxCycles); err == nil && c >= 1 && c < 10 && strings.TrimSpace(n.Attrs["manager.poll_interval"]) == "" {
 			out = append(out, nodeDiag(RuleManagerLoop, SeverityWarning, n, "for child reruns set manager.max_child_runs; set manager.poll_interval to keep few polls",
 				"node %s: manager.max_cycles now counts observation polls (attractor 4.11); for child reruns use manager.max_child_runs", n.ID))
 		}

@@ -234,6 +234,11 @@ func TestManagerValidation(t *testing.T) {
 		{`stack.child_workdir="../elsewhere"`, "error:manager_loop:leaves the pipeline file's directory"},
 		{`manager.stop_condition="context.stack.child.status=="`, "error:manager_loop:manager.stop_condition:"},
 		{`manager.actions="observe,jump"`, `error:attr_value:"jump" is not one of observe, wait, steer`},
+		{`manager.poll_interval="0s"`, `error:attr_value:manager.poll_interval="0s" must be longer than 0`},
+		{`manager.poll_interval="0"`, `error:attr_value:manager.poll_interval="0" must be longer than 0`},
+		{`manager.max_cycles=0`, `error:attr_value:manager.max_cycles=0 must be 1 or more`},
+		{`manager.max_child_runs=0`, `error:attr_value:manager.max_child_runs=0 must be 1 or more`},
+		{`manager.steer_cooldown=-1`, `error:attr_value:manager.steer_cooldown=-1 is negative`},
 	} {
 		g := mustParse(t, `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="c.dot", `+tc.attrs+`]; done [shape=Msquare]; start -> boss -> done }`)
 		found := false
@@ -259,5 +264,22 @@ func TestManagerValidation(t *testing.T) {
 	}
 	if d, err := childWorkDir("w", base); err != nil || d != filepath.Join(base, "w") {
 		t.Errorf("child workdir w: %q %v", d, err)
+	}
+}
+
+// The handler refuses, naming the key, the settings validation refuses
+// (an embedder may run the handler without validating): a poll interval of
+// 0 would spend every poll at once and cancel the child.
+func TestManagerZeroSettingsRefused(t *testing.T) {
+	for _, tc := range []struct{ attrs, key string }{
+		{`manager.poll_interval="0s"`, "manager.poll_interval"},
+		{`manager.max_cycles=0`, "manager.max_cycles"},
+		{`manager.max_child_runs=0`, "manager.max_child_runs"},
+		{`manager.steer_cooldown=-2`, "manager.steer_cooldown"},
+	} {
+		g := mustParse(t, `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="c.dot", `+tc.attrs+`]; done [shape=Msquare]; start -> boss -> done }`)
+		if _, err := newManager(&Execution{Graph: g}, g.Node("boss"), NewContext()); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s: %v; want an error naming %s", tc.attrs, err, tc.key)
+		}
 	}
 }
