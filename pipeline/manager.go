@@ -61,7 +61,8 @@ const SteerFile = "steer.md"
 // ManagerLoopHandler supervises a child pipeline (house, attractor 4.11):
 // it runs the DOT file stack.child_dotfile (the node's, else the graph's;
 // relative to the parent's file) as a run of its own under
-// <stage dir>/cycle-<n>, with the parent's runner settings, and observes it
+// <stage dir>/cycle-<n> (<stage dir>/visit-<v>/cycle-<n> when the node runs
+// again), with the parent's runner settings, and observes it
 // while it runs: every manager.poll_interval (default 45s) it copies the
 // child's progress into the parent's context (stack.child.status,
 // .outcome, .active_stage, .completed, .retries), evaluates
@@ -111,10 +112,7 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	}
 	child := m.childRunner()
 	goal := node.Attr("manager.goal", pctx.GetString(KeyGoal))
-	dir := stageDir(x, node.ID)
-	if dir == "" {
-		dir = filepath.Join(x.RunDir, node.ID)
-	}
+	dir := m.childDir()
 	out := &Outcome{ContextUpdates: map[string]any{}}
 	again := ""
 	for n := 1; n <= m.runs; n++ {
@@ -242,6 +240,23 @@ func positiveDurationAttr(attrs map[string]string, key, who string) error {
 		return fmt.Errorf("%s: %s=%q must be longer than 0", who, key, attrs[key])
 	}
 	return durationAttr(attrs, key, who)
+}
+
+// childDir is where this visit of the manager node keeps its child's runs
+// (cycle-<n>): the stage directory on the first visit, visit-<v> under it
+// on a later one, so that a revisit runs its child afresh while a resumed
+// run (the same visit: visits are in the journal) finds its child again.
+func (m *manager) childDir() string {
+	dir := stageDir(m.x, m.node.ID)
+	if dir == "" {
+		dir = filepath.Join(m.x.RunDir, m.node.ID)
+	}
+	if m.x.run != nil {
+		if v := m.x.run.cp.Visits[m.node.ID]; v > 1 {
+			dir = filepath.Join(dir, fmt.Sprintf("visit-%d", v))
+		}
+	}
+	return dir
 }
 
 // attr is the manager node's attribute key, else the graph's.

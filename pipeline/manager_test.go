@@ -283,3 +283,25 @@ func TestManagerZeroSettingsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A manager node visited twice in one loop runs its child again, in a
+// directory of its own; the first visit's child stays as it ended.
+func TestManagerRevisitRunsChildAgain(t *testing.T) {
+	child := `digraph child { start [shape=Mdiamond]; work; done [shape=Msquare]; start -> work -> done }`
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot"]; check; done [shape=Msquare];
+		start -> boss -> check; check -> boss [condition="outcome=fail"]; check -> done [condition="outcome=success"] }`
+	r, h, clk := scriptedRunner(map[string][]StageStatus{"check": {StatusFail, StatusSuccess}})
+	r.Clock = childEndClock{clk}
+	res, run := managerRun(t, r, t.TempDir(), parent, child, "G", nil, func() bool { return false })
+	if res.State != RunSuccess || res.Nodes["boss"].Visits != 2 {
+		t.Fatalf("%s (%s), boss visited %d times; want success after 2", res.State, res.FailureReason, res.Nodes["boss"].Visits)
+	}
+	if h.calls["work"] != 2 {
+		t.Errorf("the child's work ran %d times in 2 visits of boss, want 2", h.calls["work"])
+	}
+	for _, d := range []string{filepath.Join(run, "boss", "cycle-1"), filepath.Join(run, "boss", "visit-2", "cycle-1")} {
+		if cp, err := LoadCheckpoint(d); err != nil || cp.State != RunSuccess {
+			t.Errorf("child run %s: %v; want a finished run", d, err)
+		}
+	}
+}
