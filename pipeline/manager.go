@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -94,7 +95,58 @@ type manager struct {
 	stop     string
 	steer    bool
 	cooldown int
-	polls    int // over all the child's runs
+	polls    int // over all the child's runs in this visit, resumes included
+	// pollsFile keeps polls for a resume (managerStateFile).
+	pollsFile string
+}
+
+// managerStateFile, beside the visit's child runs, holds the manager's
+// polls so far, written at every poll: a parent killed and resumed counts
+// manager.max_cycles on rather than from 0.
+const managerStateFile = "manager.json"
+
+// managerState is managerStateFile's content.
+type managerState struct {
+	Polls int `json:"polls"`
+}
+
+// loadPolls reads the polls a stopped run of this visit spent; 0 when
+// there was none. A file that is not the manager's is refused, saying
+// what to do.
+func loadPolls(dir string) (int, error) {
+	path := filepath.Join(dir, managerStateFile)
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	var st managerState
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular() || fi.Size() > 4<<10: // nothing the manager writes
+		err = fmt.Errorf("not a small regular file")
+	default:
+		var b []byte
+		if b, err = os.ReadFile(path); err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+	}
+	if err == nil && st.Polls < 0 {
+		err = fmt.Errorf("polls %d is negative", st.Polls)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s is not the manager's poll count (%w): delete it to count manager.max_cycles from 0", safetext.Quote(path, 300), err)
+	}
+	return st.Polls, nil
+}
+
+// savePolls writes m.polls for a resume; a failure is a warning, since
+// the run itself is unharmed (a resume would count polls from an older
+// number).
+func (m *manager) savePolls() {
+	b, _ := json.Marshal(managerState{Polls: m.polls})
+	if err := writeFileQuick(m.pollsFile, b); err != nil {
+		m.x.Emit(Event{Kind: EventWarning, NodeID: m.node.ID, Message: "manager loop: poll count not saved: " + safetext.Line(err.Error(), 300)})
+	}
 }
 
 // Execute runs and observes the child.
@@ -113,6 +165,10 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	child := m.childRunner()
 	goal := node.Attr("manager.goal", pctx.GetString(KeyGoal))
 	dir := m.childDir()
+	if m.polls, err = loadPolls(dir); err != nil {
+		return Fail("manager loop %s: %v", node.ID, err), nil
+	}
+	m.pollsFile = filepath.Join(dir, managerStateFile)
 	out := &Outcome{ContextUpdates: map[string]any{}}
 	again := ""
 	for n := 1; n <= m.runs; n++ {
@@ -380,6 +436,20 @@ func (p *childProgress) observe(ev Event) {
 	}
 }
 
+// resumed seeds p with the progress of a child run that stopped before
+// (the parent was killed or canceled in it), as its events would have.
+func (p *childProgress) resumed(cp *Checkpoint) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.completed, p.active = len(cp.Completed), cp.CurrentNode
+	for _, n := range cp.RetryCounts {
+		p.retries += n
+	}
+	if o := cp.Outcomes[cp.CurrentNode]; o != nil {
+		p.outcome = string(o.Status)
+	}
+}
+
 // stop records that the stop condition is canceling the child.
 func (p *childProgress) stop() {
 	p.mu.Lock()
@@ -453,6 +523,13 @@ func (m *manager) supervise(ctx context.Context, child *Runner, g *Graph, cfg Ru
 	waitCtx, childEnded := exec.WithCancel(ctx)
 	defer childEnded()
 	p := &childProgress{status: childRunning, runDir: cfg.RunDir}
+	cp, err := LoadCheckpoint(cfg.RunDir)
+	switch {
+	case err == nil:
+		p.resumed(cp)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, "", err
+	}
 	c := *child
 	c.steer = &steerBox{}
 	forward := child.OnEvent
@@ -462,7 +539,7 @@ func (m *manager) supervise(ctx context.Context, child *Runner, g *Graph, cfg Ru
 	}
 	exec.ForEach(ctx, 2, 2, func(_ context.Context, i int) {
 		if i == 0 {
-			res, err = runCycle(childCtx, &c, g, cfg)
+			res, err = runCycle(childCtx, &c, g, cfg, cp != nil)
 			p.end(res)
 			childEnded()
 			return
@@ -485,6 +562,7 @@ func (m *manager) observe(ctx, waitCtx context.Context, p *childProgress, steer 
 	lastSteer := -m.cooldown
 	for {
 		m.polls++
+		m.savePolls()
 		status, active := p.publish(m.pctx)
 		m.x.Emit(Event{Kind: EventManagerObserved, NodeID: m.node.ID, Attempt: m.x.Attempt,
 			Message: fmt.Sprintf("poll %d: child %s, at %s", m.polls, status, safetext.Line(active, 200))})
@@ -535,11 +613,9 @@ func (m *manager) steerChild(steer *steerBox, runDir, active string) bool {
 // runCycle runs one cycle of the child pipeline, or, when its run directory
 // holds a run already (the manager stage runs again after its run stopped),
 // resumes it, or takes its end when it is over.
-func runCycle(ctx context.Context, child *Runner, g *Graph, cfg RunConfig) (*Result, error) {
-	if _, err := LoadCheckpoint(cfg.RunDir); errors.Is(err, fs.ErrNotExist) {
+func runCycle(ctx context.Context, child *Runner, g *Graph, cfg RunConfig, resume bool) (*Result, error) {
+	if !resume {
 		return child.Run(ctx, g, cfg)
-	} else if err != nil {
-		return nil, err
 	}
 	cfg.Goal = "" // the cycle's own, from its manifest
 	return child.Resume(ctx, g, cfg)

@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -303,5 +306,114 @@ func TestManagerRevisitRunsChildAgain(t *testing.T) {
 		if cp, err := LoadCheckpoint(d); err != nil || cp.State != RunSuccess {
 			t.Errorf("child run %s: %v; want a finished run", d, err)
 		}
+	}
+}
+
+// driveRun runs start while it ticks the clock whenever ready says the
+// child waits; it returns the run's result.
+func driveRun(t *testing.T, ticks chan struct{}, ready func() bool, start func() (*Result, error)) *Result {
+	t.Helper()
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := start()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	deadline := time.After(2 * time.Minute)
+	for {
+		var tick chan struct{}
+		if ready() {
+			tick = ticks
+		}
+		select {
+		case tick <- struct{}{}:
+		case res := <-done:
+			return res
+		case <-deadline:
+			t.Fatal("the run did not end in 2 minutes")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// The child's progress (stack.child.completed) and the manager's polls
+// survive a kill of the parent in the child's run: a resumed parent sees
+// the stages the child finished before, as a fresh run does, and counts
+// manager.max_cycles on.
+func TestManagerResumeKeepsChildProgress(t *testing.T) {
+	const child = `digraph child { start [shape=Mdiamond]; a; b; gate [shape=hexagon]; write; done [shape=Msquare];
+		start -> a -> b -> gate; gate -> write [label="ok"]; write -> done }`
+	const parent = `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s", manager.max_cycles=50,
+		manager.stop_condition="context.stack.child.active_stage=gate && context.stack.child.completed=3"]; done [shape=Msquare]; start -> boss -> done }`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "child.dot"), []byte(child), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "p.dot")
+	g, err := ParseDOTNamed(path, []byte(parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, h, clk := scriptedRunner(nil)
+	ticks := make(chan struct{})
+	iv := NewQueueInterviewer()
+	r.Clock, r.Interviewer = tickClock{clk, ticks}, iv
+	cfg := RunConfig{RunDir: filepath.Join(dir, "run"), Source: []byte(parent), DotFile: path}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var killed atomic.Bool
+	h.hook = func(node string) {
+		if node == "b" {
+			cancel()
+			killed.Store(true)
+		}
+	}
+	// The manager polls once as the child starts, before the kill.
+	res := driveRun(t, ticks, func() bool { return false }, func() (*Result, error) { return r.Run(ctx, g, cfg) })
+	if res.State != RunCanceled || !killed.Load() {
+		t.Fatalf("first run %s (%s); want canceled at b", res.State, res.FailureReason)
+	}
+	before, err := loadPolls(filepath.Join(cfg.RunDir, "boss"))
+	if err != nil || before < 1 {
+		t.Fatalf("polls kept at the kill: %d, %v; want 1 or more", before, err)
+	}
+	h.hook = nil
+	res = driveRun(t, ticks, func() bool { return len(iv.Asked()) > 0 }, func() (*Result, error) { return r.Resume(context.Background(), g, cfg) })
+	if res.State != RunSuccess || !strings.Contains(res.Nodes["boss"].Notes, "stop condition satisfied") {
+		t.Fatalf("resumed run %s (%s), boss %q; want the stop condition to hold at the gate", res.State, res.FailureReason, res.Nodes["boss"].Notes)
+	}
+	// A context value is an int, or a float64 once it went through JSON.
+	if got := fmt.Sprint(res.Context[KeyChildCompleted]); got != "3" {
+		t.Errorf("stack.child.completed = %s after the resume, want 3", got)
+	}
+	if got, _ := strconv.Atoi(fmt.Sprint(res.Context["boss.polls"])); got <= before {
+		t.Errorf("boss.polls = %#v after the resume, want more than the %d polls before the kill", res.Context["boss.polls"], before)
+	}
+}
+
+// A manager.json that is not the manager's (a directory, oversize,
+// malformed, negative) fails the stage naming the file and what to do.
+func TestManagerPollsFileHostile(t *testing.T) {
+	for name, write := range map[string]func(string) error{
+		"malformed": func(p string) error { return os.WriteFile(p, []byte("{\x1b[2J"), 0o644) },
+		"negative":  func(p string) error { return os.WriteFile(p, []byte(`{"polls":-4}`), 0o644) },
+		"oversize": func(p string) error {
+			return os.WriteFile(p, []byte(`{"polls":1,"x":"`+strings.Repeat("x", 1<<20)+`"}`), 0o644)
+		},
+		"directory": func(p string) error { return os.Mkdir(p, 0o755) },
+	} {
+		dir := t.TempDir()
+		if err := write(filepath.Join(dir, managerStateFile)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadPolls(dir)
+		if err == nil || !strings.Contains(err.Error(), "delete it") || strings.ContainsRune(err.Error(), 0x1b) {
+			t.Errorf("%s: %v; want an escaped error saying to delete the file", name, err)
+		}
+	}
+	if n, err := loadPolls(t.TempDir()); n != 0 || err != nil {
+		t.Errorf("no file: %d, %v; want 0", n, err)
 	}
 }
