@@ -109,8 +109,6 @@
 //	                      parallel.results.<branch>, spec 3.8) or best (the chosen branch's are applied)
 //	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file (on the node, else
 //	                      on the graph, as Appendix A has it)
-//	stack.child_workdir   stack.manager_loop: the child's agents' workdir (node, else graph), relative to
-//	                      this file's directory and inside it, or absolute; it must be a directory
 //	manager.poll_interval stack.manager_loop: how often it observes the child (default 45s)
 //	manager.max_cycles    stack.manager_loop: polls before it cancels the child and fails (default 1000;
 //	                      before attractor 4.11's polls it counted child runs: a value under 10 without

@@ -88,7 +88,6 @@ type manager struct {
 	node     *Node
 	pctx     *Context
 	file     string // the child's DOT file
-	workDir  string // stack.child_workdir resolved, or ""
 	interval time.Duration
 	maxPolls int
 	runs     int
@@ -231,9 +230,6 @@ func newManager(x *Execution, node *Node, pctx *Context) (*manager, error) {
 		m.file = filepath.Join(x.BaseDir, m.file)
 	}
 	var err error
-	if m.workDir, err = childWorkDir(m.attr("stack.child_workdir"), x.BaseDir); err != nil {
-		return nil, err
-	}
 	for _, c := range managerChecks {
 		if err := c.check(node.Attrs, c.key, "node "+node.ID); err != nil {
 			return nil, err
@@ -349,32 +345,6 @@ func managerActionsAttr(attrs map[string]string, key, who string) error {
 	return nil
 }
 
-// childWorkDir resolves stack.child_workdir: relative to the parent's
-// file's directory, and then not outside it (an absolute path is the
-// operator's to name); it must be a directory.
-func childWorkDir(dir, base string) (string, error) {
-	if dir == "" {
-		return "", nil
-	}
-	if !filepath.IsAbs(dir) {
-		if leavesDir(dir) {
-			return "", fmt.Errorf("stack.child_workdir %s leaves the pipeline file's directory: name a directory inside it, or an absolute path", safetext.Quote(dir, 200))
-		}
-		dir = filepath.Join(base, dir)
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("stack.child_workdir %s is not a directory: create it or name another", safetext.Quote(dir, 200))
-	}
-	return dir, nil
-}
-
-// leavesDir says whether the relative path rel leads out of the
-// directory it is relative to.
-func leavesDir(rel string) bool {
-	rel = filepath.Clean(rel)
-	return rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
 // childRunner is the runner of the child: the parent's, one level deeper,
 // spending what is left of the parent's budgets, its events forwarded
 // with the manager's node id in front.
@@ -382,7 +352,6 @@ func (m *manager) childRunner() *Runner {
 	x := m.x
 	child := *x.Runner
 	child.depth++
-	child.workDir = m.workDir
 	if x.run != nil { // the child spends what is left of the parent's budgets
 		used := x.run.cp.Usage
 		if child.Limits.MaxTokens > 0 {
@@ -627,8 +596,7 @@ const RuleManagerLoop = "manager_loop"
 
 // checkManagerLoop warns of a manager.max_cycles that reads as the child
 // reruns it was before attractor 4.11's observation polls, and refuses a
-// stop condition that does not parse and a relative stack.child_workdir
-// that leaves the pipeline's directory.
+// stop condition that does not parse.
 func checkManagerLoop(g *Graph, _ ValidateOptions) []Diagnostic {
 	var out []Diagnostic
 	for _, n := range g.Nodes {
@@ -643,12 +611,6 @@ func checkManagerLoop(g *Graph, _ ValidateOptions) []Diagnostic {
 			if _, err := ParseCondition(c); err != nil {
 				out = append(out, nodeDiag(RuleManagerLoop, SeverityError, n, `write clauses key=value or key!=value joined by &&, e.g. "context.stack.child.completed=3"`,
 					"node %s: manager.stop_condition: %v", n.ID, err))
-			}
-		}
-		for _, attrs := range []map[string]string{n.Attrs, g.Attrs} {
-			if d := strings.TrimSpace(attrs["stack.child_workdir"]); d != "" && !filepath.IsAbs(d) && leavesDir(d) {
-				out = append(out, nodeDiag(RuleManagerLoop, SeverityError, n, "name a directory inside the pipeline file's directory, or an absolute path",
-					"node %s: stack.child_workdir %s leaves the pipeline file's directory", n.ID, safetext.Quote(d, 200)))
 			}
 		}
 	}

@@ -124,23 +124,19 @@ func TestManagerStopConditionCancelsRunningChild(t *testing.T) {
 
 // Steer: the manager writes steer.md into the child's active stage
 // directory and the child's next agent stage has it in its preamble, once;
-// a steer of a megabyte with terminal escapes is escaped and cut. The
-// child's agents work in stack.child_workdir.
+// a steer of a megabyte with terminal escapes is escaped and cut.
 func TestManagerSteersChild(t *testing.T) {
 	b := &fakeBackend{}
 	ticks := make(chan struct{})
 	iv := NewQueueInterviewer()
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
 	r := &Runner{Backend: b, Interviewer: iv, Clock: tickClock{clk, ticks}}
-	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s", stack.child_workdir="w",
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s",
 		manager.actions="observe,wait,steer", manager.steer_cooldown=1, manager.steer_prompt="Focus: $goal ` + strings.Repeat("x", 1<<20-100) + `"];
 		done [shape=Msquare]; start -> boss -> done }`
 	goal := "the tests\x1b[2J"
 	answered := false
 	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "w"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	steerFile := filepath.Join(dir, "run", "boss", "cycle-1", "gate", SteerFile)
 	res, run := managerRun(t, r, dir, parent, gatedChild, goal, ticks, func() bool {
 		if len(iv.Asked()) == 0 {
@@ -174,9 +170,6 @@ func TestManagerSteersChild(t *testing.T) {
 	}
 	if len(writes) != 1 || !strings.Contains(writes[0].Preamble, `Focus: the tests\x1b[2J`) {
 		t.Fatalf("write's agent runs %d, preamble %.80q: want the steer in it", len(writes), firstPreamble(writes))
-	}
-	if want := filepath.Join(dir, "w"); writes[0].WorkDir != want {
-		t.Errorf("the child's agent works in %q, want stack.child_workdir %q", writes[0].WorkDir, want)
 	}
 	cp, err := LoadCheckpoint(filepath.Join(run, "boss", "cycle-1"))
 	if err != nil {
@@ -234,7 +227,7 @@ func TestManagerMaxCyclesCancelsChild(t *testing.T) {
 func TestManagerValidation(t *testing.T) {
 	for _, tc := range []struct{ attrs, want string }{
 		{`manager.max_cycles=3`, "warning:manager_loop:manager.max_cycles now counts observation polls"},
-		{`stack.child_workdir="../elsewhere"`, "error:manager_loop:leaves the pipeline file's directory"},
+		{`stack.child_workdir="w"`, "warning:unknown_attribute:stack.child_workdir"},
 		{`manager.stop_condition="context.stack.child.status=="`, "error:manager_loop:manager.stop_condition:"},
 		{`manager.actions="observe,jump"`, `error:attr_value:"jump" is not one of observe, wait, steer`},
 		{`manager.poll_interval="0s"`, `error:attr_value:manager.poll_interval="0s" must be longer than 0`},
@@ -254,19 +247,6 @@ func TestManagerValidation(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no %s in %v", tc.attrs, tc.want, Validate(g, ValidateOptions{}))
 		}
-	}
-	if _, err := childWorkDir("..", "/tmp"); err == nil || !strings.Contains(err.Error(), "leaves") {
-		t.Errorf("child workdir '..': %v", err)
-	}
-	if _, err := childWorkDir("missing", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a directory") {
-		t.Errorf("missing child workdir: %v", err)
-	}
-	base := t.TempDir()
-	if err := os.Mkdir(filepath.Join(base, "w"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := childWorkDir("w", base); err != nil || d != filepath.Join(base, "w") {
-		t.Errorf("child workdir w: %q %v", d, err)
 	}
 }
 

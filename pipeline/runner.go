@@ -175,10 +175,8 @@ type Runner struct {
 	Transforms []Transform
 
 	depth int // of a manager loop's child runner: its parent's plus one
-	// steer hands a manager loop's steers to its child's run; workDir is
-	// the child's agents' directory (stack.child_workdir).
-	steer   *steerBox
-	workDir string
+	// steer hands a manager loop's steers to its child's run.
+	steer *steerBox
 }
 
 func (r *Runner) limits() Limits {

@@ -221,7 +221,6 @@ var knownAttrs = map[string]attrSpec{
 	"max_parallel":           {onNode, countCheck},
 	"merge_context":          {onNode, &attrCheck{enumAttr(MergeNone, MergeBest), "use none (the default) or best"}},
 	"stack.child_dotfile":    {scope: onGraph | onNode},
-	"stack.child_workdir":    {scope: onGraph | onNode},
 	"manager.max_cycles":     {onNode, positiveCountCheck},
 	"manager.poll_interval":  {onNode, &attrCheck{positiveDurationAttr, "write a duration longer than 0, such as 30s or 5m"}},
 	"manager.max_child_runs": {onNode, positiveCountCheck},
