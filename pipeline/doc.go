@@ -109,12 +109,14 @@
 //	                      parallel.results.<branch>, spec 3.8) or best (the chosen branch's are applied)
 //	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file (on the node, else
 //	                      on the graph, as Appendix A has it)
-//	manager.poll_interval stack.manager_loop: how often it observes the child (default 45s)
+//	manager.poll_interval stack.manager_loop: how often it observes the child (default 45s; more than 0)
 //	manager.max_cycles    stack.manager_loop: polls before it cancels the child and fails (default 1000;
-//	                      before attractor 4.11's polls it counted child runs: a value under 10 without
+//	                      1 or more; counted over the visit's child runs and the parent's resumes; before
+//	                      attractor 4.11's polls it counted child runs: a value under 10 without
 //	                      manager.poll_interval warns)
 //	manager.max_child_runs
-//	                      stack.manager_loop: runs of a failing child, each goal naming the last failure (default 1)
+//	                      stack.manager_loop: runs of a failing child, each goal naming the last failure
+//	                      (default 1; 1 or more)
 //	manager.stop_condition
 //	                      stack.manager_loop: evaluated against the parent's context at every poll; true
 //	                      cancels the child (resumable) and the stage succeeds
@@ -246,8 +248,16 @@
 // steer as steer.md into the child's active stage directory and hands it to
 // the child, whose run puts it in its context as stack.steer before its next
 // stage; the next codergen stage reads it into its preamble and deletes it,
-// so one stage reads it. The child's run directory is
-// <manager's stage dir>/cycle-<n>, its n-th run. A Temporal workflow does not
+// so one stage reads it (a new steer replaces one not yet read; a steer cut
+// at 16 KiB warns). The child's run directory is
+// <manager's stage dir>/cycle-<n>, its n-th run, under visit-<v>/ on the
+// node's v-th visit; manager.json beside the runs keeps the polls spent, and
+// a resumed parent takes the child's progress from its checkpoint, so that
+// neither counts from 0 again. Three differences from attractor 4.11: the
+// manager waits between polls whatever manager.actions says; the stop
+// condition is evaluated before the steer, not after; and a bare outcome=
+// in it reads the parent's last stage outcome (the child's is
+// context.stack.child.outcome). A Temporal workflow does not
 // run manager loops (temporal's durable rule).
 //
 // # Loops that restart

@@ -571,7 +571,10 @@ func (m *manager) steerChild(steer *steerBox, runDir, active string) bool {
 	if text == "" {
 		return false
 	}
-	text = safetext.Truncate(safetext.Escape(text), maxSteerBytes)
+	if text = safetext.Escape(text); len(text) > maxSteerBytes {
+		m.x.Emit(Event{Kind: EventWarning, NodeID: m.node.ID, Message: fmt.Sprintf("manager loop: steer of %d bytes cut to %d", len(text), maxSteerBytes)})
+		text = safetext.Truncate(text, maxSteerBytes)
+	}
 	if dir := stageDir(&Execution{RunDir: runDir}, active); dir != "" {
 		_ = writeFileQuick(filepath.Join(dir, SteerFile), []byte(text+"\n")) // the child's stage dir: for people and its agent
 	}

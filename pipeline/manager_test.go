@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,7 +131,15 @@ func TestManagerSteersChild(t *testing.T) {
 	ticks := make(chan struct{})
 	iv := NewQueueInterviewer()
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
-	r := &Runner{Backend: b, Interviewer: iv, Clock: tickClock{clk, ticks}}
+	var mu sync.Mutex
+	var cuts []string
+	r := &Runner{Backend: b, Interviewer: iv, Clock: tickClock{clk, ticks}, OnEvent: func(ev Event) {
+		if ev.Kind == EventWarning && strings.Contains(ev.Message, "steer of") {
+			mu.Lock()
+			cuts = append(cuts, ev.NodeID+": "+ev.Message)
+			mu.Unlock()
+		}
+	}}
 	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s",
 		manager.actions="observe,wait,steer", manager.steer_cooldown=1, manager.steer_prompt="Focus: $goal ` + strings.Repeat("x", 1<<20-100) + `"];
 		done [shape=Msquare]; start -> boss -> done }`
@@ -162,6 +171,11 @@ func TestManagerSteersChild(t *testing.T) {
 	if len(steer) > maxSteerBytes+100 {
 		t.Errorf("steer.md has %d bytes, past the cap %d", len(steer), maxSteerBytes)
 	}
+	mu.Lock()
+	if len(cuts) == 0 || !strings.HasPrefix(cuts[0], "boss: ") || !strings.Contains(cuts[0], "cut to 16384") {
+		t.Errorf("warnings of the cut steer: %q; want boss's saying it was cut to 16384 bytes", cuts)
+	}
+	mu.Unlock()
 	var writes []AgentRunConfig
 	for _, c := range b.calls {
 		if c.NodeID == "write" {
