@@ -46,7 +46,8 @@
 //	default_fidelity       fidelity of nodes and edges that set none (default compact)
 //	thread_id              the thread of full-fidelity stages whose node and edge set none
 //	max_node_visits        how often one node may run (default 25, Limits.MaxNodeVisits)
-//	max_restarts           loop_restart edges the run may take (default 5, Limits.MaxRestarts)
+//	max_restarts           loop_restart edges the run may take (default 5; 1 or more; [pipeline] max_restarts
+//	                       in morph.toml, Limits.MaxRestarts, wins over it)
 //	max_steps              the stages a run may take, repeats included (default max(1000, 4 x the nodes);
 //	                       [pipeline] max_steps in morph.toml, Limits.MaxSteps, wins over it)
 //
@@ -269,8 +270,8 @@
 // go to restart-<n>/<node>/. The path, the usage and the budgets run on over
 // the loops; the context's log and an EventLoopRestarted event say where
 // each loop began. The journal's restart record makes a resume exact. At most
-// max_restarts restarts (the graph's attribute, else Limits.MaxRestarts,
-// [pipeline] max_restarts, default 5); past them the run fails, naming the
+// max_restarts restarts (Limits.MaxRestarts, [pipeline] max_restarts, when
+// set, else the graph's attribute, default 5); past them the run fails, naming the
 // key. Full-fidelity threads (threads/) carry over: the loops share the
 // run's conversations.
 //

@@ -66,13 +66,14 @@ func TestLoopRestartStartsFreshLoop(t *testing.T) {
 	}
 }
 
-// max_restarts (the graph's, else Limits.MaxRestarts) bounds the loops:
-// the third restart fails the run, naming the key.
+// max_restarts (Limits.MaxRestarts when set, which wins over the graph's,
+// else the graph's) bounds the loops: the third restart fails the run,
+// naming the key.
 func TestLoopRestartBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name, graph string
 		lim         int
-	}{{"graph", "max_restarts=2;", 0}, {"limit", "", 2}} {
+	}{{"graph", "max_restarts=2;", 0}, {"limit", "", 2}, {"limit wins", "max_restarts=9;", 2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, h, _ := scriptedRunner(map[string][]StageStatus{"check": {StatusFail}})
 			r.Limits.MaxRestarts = tc.lim
@@ -158,4 +159,15 @@ func TestLoopRestartKilledBeforeRestartRecord(t *testing.T) {
 	if cp, err := LoadCheckpoint(crashed); err != nil || cp.Restarts != 1 {
 		t.Errorf("restarts after the resume: %v %v; want 1", cp, err)
 	}
+}
+
+// max_restarts=0 on the graph is refused (it read as the default 5), as
+// [pipeline] max_restarts=0 is.
+func TestLoopRestartZeroRefused(t *testing.T) {
+	for _, d := range Validate(mustParse(t, restartGraph("max_restarts=0;")), ValidateOptions{}) {
+		if d.Severity == SeverityError && d.Rule == RuleAttrValue && strings.Contains(d.Message, "max_restarts=0 must be 1 or more") {
+			return
+		}
+	}
+	t.Errorf("no error for max_restarts=0 in %v", Validate(mustParse(t, restartGraph("max_restarts=0;")), ValidateOptions{}))
 }

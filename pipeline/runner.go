@@ -34,8 +34,8 @@ type Limits struct {
 	MaxSteps int
 	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause.
 	MaxGoalGateRetries int
-	// MaxRestarts bounds the loop_restart edges a run takes (the graph's
-	// max_restarts attribute overrides it).
+	// MaxRestarts bounds the loop_restart edges a run takes (0: the
+	// graph's max_restarts attribute, else 5; set, it wins over the graph's).
 	MaxRestarts int
 	// MaxTokens, MaxCostUSD and MaxWallTime are the run's budgets: past
 	// one, the run stops after the current stage with a checkpoint

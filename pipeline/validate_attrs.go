@@ -177,7 +177,7 @@ var knownAttrs = map[string]attrSpec{
 	"default_max_retry":     {onGraph, countCheck}, // attractor's old name; the parser renames it
 	"default_fidelity":      {scope: onGraph},
 	"max_node_visits":       {onGraph | onNode, countCheck},
-	"max_restarts":          {onGraph, countCheck},
+	"max_restarts":          {onGraph, positiveCountCheck},
 	"max_steps":             {onGraph, countCheck},
 	"retry_target":          {scope: onGraph | onNode},
 	"fallback_retry_target": {scope: onGraph | onNode},
