@@ -36,8 +36,8 @@ type Pipeline struct {
 	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause
 	// (default 5).
 	MaxGoalGateRetries int `toml:"max_goal_gate_retries"`
-	// MaxRestarts bounds the loop_restart edges a run takes (default 5);
-	// a graph's max_restarts attribute overrides it.
+	// MaxRestarts bounds the loop_restart edges a run takes (default: the
+	// graph's max_restarts, else 5); set, it wins over the graph's.
 	MaxRestarts int `toml:"max_restarts"`
 	// ToolTimeout is a tool node's timeout when it sets none (default 5m).
 	ToolTimeout time.Duration `toml:"tool_timeout"`

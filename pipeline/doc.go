@@ -46,7 +46,8 @@
 //	default_fidelity       fidelity of nodes and edges that set none (default compact)
 //	thread_id              the thread of full-fidelity stages whose node and edge set none
 //	max_node_visits        how often one node may run (default 25, Limits.MaxNodeVisits)
-//	max_restarts           loop_restart edges the run may take (default 5, Limits.MaxRestarts)
+//	max_restarts           loop_restart edges the run may take (default 5; 1 or more; [pipeline] max_restarts
+//	                       in morph.toml, Limits.MaxRestarts, wins over it)
 //	max_steps              the stages a run may take, repeats included (default max(1000, 4 x the nodes);
 //	                       [pipeline] max_steps in morph.toml, Limits.MaxSteps, wins over it)
 //
@@ -110,14 +111,14 @@
 //	                      parallel.results.<branch>, spec 3.8) or best (the chosen branch's are applied)
 //	stack.child_dotfile   stack.manager_loop: the child pipeline, relative to this file (on the node, else
 //	                      on the graph, as Appendix A has it)
-//	stack.child_workdir   stack.manager_loop: the child's agents' workdir (node, else graph), relative to
-//	                      this file's directory and inside it, or absolute; it must be a directory
-//	manager.poll_interval stack.manager_loop: how often it observes the child (default 45s)
+//	manager.poll_interval stack.manager_loop: how often it observes the child (default 45s; more than 0)
 //	manager.max_cycles    stack.manager_loop: polls before it cancels the child and fails (default 1000;
-//	                      before attractor 4.11's polls it counted child runs: a value under 10 without
+//	                      1 or more; counted over the visit's child runs and the parent's resumes; before
+//	                      attractor 4.11's polls it counted child runs: a value under 10 without
 //	                      manager.poll_interval warns)
 //	manager.max_child_runs
-//	                      stack.manager_loop: runs of a failing child, each goal naming the last failure (default 1)
+//	                      stack.manager_loop: runs of a failing child, each goal naming the last failure
+//	                      (default 1; 1 or more)
 //	manager.stop_condition
 //	                      stack.manager_loop: evaluated against the parent's context at every poll; true
 //	                      cancels the child (resumable) and the stage succeeds
@@ -249,8 +250,16 @@
 // steer as steer.md into the child's active stage directory and hands it to
 // the child, whose run puts it in its context as stack.steer before its next
 // stage; the next codergen stage reads it into its preamble and deletes it,
-// so one stage reads it. The child's run directory is
-// <manager's stage dir>/cycle-<n>, its n-th run. A Temporal workflow does not
+// so one stage reads it (a new steer replaces one not yet read; a steer cut
+// at 16 KiB warns). The child's run directory is
+// <manager's stage dir>/cycle-<n>, its n-th run, under visit-<v>/ on the
+// node's v-th visit; manager.json beside the runs keeps the polls spent, and
+// a resumed parent takes the child's progress from its checkpoint, so that
+// neither counts from 0 again. Three differences from attractor 4.11: the
+// manager waits between polls whatever manager.actions says; the stop
+// condition is evaluated before the steer, not after; and a bare outcome=
+// in it reads the parent's last stage outcome (the child's is
+// context.stack.child.outcome). A Temporal workflow does not
 // run manager loops (temporal's durable rule).
 //
 // # Loops that restart
@@ -262,8 +271,8 @@
 // go to restart-<n>/<node>/. The path, the usage and the budgets run on over
 // the loops; the context's log and an EventLoopRestarted event say where
 // each loop began. The journal's restart record makes a resume exact. At most
-// max_restarts restarts (the graph's attribute, else Limits.MaxRestarts,
-// [pipeline] max_restarts, default 5); past them the run fails, naming the
+// max_restarts restarts (Limits.MaxRestarts, [pipeline] max_restarts, when
+// set, else the graph's attribute, default 5); past them the run fails, naming the
 // key. Full-fidelity threads (threads/) carry over: the loops share the
 // run's conversations.
 //

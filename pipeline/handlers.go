@@ -327,9 +327,6 @@ func agentConfig(ctx context.Context, a agentStage) (AgentRunConfig, error) {
 			cfg.MaxTokens = max(x.run.lim.MaxTokens-x.run.usedTokens(), 1)
 		}
 	}
-	if cfg.WorkDir == "" && x != nil && x.Runner != nil {
-		cfg.WorkDir = x.Runner.workDir // a manager's stack.child_workdir
-	}
 	if cfg.WorkDir == "" && a.store != nil {
 		cfg.WorkDir = a.store.BaseDir()
 	}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -61,7 +62,8 @@ const SteerFile = "steer.md"
 // ManagerLoopHandler supervises a child pipeline (house, attractor 4.11):
 // it runs the DOT file stack.child_dotfile (the node's, else the graph's;
 // relative to the parent's file) as a run of its own under
-// <stage dir>/cycle-<n>, with the parent's runner settings, and observes it
+// <stage dir>/cycle-<n> (<stage dir>/visit-<v>/cycle-<n> when the node runs
+// again), with the parent's runner settings, and observes it
 // while it runs: every manager.poll_interval (default 45s) it copies the
 // child's progress into the parent's context (stack.child.status,
 // .outcome, .active_stage, .completed, .retries), evaluates
@@ -86,14 +88,64 @@ type manager struct {
 	node     *Node
 	pctx     *Context
 	file     string // the child's DOT file
-	workDir  string // stack.child_workdir resolved, or ""
 	interval time.Duration
 	maxPolls int
 	runs     int
 	stop     string
 	steer    bool
 	cooldown int
-	polls    int // over all the child's runs
+	polls    int // over all the child's runs in this visit, resumes included
+	// pollsFile keeps polls for a resume (managerStateFile).
+	pollsFile string
+}
+
+// managerStateFile, beside the visit's child runs, holds the manager's
+// polls so far, written at every poll: a parent killed and resumed counts
+// manager.max_cycles on rather than from 0.
+const managerStateFile = "manager.json"
+
+// managerState is managerStateFile's content.
+type managerState struct {
+	Polls int `json:"polls"`
+}
+
+// loadPolls reads the polls a stopped run of this visit spent; 0 when
+// there was none. A file that is not the manager's is refused, saying
+// what to do.
+func loadPolls(dir string) (int, error) {
+	path := filepath.Join(dir, managerStateFile)
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	var st managerState
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular() || fi.Size() > 4<<10: // nothing the manager writes
+		err = fmt.Errorf("not a small regular file")
+	default:
+		var b []byte
+		if b, err = os.ReadFile(path); err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+	}
+	if err == nil && st.Polls < 0 {
+		err = fmt.Errorf("polls %d is negative", st.Polls)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s is not the manager's poll count (%w): delete it to count manager.max_cycles from 0", safetext.Quote(path, 300), err)
+	}
+	return st.Polls, nil
+}
+
+// savePolls writes m.polls for a resume; a failure is a warning, since
+// the run itself is unharmed (a resume would count polls from an older
+// number).
+func (m *manager) savePolls() {
+	b, _ := json.Marshal(managerState{Polls: m.polls})
+	if err := writeFileQuick(m.pollsFile, b); err != nil {
+		m.x.Emit(Event{Kind: EventWarning, NodeID: m.node.ID, Message: "manager loop: poll count not saved: " + safetext.Line(err.Error(), 300)})
+	}
 }
 
 // Execute runs and observes the child.
@@ -111,10 +163,11 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 	}
 	child := m.childRunner()
 	goal := node.Attr("manager.goal", pctx.GetString(KeyGoal))
-	dir := stageDir(x, node.ID)
-	if dir == "" {
-		dir = filepath.Join(x.RunDir, node.ID)
+	dir := m.childDir()
+	if m.polls, err = loadPolls(dir); err != nil {
+		return Fail("manager loop %s: %v", node.ID, err), nil
 	}
+	m.pollsFile = filepath.Join(dir, managerStateFile)
 	out := &Outcome{ContextUpdates: map[string]any{}}
 	again := ""
 	for n := 1; n <= m.runs; n++ {
@@ -177,8 +230,10 @@ func newManager(x *Execution, node *Node, pctx *Context) (*manager, error) {
 		m.file = filepath.Join(x.BaseDir, m.file)
 	}
 	var err error
-	if m.workDir, err = childWorkDir(m.attr("stack.child_workdir"), x.BaseDir); err != nil {
-		return nil, err
+	for _, c := range managerChecks {
+		if err := c.check(node.Attrs, c.key, "node "+node.ID); err != nil {
+			return nil, err
+		}
 	}
 	if m.interval, err = node.Duration("manager.poll_interval", DefaultManagerPollInterval); err != nil {
 		return nil, err
@@ -200,8 +255,60 @@ func newManager(x *Execution, node *Node, pctx *Context) (*manager, error) {
 			return nil, fmt.Errorf("manager.stop_condition: %w", err)
 		}
 	}
-	m.maxPolls, m.runs = max(m.maxPolls, 1), max(m.runs, 1)
 	return m, nil
+}
+
+// managerChecks are the manager's settings that a run refuses as
+// validation does (attr_value): a poll interval of 0 would spend every
+// poll at once, and 0 polls or child runs would cancel the child before it
+// started; negative cooldowns are typos.
+var managerChecks = []struct {
+	key   string
+	check func(attrs map[string]string, key, who string) error
+}{
+	{"manager.poll_interval", positiveDurationAttr},
+	{"manager.max_cycles", positiveCountAttr},
+	{"manager.max_child_runs", positiveCountAttr},
+	{"manager.steer_cooldown", countAttr},
+}
+
+// positiveCountCheck is attr_value's check of a count where 0 would mean
+// nothing runs.
+var positiveCountCheck = &attrCheck{positiveCountAttr, "write a whole number, 1 or more (unset: the default)"}
+
+// positiveCountAttr refuses a count below 1 (unset is the default).
+func positiveCountAttr(attrs map[string]string, key, who string) error {
+	n, err := intAttr(attrs, key, 1, who)
+	if err == nil && n < 1 {
+		err = fmt.Errorf("%s: %s=%d must be 1 or more", who, key, n)
+	}
+	return err
+}
+
+// positiveDurationAttr refuses a duration of 0 or less (unset is the
+// default).
+func positiveDurationAttr(attrs map[string]string, key, who string) error {
+	if d, err := ParseDuration(attrs[key]); strings.TrimSpace(attrs[key]) != "" && err == nil && d <= 0 {
+		return fmt.Errorf("%s: %s=%q must be longer than 0", who, key, attrs[key])
+	}
+	return durationAttr(attrs, key, who)
+}
+
+// childDir is where this visit of the manager node keeps its child's runs
+// (cycle-<n>): the stage directory on the first visit, visit-<v> under it
+// on a later one, so that a revisit runs its child afresh while a resumed
+// run (the same visit: visits are in the journal) finds its child again.
+func (m *manager) childDir() string {
+	dir := stageDir(m.x, m.node.ID)
+	if dir == "" {
+		dir = filepath.Join(m.x.RunDir, m.node.ID)
+	}
+	if m.x.run != nil {
+		if v := m.x.run.cp.Visits[m.node.ID]; v > 1 {
+			dir = filepath.Join(dir, fmt.Sprintf("visit-%d", v))
+		}
+	}
+	return dir
 }
 
 // attr is the manager node's attribute key, else the graph's.
@@ -238,32 +345,6 @@ func managerActionsAttr(attrs map[string]string, key, who string) error {
 	return nil
 }
 
-// childWorkDir resolves stack.child_workdir: relative to the parent's
-// file's directory, and then not outside it (an absolute path is the
-// operator's to name); it must be a directory.
-func childWorkDir(dir, base string) (string, error) {
-	if dir == "" {
-		return "", nil
-	}
-	if !filepath.IsAbs(dir) {
-		if leavesDir(dir) {
-			return "", fmt.Errorf("stack.child_workdir %s leaves the pipeline file's directory: name a directory inside it, or an absolute path", safetext.Quote(dir, 200))
-		}
-		dir = filepath.Join(base, dir)
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("stack.child_workdir %s is not a directory: create it or name another", safetext.Quote(dir, 200))
-	}
-	return dir, nil
-}
-
-// leavesDir says whether the relative path rel leads out of the
-// directory it is relative to.
-func leavesDir(rel string) bool {
-	rel = filepath.Clean(rel)
-	return rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
 // childRunner is the runner of the child: the parent's, one level deeper,
 // spending what is left of the parent's budgets, its events forwarded
 // with the manager's node id in front.
@@ -271,7 +352,6 @@ func (m *manager) childRunner() *Runner {
 	x := m.x
 	child := *x.Runner
 	child.depth++
-	child.workDir = m.workDir
 	if x.run != nil { // the child spends what is left of the parent's budgets
 		used := x.run.cp.Usage
 		if child.Limits.MaxTokens > 0 {
@@ -322,6 +402,20 @@ func (p *childProgress) observe(ev Event) {
 		p.outcome = string(ev.Status)
 	case EventStageRetrying:
 		p.retries++
+	}
+}
+
+// resumed seeds p with the progress of a child run that stopped before
+// (the parent was killed or canceled in it), as its events would have.
+func (p *childProgress) resumed(cp *Checkpoint) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.completed, p.active = len(cp.Completed), cp.CurrentNode
+	for _, n := range cp.RetryCounts {
+		p.retries += n
+	}
+	if o := cp.Outcomes[cp.CurrentNode]; o != nil {
+		p.outcome = string(o.Status)
 	}
 }
 
@@ -398,6 +492,13 @@ func (m *manager) supervise(ctx context.Context, child *Runner, g *Graph, cfg Ru
 	waitCtx, childEnded := exec.WithCancel(ctx)
 	defer childEnded()
 	p := &childProgress{status: childRunning, runDir: cfg.RunDir}
+	cp, err := LoadCheckpoint(cfg.RunDir)
+	switch {
+	case err == nil:
+		p.resumed(cp)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, "", err
+	}
 	c := *child
 	c.steer = &steerBox{}
 	forward := child.OnEvent
@@ -407,7 +508,7 @@ func (m *manager) supervise(ctx context.Context, child *Runner, g *Graph, cfg Ru
 	}
 	exec.ForEach(ctx, 2, 2, func(_ context.Context, i int) {
 		if i == 0 {
-			res, err = runCycle(childCtx, &c, g, cfg)
+			res, err = runCycle(childCtx, &c, g, cfg, cp != nil)
 			p.end(res)
 			childEnded()
 			return
@@ -430,6 +531,7 @@ func (m *manager) observe(ctx, waitCtx context.Context, p *childProgress, steer 
 	lastSteer := -m.cooldown
 	for {
 		m.polls++
+		m.savePolls()
 		status, active := p.publish(m.pctx)
 		m.x.Emit(Event{Kind: EventManagerObserved, NodeID: m.node.ID, Attempt: m.x.Attempt,
 			Message: fmt.Sprintf("poll %d: child %s, at %s", m.polls, status, safetext.Line(active, 200))})
@@ -469,7 +571,10 @@ func (m *manager) steerChild(steer *steerBox, runDir, active string) bool {
 	if text == "" {
 		return false
 	}
-	text = safetext.Truncate(safetext.Escape(text), maxSteerBytes)
+	if text = safetext.Escape(text); len(text) > maxSteerBytes {
+		m.x.Emit(Event{Kind: EventWarning, NodeID: m.node.ID, Message: fmt.Sprintf("manager loop: steer of %d bytes cut to %d", len(text), maxSteerBytes)})
+		text = safetext.Truncate(text, maxSteerBytes)
+	}
 	if dir := stageDir(&Execution{RunDir: runDir}, active); dir != "" {
 		_ = writeFileQuick(filepath.Join(dir, SteerFile), []byte(text+"\n")) // the child's stage dir: for people and its agent
 	}
@@ -480,11 +585,9 @@ func (m *manager) steerChild(steer *steerBox, runDir, active string) bool {
 // runCycle runs one cycle of the child pipeline, or, when its run directory
 // holds a run already (the manager stage runs again after its run stopped),
 // resumes it, or takes its end when it is over.
-func runCycle(ctx context.Context, child *Runner, g *Graph, cfg RunConfig) (*Result, error) {
-	if _, err := LoadCheckpoint(cfg.RunDir); errors.Is(err, fs.ErrNotExist) {
+func runCycle(ctx context.Context, child *Runner, g *Graph, cfg RunConfig, resume bool) (*Result, error) {
+	if !resume {
 		return child.Run(ctx, g, cfg)
-	} else if err != nil {
-		return nil, err
 	}
 	cfg.Goal = "" // the cycle's own, from its manifest
 	return child.Resume(ctx, g, cfg)
@@ -496,15 +599,14 @@ const RuleManagerLoop = "manager_loop"
 
 // checkManagerLoop warns of a manager.max_cycles that reads as the child
 // reruns it was before attractor 4.11's observation polls, and refuses a
-// stop condition that does not parse and a relative stack.child_workdir
-// that leaves the pipeline's directory.
+// stop condition that does not parse.
 func checkManagerLoop(g *Graph, _ ValidateOptions) []Diagnostic {
 	var out []Diagnostic
 	for _, n := range g.Nodes {
 		if n.Type() != TypeManagerLoop {
 			continue
 		}
-		if c, err := n.Int("manager.max_cycles", DefaultManagerMaxCycles); err == nil && c < 10 && strings.TrimSpace(n.Attrs["manager.poll_interval"]) == "" {
+		if c, err := n.Int("manager.max_cycles", DefaultManagerMaxCycles); err == nil && c >= 1 && c < 10 && strings.TrimSpace(n.Attrs["manager.poll_interval"]) == "" {
 			out = append(out, nodeDiag(RuleManagerLoop, SeverityWarning, n, "for child reruns set manager.max_child_runs; set manager.poll_interval to keep few polls",
 				"node %s: manager.max_cycles now counts observation polls (attractor 4.11); for child reruns use manager.max_child_runs", n.ID))
 		}
@@ -512,12 +614,6 @@ func checkManagerLoop(g *Graph, _ ValidateOptions) []Diagnostic {
 			if _, err := ParseCondition(c); err != nil {
 				out = append(out, nodeDiag(RuleManagerLoop, SeverityError, n, `write clauses key=value or key!=value joined by &&, e.g. "context.stack.child.completed=3"`,
 					"node %s: manager.stop_condition: %v", n.ID, err))
-			}
-		}
-		for _, attrs := range []map[string]string{n.Attrs, g.Attrs} {
-			if d := strings.TrimSpace(attrs["stack.child_workdir"]); d != "" && !filepath.IsAbs(d) && leavesDir(d) {
-				out = append(out, nodeDiag(RuleManagerLoop, SeverityError, n, "name a directory inside the pipeline file's directory, or an absolute path",
-					"node %s: stack.child_workdir %s leaves the pipeline file's directory", n.ID, safetext.Quote(d, 200)))
 			}
 		}
 	}

@@ -2,9 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -121,23 +125,27 @@ func TestManagerStopConditionCancelsRunningChild(t *testing.T) {
 
 // Steer: the manager writes steer.md into the child's active stage
 // directory and the child's next agent stage has it in its preamble, once;
-// a steer of a megabyte with terminal escapes is escaped and cut. The
-// child's agents work in stack.child_workdir.
+// a steer of a megabyte with terminal escapes is escaped and cut.
 func TestManagerSteersChild(t *testing.T) {
 	b := &fakeBackend{}
 	ticks := make(chan struct{})
 	iv := NewQueueInterviewer()
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
-	r := &Runner{Backend: b, Interviewer: iv, Clock: tickClock{clk, ticks}}
-	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s", stack.child_workdir="w",
+	var mu sync.Mutex
+	var cuts []string
+	r := &Runner{Backend: b, Interviewer: iv, Clock: tickClock{clk, ticks}, OnEvent: func(ev Event) {
+		if ev.Kind == EventWarning && strings.Contains(ev.Message, "steer of") {
+			mu.Lock()
+			cuts = append(cuts, ev.NodeID+": "+ev.Message)
+			mu.Unlock()
+		}
+	}}
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s",
 		manager.actions="observe,wait,steer", manager.steer_cooldown=1, manager.steer_prompt="Focus: $goal ` + strings.Repeat("x", 1<<20-100) + `"];
 		done [shape=Msquare]; start -> boss -> done }`
 	goal := "the tests\x1b[2J"
 	answered := false
 	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "w"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	steerFile := filepath.Join(dir, "run", "boss", "cycle-1", "gate", SteerFile)
 	res, run := managerRun(t, r, dir, parent, gatedChild, goal, ticks, func() bool {
 		if len(iv.Asked()) == 0 {
@@ -163,6 +171,11 @@ func TestManagerSteersChild(t *testing.T) {
 	if len(steer) > maxSteerBytes+100 {
 		t.Errorf("steer.md has %d bytes, past the cap %d", len(steer), maxSteerBytes)
 	}
+	mu.Lock()
+	if len(cuts) == 0 || !strings.HasPrefix(cuts[0], "boss: ") || !strings.Contains(cuts[0], "cut to 16384") {
+		t.Errorf("warnings of the cut steer: %q; want boss's saying it was cut to 16384 bytes", cuts)
+	}
+	mu.Unlock()
 	var writes []AgentRunConfig
 	for _, c := range b.calls {
 		if c.NodeID == "write" {
@@ -171,9 +184,6 @@ func TestManagerSteersChild(t *testing.T) {
 	}
 	if len(writes) != 1 || !strings.Contains(writes[0].Preamble, `Focus: the tests\x1b[2J`) {
 		t.Fatalf("write's agent runs %d, preamble %.80q: want the steer in it", len(writes), firstPreamble(writes))
-	}
-	if want := filepath.Join(dir, "w"); writes[0].WorkDir != want {
-		t.Errorf("the child's agent works in %q, want stack.child_workdir %q", writes[0].WorkDir, want)
 	}
 	cp, err := LoadCheckpoint(filepath.Join(run, "boss", "cycle-1"))
 	if err != nil {
@@ -231,9 +241,14 @@ func TestManagerMaxCyclesCancelsChild(t *testing.T) {
 func TestManagerValidation(t *testing.T) {
 	for _, tc := range []struct{ attrs, want string }{
 		{`manager.max_cycles=3`, "warning:manager_loop:manager.max_cycles now counts observation polls"},
-		{`stack.child_workdir="../elsewhere"`, "error:manager_loop:leaves the pipeline file's directory"},
+		{`stack.child_workdir="w"`, "warning:unknown_attribute:stack.child_workdir"},
 		{`manager.stop_condition="context.stack.child.status=="`, "error:manager_loop:manager.stop_condition:"},
 		{`manager.actions="observe,jump"`, `error:attr_value:"jump" is not one of observe, wait, steer`},
+		{`manager.poll_interval="0s"`, `error:attr_value:manager.poll_interval="0s" must be longer than 0`},
+		{`manager.poll_interval="0"`, `error:attr_value:manager.poll_interval="0" must be longer than 0`},
+		{`manager.max_cycles=0`, `error:attr_value:manager.max_cycles=0 must be 1 or more`},
+		{`manager.max_child_runs=0`, `error:attr_value:manager.max_child_runs=0 must be 1 or more`},
+		{`manager.steer_cooldown=-1`, `error:attr_value:manager.steer_cooldown=-1 is negative`},
 	} {
 		g := mustParse(t, `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="c.dot", `+tc.attrs+`]; done [shape=Msquare]; start -> boss -> done }`)
 		found := false
@@ -247,17 +262,152 @@ func TestManagerValidation(t *testing.T) {
 			t.Errorf("%s: no %s in %v", tc.attrs, tc.want, Validate(g, ValidateOptions{}))
 		}
 	}
-	if _, err := childWorkDir("..", "/tmp"); err == nil || !strings.Contains(err.Error(), "leaves") {
-		t.Errorf("child workdir '..': %v", err)
+}
+
+// The handler refuses, naming the key, the settings validation refuses
+// (an embedder may run the handler without validating): a poll interval of
+// 0 would spend every poll at once and cancel the child.
+func TestManagerZeroSettingsRefused(t *testing.T) {
+	for _, tc := range []struct{ attrs, key string }{
+		{`manager.poll_interval="0s"`, "manager.poll_interval"},
+		{`manager.max_cycles=0`, "manager.max_cycles"},
+		{`manager.max_child_runs=0`, "manager.max_child_runs"},
+		{`manager.steer_cooldown=-2`, "manager.steer_cooldown"},
+	} {
+		g := mustParse(t, `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="c.dot", `+tc.attrs+`]; done [shape=Msquare]; start -> boss -> done }`)
+		if _, err := newManager(&Execution{Graph: g}, g.Node("boss"), NewContext()); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s: %v; want an error naming %s", tc.attrs, err, tc.key)
+		}
 	}
-	if _, err := childWorkDir("missing", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a directory") {
-		t.Errorf("missing child workdir: %v", err)
+}
+
+// A manager node visited twice in one loop runs its child again, in a
+// directory of its own; the first visit's child stays as it ended.
+func TestManagerRevisitRunsChildAgain(t *testing.T) {
+	child := `digraph child { start [shape=Mdiamond]; work; done [shape=Msquare]; start -> work -> done }`
+	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot"]; check; done [shape=Msquare];
+		start -> boss -> check; check -> boss [condition="outcome=fail"]; check -> done [condition="outcome=success"] }`
+	r, h, clk := scriptedRunner(map[string][]StageStatus{"check": {StatusFail, StatusSuccess}})
+	r.Clock = childEndClock{clk}
+	res, run := managerRun(t, r, t.TempDir(), parent, child, "G", nil, func() bool { return false })
+	if res.State != RunSuccess || res.Nodes["boss"].Visits != 2 {
+		t.Fatalf("%s (%s), boss visited %d times; want success after 2", res.State, res.FailureReason, res.Nodes["boss"].Visits)
 	}
-	base := t.TempDir()
-	if err := os.Mkdir(filepath.Join(base, "w"), 0o755); err != nil {
+	if h.calls["work"] != 2 {
+		t.Errorf("the child's work ran %d times in 2 visits of boss, want 2", h.calls["work"])
+	}
+	for _, d := range []string{filepath.Join(run, "boss", "cycle-1"), filepath.Join(run, "boss", "visit-2", "cycle-1")} {
+		if cp, err := LoadCheckpoint(d); err != nil || cp.State != RunSuccess {
+			t.Errorf("child run %s: %v; want a finished run", d, err)
+		}
+	}
+}
+
+// driveRun runs start while it ticks the clock whenever ready says the
+// child waits; it returns the run's result.
+func driveRun(t *testing.T, ticks chan struct{}, ready func() bool, start func() (*Result, error)) *Result {
+	t.Helper()
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := start()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	deadline := time.After(2 * time.Minute)
+	for {
+		var tick chan struct{}
+		if ready() {
+			tick = ticks
+		}
+		select {
+		case tick <- struct{}{}:
+		case res := <-done:
+			return res
+		case <-deadline:
+			t.Fatal("the run did not end in 2 minutes")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// The child's progress (stack.child.completed) and the manager's polls
+// survive a kill of the parent in the child's run: a resumed parent sees
+// the stages the child finished before, as a fresh run does, and counts
+// manager.max_cycles on.
+func TestManagerResumeKeepsChildProgress(t *testing.T) {
+	const child = `digraph child { start [shape=Mdiamond]; a; b; gate [shape=hexagon]; write; done [shape=Msquare];
+		start -> a -> b -> gate; gate -> write [label="ok"]; write -> done }`
+	const parent = `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s", manager.max_cycles=50,
+		manager.stop_condition="context.stack.child.active_stage=gate && context.stack.child.completed=3"]; done [shape=Msquare]; start -> boss -> done }`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "child.dot"), []byte(child), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := childWorkDir("w", base); err != nil || d != filepath.Join(base, "w") {
-		t.Errorf("child workdir w: %q %v", d, err)
+	path := filepath.Join(dir, "p.dot")
+	g, err := ParseDOTNamed(path, []byte(parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, h, clk := scriptedRunner(nil)
+	ticks := make(chan struct{})
+	iv := NewQueueInterviewer()
+	r.Clock, r.Interviewer = tickClock{clk, ticks}, iv
+	cfg := RunConfig{RunDir: filepath.Join(dir, "run"), Source: []byte(parent), DotFile: path}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var killed atomic.Bool
+	h.hook = func(node string) {
+		if node == "b" {
+			cancel()
+			killed.Store(true)
+		}
+	}
+	// The manager polls once as the child starts, before the kill.
+	res := driveRun(t, ticks, func() bool { return false }, func() (*Result, error) { return r.Run(ctx, g, cfg) })
+	if res.State != RunCanceled || !killed.Load() {
+		t.Fatalf("first run %s (%s); want canceled at b", res.State, res.FailureReason)
+	}
+	before, err := loadPolls(filepath.Join(cfg.RunDir, "boss"))
+	if err != nil || before < 1 {
+		t.Fatalf("polls kept at the kill: %d, %v; want 1 or more", before, err)
+	}
+	h.hook = nil
+	res = driveRun(t, ticks, func() bool { return len(iv.Asked()) > 0 }, func() (*Result, error) { return r.Resume(context.Background(), g, cfg) })
+	if res.State != RunSuccess || !strings.Contains(res.Nodes["boss"].Notes, "stop condition satisfied") {
+		t.Fatalf("resumed run %s (%s), boss %q; want the stop condition to hold at the gate", res.State, res.FailureReason, res.Nodes["boss"].Notes)
+	}
+	// A context value is an int, or a float64 once it went through JSON.
+	if got := fmt.Sprint(res.Context[KeyChildCompleted]); got != "3" {
+		t.Errorf("stack.child.completed = %s after the resume, want 3", got)
+	}
+	if got, _ := strconv.Atoi(fmt.Sprint(res.Context["boss.polls"])); got <= before {
+		t.Errorf("boss.polls = %#v after the resume, want more than the %d polls before the kill", res.Context["boss.polls"], before)
+	}
+}
+
+// A manager.json that is not the manager's (a directory, oversize,
+// malformed, negative) fails the stage naming the file and what to do.
+func TestManagerPollsFileHostile(t *testing.T) {
+	for name, write := range map[string]func(string) error{
+		"malformed": func(p string) error { return os.WriteFile(p, []byte("{\x1b[2J"), 0o644) },
+		"negative":  func(p string) error { return os.WriteFile(p, []byte(`{"polls":-4}`), 0o644) },
+		"oversize": func(p string) error {
+			return os.WriteFile(p, []byte(`{"polls":1,"x":"`+strings.Repeat("x", 1<<20)+`"}`), 0o644)
+		},
+		"directory": func(p string) error { return os.Mkdir(p, 0o755) },
+	} {
+		dir := t.TempDir()
+		if err := write(filepath.Join(dir, managerStateFile)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadPolls(dir)
+		if err == nil || !strings.Contains(err.Error(), "delete it") || strings.ContainsRune(err.Error(), 0x1b) {
+			t.Errorf("%s: %v; want an escaped error saying to delete the file", name, err)
+		}
+	}
+	if n, err := loadPolls(t.TempDir()); n != 0 || err != nil {
+		t.Errorf("no file: %d, %v; want 0", n, err)
 	}
 }

@@ -32,7 +32,7 @@ func (x *run) restart(edge *Edge, cur, next string) (n int, past string) {
 	}
 	n = x.cp.Restarts + 1
 	if limit := x.maxRestarts(); n > limit {
-		return 0, fmt.Sprintf("edge %s has loop_restart=true and the run has restarted %d times, its max_restarts (set the graph's max_restarts attribute, or [pipeline] max_restarts in morph.toml, to allow more)", edge, limit)
+		return 0, fmt.Sprintf("edge %s has loop_restart=true and the run has restarted %d times, its max_restarts (raise [pipeline] max_restarts in morph.toml, or, when that is unset, the graph's max_restarts attribute, to allow more)", edge, limit)
 	}
 	x.mu.Lock()
 	x.cp.newLoop(n)
@@ -58,9 +58,15 @@ func (cp *Checkpoint) newLoop(n int) {
 	cp.GoalGateRetries = 0
 }
 
-// maxRestarts is the graph's max_restarts, else the limit's.
+// maxRestarts is the operator's Limits.MaxRestarts ([pipeline]
+// max_restarts) when set, else the graph's max_restarts, else the default:
+// the operator's wins, as for max_steps, so that a graph a client sends
+// (serve --allow-dot) cannot raise it.
 func (x *run) maxRestarts() int {
-	if n := x.graphInt("max_restarts", x.lim.MaxRestarts); n > 0 {
+	if x.r.Limits.MaxRestarts > 0 {
+		return x.r.Limits.MaxRestarts
+	}
+	if n := x.graphInt("max_restarts", 0); n > 0 {
 		return n
 	}
 	return x.lim.MaxRestarts

@@ -66,13 +66,14 @@ func TestLoopRestartStartsFreshLoop(t *testing.T) {
 	}
 }
 
-// max_restarts (the graph's, else Limits.MaxRestarts) bounds the loops:
-// the third restart fails the run, naming the key.
+// max_restarts (Limits.MaxRestarts when set, which wins over the graph's,
+// else the graph's) bounds the loops: the third restart fails the run,
+// naming the key.
 func TestLoopRestartBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name, graph string
 		lim         int
-	}{{"graph", "max_restarts=2;", 0}, {"limit", "", 2}} {
+	}{{"graph", "max_restarts=2;", 0}, {"limit", "", 2}, {"limit wins", "max_restarts=9;", 2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, h, _ := scriptedRunner(map[string][]StageStatus{"check": {StatusFail}})
 			r.Limits.MaxRestarts = tc.lim
@@ -126,4 +127,47 @@ func TestLoopRestartResumesExactly(t *testing.T) {
 	if want := []string{"start", "setup", "count", "check", "count", "check", "done"}; !slices.Equal(res.Path, want) {
 		t.Errorf("path %v, want %v", res.Path, want)
 	}
+}
+
+// A process killed while check runs, before its record and so before the
+// restart's, resumes with check running again: one restart, not two.
+func TestLoopRestartKilledBeforeRestartRecord(t *testing.T) {
+	src := restartGraph("")
+	r, h, _ := scriptedRunner(map[string][]StageStatus{"check": {StatusFail, StatusSuccess}})
+	dir := t.TempDir()
+	run, crashed := filepath.Join(dir, "run"), filepath.Join(dir, "crashed")
+	h.hook = func(node string) {
+		if node == "check" && h.calls["check"] == 1 { // inside check's first run
+			copyDir(t, run, crashed)
+		}
+	}
+	if res, err := r.Run(context.Background(), mustParse(t, src), RunConfig{RunDir: run, Source: []byte(src)}); err != nil || res.State != RunSuccess {
+		t.Fatalf("%v %+v", err, res)
+	}
+	h.hook = nil
+	r2, h2, _ := scriptedRunner(map[string][]StageStatus{"check": {StatusFail, StatusSuccess}})
+	res, err := r2.Resume(context.Background(), mustParse(t, src), RunConfig{RunDir: crashed, Source: []byte(src)})
+	if err != nil || res.State != RunSuccess {
+		t.Fatalf("resume: %v %+v", err, res)
+	}
+	if h2.calls["check"] != 2 || h2.calls["count"] != 1 || h2.calls["setup"] != 0 {
+		t.Errorf("resume calls %v: want check twice (again, then in the fresh loop), count once", h2.calls)
+	}
+	if want := []string{"start", "setup", "count", "check", "count", "check", "done"}; !slices.Equal(res.Path, want) {
+		t.Errorf("path %v, want %v", res.Path, want)
+	}
+	if cp, err := LoadCheckpoint(crashed); err != nil || cp.Restarts != 1 {
+		t.Errorf("restarts after the resume: %v %v; want 1", cp, err)
+	}
+}
+
+// max_restarts=0 on the graph is refused (it read as the default 5), as
+// [pipeline] max_restarts=0 is.
+func TestLoopRestartZeroRefused(t *testing.T) {
+	for _, d := range Validate(mustParse(t, restartGraph("max_restarts=0;")), ValidateOptions{}) {
+		if d.Severity == SeverityError && d.Rule == RuleAttrValue && strings.Contains(d.Message, "max_restarts=0 must be 1 or more") {
+			return
+		}
+	}
+	t.Errorf("no error for max_restarts=0 in %v", Validate(mustParse(t, restartGraph("max_restarts=0;")), ValidateOptions{}))
 }

@@ -34,8 +34,8 @@ type Limits struct {
 	MaxSteps int
 	// MaxGoalGateRetries bounds the jumps unsatisfied goal gates cause.
 	MaxGoalGateRetries int
-	// MaxRestarts bounds the loop_restart edges a run takes (the graph's
-	// max_restarts attribute overrides it).
+	// MaxRestarts bounds the loop_restart edges a run takes (0: the
+	// graph's max_restarts attribute, else 5; set, it wins over the graph's).
 	MaxRestarts int
 	// MaxTokens, MaxCostUSD and MaxWallTime are the run's budgets: past
 	// one, the run stops after the current stage with a checkpoint
@@ -175,10 +175,8 @@ type Runner struct {
 	Transforms []Transform
 
 	depth int // of a manager loop's child runner: its parent's plus one
-	// steer hands a manager loop's steers to its child's run; workDir is
-	// the child's agents' directory (stack.child_workdir).
-	steer   *steerBox
-	workDir string
+	// steer hands a manager loop's steers to its child's run.
+	steer *steerBox
 }
 
 func (r *Runner) limits() Limits {
