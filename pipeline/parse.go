@@ -150,9 +150,15 @@ func ReadDOTSource(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read pipeline %s: %w", path, err)
 	}
 	if len(src) > DefaultMaxDOTBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes (a pipeline is a few KiB)", path, DefaultMaxDOTBytes)
+		return nil, tooLarge(path, len(src), DefaultMaxDOTBytes)
 	}
 	return src, nil
+}
+
+// tooLarge is the refusal of a source of n bytes (read up to one past max).
+func tooLarge(name string, n, max int) *ParseError {
+	return &ParseError{File: name, Msg: fmt.Sprintf(
+		"source is %d bytes, over the limit of %d (ParseLimits.MaxBytes); a pipeline is a few KiB", n, max)}
 }
 
 // ParseDOTWith parses a pipeline from DOT source named name under lim. Every
@@ -206,8 +212,7 @@ func ReadDOTSource(path string) ([]byte, error) {
 func ParseDOTWith(name string, src []byte, lim ParseLimits) (*Graph, error) {
 	lim = lim.withDefaults()
 	if len(src) > lim.MaxBytes {
-		return nil, &ParseError{File: name, Msg: fmt.Sprintf(
-			"source is %d bytes, over the limit of %d (ParseLimits.MaxBytes); a pipeline is a few KiB", len(src), lim.MaxBytes)}
+		return nil, tooLarge(name, len(src), lim.MaxBytes)
 	}
 	if err := checkEncoding(name, src); err != nil {
 		return nil, err
