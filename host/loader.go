@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/morphhost/morph/abi"
+	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host/internal/extism"
 	"github.com/morphhost/morph/host/internal/interrupt"
 	"github.com/morphhost/morph/host/internal/wasmbin"
@@ -297,6 +298,7 @@ type Loader struct {
 	limits    wasmbin.Limits // with defaults
 	limitsKey string         // names limits in the cache of checked modules
 	pruned    sync.Once      // the cache's rewrites of older versions (pruneRewrites)
+	tel       *tracing       // LoaderOptions.Telemetry; nil: nothing recorded
 }
 
 // LoaderOptions configure a Loader.
@@ -311,6 +313,10 @@ type LoaderOptions struct {
 	SecretEnv []string
 	// ModuleLimits bound what the modules this loader loads may declare.
 	ModuleLimits ModuleLimits
+	// Telemetry records a span for every call into a plugin
+	// (morph.plugin.call), and the plugins' calls, faults, instances and
+	// memory; the zero value records nothing.
+	Telemetry engine.Telemetry
 }
 
 // DefaultCacheDir is morph's compilation cache under the user cache directory.
@@ -349,7 +355,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	limits := opts.ModuleLimits.wasmbin()
 	key := sha256.Sum256(fmt.Appendf(nil, "%+v", limits))
 	return &Loader{cache: cache, cacheDir: dir, log: log, secretEnv: slices.Clone(opts.SecretEnv),
-		limits: limits, limitsKey: hex.EncodeToString(key[:8])}, nil
+		limits: limits, limitsKey: hex.EncodeToString(key[:8]), tel: newTracing(opts.Telemetry)}, nil
 }
 
 // Close releases the compilation cache; close the loader's plugins first.
