@@ -123,6 +123,8 @@ type Config struct {
 	Verify Verification `toml:"verify"`
 	// OCI is the [oci] table: plugins from OCI registries (see oci.go).
 	OCI OCI `toml:"oci"`
+	// Telemetry is the [telemetry] table: OpenTelemetry (see telemetry.go).
+	Telemetry Telemetry `toml:"telemetry"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -272,6 +274,7 @@ func Load(path string) (*Config, error) {
 	v.verification()
 	v.mcpServers()
 	v.moduleLimits()
+	v.telemetry()
 	// In file order; mistakes that have no line go last.
 	slices.SortStableFunc(v.errs, func(a, b error) int { return lineOf(a) - lineOf(b) })
 	switch len(v.errs) {
