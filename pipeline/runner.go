@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/morphhost/morph/engine"
 )
 
 // Defaults of Limits.
@@ -168,6 +170,9 @@ type Runner struct {
 	// transforms, after the default ones (see Prepare).
 	Rules      []Rule
 	Transforms []Transform
+	// Telemetry records a span for the run and for each stage attempt,
+	// and the stages' durations (see telemetry.go); zero: nothing.
+	Telemetry engine.Telemetry
 
 	depth int // of a manager loop's child runner: its parent's plus one
 }
