@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -148,5 +149,45 @@ func TestPluginCallUntraced(t *testing.T) {
 	p := load(t, l, Config{Path: fixture(t, "echo_tool")})
 	if p.tel != nil || l.tel != nil {
 		t.Fatal("a loader without Telemetry traces")
+	}
+}
+
+// BenchmarkTracedTurn is BenchmarkMiddlewareTurn's turn through 16
+// plugins' hooks, without telemetry ("off") and with every span recorded
+// ("on": an SDK provider sampling everything, exporting nowhere, and a
+// metrics reader): what tracing costs a turn. Compare cpu-ns/op.
+func BenchmarkTracedTurn(b *testing.B) {
+	ctx := context.Background()
+	for _, on := range []bool{false, true} {
+		var tel engine.Telemetry
+		name := "off"
+		if on {
+			tel = engine.Telemetry{TracerProvider: sdktrace.NewTracerProvider(), MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))}
+			name = "on"
+		}
+		l, err := NewLoader(LoaderOptions{CacheDir: b.TempDir(), Telemetry: tel})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close(ctx) })
+		opts := []engine.Option{engine.WithTelemetry(tel)}
+		for i := range 16 {
+			opts = append(opts, engine.WithExtenders(l.Extender(Config{Path: fixture(b, "mw_observe"), Name: fmt.Sprintf("mw%d", i)}, engine.MiddlewareConfig{})))
+		}
+		e := engine.New(finalOnly{}, nil, opts...)
+		if err := e.Initialize(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { e.Close(ctx) })
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := cpuTime(b)
+			for b.Loop() {
+				if _, _, err := e.ResumeSession("bench", nil).RunTurn(ctx, "q", engine.RunOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
