@@ -105,7 +105,7 @@ type run struct {
 	nonce   string          // of the run's tool call IDs (callID), drawn at its first call
 	bounds  boundedCalls    // its Bounded middleware calls' context (run.bounded)
 	encoded [2]encoded      // the current event's payload, without the history and with it (run.event)
-	trace   runTrace        // its open spans (WithTelemetry)
+	trace   *runTrace       // its open spans (WithTelemetry); nil without
 }
 
 // Run runs the agent on task until it gives a final answer: one turn of a

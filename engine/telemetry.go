@@ -225,17 +225,17 @@ func (t *tracing) startStep(r *run, step int) {
 	if t == nil {
 		return
 	}
-	t.endStep(r, nil) // a step that ended without a record
-	if r.trace.turn == nil {
-		r.trace.turn = r.ctx
+	if r.trace == nil {
+		r.trace = &runTrace{turn: r.ctx}
 	}
+	t.endStep(r, nil) // a step that ended without a record
 	r.ctx, r.trace.step = t.tracer.Start(r.trace.turn, "morph.step "+strconv.Itoa(step), trace.WithAttributes(AttrStep.Int(step)))
 }
 
 // endStep ends the step in progress, if any, with its record (nil when
 // the step ended without one: the run failed or finished in it).
 func (t *tracing) endStep(r *run, st *Step) {
-	if t == nil || r.trace.step == nil {
+	if t == nil || r.trace == nil || r.trace.step == nil {
 		return
 	}
 	span := r.trace.step
