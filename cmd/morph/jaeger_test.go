@@ -237,26 +237,34 @@ func TestJaegerTrace(t *testing.T) {
 				}
 				return nil
 			})
-			byName := map[string]jaegerSpan{}
 			byID := map[string]jaegerSpan{}
 			for _, s := range spans {
 				byID[s.SpanID] = s
-				if _, seen := byName[s.OperationName]; !seen {
-					byName[s.OperationName] = s
-				}
 			}
+			// under is the span named child whose parent is named parent.
 			under := func(child, parent string) jaegerSpan {
 				t.Helper()
-				c, ok := byName[child]
-				if !ok {
-					t.Fatalf("no span %q in the trace", child)
+				var parents []string
+				for _, s := range spans {
+					if s.OperationName != child {
+						continue
+					}
+					got := byID[s.parent()].OperationName
+					if got == parent {
+						return s
+					}
+					parents = append(parents, got)
 				}
-				if got := byID[c.parent()].OperationName; got != parent {
-					t.Errorf("span %q is under %q, want %q", child, got, parent)
-				}
-				return c
+				t.Fatalf("no span %q under %q (those named so are under %q)", child, parent, parents)
+				return jaegerSpan{}
 			}
-			if root := byName["invoke_agent morph"]; root.parent() != "" || root.tag("gen_ai.conversation.id") == "" {
+			var root jaegerSpan
+			for _, s := range spans {
+				if s.OperationName == "invoke_agent morph" {
+					root = s
+				}
+			}
+			if root.parent() != "" || root.tag("gen_ai.conversation.id") == "" {
 				t.Errorf("the turn's span: parent %q, tags %v", root.parent(), root.Tags)
 			}
 			under("morph.step 1", "invoke_agent morph")
