@@ -247,8 +247,8 @@ TEMPORAL_CLI = $(shell scripts/temporal.sh --print-path 2>/dev/null)
 
 # Jaeger all-in-one v1.76.0, which cmd/morph's end-to-end trace test
 # (jaeger_test.go) sends a run's spans to and reads them back from: built
-# once from the Go module proxy into the cache (about 9 minutes of CPU cold,
-# see BENCHMARKS.md "Jaeger"; then nothing). JAEGER is its path once built.
+# once from the Go module proxy into the cache (6.3 minutes of CPU cold, see
+# BENCHMARKS.md "Jaeger"; then nothing). JAEGER is its path once built.
 tools-jaeger:
 	@scripts/jaeger.sh >/dev/null
 JAEGER = $(shell scripts/jaeger.sh --print-path 2>/dev/null)

@@ -35,7 +35,7 @@ func startJaeger(t *testing.T) *jaeger {
 	t.Helper()
 	bin := os.Getenv(jaegerEnv)
 	if bin == "" {
-		msg := jaegerEnv + " is not set: `make test` sets it to what scripts/jaeger.sh builds (Jaeger all-in-one v1.76.0, about 10 minutes once)"
+		msg := jaegerEnv + " is not set: `make test` sets it to what scripts/jaeger.sh builds (Jaeger all-in-one v1.76.0, about 4 minutes once)"
 		if testenv.CI() {
 			t.Fatal(msg)
 		}
