@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -189,5 +190,26 @@ func BenchmarkTracedTurn(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// A guest's fault message of terminal escapes, tens of kilobytes of them
+// (echo_tool answers its input as its error, and holds no more; the
+// engine's test sends a megabyte), reaches the span escaped and capped.
+func TestPluginCallHostileFault(t *testing.T) {
+	l, _, spans, _ := tracedLoader(t, 300)
+	p := load(t, l, Config{Path: fixture(t, "echo_tool")})
+	// Raw, as a guest's own text would be: not JSON's escapes.
+	in := []byte(`{"tool":"echo_input","params":{"text":"` + strings.Repeat("\x1b[2J\u202e\n", 1<<11) + `"}}`)
+	if _, err := p.Call(context.Background(), "morph_call_tool", in); !errors.Is(err, ErrGuest) {
+		t.Fatalf("call: %v, want the guest's error", err)
+	}
+	got := spans.GetSpans()
+	if len(got) != 1 || got[0].Status.Code != codes.Error {
+		t.Fatalf("spans %v, want one failed call", got)
+	}
+	desc := got[0].Status.Description
+	if strings.ContainsAny(desc, "\x1b\u202e\n") || len(desc) > 300+engine.MaxNoteBytes || !strings.Contains(desc, `\x1b[2J`) {
+		t.Errorf("the fault's %d bytes in the span, want at most %d, escaped: %.120q", len(desc), 300+engine.MaxNoteBytes, desc)
 	}
 }
