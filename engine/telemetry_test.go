@@ -135,10 +135,10 @@ func TestTelemetrySpanTree(t *testing.T) {
 		}
 		chats++
 		if v, _ := attr(s, "gen_ai.usage.input_tokens"); v.AsInt64() != 10 {
-			t.Errorf("chat span input tokens %v, want the scripted 10", v.Emit())
+			t.Errorf("chat span input tokens %v, want the scripted 10", v.String())
 		}
 		if v, _ := attr(s, "gen_ai.request.temperature"); v.AsFloat64() != 0.5 {
-			t.Errorf("chat span temperature %v, want 0.5", v.Emit())
+			t.Errorf("chat span temperature %v, want 0.5", v.String())
 		}
 		if s.Parent.SpanID() != spans["morph.step 1"].SpanContext.SpanID() && s.Parent.SpanID() != spans["morph.step 2"].SpanContext.SpanID() {
 			t.Errorf("a chat span is not under a step")
@@ -161,7 +161,7 @@ func TestTelemetrySpanTree(t *testing.T) {
 		t.Errorf("turn stop reason %q", v.AsString())
 	}
 	if v, _ := attr(turn, "gen_ai.usage.output_tokens"); v.AsInt64() != 10 {
-		t.Errorf("turn output tokens %v, want 2 calls x 5", v.Emit())
+		t.Errorf("turn output tokens %v, want 2 calls x 5", v.String())
 	}
 
 	hook := spans["morph.hook before_tool_call"]
@@ -180,7 +180,7 @@ func TestTelemetrySpanTree(t *testing.T) {
 	// Content is off: neither the task nor the tool's parameters are anywhere.
 	for _, s := range rec.spans.GetSpans() {
 		for _, kv := range s.Attributes {
-			if v := kv.Value.Emit(); strings.Contains(v, "secret") {
+			if v := kv.Value.String(); strings.Contains(v, "secret") {
 				t.Errorf("span %q attribute %s holds content with record_content off: %q", s.Name, kv.Key, v)
 			}
 		}

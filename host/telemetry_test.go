@@ -33,7 +33,7 @@ func tracedLoader(t *testing.T, maxBytes int) (*Loader, engine.Telemetry, *trace
 func spanAttr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

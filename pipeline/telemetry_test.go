@@ -47,7 +47,7 @@ func TestStageSpans(t *testing.T) {
 			case attrStatus:
 				st.status = kv.Value.AsString()
 			case attrAttempt:
-				st.attempt = kv.Value.Emit()
+				st.attempt = kv.Value.String()
 			}
 		}
 		got = append(got, st)

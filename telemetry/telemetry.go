@@ -296,7 +296,7 @@ func setup(ctx context.Context, c Config, getenv func(string) string) (*Provider
 			// value's origin, none is longer than this.
 			limits := sdktrace.NewSpanLimits()
 			limits.AttributeValueLengthLimit = s.maxBytes + engine.MaxNoteBytes
-			opts = append(opts, sdktrace.WithSpanLimits(limits))
+			opts = append(opts, sdktrace.WithRawSpanLimits(limits))
 		}
 		tp := sdktrace.NewTracerProvider(opts...)
 		p.Telemetry.TracerProvider = tp
