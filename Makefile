@@ -45,7 +45,7 @@ MOCK_LLM_VERSION := 0.1.29
 MOCK_LLM_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/morph/mock-llm-$(MOCK_LLM_VERSION)
 MOCK_LLM         := $(MOCK_LLM_DIR)/node_modules/.bin/mock-llm
 
-.PHONY: all go-version abi-pin build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate
+.PHONY: all go-version abi-pin build test fmt-check vet unit unit-root unit-modules guests demo demo-temporal chaos clean fixtures examples tools-wabt tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus tinygo tinygo-examples rust rust-test tools-rust fuzz fuzz-wasm fuzz-short extism-guests bench generate tools-jaeger
 
 all: build
 
@@ -81,7 +81,7 @@ build: go-version
 # mostly wait on the dev server) and the Rust PDK's; then the fuzzing, whose
 # two sequences keep both cores busy. -Otarget keeps each job's output whole.
 test: go-version fmt-check vet tools-wabt tools-rust
-	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus
+	@$(MAKE) --no-print-directory -j2 -Otarget guests tools-mock-llm tools-mcp tools-temporal tools-oci dot-corpus tools-jaeger
 	@$(MAKE) --no-print-directory -j3 -Otarget unit rust-test
 	@$(MAKE) --no-print-directory fuzz
 
@@ -132,8 +132,8 @@ unit: unit-root unit-modules
 
 unit-root:
 	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
-	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) MORPH_DOT_CORPUS=$(DOT_CORPUS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./..." && \
-	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) MORPH_DOT_CORPUS=$(DOT_CORPUS) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./...
+	echo "MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) MORPH_DOT_CORPUS=$(DOT_CORPUS) MORPH_JAEGER=$(JAEGER) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./..." && \
+	MORPH_TEST_CACHE=$$cache MORPH_MOCK_LLM=$(MOCK_LLM) MORPH_MCP_TOOLS=$(MCP_TOOLS) MORPH_OCI_TOOLS=$(OCI_TOOLS) MORPH_DOT_CORPUS=$(DOT_CORPUS) MORPH_JAEGER=$(JAEGER) $(GO) test $(RACE) $(WAZERO_LDFLAGS) -count=1 ./...
 
 unit-modules:
 	@for m in $(MODULES); do (cd $$m && MORPH_TEMPORAL=$(TEMPORAL_CLI) $(GO) test $(RACE) -count=1 ./...) || exit 1; done
@@ -262,6 +262,14 @@ tools-temporal:
 # The CLI's path once built (expanded when a recipe uses it, after
 # tools-temporal): the temporal module's tests fail, not skip, without it.
 TEMPORAL_CLI = $(shell scripts/temporal.sh --print-path 2>/dev/null)
+
+# Jaeger all-in-one v1.76.0, which cmd/morph's end-to-end trace test
+# (jaeger_test.go) sends a run's spans to and reads them back from: built
+# once from the Go module proxy into the cache (6.3 minutes of CPU cold, see
+# BENCHMARKS.md "Jaeger"; then nothing). JAEGER is its path once built.
+tools-jaeger:
+	@scripts/jaeger.sh >/dev/null
+JAEGER = $(shell scripts/jaeger.sh --print-path 2>/dev/null)
 
 # The MCP ecosystem's own software for the MCP tests (Node 22, the
 # TypeScript SDK, the conformance suite, the Inspector CLI, the reference

@@ -128,6 +128,8 @@ type Config struct {
 	OCI OCI `toml:"oci"`
 	// Record is the [record] table: the caps of morph run --record (see record.go).
 	Record Record `toml:"record"`
+	// Telemetry is the [telemetry] table: OpenTelemetry (see telemetry.go).
+	Telemetry Telemetry `toml:"telemetry"`
 
 	// File is the path the config was loaded from, as given to Load.
 	File string `toml:"-"`
@@ -286,6 +288,7 @@ func Load(path string) (*Config, error) {
 	v.mcpServers()
 	v.moduleLimits()
 	v.record()
+	v.telemetry()
 	// In file order; mistakes that have no line go last.
 	slices.SortStableFunc(v.errs, func(a, b error) int { return lineOf(a) - lineOf(b) })
 	switch len(v.errs) {

@@ -279,7 +279,7 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"unknown key", scriptedHead + "[agent]\nmax_stepz = 15\n", "agent.max_stepz", 5,
 			"agent.max_stepz: unknown key (known keys in [agent]: identity, max_json_depth, max_observation_kb, max_steps, parse_retries, rules, token_budget)"},
-		{"unknown table", scriptedHead + "[agents]\nmax_steps = 15\n", "agents", 4, "agents: unknown key (known keys at the top level: agent, discovery, llm, mcp, mcp_servers, oci, pipeline, plugins, record, temporal, tools, verify, wasm)"},
+		{"unknown table", scriptedHead + "[agents]\nmax_steps = 15\n", "agents", 4, "agents: unknown key (known keys at the top level: agent, discovery, llm, mcp, mcp_servers, oci, pipeline, plugins, record, telemetry, temporal, tools, verify, wasm)"},
 		{"unknown key in pricing", scriptedHead + "[llm.pricing.\"gpt-4.1\"]\ninput = 1\noutptu = 2\n", `llm.pricing."gpt-4.1".outptu`, 6, "unknown key (known keys in [llm.pricing.\"gpt-4.1\"]: input, output)"},
 		{"wrong type", scriptedHead + "[agent]\nmax_steps = \"15\"\n", "agent.max_steps", 5, "agent.max_steps: want integer, got string"},
 		{"wrong type float", scriptedHead + "[agent]\ntoken_budget = 1.5\n", "agent.token_budget", 5, "want integer, got float"},

@@ -44,7 +44,7 @@ func (c *Config) OpenPipeline(ctx context.Context, logger *slog.Logger) (*Pipeli
 		handlers.Register(h)
 	}
 	r := &pipeline.Runner{Handlers: handlers, Backend: backend, Tools: backend, AllowShell: c.Pipeline.AllowShell,
-		Limits: c.Pipeline.Limits(), Logger: logger}
+		Limits: c.Pipeline.Limits(), Logger: logger, Telemetry: rt.Telemetry()}
 	// The threads' sessions end before their engine.
 	return &PipelineRuntime{Runner: r, closers: []interface{ Close(context.Context) error }{backend, rt, endpoints}}, nil
 }

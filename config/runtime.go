@@ -14,6 +14,7 @@ import (
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/mcp"
+	"github.com/morphhost/morph/telemetry"
 )
 
 // Runtime is what Open builds from a config: an initialized engine, which
@@ -23,15 +24,18 @@ type Runtime struct {
 	loader  *host.Loader
 	servers *mcp.Servers         // the [[mcp_servers]]
 	loaded  func() engine.Status // the Status once initialized: see Plugins
+	// telemetry are the providers of [telemetry] (see telemetry.go).
+	telemetry *telemetry.Providers
 	// hostConfigs are the [[plugins]] as loaded, by name: an oci:// module
 	// at its file in the cache.
 	hostConfigs map[string]host.Config
 }
 
 // Close closes the engine (each plugin's destroy hook runs once), stops
-// the MCP servers and closes the compilation cache.
+// the MCP servers, closes the compilation cache, and flushes the spans and
+// metrics not yet exported ([telemetry]), all within ctx.
 func (r *Runtime) Close(ctx context.Context) error {
-	return errors.Join(r.Engine.Close(ctx), r.servers.Close(ctx), r.loader.Close(ctx))
+	return errors.Join(r.Engine.Close(ctx), r.servers.Close(ctx), r.loader.Close(ctx), r.telemetry.Shutdown(ctx))
 }
 
 // Open builds the client and the registry of built-in tools, and an engine
@@ -74,20 +78,24 @@ func (c *Config) Open(ctx context.Context, logger *slog.Logger, opts ...engine.O
 	if err != nil {
 		return nil, err
 	}
-	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger, SecretEnv: c.SecretEnv(),
-		ModuleLimits: c.Wasm.Limits.Host(), Recorder: c.Record.Recorder})
+	tel, err := c.setupTelemetry(ctx)
 	if err != nil {
-		return nil, c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error())
+		return nil, err
+	}
+	loader, err := host.NewLoader(host.LoaderOptions{CacheDir: c.Wasm.CacheDir, Logger: logger, SecretEnv: c.SecretEnv(),
+		ModuleLimits: c.Wasm.Limits.Host(), Recorder: c.Record.Recorder, Telemetry: tel.Telemetry})
+	if err != nil {
+		return nil, errors.Join(c.errorAt(toml.Key{"wasm", "cache_dir"}, err, err.Error()), tel.Shutdown(ctx))
 	}
 	var configured []engine.Extender
 	for i, p := range c.Plugins {
 		configured = append(configured, loader.Extender(hostConfigs[i], p.MiddlewareConfig()))
 	}
 	servers := mcp.NewServers(mcpServers, mcp.ServersOptions{Logger: logger, Check: reg.CheckTool, AuthPrompt: c.AuthPrompt})
-	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))
+	all := append(c.EngineOptions(), engine.WithLogger(logger), engine.WithTelemetry(tel.Telemetry), engine.WithExtenders(configured...), engine.WithExtenders(servers.Extenders()...))
 	all = append(all, opts...)
 	all = append(all, engine.WithExtenders(discover(loader, discovered, logger)...))
-	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers, hostConfigs: map[string]host.Config{}}
+	rt := &Runtime{Engine: engine.New(client, reg, all...), loader: loader, servers: servers, hostConfigs: map[string]host.Config{}, telemetry: tel}
 	for i, p := range c.Plugins {
 		rt.hostConfigs[p.Name] = hostConfigs[i]
 	}

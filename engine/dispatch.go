@@ -125,6 +125,7 @@ func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook s
 	// (time.Now) is a tenth of the call.
 	start := time.Now()
 	deadline := start.Add(m.cfg.Timeout)
+	ctx, span := e.tel.startHook(ctx, m.f.ID, hook)
 	if m.f.Bounded {
 		// No context.WithTimeout: its timer, its channel and its link into
 		// the run's context cost more than a small guest's call, and the
@@ -150,6 +151,7 @@ func callMiddleware[T any](e *Engine, ctx context.Context, r *run, m *mw, hook s
 	if err != nil {
 		err = fmt.Errorf("middleware %q %s: %w", m.f.ID, hook, err)
 	}
+	span.end(outcome, err)
 	e.emitAt(ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: m.f.ID, Duration: d, Outcome: outcome, Err: err}, end)
 	m.record(e, ctx, r, hook, step, d, err)
 	return true, err
@@ -306,6 +308,7 @@ func (m *mw) record(e *Engine, ctx context.Context, r *run, hook string, step in
 	}
 	m.mu.Unlock()
 	if quarantine {
+		e.tel.quarantined(ctx, m.f.ID, hook)
 		e.emit(ctx, r, Event{Kind: EventQuarantine, Step: step, Hook: hook, Plugin: m.f.ID, Err: err,
 			Message: fmt.Sprintf("middleware %q quarantined for %s after %d consecutive faults", m.f.ID, period, m.cfg.QuarantineAfter)})
 	}

@@ -64,6 +64,7 @@ type Engine struct {
 	svc        services           // WithService, Extension.Services
 	conf       settings           // WithConfigKeys, Extension.ConfigKeys
 	toolWatch  toolWatchers       // OnToolsChanged
+	tel        *tracing           // WithTelemetry; nil: nothing recorded
 }
 
 // New returns an engine that talks to client and offers the tools in reg (a
@@ -104,6 +105,7 @@ type run struct {
 	nonce   string          // of the run's tool call IDs (callID), drawn at its first call
 	bounds  boundedCalls    // its Bounded middleware calls' context (run.bounded)
 	encoded [2]encoded      // the current event's payload, without the history and with it (run.event)
+	trace   *runTrace       // its open spans (WithTelemetry); nil without
 }
 
 // Run runs the agent on task until it gives a final answer: one turn of a
@@ -258,6 +260,7 @@ func (e *Engine) loop(r *run) (*Final, *Context, error) {
 			return e.fail(r, StopCanceled, err)
 		}
 		started := time.Now()
+		e.tel.startStep(r, step)
 		res, err := e.chat(r)
 		if err != nil {
 			if ctxErr := r.ctx.Err(); ctxErr != nil {
@@ -415,12 +418,14 @@ func (e *Engine) finish(r *run, reason string, final *Final, raw json.RawMessage
 	}
 	r.RawFinalAnswer = raw
 	r.StopReason = reason
+	e.tel.endStep(r, nil)
 	e.emit(r.ctx, r, Event{Kind: EventFinal, Step: len(r.Steps), Action: reason})
 	return final, r.Context, nil
 }
 
 func (e *Engine) fail(r *run, reason string, err error) (*Final, *Context, error) {
 	r.StopReason = reason
+	e.tel.endStep(r, nil)
 	return nil, r.Context, err
 }
 
@@ -435,7 +440,7 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 		ResponseSchema: responseSchema,
 	}
 	started := time.Now()
-	res, err := e.client.Chat(r.ctx, req)
+	res, err := e.tel.chat(r.ctx, e.client, req)
 	if err != nil {
 		return res, err
 	}
@@ -452,6 +457,7 @@ func (e *Engine) chat(r *run) (llm.Result, error) {
 func (e *Engine) record(r *run, st Step, started time.Time) {
 	st.Duration = time.Since(started)
 	r.Steps = append(r.Steps, st)
+	e.tel.endStep(r, &st)
 	e.emit(r.ctx, r, Event{Kind: EventStep, Step: st.StepNumber, Action: st.Action, Usage: st.Usage, Err: stepErr(st), Reply: st.Reply})
 }
 
@@ -572,7 +578,7 @@ func (e *Engine) execute(r *run, step int, tool Tool, input map[string]any, vali
 		return abi.ToolCallOutput{}, fmt.Errorf("Error: %w", err)
 	}
 	var res abi.ToolCallOutput
-	ctx := WithCallID(r.ctx, e.callID(r, step, 1)) // one tool call a step
+	ctx, span := e.tel.startTool(WithCallID(r.ctx, e.callID(r, step, 1)), e.reg, tool.Name(), input) // one tool call a step
 	err := callHook("tool "+tool.Name(), func() (err error) {
 		switch t := tool.(type) {
 		case ResultTool:
@@ -584,6 +590,7 @@ func (e *Engine) execute(r *run, step int, tool Tool, input map[string]any, vali
 		}
 		return err
 	})
+	span.end(res, err)
 	if err != nil {
 		return abi.ToolCallOutput{}, fmt.Errorf("error: %w", err)
 	}

@@ -262,8 +262,9 @@ func callHook(name string, fn func() error) (err error) {
 func callEngineHook[Out any](e *Engine, r *run, hook string, step int, in any) (*Out, error) {
 	var out *Out
 	start := time.Now()
+	ctx, span := e.tel.startHook(r.ctx, e.owner(hook), hook)
 	err := callHook(hook, func() error {
-		ans, err := e.hookFuncs[hook](r.ctx, in)
+		ans, err := e.hookFuncs[hook](ctx, in)
 		if err != nil || ans == nil {
 			return err
 		}
@@ -282,6 +283,7 @@ func callEngineHook[Out any](e *Engine, r *run, hook string, step int, in any) (
 	case err != nil:
 		outcome = OutcomeError
 	}
+	span.end(outcome, err)
 	e.emit(r.ctx, r, Event{Kind: EventHook, Step: step, Hook: hook, Plugin: e.owner(hook), Duration: time.Since(start), Outcome: outcome, Err: err})
 	if err != nil {
 		return nil, err

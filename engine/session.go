@@ -94,16 +94,19 @@ func (s *Session) RunTurn(ctx context.Context, input string, opts RunOptions) (*
 	s.turn++
 	e := s.e
 	rc := &Context{Task: input, SessionID: s.id, Turn: s.turn, Metrics: Metrics{StartTime: time.Now()}}
+	ctx, span := e.tel.startTurn(ctx, rc, opts)
 	r := e.newRun(ctx, rc, opts)
 	if err := e.begin(ctx); err != nil {
 		rc.StopReason = StopInit
 		e.refused(r, err)
+		e.tel.endTurn(span, rc, err)
 		return nil, rc, err
 	}
 	defer e.end()
 	final, _, err := e.turn(r, slices.Clone(s.history))
 	rc.Metrics.Elapsed = time.Since(rc.Metrics.StartTime)
 	e.endTurn(r, final, err)
+	e.tel.endTurn(span, rc, err)
 	s.history = append(s.history, llm.Message{Role: llm.RoleUser, Content: input})
 	if final != nil {
 		s.history = append(s.history, llm.Message{Role: llm.RoleAssistant, Content: string(rc.RawFinalAnswer)})

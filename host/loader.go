@@ -304,6 +304,7 @@ type Loader struct {
 	limitsKey string         // names limits in the cache of checked modules
 	pruned    sync.Once      // the cache's rewrites of older versions (pruneRewrites)
 	rec       *record.Recorder
+	tel       *tracing // LoaderOptions.Telemetry; nil: nothing recorded
 }
 
 // LoaderOptions configure a Loader.
@@ -322,6 +323,10 @@ type LoaderOptions struct {
 	// this loader loads (see package record); the caller closes it after
 	// the plugins.
 	Recorder *record.Recorder
+	// Telemetry records a span for every call into a plugin
+	// (morph.plugin.call), and the plugins' calls, faults, instances and
+	// memory; the zero value records nothing.
+	Telemetry engine.Telemetry
 }
 
 // DefaultCacheDir is morph's compilation cache under the user cache directory.
@@ -360,7 +365,7 @@ func NewLoader(opts LoaderOptions) (*Loader, error) {
 	limits := opts.ModuleLimits.wasmbin()
 	key := sha256.Sum256(fmt.Appendf(nil, "%+v", limits))
 	return &Loader{cache: cache, cacheDir: dir, log: log, secretEnv: slices.Clone(opts.SecretEnv),
-		limits: limits, limitsKey: hex.EncodeToString(key[:8]), rec: opts.Recorder}, nil
+		limits: limits, limitsKey: hex.EncodeToString(key[:8]), rec: opts.Recorder, tel: newTracing(opts.Telemetry)}, nil
 }
 
 // Close releases the compilation cache; close the loader's plugins first.

@@ -40,6 +40,7 @@ type Plugin struct {
 	manifest abi.Manifest
 	hooks    []string           // enabled hooks, sorted
 	caps     []CapabilityStatus // requested vs granted, from describe
+	tel      *pluginTracing     // its spans and metrics (LoaderOptions.Telemetry); nil: none
 	ext      extismParts        // Config's Extism-only parts, checked
 	watch    toolWatch          // its tools as they change (Extism MCP plugins)
 	rec      *record.Recorder   // records its calls (see record.go); nil: not recording
@@ -154,6 +155,7 @@ func (l *Loader) Load(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	p.log = l.log.With("plugin", p.name)
 	l.recordPlugin(p, cfg, src)
+	p.tel = l.tel.plugin(p)
 	ok = true
 	return p, nil
 }
@@ -437,7 +439,10 @@ func (p *Plugin) Isolation() string { return p.mode }
 // Once Loader.Reload replaced a version of the plugin, Close closes every
 // version still open: the current one, and those whose calls or sessions
 // had not ended yet.
-func (p *Plugin) Close(ctx context.Context) error { return p.closeVersions(ctx) }
+func (p *Plugin) Close(ctx context.Context) error {
+	p.tel.close()
+	return p.closeVersions(ctx)
+}
 
 // shut is Close; destroy is false for a plugin that failed to load, whose
 // guest is not trusted with morph_destroy.
@@ -548,7 +553,10 @@ func (p *Plugin) takeSlot(ctx context.Context, sh *shard) error {
 func (p *Plugin) CallFunc(ctx context.Context, export string, input []byte, read func(view []byte) error) error {
 	v, sh := p.root.enter(ctx)
 	defer v.leave(sh)
-	return v.call(ctx, sh, export, input, read)
+	ctx, span := p.root.tel.start(ctx, export)
+	err := v.call(ctx, sh, export, input, read)
+	span.end(err)
+	return err
 }
 
 // call is CallFunc on this version, entered on the shard sh.

@@ -177,7 +177,7 @@ func (r *Runner) Run(ctx context.Context, g *Graph, cfg RunConfig) (*Result, err
 	defer x.jr.close()
 	x.emit(Event{Kind: EventPipelineStarted, Message: g.Goal()})
 	x.warn(diags)
-	return x.loop(ctx, start.ID, nil, nil)
+	return x.tracedLoop(ctx, start.ID, nil, nil)
 }
 
 // Resume continues the run in cfg.RunDir from the node its checkpoint
@@ -263,7 +263,7 @@ func (r *Runner) Resume(ctx context.Context, g *Graph, cfg RunConfig) (*Result, 
 	if cp.CurrentNode != "" {
 		prev = cp.Outcomes[cp.CurrentNode]
 	}
-	return x.loop(ctx, cp.NextNode, prev, nil)
+	return x.tracedLoop(ctx, cp.NextNode, prev, nil)
 }
 
 func (r *Runner) newRun(g *Graph, cfg RunConfig, pctx *Context, cp *Checkpoint, prior time.Duration, dotFile string) *run {
@@ -583,7 +583,8 @@ func (x *run) call(ctx context.Context, h Handler, node *Node, pctx *Context, ex
 	if h == nil {
 		return Fail("no handler for type %q of node %s", node.Type(), node.ID)
 	}
-	hctx := withExecution(ctx, ex)
+	hctx, span := x.startStage(withExecution(ctx, ex), node, ex)
+	defer func() { span.end(out) }() // after the recovery below: the outcome is final
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		hctx, cancel = x.r.executor().WithTimeout(hctx, timeout)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/morphhost/morph/engine"
 )
 
 // Defaults of Limits.
@@ -173,6 +175,9 @@ type Runner struct {
 	// transforms, after the default ones (see Prepare).
 	Rules      []Rule
 	Transforms []Transform
+	// Telemetry records a span for the run and for each stage attempt,
+	// and the stages' durations (see telemetry.go); zero: nothing.
+	Telemetry engine.Telemetry
 
 	depth int // of a manager loop's child runner: its parent's plus one
 	// steer hands a manager loop's steers to its child's run.

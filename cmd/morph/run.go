@@ -272,6 +272,7 @@ func isTerminal(r io.Reader) bool {
 }
 
 func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Writer) error {
+	ctx = traced(ctx)
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelDebug

@@ -43,10 +43,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/internal/durable"
+	"github.com/morphhost/morph/telemetry"
 	"github.com/morphhost/morph/temporal"
 )
 
@@ -55,7 +57,7 @@ func main() {
 	defer stop()
 	root := &cobra.Command{Use: "morph-temporal", Short: "Run morph sessions on Temporal", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(workerCmd(), runCmd(), pipelineCmd())
-	if err := root.ExecuteContext(ctx); err != nil {
+	if err := root.ExecuteContext(telemetry.FromEnvironment(ctx)); err != nil { // a traced caller's TRACEPARENT
 		fmt.Fprintln(os.Stderr, "morph-temporal:", err)
 		os.Exit(2)
 	}
@@ -77,7 +79,8 @@ func main() {
 // (namespaceFound): a server just started has not registered it yet. A
 // refusal (a bad API key) is not tried again. Each error names the
 // address and the keys to change, and the last attempt's error.
-func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.Client, error) {
+// interceptors are the client's (clientTracing's); its workers inherit them.
+func dial(ctx context.Context, t config.Temporal, logger *slog.Logger, interceptors ...interceptor.ClientInterceptor) (client.Client, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		//lint:ignore ST1005 Temporal is a name
@@ -86,6 +89,7 @@ func dial(ctx context.Context, t config.Temporal, logger *slog.Logger) (client.C
 	def := config.Temporal{HostPort: opts.HostPort, Namespace: opts.Namespace}.WithDefaults()
 	opts.HostPort, opts.Namespace = cmp.Or(t.HostPort, def.HostPort), cmp.Or(t.Namespace, def.Namespace)
 	opts.Logger = log.NewStructuredLogger(logger)
+	opts.Interceptors = append(opts.Interceptors, interceptors...)
 	if dc := temporal.DataConverter(t); dc != nil {
 		opts.DataConverter = dc
 	}
@@ -192,7 +196,12 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			defer a.Close(context.WithoutCancel(cmd.Context()))
-			c, err := dial(cmd.Context(), cfg.Temporal, logger)
+			tracing, flush, err := clientTracing(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer flush(context.WithoutCancel(cmd.Context()))
+			c, err := dial(cmd.Context(), cfg.Temporal, logger, tracing...)
 			if err != nil {
 				return err
 			}
@@ -231,7 +240,12 @@ func runCmd() *cobra.Command {
 			if maxSteps > 0 {
 				cfg.Agent.MaxSteps = maxSteps
 			}
-			c, err := dial(cmd.Context(), cfg.Temporal, logger)
+			tracing, flush, err := clientTracing(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer flush(context.WithoutCancel(cmd.Context()))
+			c, err := dial(cmd.Context(), cfg.Temporal, logger, tracing...)
 			if err != nil {
 				return err
 			}
