@@ -99,6 +99,8 @@ func (q Question) Check(a Answer) error {
 // it does not answer q.
 func (q Question) read(a Answer) (Choice, error) {
 	switch {
+	case a == Answer{}:
+		return Choice{}, fmt.Errorf("%w: the answer is empty: give a value, a choice or a text", ErrBadAnswer)
 	case a.Value == AnswerTimeout:
 		return Choice{}, fmt.Errorf("%w: %q is the gate's own clock running out, not an answer to give", ErrBadAnswer, AnswerTimeout)
 	case a.Value == AnswerSkipped:

@@ -27,7 +27,7 @@ func TestQuestionCheck(t *testing.T) {
 		{conf, Answer{}, false},
 		{free, Answer{Text: "x"}, true},
 		{free, Answer{Choice: "x"}, true},
-		{free, Answer{}, true}, // the gate keeps an empty text; serve refuses an answer with nothing in it
+		{free, Answer{}, false}, // an answer that says nothing answers nothing
 		{multi, Answer{Value: "R"}, true},
 		{multi, Answer{Choice: "approve"}, true},
 		{multi, Answer{Choice: "redo"}, true},

@@ -231,7 +231,7 @@ func TestPipelineRenderErrors(t *testing.T) {
 		{"bad timeout", []string{"--timeout", "0s", bad}, exitUsage, "--timeout must be positive, not 0s"},
 		{"output is the input", []string{svgIn}, exitUsage, svgIn + ": give -o: the default output, FILE.svg, is the input"},
 		{"syntax error", []string{bad}, exitUsage, bad + ":1: "},
-		{"too big", []string{big}, exitUsage, big + " is larger than 4194304 bytes"},
+		{"too big", []string{big}, exitUsage, big + ": source is 4194305 bytes, over the limit of 4194304"},
 		{"over the renderer's limits", []string{many}, exitRunFailed, many + ": render: the graph has 1001 nodes, over the limit of 1000"},
 		{"timeout", []string{"--timeout", "1ns", ok}, exitRunFailed, ok + ": render: graphviz did not finish in 0s: context deadline exceeded (--timeout 1ns)"},
 		{"unwritable output", []string{"-o", filepath.Join(dir, "no", "such", "dir.svg"), ok}, exitRunFailed, "writing the SVG: open " + filepath.Join(dir, "no", "such", "dir.svg")},

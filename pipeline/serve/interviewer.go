@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -106,11 +105,6 @@ func (p *PendingInterviewer) Answer(qid string, a pipeline.Answer) error {
 	w := p.pending[qid]
 	if w == nil {
 		return fmt.Errorf("question %q: %w", qid, ErrNotPending)
-	}
-	// Every field counts: an answer type that grows (a value, free text)
-	// is not refused here for leaving the choice out.
-	if reflect.ValueOf(a).IsZero() {
-		return fmt.Errorf("%w: give a choice (its key, label or target)", ErrBadAnswer)
 	}
 	if err := w.q.Check(a); err != nil {
 		return err
