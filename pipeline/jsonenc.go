@@ -184,6 +184,10 @@ func (o *jsonObject) usage(k string, u Usage) {
 		sub.key("cost_usd")
 		sub.b, sub.err = appendJSONFloat(sub.b, u.CostUSD)
 	}
+	if u.CostUnknown {
+		sub.key("cost_unknown")
+		sub.b = strconv.AppendBool(sub.b, true)
+	}
 	o.b = sub.close()
 	o.err = errors.Join(o.err, sub.err)
 }

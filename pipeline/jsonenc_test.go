@@ -58,7 +58,7 @@ func fuzzRecord(s string, n int64, f float64) *journalRecord {
 			Notes:          s, FailureReason: s, JumpTo: s, Usage: Usage{InputTokens: int(n), CostUSD: f}},
 		Visits: int(n),
 		Nodes: map[string]*NodeResult{s: {Status: StatusSuccess, Visits: 2, Attempts: 3, FailureReason: s, Notes: s, Duration: time.Duration(n),
-			Usage: Usage{TotalTokens: 7, CostUSD: f}, History: []StageStatus{StageStatus(s), StatusFail}, HistoryDropped: int(n), EdgesTaken: map[int]int{0: 1, 12: int(n)}},
+			Usage: Usage{TotalTokens: 7, CostUSD: f, CostUnknown: n%2 == 0}, History: []StageStatus{StageStatus(s), StatusFail}, HistoryDropped: int(n), EdgesTaken: map[int]int{0: 1, 12: int(n)}},
 			"empty": {}},
 		Retries: map[string]int{s: int(n)}, GoalGateRetries: 1, Usage: Usage{OutputTokens: 3, CostUSD: f},
 		Context: map[string]any{s: s, "ch": make(chan int), "bad": math.NaN(), "t": time.Unix(n%1e9, 0).UTC(), "st": StatusFail, "i64": n, "u": uint8(7)},

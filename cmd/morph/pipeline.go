@@ -311,6 +311,9 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if f.maxWallTime > 0 {
 		lim.MaxWallTime = f.maxWallTime
 	}
+	if w := cfg.UnpricedBudget(lim.MaxCostUSD); w != "" {
+		logger.Warn(w)
+	}
 	var iv pipeline.Interviewer = &pipeline.ConsoleInterviewer{In: stdin, Out: stderr}
 	if f.yes {
 		iv = pipeline.AutoApprove{}
@@ -435,7 +438,9 @@ type pipelineSummary struct {
 	OutputTokens  int                    `json:"output_tokens"`
 	TotalTokens   int                    `json:"total_tokens"`
 	CostUSD       float64                `json:"cost_usd"`
-	DurationMS    int64                  `json:"duration_ms"`
+	// CostUnknown: some call was of a model without a price, counted as $0.
+	CostUnknown bool  `json:"cost_unknown,omitempty"`
+	DurationMS  int64 `json:"duration_ms"`
 }
 
 type nodeSummary struct {
@@ -452,7 +457,7 @@ func summarize(res *pipeline.Result) pipelineSummary {
 	s := pipelineSummary{Status: res.State, RunID: res.RunID, RunDir: res.RunDir, FailedNode: res.FailedNode, FailureReason: res.FailureReason,
 		NextNode: res.NextNode, Path: res.Path, Nodes: map[string]nodeSummary{},
 		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens,
-		CostUSD: roundCost(res.Usage.CostUSD), DurationMS: res.Duration.Milliseconds()}
+		CostUSD: roundCost(res.Usage.CostUSD), CostUnknown: res.Usage.CostUnknown, DurationMS: res.Duration.Milliseconds()}
 	if s.Path == nil {
 		s.Path = []string{}
 	}
