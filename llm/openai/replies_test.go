@@ -75,8 +75,8 @@ func TestModelNotFound(t *testing.T) {
 
 // TestReplyNotACompletion checks that a 200 whose body is not a chat
 // completion (truncated JSON, an HTML page, control characters, 10 MB of
-// garbage) fails at once with the URL and a short, escaped excerpt of the
-// body: the server answered, so it is not retried as a lost reply.
+// garbage) fails at once with the URL, the body's size and a short,
+// escaped excerpt of it (cut with "...", no count of the rest): the server answered, so it is not retried as a lost reply.
 func TestReplyNotACompletion(t *testing.T) {
 	garbage := bytes.Repeat([]byte("garbage\x1b[2J\x00"), 1<<20) // 10 MB
 	for _, tt := range []struct {
@@ -107,6 +107,9 @@ func TestReplyNotACompletion(t *testing.T) {
 			}
 			if len(msg) > 1000 {
 				t.Errorf("error is %d bytes; want the body's excerpt capped", len(msg))
+			}
+			if strings.Contains(msg, "more bytes)") { // a count of the capture, not of the body
+				t.Errorf("error counts what the excerpt left out: %s", msg)
 			}
 			if n := s.count(); n != 1 {
 				t.Errorf("server saw %d requests, want 1 (the server answered: not retried)", n)
