@@ -165,8 +165,9 @@ func newPipelineRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command
 		Short: "Run a pipeline: one progress line per stage, a JSON summary at the end",
 		Long: `Run the pipeline in FILE.dot with the model, tools and plugins of the config.
 
-Every stage's files (prompt.md, response.md, status.json), the artifacts and
-a checkpoint after every node go to the run directory (--run-dir, else a new
+The files of each stage that did work (prompt.md, response.md, a tool's
+output, and its status.json), the artifacts, a journal line and a checkpoint
+after every node go to the run directory (--run-dir, else a new
 one under [pipeline] runs_dir). --resume RUN_DIR continues a run that was
 interrupted (Ctrl-C saves a checkpoint) or ran out of budget, from the node
 its checkpoint names; FILE.dot may then be left out (the run's copy,
