@@ -119,7 +119,7 @@ func TestReplyNotACompletion(t *testing.T) {
 }
 
 // TestReplyCutOffLoggedAsSuch checks that a 200 whose connection drops
-// mid-body is retried, and that the retry's log says the reply was cut off,
+// mid-body is retried once, and that the retry's log says the reply was cut off,
 // not that none came.
 func TestReplyCutOffLoggedAsSuch(t *testing.T) {
 	s := newServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -144,6 +144,9 @@ func TestReplyCutOffLoggedAsSuch(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reply cut off after 15 bytes (HTTP 200)") || strings.Contains(logs.String(), "no reply") {
 		t.Errorf("retry log does not say the reply was cut off:\n%s", logs.String())
+	}
+	if n := s.count(); n != 2 {
+		t.Errorf("server saw %d requests, want 2", n)
 	}
 }
 
