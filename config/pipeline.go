@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -119,4 +121,22 @@ func (v *validator) pipeline() {
 	if p.MaxWallTime < 0 {
 		v.fail(toml.Key{"pipeline", "max_wall_time"}, nil, "must not be negative, got %s (0 means unlimited)", p.MaxWallTime)
 	}
+}
+
+// UnpricedBudget is the warning for a cost budget of maxCostUSD (the
+// --max-cost flag or [pipeline] max_cost_usd) under a configuration with
+// no [llm.pricing] table: every call then costs $0, marked unknown, and
+// the budget cannot trip. It is "" when there is no budget or a table;
+// a table that misses a model is warned of as the run calls it.
+func (c *Config) UnpricedBudget(maxCostUSD float64) string {
+	if maxCostUSD <= 0 || len(c.LLM.Pricing) > 0 {
+		return ""
+	}
+	model := `"<model>"`
+	if c.LLM.Model != "" {
+		model = strconv.Quote(c.LLM.Model)
+	}
+	return fmt.Sprintf("a cost budget of $%.4f is set (--max-cost or [pipeline] max_cost_usd), but the configuration has no [llm.pricing] table: "+
+		"every call costs $0, marked unknown, so the budget cannot trip. Add [llm.pricing.%s] (input and output USD per million tokens), or bound the run with --max-tokens",
+		maxCostUSD, model)
 }

@@ -288,7 +288,8 @@
 // a node named artifacts or threads), holding the files the stage wrote
 // (Execution.WriteStageFile: an agent's prompt.md and response.md, a
 // tool's command.sh or tool_call.json and output.txt, a plugin stage's
-// plugin.json, a human gate's) and its status.json (Appendix C: "outcome"
+// plugin.json, a human gate's, a manager's manager.md beside its child's
+// cycle-N/ runs) and its status.json (Appendix C: "outcome"
 // and the rest of the stage's result), artifacts/ (an agent's or tool's
 // whole output as <node>.output), and threads/ (full-fidelity
 // conversations). Stages that write no file (start, exit, a pass-through

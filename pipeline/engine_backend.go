@@ -130,7 +130,8 @@ func (b *EngineBackend) RunAgent(ctx context.Context, cfg AgentRunConfig) (*Agen
 		StopReason: rc.StopReason,
 		Steps:      len(rc.Steps),
 		ToolCalls:  m.ToolCalls,
-		Usage:      Usage{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, TotalTokens: m.TotalTokens, CostUSD: m.TotalCost},
+		Usage: Usage{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, TotalTokens: m.TotalTokens, CostUSD: m.TotalCost,
+			CostUnknown: m.CostUnknown},
 	}
 	return res, nil
 }

@@ -15,7 +15,10 @@ import (
 // in a fixed field order, since encoding/json's reflection and map-key
 // sorting were most of a record's cost. It writes what json.Marshal of
 // the same journalRecord would (fuzzed against it: both decode the same);
-// values of unknown types go through json.Marshal.
+// values of unknown types go through json.Marshal. One difference: a
+// value JSON cannot hold (NaN, a channel) in the context or in an
+// outcome's context updates is written as its fmt text, as the context's
+// copy always was, where json.Marshal would fail the record.
 
 // errBadFloat is a NaN or infinite number, which JSON cannot hold.
 var errBadFloat = errors.New("json: unsupported value: NaN or infinity")
@@ -183,6 +186,10 @@ func (o *jsonObject) usage(k string, u Usage) {
 	if u.CostUSD != 0 {
 		sub.key("cost_usd")
 		sub.b, sub.err = appendJSONFloat(sub.b, u.CostUSD)
+	}
+	if u.CostUnknown {
+		sub.key("cost_unknown")
+		sub.b = strconv.AppendBool(sub.b, true)
 	}
 	o.b = sub.close()
 	o.err = errors.Join(o.err, sub.err)

@@ -19,15 +19,21 @@ func decodeAny(t *testing.T, b []byte) any {
 }
 
 // sameAsMarshal checks that the hand-written encoding of rec decodes to
-// what json.Marshal's does, with the context's values copied as the
-// journal copied them before (an unmarshalable value as its fmt text),
-// and that both fail together.
+// what json.Marshal's does, with the values of the context and of the
+// outcome's context updates copied as the journal copied the context
+// before (a value JSON cannot hold, such as NaN, as its fmt text), and
+// that both fail together.
 func sameAsMarshal(t *testing.T, rec *journalRecord) {
 	t.Helper()
 	hand, herr := rec.appendJSON([]byte("prefix"))
 	ref := *rec
 	if rec.Context != nil {
 		ref.Context = deepCopy(rec.Context)
+	}
+	if rec.Outcome != nil && rec.Outcome.ContextUpdates != nil {
+		out := *rec.Outcome
+		out.ContextUpdates = deepCopy(out.ContextUpdates)
+		ref.Outcome = &out
 	}
 	want, werr := json.Marshal(&ref)
 	if (herr != nil) != (werr != nil) {
@@ -50,15 +56,16 @@ func sameAsMarshal(t *testing.T, rec *journalRecord) {
 }
 
 // fuzzRecord is a record with s in every string it has and n, f in its
-// numbers.
-func fuzzRecord(s string, n int64, f float64) *journalRecord {
+// numbers; v is a context update's number, apart from f so that a NaN
+// there alone is fuzzed.
+func fuzzRecord(s string, n int64, f, v float64) *journalRecord {
 	return &journalRecord{Seq: n, Node: s, Next: s + "x",
 		Outcome: &Outcome{Status: StageStatus(s), PreferredLabel: s, SuggestedNextIDs: []string{s, ""},
-			ContextUpdates: map[string]any{s: s, "n": n, "f": f, "nil": nil, "b": true, "m": map[string]any{s: []any{s, 1.5}}},
+			ContextUpdates: map[string]any{s: s, "n": n, "f": v, "nil": nil, "b": true, "m": map[string]any{s: []any{s, 1.5}}},
 			Notes:          s, FailureReason: s, JumpTo: s, Usage: Usage{InputTokens: int(n), CostUSD: f}},
 		Visits: int(n),
 		Nodes: map[string]*NodeResult{s: {Status: StatusSuccess, Visits: 2, Attempts: 3, FailureReason: s, Notes: s, Duration: time.Duration(n),
-			Usage: Usage{TotalTokens: 7, CostUSD: f}, History: []StageStatus{StageStatus(s), StatusFail}, HistoryDropped: int(n), EdgesTaken: map[int]int{0: 1, 12: int(n)}},
+			Usage: Usage{TotalTokens: 7, CostUSD: f, CostUnknown: n%2 == 0}, History: []StageStatus{StageStatus(s), StatusFail}, HistoryDropped: int(n), EdgesTaken: map[int]int{0: 1, 12: int(n)}},
 			"empty": {}},
 		Retries: map[string]int{s: int(n)}, GoalGateRetries: 1, Usage: Usage{OutputTokens: 3, CostUSD: f},
 		Context: map[string]any{s: s, "ch": make(chan int), "bad": math.NaN(), "t": time.Unix(n%1e9, 0).UTC(), "st": StatusFail, "i64": n, "u": uint8(7)},
@@ -70,14 +77,15 @@ func fuzzRecord(s string, n int64, f float64) *journalRecord {
 // UTF-8, U+2028, quotes) and numbers.
 func FuzzJournalRecord(f *testing.F) {
 	for _, s := range []string{"", "plain", "quote\" back\\slash", "\x00\x1f\x7f ctl\n\r\t", "\xff\xfe bad utf-8 \xc3", "\u2028\u2029 <>&", "é ü 日本 🎉", "\x1b[31mred"} {
-		f.Add(s, int64(42), 0.25)
+		f.Add(s, int64(42), 0.25, 0.5)
 	}
-	f.Add("big", int64(math.MaxInt64), 1e300)
-	f.Add("neg", int64(-5), -1e-9)
-	f.Add("nan", int64(1), math.NaN())
-	f.Add("inf", int64(1), math.Inf(1))
-	f.Fuzz(func(t *testing.T, s string, n int64, x float64) {
-		sameAsMarshal(t, fuzzRecord(s, n, x))
+	f.Add("big", int64(math.MaxInt64), 1e300, -1e300)
+	f.Add("neg", int64(-5), -1e-9, 3.0)
+	f.Add("nan", int64(1), math.NaN(), math.NaN())
+	f.Add("inf", int64(1), math.Inf(1), 1.0)
+	f.Add("nan update", int64(1), 1.0, math.NaN())
+	f.Fuzz(func(t *testing.T, s string, n int64, x, v float64) {
+		sameAsMarshal(t, fuzzRecord(s, n, x, v))
 		sameAsMarshal(t, &journalRecord{Node: s}) // every omitempty field empty
 		if b := appendJSONString(nil, s); !json.Valid(b) {
 			t.Fatalf("appendJSONString(%q) = %q: not JSON", s, b)

@@ -186,6 +186,9 @@ func (ManagerLoopHandler) Execute(ctx context.Context, node *Node, pctx *Context
 			return Fail("manager loop %s: child pipeline %s: %v", node.ID, m.file, err), nil
 		}
 		out.Usage.Add(res.Usage)
+		// The cycles are this stage's work: a note of them marks it as such, so
+		// it gets its status.json like any stage that wrote files.
+		_ = x.WriteStageFile("manager.md", fmt.Appendf(nil, "child %s, run %d of %d: %s in %s\n", m.file, n, m.runs, res.State, res.RunDir))
 		out.ContextUpdates[node.ID+".child_state"] = res.State
 		out.ContextUpdates[node.ID+".child_run_dir"] = res.RunDir
 		out.ContextUpdates[node.ID+".child_runs"] = n

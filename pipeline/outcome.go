@@ -118,6 +118,10 @@ type Usage struct {
 	OutputTokens int     `json:"output_tokens,omitempty"`
 	TotalTokens  int     `json:"total_tokens,omitempty"`
 	CostUSD      float64 `json:"cost_usd,omitempty"`
+	// CostUnknown says some call was of a model without a price in
+	// [llm.pricing]: CostUSD counts it as 0, so the cost is a lower bound
+	// and a cost budget cannot hold it (the run warns once).
+	CostUnknown bool `json:"cost_unknown,omitempty"`
 }
 
 // Add adds o to u.
@@ -126,6 +130,7 @@ func (u *Usage) Add(o Usage) {
 	u.OutputTokens += o.OutputTokens
 	u.TotalTokens += o.TotalTokens
 	u.CostUSD += o.CostUSD
+	u.CostUnknown = u.CostUnknown || o.CostUnknown
 }
 
 // ErrTransient marks a handler's error as worth another attempt (a

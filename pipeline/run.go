@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -644,6 +645,7 @@ func (x *run) record(node *Node, out *Outcome) {
 	x.mu.Lock()
 	x.cp.Usage.Add(out.Usage)
 	x.mu.Unlock()
+	x.warnCostUnknown(node, out.Usage)
 	nr := x.nodeResult(node.ID)
 	x.mu.Lock()
 	nr.Status, nr.FailureReason, nr.Notes, nr.Visits = out.Status, out.FailureReason, out.Notes, x.cp.Visits[node.ID]
@@ -677,6 +679,32 @@ func (x *run) gateStatus(id string) string {
 		return "it ended " + string(o.Status)
 	}
 	return "it never ran"
+}
+
+// CostUnknownMessage opens the warning (event and log) of a run with a cost
+// budget whose stage called a model without a price.
+const CostUnknownMessage = "cost budget cannot be enforced"
+
+// warnCostUnknown warns, once a run, when a stage's calls were of a model
+// without a price while a cost budget is set: they count as $0, so the
+// budget could never trip on them. It warns rather than refuses at start
+// because which model a stage calls is known only as it runs (llm_model,
+// the stylesheet, a provider's endpoint), and the budget still holds the
+// priced calls.
+func (x *run) warnCostUnknown(node *Node, u Usage) {
+	if !u.CostUnknown || x.lim.MaxCostUSD <= 0 {
+		return
+	}
+	x.costWarned.Do(func() {
+		model := "the configured llm.model"
+		if m := node.Attrs["llm_model"]; m != "" {
+			model = strconv.Quote(m)
+		}
+		msg := fmt.Sprintf("%s: stage %s called %s, which has no price in [llm.pricing]; its calls count as $0 against the $%.4f budget (--max-cost, [pipeline] max_cost_usd). Add the model to [llm.pricing], or bound the run with --max-tokens",
+			CostUnknownMessage, node.ID, model, x.lim.MaxCostUSD)
+		x.r.logger().Warn(msg, "node", node.ID)
+		x.emit(Event{Kind: EventWarning, NodeID: node.ID, Message: msg})
+	})
 }
 
 // overBudget says which budget the run has spent, or "".

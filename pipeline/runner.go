@@ -240,6 +240,9 @@ type run struct {
 	jr *journal // the run's journal, open while it runs
 	// attrs are each node's run-time attributes, parsed once (newRun).
 	attrs map[string]nodeAttrs
+	// costWarned: the run has warned that its cost budget cannot hold an
+	// unpriced model (warnCostUnknown), once.
+	costWarned sync.Once
 }
 
 // RunConfig is one run's settings.

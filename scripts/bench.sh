@@ -4,9 +4,11 @@
 # around it, and the comparisons BENCHMARKS.md makes. Raw results stay in
 # $OUT (bench/out), for comparisons: benchstat old.txt new.txt.
 #
-#   scripts/bench.sh            every group (about ten minutes on 2 cores)
+#   scripts/bench.sh            every group but peer (about ten minutes on 2 cores)
 #   scripts/bench.sh call cold  the named groups only
-#   scripts/bench.sh peer       morph's pipeline runner against tracker (bench/peer)
+#   scripts/bench.sh peer       morph's pipeline runner against tracker (bench/peer);
+#                               only when named, as its first build fetches tracker
+#                               from the network
 #
 # The runs of a group alternate: round after round, each benchmark of the
 # group once, so that the machine's drift (a shared 2-core machine's speed
@@ -125,7 +127,7 @@ PEER_PATTERN='^(BenchmarkChain|BenchmarkRunnerPerNode)$'
 want=" $* "
 mkdir -p "$OUT"
 ran=0
-if [ $# -eq 0 ] || [[ "$want" == *" peer "* ]]; then
+if [[ "$want" == *" peer "* ]]; then # opt-in: see the top
   ran=1
   run_peer
 fi

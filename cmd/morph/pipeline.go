@@ -166,8 +166,9 @@ func newPipelineRunCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command
 		Short: "Run a pipeline: one progress line per stage, a JSON summary at the end",
 		Long: `Run the pipeline in FILE.dot with the model, tools and plugins of the config.
 
-Every stage's files (prompt.md, response.md, status.json), the artifacts and
-a checkpoint after every node go to the run directory (--run-dir, else a new
+The files of each stage that did work (prompt.md, response.md, a tool's
+output, and its status.json), the artifacts, a journal line and a checkpoint
+after every node go to the run directory (--run-dir, else a new
 one under [pipeline] runs_dir). --resume RUN_DIR continues a run that was
 interrupted (Ctrl-C saves a checkpoint) or ran out of budget, from the node
 its checkpoint names; FILE.dot may then be left out (the run's copy,
@@ -323,6 +324,9 @@ func runPipeline(ctx context.Context, f pipelineRunFlags, file string, stdin io.
 	if f.maxWallTime > 0 {
 		lim.MaxWallTime = f.maxWallTime
 	}
+	if w := cfg.UnpricedBudget(lim.MaxCostUSD); w != "" {
+		logger.Warn(w)
+	}
 	var iv pipeline.Interviewer = &pipeline.ConsoleInterviewer{In: stdin, Out: stderr}
 	if f.yes {
 		iv = pipeline.AutoApprove{}
@@ -447,7 +451,9 @@ type pipelineSummary struct {
 	OutputTokens  int                    `json:"output_tokens"`
 	TotalTokens   int                    `json:"total_tokens"`
 	CostUSD       float64                `json:"cost_usd"`
-	DurationMS    int64                  `json:"duration_ms"`
+	// CostUnknown: some call was of a model without a price, counted as $0.
+	CostUnknown bool  `json:"cost_unknown,omitempty"`
+	DurationMS  int64 `json:"duration_ms"`
 }
 
 type nodeSummary struct {
@@ -464,7 +470,7 @@ func summarize(res *pipeline.Result) pipelineSummary {
 	s := pipelineSummary{Status: res.State, RunID: res.RunID, RunDir: res.RunDir, FailedNode: res.FailedNode, FailureReason: res.FailureReason,
 		NextNode: res.NextNode, Path: res.Path, Nodes: map[string]nodeSummary{},
 		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens,
-		CostUSD: roundCost(res.Usage.CostUSD), DurationMS: res.Duration.Milliseconds()}
+		CostUSD: roundCost(res.Usage.CostUSD), CostUnknown: res.Usage.CostUnknown, DurationMS: res.Duration.Milliseconds()}
 	if s.Path == nil {
 		s.Path = []string{}
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/morphhost/morph/internal/safetext"
 )
@@ -30,8 +33,9 @@ type capture struct {
 	limit int64 // the most it reads; past it, Read fails with ErrReplyTooLarge
 	head  []byte
 	n     int64
-	ended bool  // the body reached EOF
-	err   error // the first read error other than EOF
+	ended bool   // the body reached EOF
+	err   error  // the first read error other than EOF
+	key   string // the API key, scrubbed from the excerpt
 }
 
 func (c *capture) Read(p []byte) (int, error) {
@@ -63,13 +67,70 @@ func (c *capture) Close() error { return c.body.Close() }
 // byte).
 func (c *capture) cut() bool { return c != nil && c.err != nil }
 
-// excerpt is the start of the body, escaped and quoted for an error
-// message: what a server wrote may hold control characters.
+// excerpt is the start of the body, without the API key, escaped and
+// quoted for an error message: what a server wrote may hold control
+// characters, and may echo the request's headers. It is cut at
+// excerptBytes with "..." and no count: the error says the body's size.
 func (c *capture) excerpt() string {
 	if c == nil {
 		return `""`
 	}
-	return safetext.Quote(string(c.head), excerptBytes)
+	head := c.head
+	if len(head) <= excerptBytes {
+		return strconv.Quote(scrub(string(head), c.key))
+	}
+	cut := excerptBytes
+	for cut > 0 && !utf8.RuneStart(head[cut]) {
+		cut--
+	}
+	return strconv.Quote(scrub(string(head[:cut]), c.key)) + "..."
+}
+
+// scrubbedKey replaces the API key in what a server sent back.
+const scrubbedKey = "[api key]"
+
+// minScrubbedPrefix is the shortest start of the API key that scrub drops
+// at the end of a text cut short (a shorter one is too likely to be
+// ordinary text).
+const minScrubbedPrefix = 4
+
+// scrub returns s without the API key: a server may echo the request's
+// Authorization header back (a debug endpoint as base_url, a proxy's
+// error page), and s goes into errors, logs and run directories. A key
+// cut at s's end (a capture or an excerpt stopped inside it) goes too. An
+// empty key scrubs nothing.
+func scrub(s, key string) string {
+	if key == "" {
+		return s
+	}
+	s = strings.ReplaceAll(s, key, scrubbedKey)
+	for n := len(key) - 1; n >= minScrubbedPrefix; n-- {
+		if strings.HasSuffix(s, key[:n]) {
+			return s[:len(s)-n] + scrubbedKey
+		}
+	}
+	return s
+}
+
+// serverError is an attempt's error as Chat reports it: its text, which
+// quotes what the server sent (go-openai puts an error body's message in
+// it), escaped and without the API key; the error itself stays reachable
+// (errors.As to *goopenai.APIError, errors.Is to ErrReplyTooLarge).
+type serverError struct {
+	err  error
+	text string
+}
+
+func (e *serverError) Error() string { return e.text }
+func (e *serverError) Unwrap() error { return e.err }
+
+// maxServerErrorBytes caps a serverError's text: go-openai's
+// *RequestError quotes the whole error body.
+const maxServerErrorBytes = 2 << 10
+
+// serverText wraps an attempt's error as serverError.
+func (info *attemptInfo) serverText(err error) error {
+	return &serverError{err: err, text: safetext.Line(scrub(err.Error(), info.key), maxServerErrorBytes)}
 }
 
 // notCompletion is the error of a 2xx reply that go-openai could not

@@ -226,6 +226,7 @@ type Client struct {
 	maxRetries int
 	baseDelay  time.Duration
 	pricer     *llm.Pricer
+	apiKey     string // scrubbed from what the server sends back (scrub)
 	extraBody  map[string]any
 	jsonMode   string
 	logger     *slog.Logger
@@ -287,6 +288,7 @@ func New(cfg Config) (*Client, error) {
 		maxRetries: cfg.MaxRetries,
 		baseDelay:  cfg.RetryBaseDelay,
 		pricer:     llm.NewPricer(cfg.Pricing, cfg.Logger),
+		apiKey:     cfg.APIKey,
 		extraBody:  maps.Clone(cfg.ExtraBody),
 		jsonMode:   jsonMode,
 		logger:     cfg.Logger,
@@ -616,7 +618,7 @@ func (c *Client) responseFormat(schema *llm.JSONSchema) *goopenai.ChatCompletion
 // deliver set it streams the reply, passing each piece of text to deliver,
 // and the timeout covers the whole stream.
 func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionRequest, extra map[string]any, deliver func(string)) (goopenai.ChatCompletionResponse, *attemptInfo, error) {
-	info := &attemptInfo{extra: extra, maxReply: c.maxReply}
+	info := &attemptInfo{extra: extra, maxReply: c.maxReply, key: c.apiKey}
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, info), c.timeout)
 	defer cancel()
 	var resp goopenai.ChatCompletionResponse
@@ -632,6 +634,9 @@ func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionReques
 		} else {
 			err = fmt.Errorf("%w after %s: %w (%w)", ErrAttemptTimeout, c.timeout, context.DeadlineExceeded, err)
 		}
+	}
+	if err != nil {
+		err = info.serverText(err)
 	}
 	return resp, info, err
 }
@@ -730,7 +735,7 @@ func (c *Client) result(ctx context.Context, creq goopenai.ChatCompletionRequest
 	}
 	u = c.pricer.Price(ctx, creq.Model, u)
 	res := llm.Result{
-		Text:     resp.Choices[0].Message.Content,
+		Text:     scrub(resp.Choices[0].Message.Content, c.apiKey),
 		Usage:    u,
 		Duration: c.now().Sub(start),
 
@@ -821,6 +826,7 @@ type attemptInfo struct {
 	status    int            // the reply's HTTP status; 0 when none came
 	body      *capture       // the reply's body as go-openai read it; nil when none came
 	delivered int            // bytes of streamed text passed to Request.Stream
+	key       string         // the API key, scrubbed from what the server sends back
 }
 
 // modelMissing says the reply refused the call because the server has no
@@ -890,7 +896,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		info.header = resp.Header.Clone()
 		info.status = resp.StatusCode
-		info.body = &capture{body: resp.Body, limit: info.maxReply}
+		info.body = &capture{body: resp.Body, limit: info.maxReply, key: info.key}
 		resp.Body = info.body
 	}
 	return resp, err

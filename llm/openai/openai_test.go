@@ -790,34 +790,6 @@ func TestAttemptTimeoutRetried(t *testing.T) {
 	}
 }
 
-func TestTruncatedReplyRetried(t *testing.T) {
-	s := newServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
-		if n == 1 { // the connection drops halfway through a 200 reply
-			conn, buf, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				t.Errorf("hijack: %v", err)
-				return
-			}
-			fmt.Fprint(buf, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"id\":\"x\",\"choi")
-			buf.Flush()
-			conn.Close()
-			return
-		}
-		writeReply(w, "test-model", "whole", 1, 1)
-	})
-	c := s.client(t, nil)
-	res, err := c.Chat(context.Background(), llm.Request{Messages: userMsg("hi")})
-	if err != nil {
-		t.Fatalf("Chat: %v", err)
-	}
-	if res.Text != "whole" {
-		t.Errorf("Text = %q", res.Text)
-	}
-	if n := s.count(); n != 2 {
-		t.Errorf("server saw %d requests, want 2", n)
-	}
-}
-
 func TestEmptyChoicesIsAnError(t *testing.T) {
 	s := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"test-model","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":0,"total_tokens":5}}`)

@@ -75,8 +75,8 @@ func TestModelNotFound(t *testing.T) {
 
 // TestReplyNotACompletion checks that a 200 whose body is not a chat
 // completion (truncated JSON, an HTML page, control characters, 10 MB of
-// garbage) fails at once with the URL and a short, escaped excerpt of the
-// body: the server answered, so it is not retried as a lost reply.
+// garbage) fails at once with the URL, the body's size and a short,
+// escaped excerpt of it (cut with "...", no count of the rest): the server answered, so it is not retried as a lost reply.
 func TestReplyNotACompletion(t *testing.T) {
 	garbage := bytes.Repeat([]byte("garbage\x1b[2J\x00"), 1<<20) // 10 MB
 	for _, tt := range []struct {
@@ -108,6 +108,9 @@ func TestReplyNotACompletion(t *testing.T) {
 			if len(msg) > 1000 {
 				t.Errorf("error is %d bytes; want the body's excerpt capped", len(msg))
 			}
+			if strings.Contains(msg, "more bytes)") { // a count of the capture, not of the body
+				t.Errorf("error counts what the excerpt left out: %s", msg)
+			}
 			if n := s.count(); n != 1 {
 				t.Errorf("server saw %d requests, want 1 (the server answered: not retried)", n)
 			}
@@ -116,7 +119,7 @@ func TestReplyNotACompletion(t *testing.T) {
 }
 
 // TestReplyCutOffLoggedAsSuch checks that a 200 whose connection drops
-// mid-body is retried, and that the retry's log says the reply was cut off,
+// mid-body is retried once, and that the retry's log says the reply was cut off,
 // not that none came.
 func TestReplyCutOffLoggedAsSuch(t *testing.T) {
 	s := newServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -141,6 +144,9 @@ func TestReplyCutOffLoggedAsSuch(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reply cut off after 15 bytes (HTTP 200)") || strings.Contains(logs.String(), "no reply") {
 		t.Errorf("retry log does not say the reply was cut off:\n%s", logs.String())
+	}
+	if n := s.count(); n != 2 {
+		t.Errorf("server saw %d requests, want 2", n)
 	}
 }
 
