@@ -10,7 +10,7 @@ import (
 // FuzzJournalRecord instead of vanishing from the journal (as restart once
 // did).
 func TestFuzzRecordSetsEveryField(t *testing.T) {
-	v := reflect.ValueOf(*fuzzRecord("s", 5, 1.5))
+	v := reflect.ValueOf(*fuzzRecord("s", 5, 1.5, 2.5))
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
 			t.Errorf("fuzzRecord leaves journalRecord.%s zero: set it, and make sure appendJSON writes it", v.Type().Field(i).Name)
