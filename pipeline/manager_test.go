@@ -141,9 +141,12 @@ func TestManagerSteersChild(t *testing.T) {
 		}
 	}}
 	parent := `digraph p { start [shape=Mdiamond]; boss [shape=house, stack.child_dotfile="child.dot", manager.poll_interval="1s",
-		manager.actions="observe,wait,steer", manager.steer_cooldown=1, manager.steer_prompt="Focus: $goal ` + strings.Repeat("x", 1<<20-100) + `"];
+		manager.actions="observe,wait,steer", manager.steer_cooldown=1000, manager.steer_prompt="Focus: $goal ` + strings.Repeat("x", 1<<20-100) + `"];
 		done [shape=Msquare]; start -> boss -> done }`
 	goal := "the tests\x1b[2J"
+	// One steer (the cooldown outlasts the test): with one every poll, a
+	// steer after the child's last agent stage read the first stays in
+	// its context, and the check below would race the ticks.
 	answered := false
 	dir := t.TempDir()
 	steerFile := filepath.Join(dir, "run", "boss", "cycle-1", "gate", SteerFile)
