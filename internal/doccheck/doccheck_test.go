@@ -317,7 +317,10 @@ func TestGoGetFromOutside(t *testing.T) {
 
 	dir := t.TempDir()
 	modcache := strings.TrimSpace(run(t, root, os.Environ(), "go", "env", "GOMODCACHE"))
-	env := goEnv("GOPROXY=file://" + filepath.ToSlash(proxy) + ",file://" + filepath.ToSlash(filepath.Join(modcache, "cache", "download")))
+	// A module cache of its own (writable, so TempDir can remove it): the
+	// shared one would keep a new pseudo-version of morph from every run.
+	env := goEnv("GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(modcache, "cache", "download")),
+		"GOMODCACHE="+t.TempDir(), "GOFLAGS=-mod=mod -modcacherw")
 	run(t, dir, env, "go", "mod", "init", "example.com/embed")
 	first := goBlocks(t, "README.md")[0]
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(first.src), 0o600); err != nil {
