@@ -19,6 +19,7 @@ import (
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/internal/safetext"
+	"github.com/morphhost/morph/llm"
 	"github.com/morphhost/morph/llm/openai"
 )
 
@@ -345,13 +346,16 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 
 // errorsAndRetries passes on errors, and the model client's warning before
 // each retry wait (openai.RetryMessage), which says how long the run will
-// wait and why; it drops the other warnings, which the progress lines show.
+// wait and why, and the once-per-model warning of a model without a price
+// (llm.UnpricedMessage); it drops the other warnings, which the progress
+// lines show.
 type errorsAndRetries struct{ slog.Handler }
 
-// Handle drops records below slog.LevelError except retry warnings and
-// those of an oci:// plugin run at its locked digest unchecked.
+// Handle drops records below slog.LevelError except retry warnings,
+// unpriced-model warnings and those of an oci:// plugin run at its locked
+// digest unchecked.
 func (h *errorsAndRetries) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < slog.LevelError && r.Message != openai.RetryMessage && r.Message != config.OCILockedDigest {
+	if r.Level < slog.LevelError && r.Message != openai.RetryMessage && r.Message != llm.UnpricedMessage && r.Message != config.OCILockedDigest {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)
@@ -438,8 +442,8 @@ func progress(w io.Writer, verbose bool) func(engine.Event) {
 			default:
 				action = "tool " + label(action) // the model's choice: any string
 			}
-			line := fmt.Sprintf("step %d  %s  tokens %d (+%d)  cost $%.6f  %.2fs",
-				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), ev.Total.Cost, ev.Elapsed.Seconds())
+			line := fmt.Sprintf("step %d  %s  tokens %d (+%d)  cost %s  %.2fs",
+				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), costText(ev.Total.Cost, ev.Total.CostUnknown), ev.Elapsed.Seconds())
 			if ev.Err != nil {
 				line += "  error: " + oneLine(ev.Err.Error(), 200)
 			}
@@ -454,6 +458,20 @@ func progress(w io.Writer, verbose bool) func(engine.Event) {
 			}
 			fmt.Fprintln(w, "warning: "+oneLine(msg, 500))
 		}
+	}
+}
+
+// costText is a cost for a progress line: "$X", or, when some call was of
+// a model without a price (llm.Usage.CostUnknown), "unknown" or
+// "$X + unknown", so that an unpriced run never reads as a free one.
+func costText(usd float64, unknown bool) string {
+	switch {
+	case !unknown:
+		return fmt.Sprintf("$%.6f", usd)
+	case usd == 0:
+		return "unknown"
+	default:
+		return fmt.Sprintf("$%.6f + unknown", usd)
 	}
 }
 
