@@ -377,7 +377,10 @@ func (h *errorsAndRetries) WithGroup(name string) slog.Handler {
 // limit to clean up, and a second signal ends the process (see main).
 // The close is waited for shutdownGrace at most past the limit or the
 // signal, in case something in it does not heed its context; what it cut
-// short is one warning, not a failure of the run.
+// short is one warning, not a failure of the run; it blames the plugins'
+// morph_destroy hooks only where rt has plugins (a runtime that tells,
+// config.Runtime, with none: what was cut is the MCP servers or the
+// telemetry flush, whose own errors follow it).
 func closeRuntime(ctx context.Context, rt interface{ Close(context.Context) error }, limit time.Duration, interrupted bool, stderr io.Writer) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	defer cancel()
@@ -402,12 +405,16 @@ func closeRuntime(ctx context.Context, rt interface{ Close(context.Context) erro
 			abandoned = true
 		}
 	}
+	what := "the plugins' morph_destroy hooks were"
+	if p, ok := rt.(interface{ Plugins() []engine.PluginStatus }); ok && len(p.Plugins()) == 0 {
+		what = "closing (no plugins: the MCP servers, the telemetry flush) was"
+	}
 	var warning string
 	switch {
 	case errors.Is(cut, context.DeadlineExceeded):
-		warning = fmt.Sprintf("shutdown took longer than %s (--shutdown-timeout): the plugins' morph_destroy hooks were cut short", limit)
+		warning = fmt.Sprintf("shutdown took longer than %s (--shutdown-timeout): %s cut short", limit, what)
 	case cut != nil: // canceled: a signal came during the shutdown
-		warning = "shutdown interrupted: the plugins' morph_destroy hooks were cut short"
+		warning = fmt.Sprintf("shutdown interrupted: %s cut short", what)
 	}
 	if abandoned {
 		warning += fmt.Sprintf(", and did not return %s later; exiting anyway", shutdownGrace)
