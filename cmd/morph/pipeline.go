@@ -422,7 +422,7 @@ func stageProgress(w io.Writer, verbose bool) func(pipeline.Event) {
 		case pipeline.EventPipelineCompleted:
 			line = fmt.Sprintf("pipeline completed  %.2fs  tokens %d  cost %s", ev.Duration.Seconds(), ev.Usage.TotalTokens, costText(ev.Usage.CostUSD, ev.Usage.CostUnknown))
 		case pipeline.EventWarning:
-			line = "warning: " + ev.Message
+			line = "morph: warning: " + ev.Message
 		case pipeline.EventAgent:
 			if !verbose || ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
 				return

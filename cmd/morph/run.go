@@ -324,7 +324,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	st := eng.Status()
 	fmt.Fprintln(stderr, "morph: "+oneLine(st.Summary(), 0))
 	for _, w := range st.Warnings { // a plugin tool taking a built-in's name, a hook replaced, ...
-		fmt.Fprintln(stderr, "warning: "+oneLine(w, 500))
+		fmt.Fprintln(stderr, "morph: warning: "+oneLine(w, 500))
 	}
 
 	opts := cfg.RunOptions()
@@ -463,7 +463,7 @@ func progress(w io.Writer, verbose bool) func(engine.Event) {
 			if ev.Err != nil {
 				msg += ": " + ev.Err.Error()
 			}
-			fmt.Fprintln(w, "warning: "+oneLine(msg, 500))
+			fmt.Fprintln(w, "morph: warning: "+oneLine(msg, 500))
 		}
 	}
 }
