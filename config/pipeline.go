@@ -127,7 +127,7 @@ func (v *validator) pipeline() {
 // --max-cost flag or [pipeline] max_cost_usd) under a configuration with
 // no [llm.pricing] table: every call then costs $0, marked unknown, and
 // the budget cannot trip. It is "" when there is no budget or a table;
-// a table that misses a model is warned of as the run calls it.
+// a model without a price is warned of (llm.Pricer) as the run calls it.
 func (c *Config) UnpricedBudget(maxCostUSD float64) string {
 	if maxCostUSD <= 0 || len(c.LLM.Pricing) > 0 {
 		return ""

@@ -34,6 +34,9 @@ type Telemetry struct {
 	MaxAttributeBytes int `toml:"max_attribute_bytes"`
 	// MetricsInterval is the time between metric exports (default 60s).
 	MetricsInterval time.Duration `toml:"metrics_interval"`
+	// ShutdownTimeout bounds the flush at exit (default 5s): an
+	// unreachable collector delays the exit by at most this.
+	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
 }
 
 func (v *validator) telemetry() {
@@ -53,6 +56,7 @@ func (v *validator) telemetry() {
 	}
 	v.limit(toml.Key{"telemetry", "max_attribute_bytes"}, t.MaxAttributeBytes)
 	v.duration("telemetry", "metrics_interval", t.MetricsInterval, time.Second)
+	v.duration("telemetry", "shutdown_timeout", t.ShutdownTimeout, 0)
 }
 
 // TelemetryConfig is [telemetry] as package telemetry takes it, with the
@@ -60,7 +64,8 @@ func (v *validator) telemetry() {
 func (c *Config) TelemetryConfig() telemetry.Config {
 	t := c.Telemetry
 	tc := telemetry.Config{Enabled: t.Enabled, Protocol: t.Protocol, Endpoint: t.Endpoint, SampleRatio: t.SampleRatio,
-		RecordContent: t.RecordContent, MaxAttributeBytes: t.MaxAttributeBytes, MetricsInterval: t.MetricsInterval}
+		RecordContent: t.RecordContent, MaxAttributeBytes: t.MaxAttributeBytes, MetricsInterval: t.MetricsInterval,
+		ShutdownTimeout: t.ShutdownTimeout}
 	if c.LLM.Provider == ProviderOpenAI {
 		tc.Provider = "openai"
 	}

@@ -23,6 +23,7 @@ func TestTelemetryKeys(t *testing.T) {
 		"telemetry.sample_ratio":        `sample_ratio = 0.0`,
 		"telemetry.max_attribute_bytes": `max_attribute_bytes = 0`,
 		"telemetry.metrics_interval":    `metrics_interval = "10ms"`,
+		"telemetry.shutdown_timeout":    `shutdown_timeout = "0s"`,
 		"telemetry.headers":             `headers = "x"`,
 	} {
 		ce, _ := loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[telemetry]\n"+content+"\n")

@@ -142,10 +142,10 @@ const maxPricedNames = 8
 
 // Pricer turns a call's token counts into its cost, for the clients. A
 // model without a price costs 0 with Usage.CostUnknown set, so that "no
-// price" never reads as "free"; when Pricing has prices for other models
-// (a misspelt or forgotten entry, most likely), the first such call of
-// each model logs an UnpricedMessage warning. With no prices at all there
-// is nothing to misspell, and no warning: the cost is marked unknown. A
+// price" never reads as "free"; the first such call of each model logs an
+// UnpricedMessage warning, whether or not Pricing has prices for other
+// models (a misspelt or forgotten entry, most likely, or no table at all):
+// an operator watching stderr should not take the run for a free one. A
 // Pricer is safe for concurrent use.
 type Pricer struct {
 	pricing Pricing
@@ -168,9 +168,6 @@ func (p *Pricer) Price(ctx context.Context, model string, u Usage) Usage {
 		return u
 	}
 	u.Cost, u.CostUnknown = 0, true
-	if len(p.pricing) == 0 {
-		return u
-	}
 	if _, seen := p.warned.LoadOrStore(model, struct{}{}); !seen {
 		priced := slices.Sorted(maps.Keys(p.pricing))
 		if len(priced) > maxPricedNames {

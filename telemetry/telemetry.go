@@ -43,6 +43,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/internal/safetext"
 )
 
 // Protocols of the OTLP exporters (OTEL_EXPORTER_OTLP_PROTOCOL's values).
@@ -81,6 +82,10 @@ type Config struct {
 	ServiceVersion    string        // service.version of the resource; empty: not set
 	// Provider is the model's gen_ai.provider.name (engine.Telemetry.Provider).
 	Provider string
+	// ShutdownTimeout bounds Shutdown's flush, whatever its caller's
+	// deadline: an unreachable collector delays the exit by at most this
+	// (0: DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
 }
 
 // Providers are what Setup built: Telemetry, to pass to the engine, the
@@ -91,28 +96,58 @@ type Providers struct {
 	// (W3C tracecontext and baggage): the TRACEPARENT variable of a child
 	// process, an MCP request's _meta.
 	Propagator propagation.TextMapPropagator
-	shutdown   []func(context.Context) error
+	shutdown   []flusher
+	timeout    time.Duration // Config.ShutdownTimeout, defaulted
+}
+
+// flusher is a signal's provider to shut down, and where it exports to:
+// a failed flush names the collector, not only "context deadline exceeded".
+type flusher struct {
+	signal, target string // "traces", "http://collector:4317 (grpc)"
+	shutdown       func(context.Context) error
 }
 
 // Shutdown flushes the spans and metrics not yet exported and stops the
-// exporters, within ctx or, when ctx has no deadline,
-// DefaultShutdownTimeout. A nil *Providers does nothing.
+// exporters, within ctx and Config.ShutdownTimeout (its own bound, so that
+// an unreachable collector does not use up the caller's whole shutdown).
+// A failure names the signals and the collector; the signals that failed
+// alike at one collector make one error. A nil *Providers does nothing.
 func (p *Providers) Shutdown(ctx context.Context) error {
-	if p == nil {
+	if p == nil || len(p.shutdown) == 0 {
 		return nil
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultShutdownTimeout)
-		defer cancel()
+	timeout := p.timeout
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
 	}
-	var errs []error
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type failure struct {
+		signals []string
+		target  string
+		err     error
+	}
+	var failed []*failure
+next:
 	for _, f := range p.shutdown {
-		if err := f(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("telemetry: flushing: %w", err))
+		err := f.shutdown(ctx)
+		if err == nil {
+			continue
 		}
+		for _, o := range failed {
+			if o.target == f.target && o.err.Error() == err.Error() {
+				o.signals = append(o.signals, f.signal)
+				continue next
+			}
+		}
+		failed = append(failed, &failure{[]string{f.signal}, f.target, err})
 	}
 	p.shutdown = nil
+	var errs []error
+	for _, o := range failed {
+		errs = append(errs, fmt.Errorf("telemetry: flushing %s to %s (at most %s, [telemetry] shutdown_timeout): %w",
+			strings.Join(o.signals, " and "), o.target, timeout, o.err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -269,7 +304,7 @@ func setup(ctx context.Context, c Config, getenv func(string) string) (*Provider
 	if err != nil {
 		return nil, err
 	}
-	p := &Providers{Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
+	p := &Providers{Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), timeout: c.ShutdownTimeout}
 	if !s.traces && !s.metrics {
 		return p, nil
 	}
@@ -300,7 +335,7 @@ func setup(ctx context.Context, c Config, getenv func(string) string) (*Provider
 		}
 		tp := sdktrace.NewTracerProvider(opts...)
 		p.Telemetry.TracerProvider = tp
-		p.shutdown = append(p.shutdown, tp.Shutdown)
+		p.shutdown = append(p.shutdown, flusher{"traces", target(s.tracesEndpoint, envTracesEndpoint, s.tracesProtocol, getenv), tp.Shutdown})
 	}
 	if s.metrics {
 		exp, err := metricExporter(ctx, s)
@@ -314,9 +349,24 @@ func setup(ctx context.Context, c Config, getenv func(string) string) (*Provider
 		}
 		mp := metric.NewMeterProvider(metric.WithReader(metric.NewPeriodicReader(exp, ropts...)), metric.WithResource(res))
 		p.Telemetry.MeterProvider = mp
-		p.shutdown = append(p.shutdown, mp.Shutdown)
+		p.shutdown = append(p.shutdown, flusher{"metrics", target(s.metricsEndpoint, envMetricsEndpoint, s.metricsProtocol, getenv), mp.Shutdown})
 	}
 	return p, nil
+}
+
+// target names where a signal exports to, for an error: its endpoint
+// (Config.Endpoint, else the variable that applies, escaped, else the
+// exporter's default) and protocol.
+func target(endpoint, specific, protocol string, getenv func(string) string) string {
+	for _, name := range []string{specific, envEndpoint} {
+		if endpoint == "" {
+			endpoint = getenv(name)
+		}
+	}
+	if endpoint == "" {
+		return fmt.Sprintf("the default localhost endpoint (%s)", protocol)
+	}
+	return fmt.Sprintf("%s (%s)", safetext.Line(endpoint, 200), protocol)
 }
 
 // signalURL is endpoint, a base URL, with the OTLP/HTTP path of a signal

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -165,5 +166,34 @@ func TestShutdownDeadline(t *testing.T) {
 		}
 	case <-time.After(time.Minute): // generous: only a hang fails
 		t.Fatal("Shutdown did not return after its deadline")
+	}
+}
+
+// An unreachable gRPC collector holds Shutdown no longer than
+// Config.ShutdownTimeout, even when the caller set no deadline, and the
+// error names the signal, the endpoint and the protocol.
+func TestShutdownUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now: every export is refused
+	p, err := setup(context.Background(), Config{Enabled: true, Protocol: ProtocolGRPC, Endpoint: endpoint, ShutdownTimeout: 200 * time.Millisecond},
+		env(map[string]string{envMetricsExporter: "none"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.Telemetry.Tracer().Start(context.Background(), "x")
+	span.End()
+	done := make(chan error, 1)
+	go func() { done <- p.Shutdown(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "flushing traces to "+endpoint+" (grpc)") || !strings.Contains(err.Error(), "shutdown_timeout") {
+			t.Errorf("Shutdown: %v, want an error naming the traces, %s and grpc", err, endpoint)
+		}
+	case <-time.After(time.Minute): // generous: only a hang fails
+		t.Fatal("Shutdown did not return within its own bound")
 	}
 }

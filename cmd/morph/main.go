@@ -45,6 +45,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"go.opentelemetry.io/otel"
+
+	"github.com/morphhost/morph/telemetry"
 )
 
 func main() {
@@ -52,6 +56,9 @@ func main() {
 	// After the first signal, the next one gets Go's default handling: the
 	// process ends at once, whatever is still running.
 	context.AfterFunc(ctx, stop)
+	// The OpenTelemetry SDK's own errors (an export to an unreachable
+	// collector) print as morph's warnings, once each, not through Go's log.
+	otel.SetErrorHandler(telemetry.ErrorHandler(os.Stderr))
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -206,7 +206,7 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 	st := rt.Engine.Status()
 	fmt.Fprintln(stderr, "morph: "+oneLine(st.Summary(), 0))
 	for _, w := range st.Warnings { // a plugin tool taking a built-in's name, ...
-		fmt.Fprintln(stderr, "warning: "+oneLine(w, 500))
+		fmt.Fprintln(stderr, "morph: warning: "+oneLine(w, 500))
 	}
 	// The server logs the tools it does not serve, and why.
 	// [mcp] sets the limits; a flag given overrides its key.
@@ -247,7 +247,7 @@ func mcpServe(cmd *cobra.Command, f mcpServeFlags, stdin io.Reader, stdout, stde
 		httpOpts.Loopback, httpOpts.Token, httpOpts.AllowedOrigins = loopback, os.Getenv(f.tokenEnv), f.allowOrigins
 		return mcpServeHTTP(ctx, srv, f, httpOpts, stderr)
 	}
-	fmt.Fprintf(stderr, "morph: serving %d tools over MCP on standard input and output\n", len(srv.Tools()))
+	fmt.Fprintf(stderr, "morph: serving %s over MCP on standard input and output\n", plural(len(srv.Tools()), "tool"))
 	if err := srv.ServeStdio(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}); err != nil && ctx.Err() == nil {
 		return &exitError{exitRunFailed, err}
 	}
@@ -274,7 +274,7 @@ func mcpServeHTTP(ctx context.Context, srv *mcp.Server, f mcpServeFlags, o mcp.H
 	err = httpguard.Server{
 		Handler: h, ShutdownTimeout: f.shutdownTimeout,
 		Ready: func(addr net.Addr) {
-			fmt.Fprintf(stderr, "morph: serving %d tools over MCP at http://%s/\n", len(srv.Tools()), addr)
+			fmt.Fprintf(stderr, "morph: serving %s over MCP at http://%s/\n", plural(len(srv.Tools()), "tool"), addr)
 		},
 		// The sessions' streams never go idle: end them, then the
 		// listener; both within --shutdown-timeout, past which the

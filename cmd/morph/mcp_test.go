@@ -83,7 +83,7 @@ func TestMCPServe(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("morph mcp serve did not return within a minute of the client closing standard input")
 	}
-	if !strings.Contains(stderr.String(), "morph: serving 1 tools over MCP") {
+	if !strings.Contains(stderr.String(), "morph: serving 1 tool over MCP") {
 		t.Errorf("stderr does not say what is served:\n%s", stderr.String())
 	}
 }

@@ -411,7 +411,7 @@ func stageProgress(w io.Writer, verbose bool) func(pipeline.Event) {
 		}
 		switch ev.Kind {
 		case pipeline.EventStageCompleted, pipeline.EventStageFailed:
-			line = fmt.Sprintf("stage %s  %s  %.2fs  tokens %d  cost $%.6f", who, ev.Status, ev.Duration.Seconds(), ev.Usage.TotalTokens, ev.Usage.CostUSD)
+			line = fmt.Sprintf("stage %s  %s  %.2fs  tokens %d  cost %s", who, ev.Status, ev.Duration.Seconds(), ev.Usage.TotalTokens, costText(ev.Usage.CostUSD, ev.Usage.CostUnknown))
 			if ev.Message != "" {
 				line += "  " + ev.Message
 			}
@@ -420,9 +420,9 @@ func stageProgress(w io.Writer, verbose bool) func(pipeline.Event) {
 		case pipeline.EventInterviewTimeout:
 			line = fmt.Sprintf("stage %s  %s", who, ev.Message)
 		case pipeline.EventPipelineCompleted:
-			line = fmt.Sprintf("pipeline completed  %.2fs  tokens %d  cost $%.6f", ev.Duration.Seconds(), ev.Usage.TotalTokens, ev.Usage.CostUSD)
+			line = fmt.Sprintf("pipeline completed  %.2fs  tokens %d  cost %s", ev.Duration.Seconds(), ev.Usage.TotalTokens, costText(ev.Usage.CostUSD, ev.Usage.CostUnknown))
 		case pipeline.EventWarning:
-			line = "warning: " + ev.Message
+			line = "morph: warning: " + ev.Message
 		case pipeline.EventAgent:
 			if !verbose || ev.Agent == nil || ev.Agent.Kind != engine.EventStep {
 				return

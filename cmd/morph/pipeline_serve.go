@@ -173,7 +173,7 @@ func pipelineServe(ctx context.Context, f pipelineServeFlags, stderr io.Writer) 
 	err = httpguard.Server{
 		Handler: srv.Handler(), ShutdownTimeout: f.shutdownTimeout,
 		Ready: func(addr net.Addr) {
-			fmt.Fprintf(stderr, "morph: serving %d pipelines at http://%s/ (runs in %s)\n", len(pipelines), addr, filepath.Clean(runs))
+			fmt.Fprintf(stderr, "morph: serving %s at http://%s/ (runs in %s)\n", plural(len(pipelines), "pipeline"), addr, filepath.Clean(runs))
 		},
 		// The runs checkpoint as canceled and the streams end; then the
 		// listener, within --shutdown-timeout.

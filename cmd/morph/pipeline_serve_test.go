@@ -53,7 +53,7 @@ func TestPipelineServeRun(t *testing.T) {
 		exited <- run(ctx, []string{"pipeline", "serve", "--config", examples + "release-review.toml", "--http", "127.0.0.1:0",
 			"--runs", runs, "--pipeline", "review=" + examples + "release-review.dot"}, strings.NewReader(""), &testenv.Buffer{}, &stderr)
 	}()
-	addr := regexp.MustCompile(`serving 1 pipelines at (http://[0-9.:]+/)`)
+	addr := regexp.MustCompile(`serving 1 pipeline at (http://[0-9.:]+/)`)
 	var base string
 	waitFor(t, "the server's address", func() bool {
 		if m := addr.FindStringSubmatch(stderr.String()); m != nil {

@@ -115,7 +115,12 @@ func runPipelineTemporal(ctx context.Context, f pipelineRunFlags, file string, s
 		return &exitError{exitStopped, fmt.Errorf("interrupted; the pipeline goes on in Temporal as workflow %s: follow it with morph pipeline resume --temporal --config %s %s", workflow, f.config, workflow)}
 	}
 	if err := cmd.Wait(); err != nil || (last.Result == nil && last.Error == "") {
-		return &exitError{exitRunFailed, errors.Join(errors.New("the durable run failed"), err, lines.Err())}
+		// Its error is on stderr already; its exit status, raw, says
+		// nothing more (and "failed" would be wrong of a refused resume).
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && ee.ExitCode() > 0 {
+			err = fmt.Errorf("%s exited with code %d (its error is above)", temporalProgram, ee.ExitCode())
+		}
+		return &exitError{exitRunFailed, errors.Join(errors.New("no result from Temporal"), err, lines.Err())}
 	}
 	if last.Result == nil {
 		printErrors(stderr, g, last.Diagnostics)

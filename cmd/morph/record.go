@@ -31,7 +31,7 @@ func startRecording(cfg *config.Config, path string, stderr io.Writer) (stop fun
 		sum, err := r.Close()
 		fmt.Fprintln(stderr, oneLine(recordedLine(path, sum), 0))
 		if err != nil {
-			fmt.Fprintln(stderr, "warning: "+oneLine(err.Error(), 500))
+			fmt.Fprintln(stderr, "morph: warning: "+oneLine(err.Error(), 500))
 		}
 	}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/morphhost/morph/config"
 	"github.com/morphhost/morph/engine"
 	"github.com/morphhost/morph/internal/safetext"
+	"github.com/morphhost/morph/llm"
 	"github.com/morphhost/morph/llm/openai"
 )
 
@@ -323,7 +324,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	st := eng.Status()
 	fmt.Fprintln(stderr, "morph: "+oneLine(st.Summary(), 0))
 	for _, w := range st.Warnings { // a plugin tool taking a built-in's name, a hook replaced, ...
-		fmt.Fprintln(stderr, "warning: "+oneLine(w, 500))
+		fmt.Fprintln(stderr, "morph: warning: "+oneLine(w, 500))
 	}
 
 	opts := cfg.RunOptions()
@@ -345,13 +346,16 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 
 // errorsAndRetries passes on errors, and the model client's warning before
 // each retry wait (openai.RetryMessage), which says how long the run will
-// wait and why; it drops the other warnings, which the progress lines show.
+// wait and why, and the once-per-model warning of a model without a price
+// (llm.UnpricedMessage); it drops the other warnings, which the progress
+// lines show.
 type errorsAndRetries struct{ slog.Handler }
 
-// Handle drops records below slog.LevelError except retry warnings and
-// those of an oci:// plugin run at its locked digest unchecked.
+// Handle drops records below slog.LevelError except retry warnings,
+// unpriced-model warnings and those of an oci:// plugin run at its locked
+// digest unchecked.
 func (h *errorsAndRetries) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < slog.LevelError && r.Message != openai.RetryMessage && r.Message != config.OCILockedDigest {
+	if r.Level < slog.LevelError && r.Message != openai.RetryMessage && r.Message != llm.UnpricedMessage && r.Message != config.OCILockedDigest {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)
@@ -373,7 +377,10 @@ func (h *errorsAndRetries) WithGroup(name string) slog.Handler {
 // limit to clean up, and a second signal ends the process (see main).
 // The close is waited for shutdownGrace at most past the limit or the
 // signal, in case something in it does not heed its context; what it cut
-// short is one warning, not a failure of the run.
+// short is one warning, not a failure of the run; it blames the plugins'
+// morph_destroy hooks only where rt has plugins (a runtime that tells,
+// config.Runtime, with none: what was cut is the MCP servers or the
+// telemetry flush, whose own errors follow it).
 func closeRuntime(ctx context.Context, rt interface{ Close(context.Context) error }, limit time.Duration, interrupted bool, stderr io.Writer) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	defer cancel()
@@ -398,12 +405,16 @@ func closeRuntime(ctx context.Context, rt interface{ Close(context.Context) erro
 			abandoned = true
 		}
 	}
+	what := "the plugins' morph_destroy hooks were"
+	if p, ok := rt.(interface{ Plugins() []engine.PluginStatus }); ok && len(p.Plugins()) == 0 {
+		what = "closing (no plugins: the MCP servers, the telemetry flush) was"
+	}
 	var warning string
 	switch {
 	case errors.Is(cut, context.DeadlineExceeded):
-		warning = fmt.Sprintf("shutdown took longer than %s (--shutdown-timeout): the plugins' morph_destroy hooks were cut short", limit)
+		warning = fmt.Sprintf("shutdown took longer than %s (--shutdown-timeout): %s cut short", limit, what)
 	case cut != nil: // canceled: a signal came during the shutdown
-		warning = "shutdown interrupted: the plugins' morph_destroy hooks were cut short"
+		warning = fmt.Sprintf("shutdown interrupted: %s cut short", what)
 	}
 	if abandoned {
 		warning += fmt.Sprintf(", and did not return %s later; exiting anyway", shutdownGrace)
@@ -438,8 +449,8 @@ func progress(w io.Writer, verbose bool) func(engine.Event) {
 			default:
 				action = "tool " + label(action) // the model's choice: any string
 			}
-			line := fmt.Sprintf("step %d  %s  tokens %d (+%d)  cost $%.6f  %.2fs",
-				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), ev.Total.Cost, ev.Elapsed.Seconds())
+			line := fmt.Sprintf("step %d  %s  tokens %d (+%d)  cost %s  %.2fs",
+				ev.Step, action, ev.Total.Total(), ev.Usage.Total(), costText(ev.Total.Cost, ev.Total.CostUnknown), ev.Elapsed.Seconds())
 			if ev.Err != nil {
 				line += "  error: " + oneLine(ev.Err.Error(), 200)
 			}
@@ -452,8 +463,22 @@ func progress(w io.Writer, verbose bool) func(engine.Event) {
 			if ev.Err != nil {
 				msg += ": " + ev.Err.Error()
 			}
-			fmt.Fprintln(w, "warning: "+oneLine(msg, 500))
+			fmt.Fprintln(w, "morph: warning: "+oneLine(msg, 500))
 		}
+	}
+}
+
+// costText is a cost for a progress line: "$X", or, when some call was of
+// a model without a price (llm.Usage.CostUnknown), "unknown" or
+// "$X + unknown", so that an unpriced run never reads as a free one.
+func costText(usd float64, unknown bool) string {
+	switch {
+	case !unknown:
+		return fmt.Sprintf("$%.6f", usd)
+	case usd == 0:
+		return "unknown"
+	default:
+		return fmt.Sprintf("$%.6f + unknown", usd)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/morphhost/morph/engine"
 )
 
 // morphBinary builds the morph binary once for the tests that run it as a
@@ -177,6 +179,25 @@ func TestShutdown(t *testing.T) {
 type closeFunc func(context.Context) error
 
 func (f closeFunc) Close(ctx context.Context) error { return f(ctx) }
+
+// noPlugins is a runtime to close that tells it has no plugins.
+type noPlugins struct{ closeFunc }
+
+func (noPlugins) Plugins() []engine.PluginStatus { return nil }
+
+// A runtime without plugins that is cut short does not blame the plugins'
+// morph_destroy hooks: its own errors (the telemetry flush) say what took
+// the time.
+func TestCloseRuntimeNoPlugins(t *testing.T) {
+	var out strings.Builder
+	closeRuntime(context.Background(), noPlugins{func(ctx context.Context) error { <-ctx.Done(); return errors.New("telemetry: flushing traces") }},
+		50*time.Millisecond, false, &out)
+	want := "morph: warning: shutdown took longer than 50ms (--shutdown-timeout): closing (no plugins: the MCP servers, the telemetry flush) was cut short\n" +
+		"morph: warning: closing: telemetry: flushing traces\n"
+	if out.String() != want {
+		t.Fatalf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
 
 // A close that does not heed its context is waited for shutdownGrace past
 // the limit and reported in one warning; before the fix, in two. A close

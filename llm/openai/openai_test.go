@@ -461,6 +461,7 @@ func TestRetryOn500ThenSuccess(t *testing.T) {
 	c := s.client(t, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 		cfg.RetryBaseDelay = 20 * time.Millisecond
+		cfg.Pricing = llm.Pricing{"test-model": {}} // priced: the retry warning is the only log record
 	})
 	clock := fakeTime(c)
 	res, err := c.Chat(context.Background(), llm.Request{Messages: userMsg("hi")})

@@ -159,7 +159,8 @@ func New(replies []Reply, opts ...Option) *Client {
 }
 
 // Load reads the script file at path (see the package doc for its format)
-// and returns a client that replays it, priced with pricing (nil: no cost),
+// and returns a client that replays it, priced with pricing (nil: every
+// call costs 0 marked unknown, warned of once: see llm.Pricer),
 // with opts applied after. Errors name the file and, for a bad reply, its
 // index: "replies[3]: ...".
 func Load(path string, pricing llm.Pricing, opts ...Option) (*Client, error) {

@@ -114,12 +114,16 @@ func pipelineResumeCmd() *cobra.Command {
 			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &ended); err != nil {
 				return fmt.Errorf("workflow %s: %w", id, err)
 			}
-			if ended.Result == nil || ended.State == nil || (ended.Result.State != pipeline.RunCanceled && ended.Result.State != pipeline.RunBudget) {
-				state := "without a result"
-				if ended.Result != nil {
-					state = ended.Result.State
-				}
-				return fmt.Errorf("workflow %s ended %s: only a run that stopped (canceled, budget_exceeded) resumes; start a new one with pipeline run", id, state)
+			if ended.Result == nil || ended.State == nil {
+				return fmt.Errorf("workflow %s ended without a result: only a run that stopped (canceled, budget_exceeded) resumes; start a new one with pipeline run", id)
+			}
+			if ended.Result.State != pipeline.RunCanceled && ended.Result.State != pipeline.RunBudget {
+				// As a local resume of a run that is over: nothing runs,
+				// the result is written, and morph exits with its code.
+				fmt.Fprintf(os.Stderr, "morph-temporal: workflow %s ended %s: nothing to resume (only a run that stopped, canceled or budget_exceeded, does); its summary follows\n", id, ended.Result.State)
+				out := json.NewEncoder(os.Stdout)
+				out.Encode(durable.PipelineLine{Workflow: id})
+				return out.Encode(durable.PipelineLine{Result: ended.Result, Diagnostics: ended.Diagnostics, Error: ended.Error})
 			}
 			in, err := pipelineInput(ctx, c, cfg.Temporal, id)
 			if err != nil {
