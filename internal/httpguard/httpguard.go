@@ -23,8 +23,7 @@ func LoopbackAddr(addr string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback()), nil
+	return loopbackName(host), nil
 }
 
 // TokenMatches compares a presented token with the expected one in
@@ -64,7 +63,7 @@ type Origins struct {
 
 // Allows reports whether a request with this Origin header may proceed.
 func (o Origins) Allows(origin string) bool {
-	return origin == "" || slices.Contains(o.Allowed, origin) || (o.Loopback && LoopbackOrigin(origin))
+	return origin == "" || slices.Contains(o.Allowed, origin) || (o.Loopback && loopbackOrigin(origin))
 }
 
 // Check wraps next with the check.
@@ -78,8 +77,8 @@ func (o Origins) Check(next http.Handler) http.Handler {
 	})
 }
 
-// LoopbackOrigin is whether origin is http(s) on a loopback host.
-func LoopbackOrigin(origin string) bool {
+// loopbackOrigin is whether origin is http(s) on a loopback host.
+func loopbackOrigin(origin string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
 		return false

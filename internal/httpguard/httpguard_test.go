@@ -8,7 +8,7 @@ import (
 
 func TestLoopbackAddr(t *testing.T) {
 	for addr, want := range map[string]bool{
-		"127.0.0.1:7140": true, "[::1]:0": true, "localhost:80": true,
+		"127.0.0.1:7140": true, "[::1]:0": true, "localhost:80": true, "LOCALHOST:7140": true,
 		":7140": false, "0.0.0.0:7140": false, "example.com:80": false, "10.0.0.1:1": false,
 	} {
 		got, err := LoopbackAddr(addr)

@@ -150,10 +150,3 @@ func (l *eventLog) since(after int64) (events []entry, first, last int64, wake <
 	}
 	return events, first, last, l.wake
 }
-
-// size is the ring's events and bytes.
-func (l *eventLog) size() (events, bytes int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.entries), l.bytes
-}

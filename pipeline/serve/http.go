@@ -374,7 +374,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, run *run) {
 			st.Path = cp.Completed
 		}
 	}
-	st.PendingQuestions = len(run.iv.Pending())
+	st.PendingQuestions = run.iv.Len()
 	writeJSON(w, http.StatusOK, st)
 }
 

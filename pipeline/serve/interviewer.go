@@ -113,3 +113,11 @@ func (p *PendingInterviewer) Answer(qid string, a pipeline.Answer) error {
 	w.answer <- a
 	return nil
 }
+
+// Len is the number of pending questions (what a status poll shows,
+// without Pending's copy and sort).
+func (p *PendingInterviewer) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pending)
+}

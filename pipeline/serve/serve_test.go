@@ -895,3 +895,10 @@ func TestServeErrorTextCut(t *testing.T) {
 		t.Errorf("the forgotten run's end event is %d bytes, want the message cut to %d", n, maxMessage)
 	}
 }
+
+// size is the log's events and bytes (the tests' view of its bounds).
+func (l *eventLog) size() (events, bytes int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.entries), l.bytes
+}
