@@ -40,6 +40,9 @@ func (v *validator) record() {
 			v.fail(toml.Key{"record", c.key}, nil, "must be positive, got %d (leave it out for the default)", c.n)
 		}
 	}
+	if r.MaxCallBytes > record.MaxCallBytesLimit {
+		v.fail(toml.Key{"record", "max_call_bytes"}, nil, "%d is over the limit of %d: a reader buffers about 12 times it", r.MaxCallBytes, record.MaxCallBytesLimit)
+	}
 }
 
 // RecordOptions are the options of a recording of runs of c: its [record]

@@ -18,6 +18,10 @@ func TestRecordConfig(t *testing.T) {
 	if ce.Key != "record.max_calls" || !strings.Contains(ce.Msg, "must be positive") {
 		t.Errorf("error %+v", ce)
 	}
+	ce, _ = loadErr(t, "[llm]\nprovider = \"scripted\"\nscripted_replies = \"replies.json\"\n[record]\nmax_call_bytes = 1073741824\n")
+	if ce.Key != "record.max_call_bytes" || !strings.Contains(ce.Msg, "over the limit") {
+		t.Errorf("a max_call_bytes no reader could take: %+v", ce)
+	}
 	secret := "a-granted-value-of-32-bytes-long"
 	t.Setenv("MORPH_TEST_SECRET", secret)
 	t.Setenv("MORPH_TEST_KEY", "short") // the model's key, under MinSecretBytes: left out, not refused

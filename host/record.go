@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -78,7 +77,7 @@ func (p *Plugin) recordCall(ctx context.Context, sh *shard, export string, input
 		}
 	}
 	if err != nil {
-		c.Fault = &record.Fault{Kind: FaultKind(err), Message: err.Error()}
+		c.Fault = &record.Fault{Kind: KindName(err), Message: err.Error()}
 	}
 	if rerr := p.root.rec.Call(c); rerr != nil {
 		msg := fmt.Sprintf("recording stopped: %v", rerr)
@@ -93,27 +92,4 @@ func (p *Plugin) recordCall(ctx context.Context, sh *shard, export string, input
 // recorder, and recordCall is not already recording it).
 func (p *Plugin) recording(ctx context.Context) bool {
 	return p.root.rec != nil && ctx.Value(recordedKey{}) == nil
-}
-
-// faultKinds are the short names of the failure kinds, as a record file
-// and a replay report write them.
-var faultKinds = []struct {
-	kind error
-	name string
-}{
-	{ErrTimeout, "timeout"}, {ErrCanceled, "canceled"}, {ErrTrap, "trap"}, {ErrInputTooLarge, "input_too_large"},
-	{ErrOutputTooLarge, "output_too_large"}, {ErrBadOutput, "bad_output"}, {ErrABIMismatch, "abi_mismatch"},
-	{ErrGuest, "guest"}, {ErrLoad, "load"}, {ErrClosed, "closed"}, {ErrSessionLimit, "session_limit"},
-}
-
-// FaultKind is the short name of err's kind ("trap", "timeout", "guest",
-// ...; "error" for a kind it does not know), as record files and replay
-// reports name faults.
-func FaultKind(err error) string {
-	for _, k := range faultKinds {
-		if errors.Is(err, k.kind) {
-			return k.name
-		}
-	}
-	return "error"
 }

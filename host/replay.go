@@ -16,6 +16,7 @@ import (
 
 	"github.com/morphhost/morph/abi"
 	"github.com/morphhost/morph/engine"
+	"github.com/morphhost/morph/host/internal/guest"
 	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/record"
 )
@@ -133,6 +134,7 @@ func (l *Loader) Replay(ctx context.Context, cfg Config, f *record.File, o Repla
 		if err != nil {
 			return nil, err
 		}
+		c.Hook = hookOfExport[c.Export] // from the export, not the file's word for it
 		if c.Plugin != cfg.Name || (len(o.Only) > 0 && !slices.Contains(o.Only, c.Hook) && !slices.Contains(o.Only, c.Tool)) {
 			continue
 		}
@@ -162,6 +164,10 @@ func skipReason(c *record.Call, lim record.Limits, hooks, tools map[string]bool)
 		return fmt.Sprintf("input over record.max_call_bytes (%d): not recorded", lim.MaxCallBytes)
 	case c.OutputTruncated:
 		return fmt.Sprintf("output over record.max_call_bytes (%d): nothing to compare with", lim.MaxCallBytes)
+	case c.Hook == "" && c.Export != abi.ExportCallTool && c.Export != abi.ExportHandleStage && !strings.HasPrefix(c.Export, guest.MCPExportPrefix):
+		// A recording holds hook, tool, stage and MCP calls only: a file
+		// naming another export (morph_destroy, morph_alloc) is not run.
+		return "export " + safetext.Quote(c.Export, 100) + " is not one a recording holds"
 	case len(c.Redacted) > 0:
 		return "a secret was scrubbed from it (" + strings.Join(c.Redacted, ", ") + ")"
 	case c.Hook != "" && !hooks[c.Hook]:
@@ -187,7 +193,7 @@ func replayCall(ctx context.Context, p *Plugin, c *record.Call, o ReplayOptions)
 	}
 	var msg string
 	if err != nil {
-		d.FaultNow, msg = FaultKind(err), record.FaultMessage(err.Error())
+		d.FaultNow, msg = KindName(err), record.FaultMessage(err.Error())
 	}
 	switch {
 	case d.FaultWas != d.FaultNow:

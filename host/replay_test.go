@@ -110,6 +110,25 @@ func TestReplayHangIsFault(t *testing.T) {
 	}
 }
 
+// A record file is input: a line naming an export no recording holds
+// (morph_destroy, morph_alloc) is skipped, never called, whatever hook
+// the line claims.
+func TestReplayRefusesForeignExport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	rec, err := record.Create(path, record.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Call(record.Call{Plugin: "echo_tool", Export: abi.ExportDestroy, Input: []byte(`{}`)})
+	rec.Call(record.Call{Plugin: "echo_tool", Export: abi.ExportAlloc, Hook: abi.HookBuildPrompt, Input: []byte(`{}`)})
+	rec.Close()
+	rep := replay(t, path, Config{Name: "echo_tool", Path: fixture(t, "echo_tool")}, ReplayOptions{Timeout: time.Second})
+	if rep.Same+rep.Different != 0 || len(rep.Skipped) != 2 || !strings.Contains(rep.Skipped[0].Reason, "morph_destroy") ||
+		!strings.Contains(rep.Skipped[1].Reason, "morph_alloc") {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
 func TestReplayDiffJSON(t *testing.T) {
 	for _, tc := range []struct {
 		was, now string

@@ -29,6 +29,10 @@ const Version = 1
 const (
 	DefaultMaxBytes     = 64 << 20
 	DefaultMaxCallBytes = 1 << 20
+	// MaxCallBytesLimit is the largest MaxCallBytes a recording may set and
+	// a reader accepts: a reader buffers a line of about 12 x it, and a
+	// file's header must not choose that for it.
+	MaxCallBytesLimit = 64 << 20
 	DefaultMaxCalls     = 100_000
 	// MinSecretBytes is the shortest secret value a recording can scrub
 	// without mangling unrelated text that happens to contain it.

@@ -63,7 +63,7 @@ func Open(path string) (*File, error) {
 	// (4/3), JSON-escaped scrubbed text at worst (6x for \u00XX): room
 	// for that and the line's other fields.
 	lim := rf.Header.Limits.MaxCallBytes
-	if lim <= 0 || lim > 1<<30 {
+	if lim <= 0 || lim > MaxCallBytesLimit {
 		f.Close()
 		return nil, rf.errorf("limits.max_call_bytes %d out of range", lim)
 	}

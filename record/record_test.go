@@ -226,6 +226,8 @@ func TestRecordOpenRefusesBadFiles(t *testing.T) {
 		{"wrong version", strings.Replace(string(whole), `"morph_record":1`, `"morph_record":7`, 1), "version 7"},
 		{"cut mid-line", string(lines[0]) + string(lines[1][:len(lines[1])/2]), "line 2: cut short"},
 		{"bad line", string(lines[0]) + "[1,2]\n", "line 2: not a record line"},
+		// A header may not choose the reader's line buffer (12 x max_call_bytes).
+		{"huge max_call_bytes", strings.Replace(string(whole), `"max_call_bytes":1048576`, `"max_call_bytes":1073741824`, 1), "out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))

@@ -63,6 +63,9 @@ type Recorder struct {
 // traffic), writes its header, and returns its Recorder. It refuses a
 // secret too short to scrub (ErrSecretTooShort), before creating anything.
 func Create(path string, o Options) (*Recorder, error) {
+	if o.MaxCallBytes > MaxCallBytesLimit {
+		return nil, fmt.Errorf("record: MaxCallBytes %d is over MaxCallBytesLimit (%d)", o.MaxCallBytes, MaxCallBytesLimit)
+	}
 	s, err := newScrubber(o.Secrets)
 	if err != nil {
 		return nil, err

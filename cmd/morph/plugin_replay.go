@@ -124,7 +124,7 @@ func printReplay(w io.Writer, rep *host.ReplayReport) {
 		}
 	}
 	for _, d := range rep.Diffs {
-		what := d.Export
+		what := label(d.Export)
 		if d.Tool != "" {
 			what += " tool " + label(d.Tool)
 		}

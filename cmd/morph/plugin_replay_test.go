@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/morphhost/morph/host"
 	"github.com/morphhost/morph/pipeline"
 	"github.com/morphhost/morph/record"
 )
@@ -154,5 +155,14 @@ func TestRecordPipelineAndTemporal(t *testing.T) {
 		if code, _, stderr := morph(t, "", args...); code != 2 || !strings.Contains(stderr, "--record is for a local run") {
 			t.Errorf("%v: exit %d\n%s", args, code, stderr)
 		}
+	}
+}
+
+// An export name is the record file's bytes: the terminal gets it escaped.
+func TestReplayReportEscapesExport(t *testing.T) {
+	var out strings.Builder
+	printReplay(&out, &host.ReplayReport{Different: 1, Diffs: []host.ReplayDiff{{Export: "x\x1b[2J\nFORGED"}}})
+	if strings.ContainsAny(out.String(), "\x1b") || strings.Contains(out.String(), "\nFORGED") {
+		t.Fatalf("report printed the export raw: %q", out.String())
 	}
 }
