@@ -33,7 +33,7 @@ const (
 	// a reader accepts: a reader buffers a line of about 12 x it, and a
 	// file's header must not choose that for it.
 	MaxCallBytesLimit = 64 << 20
-	DefaultMaxCalls     = 100_000
+	DefaultMaxCalls   = 100_000
 	// MinSecretBytes is the shortest secret value a recording can scrub
 	// without mangling unrelated text that happens to contain it.
 	MinSecretBytes = 8
