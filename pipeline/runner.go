@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/otel/metric"
 	"log/slog"
 	"slices"
 	"sync"
@@ -216,6 +217,10 @@ type run struct {
 	g   *Graph
 	cfg RunConfig
 	lim Limits
+	// stageTime is the stage-duration histogram, made once a run (with
+	// Runner.Telemetry; see telemetry.go), not at every stage attempt.
+	stageTime     metric.Float64Histogram
+	stageTimeOnce sync.Once
 	// handlers is the runner's registry, resolved once: a Runner without
 	// one would otherwise build the default registry at every stage.
 	handlers *HandlerRegistry

@@ -83,9 +83,12 @@ func (s stageSpan) end(out *Outcome) {
 	if out != nil {
 		status = string(out.Status)
 	}
-	if h, err := t.Meter().Float64Histogram("morph.pipeline.stage.duration", metric.WithUnit("s"),
-		metric.WithDescription("Pipeline stage attempts' durations, by node and status")); err == nil {
-		h.Record(s.ctx, time.Since(s.started).Seconds(), metric.WithAttributeSet(s.attrs), metric.WithAttributes(attrStatus.String(status)))
+	s.x.stageTimeOnce.Do(func() {
+		s.x.stageTime, _ = t.Meter().Float64Histogram("morph.pipeline.stage.duration", metric.WithUnit("s"),
+			metric.WithDescription("Pipeline stage attempts' durations, by node and status"))
+	})
+	if s.x.stageTime != nil {
+		s.x.stageTime.Record(s.ctx, time.Since(s.started).Seconds(), metric.WithAttributeSet(s.attrs), metric.WithAttributes(attrStatus.String(status)))
 	}
 	if s.span.IsRecording() {
 		s.span.SetAttributes(attrStatus.String(status))
