@@ -65,7 +65,7 @@ bad config.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "morph.toml", "the config file")
+	fl.StringVar(&f.config, "config", defaultConfigFile, "the config file")
 	fl.StringVar(&f.http, "http", "127.0.0.1:7140", "the address to listen on (host:port)")
 	fl.StringVar(&f.tokenEnv, "token-env", "MORPH_PIPELINE_TOKEN", "the environment variable holding the bearer token clients must send (required beyond loopback)")
 	fl.StringArrayVar(&f.allowOrigins, "allow-origin", nil, "an origin (scheme://host[:port]) browsers may call from besides loopback ones; repeatable")
