@@ -338,7 +338,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, statusOf(err), apiError{Error: err.Error(), Diagnostics: diags})
 		return
 	}
-	run, err := s.start(id, g.Name, req.Goal, file, src, g)
+	run, err := s.start(rn, id, g.Name, req.Goal, file, src, g)
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return

@@ -293,13 +293,10 @@ var (
 	errUnknown = errors.New("no such run")
 )
 
-// launch runs fn (the runner's Run or Resume) for r on a goroutine, at
-// most MaxRuns at once. r must be in s.runs or new (then added).
-func (s *Server) launch(r *run, resumed bool, fn func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error)) error {
-	rn, err := s.opts.NewRunner()
-	if err != nil {
-		return err
-	}
+// launch runs fn (the runner's Run or Resume) with rn, for r on a
+// goroutine, at most MaxRuns at once. r must be in s.runs or new (then
+// added).
+func (s *Server) launch(rn *pipeline.Runner, r *run, resumed bool, fn func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -419,8 +416,9 @@ func (s *Server) get(id string) (*run, error) {
 	return nil, fmt.Errorf("%w: %q", errUnknown, id)
 }
 
-// start starts a new run of g (its source src, from file) in RunsRoot/id.
-func (s *Server) start(id, name, goal, file string, src []byte, g *pipeline.Graph) (*run, error) {
+// start starts a new run of g (its source src, from file) in RunsRoot/id
+// with rn, the runner that validated it.
+func (s *Server) start(rn *pipeline.Runner, id, name, goal, file string, src []byte, g *pipeline.Graph) (*run, error) {
 	r := &run{id: id, dir: filepath.Join(s.opts.RunsRoot, id), name: name, started: time.Now().UTC(), iv: NewPendingInterviewer()}
 	s.mu.Lock()
 	exists := s.runs[id] != nil
@@ -429,7 +427,7 @@ func (s *Server) start(id, name, goal, file string, src []byte, g *pipeline.Grap
 		return nil, fmt.Errorf("%w: %s", errExists, id)
 	}
 	cfg := pipeline.RunConfig{RunDir: r.dir, Goal: goal, Source: src, DotFile: file, RunID: id, OnContext: r.setLive}
-	err := s.launch(r, false, func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error) {
+	err := s.launch(rn, r, false, func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error) {
 		return rn.Run(ctx, g, cfg)
 	})
 	if err != nil {
@@ -450,7 +448,11 @@ func (s *Server) resume(r *run) error {
 	if err != nil {
 		return err
 	}
-	return s.launch(r, true, func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error) {
+	rn, err := s.opts.NewRunner()
+	if err != nil {
+		return err
+	}
+	return s.launch(rn, r, true, func(ctx context.Context, rn *pipeline.Runner) (*pipeline.Result, error) {
 		return rn.Resume(ctx, g, pipeline.RunConfig{RunDir: r.dir, Source: src, OnContext: r.setLive})
 	})
 }
