@@ -21,6 +21,7 @@ import (
 	"github.com/morphhost/morph/internal/safetext"
 	"github.com/morphhost/morph/llm"
 	"github.com/morphhost/morph/llm/openai"
+	"github.com/morphhost/morph/telemetry"
 )
 
 // version is morph's version, set at build time with
@@ -273,7 +274,7 @@ func isTerminal(r io.Reader) bool {
 }
 
 func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Writer) error {
-	ctx = traced(ctx)
+	ctx = telemetry.FromEnvironment(ctx) // a run started by a traced process (TRACEPARENT) joins its trace
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelDebug
