@@ -437,7 +437,7 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 			return llm.Result{}, stopped(cerr, attempt, err)
 		}
 		if tctx.Err() != nil {
-			return llm.Result{}, fmt.Errorf("openai: chat %w (%s) after %s: %w", ErrTotalTimeout, c.total, plural(attempt, "attempt"), err)
+			return llm.Result{}, c.gaveUp(attempt, err)
 		}
 		if errors.Is(err, ErrReplyTooLarge) {
 			return llm.Result{}, info.tooLarge(err)
@@ -492,7 +492,7 @@ func (c *Client) Chat(ctx context.Context, req llm.Request) (llm.Result, error) 
 
 		if werr := c.wait(tctx, wait); werr != nil {
 			if ctx.Err() == nil { // the total timeout, not the caller
-				return llm.Result{}, fmt.Errorf("openai: chat %w (%s) after %s: %w", ErrTotalTimeout, c.total, plural(attempt, "attempt"), err)
+				return llm.Result{}, c.gaveUp(attempt, err)
 			}
 			return llm.Result{}, stopped(ctx.Err(), attempt, err)
 		}
@@ -928,4 +928,10 @@ func addFields(req *http.Request, fields map[string]any) error {
 	req.ContentLength = int64(len(out))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
 	return nil
+}
+
+// gaveUp is the error of a call that ran out of llm.total_timeout after
+// attempt attempts, the last ending in err.
+func (c *Client) gaveUp(attempt int, err error) error {
+	return fmt.Errorf("openai: chat %w (%s) after %s: %w", ErrTotalTimeout, c.total, plural(attempt, "attempt"), err)
 }
