@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -404,7 +405,7 @@ func freeformOutcome(node *Node, ans Answer, edges []*Edge) *Outcome {
 	nt := NormalizeLabel(text)
 	for _, c := range humanChoices(edges) {
 		if nt != "" && nt == NormalizeLabel(c.Label) || strings.TrimSpace(text) == c.To {
-			updates[KeyHumanGateSelected], updates[KeyHumanGateLabel], updates["human.choice"] = c.Key, c.Label, c.Label
+			maps.Copy(updates, gateUpdates(c, Answer{})) // the gate's keys; human.text stays the text
 			out.PreferredLabel, out.SuggestedNextIDs = c.Label, []string{c.To}
 			break
 		}

@@ -60,8 +60,8 @@ func (cp *Checkpoint) newLoop(n int) {
 
 // maxRestarts is the operator's Limits.MaxRestarts ([pipeline]
 // max_restarts) when set, else the graph's max_restarts, else the default:
-// the operator's wins, as for max_steps, so that a graph a client sends
-// (serve --allow-dot) cannot raise it.
+// the operator's wins, as for max_steps, so that, when the operator sets
+// it, a graph a client sends (serve --allow-dot) cannot raise it.
 func (x *run) maxRestarts() int {
 	if x.r.Limits.MaxRestarts > 0 {
 		return x.r.Limits.MaxRestarts
